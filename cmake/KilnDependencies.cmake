@@ -1,0 +1,24 @@
+# Third-party dependencies, all from Debian packages (scripts/install-deps.sh).
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(OpenSSL 3 REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
+find_package(prometheus-cpp CONFIG REQUIRED)
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+pkg_check_modules(LZMA REQUIRED IMPORTED_TARGET liblzma)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+if(KILN_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(KILN_BUILD_BENCH)
+  find_package(benchmark QUIET)
+endif()
+
+# The shared reference material (spec vectors, conformance suite, bench
+# generator) lives beside the repository by default.
+set(KILN_SHARED_DIR "${CMAKE_CURRENT_LIST_DIR}/../../shared" CACHE PATH
+    "Folder holding spec/, conformance/ and bench/ reference material")
+get_filename_component(KILN_SHARED_DIR "${KILN_SHARED_DIR}" ABSOLUTE)

@@ -1,0 +1,32 @@
+#pragma once
+/// Byte-string encodings used by Nix: base16, nix32 ("base-32") and base64.
+/// Decoders throw `FormatError` naming the offending input.
+
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+/// Lowercase hexadecimal.
+std::string base16Encode(std::string_view bytes);
+/// Accepts upper and lower case; throws on odd length or a non-hex digit.
+std::string base16Decode(std::string_view text);
+
+/// Nix's base-32: alphabet without e, o, t, u; little-endian bit order,
+/// most significant digit first. Output length is ceil(8n/5).
+std::string nix32Encode(std::string_view bytes);
+/// Decodes `text` into exactly `size` bytes; throws on a character outside
+/// the alphabet or bits beyond `size` bytes.
+std::string nix32Decode(std::string_view text, size_t size);
+/// Length of the nix32 encoding of `size` bytes.
+constexpr size_t nix32Length(size_t size) { return (size * 8 + 4) / 5; }
+
+/// Standard base64 with '=' padding.
+std::string base64Encode(std::string_view bytes);
+/// Accepts padded input, and unpadded input when `allowUnpadded`; throws on
+/// any other character or a bad length.
+std::string base64Decode(std::string_view text, bool allowUnpadded = false);
+/// Length of the padded base64 encoding of `size` bytes.
+constexpr size_t base64Length(size_t size) { return 4 * ((size + 2) / 3); }
+
+}  // namespace kiln

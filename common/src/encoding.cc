@@ -1,0 +1,148 @@
+#include "kiln/common/encoding.h"
+
+#include "kiln/common/error.h"
+
+namespace kiln {
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+constexpr char kNix32[] = "0123456789abcdfghijklmnpqrsvwxyz";
+constexpr char kBase64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int hexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+int nix32Value(char c) {
+  for (int i = 0; i < 32; ++i)
+    if (kNix32[i] == c) return i;
+  return -1;
+}
+
+int base64Value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+}  // namespace
+
+std::string base16Encode(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+std::string base16Decode(std::string_view text) {
+  if (text.size() % 2)
+    throw FormatError("invalid base-16 string '" + std::string(text) +
+                      "': odd length");
+  std::string out(text.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    int hi = hexValue(text[2 * i]), lo = hexValue(text[2 * i + 1]);
+    if (hi < 0 || lo < 0)
+      throw FormatError("invalid base-16 string '" + std::string(text) +
+                        "': bad digit");
+    out[i] = static_cast<char>(hi << 4 | lo);
+  }
+  return out;
+}
+
+std::string nix32Encode(std::string_view bytes) {
+  size_t n = bytes.size();
+  size_t len = nix32Length(n);
+  std::string out;
+  out.reserve(len);
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  for (size_t k = len; k-- > 0;) {
+    size_t b = k * 5, i = b / 8, j = b % 8;
+    unsigned v = byte(i) >> j;
+    if (i + 1 < n) v |= byte(i + 1) << (8 - j);
+    out.push_back(kNix32[v & 31]);
+  }
+  return out;
+}
+
+std::string nix32Decode(std::string_view text, size_t size) {
+  if (text.size() != nix32Length(size))
+    throw FormatError("invalid base-32 string '" + std::string(text) +
+                      "': wrong length");
+  std::string out(size, '\0');
+  size_t len = text.size();
+  for (size_t idx = 0; idx < len; ++idx) {
+    int digit = nix32Value(text[idx]);
+    if (digit < 0)
+      throw FormatError("invalid base-32 string '" + std::string(text) +
+                        "': bad character '" + std::string(1, text[idx]) + "'");
+    size_t k = len - 1 - idx, b = k * 5, i = b / 8, j = b % 8;
+    out[i] = static_cast<char>(static_cast<unsigned char>(out[i]) |
+                               (digit << j));
+    unsigned carry = static_cast<unsigned>(digit) >> (8 - j);
+    if (i + 1 < size) {
+      out[i + 1] = static_cast<char>(static_cast<unsigned char>(out[i + 1]) |
+                                     carry);
+    } else if (carry) {
+      throw FormatError("invalid base-32 string '" + std::string(text) +
+                        "': value out of range");
+    }
+  }
+  return out;
+}
+
+std::string base64Encode(std::string_view bytes) {
+  std::string out;
+  out.reserve(base64Length(bytes.size()));
+  unsigned data = 0, bits = 0;
+  for (unsigned char c : bytes) {
+    data = data << 8 | c;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(kBase64[(data >> bits) & 63]);
+    }
+  }
+  if (bits) out.push_back(kBase64[(data << (6 - bits)) & 63]);
+  while (out.size() % 4) out.push_back('=');
+  return out;
+}
+
+std::string base64Decode(std::string_view text, bool allowUnpadded) {
+  auto bad = [&](const char* why) {
+    return FormatError("invalid base-64 string '" + std::string(text) +
+                       "': " + why);
+  };
+  size_t end = text.size();
+  while (end > 0 && text[end - 1] == '=') --end;
+  size_t pad = text.size() - end;
+  if (pad > 2) throw bad("too much padding");
+  if (pad ? text.size() % 4 : (end % 4 && !allowUnpadded))
+    throw bad("wrong length");
+  if (end % 4 == 1) throw bad("wrong length");
+  std::string out;
+  out.reserve(end * 3 / 4);
+  unsigned data = 0, bits = 0;
+  for (size_t i = 0; i < end; ++i) {
+    int v = base64Value(text[i]);
+    if (v < 0) throw bad("bad character");
+    data = data << 6 | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((data >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,164 @@
+#include "kiln/common/hash.h"
+
+#include <openssl/evp.h>
+
+#include <cstring>
+
+#include "kiln/common/encoding.h"
+#include "kiln/common/error.h"
+
+namespace kiln {
+namespace {
+
+const EVP_MD* evpFor(HashAlgo algo) {
+  switch (algo) {
+    case HashAlgo::kMd5: return EVP_md5();
+    case HashAlgo::kSha1: return EVP_sha1();
+    case HashAlgo::kSha256: return EVP_sha256();
+    case HashAlgo::kSha512: return EVP_sha512();
+  }
+  return EVP_sha256();
+}
+
+}  // namespace
+
+std::string_view hashAlgoName(HashAlgo algo) {
+  switch (algo) {
+    case HashAlgo::kMd5: return "md5";
+    case HashAlgo::kSha1: return "sha1";
+    case HashAlgo::kSha256: return "sha256";
+    case HashAlgo::kSha512: return "sha512";
+  }
+  return "sha256";
+}
+
+std::optional<HashAlgo> parseHashAlgo(std::string_view name) {
+  if (name == "md5") return HashAlgo::kMd5;
+  if (name == "sha1") return HashAlgo::kSha1;
+  if (name == "sha256") return HashAlgo::kSha256;
+  if (name == "sha512") return HashAlgo::kSha512;
+  return std::nullopt;
+}
+
+size_t hashSize(HashAlgo algo) {
+  switch (algo) {
+    case HashAlgo::kMd5: return 16;
+    case HashAlgo::kSha1: return 20;
+    case HashAlgo::kSha256: return 32;
+    case HashAlgo::kSha512: return 64;
+  }
+  return 32;
+}
+
+Hash::Hash(HashAlgo algo) : algo_(algo) {}
+
+Hash::Hash(HashAlgo algo, std::string_view digest) : algo_(algo) {
+  if (digest.size() != hashSize(algo))
+    throw FormatError("digest of " + std::to_string(digest.size()) +
+                      " bytes is not a valid " +
+                      std::string(hashAlgoName(algo)) + " hash");
+  std::memcpy(bytes_.data(), digest.data(), digest.size());
+}
+
+Hash Hash::parseBare(std::string_view text, HashAlgo algo) {
+  size_t n = hashSize(algo);
+  try {
+    if (text.size() == 2 * n) return Hash(algo, base16Decode(text));
+    if (text.size() == nix32Length(n)) return Hash(algo, nix32Decode(text, n));
+    if (text.size() == base64Length(n)) return Hash(algo, base64Decode(text));
+  } catch (const FormatError& e) {
+    throw FormatError("invalid " + std::string(hashAlgoName(algo)) +
+                      " hash '" + std::string(text) + "': " + e.what());
+  }
+  throw FormatError("hash '" + std::string(text) + "' has wrong length for " +
+                    std::string(hashAlgoName(algo)) + " hash");
+}
+
+Hash Hash::parse(std::string_view text, std::optional<HashAlgo> algo) {
+  auto colon = text.find(':');
+  auto dash = text.find('-');
+  bool sri = colon == std::string_view::npos && dash != std::string_view::npos;
+  auto sep = sri ? dash : colon;
+  if (sep == std::string_view::npos) {
+    if (!algo)
+      throw FormatError("hash '" + std::string(text) +
+                        "' does not include a type");
+    return parseBare(text, *algo);
+  }
+  auto name = text.substr(0, sep);
+  auto parsed = parseHashAlgo(name);
+  if (!parsed)
+    throw FormatError("unknown hash algorithm '" + std::string(name) +
+                      "' in '" + std::string(text) + "'");
+  if (algo && *algo != *parsed)
+    throw FormatError("hash '" + std::string(text) + "' should have type '" +
+                      std::string(hashAlgoName(*algo)) + "'");
+  auto digest = text.substr(sep + 1);
+  if (!sri) return parseBare(digest, *parsed);
+  try {
+    return Hash(*parsed, base64Decode(digest, /*allowUnpadded=*/true));
+  } catch (const FormatError& e) {
+    throw FormatError("invalid SRI hash '" + std::string(text) +
+                      "': " + e.what());
+  }
+}
+
+std::string Hash::to(HashFormat format, bool withAlgo) const {
+  std::string prefix(hashAlgoName(algo_));
+  switch (format) {
+    case HashFormat::kBase16:
+      return (withAlgo ? prefix + ":" : "") + base16Encode(bytes());
+    case HashFormat::kNix32:
+      return (withAlgo ? prefix + ":" : "") + nix32Encode(bytes());
+    case HashFormat::kBase64:
+      return (withAlgo ? prefix + ":" : "") + base64Encode(bytes());
+    case HashFormat::kSri:
+      return prefix + "-" + base64Encode(bytes());
+  }
+  return {};
+}
+
+bool Hash::operator<(const Hash& o) const {
+  if (algo_ != o.algo_) return algo_ < o.algo_;
+  return bytes() < o.bytes();
+}
+
+Hash hashString(HashAlgo algo, std::string_view data) {
+  HashSink sink(algo);
+  sink.update(data);
+  return sink.finish();
+}
+
+std::string foldHash(const Hash& hash, size_t size) {
+  std::string out(size, '\0');
+  auto in = hash.bytes();
+  for (size_t i = 0; i < in.size(); ++i)
+    out[i % size] = static_cast<char>(out[i % size] ^ in[i]);
+  return out;
+}
+
+struct HashSink::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+};
+
+HashSink::HashSink(HashAlgo algo) : impl_(new Impl), algo_(algo) {
+  impl_->ctx = EVP_MD_CTX_new();
+  if (!impl_->ctx || !EVP_DigestInit_ex(impl_->ctx, evpFor(algo), nullptr))
+    throw Error("cannot initialise " + std::string(hashAlgoName(algo)));
+}
+
+HashSink::~HashSink() { EVP_MD_CTX_free(impl_->ctx); }
+
+void HashSink::update(std::string_view data) {
+  count_ += data.size();
+  EVP_DigestUpdate(impl_->ctx, data.data(), data.size());
+}
+
+Hash HashSink::finish() {
+  Hash h(algo_);
+  unsigned len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, h.data(), &len);
+  return h;
+}
+
+}  // namespace kiln

@@ -1,0 +1,43 @@
+#pragma once
+/// Helpers shared by kiln's tests: where the reference material lives,
+/// running a command and capturing its output, polling with a deadline.
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+/// The shared reference folder (spec/, conformance/, bench/).
+std::string sharedDir();
+/// `sharedDir()/spec/vectors/<rel>`.
+std::string vectorPath(const std::string& rel);
+/// The built `kiln` executable.
+std::string kilnBinary();
+
+/// Result of running a command.
+struct RunResult {
+  int exitCode = -1;  ///< exit status, or 128+signal
+  std::string out;    ///< captured stdout
+  std::string err;    ///< captured stderr
+};
+
+/// Runs `argv` (argv[0] looked up in PATH) with optional stdin data and
+/// extra environment entries ("K=V"); waits for it and captures output.
+RunResult run(const std::vector<std::string>& argv,
+              const std::string& input = "",
+              const std::vector<std::string>& env = {});
+
+/// Whether an executable named `name` is on PATH.
+bool haveProgram(const std::string& name);
+
+/// Calls `pred` until it returns true or `timeout` passes; returns its last
+/// result. Polls with a short back-off, never a fixed sleep.
+bool pollUntil(const std::function<bool()>& pred,
+               std::chrono::milliseconds timeout);
+
+/// Splits a TSV file into rows of fields (the header row included).
+std::vector<std::vector<std::string>> readTsv(const std::string& path);
+
+}  // namespace kiln::test
