@@ -1,0 +1,146 @@
+#include "kiln/store/store_path.h"
+
+#include "kiln/common/encoding.h"
+#include "kiln/common/error.h"
+
+namespace kiln::store {
+namespace {
+
+constexpr size_t kMaxNameLen = 211;
+
+bool validNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' ||
+         c == '_' || c == '?' || c == '=';
+}
+
+}  // namespace
+
+void checkStorePathName(std::string_view name) {
+  auto bad = [&](const std::string& why) {
+    return FormatError("store path name '" + std::string(name) + "' " + why);
+  };
+  if (name.empty()) throw FormatError("store path has an empty name");
+  if (name.size() > kMaxNameLen)
+    throw bad("is longer than " + std::to_string(kMaxNameLen) + " characters");
+  if (name == "." || name == "..") throw bad("is not allowed");
+  if (name.starts_with(".-") || name.starts_with("..-"))
+    throw bad("must not start with '.-' or '..-'");
+  for (char c : name)
+    if (!validNameChar(c))
+      throw bad("contains illegal character '" + std::string(1, c) + "'");
+}
+
+StorePath::StorePath(std::string_view baseName) : baseName_(baseName) {
+  if (baseName.size() < kHashLen + 2 || baseName[kHashLen] != '-')
+    throw FormatError("'" + std::string(baseName) +
+                      "' is not a store path base name (<hash>-<name>)");
+  try {
+    nix32Decode(baseName.substr(0, kHashLen), 20);
+  } catch (const FormatError&) {
+    throw FormatError("store path '" + std::string(baseName) +
+                      "' has an invalid hash part");
+  }
+  checkStorePathName(baseName.substr(kHashLen + 1));
+}
+
+bool StorePath::isDerivation() const { return name().ends_with(".drv"); }
+
+StoreDir::StoreDir(std::string dir) : dir_(std::move(dir)) {
+  if (dir_.empty() || dir_[0] != '/')
+    throw FormatError("store directory '" + dir_ + "' is not absolute");
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+}
+
+StorePath StoreDir::parsePath(std::string_view full) const {
+  if (full.size() <= dir_.size() + 1 || !full.starts_with(dir_) ||
+      full[dir_.size()] != '/')
+    throw FormatError("path '" + std::string(full) + "' is not in the Nix store " + dir_);
+  auto base = full.substr(dir_.size() + 1);
+  if (base.find('/') != std::string_view::npos)
+    throw FormatError("path '" + std::string(full) +
+                      "' is not a store path (it is inside one)");
+  return StorePath(base);
+}
+
+bool StoreDir::isStorePath(std::string_view full) const {
+  try {
+    parsePath(full);
+    return true;
+  } catch (const FormatError&) {
+    return false;
+  }
+}
+
+std::string StoreDir::printPath(const StorePath& p) const {
+  return dir_ + "/" + p.baseName();
+}
+
+StorePath StoreDir::toStorePath(std::string_view full) const {
+  if (full.size() <= dir_.size() + 1 || !full.starts_with(dir_) ||
+      full[dir_.size()] != '/')
+    throw FormatError("path '" + std::string(full) + "' is not in the Nix store " + dir_);
+  auto base = full.substr(dir_.size() + 1);
+  return StorePath(base.substr(0, base.find('/')));
+}
+
+StorePath StoreDir::makeStorePath(std::string_view type, const Hash& inner,
+                                  std::string_view name) const {
+  checkStorePathName(name);
+  std::string fingerprint = std::string(type) + ":sha256:" + inner.toHex() +
+                            ":" + dir_ + ":" + std::string(name);
+  auto h = hashString(HashAlgo::kSha256, fingerprint);
+  return StorePath(nix32Encode(foldHash(h, 20)) + "-" + std::string(name));
+}
+
+std::string StoreDir::makeType(std::string type, const StorePathSet& refs,
+                               bool selfRef) const {
+  for (auto& r : refs) type += ":" + printPath(r);
+  if (selfRef) type += ":self";
+  return type;
+}
+
+StorePath StoreDir::makeTextPath(std::string_view name, const Hash& sha256,
+                                 const StorePathSet& refs) const {
+  return makeStorePath(makeType("text", refs, false), sha256, name);
+}
+
+StorePath StoreDir::makeSourcePath(std::string_view name, const Hash& narSha256,
+                                   const StorePathSet& refs,
+                                   bool selfRef) const {
+  return makeStorePath(makeType("source", refs, selfRef), narSha256, name);
+}
+
+StorePath StoreDir::makeFixedOutputPath(std::string_view name, bool recursive,
+                                        const Hash& hash,
+                                        const StorePathSet& refs,
+                                        bool selfRef) const {
+  if (recursive && hash.algo() == HashAlgo::kSha256)
+    return makeSourcePath(name, hash, refs, selfRef);
+  if (!refs.empty() || selfRef)
+    throw FormatError("fixed-output path '" + std::string(name) +
+                      "' cannot have references");
+  std::string inner = "fixed:out:" + std::string(recursive ? "r:" : "") +
+                      std::string(hashAlgoName(hash.algo())) + ":" +
+                      hash.toHex() + ":";
+  return makeStorePath("output:out", hashString(HashAlgo::kSha256, inner), name);
+}
+
+StorePath StoreDir::makeOutputPath(std::string_view output, const Hash& drvHash,
+                                   std::string_view drvName) const {
+  std::string name(drvName);
+  if (output != "out") name += "-" + std::string(output);
+  return makeStorePath("output:" + std::string(output), drvHash, name);
+}
+
+std::string makeFixedCa(bool recursive, const Hash& hash) {
+  return std::string("fixed:") + (recursive ? "r:" : "") +
+         std::string(hashAlgoName(hash.algo())) + ":" +
+         hash.to(HashFormat::kNix32, false);
+}
+
+std::string makeTextCa(const Hash& sha256) {
+  return "text:sha256:" + sha256.to(HashFormat::kNix32, false);
+}
+
+}  // namespace kiln::store
