@@ -1,0 +1,279 @@
+#pragma once
+/// The scheduler ⇄ worker messages (docs/protocol.md) and their encoding.
+///
+/// A message travels as a ZeroMQ multipart: a 5-byte header frame
+/// ("KL", protocol version as u16 big-endian, type as u8), a body frame in
+/// kiln's length-prefixed binary encoding, and, for `Chunk` and `LogChunk`,
+/// one raw data frame. Decoders validate every field and throw FormatError
+/// (or VersionMismatch) naming the message and the field.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kiln/common/error.h"
+#include "kiln/common/hash.h"
+#include "kiln/store/store_path.h"
+
+namespace kiln::protocol {
+
+/// The version this build speaks. Bump it on any change to a message layout;
+/// peers of different versions refuse each other (only Refused keeps a frozen
+/// layout, so that the refusal can always be read).
+constexpr uint16_t kProtocolVersion = 1;
+
+/// Largest data frame of a `Chunk` or `LogChunk` a decoder accepts.
+constexpr size_t kMaxDataFrame = 4 << 20;
+/// Largest `.drv` a `BuildStep` may carry.
+constexpr size_t kMaxDrvSize = 16 << 20;
+/// Largest body frame a decoder accepts (bounds every list in it).
+constexpr size_t kMaxBodyFrame = 256 << 20;
+
+/// Message types; the numbers are on the wire and never reused.
+enum class MessageType : uint8_t {
+  kHello = 1,
+  kWelcome = 2,
+  kRefused = 3,
+  kHeartbeat = 4,
+  kBuildStep = 5,
+  kNeedPaths = 6,
+  kPathData = 7,
+  kCredit = 8,
+  kChunk = 9,
+  kTransferAbort = 10,
+  kLogChunk = 11,
+  kStepResult = 12,
+  kCancelStep = 13,
+  kUploadOutput = 14,
+  kAck = 15,
+  kBye = 16,
+};
+
+/// "Hello", "Welcome", ...; "unknown(N)" for other values.
+std::string messageTypeName(MessageType type);
+
+/// Thrown when a header frame carries another protocol version. `what()`
+/// says which version each side speaks.
+class VersionMismatch : public FormatError {
+ public:
+  VersionMismatch(uint16_t theirs, MessageType type);
+  uint16_t theirVersion() const { return theirs_; }
+  MessageType type() const { return type_; }
+
+ private:
+  uint16_t theirs_;
+  MessageType type_;
+};
+
+/// A store object as it travels: path, NAR hash and size, references, and
+/// optionally the deriver.
+struct PathInfo {
+  store::StorePath path{"00000000000000000000000000000000-x"};
+  Hash narHash{HashAlgo::kSha256};
+  uint64_t narSize = 0;
+  store::StorePathSet references;
+  std::optional<store::StorePath> deriver;
+  bool operator==(const PathInfo&) const = default;
+};
+
+/// Worker → scheduler, first message of a connection.
+struct Hello {
+  std::string workerId;  ///< [A-Za-z0-9._@:-]{1,128}
+  uint32_t protocolVersion = kProtocolVersion;
+  std::string storeDir = "/nix/store";  ///< must equal the scheduler's
+  std::vector<std::string> systems;     ///< non-empty, e.g. "x86_64-linux"
+  std::vector<std::string> supportedFeatures;
+  std::vector<std::string> mandatoryFeatures;  ///< a subset of supported
+  uint32_t slots = 1;                          ///< 1..4096
+  double speedFactor = 1.0;                    ///< finite, > 0
+  uint64_t storePathCount = 0;  ///< paths already in the worker's store
+  std::string kilnVersion;
+  bool operator==(const Hello&) const = default;
+};
+
+/// Scheduler → worker: the Hello was accepted.
+struct Welcome {
+  std::string schedulerId;
+  uint32_t heartbeatIntervalMs = 10000;  ///< 1..3600000
+  uint32_t chunkSize = 256 << 10;        ///< NAR chunk size; ≤ kMaxDataFrame
+  bool operator==(const Welcome&) const = default;
+};
+
+/// Scheduler → worker: the worker may not join (bad version, store dir,
+/// unknown worker). Its layout never changes between versions.
+struct Refused {
+  uint32_t schedulerVersion = kProtocolVersion;
+  std::string reason;
+  bool operator==(const Refused&) const = default;
+};
+
+/// Worker → scheduler, periodically.
+struct Heartbeat {
+  double load = 0;  ///< 1-minute load average; finite, ≥ 0
+  uint64_t freeDiskBytes = 0;
+  std::vector<uint64_t> runningSteps;
+  bool operator==(const Heartbeat&) const = default;
+};
+
+/// Scheduler → worker: build one derivation.
+struct BuildStep {
+  uint64_t stepId = 0;
+  store::StorePath drvPath{"00000000000000000000000000000000-x.drv"};
+  std::string drv;  ///< the ATerm bytes, ≤ kMaxDrvSize
+  std::vector<PathInfo>
+      inputs;  ///< the input closure (incl. input .drvs' outputs)
+  uint64_t maxSilentSec = 3600;
+  uint64_t timeoutSec = 36000;
+  uint64_t logLimitBytes = 0;     ///< 0 = unlimited
+  uint64_t outputLimitBytes = 0;  ///< 0 = unlimited
+  bool operator==(const BuildStep&) const = default;
+};
+
+/// Worker → scheduler: send me these inputs of a step (one PathData each).
+struct NeedPaths {
+  uint64_t stepId = 0;
+  std::vector<store::StorePath> paths;  ///< non-empty
+  bool operator==(const NeedPaths&) const = default;
+};
+
+/// Opens a NAR transfer (PathData scheduler → worker, UploadOutput worker →
+/// scheduler). The receiver answers with Credit (accept) or Ack(ok=false).
+struct TransferHeader {
+  uint64_t transferId = 0;  ///< unique per sender and connection, ≠ 0
+  uint64_t stepId = 0;
+  std::string outputName;  ///< UploadOutput: which output; else empty
+  PathInfo info;
+  bool operator==(const TransferHeader&) const = default;
+};
+struct PathData : TransferHeader {
+  bool operator==(const PathData&) const = default;
+};
+struct UploadOutput : TransferHeader {
+  bool operator==(const UploadOutput&) const = default;
+};
+
+/// Receiver → sender: you may send `chunks` more chunks of transfer `id`.
+struct Credit {
+  uint64_t transferId = 0;
+  uint32_t chunks = 0;  ///< ≥ 1
+  bool operator==(const Credit&) const = default;
+};
+
+/// Sender → receiver: chunk number `seq` (from 0) of a transfer.
+struct Chunk {
+  uint64_t transferId = 0;
+  uint64_t seq = 0;
+  std::string data;  ///< its own frame, 1..kMaxDataFrame bytes
+  bool operator==(const Chunk&) const = default;
+};
+
+/// Sender → receiver: the transfer stops (the source failed, the step was
+/// cancelled). The receiver discards what it has.
+struct TransferAbort {
+  uint64_t transferId = 0;
+  std::string reason;
+  bool operator==(const TransferAbort&) const = default;
+};
+
+/// Worker → scheduler: a piece of a step's build log.
+struct LogChunk {
+  uint64_t stepId = 0;
+  std::string data;  ///< its own frame, ≤ kMaxDataFrame bytes
+  bool operator==(const LogChunk&) const = default;
+};
+
+/// Hydra's step status numbers.
+enum class StepStatus : uint8_t {
+  kSuccess = 0,
+  kFailed = 1,
+  kDepFailed = 2,
+  kAborted = 3,
+  kCancelled = 4,
+  kFailedWithOutput = 6,
+  kTimedOut = 7,
+  kCachedFailure = 8,
+  kUnsupported = 9,
+  kLogLimitExceeded = 10,
+  kOutputLimitExceeded = 11,
+  kNotDeterministic = 12,
+};
+
+/// One built output of a step.
+struct BuiltOutput {
+  std::string name;  ///< "out", "dev", ...
+  PathInfo info;
+  bool operator==(const BuiltOutput&) const = default;
+};
+
+/// Worker → scheduler: a step finished (outputs are uploaded first).
+struct StepResult {
+  uint64_t stepId = 0;
+  StepStatus status = StepStatus::kSuccess;
+  std::string errorMsg;
+  std::vector<BuiltOutput> outputs;
+  int64_t startTimeMs = 0;  ///< Unix time
+  int64_t stopTimeMs = 0;   ///< ≥ startTimeMs
+  bool operator==(const StepResult&) const = default;
+};
+
+/// Scheduler → worker: stop a step and kill its processes.
+struct CancelStep {
+  uint64_t stepId = 0;
+  std::string reason;
+  bool operator==(const CancelStep&) const = default;
+};
+
+/// Acknowledges message `subject` about object `id` (a step or transfer id).
+/// Ends a transfer from the receiver's side: ok after the NAR was verified
+/// and handed over, !ok with the error otherwise.
+struct Ack {
+  MessageType subject = MessageType::kStepResult;
+  uint64_t id = 0;
+  bool ok = true;
+  std::string error;  ///< empty iff ok
+  bool operator==(const Ack&) const = default;
+};
+
+/// Either side: the connection is closing.
+struct Bye {
+  std::string reason;
+  bool operator==(const Bye&) const = default;
+};
+
+/// Any message.
+using Message =
+    std::variant<Hello, Welcome, Refused, Heartbeat, BuildStep, NeedPaths,
+                 PathData, Credit, Chunk, TransferAbort, LogChunk, StepResult,
+                 CancelStep, UploadOutput, Ack, Bye>;
+
+/// The type of a message.
+MessageType typeOf(const Message& msg);
+
+/// Frames of one multipart message.
+using Frames = std::vector<std::string>;
+
+/// Encodes `msg` as frames; `version` is for tests that fake another peer.
+/// Throws FormatError if a field is out of range (the same checks the
+/// decoder makes), so that nothing invalid is ever sent.
+Frames encode(const Message& msg, uint16_t version = kProtocolVersion);
+
+/// Decodes and validates a multipart message. Throws VersionMismatch for
+/// another protocol version (except Refused, whose layout is frozen and
+/// which decodes anyway), and FormatError for anything malformed.
+Message decode(const Frames& frames);
+
+/// Reads only the header frame: (version, type). Throws FormatError.
+std::pair<uint16_t, MessageType> decodeHeader(const std::string& frame);
+
+/// The text a refused worker prints: "scheduler speaks protocol N, this
+/// worker speaks M: upgrade the worker|scheduler so that both speak the
+/// same protocol".
+std::string versionMismatchText(uint32_t schedulerVersion,
+                                uint32_t workerVersion);
+
+/// Whether `status` is one of Hydra's step status numbers.
+bool isValidStepStatus(uint8_t status);
+
+}  // namespace kiln::protocol

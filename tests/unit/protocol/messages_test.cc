@@ -1,0 +1,231 @@
+#include "kiln/protocol/messages.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kiln::protocol {
+namespace {
+
+using store::StorePath;
+using ::testing::HasSubstr;
+
+const StorePath kA("0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a-hello-2.12");
+const StorePath kB("1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b-glibc-2.35");
+const StorePath kDrv("2c2c2c2c2c2c2c2c2c2c2c2c2c2c2c2c-hello-2.12.drv");
+
+PathInfo info(const StorePath& p, bool withDeriver = false) {
+  PathInfo i;
+  i.path = p;
+  i.narHash = hashString(HashAlgo::kSha256, p.baseName());
+  i.narSize = 1234;
+  i.references = {kB};
+  if (withDeriver) i.deriver = kDrv;
+  return i;
+}
+
+std::vector<Message> samples() {
+  Hello hello;
+  hello.workerId = "builder-1.example.org";
+  hello.systems = {"x86_64-linux", "i686-linux"};
+  hello.supportedFeatures = {"kvm", "big-parallel"};
+  hello.mandatoryFeatures = {"kvm"};
+  hello.slots = 8;
+  hello.speedFactor = 2.5;
+  hello.storePathCount = 12345;
+  hello.kilnVersion = "0.1.0";
+  BuildStep step;
+  step.stepId = 42;
+  step.drvPath = kDrv;
+  step.drv =
+      "Derive([(\"out\",\"/nix/store/x\",\"\",\"\")],[],[],\"x\",\"b\",[],[])";
+  step.inputs = {info(kA, true), info(kB)};
+  step.logLimitBytes = 1 << 20;
+  PathData pd;
+  pd.transferId = 7;
+  pd.stepId = 42;
+  pd.info = info(kA);
+  UploadOutput up;
+  up.transferId = 9;
+  up.stepId = 42;
+  up.outputName = "out";
+  up.info = info(kA, true);
+  StepResult res{42,
+                 StepStatus::kFailedWithOutput,
+                 "builder failed",
+                 {{"out", info(kA)}},
+                 1000,
+                 2000};
+  return {hello,
+          Welcome{"sched", 5000, 1 << 18},
+          Refused{1, "unknown worker"},
+          Heartbeat{0.75, 1ull << 40, {1, 2, 3}},
+          step,
+          NeedPaths{42, {kA, kB}},
+          pd,
+          Credit{7, 8},
+          Chunk{7, 3, std::string("\0\1binary\xff", 10)},
+          TransferAbort{7, "source vanished"},
+          LogChunk{42, "building...\n"},
+          res,
+          CancelStep{42, "build cancelled by alice"},
+          up,
+          Ack{MessageType::kUploadOutput, 9, false, "hash mismatch"},
+          Bye{"shutting down"}};
+}
+
+TEST(Messages, EveryTypeRoundTrips) {
+  auto all = samples();
+  ASSERT_EQ(all.size(), std::variant_size_v<Message>);
+  for (auto& m : all) {
+    SCOPED_TRACE(messageTypeName(typeOf(m)));
+    auto frames = encode(m);
+    EXPECT_EQ(frames[0].substr(0, 2), "KL");
+    EXPECT_EQ(decodeHeader(frames[0]).second, typeOf(m));
+    EXPECT_EQ(decode(frames), m);
+  }
+}
+
+TEST(Messages, EveryTruncationIsRejected) {
+  for (auto& m : samples()) {
+    auto frames = encode(m);
+    for (size_t cut = 0; cut < frames[1].size(); ++cut) {
+      auto bad = frames;
+      bad[1].resize(cut);
+      try {
+        decode(bad);
+        ADD_FAILURE() << messageTypeName(typeOf(m)) << " cut at " << cut
+                      << " accepted";
+      } catch (const FormatError& e) {
+        EXPECT_THAT(e.what(),
+                    HasSubstr("protocol: " + messageTypeName(typeOf(m))));
+      }
+    }
+  }
+}
+
+TEST(Messages, TrailingBytesAreRejected) {
+  auto frames = encode(Bye{"x"});
+  frames[1] += "junk";
+  EXPECT_THROW(
+      {
+        try {
+          decode(frames);
+        } catch (const FormatError& e) {
+          EXPECT_THAT(e.what(), HasSubstr("4 unexpected trailing bytes"));
+          throw;
+        }
+      },
+      FormatError);
+}
+
+std::string errorOf(const Frames& frames) {
+  try {
+    decode(frames);
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Messages, BadHeadersAreRejected) {
+  auto frames = encode(Bye{"x"});
+  auto bad = frames;
+  bad[0] = "KL";
+  EXPECT_THAT(errorOf(bad), HasSubstr("header frame has 2 bytes, expected 5"));
+  bad = frames;
+  bad[0][0] = 'X';
+  EXPECT_THAT(errorOf(bad), HasSubstr("not a kiln message"));
+  bad = frames;
+  bad[0][4] = 99;
+  EXPECT_THAT(errorOf(bad), HasSubstr("unknown message type 99"));
+  bad = frames;
+  bad.push_back("extra");
+  EXPECT_THAT(errorOf(bad), HasSubstr("Bye: has 3 frames, expected 2"));
+  EXPECT_THAT(errorOf({}), HasSubstr("empty message"));
+}
+
+TEST(Messages, WrongTypeForBodyIsRejected) {
+  // A Credit body announced as a Heartbeat: lengths disagree.
+  auto frames = encode(Credit{7, 8});
+  frames[0][4] = static_cast<char>(MessageType::kHeartbeat);
+  EXPECT_THAT(errorOf(frames), HasSubstr("protocol: Heartbeat"));
+}
+
+TEST(Messages, OtherVersionIsAMismatch) {
+  auto frames = encode(Bye{"x"}, kProtocolVersion + 1);
+  try {
+    decode(frames);
+    FAIL() << "accepted";
+  } catch (const VersionMismatch& e) {
+    EXPECT_EQ(e.theirVersion(), kProtocolVersion + 1);
+    EXPECT_THAT(e.what(),
+                HasSubstr("peer speaks protocol 2, this side speaks 1"));
+  }
+  // Refused keeps its layout, so an old worker can read a new scheduler's.
+  auto refused = decode(encode(Refused{7, "go away"}, 7));
+  EXPECT_EQ(std::get<Refused>(refused).schedulerVersion, 7u);
+  EXPECT_EQ(
+      versionMismatchText(2, 1),
+      "scheduler speaks protocol 2, this worker speaks 1: upgrade the worker "
+      "so that both speak the same protocol");
+}
+
+TEST(Messages, OversizeFieldsAreRejected) {
+  auto frames = encode(Bye{"x"});
+  frames[1] = std::string("\xff\xff\xff\x7f", 4);  // 2 GiB reason
+  EXPECT_THAT(errorOf(frames),
+              HasSubstr("field 'reason': length 2147483647 exceeds"));
+  frames = encode(Chunk{1, 0, "x"});
+  frames[2] = std::string(kMaxDataFrame + 1, 'x');
+  EXPECT_THAT(errorOf(frames),
+              HasSubstr("data frame of 4194305 bytes exceeds"));
+  // A list count larger than the bytes that follow cannot allocate.
+  frames = encode(NeedPaths{1, {kA}});
+  frames[1][8] = '\xff';
+  frames[1][9] = '\xff';
+  EXPECT_THAT(errorOf(frames),
+              HasSubstr("field 'paths': list of 65535 entries but only"));
+}
+
+TEST(Messages, InvalidValuesAreRejectedOnBothSides) {
+  Hello h;
+  h.workerId = "w";
+  EXPECT_THAT(errorOf(encode(Bye{})), HasSubstr("(accepted)"));
+  try {
+    encode(h);
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Hello: field 'systems'"));
+  }
+  h.systems = {"x86_64-linux"};
+  h.mandatoryFeatures = {"kvm"};
+  EXPECT_THROW(encode(h), FormatError);
+  h.mandatoryFeatures.clear();
+  h.workerId = "bad id";
+  EXPECT_THROW(encode(h), FormatError);
+  EXPECT_THROW(encode(Credit{0, 1}), FormatError);
+  EXPECT_THROW(encode(Chunk{1, 0, ""}), FormatError);
+  EXPECT_THROW(encode(Ack{MessageType::kBye, 1, true, "not empty"}),
+               FormatError);
+
+  // A status that Hydra does not define, patched into an encoded result.
+  auto frames = encode(StepResult{1, StepStatus::kSuccess, "", {}, 0, 0});
+  frames[1][8] = 5;
+  EXPECT_THAT(errorOf(frames),
+              HasSubstr("StepResult: field 'status': unknown status 5"));
+  // An invalid store path name.
+  frames = encode(NeedPaths{1, {kA}});
+  frames[1][16 + 33] = '/';
+  EXPECT_THAT(errorOf(frames), HasSubstr("field 'paths': store path name"));
+  // A non-sha256 NAR hash.
+  PathData pd;
+  pd.transferId = 1;
+  pd.info = info(kA);
+  frames = encode(pd);
+  auto pos = 8 + 8 + 4 + 4 + kA.baseName().size();
+  frames[1][pos] = static_cast<char>(HashAlgo::kSha1);
+  EXPECT_THAT(errorOf(frames), HasSubstr("field 'narHash'"));
+}
+
+}  // namespace
+}  // namespace kiln::protocol
