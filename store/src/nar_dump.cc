@@ -1,0 +1,166 @@
+// NAR writer (spec §4) and the POSIX implementation of NarFs.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+
+#include "kiln/common/error.h"
+#include "kiln/common/file.h"
+#include "kiln/store/nar.h"
+#include "nar_tokens.h"
+
+namespace kiln::store {
+namespace {
+
+constexpr size_t kReadChunk = 1 << 20;
+
+std::string fileTypeName(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "of unknown type";
+}
+
+class PosixNarFs : public NarFs {
+ public:
+  Stat stat(const std::string& path) override {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) throwSysError("getting status of '" + path + "'");
+    Stat out;
+    if (S_ISREG(st.st_mode)) {
+      out.type = NarType::kRegular;
+      out.executable = (st.st_mode & S_IXUSR) != 0;
+      out.size = static_cast<uint64_t>(st.st_size);
+    } else if (S_ISDIR(st.st_mode)) {
+      out.type = NarType::kDirectory;
+    } else if (S_ISLNK(st.st_mode)) {
+      out.type = NarType::kSymlink;
+    } else {
+      throw Error("cannot archive '" + path + "': it is " + fileTypeName(st.st_mode) +
+                  " (only regular files, directories and symlinks are allowed)");
+    }
+    return out;
+  }
+
+  std::vector<std::string> readDirectory(const std::string& path) override {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), ::closedir);
+    if (!dir) throwSysError("opening directory '" + path + "'");
+    std::vector<std::string> names;
+    for (;;) {
+      errno = 0;
+      struct dirent* e = ::readdir(dir.get());
+      if (!e) {
+        if (errno) throwSysError("reading directory '" + path + "'");
+        break;
+      }
+      std::string_view n = e->d_name;
+      if (n == "." || n == "..") continue;
+      names.emplace_back(n);
+    }
+    return names;
+  }
+
+  std::string readLink(const std::string& path) override {
+    std::string buf(256, '\0');
+    for (;;) {
+      ssize_t n = ::readlink(path.c_str(), buf.data(), buf.size());
+      if (n < 0) throwSysError("reading symlink '" + path + "'");
+      if (static_cast<size_t>(n) < buf.size()) {
+        buf.resize(static_cast<size_t>(n));
+        return buf;
+      }
+      buf.resize(buf.size() * 2);
+    }
+  }
+
+  void readFile(const std::string& path, uint64_t size, Sink& sink) override {
+    AutoCloseFD fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) throwSysError("opening '" + path + "'");
+    if (!buf_) buf_ = std::make_unique<char[]>(kReadChunk);
+    uint64_t left = size;
+    while (left > 0) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(left, kReadChunk));
+      ssize_t n = ::read(fd.get(), buf_.get(), want);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throwSysError("reading '" + path + "'");
+      }
+      if (n == 0) throw Error("file '" + path + "' shrank while it was being archived");
+      sink.write({buf_.get(), static_cast<size_t>(n)});
+      left -= static_cast<uint64_t>(n);
+    }
+    char extra;
+    ssize_t n;
+    while ((n = ::read(fd.get(), &extra, 1)) < 0 && errno == EINTR) {
+    }
+    if (n > 0) throw Error("file '" + path + "' grew while it was being archived");
+  }
+
+ private:
+  std::unique_ptr<char[]> buf_;
+};
+
+void dumpNode(const std::string& path, Sink& sink, const NarPathFilter& filter,
+              NarFs& fs) {
+  auto st = fs.stat(path);
+  sink.write(nar::kNodeOpen);
+  switch (st.type) {
+    case NarType::kRegular:
+      sink.write(st.executable ? nar::kRegularExecHeader : nar::kRegularHeader);
+      nar::writeU64(sink, st.size);
+      fs.readFile(path, st.size, sink);
+      nar::writePadding(sink, st.size);
+      break;
+    case NarType::kSymlink:
+      sink.write(nar::kSymlinkHeader);
+      nar::writeString(sink, fs.readLink(path));
+      break;
+    case NarType::kDirectory: {
+      sink.write(nar::kDirectoryHeader);
+      auto names = fs.readDirectory(path);
+      std::sort(names.begin(), names.end());
+      for (auto& name : names) {
+        std::string child = path;
+        if (child.empty() || child.back() != '/') child += '/';
+        child += name;
+        if (filter && !filter(child)) continue;
+        sink.write(nar::kEntryName);
+        nar::writeString(sink, name);
+        sink.write(nar::kEntryNode);
+        dumpNode(child, sink, filter, fs);
+        sink.write(nar::kClose);
+      }
+      break;
+    }
+  }
+  sink.write(nar::kClose);
+}
+
+}  // namespace
+
+NarFs& realNarFs() {
+  // One buffer per thread: the accessor is otherwise stateless.
+  thread_local PosixNarFs fs;
+  return fs;
+}
+
+void dumpPath(const std::string& path, Sink& sink, const NarPathFilter& filter,
+              NarFs& fs) {
+  sink.write(nar::kMagic);
+  dumpNode(path, sink, filter, fs);
+}
+
+void dumpString(std::string_view contents, Sink& sink) {
+  sink.write(nar::kMagic);
+  sink.write(nar::kNodeOpen);
+  sink.write(nar::kRegularHeader);
+  nar::writeString(sink, contents);
+  sink.write(nar::kClose);
+}
+
+}  // namespace kiln::store
