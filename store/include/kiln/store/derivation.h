@@ -1,0 +1,184 @@
+#pragma once
+/// Derivations (spec §3): the record, the ATerm `.drv` format (a strict
+/// parser and a printer byte-identical to Nix 2.8), derivation types,
+/// hashDerivationModulo with a memoising cache, output and `.drv` paths, and
+/// the `nix show-derivation` JSON shape.
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/common/hash.h"
+#include "kiln/store/store_path.h"
+
+namespace kiln::store {
+
+/// Largest `.drv` accepted by the parser and loaders (bytes). Real ones are
+/// at most a few MiB; anything larger is treated as malformed.
+inline constexpr size_t kMaxDerivationSize = 64u << 20;
+
+/// One output tuple `(name, path, hashAlgo, hash)` (the name is the map key).
+/// The valid combinations are: input-addressed (path, "", ""), fixed-output
+/// (path, "[r:]algo", hex), floating content-addressed ("", "[r:]algo", "")
+/// and deferred / not yet computed ("", "", "").
+struct DerivationOutput {
+  std::optional<StorePath> path;  ///< absent while masked, floating or deferred
+  std::string hashAlgo;  ///< "", "<algo>" (flat) or "r:<algo>" (recursive)
+  std::string hash;      ///< "" or the lowercase base16 digest
+
+  bool operator==(const DerivationOutput&) const = default;
+};
+
+/// A derivation as stored in a `.drv` file. Value type; owns everything.
+struct Derivation {
+  /// The derivation name (the `.drv` base name without hash and ".drv").
+  /// Not part of the ATerm; set by the evaluator or from the file's path.
+  std::string name;
+  std::map<std::string, DerivationOutput> outputs;  ///< by output name
+  /// Input derivations (paths ending in ".drv") -> output names used.
+  std::map<StorePath, std::set<std::string>> inputDrvs;
+  StorePathSet inputSrcs;         ///< sources (and other non-drv inputs)
+  std::string platform;           ///< the `system` field
+  std::string builder;            ///< program to run
+  std::vector<std::string> args;  ///< its arguments, in order
+  std::map<std::string, std::string> env;  ///< environment, sorted by key
+
+  bool operator==(const Derivation&) const = default;
+};
+
+/// Parses a `.drv` file's contents. `what` names the input in errors (for
+/// example its path); `name` becomes Derivation::name. Strict: throws
+/// FormatError naming `what`, the byte offset and the problem for truncated
+/// input, unknown tokens, bad escapes, raw control characters that Nix would
+/// have escaped, unsorted or duplicate entries, invalid store paths, invalid
+/// output tuples, trailing bytes or input larger than kMaxDerivationSize.
+Derivation parseDerivation(const StoreDir& storeDir, std::string_view text,
+                           std::string_view name, std::string_view what = "");
+
+/// Reads and parses the `.drv` file at `file`; the name comes from the
+/// file's base name (`<hash>-<name>.drv`). Throws SysError if it cannot be
+/// read, FormatError if it is too large or malformed.
+Derivation readDerivationFile(const StoreDir& storeDir,
+                              const std::string& file);
+
+/// Prints the ATerm exactly as Nix writes it (no trailing newline). With
+/// `maskOutputs`, output paths and the env entries named after outputs are
+/// printed as "" (spec §3.5 step 1).
+std::string printDerivation(const StoreDir& storeDir, const Derivation& drv,
+                            bool maskOutputs = false);
+
+/// Appends `s` as an ATerm string literal (quotes included), escaping only
+/// `"`, `\`, LF, CR and TAB (spec §3.1).
+void printAtermString(std::string& out, std::string_view s);
+
+/// What kind of derivation a record is (from its output tuples).
+enum class DerivationType {
+  kInputAddressed,  ///< every output has a path and no hash
+  kFixedOutput,     ///< one output "out" with a path and a content hash
+  kFloatingCA,      ///< outputs with hashAlgo but no path (experimental)
+  kDeferred,        ///< outputs not computed yet (all fields empty)
+};
+
+/// Classifies `drv`; throws FormatError for a derivation without outputs,
+/// mixed output kinds, or a fixed output not named "out" / not alone.
+DerivationType derivationType(const Derivation& drv);
+
+/// Whether `drv` is a fixed-output derivation (spec §3.3).
+bool isFixedOutput(const Derivation& drv);
+
+/// Builds the fixed output tuple from the `outputHash`, `outputHashAlgo`
+/// (may be empty when the hash is SRI or `algo:`-prefixed) and
+/// `outputHashMode` ("flat" or "recursive") attributes; the hash may be
+/// written in base16, nix32, base64 or SRI. Throws FormatError naming the
+/// attribute on a bad mode, unknown algorithm or malformed hash.
+DerivationOutput makeFixedOutput(std::string_view outputHash,
+                                 std::string_view outputHashAlgo,
+                                 std::string_view outputHashMode = "flat");
+
+/// The output path a fixed output tuple implies for derivation `drvName`.
+/// Throws FormatError if the tuple is not a valid fixed output.
+StorePath fixedOutputPath(const StoreDir& storeDir, std::string_view drvName,
+                          const DerivationOutput& out);
+
+/// Loads the derivation stored at a `.drv` path. Throws (kiln::Error) if it
+/// is missing or malformed; Derivation::name must be set.
+using DrvLoader = std::function<Derivation(const StorePath& drvPath)>;
+
+/// A loader reading `<physicalDir>/<base name>` with readDerivationFile.
+DrvLoader fileDrvLoader(const StoreDir& storeDir, std::string physicalDir);
+
+/// hashDerivationModulo (spec §3.4) with input derivations loaded through a
+/// DrvLoader and memoised, so a graph is loaded and hashed once per `.drv`.
+/// Graph traversal is iterative (deep chains do not exhaust the stack).
+/// Not thread-safe: use one cache per thread or guard it externally.
+class DrvHashCache {
+ public:
+  DrvHashCache(StoreDir storeDir, DrvLoader loader);
+
+  /// H of the derivation stored at `drvPath` (unmasked, as dependants use
+  /// it). Throws what the loader throws, FormatError on a dependency cycle,
+  /// Error for inputs that are floating content-addressed or deferred.
+  const Hash& hashOf(const StorePath& drvPath);
+
+  /// H(drv): for fixed-output derivations the hash of
+  /// "fixed:out:<algo>:<hex>:<path>"; otherwise sha256 of the ATerm with
+  /// inputDrvs replaced by their hashes (merged) and, with `maskOutputs`,
+  /// output paths masked.
+  Hash hashModulo(const Derivation& drv, bool maskOutputs);
+
+  /// The store directory used for printing and paths.
+  const StoreDir& storeDir() const { return storeDir_; }
+  /// How many times the loader was called (each `.drv` at most once).
+  size_t loadCount() const { return loads_; }
+  /// Number of memoised hashes.
+  size_t size() const { return memo_.size(); }
+
+ private:
+  Hash computeHash(const Derivation& drv, bool maskOutputs);
+  Derivation load(const StorePath& drvPath);
+
+  StoreDir storeDir_;
+  DrvLoader loader_;
+  std::map<StorePath, Hash> memo_;
+  size_t loads_ = 0;
+};
+
+/// The ATerm used for hashing: `drv` with inputDrvs replaced by the base16
+/// hashes of its inputs (equal hashes merged) and outputs masked when asked.
+std::string printModuloAterm(DrvHashCache& cache, const Derivation& drv,
+                             bool maskOutputs);
+
+/// The `.drv` path: a text path named `<name>.drv` of the printed ATerm,
+/// with references inputSrcs ∪ inputDrvs (spec §3.5 step 5).
+StorePath derivationPath(const StoreDir& storeDir, const Derivation& drv);
+
+/// Fills in the output paths and the env entries named after outputs of a
+/// derivation whose outputs have no paths yet, exactly as Nix's
+/// `derivation` builtin does (spec §3.5): fixed-output paths come from
+/// their hash, floating outputs get their placeholder in env, and
+/// input-addressed paths from H(masked). Inputs are hashed through `cache`.
+/// Throws FormatError for an invalid name or output set.
+void fillOutputPaths(Derivation& drv, DrvHashCache& cache);
+
+/// `/<nix32(sha256("nix-output:<output>"))>`: what env holds for a floating
+/// content-addressed output.
+std::string hashPlaceholder(std::string_view outputName);
+
+/// Checks a derivation name: a valid store path name that does not end in
+/// ".drv" and leaves room for the ".drv" suffix. Throws FormatError.
+void checkDerivationName(std::string_view name);
+
+/// The `nix show-derivation` JSON of the derivations given (keyed by their
+/// full `.drv` path, sorted), pretty-printed as Nix 2.8 prints it
+/// (two-space indent, trailing newline). Strings are escaped as Nix does:
+/// `"`, `\`, LF, CR, TAB by name, other bytes below 0x20 as \u00XX, every
+/// other byte raw.
+std::string showDerivationJson(const StoreDir& storeDir,
+                               const std::map<StorePath, Derivation>& drvs);
+
+}  // namespace kiln::store

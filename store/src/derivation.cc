@@ -1,0 +1,239 @@
+// Printing derivations as ATerm (byte-identical to Nix 2.8), classifying
+// them, fixed outputs and the `.drv` path (spec §3.1, §3.3, §3.5).
+#include "kiln/store/derivation.h"
+
+#include "derivation_internal.h"
+#include "kiln/common/encoding.h"
+#include "kiln/common/error.h"
+
+namespace kiln::store {
+
+namespace detail {
+
+bool appendNamedEscape(std::string& out, char c) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      return true;
+    case '\\':
+      out += "\\\\";
+      return true;
+    case '\n':
+      out += "\\n";
+      return true;
+    case '\r':
+      out += "\\r";
+      return true;
+    case '\t':
+      out += "\\t";
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace detail
+
+void printAtermString(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s)
+    if (!detail::appendNamedEscape(out, c)) out += c;
+  out += '"';
+}
+
+namespace {
+
+template <typename Range, typename F>
+void printList(std::string& out, const Range& range, F&& elem) {
+  out += '[';
+  bool first = true;
+  for (auto& x : range) {
+    if (!first) out += ',';
+    first = false;
+    elem(x);
+  }
+  out += ']';
+}
+
+void printStrings(std::string& out, const auto& strings) {
+  printList(out, strings,
+            [&](const std::string& s) { printAtermString(out, s); });
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string printAterm(const StoreDir& sd, const Derivation& drv,
+                       bool maskOutputs, const InputHashes* inputs) {
+  std::string out;
+  out.reserve(1024);
+  out += "Derive(";
+  printList(out, drv.outputs, [&](const auto& o) {
+    out += '(';
+    printAtermString(out, o.first);
+    out += ',';
+    printAtermString(out, maskOutputs || !o.second.path
+                              ? std::string()
+                              : sd.printPath(*o.second.path));
+    out += ',';
+    printAtermString(out, o.second.hashAlgo);
+    out += ',';
+    printAtermString(out, o.second.hash);
+    out += ')';
+  });
+  out += ',';
+  auto printInput = [&](const std::string& key,
+                        const std::set<std::string>& outs) {
+    out += '(';
+    printAtermString(out, key);
+    out += ',';
+    printStrings(out, outs);
+    out += ')';
+  };
+  if (inputs) {
+    printList(out, *inputs,
+              [&](const auto& i) { printInput(i.first, i.second); });
+  } else {
+    printList(out, drv.inputDrvs, [&](const auto& i) {
+      printInput(sd.printPath(i.first), i.second);
+    });
+  }
+  out += ',';
+  printList(out, drv.inputSrcs, [&](const StorePath& p) {
+    printAtermString(out, sd.printPath(p));
+  });
+  out += ',';
+  printAtermString(out, drv.platform);
+  out += ',';
+  printAtermString(out, drv.builder);
+  out += ',';
+  printStrings(out, drv.args);
+  out += ',';
+  printList(out, drv.env, [&](const auto& kv) {
+    out += '(';
+    printAtermString(out, kv.first);
+    out += ',';
+    bool masked = maskOutputs && drv.outputs.count(kv.first);
+    printAtermString(out, masked ? std::string_view() : kv.second);
+    out += ')';
+  });
+  out += ')';
+  return out;
+}
+
+}  // namespace detail
+
+std::string printDerivation(const StoreDir& storeDir, const Derivation& drv,
+                            bool maskOutputs) {
+  return detail::printAterm(storeDir, drv, maskOutputs, nullptr);
+}
+
+DerivationType derivationType(const Derivation& drv) {
+  if (drv.outputs.empty()) throw FormatError("derivation has no outputs");
+  size_t fixed = 0, floating = 0, addressed = 0, deferred = 0;
+  for (auto& [name, o] : drv.outputs) {
+    if (!o.hash.empty())
+      ++fixed;
+    else if (!o.hashAlgo.empty())
+      ++floating;
+    else if (o.path)
+      ++addressed;
+    else
+      ++deferred;
+  }
+  size_t n = drv.outputs.size();
+  if (fixed) {
+    if (n != 1)
+      throw FormatError("derivation '" + drv.name +
+                        "' has a fixed output among several outputs");
+    if (drv.outputs.begin()->first != "out")
+      throw FormatError("derivation '" + drv.name +
+                        "': a single fixed output must be named 'out'");
+    return DerivationType::kFixedOutput;
+  }
+  if (floating == n) return DerivationType::kFloatingCA;
+  if (addressed == n) return DerivationType::kInputAddressed;
+  if (deferred == n) return DerivationType::kDeferred;
+  throw FormatError("derivation '" + drv.name + "' mixes output kinds");
+}
+
+bool isFixedOutput(const Derivation& drv) {
+  return drv.outputs.size() == 1 && drv.outputs.begin()->first == "out" &&
+         !drv.outputs.begin()->second.hash.empty();
+}
+
+DerivationOutput makeFixedOutput(std::string_view outputHash,
+                                 std::string_view outputHashAlgo,
+                                 std::string_view outputHashMode) {
+  bool recursive;
+  if (outputHashMode == "flat")
+    recursive = false;
+  else if (outputHashMode == "recursive")
+    recursive = true;
+  else
+    throw FormatError("invalid value '" + std::string(outputHashMode) +
+                      "' for 'outputHashMode' attribute");
+  std::optional<HashAlgo> algo;
+  if (!outputHashAlgo.empty()) {
+    algo = parseHashAlgo(outputHashAlgo);
+    if (!algo)
+      throw FormatError("unknown hash algorithm '" +
+                        std::string(outputHashAlgo) +
+                        "' in 'outputHashAlgo' attribute");
+  }
+  Hash h;
+  try {
+    h = Hash::parse(outputHash, algo);
+  } catch (const FormatError& e) {
+    throw FormatError(std::string("invalid 'outputHash' attribute: ") +
+                      e.what());
+  }
+  DerivationOutput o;
+  o.hashAlgo =
+      std::string(recursive ? "r:" : "") + std::string(hashAlgoName(h.algo()));
+  o.hash = h.toHex();
+  return o;
+}
+
+StorePath fixedOutputPath(const StoreDir& storeDir, std::string_view drvName,
+                          const DerivationOutput& out) {
+  std::string_view algoName = out.hashAlgo;
+  bool recursive = algoName.starts_with("r:");
+  if (recursive) algoName.remove_prefix(2);
+  auto algo = parseHashAlgo(algoName);
+  if (!algo)
+    throw FormatError("fixed output of '" + std::string(drvName) +
+                      "' has unknown hash algorithm '" + out.hashAlgo + "'");
+  if (out.hash.size() != 2 * hashSize(*algo))
+    throw FormatError("fixed output of '" + std::string(drvName) +
+                      "' has a malformed hash '" + out.hash + "'");
+  Hash h(*algo, base16Decode(out.hash));
+  return storeDir.makeFixedOutputPath(drvName, recursive, h);
+}
+
+void checkDerivationName(std::string_view name) {
+  checkStorePathName(name);
+  if (name.ends_with(".drv"))
+    throw FormatError("derivation name '" + std::string(name) +
+                      "' must not end in '.drv'");
+  // The .drv file is named <name>.drv, which must itself be a valid name.
+  checkStorePathName(std::string(name) + ".drv");
+}
+
+StorePath derivationPath(const StoreDir& storeDir, const Derivation& drv) {
+  checkDerivationName(drv.name);
+  StorePathSet refs = drv.inputSrcs;
+  for (auto& [p, outs] : drv.inputDrvs) refs.insert(p);
+  std::string aterm = printDerivation(storeDir, drv);
+  return storeDir.makeTextPath(drv.name + ".drv",
+                               hashString(HashAlgo::kSha256, aterm), refs);
+}
+
+std::string hashPlaceholder(std::string_view outputName) {
+  auto h =
+      hashString(HashAlgo::kSha256, "nix-output:" + std::string(outputName));
+  return "/" + h.to(HashFormat::kNix32, false);
+}
+
+}  // namespace kiln::store
