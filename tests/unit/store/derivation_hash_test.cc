@@ -1,0 +1,266 @@
+// hashDerivationModulo over synthetic graphs (memoisation, deep chains,
+// cycles), fixed outputs in every notation, and filling in output paths the
+// way the evaluator will call it.
+#include <gtest/gtest.h>
+
+#include "kiln/common/error.h"
+#include "kiln/store/derivation.h"
+#include "test_support.h"
+
+namespace kiln::store {
+namespace {
+
+/// An in-memory "store" of derivations with a counting loader.
+struct FakeDrvStore {
+  std::map<StorePath, Derivation> drvs;
+  size_t calls = 0;
+
+  DrvLoader loader() {
+    return [this](const StorePath& p) {
+      ++calls;
+      auto it = drvs.find(p);
+      if (it == drvs.end()) throw Error("no such derivation " + p.baseName());
+      return it->second;
+    };
+  }
+};
+
+/// What the evaluator produces: outputs without paths, no output env vars.
+Derivation newDrv(const std::string& name,
+                  const std::vector<std::string>& outputs = {"out"}) {
+  Derivation d;
+  d.name = name;
+  d.platform = "x86_64-linux";
+  d.builder = "/bin/sh";
+  d.args = {"-c", "echo " + name + " > $out"};
+  d.env = {{"builder", "/bin/sh"}, {"name", name}, {"system", "x86_64-linux"}};
+  for (auto& o : outputs) d.outputs[o] = {};
+  return d;
+}
+
+/// Fills `d`, stores it and returns its .drv path.
+StorePath add(FakeDrvStore& store, DrvHashCache& cache, Derivation d) {
+  fillOutputPaths(d, cache);
+  StorePath p = derivationPath(cache.storeDir(), d);
+  store.drvs.emplace(p, std::move(d));
+  return p;
+}
+
+TEST(DrvHash, MatchesTheSimpleVector) {
+  FakeDrvStore store;
+  DrvHashCache cache(StoreDir(), store.loader());
+  Derivation d = newDrv("simple");
+  d.args = {"-c", "echo hello > $out"};
+  fillOutputPaths(d, cache);
+  EXPECT_EQ(StoreDir().printPath(*d.outputs.at("out").path),
+            "/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-simple");
+  EXPECT_EQ(d.env.at("out"),
+            "/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-simple");
+  EXPECT_EQ(StoreDir().printPath(derivationPath(StoreDir(), d)),
+            "/nix/store/3ghsl9sd83mc26i81adpa2fzf3yw4f68-simple.drv");
+  EXPECT_EQ(store.calls, 0u);
+}
+
+TEST(DrvHash, GraphIsLoadedOncePerDerivation) {
+  // 10,000 derivations: a chain (each depends on its predecessor, so the
+  // walk is 10,000 deep) plus edges to derivations up to 50 back.
+  constexpr size_t kN = 10000;
+  FakeDrvStore store;
+  DrvHashCache builder(StoreDir(), store.loader());
+  std::vector<StorePath> paths;
+  for (size_t i = 0; i < kN; ++i) {
+    Derivation d = newDrv("p" + std::to_string(i),
+                          i % 3 ? std::vector<std::string>{"out"}
+                                : std::vector<std::string>{"dev", "out"});
+    if (i > 0) d.inputDrvs[paths[i - 1]].insert("out");
+    if (i > 50) d.inputDrvs[paths[i - 50 + i % 7]].insert("out");
+    paths.push_back(add(store, builder, std::move(d)));
+  }
+  // A fresh cache hashes the whole graph from the top: one load each.
+  store.calls = 0;
+  DrvHashCache cache(StoreDir(), store.loader());
+  Hash top = cache.hashOf(paths.back());
+  EXPECT_EQ(store.calls, kN);
+  EXPECT_EQ(cache.loadCount(), kN);
+  EXPECT_EQ(cache.size(), kN);
+  EXPECT_EQ(cache.hashOf(paths.back()), top);
+  EXPECT_EQ(cache.hashOf(paths.front()), builder.hashOf(paths.front()));
+  EXPECT_EQ(store.calls, kN);
+  // And it agrees with the hashes seen while building.
+  EXPECT_EQ(top, builder.hashOf(paths.back()));
+}
+
+TEST(DrvHash, DependencyCycleIsAnError) {
+  // Forged .drv paths (content addressing makes real cycles impossible).
+  StorePath a("00000000000000000000000000000000-a.drv");
+  StorePath b("11111111111111111111111111111111-b.drv");
+  FakeDrvStore store;
+  Derivation da = newDrv("a"), db = newDrv("b");
+  da.outputs["out"].path = StorePath("22222222222222222222222222222222-a");
+  db.outputs["out"].path = StorePath("33333333333333333333333333333333-b");
+  da.inputDrvs[b] = {"out"};
+  db.inputDrvs[a] = {"out"};
+  store.drvs = {{a, da}, {b, db}};
+  DrvHashCache cache(StoreDir(), store.loader());
+  try {
+    cache.hashOf(a);
+    FAIL() << "cycle not detected";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("depends on itself"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DrvHash, MissingInputReportsTheLoaderError) {
+  FakeDrvStore store;
+  DrvHashCache cache(StoreDir(), store.loader());
+  Derivation d = newDrv("x");
+  d.inputDrvs[StorePath("00000000000000000000000000000000-gone.drv")] = {"out"};
+  EXPECT_THROW(fillOutputPaths(d, cache), Error);
+}
+
+TEST(FixedOutput, EveryNotationGivesTheSameTuple) {
+  auto hex = makeFixedOutput(
+      "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+      "sha256");
+  EXPECT_EQ(hex.hashAlgo, "sha256");
+  EXPECT_EQ(hex.hash,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+  EXPECT_EQ(
+      makeFixedOutput("094qif9n4cq4fdg459qzbhg1c6wywawwaaivx0k0x8xhbyx4vwic",
+                      "sha256"),
+      hex);
+  EXPECT_EQ(makeFixedOutput(
+                "sha256-LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=", ""),
+            hex);
+  EXPECT_EQ(
+      makeFixedOutput("sha256-LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=",
+                      "sha256"),
+      hex);
+  EXPECT_EQ(
+      makeFixedOutput(
+          "sha256:094qif9n4cq4fdg459qzbhg1c6wywawwaaivx0k0x8xhbyx4vwic", ""),
+      hex);
+  auto rec = makeFixedOutput(
+      "sha256-CkMIecJm+LV/QJKg+TXPP6zUi7zN5XYNR0jKQFFx6Wk=", "", "recursive");
+  EXPECT_EQ(rec.hashAlgo, "r:sha256");
+  EXPECT_EQ(rec.hash,
+            "0a430879c266f8b57f4092a0f935cf3facd48bbccde5760d4748ca405171e969");
+}
+
+TEST(FixedOutput, PathsForEveryAlgorithm) {
+  // Rows of store-paths.tsv (made by Nix) for flat md5/sha1/sha256/sha512,
+  // recursive sha1 (`output:out`) and recursive sha256 (a source path).
+  StoreDir sd;
+  auto path = [&](const std::string& name, const DerivationOutput& o) {
+    return sd.printPath(fixedOutputPath(sd, name, o));
+  };
+  EXPECT_EQ(path("script.sh",
+                 makeFixedOutput("46bbbe8aa98cc0714426e948474eaaf4", "md5")),
+            "/nix/store/xynwfi3ilkh72v8wmnkb4hsvz70q8zcz-script.sh");
+  EXPECT_EQ(
+      path("hello.txt",
+           makeFixedOutput("aaf4c61ddcc5e8a2dabede0f3b482cd9aea9434d", "sha1")),
+      "/nix/store/bl4cpnz7cwz57jcydmc1ylp7y584axbs-hello.txt");
+  EXPECT_EQ(
+      path("d", makeFixedOutput("712b1fd220d57960fd4488a7f64c8d5d4e607e4a",
+                                "sha1", "recursive")),
+      "/nix/store/b0bfdx95lqjsm0y50ndaa13dhxmg6ihv-d");
+  EXPECT_EQ(
+      path("hello.txt",
+           makeFixedOutput(
+               "sha256-LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=", "")),
+      "/nix/store/iixxin28s82lrxs8v4lcf7nha2dkwprm-hello.txt");
+  EXPECT_EQ(path("hello.txt",
+                 makeFixedOutput(
+                     "sha256-CkMIecJm+LV/QJKg+TXPP6zUi7zN5XYNR0jKQFFx6Wk=", "",
+                     "recursive")),
+            "/nix/store/xfp2hphvk98rkk9ywlqpp587rjdcgnc2-hello.txt");
+  auto rows = test::readTsv(test::vectorPath("store-paths/store-paths.tsv"));
+  size_t sha512 = 0;
+  for (auto& r : rows) {
+    if (r[0] != "fixed(flat:sha512)") continue;
+    std::string inner = r[1];  // fixed:out:sha512:<hex>:
+    std::string hex = inner.substr(17, 128);
+    EXPECT_EQ(path(r[2], makeFixedOutput(hex, "sha512")), r[6]);
+    ++sha512;
+  }
+  EXPECT_EQ(sha512, 1u);
+}
+
+TEST(FixedOutput, BadAttributesAreRejected) {
+  EXPECT_THROW(makeFixedOutput("abc", "sha256"), FormatError);
+  EXPECT_THROW(
+      makeFixedOutput(
+          "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+          ""),
+      FormatError);
+  EXPECT_THROW(
+      makeFixedOutput("sha256-LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=",
+                      "sha1"),
+      FormatError);
+  EXPECT_THROW(makeFixedOutput("46bbbe8aa98cc0714426e948474eaaf4", "SHA256"),
+               FormatError);
+  try {
+    makeFixedOutput("46bbbe8aa98cc0714426e948474eaaf4", "md5", "nar");
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("'outputHashMode'"),
+              std::string::npos);
+  }
+}
+
+TEST(FillOutputPaths, FixedOutputFromAttributes) {
+  // d5-fixed.nix `rec256`, built the way the evaluator will.
+  FakeDrvStore store;
+  DrvHashCache cache(StoreDir(), store.loader());
+  Derivation d = newDrv("fixed-rec");
+  d.args = {"-c", "printf hello > $out"};
+  d.outputs["out"] = makeFixedOutput(
+      "sha256-CkMIecJm+LV/QJKg+TXPP6zUi7zN5XYNR0jKQFFx6Wk=", "", "recursive");
+  d.env["outputHash"] = "sha256-CkMIecJm+LV/QJKg+TXPP6zUi7zN5XYNR0jKQFFx6Wk=";
+  d.env["outputHashMode"] = "recursive";
+  fillOutputPaths(d, cache);
+  EXPECT_EQ(d.env.at("out"),
+            "/nix/store/8i0haw62nw2cz1a4q5agpi6v284pm38v-fixed-rec");
+  EXPECT_EQ(StoreDir().printPath(derivationPath(StoreDir(), d)),
+            "/nix/store/z6fnm8yyki7gl7p3rx8knxmj2gi9ajhm-fixed-rec.drv");
+  EXPECT_TRUE(isFixedOutput(d));
+}
+
+TEST(FillOutputPaths, FloatingOutputsGetPlaceholders) {
+  FakeDrvStore store;
+  DrvHashCache cache(StoreDir(), store.loader());
+  Derivation d = newDrv("ca");
+  d.outputs["out"].hashAlgo = "r:sha256";
+  fillOutputPaths(d, cache);
+  EXPECT_EQ(d.env.at("out"),
+            "/1rz4g4znpzjwh1xymhjpm42vipw92pr73vdgl6xs1hycac8kf2n9");
+  EXPECT_FALSE(d.outputs.at("out").path);
+  EXPECT_EQ(derivationType(d), DerivationType::kFloatingCA);
+}
+
+TEST(FillOutputPaths, InvalidDerivationsAreRejected) {
+  FakeDrvStore store;
+  DrvHashCache cache(StoreDir(), store.loader());
+  Derivation noOutputs = newDrv("x", {});
+  EXPECT_THROW(fillOutputPaths(noOutputs, cache), FormatError);
+  Derivation badName = newDrv("x.drv");
+  EXPECT_THROW(fillOutputPaths(badName, cache), FormatError);
+  Derivation longName = newDrv(std::string(208, 'a'));
+  EXPECT_THROW(fillOutputPaths(longName, cache), FormatError);
+  Derivation twoFixed = newDrv("x", {"out", "dev"});
+  twoFixed.outputs["out"] =
+      makeFixedOutput("46bbbe8aa98cc0714426e948474eaaf4", "md5");
+  EXPECT_THROW(fillOutputPaths(twoFixed, cache), FormatError);
+  Derivation fixedNotOut = newDrv("x", {"bin"});
+  fixedNotOut.outputs["bin"] =
+      makeFixedOutput("46bbbe8aa98cc0714426e948474eaaf4", "md5");
+  EXPECT_THROW(fillOutputPaths(fixedNotOut, cache), FormatError);
+  Derivation ok = newDrv(std::string(207, 'a'));
+  EXPECT_NO_THROW(fillOutputPaths(ok, cache));
+}
+
+}  // namespace
+}  // namespace kiln::store
