@@ -19,6 +19,14 @@ endif()
 
 # The shared reference material (spec vectors, conformance suite, bench
 # generator) lives beside the repository by default.
-set(KILN_SHARED_DIR "${CMAKE_CURRENT_LIST_DIR}/../../shared" CACHE PATH
+set(_kiln_shared_default "${CMAKE_CURRENT_LIST_DIR}/../../shared")
+if(NOT EXISTS "${_kiln_shared_default}/spec" AND EXISTS "/work/shared/spec")
+  set(_kiln_shared_default "/work/shared")
+endif()
+set(KILN_SHARED_DIR "${_kiln_shared_default}" CACHE PATH
     "Folder holding spec/, conformance/ and bench/ reference material")
 get_filename_component(KILN_SHARED_DIR "${KILN_SHARED_DIR}" ABSOLUTE)
+if(NOT EXISTS "${KILN_SHARED_DIR}/spec/vectors")
+  message(WARNING "KILN_SHARED_DIR=${KILN_SHARED_DIR} has no spec/vectors: "
+    "the vector tests will fail. Pass -DKILN_SHARED_DIR=/path/to/shared.")
+endif()
