@@ -1,0 +1,191 @@
+#pragma once
+/// Binary caches in Nix's layout (spec §7.1): `nix-cache-info`,
+/// `<hashpart>.narinfo`, `nar/<nix32 file hash>.nar[.xz|.zst]`, optional
+/// `<hashpart>.ls` listings and `log/<drv base name>` build logs.
+///
+/// The files live behind `CacheStorage` (a `file://` directory today);
+/// `BinaryCacheWriter` publishes store paths into one and
+/// `BinaryCacheReader` fetches and verifies them. Everything streams: a NAR
+/// is compressed while it is hashed and decompressed while it is verified,
+/// so memory stays bounded whatever its size.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kiln/common/stream.h"
+#include "kiln/store/narinfo.h"
+#include "kiln/store/signature.h"
+#include "kiln/store/store_path.h"
+
+namespace kiln::store {
+
+/// A file being uploaded into a cache under a name known only at the end.
+/// Destroying it without commit() discards it.
+class CacheUpload : public Sink {
+ public:
+  /// Publishes what was written at `rel` atomically (replacing any file).
+  virtual void commit(const std::string& rel) = 0;
+};
+
+/// The files of a cache, addressed by paths relative to its root. Every
+/// `rel` is checked: no absolute paths, no empty, "." or ".." components
+/// (FormatError). Failures of the medium throw SysError / Error.
+class CacheStorage {
+ public:
+  virtual ~CacheStorage() = default;
+  /// Whether `rel` exists.
+  virtual bool exists(const std::string& rel) = 0;
+  /// The whole of a small file, or nullopt if it does not exist.
+  virtual std::optional<std::string> get(const std::string& rel) = 0;
+  /// A stream over `rel`, or nullptr if it does not exist.
+  virtual std::unique_ptr<Source> open(const std::string& rel) = 0;
+  /// Publishes `data` at `rel` atomically.
+  virtual void put(const std::string& rel, std::string_view data) = 0;
+  /// Starts a streamed upload.
+  virtual std::unique_ptr<CacheUpload> upload() = 0;
+  /// The cache's URI, for messages (`file:///srv/cache`).
+  virtual std::string uri() const = 0;
+};
+
+/// Throws FormatError unless `rel` is a safe relative path inside a cache.
+void checkCacheRelPath(std::string_view rel);
+
+/// A cache in a local directory: writes go to a temporary file that is
+/// fsynced and renamed into place, so readers never see partial files.
+class FileCacheStorage : public CacheStorage {
+ public:
+  /// Uses directory `root` (created on first write if missing).
+  explicit FileCacheStorage(std::string root);
+  bool exists(const std::string& rel) override;
+  std::optional<std::string> get(const std::string& rel) override;
+  std::unique_ptr<Source> open(const std::string& rel) override;
+  void put(const std::string& rel, std::string_view data) override;
+  std::unique_ptr<CacheUpload> upload() override;
+  std::string uri() const override { return "file://" + root_; }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+/// Opens a cache URI; only `file:///absolute/dir` is supported (FormatError
+/// naming the URI otherwise; query parameters are rejected too).
+std::unique_ptr<CacheStorage> openCacheStorage(std::string_view uri);
+
+/// The `nix-cache-info` file.
+struct CacheInfo {
+  std::string storeDir = "/nix/store";
+  bool wantMassQuery = false;
+  int priority = 50;
+  bool hasWantMassQuery = false;  ///< whether the file named WantMassQuery
+  bool hasPriority = false;       ///< whether the file named Priority
+
+  /// Parses the file; throws FormatError naming `whence` for a line that is
+  /// not `Key: value`, a non-integer Priority or a WantMassQuery not 0/1.
+  /// Unknown keys are ignored.
+  static CacheInfo parse(std::string_view text, std::string_view whence);
+  /// `StoreDir`, then `WantMassQuery` and `Priority` when set.
+  std::string render() const;
+};
+
+/// How a writer publishes paths.
+struct CacheWriteOptions {
+  std::string compression = "xz";         ///< none, xz or zstd
+  int compressionLevel = -1;              ///< codec default when < 0
+  const SecretKey* signingKey = nullptr;  ///< borrowed; no signature if null
+  bool writeListing = false;              ///< also write `<hashpart>.ls`
+  std::optional<int> priority;            ///< written to nix-cache-info if set
+  bool wantMassQuery = false;
+};
+
+/// Publishes store paths into a cache. Borrows the storage.
+class BinaryCacheWriter {
+ public:
+  /// Throws FormatError for an unsupported compression.
+  BinaryCacheWriter(CacheStorage& storage, StoreDir storeDir,
+                    CacheWriteOptions options);
+
+  /// Writes `nix-cache-info` if it is missing; throws Error if an existing
+  /// one names another store directory.
+  void init();
+  /// Whether the cache already has a narinfo for `path`.
+  bool hasPath(const StorePath& path);
+  /// Publishes one path: `dump` writes its NAR into the sink it is given;
+  /// the NAR is compressed and hashed on the fly and must match
+  /// `meta.narHash`/`meta.narSize` (Error otherwise, nothing published).
+  /// The NAR file goes first, the (signed) narinfo last, so a reader never
+  /// sees a narinfo whose NAR is missing. `meta`'s URL, compression and
+  /// file fields are filled in here; its existing sigs are kept. Returns
+  /// the narinfo written.
+  NarInfo addPath(NarInfo meta, const std::function<void(Sink&)>& dump);
+  /// Writes the build log of derivation `drv` to `log/<drv base name>`.
+  void addLog(const StorePath& drv, std::string_view log);
+
+ private:
+  void writeListing(const NarInfo& info);
+
+  CacheStorage& storage_;
+  StoreDir storeDir_;
+  CacheWriteOptions opts_;
+};
+
+/// Which paths a reader accepts.
+struct CacheTrust {
+  /// Trusted keys (matched by name). A path is accepted if it carries a
+  /// valid signature by one of them, or if it is content-addressed and
+  /// its CA field reproduces its path and content.
+  PublicKeys keys;
+  /// When false, every path is accepted (like Nix's require-sigs = false).
+  bool requireSigs = true;
+};
+
+/// Fetches and verifies paths from a cache. Borrows the storage.
+class BinaryCacheReader {
+ public:
+  BinaryCacheReader(CacheStorage& storage, StoreDir storeDir);
+
+  /// Reads `nix-cache-info` (a missing one is allowed, as in Nix) and
+  /// checks its StoreDir against ours; throws Error on a mismatch and
+  /// FormatError on a malformed file.
+  CacheInfo init();
+  /// The narinfo of `path`, or nullopt if the cache lacks it. Throws
+  /// FormatError for a corrupt narinfo or one that describes another path.
+  std::optional<NarInfo> queryNarInfo(const StorePath& path);
+  /// Throws Error "… lacks a valid signature" unless `info` is trusted
+  /// under `trust` (see CacheTrust). For an unsigned content-addressed
+  /// path this checks that the CA field gives the path, and that the
+  /// content matches the CA hash (reading the NAR once for flat and text
+  /// objects); self-referencing CA paths need a signature.
+  void checkTrusted(const NarInfo& info, const CacheTrust& trust);
+  /// Whether `info` carries a valid signature by one of `keys`.
+  bool hasValidSignature(const NarInfo& info, const PublicKeys& keys) const;
+  /// A source yielding `info`'s NAR, decompressed. Before it hands out the
+  /// NAR's last byte it has checked FileHash/FileSize of the file, the
+  /// decompressor's end marker and NarHash/NarSize; any mismatch,
+  /// truncation or corruption throws FormatError, so a consumer that
+  /// registers only complete NARs (LocalStore::addFromNar) never registers
+  /// bad data. Throws Error if the NAR file is missing and FormatError for
+  /// an unsupported compression.
+  std::unique_ptr<Source> narSource(const NarInfo& info);
+  /// The build log of derivation `drv`, or nullopt.
+  std::optional<std::string> getLog(const StorePath& drv);
+
+  const StoreDir& storeDir() const { return storeDir_; }
+  CacheStorage& storage() { return storage_; }
+
+ private:
+  CacheStorage& storage_;
+  StoreDir storeDir_;
+};
+
+/// The JSON listing (`.ls`) of the NAR in `nar`:
+/// `{"version":1,"root":{…}}` with entries, sizes, narOffset, executable
+/// flags and symlink targets, byte-identical to Nix's. Throws FormatError
+/// for a malformed NAR.
+std::string narListing(Source& nar);
+
+}  // namespace kiln::store

@@ -1,0 +1,52 @@
+#pragma once
+/// Copying closures between the local store and a binary cache: what
+/// `kiln store copy-to-cache` and `copy-from-cache` do.
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/store/binary_cache.h"
+#include "kiln/store/local_store.h"
+
+namespace kiln::store {
+
+/// A path the cache does not have.
+class CachePathNotFound : public Error {
+ public:
+  using Error::Error;
+};
+
+/// What a copy did.
+struct CopyResult {
+  std::vector<StorePath> copied;  ///< in copy order (references first)
+  size_t alreadyPresent = 0;      ///< paths skipped because the target had them
+};
+
+/// Publishes the closure of `paths` (valid in `store`) through `writer`,
+/// references before referrers so the cache never holds a narinfo whose
+/// references are missing. Paths the cache already has are skipped. Each
+/// NAR is re-hashed while it is written and must match the store's
+/// metadata. Throws InvalidPathError for a path `store` lacks.
+CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
+                              const StorePathSet& paths);
+
+/// How an import checks what it reads.
+struct ImportOptions {
+  CacheTrust trust;
+  /// Read and verify every NAR of the closure before adding any path, so
+  /// that a corrupt or truncated NAR leaves the store unchanged.
+  bool verifyFirst = true;
+};
+
+/// Imports the closure of `paths` from the cache into `store`. Every
+/// narinfo of the closure is fetched, validated and checked for trust
+/// before anything is added; then paths are added references first through
+/// LocalStore::addFromNar, each NAR verified as it streams (see
+/// BinaryCacheReader::narSource). Paths already valid are skipped. Throws
+/// CachePathNotFound if the cache lacks a path, FormatError for corrupt
+/// data, Error for untrusted paths.
+CopyResult copyClosureFromCache(BinaryCacheReader& reader, LocalStore& store,
+                                const StorePathSet& paths,
+                                const ImportOptions& options);
+
+}  // namespace kiln::store
