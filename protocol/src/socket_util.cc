@@ -1,0 +1,67 @@
+#include "socket_util.h"
+
+namespace kiln::protocol::detail {
+
+bool sendFrames(zmq::socket_t& socket, const std::string* routingId,
+                const Frames& frames) {
+  try {
+    auto flags = zmq::send_flags::dontwait | zmq::send_flags::sndmore;
+    if (routingId && !socket.send(zmq::buffer(*routingId), flags)) return false;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto f = i + 1 < frames.size() ? flags : zmq::send_flags::dontwait;
+      // After the first frame ZeroMQ guarantees the rest of the message
+      // is accepted as a whole, so a false here cannot leave a half message.
+      if (!socket.send(zmq::buffer(frames[i]), f)) return false;
+    }
+    return true;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return false;
+    throw TransportError(std::string("sending a message: ") + e.what());
+  }
+}
+
+std::optional<std::vector<zmq::message_t>> tryReceive(zmq::socket_t& socket) {
+  std::vector<zmq::message_t> parts;
+  if (!zmq::recv_multipart(socket, std::back_inserter(parts),
+                           zmq::recv_flags::dontwait))
+    return std::nullopt;
+  return parts;
+}
+
+void setKey(zmq::socket_t& socket, int option, const std::string& key) {
+  checkZ85Key(key, "CurveZMQ key option");
+  if (zmq_setsockopt(socket.handle(), option, key.c_str(), key.size() + 1) != 0)
+    throw zmq::error_t();
+}
+
+void setCommonOptions(zmq::socket_t& socket,
+                      std::chrono::milliseconds heartbeat,
+                      std::chrono::milliseconds linger) {
+  socket.set(zmq::sockopt::linger, static_cast<int>(linger.count()));
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxBodyFrame));
+  socket.set(zmq::sockopt::sndhwm, 10000);
+  socket.set(zmq::sockopt::rcvhwm, 10000);
+  if (heartbeat.count() > 0) {
+    socket.set(zmq::sockopt::heartbeat_ivl,
+               static_cast<int>(heartbeat.count()));
+    socket.set(zmq::sockopt::heartbeat_timeout,
+               static_cast<int>(3 * heartbeat.count()));
+  }
+}
+
+bool waitUntil(std::vector<zmq::pollitem_t>& items,
+               std::chrono::steady_clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  if (left.count() < 0) left = std::chrono::milliseconds(0);
+  return zmq::poll(items, left) > 0;
+}
+
+Frames toFrames(const std::vector<zmq::message_t>& parts, size_t first) {
+  Frames frames;
+  for (size_t i = first; i < parts.size(); ++i)
+    frames.push_back(parts[i].to_string());
+  return frames;
+}
+
+}  // namespace kiln::protocol::detail

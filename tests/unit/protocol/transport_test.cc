@@ -1,0 +1,256 @@
+// Loopback tests over real ZeroMQ sockets on 127.0.0.1 (ephemeral ports):
+// CURVE admission, version refusal, and NAR transfers end to end.
+#include "kiln/protocol/transport.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <random>
+
+#include "kiln/common/file.h"
+#include "kiln/protocol/transfer.h"
+#include "test_support.h"
+
+namespace kiln::protocol {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr auto kDeadline = 20s;
+
+Hello hello(const std::string& id) {
+  Hello h;
+  h.workerId = id;
+  h.systems = {"x86_64-linux"};
+  return h;
+}
+
+struct Farm {
+  CurveKeyPair schedKeys = generateKeyPair();
+  CurveKeyPair workerKeys = generateKeyPair();
+  std::unique_ptr<Server> server;
+
+  explicit Farm(bool plaintext = false) {
+    ServerOptions o;
+    o.bind = "tcp://127.0.0.1:*";
+    o.insecurePlaintext = plaintext;
+    o.keys = schedKeys;
+    o.allowed.add(workerKeys.publicKey, "builder-1");
+    server = std::make_unique<Server>(o);
+  }
+  std::unique_ptr<Client> client(const CurveKeyPair& keys,
+                                 bool plaintext = false) {
+    ClientOptions o;
+    o.connect = server->endpoint();
+    o.insecurePlaintext = plaintext;
+    o.keys = keys;
+    o.serverPublicKey = schedKeys.publicKey;
+    o.linger = 0ms;
+    return std::make_unique<Client>(o);
+  }
+};
+
+TEST(Transport, AllowedKeyJoinsOverCurve) {
+  Farm farm;
+  EXPECT_THAT(farm.server->endpoint(), HasSubstr("tcp://127.0.0.1:"));
+  auto client = farm.client(farm.workerKeys);
+  ASSERT_TRUE(client->send(hello("builder-1")));
+  auto got = farm.server->receive(kDeadline);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::get<Hello>(got->msg), hello("builder-1"));
+  EXPECT_EQ(got->user, "builder-1");
+  ASSERT_TRUE(farm.server->send(got->peer, Welcome{"sched", 1000, 1 << 18}));
+  auto reply = client->receive(kDeadline);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(std::get<Welcome>(*reply).schedulerId, "sched");
+  EXPECT_TRUE(client->connected());
+  EXPECT_EQ(client->handshakeError(), "");
+  EXPECT_FALSE(farm.server->send("no-such-peer", Bye{}));
+}
+
+TEST(Transport, UnknownKeyIsRefused) {
+  Farm farm;
+  auto stranger = farm.client(generateKeyPair());
+  stranger->send(hello("intruder"));
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return !stranger->handshakeError().empty(); }, kDeadline));
+  EXPECT_THAT(stranger->handshakeError(),
+              HasSubstr("refused this worker's key (ZAP status 400)"));
+  EXPECT_GE(farm.server->refusedConnections(), 1u);
+  EXPECT_FALSE(stranger->connected());
+  EXPECT_FALSE(farm.server->receive(0ms));  // nothing got through
+}
+
+TEST(Transport, PlaintextClientCannotJoinACurveServer) {
+  Farm farm;
+  auto plain = farm.client({}, true);
+  plain->send(hello("plain"));
+  ASSERT_TRUE(test::pollUntil([&] { return !plain->handshakeError().empty(); },
+                              kDeadline));
+  EXPECT_THAT(plain->handshakeError(), HasSubstr("CURVE"));
+  EXPECT_FALSE(farm.server->receive(0ms));
+}
+
+TEST(Transport, PlaintextOnlyWhenBothSidesAskForIt) {
+  Farm farm(true);
+  auto client = farm.client({}, true);
+  client->send(hello("dev"));
+  auto got = farm.server->receive(kDeadline);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->user, "");
+  EXPECT_EQ(std::get<Hello>(got->msg).workerId, "dev");
+}
+
+TEST(Transport, WrongProtocolVersionIsRefusedWithAMessage) {
+  Farm farm;
+  auto client = farm.client(farm.workerKeys);
+  client->sendRaw(encode(hello("future"), kProtocolVersion + 1));
+  std::optional<Message> reply;
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (!reply && std::chrono::steady_clock::now() < deadline) {
+    EXPECT_FALSE(farm.server->receive(10ms));  // never handed to the scheduler
+    reply = client->receive(10ms);
+  }
+  ASSERT_TRUE(reply);
+  auto refused = std::get<Refused>(*reply);
+  EXPECT_EQ(refused.schedulerVersion, kProtocolVersion);
+  EXPECT_EQ(refused.reason,
+            versionMismatchText(kProtocolVersion, kProtocolVersion + 1));
+  EXPECT_THAT(refused.reason,
+              HasSubstr("scheduler speaks protocol 1, this worker speaks 2"));
+  EXPECT_EQ(farm.server->droppedMessages(), 1u);
+}
+
+// A store that keeps committed NARs in memory.
+class MemTarget : public TransferTarget {
+ public:
+  explicit MemTarget(std::map<uint64_t, std::string>& done) : done_(done) {}
+  void write(std::string_view d) override { buf_.append(d); }
+  void commit(const TransferHeader& h) override {
+    done_[h.transferId] = std::move(buf_);
+  }
+  void discard(const std::string&) noexcept override {}
+
+ private:
+  std::map<uint64_t, std::string>& done_;
+  std::string buf_;
+};
+
+TEST(Transport, UploadOfSeveralMegabytesArrivesIntactAndCorruptionIsRefused) {
+  Farm farm;
+  auto client = farm.client(farm.workerKeys);
+  client->send(hello("builder-1"));
+  auto first = farm.server->receive(kDeadline);
+  ASSERT_TRUE(first);
+  auto peer = first->peer;
+
+  std::map<uint64_t, std::string> stored;
+  std::vector<TransferOutcome> outcomes;
+  TransferEndpoint sched(
+      [&](Message&& m) { ASSERT_TRUE(farm.server->send(peer, m)); },
+      [&](const TransferHeader&, bool upload) {
+        EXPECT_TRUE(upload);
+        return std::make_unique<MemTarget>(stored);
+      },
+      nullptr);
+  int corruptChunk = 5;
+  TransferEndpoint worker(
+      [&](Message&& m) {
+        if (auto* c = std::get_if<Chunk>(&m);
+            c && c->seq == uint64_t(corruptChunk))
+          c->data[0] ^= 0x40;
+        ASSERT_TRUE(client->send(m));
+      },
+      nullptr, nullptr);
+
+  std::mt19937 rng(9);
+  std::string nar(5 << 20, '\0');
+  for (auto& c : nar) c = static_cast<char>(rng());
+  UploadOutput up;
+  up.stepId = 3;
+  up.outputName = "out";
+  up.info.path = store::StorePath("0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a-big");
+  up.info.narHash = hashString(HashAlgo::kSha256, nar);
+  up.info.narSize = nar.size();
+  auto upload = [&] {
+    worker.startSend(true, up, std::make_unique<StringSource>(nar),
+                     [&](const TransferOutcome& o) { outcomes.push_back(o); });
+  };
+  auto pumpUntil = [&](size_t n) {
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (outcomes.size() < n && std::chrono::steady_clock::now() < deadline) {
+      if (auto r = farm.server->receive(1ms)) {
+        EXPECT_TRUE(sched.handle(r->msg));
+      }
+      if (auto m = client->receive(1ms)) {
+        EXPECT_TRUE(worker.handle(*m));
+      }
+    }
+    return outcomes.size() == n;
+  };
+
+  upload();
+  ASSERT_TRUE(pumpUntil(1));
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_THAT(outcomes[0].error, HasSubstr("NAR hash mismatch"));
+  EXPECT_TRUE(stored.empty());
+
+  corruptChunk = -1;
+  upload();
+  ASSERT_TRUE(pumpUntil(2));
+  EXPECT_TRUE(outcomes[1].ok) << outcomes[1].error;
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_TRUE(stored.begin()->second == nar);
+}
+
+TEST(Keys, FilesRoundTripAndAreChecked) {
+  TempDir dir;
+  auto keys = generateKeyPair();
+  EXPECT_EQ(publicKeyOf(keys.secretKey), keys.publicKey);
+  writeKeyPair(keys, dir.path(), "sched");
+  EXPECT_THROW(writeKeyPair(keys, dir.path(), "sched"), Error);
+  auto back = readSecretKeyFile(dir.path() + "/sched.key");
+  EXPECT_EQ(back.publicKey, keys.publicKey);
+  EXPECT_EQ(back.secretKey, keys.secretKey);
+  EXPECT_EQ(readKeyFile(dir.path() + "/sched.pub"), keys.publicKey);
+  ::chmod((dir.path() + "/sched.key").c_str(), 0644);
+  EXPECT_THROW(readSecretKeyFile(dir.path() + "/sched.key"), Error);
+  writeFile(dir.path() + "/bad.pub", "tooshort\n");
+  try {
+    readKeyFile(dir.path() + "/bad.pub");
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_THAT(
+        e.what(),
+        HasSubstr("bad.pub:1: a CurveZMQ key is 40 Z85 characters, got 8"));
+  }
+}
+
+TEST(Keys, AllowListParsesNamesCommentsAndRejectsJunk) {
+  auto a = generateKeyPair().publicKey, b = generateKeyPair().publicKey;
+  auto list = AllowList::parse(
+      "# workers\n" + a + " builder-1\n\n" + b + "   # unnamed\n", "allow");
+  EXPECT_EQ(list.size(), 2u);
+  EXPECT_EQ(*list.find(a), "builder-1");
+  EXPECT_EQ(*list.find(b), b);
+  EXPECT_EQ(list.find(generateKeyPair().publicKey), nullptr);
+  try {
+    AllowList::parse(a + "\n" + a + "\n", "allow");
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("allow:2: key listed twice"));
+  }
+  EXPECT_THROW(AllowList::parse("not-a-key\n", "allow"), FormatError);
+  EXPECT_THROW(AllowList::parse(a + " name extra\n", "allow"), FormatError);
+  // Z85 has '#': a key may start with it and is not taken for a comment.
+  std::string hashKey = "#" + a.substr(1);
+  auto h = AllowList::parse(
+      hashKey + " w # comment\n#a-comment-line with words\n", "allow");
+  EXPECT_EQ(h.size(), 1u);
+  EXPECT_EQ(*h.find(hashKey), "w");
+}
+
+}  // namespace
+}  // namespace kiln::protocol
