@@ -8,62 +8,16 @@
 #include "kiln/common/file.h"
 #include "kiln/store/binary_cache.h"
 #include "test_support.h"
+#include "vector_cache_copy.h"
 
 namespace kiln::store {
 namespace {
-
-namespace fs = std::filesystem;
 
 const StorePath kMain("7zzljlcf6mdzr5g1358ry3rlgcm8kbf3-ref-main");
 const StorePath kDep2("ckrdyfyx6vjdwgz3rncr0zv5h74mn99y-ref-dep2");
 const StorePath kSource("xfp2hphvk98rkk9ywlqpp587rjdcgnc2-hello.txt");
 const StorePath kFlat("iixxin28s82lrxs8v4lcf7nha2dkwprm-hello.txt");
 const StorePath kText("9p0nl625gm5mli8h2xfsgma0zz31g9yc-t.txt");
-
-/// A writable copy of a vector cache.
-class CacheCopy {
- public:
-  explicit CacheCopy(const std::string& name) {
-    root_ = tmp_.path() + "/" + name;
-    fs::copy(test::vectorPath("cache/" + name), root_,
-             fs::copy_options::recursive);
-    for (auto& e : fs::recursive_directory_iterator(root_))
-      fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
-    fs::permissions(root_, fs::perms::owner_write, fs::perm_options::add);
-  }
-  std::string file(const StorePath& p) const {
-    return root_ + "/" + narInfoFileName(p);
-  }
-  /// Replaces the value of `key` in `p`'s narinfo.
-  void setField(const StorePath& p, const std::string& key,
-                const std::string& value) {
-    auto text = readFile(file(p));
-    auto at = text.find(key + ": ");
-    if (at == std::string::npos) {
-      text += key + ": " + value + "\n";
-    } else {
-      auto eol = text.find('\n', at);
-      text.replace(at, eol - at, key + ": " + value);
-    }
-    writeFile(file(p), text);
-  }
-  void removeField(const StorePath& p, const std::string& key) {
-    auto text = readFile(file(p));
-    auto at = text.find(key + ": ");
-    text.erase(at, text.find('\n', at) - at + 1);
-    writeFile(file(p), text);
-  }
-  std::string field(const StorePath& p, const std::string& key) {
-    auto text = readFile(file(p));
-    auto at = text.find(key + ": ") + key.size() + 2;
-    return text.substr(at, text.find('\n', at) - at);
-  }
-  const std::string& root() const { return root_; }
-
- private:
-  TempDir tmp_;
-  std::string root_;
-};
 
 /// Reads the NAR byte by byte; returns the error and how many bytes were
 /// handed out before it.
@@ -160,7 +114,7 @@ TEST(CacheReader, MalformedNarInfos) {
   d.setField(kDep2, "Compression", "bzip2");
   auto ni = r2.queryNarInfo(kDep2);
   EXPECT_THROW(r2.narSource(*ni), FormatError);
-  fs::remove(d.root() + "/" + d.field(kMain, "URL"));
+  std::filesystem::remove(d.root() + "/" + d.field(kMain, "URL"));
   EXPECT_THROW(r2.narSource(*r2.queryNarInfo(kMain)), Error);
 }
 
