@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "command.h"
+#include "kiln/common/background_sink.h"
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/hash.h"
@@ -140,7 +141,10 @@ int storeHash(const std::vector<std::string>& args) {
         FdSource src(fd.get());
         src.drainInto(sink);
       } else {
-        store::dumpPath(path, sink);
+        // Reading files and hashing run on two threads.
+        BackgroundSink bg(sink);
+        store::dumpPath(path, bg);
+        bg.finish();
       }
       std::cout << sink.finish().first.to(format, format == HashFormat::kSri) << "\n";
     }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "kiln/common/background_sink.h"
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/store/nar.h"
@@ -16,7 +17,7 @@
 namespace kiln::store {
 namespace {
 
-constexpr size_t kReadChunk = 1 << 20;
+constexpr size_t kReadChunk = 128 << 10;
 
 std::string fileTypeName(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -81,17 +82,23 @@ class PosixNarFs : public NarFs {
   void readFile(const std::string& path, uint64_t size, Sink& sink) override {
     AutoCloseFD fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) throwSysError("opening '" + path + "'");
-    if (!buf_) buf_ = std::make_unique<char[]>(kReadChunk);
+    // A lending sink (BackgroundSink) receives the data without a copy.
+    auto* lending = dynamic_cast<LendingSink*>(&sink);
+    if (!lending && !buf_) buf_ = std::make_unique<char[]>(kReadChunk);
     uint64_t left = size;
     while (left > 0) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(left, kReadChunk));
-      ssize_t n = ::read(fd.get(), buf_.get(), want);
+      auto [buf, room] = lending ? lending->lend() : std::pair{buf_.get(), kReadChunk};
+      size_t want = static_cast<size_t>(std::min<uint64_t>(left, room));
+      ssize_t n = ::read(fd.get(), buf, want);
       if (n < 0) {
         if (errno == EINTR) continue;
         throwSysError("reading '" + path + "'");
       }
       if (n == 0) throw Error("file '" + path + "' shrank while it was being archived");
-      sink.write({buf_.get(), static_cast<size_t>(n)});
+      if (lending)
+        lending->commit(static_cast<size_t>(n));
+      else
+        sink.write({buf, static_cast<size_t>(n)});
       left -= static_cast<uint64_t>(n);
     }
     char extra;

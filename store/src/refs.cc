@@ -4,6 +4,7 @@
 #include <array>
 #include <functional>
 
+#include "kiln/common/background_sink.h"
 #include "kiln/common/error.h"
 
 namespace kiln::store {
@@ -105,7 +106,9 @@ NarHashAndRefs hashAndScanPath(const std::string& path, const StorePathSet& cand
   HashingSink hasher(HashAlgo::kSha256);
   RefScanSink scanner(candidates);
   TeeSink tee(hasher, scanner);
-  dumpPath(path, tee, {}, fs);
+  BackgroundSink bg(tee);  // hash + scan on a second thread
+  dumpPath(path, bg, {}, fs);
+  bg.finish();
   NarHashAndRefs out;
   std::tie(out.narHash, out.narSize) = hasher.finish();
   out.references = selectReferences(candidates, scanner.found());
