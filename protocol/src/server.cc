@@ -20,10 +20,7 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     detail::setCommonOptions(s, options.zmqHeartbeat,
                              std::chrono::milliseconds(1000));
     s.set(zmq::sockopt::router_mandatory, 1);
-    if (options.insecurePlaintext) {
-      logWarn("the scheduler listens in plain text: any client that reaches " +
-              options.bind + " may join (development only)");
-    } else {
+    if (!options.insecurePlaintext) {
       checkZ85Key(options.keys.secretKey, "scheduler secret key");
       if (options.allowed.size() == 0)
         logWarn("the allow-list of worker keys is empty: no worker can join");
@@ -34,6 +31,9 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     }
     s.bind(options.bind);
     impl_->endpoint = s.get(zmq::sockopt::last_endpoint);
+    if (options.insecurePlaintext)
+      logWarn("the scheduler listens in plain text on " + impl_->endpoint +
+              ": any client that reaches it may join (development only)");
   } catch (const zmq::error_t& e) {
     throw TransportError("listening on '" + options.bind + "': " + e.what());
   }

@@ -295,12 +295,17 @@ void TransferEndpoint::expireIdle(Clock::time_point now) {
     if (o->accepted && now - o->lastActivity > limit) outIds.push_back(id);
   for (auto& [id, i] : incoming_)
     if (now - i->lastActivity > limit) inIds.push_back(id);
-  auto why = "no progress for " + std::to_string(limit.count()) + " ms";
+  auto why = [&](const TransferHeader& h) {
+    return "transfer of " + h.info.path.baseName() + ": no progress for " +
+           std::to_string(limit.count()) + " ms";
+  };
   for (auto id : outIds) {
-    send_(TransferAbort{id, why});
-    finishOutgoing(id, false, why);
+    auto reason = why(outgoing_.at(id)->header);
+    send_(TransferAbort{id, reason});
+    finishOutgoing(id, false, reason);
   }
-  for (auto id : inIds) finishIncoming(id, false, why, true);
+  for (auto id : inIds)
+    finishIncoming(id, false, why(incoming_.at(id)->header), true);
 }
 
 void TransferEndpoint::abortAll(const std::string& reason) {

@@ -58,7 +58,9 @@ class TransferEndpoint {
  public:
   using Clock = std::chrono::steady_clock;
   /// Sends one message to the peer; may throw (the error then propagates
-  /// out of the call that sent).
+  /// out of the call that sent, and the connection should be treated as
+  /// lost: call abortAll()). With Server/Client, a false from send() means
+  /// the peer is gone or its queue is full; throw from the SendFn then.
   using SendFn = std::function<void(Message&&)>;
   /// Chooses the target of an incoming transfer (`upload`: UploadOutput,
   /// else PathData). Throw Error (reason sent to the sender) to refuse.
