@@ -123,6 +123,40 @@ TEST(Transport, WrongProtocolVersionIsRefusedWithAMessage) {
   EXPECT_EQ(farm.server->droppedMessages(), 1u);
 }
 
+TEST(Transport, MalformedMessagesAreDroppedAndTheConnectionLives) {
+  Farm farm;
+  auto client = farm.client(farm.workerKeys);
+  client->sendRaw({"garbage"});
+  auto truncated = encode(hello("w"));
+  truncated[1].resize(3);
+  client->sendRaw(truncated);
+  client->send(hello("w"));
+  auto got = farm.server->receive(kDeadline);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::get<Hello>(got->msg).workerId, "w");
+  EXPECT_EQ(farm.server->droppedMessages(), 2u);
+}
+
+TEST(Transport, WorkerReconnectsWhenTheSchedulerComesBack) {
+  Farm farm;
+  auto client = farm.client(farm.workerKeys);
+  client->send(hello("w"));
+  ASSERT_TRUE(farm.server->receive(kDeadline));
+  auto endpoint = farm.server->endpoint();
+  farm.server.reset();
+  ASSERT_TRUE(test::pollUntil([&] { return !client->connected(); }, kDeadline));
+  ServerOptions o;
+  o.bind = endpoint;
+  o.keys = farm.schedKeys;
+  o.allowed.add(farm.workerKeys.publicKey, "builder-1");
+  farm.server = std::make_unique<Server>(o);
+  client->send(hello("w-again"));
+  auto got = farm.server->receive(kDeadline);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::get<Hello>(got->msg).workerId, "w-again");
+  EXPECT_TRUE(test::pollUntil([&] { return client->connected(); }, kDeadline));
+}
+
 // A store that keeps committed NARs in memory.
 class MemTarget : public TransferTarget {
  public:
