@@ -1,0 +1,179 @@
+// Explanations (whyWaiting), snapshots and metrics, including the idle
+// worker-slot accounting.
+
+#include <algorithm>
+
+#include "core_impl.h"
+
+namespace kiln::scheduler {
+
+namespace {
+std::string joinMissing(const std::vector<std::string>& want,
+                        const std::vector<std::string>& a,
+                        const std::vector<std::string>& b) {
+  std::string out;
+  for (const auto& f : want) {
+    if (std::find(a.begin(), a.end(), f) != a.end()) continue;
+    if (std::find(b.begin(), b.end(), f) != b.end()) continue;
+    out += (out.empty() ? "" : ", ") + f;
+  }
+  return out;
+}
+}  // namespace
+
+// Accounts the interval since the last call: the state did not change in
+// between, so each worker's free slots that could run a queued step were
+// idle for the whole interval. O(workers * classes-per-worker).
+void SchedulerCore::Impl::accrueIdle(TimePoint now) {
+  if (now <= lastAccrual) return;
+  double dt = std::chrono::duration<double>(now - lastAccrual).count();
+  for (Worker& w : workers) {
+    if (!w.alive) continue;
+    size_t work = 0;
+    if (w.free() > 0)
+      for (uint32_t c : w.classes) work += queues.size(c);
+    if (work == 0) {
+      w.idleSince.reset();
+      continue;
+    }
+    counters.idleSlotSeconds +=
+        static_cast<double>(std::min(w.free(), work)) * dt;
+    if (!w.idleSince) w.idleSince = lastAccrual;
+    counters.longestIdleWithWork =
+        std::max(counters.longestIdleWithWork, now - *w.idleSince);
+  }
+  lastAccrual = now;
+}
+
+// Why a queued step is not running: nobody has its system, nobody fits its
+// features, or every fitting worker is full.
+WaitReason SchedulerCore::Impl::placement(const Step& s) const {
+  const StepClass& c = classes[s.cls];
+  if (c.workers.empty()) {
+    std::string why;
+    for (const Worker& w : workers) {
+      if (!w.alive) continue;
+      if (c.system != "builtin" &&
+          std::find(w.spec.systems.begin(), w.spec.systems.end(), c.system) ==
+              w.spec.systems.end())
+        continue;
+      std::string lacks = joinMissing(c.features, w.spec.supportedFeatures,
+                                      w.spec.mandatoryFeatures);
+      std::string extra = joinMissing(w.spec.mandatoryFeatures, c.features, {});
+      why += (why.empty() ? "" : "; ") + w.spec.name;
+      if (!lacks.empty()) why += " lacks " + lacks;
+      if (!extra.empty())
+        why += (lacks.empty() ? "" : ",") + std::string(" requires ") + extra;
+    }
+    if (why.empty())
+      return {WaitReason::Kind::kNoWorkerForSystem,
+              "no worker builds " + c.system,
+              0,
+              {}};
+    return {WaitReason::Kind::kMissingFeature,
+            "no " + c.system + " worker fits: " + why,
+            0,
+            {}};
+  }
+  if (c.freeSlots == 0)
+    return {WaitReason::Kind::kAllSlotsBusy,
+            "all " + std::to_string(c.workers.size()) +
+                " suitable worker(s) are busy",
+            0,
+            {}};
+  return {WaitReason::Kind::kReady,
+          "runnable; a suitable worker has a free slot",
+          0,
+          {}};
+}
+
+WaitReason SchedulerCore::whyWaiting(StepId id) const {
+  const Impl& m = *impl_;
+  const Step& s = m.steps[m.resolve(id)];
+  using K = WaitReason::Kind;
+  switch (s.state) {
+    case StepState::kRunning:
+      return {
+          K::kRunning, "running on " + m.workers[s.worker].spec.name, 0, {}};
+    case StepState::kFailed:
+      return {K::kFailed,
+              "failed with status " +
+                  std::to_string(static_cast<int>(s.failStatus)),
+              0,
+              {}};
+    case StepState::kBackoff:
+      return {K::kBackoff,
+              "transient failure; retry " + std::to_string(s.attempts) +
+                  " after backoff",
+              0, s.backoffUntil};
+    case StepState::kQueued:
+      return m.placement(s);
+    case StepState::kWaiting:
+      break;
+  }
+  if (s.blockedDeps > 0) {
+    // Walk down through blocked dependencies to one that failed itself.
+    const Step* cur = &s;
+    while (!cur->failed) {
+      for (uint32_t d : cur->deps)
+        if (m.poisoned(m.steps[d])) {
+          cur = &m.steps[d];
+          break;
+        }
+    }
+    return {
+        K::kDependencyFailed, "dependency " + cur->drvPath + " failed", 0, {}};
+  }
+  if (!s.deps.empty())
+    return {K::kWaitingForDependencies,
+            std::to_string(s.deps.size()) + " unfinished dependencies",
+            s.deps.size(),
+            {}};
+  return {K::kNotNeeded, "no build needs this step", 0, {}};
+}
+
+StepView SchedulerCore::step(StepId id) const {
+  const Impl& m = *impl_;
+  uint32_t idx = m.resolve(id);
+  const Step& s = m.steps[idx];
+  StepView v;
+  v.id = id;
+  v.drvPath = s.drvPath;
+  v.system = m.classes[s.cls].system;
+  v.state = static_cast<StepView::State>(s.state);
+  v.globalPriority = s.applied.attached() ? s.applied.global : 0;
+  v.localPriority = s.applied.attached() ? s.applied.local : 0;
+  v.jobset = s.applied.jobset;
+  v.ownerBuild = s.applied.attached() ? s.applied.minBuild : 0;
+  v.criticalPath = s.applied.attached() ? s.applied.cpAbove : s.expected;
+  v.expectedDuration = s.expected;
+  v.unfinishedDeps = s.deps.size();
+  v.attempts = s.attempts;
+  if (s.worker != kNone)
+    v.worker = WorkerId{s.worker, m.workers[s.worker].generation};
+  return v;
+}
+
+SchedulerMetrics SchedulerCore::metrics() const {
+  const Impl& m = *impl_;
+  SchedulerMetrics r = m.counters;
+  for (uint32_t c = 0; c < m.classes.size(); ++c)
+    r.queuedBySystem[m.classes[c].system] += m.queues.size(c);
+  auto count = [&](StepState s) {
+    return m.stateCount[static_cast<size_t>(s)];
+  };
+  r.runningSteps = count(StepState::kRunning);
+  r.waitingSteps = count(StepState::kWaiting);
+  r.backoffSteps = count(StepState::kBackoff);
+  r.failedSteps = count(StepState::kFailed);
+  r.builds = m.builds.size();
+  for (const Worker& w : m.workers) {
+    if (!w.alive) continue;
+    ++r.workers;
+    r.totalSlots += w.spec.slots;
+    r.freeSlots += w.free();
+  }
+  return r;
+}
+
+}  // namespace kiln::scheduler

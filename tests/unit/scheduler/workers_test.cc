@@ -1,0 +1,215 @@
+// Worker choice: systems, features, mandatory features, slots, load over
+// speed, input locality; lost workers and heartbeat timeouts.
+
+#include <map>
+
+#include "harness.h"
+
+namespace kiln::scheduler::test {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+std::map<std::string, std::string> byWorker(Harness& h,
+                                            const std::vector<Assignment>& as,
+                                            std::map<WorkerId, std::string> n) {
+  std::map<std::string, std::string> out;
+  for (const Assignment& a : as) out[h.name(a.step)] = n.at(a.worker);
+  return out;
+}
+
+TEST(Workers, EachSystemHasItsOwnQueue) {
+  Harness h;
+  auto x86 = h.worker("x86", 1, {"x86_64-linux"});
+  auto arm = h.worker("arm", 1, {"aarch64-linux"});
+  for (int i = 0; i < 3; ++i) {
+    h.build(i, h.step("x" + std::to_string(i)));
+    h.build(10 + i, h.step("a" + std::to_string(i), {}, "aarch64-linux"));
+  }
+  auto got =
+      byWorker(h, h.core.nextAssignments(), {{x86, "x86"}, {arm, "arm"}});
+  EXPECT_EQ(got,
+            (std::map<std::string, std::string>{{"x0", "x86"}, {"a0", "arm"}}));
+  EXPECT_EQ(h.core.metrics().queuedBySystem.at("aarch64-linux"), 2u);
+  EXPECT_EQ(h.core.metrics().queuedBySystem.at("x86_64-linux"), 2u);
+}
+
+TEST(Workers, BuiltinRunsAnywhere) {
+  Harness h;
+  h.worker("arm", 1, {"aarch64-linux"});
+  h.build(1, h.step("fetch", {}, "builtin"));
+  EXPECT_EQ(h.dispatch(), Strings{"fetch"});
+}
+
+TEST(Workers, RequiredFeaturesMustBeSupported) {
+  Harness h;
+  auto plain = h.worker("plain", 4);
+  auto kvm = h.worker("kvm", 1, {"x86_64-linux"}, {"kvm", "big-parallel"});
+  auto t1 = h.step("test1", {}, "x86_64-linux", {"kvm"});
+  auto t2 = h.step("test2", {}, "x86_64-linux", {"kvm"});
+  h.build(1, t1);
+  h.build(2, t2);
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  EXPECT_EQ(as[0].worker, kvm);
+  EXPECT_EQ(h.core.whyWaiting(t2).kind, WaitReason::Kind::kAllSlotsBusy);
+  h.core.removeWorker(kvm);
+  WaitReason why = h.core.whyWaiting(t2);
+  EXPECT_EQ(why.kind, WaitReason::Kind::kMissingFeature);
+  EXPECT_NE(why.detail.find("plain lacks kvm"), std::string::npos)
+      << why.detail;
+  (void)plain;
+}
+
+TEST(Workers, MandatoryFeaturesMustBeRequired) {
+  Harness h;
+  auto bench = h.worker("bench", 2, {"x86_64-linux"}, {}, {"benchmark"});
+  auto plainStep = h.step("plain");
+  auto benchStep = h.step("perf", {}, "x86_64-linux", {"benchmark"});
+  h.build(1, plainStep);
+  h.build(2, benchStep);
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  EXPECT_EQ(h.name(as[0].step), "perf");
+  EXPECT_EQ(as[0].worker, bench);
+  WaitReason why = h.core.whyWaiting(plainStep);
+  EXPECT_EQ(why.kind, WaitReason::Kind::kMissingFeature);
+  EXPECT_NE(why.detail.find("requires benchmark"), std::string::npos)
+      << why.detail;
+}
+
+TEST(Workers, SlotsBoundConcurrentSteps) {
+  Harness h;
+  auto w = h.worker("w", 2);
+  for (int i = 0; i < 5; ++i) h.build(i, h.step("s" + std::to_string(i)));
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 2u);
+  EXPECT_TRUE(h.core.nextAssignments().empty());
+  EXPECT_EQ(h.core.metrics().freeSlots, 0u);
+  h.core.finishStep(as[0].step, StepResult::success(1s));
+  auto more = h.core.nextAssignments();
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(more[0].worker, w);
+}
+
+TEST(Workers, LowestLoadOverSpeedWins) {
+  Harness h;
+  auto slow = h.worker("slow", 4, {"x86_64-linux"}, {}, {}, 1.0);
+  auto fast = h.worker("fast", 4, {"x86_64-linux"}, {}, {}, 2.0);
+  h.core.heartbeat(slow, 0.5);
+  h.core.heartbeat(fast, 0.5);
+  for (int i = 0; i < 3; ++i) h.build(i, h.step("s" + std::to_string(i)));
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 3u);
+  // Scores (load / speed): fast 0.25 < slow 0.5; fast 0.375 < 0.5; then
+  // fast 0.5 ties slow 0.5 and the lower index (slow) wins.
+  EXPECT_EQ(as[0].worker, fast);
+  EXPECT_EQ(as[1].worker, fast);
+  EXPECT_EQ(as[2].worker, slow);
+  std::map<WorkerId, int> count;
+  for (auto& a : as) ++count[a.worker];
+  EXPECT_EQ(count[fast], 2);
+  EXPECT_EQ(count[slow], 1);
+}
+
+TEST(Workers, HeartbeatLoadSteersChoice) {
+  Harness h;
+  auto a = h.worker("a", 4);
+  auto b = h.worker("b", 4);
+  h.core.heartbeat(a, 0.9);
+  h.core.heartbeat(b, 0.1);
+  h.build(1, h.step("s"));
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  EXPECT_EQ(as[0].worker, b);
+  EXPECT_THROW(h.core.heartbeat(a, -1), SchedulerError);
+}
+
+class FakeLocality : public InputLocality {
+ public:
+  uint64_t bytesPresent(StepId, std::string_view drvPath,
+                        WorkerId w) const override {
+    auto it = bytes.find({std::string(drvPath), w});
+    return it == bytes.end() ? 0 : it->second;
+  }
+  std::map<std::pair<std::string, WorkerId>, uint64_t> bytes;
+};
+
+TEST(Workers, InputLocalityBreaksLoadTies) {
+  FakeLocality loc;
+  Harness h({}, &loc);
+  auto a = h.worker("a", 2);
+  auto b = h.worker("b", 2);
+  auto c = h.worker("c", 2, {"x86_64-linux"}, {}, {}, 0.5);
+  loc.bytes[{drv("s"), b}] = 1000;
+  loc.bytes[{drv("s"), c}] = 5000;  // more bytes, but a worse load / speed
+  loc.bytes[{drv("s"), a}] = 10;
+  h.core.heartbeat(c, 0.5);
+  h.build(1, h.step("s"));
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  EXPECT_EQ(as[0].worker, b);
+}
+
+TEST(Workers, LostWorkerStepsAreRetriedElsewhere) {
+  SchedulerConfig cfg;
+  cfg.retryBackoffBase = 10s;
+  Harness h(cfg);
+  auto w1 = h.worker("w1");
+  auto s = h.step("s");
+  h.build(1, s);
+  ASSERT_EQ(h.core.nextAssignments().size(), 1u);
+  h.clock.advance(5s);
+  h.core.removeWorker(w1);
+  EXPECT_EQ(h.core.whyWaiting(s).kind, WaitReason::Kind::kBackoff);
+  EXPECT_EQ(h.core.step(s).attempts, 1u);
+  auto w2 = h.worker("w2");
+  EXPECT_TRUE(h.core.nextAssignments().empty());
+  h.clock.advance(10s);
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  EXPECT_EQ(as[0].worker, w2);
+  EXPECT_EQ(h.core.metrics().retries, 1u);
+  EXPECT_THROW(h.core.heartbeat(w1, 0), SchedulerError);
+}
+
+TEST(Workers, SilentWorkerIsLostOnTick) {
+  SchedulerConfig cfg;
+  cfg.heartbeatTimeout = 30s;
+  Harness h(cfg);
+  auto quiet = h.worker("quiet");
+  auto chatty = h.worker("chatty");
+  h.clock.advance(20s);
+  h.core.heartbeat(chatty, 0);
+  EXPECT_TRUE(h.core.tick().empty());
+  h.clock.advance(20s);
+  EXPECT_EQ(h.core.tick(), std::vector<WorkerId>{quiet});
+  EXPECT_EQ(h.core.workers(), std::vector<WorkerId>{chatty});
+}
+
+TEST(Workers, InvalidWorkersAreRefused) {
+  Harness h;
+  EXPECT_THROW(h.worker("none", 0), SchedulerError);
+  EXPECT_THROW(h.worker("nosys", 1, {}), SchedulerError);
+  EXPECT_THROW(h.worker("stopped", 1, {"x86_64-linux"}, {}, {}, 0.0),
+               SchedulerError);
+  EXPECT_THROW(h.core.removeWorker(WorkerId{}), SchedulerError);
+}
+
+TEST(Workers, IdleSlotTimeIsMeasured) {
+  Harness h;
+  h.worker("w", 2);
+  h.build(1, h.step("s"));
+  h.clock.advance(3s);
+  h.core.tick();  // 3 s with one usable idle slot (one step for two slots)
+  SchedulerMetrics m = h.core.metrics();
+  EXPECT_DOUBLE_EQ(m.idleSlotSeconds, 3);
+  EXPECT_EQ(m.longestIdleWithWork, Duration(3s));
+  h.core.nextAssignments();
+  h.clock.advance(10s);
+  h.core.tick();
+  EXPECT_DOUBLE_EQ(h.core.metrics().idleSlotSeconds, 3);
+}
+
+}  // namespace
+}  // namespace kiln::scheduler::test
