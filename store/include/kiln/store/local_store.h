@@ -1,0 +1,170 @@
+#pragma once
+/// The local store (design decision 2): store objects live as read-only
+/// trees under a physical root (`<state>/store`), while their paths and
+/// hashes use the logical store directory (default `/nix/store`). Metadata
+/// sits in SQLite (`<state>/db/db.sqlite`, tables modelled on Nix's, spec
+/// §8). Several processes may add, read and collect garbage at once:
+/// adds are atomic (temporary name, fsync, read-only, rename, one
+/// transaction), guarded by a lock per path and by temporary GC roots.
+/// State directory layout: docs/operations.md.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/common/error.h"
+#include "kiln/common/hash.h"
+#include "kiln/common/stream.h"
+#include "kiln/store/store_path.h"
+
+namespace kiln::store {
+
+/// Metadata of a valid store path, as registered in the database.
+struct ValidPathInfo {
+  explicit ValidPathInfo(StorePath p) : path(std::move(p)) {}
+
+  StorePath path;
+  Hash narHash{HashAlgo::kSha256};  ///< sha256 of the path's NAR
+  uint64_t narSize = 0;             ///< byte size of the NAR
+  StorePathSet references;          ///< may include `path` itself
+  std::optional<StorePath> deriver; ///< the .drv that built it, if known
+  std::set<std::string> sigs;       ///< `keyname:base64` signatures
+  std::string ca;                   ///< CA field (spec §2) or empty
+  int64_t registrationTime = 0;     ///< Unix seconds; set by the store
+  bool ultimate = false;            ///< built here (trusted without sigs)
+};
+
+/// A named path is not valid (not registered) in the store.
+class InvalidPathError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Data whose NAR hash or size differs from what was announced (a corrupt
+/// or truncated transfer, or a tree that changed while it was read).
+class HashMismatchError : public FormatError {
+ public:
+  using FormatError::FormatError;
+};
+
+/// What collectGarbage did (or, in a dry run, would do).
+struct GcResult {
+  std::vector<StorePath> deleted;  ///< in deletion order
+  uint64_t bytesFreed = 0;         ///< sizes of the deleted files
+  size_t junkRemoved = 0;  ///< stale temporaries and unregistered entries
+};
+
+/// One problem verify() found.
+struct VerifyProblem {
+  enum class Kind { kMissing, kHashMismatch, kUnreadable };
+  Kind kind;
+  StorePath path;
+  std::string detail;     ///< human-readable explanation
+  bool repaired = false;  ///< whether verify(repair=true) fixed it
+};
+
+/// The outcome of verify().
+struct VerifyResult {
+  size_t checked = 0;                  ///< valid paths examined
+  std::vector<VerifyProblem> problems; ///< empty when the store is sound
+};
+
+/// A local store rooted at a state directory. Thread-safe: calls are
+/// serialised on one SQLite connection. Errors: SysError (files),
+/// SqliteError (database), FormatError (malformed NARs or names),
+/// InvalidPathError (a path that must be valid is not), Error otherwise.
+class LocalStore {
+ public:
+  /// Opens the store in `stateDir`, creating its layout and database (and
+  /// migrating an older schema). Throws SchemaError for a database made by
+  /// a newer kiln and Error if the state dir belongs to another logical
+  /// store directory.
+  explicit LocalStore(const std::string& stateDir,
+                      const StoreDir& storeDir = StoreDir());
+  ~LocalStore();
+  LocalStore(const LocalStore&) = delete;
+  LocalStore& operator=(const LocalStore&) = delete;
+
+  const StoreDir& storeDir() const;
+  const std::string& stateDir() const;
+  /// Where the files live: `<state>/store`.
+  const std::string& physicalRoot() const;
+  /// The physical location of `path`.
+  std::string physicalPath(const StorePath& path) const;
+  /// The logical full path (`/nix/store/<base>`).
+  std::string printPath(const StorePath& path) const;
+  /// Parses a logical full path (or a path inside one); FormatError if not.
+  StorePath parsePath(std::string_view full) const;
+
+  // ------------------------------------------------------------ queries
+  /// Whether `path` is registered.
+  bool isValid(const StorePath& path);
+  /// Metadata of `path`, or nullopt if it is not valid.
+  std::optional<ValidPathInfo> queryPathInfo(const StorePath& path);
+  /// Metadata of `path`; throws InvalidPathError if it is not valid.
+  ValidPathInfo requirePathInfo(const StorePath& path);
+  /// Paths `path` refers to; InvalidPathError if not valid.
+  StorePathSet queryReferences(const StorePath& path);
+  /// Valid paths that refer to `path` (itself included if self-referencing).
+  StorePathSet queryReferrers(const StorePath& path);
+  /// The closure: `paths` and everything they reach through references.
+  StorePathSet queryRequisites(const StorePathSet& paths);
+  /// Output name → path registered for derivation `drv`.
+  std::map<std::string, StorePath> queryDerivationOutputs(const StorePath& drv);
+  /// Every valid path.
+  StorePathSet queryAllValidPaths();
+
+  // --------------------------------------------------------------- adds
+  /// Adds `info.path` from the NAR in `nar` (exactly one archive). The NAR's
+  /// sha256 and size must equal info.narHash/narSize and every reference
+  /// (other than the path itself) must be valid; otherwise nothing is
+  /// registered or left in place and Error/FormatError is thrown. A path
+  /// that is already valid is left alone (the source is not read).
+  void addFromNar(const ValidPathInfo& info, Source& nar);
+  /// Adds the file or tree at `fsPath` as a `source` path named `name`
+  /// (default: its base name), like `nix-store --add`; returns the path.
+  /// Throws Error if the tree changes while it is copied.
+  StorePath addPath(const std::string& fsPath, std::string_view name = "");
+  /// Adds a `text` path (like builtins.toFile or a .drv) with `refs`.
+  StorePath addText(std::string_view name, std::string_view contents,
+                    const StorePathSet& refs);
+  /// Records the outputs of valid derivation `drv` (output name → path).
+  void registerDerivationOutputs(
+      const StorePath& drv, const std::map<std::string, StorePath>& outputs);
+
+  // ------------------------------------------------ GC roots, GC, verify
+  /// Makes `path` (which must be valid) a permanent root: a symlink
+  /// `<state>/gcroots/<name>` to its logical path; replaces an existing
+  /// root of that name. `name` may contain '/' but no "." or ".." parts.
+  /// Returns the link's path.
+  std::string addRoot(const std::string& name, const StorePath& path);
+  /// Root link → store path, for every link under `<state>/gcroots` that
+  /// resolves (directly or through further symlinks) to a store path.
+  std::map<std::string, StorePath> findRoots();
+  /// Protects `path` from garbage collection until this store object is
+  /// destroyed (also done internally for paths being added).
+  void addTempRoot(const StorePath& path);
+  /// Deletes every valid path not reachable from a root or a temporary root
+  /// of a live process, referrers before their references, plus stale
+  /// temporaries. With `dryRun`, only reports. Excludes other collectors.
+  GcResult collectGarbage(bool dryRun = false);
+  /// Re-hashes every valid path and reports missing files and NAR hash or
+  /// size mismatches. With `repair`, registrations whose files vanished
+  /// and that nothing else refers to are removed.
+  VerifyResult verify(bool repair = false);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The prefix of the temporary names adds write under the physical root
+/// (`<prefix><pid>-<n>-<base name>`); never a valid store path name.
+inline constexpr std::string_view kStoreTempPrefix = ".kiln-tmp-";
+
+}  // namespace kiln::store

@@ -1,0 +1,250 @@
+// LocalStore: opening, queries and registration. Adds are in
+// local_store_add.cc, roots/GC/verify in local_store_gc.cc.
+#include <unistd.h>
+
+#include <chrono>
+#include <sstream>
+
+#include "kiln/common/file.h"
+#include "kiln/store/store_db.h"
+#include "local_store_impl.h"
+
+namespace kiln::store {
+
+LocalStore::Impl::Impl(const std::string& state, const StoreDir& sd)
+    : storeDir(sd),
+      stateDir(absPath(state)),
+      physicalRoot(stateDir + "/store"),
+      gcRootsDir(stateDir + "/gcroots"),
+      tempRootsDir(stateDir + "/temproots"),
+      locksDir(stateDir + "/locks"),
+      gcLockPath(stateDir + "/gc.lock") {
+  for (auto& d : {physicalRoot, gcRootsDir, tempRootsDir, locksDir,
+                  stateDir + "/db"})
+    createDirs(d);
+  *db.lock() = openStoreDb(stateDir + "/db/db.sqlite", storeDir.dir());
+}
+
+LocalStore::LocalStore(const std::string& stateDir, const StoreDir& storeDir)
+    : impl_(std::make_unique<Impl>(stateDir, storeDir)) {}
+
+LocalStore::~LocalStore() {
+  auto tr = impl_->tempRoots.lock();
+  if (tr->file) tr->file->unlinkOnRelease();
+}
+
+const StoreDir& LocalStore::storeDir() const { return impl_->storeDir; }
+const std::string& LocalStore::stateDir() const { return impl_->stateDir; }
+const std::string& LocalStore::physicalRoot() const {
+  return impl_->physicalRoot;
+}
+
+std::string LocalStore::physicalPath(const StorePath& path) const {
+  return impl_->physicalRoot + "/" + path.baseName();
+}
+
+std::string LocalStore::printPath(const StorePath& path) const {
+  return impl_->storeDir.printPath(path);
+}
+
+StorePath LocalStore::parsePath(std::string_view full) const {
+  return impl_->storeDir.toStorePath(full);
+}
+
+// ------------------------------------------------------------- database
+
+namespace {
+
+std::string joinSigs(const std::set<std::string>& sigs) {
+  std::string out;
+  for (auto& s : sigs) out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+
+std::set<std::string> splitSigs(const std::string& s) {
+  std::set<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.insert(w);
+  return out;
+}
+
+int64_t nowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::optional<int64_t> LocalStore::Impl::pathId(SqliteDb& d,
+                                                const StorePath& path) {
+  auto st = d.prepare("select id from ValidPaths where path = ?");
+  st.bind(storeDir.printPath(path));
+  if (!st.step()) return std::nullopt;
+  return st.getInt(0);
+}
+
+std::optional<ValidPathInfo> LocalStore::Impl::readInfo(SqliteDb& d,
+                                                        const StorePath& path) {
+  auto st = d.prepare(
+      "select id, hash, registrationTime, deriver, narSize, ultimate, sigs, "
+      "ca from ValidPaths where path = ?");
+  st.bind(storeDir.printPath(path));
+  if (!st.step()) return std::nullopt;
+  ValidPathInfo info(path);
+  int64_t id = st.getInt(0);
+  info.narHash = Hash::parse(st.getStr(1));
+  info.registrationTime = st.getInt(2);
+  if (!st.isNull(3) && !st.getStr(3).empty())
+    info.deriver = storeDir.parsePath(st.getStr(3));
+  info.narSize = static_cast<uint64_t>(st.getInt(4));
+  info.ultimate = st.getInt(5) != 0;
+  info.sigs = splitSigs(st.getStr(6));
+  info.ca = st.getStr(7);
+  auto refs = d.prepare(
+      "select p.path from Refs r join ValidPaths p on p.id = r.reference "
+      "where r.referrer = ?");
+  refs.bind(id);
+  while (refs.step()) info.references.insert(storeDir.parsePath(refs.getStr(0)));
+  return info;
+}
+
+void LocalStore::Impl::registerValidPath(const ValidPathInfo& info) {
+  auto lk = db.lock();
+  SqliteDb& d = **lk;
+  retrySqlite([&] {
+    SqliteTxn txn(d);
+    auto st = d.prepare(
+        "insert into ValidPaths (path, hash, registrationTime, deriver, "
+        "narSize, ultimate, sigs, ca) values (?, ?, ?, ?, ?, ?, ?, ?)");
+    st.bind(storeDir.printPath(info.path))
+        .bind("sha256:" + info.narHash.toHex())
+        .bind(info.registrationTime ? info.registrationTime : nowSeconds());
+    if (info.deriver)
+      st.bind(storeDir.printPath(*info.deriver));
+    else
+      st.bindNull();
+    st.bind(static_cast<int64_t>(info.narSize));
+    if (info.ultimate)
+      st.bind(int64_t{1});
+    else
+      st.bindNull();
+    if (info.sigs.empty())
+      st.bindNull();
+    else
+      st.bind(joinSigs(info.sigs));
+    if (info.ca.empty())
+      st.bindNull();
+    else
+      st.bind(info.ca);
+    st.exec();
+    int64_t id = d.lastInsertRowId();
+    auto ins = d.prepare("insert into Refs (referrer, reference) values (?, ?)");
+    for (auto& ref : info.references) {
+      auto refId = ref == info.path ? std::optional(id) : pathId(d, ref);
+      if (!refId)
+        throw InvalidPathError("cannot add '" + storeDir.printPath(info.path) +
+                               "': its reference '" + storeDir.printPath(ref) +
+                               "' is not valid");
+      ins.bind(id).bind(*refId).exec();
+    }
+    txn.commit();
+  });
+}
+
+void LocalStore::Impl::invalidatePath(SqliteDb& d, const StorePath& path) {
+  d.prepare("delete from ValidPaths where path = ?")
+      .bind(storeDir.printPath(path))
+      .exec();
+}
+
+// -------------------------------------------------------------- queries
+
+bool LocalStore::isValid(const StorePath& path) {
+  auto lk = impl_->db.lock();
+  return impl_->pathId(**lk, path).has_value();
+}
+
+std::optional<ValidPathInfo> LocalStore::queryPathInfo(const StorePath& path) {
+  auto lk = impl_->db.lock();
+  return impl_->readInfo(**lk, path);
+}
+
+ValidPathInfo LocalStore::requirePathInfo(const StorePath& path) {
+  auto info = queryPathInfo(path);
+  if (!info)
+    throw InvalidPathError("path '" + printPath(path) + "' is not valid");
+  return *info;
+}
+
+StorePathSet LocalStore::queryReferences(const StorePath& path) {
+  return requirePathInfo(path).references;
+}
+
+StorePathSet LocalStore::queryReferrers(const StorePath& path) {
+  auto lk = impl_->db.lock();
+  SqliteDb& d = **lk;
+  auto st = d.prepare(
+      "select p.path from Refs r join ValidPaths p on p.id = r.referrer "
+      "where r.reference = (select id from ValidPaths where path = ?)");
+  st.bind(printPath(path));
+  StorePathSet out;
+  while (st.step()) out.insert(impl_->storeDir.parsePath(st.getStr(0)));
+  return out;
+}
+
+StorePathSet LocalStore::queryRequisites(const StorePathSet& paths) {
+  StorePathSet seen;
+  std::vector<StorePath> todo(paths.begin(), paths.end());
+  while (!todo.empty()) {
+    auto p = todo.back();
+    todo.pop_back();
+    if (!seen.insert(p).second) continue;
+    for (auto& r : queryReferences(p))
+      if (!seen.count(r)) todo.push_back(r);
+  }
+  return seen;
+}
+
+std::map<std::string, StorePath> LocalStore::queryDerivationOutputs(
+    const StorePath& drv) {
+  auto lk = impl_->db.lock();
+  SqliteDb& d = **lk;
+  auto id = impl_->pathId(d, drv);
+  if (!id) throw InvalidPathError("path '" + printPath(drv) + "' is not valid");
+  auto st = d.prepare("select id, path from DerivationOutputs where drv = ?");
+  st.bind(*id);
+  std::map<std::string, StorePath> out;
+  while (st.step())
+    out.emplace(st.getStr(0), impl_->storeDir.parsePath(st.getStr(1)));
+  return out;
+}
+
+StorePathSet LocalStore::queryAllValidPaths() {
+  auto lk = impl_->db.lock();
+  auto st = (*lk)->prepare("select path from ValidPaths");
+  StorePathSet out;
+  while (st.step()) out.insert(impl_->storeDir.parsePath(st.getStr(0)));
+  return out;
+}
+
+void LocalStore::registerDerivationOutputs(
+    const StorePath& drv, const std::map<std::string, StorePath>& outputs) {
+  auto lk = impl_->db.lock();
+  SqliteDb& d = **lk;
+  retrySqlite([&] {
+    SqliteTxn txn(d);
+    auto id = impl_->pathId(d, drv);
+    if (!id)
+      throw InvalidPathError("cannot register outputs of '" + printPath(drv) +
+                             "': it is not valid");
+    auto st = d.prepare(
+        "insert or replace into DerivationOutputs (drv, id, path) "
+        "values (?, ?, ?)");
+    for (auto& [name, path] : outputs)
+      st.bind(*id).bind(name).bind(printPath(path)).exec();
+    txn.commit();
+  });
+}
+
+}  // namespace kiln::store

@@ -1,0 +1,83 @@
+#pragma once
+// Shared helpers for the LocalStore tests.
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/common/file.h"
+#include "kiln/store/local_store.h"
+#include "kiln/store/nar.h"
+#include "test_support.h"
+
+namespace kiln::store::testing {
+
+/// A temporary state directory with helpers to build NARs and trees.
+class LocalStoreTest : public ::testing::Test {
+ protected:
+  TempDir dir_{"kiln-ls"};
+  std::string state_ = dir_.path() + "/state";
+
+  /// The NAR of a regular file holding `contents`.
+  static std::string narOf(std::string_view contents) {
+    StringSink s;
+    dumpString(contents, s);
+    return s.s;
+  }
+  /// Info for a NAR of `contents` registered at a made-up path.
+  static ValidPathInfo infoFor(const StorePath& path, const std::string& nar) {
+    ValidPathInfo info(path);
+    info.narHash = hashString(HashAlgo::kSha256, nar);
+    info.narSize = nar.size();
+    return info;
+  }
+  /// Names in the physical root (store objects and temporaries).
+  static std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> out;
+    for (auto& e : std::filesystem::directory_iterator(dir))
+      out.push_back(e.path().filename().string());
+    return out;
+  }
+  /// Recreates the spec's source inputs (vectors/src/make-inputs.sh) and
+  /// returns the folder holding them (hello.txt, tool.sh, dir/).
+  std::string makeInputs() {
+    std::string d = dir_.path() + "/inputs";
+    createDirs(d);
+    writeFile(d + "/make-inputs.sh",
+              readFile(test::vectorPath("src/make-inputs.sh")));
+    auto r = test::run({"sh", d + "/make-inputs.sh"});
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    return d + "/in";
+  }
+};
+
+/// Runs `fn` in a forked child; returns its exit code (fn's result), or
+/// 128+signal.
+inline pid_t forkChild(const std::function<int()>& fn) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 99;
+    try {
+      rc = fn();
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child: %s\n", e.what());
+    }
+    ::_exit(rc);
+  }
+  return pid;
+}
+
+/// Waits for a child started by forkChild.
+inline int waitChild(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace kiln::store::testing
