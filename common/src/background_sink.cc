@@ -39,7 +39,6 @@ void BackgroundSink::submitCurrent() {
     producerWaiting_ = false;
   }
   rethrowIfFailed();
-  rethrowIfFailed();
   current_ = free_.front();
   free_.pop_front();
   buffers_[current_].used = 0;

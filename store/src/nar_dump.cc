@@ -85,27 +85,30 @@ class PosixNarFs : public NarFs {
     // A lending sink (BackgroundSink) receives the data without a copy.
     auto* lending = dynamic_cast<LendingSink*>(&sink);
     if (!lending && !buf_) buf_ = std::make_unique<char[]>(kReadChunk);
+    // Each read asks for one byte more than remains, so the call that
+    // returns the last bytes also shows whether the file has grown.
     uint64_t left = size;
-    while (left > 0) {
+    for (;;) {
       auto [buf, room] = lending ? lending->lend() : std::pair{buf_.get(), kReadChunk};
-      size_t want = static_cast<size_t>(std::min<uint64_t>(left, room));
+      size_t want = left < room ? static_cast<size_t>(left) + 1 : room;
       ssize_t n = ::read(fd.get(), buf, want);
       if (n < 0) {
         if (errno == EINTR) continue;
         throwSysError("reading '" + path + "'");
       }
-      if (n == 0) throw Error("file '" + path + "' shrank while it was being archived");
+      auto got = static_cast<size_t>(n);
+      if (got > left) throw Error("file '" + path + "' grew while it was being archived");
+      if (got == 0) {
+        if (left > 0) throw Error("file '" + path + "' shrank while it was being archived");
+        return;
+      }
       if (lending)
-        lending->commit(static_cast<size_t>(n));
+        lending->commit(got);
       else
-        sink.write({buf, static_cast<size_t>(n)});
-      left -= static_cast<uint64_t>(n);
+        sink.write({buf, got});
+      left -= got;
+      if (left == 0 && got < want) return;  // a short read: end of file
     }
-    char extra;
-    ssize_t n;
-    while ((n = ::read(fd.get(), &extra, 1)) < 0 && errno == EINTR) {
-    }
-    if (n > 0) throw Error("file '" + path + "' grew while it was being archived");
   }
 
  private:

@@ -89,6 +89,27 @@ TEST_F(NarTrees, ExecutableIffOwnerExecuteBit) {
   EXPECT_EQ(dump(f), narVector("t2-exec"));
 }
 
+// The POSIX reader insists on the size it was given (what lstat said): a
+// file that changed size in between is an error naming it, never a NAR whose
+// length fields disagree with its contents.
+TEST_F(NarTrees, FileThatChangedSizeIsAnError) {
+  std::string f = trees_ + "/t5-tree/odd.txt";
+  for (uint64_t size : {uint64_t{16}, uint64_t{18}, uint64_t{0}}) {
+    StringSink s;
+    try {
+      realNarFs().readFile(f, size, s);
+      FAIL() << "size " << size << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(size < 17 ? "grew" : "shrank"), std::string::npos)
+          << e.what();
+    }
+  }
+  StringSink ok;
+  realNarFs().readFile(f, 17, ok);
+  EXPECT_EQ(ok.s, "seventeen bytes!\n");
+}
+
 /// An in-memory tree behind NarFs: proves dumpPath uses only the interface.
 class FakeFs : public NarFs {
  public:
