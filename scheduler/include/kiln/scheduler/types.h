@@ -195,9 +195,11 @@ struct SchedulerMetrics {
   std::map<std::string, size_t> queuedBySystem;
   /// Steps running on workers.
   size_t runningSteps = 0;
-  /// Steps waiting for dependencies, in backoff, or failed.
+  /// Steps waiting for dependencies (or dormant: no build needs them yet).
   size_t waitingSteps = 0;
+  /// Steps in backoff after a transient failure.
   size_t backoffSteps = 0;
+  /// Steps failed for good (until restarted).
   size_t failedSteps = 0;
   /// Builds known to the core (active or failed-but-revivable).
   size_t builds = 0;
