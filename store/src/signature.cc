@@ -46,38 +46,52 @@ std::string publicFromSeed(std::string_view seed) {
   return pub;
 }
 
-/// Splits `<name>:<base64>` and decodes it into `size` bytes. Errors quote
-/// the text unless it is secret.
+/// Throws FormatError (prefixed with `what`) unless `name` is a usable key
+/// name: non-empty, printable ASCII without spaces or ':'.
+void checkKeyName(std::string_view name, std::string_view what) {
+  if (name.empty())
+    throw FormatError(std::string(what) + " has an empty key name");
+  for (unsigned char c : name)
+    if (c <= ' ' || c >= 0x7f || c == ':')
+      throw FormatError(
+          std::string(what) + " '" + std::string(name) +
+          "' has a key name with a space, ':' or control character");
+}
+
+/// Splits `<name>:<base64>` and decodes it into `size` bytes. Key material
+/// never appears in errors; with `quoteText` (signatures) the text does.
 std::pair<std::string, std::string> splitNamed(std::string_view text,
                                                size_t size,
                                                std::string_view what,
-                                               bool secret = false) {
+                                               bool quoteText) {
   while (!text.empty() && isspace(static_cast<unsigned char>(text.back())))
     text.remove_suffix(1);
   while (!text.empty() && isspace(static_cast<unsigned char>(text.front())))
     text.remove_prefix(1);
-  auto bad = [&](const std::string& why) {
-    return FormatError(std::string(what) +
-                       (secret ? "" : " '" + std::string(text) + "'") + " " +
-                       why);
-  };
   auto colon = text.find(':');
-  if (colon == std::string_view::npos)
-    throw bad("is not of the form <name>:<base64>");
   std::string name(text.substr(0, colon));
-  if (name.empty()) throw bad("has an empty key name");
-  for (unsigned char c : name)
-    if (c <= ' ' || c >= 0x7f)
-      throw bad("has a key name with a space or control character");
+  auto bad = [&](const std::string& why) {
+    std::string shown = quoteText ? std::string(text) : name;
+    return FormatError(std::string(what) +
+                       (shown.empty() ? "" : " '" + shown + "'") + " " + why);
+  };
+  if (colon == std::string_view::npos) {
+    name.clear();
+    throw bad("is not of the form <name>:<base64>");
+  }
+  checkKeyName(name, what);
   std::string bytes;
   try {
     bytes = base64Decode(text.substr(colon + 1));
   } catch (const FormatError& e) {
-    throw bad(std::string("has bad base64: ") + e.what());
+    throw bad(std::string("has bad base64") +
+              (quoteText ? std::string(": ") + e.what() : ""));
   }
   if (bytes.size() != size)
-    throw bad("holds " + std::to_string(bytes.size()) + " bytes instead of " +
-              std::to_string(size));
+    throw bad(
+        "holds " + std::to_string(bytes.size()) + " bytes instead of " +
+        std::to_string(size) +
+        (bytes.size() == 64 && size == 32 ? " (is it a secret key?)" : ""));
   return {std::move(name), std::move(bytes)};
 }
 
@@ -90,7 +104,7 @@ PublicKey::PublicKey(std::string name, std::string key)
 }
 
 PublicKey PublicKey::parse(std::string_view text) {
-  auto [name, key] = splitNamed(text, kKeyBytes, "public key");
+  auto [name, key] = splitNamed(text, kKeyBytes, "public key", false);
   return PublicKey(std::move(name), std::move(key));
 }
 
@@ -112,7 +126,7 @@ bool PublicKey::verifyRaw(std::string_view data, std::string_view sig) const {
 }
 
 SecretKey SecretKey::parse(std::string_view text) {
-  auto [name, bytes] = splitNamed(text, 2 * kKeyBytes, "secret key", true);
+  auto [name, bytes] = splitNamed(text, 2 * kKeyBytes, "secret key", false);
   std::string seed = bytes.substr(0, kKeyBytes);
   std::string pub = bytes.substr(kKeyBytes);
   if (publicFromSeed(seed) != pub)
@@ -122,10 +136,7 @@ SecretKey SecretKey::parse(std::string_view text) {
 }
 
 SecretKey SecretKey::generate(std::string_view name) {
-  // Validate the name with the same rules as a parsed key.
-  splitNamed(
-      std::string(name) + ":" + base64Encode(std::string(kKeyBytes, 'x')),
-      kKeyBytes, "key name");
+  checkKeyName(name, "new key");
   std::string seed(kKeyBytes, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(seed.data()),
                  static_cast<int>(seed.size())) != 1)
@@ -155,7 +166,7 @@ std::string SecretKey::sign(std::string_view data) const {
 }
 
 Signature Signature::parse(std::string_view text) {
-  auto [name, bytes] = splitNamed(text, kSigBytes, "signature");
+  auto [name, bytes] = splitNamed(text, kSigBytes, "signature", true);
   return Signature{std::move(name), std::move(bytes)};
 }
 

@@ -118,13 +118,24 @@ TEST(Signature, MalformedKeyFilesAreRejectedClearly) {
   auto raw = base64Decode(sk.substr(sk.find(':') + 1));
   raw[40] ^= 1;
   expectBadKey(true, "k:" + base64Encode(raw), "does not match its seed");
-  // A public key file given where a secret key is expected.
+  // A public key file given where a secret key is expected, and back.
   expectBadKey(true, pk, "32 bytes instead of 64");
-  // Secret material never appears in the message.
-  try {
-    SecretKey::parse("k:" + base64Encode(raw));
-  } catch (const FormatError& e) {
-    EXPECT_EQ(std::string(e.what()).find(base64Encode(raw)), std::string::npos);
+  expectBadKey(false, sk, "(is it a secret key?)");
+  expectBadKey(false, "a b:" + pk.substr(pk.find(':') + 1), "space");
+  // Key material never appears in a message, whichever parser fails.
+  for (auto text : {"k:" + base64Encode(raw), sk, sk + "!"}) {
+    for (bool secret : {true, false}) {
+      try {
+        if (secret)
+          SecretKey::parse(text);
+        else
+          PublicKey::parse(text);
+      } catch (const FormatError& e) {
+        auto b64 = text.substr(text.find(':') + 1, 20);
+        EXPECT_EQ(std::string(e.what()).find(b64), std::string::npos)
+            << e.what();
+      }
+    }
   }
   // A trailing newline (keys pasted with echo) is tolerated.
   EXPECT_EQ(PublicKey::parse(pk + "\n").toString(), pk);
