@@ -9,18 +9,15 @@ namespace kiln::store {
 DrvHashCache::DrvHashCache(StoreDir storeDir, DrvLoader loader)
     : storeDir_(std::move(storeDir)), loader_(std::move(loader)) {}
 
-Derivation DrvHashCache::load(const StorePath& drvPath) {
-  ++loads_;
-  Derivation drv = loader_(drvPath);
-  DerivationType type = derivationType(drv);
-  if (type == DerivationType::kFloatingCA || type == DerivationType::kDeferred)
-    throw Error("input derivation '" + storeDir_.printPath(drvPath) +
-                "' has floating content-addressed or deferred outputs, "
-                "which kiln does not support as inputs");
-  return drv;
+const Hash& DrvHashCache::hashOf(const StorePath& drvPath) {
+  return entry(drvPath).hash;
 }
 
-const Hash& DrvHashCache::hashOf(const StorePath& drvPath) {
+bool DrvHashCache::isDeferred(const StorePath& drvPath) {
+  return entry(drvPath).deferred;
+}
+
+const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
   if (auto it = memo_.find(drvPath); it != memo_.end()) return it->second;
   // Depth-first with an explicit stack. A node is loaded when it first
   // reaches the top ("in progress") and hashed once all its inputs are
@@ -34,7 +31,10 @@ const Hash& DrvHashCache::hashOf(const StorePath& drvPath) {
       continue;
     }
     auto it = inProgress.find(cur);
-    if (it == inProgress.end()) it = inProgress.emplace(cur, load(cur)).first;
+    if (it == inProgress.end()) {
+      ++loads_;
+      it = inProgress.emplace(cur, loader_(cur)).first;
+    }
     bool ready = true;
     for (auto& [input, outs] : it->second.inputDrvs) {
       if (memo_.count(input)) continue;
@@ -46,11 +46,20 @@ const Hash& DrvHashCache::hashOf(const StorePath& drvPath) {
       ready = false;
     }
     if (!ready) continue;
-    memo_.emplace(cur, computeHash(it->second, false));
+    memo_.emplace(cur, computeEntry(it->second));
     inProgress.erase(it);
     stack.pop_back();
   }
   return memo_.at(drvPath);
+}
+
+DrvHashCache::Entry DrvHashCache::computeEntry(const Derivation& drv) {
+  DerivationType type = derivationType(drv);
+  bool deferred =
+      type == DerivationType::kFloatingCA || type == DerivationType::kDeferred;
+  for (auto& [input, outs] : drv.inputDrvs)
+    deferred = deferred || memo_.at(input).deferred;
+  return {computeHash(drv, false), deferred};
 }
 
 Hash DrvHashCache::computeHash(const Derivation& drv, bool maskOutputs) {
@@ -115,6 +124,8 @@ void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
     drv.env[name] = "";
   }
   Hash h = cache.hashModulo(drv, true);
+  for (auto& [input, outs] : drv.inputDrvs)
+    if (cache.isDeferred(input)) return;  // outputs stay deferred
   for (auto& [name, o] : drv.outputs) {
     o.path = sd.makeOutputPath(name, h, drv.name);
     drv.env[name] = sd.printPath(*o.path);

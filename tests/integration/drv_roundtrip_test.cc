@@ -134,6 +134,27 @@ TEST_F(DrvRoundTrip, VectorExpressions) {
   EXPECT_EQ(kilnOutputs(drvs), nixOutputs(drvs));
 }
 
+TEST_F(DrvRoundTrip, FloatingContentAddressedAndDeferred) {
+  // Experimental ca-derivations: a floating output and a dependant whose
+  // outputs stay deferred; both must round-trip and recompute.
+  std::string file = tmp_.path() + "/ca.nix";
+  writeFile(file, R"(rec {
+  ca = derivation { name = "ca"; system = "x86_64-linux"; builder = "/bin/sh";
+    args = [ "-c" "echo > $out" ]; __contentAddressed = true;
+    outputHashMode = "recursive"; outputHashAlgo = "sha256"; };
+  dep = derivation { name = "dep"; system = "x86_64-linux";
+    builder = "/bin/sh"; args = [ "-c" "cat ${ca} > $out" ]; };
+})");
+  auto r = test::run({"nix-instantiate", "--extra-experimental-features",
+                      "ca-derivations", "--store", storeUri_, file});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  ASSERT_EQ(lines(r.out).size(), 2u);
+  EXPECT_EQ(checkAll(), 2u);
+  StoreDir sd;
+  DrvHashCache cache(sd, fileDrvLoader(sd, physical_));
+  for (auto& d : lines(r.out)) EXPECT_TRUE(cache.isDeferred(sd.parsePath(d)));
+}
+
 TEST_F(DrvRoundTrip, ShowDerivationMatchesNix) {
   if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
   std::string coll = tmp_.path() + "/coll";

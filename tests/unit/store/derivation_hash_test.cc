@@ -120,6 +120,33 @@ TEST(DrvHash, MissingInputReportsTheLoaderError) {
   EXPECT_THROW(fillOutputPaths(d, cache), Error);
 }
 
+TEST(DrvHash, FloatingInputsMakeDependantsDeferred) {
+  FakeDrvStore store;
+  DrvHashCache cache(StoreDir(), store.loader());
+  Derivation ca = newDrv("ca");
+  ca.outputs["out"].hashAlgo = "r:sha256";
+  StorePath caPath = add(store, cache, ca);
+  Derivation plain = newDrv("plain");
+  StorePath plainPath = add(store, cache, plain);
+  Derivation dep = newDrv("dep");
+  dep.inputDrvs[caPath] = {"out"};
+  dep.inputDrvs[plainPath] = {"out"};
+  StorePath depPath = add(store, cache, dep);
+  const Derivation& filled = store.drvs.at(depPath);
+  EXPECT_FALSE(filled.outputs.at("out").path);
+  EXPECT_EQ(filled.env.at("out"), "");
+  EXPECT_EQ(derivationType(filled), DerivationType::kDeferred);
+  // Deferral propagates to dependants of dependants.
+  Derivation top = newDrv("top");
+  top.inputDrvs[depPath] = {"out"};
+  StorePath topPath = add(store, cache, top);
+  EXPECT_TRUE(cache.isDeferred(caPath));
+  EXPECT_TRUE(cache.isDeferred(depPath));
+  EXPECT_TRUE(cache.isDeferred(topPath));
+  EXPECT_FALSE(cache.isDeferred(plainPath));
+  EXPECT_TRUE(store.drvs.at(plainPath).outputs.at("out").path);
+}
+
 TEST(FixedOutput, EveryNotationGivesTheSameTuple) {
   auto hex = makeFixedOutput(
       "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",

@@ -121,9 +121,14 @@ class DrvHashCache {
   DrvHashCache(StoreDir storeDir, DrvLoader loader);
 
   /// H of the derivation stored at `drvPath` (unmasked, as dependants use
-  /// it). Throws what the loader throws, FormatError on a dependency cycle,
-  /// Error for inputs that are floating content-addressed or deferred.
+  /// it). Throws what the loader throws, or FormatError on a dependency
+  /// cycle or an invalid derivation.
   const Hash& hashOf(const StorePath& drvPath);
+
+  /// Whether the outputs of the derivation at `drvPath` are unknown until
+  /// it is built: it is floating content-addressed or deferred, or depends
+  /// on one that is (experimental ca-derivations). Throws as hashOf().
+  bool isDeferred(const StorePath& drvPath);
 
   /// H(drv): for fixed-output derivations the hash of
   /// "fixed:out:<algo>:<hex>:<path>"; otherwise sha256 of the ATerm with
@@ -139,12 +144,17 @@ class DrvHashCache {
   size_t size() const { return memo_.size(); }
 
  private:
+  struct Entry {
+    Hash hash;
+    bool deferred;
+  };
+  const Entry& entry(const StorePath& drvPath);
+  Entry computeEntry(const Derivation& drv);
   Hash computeHash(const Derivation& drv, bool maskOutputs);
-  Derivation load(const StorePath& drvPath);
 
   StoreDir storeDir_;
   DrvLoader loader_;
-  std::map<StorePath, Hash> memo_;
+  std::map<StorePath, Entry> memo_;
   size_t loads_ = 0;
 };
 
@@ -161,7 +171,9 @@ StorePath derivationPath(const StoreDir& storeDir, const Derivation& drv);
 /// derivation whose outputs have no paths yet, exactly as Nix's
 /// `derivation` builtin does (spec §3.5): fixed-output paths come from
 /// their hash, floating outputs get their placeholder in env, and
-/// input-addressed paths from H(masked). Inputs are hashed through `cache`.
+/// input-addressed paths from H(masked), unless an input is deferred
+/// (depends on a floating output), in which case the outputs stay deferred
+/// (no path, env entry ""). Inputs are hashed through `cache`.
 /// Throws FormatError for an invalid name or output set.
 void fillOutputPaths(Derivation& drv, DrvHashCache& cache);
 
