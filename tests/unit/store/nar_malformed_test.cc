@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -184,6 +186,36 @@ TEST(NarMalformed, Limits) {
                   "entry name is 18446744073709551615 bytes long");
 }
 
+// Random damage to a real archive: parsing either succeeds or throws
+// FormatError, never anything else (deterministic seed).
+TEST(NarMalformed, RandomMutationsFailCleanly) {
+  std::string base = readFile(test::vectorPath("nar/t5-tree.nar"));
+  std::mt19937 rng(12345);
+  int rejected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string m = base;
+    size_t at = rng() % m.size();
+    switch (i % 3) {
+      case 0: m[at] = static_cast<char>(rng() & 0xff); break;
+      case 1: m.erase(at, 1 + rng() % 16); break;
+      default: m.insert(at, std::string(1 + rng() % 8, static_cast<char>(rng() & 0xff)));
+    }
+    StringSource src(m);
+    struct : NarVisitor {
+      void createDirectory(const std::string&) override {}
+      void createRegularFile(const std::string&, bool, uint64_t) override {}
+      void receiveContents(std::string_view) override {}
+      void createSymlink(const std::string&, const std::string&) override {}
+    } v;
+    try {
+      parseNar(src, v);
+    } catch (const FormatError&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 2500);
+}
+
 class NarRestoreHostile : public ::testing::Test {
  protected:
   std::string restoreError(const std::string& data) {
@@ -235,6 +267,27 @@ TEST_F(NarRestoreHostile, FailureHalfWayRemovesThePartialTarget) {
   EXPECT_FALSE(pathExists(target_));
   EXPECT_EQ(restoreError(good), "");
   EXPECT_EQ(readFile(target_ + "/b/c"), "cc");
+}
+
+// Restoring damaged archives: each attempt either yields a tree that dumps
+// back to a valid NAR or leaves no target; nothing appears outside.
+TEST_F(NarRestoreHostile, RandomMutationsNeverLeaveDebris) {
+  std::string base = readFile(test::vectorPath("nar/t5-tree.nar"));
+  std::mt19937 rng(777);
+  for (int i = 0; i < 300; ++i) {
+    std::string m = base;
+    m[rng() % m.size()] = static_cast<char>(rng() & 0xff);
+    if (restoreError(m).empty()) {
+      StringSink again;
+      dumpPath(target_, again);
+      StringSource src(again.s);
+      StringSink copy;
+      EXPECT_EQ(copyNar(src, copy), again.s.size());
+      deletePath(target_);
+    }
+    EXPECT_FALSE(pathExists(target_)) << i;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(outside_));
 }
 
 TEST_F(NarRestoreHostile, RootSymlinkIsCreatedNotFollowed) {
