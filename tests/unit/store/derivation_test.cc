@@ -332,5 +332,32 @@ TEST(DerivationParse, ReadFileErrors) {
   }
 }
 
+// Robustness: every proper prefix is rejected, and every single-byte
+// mutation is either rejected with a FormatError or parses into something
+// that prints back to exactly the mutated bytes (only canonical text is
+// accepted).
+TEST(DerivationParse, PrefixesAndMutationsNeverCrashOrDrift) {
+  StoreDir sd;
+  std::string text =
+      readFile(drvVector("store/37i1xg7ms9v8hjqm027jsiaqj36v6dsd-chain-c.drv"));
+  for (size_t n = 0; n < text.size(); ++n)
+    EXPECT_THROW(parseDerivation(sd, text.substr(0, n), "c"), FormatError) << n;
+  size_t accepted = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (char c : std::string("\"\\,()[]xa0\n\x01", 12)) {
+      std::string m = text;
+      if (m[i] == c) continue;
+      m[i] = c;
+      try {
+        Derivation d = parseDerivation(sd, m, "c");
+        EXPECT_EQ(printDerivation(sd, d), m) << i;
+        ++accepted;
+      } catch (const FormatError&) {
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0u);
+}
+
 }  // namespace
 }  // namespace kiln::store
