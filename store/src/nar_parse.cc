@@ -1,6 +1,7 @@
 // Streaming, validating NAR parser (spec §4).
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "kiln/common/error.h"
 #include "kiln/store/nar.h"
@@ -54,6 +55,12 @@ class Parser {
                      std::to_string(lim_.maxTotalSize) + " bytes");
   }
 
+  /// `len` plus its padding; fails for lengths too close to 2^64.
+  uint64_t padded(uint64_t len, uint64_t at) {
+    if (len > ~uint64_t{0} - 8) fail(at, "length " + std::to_string(len) + " is absurd");
+    return len + nar::paddingFor(len);
+  }
+
   void readRaw(char* data, size_t len, const char* what) {
     while (len > 0) {
       size_t n = src_.read(data, len);
@@ -92,7 +99,7 @@ class Parser {
     if (len > max)
       fail(at, std::string(what) + " is " + std::to_string(len) +
                    " bytes long, more than the limit of " + std::to_string(max));
-    reserve(len + nar::paddingFor(len), what);
+    reserve(padded(len, at), what);
     std::string s(static_cast<size_t>(len), '\0');
     readRaw(s.data(), s.size(), what);
     readPadding(len, what);
@@ -106,7 +113,7 @@ class Parser {
     if (len > kMaxKeyword)
       fail(at, std::string("expected ") + expected + ", got a token of " +
                    std::to_string(len) + " bytes");
-    reserve(len + nar::paddingFor(len), "token");
+    reserve(padded(len, at), "token");
     std::string s(static_cast<size_t>(len), '\0');
     readRaw(s.data(), s.size(), "token");
     readPadding(len, "token");
@@ -165,13 +172,16 @@ class Parser {
     if (size > lim_.maxFileSize)
       fail(at, "file " + quote(path) + " is " + std::to_string(size) +
                    " bytes, more than the limit of " + std::to_string(lim_.maxFileSize));
-    reserve(size + nar::paddingFor(size), "file contents");
+    reserve(padded(size, at), "file contents");
     v_.createRegularFile(path, executable, size);
-    if (!buf_) buf_ = std::make_unique<char[]>(kContentChunk);
+    // The buffer grows to the largest chunk needed so far: small archives
+    // stay small.
+    size_t need = static_cast<size_t>(std::min<uint64_t>(size, kContentChunk));
+    if (buf_.size() < need) buf_.resize(need);
     for (uint64_t left = size; left > 0;) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(left, kContentChunk));
-      readRaw(buf_.get(), n, "file contents");
-      v_.receiveContents({buf_.get(), n});
+      readRaw(buf_.data(), n, "file contents");
+      v_.receiveContents({buf_.data(), n});
       left -= n;
     }
     readPadding(size, "file contents");
@@ -221,7 +231,7 @@ class Parser {
   NarVisitor& v_;
   const NarLimits& lim_;
   uint64_t pos_ = 0;
-  std::unique_ptr<char[]> buf_;
+  std::vector<char> buf_;
 };
 
 /// Ignores everything: parsing alone validates.

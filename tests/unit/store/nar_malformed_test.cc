@@ -181,6 +181,13 @@ TEST(NarMalformed, Limits) {
   EXPECT_CONTAINS(parseError(nar(tok("(") + tok("type") + tok("regular") + tok("contents") +
                                  u64(uint64_t{1} << 62))),
                   "is 4611686018427387904 bytes, more than the limit");
+  NarLimits open;
+  open.maxFileSize = ~uint64_t{0};
+  open.maxTotalSize = ~uint64_t{0};
+  EXPECT_CONTAINS(parseError(nar(tok("(") + tok("type") + tok("regular") + tok("contents") +
+                                 u64(~uint64_t{0} - 3)),
+                             open),
+                  "length 18446744073709551612 is absurd");
   EXPECT_CONTAINS(parseError(nar(tok("(") + tok("type") + tok("directory") + tok("entry") +
                                  tok("(") + tok("name") + u64(~uint64_t{0}))),
                   "entry name is 18446744073709551615 bytes long");
