@@ -1,0 +1,77 @@
+#pragma once
+/// Bump allocator for the evaluator's AST nodes, environments and values.
+///
+/// Everything allocated here lives as long as the Arena (in practice, as
+/// long as the EvalState): there is no per-object free. Objects with
+/// non-trivial destructors made through `make` are destroyed, in reverse
+/// order, when the Arena is destroyed.
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace kiln::eval {
+
+/// A chunked bump allocator. Not thread-safe.
+class Arena {
+ public:
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena();
+
+  /// Raw, uninitialised storage of `size` bytes aligned to `align`.
+  void* allocate(size_t size, size_t align = alignof(std::max_align_t)) {
+    size_t pad = (align - (reinterpret_cast<uintptr_t>(cur_) & (align - 1))) & (align - 1);
+    if (pad + size > left_) return allocateSlow(size, align);
+    char* p = cur_ + pad;
+    cur_ = p + size;
+    left_ -= pad + size;
+    return p;
+  }
+
+  /// Constructs a T in the arena; its destructor runs when the arena dies.
+  template <class T, class... A>
+  T* make(A&&... a) {
+    T* t = new (allocate(sizeof(T), alignof(T))) T(std::forward<A>(a)...);
+    if constexpr (!std::is_trivially_destructible_v<T>)
+      dtors_.push_back({t, [](void* x) { static_cast<T*>(x)->~T(); }});
+    return t;
+  }
+
+  /// A zero-initialised array of `n` trivially destructible T.
+  template <class T>
+  T* makeArray(size_t n) {
+    static_assert(std::is_trivially_destructible_v<T>);
+    void* p = allocate(sizeof(T) * (n ? n : 1), alignof(T));
+    std::memset(p, 0, sizeof(T) * n);
+    return static_cast<T*>(p);
+  }
+
+  /// A NUL-terminated copy of `s`.
+  const char* copyString(std::string_view s) {
+    char* p = static_cast<char*>(allocate(s.size() + 1, 1));
+    std::memcpy(p, s.data(), s.size());
+    p[s.size()] = 0;
+    return p;
+  }
+
+  /// Total bytes obtained from the system so far.
+  size_t bytesReserved() const { return reserved_; }
+
+ private:
+  void* allocateSlow(size_t size, size_t align);
+
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  char* cur_ = nullptr;
+  size_t left_ = 0;
+  size_t reserved_ = 0;
+  std::vector<std::pair<void*, void (*)(void*)>> dtors_;
+};
+
+}  // namespace kiln::eval

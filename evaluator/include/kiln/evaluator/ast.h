@@ -1,0 +1,227 @@
+#pragma once
+/// The Nix abstract syntax tree. Nodes are arena-allocated by the parser;
+/// variables are resolved to (level, displacement) by bindVars() so that
+/// evaluation never searches names, except through `with`.
+
+#include <ostream>
+#include <vector>
+
+#include "kiln/evaluator/value.h"
+
+namespace kiln::eval {
+
+struct StaticEnv;
+
+/// Base of all expressions.
+struct Expr {
+  PosIdx pos = kNoPos;
+  virtual ~Expr() = default;
+  /// Evaluates into `v` (weak head normal form).
+  virtual void eval(EvalState& state, Env& env, Value& v) = 0;
+  /// A value for this expression without evaluating it: a thunk, or the
+  /// value itself for constants and resolved variables.
+  virtual Value* maybeThunk(EvalState& state, Env& env);
+  /// Resolves variables against `env`; throws ParseError for unbound ones.
+  virtual void bindVars(EvalState& state, const StaticEnv& env) = 0;
+  /// Prints the expression in Nix's `--parse` style.
+  virtual void show(const SymbolTable& st, std::ostream& out) const = 0;
+};
+
+/// A constant: integer, float, string without context, or path.
+struct ExprConst : Expr {
+  Value v;
+  void eval(EvalState& state, Env& env, Value& out) override { out = v; }
+  Value* maybeThunk(EvalState&, Env&) override { return &v; }
+  void bindVars(EvalState&, const StaticEnv&) override {}
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct ExprVar : Expr {
+  Symbol name;
+  bool fromWith = false;
+  uint32_t level = 0;
+  uint32_t displ = 0;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  Value* maybeThunk(EvalState& state, Env& env) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+/// One element of an attribute path: a static name or a dynamic expression.
+struct AttrName {
+  Symbol symbol;          ///< set when static
+  Expr* expr = nullptr;   ///< set when dynamic
+};
+using AttrPath = std::vector<AttrName>;
+
+struct ExprSelect : Expr {
+  Expr* e = nullptr;
+  AttrPath path;
+  Expr* def = nullptr;  ///< the `or` default
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct ExprOpHasAttr : Expr {
+  Expr* e = nullptr;
+  AttrPath path;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct ExprAttrs : Expr {
+  struct AttrDef {
+    Symbol name;
+    Expr* e;
+    PosIdx pos;
+    bool inherited;
+  };
+  struct DynamicAttrDef {
+    Expr* nameExpr;
+    Expr* valueExpr;
+    PosIdx pos;
+  };
+  bool recursive = false;
+  std::vector<AttrDef> attrs;
+  std::vector<DynamicAttrDef> dynamicAttrs;
+  AttrDef* find(Symbol s) {
+    for (auto& a : attrs)
+      if (a.name == s) return &a;
+    return nullptr;
+  }
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+  /// Binds the attribute bodies in the recursive scope `env` (used by let).
+  void bindBodies(EvalState& state, const StaticEnv& outer, const StaticEnv& inner);
+};
+
+struct ExprList : Expr {
+  std::vector<Expr*> elems;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct Formal {
+  PosIdx pos;
+  Symbol name;
+  Expr* def;
+};
+
+struct Formals {
+  std::vector<Formal> formals;  ///< sorted by symbol id after parsing
+  bool ellipsis = false;
+  const Formal* find(Symbol s) const {
+    for (auto& f : formals)
+      if (f.name == s) return &f;
+    return nullptr;
+  }
+};
+
+struct ExprLambda : Expr {
+  Symbol arg;                  ///< the `x:` or `@x` name, if any
+  Formals* formals = nullptr;  ///< the `{ a, b }` pattern, if any
+  Expr* body = nullptr;
+  Symbol name;                 ///< name of the binding it was defined in
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+  /// Slots the call environment needs.
+  uint32_t envSize() const { return (arg ? 1 : 0) + (formals ? formals->formals.size() : 0); }
+};
+
+struct ExprCall : Expr {
+  Expr* fun = nullptr;
+  std::vector<Expr*> args;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct ExprLet : Expr {
+  ExprAttrs* attrs = nullptr;
+  Expr* body = nullptr;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct ExprWith : Expr {
+  Expr* attrs = nullptr;
+  Expr* body = nullptr;
+  uint32_t prevWith = 0;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct ExprIf : Expr {
+  Expr* cond = nullptr;
+  Expr* then = nullptr;
+  Expr* else_ = nullptr;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct ExprAssert : Expr {
+  Expr* cond = nullptr;
+  Expr* body = nullptr;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+struct ExprOpNot : Expr {
+  Expr* e = nullptr;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+/// Binary operators that are not desugared into builtin calls.
+struct ExprBinOp : Expr {
+  enum Op : uint8_t { kEq, kNEq, kAnd, kOr, kImpl, kUpdate, kConcatLists };
+  Op op;
+  Expr* e1 = nullptr;
+  Expr* e2 = nullptr;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+/// `a + b` (forceString = false) and string interpolation (true).
+struct ExprConcatStrings : Expr {
+  bool forceString = false;
+  std::vector<std::pair<PosIdx, Expr*>> parts;
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState& state, const StaticEnv& env) override;
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+/// `__curPos`.
+struct ExprPos : Expr {
+  void eval(EvalState& state, Env& env, Value& v) override;
+  void bindVars(EvalState&, const StaticEnv&) override {}
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
+/// A parse-time scope: either a `with` or a list of names with slots.
+struct StaticEnv {
+  bool isWith = false;
+  const StaticEnv* up = nullptr;
+  std::vector<std::pair<Symbol, uint32_t>> vars;  ///< sorted by symbol
+  void sort() {
+    std::sort(vars.begin(), vars.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  }
+  const std::pair<Symbol, uint32_t>* find(Symbol s) const {
+    auto it = std::lower_bound(vars.begin(), vars.end(), s,
+                               [](auto& a, Symbol n) { return a.first < n; });
+    return it != vars.end() && it->first == s ? &*it : nullptr;
+  }
+};
+
+}  // namespace kiln::eval

@@ -1,0 +1,195 @@
+#pragma once
+/// The evaluator: parses Nix files and expressions and evaluates them
+/// lazily. One EvalState owns every AST node and value it creates (in its
+/// arena); values stay valid for the state's lifetime. Not thread-safe.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/evaluator/arena.h"
+#include "kiln/evaluator/ast.h"
+#include "kiln/evaluator/eval_error.h"
+#include "kiln/evaluator/value.h"
+
+namespace kiln::eval {
+
+/// Settings an evaluation runs with.
+struct EvalSettings {
+  std::string storeDir = "/nix/store";
+  std::string currentSystem = "x86_64-linux";
+  /// Search path entries as `prefix=path` or `path` (from -I then NIX_PATH).
+  std::vector<std::string> searchPath;
+  /// When true, nothing is written to a store (paths are only computed).
+  bool readOnly = true;
+  /// Maximum nesting of function calls before "stack overflow" errors.
+  uint32_t maxCallDepth = 10000;
+};
+
+/// String context: store paths a string refers to, Nix-encoded
+/// ("/nix/store/…", "=/nix/store/….drv", "!out!/nix/store/….drv").
+using Context = std::set<std::string_view>;
+
+/// Receives derivations and source paths the evaluation produces.
+/// The default implementation computes names only and writes nothing.
+class StoreWriter {
+ public:
+  virtual ~StoreWriter() = default;
+  /// Adds a text object (a `.drv` file or builtins.toFile) and returns its full path.
+  virtual void addText(const std::string& path, const std::string& contents) {}
+};
+
+/// Per-evaluation state a builtin family keeps (e.g. derivations made so far).
+struct BuiltinState {
+  virtual ~BuiltinState() = default;
+};
+
+class EvalState {
+ public:
+  explicit EvalState(EvalSettings settings = {});
+  ~EvalState();
+  EvalState(const EvalState&) = delete;
+  EvalState& operator=(const EvalState&) = delete;
+
+  Arena arena;
+  SymbolTable symbols;
+  PosTable positions;
+  const EvalSettings settings;
+  StoreWriter* storeWriter = nullptr;
+
+  // ---- parsing ----
+  /// Parses `text`; relative paths resolve against `basePath`.
+  Expr* parseExprFromString(std::string text, const std::string& basePath,
+                            const std::string& origin = "«string»");
+  /// Parses a file (a directory means its default.nix).
+  Expr* parseExprFromFile(const std::string& path);
+  /// Parses in a scope extended by `scope`'s attributes (scopedImport).
+  Expr* parseWithScope(const std::string& path, Value* scope, Env*& envOut);
+
+  // ---- evaluation ----
+  /// Evaluates `e` in the base environment.
+  void eval(Expr* e, Value& v);
+  /// Evaluates a file, caching the result per resolved path (import).
+  void evalFile(const std::string& path, Value& v);
+  /// Evaluates a thunk or application in place; values are forced once.
+  void forceValue(Value& v, PosIdx pos) {
+    if (__builtin_expect(v.type <= VType::kBlackhole, 0)) forceThunk(v, pos);
+  }
+  void forceThunk(Value& v, PosIdx pos);
+  /// Forces every reachable value (for --strict / deepSeq).
+  void forceValueDeep(Value& v);
+  int64_t forceInt(Value& v, PosIdx pos);
+  double forceFloat(Value& v, PosIdx pos);
+  bool forceBool(Value& v, PosIdx pos);
+  void forceAttrs(Value& v, PosIdx pos);
+  void forceList(Value& v, PosIdx pos);
+  void forceFunction(Value& v, PosIdx pos);
+  std::string_view forceString(Value& v, PosIdx pos);
+  std::string_view forceString(Value& v, Context& ctx, PosIdx pos);
+  std::string_view forceStringNoCtx(Value& v, PosIdx pos);
+  bool evalBool(Env& env, Expr* e, PosIdx pos);
+  void evalAttrs(Env& env, Expr* e, Value& v);
+
+  void callFunction(Value& fun, size_t nargs, Value** args, Value& v, PosIdx pos);
+  void callFunction(Value& fun, Value& arg, Value& v, PosIdx pos) {
+    Value* a = &arg;
+    callFunction(fun, 1, &a, v, pos);
+  }
+  /// Calls `fun` with `args` for its formals if it is a function taking a
+  /// set (nix-instantiate's --arg handling); otherwise copies it.
+  void autoCallFunction(Bindings* args, Value& fun, Value& res);
+
+  std::string coerceToString(PosIdx pos, Value& v, Context& ctx, bool coerceMore = false,
+                             bool copyToStore = true, bool canonicalizePath = true);
+  /// A path from a path value or an absolute string; throws otherwise.
+  std::string coerceToPath(PosIdx pos, Value& v, Context& ctx);
+  /// Copies (or in read-only mode, names) a source path in the store.
+  std::string copyPathToStore(Context& ctx, const std::string& path);
+  bool eqValues(Value& a, Value& b);
+  bool isDerivation(Value& v);
+  /// Compares for sort/lessThan; throws for incomparable types.
+  bool lessThan(Value& a, Value& b, PosIdx pos);
+
+  // ---- allocation ----
+  Value* allocValue() { return arena.make<Value>(); }
+  Env& allocEnv(uint32_t size);
+  Bindings* allocBindings(uint32_t capacity);
+  Value** allocList(size_t n) { return arena.makeArray<Value*>(n); }
+  void mkList(Value& v, size_t n) { v.mkList(n, allocList(n)); }
+  void mkString(Value& v, std::string_view s, const Context& ctx = {});
+  void mkPath(Value& v, std::string_view p) { v.mkPath(arena.copyString(p)); }
+  /// Builds an attribute set from `attrs`, sorting it.
+  void mkAttrs(Value& v, Bindings* b) {
+    b->sort();
+    v.mkAttrs(b);
+  }
+  void mkPos(Value& v, PosIdx pos);
+  Symbol sym(std::string_view s) { return symbols.intern(s); }
+  /// Adds `s` to `ctx` (copied into the arena).
+  void addContext(Context& ctx, std::string_view s) { ctx.insert(arena.copyString(s)); }
+  /// Copies a value's context into `ctx`.
+  static void copyContext(const Value& v, Context& ctx);
+
+  // ---- errors ----
+  [[noreturn]] void throwError(PosIdx pos, const std::string& msg);
+  [[noreturn]] void throwTypeError(PosIdx pos, const char* expected, const Value& v);
+  /// Attributes of a set sorted by name (the order Nix shows them in).
+  std::vector<const Attr*> sortedByName(const Bindings* b) const;
+
+  // ---- builtins ----
+  /// Registers a builtin; names starting with "__" appear without the
+  /// prefix in `builtins`; `global` ones are also visible at top level.
+  void addPrimOp(const char* name, uint32_t arity, PrimOpFn fn);
+  void addConstant(const std::string& name, Value* v);
+  Value* lookupBuiltin(std::string_view name);
+  /// The search path as {prefix, path} pairs.
+  std::vector<std::pair<std::string, std::string>> searchPathEntries;
+  std::string findFile(std::string_view path, PosIdx pos);
+
+  // Well-known symbols.
+  Symbol sOutPath, sDrvPath, sType, sName, sValue, sFunctor, sToString, sOverrides,
+      sFile, sLine, sColumn, sSuccess, sOutputs, sOutputName, sSystem, sBuilder, sArgs,
+      sRecurseForDerivations, sIgnoreNulls, sStructuredAttrs, sAll, sKey, sOperator,
+      sStartSet, sPath, sPrefix, sContentAddressed, sRight, sWrong, sMeta, sOr, sBody,
+      sOutputHash, sOutputHashAlgo, sOutputHashMode, sAllowedReferences, sWith;
+
+  Value vEmptyAttrs;
+  Value vTrue, vFalse, vNull;
+  uint32_t callDepth = 0;
+  /// Files currently being evaluated by import, to name the cycle.
+  std::unordered_map<std::string, Value*> fileCache;
+  std::map<std::string, std::string> srcToStore;
+  Env* baseEnv = nullptr;
+  StaticEnv staticBaseEnv;
+  Value* vBuiltins = nullptr;
+  /// The derivation family's state (created on first use).
+  std::unique_ptr<BuiltinState> derivationState;
+
+ private:
+  void createBaseEnv();
+  Expr* parse(std::string text, const std::string& path, const std::string& basePath,
+              const StaticEnv& env);
+  std::vector<std::pair<Symbol, Value*>> globals_;
+  std::vector<std::pair<Symbol, Value*>> builtinAttrs_;
+};
+
+/// Runs `fn` on a thread with a large stack (deep but finite recursion in
+/// Nix code must not overflow the C++ stack before the depth limit).
+void runWithLargeStack(const std::function<void()>& fn, size_t stackBytes = 512u << 20);
+
+/// Resolves `path` (e.g. "nixpkgs/lib") against one search path entry
+/// (`prefix`, `dir`); nullopt if the entry does not apply or nothing exists.
+std::optional<std::string> resolveSearchPath(const std::string& prefix, const std::string& dir,
+                                             std::string_view path);
+
+/// Canonicalises an absolute path: removes ".", "..", doubled and trailing
+/// slashes (no symlink resolution).
+std::string canonPath(std::string_view path);
+
+}  // namespace kiln::eval

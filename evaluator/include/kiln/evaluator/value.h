@@ -1,0 +1,149 @@
+#pragma once
+/// The evaluator's runtime values: a compact tagged union (24 bytes) whose
+/// payloads (strings, attribute sets, lists, environments) live in the
+/// EvalState's arena.
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+
+#include "kiln/evaluator/position.h"
+#include "kiln/evaluator/symbol_table.h"
+
+namespace kiln::eval {
+
+struct Expr;
+struct ExprLambda;
+struct Env;
+struct Bindings;
+struct PrimOp;
+class EvalState;
+
+/// Internal representation tags. kThunk/kApp/kBlackhole are unevaluated.
+enum class VType : uint8_t {
+  kThunk, kApp, kBlackhole, kInt, kFloat, kBool, kNull, kString, kPath,
+  kAttrs, kList, kLambda, kPrimOp, kPrimOpApp
+};
+
+/// A Nix value. Trivially copyable; never owns anything.
+struct Value {
+  VType type = VType::kNull;
+  union {
+    int64_t integer;
+    double fpoint;
+    bool boolean;
+    struct {
+      const char* s;          ///< NUL-terminated
+      const char** context;   ///< NULL-terminated array, or nullptr
+    } str;
+    const char* path;
+    Bindings* attrs;
+    struct {
+      size_t size;
+      Value** elems;
+    } list;
+    struct {
+      Env* env;
+      Expr* expr;
+    } thunk;
+    struct {
+      Value* left;
+      Value* right;
+    } app;
+    struct {
+      Env* env;
+      ExprLambda* fun;
+    } lambda;
+    const PrimOp* primOp;
+    struct {
+      Value* left;
+      Value* right;
+    } primOpApp;
+  };
+
+  Value() : integer(0) {}
+  bool isThunk() const { return type <= VType::kBlackhole; }
+  bool isFunction() const {
+    return type == VType::kLambda || type == VType::kPrimOp || type == VType::kPrimOpApp;
+  }
+  void mkInt(int64_t n) { type = VType::kInt; integer = n; }
+  void mkFloat(double d) { type = VType::kFloat; fpoint = d; }
+  void mkBool(bool b) { type = VType::kBool; boolean = b; }
+  void mkNull() { type = VType::kNull; }
+  void mkString(const char* s, const char** ctx = nullptr) {
+    type = VType::kString; str.s = s; str.context = ctx;
+  }
+  void mkPath(const char* p) { type = VType::kPath; path = p; }
+  void mkAttrs(Bindings* b) { type = VType::kAttrs; attrs = b; }
+  void mkList(size_t n, Value** elems) { type = VType::kList; list.size = n; list.elems = elems; }
+  void mkThunk(Env* e, Expr* x) { type = VType::kThunk; thunk.env = e; thunk.expr = x; }
+  void mkApp(Value* l, Value* r) { type = VType::kApp; app.left = l; app.right = r; }
+  void mkLambda(Env* e, ExprLambda* f) { type = VType::kLambda; lambda.env = e; lambda.fun = f; }
+  void mkPrimOp(const PrimOp* p) { type = VType::kPrimOp; primOp = p; }
+  void mkPrimOpApp(Value* l, Value* r) { type = VType::kPrimOpApp; primOpApp.left = l; primOpApp.right = r; }
+  std::string_view sv() const { return str.s; }
+};
+
+/// One attribute: name, where it was defined, value.
+struct Attr {
+  Symbol name;
+  PosIdx pos = kNoPos;
+  Value* value = nullptr;
+};
+
+/// An attribute set: attributes sorted by symbol id for binary search.
+/// Allocated with room for `capacity` attributes (flexible array).
+struct Bindings {
+  uint32_t size = 0;
+  uint32_t capacity = 0;
+  Attr attrs[0];
+
+  Attr* begin() { return attrs; }
+  Attr* end() { return attrs + size; }
+  const Attr* begin() const { return attrs; }
+  const Attr* end() const { return attrs + size; }
+  /// Appends without sorting; call sort() afterwards.
+  void push(Symbol name, Value* v, PosIdx pos = kNoPos) {
+    attrs[size++] = Attr{name, pos, v};
+  }
+  void sort() {
+    std::sort(begin(), end(), [](const Attr& a, const Attr& b) { return a.name < b.name; });
+  }
+  /// The attribute named `name`, or nullptr.
+  const Attr* find(Symbol name) const {
+    const Attr* a = std::lower_bound(begin(), end(), name,
+                                     [](const Attr& x, Symbol n) { return x.name < n; });
+    return a != end() && a->name == name ? a : nullptr;
+  }
+  Value* get(Symbol name) const {
+    const Attr* a = find(name);
+    return a ? a->value : nullptr;
+  }
+};
+
+/// Runtime environment: a frame of variable slots resolved at parse time.
+struct Env {
+  Env* up = nullptr;
+  uint32_t size = 0;
+  uint16_t prevWith = 0;  ///< levels up to the enclosing `with` env
+  uint8_t type = 0;       ///< kPlain, kHasWithExpr or kHasWithAttrs
+  Value* values[0];
+  static constexpr uint8_t kPlain = 0, kHasWithExpr = 1, kHasWithAttrs = 2;
+};
+
+/// Signature of a builtin: `args` holds exactly `arity` (unforced) values.
+using PrimOpFn = void (*)(EvalState& state, PosIdx pos, Value** args, Value& v);
+
+/// A builtin function.
+struct PrimOp {
+  const char* name;  ///< as shown in errors ("map", "__sub")
+  uint32_t arity;
+  PrimOpFn fn;
+};
+
+/// Nix-level type names, as builtins.typeOf shows them.
+const char* typeOfName(const Value& v);
+/// "an integer", "a set", ... as Nix's error messages show them.
+const char* showType(const Value& v);
+
+}  // namespace kiln::eval

@@ -1,0 +1,43 @@
+#pragma once
+// Builtin registration. Each family of builtins lives in its own
+// builtins_<family>.cc and exposes one register function listed in
+// KILN_BUILTIN_FAMILIES; adding a family is a new file plus one entry here.
+
+#include <functional>
+#include <optional>
+#include <span>
+
+#include "kiln/common/hash.h"
+#include "kiln/evaluator/eval_state.h"
+#include "kiln/evaluator/output.h"
+
+namespace kiln::eval {
+
+/// One builtin: its registered name ("__sub" is `builtins.sub` only,
+/// "map" is also global), its arity and implementation.
+struct BuiltinDef {
+  const char* name;
+  uint32_t arity;
+  PrimOpFn fn;
+};
+
+#define KILN_BUILTIN_FAMILIES(X) \
+  X(Arith) X(Types) X(Strings) X(Lists) X(Attrs) X(Json) X(Fs) X(Env) X(Errors) \
+  X(Context) X(Hash) X(Regex) X(Xml) X(Toml) X(Derivation)
+
+#define KILN_DECLARE_FAMILY(f) void register##f##Builtins(EvalState& state);
+KILN_BUILTIN_FAMILIES(KILN_DECLARE_FAMILY)
+#undef KILN_DECLARE_FAMILY
+
+/// Registers every entry of `defs`.
+inline void addBuiltins(EvalState& state, std::span<const BuiltinDef> defs) {
+  for (auto& d : defs) state.addPrimOp(d.name, d.arity, d.fn);
+}
+
+/// Decides whether a path (and its type: "regular", "directory",
+/// "symlink", "unknown") goes into a source path (builtins.filterSource).
+using NarFilter = std::function<bool(const std::string& path, const char* type)>;
+/// Serialises `path` as a NAR into a SHA-256 hash (for source paths);
+/// entries the filter rejects are left out.
+Hash narHashOfPath(const std::string& path, const NarFilter& filter = {});
+}  // namespace kiln::eval

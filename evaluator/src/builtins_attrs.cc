@@ -1,0 +1,186 @@
+// Attribute set builtins.
+#include <unordered_set>
+
+#include "builtins.h"
+
+namespace kiln::eval {
+
+namespace {
+
+Value* strValue(EvalState& st, std::string_view s) {
+  Value* v = st.allocValue();
+  st.mkString(*v, s);
+  return v;
+}
+
+void primAttrNames(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[0], pos);
+  auto sorted = st.sortedByName(args[0]->attrs);
+  st.mkList(v, sorted.size());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    v.list.elems[i] = strValue(st, st.symbols.name(sorted[i]->name));
+}
+
+void primAttrValues(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[0], pos);
+  auto sorted = st.sortedByName(args[0]->attrs);
+  st.mkList(v, sorted.size());
+  for (size_t i = 0; i < sorted.size(); ++i) v.list.elems[i] = sorted[i]->value;
+}
+
+void primGetAttr(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string_view name = st.forceStringNoCtx(*args[0], pos);
+  st.forceAttrs(*args[1], pos);
+  Value* a = args[1]->attrs->get(st.sym(name));
+  if (!a) st.throwError(pos, "attribute '" + std::string(name) + "' missing");
+  st.forceValue(*a, pos);
+  v = *a;
+}
+
+void primUnsafeGetAttrPos(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string_view name = st.forceStringNoCtx(*args[0], pos);
+  st.forceAttrs(*args[1], pos);
+  const Attr* a = args[1]->attrs->find(st.sym(name));
+  if (!a) v.mkNull();
+  else st.mkPos(v, a->pos);
+}
+
+void primHasAttr(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string_view name = st.forceStringNoCtx(*args[0], pos);
+  st.forceAttrs(*args[1], pos);
+  v.mkBool(args[1]->attrs->find(st.sym(name)) != nullptr);
+}
+
+void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[0], pos);
+  st.forceList(*args[1], pos);
+  std::unordered_set<uint32_t> drop;
+  for (size_t i = 0; i < args[1]->list.size; ++i)
+    drop.insert(st.sym(st.forceStringNoCtx(*args[1]->list.elems[i], pos)).id);
+  Bindings* b = st.allocBindings(args[0]->attrs->size);
+  for (auto& a : *args[0]->attrs)
+    if (!drop.count(a.name.id)) b->attrs[b->size++] = a;
+  v.mkAttrs(b);
+}
+
+void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[0], pos);
+  size_t n = args[0]->list.size;
+  Bindings* b = st.allocBindings(n);
+  std::unordered_set<uint32_t> seen;
+  for (size_t i = 0; i < n; ++i) {
+    Value& e = *args[0]->list.elems[i];
+    st.forceAttrs(e, pos);
+    const Attr* name = e.attrs->find(st.sName);
+    if (!name) st.throwError(pos, "'name' attribute missing in a call to 'listToAttrs'");
+    Symbol s = st.sym(st.forceStringNoCtx(*name->value, pos));
+    const Attr* value = e.attrs->find(st.sValue);
+    if (!value) st.throwError(pos, "'value' attribute missing in a call to 'listToAttrs'");
+    if (seen.insert(s.id).second) b->push(s, value->value, value->pos);
+  }
+  st.mkAttrs(v, b);
+}
+
+void primIntersectAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[0], pos);
+  st.forceAttrs(*args[1], pos);
+  Bindings* b = st.allocBindings(std::min(args[0]->attrs->size, args[1]->attrs->size));
+  for (auto& a : *args[1]->attrs)
+    if (args[0]->attrs->find(a.name)) b->attrs[b->size++] = a;
+  v.mkAttrs(b);
+}
+
+void primCatAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  Symbol name = st.sym(st.forceStringNoCtx(*args[0], pos));
+  st.forceList(*args[1], pos);
+  std::vector<Value*> out;
+  for (size_t i = 0; i < args[1]->list.size; ++i) {
+    Value& e = *args[1]->list.elems[i];
+    st.forceAttrs(e, pos);
+    if (Value* a = e.attrs->get(name)) out.push_back(a);
+  }
+  st.mkList(v, out.size());
+  std::copy(out.begin(), out.end(), v.list.elems);
+}
+
+void primFunctionArgs(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceValue(*args[0], pos);
+  if (args[0]->type == VType::kPrimOp || args[0]->type == VType::kPrimOpApp) {
+    v = st.vEmptyAttrs;
+    return;
+  }
+  if (args[0]->type != VType::kLambda) st.throwTypeError(pos, "a function", *args[0]);
+  Formals* f = args[0]->lambda.fun->formals;
+  if (!f) {
+    v = st.vEmptyAttrs;
+    return;
+  }
+  Bindings* b = st.allocBindings(f->formals.size());
+  for (auto& x : f->formals) b->push(x.name, x.def ? &st.vTrue : &st.vFalse, x.pos);
+  st.mkAttrs(v, b);
+}
+
+void primMapAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[1], pos);
+  Bindings* b = st.allocBindings(args[1]->attrs->size);
+  for (auto& a : *args[1]->attrs) {
+    Value* partial = st.allocValue();
+    partial->mkApp(args[0], strValue(st, st.symbols.name(a.name)));
+    Value* r = st.allocValue();
+    r->mkApp(partial, a.value);
+    b->attrs[b->size++] = Attr{a.name, a.pos, r};
+  }
+  v.mkAttrs(b);
+}
+
+void primZipAttrsWith(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[1], pos);
+  std::vector<std::pair<Symbol, std::vector<Value*>>> groups;
+  std::unordered_map<uint32_t, size_t> index;
+  for (size_t i = 0; i < args[1]->list.size; ++i) {
+    Value& e = *args[1]->list.elems[i];
+    st.forceAttrs(e, pos);
+    for (auto& a : *e.attrs) {
+      auto it = index.find(a.name.id);
+      if (it == index.end()) {
+        index.emplace(a.name.id, groups.size());
+        groups.push_back({a.name, {a.value}});
+      } else {
+        groups[it->second].second.push_back(a.value);
+      }
+    }
+  }
+  Bindings* b = st.allocBindings(groups.size());
+  for (auto& [name, xs] : groups) {
+    Value* list = st.allocValue();
+    st.mkList(*list, xs.size());
+    std::copy(xs.begin(), xs.end(), list->list.elems);
+    Value* partial = st.allocValue();
+    partial->mkApp(args[0], strValue(st, st.symbols.name(name)));
+    Value* r = st.allocValue();
+    r->mkApp(partial, list);
+    b->push(name, r);
+  }
+  st.mkAttrs(v, b);
+}
+
+constexpr BuiltinDef kDefs[] = {
+    {"__attrNames", 1, primAttrNames},
+    {"__attrValues", 1, primAttrValues},
+    {"__getAttr", 2, primGetAttr},
+    {"__unsafeGetAttrPos", 2, primUnsafeGetAttrPos},
+    {"__hasAttr", 2, primHasAttr},
+    {"removeAttrs", 2, primRemoveAttrs},
+    {"__listToAttrs", 1, primListToAttrs},
+    {"__intersectAttrs", 2, primIntersectAttrs},
+    {"__catAttrs", 2, primCatAttrs},
+    {"__functionArgs", 1, primFunctionArgs},
+    {"__mapAttrs", 2, primMapAttrs},
+    {"__zipAttrsWith", 2, primZipAttrsWith},
+};
+
+}  // namespace
+
+void registerAttrsBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+}  // namespace kiln::eval

@@ -1,0 +1,236 @@
+// derivationStrict: turns a derivation's attributes into a `.drv` record
+// (spec §3.2-3.5), names it and its outputs, and hands the ATerm to the
+// StoreWriter.
+#include <sstream>
+
+#include "builtins.h"
+#include "kiln/store/derivation.h"
+
+namespace kiln::eval {
+
+namespace {
+
+using store::Derivation;
+using store::StorePath;
+
+// Derivations made by this evaluation, so that hashing dependants needs no
+// store (read-only mode writes nothing).
+struct DrvState : BuiltinState {
+  explicit DrvState(const std::string& storeDir)
+      : dir(storeDir),
+        fileLoader(store::fileDrvLoader(dir, storeDir)),
+        cache(dir, [this](const StorePath& p) { return load(p); }) {}
+  Derivation load(const StorePath& p) {
+    auto it = made.find(p);
+    if (it != made.end()) return it->second;
+    return fileLoader(p);
+  }
+  store::StoreDir dir;
+  store::DrvLoader fileLoader;
+  std::map<StorePath, Derivation> made;
+  store::DrvHashCache cache;
+};
+
+DrvState& drvState(EvalState& st) {
+  if (!st.derivationState) st.derivationState = std::make_unique<DrvState>(st.settings.storeDir);
+  return static_cast<DrvState&>(*st.derivationState);
+}
+
+// Every path a `.drv` refers to, itself included (for "=" contexts).
+void drvClosure(DrvState& ds, const StorePath& drvPath, store::StorePathSet& out) {
+  if (!out.insert(drvPath).second) return;
+  Derivation d = ds.load(drvPath);
+  for (auto& s : d.inputSrcs) out.insert(s);
+  for (auto& [in, outs] : d.inputDrvs) drvClosure(ds, in, out);
+}
+
+struct Collected {
+  std::vector<std::string> outputs{"out"};
+  bool outputsGiven = false;
+  std::optional<std::string> outputHash, outputHashAlgo, outputHashMode;
+  bool contentAddressed = false;
+};
+
+void setOutputs(EvalState& st, PosIdx pos, Collected& c, const std::vector<std::string>& names) {
+  c.outputs.clear();
+  for (auto& n : names) {
+    if (std::find(c.outputs.begin(), c.outputs.end(), n) != c.outputs.end())
+      st.throwError(pos, "duplicate derivation output '" + n + "'");
+    if (n == "drv") st.throwError(pos, "invalid derivation output name 'drv'");
+    c.outputs.push_back(n);
+  }
+  if (c.outputs.empty()) st.throwError(pos, "derivation cannot have an empty set of outputs");
+}
+
+std::vector<std::string> splitSpaces(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+// One attribute into env (or __json), args, and the special fields.
+void addAttr(EvalState& st, const Attr& a, Derivation& drv, Context& ctx, Collected& c,
+             std::ostringstream* json, bool& firstJson) {
+  std::string_view key = st.symbols.name(a.name);
+  PosIdx pos = a.pos;
+  if (a.name == st.sContentAddressed) {
+    c.contentAddressed = st.forceBool(*a.value, pos);
+    if (json) return;
+  }
+  if (a.name == st.sArgs) {
+    st.forceList(*a.value, pos);
+    for (size_t i = 0; i < a.value->list.size; ++i)
+      drv.args.push_back(st.coerceToString(pos, *a.value->list.elems[i], ctx, true));
+    return;
+  }
+  if (json) {
+    if (a.name == st.sStructuredAttrs) return;
+    *json << (firstJson ? "" : ",");
+    firstJson = false;
+    jsonString(*json, key);
+    *json << ':';
+    printValueAsJSON(st, true, *a.value, pos, *json, ctx);
+    if (a.name == st.sBuilder) {
+      drv.builder = st.forceString(*a.value, ctx, pos);
+    } else if (a.name == st.sSystem) {
+      drv.platform = st.forceStringNoCtx(*a.value, pos);
+    } else if (a.name == st.sOutputHash) {
+      c.outputHash = std::string(st.forceStringNoCtx(*a.value, pos));
+    } else if (a.name == st.sOutputHashAlgo) {
+      c.outputHashAlgo = std::string(st.forceStringNoCtx(*a.value, pos));
+    } else if (a.name == st.sOutputHashMode) {
+      c.outputHashMode = std::string(st.forceStringNoCtx(*a.value, pos));
+    } else if (a.name == st.sOutputs) {
+      st.forceList(*a.value, pos);
+      std::vector<std::string> names;
+      for (size_t i = 0; i < a.value->list.size; ++i)
+        names.emplace_back(st.forceStringNoCtx(*a.value->list.elems[i], pos));
+      setOutputs(st, pos, c, names);
+    }
+    return;
+  }
+  std::string s = st.coerceToString(pos, *a.value, ctx, true);
+  drv.env[std::string(key)] = s;
+  if (a.name == st.sBuilder) drv.builder = s;
+  else if (a.name == st.sSystem) drv.platform = s;
+  else if (a.name == st.sOutputHash) c.outputHash = s;
+  else if (a.name == st.sOutputHashAlgo) c.outputHashAlgo = s;
+  else if (a.name == st.sOutputHashMode) c.outputHashMode = s;
+  else if (a.name == st.sOutputs) setOutputs(st, pos, c, splitSpaces(s));
+}
+
+// Context entries become inputSrcs and inputDrvs.
+void addInputs(DrvState& ds, const Context& ctx, Derivation& drv) {
+  for (auto& c : ctx) {
+    if (c[0] == '=') {
+      store::StorePathSet refs;
+      drvClosure(ds, ds.dir.parsePath(c.substr(1)), refs);
+      for (auto& r : refs) {
+        drv.inputSrcs.insert(r);
+        if (r.isDerivation())
+          for (auto& [o, _] : ds.load(r).outputs) drv.inputDrvs[r].insert(o);
+      }
+    } else if (c[0] == '!') {
+      size_t bang = c.find('!', 1);
+      drv.inputDrvs[ds.dir.parsePath(c.substr(bang + 1))].insert(std::string(c.substr(1, bang - 1)));
+    } else {
+      drv.inputSrcs.insert(ds.dir.parsePath(c));
+    }
+  }
+}
+
+void setOutputRecords(EvalState& st, PosIdx pos, Derivation& drv, const Collected& c) {
+  if (c.outputHash) {
+    if (c.outputs.size() != 1 || c.outputs[0] != "out")
+      st.throwError(pos, "multiple outputs are not supported in fixed-output derivations");
+    drv.outputs["out"] = store::makeFixedOutput(*c.outputHash, c.outputHashAlgo.value_or(""),
+                                                c.outputHashMode.value_or("flat"));
+    return;
+  }
+  for (auto& o : c.outputs) {
+    store::DerivationOutput out;
+    if (c.contentAddressed) {
+      std::string mode = c.outputHashMode.value_or("recursive");
+      out.hashAlgo = (mode == "recursive" ? "r:" : "") + c.outputHashAlgo.value_or("sha256");
+    }
+    drv.outputs[o] = out;
+  }
+}
+
+void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[0], pos);
+  Bindings* attrs = args[0]->attrs;
+  Value* nameV = attrs->get(st.sName);
+  if (!nameV) st.throwError(pos, "required attribute 'name' missing");
+  std::string drvName(st.forceStringNoCtx(*nameV, pos));
+  bool ignoreNulls = false;
+  if (Value* n = attrs->get(st.sIgnoreNulls)) ignoreNulls = st.forceBool(*n, pos);
+  std::optional<std::ostringstream> json;
+  if (Value* sa = attrs->get(st.sStructuredAttrs); sa && st.forceBool(*sa, pos)) json.emplace();
+  Derivation drv;
+  drv.name = drvName;
+  Context ctx;
+  Collected c;
+  bool firstJson = true;
+  if (json) *json << '{';
+  for (const Attr* a : st.sortedByName(attrs)) {
+    if (a->name == st.sIgnoreNulls) continue;
+    try {
+      if (ignoreNulls) {
+        st.forceValue(*a->value, a->pos);
+        if (a->value->type == VType::kNull) continue;
+      }
+      addAttr(st, *a, drv, ctx, c, json ? &*json : nullptr, firstJson);
+    } catch (EvalError& e) {
+      e.addTrace("while evaluating the attribute '" + std::string(st.symbols.name(a->name)) +
+                 "' of the derivation '" + drvName + "'");
+      throw;
+    }
+  }
+  if (json) {
+    *json << '}';
+    drv.env["__json"] = json->str();
+  }
+  if (drv.builder.empty()) st.throwError(pos, "required attribute 'builder' missing");
+  if (drv.platform.empty()) st.throwError(pos, "required attribute 'system' missing");
+  DrvState& ds = drvState(st);
+  StorePath drvPath("00000000000000000000000000000000-x");
+  try {
+    store::checkDerivationName(drvName);
+    addInputs(ds, ctx, drv);
+    setOutputRecords(st, pos, drv, c);
+    for (auto& [o, _] : drv.outputs) drv.env[o] = "";
+    store::fillOutputPaths(drv, ds.cache);
+    drvPath = store::derivationPath(ds.dir, drv);
+  } catch (const EvalError&) {
+    throw;
+  } catch (const Error& e) {
+    st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
+  }
+  std::string drvPathS = ds.dir.printPath(drvPath);
+  if (st.storeWriter) st.storeWriter->addText(drvPathS, store::printDerivation(ds.dir, drv));
+  ds.made.emplace(drvPath, drv);
+  Bindings* b = st.allocBindings(1 + drv.outputs.size());
+  Value* dv = st.allocValue();
+  st.mkString(*dv, drvPathS, {st.arena.copyString("=" + drvPathS)});
+  b->push(st.sDrvPath, dv);
+  for (auto& [o, out] : drv.outputs) {
+    Value* ov = st.allocValue();
+    std::string path = out.path ? ds.dir.printPath(*out.path) : drv.env[o];
+    st.mkString(*ov, path, {st.arena.copyString("!" + o + "!" + drvPathS)});
+    b->push(st.sym(o), ov);
+  }
+  st.mkAttrs(v, b);
+}
+
+constexpr BuiltinDef kDefs[] = {
+    {"derivationStrict", 1, primDerivationStrict},
+};
+
+}  // namespace
+
+void registerDerivationBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+}  // namespace kiln::eval

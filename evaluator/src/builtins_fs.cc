@@ -1,0 +1,217 @@
+// Filesystem builtins: import, scopedImport, readFile, readDir, pathExists,
+// findFile, toFile, filterSource, path.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "builtins.h"
+#include "corepkgs.h"
+#include "kiln/common/file.h"
+#include "kiln/store/store_path.h"
+
+namespace kiln::eval {
+
+namespace {
+
+std::string realisePath(EvalState& st, PosIdx pos, Value& v) {
+  Context ctx;
+  return canonPath(st.coerceToPath(pos, v, ctx));
+}
+
+void primImport(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string path = realisePath(st, pos, *args[0]);
+  try {
+    st.evalFile(path, v);
+  } catch (EvalError& e) {
+    e.addTrace("while importing '" + path + "'" + st.positions.snippet(pos));
+    throw;
+  }
+}
+
+void primScopedImport(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[0], pos);
+  std::string path = realisePath(st, pos, *args[1]);
+  Env* env = nullptr;
+  Expr* e = st.parseWithScope(path, args[0], env);
+  e->eval(st, *env, v);
+}
+
+void primReadFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string path = realisePath(st, pos, *args[0]);
+  std::string data;
+  try {
+    data = kiln::readFile(path);
+  } catch (const Error& e) {
+    st.throwError(pos, e.what());
+  }
+  if (data.find('\0') != std::string::npos)
+    st.throwError(pos, "the contents of the file '" + path + "' cannot be represented as a Nix string");
+  st.mkString(v, data);
+}
+
+void primReadDir(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string path = realisePath(st, pos, *args[0]);
+  DIR* d = opendir(path.c_str());
+  if (!d) st.throwError(pos, "opening directory '" + path + "': " + std::strerror(errno));
+  std::vector<std::pair<std::string, const char*>> entries;
+  while (dirent* e = readdir(d)) {
+    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+    struct stat s;
+    std::string full = path + "/" + e->d_name;
+    const char* type = "unknown";
+    if (lstat(full.c_str(), &s) == 0) {
+      if (S_ISREG(s.st_mode)) type = "regular";
+      else if (S_ISDIR(s.st_mode)) type = "directory";
+      else if (S_ISLNK(s.st_mode)) type = "symlink";
+    }
+    entries.push_back({e->d_name, type});
+  }
+  closedir(d);
+  Bindings* b = st.allocBindings(entries.size());
+  for (auto& [name, type] : entries) {
+    Value* t = st.allocValue();
+    st.mkString(*t, type);
+    b->push(st.sym(name), t);
+  }
+  st.mkAttrs(v, b);
+}
+
+void primPathExists(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string path = realisePath(st, pos, *args[0]);
+  struct stat s;
+  v.mkBool(lstat(path.c_str(), &s) == 0);
+}
+
+void primFindFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[0], pos);
+  std::string path(st.forceStringNoCtx(*args[1], pos));
+  for (size_t i = 0; i < args[0]->list.size; ++i) {
+    Value& e = *args[0]->list.elems[i];
+    st.forceAttrs(e, pos);
+    std::string prefix;
+    if (Value* p = e.attrs->get(st.sPrefix)) prefix = st.forceStringNoCtx(*p, pos);
+    Value* dirV = e.attrs->get(st.sPath);
+    if (!dirV) st.throwError(pos, "attribute 'path' missing");
+    Context ctx;
+    std::string dir = st.coerceToString(pos, *dirV, ctx, false, false);
+    if (auto found = resolveSearchPath(prefix, dir, path)) {
+      st.mkPath(v, *found);
+      return;
+    }
+  }
+  if (path.compare(0, 4, "nix/") == 0) {
+    st.mkPath(v, kCorepkgsPrefix + path.substr(4));
+    return;
+  }
+  throw ThrownError("file '" + path +
+                    "' was not found in the Nix search path (add it using $NIX_PATH or -I)" +
+                    st.positions.snippet(pos));
+}
+
+void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string name(st.forceStringNoCtx(*args[0], pos));
+  Context ctx;
+  std::string contents(st.forceString(*args[1], ctx, pos));
+  store::StoreDir dir(st.settings.storeDir);
+  store::StorePathSet refs;
+  for (auto& c : ctx) {
+    if (c[0] == '!' || c[0] == '=')
+      st.throwError(pos, "in 'toFile': the file '" + name + "' cannot refer to derivation outputs");
+    refs.insert(dir.parsePath(c));
+  }
+  std::string path;
+  try {
+    path = dir.printPath(dir.makeTextPath(name, hashString(HashAlgo::kSha256, contents), refs));
+  } catch (const FormatError& e) {
+    st.throwError(pos, e.what());
+  }
+  if (st.storeWriter) st.storeWriter->addText(path, contents);
+  Context out;
+  st.addContext(out, path);
+  st.mkString(v, path, out);
+}
+
+std::string addPath(EvalState& st, PosIdx pos, const std::string& path, const std::string& name,
+                    Value* filter, bool recursive, std::optional<Hash> expected) {
+  NarFilter f;
+  if (filter)
+    f = [&](const std::string& p, const char* type) {
+      Value* vp = st.allocValue();
+      st.mkString(*vp, p);
+      Value* vt = st.allocValue();
+      st.mkString(*vt, type);
+      Value* vs[2] = {vp, vt};
+      Value r;
+      st.callFunction(*filter, 2, vs, r, pos);
+      return st.forceBool(r, pos);
+    };
+  store::StoreDir dir(st.settings.storeDir);
+  std::string out;
+  try {
+    if (recursive) {
+      Hash h = narHashOfPath(path, f);
+      if (expected && !(*expected == h))
+        st.throwError(pos, "hash mismatch for path '" + path + "'");
+      out = dir.printPath(dir.makeFixedOutputPath(name, true, h));
+    } else {
+      Hash h = hashString(expected ? expected->algo() : HashAlgo::kSha256, kiln::readFile(path));
+      if (expected && !(*expected == h))
+        st.throwError(pos, "hash mismatch for path '" + path + "'");
+      out = dir.printPath(dir.makeFixedOutputPath(name, false, h));
+    }
+  } catch (const FormatError& e) {
+    st.throwError(pos, e.what());
+  }
+  return out;
+}
+
+void primFilterSource(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string path = realisePath(st, pos, *args[1]);
+  st.forceFunction(*args[0], pos);
+  std::string out = addPath(st, pos, path, baseNameOf(path), args[0], true, std::nullopt);
+  Context ctx;
+  st.addContext(ctx, out);
+  st.mkString(v, out, ctx);
+}
+
+void primPath(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[0], pos);
+  std::string path, name;
+  Value* filter = nullptr;
+  bool recursive = true;
+  std::optional<Hash> expected;
+  for (auto& a : *args[0]->attrs) {
+    std::string_view n = st.symbols.name(a.name);
+    if (n == "path") path = realisePath(st, pos, *a.value);
+    else if (n == "name") name = st.forceStringNoCtx(*a.value, pos);
+    else if (n == "filter") { st.forceFunction(*a.value, pos); filter = a.value; }
+    else if (n == "recursive") recursive = st.forceBool(*a.value, pos);
+    else if (n == "sha256") expected = Hash::parse(st.forceStringNoCtx(*a.value, pos), HashAlgo::kSha256);
+    else st.throwError(pos, "unsupported argument '" + std::string(n) + "' to 'path'");
+  }
+  if (path.empty()) st.throwError(pos, "'path' required");
+  if (name.empty()) name = baseNameOf(path);
+  std::string out = addPath(st, pos, path, name, filter, recursive, expected);
+  Context ctx;
+  st.addContext(ctx, out);
+  st.mkString(v, out, ctx);
+}
+
+constexpr BuiltinDef kDefs[] = {
+    {"import", 1, primImport},
+    {"scopedImport", 2, primScopedImport},
+    {"__readFile", 1, primReadFile},
+    {"__readDir", 1, primReadDir},
+    {"__pathExists", 1, primPathExists},
+    {"__findFile", 2, primFindFile},
+    {"__toFile", 2, primToFile},
+    {"__filterSource", 2, primFilterSource},
+    {"__path", 1, primPath},
+};
+
+}  // namespace
+
+void registerFsBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+}  // namespace kiln::eval

@@ -1,0 +1,261 @@
+// List builtins.
+#include <algorithm>
+#include <deque>
+#include <set>
+
+#include "builtins.h"
+#include "print.h"
+
+namespace kiln::eval {
+
+namespace {
+
+Value* app(EvalState& st, Value* f, Value* x) {
+  Value* r = st.allocValue();
+  r->mkApp(f, x);
+  return r;
+}
+
+bool callPred(EvalState& st, Value& f, Value* x, PosIdx pos) {
+  Value r;
+  st.callFunction(f, *x, r, pos);
+  return st.forceBool(r, pos);
+}
+
+void primMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[1], pos);
+  size_t n = args[1]->list.size;
+  st.mkList(v, n);
+  for (size_t i = 0; i < n; ++i) v.list.elems[i] = app(st, args[0], args[1]->list.elems[i]);
+}
+
+void primFilter(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceFunction(*args[0], pos);
+  st.forceList(*args[1], pos);
+  size_t n = args[1]->list.size;
+  Value** out = st.allocList(n);
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (callPred(st, *args[0], args[1]->list.elems[i], pos)) out[k++] = args[1]->list.elems[i];
+  v.mkList(k, out);
+}
+
+void elemAt(EvalState& st, PosIdx pos, Value& list, int64_t n, Value& v) {
+  st.forceList(list, pos);
+  if (n < 0 || static_cast<size_t>(n) >= list.list.size)
+    st.throwError(pos, "list index " + std::to_string(n) + " is out of bounds");
+  st.forceValue(*list.list.elems[n], pos);
+  v = *list.list.elems[n];
+}
+
+void primHead(EvalState& st, PosIdx pos, Value** args, Value& v) { elemAt(st, pos, *args[0], 0, v); }
+
+void primElemAt(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  elemAt(st, pos, *args[0], st.forceInt(*args[1], pos), v);
+}
+
+void primTail(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[0], pos);
+  if (args[0]->list.size == 0) st.throwError(pos, "'tail' called on an empty list");
+  v.mkList(args[0]->list.size - 1, args[0]->list.elems + 1);
+}
+
+void primLength(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[0], pos);
+  v.mkInt(static_cast<int64_t>(args[0]->list.size));
+}
+
+void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceFunction(*args[0], pos);
+  st.forceList(*args[2], pos);
+  size_t n = args[2]->list.size;
+  if (n == 0) {
+    st.forceValue(*args[1], pos);
+    v = *args[1];
+    return;
+  }
+  Value* cur = args[1];
+  for (size_t i = 0; i < n; ++i) {
+    Value* vs[2] = {cur, args[2]->list.elems[i]};
+    Value* next = i + 1 == n ? &v : st.allocValue();
+    st.callFunction(*args[0], 2, vs, *next, pos);
+    cur = next;
+  }
+  st.forceValue(v, pos);
+}
+
+void primGenList(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  int64_t n = st.forceInt(*args[1], pos);
+  if (n < 0) st.throwError(pos, "cannot create list of size " + std::to_string(n));
+  st.mkList(v, n);
+  for (int64_t i = 0; i < n; ++i) {
+    Value* iv = st.allocValue();
+    iv->mkInt(i);
+    v.list.elems[i] = app(st, args[0], iv);
+  }
+}
+
+void primSort(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceFunction(*args[0], pos);
+  st.forceList(*args[1], pos);
+  size_t n = args[1]->list.size;
+  st.mkList(v, n);
+  for (size_t i = 0; i < n; ++i) {
+    v.list.elems[i] = args[1]->list.elems[i];
+    st.forceValue(*v.list.elems[i], pos);
+  }
+  Value& f = *args[0];
+  bool builtinLess = f.type == VType::kPrimOp && f.primOp->fn == st.lookupBuiltin("lessThan")->primOp->fn;
+  std::stable_sort(v.list.elems, v.list.elems + n, [&](Value* a, Value* b) {
+    if (builtinLess) return st.lessThan(*a, *b, pos);
+    Value* vs[2] = {a, b};
+    Value r;
+    st.callFunction(f, 2, vs, r, pos);
+    return st.forceBool(r, pos);
+  });
+}
+
+void primConcatLists(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[0], pos);
+  concatLists(st, v, args[0]->list.size, args[0]->list.elems, pos);
+}
+
+void primConcatMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceFunction(*args[0], pos);
+  st.forceList(*args[1], pos);
+  size_t n = args[1]->list.size;
+  Value** lists = st.allocList(n);
+  for (size_t i = 0; i < n; ++i) {
+    lists[i] = st.allocValue();
+    st.callFunction(*args[0], *args[1]->list.elems[i], *lists[i], pos);
+  }
+  concatLists(st, v, n, lists, pos);
+}
+
+void primPartition(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceFunction(*args[0], pos);
+  st.forceList(*args[1], pos);
+  size_t n = args[1]->list.size;
+  std::vector<Value*> right, wrong;
+  for (size_t i = 0; i < n; ++i) {
+    Value* x = args[1]->list.elems[i];
+    st.forceValue(*x, pos);
+    (callPred(st, *args[0], x, pos) ? right : wrong).push_back(x);
+  }
+  auto mk = [&](std::vector<Value*>& xs) {
+    Value* l = st.allocValue();
+    st.mkList(*l, xs.size());
+    std::copy(xs.begin(), xs.end(), l->list.elems);
+    return l;
+  };
+  Bindings* b = st.allocBindings(2);
+  b->push(st.sRight, mk(right));
+  b->push(st.sWrong, mk(wrong));
+  st.mkAttrs(v, b);
+}
+
+void primGroupBy(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceFunction(*args[0], pos);
+  st.forceList(*args[1], pos);
+  std::vector<std::pair<Symbol, std::vector<Value*>>> groups;
+  std::unordered_map<uint32_t, size_t> index;
+  for (size_t i = 0; i < args[1]->list.size; ++i) {
+    Value* x = args[1]->list.elems[i];
+    Value r;
+    st.callFunction(*args[0], *x, r, pos);
+    Symbol name = st.sym(st.forceStringNoCtx(r, pos));
+    auto it = index.find(name.id);
+    if (it == index.end()) {
+      index.emplace(name.id, groups.size());
+      groups.push_back({name, {x}});
+    } else {
+      groups[it->second].second.push_back(x);
+    }
+  }
+  Bindings* b = st.allocBindings(groups.size());
+  for (auto& [name, xs] : groups) {
+    Value* l = st.allocValue();
+    st.mkList(*l, xs.size());
+    std::copy(xs.begin(), xs.end(), l->list.elems);
+    b->push(name, l);
+  }
+  st.mkAttrs(v, b);
+}
+
+void primElem(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[1], pos);
+  for (size_t i = 0; i < args[1]->list.size; ++i)
+    if (st.eqValues(*args[0], *args[1]->list.elems[i])) {
+      v.mkBool(true);
+      return;
+    }
+  v.mkBool(false);
+}
+
+template <bool Any>
+void primAnyAll(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceFunction(*args[0], pos);
+  st.forceList(*args[1], pos);
+  for (size_t i = 0; i < args[1]->list.size; ++i)
+    if (callPred(st, *args[0], args[1]->list.elems[i], pos) == Any) {
+      v.mkBool(Any);
+      return;
+    }
+  v.mkBool(!Any);
+}
+
+void primGenericClosure(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceAttrs(*args[0], pos);
+  Value* startSet = args[0]->attrs->get(st.sStartSet);
+  if (!startSet) st.throwError(pos, "attribute 'startSet' required");
+  st.forceList(*startSet, pos);
+  Value* op = args[0]->attrs->get(st.sOperator);
+  if (!op) st.throwError(pos, "attribute 'operator' required");
+  st.forceValue(*op, pos);
+  std::deque<Value*> work(startSet->list.elems, startSet->list.elems + startSet->list.size);
+  auto less = [&](Value* a, Value* b) { return st.lessThan(*a, *b, pos); };
+  std::set<Value*, decltype(less)> done(less);
+  std::vector<Value*> res;
+  while (!work.empty()) {
+    Value* e = work.front();
+    work.pop_front();
+    st.forceAttrs(*e, pos);
+    Value* key = e->attrs->get(st.sKey);
+    if (!key) st.throwError(pos, "attribute 'key' required");
+    st.forceValue(*key, pos);
+    if (!done.insert(key).second) continue;
+    res.push_back(e);
+    Value call;
+    st.callFunction(*op, *e, call, pos);
+    st.forceList(call, pos);
+    for (size_t i = 0; i < call.list.size; ++i) work.push_back(call.list.elems[i]);
+  }
+  st.mkList(v, res.size());
+  std::copy(res.begin(), res.end(), v.list.elems);
+}
+
+constexpr BuiltinDef kDefs[] = {
+    {"__genericClosure", 1, primGenericClosure},
+    {"map", 2, primMap},
+    {"__filter", 2, primFilter},
+    {"__head", 1, primHead},
+    {"__tail", 1, primTail},
+    {"__elemAt", 2, primElemAt},
+    {"__length", 1, primLength},
+    {"__foldl'", 3, primFoldlStrict},
+    {"__genList", 2, primGenList},
+    {"__sort", 2, primSort},
+    {"__concatLists", 1, primConcatLists},
+    {"__concatMap", 2, primConcatMap},
+    {"__partition", 2, primPartition},
+    {"__groupBy", 2, primGroupBy},
+    {"__elem", 2, primElem},
+    {"__any", 2, primAnyAll<true>},
+    {"__all", 2, primAnyAll<false>},
+};
+
+}  // namespace
+
+void registerListsBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+}  // namespace kiln::eval

@@ -1,0 +1,212 @@
+// String builtins: toString, substring, replaceStrings, versions, names.
+#include <optional>
+
+#include "builtins.h"
+
+namespace kiln::eval {
+
+namespace {
+
+void primToString(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  Context ctx;
+  std::string s = st.coerceToString(pos, *args[0], ctx, true, false);
+  st.mkString(v, s, ctx);
+}
+
+void primSubstring(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  int64_t start = st.forceInt(*args[0], pos);
+  int64_t len = st.forceInt(*args[1], pos);
+  Context ctx;
+  std::string s = st.coerceToString(pos, *args[2], ctx);
+  if (start < 0) st.throwError(pos, "negative start position in 'substring'");
+  size_t ustart = static_cast<size_t>(start);
+  std::string r = ustart >= s.size() ? std::string() : s.substr(ustart, len < 0 ? std::string::npos : static_cast<size_t>(len));
+  st.mkString(v, r, ctx);
+}
+
+void primStringLength(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  Context ctx;
+  v.mkInt(static_cast<int64_t>(st.coerceToString(pos, *args[0], ctx).size()));
+}
+
+void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[0], pos);
+  st.forceList(*args[1], pos);
+  if (args[0]->list.size != args[1]->list.size)
+    st.throwError(pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
+  std::vector<std::string> from;
+  for (size_t i = 0; i < args[0]->list.size; ++i)
+    from.emplace_back(st.forceString(*args[0]->list.elems[i], pos));
+  std::vector<std::optional<std::string>> to(from.size());
+  Context ctx;
+  std::string s(st.forceString(*args[2], ctx, pos));
+  std::string res;
+  for (size_t p = 0; p <= s.size();) {
+    bool found = false;
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (s.compare(p, from[i].size(), from[i]) != 0) continue;
+      found = true;
+      if (!to[i]) to[i] = std::string(st.forceString(*args[1]->list.elems[i], ctx, pos));
+      res += *to[i];
+      if (from[i].empty()) {
+        if (p < s.size()) res += s[p];
+        ++p;
+      } else {
+        p += from[i].size();
+      }
+      break;
+    }
+    if (!found) {
+      if (p < s.size()) res += s[p];
+      ++p;
+    }
+  }
+  st.mkString(v, res, ctx);
+}
+
+void primConcatStringsSep(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  Context ctx;
+  std::string sep(st.forceString(*args[0], ctx, pos));
+  st.forceList(*args[1], pos);
+  std::string r;
+  for (size_t i = 0; i < args[1]->list.size; ++i) {
+    if (i) r += sep;
+    r += st.coerceToString(pos, *args[1]->list.elems[i], ctx);
+  }
+  st.mkString(v, r, ctx);
+}
+
+std::string_view nextComponent(std::string_view s, size_t& p) {
+  while (p < s.size() && (s[p] == '.' || s[p] == '-')) ++p;
+  size_t start = p;
+  if (p < s.size() && std::isdigit(static_cast<unsigned char>(s[p]))) {
+    while (p < s.size() && std::isdigit(static_cast<unsigned char>(s[p]))) ++p;
+  } else {
+    while (p < s.size() && !std::isdigit(static_cast<unsigned char>(s[p])) && s[p] != '.' && s[p] != '-') ++p;
+  }
+  return s.substr(start, p - start);
+}
+
+std::optional<long long> asNumber(std::string_view c) {
+  if (c.empty() || c.size() > 18) return std::nullopt;
+  long long n = 0;
+  for (char ch : c) {
+    if (!std::isdigit(static_cast<unsigned char>(ch))) return std::nullopt;
+    n = n * 10 + (ch - '0');
+  }
+  return n;
+}
+
+bool componentsLess(std::string_view c1, std::string_view c2) {
+  auto n1 = asNumber(c1), n2 = asNumber(c2);
+  if (n1 && n2) return *n1 < *n2;
+  if (c1.empty() && n2) return true;
+  if (c1 == "pre" && c2 != "pre") return true;
+  if (c2 == "pre") return false;
+  if (n2) return true;
+  if (n1) return false;
+  return c1 < c2;
+}
+
+int compareVersions(std::string_view a, std::string_view b) {
+  size_t p1 = 0, p2 = 0;
+  while (p1 < a.size() || p2 < b.size()) {
+    auto c1 = nextComponent(a, p1);
+    auto c2 = nextComponent(b, p2);
+    if (componentsLess(c1, c2)) return -1;
+    if (componentsLess(c2, c1)) return 1;
+  }
+  return 0;
+}
+
+void primCompareVersions(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string a(st.forceStringNoCtx(*args[0], pos));
+  std::string b(st.forceStringNoCtx(*args[1], pos));
+  v.mkInt(compareVersions(a, b));
+}
+
+void primSplitVersion(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string s(st.forceStringNoCtx(*args[0], pos));
+  std::vector<std::string_view> parts;
+  size_t p = 0;
+  while (p < s.size()) {
+    auto c = nextComponent(s, p);
+    if (c.empty()) break;
+    parts.push_back(c);
+  }
+  st.mkList(v, parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    v.list.elems[i] = st.allocValue();
+    st.mkString(*v.list.elems[i], parts[i]);
+  }
+}
+
+void primParseDrvName(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string s(st.forceStringNoCtx(*args[0], pos));
+  std::string name = s, version;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] == '-' && i + 1 < s.size() && !std::isalpha(static_cast<unsigned char>(s[i + 1]))) {
+      name = s.substr(0, i);
+      version = s.substr(i + 1);
+      break;
+    }
+  Bindings* b = st.allocBindings(2);
+  Value* n = st.allocValue();
+  st.mkString(*n, name);
+  Value* ver = st.allocValue();
+  st.mkString(*ver, version);
+  b->push(st.sName, n);
+  b->push(st.sym("version"), ver);
+  st.mkAttrs(v, b);
+}
+
+std::string_view baseName(std::string_view path) {
+  if (path.empty()) return "";
+  size_t last = path.size() - 1;
+  if (path[last] == '/' && last > 0) --last;
+  size_t p = path.rfind('/', last);
+  p = p == std::string_view::npos ? 0 : p + 1;
+  return path.substr(p, last - p + 1);
+}
+
+void primBaseNameOf(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  Context ctx;
+  std::string s = st.coerceToString(pos, *args[0], ctx, false, false);
+  st.mkString(v, baseName(s), ctx);
+}
+
+void primDirOf(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  Context ctx;
+  st.forceValue(*args[0], pos);
+  std::string s = st.coerceToString(pos, *args[0], ctx, false, false);
+  size_t p = s.rfind('/');
+  std::string dir = p == std::string::npos ? "." : p == 0 ? "/" : s.substr(0, p);
+  if (args[0]->type == VType::kPath) st.mkPath(v, dir);
+  else st.mkString(v, dir, ctx);
+}
+
+void primToPath(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  Context ctx;
+  std::string p = st.coerceToPath(pos, *args[0], ctx);
+  st.mkString(v, canonPath(p), ctx);
+}
+
+constexpr BuiltinDef kDefs[] = {
+    {"toString", 1, primToString},
+    {"__substring", 3, primSubstring},
+    {"__stringLength", 1, primStringLength},
+    {"__replaceStrings", 3, primReplaceStrings},
+    {"__concatStringsSep", 2, primConcatStringsSep},
+    {"__compareVersions", 2, primCompareVersions},
+    {"__splitVersion", 1, primSplitVersion},
+    {"__parseDrvName", 1, primParseDrvName},
+    {"baseNameOf", 1, primBaseNameOf},
+    {"dirOf", 1, primDirOf},
+    {"__toPath", 1, primToPath},
+};
+
+}  // namespace
+
+void registerStringsBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+}  // namespace kiln::eval

@@ -1,0 +1,208 @@
+// Coercions to strings and paths, equality and ordering, deep forcing.
+#include <unordered_set>
+
+#include "builtins.h"
+#include "kiln/common/file.h"
+#include "kiln/store/store_path.h"
+#include "print.h"
+
+namespace kiln::eval {
+
+const char* typeOfName(const Value& v) {
+  switch (v.type) {
+    case VType::kInt: return "int";
+    case VType::kFloat: return "float";
+    case VType::kBool: return "bool";
+    case VType::kNull: return "null";
+    case VType::kString: return "string";
+    case VType::kPath: return "path";
+    case VType::kAttrs: return "set";
+    case VType::kList: return "list";
+    case VType::kLambda: case VType::kPrimOp: case VType::kPrimOpApp: return "lambda";
+    default: return "thunk";
+  }
+}
+
+const char* showType(const Value& v) {
+  switch (v.type) {
+    case VType::kInt: return "an integer";
+    case VType::kFloat: return "a float";
+    case VType::kBool: return "a Boolean";
+    case VType::kNull: return "null";
+    case VType::kString: return "a string";
+    case VType::kPath: return "a path";
+    case VType::kAttrs: return "a set";
+    case VType::kList: return "a list";
+    case VType::kLambda: return "a function";
+    case VType::kPrimOp: return "a built-in function";
+    case VType::kPrimOpApp: return "a partially applied built-in function";
+    default: return "a thunk";
+  }
+}
+
+std::string EvalState::coerceToString(PosIdx pos, Value& v, Context& ctx, bool coerceMore,
+                                      bool copyToStore, bool canonicalizePath) {
+  forceValue(v, pos);
+  switch (v.type) {
+    case VType::kString:
+      copyContext(v, ctx);
+      return v.str.s;
+    case VType::kPath: {
+      std::string p = canonicalizePath ? canonPath(v.path) : std::string(v.path);
+      return copyToStore ? copyPathToStore(ctx, p) : p;
+    }
+    case VType::kAttrs: {
+      if (Value* f = v.attrs->get(sToString)) {
+        Value* self = allocValue();
+        *self = v;
+        Value res;
+        callFunction(*f, *self, res, pos);
+        return coerceToString(pos, res, ctx, coerceMore, copyToStore);
+      }
+      if (Value* o = v.attrs->get(sOutPath)) return coerceToString(pos, *o, ctx, coerceMore, copyToStore);
+      break;
+    }
+    default:
+      break;
+  }
+  if (coerceMore) {
+    switch (v.type) {
+      case VType::kBool: return v.boolean ? "1" : "";
+      case VType::kNull: return "";
+      case VType::kInt: return std::to_string(v.integer);
+      case VType::kFloat: return std::to_string(v.fpoint);
+      case VType::kList: {
+        std::string r;
+        for (size_t n = 0; n < v.list.size; ++n) {
+          Value& e = *v.list.elems[n];
+          r += coerceToString(pos, e, ctx, coerceMore, copyToStore);
+          if (n + 1 < v.list.size && (e.type != VType::kList || e.list.size != 0)) r += " ";
+        }
+        return r;
+      }
+      default:
+        break;
+    }
+  }
+  throwError(pos, std::string("cannot coerce ") + showType(v) + " to a string");
+}
+
+std::string EvalState::coerceToPath(PosIdx pos, Value& v, Context& ctx) {
+  std::string s = coerceToString(pos, v, ctx, false, false);
+  if (s.empty() || s[0] != '/')
+    throwError(pos, "string '" + s + "' doesn't represent an absolute path");
+  return s;
+}
+
+std::string EvalState::copyPathToStore(Context& ctx, const std::string& path) {
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".drv") == 0)
+    throw EvalError("file names are not allowed to end in '.drv'");
+  auto it = srcToStore.find(path);
+  std::string dst;
+  if (it != srcToStore.end()) {
+    dst = it->second;
+  } else {
+    store::StoreDir storeDir(settings.storeDir);
+    std::string name = baseNameOf(path);
+    Hash h = narHashOfPath(path);
+    dst = storeDir.printPath(storeDir.makeFixedOutputPath(name, true, h));
+    srcToStore.emplace(path, dst);
+  }
+  addContext(ctx, dst);
+  return dst;
+}
+
+bool EvalState::isDerivation(Value& v) {
+  if (v.type != VType::kAttrs) return false;
+  Value* t = v.attrs->get(sType);
+  if (!t) return false;
+  forceValue(*t, kNoPos);
+  return t->type == VType::kString && t->sv() == "derivation";
+}
+
+bool EvalState::eqValues(Value& v1, Value& v2) {
+  forceValue(v1, kNoPos);
+  forceValue(v2, kNoPos);
+  if (&v1 == &v2) return true;
+  if (v1.type == VType::kInt && v2.type == VType::kFloat) return v1.integer == v2.fpoint;
+  if (v1.type == VType::kFloat && v2.type == VType::kInt) return v1.fpoint == v2.integer;
+  if (v1.type != v2.type) {
+    if (v1.isFunction() && v2.isFunction()) return false;
+    return false;
+  }
+  switch (v1.type) {
+    case VType::kInt: return v1.integer == v2.integer;
+    case VType::kFloat: return v1.fpoint == v2.fpoint;
+    case VType::kBool: return v1.boolean == v2.boolean;
+    case VType::kNull: return true;
+    case VType::kString: return std::strcmp(v1.str.s, v2.str.s) == 0;
+    case VType::kPath: return std::strcmp(v1.path, v2.path) == 0;
+    case VType::kList:
+      if (v1.list.size != v2.list.size) return false;
+      for (size_t i = 0; i < v1.list.size; ++i)
+        if (!eqValues(*v1.list.elems[i], *v2.list.elems[i])) return false;
+      return true;
+    case VType::kAttrs: {
+      if (isDerivation(v1) && isDerivation(v2)) {
+        Value* a = v1.attrs->get(sOutPath);
+        Value* b = v2.attrs->get(sOutPath);
+        if (a && b) return eqValues(*a, *b);
+      }
+      if (v1.attrs->size != v2.attrs->size) return false;
+      for (uint32_t i = 0; i < v1.attrs->size; ++i) {
+        if (v1.attrs->attrs[i].name != v2.attrs->attrs[i].name) return false;
+        if (!eqValues(*v1.attrs->attrs[i].value, *v2.attrs->attrs[i].value)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool EvalState::lessThan(Value& a, Value& b, PosIdx pos) {
+  forceValue(a, pos);
+  forceValue(b, pos);
+  if (a.type == VType::kInt && b.type == VType::kFloat) return a.integer < b.fpoint;
+  if (a.type == VType::kFloat && b.type == VType::kInt) return a.fpoint < b.integer;
+  if (a.type != b.type)
+    throwError(pos, std::string("cannot compare ") + showType(a) + " with " + showType(b));
+  switch (a.type) {
+    case VType::kInt: return a.integer < b.integer;
+    case VType::kFloat: return a.fpoint < b.fpoint;
+    case VType::kString: return std::strcmp(a.str.s, b.str.s) < 0;
+    case VType::kPath: return std::strcmp(a.path, b.path) < 0;
+    case VType::kList:
+      for (size_t i = 0;; ++i) {
+        if (i == b.list.size) return false;
+        if (i == a.list.size) return true;
+        if (!eqValues(*a.list.elems[i], *b.list.elems[i]))
+          return lessThan(*a.list.elems[i], *b.list.elems[i], pos);
+      }
+    default:
+      throwError(pos, std::string("cannot compare ") + showType(a) + " with " + showType(b));
+  }
+}
+
+void EvalState::forceValueDeep(Value& v) {
+  std::unordered_set<const Value*> seen;
+  std::function<void(Value&)> recurse = [&](Value& x) {
+    if (!seen.insert(&x).second) return;
+    forceValue(x, kNoPos);
+    if (x.type == VType::kAttrs) {
+      for (auto& a : *x.attrs) {
+        try {
+          recurse(*a.value);
+        } catch (EvalError& e) {
+          e.addTrace("while evaluating the attribute '" + std::string(symbols.name(a.name)) + "'");
+          throw;
+        }
+      }
+    } else if (x.type == VType::kList) {
+      for (size_t i = 0; i < x.list.size; ++i) recurse(*x.list.elems[i]);
+    }
+  };
+  recurse(v);
+}
+
+}  // namespace kiln::eval

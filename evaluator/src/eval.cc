@@ -1,0 +1,343 @@
+// Evaluation of each kind of expression.
+#include <alloca.h>
+
+#include <sstream>
+
+#include "kiln/evaluator/eval_state.h"
+#include "print.h"
+
+namespace kiln::eval {
+
+Value* Expr::maybeThunk(EvalState& state, Env& env) {
+  Value* v = state.allocValue();
+  v->mkThunk(&env, this);
+  return v;
+}
+
+static inline Env* envAt(Env* e, uint32_t level) {
+  while (level--) e = e->up;
+  return e;
+}
+
+static Value* lookupVar(EvalState& state, Env& env, const ExprVar& var, bool noEval) {
+  Env* e = envAt(&env, var.level);
+  if (!var.fromWith) return e->values[var.displ];
+  while (true) {
+    if (e->type == Env::kHasWithExpr) {
+      if (noEval) return nullptr;
+      state.forceAttrs(*e->values[0], var.pos);
+      e->type = Env::kHasWithAttrs;
+    }
+    if (Value* r = e->values[0]->attrs->get(var.name)) return r;
+    if (!e->prevWith)
+      state.throwError(var.pos, "undefined variable '" + std::string(state.symbols.name(var.name)) + "'");
+    e = envAt(e, e->prevWith);
+  }
+}
+
+void ExprVar::eval(EvalState& state, Env& env, Value& v) {
+  Value* v2 = lookupVar(state, env, *this, false);
+  state.forceValue(*v2, pos);
+  v = *v2;
+}
+
+Value* ExprVar::maybeThunk(EvalState& state, Env& env) {
+  // A slot of a rec set or let that is not filled yet yields nullptr.
+  if (Value* v = lookupVar(state, env, *this, true)) return v;
+  return Expr::maybeThunk(state, env);
+}
+
+static Symbol getName(const AttrName& n, EvalState& state, Env& env) {
+  if (n.symbol) return n.symbol;
+  Value v;
+  n.expr->eval(state, env, v);
+  return state.sym(state.forceStringNoCtx(v, n.expr->pos));
+}
+
+void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
+  Value vTmp;
+  Value* vAttrs = &vTmp;
+  e->eval(state, env, vTmp);
+  for (auto& n : path) {
+    Symbol name = getName(n, state, env);
+    const Attr* j = nullptr;
+    if (def) {
+      state.forceValue(*vAttrs, pos);
+      if (vAttrs->type != VType::kAttrs || !(j = vAttrs->attrs->find(name))) {
+        def->eval(state, env, v);
+        return;
+      }
+    } else {
+      state.forceAttrs(*vAttrs, pos);
+      if (!(j = vAttrs->attrs->find(name)))
+        state.throwError(pos, "attribute '" + std::string(state.symbols.name(name)) + "' missing");
+    }
+    vAttrs = j->value;
+  }
+  state.forceValue(*vAttrs, pos);
+  v = *vAttrs;
+}
+
+void ExprOpHasAttr::eval(EvalState& state, Env& env, Value& v) {
+  Value vTmp;
+  Value* vAttrs = &vTmp;
+  e->eval(state, env, vTmp);
+  for (auto& n : path) {
+    state.forceValue(*vAttrs, pos);
+    Symbol name = getName(n, state, env);
+    const Attr* j;
+    if (vAttrs->type != VType::kAttrs || !(j = vAttrs->attrs->find(name))) {
+      v.mkBool(false);
+      return;
+    }
+    vAttrs = j->value;
+  }
+  v.mkBool(true);
+}
+
+static void insertSorted(Bindings* b, Symbol name, Value* v, PosIdx pos) {
+  uint32_t i = b->size;
+  while (i > 0 && name < b->attrs[i - 1].name) {
+    b->attrs[i] = b->attrs[i - 1];
+    --i;
+  }
+  b->attrs[i] = Attr{name, pos, v};
+  b->size++;
+}
+
+void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
+  Bindings* b = state.allocBindings(attrs.size() + dynamicAttrs.size());
+  Env* dynEnv = &env;
+  if (recursive) {
+    Env& env2 = state.allocEnv(attrs.size());
+    env2.up = &env;
+    dynEnv = &env2;
+    bool hasOverrides = false;
+    for (uint32_t i = 0; i < attrs.size(); ++i) {
+      auto& a = attrs[i];
+      Value* va = a.e->maybeThunk(state, a.inherited ? env : env2);
+      env2.values[i] = va;
+      b->push(a.name, va, a.pos);
+      if (a.name == state.sOverrides) hasOverrides = true;
+    }
+    b->sort();
+    if (hasOverrides) {
+      Value* vo = b->get(state.sOverrides);
+      state.forceAttrs(*vo, pos);
+      Bindings* nb = state.allocBindings(b->size + vo->attrs->size + dynamicAttrs.size());
+      for (auto& a : *b) nb->push(a.name, a.value, a.pos);
+      for (auto& o : *vo->attrs) {
+        bool found = false;
+        for (uint32_t i = 0; i < attrs.size(); ++i)
+          if (attrs[i].name == o.name) env2.values[i] = o.value;
+        for (auto& a : *nb)
+          if (a.name == o.name) {
+            a.value = o.value;
+            found = true;
+          }
+        if (!found) nb->push(o.name, o.value, o.pos);
+      }
+      nb->sort();
+      b = nb;
+    }
+  } else {
+    for (auto& a : attrs) b->push(a.name, a.e->maybeThunk(state, env), a.pos);
+    b->sort();
+  }
+  for (auto& d : dynamicAttrs) {
+    Value nameVal;
+    d.nameExpr->eval(state, *dynEnv, nameVal);
+    state.forceValue(nameVal, d.pos);
+    if (nameVal.type == VType::kNull) continue;
+    Symbol name = state.sym(state.forceStringNoCtx(nameVal, d.pos));
+    if (const Attr* prev = b->find(name))
+      state.throwError(d.pos, "dynamic attribute '" + std::string(state.symbols.name(name)) +
+                                  "' already defined at " + state.positions.show(prev->pos));
+    insertSorted(b, name, d.valueExpr->maybeThunk(state, *dynEnv), d.pos);
+  }
+  v.mkAttrs(b);
+}
+
+void ExprList::eval(EvalState& state, Env& env, Value& v) {
+  state.mkList(v, elems.size());
+  for (size_t i = 0; i < elems.size(); ++i) v.list.elems[i] = elems[i]->maybeThunk(state, env);
+}
+
+void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
+
+void ExprCall::eval(EvalState& state, Env& env, Value& v) {
+  Value vFun;
+  fun->eval(state, env, vFun);
+  size_t n = args.size();
+  Value** vArgs = static_cast<Value**>(alloca(sizeof(Value*) * n));
+  for (size_t i = 0; i < n; ++i) vArgs[i] = args[i]->maybeThunk(state, env);
+  state.callFunction(vFun, n, vArgs, v, pos);
+}
+
+void ExprLet::eval(EvalState& state, Env& env, Value& v) {
+  Env& env2 = state.allocEnv(attrs->attrs.size());
+  env2.up = &env;
+  for (uint32_t i = 0; i < attrs->attrs.size(); ++i) {
+    auto& a = attrs->attrs[i];
+    env2.values[i] = a.e->maybeThunk(state, a.inherited ? env : env2);
+  }
+  body->eval(state, env2, v);
+}
+
+void ExprWith::eval(EvalState& state, Env& env, Value& v) {
+  Env& env2 = state.allocEnv(1);
+  env2.up = &env;
+  env2.prevWith = static_cast<uint16_t>(prevWith);
+  env2.type = Env::kHasWithExpr;
+  env2.values[0] = attrs->maybeThunk(state, env);
+  body->eval(state, env2, v);
+}
+
+void ExprIf::eval(EvalState& state, Env& env, Value& v) {
+  (state.evalBool(env, cond, pos) ? then : else_)->eval(state, env, v);
+}
+
+void ExprAssert::eval(EvalState& state, Env& env, Value& v) {
+  if (!state.evalBool(env, cond, pos)) {
+    std::ostringstream s;
+    cond->show(state.symbols, s);
+    throw AssertionError("assertion '" + s.str() + "' failed" + state.positions.snippet(pos));
+  }
+  body->eval(state, env, v);
+}
+
+void ExprOpNot::eval(EvalState& state, Env& env, Value& v) {
+  v.mkBool(!state.evalBool(env, e, pos));
+}
+
+static void updateAttrs(EvalState& state, Value& v1, Value& v2, Value& v, PosIdx pos) {
+  state.forceAttrs(v1, pos);
+  state.forceAttrs(v2, pos);
+  if (v1.attrs->size == 0) {
+    v = v2;
+    return;
+  }
+  if (v2.attrs->size == 0) {
+    v = v1;
+    return;
+  }
+  Bindings* b = state.allocBindings(v1.attrs->size + v2.attrs->size);
+  const Attr *i = v1.attrs->begin(), *ie = v1.attrs->end();
+  const Attr *j = v2.attrs->begin(), *je = v2.attrs->end();
+  while (i != ie && j != je) {
+    if (i->name == j->name) {
+      b->attrs[b->size++] = *j++;
+      ++i;
+    } else if (i->name < j->name) {
+      b->attrs[b->size++] = *i++;
+    } else {
+      b->attrs[b->size++] = *j++;
+    }
+  }
+  while (i != ie) b->attrs[b->size++] = *i++;
+  while (j != je) b->attrs[b->size++] = *j++;
+  v.mkAttrs(b);
+}
+
+void concatLists(EvalState& state, Value& v, size_t n, Value** lists, PosIdx pos) {
+  size_t len = 0;
+  Value* nonEmpty = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    state.forceList(*lists[i], pos);
+    len += lists[i]->list.size;
+    if (lists[i]->list.size) nonEmpty = lists[i];
+  }
+  if (nonEmpty && len == nonEmpty->list.size) {
+    v = *nonEmpty;
+    return;
+  }
+  state.mkList(v, len);
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < lists[i]->list.size; ++j) v.list.elems[k++] = lists[i]->list.elems[j];
+}
+
+void ExprBinOp::eval(EvalState& state, Env& env, Value& v) {
+  switch (op) {
+    case kEq:
+    case kNEq: {
+      Value a, b;
+      e1->eval(state, env, a);
+      e2->eval(state, env, b);
+      bool eq = state.eqValues(a, b);
+      v.mkBool(op == kEq ? eq : !eq);
+      return;
+    }
+    case kAnd:
+      v.mkBool(state.evalBool(env, e1, pos) && state.evalBool(env, e2, pos));
+      return;
+    case kOr:
+      v.mkBool(state.evalBool(env, e1, pos) || state.evalBool(env, e2, pos));
+      return;
+    case kImpl:
+      v.mkBool(!state.evalBool(env, e1, pos) || state.evalBool(env, e2, pos));
+      return;
+    case kUpdate: {
+      Value a, b;
+      e1->eval(state, env, a);
+      e2->eval(state, env, b);
+      updateAttrs(state, a, b, v, pos);
+      return;
+    }
+    case kConcatLists: {
+      Value a, b;
+      e1->eval(state, env, a);
+      e2->eval(state, env, b);
+      Value* ls[2] = {&a, &b};
+      concatLists(state, v, 2, ls, pos);
+      return;
+    }
+  }
+}
+
+void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
+  Context ctx;
+  std::string s;
+  int64_t n = 0;
+  double nf = 0;
+  bool first = !forceString;
+  VType firstType = VType::kString;
+  for (auto& [ipos, e] : parts) {
+    Value tmp;
+    e->eval(state, env, tmp);
+    if (first) firstType = tmp.type;
+    if (firstType == VType::kInt) {
+      if (tmp.type == VType::kInt) {
+        if (__builtin_add_overflow(n, tmp.integer, &n))
+          state.throwError(ipos, "integer overflow in adding");
+      } else if (tmp.type == VType::kFloat) {
+        firstType = VType::kFloat;
+        nf = static_cast<double>(n) + tmp.fpoint;
+      } else {
+        state.throwError(ipos, std::string("cannot add ") + showType(tmp) + " to an integer");
+      }
+    } else if (firstType == VType::kFloat) {
+      if (tmp.type == VType::kInt) nf += tmp.integer;
+      else if (tmp.type == VType::kFloat) nf += tmp.fpoint;
+      else state.throwError(ipos, std::string("cannot add ") + showType(tmp) + " to a float");
+    } else {
+      s += state.coerceToString(ipos, tmp, ctx, false, firstType == VType::kString, !first);
+    }
+    first = false;
+  }
+  if (firstType == VType::kInt) {
+    v.mkInt(n);
+  } else if (firstType == VType::kFloat) {
+    v.mkFloat(nf);
+  } else if (firstType == VType::kPath) {
+    if (!ctx.empty())
+      state.throwError(pos, "a string that refers to a store path cannot be appended to a path");
+    state.mkPath(v, canonPath(s));
+  } else {
+    state.mkString(v, s, ctx);
+  }
+}
+
+void ExprPos::eval(EvalState& state, Env&, Value& v) { state.mkPos(v, pos); }
+
+}  // namespace kiln::eval

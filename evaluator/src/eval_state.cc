@@ -1,0 +1,509 @@
+// EvalState: forcing, function calls, allocation, errors, parsing entry
+// points and file evaluation.
+#include "kiln/evaluator/eval_state.h"
+
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <exception>
+
+#include "kiln/common/file.h"
+#include "builtins.h"
+#include "corepkgs.h"
+#include "parser.h"
+
+namespace kiln::eval {
+
+EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
+  struct {
+    Symbol* sym;
+    const char* name;
+  } const known[] = {
+      {&sOutPath, "outPath"}, {&sDrvPath, "drvPath"}, {&sType, "type"}, {&sName, "name"},
+      {&sValue, "value"}, {&sFunctor, "__functor"}, {&sToString, "__toString"},
+      {&sOverrides, "__overrides"}, {&sFile, "file"}, {&sLine, "line"}, {&sColumn, "column"},
+      {&sSuccess, "success"}, {&sOutputs, "outputs"}, {&sOutputName, "outputName"},
+      {&sSystem, "system"}, {&sBuilder, "builder"}, {&sArgs, "args"},
+      {&sRecurseForDerivations, "recurseForDerivations"}, {&sIgnoreNulls, "__ignoreNulls"},
+      {&sStructuredAttrs, "__structuredAttrs"}, {&sAll, "all"}, {&sKey, "key"},
+      {&sOperator, "operator"}, {&sStartSet, "startSet"}, {&sPath, "path"},
+      {&sPrefix, "prefix"}, {&sContentAddressed, "__contentAddressed"}, {&sRight, "right"},
+      {&sWrong, "wrong"}, {&sMeta, "meta"}, {&sOr, "or"}, {&sBody, "body"},
+      {&sOutputHash, "outputHash"}, {&sOutputHashAlgo, "outputHashAlgo"},
+      {&sOutputHashMode, "outputHashMode"}, {&sAllowedReferences, "allowedReferences"},
+      {&sWith, "with"}};
+  for (auto& k : known) *k.sym = symbols.intern(k.name);
+  vEmptyAttrs.mkAttrs(allocBindings(0));
+  vTrue.mkBool(true);
+  vFalse.mkBool(false);
+  vNull.mkNull();
+  for (const std::string& e : settings.searchPath) {
+    size_t eq = e.find('=');
+    if (eq == std::string::npos) searchPathEntries.push_back({"", e});
+    else searchPathEntries.push_back({e.substr(0, eq), e.substr(eq + 1)});
+  }
+  createBaseEnv();
+}
+
+EvalState::~EvalState() = default;
+
+Env& EvalState::allocEnv(uint32_t size) {
+  void* p = arena.allocate(sizeof(Env) + sizeof(Value*) * size, alignof(Env));
+  Env* e = new (p) Env();
+  e->size = size;
+  std::memset(e->values, 0, sizeof(Value*) * size);
+  return *e;
+}
+
+Bindings* EvalState::allocBindings(uint32_t capacity) {
+  void* p = arena.allocate(sizeof(Bindings) + sizeof(Attr) * capacity, alignof(Bindings));
+  Bindings* b = new (p) Bindings();
+  b->capacity = capacity;
+  return b;
+}
+
+void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
+  const char** c = nullptr;
+  if (!ctx.empty()) {
+    c = arena.makeArray<const char*>(ctx.size() + 1);
+    size_t i = 0;
+    for (auto& x : ctx) c[i++] = x.data();
+    c[i] = nullptr;
+  }
+  v.mkString(arena.copyString(s), c);
+}
+
+void EvalState::copyContext(const Value& v, Context& ctx) {
+  if (v.type == VType::kString && v.str.context)
+    for (const char** p = v.str.context; *p; ++p) ctx.insert(*p);
+}
+
+void EvalState::mkPos(Value& v, PosIdx pos) {
+  if (pos == kNoPos) {
+    v.mkNull();
+    return;
+  }
+  const Pos& p = positions.get(pos);
+  Bindings* b = allocBindings(3);
+  Value* f = allocValue();
+  mkString(*f, positions.origin(p.origin).path);
+  Value* l = allocValue();
+  l->mkInt(p.line);
+  Value* c = allocValue();
+  c->mkInt(p.column);
+  b->push(sFile, f);
+  b->push(sLine, l);
+  b->push(sColumn, c);
+  mkAttrs(v, b);
+}
+
+void EvalState::throwError(PosIdx pos, const std::string& msg) {
+  throw EvalError(msg + positions.snippet(pos));
+}
+
+void EvalState::throwTypeError(PosIdx pos, const char* expected, const Value& v) {
+  throwError(pos, std::string("value is ") + showType(v) + " while " + expected + " was expected");
+}
+
+std::vector<const Attr*> EvalState::sortedByName(const Bindings* b) const {
+  std::vector<const Attr*> out;
+  out.reserve(b->size);
+  for (auto& a : *b) out.push_back(&a);
+  std::sort(out.begin(), out.end(), [this](const Attr* x, const Attr* y) {
+    return symbols.name(x->name) < symbols.name(y->name);
+  });
+  return out;
+}
+
+void EvalState::forceThunk(Value& v, PosIdx pos) {
+  if (v.type == VType::kThunk) {
+    Env* env = v.thunk.env;
+    Expr* e = v.thunk.expr;
+    v.type = VType::kBlackhole;
+    try {
+      e->eval(*this, *env, v);
+    } catch (...) {
+      v.mkThunk(env, e);
+      throw;
+    }
+  } else if (v.type == VType::kApp) {
+    Value* l = v.app.left;
+    Value* r = v.app.right;
+    v.type = VType::kBlackhole;
+    try {
+      callFunction(*l, *r, v, pos);
+    } catch (...) {
+      v.mkApp(l, r);
+      throw;
+    }
+  } else if (v.type == VType::kBlackhole) {
+    throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
+  }
+}
+
+int64_t EvalState::forceInt(Value& v, PosIdx pos) {
+  forceValue(v, pos);
+  if (v.type != VType::kInt) throwTypeError(pos, "an integer", v);
+  return v.integer;
+}
+
+double EvalState::forceFloat(Value& v, PosIdx pos) {
+  forceValue(v, pos);
+  if (v.type == VType::kInt) return static_cast<double>(v.integer);
+  if (v.type != VType::kFloat) throwTypeError(pos, "a float", v);
+  return v.fpoint;
+}
+
+bool EvalState::forceBool(Value& v, PosIdx pos) {
+  forceValue(v, pos);
+  if (v.type != VType::kBool) throwTypeError(pos, "a Boolean", v);
+  return v.boolean;
+}
+
+void EvalState::forceAttrs(Value& v, PosIdx pos) {
+  forceValue(v, pos);
+  if (v.type != VType::kAttrs) throwTypeError(pos, "a set", v);
+}
+
+void EvalState::forceList(Value& v, PosIdx pos) {
+  forceValue(v, pos);
+  if (v.type != VType::kList) throwTypeError(pos, "a list", v);
+}
+
+void EvalState::forceFunction(Value& v, PosIdx pos) {
+  forceValue(v, pos);
+  if (!v.isFunction() && !(v.type == VType::kAttrs && v.attrs->find(sFunctor)))
+    throwTypeError(pos, "a function", v);
+}
+
+std::string_view EvalState::forceString(Value& v, PosIdx pos) {
+  forceValue(v, pos);
+  if (v.type != VType::kString) throwTypeError(pos, "a string", v);
+  return v.str.s;
+}
+
+std::string_view EvalState::forceString(Value& v, Context& ctx, PosIdx pos) {
+  std::string_view s = forceString(v, pos);
+  copyContext(v, ctx);
+  return s;
+}
+
+std::string_view EvalState::forceStringNoCtx(Value& v, PosIdx pos) {
+  std::string_view s = forceString(v, pos);
+  if (v.str.context && *v.str.context)
+    throwError(pos, "the string '" + std::string(s) +
+                        "' is not allowed to refer to a store path (such as '" +
+                        std::string(*v.str.context) + "')");
+  return s;
+}
+
+bool EvalState::evalBool(Env& env, Expr* e, PosIdx pos) {
+  Value v;
+  e->eval(*this, env, v);
+  if (v.type != VType::kBool) throwTypeError(e->pos ? e->pos : pos, "a Boolean", v);
+  return v.boolean;
+}
+
+void EvalState::evalAttrs(Env& env, Expr* e, Value& v) {
+  e->eval(*this, env, v);
+  if (v.type != VType::kAttrs) throwTypeError(e->pos, "a set", v);
+}
+
+namespace {
+struct DepthGuard {
+  uint32_t& d;
+  ~DepthGuard() { --d; }
+};
+}  // namespace
+
+static std::string lambdaName(EvalState& st, const ExprLambda& l) {
+  if (l.name) return "function '" + std::string(st.symbols.name(l.name)) + "'";
+  return "anonymous function at " + st.positions.show(l.pos);
+}
+
+void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes, PosIdx pos) {
+  if (++callDepth > settings.maxCallDepth) {
+    --callDepth;
+    throw InfiniteRecursionError("stack overflow; max-call-depth exceeded (" +
+                                 std::to_string(settings.maxCallDepth) +
+                                 " nested calls; possible infinite recursion)" +
+                                 positions.snippet(pos));
+  }
+  DepthGuard guard{callDepth};
+  Value vCur = fun;
+  forceValue(vCur, pos);
+  while (nargs > 0) {
+    if (vCur.type == VType::kLambda) {
+      ExprLambda& lambda = *vCur.lambda.fun;
+      Env& env2 = allocEnv(lambda.envSize());
+      env2.up = vCur.lambda.env;
+      uint32_t displ = 0;
+      if (!lambda.formals) {
+        env2.values[displ++] = args[0];
+      } else {
+        Value& arg = *args[0];
+        forceValue(arg, pos);
+        if (arg.type != VType::kAttrs)
+          throwError(pos, lambdaName(*this, lambda) + " called with " + showType(arg) +
+                              " while a set was expected");
+        if (lambda.arg) env2.values[displ++] = args[0];
+        size_t used = 0;
+        for (auto& f : lambda.formals->formals) {
+          Value* j = arg.attrs->get(f.name);
+          if (j) {
+            ++used;
+            env2.values[displ++] = j;
+          } else if (f.def) {
+            env2.values[displ++] = f.def->maybeThunk(*this, env2);
+          } else {
+            throwError(pos, lambdaName(*this, lambda) + " called without required argument '" +
+                                std::string(symbols.name(f.name)) + "'");
+          }
+        }
+        if (!lambda.formals->ellipsis && used != arg.attrs->size)
+          for (auto& a : *arg.attrs)
+            if (!lambda.formals->find(a.name))
+              throwError(pos, lambdaName(*this, lambda) + " called with unexpected argument '" +
+                                  std::string(symbols.name(a.name)) + "'");
+      }
+      if (nargs == 1) {
+        lambda.body->eval(*this, env2, vRes);
+        return;
+      }
+      Value tmp;
+      lambda.body->eval(*this, env2, tmp);
+      vCur = tmp;
+      --nargs;
+      ++args;
+    } else if (vCur.type == VType::kPrimOp || vCur.type == VType::kPrimOpApp) {
+      size_t applied = 0;
+      const Value* f = &vCur;
+      while (f->type == VType::kPrimOpApp) {
+        ++applied;
+        f = f->primOpApp.left;
+      }
+      const PrimOp* p = f->primOp;
+      if (applied + nargs < p->arity) {
+        Value* left = allocValue();
+        *left = vCur;
+        for (size_t i = 0; i + 1 < nargs; ++i) {
+          Value* next = allocValue();
+          next->mkPrimOpApp(left, args[i]);
+          left = next;
+        }
+        vRes.mkPrimOpApp(left, args[nargs - 1]);
+        return;
+      }
+      size_t need = p->arity - applied;
+      Value* all[8];
+      const Value* g = &vCur;
+      for (size_t i = applied; i > 0; --i) {
+        all[i - 1] = g->primOpApp.right;
+        g = g->primOpApp.left;
+      }
+      for (size_t i = 0; i < need; ++i) all[applied + i] = args[i];
+      if (nargs == need) {
+        p->fn(*this, pos, all, vRes);
+        return;
+      }
+      Value tmp;
+      p->fn(*this, pos, all, tmp);
+      vCur = tmp;
+      nargs -= need;
+      args += need;
+    } else if (vCur.type == VType::kAttrs && vCur.attrs->find(sFunctor)) {
+      Value* functor = vCur.attrs->get(sFunctor);
+      Value* self = allocValue();
+      *self = vCur;
+      Value* args2[2] = {self, args[0]};
+      Value tmp;
+      callFunction(*functor, 2, args2, tmp, pos);
+      vCur = tmp;
+      --nargs;
+      ++args;
+    } else {
+      throwError(pos, std::string("attempt to call something which is not a function but ") +
+                          showType(vCur));
+    }
+  }
+  vRes = vCur;
+}
+
+void EvalState::autoCallFunction(Bindings* args, Value& fun, Value& res) {
+  forceValue(fun, kNoPos);
+  if (fun.type == VType::kAttrs && fun.attrs->find(sFunctor)) {
+    Value* self = allocValue();
+    *self = fun;
+    Value v2;
+    callFunction(*fun.attrs->get(sFunctor), *self, v2, kNoPos);
+    forceValue(v2, kNoPos);
+    autoCallFunction(args, v2, res);
+    return;
+  }
+  if (fun.type != VType::kLambda || !fun.lambda.fun->formals) {
+    res = fun;
+    return;
+  }
+  Formals* formals = fun.lambda.fun->formals;
+  Bindings* b = allocBindings(formals->ellipsis ? args->size : formals->formals.size());
+  if (formals->ellipsis) {
+    for (auto& a : *args) b->push(a.name, a.value, a.pos);
+  } else {
+    for (auto& f : formals->formals) {
+      if (const Attr* a = args->find(f.name)) b->push(a->name, a->value, a->pos);
+      else if (!f.def)
+        throw EvalError("cannot evaluate a function that has an argument without a value ('" +
+                        std::string(symbols.name(f.name)) + "')" + positions.snippet(f.pos));
+    }
+  }
+  Value* arg = allocValue();
+  mkAttrs(*arg, b);
+  callFunction(fun, *arg, res, kNoPos);
+}
+
+void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *baseEnv, v); }
+
+Expr* EvalState::parse(std::string text, const std::string& path, const std::string& basePath,
+                       const StaticEnv& env) {
+  auto owned = std::make_shared<const std::string>(std::move(text));
+  uint32_t origin = positions.addOrigin(path, owned);
+  Parser p(*this, *owned, origin, basePath);
+  Expr* e = p.parseAll();
+  e->bindVars(*this, env);
+  return e;
+}
+
+Expr* EvalState::parseExprFromString(std::string text, const std::string& basePath,
+                                     const std::string& origin) {
+  return parse(std::move(text), origin, basePath, staticBaseEnv);
+}
+
+static std::string resolveNixFile(const std::string& path) {
+  if (corepkgsFile(path)) return path;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    throw EvalError("getting status of '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return path + "/default.nix";
+  return path;
+}
+
+Expr* EvalState::parseExprFromFile(const std::string& path) {
+  std::string file = resolveNixFile(path);
+  if (const char* builtin = corepkgsFile(file)) return parse(builtin, file, "/", staticBaseEnv);
+  std::string text;
+  try {
+    text = kiln::readFile(file);
+  } catch (const Error& e) {
+    throw EvalError(e.what());
+  }
+  return parse(std::move(text), file, dirNameOf(file), staticBaseEnv);
+}
+
+void EvalState::evalFile(const std::string& path, Value& v) {
+  std::string file = canonPath(resolveNixFile(path));
+  auto it = fileCache.find(file);
+  Value* cached;
+  if (it != fileCache.end()) {
+    cached = it->second;
+  } else {
+    Expr* e = parseExprFromFile(file);
+    cached = allocValue();
+    cached->mkThunk(baseEnv, e);
+    fileCache.emplace(file, cached);
+  }
+  try {
+    forceValue(*cached, kNoPos);
+  } catch (EvalError& e) {
+    e.addTrace("while evaluating the file '" + file + "':");
+    throw;
+  }
+  v = *cached;
+}
+
+std::optional<std::string> resolveSearchPath(const std::string& prefix, const std::string& dir,
+                                             std::string_view path) {
+  std::string candidate;
+  if (prefix.empty()) {
+    candidate = dir + "/" + std::string(path);
+  } else if (path == prefix) {
+    candidate = dir;
+  } else if (path.size() > prefix.size() && path.substr(0, prefix.size()) == prefix &&
+             path[prefix.size()] == '/') {
+    candidate = dir + std::string(path.substr(prefix.size()));
+  } else {
+    return std::nullopt;
+  }
+  if (!kiln::pathExists(candidate)) return std::nullopt;
+  return canonPath(absPath(candidate));
+}
+
+std::string EvalState::findFile(std::string_view path, PosIdx pos) {
+  for (auto& [prefix, dir] : searchPathEntries)
+    if (auto found = resolveSearchPath(prefix, dir, path)) return *found;
+  if (path.substr(0, 4) == "nix/") return kCorepkgsPrefix + std::string(path.substr(4));
+  throw ThrownError("file '" + std::string(path) +
+                    "' was not found in the Nix search path (add it using $NIX_PATH or -I)" +
+                    positions.snippet(pos));
+}
+
+namespace {
+struct ThreadArgs {
+  const std::function<void()>* fn;
+  std::exception_ptr error;
+};
+void* threadMain(void* p) {
+  auto* a = static_cast<ThreadArgs*>(p);
+  try {
+    (*a->fn)();
+  } catch (...) {
+    a->error = std::current_exception();
+  }
+  return nullptr;
+}
+}  // namespace
+
+void runWithLargeStack(const std::function<void()>& fn, size_t stackBytes) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, stackBytes);
+  ThreadArgs args{&fn, nullptr};
+  pthread_t t;
+  int rc = pthread_create(&t, &attr, threadMain, &args);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    fn();
+    return;
+  }
+  pthread_join(t, nullptr);
+  if (args.error) std::rethrow_exception(args.error);
+}
+
+}  // namespace kiln::eval
+
+namespace kiln::eval {
+
+Expr* EvalState::parseWithScope(const std::string& path, Value* scope, Env*& envOut) {
+  std::string file = resolveNixFile(path);
+  std::string text;
+  try {
+    text = kiln::readFile(file);
+  } catch (const Error& e) {
+    throw EvalError(e.what());
+  }
+  Bindings* b = scope->attrs;
+  Env& env = allocEnv(b->size);
+  env.up = baseEnv;
+  auto* senv = arena.make<StaticEnv>();
+  senv->up = &staticBaseEnv;
+  for (uint32_t i = 0; i < b->size; ++i) {
+    senv->vars.push_back({b->attrs[i].name, i});
+    env.values[i] = b->attrs[i].value;
+  }
+  senv->sort();
+  Expr* e = parse(std::move(text), file, dirNameOf(file), *senv);
+  envOut = &env;
+  return e;
+}
+
+}  // namespace kiln::eval

@@ -1,0 +1,157 @@
+// JSON output (builtins.toJSON, --json) and input (builtins.fromJSON).
+#include <nlohmann/json.hpp>
+
+#include "builtins.h"
+#include "print.h"
+
+namespace kiln::eval {
+
+void jsonString(std::ostream& out, std::string_view s) {
+  out << '"';
+  for (unsigned char c : s) {
+    if (c == '"') out << "\\\"";
+    else if (c == '\\') out << "\\\\";
+    else if (c == '\n') out << "\\n";
+    else if (c == '\r') out << "\\r";
+    else if (c == '\t') out << "\\t";
+    else if (c == '\b') out << "\\b";
+    else if (c == '\f') out << "\\f";
+    else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out << buf;
+    } else {
+      out << c;
+    }
+  }
+  out << '"';
+}
+
+void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ostream& out,
+                      Context& ctx, bool copyToStore) {
+  if (strict) st.forceValue(v, pos);
+  switch (v.type) {
+    case VType::kInt: out << v.integer; break;
+    case VType::kFloat: out << showFloat(v.fpoint); break;
+    case VType::kBool: out << (v.boolean ? "true" : "false"); break;
+    case VType::kNull: out << "null"; break;
+    case VType::kString:
+      EvalState::copyContext(v, ctx);
+      jsonString(out, v.str.s);
+      break;
+    case VType::kPath:
+      jsonString(out, copyToStore ? st.copyPathToStore(ctx, v.path) : std::string(v.path));
+      break;
+    case VType::kAttrs: {
+      if (v.attrs->find(st.sToString)) {
+        jsonString(out, st.coerceToString(pos, v, ctx, false, false));
+        break;
+      }
+      if (Value* o = v.attrs->get(st.sOutPath)) {
+        printValueAsJSON(st, strict, *o, pos, out, ctx, copyToStore);
+        break;
+      }
+      out << '{';
+      bool first = true;
+      for (const Attr* a : st.sortedByName(v.attrs)) {
+        if (!first) out << ',';
+        first = false;
+        jsonString(out, st.symbols.name(a->name));
+        out << ':';
+        try {
+          printValueAsJSON(st, strict, *a->value, a->pos, out, ctx, copyToStore);
+        } catch (EvalError& e) {
+          e.addTrace("while evaluating attribute '" + std::string(st.symbols.name(a->name)) + "'");
+          throw;
+        }
+      }
+      out << '}';
+      break;
+    }
+    case VType::kList:
+      out << '[';
+      for (size_t i = 0; i < v.list.size; ++i) {
+        if (i) out << ',';
+        printValueAsJSON(st, strict, *v.list.elems[i], pos, out, ctx, copyToStore);
+      }
+      out << ']';
+      break;
+    default:
+      st.throwError(pos, std::string("cannot convert ") + showType(v) + " to JSON");
+  }
+}
+
+static void fromJson(EvalState& st, const nlohmann::json& j, Value& v) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: v.mkNull(); break;
+    case nlohmann::json::value_t::boolean: v.mkBool(j.get<bool>()); break;
+    case nlohmann::json::value_t::number_integer: v.mkInt(j.get<int64_t>()); break;
+    case nlohmann::json::value_t::number_unsigned: v.mkInt(static_cast<int64_t>(j.get<uint64_t>())); break;
+    case nlohmann::json::value_t::number_float: v.mkFloat(j.get<double>()); break;
+    case nlohmann::json::value_t::string: st.mkString(v, j.get_ref<const std::string&>()); break;
+    case nlohmann::json::value_t::array: {
+      st.mkList(v, j.size());
+      size_t i = 0;
+      for (auto& e : j) {
+        v.list.elems[i] = st.allocValue();
+        fromJson(st, e, *v.list.elems[i++]);
+      }
+      break;
+    }
+    case nlohmann::json::value_t::object: {
+      Bindings* b = st.allocBindings(j.size());
+      for (auto& [k, e] : j.items()) {
+        Value* x = st.allocValue();
+        fromJson(st, e, *x);
+        Symbol s = st.sym(k);
+        if (!b->find(s)) {
+          b->push(s, x);
+          b->sort();
+        }
+      }
+      v.mkAttrs(b);
+      break;
+    }
+    default:
+      throw EvalError("unsupported JSON value");
+  }
+}
+
+void parseJSON(EvalState& st, std::string_view text, Value& v) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw EvalError(std::string("JSON parse error: ") + e.what());
+  }
+  fromJson(st, j, v);
+}
+
+namespace {
+
+void primToJSON(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::ostringstream out;
+  Context ctx;
+  printValueAsJSON(st, true, *args[0], pos, out, ctx);
+  st.mkString(v, out.str(), ctx);
+}
+
+void primFromJSON(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  std::string_view s = st.forceStringNoCtx(*args[0], pos);
+  try {
+    parseJSON(st, s, v);
+  } catch (EvalError& e) {
+    st.throwError(pos, e.what());
+  }
+}
+
+constexpr BuiltinDef kDefs[] = {
+    {"__toJSON", 1, primToJSON},
+    {"__fromJSON", 1, primFromJSON},
+};
+
+}  // namespace
+
+void registerJsonBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+}  // namespace kiln::eval

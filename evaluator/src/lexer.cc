@@ -1,0 +1,315 @@
+// Default-mode tokenizer for Nix source (see lexer.h).
+#include "lexer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::eval {
+
+namespace {
+
+bool isAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isIdStart(char c) { return isAlpha(c) || c == '_'; }
+bool isIdChar(char c) { return isIdStart(c) || isDigit(c) || c == '\'' || c == '-'; }
+bool isUriSchemeChar(char c) { return isAlpha(c) || isDigit(c) || c == '+' || c == '-' || c == '.'; }
+bool isUriChar(char c) {
+  return isAlpha(c) || isDigit(c) || (c && std::strchr("%/?:@&=+$,-_.!~*'", c) != nullptr);
+}
+
+struct Keyword {
+  const char* word;
+  Tok tok;
+};
+constexpr Keyword kKeywords[] = {
+    {"if", Tok::kIf},         {"then", Tok::kThen}, {"else", Tok::kElse},
+    {"assert", Tok::kAssert}, {"with", Tok::kWith}, {"let", Tok::kLet},
+    {"in", Tok::kIn},         {"rec", Tok::kRec},   {"inherit", Tok::kInherit},
+    {"or", Tok::kOrKw}};
+
+struct Op {
+  const char* text;
+  Tok tok;
+};
+// Longest first.
+constexpr Op kOps[] = {
+    {"...", Tok::kEllipsis}, {"${", Tok::kDollarCurly}, {"==", Tok::kEq},
+    {"!=", Tok::kNEq},       {"<=", Tok::kLeq},         {">=", Tok::kGeq},
+    {"&&", Tok::kAnd},       {"||", Tok::kOr},          {"->", Tok::kImpl},
+    {"//", Tok::kUpdate},    {"++", Tok::kConcat},      {"{", Tok::kLBrace},
+    {"}", Tok::kRBrace},     {"[", Tok::kLBracket},     {"]", Tok::kRBracket},
+    {"(", Tok::kLParen},     {")", Tok::kRParen},       {";", Tok::kSemi},
+    {":", Tok::kColon},      {",", Tok::kComma},        {"@", Tok::kAt},
+    {".", Tok::kDot},        {"?", Tok::kQuestion},     {"=", Tok::kAssign},
+    {"<", Tok::kLt},         {">", Tok::kGt},           {"+", Tok::kPlus},
+    {"-", Tok::kMinus},      {"*", Tok::kStar},         {"/", Tok::kSlash},
+    {"!", Tok::kNot}};
+
+}  // namespace
+
+bool isPathChar(char c) {
+  return isAlpha(c) || isDigit(c) || c == '.' || c == '_' || c == '-' || c == '+';
+}
+
+const char* tokenName(Tok t) {
+  switch (t) {
+    case Tok::kEof: return "end of file";
+    case Tok::kId: return "ID";
+    case Tok::kInt: return "INT";
+    case Tok::kFloat: return "FLOAT";
+    case Tok::kPath: case Tok::kPathStart: return "PATH";
+    case Tok::kHPath: case Tok::kHPathStart: return "HPATH";
+    case Tok::kSPath: return "SPATH";
+    case Tok::kUri: return "URI";
+    case Tok::kStrOpen: return "'\"'";
+    case Tok::kIndStrOpen: return "IND_STRING_OPEN";
+    case Tok::kDollarCurly: return "DOLLAR_CURLY";
+    case Tok::kIf: return "IF";
+    case Tok::kThen: return "THEN";
+    case Tok::kElse: return "ELSE";
+    case Tok::kAssert: return "ASSERT";
+    case Tok::kWith: return "WITH";
+    case Tok::kLet: return "LET";
+    case Tok::kIn: return "IN";
+    case Tok::kRec: return "REC";
+    case Tok::kInherit: return "INHERIT";
+    case Tok::kOrKw: return "OR_KW";
+    case Tok::kEllipsis: return "ELLIPSIS";
+    case Tok::kEq: return "EQ";
+    case Tok::kNEq: return "NEQ";
+    case Tok::kLeq: return "LEQ";
+    case Tok::kGeq: return "GEQ";
+    case Tok::kAnd: return "AND";
+    case Tok::kOr: return "OR";
+    case Tok::kImpl: return "IMPL";
+    case Tok::kUpdate: return "UPDATE";
+    case Tok::kConcat: return "CONCAT";
+    default:
+      break;
+  }
+  for (const Op& op : kOps)
+    if (op.tok == t) {
+      static thread_local char buf[8];
+      std::snprintf(buf, sizeof buf, "'%s'", op.text);
+      return buf;
+    }
+  return "token";
+}
+
+Lexer::Lexer(EvalState& state, const std::string& text, uint32_t origin)
+    : state_(state), text_(text), origin_(origin) {
+  lineStarts_.push_back(0);
+  for (size_t i = 0; i < text_.size(); ++i)
+    if (text_[i] == '\n') lineStarts_.push_back(i + 1);
+}
+
+PosIdx Lexer::posAt(size_t offset) {
+  auto it = std::upper_bound(lineStarts_.begin(), lineStarts_.end(), offset);
+  size_t line = it - lineStarts_.begin();
+  size_t col = offset - lineStarts_[line - 1] + 1;
+  return state_.positions.add(origin_, line, col);
+}
+
+void Lexer::error(size_t offset, const std::string& msg) {
+  throw ParseError(msg + state_.positions.snippet(posAt(offset)));
+}
+
+const Token& Lexer::peek(size_t n) {
+  while (buf_.size() <= n) buf_.push_back(lex());
+  return buf_[n];
+}
+
+Token Lexer::next() {
+  peek(0);
+  Token t = buf_.front();
+  buf_.pop_front();
+  return t;
+}
+
+void Lexer::skipSpace() {
+  const size_t n = text_.size();
+  while (pos_ < n) {
+    char c = text_[pos_];
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+      ++pos_;
+    } else if (c == '#') {
+      while (pos_ < n && text_[pos_] != '\n' && text_[pos_] != '\r') ++pos_;
+    } else if (c == '/' && pos_ + 1 < n && text_[pos_ + 1] == '*') {
+      size_t end = text_.find("*/", pos_ + 2);
+      if (end == std::string::npos) error(pos_, "syntax error, unterminated comment");
+      pos_ = end + 2;
+    } else {
+      break;
+    }
+  }
+}
+
+// {PATH_CHAR}*(\/{PATH_CHAR}+)+\/?  — returns 0 if no match.
+size_t Lexer::matchPath(size_t p) const {
+  const size_t n = text_.size();
+  size_t q = p;
+  while (q < n && isPathChar(text_[q])) ++q;
+  size_t segments = 0;
+  while (q + 1 < n && text_[q] == '/' && isPathChar(text_[q + 1])) {
+    ++q;
+    while (q < n && isPathChar(text_[q])) ++q;
+    ++segments;
+  }
+  if (segments == 0) return 0;
+  if (q < n && text_[q] == '/') ++q;
+  return q - p;
+}
+
+size_t Lexer::matchUri(size_t p) const {
+  const size_t n = text_.size();
+  if (p >= n || !isAlpha(text_[p])) return 0;
+  size_t q = p + 1;
+  while (q < n && isUriSchemeChar(text_[q])) ++q;
+  if (q >= n || text_[q] != ':') return 0;
+  size_t r = q + 1;
+  while (r < n && isUriChar(text_[r])) ++r;
+  return r == q + 1 ? 0 : r - p;
+}
+
+// (([1-9][0-9]*\.[0-9]*)|(0?\.[0-9]+))([Ee][+-]?[0-9]+)?
+size_t Lexer::matchFloat(size_t p) const {
+  const size_t n = text_.size();
+  size_t q = p;
+  if (q < n && text_[q] >= '1' && text_[q] <= '9') {
+    while (q < n && isDigit(text_[q])) ++q;
+    if (q >= n || text_[q] != '.') return 0;
+    ++q;
+    while (q < n && isDigit(text_[q])) ++q;
+  } else {
+    if (q < n && text_[q] == '0') ++q;
+    if (q >= n || text_[q] != '.' || q + 1 >= n || !isDigit(text_[q + 1])) return 0;
+    ++q;
+    while (q < n && isDigit(text_[q])) ++q;
+  }
+  if (q < n && (text_[q] == 'e' || text_[q] == 'E')) {
+    size_t r = q + 1;
+    if (r < n && (text_[r] == '+' || text_[r] == '-')) ++r;
+    if (r < n && isDigit(text_[r])) {
+      while (r < n && isDigit(text_[r])) ++r;
+      q = r;
+    }
+  }
+  return q - p;
+}
+
+Token Lexer::lex() {
+  skipSpace();
+  Token tok;
+  tok.start = pos_;
+  const size_t n = text_.size();
+  if (pos_ >= n) {
+    tok.t = Tok::kEof;
+    tok.end = pos_;
+    return tok;
+  }
+  const char* s = text_.data();
+  char c = s[pos_];
+  auto finish = [&](Tok t, size_t len) {
+    tok.t = t;
+    tok.end = pos_ + len;
+    tok.text = std::string_view(s + pos_, len);
+    pos_ += len;
+    return tok;
+  };
+
+  // Interpolated paths: a run of path characters and slashes ending in '/'
+  // or a complete path, immediately followed by "${".
+  if (isPathChar(c) || c == '/' || (c == '~' && pos_ + 1 < n && s[pos_ + 1] == '/')) {
+    size_t q = pos_ + (c == '~' ? 1 : 0);
+    while (q < n && (isPathChar(s[q]) || s[q] == '/')) ++q;
+    if (q + 1 < n && s[q] == '$' && s[q + 1] == '{') {
+      std::string_view run(s + pos_, q - pos_);
+      if (run.find('/') != std::string_view::npos && run.find("//") == std::string_view::npos)
+        return finish(c == '~' ? Tok::kHPathStart : Tok::kPathStart, q - pos_);
+    }
+  }
+
+  size_t lId = isIdStart(c) ? 1 : 0;
+  if (lId)
+    while (pos_ + lId < n && isIdChar(s[pos_ + lId])) ++lId;
+  size_t lInt = 0;
+  while (pos_ + lInt < n && isDigit(s[pos_ + lInt])) ++lInt;
+  size_t lFloat = matchFloat(pos_);
+  size_t lPath = matchPath(pos_);
+  size_t lUri = matchUri(pos_);
+  size_t lHPath = 0;
+  if (c == '~' && pos_ + 1 < n && s[pos_ + 1] == '/') {
+    size_t l = matchPath(pos_ + 1);
+    if (l && s[pos_ + 1] == '/') lHPath = l + 1;
+  }
+  size_t lSPath = 0;
+  if (c == '<') {
+    size_t q = pos_ + 1;
+    bool ok = q < n && isPathChar(s[q]);
+    while (ok) {
+      while (q < n && isPathChar(s[q])) ++q;
+      if (q + 1 < n && s[q] == '/' && isPathChar(s[q + 1])) {
+        ++q;
+        continue;
+      }
+      break;
+    }
+    if (ok && q < n && s[q] == '>') lSPath = q + 1 - pos_;
+  }
+  size_t lOp = 0;
+  Tok opTok = Tok::kEof;
+  for (const Op& op : kOps) {
+    size_t l = std::strlen(op.text);
+    if (text_.compare(pos_, l, op.text) == 0) {
+      lOp = l;
+      opTok = op.tok;
+      break;
+    }
+  }
+  bool strOpen = c == '"';
+  bool indOpen = c == '\'' && pos_ + 1 < n && s[pos_ + 1] == '\'';
+
+  size_t best = std::max({lId, lInt, lFloat, lPath, lUri, lHPath, lSPath, lOp});
+  if (strOpen) return finish(Tok::kStrOpen, 1);
+  if (indOpen) {
+    size_t q = pos_ + 2;
+    while (q < n && s[q] == ' ') ++q;
+    size_t len = (q < n && s[q] == '\n') ? q + 1 - pos_ : 2;
+    return finish(Tok::kIndStrOpen, len);
+  }
+  if (best == 0) error(pos_, std::string("syntax error, unexpected character '") + c + "'");
+  // Ties go to the rule listed first in Nix's lexer: operators and
+  // keywords, identifiers, numbers, then paths and URIs.
+  if (lOp == best && (opTok == Tok::kEllipsis || lOp >= 2)) return finish(opTok, lOp);
+  if (lId == best) {
+    std::string_view w(s + pos_, lId);
+    for (const Keyword& k : kKeywords)
+      if (w == k.word) return finish(k.tok, lId);
+    return finish(Tok::kId, lId);
+  }
+  if (lInt == best) {
+    finish(Tok::kInt, lInt);
+    std::string digits(tok.text);
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long u = std::strtoull(digits.c_str(), &end, 10);
+    if (errno == ERANGE || u > static_cast<unsigned long long>(INT64_MAX))
+      error(tok.start, "invalid integer '" + digits + "'");
+    tok.i = static_cast<int64_t>(u);
+    return tok;
+  }
+  if (lFloat == best) {
+    finish(Tok::kFloat, lFloat);
+    tok.f = std::strtod(std::string(tok.text).c_str(), nullptr);
+    return tok;
+  }
+  if (lPath == best) return finish(Tok::kPath, lPath);
+  if (lHPath == best) return finish(Tok::kHPath, lHPath);
+  if (lSPath == best) return finish(Tok::kSPath, lSPath);
+  if (lUri == best) return finish(Tok::kUri, lUri);
+  return finish(opTok, lOp);
+}
+
+}  // namespace kiln::eval

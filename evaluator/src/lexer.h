@@ -1,0 +1,69 @@
+#pragma once
+// Tokenizer for Nix source. The parser drives it: default-mode tokens are
+// produced on demand (with a small lookahead buffer); strings, indented
+// strings and interpolated paths are scanned by the parser directly from
+// the cursor, so the buffer must be empty when one of those starts.
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/evaluator/eval_state.h"
+
+namespace kiln::eval {
+
+enum class Tok : uint8_t {
+  kEof, kId, kInt, kFloat, kPath, kHPath, kSPath, kUri, kPathStart, kHPathStart,
+  kStrOpen, kIndStrOpen, kDollarCurly, kLBrace, kRBrace, kLBracket, kRBracket,
+  kLParen, kRParen, kSemi, kColon, kComma, kAt, kDot, kEllipsis, kQuestion,
+  kAssign, kEq, kNEq, kLt, kGt, kLeq, kGeq, kAnd, kOr, kImpl, kUpdate, kConcat,
+  kPlus, kMinus, kStar, kSlash, kNot, kIf, kThen, kElse, kAssert, kWith, kLet,
+  kIn, kRec, kInherit, kOrKw
+};
+
+struct Token {
+  Tok t = Tok::kEof;
+  size_t start = 0;
+  size_t end = 0;
+  std::string_view text;
+  int64_t i = 0;
+  double f = 0;
+};
+
+/// Human name of a token kind, bison-style ("'}'", "end of file", "ID").
+const char* tokenName(Tok t);
+
+class Lexer {
+ public:
+  Lexer(EvalState& state, const std::string& text, uint32_t origin);
+  /// The n-th upcoming default-mode token (0 = next).
+  const Token& peek(size_t n = 0);
+  Token next();
+  /// Cursor in raw mode; only valid when no token is buffered.
+  size_t cursor() const { return pos_; }
+  void setCursor(size_t p) { pos_ = p; }
+  bool buffered() const { return !buf_.empty(); }
+  const std::string& text() const { return text_; }
+  PosIdx posAt(size_t offset);
+  [[noreturn]] void error(size_t offset, const std::string& msg);
+
+ private:
+  Token lex();
+  void skipSpace();
+  size_t matchPath(size_t p) const;
+  size_t matchUri(size_t p) const;
+  size_t matchFloat(size_t p) const;
+
+  EvalState& state_;
+  const std::string& text_;
+  uint32_t origin_;
+  size_t pos_ = 0;
+  std::deque<Token> buf_;
+  std::vector<size_t> lineStarts_;
+};
+
+bool isPathChar(char c);
+
+}  // namespace kiln::eval

@@ -1,0 +1,506 @@
+// Recursive-descent parser for Nix expressions (see parser.h).
+#include "parser.h"
+
+#include <cstdlib>
+
+namespace kiln::eval {
+
+namespace {
+
+constexpr int kMaxNesting = 3000;
+
+struct DepthGuard {
+  int& d;
+  DepthGuard(int& depth, Lexer& lex, size_t at) : d(depth) {
+    if (++d > kMaxNesting) lex.error(at, "expression nesting too deep (more than 3000 levels)");
+  }
+  ~DepthGuard() { --d; }
+};
+
+// Binary operator precedence (higher binds tighter), Nix 2.8's table.
+int binPrec(Tok t) {
+  switch (t) {
+    case Tok::kImpl: return 1;
+    case Tok::kOr: return 2;
+    case Tok::kAnd: return 3;
+    case Tok::kEq: case Tok::kNEq: return 4;
+    case Tok::kLt: case Tok::kGt: case Tok::kLeq: case Tok::kGeq: return 5;
+    case Tok::kUpdate: return 6;
+    case Tok::kPlus: case Tok::kMinus: return 8;
+    case Tok::kStar: case Tok::kSlash: return 9;
+    case Tok::kConcat: return 10;
+    case Tok::kQuestion: return 11;
+    default: return 0;
+  }
+}
+constexpr int kNotPrec = 7;
+constexpr int kNegPrec = 12;
+bool rightAssoc(Tok t) { return t == Tok::kImpl || t == Tok::kUpdate || t == Tok::kConcat; }
+bool nonAssoc(int prec) { return prec == 4 || prec == 5 || prec == 11; }
+
+}  // namespace
+
+Parser::Parser(EvalState& state, const std::string& text, uint32_t origin, std::string basePath)
+    : state_(state), lex_(state, text, origin), basePath_(std::move(basePath)) {}
+
+Expr* Parser::parseAll() {
+  Expr* e = parseExpr();
+  if (lex_.peek().t != Tok::kEof) unexpected(lex_.peek());
+  return e;
+}
+
+void Parser::unexpected(const Token& t) {
+  lex_.error(t.start, std::string("syntax error, unexpected ") + tokenName(t.t));
+}
+
+Token Parser::expect(Tok t) {
+  const Token& n = lex_.peek();
+  if (n.t != t)
+    lex_.error(n.start, std::string("syntax error, unexpected ") + tokenName(n.t) +
+                            ", expecting " + tokenName(t));
+  return lex_.next();
+}
+
+Expr* Parser::var(const char* name, PosIdx pos) {
+  auto* v = state_.arena.make<ExprVar>();
+  v->name = state_.sym(name);
+  v->pos = pos;
+  return v;
+}
+
+Expr* Parser::call(const char* fn, std::vector<Expr*> args, PosIdx pos) {
+  auto* c = state_.arena.make<ExprCall>();
+  c->fun = var(fn, pos);
+  c->args = std::move(args);
+  c->pos = pos;
+  return c;
+}
+
+ExprConst* Parser::str(std::string_view s, PosIdx pos) {
+  auto* c = state_.arena.make<ExprConst>();
+  c->v.mkString(state_.arena.copyString(s));
+  c->pos = pos;
+  return c;
+}
+
+Expr* Parser::parseExpr() {
+  DepthGuard g(depth_, lex_, lex_.peek().start);
+  return parseFunction();
+}
+
+Expr* Parser::parseFunction() {
+  const Token& t = lex_.peek();
+  size_t start = t.start;
+  if (t.t == Tok::kId) {
+    Tok t1 = lex_.peek(1).t;
+    if (t1 == Tok::kColon) {
+      Token id = lex_.next();
+      lex_.next();
+      auto* l = state_.arena.make<ExprLambda>();
+      l->pos = lex_.posAt(start);
+      l->arg = state_.sym(id.text);
+      l->body = parseFunction();
+      return l;
+    }
+    if (t1 == Tok::kAt) {
+      Token id = lex_.next();
+      lex_.next();
+      expect(Tok::kLBrace);
+      return parseLambdaWithFormals(start, state_.sym(id.text));
+    }
+  }
+  if (t.t == Tok::kLBrace) {
+    Tok t1 = lex_.peek(1).t;
+    bool formals = false;
+    if (t1 == Tok::kEllipsis) {
+      formals = true;
+    } else if (t1 == Tok::kRBrace) {
+      Tok t2 = lex_.peek(2).t;
+      formals = t2 == Tok::kColon || t2 == Tok::kAt;
+    } else if (t1 == Tok::kId) {
+      Tok t2 = lex_.peek(2).t;
+      formals = t2 == Tok::kComma || t2 == Tok::kQuestion || t2 == Tok::kRBrace;
+    }
+    if (formals) {
+      lex_.next();
+      return parseLambdaWithFormals(start, Symbol{});
+    }
+  }
+  if (t.t == Tok::kAssert || t.t == Tok::kWith) {
+    bool isAssert = t.t == Tok::kAssert;
+    lex_.next();
+    Expr* cond = parseExpr();
+    expect(Tok::kSemi);
+    Expr* body = parseFunction();
+    if (isAssert) {
+      auto* a = state_.arena.make<ExprAssert>();
+      a->pos = lex_.posAt(start);
+      a->cond = cond;
+      a->body = body;
+      return a;
+    }
+    auto* w = state_.arena.make<ExprWith>();
+    w->pos = lex_.posAt(start);
+    w->attrs = cond;
+    w->body = body;
+    return w;
+  }
+  if (t.t == Tok::kLet && lex_.peek(1).t != Tok::kLBrace) {
+    lex_.next();
+    ExprAttrs* binds = parseBinds(Tok::kIn);
+    expect(Tok::kIn);
+    if (!binds->dynamicAttrs.empty())
+      lex_.error(start, "dynamic attributes not allowed in let");
+    auto* l = state_.arena.make<ExprLet>();
+    l->pos = lex_.posAt(start);
+    l->attrs = binds;
+    l->body = parseFunction();
+    return l;
+  }
+  return parseIf();
+}
+
+Expr* Parser::parseLambdaWithFormals(size_t start, Symbol arg) {
+  // The '{' has been consumed.
+  Formals* formals = parseFormals();
+  expect(Tok::kRBrace);
+  if (!arg && lex_.peek().t == Tok::kAt) {
+    lex_.next();
+    arg = state_.sym(expect(Tok::kId).text);
+  }
+  expect(Tok::kColon);
+  auto* l = state_.arena.make<ExprLambda>();
+  l->pos = lex_.posAt(start);
+  l->arg = arg;
+  l->formals = formals;
+  for (size_t i = 0; i < formals->formals.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (formals->formals[i].name == formals->formals[j].name)
+        lex_.error(start, "duplicate formal function argument '" +
+                              std::string(state_.symbols.name(formals->formals[i].name)) + "'");
+    if (arg && formals->formals[i].name == arg)
+      lex_.error(start, "duplicate formal function argument '" +
+                            std::string(state_.symbols.name(arg)) + "'");
+  }
+  std::sort(formals->formals.begin(), formals->formals.end(),
+            [](const Formal& a, const Formal& b) { return a.name < b.name; });
+  l->body = parseFunction();
+  return l;
+}
+
+Formals* Parser::parseFormals() {
+  auto* f = state_.arena.make<Formals>();
+  while (true) {
+    const Token& t = lex_.peek();
+    if (t.t == Tok::kEllipsis) {
+      lex_.next();
+      f->ellipsis = true;
+      return f;
+    }
+    if (t.t != Tok::kId) return f;
+    Token id = lex_.next();
+    Formal formal{lex_.posAt(id.start), state_.sym(id.text), nullptr};
+    if (lex_.peek().t == Tok::kQuestion) {
+      lex_.next();
+      formal.def = parseExpr();
+    }
+    f->formals.push_back(formal);
+    if (lex_.peek().t != Tok::kComma) return f;
+    lex_.next();
+  }
+}
+
+Expr* Parser::parseIf() {
+  const Token& t = lex_.peek();
+  if (t.t != Tok::kIf) return parseOp(1);
+  size_t start = t.start;
+  lex_.next();
+  auto* e = state_.arena.make<ExprIf>();
+  e->pos = lex_.posAt(start);
+  e->cond = parseExpr();
+  expect(Tok::kThen);
+  e->then = parseExpr();
+  expect(Tok::kElse);
+  e->else_ = parseExpr();
+  return e;
+}
+
+Expr* Parser::parseOp(int minPrec) {
+  DepthGuard g(depth_, lex_, lex_.peek().start);
+  const Token& first = lex_.peek();
+  size_t start = first.start;
+  PosIdx pos = lex_.posAt(start);
+  Expr* lhs;
+  if (first.t == Tok::kNot) {
+    lex_.next();
+    auto* n = state_.arena.make<ExprOpNot>();
+    n->pos = pos;
+    n->e = parseOp(kNotPrec + 1);
+    lhs = n;
+  } else if (first.t == Tok::kMinus) {
+    lex_.next();
+    auto* zero = state_.arena.make<ExprConst>();
+    zero->v.mkInt(0);
+    lhs = call("__sub", {zero, parseOp(kNegPrec + 1)}, pos);
+  } else {
+    lhs = parseApp();
+  }
+  while (true) {
+    const Token& opTok = lex_.peek();
+    int prec = binPrec(opTok.t);
+    if (prec == 0 || prec < minPrec) return lhs;
+    // A prefix '!' binds looser than '+': `!a + b` is `!(a + b)`, which the
+    // recursion above already handled; here only ops >= minPrec continue.
+    Tok op = opTok.t;
+    PosIdx opPos = lex_.posAt(opTok.start);
+    lex_.next();
+    if (op == Tok::kQuestion) {
+      auto* h = state_.arena.make<ExprOpHasAttr>();
+      h->pos = opPos;
+      h->e = lhs;
+      h->path = parseAttrPath();
+      lhs = h;
+    } else {
+      Expr* rhs = parseOp(rightAssoc(op) ? prec : prec + 1);
+      auto bin = [&](ExprBinOp::Op o) {
+        auto* b = state_.arena.make<ExprBinOp>();
+        b->pos = opPos;
+        b->op = o;
+        b->e1 = lhs;
+        b->e2 = rhs;
+        return b;
+      };
+      auto notE = [&](Expr* e) {
+        auto* n = state_.arena.make<ExprOpNot>();
+        n->pos = opPos;
+        n->e = e;
+        return n;
+      };
+      switch (op) {
+        case Tok::kImpl: lhs = bin(ExprBinOp::kImpl); break;
+        case Tok::kOr: lhs = bin(ExprBinOp::kOr); break;
+        case Tok::kAnd: lhs = bin(ExprBinOp::kAnd); break;
+        case Tok::kEq: lhs = bin(ExprBinOp::kEq); break;
+        case Tok::kNEq: lhs = bin(ExprBinOp::kNEq); break;
+        case Tok::kUpdate: lhs = bin(ExprBinOp::kUpdate); break;
+        case Tok::kConcat: lhs = bin(ExprBinOp::kConcatLists); break;
+        case Tok::kLt: lhs = call("__lessThan", {lhs, rhs}, opPos); break;
+        case Tok::kGt: lhs = call("__lessThan", {rhs, lhs}, opPos); break;
+        case Tok::kLeq: lhs = notE(call("__lessThan", {rhs, lhs}, opPos)); break;
+        case Tok::kGeq: lhs = notE(call("__lessThan", {lhs, rhs}, opPos)); break;
+        case Tok::kMinus: lhs = call("__sub", {lhs, rhs}, opPos); break;
+        case Tok::kStar: lhs = call("__mul", {lhs, rhs}, opPos); break;
+        case Tok::kSlash: lhs = call("__div", {lhs, rhs}, opPos); break;
+        case Tok::kPlus: {
+          auto* c = state_.arena.make<ExprConcatStrings>();
+          c->pos = opPos;
+          c->parts = {{pos, lhs}, {opPos, rhs}};
+          lhs = c;
+          break;
+        }
+        default: unexpected(opTok);
+      }
+    }
+    if (nonAssoc(prec) && binPrec(lex_.peek().t) == prec) unexpected(lex_.peek());
+  }
+}
+
+bool Parser::startsSimple(size_t n) {
+  switch (lex_.peek(n).t) {
+    case Tok::kId: case Tok::kInt: case Tok::kFloat: case Tok::kStrOpen:
+    case Tok::kIndStrOpen: case Tok::kPath: case Tok::kHPath: case Tok::kSPath:
+    case Tok::kUri: case Tok::kPathStart: case Tok::kHPathStart: case Tok::kLParen:
+    case Tok::kLBrace: case Tok::kLBracket: case Tok::kRec:
+      return true;
+    case Tok::kLet:
+      return lex_.peek(n + 1).t == Tok::kLBrace;
+    default:
+      return false;
+  }
+}
+
+Expr* Parser::parseApp() {
+  size_t start = lex_.peek().start;
+  Expr* f = parseSelect();
+  if (!startsSimple(0)) return f;
+  auto* c = state_.arena.make<ExprCall>();
+  c->pos = lex_.posAt(start);
+  c->fun = f;
+  while (startsSimple(0)) c->args.push_back(parseSelect());
+  return c;
+}
+
+Expr* Parser::parseSelect() {
+  size_t start = lex_.peek().start;
+  Expr* e = parseSimple();
+  const Token& t = lex_.peek();
+  if (t.t == Tok::kDot) {
+    lex_.next();
+    auto* s = state_.arena.make<ExprSelect>();
+    s->pos = lex_.posAt(start);
+    s->e = e;
+    s->path = parseAttrPath();
+    if (lex_.peek().t == Tok::kOrKw) {
+      lex_.next();
+      s->def = parseSelect();
+    }
+    return s;
+  }
+  if (t.t == Tok::kOrKw) {
+    // `f or` applies f to a variable named "or" (legacy Nixpkgs usage).
+    PosIdx p = lex_.posAt(t.start);
+    lex_.next();
+    auto* c = state_.arena.make<ExprCall>();
+    c->pos = lex_.posAt(start);
+    c->fun = e;
+    c->args.push_back(var("or", p));
+    return c;
+  }
+  return e;
+}
+
+AttrPath Parser::parseAttrPath() {
+  AttrPath path;
+  while (true) {
+    AttrName n;
+    if (!parseAttr(n)) unexpected(lex_.peek());
+    path.push_back(n);
+    if (lex_.peek().t != Tok::kDot) return path;
+    lex_.next();
+  }
+}
+
+bool Parser::parseAttr(AttrName& out) {
+  const Token& t = lex_.peek();
+  if (t.t == Tok::kId || t.t == Tok::kOrKw) {
+    out.symbol = state_.sym(lex_.next().text);
+    return true;
+  }
+  if (t.t == Tok::kStrOpen) {
+    lex_.next();
+    Expr* e = parseString();
+    if (auto* c = dynamic_cast<ExprConst*>(e)) {
+      out.symbol = state_.sym(c->v.str.s);
+    } else {
+      out.expr = e;
+    }
+    return true;
+  }
+  if (t.t == Tok::kDollarCurly) {
+    lex_.next();
+    out.expr = parseExpr();
+    expect(Tok::kRBrace);
+    return true;
+  }
+  return false;
+}
+
+ExprAttrs* Parser::parseBinds(Tok terminator) {
+  auto* attrs = state_.arena.make<ExprAttrs>();
+  attrs->pos = lex_.posAt(lex_.peek().start);
+  while (true) {
+    const Token& t = lex_.peek();
+    if (t.t == terminator) return attrs;
+    if (t.t == Tok::kInherit) {
+      lex_.next();
+      Expr* from = nullptr;
+      if (lex_.peek().t == Tok::kLParen) {
+        lex_.next();
+        from = parseExpr();
+        expect(Tok::kRParen);
+      }
+      while (lex_.peek().t != Tok::kSemi) {
+        size_t at = lex_.peek().start;
+        AttrName n;
+        if (!parseAttr(n)) unexpected(lex_.peek());
+        if (!n.symbol) lex_.error(at, "dynamic attributes not allowed in inherit");
+        PosIdx p = lex_.posAt(at);
+        if (auto* prev = attrs->find(n.symbol)) dupAttr({n}, p, prev->pos);
+        Expr* e;
+        if (from) {
+          auto* s = state_.arena.make<ExprSelect>();
+          s->pos = p;
+          s->e = from;
+          s->path = {n};
+          e = s;
+        } else {
+          auto* v = state_.arena.make<ExprVar>();
+          v->pos = p;
+          v->name = n.symbol;
+          e = v;
+        }
+        attrs->attrs.push_back({n.symbol, e, p, from == nullptr});
+      }
+      lex_.next();
+      continue;
+    }
+    size_t at = t.start;
+    if (t.t != Tok::kId && t.t != Tok::kOrKw && t.t != Tok::kStrOpen && t.t != Tok::kDollarCurly)
+      unexpected(t);
+    AttrPath path = parseAttrPath();
+    PosIdx p = lex_.posAt(at);
+    expect(Tok::kAssign);
+    Expr* e = parseExpr();
+    expect(Tok::kSemi);
+    if (auto* l = dynamic_cast<ExprLambda*>(e); l && path.size() == 1 && path[0].symbol)
+      l->name = path[0].symbol;
+    addAttr(attrs, path, e, p);
+  }
+}
+
+std::string Parser::showAttrPath(const AttrPath& path) {
+  std::string s;
+  for (auto& n : path) {
+    if (!s.empty()) s += '.';
+    s += n.symbol ? std::string(state_.symbols.name(n.symbol)) : "\"${...}\"";
+  }
+  return s;
+}
+
+void Parser::dupAttr(const AttrPath& path, PosIdx pos, PosIdx prev) {
+  throw ParseError("attribute '" + showAttrPath(path) + "' already defined at " +
+                   state_.positions.show(prev) + state_.positions.snippet(pos));
+}
+
+void Parser::addAttr(ExprAttrs* attrs, AttrPath& path, Expr* e, PosIdx pos) {
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    if (path[i].symbol) {
+      ExprAttrs::AttrDef* j = attrs->find(path[i].symbol);
+      if (j) {
+        auto* nested = j->inherited ? nullptr : dynamic_cast<ExprAttrs*>(j->e);
+        if (!nested) dupAttr(path, pos, j->pos);
+        attrs = nested;
+      } else {
+        auto* nested = state_.arena.make<ExprAttrs>();
+        nested->pos = pos;
+        attrs->attrs.push_back({path[i].symbol, nested, pos, false});
+        attrs = nested;
+      }
+    } else {
+      auto* nested = state_.arena.make<ExprAttrs>();
+      nested->pos = pos;
+      attrs->dynamicAttrs.push_back({path[i].expr, nested, pos});
+      attrs = nested;
+    }
+  }
+  AttrName& last = path.back();
+  if (last.symbol) {
+    ExprAttrs::AttrDef* j = attrs->find(last.symbol);
+    if (j) {
+      auto* ae = dynamic_cast<ExprAttrs*>(e);
+      auto* jAttrs = j->inherited ? nullptr : dynamic_cast<ExprAttrs*>(j->e);
+      if (!ae || !jAttrs) dupAttr(path, pos, j->pos);
+      for (auto& ad : ae->attrs) {
+        if (auto* j2 = jAttrs->find(ad.name)) dupAttr({AttrName{ad.name, nullptr}}, ad.pos, j2->pos);
+        jAttrs->attrs.push_back(ad);
+      }
+      for (auto& dd : ae->dynamicAttrs) jAttrs->dynamicAttrs.push_back(dd);
+    } else {
+      attrs->attrs.push_back({last.symbol, e, pos, false});
+    }
+  } else {
+    attrs->dynamicAttrs.push_back({last.expr, e, pos});
+  }
+}
+
+}  // namespace kiln::eval

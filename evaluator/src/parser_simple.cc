@@ -1,0 +1,390 @@
+// Primary expressions: literals, strings, indented strings, paths, sets,
+// lists and parenthesised expressions (see parser.h).
+#include <cstdlib>
+
+#include "parser.h"
+
+namespace kiln::eval {
+
+namespace {
+
+std::string homeDir() {
+  const char* h = std::getenv("HOME");
+  return h ? h : "/";
+}
+
+}  // namespace
+
+Expr* Parser::parseSimple() {
+
+  Token t = lex_.peek();
+  PosIdx pos = lex_.posAt(t.start);
+  switch (t.t) {
+    case Tok::kId: {
+      lex_.next();
+      if (t.text == "__curPos") {
+        auto* p = state_.arena.make<ExprPos>();
+        p->pos = pos;
+        return p;
+      }
+      auto* v = state_.arena.make<ExprVar>();
+      v->pos = pos;
+      v->name = state_.sym(t.text);
+      return v;
+    }
+    case Tok::kInt: {
+      lex_.next();
+      auto* c = state_.arena.make<ExprConst>();
+      c->pos = pos;
+      c->v.mkInt(t.i);
+      return c;
+    }
+    case Tok::kFloat: {
+      lex_.next();
+      auto* c = state_.arena.make<ExprConst>();
+      c->pos = pos;
+      c->v.mkFloat(t.f);
+      return c;
+    }
+    case Tok::kStrOpen:
+      lex_.next();
+      return parseString();
+    case Tok::kIndStrOpen:
+      lex_.next();
+      return parseIndString();
+    case Tok::kPath:
+    case Tok::kHPath: {
+      lex_.next();
+      std::string p(t.text);
+      if (p.size() > 1 && p.back() == '/')
+        lex_.error(t.start, "path '" + p + "' has a trailing slash");
+      std::string full;
+      if (t.t == Tok::kHPath) full = homeDir() + p.substr(1);
+      else if (p[0] == '/') full = p;
+      else full = basePath_ + "/" + p;
+      auto* c = state_.arena.make<ExprConst>();
+      c->pos = pos;
+      c->v.mkPath(state_.arena.copyString(canonPath(full)));
+      return c;
+    }
+    case Tok::kPathStart:
+    case Tok::kHPathStart:
+      lex_.next();
+      return parsePathInterp(t);
+    case Tok::kSPath: {
+      lex_.next();
+      std::string_view inner = t.text.substr(1, t.text.size() - 2);
+      return call("__findFile", {var("__nixPath", pos), str(inner, pos)}, pos);
+    }
+    case Tok::kUri:
+      lex_.next();
+      return str(t.text, pos);
+    case Tok::kLParen: {
+      lex_.next();
+      Expr* e = parseExpr();
+      expect(Tok::kRParen);
+      return e;
+    }
+    case Tok::kLet: {
+      lex_.next();
+      expect(Tok::kLBrace);
+      ExprAttrs* attrs = parseBinds(Tok::kRBrace);
+      expect(Tok::kRBrace);
+      attrs->recursive = true;
+      auto* s = state_.arena.make<ExprSelect>();
+      s->pos = pos;
+      s->e = attrs;
+      s->path = {AttrName{state_.sBody, nullptr}};
+      return s;
+    }
+    case Tok::kRec:
+    case Tok::kLBrace: {
+      lex_.next();
+      if (t.t == Tok::kRec) expect(Tok::kLBrace);
+      ExprAttrs* attrs = parseBinds(Tok::kRBrace);
+      expect(Tok::kRBrace);
+      attrs->recursive = t.t == Tok::kRec;
+      attrs->pos = pos;
+      return attrs;
+    }
+    case Tok::kLBracket: {
+      lex_.next();
+      auto* l = state_.arena.make<ExprList>();
+      l->pos = pos;
+      while (lex_.peek().t != Tok::kRBracket) {
+        if (!startsSimple(0)) unexpected(lex_.peek());
+        l->elems.push_back(parseSelect());
+      }
+      lex_.next();
+      return l;
+    }
+    default:
+      unexpected(t);
+  }
+}
+
+Expr* Parser::makeStringParts(std::vector<std::pair<PosIdx, Expr*>>& parts, bool) {
+  if (parts.empty()) return str("", kNoPos);
+  if (parts.size() == 1)
+    if (auto* c = dynamic_cast<ExprConst*>(parts[0].second); c && c->v.type == VType::kString)
+      return c;
+  auto* cs = state_.arena.make<ExprConcatStrings>();
+  cs->pos = parts[0].first;
+  cs->forceString = true;
+  cs->parts = std::move(parts);
+  return cs;
+}
+
+// After the opening '"': literal runs with escapes and ${...}.
+Expr* Parser::parseString() {
+  const std::string& s = lex_.text();
+  const size_t n = s.size();
+  std::vector<std::pair<PosIdx, Expr*>> parts;
+  std::string lit;
+  size_t litStart = lex_.cursor();
+  auto flush = [&] {
+    if (!lit.empty()) parts.push_back({lex_.posAt(litStart), str(lit, lex_.posAt(litStart))});
+    lit.clear();
+  };
+  size_t p = lex_.cursor();
+  while (true) {
+    if (p >= n) lex_.error(p, "syntax error, unexpected end of file, expecting '\"'");
+    char c = s[p];
+    if (c == '"') {
+      ++p;
+      break;
+    }
+    if (c == '\\') {
+      if (p + 1 >= n) lex_.error(p, "syntax error, unexpected end of file");
+      char e = s[p + 1];
+      if (e == 'n') lit += '\n';
+      else if (e == 'r') lit += '\r';
+      else if (e == 't') lit += '\t';
+      else lit += e;
+      p += 2;
+    } else if (c == '$' && p + 1 < n && s[p + 1] == '{') {
+      flush();
+      size_t at = p;
+      lex_.setCursor(p + 2);
+      Expr* e = parseExpr();
+      expect(Tok::kRBrace);
+      parts.push_back({lex_.posAt(at), e});
+      p = lex_.cursor();
+      litStart = p;
+    } else if (c == '$' && p + 1 < n && s[p + 1] != '"' && s[p + 1] != '\\') {
+      lit += c;
+      lit += s[p + 1];
+      p += 2;
+    } else if (c == '\r') {
+      lit += '\n';
+      p += (p + 1 < n && s[p + 1] == '\n') ? 2 : 1;
+    } else {
+      lit += c;
+      ++p;
+    }
+  }
+  flush();
+  lex_.setCursor(p);
+  return makeStringParts(parts, false);
+}
+
+// After the opening "''": indented string with ''$, ''', ''\x escapes.
+Expr* Parser::parseIndString() {
+  const std::string& s = lex_.text();
+  const size_t n = s.size();
+  // Literal runs take part in indentation stripping; escapes and lone
+  // quote/dollar tokens do not (like interpolations).
+  struct Part {
+    PosIdx pos;
+    Expr* expr;       // null for literal
+    std::string lit;
+    bool indent;
+  };
+  std::vector<Part> parts;
+  auto addLit = [&](size_t at, std::string text, bool indent) {
+    parts.push_back({lex_.posAt(at), nullptr, std::move(text), indent});
+  };
+  size_t p = lex_.cursor();
+  while (true) {
+    if (p >= n) lex_.error(p, "syntax error, unexpected end of file, expecting IND_STRING_CLOSE");
+    char c = s[p];
+    char next = p + 1 < n ? s[p + 1] : 0;
+    if (c == '\'' && next == '\'') {
+      if (p + 2 < n && s[p + 2] == '$') {
+        addLit(p, "$", false);
+        p += 3;
+      } else if (p + 2 < n && s[p + 2] == '\'') {
+        addLit(p, "''", false);
+        p += 3;
+      } else if (p + 2 < n && s[p + 2] == '\\') {
+        if (p + 3 >= n) lex_.error(p, "syntax error, unexpected end of file");
+        char e = s[p + 3];
+        std::string lit = e == 'n' ? "\n" : e == 'r' ? "\r" : e == 't' ? "\t" : std::string(1, e);
+        addLit(p, lit, false);
+        p += 4;
+      } else {
+        p += 2;
+        break;
+      }
+    } else if (c == '$' && next == '{') {
+      size_t at = p;
+      lex_.setCursor(p + 2);
+      Expr* e = parseExpr();
+      expect(Tok::kRBrace);
+      parts.push_back({lex_.posAt(at), e, {}, false});
+      p = lex_.cursor();
+    } else if ((c == '\'' && next == '$') || (c == '$' && (next == '\'' || next == 0))) {
+      addLit(p, std::string(1, c), false);
+      ++p;
+    } else {
+      size_t q = p;
+      std::string lit;
+      while (q < n) {
+        char d = s[q];
+        char dn = q + 1 < n ? s[q + 1] : 0;
+        if (d == '\'' && (dn == '\'' || dn == '$' || dn == 0)) break;
+        if (d == '$' && (dn == '{' || dn == '\'' || dn == 0)) break;
+        if (d == '\'' || d == '$') {
+          lit += d;
+          lit += dn;
+          q += 2;
+          continue;
+        }
+        lit += d;
+        ++q;
+      }
+      addLit(p, std::move(lit), true);
+      p = q;
+    }
+  }
+  lex_.setCursor(p);
+
+  // Strip the smallest indentation of non-empty lines.
+  size_t minIndent = 1000000, curIndent = 0;
+  bool atStart = true;
+  for (auto& part : parts) {
+    if (!part.indent) {
+      if (atStart) {
+        atStart = false;
+        minIndent = std::min(minIndent, curIndent);
+      }
+      continue;
+    }
+    for (char c : part.lit) {
+      if (atStart) {
+        if (c == ' ') {
+          ++curIndent;
+        } else if (c == '\n') {
+          curIndent = 0;
+        } else {
+          atStart = false;
+          minIndent = std::min(minIndent, curIndent);
+        }
+      } else if (c == '\n') {
+        atStart = true;
+        curIndent = 0;
+      }
+    }
+  }
+  std::vector<std::pair<PosIdx, Expr*>> out;
+  std::string acc;
+  PosIdx accPos = kNoPos;
+  atStart = true;
+  size_t dropped = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto& part = parts[i];
+    if (part.expr) {
+      atStart = false;
+      dropped = 0;
+      if (!acc.empty()) out.push_back({accPos, str(acc, accPos)});
+      acc.clear();
+      out.push_back({part.pos, part.expr});
+      continue;
+    }
+    if (!part.indent) {
+      atStart = false;
+      dropped = 0;
+      if (acc.empty()) accPos = part.pos;
+      acc += part.lit;
+      continue;
+    }
+    std::string s2;
+    for (char c : part.lit) {
+      if (atStart) {
+        if (c == ' ') {
+          if (dropped++ >= minIndent) s2 += c;
+        } else if (c == '\n') {
+          dropped = 0;
+          s2 += c;
+        } else {
+          atStart = false;
+          dropped = 0;
+          s2 += c;
+        }
+      } else {
+        s2 += c;
+        if (c == '\n') atStart = true;
+      }
+    }
+    if (i + 1 == parts.size()) {
+      size_t nl = s2.find_last_of('\n');
+      if (nl != std::string::npos && s2.find_first_not_of(' ', nl + 1) == std::string::npos)
+        s2 = s2.substr(0, nl + 1);
+    }
+    if (acc.empty()) accPos = part.pos;
+    acc += s2;
+  }
+  if (!acc.empty()) out.push_back({accPos, str(acc, accPos)});
+  return makeStringParts(out, false);
+}
+
+// An interpolated path: `./a/${b}/c`. The start token holds the first
+// literal segment; the cursor is at "${".
+Expr* Parser::parsePathInterp(const Token& start) {
+  const std::string& s = lex_.text();
+  const size_t n = s.size();
+  std::string first(start.text);
+  std::string full;
+  if (start.t == Tok::kHPathStart) full = homeDir() + first.substr(1);
+  else if (first[0] == '/') full = first;
+  else full = basePath_ + "/" + first;
+  bool slash = !full.empty() && full.back() == '/';
+  full = canonPath(full);
+  if (slash && full != "/") full += '/';
+  std::vector<std::pair<PosIdx, Expr*>> parts;
+  PosIdx pos = lex_.posAt(start.start);
+  auto* c = state_.arena.make<ExprConst>();
+  c->pos = pos;
+  c->v.mkPath(state_.arena.copyString(full));
+  parts.push_back({pos, c});
+  size_t p = lex_.cursor();
+  std::string lastLit = first;
+  while (true) {
+    if (p + 1 < n && s[p] == '$' && s[p + 1] == '{') {
+      size_t at = p;
+      lex_.setCursor(p + 2);
+      Expr* e = parseExpr();
+      expect(Tok::kRBrace);
+      parts.push_back({lex_.posAt(at), e});
+      p = lex_.cursor();
+      lastLit.clear();
+      continue;
+    }
+    size_t q = p;
+    while (q < n && (isPathChar(s[q]) || s[q] == '/')) ++q;
+    if (q == p) break;
+    lastLit = s.substr(p, q - p);
+    parts.push_back({lex_.posAt(p), str(lastLit, lex_.posAt(p))});
+    p = q;
+  }
+  if (!lastLit.empty() && lastLit.back() == '/')
+    lex_.error(p, "path has a trailing slash");
+  lex_.setCursor(p);
+  auto* cs = state_.arena.make<ExprConcatStrings>();
+  cs->pos = pos;
+  cs->forceString = false;
+  cs->parts = std::move(parts);
+  return cs;
+}
+
+}  // namespace kiln::eval

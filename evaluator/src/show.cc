@@ -1,0 +1,189 @@
+// Expression printing for `--parse`, assertion messages and positions.
+#include <sstream>
+
+#include "kiln/evaluator/eval_state.h"
+#include "print.h"
+
+namespace kiln::eval {
+
+static void showAttrPath(const SymbolTable& st, std::ostream& out, const AttrPath& path) {
+  bool first = true;
+  for (auto& n : path) {
+    if (!first) out << '.';
+    first = false;
+    if (n.symbol) {
+      printAttrName(out, st.name(n.symbol));
+    } else {
+      out << "\"${";
+      n.expr->show(st, out);
+      out << "}\"";
+    }
+  }
+}
+
+static void showBindings(const SymbolTable& st, std::ostream& out,
+                         const std::vector<ExprAttrs::AttrDef>& attrs) {
+  for (auto& a : attrs) {
+    if (a.inherited) {
+      out << "inherit " << st.name(a.name) << "; ";
+    } else {
+      printAttrName(out, st.name(a.name));
+      out << " = ";
+      a.e->show(st, out);
+      out << "; ";
+    }
+  }
+}
+
+void ExprConst::show(const SymbolTable&, std::ostream& out) const {
+  switch (v.type) {
+    case VType::kInt: out << v.integer; break;
+    case VType::kFloat: out << showFloat(v.fpoint); break;
+    case VType::kString: printString(out, v.str.s); break;
+    case VType::kPath: out << v.path; break;
+    default: out << "<const>"; break;
+  }
+}
+
+void ExprVar::show(const SymbolTable& st, std::ostream& out) const { out << st.name(name); }
+
+void ExprSelect::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(";
+  e->show(st, out);
+  out << ").";
+  showAttrPath(st, out, path);
+  if (def) {
+    out << " or (";
+    def->show(st, out);
+    out << ")";
+  }
+}
+
+void ExprOpHasAttr::show(const SymbolTable& st, std::ostream& out) const {
+  out << "((";
+  e->show(st, out);
+  out << ") ? ";
+  showAttrPath(st, out, path);
+  out << ")";
+}
+
+void ExprAttrs::show(const SymbolTable& st, std::ostream& out) const {
+  if (recursive) out << "rec ";
+  out << "{ ";
+  showBindings(st, out, attrs);
+  for (auto& d : dynamicAttrs) {
+    out << "\"${";
+    d.nameExpr->show(st, out);
+    out << "}\" = ";
+    d.valueExpr->show(st, out);
+    out << "; ";
+  }
+  out << "}";
+}
+
+void ExprList::show(const SymbolTable& st, std::ostream& out) const {
+  out << "[ ";
+  for (auto* e : elems) {
+    out << "(";
+    e->show(st, out);
+    out << ") ";
+  }
+  out << "]";
+}
+
+void ExprLambda::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(";
+  if (formals) {
+    out << "{ ";
+    bool first = true;
+    for (auto& f : formals->formals) {
+      if (!first) out << ", ";
+      first = false;
+      out << st.name(f.name);
+      if (f.def) {
+        out << " ? ";
+        f.def->show(st, out);
+      }
+    }
+    if (formals->ellipsis) out << (first ? "..." : ", ...");
+    out << " }";
+    if (arg) out << " @ ";
+  }
+  if (arg) out << st.name(arg);
+  out << ": ";
+  body->show(st, out);
+  out << ")";
+}
+
+void ExprCall::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(";
+  fun->show(st, out);
+  for (auto* a : args) {
+    out << " ";
+    a->show(st, out);
+  }
+  out << ")";
+}
+
+void ExprLet::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(let ";
+  showBindings(st, out, attrs->attrs);
+  out << "in ";
+  body->show(st, out);
+  out << ")";
+}
+
+void ExprWith::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(with ";
+  attrs->show(st, out);
+  out << "; ";
+  body->show(st, out);
+  out << ")";
+}
+
+void ExprIf::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(if ";
+  cond->show(st, out);
+  out << " then ";
+  then->show(st, out);
+  out << " else ";
+  else_->show(st, out);
+  out << ")";
+}
+
+void ExprAssert::show(const SymbolTable& st, std::ostream& out) const {
+  out << "assert ";
+  cond->show(st, out);
+  out << "; ";
+  body->show(st, out);
+}
+
+void ExprOpNot::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(! ";
+  e->show(st, out);
+  out << ")";
+}
+
+void ExprBinOp::show(const SymbolTable& st, std::ostream& out) const {
+  static const char* names[] = {"==", "!=", "&&", "||", "->", "//", "++"};
+  out << "(";
+  e1->show(st, out);
+  out << " " << names[op] << " ";
+  e2->show(st, out);
+  out << ")";
+}
+
+void ExprConcatStrings::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(";
+  bool first = true;
+  for (auto& p : parts) {
+    if (!first) out << " + ";
+    first = false;
+    p.second->show(st, out);
+  }
+  out << ")";
+}
+
+void ExprPos::show(const SymbolTable&, std::ostream& out) const { out << "__curPos"; }
+
+}  // namespace kiln::eval

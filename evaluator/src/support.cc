@@ -1,0 +1,113 @@
+// Arena, symbol table, position table and path canonicalisation.
+#include <sstream>
+
+#include "kiln/evaluator/eval_state.h"
+
+namespace kiln::eval {
+
+Arena::~Arena() {
+  for (auto it = dtors_.rbegin(); it != dtors_.rend(); ++it) it->second(it->first);
+}
+
+void* Arena::allocateSlow(size_t size, size_t align) {
+  constexpr size_t kChunk = 1 << 20;
+  if (size + align > kChunk / 4) {
+    chunks_.emplace_back(new char[size + align]);
+    reserved_ += size + align;
+    uintptr_t p = reinterpret_cast<uintptr_t>(chunks_.back().get());
+    p = (p + align - 1) & ~(uintptr_t(align) - 1);
+    return reinterpret_cast<void*>(p);
+  }
+  chunks_.emplace_back(new char[kChunk]);
+  reserved_ += kChunk;
+  cur_ = chunks_.back().get();
+  left_ = kChunk;
+  return allocate(size, align);
+}
+
+SymbolTable::SymbolTable() { names_.push_back("<no symbol>"); }
+
+Symbol SymbolTable::intern(std::string_view name) {
+  auto it = index_.find(name);
+  if (it != index_.end()) return Symbol{it->second};
+  const char* copy = arena_.copyString(name);
+  std::string_view sv(copy, name.size());
+  uint32_t id = static_cast<uint32_t>(names_.size());
+  names_.push_back(sv);
+  index_.emplace(sv, id);
+  return Symbol{id};
+}
+
+PosTable::PosTable() {
+  origins_.push_back({"«none»", nullptr});
+  positions_.push_back({});
+}
+
+uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string> text) {
+  origins_.push_back({std::move(path), std::move(text)});
+  return static_cast<uint32_t>(origins_.size() - 1);
+}
+
+PosIdx PosTable::add(uint32_t origin, uint32_t line, uint32_t column) {
+  positions_.push_back({origin, line, column});
+  return static_cast<PosIdx>(positions_.size() - 1);
+}
+
+std::string PosTable::show(PosIdx p) const {
+  if (p == kNoPos) return "«none»";
+  const Pos& pos = positions_[p];
+  std::string file = origins_[pos.origin].path;
+  if (file == "«string»") file = "(string)";
+  return file + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
+}
+
+std::string PosTable::snippet(PosIdx p) const {
+  if (p == kNoPos) return "";
+  const Pos& pos = positions_[p];
+  const Origin& o = origins_[pos.origin];
+  std::ostringstream out;
+  out << "\n\n       at " << o.path << ":" << pos.line << ":" << pos.column << ":\n";
+  if (o.text) {
+    size_t start = 0;
+    for (uint32_t l = 1; l < pos.line && start != std::string::npos; ++l) {
+      start = o.text->find('\n', start);
+      if (start != std::string::npos) ++start;
+    }
+    if (start != std::string::npos) {
+      size_t end = o.text->find('\n', start);
+      std::string line = o.text->substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      std::string num = std::to_string(pos.line);
+      std::string pad(num.size(), ' ');
+      out << "\n" << std::string(12 - std::min<size_t>(12, num.size()), ' ') << num << "| " << line << "\n"
+          << std::string(12 - std::min<size_t>(12, pad.size()), ' ') << pad << "| "
+          << std::string(pos.column > 0 ? pos.column - 1 : 0, ' ') << "^";
+    }
+  }
+  return out.str();
+}
+
+std::string canonPath(std::string_view path) {
+  std::string out;
+  size_t i = 0;
+  const size_t n = path.size();
+  while (i < n) {
+    while (i < n && path[i] == '/') ++i;
+    if (i >= n) break;
+    size_t j = i;
+    while (j < n && path[j] != '/') ++j;
+    std::string_view seg = path.substr(i, j - i);
+    if (seg == ".") {
+    } else if (seg == "..") {
+      size_t slash = out.rfind('/');
+      out.erase(slash == std::string::npos ? 0 : slash);
+    } else {
+      out += '/';
+      out += seg;
+    }
+    i = j;
+  }
+  return out.empty() ? "/" : out;
+}
+
+}  // namespace kiln::eval

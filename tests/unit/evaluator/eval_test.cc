@@ -1,0 +1,102 @@
+// Evaluator semantics and runtime errors.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "eval_test_util.h"
+#include "kiln/common/file.h"
+
+using namespace kiln::eval;
+using namespace kiln::eval::testing;
+
+TEST(Eval, LexicalBindingWinsOverWith) {
+  EXPECT_EQ(evalStrict("let x = 1; in with { x = 2; y = 3; }; x + y"), "4");
+  EXPECT_EQ(evalStrict("with { x = 1; }; with { x = 2; }; x"), "2");
+  EXPECT_EQ(evalStrict("with { x = 1; }; with { y = 2; }; x"), "1");
+}
+
+TEST(Eval, LazinessAndThunksForcedOnce) {
+  EXPECT_EQ(evalStrict("let x = throw \"no\"; in 1"), "1");
+  EXPECT_EQ(evalStrict("builtins.length [ (throw \"no\") ]"), "1");
+  EXPECT_EQ(evalStrict("(rec { a = b; b = 2; }).a"), "2");
+}
+
+TEST(Eval, InfiniteRecursionIsDetected) {
+  EXPECT_NE(evalError("let x = x; in x").find("infinite recursion encountered"), std::string::npos);
+  EXPECT_NE(evalError("rec { a = b; b = a; }.a").find("infinite recursion"), std::string::npos);
+}
+
+TEST(Eval, UnboundedRecursionHitsTheCallDepthLimit) {
+  EvalSettings s;
+  s.maxCallDepth = 2000;
+  std::string e = evalError("let f = x: f (x + 1); in f 0", s);
+  EXPECT_NE(e.find("max-call-depth exceeded"), std::string::npos) << e;
+}
+
+TEST(Eval, TypeErrorsNameTheTypes) {
+  EXPECT_NE(evalError("1 + \"a\"").find("cannot add a string to an integer"), std::string::npos);
+  EXPECT_NE(evalError("if 1 then 2 else 3").find("value is an integer while a Boolean was expected"),
+            std::string::npos);
+  EXPECT_NE(evalError("1 2").find("attempt to call something which is not a function but an integer"),
+            std::string::npos);
+}
+
+TEST(Eval, MissingAttributeShowsPosition) {
+  std::string e = evalError("{ a = 1; }.b");
+  EXPECT_NE(e.find("attribute 'b' missing"), std::string::npos);
+  EXPECT_NE(e.find("«string»:1:1"), std::string::npos) << e;
+}
+
+TEST(Eval, ThrowAbortAssertAndTryEval) {
+  EXPECT_EQ(evalError("throw \"boom\""), "boom");
+  EXPECT_NE(evalError("abort \"x\"").find("evaluation aborted"), std::string::npos);
+  EXPECT_NE(evalError("assert 1 == 2; 3").find("assertion '(1 == 2)' failed"), std::string::npos);
+  EXPECT_EQ(evalStrict("builtins.tryEval (throw \"x\")"), "{ success = false; value = false; }");
+  EXPECT_EQ(evalStrict("builtins.tryEval (assert false; 1)"), "{ success = false; value = false; }");
+  EXPECT_EQ(evalStrict("builtins.tryEval 1"), "{ success = true; value = 1; }");
+  EXPECT_NE(evalError("builtins.tryEval (abort \"x\")").find("aborted"), std::string::npos);
+}
+
+TEST(Eval, FunctionsFormalsAndFunctors) {
+  EXPECT_EQ(evalStrict("({ a, b ? a + 1, ... }@args: [ a b (args ? c) ]) { a = 1; c = 0; }"),
+            "[ 1 2 true ]");
+  EXPECT_NE(evalError("({ a }: a) { b = 1; }").find("called without required argument 'a'"),
+            std::string::npos);
+  EXPECT_NE(evalError("({ a }: a) { a = 1; b = 1; }").find("unexpected argument 'b'"), std::string::npos);
+  EXPECT_EQ(evalStrict("let f = { __functor = self: x: x + self.n; n = 10; }; in f 5"), "15");
+  EXPECT_EQ(evalStrict("builtins.map (builtins.add 1) [ 1 2 ]"), "[ 2 3 ]");
+}
+
+TEST(Eval, PrinterMatchesNix) {
+  EXPECT_EQ(evalStrict("[ 1.5 3.0 1.0e30 0.1 123456789.0 ]"), "[ 1.5 3 1e+30 0.1 1.23457e+08 ]");
+  EXPECT_EQ(evalStrict("{ \"a b\" = 1; \"if\" = 2; a-b = 3; }"), "{ \"a b\" = 1; a-b = 3; \"if\" = 2; }");
+  EXPECT_EQ(evalStrict("let x = [ 1 ]; in [ x x { a = x; } ]"), "[ [ 1 ] «repeated» { a = «repeated»; } ]");
+  EXPECT_EQ(evalStrict("[ (x: x) builtins.map (builtins.map (x: x)) null ]"),
+            "[ <LAMBDA> <PRIMOP> <PRIMOP-APP> null ]");
+}
+
+TEST(Eval, DerivationsMatchNix) {
+  // Output of nix-instantiate 2.8 for the same expression.
+  EXPECT_EQ(evalStrict("(derivation { name = \"a\"; builder = \"b\"; system = \"c\"; }).drvPath"),
+            "\"/nix/store/arhvjaf6zmlyn8vh8fgn55rpwnxq0n7l-a.drv\"");
+  EXPECT_EQ(evalStrict("(derivation { name = \"a\"; builder = \"b\"; system = \"c\"; }).outPath"),
+            "\"/nix/store/s6glliw064sgl7vix22p91cxsx7ml1rf-a\"");
+  EXPECT_NE(evalError("derivation { name = \"a\"; system = \"c\"; }").find("required attribute 'builder' missing"),
+            std::string::npos);
+}
+
+TEST(Eval, MissingFilesAndCyclicImports) {
+  EXPECT_NE(evalError("import /nonexistent/file.nix").find("/nonexistent/file.nix"), std::string::npos);
+  kiln::TempDir dir;
+  std::string a = dir.path() + "/a.nix";
+  std::ofstream(a) << "import ./b.nix\n";
+  std::ofstream(dir.path() + "/b.nix") << "import ./a.nix\n";
+  std::string e = evalError("import " + a);
+  EXPECT_NE(e.find("infinite recursion"), std::string::npos) << e;
+}
+
+TEST(Eval, StringContextAndSources) {
+  EXPECT_EQ(evalStrict("builtins.hasContext (toString (derivation { name = \"a\"; builder = \"b\"; system = \"c\"; }))"),
+            "true");
+  EXPECT_EQ(evalStrict("builtins.toFile \"t.txt\" \"hello\""), "\"/nix/store/9p0nl625gm5mli8h2xfsgma0zz31g9yc-t.txt\"");
+}

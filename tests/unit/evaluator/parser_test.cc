@@ -1,0 +1,84 @@
+// Lexer and parser: syntax, precedence, strings, paths, errors.
+#include <gtest/gtest.h>
+
+#include "eval_test_util.h"
+
+using namespace kiln::eval;
+using namespace kiln::eval::testing;
+
+TEST(Parser, OperatorPrecedenceAndAssociativity) {
+  EXPECT_EQ(evalStrict("1 + 2 * 3 - 4 / 2"), "5");
+  EXPECT_EQ(evalStrict("10 - 3 - 2"), "5");
+  EXPECT_EQ(evalStrict("[1] ++ [2] ++ [3]"), "[ 1 2 3 ]");
+  EXPECT_EQ(evalStrict("{a=1;} // {b=2;} // {a=3;}"), "{ a = 3; b = 2; }");
+  EXPECT_EQ(evalStrict("true -> false -> true"), "true");
+  EXPECT_EQ(evalStrict("!true || true && false"), "false");
+  EXPECT_EQ(evalStrict("-2 * 3"), "-6");
+  EXPECT_EQ(evalStrict("1 < 2 == true"), "true");
+  EXPECT_EQ(evalStrict("{a.b = 1;} ? a.b"), "true");
+  EXPECT_EQ(evalStrict("2 >= 2 && 3 <= 2 == false"), "true");
+}
+
+TEST(Parser, NonAssociativeComparisonIsASyntaxError) {
+  EXPECT_NE(evalError("1 == 1 == 1").find("syntax error"), std::string::npos);
+  EXPECT_NE(evalError("1 < 2 < 3").find("syntax error"), std::string::npos);
+}
+
+TEST(Parser, StringsAndEscapes) {
+  EXPECT_EQ(evalStrict(R"("a\"b\n\t\\ $${x} \${y}")"), R"("a\"b\n\t\\ $\${x} \${y}")");
+  EXPECT_EQ(evalStrict(R"(let x = "y"; in "a${x}b${toString 1}")"), R"("ayb1")");
+  EXPECT_EQ(evalStrict("''\n  a\n    b\n  ''"), R"("a\n  b\n")");
+  EXPECT_EQ(evalStrict("''a'''b''$c''\\nd''"), R"("a''b$c\nd")");
+}
+
+TEST(Parser, IndentedStringEscapesDoNotCountAsIndentation) {
+  EXPECT_EQ(evalStrict("''\n    x ''\\n y\n    z\n  ''"), R"("x \n y\nz\n")");
+}
+
+TEST(Parser, PathsAndUris) {
+  EXPECT_EQ(evalStrict("/a/b/../c"), "/a/c");
+  EXPECT_EQ(evalStrict("./foo"), "/tmp/foo");
+  EXPECT_EQ(evalStrict("let x = \"b\"; in ./a/${x}.nix"), "/tmp/a/b.nix");
+  EXPECT_EQ(evalStrict("http://example.org/x?y=1"), R"("http://example.org/x?y=1")");
+  EXPECT_EQ(evalStrict("builtins.typeOf a:b"), R"("string")");
+}
+
+TEST(Parser, DuplicateAttributesAreParseErrors) {
+  EXPECT_NE(evalError("{ a = 1; a = 2; }").find("attribute 'a' already defined"), std::string::npos);
+  EXPECT_NE(evalError("{ a.b = 1; a.b = 2; }").find("already defined"), std::string::npos);
+  EXPECT_NE(evalError("let a = 1; a = 2; in a").find("already defined"), std::string::npos);
+  EXPECT_EQ(evalStrict("{ a.b = 1; a.c = 2; }"), "{ a = { b = 1; c = 2; }; }");
+  EXPECT_EQ(evalStrict("{ a = { b = 1; }; a.c = 2; }"), "{ a = { b = 1; c = 2; }; }");
+}
+
+TEST(Parser, DuplicateFormalsAreParseErrors) {
+  EXPECT_NE(evalError("{ a, a }: a").find("duplicate formal function argument 'a'"), std::string::npos);
+  EXPECT_NE(evalError("{ a }@a: a").find("duplicate formal"), std::string::npos);
+}
+
+TEST(Parser, ErrorsShowFileLineColumnAndCaret) {
+  std::string e = evalError("let\n  x = 1;\nin x +");
+  EXPECT_NE(e.find("syntax error, unexpected end of file"), std::string::npos) << e;
+  EXPECT_NE(e.find("«string»:3:7"), std::string::npos) << e;
+  EXPECT_NE(e.find("3| in x +"), std::string::npos) << e;
+  EXPECT_NE(e.find("^"), std::string::npos) << e;
+}
+
+TEST(Parser, UndefinedVariableIsReportedBeforeEvaluation) {
+  std::string e = evalError("let x = 1; in y");
+  EXPECT_NE(e.find("undefined variable 'y'"), std::string::npos);
+  EXPECT_NE(e.find(":1:15"), std::string::npos) << e;
+}
+
+TEST(Parser, BadInputDoesNotCrash) {
+  for (const char* bad : {"{", "[1 2", "\"abc", "''abc", "/* x", "a.", "{ a = 1 }", "x: ", "1 +* 2",
+                          "{ ${ } = 1; }", "let in", "'", "9999999999999999999999", "a/b/", "~/"}) {
+    std::string e = evalError(bad);
+    EXPECT_FALSE(e.empty()) << bad;
+  }
+}
+
+TEST(Parser, DeepNestingIsAnErrorNotACrash) {
+  std::string deep(100000, '(');
+  EXPECT_NE(evalError(deep + "1").find("nesting too deep"), std::string::npos);
+}
