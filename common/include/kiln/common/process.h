@@ -1,0 +1,118 @@
+#pragma once
+/// Child processes as RAII objects. Every child runs in its own session and
+/// process group, so that killing the group (`kill(-pgid, SIGKILL)`) takes
+/// down everything it started, unless a descendant deliberately left the
+/// group with setsid(2). stdout and stderr are merged into one pipe (the
+/// log stream); stdin is /dev/null; the environment is exactly the one
+/// given. `ProcessLauncher`/`ChildProcess` are interfaces so that code that
+/// supervises children (the worker's build runner) can be tested with
+/// scripted fakes.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/common/file.h"
+
+namespace kiln {
+
+/// How to start a child.
+struct ProcessSpec {
+  std::string program;            ///< executable path (no PATH search)
+  std::vector<std::string> args;  ///< argv, argv[0] included; empty → {program}
+  std::map<std::string, std::string> env;  ///< the complete environment
+  std::string workDir;                     ///< empty: the parent's
+  std::optional<mode_t> umask;             ///< unset: the parent's
+};
+
+/// One thing a child reported through ChildProcess::next().
+struct ProcessEvent {
+  enum class Kind {
+    kOutput,  ///< `data` holds bytes from the merged stdout/stderr
+    kExited,  ///< the child was reaped and its output drained; see `status`
+    kIdle,    ///< nothing happened before the timeout
+  };
+  Kind kind = Kind::kIdle;
+  std::string data;  ///< kOutput only
+  int status = 0;    ///< kExited only: the raw wait(2) status
+};
+
+/// A started child and its process group. Destroying it kills the group and
+/// reaps the child.
+class ChildProcess {
+ public:
+  virtual ~ChildProcess() = default;
+  /// The child's pid (also its process-group and session id).
+  virtual pid_t pid() const = 0;
+  /// Waits at most `timeout` for output or the child's exit. After the
+  /// child exits, the rest of its process group is killed, the output pipe
+  /// is drained, and then kExited is returned (again on every later call).
+  virtual ProcessEvent next(std::chrono::milliseconds timeout) = 0;
+  /// Sends SIGKILL to the whole process group. Idempotent; the kExited
+  /// event still follows through next().
+  virtual void killTree() = 0;
+};
+
+/// Starts children. Throws SysError if the program cannot be executed
+/// (missing file, no permission, bad working directory).
+class ProcessLauncher {
+ public:
+  virtual ~ProcessLauncher() = default;
+  virtual std::unique_ptr<ChildProcess> start(const ProcessSpec& spec) = 0;
+};
+
+/// A real child started with fork + execve.
+class Process : public ChildProcess {
+ public:
+  /// Starts `spec`; throws SysError naming the program and the failed step.
+  explicit Process(const ProcessSpec& spec);
+  /// Kills the process group (if the child still runs) and reaps the child.
+  ~Process() override;
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const override { return pid_; }
+  ProcessEvent next(std::chrono::milliseconds timeout) override;
+  void killTree() override;
+
+ private:
+  bool childHasExited();
+  void reap();
+  bool readOutput(ProcessEvent& ev);
+
+  pid_t pid_ = -1;
+  AutoCloseFD out_;    // read end of the merged stdout/stderr pipe
+  AutoCloseFD pidfd_;  // becomes readable when the child exits (may be absent)
+  bool reaped_ = false;
+  int status_ = 0;
+  std::chrono::steady_clock::time_point drainDeadline_{};
+};
+
+/// Launches real `Process`es.
+class RealProcessLauncher : public ProcessLauncher {
+ public:
+  std::unique_ptr<ChildProcess> start(const ProcessSpec& spec) override {
+    return std::make_unique<Process>(spec);
+  }
+};
+
+/// Runs `child` until it exits or `timeout` passes, appending its output to
+/// `output` if given. Returns the wait status, or nullopt on timeout (the
+/// child keeps running; the caller still owns it).
+std::optional<int> waitForExit(ChildProcess& child,
+                               std::chrono::milliseconds timeout,
+                               std::string* output = nullptr);
+
+/// "exited with code N" / "killed by signal N (NAME)" for a wait status.
+std::string describeWaitStatus(int status);
+
+/// Whether a live (not zombie) process with this pid exists; reads
+/// /proc/<pid>/stat. Used to check that a killed tree is really gone.
+bool processAlive(pid_t pid);
+
+}  // namespace kiln

@@ -1,0 +1,10 @@
+#include "kiln/common/clock.h"
+
+namespace kiln {
+
+RealClock& RealClock::instance() {
+  static RealClock clock;
+  return clock;
+}
+
+}  // namespace kiln

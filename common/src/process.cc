@@ -1,0 +1,279 @@
+#include "kiln/common/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "kiln/common/error.h"
+
+namespace kiln {
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+/// After the child exits and its group is killed, how long we keep reading
+/// the pipe for output still buffered or held by an escaped descendant.
+constexpr auto kDrainGrace = std::chrono::seconds(2);
+
+/// Steps of the child between fork and exec; reported on failure.
+enum ChildStage : int { kSetsid = 1, kStdio, kChdir, kExec };
+
+/// Everything the child needs, prepared before fork (after fork only
+/// async-signal-safe calls are allowed).
+struct ChildSetup {
+  const char* program;
+  char* const* argv;
+  char* const* envp;
+  const char* workDir;  // nullptr: keep
+  bool setUmask;
+  mode_t umask;
+  int devNull;
+  int outWrite;
+  int errWrite;
+};
+
+[[noreturn]] void childFail(int errFd, int stage) {
+  int msg[2] = {stage, errno};
+  ssize_t n = ::write(errFd, msg, sizeof msg);
+  (void)n;
+  _exit(127);
+}
+
+[[noreturn]] void childMain(const ChildSetup& s) {
+  if (::setsid() < 0) childFail(s.errWrite, kSetsid);
+  if (::dup2(s.devNull, 0) < 0 || ::dup2(s.outWrite, 1) < 0 ||
+      ::dup2(s.outWrite, 2) < 0)
+    childFail(s.errWrite, kStdio);
+  if (s.workDir && ::chdir(s.workDir) < 0) childFail(s.errWrite, kChdir);
+  if (s.setUmask) ::umask(s.umask);
+  // The parent may block or ignore signals (SIGPIPE, worker threads); the
+  // builder must start with the defaults.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  // Descriptors the parent leaked without O_CLOEXEC must not reach the child.
+  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  ::execve(s.program, s.argv, s.envp);
+  childFail(s.errWrite, kExec);
+}
+
+std::string stageMessage(int stage, const ProcessSpec& spec) {
+  switch (stage) {
+    case kSetsid:
+      return "creating a session for '" + spec.program + "'";
+    case kStdio:
+      return "redirecting stdio of '" + spec.program + "'";
+    case kChdir:
+      return "changing to working directory '" + spec.workDir + "' for '" +
+             spec.program + "'";
+    default:
+      return "executing '" + spec.program + "'";
+  }
+}
+
+std::vector<char*> cStrings(std::vector<std::string>& strs) {
+  std::vector<char*> out;
+  for (auto& s : strs) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+Process::Process(const ProcessSpec& spec) {
+  if (spec.program.empty())
+    throw Error("cannot start a process: empty program");
+  std::vector<std::string> args = spec.args;
+  if (args.empty()) args.push_back(spec.program);
+  std::vector<std::string> env;
+  for (auto& [k, v] : spec.env) {
+    if (k.empty() || k.find('=') != std::string::npos)
+      throw Error("cannot start '" + spec.program +
+                  "': invalid environment variable name '" + k + "'");
+    env.push_back(k + "=" + v);
+  }
+  auto argv = cStrings(args);
+  auto envp = cStrings(env);
+
+  int outPipe[2], errPipe[2];
+  if (::pipe2(outPipe, O_CLOEXEC) < 0) throwSysError("creating output pipe");
+  AutoCloseFD outRead(outPipe[0]), outWrite(outPipe[1]);
+  if (::pipe2(errPipe, O_CLOEXEC) < 0) throwSysError("creating status pipe");
+  AutoCloseFD errRead(errPipe[0]), errWrite(errPipe[1]);
+  AutoCloseFD devNull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!devNull) throwSysError("opening /dev/null");
+
+  ChildSetup setup{spec.program.c_str(),
+                   argv.data(),
+                   envp.data(),
+                   spec.workDir.empty() ? nullptr : spec.workDir.c_str(),
+                   spec.umask.has_value(),
+                   spec.umask.value_or(0),
+                   devNull.get(),
+                   outWrite.get(),
+                   errWrite.get()};
+  pid_t pid = ::fork();
+  if (pid < 0) throwSysError("fork for '" + spec.program + "'");
+  if (pid == 0) childMain(setup);
+  pid_ = pid;
+  outWrite.reset();
+  errWrite.reset();
+
+  int msg[2] = {0, 0};
+  ssize_t n;
+  do {
+    n = ::read(errRead.get(), msg, sizeof msg);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof msg)) {
+    int st;
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    throw SysError(stageMessage(msg[0], spec), msg[1]);
+  }
+  out_ = std::move(outRead);
+  if (::fcntl(out_.get(), F_SETFL, O_NONBLOCK) < 0)
+    throwSysError("making output pipe non-blocking");
+  // Without pidfd support (kernels before 5.3) next() polls the exit state.
+  pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
+}
+
+Process::~Process() {
+  if (reaped_) return;
+  ::kill(-pid_, SIGKILL);
+  int st;
+  while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+  }
+}
+
+bool Process::childHasExited() {
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  // WNOWAIT: the child stays a zombie, so its pid (= the group id) cannot
+  // be reused before we kill the group in reap().
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info,
+               WEXITED | WNOHANG | WNOWAIT) < 0)
+    return errno == ECHILD;
+  return info.si_pid != 0;
+}
+
+void Process::reap() {
+  ::kill(-pid_, SIGKILL);  // stragglers the builder left behind
+  while (::waitpid(pid_, &status_, 0) < 0) {
+    if (errno != EINTR) {
+      status_ = 0;
+      break;
+    }
+  }
+  reaped_ = true;
+  pidfd_.reset();
+  drainDeadline_ = steady_clock::now() + kDrainGrace;
+}
+
+bool Process::readOutput(ProcessEvent& ev) {
+  char buf[65536];
+  ssize_t n = ::read(out_.get(), buf, sizeof buf);
+  if (n > 0) {
+    ev.kind = ProcessEvent::Kind::kOutput;
+    ev.data.assign(buf, static_cast<size_t>(n));
+    return true;
+  }
+  if (n == 0) {
+    out_.reset();
+  } else if (errno != EAGAIN && errno != EINTR) {
+    throwSysError("reading output of process " + std::to_string(pid_));
+  }
+  return false;
+}
+
+ProcessEvent Process::next(milliseconds timeout) {
+  ProcessEvent ev;
+  auto deadline = steady_clock::now() + timeout;
+  for (;;) {
+    if (!reaped_ && childHasExited()) reap();
+    if (out_ && readOutput(ev)) return ev;
+    auto now = steady_clock::now();
+    if (reaped_ && out_ && now >= drainDeadline_) out_.reset();
+    if (reaped_ && !out_) {
+      ev.kind = ProcessEvent::Kind::kExited;
+      ev.status = status_;
+      return ev;
+    }
+    if (now >= deadline) return ev;  // kIdle
+    auto wait = deadline - now;
+    if (reaped_) wait = std::min(wait, drainDeadline_ - now);
+    if (!reaped_ && !pidfd_)
+      wait = std::min<steady_clock::duration>(wait, milliseconds(10));
+    pollfd fds[2];
+    nfds_t nfds = 0;
+    if (out_) fds[nfds++] = {out_.get(), POLLIN, 0};
+    if (!reaped_ && pidfd_) fds[nfds++] = {pidfd_.get(), POLLIN, 0};
+    int ms = static_cast<int>(std::chrono::ceil<milliseconds>(wait).count());
+    if (::poll(fds, nfds, ms) < 0 && errno != EINTR)
+      throwSysError("waiting for process " + std::to_string(pid_));
+  }
+}
+
+void Process::killTree() {
+  if (!reaped_) ::kill(-pid_, SIGKILL);
+}
+
+std::optional<int> waitForExit(ChildProcess& child, milliseconds timeout,
+                               std::string* output) {
+  auto deadline = steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::ceil<milliseconds>(deadline - steady_clock::now());
+    auto ev = child.next(std::max(left, milliseconds(0)));
+    switch (ev.kind) {
+      case ProcessEvent::Kind::kExited:
+        return ev.status;
+      case ProcessEvent::Kind::kOutput:
+        if (output) output->append(ev.data);
+        break;
+      case ProcessEvent::Kind::kIdle:
+        if (steady_clock::now() >= deadline) return std::nullopt;
+        break;
+    }
+  }
+}
+
+std::string describeWaitStatus(int status) {
+  if (WIFEXITED(status))
+    return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = ::sigabbrev_np(sig);
+    return "killed by signal " + std::to_string(sig) +
+           (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+bool processAlive(pid_t pid) {
+  std::string stat;
+  try {
+    stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  } catch (const SysError&) {
+    return false;
+  }
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold ')').
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  char state = stat[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace kiln
