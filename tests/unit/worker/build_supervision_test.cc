@@ -1,0 +1,232 @@
+// The build runner's supervision (silence, total timeout, log limit,
+// cancellation) driven by a scripted fake process and a fake clock: exact
+// timings, no real waiting.
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "kiln/common/file.h"
+#include "kiln/worker/build_runner.h"
+
+namespace kiln::worker {
+namespace {
+
+using protocol::StepStatus;
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+/// One scripted event at an offset from the start.
+struct Step {
+  Clock::Duration at;
+  ProcessEvent event;
+  std::function<void()> action = {};  ///< run instead when set (event kIdle)
+};
+
+Step output(Clock::Duration at, std::string data) {
+  return {at, {ProcessEvent::Kind::kOutput, std::move(data), 0}};
+}
+Step exitWith(Clock::Duration at, int code) {
+  return {at, {ProcessEvent::Kind::kExited, "", code << 8}};
+}
+
+/// Plays a script against a fake clock; killTree() ends it with SIGKILL.
+class ScriptedChild : public ChildProcess {
+ public:
+  ScriptedChild(FakeClock& clock, std::deque<Step> script, int* kills)
+      : clock_(clock),
+        start_(clock.now()),
+        script_(std::move(script)),
+        kills_(kills) {}
+  pid_t pid() const override { return 4242; }
+  void killTree() override {
+    ++*kills_;
+    killedAt_ = clock_.now();
+  }
+  ProcessEvent next(milliseconds timeout) override {
+    if (killedAt_) return {ProcessEvent::Kind::kExited, "", 9};
+    auto now = clock_.now();
+    if (!script_.empty() && start_ + script_.front().at <= now + timeout) {
+      clock_.advance(start_ + script_.front().at - now);
+      auto step = script_.front();
+      script_.pop_front();
+      if (step.action) step.action();
+      return step.event;
+    }
+    clock_.advance(timeout);
+    return {};
+  }
+  std::optional<Clock::TimePoint> killedAt_;
+
+ private:
+  FakeClock& clock_;
+  Clock::TimePoint start_;
+  std::deque<Step> script_;
+  int* kills_;
+};
+
+class ScriptedLauncher : public ProcessLauncher {
+ public:
+  explicit ScriptedLauncher(FakeClock& clock) : clock_(clock) {}
+  std::unique_ptr<ChildProcess> start(const ProcessSpec& spec) override {
+    specs.push_back(spec);
+    for (auto& f : filesToCreate) writeFile(f, "built");
+    return std::make_unique<ScriptedChild>(clock_, script, &kills);
+  }
+  std::deque<Step> script;
+  std::vector<std::string> filesToCreate;
+  std::vector<ProcessSpec> specs;
+  int kills = 0;
+
+ private:
+  FakeClock& clock_;
+};
+
+class SupervisionTest : public ::testing::Test {
+ protected:
+  SupervisionTest() : storeDir_(root_.path()), launcher_(clock_) {
+    request_.drv.name = "sup";
+    request_.drv.builder = "/fake/builder";
+    request_.drv.args = {"a", "b"};
+    auto out = storeDir_.makeOutputPath(
+        "out", hashString(HashAlgo::kSha256, "sup"), "sup");
+    request_.drv.outputs["out"].path = out;
+    request_.drv.env = {{"out", storeDir_.printPath(out)}};
+    request_.drvPath = storeDir_.makeTextPath(
+        "sup.drv", hashString(HashAlgo::kSha256, "x"), {});
+    outPath_ = storeDir_.printPath(out);
+  }
+
+  BuildResult run(const CancelFlag* cancel = nullptr,
+                  std::function<void(std::string_view)> extra = {}) {
+    BuildRunnerConfig c;
+    c.store = {storeDir_, storeDir_.dir(), false};
+    c.buildDirParent = tmp_.path();
+    BuildRunner runner(c, launcher_, clock_);
+    log_.clear();
+    return runner.run(
+        request_,
+        [&](std::string_view d) {
+          log_ += d;
+          if (extra) extra(d);
+        },
+        cancel);
+  }
+
+  TempDir root_{"sup-store"};
+  TempDir tmp_{"sup-tmp"};
+  store::StoreDir storeDir_;
+  FakeClock clock_;
+  ScriptedLauncher launcher_;
+  BuildRequest request_;
+  std::string outPath_;
+  std::string log_;
+};
+
+TEST_F(SupervisionTest, SuccessPassesArgv0EnvAndWorkDir) {
+  launcher_.script = {output(seconds(1), "hello "), output(seconds(2), "world"),
+                      exitWith(seconds(3), 0)};
+  launcher_.filesToCreate = {outPath_};
+  auto res = run();
+  ASSERT_EQ(res.status, StepStatus::kSuccess) << res.errorMsg;
+  EXPECT_EQ(log_, "hello world");
+  EXPECT_EQ(res.duration, seconds(3));
+  EXPECT_EQ(launcher_.kills, 0);
+  ASSERT_EQ(launcher_.specs.size(), 1u);
+  auto& spec = launcher_.specs[0];
+  EXPECT_EQ(spec.program, "/fake/builder");
+  EXPECT_EQ(spec.args, (std::vector<std::string>{"builder", "a", "b"}));
+  EXPECT_EQ(spec.workDir, spec.env.at("NIX_BUILD_TOP"));
+  EXPECT_EQ(spec.umask, 022u);
+  EXPECT_EQ(spec.env.at("out"), outPath_);
+}
+
+TEST_F(SupervisionTest, MaxSilentCountsFromTheLastOutput) {
+  request_.limits.maxSilent = hours(1);
+  launcher_.script = {output(seconds(10), "x"), output(seconds(3000), "y"),
+                      exitWith(hours(10), 0)};
+  auto res = run();
+  EXPECT_EQ(res.status, StepStatus::kTimedOut);
+  EXPECT_EQ(res.errorMsg, "build produced no output for 3600 s (maxSilent)");
+  // Killed exactly one hour after the last output, not after the first.
+  EXPECT_EQ(res.duration, seconds(3000) + hours(1));
+  EXPECT_EQ(launcher_.kills, 1);
+  EXPECT_EQ(log_, "xy");
+  EXPECT_FALSE(pathExists(outPath_));
+}
+
+TEST_F(SupervisionTest, TotalTimeoutIsExact) {
+  request_.limits.maxSilent = seconds(0);
+  request_.limits.timeout = seconds(100);
+  std::deque<Step> script;
+  for (int i = 1; i < 200; ++i) script.push_back(output(seconds(i), "."));
+  launcher_.script = script;
+  auto res = run();
+  EXPECT_EQ(res.status, StepStatus::kTimedOut);
+  EXPECT_EQ(res.errorMsg, "build timed out after 100 s (total timeout)");
+  EXPECT_EQ(res.duration, seconds(100));
+  EXPECT_EQ(log_.size(), 100u);  // output at the deadline itself still counts
+}
+
+TEST_F(SupervisionTest, NoLimitsMeansNoKill) {
+  request_.limits.maxSilent = seconds(0);
+  request_.limits.timeout = seconds(0);
+  launcher_.script = {exitWith(hours(10), 2)};
+  auto res = run();
+  EXPECT_EQ(res.status, StepStatus::kFailed);
+  EXPECT_EQ(res.errorMsg, "builder for '" +
+                              storeDir_.printPath(request_.drvPath) +
+                              "' exited with code 2");
+  EXPECT_EQ(res.duration, hours(10));
+  EXPECT_EQ(launcher_.kills, 0);
+}
+
+TEST_F(SupervisionTest, LogLimitAcrossChunks) {
+  request_.limits.logLimitBytes = 10;
+  launcher_.script = {output(seconds(1), "123456"),
+                      output(seconds(2), "7890ABC"), output(seconds(3), "more"),
+                      exitWith(seconds(4), 0)};
+  auto res = run();
+  EXPECT_EQ(res.status, StepStatus::kLogLimitExceeded);
+  EXPECT_EQ(log_, "1234567890");
+  EXPECT_EQ(res.logBytes, 10u);
+  EXPECT_EQ(res.duration, seconds(2));
+}
+
+TEST_F(SupervisionTest, LogExactlyAtTheLimitIsFine) {
+  request_.limits.logLimitBytes = 4;
+  launcher_.script = {output(seconds(1), "1234"), exitWith(seconds(2), 0)};
+  launcher_.filesToCreate = {outPath_};
+  EXPECT_EQ(run().status, StepStatus::kSuccess);
+}
+
+TEST_F(SupervisionTest, CancelIsNoticedWithinOnePollSlice) {
+  CancelFlag cancel;
+  launcher_.script = {output(seconds(5), "go"), exitWith(hours(10), 0)};
+  Clock::TimePoint cancelledAt;
+  auto res = run(&cancel, [&](std::string_view) {
+    cancel.cancel();
+    cancelledAt = clock_.now();
+  });
+  EXPECT_EQ(res.status, StepStatus::kCancelled);
+  EXPECT_EQ(launcher_.kills, 1);
+  EXPECT_EQ(res.duration, seconds(5));  // checked before waiting again
+}
+
+TEST_F(SupervisionTest, CancelledWhileSilent) {
+  CancelFlag cancel;
+  // Another thread cancels at t = 50 s, while the builder is silent.
+  launcher_.script = {
+      output(seconds(1), "x"),
+      {seconds(50), {}, [&] { cancel.cancel(StepStatus::kAborted); }},
+      exitWith(hours(10), 0)};
+  auto res = run(&cancel);
+  EXPECT_EQ(res.status, StepStatus::kAborted);
+  EXPECT_EQ(res.errorMsg, "build aborted");
+  EXPECT_GE(res.duration, seconds(50));
+  EXPECT_LE(res.duration, seconds(50) + BuildRunner::kPollSlice);
+  EXPECT_EQ(launcher_.kills, 1);
+}
+
+}  // namespace
+}  // namespace kiln::worker

@@ -1,0 +1,149 @@
+#pragma once
+/// Runs one derivation's builder on this machine, unsandboxed (until the
+/// sandbox plugins exist), with the environment Nix 2.8 gives builders;
+/// supervises it (silence timeout, total timeout, log limit, cancellation:
+/// each kills the builder's whole process group) and, on success, NAR-hashes
+/// every output and scans it for references in one pass. docs/worker.md
+/// describes the environment, the limits and the status codes.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/common/clock.h"
+#include "kiln/common/hash.h"
+#include "kiln/common/process.h"
+#include "kiln/protocol/messages.h"
+#include "kiln/store/derivation.h"
+#include "kiln/store/store_path.h"
+#include "kiln/worker/build_env.h"
+
+namespace kiln::worker {
+
+/// Limits of one build; zero means "no limit".
+struct BuildLimits {
+  std::chrono::seconds maxSilent{3600};  ///< no output this long → status 7
+  std::chrono::seconds timeout{36000};   ///< running this long → status 7
+  uint64_t logLimitBytes = 0;            ///< more log than this → status 10
+  uint64_t outputLimitBytes = 0;  ///< total NAR size of the outputs → status 11
+};
+
+/// Where the store is, for the builder and for the runner.
+///
+/// Path translation: output paths are logical (`logical.dir()`, default
+/// /nix/store) and builders write to them directly. An unsandboxed builder
+/// therefore only works when the physical store is reachable at the logical
+/// directory: either they are the same folder (the worker's store root is
+/// /nix/store, as when run as root in CI, or tests use a temporary store
+/// whose logical and physical directories coincide) or the caller mounted
+/// the physical store there (`mountedAtLogical`). The runner refuses other
+/// layouts until a sandbox plugin maps the paths.
+struct StoreLayout {
+  store::StoreDir logical;        ///< enters paths and NIX_STORE
+  std::string physical;           ///< where the runner reads outputs
+  bool mountedAtLogical = false;  ///< physical is also visible at logical
+};
+
+/// Global settings of a runner.
+struct BuildRunnerConfig {
+  StoreLayout store;
+  std::string buildDirParent;  ///< where build dirs go; "" = $TMPDIR or /tmp
+  EnvLookup impureEnv = processEnvLookup();  ///< for fixed-output impureEnvVars
+};
+
+/// One build to run.
+struct BuildRequest {
+  store::StorePath drvPath{"00000000000000000000000000000000-x.drv"};
+  store::Derivation drv;
+  /// The input closure (already present in the store); with the
+  /// derivation's own outputs it forms the reference-scan candidates.
+  store::StorePathSet inputClosure;
+  BuildLimits limits;
+  unsigned buildCores = 1;          ///< NIX_BUILD_CORES
+  bool keepFailedBuildDir = false;  ///< leave the build dir of a failed build
+};
+
+/// One output of a successful build. The output stays at `physicalPath`
+/// (unregistered); the caller adds it to a store or removes it.
+struct BuiltOutputInfo {
+  std::string name;  ///< "out", "dev", ...
+  store::StorePath path{"00000000000000000000000000000000-x"};
+  std::string physicalPath;
+  Hash narHash{HashAlgo::kSha256};
+  uint64_t narSize = 0;
+  store::StorePathSet references;  ///< subset of the candidates
+};
+
+/// What happened.
+struct BuildResult {
+  protocol::StepStatus status = protocol::StepStatus::kFailed;
+  std::string errorMsg;                  ///< empty on success
+  std::optional<int> waitStatus;         ///< the builder's, once it ended
+  std::vector<BuiltOutputInfo> outputs;  ///< success only, by output name
+  uint64_t logBytes = 0;                 ///< log bytes passed to the callback
+  Clock::Duration duration{};            ///< builder start to end
+  std::string keptBuildDir;  ///< set when a failed build dir was kept
+};
+
+/// Asks a running build to stop; thread-safe. The runner notices within
+/// BuildRunner::kPollSlice and kills the builder's process group.
+class CancelFlag {
+ public:
+  /// Requests the stop; `status` is what the build reports (kCancelled when
+  /// the scheduler cancelled the step, kAborted when the worker shuts down).
+  void cancel(protocol::StepStatus status = protocol::StepStatus::kCancelled) {
+    status_.store(static_cast<int>(status));
+  }
+  /// The requested status, if a stop was requested.
+  std::optional<protocol::StepStatus> requested() const {
+    int s = status_.load();
+    if (s < 0) return std::nullopt;
+    return static_cast<protocol::StepStatus>(s);
+  }
+
+ private:
+  std::atomic<int> status_{-1};
+};
+
+/// Receives the merged stdout/stderr of a builder, chunk by chunk, on the
+/// thread that called run().
+using LogCallback = std::function<void(std::string_view chunk)>;
+
+/// Builds derivations. Stateless between builds; one run() per thread.
+class BuildRunner {
+ public:
+  /// Longest wait between checks of the cancel flag and the deadlines.
+  static constexpr std::chrono::milliseconds kPollSlice{100};
+
+  /// Borrows `launcher` and `clock`, which must outlive the runner.
+  BuildRunner(BuildRunnerConfig config, ProcessLauncher& launcher,
+              Clock& clock);
+
+  /// Runs the build to completion. Build failures are reported in the
+  /// result (docs/worker.md lists the statuses); throws only when the build
+  /// cannot be attempted: an invalid layout (see StoreLayout), an output
+  /// without a path, a malformed structured-attrs `__json`, or a failing
+  /// system call while preparing the build directory.
+  BuildResult run(const BuildRequest& request, const LogCallback& onLog,
+                  const CancelFlag* cancel = nullptr);
+
+ private:
+  struct Supervision;
+  void superviseBuilder(ChildProcess& child, const BuildRequest& request,
+                        const LogCallback& onLog, const CancelFlag* cancel,
+                        BuildResult& result);
+  void collectOutputs(const BuildRequest& request, BuildResult& result);
+  std::string physicalPath(const store::StorePath& path) const;
+  void removeOutputs(const BuildRequest& request) const;
+
+  BuildRunnerConfig config_;
+  ProcessLauncher& launcher_;
+  Clock& clock_;
+};
+
+}  // namespace kiln::worker

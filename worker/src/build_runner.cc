@@ -1,0 +1,223 @@
+#include "kiln/worker/build_runner.h"
+
+#include <sys/wait.h>
+
+#include "kiln/common/error.h"
+#include "kiln/common/file.h"
+#include "kiln/common/logging.h"
+#include "output_scan.h"
+
+namespace kiln::worker {
+
+using protocol::StepStatus;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string seconds(std::chrono::seconds s) {
+  return std::to_string(s.count()) + " s";
+}
+
+/// The time left until `deadline`, at most `cap`, never negative.
+milliseconds until(Clock::TimePoint deadline, Clock::TimePoint now,
+                   milliseconds cap) {
+  if (deadline <= now) return milliseconds(0);
+  return std::min(cap, std::chrono::ceil<milliseconds>(deadline - now));
+}
+
+}  // namespace
+
+BuildRunner::BuildRunner(BuildRunnerConfig config, ProcessLauncher& launcher,
+                         Clock& clock)
+    : config_(std::move(config)), launcher_(launcher), clock_(clock) {}
+
+std::string BuildRunner::physicalPath(const store::StorePath& path) const {
+  return config_.store.physical + "/" + path.baseName();
+}
+
+void BuildRunner::removeOutputs(const BuildRequest& request) const {
+  for (auto& [name, out] : request.drv.outputs)
+    if (out.path) deletePath(physicalPath(*out.path));
+}
+
+/// What the supervision loop tracks.
+struct BuildRunner::Supervision {
+  Clock::TimePoint start, lastOutput;
+  std::optional<StepStatus> stop;  // why the tree was killed, if it was
+  std::string why;
+};
+
+void BuildRunner::superviseBuilder(ChildProcess& child,
+                                   const BuildRequest& request,
+                                   const LogCallback& onLog,
+                                   const CancelFlag* cancel,
+                                   BuildResult& result) {
+  const auto& lim = request.limits;
+  Supervision s;
+  s.start = s.lastOutput = clock_.now();
+  auto stop = [&](StepStatus status, std::string why) {
+    s.stop = status;
+    s.why = std::move(why);
+    child.killTree();
+  };
+  for (;;) {
+    auto now = clock_.now();
+    auto wait = kPollSlice;
+    if (!s.stop) {
+      if (auto c = cancel ? cancel->requested() : std::nullopt) {
+        stop(*c, *c == StepStatus::kCancelled ? "build cancelled"
+                                              : "build aborted");
+      } else if (lim.timeout.count() && now - s.start >= lim.timeout) {
+        stop(StepStatus::kTimedOut, "build timed out after " +
+                                        seconds(lim.timeout) +
+                                        " (total timeout)");
+      } else if (lim.maxSilent.count() && now - s.lastOutput >= lim.maxSilent) {
+        stop(StepStatus::kTimedOut, "build produced no output for " +
+                                        seconds(lim.maxSilent) +
+                                        " (maxSilent)");
+      } else {
+        if (lim.timeout.count()) wait = until(s.start + lim.timeout, now, wait);
+        if (lim.maxSilent.count())
+          wait = until(s.lastOutput + lim.maxSilent, now, wait);
+      }
+    }
+    auto ev = child.next(wait);
+    if (ev.kind == ProcessEvent::Kind::kExited) {
+      result.waitStatus = ev.status;
+      break;
+    }
+    if (ev.kind != ProcessEvent::Kind::kOutput) continue;
+    if (s.stop == StepStatus::kLogLimitExceeded) continue;  // discard the rest
+    s.lastOutput = clock_.now();
+    std::string_view data = ev.data;
+    bool overLimit =
+        lim.logLimitBytes && result.logBytes + data.size() > lim.logLimitBytes;
+    if (overLimit) data = data.substr(0, lim.logLimitBytes - result.logBytes);
+    if (!data.empty()) {
+      result.logBytes += data.size();
+      onLog(data);
+    }
+    if (overLimit)
+      stop(StepStatus::kLogLimitExceeded,
+           "build log exceeded the limit of " +
+               std::to_string(lim.logLimitBytes) + " bytes");
+  }
+  result.duration = clock_.now() - s.start;
+  if (s.stop) {
+    result.status = *s.stop;
+    result.errorMsg = s.why;
+  }
+}
+
+void BuildRunner::collectOutputs(const BuildRequest& request,
+                                 BuildResult& result) {
+  const auto& logical = config_.store.logical;
+  auto candidates = request.inputClosure;
+  for (auto& [name, out] : request.drv.outputs) candidates.insert(*out.path);
+  bool fixed = store::isFixedOutput(request.drv);
+  uint64_t total = 0;
+  for (auto& [name, out] : request.drv.outputs) {
+    auto phys = physicalPath(*out.path);
+    if (!pathExists(phys)) {
+      result.status = StepStatus::kFailed;
+      result.errorMsg = "builder for '" + logical.printPath(request.drvPath) +
+                        "' did not produce output '" + name + "' at '" +
+                        logical.printPath(*out.path) + "'";
+      return;
+    }
+    ScannedOutput scanned;
+    try {
+      scanned = scanOutput(phys, candidates, fixed ? &out : nullptr, total,
+                           request.limits.outputLimitBytes);
+    } catch (const OutputLimitExceeded& e) {
+      result.status = StepStatus::kOutputLimitExceeded;
+      result.errorMsg = e.what();
+      return;
+    }
+    if (fixed) {
+      auto problem = checkFixedOutput(logical, request.drvPath, out, scanned);
+      if (!problem.empty()) {
+        result.status = StepStatus::kFailed;
+        result.errorMsg = problem;
+        return;
+      }
+    }
+    result.outputs.push_back({name, *out.path, phys, scanned.narHash,
+                              scanned.narSize, std::move(scanned.references)});
+  }
+  result.status = StepStatus::kSuccess;
+}
+
+BuildResult BuildRunner::run(const BuildRequest& request,
+                             const LogCallback& onLog,
+                             const CancelFlag* cancel) {
+  const auto& layout = config_.store;
+  if (!layout.mountedAtLogical &&
+      absPath(layout.physical) != absPath(layout.logical.dir()))
+    throw Error("cannot run '" + layout.logical.printPath(request.drvPath) +
+                "' unsandboxed: the physical store '" + layout.physical +
+                "' is not visible at the logical store directory '" +
+                layout.logical.dir() +
+                "' (use the store at its logical directory or mount it there)");
+  for (auto& [name, out] : request.drv.outputs)
+    if (!out.path)
+      throw Error(
+          "cannot build '" + layout.logical.printPath(request.drvPath) +
+          "': output '" + name +
+          "' has no path (floating or deferred outputs are not supported)");
+  if (store::isFixedOutput(request.drv))
+    checkFixedOutputSpec(layout.logical, request.drvPath,
+                         request.drv.outputs.at("out"));
+  removeOutputs(request);  // leftovers of an interrupted build; never valid
+
+  TempDir buildDir("nix-build-" + std::string(request.drvPath.name()),
+                   config_.buildDirParent);
+  BuildEnvContext ctx{buildDir.path(), layout.logical.dir(), request.buildCores,
+                      config_.impureEnv};
+  auto benv = makeBuildEnvironment(layout.logical, request.drv, ctx);
+  for (auto& [file, contents] : benv.files)
+    writeFile(buildDir.path() + "/" + file, contents);
+
+  ProcessSpec spec;
+  spec.program = request.drv.builder;
+  spec.args.push_back(baseNameOf(request.drv.builder));
+  spec.args.insert(spec.args.end(), request.drv.args.begin(),
+                   request.drv.args.end());
+  spec.env = std::move(benv.env);
+  spec.workDir = buildDir.path();
+  spec.umask = 022;
+
+  BuildResult result;
+  std::unique_ptr<ChildProcess> child;
+  try {
+    child = launcher_.start(spec);
+  } catch (const SysError& e) {
+    result.status = StepStatus::kFailed;
+    result.errorMsg = std::string("cannot start the builder: ") + e.what();
+  }
+  if (child) {
+    superviseBuilder(*child, request, onLog, cancel, result);
+    child.reset();
+  }
+  if (result.errorMsg.empty() && result.waitStatus) {
+    if (*result.waitStatus == 0) {
+      collectOutputs(request, result);
+    } else {
+      result.status = StepStatus::kFailed;
+      result.errorMsg = "builder for '" +
+                        layout.logical.printPath(request.drvPath) + "' " +
+                        describeWaitStatus(*result.waitStatus);
+    }
+  }
+  if (result.status != StepStatus::kSuccess) {
+    result.outputs.clear();
+    removeOutputs(request);
+    if (request.keepFailedBuildDir) {
+      buildDir.keep();
+      result.keptBuildDir = buildDir.path();
+    }
+  }
+  return result;
+}
+
+}  // namespace kiln::worker
