@@ -2,6 +2,10 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <functional>
+#include <map>
+
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
@@ -23,6 +27,40 @@ milliseconds until(Clock::TimePoint deadline, Clock::TimePoint now,
                    milliseconds cap) {
   if (deadline <= now) return milliseconds(0);
   return std::min(cap, std::chrono::ceil<milliseconds>(deadline - now));
+}
+
+/// A reference cycle between distinct outputs ("out -> dev -> out"), or ""
+/// if there is none. Self-references are fine; a cycle could never be
+/// registered (each output must be valid before the ones referring to it).
+std::string findOutputCycle(const std::vector<BuiltOutputInfo>& outputs) {
+  std::map<store::StorePath, const BuiltOutputInfo*> byPath;
+  for (auto& o : outputs) byPath[o.path] = &o;
+  std::map<const BuiltOutputInfo*, int> state;  // 1 on the stack, 2 done
+  std::vector<std::string> stack;
+  std::function<std::string(const BuiltOutputInfo*)> visit =
+      [&](const BuiltOutputInfo* o) {
+        state[o] = 1;
+        stack.push_back(o->name);
+        for (auto& ref : o->references) {
+          auto it = byPath.find(ref);
+          if (it == byPath.end() || it->second == o) continue;
+          if (state[it->second] == 1) {
+            std::string text;
+            auto from = std::find(stack.begin(), stack.end(), it->second->name);
+            for (; from != stack.end(); ++from) text += *from + " -> ";
+            return text + it->second->name;
+          }
+          if (state[it->second] == 0)
+            if (auto c = visit(it->second); !c.empty()) return c;
+        }
+        stack.pop_back();
+        state[o] = 2;
+        return std::string();
+      };
+  for (auto& o : outputs)
+    if (state[&o] == 0)
+      if (auto c = visit(&o); !c.empty()) return c;
+  return "";
 }
 
 }  // namespace
@@ -144,6 +182,13 @@ void BuildRunner::collectOutputs(const BuildRequest& request,
     }
     result.outputs.push_back({name, *out.path, phys, scanned.narHash,
                               scanned.narSize, std::move(scanned.references)});
+  }
+  if (auto cycle = findOutputCycle(result.outputs); !cycle.empty()) {
+    result.status = StepStatus::kFailed;
+    result.errorMsg = "builder for '" + logical.printPath(request.drvPath) +
+                      "' made outputs that " +
+                      "reference each other in a cycle: " + cycle;
+    return;
   }
   result.status = StepStatus::kSuccess;
 }

@@ -200,6 +200,21 @@ TEST_F(BuildRunnerTest, MultipleOutputsAndReferences) {
   }
 }
 
+// Nix 2.8 refuses outputs that reference each other in a cycle.
+TEST_F(BuildRunnerTest, ReferenceCycleBetweenOutputsFails) {
+  auto r = request("cycle",
+                   "echo $dev > $out; echo $doc > $dev; echo $out $doc > $doc",
+                   {"out", "dev", "doc"});
+  auto res = build(r);
+  EXPECT_EQ(res.status, StepStatus::kFailed);
+  EXPECT_EQ(res.errorMsg,
+            "builder for '" + path(r.drvPath) +
+                "' made outputs that reference each other in a cycle: "
+                "dev -> doc -> out -> dev");
+  EXPECT_TRUE(res.outputs.empty());
+  EXPECT_FALSE(pathExists(path(*r.drv.outputs["out"].path)));
+}
+
 TEST_F(BuildRunnerTest, FailingBuilderReportsExitCodeAndCleansUp) {
   auto r = request("fails", "echo oops; echo partial > $out; exit 3");
   auto res = build(r);
