@@ -13,21 +13,34 @@ namespace {
 using store::Derivation;
 using store::StorePath;
 
-// Derivations made by this evaluation, so that hashing dependants needs no
-// store (read-only mode writes nothing).
+// What "=" contexts need of a derivation made by this evaluation.
+struct MadeDrv {
+  std::vector<StorePath> inputDrvs;
+  std::vector<StorePath> inputSrcs;
+  std::vector<std::string> outputs;
+};
+
+// Hashes of the derivations made by this evaluation are memoised in
+// `cache` as they are made, so read-only mode needs no store and the
+// records themselves need not be kept.
 struct DrvState : BuiltinState {
   explicit DrvState(const std::string& storeDir)
       : dir(storeDir),
         fileLoader(store::fileDrvLoader(dir, storeDir)),
-        cache(dir, [this](const StorePath& p) { return load(p); }) {}
-  Derivation load(const StorePath& p) {
+        cache(dir, [this](const StorePath& p) { return fileLoader(p); }) {}
+  MadeDrv info(const StorePath& p) {
     auto it = made.find(p);
     if (it != made.end()) return it->second;
-    return fileLoader(p);
+    Derivation d = fileLoader(p);
+    MadeDrv m;
+    for (auto& [in, _] : d.inputDrvs) m.inputDrvs.push_back(in);
+    m.inputSrcs.assign(d.inputSrcs.begin(), d.inputSrcs.end());
+    for (auto& [o, _] : d.outputs) m.outputs.push_back(o);
+    return m;
   }
   store::StoreDir dir;
   store::DrvLoader fileLoader;
-  std::map<StorePath, Derivation> made;
+  std::map<StorePath, MadeDrv> made;
   store::DrvHashCache cache;
 };
 
@@ -39,9 +52,9 @@ DrvState& drvState(EvalState& st) {
 // Every path a `.drv` refers to, itself included (for "=" contexts).
 void drvClosure(DrvState& ds, const StorePath& drvPath, store::StorePathSet& out) {
   if (!out.insert(drvPath).second) return;
-  Derivation d = ds.load(drvPath);
+  MadeDrv d = ds.info(drvPath);
   for (auto& s : d.inputSrcs) out.insert(s);
-  for (auto& [in, outs] : d.inputDrvs) drvClosure(ds, in, out);
+  for (auto& in : d.inputDrvs) drvClosure(ds, in, out);
 }
 
 struct Collected {
@@ -130,7 +143,7 @@ void addInputs(DrvState& ds, const Context& ctx, Derivation& drv) {
       for (auto& r : refs) {
         drv.inputSrcs.insert(r);
         if (r.isDerivation())
-          for (auto& [o, _] : ds.load(r).outputs) drv.inputDrvs[r].insert(o);
+          for (auto& o : ds.info(r).outputs) drv.inputDrvs[r].insert(o);
       }
     } else if (c[0] == '!') {
       size_t bang = c.find('!', 1);
@@ -211,7 +224,15 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   }
   std::string drvPathS = ds.dir.printPath(drvPath);
   if (st.storeWriter) st.storeWriter->addText(drvPathS, store::printDerivation(ds.dir, drv));
-  ds.made.emplace(drvPath, drv);
+  try {
+    ds.cache.remember(drvPath, drv);
+  } catch (const Error& e) {
+    st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
+  }
+  MadeDrv& m = ds.made[drvPath];
+  for (auto& [in, _] : drv.inputDrvs) m.inputDrvs.push_back(in);
+  m.inputSrcs.assign(drv.inputSrcs.begin(), drv.inputSrcs.end());
+  for (auto& [o, _] : drv.outputs) m.outputs.push_back(o);
   Bindings* b = st.allocBindings(1 + drv.outputs.size());
   Value* dv = st.allocValue();
   st.mkString(*dv, drvPathS, {st.arena.copyString("=" + drvPathS)});

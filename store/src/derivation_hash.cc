@@ -53,6 +53,12 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
   return memo_.at(drvPath);
 }
 
+void DrvHashCache::remember(const StorePath& drvPath, const Derivation& drv) {
+  if (memo_.count(drvPath)) return;
+  for (auto& [input, outs] : drv.inputDrvs) entry(input);
+  memo_.emplace(drvPath, computeEntry(drv));
+}
+
 DrvHashCache::Entry DrvHashCache::computeEntry(const Derivation& drv) {
   DerivationType type = derivationType(drv);
   bool deferred =

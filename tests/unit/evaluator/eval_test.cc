@@ -100,3 +100,11 @@ TEST(Eval, StringContextAndSources) {
             "true");
   EXPECT_EQ(evalStrict("builtins.toFile \"t.txt\" \"hello\""), "\"/nix/store/9p0nl625gm5mli8h2xfsgma0zz31g9yc-t.txt\"");
 }
+
+TEST(Eval, DependentDerivationsMatchNix) {
+  // A multi-output input used through two outputs; values from nix-instantiate 2.8.
+  EXPECT_EQ(evalStrict("let a = derivation { name = \"a\"; builder = \"b\"; system = \"c\"; outputs = [\"out\" \"dev\"]; };"
+                       " b = derivation { name = \"b\"; builder = \"b\"; system = \"c\"; x = a.dev; y = \"${a}\"; };"
+                       " in [ b.drvPath b.outPath ]"),
+            "[ \"/nix/store/8jdz9f1gayrijzng7y063rba2f4nm5cs-b.drv\" \"/nix/store/bvn7nyjmbg16akg27akx87cbwfq07vvl-b\" ]");
+}

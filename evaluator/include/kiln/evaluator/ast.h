@@ -4,6 +4,7 @@
 /// evaluation never searches names, except through `with`.
 
 #include <ostream>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/evaluator/value.h"
@@ -86,16 +87,29 @@ struct ExprAttrs : Expr {
   bool recursive = false;
   std::vector<AttrDef> attrs;
   std::vector<DynamicAttrDef> dynamicAttrs;
+  /// The definition of `s`, or nullptr. Linear for small sets; large ones
+  /// (10,000-attribute package sets) use an index built on demand.
   AttrDef* find(Symbol s) {
-    for (auto& a : attrs)
-      if (a.name == s) return &a;
-    return nullptr;
+    if (attrs.size() <= kLinearLimit) {
+      for (auto& a : attrs)
+        if (a.name == s) return &a;
+      return nullptr;
+    }
+    for (size_t i = indexed_; i < attrs.size(); ++i) index_.emplace(attrs[i].name.id, i);
+    indexed_ = attrs.size();
+    auto it = index_.find(s.id);
+    return it == index_.end() ? nullptr : &attrs[it->second];
   }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
   /// Binds the attribute bodies in the recursive scope `env` (used by let).
   void bindBodies(EvalState& state, const StaticEnv& outer, const StaticEnv& inner);
+
+ private:
+  static constexpr size_t kLinearLimit = 16;
+  std::unordered_map<uint32_t, size_t> index_;
+  size_t indexed_ = 0;
 };
 
 struct ExprList : Expr {

@@ -138,6 +138,10 @@ class DrvHashCache {
 
   /// The store directory used for printing and paths.
   const StoreDir& storeDir() const { return storeDir_; }
+  /// Memoises H of a derivation already in hand (one an evaluator has just
+  /// made and named `drvPath`), so that dependants never load it. Its
+  /// inputs are hashed (loaded if needed) first.
+  void remember(const StorePath& drvPath, const Derivation& drv);
   /// How many times the loader was called (each `.drv` at most once).
   size_t loadCount() const { return loads_; }
   /// Number of memoised hashes.
