@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "cli_common.h"
 #include "command.h"
 #include "kiln/common/hash.h"
 
@@ -14,28 +15,13 @@ namespace po = boost::program_options;
 int hashString(const std::vector<std::string>& args) {
   po::options_description opts("Usage: kiln hash-string [--type ALGO] [--format F] STRING\n\nOptions");
   std::string type = "sha256", format = "nix32";
-  std::string input;
   opts.add_options()("help,h", "show this help")(
       "type", po::value(&type), "md5, sha1, sha256 (default) or sha512")(
       "format", po::value(&format), "base16, nix32 (default), base64 or sri");
-  po::options_description hidden;
-  hidden.add_options()("string", po::value(&input)->required());
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("string", 1);
+  std::vector<std::string> strings;
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts;
-      return kExitOk;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "kiln hash-string: " << e.what() << "\n" << opts;
-    return kExitUsage;
-  }
+  if (auto rc = parseCommandLine("hash-string", opts, strings, 1, args, vm)) return *rc;
+  const std::string& input = strings[0];
   auto algo = parseHashAlgo(type);
   if (!algo) {
     std::cerr << "kiln hash-string: unknown hash type '" << type << "'\n";

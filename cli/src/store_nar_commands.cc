@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 
+#include "cli_common.h"
 #include "command.h"
 #include "kiln/common/background_sink.h"
 #include "kiln/common/error.h"
@@ -19,48 +20,6 @@ namespace kiln::cli {
 namespace {
 
 namespace po = boost::program_options;
-
-/// Parses `args` against `opts` plus positional `PATH`s; returns an exit
-/// code when the command must stop (help or usage error).
-std::optional<int> parseCommandLine(const std::string& name, const po::options_description& opts,
-                                    std::vector<std::string>& paths, int maxPaths,
-                                    const std::vector<std::string>& args, po::variables_map& vm) {
-  po::options_description hidden;
-  hidden.add_options()("path", po::value(&paths));
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("path", maxPaths);
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts;
-      return kExitOk;
-    }
-    if (!vm.count("path")) throw po::error("missing PATH argument");
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "kiln " << name << ": " << e.what() << "\n" << opts;
-    return kExitUsage;
-  }
-  return std::nullopt;
-}
-
-/// Runs `body`, mapping kiln errors to exit codes and messages.
-int guarded(const std::string& name, const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const FormatError& e) {
-    std::cerr << "kiln " << name << ": " << e.what() << "\n";
-    return kExitBadInput;
-  } catch (const SysError& e) {
-    std::cerr << "kiln " << name << ": " << e.what() << "\n";
-    return e.errNo() == ENOENT ? kExitNotFound : kExitFailure;
-  } catch (const Error& e) {
-    std::cerr << "kiln " << name << ": " << e.what() << "\n";
-    return kExitFailure;
-  }
-}
 
 int storeDump(const std::vector<std::string>& args) {
   po::options_description opts(
