@@ -1,0 +1,130 @@
+// `kiln worker`: the build worker daemon (docs/worker.md, "Daemon").
+#include <signal.h>
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "command.h"
+#include "kiln/common/error.h"
+#include "kiln/common/logging.h"
+#include "kiln/protocol/keys.h"
+#include "kiln/worker/daemon.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+worker::Daemon* gDaemon = nullptr;
+
+extern "C" void onStopSignal(int) {
+  if (gDaemon) gDaemon->stop();
+}
+
+std::vector<std::string> splitList(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  for (auto& item : in) {
+    std::string cur;
+    for (char c : item + ",") {
+      if (c == ',' || c == ' ') {
+        if (!cur.empty()) out.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+  }
+  return out;
+}
+
+int runWorker(const std::vector<std::string>& args) {
+  po::options_description opts(
+      "Usage: kiln worker --connect tcp://HOST:PORT --state-dir DIR\n"
+      "         (--insecure-plaintext | --secret-key-file F "
+      "--server-public-key-file G)\n"
+      "         [--systems S,..] [--features F,..] [--mandatory-features "
+      "F,..]\n"
+      "         [--slots N] [--speed-factor X] [--store-dir D]\n\n"
+      "Connects to a kiln scheduler and builds the steps it is given until\n"
+      "SIGINT/SIGTERM. Exits 1 if the scheduler refuses the worker.\n\n"
+      "Options");
+  worker::DaemonConfig cfg;
+  std::string secretFile, serverPubFile;
+  std::vector<std::string> systems{"x86_64-linux"}, features, mandatory;
+  opts.add_options()("help,h", "show this help")(
+      "connect", po::value(&cfg.client.connect)->required(),
+      "scheduler endpoint, e.g. tcp://sched.example.org:7470")(
+      "insecure-plaintext", "no encryption or authentication (development)")(
+      "secret-key-file", po::value(&secretFile), "this worker's secret key")(
+      "server-public-key-file", po::value(&serverPubFile),
+      "the scheduler's public key")(
+      "state-dir", po::value(&cfg.stateDir)->required(),
+      "the worker's store and scratch space")(
+      "store-dir", po::value(&cfg.storeDir),
+      "logical store directory (default /nix/store); must be STATE/store "
+      "unless the store is mounted there")(
+      "store-mounted-at-logical",
+      "the physical store STATE/store is also visible at --store-dir")(
+      "worker-id", po::value(&cfg.workerId), "name (default: host name)")(
+      "systems", po::value(&systems)->multitoken(),
+      "platforms built (default x86_64-linux)")(
+      "features", po::value(&features)->multitoken(),
+      "supported system features")(
+      "mandatory-features", po::value(&mandatory)->multitoken(),
+      "features a step must require to run here")(
+      "slots", po::value(&cfg.slots), "builds at once (default 1)")(
+      "speed-factor", po::value(&cfg.speedFactor),
+      "relative speed (default 1.0)")("verbose,v", "log debug messages");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts;
+      return kExitOk;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "kiln worker: " << e.what() << "\n" << opts;
+    return kExitUsage;
+  }
+  cfg.client.insecurePlaintext = vm.count("insecure-plaintext") > 0;
+  if (!cfg.client.insecurePlaintext &&
+      (secretFile.empty() || serverPubFile.empty())) {
+    std::cerr << "kiln worker: give --secret-key-file and "
+                 "--server-public-key-file, or --insecure-plaintext\n";
+    return kExitUsage;
+  }
+  cfg.storeMountedAtLogical = vm.count("store-mounted-at-logical") > 0;
+  cfg.systems = splitList(systems);
+  cfg.supportedFeatures = splitList(features);
+  cfg.mandatoryFeatures = splitList(mandatory);
+  cfg.kilnVersion = KILN_VERSION;
+  if (vm.count("verbose")) setLogLevel(LogLevel::kDebug);
+  try {
+    if (!cfg.client.insecurePlaintext) {
+      cfg.client.keys = protocol::readSecretKeyFile(secretFile);
+      cfg.client.serverPublicKey = protocol::readKeyFile(serverPubFile);
+    }
+    worker::Daemon daemon(std::move(cfg));
+    gDaemon = &daemon;
+    signal(SIGINT, onStopSignal);
+    signal(SIGTERM, onStopSignal);
+    daemon.run();
+    gDaemon = nullptr;
+    return kExitOk;
+  } catch (const worker::WorkerRefused& e) {
+    gDaemon = nullptr;
+    std::cerr << "kiln worker: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const Error& e) {
+    gDaemon = nullptr;
+    std::cerr << "kiln worker: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+RegisterCommand reg("worker", "run a build worker that serves a scheduler",
+                    runWorker);
+
+}  // namespace
+}  // namespace kiln::cli

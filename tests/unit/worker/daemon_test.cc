@@ -1,0 +1,308 @@
+// The worker daemon against a fake scheduler built on protocol::Server over
+// loopback in plain text: Hello → BuildStep → NeedPaths → input transfer →
+// /bin/sh build → LogChunks → upload → StepResult; cancellation; refusal.
+#include "kiln/worker/daemon.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "kiln/common/file.h"
+#include "kiln/protocol/transfer.h"
+#include "kiln/protocol/transport.h"
+#include "kiln/store/derivation.h"
+#include "kiln/store/local_store.h"
+#include "kiln/store/nar.h"
+#include "test_support.h"
+
+namespace kiln::worker {
+namespace {
+
+namespace proto = protocol;
+using namespace std::chrono_literals;
+
+// A NAR held in memory, as a Source that owns it.
+class OwnedStringSource : public Source {
+ public:
+  explicit OwnedStringSource(std::string s) : s_(std::move(s)), src_(s_) {}
+  size_t read(char* d, size_t n) override { return src_.read(d, n); }
+
+ private:
+  std::string s_;
+  StringSource src_;
+};
+
+// An upload registered in the central store on commit.
+class CentralTarget : public proto::TransferTarget {
+ public:
+  explicit CentralTarget(store::LocalStore& s) : store_(s) {}
+  void write(std::string_view d) override { data_ += d; }
+  void commit(const proto::TransferHeader& h) override {
+    store::ValidPathInfo info(h.info.path);
+    info.narHash = h.info.narHash;
+    info.narSize = h.info.narSize;
+    info.references = h.info.references;
+    StringSource src(data_);
+    store_.addFromNar(info, src);
+  }
+  void discard(const std::string&) noexcept override { data_.clear(); }
+
+ private:
+  store::LocalStore& store_;
+  std::string data_;
+};
+
+// The scheduler side: a Server, one TransferEndpoint for the one worker,
+// the central store, and everything the worker sent.
+class FakeScheduler {
+ public:
+  FakeScheduler(const std::string& stateDir, const std::string& storeDir)
+      : store(stateDir, store::StoreDir(storeDir)),
+        server(proto::ServerOptions{"tcp://127.0.0.1:*", true, {}, {}, 1000ms}) {}
+
+  // Receives and dispatches messages until `pred` holds (or 30 s pass).
+  bool pumpUntil(const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      auto r = server.receive(20ms);
+      if (!r) continue;
+      peer = r->peer;
+      if (xfer && xfer->handle(r->msg)) continue;
+      received.push_back(r->msg);
+      if (auto* l = std::get_if<proto::LogChunk>(&r->msg)) log += l->data;
+      if (std::holds_alternative<proto::Hello>(r->msg) && autoWelcome)
+        welcome();
+    }
+    return true;
+  }
+
+  void welcome() {
+    server.send(peer, proto::Welcome{"fake", 200, 64 << 10});
+    xfer = std::make_unique<proto::TransferEndpoint>(
+        [this](proto::Message&& m) { server.send(peer, m); },
+        [this](const proto::TransferHeader&, bool upload)
+            -> std::unique_ptr<proto::TransferTarget> {
+          if (!upload) throw Error("no");
+          return std::make_unique<CentralTarget>(store);
+        },
+        [this](const proto::TransferOutcome& o) {
+          uploads.push_back(o);
+        },
+        proto::TransferOptions{64 << 10, 8, 4, 100000, 60s});
+  }
+
+  // Sends every path the worker asks for (with its store info).
+  void serve(const proto::NeedPaths& n) {
+    for (auto& p : n.paths) {
+      auto info = store.requirePathInfo(p);
+      proto::TransferHeader h;
+      h.stepId = n.stepId;
+      h.info = {info.path, info.narHash, info.narSize, info.references, {}};
+      StringSink nar;
+      store::dumpPath(store.physicalPath(p), nar);
+      xfer->startSend(false, h, std::make_unique<OwnedStringSource>(nar.s),
+                      [](const proto::TransferOutcome&) {});
+    }
+  }
+
+  template <class T>
+  const T* last() const {
+    for (auto it = received.rbegin(); it != received.rend(); ++it)
+      if (auto* m = std::get_if<T>(&*it)) return m;
+    return nullptr;
+  }
+
+  store::LocalStore store;
+  proto::Server server;
+  std::unique_ptr<proto::TransferEndpoint> xfer;
+  std::string peer;
+  std::vector<proto::Message> received;
+  std::vector<proto::TransferOutcome> uploads;
+  std::string log;
+  bool autoWelcome = true;
+};
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  DaemonTest()
+      : storeDir_(root_.path() + "/worker/store"),
+        sched_(root_.path() + "/sched", storeDir_) {}
+
+  ~DaemonTest() override {
+    if (daemon_) daemon_->stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void startDaemon() {
+    DaemonConfig c;
+    c.client.connect = sched_.server.endpoint();
+    c.client.insecurePlaintext = true;
+    c.stateDir = root_.path() + "/worker";
+    c.storeDir = storeDir_;
+    c.workerId = "w1";
+    c.systems = {"x86_64-linux"};
+    c.supportedFeatures = {"big"};
+    c.slots = 2;
+    c.speedFactor = 1.5;
+    daemon_ = std::make_unique<Daemon>(std::move(c));
+    thread_ = std::thread([this] {
+      try {
+        daemon_->run();
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
+    });
+  }
+
+  bool pollUntilWelcomed() {
+    return sched_.pumpUntil([&] { return daemon_->welcomed(); });
+  }
+
+  // A /bin/sh derivation reading input `in` (in the central store).
+  proto::BuildStep step(uint64_t id, const std::string& name,
+                        const std::string& script, const store::StorePath& in) {
+    store::StoreDir dir(storeDir_);
+    store::Derivation d;
+    d.name = name;
+    d.platform = "x86_64-linux";
+    d.builder = "/bin/sh";
+    d.args = {"-c", script};
+    d.inputSrcs = {in};
+    d.outputs["out"] = {};
+    d.env = {{"builder", "/bin/sh"}, {"name", name}, {"out", ""},
+             {"input", dir.printPath(in)}, {"system", "x86_64-linux"}};
+    store::DrvHashCache cache(dir, [](const store::StorePath& p)
+                                       -> store::Derivation {
+      throw Error("no input drv " + p.baseName());
+    });
+    store::fillOutputPaths(d, cache);
+    proto::BuildStep m;
+    m.stepId = id;
+    m.drv = store::printDerivation(dir, d);
+    m.drvPath = store::derivationPath(dir, d);
+    auto info = sched_.store.requirePathInfo(in);
+    m.inputs = {{in, info.narHash, info.narSize, info.references, {}}};
+    m.maxSilentSec = 30;
+    m.timeoutSec = 60;
+    outPath_ = *d.outputs["out"].path;
+    return m;
+  }
+
+  TempDir root_{"daemon-test"};
+  std::string storeDir_;
+  FakeScheduler sched_;
+  std::unique_ptr<Daemon> daemon_;
+  std::thread thread_;
+  std::string error_;
+  store::StorePath outPath_{"00000000000000000000000000000000-x"};
+};
+
+TEST_F(DaemonTest, HelloStepInputsBuildUploadResult) {
+  startDaemon();
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
+  auto hello = *sched_.last<proto::Hello>();
+  EXPECT_EQ(hello.workerId, "w1");
+  EXPECT_EQ(hello.storeDir, storeDir_);
+  EXPECT_EQ(hello.systems, std::vector<std::string>{"x86_64-linux"});
+  EXPECT_EQ(hello.supportedFeatures, std::vector<std::string>{"big"});
+  EXPECT_EQ(hello.slots, 2u);
+  EXPECT_EQ(hello.speedFactor, 1.5);
+  ASSERT_TRUE(pollUntilWelcomed());
+
+  auto in = sched_.store.addText("greeting", "hello from the scheduler", {});
+  auto m = step(7, "greet",
+                "read x < $input; echo building $x; echo \"$x!\" > $out", in);
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  auto need = *sched_.last<proto::NeedPaths>();
+  EXPECT_EQ(need.stepId, 7u);
+  EXPECT_EQ(need.paths, std::vector<store::StorePath>{in});
+  sched_.serve(need);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
+      << error_;
+  auto res = *sched_.last<proto::StepResult>();
+  EXPECT_EQ(res.status, proto::StepStatus::kSuccess) << res.errorMsg;
+  EXPECT_EQ(sched_.log, "building hello from the scheduler\n");
+  ASSERT_EQ(res.outputs.size(), 1u);
+  EXPECT_EQ(res.outputs[0].name, "out");
+  EXPECT_EQ(res.outputs[0].info.path, outPath_);
+  EXPECT_LE(res.startTimeMs, res.stopTimeMs);
+  // The upload arrived before the result, verified and registered.
+  ASSERT_EQ(sched_.uploads.size(), 1u);
+  EXPECT_TRUE(sched_.uploads[0].ok) << sched_.uploads[0].error;
+  auto central = sched_.store.requirePathInfo(outPath_);
+  EXPECT_EQ(central.narHash, res.outputs[0].info.narHash);
+  EXPECT_EQ(readFile(sched_.store.physicalPath(outPath_)),
+            "hello from the scheduler!\n");
+  // The worker keeps input and output in its own store.
+  store::LocalStore mine(root_.path() + "/worker", store::StoreDir(storeDir_));
+  EXPECT_TRUE(mine.isValid(in));
+  EXPECT_TRUE(mine.isValid(outPath_));
+  EXPECT_EQ(readFile(mine.physicalPath(outPath_)),
+            "hello from the scheduler!\n");
+
+  // A second step with the same input: nothing to fetch.
+  sched_.server.send(sched_.peer, proto::Ack{proto::MessageType::kStepResult, 7,
+                                             true, ""});
+  auto m2 = step(8, "greet2", "echo again > $out", in);
+  sched_.received.clear();
+  sched_.server.send(sched_.peer, m2);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  EXPECT_EQ(sched_.last<proto::NeedPaths>(), nullptr);
+  EXPECT_EQ(sched_.last<proto::StepResult>()->status,
+            proto::StepStatus::kSuccess);
+  // Heartbeats arrive on the interval of the Welcome (200 ms).
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
+}
+
+TEST_F(DaemonTest, CancelStepKillsTheBuildAndReportsCancelled) {
+  startDaemon();
+  ASSERT_TRUE(pollUntilWelcomed());
+  auto in = sched_.store.addText("in", "x", {});
+  auto pidFile = root_.path() + "/pid";
+  auto m = step(3, "sleeper",
+                "/bin/sleep 1000 & echo $! > " + pidFile + "; echo started; wait",
+                in);
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.serve(*sched_.last<proto::NeedPaths>());
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.log == "started\n"; }));
+  sched_.server.send(sched_.peer, proto::CancelStep{3, "test"});
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  EXPECT_EQ(sched_.last<proto::StepResult>()->status,
+            proto::StepStatus::kCancelled)
+      << sched_.last<proto::StepResult>()->errorMsg << sched_.log;
+  int pid = std::stoi(readFile(pidFile));
+  EXPECT_TRUE(test::pollUntil([&] { return kill(pid, 0) != 0; }, 10s))
+      << "the builder's child survived";
+}
+
+TEST_F(DaemonTest, RefusedWorkerStopsWithTheReason) {
+  sched_.autoWelcome = false;
+  startDaemon();
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
+  sched_.server.send(sched_.peer,
+                     proto::Refused{2, proto::versionMismatchText(2, 1)});
+  thread_.join();
+  EXPECT_NE(error_.find("scheduler speaks protocol 2, this worker speaks 1"),
+            std::string::npos)
+      << error_;
+}
+
+TEST_F(DaemonTest, BadDrvIsReportedAsFailed) {
+  startDaemon();
+  ASSERT_TRUE(pollUntilWelcomed());
+  auto in = sched_.store.addText("in", "x", {});
+  auto m = step(4, "bad", "true", in);
+  m.drv += " ";  // no longer the text its path names
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  auto res = *sched_.last<proto::StepResult>();
+  EXPECT_EQ(res.status, proto::StepStatus::kFailed);
+  EXPECT_NE(res.errorMsg.find("trailing"), std::string::npos) << res.errorMsg;
+}
+
+}  // namespace
+}  // namespace kiln::worker

@@ -1,0 +1,78 @@
+#pragma once
+/// The worker daemon (design decision 5, docs/worker.md "Daemon"): connects
+/// to the scheduler, announces itself with Hello, runs the BuildSteps it is
+/// given in slot threads with BuildRunner, fetches missing inputs into its
+/// own LocalStore (a cache) and uploads outputs through the transfer
+/// component. All socket work happens on the thread that calls run(); slot
+/// threads hand logs and results back through a queue.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/common/error.h"
+#include "kiln/protocol/transport.h"
+
+namespace kiln::worker {
+
+/// The scheduler turned this worker away (a Refused message, or its key was
+/// rejected during the handshake). `what()` is the scheduler's reason.
+class WorkerRefused : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Everything the daemon needs to know.
+struct DaemonConfig {
+  protocol::ClientOptions client;  ///< where and how to connect
+  std::string stateDir;            ///< holds the store, drvs, build dirs
+  /// The logical store directory. Until a sandbox maps paths, builders
+  /// write to it directly, so it must be `<stateDir>/store` or have the
+  /// physical store mounted on it (`storeMountedAtLogical`).
+  std::string storeDir = "/nix/store";
+  bool storeMountedAtLogical = false;
+  std::string workerId;  ///< defaults to the host name
+  std::vector<std::string> systems;
+  std::vector<std::string> supportedFeatures;
+  std::vector<std::string> mandatoryFeatures;
+  uint32_t slots = 1;
+  double speedFactor = 1.0;
+  std::string kilnVersion;  ///< sent in Hello
+  /// How long to wait for a Welcome before saying Hello again (doubling
+  /// up to helloRetryMax).
+  std::chrono::milliseconds helloRetryMin{2000};
+  std::chrono::milliseconds helloRetryMax{60000};
+};
+
+/// The running worker. Construct, then call run() on the thread that will
+/// own the socket; stop() may be called from any thread or a signal
+/// handler (it only sets a flag).
+class Daemon {
+ public:
+  /// Opens the store under `config.stateDir` and the client socket.
+  /// Throws Error for an unusable configuration (no systems, bad layout).
+  explicit Daemon(DaemonConfig config);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  /// Serves steps until stop() is called; then aborts running builds,
+  /// reports them and says Bye. Throws WorkerRefused when the scheduler
+  /// refuses the worker (running builds are aborted first).
+  void run();
+  /// Asks run() to return soon. Async-signal-safe.
+  void stop() { stop_.store(true); }
+  /// Whether a Welcome was received on the current connection.
+  bool welcomed() const { return welcomed_.load(); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> welcomed_{false};
+};
+
+}  // namespace kiln::worker

@@ -1,0 +1,219 @@
+// The worker daemon: connection, Hello/Welcome/Refused, heartbeats,
+// reconnection and shutdown (docs/worker.md, "Daemon").
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "daemon_impl.h"
+#include "kiln/common/logging.h"
+
+namespace kiln::worker {
+namespace {
+
+using namespace std::chrono_literals;
+namespace proto = protocol;
+
+std::string hostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "worker";
+  return buf;
+}
+
+BuildRunnerConfig runnerConfig(const DaemonConfig& c,
+                               const store::LocalStore& s) {
+  BuildRunnerConfig r;
+  r.store = {s.storeDir(), s.physicalRoot(), c.storeMountedAtLogical};
+  r.buildDirParent = c.stateDir + "/build";
+  return r;
+}
+
+DaemonConfig checked(DaemonConfig c) {
+  if (c.systems.empty()) throw Error("worker: give at least one system");
+  if (c.stateDir.empty()) throw Error("worker: a state directory is needed");
+  if (c.workerId.empty()) c.workerId = hostName();
+  createDirs(c.stateDir);
+  return c;
+}
+
+}  // namespace
+
+Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
+    : self(self_),
+      cfg(checked(std::move(config))),
+      store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
+      tmpDir(cfg.stateDir + "/tmp"),
+      drvDir(cfg.stateDir + "/drvs"),
+      runner(runnerConfig(cfg, store), launcher, RealClock::instance()),
+      helloDelay(cfg.helloRetryMin) {
+  if (!cfg.storeMountedAtLogical &&
+      store.storeDir().dir() != store.physicalRoot())
+    throw Error("worker: builders write to the logical store " +
+                store.storeDir().dir() + " but the worker's store is at " +
+                store.physicalRoot() +
+                ": use --store-dir " + store.physicalRoot() +
+                " or mount the store there (--store-mounted-at-logical)");
+  createDirs(tmpDir);
+  createDirs(drvDir);
+  createDirs(cfg.stateDir + "/build");
+  client = std::make_unique<proto::Client>(cfg.client);
+}
+
+void Daemon::Impl::send(proto::Message&& msg) {
+  if (!client->send(msg))
+    logWarn("worker: could not queue " + proto::messageTypeName(
+                                              proto::typeOf(msg)) +
+            " (send queue full)");
+}
+
+void Daemon::Impl::sendHello() {
+  proto::Hello h;
+  h.workerId = cfg.workerId;
+  h.storeDir = store.storeDir().dir();
+  h.systems = cfg.systems;
+  h.supportedFeatures = cfg.supportedFeatures;
+  for (auto& f : cfg.mandatoryFeatures)
+    if (std::find(h.supportedFeatures.begin(), h.supportedFeatures.end(),
+                  f) == h.supportedFeatures.end())
+      h.supportedFeatures.push_back(f);
+  h.mandatoryFeatures = cfg.mandatoryFeatures;
+  h.slots = cfg.slots;
+  h.speedFactor = cfg.speedFactor;
+  h.storePathCount = store.queryAllValidPaths().size();
+  h.kilnVersion = cfg.kilnVersion;
+  send(std::move(h));
+  helloPending = true;
+  helloSentAt = SteadyClock::now();
+}
+
+void Daemon::Impl::checkConnection() {
+  auto refused = client->handshakeError();
+  if (!refused.empty()) throw WorkerRefused(refused);
+  bool now = client->connected();
+  if (now && !wasConnected) {
+    logInfo("worker: connected to " + cfg.client.connect);
+    helloDelay = cfg.helloRetryMin;
+    sendHello();
+  } else if (!now && wasConnected) {
+    logWarn("worker: lost the connection to the scheduler; reconnecting");
+    self.welcomed_ = false;
+    if (xfer) xfer->abortAll("connection to the scheduler lost");
+  }
+  wasConnected = now;
+  if (now && helloPending &&
+      SteadyClock::now() - helloSentAt > helloDelay) {
+    helloDelay = std::min(helloDelay * 2, cfg.helloRetryMax);
+    logWarn("worker: no Welcome yet; saying Hello again");
+    sendHello();
+  }
+}
+
+void Daemon::Impl::onWelcome(const proto::Welcome& w) {
+  logInfo("worker: welcomed by scheduler " + w.schedulerId);
+  helloPending = false;
+  self.welcomed_ = true;
+  heartbeatEvery = std::chrono::milliseconds(w.heartbeatIntervalMs);
+  chunkSize = w.chunkSize;
+  if (xfer) xfer->abortAll("new connection");
+  proto::TransferOptions opts;
+  opts.chunkSize = chunkSize;
+  // One input at a time, in the order asked for (references first), so
+  // every reference is valid when a path is added.
+  opts.maxActiveIncoming = 1;
+  xfer = std::make_unique<proto::TransferEndpoint>(
+      [this](proto::Message&& m) { send(std::move(m)); },
+      [this](const proto::TransferHeader& h, bool upload) {
+        return acceptInput(h, upload);
+      },
+      [this](const proto::TransferOutcome& o) { onInputReceived(o); }, opts);
+  // Reconcile: tell what still runs, report again what was not acked.
+  sendHeartbeat();
+  for (auto& [id, s] : steps)
+    if (s->phase == Step::Phase::kReporting) send(proto::Message(s->result));
+}
+
+void Daemon::Impl::sendHeartbeat() {
+  proto::Heartbeat hb;
+  double load[1] = {0};
+  if (getloadavg(load, 1) == 1 && load[0] >= 0) hb.load = load[0];
+  struct statvfs st {};
+  if (statvfs(cfg.stateDir.c_str(), &st) == 0)
+    hb.freeDiskBytes = uint64_t(st.f_bavail) * st.f_frsize;
+  for (auto& [id, s] : steps)
+    if (s->phase != Step::Phase::kReporting) hb.runningSteps.push_back(id);
+  send(std::move(hb));
+  lastHeartbeat = SteadyClock::now();
+}
+
+void Daemon::Impl::handle(const proto::Message& msg) {
+  if (auto* w = std::get_if<proto::Welcome>(&msg)) return onWelcome(*w);
+  if (auto* r = std::get_if<proto::Refused>(&msg))
+    throw WorkerRefused("the scheduler refused this worker: " + r->reason);
+  if (auto* b = std::get_if<proto::Bye>(&msg)) {
+    logWarn("worker: scheduler said Bye: " + b->reason);
+    self.welcomed_ = false;
+    if (xfer) xfer->abortAll("scheduler said Bye");
+    return sendHello();
+  }
+  if (auto* s = std::get_if<proto::BuildStep>(&msg)) return onBuildStep(*s);
+  if (auto* c = std::get_if<proto::CancelStep>(&msg)) return onCancel(*c);
+  if (xfer && xfer->handle(msg)) return;
+  if (auto* a = std::get_if<proto::Ack>(&msg)) return onAck(*a);
+  logWarn("worker: ignoring unexpected " +
+          proto::messageTypeName(proto::typeOf(msg)));
+}
+
+void Daemon::Impl::loop() {
+  while (!self.stop_.load()) {
+    if (auto m = client->receive(20ms)) {
+      try {
+        handle(*m);
+      } catch (const WorkerRefused&) {
+        throw;
+      } catch (const std::exception& e) {
+        logError(std::string("worker: handling a message: ") + e.what());
+      }
+    }
+    drainEvents();
+    checkConnection();
+    if (self.welcomed_ && SteadyClock::now() - lastHeartbeat >= heartbeatEvery)
+      sendHeartbeat();
+    if (xfer) xfer->expireIdle();
+  }
+}
+
+void Daemon::Impl::shutdown(const std::string& why) {
+  for (auto& [id, s] : steps) s->cancel.cancel(proto::StepStatus::kAborted);
+  for (auto& [id, s] : steps)
+    if (s->thread.joinable()) s->thread.join();
+  {
+    std::lock_guard lock(eventsMutex);
+    events.clear();
+  }
+  if (xfer) xfer->abortAll(why);
+  if (!self.welcomed_) return;
+  for (auto& [id, s] : steps)
+    if (s->phase != Step::Phase::kReporting)
+      finish(*s, proto::StepStatus::kAborted, "worker stopped: " + why);
+  send(proto::Bye{why});
+}
+
+Daemon::Daemon(DaemonConfig config)
+    : impl_(std::make_unique<Impl>(*this, std::move(config))) {}
+
+Daemon::~Daemon() {
+  if (impl_) impl_->shutdown("worker destroyed");
+}
+
+void Daemon::run() {
+  try {
+    impl_->loop();
+  } catch (const WorkerRefused& e) {
+    impl_->shutdown(e.what());
+    throw;
+  }
+  impl_->shutdown("worker stopping");
+}
+
+}  // namespace kiln::worker

@@ -1,0 +1,99 @@
+#pragma once
+// Private state of the worker daemon (daemon.cc: connection and messages,
+// daemon_steps.cc: steps, inputs, uploads).
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <variant>
+
+#include "kiln/protocol/transfer.h"
+#include "kiln/store/local_store.h"
+#include "kiln/worker/build_runner.h"
+#include "kiln/worker/daemon.h"
+#include "slot.h"
+
+namespace kiln::worker {
+
+using SteadyClock = std::chrono::steady_clock;
+
+/// A step from BuildStep to its acknowledged StepResult.
+struct Step {
+  enum class Phase { kFetching, kBuilding, kUploading, kReporting };
+  protocol::BuildStep msg;
+  BuildRequest request;
+  Phase phase = Phase::kFetching;
+  std::set<store::StorePath> missing;  ///< inputs not valid yet
+  CancelFlag cancel;
+  std::thread thread;
+  protocol::StepResult result;
+  size_t uploadsLeft = 0;
+  std::string uploadError;
+};
+
+/// Slot thread → socket thread.
+struct LogEvent {
+  uint64_t stepId;
+  std::string data;
+};
+struct DoneEvent {
+  uint64_t stepId;
+  SlotOutcome outcome;
+};
+using Event = std::variant<LogEvent, DoneEvent>;
+
+struct Daemon::Impl {
+  Impl(Daemon& self, DaemonConfig config);
+
+  // daemon.cc
+  void loop();
+  void checkConnection();
+  void sendHello();
+  void handle(const protocol::Message& msg);
+  void onWelcome(const protocol::Welcome& w);
+  void sendHeartbeat();
+  void send(protocol::Message&& msg);
+  void shutdown(const std::string& why);
+
+  // daemon_steps.cc
+  void onBuildStep(const protocol::BuildStep& m);
+  void onCancel(const protocol::CancelStep& m);
+  void onAck(const protocol::Ack& a);
+  void onInputReceived(const protocol::TransferOutcome& o);
+  void startBuild(Step& s);
+  void drainEvents();
+  void onDone(DoneEvent& d);
+  void finish(Step& s, protocol::StepStatus status, const std::string& error);
+  void report(Step& s);
+  std::unique_ptr<protocol::TransferTarget> acceptInput(
+      const protocol::TransferHeader& h, bool upload);
+
+  Daemon& self;
+  DaemonConfig cfg;
+  store::LocalStore store;
+  std::string tmpDir;
+  std::string drvDir;
+  RealProcessLauncher launcher;
+  BuildRunner runner;
+  std::unique_ptr<protocol::Client> client;
+  std::unique_ptr<protocol::TransferEndpoint> xfer;
+
+  bool wasConnected = false;
+  bool helloPending = false;
+  SteadyClock::time_point helloSentAt;
+  std::chrono::milliseconds helloDelay;
+  std::chrono::milliseconds heartbeatEvery{10000};
+  SteadyClock::time_point lastHeartbeat;
+  uint32_t chunkSize = 256 << 10;
+
+  std::map<uint64_t, std::unique_ptr<Step>> steps;
+  std::map<uint64_t, uint64_t> transferSteps;  ///< input transfer → step
+
+  std::mutex eventsMutex;
+  std::deque<Event> events;
+};
+
+}  // namespace kiln::worker

@@ -1,0 +1,283 @@
+// The worker daemon's steps: BuildStep → NeedPaths → inputs → build in a
+// slot thread → uploads → StepResult (docs/protocol.md, docs/worker.md).
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "daemon_impl.h"
+#include "kiln/common/logging.h"
+#include "kiln/store/derivation.h"
+
+namespace kiln::worker {
+namespace {
+
+namespace proto = protocol;
+using proto::StepStatus;
+
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// An input NAR: kept in an unlinked temporary file and added to the store
+// on commit (after the endpoint verified hash and size; addFromNar checks
+// them once more).
+class InputTarget final : public proto::TransferTarget {
+ public:
+  InputTarget(store::LocalStore& store, const std::string& tmpDir)
+      : store_(store), fd_(openUnlinkedTemp(tmpDir)) {}
+  void write(std::string_view data) override { writeAll(fd_.get(), data); }
+  void commit(const proto::TransferHeader& h) override {
+    if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek");
+    store::ValidPathInfo info(h.info.path);
+    info.narHash = h.info.narHash;
+    info.narSize = h.info.narSize;
+    info.references = h.info.references;
+    info.deriver = h.info.deriver;
+    FdSource src(fd_.get());
+    store_.addFromNar(info, src);
+  }
+  void discard(const std::string&) noexcept override { fd_.reset(); }
+
+ private:
+  store::LocalStore& store_;
+  AutoCloseFD fd_;
+};
+
+// A Source that owns its file descriptor.
+class OwnedFdSource final : public Source {
+ public:
+  explicit OwnedFdSource(AutoCloseFD fd) : fd_(std::move(fd)), src_(fd_.get()) {}
+  size_t read(char* data, size_t len) override { return src_.read(data, len); }
+
+ private:
+  AutoCloseFD fd_;
+  FdSource src_;
+};
+
+// `paths` ordered so that each comes after those of its references that
+// are also in `paths`.
+std::vector<store::StorePath> referencesFirst(
+    const std::set<store::StorePath>& paths,
+    const std::vector<proto::PathInfo>& infos) {
+  std::map<store::StorePath, const proto::PathInfo*> byPath;
+  for (auto& i : infos) byPath.emplace(i.path, &i);
+  std::vector<store::StorePath> order;
+  std::set<store::StorePath> seen;
+  std::function<void(const store::StorePath&)> visit =
+      [&](const store::StorePath& p) {
+        if (!paths.count(p) || !seen.insert(p).second) return;
+        for (auto& r : byPath.at(p)->references)
+          if (r != p) visit(r);
+        order.push_back(p);
+      };
+  for (auto& p : paths) visit(p);
+  return order;
+}
+
+// The .drv must be the text its path names (inputs as references).
+void checkDrvPath(const store::StoreDir& dir, const proto::BuildStep& m,
+                  const store::Derivation& drv) {
+  store::StorePathSet refs = drv.inputSrcs;
+  for (auto& [p, outs] : drv.inputDrvs) refs.insert(p);
+  auto want = dir.makeTextPath(m.drvPath.name(),
+                               hashString(HashAlgo::kSha256, m.drv), refs);
+  if (want != m.drvPath)
+    throw FormatError("BuildStep " + std::to_string(m.stepId) + ": " +
+                      dir.printPath(m.drvPath) +
+                      " does not match its contents (expected " +
+                      dir.printPath(want) + ")");
+}
+
+}  // namespace
+
+void Daemon::Impl::onBuildStep(const proto::BuildStep& m) {
+  if (steps.count(m.stepId)) {
+    logWarn("worker: step " + std::to_string(m.stepId) + " sent twice");
+    return;
+  }
+  auto& s = *steps.emplace(m.stepId, std::make_unique<Step>()).first->second;
+  s.msg = m;
+  try {
+    auto name = m.drvPath.name();
+    if (name.size() < 5 || name.substr(name.size() - 4) != ".drv")
+      throw FormatError("BuildStep: " + m.drvPath.baseName() +
+                        " is not a .drv path");
+    auto drv = store::parseDerivation(store.storeDir(), m.drv,
+                                      name.substr(0, name.size() - 4));
+    checkDrvPath(store.storeDir(), m, drv);
+    writeFile(drvDir + "/" + m.drvPath.baseName(), m.drv);
+    if (std::find(cfg.systems.begin(), cfg.systems.end(), drv.platform) ==
+            cfg.systems.end() &&
+        drv.platform != "builtin")
+      return finish(s, StepStatus::kUnsupported,
+                    "this worker does not build for " + drv.platform);
+    auto& r = s.request;
+    r.drvPath = m.drvPath;
+    r.drv = std::move(drv);
+    for (auto& i : m.inputs) r.inputClosure.insert(i.path);
+    r.limits.maxSilent = std::chrono::seconds(m.maxSilentSec);
+    r.limits.timeout = std::chrono::seconds(m.timeoutSec);
+    r.limits.logLimitBytes = m.logLimitBytes;
+    r.limits.outputLimitBytes = m.outputLimitBytes;
+    r.buildCores = std::max(1u, std::thread::hardware_concurrency() /
+                                    std::max(1u, cfg.slots));
+    for (auto& i : m.inputs)
+      if (!store.isValid(i.path)) s.missing.insert(i.path);
+  } catch (const std::exception& e) {
+    return finish(s, StepStatus::kFailed, e.what());
+  }
+  if (s.missing.empty()) return startBuild(s);
+  send(proto::NeedPaths{m.stepId, referencesFirst(s.missing, m.inputs)});
+}
+
+std::unique_ptr<proto::TransferTarget> Daemon::Impl::acceptInput(
+    const proto::TransferHeader& h, bool upload) {
+  if (upload) throw Error("a worker does not accept uploads");
+  auto it = steps.find(h.stepId);
+  if (it == steps.end() || it->second->phase != Step::Phase::kFetching)
+    throw Error("step " + std::to_string(h.stepId) +
+                " is not waiting for inputs on this worker");
+  transferSteps[h.transferId] = h.stepId;
+  return std::make_unique<InputTarget>(store, tmpDir);
+}
+
+void Daemon::Impl::onInputReceived(const proto::TransferOutcome& o) {
+  auto t = transferSteps.find(o.transferId);
+  std::optional<uint64_t> owner;
+  if (t != transferSteps.end()) {
+    owner = t->second;
+    transferSteps.erase(t);
+  }
+  if (!o.ok && owner) {
+    auto it = steps.find(*owner);
+    if (it != steps.end() && it->second->phase == Step::Phase::kFetching)
+      finish(*it->second, StepStatus::kAborted,
+             "fetching an input failed: " + o.error);
+  }
+  std::vector<Step*> ready;
+  for (auto& [id, s] : steps) {
+    if (s->phase != Step::Phase::kFetching) continue;
+    for (auto p = s->missing.begin(); p != s->missing.end();)
+      p = store.isValid(*p) ? s->missing.erase(p) : std::next(p);
+    if (s->missing.empty()) ready.push_back(s.get());
+  }
+  for (auto* s : ready) startBuild(*s);
+}
+
+void Daemon::Impl::startBuild(Step& s) {
+  s.phase = Step::Phase::kBuilding;
+  uint64_t id = s.msg.stepId;
+  s.thread = std::thread([this, &s, id] {
+    auto onLog = [this, id](std::string_view chunk) {
+      std::lock_guard lock(eventsMutex);
+      events.push_back(LogEvent{id, std::string(chunk)});
+    };
+    auto outcome = runSlot(s.request, id, runner, store, tmpDir, onLog,
+                           s.cancel);
+    std::lock_guard lock(eventsMutex);
+    events.push_back(DoneEvent{id, std::move(outcome)});
+  });
+}
+
+void Daemon::Impl::drainEvents() {
+  std::deque<Event> batch;
+  {
+    std::lock_guard lock(eventsMutex);
+    batch.swap(events);
+  }
+  for (auto& e : batch) {
+    if (auto* l = std::get_if<LogEvent>(&e)) {
+      if (self.welcomed_) send(proto::LogChunk{l->stepId, std::move(l->data)});
+    } else {
+      onDone(std::get<DoneEvent>(e));
+    }
+  }
+}
+
+void Daemon::Impl::onDone(DoneEvent& d) {
+  auto it = steps.find(d.stepId);
+  if (it == steps.end()) return;
+  Step& s = *it->second;
+  if (s.thread.joinable()) s.thread.join();
+  s.result = d.outcome.result;
+  if (s.result.status != StepStatus::kSuccess) return report(s);
+  if (!xfer || !self.welcomed_)
+    return finish(s, StepStatus::kAborted,
+                  "connection to the scheduler lost before the upload");
+  s.phase = Step::Phase::kUploading;
+  s.uploadsLeft = d.outcome.outputs.size();
+  if (s.uploadsLeft == 0) return report(s);
+  for (auto& o : d.outcome.outputs) {
+    proto::TransferHeader h;
+    h.stepId = d.stepId;
+    h.outputName = o.name;
+    h.info = o.info;
+    proto::BuiltOutput built{o.name, o.info};
+    uint64_t id = d.stepId;
+    xfer->startSend(
+        true, h, std::make_unique<OwnedFdSource>(std::move(o.nar)),
+        [this, id, built](const proto::TransferOutcome& r) {
+          auto st = steps.find(id);
+          if (st == steps.end()) return;
+          Step& step = *st->second;
+          if (r.ok) step.result.outputs.push_back(built);
+          else step.uploadError = "uploading " + built.name + ": " + r.error;
+          if (--step.uploadsLeft > 0) return;
+          if (!step.uploadError.empty()) {
+            step.result.status = StepStatus::kAborted;
+            step.result.errorMsg = step.uploadError;
+            step.result.outputs.clear();
+          }
+          report(step);
+        });
+  }
+}
+
+void Daemon::Impl::finish(Step& s, StepStatus status,
+                          const std::string& error) {
+  s.result = {};
+  s.result.stepId = s.msg.stepId;
+  s.result.status = status;
+  s.result.errorMsg = error.substr(0, 60000);
+  s.result.startTimeMs = s.result.stopTimeMs = nowMs();
+  if (status != StepStatus::kSuccess && s.result.errorMsg.empty())
+    s.result.errorMsg = "failed";
+  report(s);
+}
+
+void Daemon::Impl::report(Step& s) {
+  s.phase = Step::Phase::kReporting;
+  if (s.result.errorMsg.size() > 60000) s.result.errorMsg.resize(60000);
+  if (self.welcomed_) send(proto::Message(s.result));
+}
+
+void Daemon::Impl::onCancel(const proto::CancelStep& m) {
+  auto it = steps.find(m.stepId);
+  if (it == steps.end()) return;
+  Step& s = *it->second;
+  if (s.phase == Step::Phase::kFetching)
+    finish(s, StepStatus::kCancelled, "cancelled: " + m.reason);
+  else if (s.phase == Step::Phase::kBuilding)
+    s.cancel.cancel(StepStatus::kCancelled);
+}
+
+void Daemon::Impl::onAck(const proto::Ack& a) {
+  auto it = steps.find(a.id);
+  if (it == steps.end()) return;
+  Step& s = *it->second;
+  if (a.subject == proto::MessageType::kStepResult &&
+      s.phase == Step::Phase::kReporting) {
+    if (!a.ok) logWarn("worker: scheduler rejected the result of step " +
+                       std::to_string(a.id) + ": " + a.error);
+    if (s.thread.joinable()) s.thread.join();
+    steps.erase(it);
+  } else if (a.subject == proto::MessageType::kNeedPaths && !a.ok &&
+             s.phase == Step::Phase::kFetching) {
+    finish(s, StepStatus::kAborted, "the scheduler cannot send an input: " +
+                                        a.error);
+  }
+}
+
+}  // namespace kiln::worker

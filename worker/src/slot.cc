@@ -1,0 +1,157 @@
+// Slot work for one step: build, register outputs, prepare NARs.
+#include "slot.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+
+#include "kiln/common/logging.h"
+#include "kiln/store/nar.h"
+
+namespace kiln::worker {
+namespace {
+
+using protocol::StepStatus;
+
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The NAR of `physical` in an unlinked temporary file, rewound.
+AutoCloseFD dumpToTemp(const std::string& physical, const std::string& dir) {
+  auto fd = openUnlinkedTemp(dir);
+  FdSink sink(fd.get());
+  store::dumpPath(physical, sink);
+  sink.flush();
+  if (lseek(fd.get(), 0, SEEK_SET) < 0) throwSysError("lseek in " + dir);
+  return fd;
+}
+
+protocol::PathInfo toProto(const store::ValidPathInfo& i) {
+  protocol::PathInfo p;
+  p.path = i.path;
+  p.narHash = i.narHash;
+  p.narSize = i.narSize;
+  p.references = i.references;
+  p.deriver = i.deriver;
+  return p;
+}
+
+// Outputs in an order where an output's references to sibling outputs come
+// first (Nix forbids cycles between outputs).
+std::vector<const BuiltOutputInfo*> referencesFirst(
+    const std::vector<BuiltOutputInfo>& outs) {
+  std::vector<const BuiltOutputInfo*> order;
+  std::set<store::StorePath> done;
+  while (order.size() < outs.size()) {
+    size_t before = order.size();
+    for (auto& o : outs) {
+      if (done.count(o.path)) continue;
+      bool ready = true;
+      for (auto& r : o.references)
+        if (r != o.path && !done.count(r))
+          for (auto& s : outs) ready = ready && s.path != r;
+      if (!ready) continue;
+      order.push_back(&o);
+      done.insert(o.path);
+    }
+    if (order.size() == before)
+      throw Error("outputs of the build refer to each other in a cycle");
+  }
+  return order;
+}
+
+// Moves each built output into the store as a registered path (its NAR,
+// already hashed by the runner, is verified again by addFromNar) and keeps
+// the NAR for the upload.
+std::vector<PreparedOutput> registerOutputs(const BuildRequest& request,
+                                            const BuildResult& built,
+                                            store::LocalStore& store,
+                                            const std::string& tmpDir) {
+  std::vector<PreparedOutput> out;
+  for (auto* o : referencesFirst(built.outputs)) {
+    store::ValidPathInfo info(o->path);
+    info.narHash = o->narHash;
+    info.narSize = o->narSize;
+    info.references = o->references;
+    info.deriver = request.drvPath;
+    info.ultimate = true;
+    auto nar = dumpToTemp(o->physicalPath, tmpDir);
+    std::string aside = tmpDir + "/built-" + o->path.baseName();
+    if (rename(o->physicalPath.c_str(), aside.c_str()) != 0)
+      throwSysError("moving " + o->physicalPath + " aside");
+    try {
+      FdSource src(nar.get());
+      store.addFromNar(info, src);
+    } catch (...) {
+      deletePath(aside);
+      throw;
+    }
+    deletePath(aside);
+    if (lseek(nar.get(), 0, SEEK_SET) < 0) throwSysError("lseek in " + tmpDir);
+    out.push_back({o->name, toProto(info), std::move(nar)});
+  }
+  return out;
+}
+
+// Every output is already valid here: upload it without building.
+std::optional<std::vector<PreparedOutput>> reuseOutputs(
+    const BuildRequest& request, store::LocalStore& store,
+    const std::string& tmpDir) {
+  std::vector<PreparedOutput> out;
+  for (auto& [name, o] : request.drv.outputs) {
+    if (!o.path) return std::nullopt;
+    auto info = store.queryPathInfo(*o.path);
+    if (!info) return std::nullopt;
+    out.push_back({name, toProto(*info),
+                   dumpToTemp(store.physicalPath(*o.path), tmpDir)});
+  }
+  return out;
+}
+
+}  // namespace
+
+AutoCloseFD openUnlinkedTemp(const std::string& dir) {
+  AutoCloseFD fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd) throwSysError("creating a temporary file in " + dir);
+  return fd;
+}
+
+SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
+                    BuildRunner& runner, store::LocalStore& store,
+                    const std::string& tmpDir, const LogCallback& onLog,
+                    const CancelFlag& cancel) {
+  SlotOutcome res;
+  res.result.stepId = stepId;
+  res.result.startTimeMs = nowMs();
+  try {
+    if (auto reused = reuseOutputs(request, store, tmpDir)) {
+      res.outputs = std::move(*reused);
+      res.result.status = StepStatus::kSuccess;
+    } else {
+      for (auto& [name, o] : request.drv.outputs)
+        if (o.path && store.isValid(*o.path))
+          throw Error("output " + store.printPath(*o.path) +
+                      " is already valid in the worker's store but other "
+                      "outputs are missing");
+      auto built = runner.run(request, onLog, &cancel);
+      res.result.status = built.status;
+      res.result.errorMsg = built.errorMsg;
+      if (built.status == StepStatus::kSuccess)
+        res.outputs = registerOutputs(request, built, store, tmpDir);
+    }
+  } catch (const std::exception& e) {
+    res.outputs.clear();
+    res.result.status = StepStatus::kAborted;
+    res.result.errorMsg = std::string("worker error: ") + e.what();
+    logError("step " + std::to_string(stepId) + ": " + res.result.errorMsg);
+  }
+  res.result.stopTimeMs = std::max(nowMs(), res.result.startTimeMs);
+  return res;
+}
+
+}  // namespace kiln::worker
