@@ -160,8 +160,8 @@ int instantiate(const std::vector<std::string>& argv) {
       "xml", po::bool_switch(&o.xml), "print the value as XML")(
       "no-location", po::bool_switch(&o.noLocation), "omit source positions in XML")(
       "parse", po::bool_switch(&o.parseOnly), "only parse and print the expression")(
-      "readonly-mode", "do not write to the store")(
-      "read-write-mode", "write derivations to the store")(
+      "readonly-mode", "do not write to the store (the only mode so far)")(
+      "read-write-mode", "accepted; writing .drv files to kiln's store is not implemented yet")(
       "show-trace", po::bool_switch(&o.showTrace), "show error traces (always on)")(
       "add-root", po::value<std::string>(), "register a GC root (accepted, not used)")(
       "indirect", "with --add-root (accepted)")(
