@@ -1,0 +1,124 @@
+// `kiln eval`: evaluate a package collection into jobs for the scheduler,
+// one JSON line per job (Hydra-style enumeration).
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <optional>
+
+#include "command.h"
+#include "eval_cli.h"
+#include "kiln/common/file.h"
+#include "kiln/evaluator/attr_path.h"
+#include "kiln/evaluator/dir_store_writer.h"
+#include "kiln/evaluator/jobs.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace po = boost::program_options;
+using namespace kiln::eval;
+
+struct EvalOptions {
+  std::string file;
+  std::string attrPath;
+  std::vector<std::string> includes;
+  AutoArgSpec autoArgs;
+  std::string storeRoot;
+  bool json = false;
+  uint32_t maxCallDepth = 10000;
+};
+
+EvalSettings makeSettings(const EvalOptions& o) {
+  EvalSettings s;
+  s.maxCallDepth = o.maxCallDepth;
+  s.readOnly = o.storeRoot.empty();
+  s.searchPath = o.includes;
+  applyNixEnvironment(s);
+  return s;
+}
+
+void printJob(const Job& job, bool json, size_t& failed) {
+  if (!job.error.empty()) ++failed;
+  if (json) {
+    std::cout << jobToJson(job) << "\n";
+  } else if (!job.error.empty()) {
+    std::cout << job.attr << ": error: " << job.error << "\n";
+  } else {
+    std::cout << job.attr << " " << job.drvPath << "\n";
+  }
+}
+
+int runEval(const EvalOptions& o) {
+  int rc = kExitOk;
+  runWithLargeStack([&] {
+    try {
+      EvalState st(makeSettings(o));
+      std::optional<DirStoreWriter> writer;
+      if (!o.storeRoot.empty()) st.storeWriter = &writer.emplace(o.storeRoot);
+      Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
+      std::string path = o.file;
+      if (path.size() > 2 && path.front() == '<' && path.back() == '>')
+        path = st.findFile(path.substr(1, path.size() - 2), kNoPos);
+      Value root;
+      st.eval(st.parseExprFromFile(absPath(path)), root);
+      Value& selected = *findAlongAttrPath(st, o.attrPath, autoArgs, root);
+      size_t jobs = 0, failed = 0;
+      enumerateJobs(st, selected, autoArgs, o.attrPath, [&](const Job& job) {
+        ++jobs;
+        printJob(job, o.json, failed);
+      });
+      std::cout.flush();
+      if (failed) std::cerr << "kiln eval: " << failed << " of " << jobs << " jobs failed\n";
+    } catch (const Error& e) {
+      std::cout.flush();
+      std::cerr << "error: " << e.what() << "\n";
+      rc = kExitFailure;
+    }
+  });
+  return rc;
+}
+
+int evalCommand(const std::vector<std::string>& argv) {
+  EvalOptions o;
+  po::options_description opts(
+      "Usage: kiln eval FILE [options]\n\n"
+      "Evaluates a package collection and prints one line per job (a JSON\n"
+      "object with --json). An error in one job is reported for that job\n"
+      "and does not stop the others; the exit code is non-zero only when the\n"
+      "collection itself cannot be evaluated.\n\nOptions");
+  opts.add_options()("help,h", "show this help")(
+      "attr,A", po::value(&o.attrPath), "enumerate jobs below this attribute path only")(
+      "include,I", po::value(&o.includes), "add a search path entry (prefix=path or path)")(
+      "json", po::bool_switch(&o.json), "one JSON object per line")(
+      "store-root", po::value(&o.storeRoot),
+      "write .drv files under DIR (DIR/nix/store/..., like nix's local?root=DIR);\n"
+      "without it nothing is written")(
+      "max-call-depth", po::value(&o.maxCallDepth), "maximum nesting of function calls")(
+      "arg", "NAME EXPR: argument for the top-level function")(
+      "argstr", "NAME STRING: string argument for the top-level function");
+  po::options_description hidden;
+  hidden.add_options()("file", po::value(&o.file));
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  try {
+    std::vector<std::string> rest = takeAutoArgs(argv, o.autoArgs);
+    po::variables_map vm;
+    po::store(po::command_line_parser(rest).options(all).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts;
+      return kExitOk;
+    }
+    po::notify(vm);
+    if (o.file.empty()) throw po::error("a FILE to evaluate is required");
+  } catch (const po::error& e) {
+    std::cerr << "kiln eval: " << e.what() << "\n" << opts;
+    return kExitUsage;
+  }
+  return runEval(o);
+}
+
+RegisterCommand reg("eval", "enumerate the jobs of a package collection (JSON lines)", evalCommand);
+
+}  // namespace
+}  // namespace kiln::cli

@@ -1,0 +1,44 @@
+#pragma once
+/// Job enumeration for the scheduler: walks an evaluated collection the way
+/// Hydra does and describes every derivation found (or the error that kept
+/// it from evaluating). One failing job never stops the others.
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/evaluator/eval_state.h"
+
+namespace kiln::eval {
+
+/// One job: a derivation reached from the root, or the error raised while
+/// evaluating the attribute that should have been one.
+struct Job {
+  std::string attr;    ///< dotted attribute path from the root ("" for the root)
+  std::string error;   ///< non-empty when this job failed; other fields then empty
+  std::string name;    ///< the derivation's `name`
+  std::string system;  ///< the derivation's `system`
+  std::string drvPath;
+  /// Output name → output path, in the derivation's `outputs` order.
+  std::vector<std::pair<std::string, std::string>> outputs;
+  /// `meta` attributes that exist and convert to JSON: name → JSON text,
+  /// sorted by name.
+  std::vector<std::pair<std::string, std::string>> meta;
+};
+
+/// Enumerates the jobs in `root` (already selected with -A, if any) and
+/// calls `onJob` for each, in attribute-name order. A derivation is a job;
+/// attribute sets are entered at the top level and, below it, only when
+/// they have `recurseForDerivations = true`; other values are ignored.
+/// Functions are called with `autoArgs`. Errors inside one attribute are
+/// reported as that job's `error`; only an error evaluating `root` itself
+/// (or one that is not a set or derivation) is thrown, as EvalError.
+void enumerateJobs(EvalState& state, Value& root, Bindings* autoArgs, const std::string& rootAttr,
+                   const std::function<void(const Job&)>& onJob);
+
+/// The job as one JSON object (no trailing newline): {"attr", "name",
+/// "system", "drvPath", "outputs": {...}, "meta": {...}} or {"attr", "error"}.
+std::string jobToJson(const Job& job);
+
+}  // namespace kiln::eval

@@ -1,0 +1,151 @@
+// Hydra-style job enumeration over an evaluated collection.
+#include "kiln/evaluator/jobs.h"
+
+#include <sstream>
+
+#include "kiln/evaluator/output.h"
+
+namespace kiln::eval {
+namespace {
+
+std::string joinAttr(const std::string& prefix, std::string_view name) {
+  std::string n(name);
+  if (n.empty() || n.find('.') != std::string::npos) n = "\"" + n + "\"";
+  return prefix.empty() ? n : prefix + "." + n;
+}
+
+std::string stringAttr(EvalState& st, Value& drv, Symbol name, const char* what) {
+  Value* a = drv.attrs->get(name);
+  if (!a) throw EvalError(std::string("derivation has no '") + what + "' attribute");
+  Context ctx;
+  return std::string(st.forceString(*a, ctx, kNoPos));
+}
+
+void describeOutputs(EvalState& st, Value& drv, Job& job) {
+  Value* outs = drv.attrs->get(st.sOutputs);
+  if (!outs) {
+    job.outputs.push_back({"out", stringAttr(st, drv, st.sOutPath, "outPath")});
+    return;
+  }
+  st.forceList(*outs, kNoPos);
+  for (size_t i = 0; i < outs->list.size; ++i) {
+    std::string name(st.forceStringNoCtx(*outs->list.elems[i], kNoPos));
+    Value* o = drv.attrs->get(st.sym(name));
+    if (!o) throw EvalError("derivation has no attribute for its output '" + name + "'");
+    st.forceAttrs(*o, kNoPos);
+    job.outputs.push_back({name, stringAttr(st, *o, st.sOutPath, "outPath")});
+  }
+}
+
+// Meta attributes that fail to evaluate or have no JSON form are left out:
+// they describe the job but must not make it fail.
+void describeMeta(EvalState& st, Value& drv, Job& job) {
+  Value* meta = drv.attrs->get(st.sMeta);
+  if (!meta) return;
+  st.forceAttrs(*meta, kNoPos);
+  for (const Attr* a : st.sortedByName(meta->attrs)) {
+    std::ostringstream out;
+    try {
+      Context ctx;
+      printValueAsJSON(st, true, *a->value, kNoPos, out, ctx, false);
+    } catch (const EvalError&) {
+      continue;
+    }
+    job.meta.push_back({std::string(st.symbols.name(a->name)), out.str()});
+  }
+}
+
+Job describeDerivation(EvalState& st, Value& drv, const std::string& attr) {
+  Job job;
+  job.attr = attr;
+  job.name = stringAttr(st, drv, st.sName, "name");
+  job.system = stringAttr(st, drv, st.sSystem, "system");
+  job.drvPath = stringAttr(st, drv, st.sDrvPath, "drvPath");
+  describeOutputs(st, drv, job);
+  describeMeta(st, drv, job);
+  return job;
+}
+
+class Walker {
+ public:
+  Walker(EvalState& st, Bindings* autoArgs, const std::function<void(const Job&)>& onJob)
+      : st_(st), autoArgs_(autoArgs), onJob_(onJob) {}
+
+  // Returns without calling onJob for values that are not jobs.
+  void visit(Value& v0, const std::string& attr, bool top) {
+    Value v;
+    st_.autoCallFunction(autoArgs_, v0, v);
+    st_.forceValue(v, kNoPos);
+    if (st_.isDerivation(v)) {
+      onJob_(describeDerivation(st_, v, attr));
+      return;
+    }
+    if (v.type != VType::kAttrs) {
+      if (top) throw EvalError(std::string("the collection must be a set or a derivation, but is ") + showType(v));
+      return;
+    }
+    if (!top) {
+      Value* r = v.attrs->get(st_.sRecurseForDerivations);
+      if (!r || !st_.forceBool(*r, kNoPos)) return;
+    }
+    for (const Attr* a : st_.sortedByName(v.attrs)) visitGuarded(*a->value, joinAttr(attr, st_.symbols.name(a->name)));
+  }
+
+ private:
+  void visitGuarded(Value& v, const std::string& attr) {
+    try {
+      visit(v, attr, false);
+    } catch (const EvalError& e) {
+      Job job;
+      job.attr = attr;
+      job.error = e.what();
+      onJob_(job);
+    }
+  }
+
+  EvalState& st_;
+  Bindings* autoArgs_;
+  const std::function<void(const Job&)>& onJob_;
+};
+
+}  // namespace
+
+void enumerateJobs(EvalState& st, Value& root, Bindings* autoArgs, const std::string& rootAttr,
+                   const std::function<void(const Job&)>& onJob) {
+  Walker(st, autoArgs, onJob).visit(root, rootAttr, true);
+}
+
+std::string jobToJson(const Job& job) {
+  std::ostringstream out;
+  out << "{\"attr\":";
+  jsonString(out, job.attr);
+  if (!job.error.empty()) {
+    out << ",\"error\":";
+    jsonString(out, job.error);
+    out << "}";
+    return out.str();
+  }
+  out << ",\"name\":";
+  jsonString(out, job.name);
+  out << ",\"system\":";
+  jsonString(out, job.system);
+  out << ",\"drvPath\":";
+  jsonString(out, job.drvPath);
+  out << ",\"outputs\":{";
+  for (size_t i = 0; i < job.outputs.size(); ++i) {
+    if (i) out << ",";
+    jsonString(out, job.outputs[i].first);
+    out << ":";
+    jsonString(out, job.outputs[i].second);
+  }
+  out << "},\"meta\":{";
+  for (size_t i = 0; i < job.meta.size(); ++i) {
+    if (i) out << ",";
+    jsonString(out, job.meta[i].first);
+    out << ":" << job.meta[i].second;
+  }
+  out << "}}";
+  return out.str();
+}
+
+}  // namespace kiln::eval
