@@ -3,10 +3,13 @@
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "command.h"
+#include "eval_cli.h"
 #include "kiln/common/file.h"
+#include "kiln/evaluator/dir_store_writer.h"
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/evaluator/output.h"
 #include "kiln/evaluator/attr_path.h"
@@ -21,26 +24,19 @@ struct Options {
   std::vector<std::string> files;
   std::vector<std::string> attrPaths;
   std::vector<std::string> includes;
-  std::vector<std::pair<std::string, std::string>> args;     // --arg name expr
-  std::vector<std::pair<std::string, std::string>> argstrs;  // --argstr name value
+  AutoArgSpec autoArgs;  // --arg / --argstr
+  std::string storeRoot;  // --store-root: where .drv files are written
   bool fromExpr = false, eval = false, strict = false, json = false, xml = false;
   bool noLocation = false, parseOnly = false, readStdin = false, showTrace = false;
   uint32_t maxCallDepth = 10000;
 };
 
-// --arg and --argstr take two values; pull them out before Boost sees argv.
-std::vector<std::string> extractPairs(const std::vector<std::string>& in, Options& o) {
+// "-" means: read the expression from stdin.
+std::vector<std::string> takeStdinMarker(const std::vector<std::string>& in, Options& o) {
   std::vector<std::string> rest;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == "--arg" || in[i] == "--argstr") {
-      if (i + 2 >= in.size()) throw po::error(in[i] + " needs a name and a value");
-      (in[i] == "--arg" ? o.args : o.argstrs).push_back({in[i + 1], in[i + 2]});
-      i += 2;
-    } else if (in[i] == "-") {
-      o.readStdin = true;
-    } else {
-      rest.push_back(in[i]);
-    }
+  for (auto& a : in) {
+    if (a == "-") o.readStdin = true;
+    else rest.push_back(a);
   }
   return rest;
 }
@@ -85,37 +81,17 @@ void processExpr(EvalState& st, const Options& o, Bindings* autoArgs, Expr* e) {
 
 int run(const Options& o) {
   EvalSettings settings;
-  if (const char* sd = std::getenv("NIX_STORE_DIR")) settings.storeDir = sd;
   settings.maxCallDepth = o.maxCallDepth;
   for (auto& i : o.includes) settings.searchPath.push_back(i);
-  if (const char* np = std::getenv("NIX_PATH")) {
-    std::string s = np;
-    size_t start = 0;
-    while (start <= s.size()) {
-      size_t colon = s.find(':', start);
-      std::string entry = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-      if (!entry.empty()) settings.searchPath.push_back(entry);
-      if (colon == std::string::npos) break;
-      start = colon + 1;
-    }
-  }
+  applyNixEnvironment(settings);
   int rc = kExitOk;
   runWithLargeStack([&] {
     try {
       EvalState st(settings);
+      std::optional<DirStoreWriter> writer;
+      if (!o.storeRoot.empty()) st.storeWriter = &writer.emplace(o.storeRoot);
       std::string cwd = absPath(".");
-      Bindings* autoArgs = st.allocBindings(o.args.size() + o.argstrs.size());
-      for (auto& [name, expr] : o.args) {
-        Value* v = st.allocValue();
-        v->mkThunk(st.baseEnv, st.parseExprFromString(expr, cwd));
-        autoArgs->push(st.sym(name), v);
-      }
-      for (auto& [name, value] : o.argstrs) {
-        Value* v = st.allocValue();
-        st.mkString(*v, value);
-        autoArgs->push(st.sym(name), v);
-      }
-      autoArgs->sort();
+      Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
       if (o.readStdin) {
         std::stringstream buf;
         buf << std::cin.rdbuf();
@@ -160,8 +136,10 @@ int instantiate(const std::vector<std::string>& argv) {
       "xml", po::bool_switch(&o.xml), "print the value as XML")(
       "no-location", po::bool_switch(&o.noLocation), "omit source positions in XML")(
       "parse", po::bool_switch(&o.parseOnly), "only parse and print the expression")(
-      "readonly-mode", "do not write to the store (the only mode so far)")(
-      "read-write-mode", "accepted; writing .drv files to kiln's store is not implemented yet")(
+      "readonly-mode", "do not write to the store")(
+      "read-write-mode", "accepted; .drv files are written only with --store-root")(
+      "store-root", po::value(&o.storeRoot),
+      "write .drv files under DIR (DIR/nix/store/..., like nix's local?root=DIR)")(
       "show-trace", po::bool_switch(&o.showTrace), "show error traces (always on)")(
       "add-root", po::value<std::string>(), "register a GC root (accepted, not used)")(
       "indirect", "with --add-root (accepted)")(
@@ -175,7 +153,7 @@ int instantiate(const std::vector<std::string>& argv) {
   po::positional_options_description pos;
   pos.add("files", -1);
   try {
-    std::vector<std::string> rest = extractPairs(argv, o);
+    std::vector<std::string> rest = takeStdinMarker(takeAutoArgs(argv, o.autoArgs), o);
     po::variables_map vm;
     po::store(po::command_line_parser(rest).options(all).positional(pos).run(), vm);
     if (vm.count("help")) {
