@@ -1,0 +1,83 @@
+#pragma once
+/// Evaluations (docs/scheduler.md, "Evaluations"): a jobset's inputs are
+/// fingerprinted (git revision, or a content hash of a folder); when they
+/// changed, an `EvalRunner` turns the collection into jobs whose `.drv`
+/// closures end up valid in the central store.
+///
+/// The job format is the one of `kiln eval FILE --json`: one JSON object per
+/// line, `{"attr", "name", "system", "drvPath", "outputs": {name: path},
+/// "meta": {...}}` or `{"attr", "error"}`.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/common/error.h"
+#include "kiln/scheduler/state_db.h"
+#include "kiln/store/local_store.h"
+
+namespace kiln::scheduler {
+
+/// One job of an evaluation, or the error that prevented it.
+struct Job {
+  std::string attr;
+  std::string name;
+  std::string system;
+  std::string drvPath;  ///< full logical path; "" when `error` is set
+  std::map<std::string, std::string> outputs;
+  int schedulingPriority = 0;  ///< meta.schedulingPriority
+  std::string error;           ///< per-job evaluation error
+};
+
+/// Parses one `kiln eval --json` line; throws FormatError naming the
+/// problem (not an object, missing attr, neither drvPath nor error...).
+Job parseJobLine(const std::string& line);
+
+/// Where a jobset's collection is, checked out for one evaluation.
+struct Checkout {
+  std::string dir;         ///< folder holding the collection
+  std::string inputsHash;  ///< "git:<rev>" or "sha256:<nix32>" of the folder
+};
+
+/// Fetches a jobset's inputs. Real implementation: folders are hashed as
+/// NARs (`.git` excluded); git locations are cloned at the branch head.
+class InputFetcher {
+ public:
+  virtual ~InputFetcher() = default;
+  /// The inputs' fingerprint and a folder with their contents. Throws Error
+  /// (e.g. the folder does not exist, git failed).
+  virtual Checkout fetch(const JobsetRow& jobset,
+                         const std::string& workDir) = 0;
+};
+
+/// The real fetcher (runs `git` for git jobsets).
+std::unique_ptr<InputFetcher> makeInputFetcher();
+
+/// Evaluates a checked-out collection into jobs whose `.drv` closures are
+/// valid in `store` afterwards. Failures of single jobs are returned as
+/// jobs with `error`; an exception means the whole evaluation failed.
+class EvalRunner {
+ public:
+  virtual ~EvalRunner() = default;
+  virtual std::vector<Job> evaluate(const JobsetRow& jobset,
+                                    const Checkout& checkout,
+                                    store::LocalStore& store) = 0;
+};
+
+/// The adapter used until `kiln eval --json` lands: lists the attributes
+/// with `nix-instantiate --eval`, instantiates each one with
+/// `nix-instantiate --store local?root=<workDir>/nix-root`, then imports the
+/// `.drv` closures (NAR-verified) from that chroot store into `store`.
+/// Requires a logical store directory of /nix/store.
+std::unique_ptr<EvalRunner> makeNixInstantiateRunner(std::string workDir);
+
+/// Imports `paths` and their closures from a Nix chroot store rooted at
+/// `nixRoot` (files under `<nixRoot>/nix/store`) into `store`, references
+/// first. Returns how many paths were added. Throws Error on failure.
+size_t importFromNixChroot(const std::string& nixRoot,
+                           const std::vector<std::string>& paths,
+                           store::LocalStore& store);
+
+}  // namespace kiln::scheduler

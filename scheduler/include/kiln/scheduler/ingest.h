@@ -1,0 +1,81 @@
+#pragma once
+/// Ingestion (docs/scheduler.md): turns a build's `.drv` (already valid in
+/// the central store) into steps of the policy core and rows of the state
+/// database. The closure is expanded through the `.drv` files; derivations
+/// whose outputs are all valid in the central store become no step; a
+/// derivation with an unexpired cached failure becomes a step failed at once
+/// with status 8 (its dependents then fail with status 2 through the core).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "kiln/scheduler/core.h"
+#include "kiln/scheduler/state_db.h"
+#include "kiln/store/derivation.h"
+#include "kiln/store/local_store.h"
+
+namespace kiln::scheduler {
+
+/// The two ids of a step: the core's slot id and the database row id (which
+/// is also the protocol's stepId). Owned by the service; Ingestor fills it.
+class StepIndex {
+ public:
+  void add(StepId core, int64_t db);
+  /// Forgets a step that left the core.
+  void erase(StepId core);
+  std::optional<int64_t> dbId(StepId core) const;
+  std::optional<StepId> coreId(int64_t db) const;
+  size_t size() const { return toDb_.size(); }
+
+ private:
+  std::map<StepId, int64_t> toDb_;
+  std::map<int64_t, StepId> toCore_;
+};
+
+/// What ingesting one build's derivation gave.
+struct IngestResult {
+  /// The core step of the build's own derivation, when something is left to
+  /// build (possibly already failed: the core then emits kFailed).
+  std::optional<StepId> top;
+  /// New steps created in the core by this call.
+  size_t newSteps = 0;
+  /// Derivations of the closure whose outputs were already valid.
+  size_t validDerivations = 0;
+};
+
+/// Expands `.drv` closures into the core. Holds references to everything it
+/// is given; all must outlive it. Not thread-safe (the service's thread).
+class Ingestor {
+ public:
+  Ingestor(StateDb& db, store::LocalStore& store, SchedulerCore& core,
+           StepIndex& index, const Clock& clock);
+
+  /// Ingests the closure of `drvPath` (a full logical path). Throws
+  /// store::InvalidPathError if a `.drv` of the closure is not valid in the
+  /// central store, FormatError if one is malformed. The database changes
+  /// are one transaction.
+  IngestResult ingest(const std::string& drvPath);
+
+  /// The parsed derivation at a full `.drv` path of the central store.
+  store::Derivation loadDrv(const std::string& drvPath);
+  /// Whether every output of `drv` is valid in the central store.
+  bool outputsValid(const store::Derivation& drv);
+  /// The core's description of `drv` stored at `drvPath`.
+  static StepSpec specOf(const std::string& drvPath,
+                         const store::Derivation& drv);
+
+ private:
+  struct Frame;
+  StepId addStepRow(const std::string& drvPath, const store::Derivation& drv,
+                    const std::vector<StepId>& deps);
+
+  StateDb& db_;
+  store::LocalStore& store_;
+  SchedulerCore& core_;
+  StepIndex& index_;
+  const Clock& clock_;
+};
+
+}  // namespace kiln::scheduler

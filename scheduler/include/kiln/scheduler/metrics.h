@@ -1,0 +1,53 @@
+#pragma once
+/// Prometheus metrics of the scheduler service (docs/scheduler.md,
+/// "Metrics"), registered in a prometheus-cpp registry that the service
+/// exposes on `/metrics` (and that the web module may serve later).
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kiln/scheduler/types.h"
+
+namespace kiln::scheduler {
+
+/// The service's metric families. Not thread-safe to update from several
+/// threads at once (the service thread does); scraping is safe.
+class ServiceMetrics {
+ public:
+  /// Registers the families in `registry`, which must outlive this object.
+  explicit ServiceMetrics(prometheus::Registry& registry);
+
+  /// Copies the core's gauges and the growth of its counters.
+  void update(const SchedulerMetrics& m);
+  /// Time from the service event that made an assignment possible (a step
+  /// result, an ingestion, a worker joining) to its BuildStep being sent.
+  void observeDispatchLatency(double seconds);
+  /// Wall time of a finished step attempt.
+  void observeStepDuration(const std::string& system, double seconds);
+  void addBytesSent(uint64_t n) { bytesSent_.Increment(double(n)); }
+  void addBytesReceived(uint64_t n) { bytesReceived_.Increment(double(n)); }
+
+ private:
+  prometheus::Family<prometheus::Gauge>& queued_;
+  std::map<std::string, prometheus::Gauge*> queuedBySystem_;
+  prometheus::Gauge& running_;
+  prometheus::Gauge& workers_;
+  prometheus::Gauge& freeSlots_;
+  prometheus::Counter& idleSeconds_;
+  prometheus::Gauge& longestIdle_;
+  prometheus::Counter& retries_;
+  prometheus::Counter& dispatches_;
+  prometheus::Histogram& dispatchLatency_;
+  prometheus::Family<prometheus::Histogram>& stepDuration_;
+  prometheus::Counter& bytesSent_;
+  prometheus::Counter& bytesReceived_;
+  SchedulerMetrics last_;
+};
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,218 @@
+#pragma once
+/// The scheduler's persistent state (design decision 3): projects, jobsets,
+/// evaluations, builds, steps, build outputs, cached failures and the
+/// operator request queue, in SQLite (`<state>/scheduler.sqlite`, WAL,
+/// numbered migrations). Only the scheduler process writes it; the one
+/// exception is `requests`, where CLI commands insert rows the scheduler
+/// applies (docs/scheduler.md, "Operations"). Status numbers are Hydra's.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/common/sqlite.h"
+
+namespace kiln::scheduler {
+
+/// A project: a named group of jobsets.
+struct ProjectRow {
+  int64_t id = 0;
+  std::string name;
+  std::string description;
+  bool enabled = true;
+};
+
+/// A jobset: where a collection lives and how it is evaluated.
+struct JobsetRow {
+  int64_t id = 0;
+  int64_t project = 0;
+  std::string name;
+  /// "path" (a folder) or "git" (a repository URL or folder + branch).
+  std::string kind = "path";
+  std::string location;
+  std::string branch;
+  /// The Nix file inside the collection (relative), default "default.nix".
+  std::string file = "default.nix";
+  /// Attribute path selecting the jobs inside the file ("" = top level).
+  std::string attribute;
+  /// `--arg`-style arguments as a JSON object of Nix expression strings.
+  std::string arguments = "{}";
+  int64_t checkIntervalSec = 300;  ///< 0 = only on demand
+  int64_t shares = 100;            ///< scheduling shares (fairness)
+  bool enabled = true;
+  int64_t lastCheckedMs = 0;  ///< last evaluation attempt (Unix ms)
+  std::string lastInputs;     ///< inputs hash of the last evaluation
+};
+
+/// One evaluation of a jobset.
+struct EvaluationRow {
+  int64_t id = 0;
+  int64_t jobset = 0;
+  std::string inputsHash;  ///< git revision or content hash of the folder
+  int64_t timeMs = 0;
+  int64_t durationMs = 0;
+  int64_t jobs = 0;    ///< builds created
+  std::string error;   ///< evaluation-wide error ("" if none)
+};
+
+/// A per-job evaluation error.
+struct EvalErrorRow {
+  std::string attr;
+  std::string error;
+};
+
+/// A build: one job of one evaluation.
+struct BuildRow {
+  int64_t id = 0;
+  int64_t eval = 0;
+  int64_t jobset = 0;
+  std::string job;      ///< attribute path
+  std::string nixName;  ///< derivation name
+  std::string system;
+  std::string drvPath;  ///< full logical path
+  bool finished = false;
+  int status = -1;      ///< Hydra status; -1 while unfinished
+  int globalPriority = 0;
+  int localPriority = 0;
+  int64_t createdMs = 0;
+  int64_t stopMs = 0;
+  std::string error;
+  int64_t reusedFrom = 0;  ///< earlier build whose result this one reuses
+};
+
+/// A step: one derivation, shared between builds.
+struct StepRow {
+  int64_t id = 0;
+  std::string drvPath;
+  std::string system;
+  std::string pname;
+  std::vector<std::string> features;  ///< requiredSystemFeatures
+  bool finished = false;
+  int status = -1;
+  std::string error;
+  int64_t attempts = 0;
+  std::string worker;  ///< last worker it ran on
+  int64_t createdMs = 0;
+  int64_t startMs = 0;
+  int64_t stopMs = 0;
+};
+
+/// A cached failure: a derivation that failed for good.
+struct CachedFailureRow {
+  std::string drvPath;
+  int status = 1;
+  int64_t timeMs = 0;
+  int64_t expiresMs = 0;  ///< 0 = never
+};
+
+/// A queued operator request (see docs/scheduler.md, "Operations").
+struct RequestRow {
+  int64_t id = 0;
+  std::string kind;  ///< e.g. "build-cancel"
+  std::string args;  ///< JSON object
+  bool done = false;
+  bool ok = false;
+  std::string result;  ///< JSON (ok) or error text
+};
+
+/// Typed access to the scheduler database. One connection; not thread-safe.
+/// Every failure throws SqliteError (database) or SchedulerStateError
+/// (an unknown name or id, a constraint the caller broke).
+class StateDb {
+ public:
+  /// Opens or creates `path`, applying the migrations. SchemaError if the
+  /// file was made by a newer kiln.
+  explicit StateDb(const std::string& path);
+
+  /// The schema version this code migrates to.
+  static int64_t schemaVersion();
+  SqliteDb& db() { return db_; }
+
+  // -------------------------------------------------- projects and jobsets
+  /// Inserts a project; throws if the name is taken or invalid.
+  int64_t createProject(const ProjectRow& p);
+  std::optional<ProjectRow> projectByName(const std::string& name);
+  /// Inserts a jobset (project must exist, name unique in it).
+  int64_t createJobset(const JobsetRow& j);
+  std::optional<JobsetRow> jobset(int64_t id);
+  std::optional<JobsetRow> jobsetByName(const std::string& project,
+                                        const std::string& name);
+  std::vector<JobsetRow> jobsets();
+  /// Records an evaluation attempt's time and (when it evaluated) inputs.
+  void setJobsetChecked(int64_t id, int64_t timeMs,
+                        const std::optional<std::string>& inputs);
+
+  // ------------------------------------------------------------ evaluations
+  int64_t createEvaluation(const EvaluationRow& e,
+                           const std::vector<EvalErrorRow>& errors);
+  std::optional<EvaluationRow> evaluation(int64_t id);
+  std::vector<EvalErrorRow> evaluationErrors(int64_t eval);
+  std::vector<EvaluationRow> evaluations(int64_t jobset);
+
+  // ----------------------------------------------------------------- builds
+  int64_t createBuild(const BuildRow& b);
+  std::optional<BuildRow> build(int64_t id);
+  /// Unfinished builds, oldest first.
+  std::vector<BuildRow> unfinishedBuilds();
+  std::vector<BuildRow> buildsOfEval(int64_t eval);
+  /// The latest finished build of `drvPath`, if any (for result reuse).
+  std::optional<BuildRow> finishedBuildOfDrv(const std::string& drvPath);
+  /// Marks a build finished with `status` (and error text).
+  void finishBuild(int64_t id, int status, int64_t timeMs,
+                   const std::string& error);
+  /// Marks a finished build unfinished again (restart, revival).
+  void reopenBuild(int64_t id);
+  void setBuildPriority(int64_t id, int globalPriority);
+  void setBuildOutputs(int64_t id,
+                       const std::vector<std::pair<std::string, std::string>>&
+                           nameToPath);
+  std::vector<std::pair<std::string, std::string>> buildOutputs(int64_t id);
+
+  // ------------------------------------------------------------------ steps
+  /// Inserts the step of `s.drvPath` or returns the existing row's id.
+  int64_t upsertStep(const StepRow& s);
+  std::optional<StepRow> step(int64_t id);
+  std::optional<StepRow> stepByDrv(const std::string& drvPath);
+  /// Records that `step` depends on `dep` (idempotent).
+  void addStepDep(int64_t step, int64_t dep);
+  /// Unfinished steps, oldest first.
+  std::vector<StepRow> unfinishedSteps();
+  void startStep(int64_t id, const std::string& worker, int64_t timeMs);
+  void finishStep(int64_t id, int status, int64_t timeMs,
+                  const std::string& error);
+  /// Marks a finished step unfinished (operator restart).
+  void reopenStep(int64_t id);
+
+  // -------------------------------------------------------- cached failures
+  void addCachedFailure(const CachedFailureRow& f);
+  /// The unexpired cached failure of `drvPath` at `nowMs`, if any.
+  std::optional<CachedFailureRow> cachedFailure(const std::string& drvPath,
+                                                int64_t nowMs);
+  std::vector<CachedFailureRow> cachedFailures();
+  /// Removes the cached failure of `drvPath` ("" = all); returns how many.
+  int64_t clearCachedFailures(const std::string& drvPath);
+
+  // --------------------------------------------------------------- requests
+  /// Queues a request (the one write clients make). Returns its id.
+  int64_t addRequest(const std::string& kind, const std::string& args);
+  /// Requests not yet applied, oldest first.
+  std::vector<RequestRow> pendingRequests();
+  std::optional<RequestRow> request(int64_t id);
+  void completeRequest(int64_t id, bool ok, const std::string& result);
+
+  /// Historical duration (seconds) of each package name: the mean of its
+  /// last successful steps, for seeding the core's critical path.
+  std::vector<std::pair<std::string, double>> historicalDurations();
+
+ private:
+  SqliteDb db_;
+};
+
+/// A caller error against the state (unknown project, duplicate name...).
+class SchedulerStateError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace kiln::scheduler

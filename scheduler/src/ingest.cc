@@ -1,0 +1,157 @@
+// Ingestion: .drv closures → core steps + step rows (docs/scheduler.md).
+#include "kiln/scheduler/ingest.h"
+
+#include <sstream>
+#include <vector>
+
+namespace kiln::scheduler {
+
+void StepIndex::add(StepId core, int64_t db) {
+  toDb_[core] = db;
+  toCore_[db] = core;
+}
+
+void StepIndex::erase(StepId core) {
+  auto it = toDb_.find(core);
+  if (it == toDb_.end()) return;
+  toCore_.erase(it->second);
+  toDb_.erase(it);
+}
+
+std::optional<int64_t> StepIndex::dbId(StepId core) const {
+  auto it = toDb_.find(core);
+  if (it == toDb_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<StepId> StepIndex::coreId(int64_t db) const {
+  auto it = toCore_.find(db);
+  if (it == toCore_.end()) return std::nullopt;
+  return it->second;
+}
+
+Ingestor::Ingestor(StateDb& db, store::LocalStore& store, SchedulerCore& core,
+                   StepIndex& index, const Clock& clock)
+    : db_(db), store_(store), core_(core), index_(index), clock_(clock) {}
+
+store::Derivation Ingestor::loadDrv(const std::string& drvPath) {
+  auto path = store_.parsePath(drvPath);
+  if (!store_.isValid(path))
+    throw store::InvalidPathError("ingestion: derivation " + drvPath +
+                                  " is not valid in the central store");
+  return store::readDerivationFile(store_.storeDir(),
+                                   store_.physicalPath(path));
+}
+
+bool Ingestor::outputsValid(const store::Derivation& drv) {
+  for (auto& [name, out] : drv.outputs)
+    if (!out.path || !store_.isValid(*out.path)) return false;
+  return !drv.outputs.empty();
+}
+
+StepSpec Ingestor::specOf(const std::string& drvPath,
+                          const store::Derivation& drv) {
+  StepSpec s;
+  s.drvPath = drvPath;
+  s.system = drv.platform;
+  auto f = drv.env.find("requiredSystemFeatures");
+  if (f != drv.env.end()) {
+    std::istringstream in(f->second);
+    for (std::string w; in >> w;) s.requiredFeatures.push_back(w);
+  }
+  for (auto& [name, out] : drv.outputs) s.outputs.push_back(name);
+  auto p = drv.env.find("pname");
+  s.pname = p != drv.env.end() ? p->second : drv.name;
+  return s;
+}
+
+StepId Ingestor::addStepRow(const std::string& drvPath,
+                            const store::Derivation& drv,
+                            const std::vector<StepId>& deps) {
+  StepSpec spec = specOf(drvPath, drv);
+  StepRow row;
+  row.drvPath = drvPath;
+  row.system = spec.system;
+  row.pname = spec.pname;
+  row.features = spec.requiredFeatures;
+  row.createdMs = clock_.now().time_since_epoch().count();
+  auto existing = db_.stepByDrv(drvPath);
+  int64_t id = db_.upsertStep(row);
+  if (existing && existing->finished) db_.reopenStep(id);
+  if (existing) spec.created = TimePoint(Duration(existing->createdMs));
+  for (auto d : deps) db_.addStepDep(id, *index_.dbId(d));
+  StepId sid = core_.addStep(spec, deps);
+  index_.add(sid, id);
+  return sid;
+}
+
+// One derivation being expanded: its parsed form and the children still to
+// visit (iterative post-order, so deep chains do not exhaust the stack).
+struct Ingestor::Frame {
+  std::string drvPath;
+  store::Derivation drv;
+  std::vector<std::string> children;
+  size_t next = 0;
+};
+
+IngestResult Ingestor::ingest(const std::string& topPath) {
+  IngestResult r;
+  SqliteTxn txn(db_.db());
+  // Per derivation: its step, or nullopt when its outputs are valid.
+  std::map<std::string, std::optional<StepId>> done;
+  std::vector<Frame> stack;
+  int64_t now = clock_.now().time_since_epoch().count();
+
+  // Resolves `drvPath` without descending, if possible; else pushes a frame.
+  auto enter = [&](const std::string& drvPath) {
+    if (done.count(drvPath)) return;
+    if (auto s = core_.findStep(drvPath)) {
+      done[drvPath] = *s;
+      return;
+    }
+    store::Derivation drv = loadDrv(drvPath);
+    if (outputsValid(drv)) {
+      done[drvPath] = std::nullopt;
+      r.validDerivations++;
+      return;
+    }
+    if (auto cf = db_.cachedFailure(drvPath, now)) {
+      StepId s = addStepRow(drvPath, drv, {});
+      r.newSteps++;
+      db_.finishStep(*index_.dbId(s), static_cast<int>(BuildStatus::kCachedFailure),
+                     now, "cached failure");
+      core_.failStep(s, BuildStatus::kCachedFailure);
+      done[drvPath] = s;
+      return;
+    }
+    Frame f{drvPath, std::move(drv), {}, 0};
+    for (auto& [in, outs] : f.drv.inputDrvs)
+      f.children.push_back(store_.printPath(in));
+    stack.push_back(std::move(f));
+  };
+
+  enter(topPath);
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next < f.children.size()) {
+      std::string child = f.children[f.next++];
+      for (auto& g : stack)
+        if (g.drvPath == child)
+          throw FormatError("ingestion: dependency cycle through " + child);
+      enter(child);  // may invalidate `f`
+      continue;
+    }
+    std::vector<StepId> deps;
+    for (auto& c : f.children)
+      if (auto s = done.at(c)) deps.push_back(*s);
+    StepId s = addStepRow(f.drvPath, f.drv, deps);
+    r.newSteps++;
+    done[f.drvPath] = s;
+    stack.pop_back();
+  }
+  txn.commit();
+  r.top = done.at(topPath);
+  return r;
+}
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,117 @@
+// ServiceMetrics: the scheduler's Prometheus families.
+#include "kiln/scheduler/metrics.h"
+
+namespace kiln::scheduler {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+Histogram::BucketBoundaries latencyBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+}
+
+Histogram::BucketBoundaries durationBuckets() {
+  return {0.1, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 36000};
+}
+
+}  // namespace
+
+ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
+    : queued_(BuildGauge()
+                  .Name("kiln_queue_steps")
+                  .Help("Runnable steps waiting for a worker, per system")
+                  .Register(r)),
+      running_(BuildGauge()
+                   .Name("kiln_running_steps")
+                   .Help("Steps running on workers")
+                   .Register(r)
+                   .Add({})),
+      workers_(BuildGauge()
+                   .Name("kiln_workers")
+                   .Help("Connected workers")
+                   .Register(r)
+                   .Add({})),
+      freeSlots_(BuildGauge()
+                     .Name("kiln_free_slots")
+                     .Help("Free build slots over all workers")
+                     .Register(r)
+                     .Add({})),
+      idleSeconds_(BuildCounter()
+                       .Name("kiln_idle_worker_seconds_total")
+                       .Help("Worker-slot seconds idle while a step that "
+                             "slot could run was queued")
+                       .Register(r)
+                       .Add({})),
+      longestIdle_(BuildGauge()
+                       .Name("kiln_longest_idle_with_work_seconds")
+                       .Help("Longest time a slot stayed idle while work it "
+                             "could run waited")
+                       .Register(r)
+                       .Add({})),
+      retries_(BuildCounter()
+                   .Name("kiln_step_retries_total")
+                   .Help("Transient step failures retried")
+                   .Register(r)
+                   .Add({})),
+      dispatches_(BuildCounter()
+                      .Name("kiln_dispatch_decisions_total")
+                      .Help("Steps assigned to workers")
+                      .Register(r)
+                      .Add({})),
+      dispatchLatency_(
+          BuildHistogram()
+              .Name("kiln_dispatch_latency_seconds")
+              .Help("From the event that made an assignment possible (result, "
+                    "ingestion, worker joined) to its BuildStep sent")
+              .Register(r)
+              .Add({}, latencyBuckets())),
+      stepDuration_(BuildHistogram()
+                        .Name("kiln_step_duration_seconds")
+                        .Help("Duration of finished step attempts")
+                        .Register(r)),
+      bytesSent_(BuildCounter()
+                     .Name("kiln_transfer_bytes_sent_total")
+                     .Help("NAR bytes sent to workers (inputs)")
+                     .Register(r)
+                     .Add({})),
+      bytesReceived_(BuildCounter()
+                         .Name("kiln_transfer_bytes_received_total")
+                         .Help("NAR bytes uploaded by workers")
+                         .Register(r)
+                         .Add({})) {}
+
+void ServiceMetrics::update(const SchedulerMetrics& m) {
+  for (auto& [sys, g] : queuedBySystem_) g->Set(0);
+  for (auto& [sys, n] : m.queuedBySystem) {
+    auto it = queuedBySystem_.find(sys);
+    if (it == queuedBySystem_.end())
+      it = queuedBySystem_.emplace(sys, &queued_.Add({{"system", sys}})).first;
+    it->second->Set(double(n));
+  }
+  running_.Set(double(m.runningSteps));
+  workers_.Set(double(m.workers));
+  freeSlots_.Set(double(m.freeSlots));
+  if (m.idleSlotSeconds > last_.idleSlotSeconds)
+    idleSeconds_.Increment(m.idleSlotSeconds - last_.idleSlotSeconds);
+  longestIdle_.Set(
+      std::chrono::duration<double>(m.longestIdleWithWork).count());
+  if (m.retries > last_.retries) retries_.Increment(double(m.retries - last_.retries));
+  if (m.dispatchDecisions > last_.dispatchDecisions)
+    dispatches_.Increment(double(m.dispatchDecisions - last_.dispatchDecisions));
+  last_ = m;
+}
+
+void ServiceMetrics::observeDispatchLatency(double seconds) {
+  dispatchLatency_.Observe(seconds);
+}
+
+void ServiceMetrics::observeStepDuration(const std::string& system,
+                                         double seconds) {
+  stepDuration_.Add({{"system", system}}, durationBuckets()).Observe(seconds);
+}
+
+}  // namespace kiln::scheduler

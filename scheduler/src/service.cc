@@ -1,0 +1,386 @@
+// SchedulerService: construction, restart recovery, the loop, persistence of
+// core events, dispatch, evaluations (docs/scheduler.md).
+#include "kiln/scheduler/service.h"
+
+#include <unistd.h>
+
+#include "kiln/common/logging.h"
+#include "service_impl.h"
+
+namespace kiln::scheduler {
+
+using nlohmann::json;
+
+namespace {
+
+FileLock takeLock(const std::string& stateDir) {
+  createDirs(stateDir);
+  auto l = FileLock::tryAcquire(stateDir + "/scheduler.lock",
+                                LockMode::kExclusive);
+  if (!l)
+    throw Error("another scheduler is running on state directory " +
+                stateDir + " (" + stateDir + "/scheduler.lock is locked)");
+  return std::move(*l);
+}
+
+SchedulerConfig coreConfig(const ServiceConfig& c) {
+  SchedulerConfig s = c.core;
+  s.heartbeatTimeout = 3 * std::chrono::duration_cast<Duration>(
+                               c.heartbeatInterval);
+  return s;
+}
+
+}  // namespace
+
+SchedulerService::Impl::Impl(ServiceConfig c)
+    : cfg(std::move(c)),
+      lock(takeLock(cfg.stateDir)),
+      db(cfg.stateDir + "/scheduler.sqlite"),
+      store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
+      core(clock, coreConfig(cfg)),
+      ingestor(db, store, core, index, clock),
+      registry(std::make_shared<prometheus::Registry>()),
+      metrics(*registry) {
+  for (auto d : {"/logs", "/tmp", "/eval"}) createDirs(cfg.stateDir + d);
+  if (!cfg.evalRunner)
+    cfg.evalRunner = makeNixInstantiateRunner(cfg.stateDir + "/eval");
+  if (!cfg.inputFetcher) cfg.inputFetcher = makeInputFetcher();
+  schedulerId = "kiln-scheduler-" + std::to_string(getpid());
+  restoreFromDb();
+  protocol::ServerOptions so;
+  so.bind = cfg.listen;
+  so.insecurePlaintext = cfg.insecurePlaintext;
+  so.keys = cfg.keys;
+  so.allowed = cfg.allowed;
+  server = std::make_unique<protocol::Server>(so);
+  if (cfg.metricsPort >= 0) {
+    exposer = std::make_unique<prometheus::Exposer>(
+        "127.0.0.1:" + std::to_string(cfg.metricsPort));
+    exposer->RegisterCollectable(registry);
+  }
+  logInfo("scheduler listening on " + server->endpoint());
+}
+
+std::string SchedulerService::Impl::tmpPath() {
+  return cfg.stateDir + "/tmp/" + std::to_string(getpid()) + "-" +
+         std::to_string(++tmpCounter);
+}
+
+// Rebuilds the DAG: every unfinished build is ingested again from its .drv
+// in the central store. Outputs that are valid (everything that finished)
+// are skipped, so nothing finished is rebuilt; step rows keep their ids.
+void SchedulerService::Impl::restoreFromDb() {
+  for (auto& js : db.jobsets())
+    core.setJobsetShares(js.id, static_cast<unsigned>(js.shares));
+  for (auto& [pname, secs] : db.historicalDurations())
+    core.setHistoricalDuration(pname, secs);
+  auto builds = db.unfinishedBuilds();
+  for (auto& b : builds) startBuild(b);
+  processEvents();
+  if (!builds.empty())
+    logInfo("restored " + std::to_string(builds.size()) +
+            " unfinished builds (" + std::to_string(index.size()) +
+            " steps)");
+}
+
+void SchedulerService::Impl::startBuild(const BuildRow& b) {
+  IngestResult r;
+  try {
+    r = ingestor.ingest(b.drvPath);
+  } catch (const Error& e) {
+    logError("build " + std::to_string(b.id) + ": " + e.what());
+    db.finishBuild(b.id, static_cast<int>(BuildStatus::kAborted), nowMs(),
+                   e.what());
+    return;
+  }
+  if (!r.top) {
+    finishBuildOk(b.id, b.drvPath);
+    return;
+  }
+  BuildSpec spec;
+  spec.id = b.id;
+  spec.jobset = b.jobset;
+  spec.top = *r.top;
+  spec.globalPriority = b.globalPriority;
+  spec.localPriority = b.localPriority;
+  core.addBuild(spec);
+  if (!pendingSince) pendingSince = SteadyClock::now();
+}
+
+// Records a successful build and the output paths of its derivation.
+void SchedulerService::Impl::finishBuildOk(int64_t id,
+                                           const std::string& drvPath) {
+  auto drv = ingestor.loadDrv(drvPath);
+  std::vector<std::pair<std::string, std::string>> outs;
+  for (auto& [n, o] : drv.outputs)
+    if (o.path) outs.emplace_back(n, store.printPath(*o.path));
+  db.setBuildOutputs(id, outs);
+  db.finishBuild(id, 0, nowMs(), "");
+}
+
+void SchedulerService::Impl::processEvents() {
+  for (auto& ev : core.takeBuildEvents()) {
+    switch (ev.kind) {
+      case BuildEvent::Kind::kSucceeded: {
+        if (auto b = db.build(ev.build)) finishBuildOk(b->id, b->drvPath);
+        break;
+      }
+      case BuildEvent::Kind::kFailed:
+        db.finishBuild(ev.build, static_cast<int>(ev.status), nowMs(),
+                       "failed because of " + ev.causeDrvPath);
+        break;
+      case BuildEvent::Kind::kRevived:
+        db.reopenBuild(ev.build);
+        break;
+      case BuildEvent::Kind::kCancelled:
+        db.finishBuild(ev.build, static_cast<int>(BuildStatus::kCancelled),
+                       nowMs(), "cancelled");
+        break;
+    }
+  }
+  for (auto& a : core.takeAborts()) {
+    auto id = index.dbId(a.step);
+    index.erase(a.step);
+    if (!id) continue;
+    auto it = running.find(*id);
+    if (it == running.end()) continue;
+    sendTo(it->second.peer,
+           protocol::CancelStep{static_cast<uint64_t>(*id), "build cancelled"});
+    running.erase(it);
+  }
+}
+
+void SchedulerService::Impl::dispatch() {
+  auto assignments = core.nextAssignments();
+  for (auto& a : assignments) {
+    auto id = index.dbId(a.step);
+    auto peer = peerOf.find(a.worker);
+    if (!id || peer == peerOf.end()) {
+      core.finishStep(a.step, StepResult::transient(Duration(0)));
+      continue;
+    }
+    if (!sendBuildStep(*id, a.step, conns.at(peer->second)))
+      core.finishStep(a.step, StepResult::transient(Duration(0)));
+    else if (pendingSince)
+      metrics.observeDispatchLatency(
+          std::chrono::duration<double>(SteadyClock::now() - *pendingSince)
+              .count());
+  }
+  pendingSince.reset();
+}
+
+void SchedulerService::Impl::periodic() {
+  for (auto lost : core.tick()) {
+    auto it = peerOf.find(lost);
+    if (it == peerOf.end()) continue;
+    logWarn("worker " + conns.at(it->second).name +
+            " lost: no heartbeat for 3 intervals; its steps are retried");
+    dropWorker(it->second, "no heartbeat", false);
+  }
+  for (auto& [peer, c] : conns) c.xfer->expireIdle();
+  auto now = SteadyClock::now();
+  if (now - lastRequestPoll >= std::chrono::milliseconds(100)) {
+    lastRequestPoll = now;
+    pollRequests();
+  }
+  if (now - lastJobsetCheck >= std::chrono::seconds(1)) {
+    lastJobsetCheck = now;
+    checkJobsets();
+  }
+}
+
+void SchedulerService::Impl::pollRequests() {
+  for (auto& req : db.pendingRequests()) {
+    try {
+      json args = json::parse(req.args);
+      db.completeRequest(req.id, true, apply(req.kind, args).dump());
+    } catch (const std::exception& e) {
+      db.completeRequest(req.id, false, e.what());
+    }
+  }
+}
+
+EvalOutcome SchedulerService::Impl::runEvaluation(const JobsetRow& js,
+                                                  bool force) const {
+  EvalOutcome o;
+  o.jobset = js.id;
+  auto start = SteadyClock::now();
+  o.timeMs = clock.now().time_since_epoch().count();
+  try {
+    std::string work = cfg.stateDir + "/eval/" + std::to_string(js.id);
+    Checkout co = cfg.inputFetcher->fetch(js, work);
+    o.inputsHash = co.inputsHash;
+    if (!force && co.inputsHash == js.lastInputs) {
+      o.skipped = true;
+      return o;
+    }
+    // A store handle of this thread: LocalStore is safe across processes
+    // and threads, and the service's own instance stays on its thread.
+    store::LocalStore evalStore(cfg.stateDir, store::StoreDir(cfg.storeDir));
+    o.jobs = cfg.evalRunner->evaluate(js, co, evalStore);
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  o.durationMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     SteadyClock::now() - start)
+                     .count();
+  return o;
+}
+
+int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
+  db.setJobsetChecked(o.jobset, o.timeMs,
+                      o.skipped || !o.error.empty()
+                          ? std::nullopt
+                          : std::optional<std::string>(o.inputsHash));
+  if (o.skipped) return 0;
+  EvaluationRow e;
+  e.jobset = o.jobset;
+  e.inputsHash = o.inputsHash;
+  e.timeMs = o.timeMs;
+  e.durationMs = o.durationMs;
+  e.error = o.error;
+  std::vector<EvalErrorRow> errors;
+  for (auto& j : o.jobs) {
+    if (!j.error.empty()) errors.push_back({j.attr, j.error});
+    else e.jobs++;
+  }
+  int64_t evalId = db.createEvaluation(e, errors);
+  for (auto& j : o.jobs) {
+    if (!j.error.empty()) continue;
+    BuildRow b;
+    b.eval = evalId;
+    b.jobset = o.jobset;
+    b.job = j.attr;
+    b.nixName = j.name;
+    b.system = j.system;
+    b.drvPath = j.drvPath;
+    b.localPriority = j.schedulingPriority;
+    b.createdMs = nowMs();
+    auto prev = db.finishedBuildOfDrv(j.drvPath);
+    if (prev && (prev->status == 0 ||
+                 db.cachedFailure(j.drvPath, nowMs()))) {
+      b.finished = true;
+      b.status = prev->status;
+      b.stopMs = b.createdMs;
+      b.reusedFrom = prev->id;
+      b.id = db.createBuild(b);
+      db.setBuildOutputs(b.id, db.buildOutputs(prev->id));
+      continue;
+    }
+    b.id = db.createBuild(b);
+    startBuild(b);
+  }
+  processEvents();
+  return evalId;
+}
+
+void SchedulerService::Impl::checkJobsets() {
+  if (evalFuture) {
+    if (evalFuture->wait_for(std::chrono::seconds(0)) !=
+        std::future_status::ready)
+      return;
+    auto o = evalFuture->get();
+    evalFuture.reset();
+    recordEvaluation(o);
+  }
+  int64_t now = nowMs();
+  for (auto& js : db.jobsets()) {
+    if (!js.enabled || js.checkIntervalSec <= 0) continue;
+    if (now - js.lastCheckedMs < js.checkIntervalSec * 1000) continue;
+    // One evaluation at a time, off the service thread.
+    db.setJobsetChecked(js.id, now, std::nullopt);
+    evalFuture = std::async(std::launch::async, [this, js] {
+      return runEvaluation(js, false);
+    });
+    return;
+  }
+}
+
+// ---------------------------------------------------------------- public
+
+SchedulerService::SchedulerService(ServiceConfig config)
+    : impl_(std::make_unique<Impl>(std::move(config))) {}
+
+SchedulerService::~SchedulerService() {
+  if (impl_->evalFuture) impl_->evalFuture->wait();
+}
+
+std::string SchedulerService::endpoint() const {
+  return impl_->server->endpoint();
+}
+
+int SchedulerService::metricsPort() const {
+  if (!impl_->exposer) return -1;
+  auto ports = impl_->exposer->GetListeningPorts();
+  return ports.empty() ? -1 : ports.front();
+}
+
+void SchedulerService::run(const std::atomic<bool>& stop) {
+  while (!stop.load()) pollOnce(std::chrono::milliseconds(50));
+}
+
+void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
+  auto& s = *impl_;
+  try {
+    auto r = s.server->receive(timeout);
+    for (int n = 0; r && n < 1000; n++) {
+      s.handle(*r);
+      s.processEvents();
+      r = s.server->receive(std::chrono::milliseconds(0));
+    }
+    s.periodic();
+    s.processEvents();
+    s.dispatch();
+    s.processEvents();
+    s.metrics.update(s.core.metrics());
+  } catch (const std::exception& e) {
+    logError(std::string("scheduler loop: ") + e.what());
+  }
+}
+
+int64_t SchedulerService::addBuild(int64_t jobset, const std::string& job,
+                                   const std::string& drvPath,
+                                   int localPriority) {
+  auto& s = *impl_;
+  if (!s.db.jobset(jobset))
+    throw SchedulerStateError("no jobset with id " + std::to_string(jobset));
+  EvaluationRow e;
+  e.jobset = jobset;
+  e.inputsHash = "manual";
+  e.timeMs = s.nowMs();
+  e.jobs = 1;
+  BuildRow b;
+  b.eval = s.db.createEvaluation(e, {});
+  b.jobset = jobset;
+  b.job = job;
+  b.drvPath = drvPath;
+  b.localPriority = localPriority;
+  b.createdMs = s.nowMs();
+  auto drv = s.ingestor.loadDrv(drvPath);
+  b.nixName = drv.name;
+  b.system = drv.platform;
+  b.id = s.db.createBuild(b);
+  s.startBuild(b);
+  s.processEvents();
+  return b.id;
+}
+
+int64_t SchedulerService::evaluateJobset(int64_t jobset, bool force) {
+  auto js = impl_->db.jobset(jobset);
+  if (!js)
+    throw SchedulerStateError("no jobset with id " + std::to_string(jobset));
+  return impl_->recordEvaluation(impl_->runEvaluation(*js, force));
+}
+
+json SchedulerService::applyRequest(const std::string& kind,
+                                    const json& args) {
+  return impl_->apply(kind, args);
+}
+
+StateDb& SchedulerService::db() { return impl_->db; }
+
+SchedulerMetrics SchedulerService::coreMetrics() const {
+  return impl_->core.metrics();
+}
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,122 @@
+#pragma once
+// Private state of SchedulerService (docs/scheduler.md). Everything here is
+// touched only by the service thread, except the evaluation future's
+// worker thread, which uses its own LocalStore and never the core.
+
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "kiln/common/file.h"
+#include "kiln/common/file_lock.h"
+#include "kiln/protocol/transfer.h"
+#include "kiln/protocol/transport.h"
+#include "kiln/scheduler/ingest.h"
+#include "kiln/scheduler/metrics.h"
+#include "kiln/scheduler/service.h"
+
+namespace kiln::scheduler {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// A connected worker.
+struct Conn {
+  std::string peer;
+  std::string name;  // workerId from Hello (+ key name)
+  WorkerId wid;
+  protocol::Hello hello;
+  std::unique_ptr<protocol::TransferEndpoint> xfer;
+};
+
+// A step running on a worker, by its database id.
+struct Running {
+  StepId sid;
+  std::string peer;
+  std::string drvPath;
+  std::string system;
+  std::map<std::string, store::StorePath> expected;  // output name → path
+  std::set<std::string> uploaded;                     // output names
+  SteadyClock::time_point started;
+  int64_t attempt = 1;
+  AutoCloseFD log;
+  uint64_t logBytes = 0;
+  bool logTruncated = false;
+};
+
+// What an evaluation produced, before it is recorded (service thread).
+struct EvalOutcome {
+  int64_t jobset = 0;
+  bool skipped = false;  // inputs unchanged
+  std::string inputsHash;
+  std::vector<Job> jobs;
+  std::string error;
+  int64_t timeMs = 0;
+  int64_t durationMs = 0;
+};
+
+struct SchedulerService::Impl {
+  explicit Impl(ServiceConfig c);
+
+  ServiceConfig cfg;
+  FileLock lock;
+  StateDb db;
+  store::LocalStore store;
+  SystemClock clock;
+  SchedulerCore core;
+  StepIndex index;
+  Ingestor ingestor;
+  std::unique_ptr<protocol::Server> server;
+  std::shared_ptr<prometheus::Registry> registry;
+  ServiceMetrics metrics;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::map<std::string, Conn> conns;  // by ZeroMQ peer id
+  std::map<WorkerId, std::string> peerOf;
+  std::map<int64_t, Running> running;  // by db step id
+  std::string schedulerId;
+  std::optional<SteadyClock::time_point> pendingSince;
+  SteadyClock::time_point lastRequestPoll{};
+  SteadyClock::time_point lastJobsetCheck{};
+  std::optional<std::future<EvalOutcome>> evalFuture;
+  uint64_t tmpCounter = 0;
+
+  int64_t nowMs() const { return clock.now().time_since_epoch().count(); }
+  std::string tmpPath();
+
+  // service.cc
+  void restoreFromDb();
+  void startBuild(const BuildRow& b);
+  void finishBuildOk(int64_t id, const std::string& drvPath);
+  void processEvents();
+  void dispatch();
+  void periodic();
+  void pollRequests();
+  nlohmann::json apply(const std::string& kind, const nlohmann::json& args);
+  void restartBuild(int64_t id);
+  std::vector<QueueEntry> queueEntries();
+  EvalOutcome runEvaluation(const JobsetRow& js, bool force) const;
+  int64_t recordEvaluation(const EvalOutcome& o);
+  void checkJobsets();
+
+  // service_workers.cc
+  void handle(const protocol::Received& r);
+  void onHello(const std::string& peer, const std::string& user,
+               const protocol::Hello& h);
+  void onNeedPaths(Conn& c, const protocol::NeedPaths& n);
+  void onLog(Conn& c, const protocol::LogChunk& l);
+  void onResult(Conn& c, const protocol::StepResult& r);
+  void dropWorker(const std::string& peer, const std::string& why,
+                  bool removeFromCore);
+  bool sendBuildStep(int64_t dbId, StepId sid, Conn& c);
+  std::vector<protocol::PathInfo> inputClosure(const store::Derivation& drv);
+  std::unique_ptr<protocol::TransferTarget> acceptUpload(
+      const std::string& peer, const protocol::TransferHeader& h);
+  void sendTo(const std::string& peer, protocol::Message&& m);
+};
+
+}  // namespace kiln::scheduler

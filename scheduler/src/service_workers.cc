@@ -1,0 +1,395 @@
+// SchedulerService: the worker side of the protocol — Hello, heartbeats,
+// BuildStep dispatch, input transfers, output uploads, logs, results
+// (docs/protocol.md, docs/scheduler.md). No exception leaves handle().
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "kiln/common/logging.h"
+#include "kiln/store/nar.h"
+#include "service_impl.h"
+
+namespace kiln::scheduler {
+
+namespace proto = protocol;
+
+namespace {
+
+// Creates `tmp` exclusively and unlinks it at once: the file lives only as
+// long as the descriptor (nothing is left behind on any failure).
+AutoCloseFD openUnlinkedTemp(const std::string& tmp) {
+  AutoCloseFD fd(open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd) throwSysError("creating " + tmp);
+  unlink(tmp.c_str());
+  return fd;
+}
+
+// A NAR written to an unlinked temporary file, read back as a Source.
+class NarFileSource final : public Source {
+ public:
+  NarFileSource(const std::string& storePath, const std::string& tmp) {
+    fd_ = openUnlinkedTemp(tmp);
+    FdSink sink(fd_.get());
+    store::dumpPath(storePath, sink);
+    sink.flush();
+    if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek " + tmp);
+    src_.emplace(fd_.get());
+  }
+  size_t read(char* data, size_t len) override { return src_->read(data, len); }
+
+ private:
+  AutoCloseFD fd_;
+  std::optional<FdSource> src_;
+};
+
+// An uploaded output: written to a temporary file, registered in the
+// central store only on commit (after the endpoint verified the NAR hash;
+// addFromNar verifies it once more).
+class UploadTarget final : public proto::TransferTarget {
+ public:
+  using OnCommit = std::function<void(const proto::TransferHeader&)>;
+  UploadTarget(store::LocalStore& store, std::string tmp,
+               std::optional<store::StorePath> deriver, OnCommit onCommit)
+      : store_(store),
+        tmp_(std::move(tmp)),
+        deriver_(std::move(deriver)),
+        onCommit_(std::move(onCommit)) {
+    fd_ = openUnlinkedTemp(tmp_);
+  }
+  void write(std::string_view data) override { writeAll(fd_.get(), data); }
+  void commit(const proto::TransferHeader& h) override {
+    if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek " + tmp_);
+    store::ValidPathInfo info(h.info.path);
+    info.narHash = h.info.narHash;
+    info.narSize = h.info.narSize;
+    info.references = h.info.references;
+    info.deriver = deriver_;
+    info.ultimate = true;
+    FdSource src(fd_.get());
+    store_.addFromNar(info, src);
+    onCommit_(h);
+  }
+  void discard(const std::string&) noexcept override { fd_.reset(); }
+
+ private:
+  store::LocalStore& store_;
+  std::string tmp_;
+  std::optional<store::StorePath> deriver_;
+  OnCommit onCommit_;
+  AutoCloseFD fd_;
+};
+
+proto::PathInfo toProto(const store::ValidPathInfo& i) {
+  proto::PathInfo p;
+  p.path = i.path;
+  p.narHash = i.narHash;
+  p.narSize = i.narSize;
+  p.references = i.references;
+  p.deriver = i.deriver;
+  return p;
+}
+
+bool isTransient(proto::StepStatus s) {
+  return s == proto::StepStatus::kAborted ||
+         s == proto::StepStatus::kCancelled;
+}
+
+}  // namespace
+
+void SchedulerService::Impl::sendTo(const std::string& peer,
+                                    proto::Message&& m) {
+  if (!server->send(peer, m))
+    logWarn("could not send to worker " + peer + " (gone or queue full)");
+}
+
+void SchedulerService::Impl::handle(const proto::Received& r) {
+  try {
+    if (auto* h = std::get_if<proto::Hello>(&r.msg)) {
+      onHello(r.peer, r.user, *h);
+      return;
+    }
+    auto it = conns.find(r.peer);
+    if (it == conns.end()) {
+      // A worker we do not know (e.g. after a scheduler restart or after it
+      // was declared lost): it must introduce itself again.
+      if (!std::holds_alternative<proto::Bye>(r.msg))
+        sendTo(r.peer, proto::Bye{"unknown worker: send Hello again"});
+      return;
+    }
+    Conn& c = it->second;
+    if (c.xfer->handle(r.msg)) return;
+    std::visit(
+        [&](auto& m) {
+          using T = std::decay_t<decltype(m)>;
+          if constexpr (std::is_same_v<T, proto::Heartbeat>) {
+            core.heartbeat(c.wid, m.load / double(c.hello.slots));
+          } else if constexpr (std::is_same_v<T, proto::NeedPaths>) {
+            onNeedPaths(c, m);
+          } else if constexpr (std::is_same_v<T, proto::LogChunk>) {
+            onLog(c, m);
+          } else if constexpr (std::is_same_v<T, proto::StepResult>) {
+            onResult(c, m);
+          } else if constexpr (std::is_same_v<T, proto::Bye>) {
+            dropWorker(r.peer, "said bye: " + m.reason, true);
+          } else {
+            logWarn("worker " + c.name + " sent an unexpected message");
+          }
+        },
+        r.msg);
+  } catch (const std::exception& e) {
+    logError("handling a message from worker " + r.peer + ": " + e.what());
+  }
+}
+
+void SchedulerService::Impl::onHello(const std::string& peer,
+                                     const std::string& user,
+                                     const proto::Hello& h) {
+  auto refuse = [&](const std::string& why) {
+    logWarn("refusing worker " + h.workerId + ": " + why);
+    sendTo(peer, proto::Refused{proto::kProtocolVersion, why});
+  };
+  if (h.protocolVersion != proto::kProtocolVersion)
+    return refuse(proto::versionMismatchText(proto::kProtocolVersion,
+                                             h.protocolVersion));
+  if (h.storeDir != store.storeDir().dir())
+    return refuse("store directory mismatch: the scheduler uses " +
+                  store.storeDir().dir() + ", this worker " + h.storeDir);
+  if (conns.count(peer)) dropWorker(peer, "sent Hello again", true);
+  WorkerSpec spec;
+  spec.name = user.empty() ? h.workerId : h.workerId + " (" + user + ")";
+  spec.systems = h.systems;
+  spec.supportedFeatures = h.supportedFeatures;
+  spec.mandatoryFeatures = h.mandatoryFeatures;
+  spec.slots = h.slots;
+  spec.speedFactor = h.speedFactor;
+  WorkerId wid;
+  try {
+    wid = core.registerWorker(spec);
+  } catch (const Error& e) {
+    return refuse(e.what());
+  }
+  Conn c;
+  c.peer = peer;
+  c.name = spec.name;
+  c.wid = wid;
+  c.hello = h;
+  proto::TransferOptions to;
+  to.chunkSize = cfg.chunkSize;
+  c.xfer = std::make_unique<proto::TransferEndpoint>(
+      [this, peer](proto::Message&& m) {
+        if (!server->send(peer, m))
+          throw Error("worker " + peer + " is gone or its queue is full");
+      },
+      [this, peer](const proto::TransferHeader& hd, bool upload) {
+        if (!upload) throw Error("the scheduler does not accept PathData");
+        return acceptUpload(peer, hd);
+      },
+      [this](const proto::TransferOutcome& o) {
+        if (!o.ok) logWarn("upload failed: " + o.error);
+      },
+      to);
+  conns.emplace(peer, std::move(c));
+  peerOf[wid] = peer;
+  sendTo(peer, proto::Welcome{schedulerId,
+                              static_cast<uint32_t>(
+                                  cfg.heartbeatInterval.count()),
+                              cfg.chunkSize});
+  logInfo("worker " + spec.name + " joined with " +
+          std::to_string(h.slots) + " slots");
+  if (!pendingSince) pendingSince = SteadyClock::now();
+}
+
+void SchedulerService::Impl::dropWorker(const std::string& peer,
+                                        const std::string& why,
+                                        bool removeFromCore) {
+  auto it = conns.find(peer);
+  if (it == conns.end()) return;
+  it->second.xfer->abortAll("worker left: " + why);
+  WorkerId wid = it->second.wid;
+  for (auto r = running.begin(); r != running.end();)
+    r = r->second.peer == peer ? running.erase(r) : std::next(r);
+  if (removeFromCore) core.removeWorker(wid);
+  peerOf.erase(wid);
+  conns.erase(it);
+}
+
+std::vector<proto::PathInfo> SchedulerService::Impl::inputClosure(
+    const store::Derivation& drv) {
+  store::StorePathSet roots = drv.inputSrcs;
+  for (auto& [inDrv, outs] : drv.inputDrvs) {
+    auto d = ingestor.loadDrv(store.printPath(inDrv));
+    for (auto& o : outs) {
+      auto it = d.outputs.find(o);
+      if (it == d.outputs.end() || !it->second.path)
+        throw Error("input " + store.printPath(inDrv) + " has no output " + o);
+      roots.insert(*it->second.path);
+    }
+  }
+  std::vector<proto::PathInfo> out;
+  for (auto& p : store.queryRequisites(roots))
+    out.push_back(toProto(store.requirePathInfo(p)));
+  return out;
+}
+
+bool SchedulerService::Impl::sendBuildStep(int64_t dbId, StepId sid,
+                                           Conn& c) {
+  auto row = db.step(dbId);
+  if (!row) return false;
+  proto::BuildStep m;
+  m.stepId = static_cast<uint64_t>(dbId);
+  Running run;
+  try {
+    auto path = store.parsePath(row->drvPath);
+    m.drvPath = path;
+    m.drv = readFile(store.physicalPath(path));
+    auto drv = ingestor.loadDrv(row->drvPath);
+    m.inputs = inputClosure(drv);
+    for (auto& [n, o] : drv.outputs)
+      if (o.path) run.expected.emplace(n, *o.path);
+    auto mx = drv.env.find("maxSilent");
+    if (mx != drv.env.end()) m.maxSilentSec = std::stoull(mx->second);
+    auto to = drv.env.find("timeout");
+    if (to != drv.env.end()) m.timeoutSec = std::stoull(to->second);
+  } catch (const std::exception& e) {
+    logError("cannot dispatch " + row->drvPath + ": " + e.what());
+    return false;
+  }
+  m.logLimitBytes = cfg.logLimitBytes;
+  m.outputLimitBytes = cfg.outputLimitBytes;
+  if (!server->send(c.peer, m)) return false;
+  db.startStep(dbId, c.name, nowMs());
+  run.sid = sid;
+  run.peer = c.peer;
+  run.drvPath = row->drvPath;
+  run.system = row->system;
+  run.started = SteadyClock::now();
+  run.attempt = row->attempts + 1;
+  running[dbId] = std::move(run);
+  return true;
+}
+
+void SchedulerService::Impl::onNeedPaths(Conn& c, const proto::NeedPaths& n) {
+  auto it = running.find(static_cast<int64_t>(n.stepId));
+  if (it == running.end() || it->second.peer != c.peer) {
+    sendTo(c.peer, proto::Ack{proto::MessageType::kNeedPaths, n.stepId, false,
+                              "step " + std::to_string(n.stepId) +
+                                  " is not running on this worker"});
+    return;
+  }
+  for (auto& p : n.paths) {
+    auto info = store.queryPathInfo(p);
+    if (!info) {
+      sendTo(c.peer, proto::Ack{proto::MessageType::kNeedPaths, n.stepId,
+                                false, "path " + store.printPath(p) +
+                                           " is not in the central store"});
+      continue;
+    }
+    proto::TransferHeader h;
+    h.stepId = n.stepId;
+    h.info = toProto(*info);
+    uint64_t size = info->narSize;
+    auto src = std::make_unique<NarFileSource>(store.physicalPath(p),
+                                               tmpPath());
+    c.xfer->startSend(false, h, std::move(src),
+                      [this, size](const proto::TransferOutcome& o) {
+                        if (o.ok) metrics.addBytesSent(size);
+                        else logWarn("input transfer failed: " + o.error);
+                      });
+  }
+}
+
+std::unique_ptr<proto::TransferTarget> SchedulerService::Impl::acceptUpload(
+    const std::string& peer, const proto::TransferHeader& h) {
+  int64_t id = static_cast<int64_t>(h.stepId);
+  auto it = running.find(id);
+  if (it == running.end() || it->second.peer != peer)
+    throw Error("step " + std::to_string(id) +
+                " is not running on this worker");
+  auto ex = it->second.expected.find(h.outputName);
+  if (ex == it->second.expected.end() || ex->second != h.info.path)
+    throw Error("output '" + h.outputName + "' of " + it->second.drvPath +
+                " is not " + store.printPath(h.info.path));
+  if (cfg.outputLimitBytes && h.info.narSize > cfg.outputLimitBytes)
+    throw Error("output " + store.printPath(h.info.path) +
+                " exceeds the output limit");
+  auto drvPath = store.parsePath(it->second.drvPath);
+  return std::make_unique<UploadTarget>(
+      store, tmpPath(), drvPath, [this, id](const proto::TransferHeader& hd) {
+        metrics.addBytesReceived(hd.info.narSize);
+        auto r = running.find(id);
+        if (r != running.end()) r->second.uploaded.insert(hd.outputName);
+      });
+}
+
+void SchedulerService::Impl::onLog(Conn& c, const proto::LogChunk& l) {
+  auto it = running.find(static_cast<int64_t>(l.stepId));
+  if (it == running.end() || it->second.peer != c.peer) return;
+  Running& r = it->second;
+  if (r.logTruncated) return;
+  if (!r.log) {
+    std::string path = cfg.stateDir + "/logs/" +
+                       baseNameOf(r.drvPath) + "." +
+                       std::to_string(r.attempt) + ".log";
+    r.log = AutoCloseFD(open(path.c_str(),
+                             O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!r.log) throwSysError("opening log " + path);
+  }
+  std::string_view data = l.data;
+  if (cfg.logLimitBytes && r.logBytes + data.size() > cfg.logLimitBytes) {
+    data = data.substr(0, cfg.logLimitBytes - r.logBytes);
+    r.logTruncated = true;
+  }
+  writeAll(r.log.get(), data);
+  r.logBytes += data.size();
+  if (r.logTruncated)
+    writeAll(r.log.get(), "\n[kiln: log truncated at the size limit]\n");
+}
+
+void SchedulerService::Impl::onResult(Conn& c, const proto::StepResult& m) {
+  int64_t id = static_cast<int64_t>(m.stepId);
+  auto it = running.find(id);
+  if (it == running.end() || it->second.peer != c.peer) {
+    sendTo(c.peer, proto::Ack{proto::MessageType::kStepResult, m.stepId,
+                              false, "step not running on this worker"});
+    return;
+  }
+  sendTo(c.peer, proto::Ack{proto::MessageType::kStepResult, m.stepId, true,
+                            ""});
+  Running run = std::move(it->second);
+  running.erase(it);
+  auto dur = std::chrono::duration_cast<Duration>(SteadyClock::now() -
+                                                  run.started);
+  metrics.observeStepDuration(run.system,
+                              std::chrono::duration<double>(dur).count());
+  if (m.status == proto::StepStatus::kSuccess) {
+    std::map<std::string, store::StorePath> outs;
+    for (auto& [name, path] : run.expected) {
+      if (!store.isValid(path)) {
+        logWarn(run.drvPath + ": success reported but output " + name +
+                " was not uploaded; retrying");
+        core.finishStep(run.sid, StepResult::transient(dur));
+        return;
+      }
+      outs.emplace(name, path);
+    }
+    store.registerDerivationOutputs(store.parsePath(run.drvPath), outs);
+    db.finishStep(id, 0, nowMs(), "");
+    core.finishStep(run.sid, StepResult::success(dur));
+    index.erase(run.sid);
+  } else if (isTransient(m.status)) {
+    core.finishStep(run.sid, StepResult::transient(dur));
+    if (core.step(run.sid).state == StepView::State::kFailed)
+      db.finishStep(id, static_cast<int>(m.status), nowMs(), m.errorMsg);
+  } else {
+    auto status = static_cast<BuildStatus>(static_cast<int>(m.status));
+    db.finishStep(id, static_cast<int>(m.status), nowMs(), m.errorMsg);
+    if (m.status != proto::StepStatus::kDepFailed) {
+      int64_t ttl = cfg.cachedFailureTtlSec;
+      db.addCachedFailure({run.drvPath, static_cast<int>(m.status), nowMs(),
+                           ttl ? nowMs() + ttl * 1000 : 0});
+    }
+    core.finishStep(run.sid, StepResult::permanent(status, dur));
+  }
+  if (!pendingSince) pendingSince = SteadyClock::now();
+}
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,115 @@
+// Ingestion: closures expand into steps, valid outputs are skipped, cached
+// failures fail fast with 8 and dependents with 2.
+#include "kiln/scheduler/ingest.h"
+
+#include <gtest/gtest.h>
+
+#include "service_fixture.h"
+
+namespace kiln::scheduler {
+namespace {
+
+using testing::makeDrv;
+using testing::makeOutputValid;
+
+class IngestTest : public ::testing::Test {
+ protected:
+  TempDir dir_{"kiln-ingest"};
+  StateDb db_{dir_.path() + "/scheduler.sqlite"};
+  store::LocalStore store_{dir_.path()};
+  FakeClock clock_{TimePoint(Duration(1000000))};
+  SchedulerCore core_{clock_};
+  StepIndex index_;
+  Ingestor ingestor_{db_, store_, core_, index_, clock_};
+
+  // a <- b <- c (c needs b needs a)
+  std::string a_ = makeDrv(store_, "a");
+  std::string b_ = makeDrv(store_, "b", {a_});
+  std::string c_ = makeDrv(store_, "c", {b_});
+
+  void addBuild(BuildId id, StepId top) {
+    core_.addBuild({id, 1, top, 0, 0});
+  }
+};
+
+TEST_F(IngestTest, ExpandsTheWholeClosureDependenciesFirst) {
+  auto r = ingestor_.ingest(c_);
+  ASSERT_TRUE(r.top);
+  EXPECT_EQ(r.newSteps, 3u);
+  EXPECT_EQ(index_.size(), 3u);
+  addBuild(1, *r.top);
+  EXPECT_EQ(core_.step(*core_.findStep(a_)).state, StepView::State::kQueued);
+  EXPECT_EQ(core_.whyWaiting(*r.top).kind,
+            WaitReason::Kind::kWaitingForDependencies);
+  // Rows exist with their dependency edges; a second ingestion shares them.
+  auto row = db_.stepByDrv(b_);
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->system, "x86_64-linux");
+  EXPECT_EQ(row->pname, "b");
+  auto again = ingestor_.ingest(c_);
+  EXPECT_EQ(again.newSteps, 0u);
+  EXPECT_EQ(*again.top, *r.top);
+}
+
+TEST_F(IngestTest, ValidOutputsAreNotBuilt) {
+  makeOutputValid(store_, a_);
+  auto r = ingestor_.ingest(c_);
+  EXPECT_EQ(r.newSteps, 2u);
+  EXPECT_EQ(r.validDerivations, 1u);
+  EXPECT_FALSE(core_.findStep(a_));
+  makeOutputValid(store_, b_);
+  makeOutputValid(store_, c_);
+  TempDir d2{"kiln-ingest2"};
+  StateDb db2(d2.path() + "/s.sqlite");
+  SchedulerCore core2(clock_);
+  StepIndex idx2;
+  Ingestor ing2(db2, store_, core2, idx2, clock_);
+  auto done = ing2.ingest(c_);
+  EXPECT_FALSE(done.top);  // everything valid: nothing to build
+  EXPECT_EQ(done.newSteps, 0u);
+}
+
+TEST_F(IngestTest, CachedFailureFailsFastAndDependentsGetStatus2) {
+  db_.addCachedFailure({b_, 1, 0, 0});
+  auto r = ingestor_.ingest(c_);
+  ASSERT_TRUE(r.top);
+  EXPECT_FALSE(core_.findStep(a_));  // a cached failure's inputs are not needed
+  auto bStep = core_.findStep(b_);
+  ASSERT_TRUE(bStep);
+  EXPECT_EQ(core_.step(*bStep).state, StepView::State::kFailed);
+  EXPECT_EQ(db_.stepByDrv(b_)->status, 8);
+  addBuild(7, *r.top);
+  auto events = core_.takeBuildEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, BuildEvent::Kind::kFailed);
+  EXPECT_EQ(events[0].status, BuildStatus::kDepFailed);
+}
+
+TEST_F(IngestTest, CachedFailureOfTheTopGivesStatus8) {
+  db_.addCachedFailure({c_, 1, 0, 0});
+  auto r = ingestor_.ingest(c_);
+  addBuild(3, *r.top);
+  auto events = core_.takeBuildEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].status, BuildStatus::kCachedFailure);
+}
+
+TEST_F(IngestTest, ExpiredCachedFailuresAreIgnored) {
+  db_.addCachedFailure({b_, 1, 0, 5});  // expired long ago
+  auto r = ingestor_.ingest(c_);
+  EXPECT_EQ(r.newSteps, 3u);
+}
+
+TEST_F(IngestTest, AMissingDerivationIsNamed) {
+  std::string missing =
+      "/nix/store/00000000000000000000000000000000-nothere.drv";
+  try {
+    ingestor_.ingest(missing);
+    FAIL() << "no error";
+  } catch (const store::InvalidPathError& e) {
+    EXPECT_NE(std::string(e.what()).find("nothere.drv"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::scheduler

@@ -1,0 +1,102 @@
+// StateDb: migrations, validation, cached failures, requests.
+#include "kiln/scheduler/state_db.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/common/file.h"
+
+namespace kiln::scheduler {
+namespace {
+
+class StateDbTest : public ::testing::Test {
+ protected:
+  TempDir dir_{"kiln-statedb"};
+  std::string path_ = dir_.path() + "/scheduler.sqlite";
+};
+
+TEST_F(StateDbTest, MigratesToTheLatestVersionOnceAndInWal) {
+  { StateDb db(path_); }
+  StateDb db(path_);
+  EXPECT_EQ(db.db().userVersion(), StateDb::schemaVersion());
+  auto s = db.db().prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(s.step());
+  EXPECT_EQ(s.getStr(0), "wal");
+}
+
+TEST_F(StateDbTest, RefusesADatabaseFromANewerKiln) {
+  { StateDb db(path_); db.db().exec("PRAGMA user_version = 999"); }
+  EXPECT_THROW(StateDb db(path_), SchemaError);
+}
+
+TEST_F(StateDbTest, ProjectsAndJobsetsAreValidated) {
+  StateDb db(path_);
+  int64_t p = db.createProject({0, "nixpkgs", "the packages", true});
+  EXPECT_THROW(db.createProject({0, "nixpkgs", "", true}),
+               SchedulerStateError);
+  EXPECT_THROW(db.createProject({0, "bad name", "", true}),
+               SchedulerStateError);
+  JobsetRow j;
+  j.project = p;
+  j.name = "trunk";
+  j.location = "/src";
+  j.shares = 50;
+  int64_t id = db.createJobset(j);
+  EXPECT_THROW(db.createJobset(j), SchedulerStateError);
+  j.name = "other";
+  j.kind = "svn";
+  EXPECT_THROW(db.createJobset(j), SchedulerStateError);
+  j.kind = "git";
+  j.shares = 0;
+  EXPECT_THROW(db.createJobset(j), SchedulerStateError);
+  auto got = db.jobsetByName("nixpkgs", "trunk");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->id, id);
+  EXPECT_EQ(got->shares, 50);
+  EXPECT_EQ(got->file, "default.nix");
+  db.setJobsetChecked(id, 1234, std::string("sha256:abc"));
+  EXPECT_EQ(db.jobset(id)->lastInputs, "sha256:abc");
+  EXPECT_EQ(db.jobset(id)->lastCheckedMs, 1234);
+}
+
+TEST_F(StateDbTest, CachedFailuresExpireAndClear) {
+  StateDb db(path_);
+  db.addCachedFailure({"/nix/store/a.drv", 1, 100, 0});
+  db.addCachedFailure({"/nix/store/b.drv", 7, 100, 500});
+  EXPECT_TRUE(db.cachedFailure("/nix/store/a.drv", 10000));
+  EXPECT_TRUE(db.cachedFailure("/nix/store/b.drv", 499));
+  EXPECT_FALSE(db.cachedFailure("/nix/store/b.drv", 500));
+  EXPECT_EQ(db.clearCachedFailures("/nix/store/a.drv"), 1);
+  EXPECT_FALSE(db.cachedFailure("/nix/store/a.drv", 0));
+  EXPECT_EQ(db.clearCachedFailures(""), 1);
+  EXPECT_TRUE(db.cachedFailures().empty());
+}
+
+TEST_F(StateDbTest, StepsAreSharedByDerivationAndReopenable) {
+  StateDb db(path_);
+  StepRow s;
+  s.drvPath = "/nix/store/x.drv";
+  s.system = "x86_64-linux";
+  s.features = {"kvm", "big"};
+  int64_t a = db.upsertStep(s);
+  EXPECT_EQ(db.upsertStep(s), a);
+  EXPECT_EQ(db.step(a)->features, (std::vector<std::string>{"kvm", "big"}));
+  db.startStep(a, "w1", 10);
+  db.finishStep(a, 1, 20, "boom");
+  EXPECT_TRUE(db.unfinishedSteps().empty());
+  EXPECT_EQ(db.step(a)->attempts, 1);
+  db.reopenStep(a);
+  ASSERT_EQ(db.unfinishedSteps().size(), 1u);
+}
+
+TEST_F(StateDbTest, RequestsAreQueuedAndCompleted) {
+  StateDb db(path_);
+  int64_t r = db.addRequest("queue", "{}");
+  ASSERT_EQ(db.pendingRequests().size(), 1u);
+  db.completeRequest(r, false, "no");
+  EXPECT_TRUE(db.pendingRequests().empty());
+  EXPECT_FALSE(db.request(r)->ok);
+  EXPECT_EQ(db.request(r)->result, "no");
+}
+
+}  // namespace
+}  // namespace kiln::scheduler
