@@ -83,6 +83,29 @@ int64_t jobsetIdOf(StateDb& db, const json& a) {
 
 }  // namespace
 
+BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
+                           const std::string& drvPath, int localPriority) {
+  if (!db.jobset(jobset))
+    throw SchedulerStateError("no jobset with id " + std::to_string(jobset));
+  if (drvPath.size() < 38 || drvPath.compare(drvPath.size() - 4, 4, ".drv"))
+    throw SchedulerStateError("'" + drvPath + "' is not a .drv path");
+  int64_t now = SystemClock().now().time_since_epoch().count();
+  EvaluationRow e;
+  e.jobset = jobset;
+  e.inputsHash = "manual";
+  e.timeMs = now;
+  e.jobs = 1;
+  BuildRow b;
+  b.eval = db.createEvaluation(e, {});
+  b.jobset = jobset;
+  b.job = job;
+  b.drvPath = drvPath;
+  b.localPriority = localPriority;
+  b.createdMs = now;
+  b.id = db.createBuild(b);
+  return b;
+}
+
 json applyRequestOffline(StateDb& db, const std::string& kind,
                          const json& a) {
   if (kind == "project-create") {
@@ -109,6 +132,14 @@ json applyRequestOffline(StateDb& db, const std::string& kind,
     j.enabled = !a.contains("enabled") || a["enabled"].get<bool>();
     j.id = db.createJobset(j);
     return jobsetJson(j);
+  }
+  if (kind == "build-add") {
+    auto js = db.jobsetByName(strArg(a, "project", "", true),
+                              strArg(a, "jobset", "", true));
+    if (!js) throw SchedulerStateError("no such jobset");
+    std::string drv = strArg(a, "drvPath", "", true);
+    std::string job = strArg(a, "job", baseNameOf(drv).substr(33));
+    return {{"build", createManualBuild(db, js->id, job, drv, 0).id}};
   }
   if (kind == "cached-failure-clear") {
     return {{"cleared", db.clearCachedFailures(strArg(a, "drvPath"))}};
@@ -169,8 +200,14 @@ json SchedulerService::Impl::apply(const std::string& kind, const json& a) {
   }
   if (kind == "jobset-eval") {
     auto js = db.jobset(jobsetIdOf(db, a));
-    bool force = !a.contains("force") || a["force"].get<bool>();
+    bool force = !(a.contains("ifChanged") && a["ifChanged"].get<bool>());
     return {{"eval", recordEvaluation(runEvaluation(*js, force))}};
+  }
+  if (kind == "build-add") {
+    json r = applyRequestOffline(db, kind, a);
+    startBuild(*db.build(r["build"].get<int64_t>()));
+    processEvents();
+    return r;
   }
   if (kind == "build-cancel") {
     auto b = requireBuild(db, a);
@@ -260,7 +297,15 @@ json submitRequest(const std::string& stateDir, const std::string& kind,
   while (std::chrono::steady_clock::now() < deadline) {
     auto r = db.request(id);
     if (r && r->done) {
-      if (!r->ok) throw Error(r->result);
+      if (!r->ok) {
+        // {"error": text, "caller": true when the request itself was wrong}
+        json err = json::parse(r->result, nullptr, false);
+        std::string msg = err.is_object() ? err.value("error", r->result)
+                                          : r->result;
+        if (err.is_object() && err.value("caller", false))
+          throw SchedulerStateError(msg);
+        throw Error(msg);
+      }
       return json::parse(r->result);
     }
     std::this_thread::sleep_for(wait);

@@ -194,8 +194,11 @@ void SchedulerService::Impl::pollRequests() {
     try {
       json args = json::parse(req.args);
       db.completeRequest(req.id, true, apply(req.kind, args).dump());
+    } catch (const SchedulerStateError& e) {
+      db.completeRequest(req.id, false,
+                         json{{"error", e.what()}, {"caller", true}}.dump());
     } catch (const std::exception& e) {
-      db.completeRequest(req.id, false, e.what());
+      db.completeRequest(req.id, false, json{{"error", e.what()}}.dump());
     }
   }
 }
@@ -342,24 +345,7 @@ int64_t SchedulerService::addBuild(int64_t jobset, const std::string& job,
                                    const std::string& drvPath,
                                    int localPriority) {
   auto& s = *impl_;
-  if (!s.db.jobset(jobset))
-    throw SchedulerStateError("no jobset with id " + std::to_string(jobset));
-  EvaluationRow e;
-  e.jobset = jobset;
-  e.inputsHash = "manual";
-  e.timeMs = s.nowMs();
-  e.jobs = 1;
-  BuildRow b;
-  b.eval = s.db.createEvaluation(e, {});
-  b.jobset = jobset;
-  b.job = job;
-  b.drvPath = drvPath;
-  b.localPriority = localPriority;
-  b.createdMs = s.nowMs();
-  auto drv = s.ingestor.loadDrv(drvPath);
-  b.nixName = drv.name;
-  b.system = drv.platform;
-  b.id = s.db.createBuild(b);
+  BuildRow b = createManualBuild(s.db, jobset, job, drvPath, localPriority);
   s.startBuild(b);
   s.processEvents();
   return b.id;

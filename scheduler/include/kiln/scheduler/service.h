@@ -104,6 +104,13 @@ class SchedulerService {
 nlohmann::json applyRequestOffline(StateDb& db, const std::string& kind,
                                    const nlohmann::json& args);
 
+/// Creates an evaluation ("manual" inputs) of `jobset` holding one
+/// unfinished build of `drvPath`; returns the build row. The scheduler
+/// ingests it (at once when live, at its next start otherwise). Throws
+/// SchedulerStateError for an unknown jobset or a non-.drv path.
+BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
+                           const std::string& drvPath, int localPriority);
+
 /// Submits a request for the scheduler of `stateDir`: if no scheduler holds
 /// `<state>/scheduler.lock`, applies it at once (holding the lock);
 /// otherwise queues it in the requests table and waits up to `timeout` for

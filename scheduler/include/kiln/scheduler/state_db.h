@@ -113,7 +113,9 @@ struct RequestRow {
   std::string args;  ///< JSON object
   bool done = false;
   bool ok = false;
-  std::string result;  ///< JSON (ok) or error text
+  /// JSON: the result, or {"error": text, "caller": true if the request
+  /// itself was wrong (SchedulerStateError)}.
+  std::string result;
 };
 
 /// Typed access to the scheduler database. One connection; not thread-safe.

@@ -1,0 +1,102 @@
+// `kiln scheduler`: runs the scheduler service on a state directory until
+// SIGINT/SIGTERM (docs/operations.md).
+#include <csignal>
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "command.h"
+#include "kiln/common/error.h"
+#include "kiln/common/logging.h"
+#include "kiln/scheduler/service.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+std::atomic<bool> gStop{false};
+
+void onSignal(int) { gStop = true; }
+
+int runScheduler(const std::vector<std::string>& args) {
+  po::options_description opts(
+      "Usage: kiln scheduler --state-dir DIR --listen tcp://HOST:PORT\n"
+      "         (--insecure-plaintext | --secret-key-file F "
+      "--allowed-workers FILE)\n"
+      "         [--metrics-port P] [options]\n\n"
+      "Runs the scheduler: workers dial in on --listen; state, central store\n"
+      "and logs live in --state-dir. Stops on SIGINT or SIGTERM.\n\nOptions");
+  scheduler::ServiceConfig cfg;
+  std::string keyFile, allowFile;
+  int64_t heartbeatMs = 10000, ttl = 0;
+  unsigned retries = 3;
+  opts.add_options()("help,h", "show this help")(
+      "state-dir", po::value(&cfg.stateDir)->required(), "state directory")(
+      "listen", po::value(&cfg.listen)->required(),
+      "ZeroMQ endpoint to bind, e.g. tcp://127.0.0.1:7470")(
+      "insecure-plaintext", "no CurveZMQ: anyone reaching the port may join")(
+      "secret-key-file", po::value(&keyFile),
+      "the scheduler's secret key (kiln key generate)")(
+      "allowed-workers", po::value(&allowFile),
+      "file of worker public keys allowed to join")(
+      "metrics-port", po::value(&cfg.metricsPort),
+      "serve Prometheus /metrics on 127.0.0.1:P")(
+      "store-dir", po::value(&cfg.storeDir),
+      "logical store directory (default /nix/store)")(
+      "heartbeat-ms", po::value(&heartbeatMs),
+      "heartbeat interval announced to workers (default 10000)")(
+      "max-retries", po::value(&retries),
+      "retries of transient failures (default 3)")(
+      "log-limit", po::value(&cfg.logLimitBytes),
+      "bytes of log kept per step (default 64 MiB)")(
+      "output-limit", po::value(&cfg.outputLimitBytes),
+      "largest accepted output NAR in bytes (default unlimited)")(
+      "cached-failure-ttl", po::value(&ttl),
+      "seconds a failure stays cached (default: until cleared)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts;
+      return kExitOk;
+    }
+    po::notify(vm);
+    cfg.insecurePlaintext = vm.count("insecure-plaintext") > 0;
+    if (!cfg.insecurePlaintext && (keyFile.empty() || allowFile.empty()))
+      throw po::error(
+          "give --secret-key-file and --allowed-workers, or "
+          "--insecure-plaintext for local development");
+    if (heartbeatMs < 1 || heartbeatMs > 3600000)
+      throw po::error("--heartbeat-ms must be 1..3600000");
+  } catch (const po::error& e) {
+    std::cerr << "kiln scheduler: " << e.what() << "\n" << opts;
+    return kExitUsage;
+  }
+  try {
+    if (!cfg.insecurePlaintext) {
+      cfg.keys = protocol::readSecretKeyFile(keyFile);
+      cfg.allowed = protocol::AllowList::readFile(allowFile);
+    }
+    cfg.heartbeatInterval = std::chrono::milliseconds(heartbeatMs);
+    cfg.core.maxRetries = retries;
+    cfg.cachedFailureTtlSec = ttl;
+    scheduler::SchedulerService svc(cfg);
+    std::cout << "listening " << svc.endpoint();
+    if (svc.metricsPort() >= 0) std::cout << " metrics " << svc.metricsPort();
+    std::cout << std::endl;
+    std::signal(SIGINT, onSignal);
+    std::signal(SIGTERM, onSignal);
+    svc.run(gStop);
+    logInfo("scheduler stopping");
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln scheduler: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+RegisterCommand reg("scheduler", "run the scheduler service", runScheduler);
+
+}  // namespace
+}  // namespace kiln::cli

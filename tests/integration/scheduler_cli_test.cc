@@ -1,0 +1,122 @@
+// `kiln scheduler` as a process, driven by the operator commands: projects
+// and jobsets, an evaluation through the nix-instantiate adapter (per-job
+// errors kept), `kiln queue` through the requests table, and the commands
+// on a stopped scheduler.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/common/file.h"
+#include "test_support.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// A `kiln scheduler` child process, stopped with SIGTERM on destruction.
+class SchedulerProcess {
+ public:
+  SchedulerProcess(const std::string& stateDir, const std::string& outFile) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(outFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::string bin = test::kilnBinary();
+      execl(bin.c_str(), bin.c_str(), "scheduler", "--state-dir",
+            stateDir.c_str(), "--listen", "tcp://127.0.0.1:*",
+            "--insecure-plaintext", "--metrics-port", "0", nullptr);
+      _exit(127);
+    }
+  }
+  int stop() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  ~SchedulerProcess() { stop(); }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+test::RunResult kiln(const std::string& state, std::vector<std::string> args) {
+  args.insert(args.begin(), test::kilnBinary());
+  args.push_back("--state-dir");
+  args.push_back(state);
+  return test::run(args);
+}
+
+TEST(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
+  if (!test::haveProgram("nix-instantiate")) GTEST_SKIP() << "no Nix";
+  TempDir dir;
+  std::string state = dir.path() + "/state", coll = dir.path() + "/coll";
+  createDirs(coll);
+  writeFile(coll + "/build.sh", "echo hi > $out\n");
+  writeFile(coll + "/default.nix", R"({ greeting ? "hi" }: {
+  a = derivation { name = "a"; system = "x86_64-linux"; builder = "/bin/sh";
+                   args = [ ./build.sh ]; inherit greeting; };
+  b = derivation { name = "b"; system = "aarch64-linux"; builder = "/bin/sh";
+                   args = [ "-c" "echo > $out" ]; };
+  broken = throw "this job is broken";
+})");
+  // Created before the scheduler starts: applied directly.
+  auto r = kiln(state, {"project", "create", "demo"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  r = kiln(state, {"jobset", "create", "--project", "demo", "main",
+                   "--location", coll, "--check-interval", "0",
+                   "--arguments", R"({"greeting": "\"hello\""})"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  r = kiln(state, {"jobset", "eval", "--project", "demo", "main"});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.err, HasSubstr("no scheduler is running"));
+
+  std::string out = dir.path() + "/sched.out";
+  SchedulerProcess sched(state, out);
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        return pathExists(out) &&
+               readFile(out).find("listening") != std::string::npos;
+      },
+      30s))
+      << readFile(out);
+  r = kiln(state, {"jobset", "eval", "--project", "demo", "main", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"eval\":1"));
+  r = kiln(state, {"queue", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto q = nlohmann::json::parse(r.out);
+  ASSERT_EQ(q.size(), 2u) << r.out;
+  for (auto& e : q) {
+    EXPECT_THAT(e["reason"].get<std::string>(), HasSubstr("no worker"));
+    auto drv = e["drvPath"].get<std::string>();
+    EXPECT_TRUE(pathExists(state + "/store/" + baseNameOf(drv))) << drv;
+  }
+  r = kiln(state, {"build-bump", "1", "--priority", "5"});
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  r = kiln(state, {"build-cancel", "99"});
+  EXPECT_EQ(r.exitCode, 4) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("no build with id 99"));
+  EXPECT_EQ(sched.stop(), 0);
+
+  // Stopped: the queue is read from the database.
+  r = kiln(state, {"queue"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("the scheduler is not running"));
+  r = kiln(state, {"cached-failure", "clear", "--json"});
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"cleared\":0"));
+}
+
+}  // namespace
+}  // namespace kiln
