@@ -6,9 +6,11 @@
 
 #include "command.h"
 #include "kiln/common/error.h"
+#include "kiln/common/file.h"
 #include "kiln/common/logging.h"
 #include "kiln/protocol/keys.h"
 #include "kiln/worker/daemon.h"
+#include "kiln/worker/private_store.h"
 
 namespace kiln::cli {
 namespace {
@@ -44,7 +46,8 @@ int runWorker(const std::vector<std::string>& args) {
       "--server-public-key-file G)\n"
       "         [--systems S,..] [--features F,..] [--mandatory-features "
       "F,..]\n"
-      "         [--slots N] [--speed-factor X] [--store-dir D]\n\n"
+      "         [--slots N] [--speed-factor X] [--store-dir D]\n"
+      "         [--private-store | --store-mounted-at-logical]\n\n"
       "Connects to a kiln scheduler and builds the steps it is given until\n"
       "SIGINT/SIGTERM. Exits 1 if the scheduler refuses the worker.\n\n"
       "Options");
@@ -65,6 +68,10 @@ int runWorker(const std::vector<std::string>& args) {
       "unless the store is mounted there")(
       "store-mounted-at-logical",
       "the physical store STATE/store is also visible at --store-dir")(
+      "private-store",
+      "enter a mount namespace of this worker's own and bind-mount "
+      "STATE/store on --store-dir (needs root or CAP_SYS_ADMIN); lets "
+      "several workers share one host")(
       "worker-id", po::value(&cfg.workerId), "name (default: host name)")(
       "systems", po::value(&systems)->multitoken(),
       "platforms built (default x86_64-linux)")(
@@ -95,12 +102,25 @@ int runWorker(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   cfg.storeMountedAtLogical = vm.count("store-mounted-at-logical") > 0;
+  bool privateStore = vm.count("private-store") > 0;
+  if (privateStore && cfg.storeMountedAtLogical) {
+    std::cerr << "kiln worker: --private-store and "
+                 "--store-mounted-at-logical exclude each other\n";
+    return kExitUsage;
+  }
   cfg.systems = splitList(systems);
   cfg.supportedFeatures = splitList(features);
   cfg.mandatoryFeatures = splitList(mandatory);
   cfg.kilnVersion = KILN_VERSION;
   if (vm.count("verbose")) setLogLevel(LogLevel::kDebug);
   try {
+    if (privateStore) {
+      // Before anything starts a thread (ZeroMQ, the store): unshare needs
+      // a single-threaded process.
+      cfg.stateDir = absPath(cfg.stateDir);
+      worker::enterPrivateStore(cfg.stateDir + "/store", cfg.storeDir);
+      cfg.storeMountedAtLogical = true;
+    }
     if (!cfg.client.insecurePlaintext) {
       cfg.client.keys = protocol::readSecretKeyFile(secretFile);
       cfg.client.serverPublicKey = protocol::readKeyFile(serverPubFile);

@@ -1,5 +1,7 @@
 #include "socket_util.h"
 
+#include <cerrno>
+
 namespace kiln::protocol::detail {
 
 bool sendFrames(zmq::socket_t& socket, const std::string* routingId,
@@ -54,7 +56,14 @@ bool waitUntil(std::vector<zmq::pollitem_t>& items,
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   if (left.count() < 0) left = std::chrono::milliseconds(0);
-  return zmq::poll(items, left) > 0;
+  try {
+    return zmq::poll(items, left) > 0;
+  } catch (const zmq::error_t& e) {
+    // A signal (SIGTERM asking a daemon to stop) is no error: the caller
+    // returns to its loop and sees its stop flag at once.
+    if (e.num() == EINTR) return false;
+    throw;
+  }
 }
 
 Frames toFrames(const std::vector<zmq::message_t>& parts, size_t first) {

@@ -30,7 +30,8 @@ void setCommonOptions(zmq::socket_t& socket,
                       std::chrono::milliseconds heartbeat,
                       std::chrono::milliseconds linger);
 
-/// Polls `items` until one is readable or `deadline`; false on timeout.
+/// Polls `items` until one is readable or `deadline`; false on timeout or
+/// when a signal interrupted the wait (EINTR).
 bool waitUntil(std::vector<zmq::pollitem_t>& items,
                std::chrono::steady_clock::time_point deadline);
 

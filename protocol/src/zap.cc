@@ -1,5 +1,7 @@
 #include "zap.h"
 
+#include <signal.h>
+
 #include <vector>
 
 #include "kiln/common/logging.h"
@@ -44,6 +46,11 @@ ZapHandler::~ZapHandler() {
 }
 
 void ZapHandler::run() noexcept {
+  // Process-directed signals (SIGTERM to the scheduler) belong to the main
+  // thread; here they would only interrupt the poll.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   try {
     std::vector<zmq::pollitem_t> items = {{zap_.handle(), 0, ZMQ_POLLIN, 0},
                                           {stopRx_.handle(), 0, ZMQ_POLLIN, 0}};

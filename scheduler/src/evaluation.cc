@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
@@ -120,14 +121,16 @@ class NixInstantiateRunner final : public EvalRunner {
     auto names = runCommand(list);
     if (names.exitCode != 0)
       throw Error("evaluation of " + file + " failed: " + names.err);
-    std::vector<Job> jobs;
+    std::vector<std::string> attrNames;
+    for (auto& attr : json::parse(names.out))
+      attrNames.push_back(attr.get<std::string>());
+    auto jobs = instantiateInBatches(
+        attrNames, [&](const std::vector<std::string>& batch) {
+          return instantiate(js, file, batch, root, args);
+        });
     std::vector<std::string> drvs;
-    const json attrs = json::parse(names.out);
-    for (auto& attr : attrs) {
-      std::string a = attr.get<std::string>();
-      jobs.push_back(instantiate(js, file, a, root, args));
-      if (jobs.back().error.empty()) drvs.push_back(jobs.back().drvPath);
-    }
+    for (auto& j : jobs)
+      if (j.error.empty()) drvs.push_back(j.drvPath);
     importFromNixChroot(root, drvs, store);
     for (auto& j : jobs) fillFromDrv(j, store);
     return jobs;
@@ -149,25 +152,27 @@ class NixInstantiateRunner final : public EvalRunner {
     return out;
   }
 
-  Job instantiate(const JobsetRow& js, const std::string& file,
-                  const std::string& attr, const std::string& root,
-                  const std::vector<std::string>& args) {
-    Job job;
-    job.attr = attr;
+  // One nix-instantiate for several attributes; it prints one .drv path
+  // per attribute, in order, and fails as a whole if any of them fails.
+  BatchOutcome instantiate(const JobsetRow& js, const std::string& file,
+                           const std::vector<std::string>& attrs,
+                           const std::string& root,
+                           const std::vector<std::string>& args) {
     std::vector<std::string> cmd = {"nix-instantiate", "--store",
-                                    "local?root=" + root, file, "-A",
-                                    js.attribute.empty()
-                                        ? attr
-                                        : js.attribute + "." + attr};
+                                    "local?root=" + root, file};
+    for (auto& a : attrs) {
+      cmd.push_back("-A");
+      cmd.push_back(js.attribute.empty() ? a : js.attribute + "." + a);
+    }
     cmd.insert(cmd.end(), args.begin(), args.end());
     auto r = runCommand(cmd);
-    std::string out = r.out.substr(0, r.out.find('\n'));
-    if (r.exitCode != 0 || out.empty()) {
-      job.error = r.err.empty() ? "nix-instantiate failed" : r.err;
-      return job;
-    }
-    job.drvPath = out;
-    return job;
+    BatchOutcome o;
+    std::istringstream lines(r.out);
+    for (std::string l; std::getline(lines, l);)
+      if (!l.empty()) o.drvPaths.push_back(l);
+    o.ok = r.exitCode == 0;
+    o.error = r.err.empty() ? "nix-instantiate failed" : r.err;
+    return o;
   }
 
   static void fillFromDrv(Job& job, store::LocalStore& store) {
@@ -185,6 +190,42 @@ class NixInstantiateRunner final : public EvalRunner {
 };
 
 }  // namespace
+
+std::vector<Job> instantiateInBatches(
+    const std::vector<std::string>& attrs,
+    const std::function<BatchOutcome(const std::vector<std::string>&)>& batch,
+    size_t maxBatch) {
+  std::vector<Job> jobs(attrs.size());
+  // Ranges [lo, hi) still to do; a failed range is split in halves.
+  std::vector<std::pair<size_t, size_t>> todo;
+  maxBatch = std::max<size_t>(maxBatch, 1);
+  for (size_t lo = 0; lo < attrs.size(); lo += maxBatch)
+    todo.push_back({lo, std::min(attrs.size(), lo + maxBatch)});
+  std::reverse(todo.begin(), todo.end());  // popped from the back
+  while (!todo.empty()) {
+    auto [lo, hi] = todo.back();
+    todo.pop_back();
+    std::vector<std::string> part(attrs.begin() + lo, attrs.begin() + hi);
+    auto o = batch(part);
+    // A single attribute may print several paths (a list): the first counts.
+    bool whole = o.ok && (o.drvPaths.size() == part.size() ||
+                          (part.size() == 1 && !o.drvPaths.empty()));
+    if (!whole && hi - lo > 1) {
+      size_t mid = lo + (hi - lo) / 2;
+      todo.push_back({mid, hi});
+      todo.push_back({lo, mid});
+      continue;
+    }
+    for (size_t i = lo; i < hi; i++) {
+      jobs[i].attr = attrs[i];
+      if (whole)
+        jobs[i].drvPath = o.drvPaths[i - lo];
+      else
+        jobs[i].error = o.ok ? "nix-instantiate printed no .drv path" : o.error;
+    }
+  }
+  return jobs;
+}
 
 std::unique_ptr<InputFetcher> makeInputFetcher() {
   return std::make_unique<RealInputFetcher>();

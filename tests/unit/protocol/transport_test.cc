@@ -4,7 +4,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include <random>
 
@@ -68,6 +70,33 @@ TEST(Transport, AllowedKeyJoinsOverCurve) {
   EXPECT_TRUE(client->connected());
   EXPECT_EQ(client->handshakeError(), "");
   EXPECT_FALSE(farm.server->send("no-such-peer", Bye{}));
+}
+
+extern "C" void onTestAlarm(int) {}
+
+// SIGTERM to a daemon interrupts its wait: receive() returns (nullopt) so
+// the loop sees its stop flag, instead of throwing "Interrupted system
+// call" (which made `kiln worker` exit 1 on SIGTERM).
+TEST(Transport, ASignalEndsAWaitWithoutAnError) {
+  struct sigaction sa {}, old{};
+  sa.sa_handler = onTestAlarm;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: poll fails with EINTR
+  ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+  Farm farm;
+  auto client = farm.client(farm.workerKeys);
+  for (int side = 0; side < 2; side++) {
+    itimerval t{};
+    t.it_value.tv_usec = 100000;
+    ASSERT_EQ(setitimer(ITIMER_REAL, &t, nullptr), 0);
+    auto start = std::chrono::steady_clock::now();
+    if (side == 0)
+      EXPECT_NO_THROW(EXPECT_FALSE(farm.server->receive(30s)));
+    else
+      EXPECT_NO_THROW(EXPECT_FALSE(client->receive(30s)));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 25s) << side;
+  }
+  sigaction(SIGALRM, &old, nullptr);
 }
 
 TEST(Transport, UnknownKeyIsRefused) {

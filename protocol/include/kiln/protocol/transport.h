@@ -66,7 +66,8 @@ class Server {
 
   /// The bound endpoint with the real port ("tcp://127.0.0.1:40123").
   std::string endpoint() const;
-  /// Waits up to `timeout` for one valid message; nullopt on timeout.
+  /// Waits up to `timeout` for one valid message; nullopt on timeout or
+  /// when a signal handler interrupted the wait (so a stop flag is seen).
   std::optional<Received> receive(std::chrono::milliseconds timeout);
   /// Queues `msg` for `peer` without blocking. Returns false if the peer is
   /// not connected or its queue is full (the message is dropped). Throws
@@ -109,7 +110,8 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  /// Waits up to `timeout` for one valid message; nullopt on timeout.
+  /// Waits up to `timeout` for one valid message; nullopt on timeout or
+  /// when a signal handler interrupted the wait (so a stop flag is seen).
   std::optional<Message> receive(std::chrono::milliseconds timeout);
   /// Queues `msg` (kept until connected, up to the high-water mark).
   /// Returns false if the queue is full. Throws FormatError if invalid.

@@ -9,6 +9,7 @@
 /// "meta": {...}}` or `{"attr", "error"}`.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,8 +67,28 @@ class EvalRunner {
                                     store::LocalStore& store) = 0;
 };
 
+/// What one batch of attributes gave: their `.drv` paths in order, or (ok
+/// false) the error of the batch as a whole.
+struct BatchOutcome {
+  bool ok = false;
+  std::vector<std::string> drvPaths;
+  std::string error;
+};
+
+/// Instantiates `attrs` through `batch`, which instantiates several
+/// attributes at once (one process for many jobs). Batches hold at most
+/// `maxBatch` attributes; a failed batch (or one returning the wrong number
+/// of paths) is split in halves down to single attributes, so k broken jobs
+/// cost O(k log n) extra calls and every other job still gets its `.drv`.
+/// Returns one Job (attr + drvPath, or attr + error) per attribute, in order.
+std::vector<Job> instantiateInBatches(
+    const std::vector<std::string>& attrs,
+    const std::function<BatchOutcome(const std::vector<std::string>&)>& batch,
+    size_t maxBatch = 1000);
+
 /// The adapter used until `kiln eval --json` lands: lists the attributes
-/// with `nix-instantiate --eval`, instantiates each one with
+/// with `nix-instantiate --eval`, instantiates them in batches
+/// (`instantiateInBatches`) with
 /// `nix-instantiate --store local?root=<workDir>/nix-root`, then imports the
 /// `.drv` closures (NAR-verified) from that chroot store into `store`.
 /// Requires a logical store directory of /nix/store.

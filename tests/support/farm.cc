@@ -1,0 +1,424 @@
+// The process farm of tests/support/farm.h: spawning, signalling and
+// polling `kiln scheduler` / `kiln worker` processes.
+#include "farm.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "kiln/common/error.h"
+
+extern char** environ;
+
+namespace kiln::test {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string tail(const std::string& s, size_t n = 4000) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
+
+int statusToCode(int st) {
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- process
+
+KilnProcess::KilnProcess(const std::vector<std::string>& args,
+                         std::string logFile)
+    : logFile_(std::move(logFile)) {
+  std::vector<std::string> argv = {kilnBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, logFile_.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  int rc = posix_spawn(&pid_, cargv[0], &fa, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw SysError("spawning " + argv[0], rc);
+}
+
+KilnProcess::~KilnProcess() {
+  if (running()) kill();
+}
+
+bool KilnProcess::running() { return !exitCode().has_value(); }
+
+std::optional<int> KilnProcess::exitCode() {
+  if (exit_ || pid_ <= 0) return exit_;
+  int st = 0;
+  if (waitpid(pid_, &st, WNOHANG) == pid_) exit_ = statusToCode(st);
+  return exit_;
+}
+
+std::optional<int> KilnProcess::waitExit(std::chrono::milliseconds timeout) {
+  pollUntil([&] { return !running(); }, timeout);
+  return exit_;
+}
+
+void KilnProcess::signal(int sig) {
+  if (running()) ::kill(pid_, sig);
+}
+
+int KilnProcess::kill() {
+  signal(SIGKILL);
+  if (!exit_) {
+    int st = 0;
+    if (waitpid(pid_, &st, 0) == pid_) exit_ = statusToCode(st);
+  }
+  return exit_.value_or(-1);
+}
+
+int KilnProcess::stop(std::chrono::milliseconds grace) {
+  signal(SIGCONT);  // a paused process cannot handle SIGTERM
+  signal(SIGTERM);
+  if (auto c = waitExit(grace)) return *c;
+  return kill();
+}
+
+std::string KilnProcess::log() const {
+  return pathExists(logFile_) ? readFile(logFile_) : "";
+}
+
+// ---------------------------------------------------------------- farm
+
+Farm::Farm(FarmOptions options)
+    : options_(std::move(options)),
+      dir_(std::make_unique<TempDir>("kiln-farm")),
+      port_(freeLoopbackPort()),
+      metricsPort_(freeLoopbackPort()) {
+  if (std::getenv("KILN_KEEP_FARM")) dir_->keep();
+}
+
+Farm::~Farm() {
+  for (auto& w : workers_)
+    if (w.process) w.process->kill();
+  if (scheduler_) scheduler_->kill();
+}
+
+bool Farm::canRun(std::string* why) {
+  if (geteuid() == 0) return true;
+  if (why) *why = "workers use --private-store, which needs root";
+  return false;
+}
+
+std::string Farm::endpoint() const {
+  return "tcp://127.0.0.1:" + std::to_string(port_);
+}
+
+void Farm::startScheduler(std::chrono::milliseconds timeout) {
+  if (scheduler_ && scheduler_->running())
+    throw Error("farm: the scheduler is already running");
+  std::vector<std::string> args = {
+      "scheduler",      "--state-dir",
+      stateDir(),       "--listen",
+      endpoint(),       "--insecure-plaintext",
+      "--metrics-port", std::to_string(metricsPort_),
+      "--heartbeat-ms", std::to_string(options_.heartbeat.count()),
+      "--max-retries",  std::to_string(options_.maxRetries)};
+  args.insert(args.end(), options_.schedulerArgs.begin(),
+              options_.schedulerArgs.end());
+  scheduler_.reset();
+  scheduler_ = std::make_unique<KilnProcess>(
+      args,
+      dir() + "/scheduler." + std::to_string(++schedulerStarts_) + ".log");
+  auto& p = *scheduler_;
+  // A restarted scheduler may find the port still held for a moment.
+  bool up = pollUntil(
+      [&] {
+        return !p.running() ||
+               p.log().find("listening ") != std::string::npos;
+      },
+      timeout);
+  if (!up || !p.running())
+    throw Error("farm: kiln scheduler did not start (" +
+                (p.running() ? std::string("no 'listening' line")
+                             : "exit " + std::to_string(*p.exitCode())) +
+                "): " + tail(p.log()));
+}
+
+KilnProcess& Farm::scheduler() {
+  if (!scheduler_) throw Error("farm: no scheduler was started");
+  return *scheduler_;
+}
+
+void Farm::killScheduler() { scheduler().kill(); }
+
+int Farm::stopScheduler() { return scheduler().stop(); }
+
+size_t Farm::addWorker(WorkerOptions options) {
+  workers_.push_back({std::move(options), nullptr, 0});
+  startWorker(workers_.size() - 1);
+  return workers_.size() - 1;
+}
+
+std::string Farm::workerStateDir(size_t i) const {
+  return dir() + "/worker-" + std::to_string(i);
+}
+
+std::string Farm::workerName(size_t i) const {
+  const auto& o = workers_.at(i).options;
+  return o.name.empty() ? "worker-" + std::to_string(i) : o.name;
+}
+
+void Farm::startWorker(size_t i) {
+  auto& w = workers_.at(i);
+  if (w.process && w.process->running())
+    throw Error("farm: worker " + std::to_string(i) + " is already running");
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (auto& x : v) s += (s.empty() ? "" : ",") + x;
+    return s;
+  };
+  std::vector<std::string> args = {
+      "worker",        "--connect",     endpoint(),
+      "--insecure-plaintext",           "--private-store",
+      "--state-dir",   workerStateDir(i),
+      "--worker-id",   workerName(i),
+      "--slots",       std::to_string(w.options.slots),
+      "--systems",     join(w.options.systems)};
+  if (!w.options.features.empty())
+    args.insert(args.end(), {"--features", join(w.options.features)});
+  if (!w.options.mandatoryFeatures.empty())
+    args.insert(args.end(),
+                {"--mandatory-features", join(w.options.mandatoryFeatures)});
+  args.insert(args.end(), w.options.extraArgs.begin(),
+              w.options.extraArgs.end());
+  w.process.reset();
+  w.process = std::make_unique<KilnProcess>(
+      args, dir() + "/worker-" + std::to_string(i) + "." +
+                std::to_string(++w.starts) + ".log");
+}
+
+KilnProcess& Farm::worker(size_t i) {
+  auto& w = workers_.at(i);
+  if (!w.process) throw Error("farm: worker " + std::to_string(i) + " never started");
+  return *w.process;
+}
+
+void Farm::killWorker(size_t i) { worker(i).kill(); }
+int Farm::stopWorker(size_t i) { return worker(i).stop(); }
+void Farm::pauseWorker(size_t i) { worker(i).signal(SIGSTOP); }
+void Farm::resumeWorker(size_t i) { worker(i).signal(SIGCONT); }
+
+bool Farm::waitForWorkers(size_t n, std::chrono::milliseconds timeout) {
+  return pollUntil(
+      [&] {
+        auto v = metric("kiln_workers");
+        return v && static_cast<size_t>(*v) == n;
+      },
+      timeout);
+}
+
+// ---------------------------------------------------------------- commands
+
+RunResult Farm::kiln(std::vector<std::string> args) const {
+  args.insert(args.begin(), kilnBinary());
+  args.push_back("--state-dir");
+  args.push_back(stateDir());
+  return run(args);
+}
+
+nlohmann::json Farm::kilnJson(std::vector<std::string> args) const {
+  args.push_back("--json");
+  std::string cmd;
+  for (auto& a : args) cmd += " " + a;
+  auto r = kiln(args);
+  if (r.exitCode != 0)
+    throw Error("farm: kiln" + cmd + " exited " + std::to_string(r.exitCode) +
+                ": " + r.err);
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("farm: kiln" + cmd + " printed no JSON: " + r.out);
+  }
+}
+
+void Farm::createJobset(const std::string& project, const std::string& jobset,
+                        const std::string& collection,
+                        const std::string& arguments) {
+  auto existing = query("SELECT id FROM projects WHERE name = '" + project + "'");
+  if (existing.empty()) kilnJson({"project", "create", project});
+  kilnJson({"jobset", "create", "--project", project, jobset, "--location",
+            collection, "--check-interval", "0", "--arguments", arguments});
+}
+
+int64_t Farm::evaluate(const std::string& project, const std::string& jobset,
+                       std::chrono::seconds timeout) {
+  auto j = kilnJson({"jobset", "eval", "--project", project, jobset,
+                     "--timeout", std::to_string(timeout.count())});
+  if (!j.contains("eval") || !j["eval"].is_number_integer())
+    throw Error("farm: jobset eval answered " + j.dump());
+  return j["eval"].get<int64_t>();
+}
+
+// ---------------------------------------------------------------- state
+
+std::vector<std::vector<std::string>> Farm::query(const std::string& sql) const {
+  std::string path = stateDir() + "/scheduler.sqlite";
+  sqlite3* db = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  if (!pathExists(path)) return rows;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  auto fail = [&](const std::string& what) {
+    std::string msg = "farm: " + what + " " + path + ": " +
+                      (db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    throw Error(msg);
+  };
+  if (rc != SQLITE_OK) fail("opening");
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK)
+    fail("preparing '" + sql + "' on");
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int c = 0; c < sqlite3_column_count(st); c++) {
+      auto* t = sqlite3_column_text(st, c);
+      row.emplace_back(t ? reinterpret_cast<const char*>(t) : "");
+    }
+    rows.push_back(std::move(row));
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) fail("querying '" + sql + "' on");
+  sqlite3_close(db);
+  return rows;
+}
+
+std::vector<FarmBuild> Farm::builds(int64_t eval) const {
+  std::string sql =
+      "SELECT id, eval, job, drv_path, finished, coalesce(status, -1), error, "
+      "reused_from FROM builds";
+  if (eval) sql += " WHERE eval = " + std::to_string(eval);
+  std::vector<FarmBuild> out;
+  for (auto& r : query(sql + " ORDER BY id")) {
+    FarmBuild b;
+    b.id = std::stoll(r[0]);
+    b.eval = std::stoll(r[1]);
+    b.job = r[2];
+    b.drvPath = r[3];
+    b.finished = r[4] != "0";
+    b.status = std::stoi(r[5]);
+    b.error = r[6];
+    b.reusedFrom = std::stoll(r[7]);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<FarmStep> Farm::steps() const {
+  std::vector<FarmStep> out;
+  for (auto& r : query("SELECT id, drv_path, finished, coalesce(status, -1), "
+                       "attempts, worker, error FROM steps ORDER BY id")) {
+    FarmStep s;
+    s.id = std::stoll(r[0]);
+    s.drvPath = r[1];
+    s.finished = r[2] != "0";
+    s.status = std::stoi(r[3]);
+    s.attempts = std::stoll(r[4]);
+    s.worker = r[5];
+    s.error = r[6];
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool Farm::waitForBuilds(int64_t eval, std::chrono::milliseconds timeout) const {
+  std::string where = eval ? " AND eval = " + std::to_string(eval) : "";
+  return pollUntil(
+      [&] {
+        auto all = query("SELECT count(*) FROM builds WHERE 1" + where);
+        auto open = query("SELECT count(*) FROM builds WHERE finished = 0" + where);
+        return !all.empty() && all[0][0] != "0" && open[0][0] == "0";
+      },
+      timeout);
+}
+
+// ---------------------------------------------------------------- metrics
+
+std::string Farm::metricsText() const { return httpGet(metricsPort_, "/metrics"); }
+
+std::optional<double> Farm::metric(const std::string& sample) const {
+  try {
+    return prometheusSample(metricsText(), sample);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+int freeLoopbackPort() {
+  AutoCloseFD fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) throwSysError("socket");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    throwSysError("bind 127.0.0.1:0");
+  socklen_t len = sizeof a;
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throwSysError("getsockname");
+  return ntohs(a.sin_port);
+}
+
+std::string httpGet(int port, const std::string& path) {
+  AutoCloseFD fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) throwSysError("socket");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string where = "127.0.0.1:" + std::to_string(port) + path;
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    throwSysError("connecting to " + where);
+  writeAll(fd.get(), "GET " + path +
+                         " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: "
+                         "close\r\n\r\n");
+  std::string resp;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throwSysError("reading from " + where);
+    if (n == 0) break;
+    resp.append(buf, static_cast<size_t>(n));
+  }
+  auto body = resp.find("\r\n\r\n");
+  if (resp.compare(0, 9, "HTTP/1.0 ") != 0 && resp.compare(0, 9, "HTTP/1.1 ") != 0)
+    throw Error("GET " + where + ": not an HTTP answer");
+  if (resp.compare(9, 3, "200") != 0 || body == std::string::npos)
+    throw Error("GET " + where + ": " + resp.substr(0, resp.find('\r')));
+  return resp.substr(body + 4);
+}
+
+std::optional<double> prometheusSample(const std::string& text,
+                                       const std::string& sample) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() <= sample.size() || line[0] == '#') continue;
+    if (line.compare(0, sample.size(), sample) != 0 || line[sample.size()] != ' ')
+      continue;
+    return std::strtod(line.c_str() + sample.size() + 1, nullptr);
+  }
+  return std::nullopt;
+}
+
+}  // namespace kiln::test

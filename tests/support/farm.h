@@ -1,0 +1,252 @@
+#pragma once
+/// A build farm of real processes on loopback for integration tests and
+/// benchmarks: one `kiln scheduler` and any number of
+/// `kiln worker --private-store` processes, each with its own state
+/// directory under one temporary folder, plus helpers to drive the
+/// scheduler (operator commands) and to watch its state (its SQLite
+/// database opened read-only, its /metrics endpoint).
+///
+/// Typical use:
+///
+///   test::Farm farm;                      // nothing runs yet
+///   farm.startScheduler();                // waits for "listening"
+///   farm.addWorker(test::WorkerOptions::withSlots(2));  // worker 0
+///   ASSERT_TRUE(farm.waitForWorkers(1, 30s));
+///   farm.createJobset("p", "j", collectionDir);
+///   int64_t eval = farm.evaluate("p", "j");
+///   ASSERT_TRUE(farm.waitForBuilds(eval, 300s));
+///   for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0);
+///
+/// Faults: killScheduler() then startScheduler() restarts it on the same
+/// port and state; killWorker(i) / stopWorker(i) / pauseWorker(i) (SIGSTOP)
+/// / resumeWorker(i) (SIGCONT); startWorker(i) restarts a worker with the
+/// same options and state directory. Every process writes its stdout and
+/// stderr to a log file (`log()` of the process, also kept in `dir()` as
+/// `scheduler.N.log` / `worker-I.N.log`, N counting starts).
+///
+/// Workers use `--private-store`, so tests need root (CI and this machine
+/// run as root); `Farm::canRun()` says whether it can, with a reason for
+/// GTEST_SKIP(). Errors (a process that does not come up, a failed
+/// command) throw kiln::Error with the process's log tail in the message.
+/// The destructor SIGKILLs every process still running and waits for it;
+/// the temporary folder is removed unless KILN_KEEP_FARM is set.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/common/file.h"
+#include "test_support.h"
+
+namespace kiln::test {
+
+/// A `kiln ARGS...` child process whose stdout and stderr go to a log file
+/// (truncated at start). Destroying it SIGKILLs and reaps it if it runs.
+class KilnProcess {
+ public:
+  /// Starts the process; throws SysError if it cannot be spawned.
+  KilnProcess(const std::vector<std::string>& args, std::string logFile);
+  ~KilnProcess();
+  KilnProcess(const KilnProcess&) = delete;
+  KilnProcess& operator=(const KilnProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  /// Whether it has not exited yet (reaps it without blocking if it has).
+  bool running();
+  /// Its exit code once it exited (128+signal if killed), else nullopt.
+  std::optional<int> exitCode();
+  /// Waits up to `timeout` for it to exit; returns its exit code or
+  /// nullopt (it still runs).
+  std::optional<int> waitExit(std::chrono::milliseconds timeout);
+  /// Sends `sig` (no-op once it has exited).
+  void signal(int sig);
+  /// SIGKILL, then waits; returns the exit code (128+9 normally).
+  int kill();
+  /// SIGTERM, waits up to `grace`, then SIGKILL; returns the exit code.
+  int stop(std::chrono::milliseconds grace = std::chrono::seconds(30));
+  /// Everything it wrote so far.
+  std::string log() const;
+  const std::string& logFile() const { return logFile_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> exit_;
+  std::string logFile_;
+};
+
+/// How the scheduler is run.
+struct FarmOptions {
+  /// Heartbeat interval announced to workers; a worker silent for three
+  /// intervals is declared lost.
+  std::chrono::milliseconds heartbeat{1000};
+  unsigned maxRetries = 3;
+  /// Extra `kiln scheduler` arguments (e.g. {"--log-limit", "1000"}).
+  std::vector<std::string> schedulerArgs;
+};
+
+/// How one worker is run.
+struct WorkerOptions {
+  unsigned slots = 1;
+  std::vector<std::string> systems{"x86_64-linux"};
+  std::vector<std::string> features;
+  std::vector<std::string> mandatoryFeatures;
+  /// Extra `kiln worker` arguments.
+  std::vector<std::string> extraArgs;
+  /// `--worker-id`; default "worker-<index>".
+  std::string name;
+
+  /// Defaults with `slots` slots (designated initialisers trip
+  /// -Wmissing-field-initializers).
+  static WorkerOptions withSlots(unsigned n) {
+    WorkerOptions o;
+    o.slots = n;
+    return o;
+  }
+};
+
+/// A row of the scheduler's `builds` table.
+struct FarmBuild {
+  int64_t id = 0;
+  int64_t eval = 0;
+  std::string job;
+  std::string drvPath;
+  bool finished = false;
+  int status = -1;  ///< Hydra's number; -1 while unfinished
+  std::string error;
+  int64_t reusedFrom = 0;
+};
+
+/// A row of the scheduler's `steps` table.
+struct FarmStep {
+  int64_t id = 0;
+  std::string drvPath;
+  bool finished = false;
+  int status = -1;  ///< -1 while unfinished
+  int64_t attempts = 0;  ///< dispatches so far
+  std::string worker;    ///< last worker it ran on
+  std::string error;
+};
+
+/// The farm. Not thread-safe; use it from the test's thread.
+class Farm {
+ public:
+  /// Makes the folder and picks two free loopback ports (ZeroMQ and
+  /// /metrics) kept for the Farm's life. Starts nothing.
+  explicit Farm(FarmOptions options = {});
+  ~Farm();
+  Farm(const Farm&) = delete;
+  Farm& operator=(const Farm&) = delete;
+
+  /// Whether this host can run workers with --private-store (root);
+  /// otherwise false and `why` says so.
+  static bool canRun(std::string* why = nullptr);
+
+  /// The temporary folder holding every state directory and log.
+  const std::string& dir() const { return dir_->path(); }
+  /// The scheduler's state directory (central store, scheduler.sqlite).
+  std::string stateDir() const { return dir() + "/scheduler"; }
+  /// `tcp://127.0.0.1:PORT`, the same across scheduler restarts.
+  std::string endpoint() const;
+  int metricsPort() const { return metricsPort_; }
+
+  // ---- scheduler --------------------------------------------------------
+
+  /// Starts `kiln scheduler` and waits until it prints "listening"; throws
+  /// Error (with its log) if it exits or does not listen within `timeout`.
+  void startScheduler(std::chrono::milliseconds timeout =
+                          std::chrono::seconds(60));
+  /// The current scheduler process; throws Error if none was started.
+  KilnProcess& scheduler();
+  /// SIGKILLs the scheduler (its state stays for a restart).
+  void killScheduler();
+  /// SIGTERM; returns its exit code.
+  int stopScheduler();
+
+  // ---- workers ----------------------------------------------------------
+
+  /// Adds and starts a worker (state `dir()/worker-<i>`); returns its index.
+  size_t addWorker(WorkerOptions options = {});
+  /// (Re)starts worker `i` with its options and state directory.
+  void startWorker(size_t i);
+  KilnProcess& worker(size_t i);
+  size_t workerCount() const { return workers_.size(); }
+  std::string workerStateDir(size_t i) const;
+  /// The `--worker-id` of worker `i`.
+  std::string workerName(size_t i) const;
+  void killWorker(size_t i);          ///< SIGKILL and reap
+  int stopWorker(size_t i);           ///< SIGTERM (graceful), exit code
+  void pauseWorker(size_t i);         ///< SIGSTOP
+  void resumeWorker(size_t i);        ///< SIGCONT
+  /// Polls /metrics until `kiln_workers` equals `n`.
+  bool waitForWorkers(size_t n, std::chrono::milliseconds timeout);
+
+  // ---- operator commands (kiln CLI with --state-dir stateDir()) ---------
+
+  /// Runs `kiln ARGS... --state-dir stateDir()`.
+  RunResult kiln(std::vector<std::string> args) const;
+  /// Same with `--json`; throws Error (stderr included) unless it exits 0.
+  nlohmann::json kilnJson(std::vector<std::string> args) const;
+  /// Creates the project (if new) and an on-demand `path` jobset for the
+  /// collection folder `collection` (file default.nix). `arguments` is the
+  /// jobset's JSON object of Nix expressions.
+  void createJobset(const std::string& project, const std::string& jobset,
+                    const std::string& collection,
+                    const std::string& arguments = "{}");
+  /// `kiln jobset eval` (needs a running scheduler); returns the
+  /// evaluation id. `timeout` bounds the whole evaluation.
+  int64_t evaluate(const std::string& project, const std::string& jobset,
+                   std::chrono::seconds timeout = std::chrono::seconds(600));
+
+  // ---- state (scheduler.sqlite, read-only) ------------------------------
+
+  /// Builds of evaluation `eval` (every build when 0), by id.
+  std::vector<FarmBuild> builds(int64_t eval = 0) const;
+  /// Every step, by id.
+  std::vector<FarmStep> steps() const;
+  /// Polls until every build of `eval` (0: all) is finished.
+  bool waitForBuilds(int64_t eval, std::chrono::milliseconds timeout) const;
+  /// Runs one read-only SQL query; rows of text columns ("" for NULL).
+  std::vector<std::vector<std::string>> query(const std::string& sql) const;
+
+  // ---- metrics ----------------------------------------------------------
+
+  /// The scheduler's /metrics text; throws Error if it cannot be fetched.
+  std::string metricsText() const;
+  /// The value of the sample named exactly `sample` (with its labels, e.g.
+  /// `kiln_queue_steps{system="x86_64-linux"}`, or a bare name), or
+  /// nullopt if absent or unreachable.
+  std::optional<double> metric(const std::string& sample) const;
+
+ private:
+  struct WorkerSlot {
+    WorkerOptions options;
+    std::unique_ptr<KilnProcess> process;
+    int starts = 0;
+  };
+
+  FarmOptions options_;
+  std::unique_ptr<TempDir> dir_;
+  int port_ = 0;
+  int metricsPort_ = 0;
+  std::unique_ptr<KilnProcess> scheduler_;
+  int schedulerStarts_ = 0;
+  std::vector<WorkerSlot> workers_;
+};
+
+/// A free TCP port on 127.0.0.1 (bound to 0 and released).
+int freeLoopbackPort();
+
+/// GET http://127.0.0.1:<port><path>; the body, or throws Error.
+std::string httpGet(int port, const std::string& path);
+
+/// Parses Prometheus text: the value of the sample named exactly `sample`.
+std::optional<double> prometheusSample(const std::string& text,
+                                       const std::string& sample);
+
+}  // namespace kiln::test
