@@ -3,10 +3,11 @@
 # `kiln instantiate` (read-only: computes .drv paths, writes nothing) against
 # `nix-instantiate --readonly-mode` on the same file, alternating REPS times.
 # Prints wall/user time and peak RSS of each, the ratios, and checks that
-# both print the same .drv paths.
+# both print the same .drv paths. NICE=N runs both under `nice -n N`.
 set -euo pipefail
 N=${1:-100000}
 REPS=${REPS:-3}
+NICE=${NICE:-0}
 KILN=${KILN:-build/release/cli/kiln}
 SHARED=${KILN_SHARED_DIR:-$(dirname "$0")/../../shared}
 work=$(mktemp -d)
@@ -16,12 +17,12 @@ export NIX_CONF_DIR=$work/nixconf
 mkdir -p "$NIX_CONF_DIR" && echo "build-users-group =" >"$NIX_CONF_DIR/nix.conf"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$REPS"); do
-  /usr/bin/time -f "kiln %e %U %M" -o "$work/k.$i" "$KILN" instantiate "$work/col/default.nix" >"$work/k.out"
-  /usr/bin/time -f "nix %e %U %M" -o "$work/n.$i" nix-instantiate --readonly-mode "$work/col/default.nix" >"$work/n.out" 2>/dev/null
+  nice -n "$NICE" /usr/bin/time -f "kiln %e %U %M" -o "$work/time.k.$i" "$KILN" instantiate "$work/col/default.nix" >"$work/k.out"
+  nice -n "$NICE" /usr/bin/time -f "nix %e %U %M" -o "$work/time.n.$i" nix-instantiate --readonly-mode "$work/col/default.nix" >"$work/n.out" 2>/dev/null
 done
 if ! cmp -s <(sort "$work/k.out") <(sort "$work/n.out"); then echo "MISMATCH: .drv paths differ"; exit 1; fi
 echo "same $(wc -l <"$work/k.out") .drv paths"
-best() { sort -k2 -n "$work"/$1.* | head -1; }
+best() { sort -k2 -n "$work"/time.$1.* | head -1; }
 read -r _ kw ku km <<<"$(best k)"
 read -r _ nw nu nm <<<"$(best n)"
 echo "kiln: wall ${kw}s user ${ku}s rss $((km / 1024)) MB"

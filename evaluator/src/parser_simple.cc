@@ -233,7 +233,11 @@ Expr* Parser::parseIndString() {
       expect(Tok::kRBrace);
       parts.push_back({lex_.posAt(at), e, {}, false});
       p = lex_.cursor();
-    } else if ((c == '\'' && next == '$') || (c == '$' && (next == '\'' || next == 0))) {
+    } else if ((c == '\'' && (next == '$' || next == 0)) ||
+               (c == '$' && (next == '\'' || next == 0))) {
+      // A lone quote (before '$' or at the end of input) or a lone dollar
+      // is a one-character literal; the scan below stops at both, so they
+      // must consume input here or the loop would never advance.
       addLit(p, std::string(1, c), false);
       ++p;
     } else {

@@ -82,3 +82,17 @@ TEST(Parser, DeepNestingIsAnErrorNotACrash) {
   std::string deep(100000, '(');
   EXPECT_NE(evalError(deep + "1").find("nesting too deep"), std::string::npos);
 }
+
+// Fuzz finding: a quote right before the end of input inside an indented
+// string made the literal scanner stop without consuming it, so the parser
+// appended empty literals forever (out of memory).
+TEST(Parser, QuoteAtEndOfIndentedStringIsASyntaxError) {
+  for (size_t quotes : {3, 12, 15, 18, 102}) {
+    std::string src = "15" + std::string(quotes, '\'');
+    std::string e = evalError(src);
+    EXPECT_NE(e.find("unexpected end of file"), std::string::npos) << quotes << ": " << e;
+  }
+  EXPECT_NE(evalError("''a'").find("unexpected end of file"), std::string::npos);
+  EXPECT_EQ(evalStrict("''a' ''"), R"("a' ")");
+  EXPECT_EQ(evalStrict("''a'$ ''"), R"("a'$ ")");
+}
