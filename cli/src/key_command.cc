@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli_common.h"
 #include "command.h"
 #include "kiln/common/error.h"
 #include "kiln/protocol/keys.h"
@@ -27,22 +28,13 @@ int keyGenerate(const std::vector<std::string>& args) {
       "name", po::value(&name), "base name of the key files (default: kiln)")(
       "force", "replace existing key files")("json", "print JSON");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts;
-      return kExitOk;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "kiln key generate: " << e.what() << "\n" << opts;
-    return kExitUsage;
-  }
+  std::vector<std::string> none;
+  if (auto rc = parseCommandLine("key generate", opts, none, 0, args, vm, 0)) return *rc;
   if (name.empty() || name.find('/') != std::string::npos) {
     std::cerr << "kiln key generate: --name must be a plain file name\n";
     return kExitUsage;
   }
-  try {
+  return guarded("key generate", [&] {
     auto keys = protocol::generateKeyPair();
     protocol::writeKeyPair(keys, out, name, vm.count("force") > 0);
     if (vm.count("json")) {
@@ -55,10 +47,7 @@ int keyGenerate(const std::vector<std::string>& args) {
       std::cout << keys.publicKey << "\n";
     }
     return kExitOk;
-  } catch (const Error& e) {
-    std::cerr << "kiln key generate: " << e.what() << "\n";
-    return kExitFailure;
-  }
+  });
 }
 
 RegisterCommand reg("key generate",

@@ -69,7 +69,7 @@ void SchedulerCore::addBuild(const BuildSpec& spec) {
   Step& s = m.steps[top];
   s.topOf.push_back(spec.id);
   if (m.poisoned(s)) {
-    m.failBuild(spec.id, s.failed ? s.failStatus : BuildStatus::kDepFailed,
+    m.failBuild(spec.id, s.failed ? s.failStatus : StepStatus::kDepFailed,
                 s.drvPath);
   }
   s.parents = combine(s.parents, m.buildAttrs(b));
@@ -91,7 +91,7 @@ void SchedulerCore::cancelBuild(BuildId id) {
   uint32_t top = it->second.top;
   if (!it->second.failed)
     m.events.push_back(BuildEvent{id, BuildEvent::Kind::kCancelled,
-                                  BuildStatus::kCancelled,
+                                  StepStatus::kCancelled,
                                   m.steps[top].drvPath});
   m.builds.erase(it);
   auto& tops = m.steps[top].topOf;

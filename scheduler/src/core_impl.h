@@ -61,7 +61,7 @@ struct Step {
   StepState state = StepState::kWaiting;
   uint32_t blockedDeps = 0;  // deps that failed or are blocked themselves
   bool failed = false;       // failed for good (until a retried success)
-  BuildStatus failStatus = BuildStatus::kFailed;
+  StepStatus failStatus = StepStatus::kFailed;
   unsigned attempts = 0;
   TimePoint backoffUntil{};
   TimePoint startedAt{};
@@ -194,9 +194,9 @@ struct SchedulerCore::Impl {
 
   // failure.cc
   void succeed(uint32_t idx, Duration took);
-  void failPermanently(uint32_t idx, BuildStatus status);
+  void failPermanently(uint32_t idx, StepStatus status);
   void retryOrFail(uint32_t idx, const StepResult& result);
-  void failBuild(BuildId id, BuildStatus status, const std::string& cause);
+  void failBuild(BuildId id, StepStatus status, const std::string& cause);
   void poisonRdeps(uint32_t idx, const std::string& cause);
   void unpoisonRdeps(uint32_t idx, const std::string& cause);
   void endAttempt(uint32_t idx, const StepResult& result);

@@ -12,7 +12,7 @@ namespace {
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-void SchedulerCore::Impl::failBuild(BuildId id, BuildStatus status,
+void SchedulerCore::Impl::failBuild(BuildId id, StepStatus status,
                                     const std::string& cause) {
   Build& b = builds.at(id);
   if (b.failed) return;
@@ -29,7 +29,7 @@ void SchedulerCore::Impl::poisonRdeps(uint32_t idx, const std::string& cause) {
     Step& r = steps[stack.back()];
     stack.pop_back();
     if (++r.blockedDeps != 1 || r.failed) continue;
-    for (BuildId b : r.topOf) failBuild(b, BuildStatus::kDepFailed, cause);
+    for (BuildId b : r.topOf) failBuild(b, StepStatus::kDepFailed, cause);
     stack.insert(stack.end(), r.rdeps.begin(), r.rdeps.end());
   }
 }
@@ -50,7 +50,7 @@ void SchedulerCore::Impl::unpoisonRdeps(uint32_t idx,
       if (!b.failed) continue;
       b.failed = false;
       events.push_back(BuildEvent{id, BuildEvent::Kind::kRevived,
-                                  BuildStatus::kSuccess, cause});
+                                  StepStatus::kSuccess, cause});
     }
     stack.insert(stack.end(), r.rdeps.begin(), r.rdeps.end());
     maybeEnqueue(n);
@@ -63,7 +63,7 @@ void SchedulerCore::Impl::succeed(uint32_t idx, Duration took) {
   if (!s.pname.empty() && took.count() > 0) history[s.pname] = seconds(took);
   for (BuildId b : s.topOf) {
     events.push_back(BuildEvent{b, BuildEvent::Kind::kSucceeded,
-                                BuildStatus::kSuccess, s.drvPath});
+                                StepStatus::kSuccess, s.drvPath});
     builds.erase(b);
   }
   if (s.failed) {
@@ -80,7 +80,7 @@ void SchedulerCore::Impl::succeed(uint32_t idx, Duration took) {
   freeStep(idx);
 }
 
-void SchedulerCore::Impl::failPermanently(uint32_t idx, BuildStatus status) {
+void SchedulerCore::Impl::failPermanently(uint32_t idx, StepStatus status) {
   Step& s = steps[idx];
   ++counters.stepsFailed;
   if (s.state == StepState::kQueued) dequeue(idx);
@@ -96,8 +96,8 @@ void SchedulerCore::Impl::retryOrFail(uint32_t idx, const StepResult& result) {
   Step& s = steps[idx];
   ++s.attempts;
   if (s.attempts > config.maxRetries) {
-    failPermanently(idx, result.status == BuildStatus::kSuccess
-                             ? BuildStatus::kAborted
+    failPermanently(idx, result.status == StepStatus::kSuccess
+                             ? StepStatus::kAborted
                              : result.status);
     return;
   }
@@ -142,7 +142,7 @@ void SchedulerCore::finishStep(StepId id, const StepResult& result) {
   m.endAttempt(idx, result);
 }
 
-void SchedulerCore::failStep(StepId id, BuildStatus status) {
+void SchedulerCore::failStep(StepId id, StepStatus status) {
   Impl& m = *impl_;
   m.advance();
   uint32_t idx = m.resolve(id);

@@ -118,9 +118,9 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
     if (auto cf = db_.cachedFailure(drvPath, now)) {
       StepId s = addStepRow(drvPath, drv, {});
       r.newSteps++;
-      db_.finishStep(*index_.dbId(s), static_cast<int>(BuildStatus::kCachedFailure),
+      db_.finishStep(*index_.dbId(s), static_cast<int>(StepStatus::kCachedFailure),
                      now, "cached failure");
-      core_.failStep(s, BuildStatus::kCachedFailure);
+      core_.failStep(s, StepStatus::kCachedFailure);
       done[drvPath] = s;
       return;
     }

@@ -150,7 +150,7 @@ json applyRequestOffline(StateDb& db, const std::string& kind,
       throw SchedulerStateError("build " + std::to_string(b.id) +
                                 " already finished with status " +
                                 std::to_string(b.status));
-    db.finishBuild(b.id, static_cast<int>(BuildStatus::kCancelled), 0,
+    db.finishBuild(b.id, static_cast<int>(StepStatus::kCancelled), 0,
                    "cancelled");
     return {{"build", b.id}, {"status", 4}};
   }

@@ -89,7 +89,7 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
     r = ingestor.ingest(b.drvPath);
   } catch (const Error& e) {
     logError("build " + std::to_string(b.id) + ": " + e.what());
-    db.finishBuild(b.id, static_cast<int>(BuildStatus::kAborted), nowMs(),
+    db.finishBuild(b.id, static_cast<int>(StepStatus::kAborted), nowMs(),
                    e.what());
     return;
   }
@@ -133,7 +133,7 @@ void SchedulerService::Impl::processEvents() {
         db.reopenBuild(ev.build);
         break;
       case BuildEvent::Kind::kCancelled:
-        db.finishBuild(ev.build, static_cast<int>(BuildStatus::kCancelled),
+        db.finishBuild(ev.build, static_cast<int>(StepStatus::kCancelled),
                        nowMs(), "cancelled");
         break;
     }

@@ -380,7 +380,7 @@ void SchedulerService::Impl::onResult(Conn& c, const proto::StepResult& m) {
     if (core.step(run.sid).state == StepView::State::kFailed)
       db.finishStep(id, static_cast<int>(m.status), nowMs(), m.errorMsg);
   } else {
-    auto status = static_cast<BuildStatus>(static_cast<int>(m.status));
+    StepStatus status = m.status;
     db.finishStep(id, static_cast<int>(m.status), nowMs(), m.errorMsg);
     if (m.status != proto::StepStatus::kDepFailed) {
       int64_t ttl = cfg.cachedFailureTtlSec;

@@ -57,7 +57,7 @@ TEST(Failure, PermanentFailureFailsEveryDependentBuild) {
   h.worker("w");
   Diamond d(h);
   ASSERT_EQ(runOne(h), d.lib);
-  h.core.finishStep(d.lib, StepResult::permanent(BuildStatus::kFailed, 5s));
+  h.core.finishStep(d.lib, StepResult::permanent(StepStatus::kFailed, 5s));
   EXPECT_EQ(events(h),
             (std::vector<Ev>{
                 {1, K::kFailed, 2}, {2, K::kFailed, 2}, {4, K::kFailed, 1}}));
@@ -76,7 +76,7 @@ TEST(Failure, RetriedSuccessRevivesFailedBuilds) {
   h.worker("w");
   Diamond d(h);
   ASSERT_EQ(runOne(h), d.lib);
-  h.core.finishStep(d.lib, StepResult::permanent(BuildStatus::kFailed, 5s));
+  h.core.finishStep(d.lib, StepResult::permanent(StepStatus::kFailed, 5s));
   events(h);
   EXPECT_THROW(h.core.restartStep(d.app1), SchedulerError);
   h.core.restartStep(d.lib);
@@ -97,7 +97,7 @@ TEST(Failure, NewBuildOnAFailedStepFailsAtOnce) {
   Harness h;
   auto lib = h.step("lib");
   h.build(1, lib);
-  h.core.failStep(lib, BuildStatus::kCachedFailure);
+  h.core.failStep(lib, StepStatus::kCachedFailure);
   EXPECT_EQ(events(h), (std::vector<Ev>{{1, K::kFailed, 8}}));
   auto app = h.step("app", {lib});
   h.build(2, app);

@@ -82,7 +82,7 @@ TEST_F(IngestTest, CachedFailureFailsFastAndDependentsGetStatus2) {
   auto events = core_.takeBuildEvents();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, BuildEvent::Kind::kFailed);
-  EXPECT_EQ(events[0].status, BuildStatus::kDepFailed);
+  EXPECT_EQ(events[0].status, StepStatus::kDepFailed);
 }
 
 TEST_F(IngestTest, CachedFailureOfTheTopGivesStatus8) {
@@ -91,7 +91,7 @@ TEST_F(IngestTest, CachedFailureOfTheTopGivesStatus8) {
   addBuild(3, *r.top);
   auto events = core_.takeBuildEvents();
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].status, BuildStatus::kCachedFailure);
+  EXPECT_EQ(events[0].status, StepStatus::kCachedFailure);
 }
 
 TEST_F(IngestTest, ExpiredCachedFailuresAreIgnored) {

@@ -149,7 +149,7 @@ class SchedulerCore {
   void finishStep(StepId step, const StepResult& result);
   /// Fails a step that is not running (e.g. a cached failure found at
   /// ingestion, status 8): same propagation as a permanent failure.
-  void failStep(StepId step, BuildStatus status);
+  void failStep(StepId step, StepStatus status);
 
   // ---- outputs for the service -------------------------------------------
 

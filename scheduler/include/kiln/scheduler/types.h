@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/common/error.h"
+#include "kiln/protocol/messages.h"
 #include "kiln/scheduler/clock.h"
 
 namespace kiln::scheduler {
@@ -46,21 +47,9 @@ using StepId = SlotId<struct StepTag>;
 /// A connected worker, handed out by `registerWorker`.
 using WorkerId = SlotId<struct WorkerTag>;
 
-/// Build and step status codes; the numbers are Hydra's (design decision 3).
-enum class BuildStatus : int {
-  kSuccess = 0,
-  kFailed = 1,
-  kDepFailed = 2,
-  kAborted = 3,
-  kCancelled = 4,
-  kFailedWithOutput = 6,
-  kTimedOut = 7,
-  kCachedFailure = 8,
-  kUnsupported = 9,
-  kLogLimit = 10,
-  kOutputLimit = 11,
-  kNonDeterministic = 12,
-};
+/// Build and step status codes: Hydra's numbers, shared with the protocol
+/// (design decision 3).
+using protocol::StepStatus;
 
 /// One derivation to build, as the caller describes it to `addStep`.
 struct StepSpec {
@@ -118,18 +107,18 @@ struct StepResult {
   Kind kind = Kind::kSuccess;
   /// Status recorded when the step fails for good (permanent failures, and
   /// transient ones whose retries are exhausted).
-  BuildStatus status = BuildStatus::kSuccess;
+  StepStatus status = StepStatus::kSuccess;
   /// Time the attempt took; feeds fairness and, on success, the history.
   Duration duration{0};
 
   static StepResult success(Duration d) {
-    return {Kind::kSuccess, BuildStatus::kSuccess, d};
+    return {Kind::kSuccess, StepStatus::kSuccess, d};
   }
-  static StepResult permanent(BuildStatus s, Duration d) {
+  static StepResult permanent(StepStatus s, Duration d) {
     return {Kind::kPermanent, s, d};
   }
   static StepResult transient(Duration d) {
-    return {Kind::kTransient, BuildStatus::kAborted, d};
+    return {Kind::kTransient, StepStatus::kAborted, d};
   }
 };
 
@@ -161,7 +150,7 @@ struct BuildEvent {
   Kind kind = Kind::kSucceeded;
   /// Hydra status: 0, the failed step's status (when it is the build's own
   /// step), 2 (a dependency failed), 4 (cancelled); for kRevived, 0.
-  BuildStatus status = BuildStatus::kSuccess;
+  StepStatus status = StepStatus::kSuccess;
   /// The step whose outcome caused the event.
   std::string causeDrvPath;
 };
