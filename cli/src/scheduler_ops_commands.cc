@@ -35,6 +35,7 @@ struct OpCommand {
   std::string summary;
   std::string kind;  // request kind
   std::vector<OpArg> args;
+  int defaultTimeoutSec = 60;  // evaluations may take long
 };
 
 int runOp(const OpCommand& cmd, const std::vector<std::string>& argv) {
@@ -42,12 +43,14 @@ int runOp(const OpCommand& cmd, const std::vector<std::string>& argv) {
                                " --state-dir DIR [options]\n\n" + cmd.summary +
                                "\n\nOptions");
   std::string stateDir;
-  int timeoutSec = 60;
+  int timeoutSec = cmd.defaultTimeoutSec;
+  std::string timeoutHelp =
+      "seconds to wait for a running scheduler's answer (default " +
+      std::to_string(timeoutSec) + ")";
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&stateDir)->required(),
       "the scheduler's state directory")(
-      "timeout", po::value(&timeoutSec),
-      "seconds to wait for a running scheduler's answer (default 60)")(
+      "timeout", po::value(&timeoutSec), timeoutHelp.c_str())(
       "json", "print the result as JSON");
   po::positional_options_description pos;
   for (auto& a : cmd.args) {
@@ -141,7 +144,8 @@ const std::vector<OpCommand>& opCommands() {
        {kProject,
         {"jobset", "jobset", ArgType::kString, "jobset name", true, true},
         {"if-changed", "ifChanged", ArgType::kFlag,
-         "skip when the inputs did not change"}}},
+         "skip when the inputs did not change"}},
+       3600},
       {"build add", "add a build of a .drv in the central store", "build-add",
        {kProject,
         {"jobset", "jobset", ArgType::kString, "jobset name", false, true},

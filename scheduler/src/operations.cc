@@ -191,17 +191,29 @@ json applyRequestOffline(StateDb& db, const std::string& kind,
   throw SchedulerStateError("unknown request kind '" + kind + "'");
 }
 
+// An evaluation can take minutes: it runs off the service thread, and the
+// request that asked for it is answered when it ends, so workers keep being
+// served meanwhile.
+void SchedulerService::Impl::queueEvalRequest(const RequestRow& req) {
+  try {
+    json a = json::parse(req.args);
+    auto js = db.jobset(jobsetIdOf(db, a));
+    bool force = !(a.contains("ifChanged") && a["ifChanged"].get<bool>());
+    evalQueue.push_back({*js, force, req.id});
+  } catch (const SchedulerStateError& e) {
+    db.completeRequest(req.id, false,
+                       json{{"error", e.what()}, {"caller", true}}.dump());
+  } catch (const std::exception& e) {
+    db.completeRequest(req.id, false, json{{"error", e.what()}}.dump());
+  }
+}
+
 json SchedulerService::Impl::apply(const std::string& kind, const json& a) {
   if (kind == "jobset-create") {
     json r = applyRequestOffline(db, kind, a);
     core.setJobsetShares(r["id"].get<int64_t>(),
                          static_cast<unsigned>(r["shares"].get<int64_t>()));
     return r;
-  }
-  if (kind == "jobset-eval") {
-    auto js = db.jobset(jobsetIdOf(db, a));
-    bool force = !(a.contains("ifChanged") && a["ifChanged"].get<bool>());
-    return {{"eval", recordEvaluation(runEvaluation(*js, force))}};
   }
   if (kind == "build-add") {
     json r = applyRequestOffline(db, kind, a);

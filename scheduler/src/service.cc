@@ -191,6 +191,10 @@ void SchedulerService::Impl::periodic() {
 
 void SchedulerService::Impl::pollRequests() {
   for (auto& req : db.pendingRequests()) {
+    if (req.kind == "jobset-eval") {
+      if (evalRequestsTaken.insert(req.id).second) queueEvalRequest(req);
+      continue;
+    }
     try {
       json args = json::parse(req.args);
       db.completeRequest(req.id, true, apply(req.kind, args).dump());
@@ -277,14 +281,38 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
   return evalId;
 }
 
+void SchedulerService::Impl::finishEvaluation() {
+  auto o = evalFuture->get();
+  evalFuture.reset();
+  auto request = std::exchange(evalRequest, std::nullopt);
+  if (request) evalRequestsTaken.erase(*request);
+  try {
+    int64_t id = recordEvaluation(o);
+    if (request) db.completeRequest(*request, true, json{{"eval", id}}.dump());
+  } catch (const std::exception& e) {
+    logError("recording the evaluation of jobset " +
+             std::to_string(o.jobset) + " failed: " + e.what());
+    if (request)
+      db.completeRequest(*request, false, json{{"error", e.what()}}.dump());
+  }
+}
+
 void SchedulerService::Impl::checkJobsets() {
   if (evalFuture) {
     if (evalFuture->wait_for(std::chrono::seconds(0)) !=
         std::future_status::ready)
       return;
-    auto o = evalFuture->get();
-    evalFuture.reset();
-    recordEvaluation(o);
+    finishEvaluation();
+  }
+  if (!evalQueue.empty()) {
+    PendingEval p = std::move(evalQueue.front());
+    evalQueue.pop_front();
+    evalRequest = p.requestId;
+    evalFuture = std::async(std::launch::async, [this, js = p.jobset,
+                                                 force = p.force] {
+      return runEvaluation(js, force);
+    });
+    return;
   }
   int64_t now = nowMs();
   for (auto& js : db.jobsets()) {

@@ -7,6 +7,7 @@
 #include <prometheus/registry.h>
 
 #include <chrono>
+#include <deque>
 #include <future>
 #include <map>
 #include <optional>
@@ -82,7 +83,21 @@ struct SchedulerService::Impl {
   std::optional<SteadyClock::time_point> pendingSince;
   SteadyClock::time_point lastRequestPoll{};
   SteadyClock::time_point lastJobsetCheck{};
+  /// The evaluation running off the service thread (one at a time), and
+  /// the `jobset-eval` request that asked for it, if any.
   std::optional<std::future<EvalOutcome>> evalFuture;
+  std::optional<int64_t> evalRequest;
+  /// On-demand evaluations waiting for the running one; run before
+  /// scheduled checks.
+  struct PendingEval {
+    JobsetRow jobset;
+    bool force = true;
+    int64_t requestId = 0;
+  };
+  std::deque<PendingEval> evalQueue;
+  /// Ids of the unanswered `jobset-eval` requests already queued (in
+  /// memory: after a restart they are taken, and evaluated, again).
+  std::set<int64_t> evalRequestsTaken;
   uint64_t tmpCounter = 0;
 
   int64_t nowMs() const { return clock.now().time_since_epoch().count(); }
@@ -102,6 +117,8 @@ struct SchedulerService::Impl {
   EvalOutcome runEvaluation(const JobsetRow& js, bool force) const;
   int64_t recordEvaluation(const EvalOutcome& o);
   void checkJobsets();
+  void finishEvaluation();
+  void queueEvalRequest(const RequestRow& req);
 
   // service_workers.cc
   void handle(const protocol::Received& r);

@@ -1,0 +1,111 @@
+// On-demand evaluations (`kiln jobset eval`) run off the service thread:
+// while one runs, the service keeps answering other requests, and the
+// eval request is answered with the evaluation's id when it ends.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "kiln/scheduler/evaluation.h"
+#include "kiln/scheduler/service.h"
+#include "service_fixture.h"
+
+namespace kiln::scheduler {
+namespace {
+
+// Returns one job (`drv`) once released; counts its calls.
+class GatedRunner : public EvalRunner {
+ public:
+  explicit GatedRunner(std::string drv) : drv_(std::move(drv)) {}
+  std::vector<Job> evaluate(const JobsetRow&, const Checkout&,
+                            store::LocalStore&) override {
+    std::unique_lock lock(mu_);
+    ++started_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    Job ok{"a", "a", "x86_64-linux", drv_, {}, 0, ""};
+    Job bad{"broken", "", "", "", {}, 0, "this job is broken"};
+    return {ok, bad};
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  bool waitStarted() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10),
+                        [&] { return started_ > 0; });
+  }
+
+ private:
+  std::string drv_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int started_ = 0;
+  bool released_ = false;
+};
+
+class FixedFetcher : public InputFetcher {
+ public:
+  Checkout fetch(const JobsetRow&, const std::string& workDir) override {
+    return {workDir, "sha256:fixed"};
+  }
+};
+
+TEST(EvalRequest, AnsweredWhenTheEvaluationEndsWhileOtherRequestsAreServed) {
+  TempDir dir("kiln-evalreq");
+  std::string state = dir.path() + "/state";
+  std::string drv;
+  {
+    store::LocalStore store(state);
+    drv = testing::makeDrv(store, "a");
+  }
+  auto runner = std::make_shared<GatedRunner>(drv);
+  ServiceConfig cfg = testing::testConfig(state);
+  cfg.evalRunner = runner;
+  cfg.inputFetcher = std::make_shared<FixedFetcher>();
+  SchedulerService svc(cfg);
+  svc.applyRequest("project-create", {{"name", "p"}});
+  svc.applyRequest("jobset-create", {{"project", "p"},
+                                     {"name", "j"},
+                                     {"location", dir.path()},
+                                     {"checkInterval", 0}});
+  std::atomic<bool> stop{false};
+  std::thread loop([&] { svc.run(stop); });
+
+  nlohmann::json evalAnswer;
+  std::string evalError;
+  std::thread client([&] {
+    try {
+      evalAnswer = submitRequest(state, "jobset-eval",
+                                 {{"project", "p"}, {"jobset", "j"}},
+                                 std::chrono::seconds(30));
+    } catch (const std::exception& e) {
+      evalError = e.what();
+    }
+  });
+  ASSERT_TRUE(runner->waitStarted());
+  // The evaluation is blocked; the service still answers.
+  nlohmann::json queue = submitRequest(state, "queue", {}, std::chrono::seconds(10));
+  EXPECT_TRUE(queue.is_array());
+  EXPECT_THROW(submitRequest(state, "jobset-eval",
+                             {{"project", "p"}, {"jobset", "nope"}},
+                             std::chrono::seconds(10)),
+               Error);
+  runner->release();
+  client.join();
+  stop = true;
+  loop.join();
+  ASSERT_EQ(evalError, "");
+  ASSERT_TRUE(evalAnswer.contains("eval")) << evalAnswer.dump();
+  int64_t evalId = evalAnswer["eval"].get<int64_t>();
+  EXPECT_GT(evalId, 0);
+  auto builds = svc.db().buildsOfEval(evalId);
+  ASSERT_EQ(builds.size(), 1u);
+  EXPECT_EQ(builds[0].drvPath, drv);
+}
+
+}  // namespace
+}  // namespace kiln::scheduler
