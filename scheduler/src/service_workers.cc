@@ -6,6 +6,7 @@
 
 #include "kiln/common/logging.h"
 #include "kiln/store/nar.h"
+#include "kiln/scheduler/logs.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -326,9 +327,7 @@ void SchedulerService::Impl::onLog(Conn& c, const proto::LogChunk& l) {
   Running& r = it->second;
   if (r.logTruncated) return;
   if (!r.log) {
-    std::string path = cfg.stateDir + "/logs/" +
-                       baseNameOf(r.drvPath) + "." +
-                       std::to_string(r.attempt) + ".log";
+    std::string path = stepLogPath(cfg.stateDir, r.drvPath, r.attempt);
     r.log = AutoCloseFD(open(path.c_str(),
                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!r.log) throwSysError("opening log " + path);
