@@ -10,14 +10,17 @@
 namespace kiln {
 namespace {
 
+// The digest implementations, fetched once: with OpenSSL 3 every
+// EVP_DigestInit with EVP_sha256() and friends fetches the algorithm again
+// (a locked lookup), which dominated hashing many short strings. Fetched
+// objects are immutable and shared by all threads; they live until exit.
 const EVP_MD* evpFor(HashAlgo algo) {
-  switch (algo) {
-    case HashAlgo::kMd5: return EVP_md5();
-    case HashAlgo::kSha1: return EVP_sha1();
-    case HashAlgo::kSha256: return EVP_sha256();
-    case HashAlgo::kSha512: return EVP_sha512();
-  }
-  return EVP_sha256();
+  static const EVP_MD* const fetched[] = {
+      EVP_MD_fetch(nullptr, "MD5", nullptr), EVP_MD_fetch(nullptr, "SHA1", nullptr),
+      EVP_MD_fetch(nullptr, "SHA256", nullptr), EVP_MD_fetch(nullptr, "SHA512", nullptr)};
+  const EVP_MD* md = fetched[static_cast<size_t>(algo)];
+  if (!md) throw Error("cannot initialise " + std::string(hashAlgoName(algo)));
+  return md;
 }
 
 }  // namespace
@@ -124,9 +127,11 @@ bool Hash::operator<(const Hash& o) const {
 }
 
 Hash hashString(HashAlgo algo, std::string_view data) {
-  HashSink sink(algo);
-  sink.update(data);
-  return sink.finish();
+  Hash h(algo);
+  unsigned len = 0;
+  if (!EVP_Digest(data.data(), data.size(), h.data(), &len, evpFor(algo), nullptr))
+    throw Error("cannot compute " + std::string(hashAlgoName(algo)));
+  return h;
 }
 
 std::string foldHash(const Hash& hash, size_t size) {

@@ -1,7 +1,9 @@
 // derivationStrict: turns a derivation's attributes into a `.drv` record
 // (spec §3.2-3.5), names it and its outputs, and hands the ATerm to the
 // StoreWriter.
+#include <cstring>
 #include <sstream>
+#include <unordered_map>
 
 #include "builtins.h"
 #include "kiln/store/derivation.h"
@@ -29,7 +31,7 @@ struct DrvState : BuiltinState {
         fileLoader(store::fileDrvLoader(dir, storeDir)),
         cache(dir, [this](const StorePath& p) { return fileLoader(p); }) {}
   MadeDrv info(const StorePath& p) {
-    auto it = made.find(p);
+    auto it = made.find(p.baseName());
     if (it != made.end()) return it->second;
     Derivation d = fileLoader(p);
     MadeDrv m;
@@ -38,9 +40,19 @@ struct DrvState : BuiltinState {
     for (auto& [o, _] : d.outputs) m.outputs.push_back(o);
     return m;
   }
+  // Hash maps keyed by `.drv` base names, hashed by their first (random)
+  // characters: an ordered map of StorePaths cost a string comparison per
+  // level for each of the 100,000s of derivations a collection makes.
+  struct BaseNameHash {
+    size_t operator()(const std::string& s) const {
+      uint64_t h = 0;
+      std::memcpy(&h, s.data(), std::min(s.size(), sizeof h));
+      return h;
+    }
+  };
   store::StoreDir dir;
   store::DrvLoader fileLoader;
-  std::map<StorePath, MadeDrv> made;
+  std::unordered_map<std::string, MadeDrv, BaseNameHash> made;
   store::DrvHashCache cache;
 };
 
@@ -210,26 +222,21 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (drv.platform.empty()) st.throwError(pos, "required attribute 'system' missing");
   DrvState& ds = drvState(st);
   StorePath drvPath("00000000000000000000000000000000-x");
+  std::string aterm;
   try {
     store::checkDerivationName(drvName);
     addInputs(ds, ctx, drv);
     setOutputRecords(st, pos, drv, c);
     for (auto& [o, _] : drv.outputs) drv.env[o] = "";
-    store::fillOutputPaths(drv, ds.cache);
-    drvPath = store::derivationPath(ds.dir, drv);
+    drvPath = ds.cache.addDerivation(drv, aterm);
   } catch (const EvalError&) {
     throw;
   } catch (const Error& e) {
     st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
   }
   std::string drvPathS = ds.dir.printPath(drvPath);
-  if (st.storeWriter) st.storeWriter->addText(drvPathS, store::printDerivation(ds.dir, drv));
-  try {
-    ds.cache.remember(drvPath, drv);
-  } catch (const Error& e) {
-    st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
-  }
-  MadeDrv& m = ds.made[drvPath];
+  if (st.storeWriter) st.storeWriter->addText(drvPathS, aterm);
+  MadeDrv& m = ds.made[drvPath.baseName()];
   for (auto& [in, _] : drv.inputDrvs) m.inputDrvs.push_back(in);
   m.inputSrcs.assign(drv.inputSrcs.begin(), drv.inputSrcs.end());
   for (auto& [o, _] : drv.outputs) m.outputs.push_back(o);

@@ -261,6 +261,7 @@ Token Lexer::lex() {
   size_t lOp = 0;
   Tok opTok = Tok::kEof;
   for (const Op& op : kOps) {
+    if (op.text[0] != c) continue;
     size_t l = std::strlen(op.text);
     if (text_.compare(pos_, l, op.text) == 0) {
       lOp = l;

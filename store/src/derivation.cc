@@ -36,8 +36,16 @@ bool appendNamedEscape(std::string& out, char c) {
 
 void printAtermString(std::string& out, std::string_view s) {
   out += '"';
-  for (char c : s)
-    if (!detail::appendNamedEscape(out, c)) out += c;
+  // Append runs without escapes in one go; most strings have none.
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c != '"' && c != '\\' && c != '\n' && c != '\r' && c != '\t') continue;
+    out.append(s.data() + run, i - run);
+    detail::appendNamedEscape(out, c);
+    run = i + 1;
+  }
+  out.append(s.data() + run, s.size() - run);
   out += '"';
 }
 
@@ -221,13 +229,40 @@ void checkDerivationName(std::string_view name) {
   checkStorePathName(std::string(name) + ".drv");
 }
 
-StorePath derivationPath(const StoreDir& storeDir, const Derivation& drv) {
+namespace detail {
+
+StorePath derivationPathOf(const StoreDir& sd, const Derivation& drv,
+                           std::string_view aterm) {
   checkDerivationName(drv.name);
-  StorePathSet refs = drv.inputSrcs;
-  for (auto& [p, outs] : drv.inputDrvs) refs.insert(p);
-  std::string aterm = printDerivation(storeDir, drv);
-  return storeDir.makeTextPath(drv.name + ".drv",
-                               hashString(HashAlgo::kSha256, aterm), refs);
+  // The text path's type lists inputSrcs ∪ inputDrvs in order: merge the
+  // two sorted sets instead of copying them into a third.
+  std::string type = "text";
+  auto ref = [&](const StorePath& p) {
+    type += ':';
+    type += sd.dir();
+    type += '/';
+    type += p.baseName();
+  };
+  auto src = drv.inputSrcs.begin();
+  auto in = drv.inputDrvs.begin();
+  while (src != drv.inputSrcs.end() || in != drv.inputDrvs.end()) {
+    if (in == drv.inputDrvs.end() ||
+        (src != drv.inputSrcs.end() && *src < in->first)) {
+      ref(*src++);
+    } else {
+      if (src != drv.inputSrcs.end() && *src == in->first) ++src;
+      ref((in++)->first);
+    }
+  }
+  return sd.makeStorePath(type, hashString(HashAlgo::kSha256, aterm),
+                          drv.name + ".drv");
+}
+
+}  // namespace detail
+
+StorePath derivationPath(const StoreDir& storeDir, const Derivation& drv) {
+  return detail::derivationPathOf(storeDir, drv,
+                                  printDerivation(storeDir, drv));
 }
 
 std::string hashPlaceholder(std::string_view outputName) {

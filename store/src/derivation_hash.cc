@@ -18,7 +18,8 @@ bool DrvHashCache::isDeferred(const StorePath& drvPath) {
 }
 
 const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
-  if (auto it = memo_.find(drvPath); it != memo_.end()) return it->second;
+  if (auto it = memo_.find(drvPath.baseName()); it != memo_.end())
+    return it->second;
   // Depth-first with an explicit stack. A node is loaded when it first
   // reaches the top ("in progress") and hashed once all its inputs are
   // memoised; meeting an in-progress node again means a cycle.
@@ -26,7 +27,7 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
   std::map<StorePath, Derivation> inProgress;
   while (!stack.empty()) {
     StorePath cur = stack.back();
-    if (memo_.count(cur)) {
+    if (memo_.count(cur.baseName())) {
       stack.pop_back();
       continue;
     }
@@ -37,7 +38,7 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
     }
     bool ready = true;
     for (auto& [input, outs] : it->second.inputDrvs) {
-      if (memo_.count(input)) continue;
+      if (memo_.count(input.baseName())) continue;
       if (inProgress.count(input))
         throw FormatError("derivation '" + storeDir_.printPath(cur) +
                           "' depends on itself through '" +
@@ -46,30 +47,49 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
       ready = false;
     }
     if (!ready) continue;
-    memo_.emplace(cur, computeEntry(it->second));
+    memo_.emplace(cur.baseName(), computeEntry(it->second));
     inProgress.erase(it);
     stack.pop_back();
   }
-  return memo_.at(drvPath);
+  return memo_.at(drvPath.baseName());
 }
 
 void DrvHashCache::remember(const StorePath& drvPath, const Derivation& drv) {
-  if (memo_.count(drvPath)) return;
-  for (auto& [input, outs] : drv.inputDrvs) entry(input);
-  memo_.emplace(drvPath, computeEntry(drv));
+  if (memo_.count(drvPath.baseName())) return;
+  memo_.emplace(drvPath.baseName(), computeEntry(drv));
+}
+
+detail::InputHashes DrvHashCache::inputHashes(const Derivation& drv,
+                                              bool& deferred) {
+  detail::InputHashes inputs;
+  deferred = false;
+  for (auto& [path, outs] : drv.inputDrvs) {
+    const Entry& e = entry(path);
+    deferred = deferred || e.deferred;
+    inputs[e.hash.toHex()].insert(outs.begin(), outs.end());
+  }
+  return inputs;
 }
 
 DrvHashCache::Entry DrvHashCache::computeEntry(const Derivation& drv) {
-  DerivationType type = derivationType(drv);
-  bool deferred =
-      type == DerivationType::kFloatingCA || type == DerivationType::kDeferred;
-  for (auto& [input, outs] : drv.inputDrvs)
-    deferred = deferred || memo_.at(input).deferred;
-  return {computeHash(drv, false), deferred};
+  bool inputDeferred;
+  detail::InputHashes inputs = inputHashes(drv, inputDeferred);
+  return entryOf(drv, inputs, inputDeferred);
 }
 
-Hash DrvHashCache::computeHash(const Derivation& drv, bool maskOutputs) {
-  if (derivationType(drv) == DerivationType::kFixedOutput) {
+DrvHashCache::Entry DrvHashCache::entryOf(const Derivation& drv,
+                                          const detail::InputHashes& inputs,
+                                          bool inputDeferred) {
+  DerivationType type = derivationType(drv);
+  bool deferred = inputDeferred || type == DerivationType::kFloatingCA ||
+                  type == DerivationType::kDeferred;
+  return {computeHash(drv, type, false, inputs), deferred};
+}
+
+Hash DrvHashCache::computeHash(const Derivation& drv, DerivationType type,
+                               bool maskOutputs,
+                               const detail::InputHashes& inputs) {
+  if (type == DerivationType::kFixedOutput) {
     const DerivationOutput& o = drv.outputs.begin()->second;
     StorePath path = fixedOutputPath(storeDir_, drv.name, o);
     if (o.path && *o.path != path)
@@ -81,12 +101,14 @@ Hash DrvHashCache::computeHash(const Derivation& drv, bool maskOutputs) {
                                              o.hash + ":" +
                                              storeDir_.printPath(path));
   }
-  return hashString(HashAlgo::kSha256,
-                    printModuloAterm(*this, drv, maskOutputs));
+  return hashString(HashAlgo::kSha256, detail::printAterm(storeDir_, drv,
+                                                          maskOutputs, &inputs));
 }
 
 Hash DrvHashCache::hashModulo(const Derivation& drv, bool maskOutputs) {
-  return computeHash(drv, maskOutputs);
+  bool inputDeferred;
+  detail::InputHashes inputs = inputHashes(drv, inputDeferred);
+  return computeHash(drv, derivationType(drv), maskOutputs, inputs);
 }
 
 std::string printModuloAterm(DrvHashCache& cache, const Derivation& drv,
@@ -97,45 +119,55 @@ std::string printModuloAterm(DrvHashCache& cache, const Derivation& drv,
   return detail::printAterm(cache.storeDir(), drv, maskOutputs, &inputs);
 }
 
-namespace {
-
-void fillFixed(Derivation& drv, const StoreDir& sd) {
-  DerivationOutput& o = drv.outputs.begin()->second;
-  StorePath path = fixedOutputPath(sd, drv.name, o);
-  if (o.path && *o.path != path)
-    throw FormatError("fixed-output derivation '" + drv.name +
-                      "' already has a different output path");
-  o.path = path;
-  drv.env["out"] = sd.printPath(path);
-}
-
-}  // namespace
-
-void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
+void DrvHashCache::fillOutputs(Derivation& drv,
+                               const detail::InputHashes& inputs,
+                               bool inputDeferred) {
   checkDerivationName(drv.name);
-  const StoreDir& sd = cache.storeDir();
-  switch (derivationType(drv)) {
-    case DerivationType::kFixedOutput:
-      fillFixed(drv, sd);
-      return;
-    case DerivationType::kFloatingCA:
-      for (auto& [name, o] : drv.outputs) drv.env[name] = hashPlaceholder(name);
-      return;
-    case DerivationType::kInputAddressed:
-    case DerivationType::kDeferred:
-      break;
+  const StoreDir& sd = storeDir_;
+  DerivationType type = derivationType(drv);
+  if (type == DerivationType::kFixedOutput) {
+    DerivationOutput& o = drv.outputs.begin()->second;
+    StorePath path = fixedOutputPath(sd, drv.name, o);
+    if (o.path && *o.path != path)
+      throw FormatError("fixed-output derivation '" + drv.name +
+                        "' already has a different output path");
+    o.path = path;
+    drv.env["out"] = sd.printPath(path);
+    return;
+  }
+  if (type == DerivationType::kFloatingCA) {
+    for (auto& [name, o] : drv.outputs) drv.env[name] = hashPlaceholder(name);
+    return;
   }
   for (auto& [name, o] : drv.outputs) {
     o.path.reset();
     drv.env[name] = "";
   }
-  Hash h = cache.hashModulo(drv, true);
-  for (auto& [input, outs] : drv.inputDrvs)
-    if (cache.isDeferred(input)) return;  // outputs stay deferred
+  // Masking leaves every output without a path: the ATerm no longer tells
+  // input-addressed from deferred, and both hash the same way.
+  Hash h = computeHash(drv, DerivationType::kDeferred, true, inputs);
+  if (inputDeferred) return;  // outputs stay deferred
   for (auto& [name, o] : drv.outputs) {
     o.path = sd.makeOutputPath(name, h, drv.name);
     drv.env[name] = sd.printPath(*o.path);
   }
+}
+
+void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
+  bool inputDeferred;
+  detail::InputHashes inputs = cache.inputHashes(drv, inputDeferred);
+  cache.fillOutputs(drv, inputs, inputDeferred);
+}
+
+StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm) {
+  bool inputDeferred;
+  detail::InputHashes inputs = inputHashes(drv, inputDeferred);
+  fillOutputs(drv, inputs, inputDeferred);
+  aterm = printDerivation(storeDir_, drv);
+  StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);
+  if (!memo_.count(path.baseName()))
+    memo_.emplace(path.baseName(), entryOf(drv, inputs, inputDeferred));
+  return path;
 }
 
 DrvLoader fileDrvLoader(const StoreDir& storeDir, std::string physicalDir) {

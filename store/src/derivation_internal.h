@@ -9,9 +9,6 @@
 
 namespace kiln::store::detail {
 
-/// inputDrvs after hashDerivationModulo: base16 hash -> output names.
-using InputHashes = std::map<std::string, std::set<std::string>>;
-
 /// The ATerm printer; with `inputs`, they replace drv.inputDrvs.
 std::string printAterm(const StoreDir& sd, const Derivation& drv,
                        bool maskOutputs, const InputHashes* inputs);
@@ -20,5 +17,10 @@ std::string printAterm(const StoreDir& sd, const Derivation& drv,
 /// true; returns false (appending nothing) for any other byte. The ATerm
 /// and JSON printers share these.
 bool appendNamedEscape(std::string& out, char c);
+
+/// The `.drv` path of `drv` whose printed ATerm is `aterm` (spec §3.5
+/// step 5); checks the name. Throws FormatError for an invalid name.
+StorePath derivationPathOf(const StoreDir& sd, const Derivation& drv,
+                           std::string_view aterm);
 
 }  // namespace kiln::store::detail

@@ -289,5 +289,36 @@ TEST(FillOutputPaths, InvalidDerivationsAreRejected) {
   EXPECT_NO_THROW(fillOutputPaths(ok, cache));
 }
 
+// addDerivation (what the evaluator calls) is fillOutputPaths +
+// derivationPath + remember in one pass: same outputs, same path, the
+// ATerm that derivationPath hashed, and H memoised for dependants.
+TEST(DrvHash, AddDerivationAgreesWithTheStepwiseFunctions) {
+  FakeDrvStore store;
+  DrvHashCache stepwise(StoreDir(), store.loader());
+  DrvHashCache single(StoreDir(), store.loader());
+  std::vector<StorePath> paths;
+  for (int i = 0; i < 20; ++i) {
+    Derivation d = newDrv("p" + std::to_string(i),
+                          i % 2 ? std::vector<std::string>{"out"}
+                                : std::vector<std::string>{"dev", "out"});
+    if (i == 5) d.outputs = {{"out", makeFixedOutput(std::string(64, 'a'), "sha256")}};
+    if (i > 0) d.inputDrvs[paths[i - 1]].insert("out");
+    if (i > 3) d.inputDrvs[paths[i / 2]].insert(i % 2 ? "dev" : "out");
+    if (i > 1) d.inputSrcs.insert(StorePath(paths[i - 2].baseName().substr(0, 32) + "-src"));
+    Derivation byAdd = d;
+    std::string aterm;
+    StorePath p = single.addDerivation(byAdd, aterm);
+    StorePath q = add(store, stepwise, d);
+    stepwise.remember(q, store.drvs.at(q));
+    EXPECT_EQ(p, q) << i;
+    EXPECT_EQ(byAdd, store.drvs.at(q)) << i;
+    EXPECT_EQ(aterm, printDerivation(StoreDir(), byAdd)) << i;
+    EXPECT_EQ(single.hashOf(p), stepwise.hashOf(q)) << i;
+    paths.push_back(p);
+  }
+  EXPECT_EQ(single.loadCount(), 0u);
+  EXPECT_EQ(single.size(), 20u);
+}
+
 }  // namespace
 }  // namespace kiln::store

@@ -54,6 +54,10 @@ TEST(StorePath, RejectsBadNamesAndPaths) {
   EXPECT_THROW(sd.parsePath("/other/5akl8zsmda0yrr63v4khwgskih2g2hsh-greeting"), FormatError);
   EXPECT_THROW(sd.parsePath("/nix/store/5akl8zsmda0yrr63v4khwgskih2g2hsh-greeting/bin"), FormatError);
   EXPECT_THROW(sd.parsePath("/nix/store/eakl8zsmda0yrr63v4khwgskih2g2hsh-greeting"), FormatError);
+  // Every character outside nix32's alphabet is refused in the hash part.
+  for (char c : std::string("eotuA_-.\0", 10))
+    EXPECT_THROW(StorePath(std::string(31, '0') + c + "-x"), FormatError) << int(c);
+  EXPECT_NO_THROW(StorePath("0123456789abcdfghijklmnpqrsvwxyz-x"));
   EXPECT_EQ(sd.toStorePath("/nix/store/5akl8zsmda0yrr63v4khwgskih2g2hsh-greeting/bin/sh").name(),
             "greeting");
 }

@@ -5,12 +5,15 @@
 /// the `nix show-derivation` JSON shape.
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/common/hash.h"
@@ -105,6 +108,11 @@ DerivationOutput makeFixedOutput(std::string_view outputHash,
 StorePath fixedOutputPath(const StoreDir& storeDir, std::string_view drvName,
                           const DerivationOutput& out);
 
+namespace detail {
+/// inputDrvs after hashDerivationModulo: base16 hash -> output names.
+using InputHashes = std::map<std::string, std::set<std::string>>;
+}  // namespace detail
+
 /// Loads the derivation stored at a `.drv` path. Throws (kiln::Error) if it
 /// is missing or malformed; Derivation::name must be set.
 using DrvLoader = std::function<Derivation(const StorePath& drvPath)>;
@@ -142,23 +150,48 @@ class DrvHashCache {
   /// made and named `drvPath`), so that dependants never load it. Its
   /// inputs are hashed (loaded if needed) first.
   void remember(const StorePath& drvPath, const Derivation& drv);
+  /// For a derivation an evaluator has just made (outputs without paths):
+  /// fills in its outputs as fillOutputPaths() does, prints its ATerm into
+  /// `aterm`, memoises its H and returns its `.drv` path. Inputs are looked
+  /// up once and each ATerm variant (masked, unmasked modulo, the `.drv`
+  /// text) is printed and hashed once. Throws as fillOutputPaths().
+  StorePath addDerivation(Derivation& drv, std::string& aterm);
   /// How many times the loader was called (each `.drv` at most once).
   size_t loadCount() const { return loads_; }
   /// Number of memoised hashes.
   size_t size() const { return memo_.size(); }
 
  private:
+  friend void fillOutputPaths(Derivation& drv, DrvHashCache& cache);
   struct Entry {
     Hash hash;
     bool deferred;
   };
+  /// Store path base names are random in their first characters: those
+  /// make the hash (no need to hash 40-200 bytes per lookup).
+  struct BaseNameHash {
+    size_t operator()(const std::string& s) const {
+      if (s.size() < sizeof(uint64_t)) return std::hash<std::string>()(s);
+      uint64_t h;
+      std::memcpy(&h, s.data(), sizeof h);
+      return h;
+    }
+  };
   const Entry& entry(const StorePath& drvPath);
   Entry computeEntry(const Derivation& drv);
-  Hash computeHash(const Derivation& drv, bool maskOutputs);
+  Entry entryOf(const Derivation& drv, const detail::InputHashes& inputs,
+                bool inputDeferred);
+  detail::InputHashes inputHashes(const Derivation& drv, bool& deferred);
+  void fillOutputs(Derivation& drv, const detail::InputHashes& inputs,
+                   bool inputDeferred);
+  Hash computeHash(const Derivation& drv, DerivationType type,
+                   bool maskOutputs, const detail::InputHashes& inputs);
 
   StoreDir storeDir_;
   DrvLoader loader_;
-  std::map<StorePath, Entry> memo_;
+  /// By `.drv` base name; a hash map (lookups per input per derivation
+  /// dominated evaluation with an ordered map of StorePaths).
+  std::unordered_map<std::string, Entry, BaseNameHash> memo_;
   size_t loads_ = 0;
 };
 
