@@ -22,6 +22,18 @@ struct MadeDrv {
   std::vector<std::string> outputs;
 };
 
+// What `derivation` needs besides DrvState: the builtins it applies and
+// the constant values every result shares. Looked up on first use.
+struct WrapperState {
+  Value* strictFn = nullptr;  // derivationStrict
+  Value* getAttrFn = nullptr;
+  Value* drvPathSel = nullptr;  // getAttr "drvPath"
+  Value* typeValue = nullptr;   // "derivation"
+  Value* outName = nullptr;     // "out", the default output
+  Symbol sDrvAttrs;
+  std::unordered_map<uint32_t, Value*> outputSel;  // getAttr <output>
+};
+
 // Hashes of the derivations made by this evaluation are memoised in
 // `cache` as they are made, so read-only mode needs no store and the
 // records themselves need not be kept.
@@ -54,6 +66,7 @@ struct DrvState : BuiltinState {
   store::DrvLoader fileLoader;
   std::unordered_map<std::string, MadeDrv, BaseNameHash> made;
   store::DrvHashCache cache;
+  WrapperState wrapper;
 };
 
 DrvState& drvState(EvalState& st) {
@@ -187,9 +200,14 @@ void setOutputRecords(EvalState& st, PosIdx pos, Derivation& drv, const Collecte
 void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceAttrs(*args[0], pos);
   Bindings* attrs = args[0]->attrs;
-  Value* nameV = attrs->get(st.sName);
-  if (!nameV) st.throwError(pos, "required attribute 'name' missing");
+  const Attr* nameA = attrs->find(st.sName);
+  if (!nameA) st.throwError(pos, "required attribute 'name' missing");
+  Value* nameV = nameA->value;
   std::string drvName(st.forceStringNoCtx(*nameV, pos));
+  // Like Nix, errors about the derivation as a whole point at its name
+  // (`derivation` forces derivationStrict lazily, from wherever outPath or
+  // drvPath is needed, so `pos` may say little).
+  if (nameA->pos != kNoPos) pos = nameA->pos;
   bool ignoreNulls = false;
   if (Value* n = attrs->get(st.sIgnoreNulls)) ignoreNulls = st.forceBool(*n, pos);
   std::optional<std::ostringstream> json;
@@ -253,8 +271,100 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.mkAttrs(v, b);
 }
 
+WrapperState& wrapperState(EvalState& st) {
+  WrapperState& ws = drvState(st).wrapper;
+  if (ws.strictFn) return ws;
+  ws.strictFn = st.lookupBuiltin("derivationStrict");
+  ws.getAttrFn = st.lookupBuiltin("getAttr");
+  Value* drvPathName = st.allocValue();
+  st.mkString(*drvPathName, "drvPath");
+  ws.drvPathSel = st.allocValue();
+  ws.drvPathSel->mkPrimOpApp(ws.getAttrFn, drvPathName);
+  ws.typeValue = st.allocValue();
+  st.mkString(*ws.typeValue, "derivation");
+  ws.outName = st.allocValue();
+  st.mkString(*ws.outName, "out");
+  ws.sDrvAttrs = st.sym("drvAttrs");
+  return ws;
+}
+
+// `base` overlaid with `extras` (a later extra wins over an earlier one with
+// the same name, and every extra over `base`), sorted by symbol.
+Bindings* overlay(EvalState& st, const Bindings& base, std::vector<Attr>& extras) {
+  std::stable_sort(extras.begin(), extras.end(),
+                   [](const Attr& a, const Attr& b) { return a.name < b.name; });
+  Bindings* b = st.allocBindings(base.size + extras.size());
+  const Attr *i = base.begin(), *ie = base.end();
+  for (size_t j = 0; j < extras.size(); ++j) {
+    if (j + 1 < extras.size() && extras[j + 1].name == extras[j].name) continue;
+    while (i != ie && i->name < extras[j].name) b->attrs[b->size++] = *i++;
+    if (i != ie && i->name == extras[j].name) ++i;
+    b->attrs[b->size++] = extras[j];
+  }
+  while (i != ie) b->attrs[b->size++] = *i++;
+  return b;
+}
+
+// `derivation attrs`: the value Nix's derivation.nix returns, built
+// directly instead of by evaluating that wrapper (which made four
+// intermediate sets and a dozen thunks per derivation). For each output o
+// (from `outputs`, default ["out"]), a set: attrs // { <every output> =
+// its set; all = [ the sets ]; drvAttrs = attrs; } // { outPath =
+// getAttr o strict; drvPath = strict.drvPath; type = "derivation";
+// outputName = o; } where strict = derivationStrict attrs (left lazy); the
+// result is the first output's set. Like the wrapper, this forces attrs,
+// the outputs list and each output name.
+void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  WrapperState& ws = wrapperState(st);
+  Value* attrs = args[0];
+  st.forceAttrs(*attrs, pos);
+  std::vector<Value*> names;
+  if (Value* outs = attrs->attrs->get(st.sOutputs)) {
+    st.forceList(*outs, pos);
+    for (size_t i = 0; i < outs->list.size; ++i) {
+      st.forceStringNoCtx(*outs->list.elems[i], pos);
+      names.push_back(outs->list.elems[i]);
+    }
+  } else {
+    names.push_back(ws.outName);
+  }
+  if (names.empty()) st.throwError(pos, "list index 0 is out of bounds");
+  Value* strict = st.allocValue();
+  strict->mkApp(ws.strictFn, attrs);
+  Value* all = st.allocValue();
+  st.mkList(*all, names.size());
+  std::vector<Symbol> syms;
+  for (size_t i = 0; i < names.size(); ++i) {
+    all->list.elems[i] = st.allocValue();
+    syms.push_back(st.sym(names[i]->sv()));
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::vector<Attr> extras;
+    // listToAttrs keeps the first of equal names: add them last-to-first.
+    for (size_t j = names.size(); j-- > 0;) extras.push_back({syms[j], kNoPos, all->list.elems[j]});
+    extras.push_back({st.sAll, kNoPos, all});
+    extras.push_back({ws.sDrvAttrs, kNoPos, attrs});
+    Value*& sel = ws.outputSel[syms[i].id];
+    if (!sel) {
+      sel = st.allocValue();
+      sel->mkPrimOpApp(ws.getAttrFn, names[i]);
+    }
+    Value* outPath = st.allocValue();
+    outPath->mkApp(sel, strict);
+    Value* drvPath = st.allocValue();
+    drvPath->mkApp(ws.drvPathSel, strict);
+    extras.push_back({st.sOutPath, kNoPos, outPath});
+    extras.push_back({st.sDrvPath, kNoPos, drvPath});
+    extras.push_back({st.sType, kNoPos, ws.typeValue});
+    extras.push_back({st.sOutputName, kNoPos, names[i]});
+    all->list.elems[i]->mkAttrs(overlay(st, *attrs->attrs, extras));
+  }
+  v = *all->list.elems[0];
+}
+
 constexpr BuiltinDef kDefs[] = {
     {"derivationStrict", 1, primDerivationStrict},
+    {"derivation", 1, primDerivation},
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The base environment: constants, every builtin family, and `derivation`
-// (a Nix-level wrapper around derivationStrict).
+// The base environment: constants and every builtin family (`derivation`
+// is in the derivation family, beside derivationStrict).
 #include <ctime>
 
 #include "builtins.h"
@@ -7,30 +7,6 @@
 namespace kiln::eval {
 
 namespace {
-
-// `derivation`: calls derivationStrict and gives back, for the first
-// output, the input attributes extended with one attribute per output,
-// `all`, `drvAttrs`, `drvPath`, `outPath`, `outputName` and `type`.
-constexpr const char* kDerivationNix = R"NIX(
-attrs @ { outputs ? [ "out" ], ... }:
-let
-  strict = derivationStrict attrs;
-  shared = attrs // (builtins.listToAttrs byOutput) // {
-    all = map (o: o.value) byOutput;
-    drvAttrs = attrs;
-  };
-  forOutput = name: {
-    inherit name;
-    value = shared // {
-      outPath = builtins.getAttr name strict;
-      drvPath = strict.drvPath;
-      type = "derivation";
-      outputName = name;
-    };
-  };
-  byOutput = map forOutput outputs;
-in (builtins.head byOutput).value
-)NIX";
 
 std::string_view stripUnderscores(std::string_view n) {
   return n.substr(0, 2) == "__" ? n.substr(2) : n;
@@ -97,13 +73,10 @@ void EvalState::createBaseEnv() {
   // The `builtins` set holds every builtin and itself.
   vBuiltins = allocValue();
   Bindings* b = allocBindings(builtinAttrs_.size() + 2);
-  Value* vDerivation = allocValue();
   for (auto& [name, v] : builtinAttrs_) b->push(name, v);
   b->push(sym("builtins"), vBuiltins);
-  b->push(sym("derivation"), vDerivation);
   mkAttrs(*vBuiltins, b);
   globals_.push_back({sym("builtins"), vBuiltins});
-  globals_.push_back({sym("derivation"), vDerivation});
 
   baseEnv = &allocEnv(globals_.size());
   for (uint32_t i = 0; i < globals_.size(); ++i) {
@@ -111,8 +84,6 @@ void EvalState::createBaseEnv() {
     staticBaseEnv.vars.push_back({globals_[i].first, i});
   }
   staticBaseEnv.sort();
-  Expr* e = parseExprFromString(kDerivationNix, "/", "«derivation»");
-  vDerivation->mkThunk(baseEnv, e);
 }
 
 }  // namespace kiln::eval

@@ -85,6 +85,29 @@ TEST(Eval, DerivationsMatchNix) {
             std::string::npos);
 }
 
+// `derivation` is built natively; it must give what Nix's derivation.nix
+// gives (outputs checked against nix-instantiate 2.8).
+TEST(Eval, DerivationWrapperShapeAndLaziness) {
+  const std::string d =
+      "derivation { name = \"x\"; system = \"s\"; builder = \"b\"; outputs = [\"dev\" \"out\"]; ";
+  EXPECT_EQ(evalStrict("with " + d + "}; [outputName out.outputName dev.outputName (builtins.length all)"
+                       " drvAttrs.name type (builtins.attrNames dev) (out.drvPath == drvPath)]"),
+            "[ \"dev\" \"out\" \"dev\" 2 \"x\" \"derivation\" [ \"all\" \"builder\" \"dev\" \"drvAttrs\" "
+            "\"drvPath\" \"name\" \"out\" \"outPath\" \"outputName\" \"outputs\" \"system\" \"type\" ] true ]");
+  // The output attributes and type win over attributes of the same name.
+  EXPECT_EQ(evalStrict("(" + d + "type = 1; out = 2; outputName = 3; }).out.outputName"), "\"out\"");
+  EXPECT_EQ(evalStrict("(" + d + "type = 1; }).type"), "\"derivation\"");
+  // derivationStrict is not forced by looking at the attributes.
+  EXPECT_EQ(evalStrict("(derivation { name = \"x\"; extra = 1; }).extra"), "1");
+  EXPECT_NE(evalError("(derivation { name = \"x\"; }).outPath").find("required attribute 'builder' missing"),
+            std::string::npos);
+  // But the attribute set, outputs and output names are (as by the wrapper).
+  EXPECT_NE(evalError("(derivation 1).x").find("while a set was expected"), std::string::npos);
+  EXPECT_NE(evalError("(derivation { outputs = [ 1 ]; }).x").find("while a string was expected"),
+            std::string::npos);
+  EXPECT_NE(evalError("(derivation { outputs = []; }).x").find("out of bounds"), std::string::npos);
+}
+
 TEST(Eval, MissingFilesAndCyclicImports) {
   EXPECT_NE(evalError("import /nonexistent/file.nix").find("/nonexistent/file.nix"), std::string::npos);
   kiln::TempDir dir;
