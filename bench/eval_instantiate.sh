@@ -1,6 +1,6 @@
 #!/bin/bash
 # Evaluation benchmark (issue 3): gen-collection.py N, then
-# `kiln instantiate` (read-only: computes .drv paths, writes nothing) against
+# `kiln instantiate --readonly-mode` (computes .drv paths, writes nothing) against
 # `nix-instantiate --readonly-mode` on the same file, alternating REPS times.
 # Prints wall/user time and peak RSS of each, the ratios, and checks that
 # both print the same .drv paths. NICE=N runs both under `nice -n N`.
@@ -17,7 +17,7 @@ export NIX_CONF_DIR=$work/nixconf
 mkdir -p "$NIX_CONF_DIR" && echo "build-users-group =" >"$NIX_CONF_DIR/nix.conf"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$REPS"); do
-  nice -n "$NICE" /usr/bin/time -f "kiln %e %U %M" -o "$work/time.k.$i" "$KILN" instantiate "$work/col/default.nix" >"$work/k.out"
+  nice -n "$NICE" /usr/bin/time -f "kiln %e %U %M" -o "$work/time.k.$i" "$KILN" instantiate --readonly-mode "$work/col/default.nix" >"$work/k.out"
   nice -n "$NICE" /usr/bin/time -f "nix %e %U %M" -o "$work/time.n.$i" nix-instantiate --readonly-mode "$work/col/default.nix" >"$work/n.out" 2>/dev/null
 done
 if ! cmp -s <(sort "$work/k.out") <(sort "$work/n.out"); then echo "MISMATCH: .drv paths differ"; exit 1; fi

@@ -3,8 +3,11 @@
 
 #include <boost/program_options/errors.hpp>
 #include <cstdlib>
+#include <optional>
 
 #include "kiln/common/file.h"
+#include "kiln/evaluator/dir_store_writer.h"
+#include "kiln/evaluator/local_store_writer.h"
 
 namespace kiln::cli {
 
@@ -51,6 +54,71 @@ eval::Bindings* makeAutoArgs(eval::EvalState& st, const AutoArgSpec& spec) {
   }
   autoArgs->sort();
   return autoArgs;
+}
+
+// Opens the LocalStore on the first object written, then forwards.
+class EvalStoreTarget::LazyWriter : public eval::StoreWriter {
+ public:
+  explicit LazyWriter(EvalStoreTarget& target) : target_(target) {}
+  void addText(const std::string& path, const std::string& contents,
+               const std::set<std::string>& refs) override {
+    get().addText(path, contents, refs);
+  }
+  void addDerivation(const std::string& path, const std::string& contents,
+                     const std::set<std::string>& refs,
+                     const std::map<std::string, std::string>& outputs) override {
+    get().addDerivation(path, contents, refs, outputs);
+  }
+  void addSource(const std::string& path, const std::string& fsPath,
+                 const eval::PathFilter& filter, bool recursive) override {
+    get().addSource(path, fsPath, filter, recursive);
+  }
+
+ private:
+  eval::LocalStoreWriter& get() {
+    if (!writer_) writer_.emplace(*target_.localStore());
+    return *writer_;
+  }
+  EvalStoreTarget& target_;
+  std::optional<eval::LocalStoreWriter> writer_;
+};
+
+EvalStoreTarget::EvalStoreTarget() = default;
+EvalStoreTarget::~EvalStoreTarget() = default;
+
+void EvalStoreTarget::addOptions(boost::program_options::options_description& opts) {
+  namespace po = boost::program_options;
+  location_.addOptions(opts);
+  opts.add_options()("store-root", po::value(&storeRoot_),
+                     "write into a plain directory DIR instead of kiln's store\n"
+                     "(DIR/nix/store/..., like nix's local?root=DIR; no database)")(
+      "readonly-mode", po::bool_switch(&readOnly_),
+      "write nothing; store paths are still computed exactly")(
+      "read-write-mode", "write to the store (the default)");
+}
+
+void EvalStoreTarget::apply(const boost::program_options::variables_map& vm,
+                            eval::EvalSettings& settings) {
+  const char* env = std::getenv("NIX_STORE_DIR");
+  if (env && *env && (!vm.count("store-dir") || vm["store-dir"].defaulted()))
+    location_.storeDir = env;
+  settings.storeDir = location_.storeDir;
+  settings.readOnly = readOnly_;
+}
+
+eval::StoreWriter* EvalStoreTarget::writer() {
+  if (readOnly_) return nullptr;
+  if (!writer_) {
+    if (!storeRoot_.empty()) writer_ = std::make_unique<eval::DirStoreWriter>(storeRoot_);
+    else writer_ = std::make_unique<LazyWriter>(*this);
+  }
+  return writer_.get();
+}
+
+store::LocalStore* EvalStoreTarget::localStore() {
+  if (readOnly_ || !storeRoot_.empty()) return nullptr;
+  if (!store_) store_ = location_.open();
+  return store_.get();
 }
 
 }  // namespace kiln::cli

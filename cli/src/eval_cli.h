@@ -1,13 +1,17 @@
 #pragma once
 /// Command-line plumbing shared by the evaluating commands (`kiln eval`,
-/// `kiln instantiate`): --arg/--argstr pairs, NIX_PATH/NIX_STORE_DIR and
-/// the automatic arguments passed to a top-level function.
+/// `kiln instantiate`): --arg/--argstr pairs, NIX_PATH/NIX_STORE_DIR, the
+/// automatic arguments passed to a top-level function and where store
+/// objects are written.
 
+#include <boost/program_options.hpp>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kiln/evaluator/eval_state.h"
+#include "store_cli.h"
 
 namespace kiln::cli {
 
@@ -29,5 +33,41 @@ void applyNixEnvironment(eval::EvalSettings& settings);
 /// The automatic arguments (--arg values parsed relative to the current
 /// directory, lazily evaluated); owned by `state`'s arena.
 eval::Bindings* makeAutoArgs(eval::EvalState& state, const AutoArgSpec& spec);
+
+/// Where an evaluation writes its `.drv` files, toFile texts and sources:
+/// kiln's LocalStore (default; `--state-dir`, `--store-dir`), a plain
+/// directory (`--store-root DIR`) or nowhere (`--readonly-mode`).
+class EvalStoreTarget {
+ public:
+  EvalStoreTarget();
+  ~EvalStoreTarget();
+  EvalStoreTarget(const EvalStoreTarget&) = delete;
+  EvalStoreTarget& operator=(const EvalStoreTarget&) = delete;
+
+  /// Adds --state-dir, --store-dir, --store-root, --readonly-mode and
+  /// --read-write-mode to `opts`.
+  void addOptions(boost::program_options::options_description& opts);
+  /// After parsing: the logical store directory is --store-dir if given,
+  /// else $NIX_STORE_DIR, else /nix/store. Sets `settings.storeDir` and
+  /// `settings.readOnly` (call after applyNixEnvironment).
+  void apply(const boost::program_options::variables_map& vm, eval::EvalSettings& settings);
+  /// The writer for the evaluation (null in read-only mode). The LocalStore
+  /// is opened on the first write, so evaluations that write nothing never
+  /// touch the state directory. Owned by this object.
+  eval::StoreWriter* writer();
+  /// The LocalStore (opened now); null with --store-root or --readonly-mode.
+  /// Throws Error if it cannot be opened.
+  store::LocalStore* localStore();
+  /// Whether --readonly-mode was given.
+  bool readOnly() const { return readOnly_; }
+
+ private:
+  class LazyWriter;
+  StoreLocation location_;
+  std::string storeRoot_;
+  bool readOnly_ = false;
+  std::unique_ptr<store::LocalStore> store_;
+  std::unique_ptr<eval::StoreWriter> writer_;
+};
 
 }  // namespace kiln::cli

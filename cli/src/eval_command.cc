@@ -8,7 +8,6 @@
 #include "eval_cli.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/attr_path.h"
-#include "kiln/evaluator/dir_store_writer.h"
 #include "kiln/evaluator/jobs.h"
 
 namespace kiln::cli {
@@ -22,17 +21,17 @@ struct EvalOptions {
   std::string attrPath;
   std::vector<std::string> includes;
   AutoArgSpec autoArgs;
-  std::string storeRoot;
+  EvalStoreTarget target;
   bool json = false;
   uint32_t maxCallDepth = 10000;
 };
 
-EvalSettings makeSettings(const EvalOptions& o) {
+EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
   EvalSettings s;
   s.maxCallDepth = o.maxCallDepth;
-  s.readOnly = o.storeRoot.empty();
   s.searchPath = o.includes;
   applyNixEnvironment(s);
+  o.target.apply(vm, s);
   return s;
 }
 
@@ -47,13 +46,12 @@ void printJob(const Job& job, bool json, size_t& failed) {
   }
 }
 
-int runEval(const EvalOptions& o) {
+int runEval(EvalOptions& o, const po::variables_map& vm) {
   int rc = kExitOk;
   runWithLargeStack([&] {
     try {
-      EvalState st(makeSettings(o));
-      std::optional<DirStoreWriter> writer;
-      if (!o.storeRoot.empty()) st.storeWriter = &writer.emplace(o.storeRoot);
+      EvalState st(makeSettings(o, vm));
+      st.storeWriter = o.target.writer();
       Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
       std::string path = o.file;
       if (path.size() > 2 && path.front() == '<' && path.back() == '>')
@@ -84,26 +82,25 @@ int evalCommand(const std::vector<std::string>& argv) {
       "Evaluates a package collection and prints one line per job (a JSON\n"
       "object with --json). An error in one job is reported for that job\n"
       "and does not stop the others; the exit code is non-zero only when the\n"
-      "collection itself cannot be evaluated.\n\nOptions");
+      "collection itself cannot be evaluated. .drv files and sources are\n"
+      "written into kiln's store (--state-dir) unless --readonly-mode.\n\nOptions");
   opts.add_options()("help,h", "show this help")(
       "attr,A", po::value(&o.attrPath), "enumerate jobs below this attribute path only")(
       "include,I", po::value(&o.includes), "add a search path entry (prefix=path or path)")(
       "json", po::bool_switch(&o.json), "one JSON object per line")(
-      "store-root", po::value(&o.storeRoot),
-      "write .drv files under DIR (DIR/nix/store/..., like nix's local?root=DIR);\n"
-      "without it nothing is written")(
       "max-call-depth", po::value(&o.maxCallDepth), "maximum nesting of function calls")(
       "arg", "NAME EXPR: argument for the top-level function")(
       "argstr", "NAME STRING: string argument for the top-level function");
+  o.target.addOptions(opts);
   po::options_description hidden;
   hidden.add_options()("file", po::value(&o.file));
   po::options_description all;
   all.add(opts).add(hidden);
   po::positional_options_description pos;
   pos.add("file", 1);
+  po::variables_map vm;
   try {
     std::vector<std::string> rest = takeAutoArgs(argv, o.autoArgs);
-    po::variables_map vm;
     po::store(po::command_line_parser(rest).options(all).positional(pos).run(), vm);
     if (vm.count("help")) {
       std::cout << opts;
@@ -115,7 +112,7 @@ int evalCommand(const std::vector<std::string>& argv) {
     std::cerr << "kiln eval: " << e.what() << "\n" << opts;
     return kExitUsage;
   }
-  return runEval(o);
+  return runEval(o, vm);
 }
 
 RegisterCommand reg("eval", "enumerate the jobs of a package collection (JSON lines)", evalCommand);

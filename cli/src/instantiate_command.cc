@@ -1,5 +1,8 @@
 // `kiln instantiate`: a drop-in for nix-instantiate (parse, evaluate, print
 // values or derivation paths).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <iostream>
@@ -9,7 +12,6 @@
 #include "command.h"
 #include "eval_cli.h"
 #include "kiln/common/file.h"
-#include "kiln/evaluator/dir_store_writer.h"
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/evaluator/output.h"
 #include "kiln/evaluator/attr_path.h"
@@ -25,7 +27,10 @@ struct Options {
   std::vector<std::string> attrPaths;
   std::vector<std::string> includes;
   AutoArgSpec autoArgs;  // --arg / --argstr
-  std::string storeRoot;  // --store-root: where .drv files are written
+  EvalStoreTarget target;  // --state-dir/--store-dir, --store-root, --readonly-mode
+  std::string addRoot;     // --add-root: symlink (and GC root) per printed .drv
+  int roots = 0;           // roots made so far (the 2nd is PATH-2, ...)
+  bool warned = false;     // the missing --add-root warning was printed
   bool fromExpr = false, eval = false, strict = false, json = false, xml = false;
   bool noLocation = false, parseOnly = false, readStdin = false, showTrace = false;
   uint32_t maxCallDepth = 10000;
@@ -56,7 +61,45 @@ void printResult(EvalState& st, const Options& o, Value& v) {
   }
 }
 
-void processExpr(EvalState& st, const Options& o, Bindings* autoArgs, Expr* e) {
+// Makes the next --add-root link for `drvPath`; returns what to print.
+std::string addRoot(Options& o, const std::string& drvPath) {
+  std::string link = absPath(o.addRoot);
+  if (++o.roots > 1) link += "-" + std::to_string(o.roots);
+  if (store::LocalStore* store = o.target.localStore()) {
+    store->addIndirectRoot(store->parsePath(drvPath), link);
+    return link;
+  }
+  // Read-only or a plain --store-root directory: no GC to protect it
+  // from, only the symlink (as nix-instantiate --readonly-mode does).
+  struct stat sb;
+  if (lstat(link.c_str(), &sb) == 0) {
+    if (!S_ISLNK(sb.st_mode))
+      throw Error("cannot create the GC root '" + link + "': it exists and is not a symlink");
+    unlink(link.c_str());
+  }
+  if (symlink(drvPath.c_str(), link.c_str()) != 0)
+    throw SysError("creating symlink '" + link + "'", errno);
+  return link;
+}
+
+void printDrv(EvalState& st, Options& o, const std::string& entry) {
+  // `entry` is "<drvPath>" or "<drvPath>!<output>".
+  size_t bang = entry.find('!');
+  std::string drvPath = entry.substr(0, bang);
+  std::string suffix = bang == std::string::npos ? "" : entry.substr(bang);
+  if (!o.addRoot.empty()) {
+    std::cout << addRoot(o, drvPath) << suffix << "\n";
+    return;
+  }
+  if (!st.settings.readOnly && !o.warned) {
+    o.warned = true;
+    std::cerr << "warning: you did not specify '--add-root'; the result might be removed by "
+                 "the garbage collector\n";
+  }
+  std::cout << entry << "\n";
+}
+
+void processExpr(EvalState& st, Options& o, Bindings* autoArgs, Expr* e) {
   if (o.parseOnly) {
     e->show(st.symbols, std::cout);
     std::cout << "\n";
@@ -74,22 +117,22 @@ void processExpr(EvalState& st, const Options& o, Bindings* autoArgs, Expr* e) {
       else st.autoCallFunction(autoArgs, v, vRes);
       printResult(st, o, vRes);
     } else {
-      for (auto& drv : collectDerivations(st, v, autoArgs)) std::cout << drv << "\n";
+      for (auto& drv : collectDerivations(st, v, autoArgs)) printDrv(st, o, drv);
     }
   }
 }
 
-int run(const Options& o) {
+int run(Options& o, const po::variables_map& vm) {
   EvalSettings settings;
   settings.maxCallDepth = o.maxCallDepth;
   for (auto& i : o.includes) settings.searchPath.push_back(i);
   applyNixEnvironment(settings);
+  o.target.apply(vm, settings);
   int rc = kExitOk;
   runWithLargeStack([&] {
     try {
       EvalState st(settings);
-      std::optional<DirStoreWriter> writer;
-      if (!o.storeRoot.empty()) st.storeWriter = &writer.emplace(o.storeRoot);
+      st.storeWriter = o.target.writer();
       std::string cwd = absPath(".");
       Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
       if (o.readStdin) {
@@ -125,7 +168,8 @@ int instantiate(const std::vector<std::string>& argv) {
   po::options_description opts(
       "Usage: kiln instantiate [options] [FILE... | -E EXPR...]\n\n"
       "Evaluates Nix expressions like nix-instantiate: prints .drv paths, or\n"
-      "with --eval the value.\n\nOptions");
+      "with --eval the value. .drv files and sources are written into kiln's\n"
+      "store (--state-dir) unless --readonly-mode.\n\nOptions");
   opts.add_options()("help,h", "show this help")(
       "expr,E", po::bool_switch(&o.fromExpr), "arguments are expressions, not files")(
       "attr,A", po::value(&o.attrPaths), "select an attribute path (repeatable)")(
@@ -136,25 +180,24 @@ int instantiate(const std::vector<std::string>& argv) {
       "xml", po::bool_switch(&o.xml), "print the value as XML")(
       "no-location", po::bool_switch(&o.noLocation), "omit source positions in XML")(
       "parse", po::bool_switch(&o.parseOnly), "only parse and print the expression")(
-      "readonly-mode", "do not write to the store")(
-      "read-write-mode", "accepted; .drv files are written only with --store-root")(
-      "store-root", po::value(&o.storeRoot),
-      "write .drv files under DIR (DIR/nix/store/..., like nix's local?root=DIR)")(
       "show-trace", po::bool_switch(&o.showTrace), "show error traces (always on)")(
-      "add-root", po::value<std::string>(), "register a GC root (accepted, not used)")(
-      "indirect", "with --add-root (accepted)")(
+      "add-root", po::value(&o.addRoot),
+      "make PATH a symlink to the .drv and a GC root of kiln's store\n"
+      "(PATH-2, PATH-3 ... for further derivations)")(
+      "indirect", "with --add-root (accepted; roots are always indirect)")(
       "max-call-depth", po::value(&o.maxCallDepth), "maximum nesting of function calls (default 10000)")(
       "arg", "NAME EXPR: argument for the top-level function")(
       "argstr", "NAME STRING: string argument for the top-level function");
+  o.target.addOptions(opts);
   po::options_description hidden;
   hidden.add_options()("files", po::value(&o.files));
   po::options_description all;
   all.add(opts).add(hidden);
   po::positional_options_description pos;
   pos.add("files", -1);
+  po::variables_map vm;
   try {
     std::vector<std::string> rest = takeStdinMarker(takeAutoArgs(argv, o.autoArgs), o);
-    po::variables_map vm;
     po::store(po::command_line_parser(rest).options(all).positional(pos).run(), vm);
     if (vm.count("help")) {
       std::cout << opts;
@@ -165,7 +208,7 @@ int instantiate(const std::vector<std::string>& argv) {
     std::cerr << "kiln instantiate: " << e.what() << "\n" << opts;
     return kExitUsage;
   }
-  return run(o);
+  return run(o, vm);
 }
 
 RegisterCommand reg("instantiate", "evaluate Nix expressions (drop-in for nix-instantiate)", instantiate);

@@ -36,7 +36,7 @@ inline void addBuiltins(EvalState& state, std::span<const BuiltinDef> defs) {
 
 /// Decides whether a path (and its type: "regular", "directory",
 /// "symlink", "unknown") goes into a source path (builtins.filterSource).
-using NarFilter = std::function<bool(const std::string& path, const char* type)>;
+using NarFilter = PathFilter;
 /// Serialises `path` as a NAR into a SHA-256 hash (for source paths);
 /// entries the filter rejects are left out.
 Hash narHashOfPath(const std::string& path, const NarFilter& filter = {});

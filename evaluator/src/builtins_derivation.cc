@@ -197,6 +197,19 @@ void setOutputRecords(EvalState& st, PosIdx pos, Derivation& drv, const Collecte
   }
 }
 
+// Hands the .drv to the store writer with the references Nix registers
+// (input derivations and input sources) and the known output paths.
+void writeDerivation(StoreWriter& w, const store::StoreDir& dir, const std::string& path,
+                     const Derivation& drv, const std::string& aterm) {
+  std::set<std::string> refs;
+  for (auto& p : drv.inputSrcs) refs.insert(dir.printPath(p));
+  for (auto& [p, _] : drv.inputDrvs) refs.insert(dir.printPath(p));
+  std::map<std::string, std::string> outputs;
+  for (auto& [name, out] : drv.outputs)
+    if (out.path) outputs.emplace(name, dir.printPath(*out.path));
+  w.addDerivation(path, aterm, refs, outputs);
+}
+
 void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceAttrs(*args[0], pos);
   Bindings* attrs = args[0]->attrs;
@@ -253,7 +266,7 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
   }
   std::string drvPathS = ds.dir.printPath(drvPath);
-  if (st.storeWriter) st.storeWriter->addText(drvPathS, aterm);
+  if (st.storeWriter) writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
   MadeDrv& m = ds.made[drvPath.baseName()];
   for (auto& [in, _] : drv.inputDrvs) m.inputDrvs.push_back(in);
   m.inputSrcs.assign(drv.inputSrcs.begin(), drv.inputSrcs.end());

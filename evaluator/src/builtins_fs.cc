@@ -126,7 +126,11 @@ void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   } catch (const FormatError& e) {
     st.throwError(pos, e.what());
   }
-  if (st.storeWriter) st.storeWriter->addText(path, contents);
+  if (st.storeWriter) {
+    std::set<std::string> refPaths;
+    for (auto& r : refs) refPaths.insert(dir.printPath(r));
+    st.storeWriter->addText(path, contents, refPaths);
+  }
   Context out;
   st.addContext(out, path);
   st.mkString(v, path, out);
@@ -162,6 +166,15 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& path, const st
     }
   } catch (const FormatError& e) {
     st.throwError(pos, e.what());
+  }
+  if (st.storeWriter) {
+    try {
+      st.storeWriter->addSource(out, path, f, recursive);
+    } catch (const EvalError&) {
+      throw;
+    } catch (const Error& e) {
+      st.throwError(pos, e.what());
+    }
   }
   return out;
 }

@@ -106,6 +106,13 @@ std::string EvalState::copyPathToStore(Context& ctx, const std::string& path) {
     std::string name = baseNameOf(path);
     Hash h = narHashOfPath(path);
     dst = storeDir.printPath(storeDir.makeFixedOutputPath(name, true, h));
+    if (storeWriter) try {
+        storeWriter->addSource(dst, path, {}, true);
+      } catch (const EvalError&) {
+        throw;
+      } catch (const Error& e) {
+        throw EvalError(e.what());
+      }
     srcToStore.emplace(path, dst);
   }
   addContext(ctx, dst);

@@ -177,12 +177,13 @@ void LocalStore::addFromNar(const ValidPathInfo& info, Source& nar) {
   guard.dismiss();
 }
 
-StorePath LocalStore::addPath(const std::string& fsPath, std::string_view name) {
+StorePath LocalStore::addPath(const std::string& fsPath, std::string_view name,
+                              const NarPathFilter& filter) {
   std::string src = absPath(fsPath);
   std::string nm = name.empty() ? baseNameOf(src) : std::string(name);
   checkStorePathName(nm);
   HashingSink first(HashAlgo::kSha256);
-  dumpPath(src, first);
+  dumpPath(src, first, filter);
   auto [hash, size] = first.finish();
   ValidPathInfo info(storeDir().makeSourcePath(nm, hash, {}, false));
   info.narHash = hash;
@@ -192,7 +193,7 @@ StorePath LocalStore::addPath(const std::string& fsPath, std::string_view name) 
   if (isValid(info.path)) return info.path;
   // Second pass: the tree is serialised again straight into the restorer;
   // addFromNar's hash check catches a tree that changed in between.
-  StreamChannel chan([&](Sink& sink) { dumpPath(src, sink); });
+  StreamChannel chan([&](Sink& sink) { dumpPath(src, sink, filter); });
   try {
     addFromNar(info, chan.source());
   } catch (const HashMismatchError&) {

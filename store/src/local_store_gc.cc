@@ -40,6 +40,18 @@ void checkRootName(const std::string& name) {
   if (bad) throw FormatError("invalid GC root name '" + name + "'");
 }
 
+// Points `link` at `target` atomically (a temporary link renamed over it).
+void replaceSymlink(const std::string& target, const std::string& link) {
+  std::string tmp = link + ".tmp-" + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  if (::symlink(target.c_str(), tmp.c_str()) != 0)
+    throwSysError("creating symlink '" + tmp + "'");
+  if (::rename(tmp.c_str(), link.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throwSysError("renaming '" + tmp + "' to '" + link + "'");
+  }
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ roots
@@ -52,15 +64,27 @@ std::string LocalStore::addRoot(const std::string& name, const StorePath& path) 
                            "' a GC root: it is not valid");
   std::string link = impl_->gcRootsDir + "/" + name;
   createDirs(dirNameOf(link));
-  std::string tmp = link + ".tmp-" + std::to_string(::getpid());
-  ::unlink(tmp.c_str());
-  if (::symlink(printPath(path).c_str(), tmp.c_str()) != 0)
-    throwSysError("creating symlink '" + tmp + "'");
-  if (::rename(tmp.c_str(), link.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throwSysError("renaming '" + tmp + "' to '" + link + "'");
-  }
+  replaceSymlink(printPath(path), link);
   return link;
+}
+
+std::string LocalStore::addIndirectRoot(const StorePath& path,
+                                        const std::string& link) {
+  std::string abs = absPath(link);
+  addTempRoot(path);
+  if (!isValid(path))
+    throw InvalidPathError("cannot make '" + printPath(path) +
+                           "' a GC root: it is not valid");
+  struct stat st;
+  if (::lstat(abs.c_str(), &st) == 0 && !S_ISLNK(st.st_mode))
+    throw Error("cannot create the GC root '" + abs +
+                "': it exists and is not a symlink");
+  replaceSymlink(printPath(path), abs);
+  std::string autoLink = impl_->gcRootsDir + "/auto/" +
+                         hashString(HashAlgo::kSha1, abs).toNix32();
+  createDirs(dirNameOf(autoLink));
+  replaceSymlink(abs, autoLink);
+  return autoLink;
 }
 
 std::map<std::string, StorePath> LocalStore::findRoots() {

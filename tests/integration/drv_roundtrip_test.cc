@@ -19,13 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 /// The non-empty lines of a command's output.
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty()) out.push_back(l);
-  return out;
-}
+const auto lines = test::nonEmptyLines;
 
 class DrvRoundTrip : public ::testing::Test {
  protected:

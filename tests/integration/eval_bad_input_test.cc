@@ -37,7 +37,7 @@ class EvalBadInput : public ::testing::Test {
 
   test::RunResult kiln(std::vector<std::string> args) {
     args.insert(args.begin(), test::kilnBinary());
-    return test::run(args);
+    return test::run(args, "", {"KILN_STATE_DIR=" + dir_.path() + "/state"});
   }
 
   TempDir dir_{"kiln-eval-bad"};

@@ -94,7 +94,8 @@ kiln::test::RunResult kiln(const std::string& args, const std::string& input = "
   std::string cmd = "cd " + shellQuote(work->path()) + " && exec " +
                     shellQuote(kiln::test::kilnBinary()) + " instantiate " + args;
   return kiln::test::run({"sh", "-c", cmd}, input,
-                         {"NIX_PATH=lang/dir3:lang/dir4", "TEST_VAR=foo"});
+                         {"NIX_PATH=lang/dir3:lang/dir4", "TEST_VAR=foo",
+                          "KILN_STATE_DIR=" + work->path() + "/state"});
 }
 
 // Whether the case passes; `why` says what went wrong otherwise.

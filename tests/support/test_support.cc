@@ -114,6 +114,14 @@ bool pollUntil(const std::function<bool()>& pred,
   }
 }
 
+std::vector<std::string> nonEmptyLines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
 std::vector<std::vector<std::string>> readTsv(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot open " + path);

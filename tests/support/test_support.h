@@ -37,6 +37,9 @@ bool haveProgram(const std::string& name);
 bool pollUntil(const std::function<bool()>& pred,
                std::chrono::milliseconds timeout);
 
+/// The non-empty lines of `text` (e.g. a command's output), in order.
+std::vector<std::string> nonEmptyLines(const std::string& text);
+
 /// Splits a TSV file into rows of fields (the header row included).
 std::vector<std::vector<std::string>> readTsv(const std::string& path);
 

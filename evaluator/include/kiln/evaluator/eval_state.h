@@ -36,13 +36,38 @@ struct EvalSettings {
 /// ("/nix/store/…", "=/nix/store/….drv", "!out!/nix/store/….drv").
 using Context = std::set<std::string_view>;
 
-/// Receives derivations and source paths the evaluation produces.
-/// The default implementation computes names only and writes nothing.
+/// Decides whether an entry below a source tree is copied (filterSource,
+/// builtins.path's `filter`): its full path and type ("regular",
+/// "directory", "symlink" or "unknown"). Empty: everything is copied.
+using PathFilter = std::function<bool(const std::string& path, const char* type)>;
+
+/// Adapts `filter` to the NAR writer's path-only filter (store::NarPathFilter)
+/// by lstat-ing each entry for its type; empty stays empty.
+std::function<bool(const std::string&)> narFilterOf(const PathFilter& filter);
+
+/// Receives the store objects an evaluation produces: derivations, toFile
+/// texts and source paths. Paths are full logical paths, already computed
+/// by the evaluator; an implementation writes them somewhere (a plain
+/// directory, kiln's LocalStore) and throws Error when it cannot, or when
+/// what it would write gets a different path (the source changed).
+/// Without a writer (EvalState::storeWriter null) nothing is written.
 class StoreWriter {
  public:
   virtual ~StoreWriter() = default;
-  /// Adds a text object (a `.drv` file or builtins.toFile) and returns its full path.
-  virtual void addText(const std::string& path, const std::string& contents) {}
+  /// Adds a `text` object (builtins.toFile) referring to `references`.
+  virtual void addText(const std::string& path, const std::string& contents,
+                       const std::set<std::string>& references) = 0;
+  /// Adds a derivation: its ATerm `contents`, `references` (input .drv files
+  /// and input sources) and `outputs` (output name → path, for outputs whose
+  /// path is known).
+  virtual void addDerivation(const std::string& path, const std::string& contents,
+                             const std::set<std::string>& references,
+                             const std::map<std::string, std::string>& outputs) = 0;
+  /// Copies the file or tree `fsPath` as `path`: recursively (NAR, only
+  /// entries `filter` accepts) or, if not `recursive`, a single regular
+  /// file addressed by the sha256 of its contents.
+  virtual void addSource(const std::string& path, const std::string& fsPath,
+                         const PathFilter& filter, bool recursive) = 0;
 };
 
 /// Per-evaluation state a builtin family keeps (e.g. derivations made so far).

@@ -20,6 +20,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/hash.h"
 #include "kiln/common/stream.h"
+#include "kiln/store/nar.h"
 #include "kiln/store/store_path.h"
 
 namespace kiln::store {
@@ -128,8 +129,13 @@ class LocalStore {
   void addFromNar(const ValidPathInfo& info, Source& nar);
   /// Adds the file or tree at `fsPath` as a `source` path named `name`
   /// (default: its base name), like `nix-store --add`; returns the path.
-  /// Throws Error if the tree changes while it is copied.
-  StorePath addPath(const std::string& fsPath, std::string_view name = "");
+  /// With `filter`, only the entries it accepts are copied (as
+  /// builtins.filterSource does); it is called on this thread for the
+  /// hashing pass and again from a helper thread for the copy, so it must
+  /// give the same answers both times and be safe to call from another
+  /// thread. Throws Error if the tree changes while it is copied.
+  StorePath addPath(const std::string& fsPath, std::string_view name = "",
+                    const NarPathFilter& filter = {});
   /// Adds a `text` path (like builtins.toFile or a .drv) with `refs`.
   StorePath addText(std::string_view name, std::string_view contents,
                     const StorePathSet& refs);
@@ -143,6 +149,14 @@ class LocalStore {
   /// root of that name. `name` may contain '/' but no "." or ".." parts.
   /// Returns the link's path.
   std::string addRoot(const std::string& name, const StorePath& path);
+  /// Makes `link` (a path outside the state directory, e.g. `./result`) a
+  /// symlink to the logical path of valid `path` and registers it as an
+  /// indirect root, `<state>/gcroots/auto/<nix32 sha1 of link>` → `link`,
+  /// as Nix's `--add-root` does: the root holds while `link` still leads
+  /// to a store path. Replaces a symlink at `link`; throws Error if
+  /// something else is there, InvalidPathError if `path` is not valid.
+  /// Returns the auto link's path.
+  std::string addIndirectRoot(const StorePath& path, const std::string& link);
   /// Root link → store path, for every link under `<state>/gcroots` that
   /// resolves (directly or through further symlinks) to a store path.
   std::map<std::string, StorePath> findRoots();

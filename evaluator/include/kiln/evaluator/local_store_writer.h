@@ -1,0 +1,48 @@
+#pragma once
+/// A StoreWriter that adds what an evaluation produces to kiln's LocalStore,
+/// registered as nix-instantiate registers it: a `.drv` refers to its input
+/// derivations and input sources and has its output paths recorded
+/// (DerivationOutputs), a toFile text refers to the paths in its context,
+/// sources are `source` paths (recursive) or flat fixed-output files.
+/// Everything written stays protected by this process's temporary roots
+/// while the LocalStore object lives.
+
+#include <string>
+#include <thread>
+
+#include "kiln/evaluator/eval_state.h"
+#include "kiln/store/local_store.h"
+
+namespace kiln::eval {
+
+/// Writes into a LocalStore it borrows (which must outlive it).
+class LocalStoreWriter : public StoreWriter {
+ public:
+  /// `store`'s logical store directory must be the evaluation's.
+  explicit LocalStoreWriter(store::LocalStore& store) : store_(store) {}
+  /// Adds a text object; throws Error if a reference is not valid or the
+  /// path the store computes differs from `path`.
+  void addText(const std::string& path, const std::string& contents,
+               const std::set<std::string>& references) override;
+  /// Adds a `.drv` (as addText) and records its output paths.
+  void addDerivation(const std::string& path, const std::string& contents,
+                     const std::set<std::string>& references,
+                     const std::map<std::string, std::string>& outputs) override;
+  /// Adds a source path unless it is valid already; throws Error if the
+  /// file or tree no longer hashes to `path` (it changed meanwhile).
+  void addSource(const std::string& path, const std::string& fsPath, const PathFilter& filter,
+                 bool recursive) override;
+  /// How many objects this writer added (not counting ones already valid).
+  size_t written() const { return written_; }
+
+ private:
+  store::StorePath checkedAddText(const std::string& path, const std::string& contents,
+                                  const std::set<std::string>& references);
+  void expectPath(const store::StorePath& got, const std::string& expected,
+                  const std::string& what) const;
+
+  store::LocalStore& store_;
+  size_t written_ = 0;
+};
+
+}  // namespace kiln::eval
