@@ -141,4 +141,8 @@ std::vector<StepAbort> SchedulerCore::takeAborts() {
   return std::exchange(impl_->aborts, {});
 }
 
+std::vector<Duration> SchedulerCore::takeIdleStretches() {
+  return std::exchange(impl_->idleStretches, {});
+}
+
 }  // namespace kiln::scheduler

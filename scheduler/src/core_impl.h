@@ -5,6 +5,7 @@
 
 #include <array>
 #include <climits>
+#include <deque>
 #include <map>
 #include <queue>
 #include <string>
@@ -100,6 +101,9 @@ struct Worker {
   size_t runningAtHeartbeat = 0;
   TimePoint lastHeartbeat{};
   std::optional<TimePoint> idleSince;
+  // One entry per free slot that could run a queued step: since when,
+  // oldest first (the next dispatch here ends the oldest stretch).
+  std::deque<TimePoint> idleSlotsSince;
   std::vector<uint32_t> classes;  // classes this worker can serve
   size_t free() const { return spec.slots - running.size(); }
 };
@@ -159,6 +163,7 @@ struct SchedulerCore::Impl {
       backoff;
   std::vector<BuildEvent> events;
   std::vector<StepAbort> aborts;
+  std::vector<Duration> idleStretches;  // ended, not yet taken
   SchedulerMetrics counters;
   std::array<size_t, 5> stateCount{};
   TimePoint lastAccrual;
@@ -211,6 +216,7 @@ struct SchedulerCore::Impl {
 
   // introspect.cc
   void accrueIdle(TimePoint now);
+  void settleIdleSlots(Worker& w, size_t idleSlots);
   WaitReason placement(const Step& s) const;
 };
 

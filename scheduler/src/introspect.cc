@@ -32,6 +32,7 @@ void SchedulerCore::Impl::accrueIdle(TimePoint now) {
     size_t work = 0;
     if (w.free() > 0)
       for (uint32_t c : w.classes) work += queues.size(c);
+    settleIdleSlots(w, std::min(w.free(), work));
     if (work == 0) {
       w.idleSince.reset();
       continue;
@@ -43,6 +44,23 @@ void SchedulerCore::Impl::accrueIdle(TimePoint now) {
         std::max(counters.longestIdleWithWork, now - *w.idleSince);
   }
   lastAccrual = now;
+}
+
+// Per-slot stretches: `idleSlots` of the worker's free slots could run a
+// queued step during the interval that ends now (the state was constant
+// since lastAccrual). Stretches that ended at lastAccrual (a dispatch, the
+// work went elsewhere, the worker left) are recorded; new ones start at
+// lastAccrual, when the state last changed.
+void SchedulerCore::Impl::settleIdleSlots(Worker& w, size_t idleSlots) {
+  while (w.idleSlotsSince.size() > idleSlots) {
+    Duration d = lastAccrual - w.idleSlotsSince.front();
+    w.idleSlotsSince.pop_front();
+    idleStretches.push_back(d);
+    ++counters.slotIdleStretches;
+    counters.longestSlotIdle = std::max(counters.longestSlotIdle, d);
+  }
+  while (w.idleSlotsSince.size() < idleSlots)
+    w.idleSlotsSince.push_back(lastAccrual);
 }
 
 // Why a queued step is not running: nobody has its system, nobody fits its

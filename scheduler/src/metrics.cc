@@ -1,6 +1,8 @@
 // ServiceMetrics: the scheduler's Prometheus families.
 #include "kiln/scheduler/metrics.h"
 
+#include <algorithm>
+
 namespace kiln::scheduler {
 namespace {
 
@@ -69,6 +71,19 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
                     "ingestion, worker joined) to its BuildStep sent")
               .Register(r)
               .Add({}, latencyBuckets())),
+      slotIdle_(BuildHistogram()
+                    .Name("kiln_slot_idle_with_work_seconds")
+                    .Help("Per worker slot: from the moment it was free while "
+                          "a step it could run was queued until that ended "
+                          "(a dispatch, the step went elsewhere, the worker "
+                          "left)")
+                    .Register(r)
+                    .Add({}, latencyBuckets())),
+      slotIdleMax_(BuildGauge()
+                       .Name("kiln_slot_idle_with_work_max_seconds")
+                       .Help("Longest such stretch of one slot so far")
+                       .Register(r)
+                       .Add({})),
       stepDuration_(BuildHistogram()
                         .Name("kiln_step_duration_seconds")
                         .Help("Duration of finished step attempts")
@@ -107,6 +122,16 @@ void ServiceMetrics::update(const SchedulerMetrics& m) {
 
 void ServiceMetrics::observeDispatchLatency(double seconds) {
   dispatchLatency_.Observe(seconds);
+}
+
+void ServiceMetrics::observeIdleStretches(
+    const std::vector<Duration>& stretches) {
+  for (Duration d : stretches) {
+    double s = std::chrono::duration<double>(d).count();
+    slotIdle_.Observe(s);
+    longestSlotIdle_ = std::max(longestSlotIdle_, s);
+  }
+  slotIdleMax_.Set(longestSlotIdle_);
 }
 
 void ServiceMetrics::observeStepDuration(const std::string& system,

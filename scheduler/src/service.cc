@@ -252,7 +252,14 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
     else e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
+  // Ingesting thousands of builds takes seconds: dispatch what is ready
+  // every few milliseconds meanwhile, so workers do not idle.
+  auto lastDispatch = SteadyClock::now();
   for (auto& j : o.jobs) {
+    if (SteadyClock::now() - lastDispatch >= std::chrono::milliseconds(10)) {
+      dispatch();
+      lastDispatch = SteadyClock::now();
+    }
     if (!j.error.empty()) continue;
     BuildRow b;
     b.eval = evalId;
@@ -363,6 +370,7 @@ void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
     s.processEvents();
     s.dispatch();
     s.processEvents();
+    s.metrics.observeIdleStretches(s.core.takeIdleStretches());
     s.metrics.update(s.core.metrics());
   } catch (const std::exception& e) {
     logError(std::string("scheduler loop: ") + e.what());

@@ -36,6 +36,7 @@ void SchedulerCore::Impl::linkWorker(uint32_t w, uint32_t cls) {
 // Unlinks a worker whose running steps were already released.
 void SchedulerCore::Impl::dropWorker(uint32_t w) {
   Worker& wk = workers[w];
+  settleIdleSlots(wk, 0);
   for (uint32_t c : wk.classes) {
     auto& list = classes[c].workers;
     list.erase(std::find(list.begin(), list.end(), w));

@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -16,8 +16,6 @@
 #include <sstream>
 
 #include "kiln/common/error.h"
-
-extern char** environ;
 
 namespace kiln::test {
 
@@ -42,18 +40,27 @@ KilnProcess::KilnProcess(const std::vector<std::string>& args,
     : logFile_(std::move(logFile)) {
   std::vector<std::string> argv = {kilnBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, logFile_.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
-  int rc = posix_spawn(&pid_, cargv[0], &fa, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw SysError("spawning " + argv[0], rc);
+  AutoCloseFD log(open(logFile_.c_str(),
+                       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (log.get() < 0) throwSysError("opening " + logFile_);
+  pid_t parent = getpid();
+  pid_ = fork();
+  if (pid_ < 0) throwSysError("fork");
+  if (pid_ == 0) {
+    // Only async-signal-safe calls until exec. The child dies with the
+    // test process (PR_SET_PDEATHSIG), even if the test is killed.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
+    int devNull = open("/dev/null", O_RDONLY);
+    if (devNull < 0 || dup2(devNull, 0) < 0 || dup2(log.get(), 1) < 0 ||
+        dup2(log.get(), 2) < 0)
+      _exit(126);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
 }
 
 KilnProcess::~KilnProcess() {

@@ -47,7 +47,9 @@
 namespace kiln::test {
 
 /// A `kiln ARGS...` child process whose stdout and stderr go to a log file
-/// (truncated at start). Destroying it SIGKILLs and reaps it if it runs.
+/// (truncated at start). Destroying it SIGKILLs and reaps it if it runs;
+/// it is also SIGKILLed when the thread that started it exits
+/// (PR_SET_PDEATHSIG), so a killed test leaves no farm behind.
 class KilnProcess {
  public:
   /// Starts the process; throws SysError if it cannot be spawned.

@@ -211,5 +211,57 @@ TEST(Workers, IdleSlotTimeIsMeasured) {
   EXPECT_DOUBLE_EQ(h.core.metrics().idleSlotSeconds, 3);
 }
 
+// Per slot: from "free while a step it could run is queued" to the end of
+// that (its dispatch, the step going elsewhere, the worker leaving).
+TEST(Workers, PerSlotIdleStretchesEndAtDispatch) {
+  Harness h;
+  h.worker("w", 2);
+  auto s1 = h.step("s1");
+  auto s2 = h.step("s2", {s1});
+  auto s3 = h.step("s3", {s1});
+  auto top = h.step("top", {s2, s3});
+  h.build(1, top);  // s1 ready now: one of the two slots could take it
+  h.clock.advance(40ms);
+  ASSERT_EQ(h.dispatch(), (std::vector<std::string>{"s1"}));
+  h.clock.advance(5ms);
+  h.core.tick();
+  EXPECT_EQ(h.core.takeIdleStretches(), (std::vector<Duration>{40ms}));
+  EXPECT_TRUE(h.core.takeIdleStretches().empty());
+  h.clock.advance(55ms);
+  h.core.finishStep(s1, StepResult::success(60ms));  // s2, s3 ready
+  h.clock.advance(7ms);
+  EXPECT_EQ(h.dispatch().size(), 2u);
+  h.clock.advance(1ms);
+  h.core.tick();
+  EXPECT_EQ(h.core.takeIdleStretches(), (std::vector<Duration>{7ms, 7ms}));
+  SchedulerMetrics m = h.core.metrics();
+  EXPECT_EQ(m.slotIdleStretches, 3u);
+  EXPECT_EQ(m.longestSlotIdle, Duration(40ms));
+}
+
+TEST(Workers, IdleStretchesEndWhenTheWorkGoesElsewhereOrTheWorkerLeaves) {
+  Harness h;
+  h.worker("a", 1);
+  auto b = h.worker("b", 1);
+  auto c = h.worker("c", 1, {"aarch64-linux"});  // cannot run it: never idle
+  h.build(1, h.step("s"));
+  h.build(2, h.step("t", {}, "aarch64-linux"));
+  h.clock.advance(20ms);
+  h.core.tick();  // a, b idle with "s" since the builds; c with "t"
+  h.clock.advance(10ms);
+  h.core.removeWorker(c);  // c's stretch: 30 ms
+  h.clock.advance(5ms);
+  EXPECT_EQ(h.dispatch(), (std::vector<std::string>{"s"}));  // to a
+  h.clock.advance(1ms);
+  h.core.tick();  // a's and b's stretches ended at the dispatch (35 ms)
+  EXPECT_EQ(h.core.takeIdleStretches(),
+            (std::vector<Duration>{30ms, 35ms, 35ms}));
+  h.clock.advance(1s);
+  h.core.tick();  // b stays free, but nothing is queued for it
+  EXPECT_TRUE(h.core.takeIdleStretches().empty());
+  EXPECT_EQ(h.core.metrics().longestSlotIdle, Duration(35ms));
+  (void)b;
+}
+
 }  // namespace
 }  // namespace kiln::scheduler::test

@@ -157,6 +157,10 @@ class SchedulerCore {
   std::vector<BuildEvent> takeBuildEvents();
   /// Running steps dropped by cancellation since the last call.
   std::vector<StepAbort> takeAborts();
+  /// Per-slot idle-with-work stretches (see SchedulerMetrics::
+  /// longestSlotIdle) that ended since the last call, for a histogram.
+  /// A stretch is recorded at the first call into the core after it ended.
+  std::vector<Duration> takeIdleStretches();
 
   // ---- introspection -------------------------------------------------------
 

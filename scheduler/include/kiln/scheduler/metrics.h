@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/scheduler/types.h"
 
@@ -30,6 +31,11 @@ class ServiceMetrics {
   void observeDispatchLatency(double seconds);
   /// Wall time of a finished step attempt.
   void observeStepDuration(const std::string& system, double seconds);
+  /// Per-slot idle-with-work stretches that ended (SchedulerCore::
+  /// takeIdleStretches): a histogram and their maximum.
+  void observeIdleStretches(const std::vector<Duration>& stretches);
+  /// The longest stretch observed so far, in seconds.
+  double longestSlotIdleSeconds() const { return longestSlotIdle_; }
   void addBytesSent(uint64_t n) { bytesSent_.Increment(double(n)); }
   void addBytesReceived(uint64_t n) { bytesReceived_.Increment(double(n)); }
 
@@ -44,6 +50,9 @@ class ServiceMetrics {
   prometheus::Counter& retries_;
   prometheus::Counter& dispatches_;
   prometheus::Histogram& dispatchLatency_;
+  prometheus::Histogram& slotIdle_;
+  prometheus::Gauge& slotIdleMax_;
+  double longestSlotIdle_ = 0;
   prometheus::Family<prometheus::Histogram>& stepDuration_;
   prometheus::Counter& bytesSent_;
   prometheus::Counter& bytesReceived_;

@@ -209,6 +209,12 @@ struct SchedulerMetrics {
   /// Longest stretch any one worker had a free slot while a step it could
   /// run was queued.
   Duration longestIdleWithWork{0};
+  /// Per slot: a stretch runs from the moment the slot is free while a
+  /// step it could run is queued until that ends (a step is dispatched to
+  /// it, the work went elsewhere, the worker left). Ended stretches so far
+  /// and the longest of them (each is also reported by takeIdleStretches).
+  uint64_t slotIdleStretches = 0;
+  Duration longestSlotIdle{0};
 };
 
 /// Tunables of the policy. Defaults suit production; tests shrink them.
