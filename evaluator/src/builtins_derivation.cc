@@ -15,12 +15,31 @@ namespace {
 using store::Derivation;
 using store::StorePath;
 
-// What "=" contexts need of a derivation made by this evaluation.
+// What "=" contexts need of a derivation made by this evaluation: its
+// input derivations and sources (base names) and output names, as
+// NULL-terminated arrays in the EvalState's arena (100,000s of these are
+// kept; separate heap vectors and strings cost memory and teardown time).
 struct MadeDrv {
-  std::vector<StorePath> inputDrvs;
-  std::vector<StorePath> inputSrcs;
-  std::vector<std::string> outputs;
+  const char** inputDrvs;
+  const char** inputSrcs;
+  const char** outputs;
 };
+
+template <class Range, class F>
+const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
+  const char** out = arena.makeArray<const char*>(std::size(r) + 1);
+  size_t i = 0;
+  for (auto& x : r) out[i++] = arena.copyString(text(x));
+  out[i] = nullptr;
+  return out;
+}
+
+MadeDrv makeMadeDrv(Arena& arena, const Derivation& d) {
+  auto base = [](const StorePath& p) -> std::string_view { return p.baseName(); };
+  return {arenaStrings(arena, d.inputDrvs, [&](auto& kv) { return base(kv.first); }),
+          arenaStrings(arena, d.inputSrcs, base),
+          arenaStrings(arena, d.outputs, [](auto& kv) -> std::string_view { return kv.first; })};
+}
 
 // What `derivation` needs besides DrvState: the builtins it applies and
 // the constant values every result shares. Looked up on first use.
@@ -38,39 +57,37 @@ struct WrapperState {
 // `cache` as they are made, so read-only mode needs no store and the
 // records themselves need not be kept.
 struct DrvState : BuiltinState {
-  explicit DrvState(const std::string& storeDir)
-      : dir(storeDir),
+  DrvState(const std::string& storeDir, Arena& arena)
+      : arena(arena),
+        dir(storeDir),
         fileLoader(store::fileDrvLoader(dir, storeDir)),
         cache(dir, [this](const StorePath& p) { return fileLoader(p); }) {}
   MadeDrv info(const StorePath& p) {
     auto it = made.find(p.baseName());
     if (it != made.end()) return it->second;
-    Derivation d = fileLoader(p);
-    MadeDrv m;
-    for (auto& [in, _] : d.inputDrvs) m.inputDrvs.push_back(in);
-    m.inputSrcs.assign(d.inputSrcs.begin(), d.inputSrcs.end());
-    for (auto& [o, _] : d.outputs) m.outputs.push_back(o);
-    return m;
+    return makeMadeDrv(arena, fileLoader(p));
   }
   // Hash maps keyed by `.drv` base names, hashed by their first (random)
   // characters: an ordered map of StorePaths cost a string comparison per
   // level for each of the 100,000s of derivations a collection makes.
   struct BaseNameHash {
-    size_t operator()(const std::string& s) const {
+    size_t operator()(std::string_view s) const {
       uint64_t h = 0;
       std::memcpy(&h, s.data(), std::min(s.size(), sizeof h));
       return h;
     }
   };
+  Arena& arena;
   store::StoreDir dir;
   store::DrvLoader fileLoader;
-  std::unordered_map<std::string, MadeDrv, BaseNameHash> made;
+  /// Keys view arena copies of the base names.
+  std::unordered_map<std::string_view, MadeDrv, BaseNameHash> made;
   store::DrvHashCache cache;
   WrapperState wrapper;
 };
 
 DrvState& drvState(EvalState& st) {
-  if (!st.derivationState) st.derivationState = std::make_unique<DrvState>(st.settings.storeDir);
+  if (!st.derivationState) st.derivationState = std::make_unique<DrvState>(st.settings.storeDir, st.arena);
   return static_cast<DrvState&>(*st.derivationState);
 }
 
@@ -78,8 +95,8 @@ DrvState& drvState(EvalState& st) {
 void drvClosure(DrvState& ds, const StorePath& drvPath, store::StorePathSet& out) {
   if (!out.insert(drvPath).second) return;
   MadeDrv d = ds.info(drvPath);
-  for (auto& s : d.inputSrcs) out.insert(s);
-  for (auto& in : d.inputDrvs) drvClosure(ds, in, out);
+  for (const char** s = d.inputSrcs; *s; ++s) out.insert(StorePath(*s));
+  for (const char** in = d.inputDrvs; *in; ++in) drvClosure(ds, StorePath(*in), out);
 }
 
 struct Collected {
@@ -168,7 +185,7 @@ void addInputs(DrvState& ds, const Context& ctx, Derivation& drv) {
       for (auto& r : refs) {
         drv.inputSrcs.insert(r);
         if (r.isDerivation())
-          for (auto& o : ds.info(r).outputs) drv.inputDrvs[r].insert(o);
+          for (const char** o = ds.info(r).outputs; *o; ++o) drv.inputDrvs[r].insert(*o);
       }
     } else if (c[0] == '!') {
       size_t bang = c.find('!', 1);
@@ -267,10 +284,8 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   }
   std::string drvPathS = ds.dir.printPath(drvPath);
   if (st.storeWriter) writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
-  MadeDrv& m = ds.made[drvPath.baseName()];
-  for (auto& [in, _] : drv.inputDrvs) m.inputDrvs.push_back(in);
-  m.inputSrcs.assign(drv.inputSrcs.begin(), drv.inputSrcs.end());
-  for (auto& [o, _] : drv.outputs) m.outputs.push_back(o);
+  if (!ds.made.count(drvPath.baseName()))
+    ds.made.emplace(st.arena.copyString(drvPath.baseName()), makeMadeDrv(st.arena, drv));
   Bindings* b = st.allocBindings(1 + drv.outputs.size());
   Value* dv = st.allocValue();
   st.mkString(*dv, drvPathS, {st.arena.copyString("=" + drvPathS)});

@@ -62,6 +62,8 @@ class Lexer {
   size_t pos_ = 0;
   std::deque<Token> buf_;
   std::vector<size_t> lineStarts_;
+  size_t lastOffset_ = 0;     ///< offset of the last position made
+  PosIdx lastPos_ = kNoPos;   ///< and its index (posAt reuses it)
 };
 
 bool isPathChar(char c);

@@ -108,6 +108,17 @@ TEST(Eval, DerivationWrapperShapeAndLaziness) {
   EXPECT_NE(evalError("(derivation { outputs = []; }).x").find("out of bounds"), std::string::npos);
 }
 
+TEST(Eval, DrvPathContextsTakeTheClosure) {
+  // "=" contexts (a .drv path in a string) pull in the whole closure of a
+  // derivation made earlier, through two levels; values from nix-instantiate 2.8.
+  EXPECT_EQ(evalStrict("let a = derivation { name = \"a\"; builder = \"b\"; system = \"c\"; outputs = [\"out\" \"dev\"]; };"
+                       " b = derivation { name = \"b\"; builder = \"b\"; system = \"c\"; x = a.drvPath; };"
+                       " c = derivation { name = \"c\"; builder = \"b\"; system = \"c\"; y = b.drvPath; };"
+                       " in [ b.drvPath c.drvPath c.outPath ]"),
+            "[ \"/nix/store/rxcq0i5yqkhxhjf6wv5z1jfynan03a2x-b.drv\" \"/nix/store/sb9x8i5k8im9ngmipyl4ln326qrgw3i5-c.drv\""
+            " \"/nix/store/avfbd7zryvjm0d1ml73r77s7zxjqhqn2-c\" ]");
+}
+
 TEST(Eval, MissingFilesAndCyclicImports) {
   EXPECT_NE(evalError("import /nonexistent/file.nix").find("/nonexistent/file.nix"), std::string::npos);
   kiln::TempDir dir;

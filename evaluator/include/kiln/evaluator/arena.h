@@ -17,6 +17,13 @@
 
 namespace kiln::eval {
 
+/// Whether the Arena runs T's destructor when it dies: yes for every type
+/// that is not trivially destructible, unless specialised to false for a
+/// type whose destructor does nothing (an AST node whose only non-trivial
+/// part is its virtual destructor), which saves a registration per object.
+template <class T>
+inline constexpr bool kArenaDestroys = !std::is_trivially_destructible_v<T>;
+
 /// A chunked bump allocator. Not thread-safe.
 class Arena {
  public:
@@ -39,7 +46,7 @@ class Arena {
   template <class T, class... A>
   T* make(A&&... a) {
     T* t = new (allocate(sizeof(T), alignof(T))) T(std::forward<A>(a)...);
-    if constexpr (!std::is_trivially_destructible_v<T>)
+    if constexpr (kArenaDestroys<T>)
       dtors_.push_back({t, [](void* x) { static_cast<T*>(x)->~T(); }});
     return t;
   }

@@ -223,6 +223,19 @@ struct ExprPos : Expr {
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
 
+// Nodes without members that own memory: the arena need not destroy them
+// (their destructor is the empty virtual one). Most nodes are of these.
+template <> inline constexpr bool kArenaDestroys<ExprConst> = false;
+template <> inline constexpr bool kArenaDestroys<ExprVar> = false;
+template <> inline constexpr bool kArenaDestroys<ExprLambda> = false;
+template <> inline constexpr bool kArenaDestroys<ExprLet> = false;
+template <> inline constexpr bool kArenaDestroys<ExprWith> = false;
+template <> inline constexpr bool kArenaDestroys<ExprIf> = false;
+template <> inline constexpr bool kArenaDestroys<ExprAssert> = false;
+template <> inline constexpr bool kArenaDestroys<ExprOpNot> = false;
+template <> inline constexpr bool kArenaDestroys<ExprBinOp> = false;
+template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
+
 /// A parse-time scope: either a `with` or a list of names with slots.
 struct StaticEnv {
   bool isWith = false;
