@@ -4,6 +4,9 @@ let
   system = builtins.currentSystem;
   mk = name: script: deps: derivation {
     inherit name system;
+    # Builders start with PATH=/path-not-set (as in Nix); cat and ls are
+    # taken from the host until the collection has its own tools.
+    PATH = "/usr/bin:/bin";
     builder = "/bin/sh";
     args = [ "-c" script ];
     buildInputs = deps;

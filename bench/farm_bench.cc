@@ -1,0 +1,268 @@
+// End-to-end farm benchmarks of issue 4 (bench/README.md), on real
+// processes (tests/support/farm.h: one `kiln scheduler`, local
+// `kiln worker --private-store` processes; needs root):
+//
+//   farm_bench throughput [N] [WORKERS] [SLOTS]   (default 10000 4 2)
+//     gen-collection.py N (made buildable, bench/buildable-collection.sh)
+//     built from an evaluation: completed steps per second and the longest
+//     time a worker slot stayed idle while a step it could run was queued
+//     (the scheduler's kiln_slot_idle_with_work_* metrics; goal < 50 ms).
+//     NIX_REF=M also times `nix-build -j<workers*slots>` of the first M jobs
+//     (their closure is themselves; NIX_REF=all: every job) into a chroot
+//     store, side by side.
+//   farm_bench makespan [STEPS] [WORKERS] [SLOTS] [UNIT_MS]
+//     (default 120 4 2 1000) a synthetic DAG of `sleep` builders whose
+//     critical path CP and total work W are known; one warm-up evaluation
+//     teaches the scheduler the durations (by pname), the second is timed:
+//     makespan / max(CP, W / slots), goal <= 1.10. NIX_REF=1 also times
+//     `nix-build -j<slots>` of the same DAG.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "farm.h"
+#include "kiln/common/error.h"
+#include "kiln/common/file.h"
+
+namespace kiln::bench {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int64_t scalar(const test::Farm& farm, const std::string& sql) {
+  auto rows = farm.query(sql);
+  return rows.empty() || rows[0].empty() || rows[0][0].empty()
+             ? 0
+             : std::stoll(rows[0][0]);
+}
+
+void startFarm(test::Farm& farm, int workers, unsigned slots) {
+  farm.startScheduler();
+  for (int i = 0; i < workers; i++)
+    farm.addWorker(test::WorkerOptions::withSlots(slots));
+  if (!farm.waitForWorkers(workers, 120s))
+    throw Error("workers did not join: " + farm.worker(0).log());
+}
+
+// Evaluates and waits; returns (evaluation seconds, build seconds).
+std::pair<double, double> evalAndBuild(test::Farm& farm, const std::string& js) {
+  auto t0 = Clock::now();
+  int64_t eval = farm.evaluate("bench", js, std::chrono::seconds(7200));
+  double evalSecs = since(t0);
+  auto t1 = Clock::now();
+  if (!farm.waitForBuilds(eval, 6h)) throw Error("builds did not finish");
+  double buildSecs = since(t1);
+  int64_t bad = scalar(farm, "SELECT count(*) FROM builds WHERE eval = " +
+                                 std::to_string(eval) + " AND status <> 0");
+  if (bad) throw Error(std::to_string(bad) + " builds failed");
+  return {evalSecs, buildSecs};
+}
+
+// The idle-with-work histogram: count, and how many stretches were <= le.
+void printIdle(const test::Farm& farm) {
+  std::string text = farm.metricsText();
+  auto get = [&](const std::string& s) {
+    return test::prometheusSample(text, s).value_or(-1);
+  };
+  double n = get("kiln_slot_idle_with_work_seconds_count");
+  double sum = get("kiln_slot_idle_with_work_seconds_sum");
+  std::cout << "slot idle-with-work stretches: " << n << ", mean "
+            << (n > 0 ? 1000 * sum / n : 0) << " ms, longest "
+            << 1000 * get("kiln_slot_idle_with_work_max_seconds")
+            << " ms (goal < 50 ms)\n  buckets (<= ms: count):";
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::string key = "kiln_slot_idle_with_work_seconds_bucket{le=\"";
+    if (line.rfind(key, 0) != 0) continue;
+    std::string le = line.substr(key.size(), line.find('"', key.size()) - key.size());
+    std::string v = line.substr(line.rfind(' ') + 1);
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%g", 1000 * std::strtod(le.c_str(), nullptr));
+    std::cout << " " << (le == "+Inf" ? le : std::string(ms)) << ":" << v;
+  }
+  std::cout << "\n  dispatch latency count "
+            << get("kiln_dispatch_latency_seconds_count") << ", mean "
+            << 1000 * get("kiln_dispatch_latency_seconds_sum") /
+                   std::max(1.0, get("kiln_dispatch_latency_seconds_count"))
+            << " ms; idle slot-seconds total "
+            << get("kiln_idle_worker_seconds_total") << "\n";
+}
+
+// Runs nix-build into a chroot store (always sandboxed by Nix 2.8; the
+// sandbox gets /bin and /usr) and returns its wall time.
+double nixBuild(const std::string& dir, std::vector<std::string> args) {
+  createDirs(dir + "/conf");
+  writeFile(dir + "/conf/nix.conf",
+            "build-users-group =\nsandbox-paths = /bin /usr /lib /lib64\n");
+  args.insert(args.begin(), {"nix-build", "--store", "local?root=" + dir + "/root",
+                             "--no-out-link", "--quiet"});
+  auto t = Clock::now();
+  auto r = test::run(args, "", {"NIX_CONF_DIR=" + dir + "/conf"});
+  double secs = since(t);
+  if (r.exitCode != 0) throw Error("nix-build failed: " + r.err.substr(0, 2000));
+  return secs;
+}
+
+int throughput(int n, int workers, unsigned slots) {
+  test::Farm farm;
+  std::string coll = farm.dir() + "/collection";
+  auto g = test::run({std::string(KILN_SOURCE_DIR) + "/bench/buildable-collection.sh",
+                      std::to_string(n), coll},
+                     "", {"KILN_SHARED_DIR=" + test::sharedDir()});
+  if (g.exitCode != 0) throw Error("buildable-collection.sh: " + g.err);
+  startFarm(farm, workers, slots);
+  farm.createJobset("bench", "gen", coll);
+  auto [evalSecs, buildSecs] = evalAndBuild(farm, "gen");
+  int64_t steps = scalar(farm, "SELECT count(*) FROM steps WHERE status = 0");
+  int64_t attempts = scalar(farm, "SELECT sum(attempts) FROM steps");
+  int64_t first = scalar(farm, "SELECT min(start_time) FROM steps WHERE start_time > 0");
+  int64_t last = scalar(farm, "SELECT max(stop_time) FROM steps");
+  double span = (last - first) / 1000.0;
+  std::cout << "kiln: gen-collection " << n << ", " << workers << " workers x "
+            << slots << " slots: evaluation " << evalSecs << " s, builds "
+            << buildSecs << " s; " << steps << " steps (" << attempts
+            << " attempts) from first start to last stop in " << span
+            << " s = " << steps / span << " steps/s\n";
+  printIdle(farm);
+  if (const char* ref = std::getenv("NIX_REF")) {
+    std::vector<std::string> args = {coll + "/default.nix", "-j",
+                                     std::to_string(workers * slots)};
+    int m = std::string(ref) == "all" ? n : std::atoi(ref);
+    if (m < n)
+      for (int i = 0; i < m; i++) args.insert(args.end(), {"-A", "p" + std::to_string(i)});
+    double secs = nixBuild(farm.dir() + "/nix", args);
+    std::cout << "nix-build -j" << workers * slots << " (chroot store, sandboxed) of "
+              << (m < n ? "the first " + std::to_string(m) + " jobs" : "all jobs")
+              << ": " << secs << " s = " << m / secs << " derivations/s\n";
+  }
+  return 0;
+}
+
+struct Dag {
+  std::vector<int> ms;                 // duration of each node
+  std::vector<std::vector<int>> deps;  // earlier nodes
+  double cp = 0, work = 0;             // seconds
+};
+
+Dag makeDag(int n, int unitMs, unsigned seed) {
+  std::mt19937 rnd(seed);
+  Dag d;
+  std::vector<double> finish(n);
+  for (int i = 0; i < n; i++) {
+    d.ms.push_back(unitMs * (1 + int(rnd() % 4)));
+    std::vector<int> deps;
+    int k = i == 0 ? 0 : int(rnd() % 4);
+    for (int j = 0; j < k; j++) deps.push_back(std::max(0, i - 1 - int(rnd() % 12)));
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    double start = 0;
+    for (int p : deps) start = std::max(start, finish[p]);
+    finish[i] = start + d.ms[i] / 1000.0;
+    d.cp = std::max(d.cp, finish[i]);
+    d.work += d.ms[i] / 1000.0;
+    d.deps.push_back(deps);
+  }
+  return d;
+}
+
+// The DAG as a Nix file; `salt` changes every .drv but not the pnames.
+void writeDag(const Dag& d, const std::string& dir, const std::string& salt) {
+  std::ostringstream f;
+  f << "let mk = { pname, ms, deps }: derivation {\n"
+       "  name = pname; inherit pname; system = \"x86_64-linux\";\n"
+       "  builder = \"/bin/sh\"; PATH = \"/usr/bin:/bin\"; salt = \""
+    << salt
+    << "\";\n"
+       "  args = [ \"-c\" \"sleep ${ms}; echo ${pname} ${toString deps} > $out\" ];\n"
+       "}; in rec {\n";
+  for (size_t i = 0; i < d.ms.size(); i++) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.3f", d.ms[i] / 1000.0);
+    f << "  n" << i << " = mk { pname = \"n" << i << "\"; ms = \"" << secs
+      << "\"; deps = [";
+    for (int p : d.deps[i]) f << " n" << p;
+    f << " ]; };\n";
+  }
+  f << "}\n";
+  createDirs(dir);
+  writeFile(dir + "/default.nix", f.str());
+}
+
+int makespan(int n, int workers, unsigned slots, int unitMs) {
+  Dag dag = makeDag(n, unitMs, 7);
+  double total = workers * slots;
+  double bound = std::max(dag.cp, dag.work / total);
+  std::cout << "DAG: " << n << " sleep steps, critical path " << dag.cp
+            << " s, total work " << dag.work << " s, work / " << total
+            << " slots = " << dag.work / total << " s, bound " << bound << " s\n";
+  test::Farm farm;
+  writeDag(dag, farm.dir() + "/warm", "warm-up");
+  writeDag(dag, farm.dir() + "/timed", "timed");
+  startFarm(farm, workers, slots);
+  farm.createJobset("bench", "warm", farm.dir() + "/warm");
+  farm.createJobset("bench", "timed", farm.dir() + "/timed");
+  auto warm = evalAndBuild(farm, "warm");
+  std::cout << "warm-up run (durations unknown to the scheduler): "
+            << warm.second << " s\n";
+  auto t = evalAndBuild(farm, "timed");
+  int64_t eval = scalar(farm, "SELECT max(id) FROM evaluations");
+  std::string e = std::to_string(eval);
+  int64_t created = scalar(farm, "SELECT min(created) FROM builds WHERE eval = " + e);
+  int64_t done = scalar(farm, "SELECT max(stop_time) FROM builds WHERE eval = " + e);
+  int64_t first = scalar(farm, "SELECT min(s.start_time) FROM steps s WHERE s.drv_path "
+                               "IN (SELECT drv_path FROM builds WHERE eval = " + e + ")");
+  double ms = (done - created) / 1000.0;
+  std::cout << "kiln: makespan " << ms << " s (from the builds' creation; "
+            << (done - first) / 1000.0 << " s from the first start; wait "
+            << t.second << " s) = " << ms / bound << " x the bound (goal <= 1.10)\n";
+  printIdle(farm);
+  if (std::getenv("NIX_REF")) {
+    double secs = nixBuild(farm.dir() + "/nix",
+                           {farm.dir() + "/timed/default.nix", "-j",
+                            std::to_string(workers * slots)});
+    std::cout << "nix-build -j" << workers * slots << " (chroot store, sandboxed): "
+              << secs << " s = " << secs / bound << " x the bound\n";
+  }
+  return 0;
+}
+
+int arg(int argc, char** argv, int i, int def) {
+  return argc > i ? std::atoi(argv[i]) : def;
+}
+
+}  // namespace
+}  // namespace kiln::bench
+
+int main(int argc, char** argv) {
+  using namespace kiln::bench;
+  std::string why;
+  if (!kiln::test::Farm::canRun(&why)) {
+    std::cerr << "farm_bench: " << why << "\n";
+    return 2;
+  }
+  std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "throughput")
+      return throughput(arg(argc, argv, 2, 10000), arg(argc, argv, 3, 4),
+                        arg(argc, argv, 4, 2));
+    if (mode == "makespan")
+      return makespan(arg(argc, argv, 2, 120), arg(argc, argv, 3, 4),
+                      arg(argc, argv, 4, 2), arg(argc, argv, 5, 1000));
+  } catch (const std::exception& e) {
+    std::cerr << "farm_bench: " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "usage: farm_bench throughput [N] [WORKERS] [SLOTS]\n"
+               "       farm_bench makespan [STEPS] [WORKERS] [SLOTS] [UNIT_MS]\n";
+  return 2;
+}
