@@ -1,6 +1,7 @@
 // `kiln scheduler`: runs the scheduler service on a state directory until
 // SIGINT/SIGTERM (docs/operations.md).
 #include <csignal>
+#include <filesystem>
 
 #include <boost/program_options.hpp>
 #include <iostream>
@@ -53,7 +54,10 @@ int runScheduler(const std::vector<std::string>& args) {
       "output-limit", po::value(&cfg.outputLimitBytes),
       "largest accepted output NAR in bytes (default unlimited)")(
       "cached-failure-ttl", po::value(&ttl),
-      "seconds a failure stays cached (default: until cleared)");
+      "seconds a failure stays cached (default: until cleared)")(
+      "evaluator", po::value(&cfg.evaluator),
+      "kiln (default: kiln eval --json into the central store) or\n"
+      "nix-instantiate (Nix 2.8 into a chroot store, then imported)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -69,6 +73,8 @@ int runScheduler(const std::vector<std::string>& args) {
           "--insecure-plaintext for local development");
     if (heartbeatMs < 1 || heartbeatMs > 3600000)
       throw po::error("--heartbeat-ms must be 1..3600000");
+    if (cfg.evaluator != "kiln" && cfg.evaluator != "nix-instantiate")
+      throw po::error("--evaluator must be kiln or nix-instantiate");
   } catch (const po::error& e) {
     std::cerr << "kiln scheduler: " << e.what() << "\n" << opts;
     return kExitUsage;
@@ -81,6 +87,8 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.heartbeatInterval = std::chrono::milliseconds(heartbeatMs);
     cfg.core.maxRetries = retries;
     cfg.cachedFailureTtlSec = ttl;
+    // Evaluations run this very executable as `kiln eval`.
+    cfg.kilnBinary = std::filesystem::read_symlink("/proc/self/exe").string();
     scheduler::SchedulerService svc(cfg);
     std::cout << "listening " << svc.endpoint();
     if (svc.metricsPort() >= 0) std::cout << " metrics " << svc.metricsPort();

@@ -42,8 +42,16 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       registry(std::make_shared<prometheus::Registry>()),
       metrics(*registry) {
   for (auto d : {"/logs", "/tmp", "/eval"}) createDirs(cfg.stateDir + d);
-  if (!cfg.evalRunner)
-    cfg.evalRunner = makeNixInstantiateRunner(cfg.stateDir + "/eval");
+  if (!cfg.evalRunner) {
+    if (cfg.evaluator == "nix-instantiate")
+      cfg.evalRunner = makeNixInstantiateRunner(cfg.stateDir + "/eval");
+    else if (cfg.evaluator == "kiln")
+      cfg.evalRunner = makeKilnEvalRunner(
+          cfg.kilnBinary.empty() ? "kiln" : cfg.kilnBinary);
+    else
+      throw Error("unknown evaluator '" + cfg.evaluator +
+                  "' (expected kiln or nix-instantiate)");
+  }
   if (!cfg.inputFetcher) cfg.inputFetcher = makeInputFetcher();
   schedulerId = "kiln-scheduler-" + std::to_string(getpid());
   restoreFromDb();

@@ -1,7 +1,8 @@
 // `kiln scheduler` as a process, driven by the operator commands: projects
-// and jobsets, an evaluation through the nix-instantiate adapter (per-job
-// errors kept), `kiln queue` through the requests table, and the commands
-// on a stopped scheduler.
+// and jobsets, an evaluation through `kiln eval` writing into the central
+// store (and through the nix-instantiate adapter; per-job errors kept),
+// `kiln queue` through the requests table, and the commands on a stopped
+// scheduler.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,7 +24,8 @@ using namespace std::chrono_literals;
 // A `kiln scheduler` child process, stopped with SIGTERM on destruction.
 class SchedulerProcess {
  public:
-  SchedulerProcess(const std::string& stateDir, const std::string& outFile) {
+  SchedulerProcess(const std::string& stateDir, const std::string& outFile,
+                   const std::string& evaluator) {
     pid_ = fork();
     if (pid_ == 0) {
       int fd = open(outFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -32,7 +34,8 @@ class SchedulerProcess {
       std::string bin = test::kilnBinary();
       execl(bin.c_str(), bin.c_str(), "scheduler", "--state-dir",
             stateDir.c_str(), "--listen", "tcp://127.0.0.1:*",
-            "--insecure-plaintext", "--metrics-port", "0", nullptr);
+            "--insecure-plaintext", "--metrics-port", "0", "--evaluator",
+            evaluator.c_str(), nullptr);
       _exit(127);
     }
   }
@@ -57,8 +60,23 @@ test::RunResult kiln(const std::string& state, std::vector<std::string> args) {
   return test::run(args);
 }
 
-TEST(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
-  if (!test::haveProgram("nix-instantiate")) GTEST_SKIP() << "no Nix";
+// The per-job evaluation errors the scheduler recorded ("attr: error").
+std::string evalErrors(const std::string& state) {
+  auto r = test::run(
+      {"python3", "-c",
+       "import sqlite3, sys\n"
+       "for a, e in sqlite3.connect(sys.argv[1]).execute("
+       "'select attr, error from eval_errors'): print(a + ': ' + e)",
+       state + "/scheduler.sqlite"});
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  return r.out;
+}
+
+class SchedulerCli : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
+  if (GetParam() == "nix-instantiate" && !test::haveProgram("nix-instantiate"))
+    GTEST_SKIP() << "no Nix";
   TempDir dir;
   std::string state = dir.path() + "/state", coll = dir.path() + "/coll";
   createDirs(coll);
@@ -82,7 +100,7 @@ TEST(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
   EXPECT_THAT(r.err, HasSubstr("no scheduler is running"));
 
   std::string out = dir.path() + "/sched.out";
-  SchedulerProcess sched(state, out);
+  SchedulerProcess sched(state, out, GetParam());
   ASSERT_TRUE(test::pollUntil(
       [&] {
         return pathExists(out) &&
@@ -93,6 +111,8 @@ TEST(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
   r = kiln(state, {"jobset", "eval", "--project", "demo", "main", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"eval\":1"));
+  EXPECT_THAT(evalErrors(state), HasSubstr("broken: "));
+  EXPECT_THAT(evalErrors(state), HasSubstr("this job is broken"));
   r = kiln(state, {"queue", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   auto q = nlohmann::json::parse(r.out);
@@ -101,6 +121,10 @@ TEST(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
     EXPECT_THAT(e["reason"].get<std::string>(), HasSubstr("no worker"));
     auto drv = e["drvPath"].get<std::string>();
     EXPECT_TRUE(pathExists(state + "/store/" + baseNameOf(drv))) << drv;
+    if (drv.ends_with("-a.drv")) {  // registered with its source as reference
+      auto refs = kiln(state, {"store", "query", "--references", drv});
+      EXPECT_THAT(refs.out, HasSubstr("-build.sh")) << refs.err;
+    }
   }
   r = kiln(state, {"build-bump", "1", "--priority", "5"});
   EXPECT_EQ(r.exitCode, 0) << r.err;
@@ -117,6 +141,13 @@ TEST(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"cleared\":0"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Evaluators, SchedulerCli,
+                         ::testing::Values("kiln", "nix-instantiate"),
+                         [](const auto& info) {
+                           return info.param == "kiln" ? "KilnEval"
+                                                       : "NixInstantiate";
+                         });
 
 }  // namespace
 }  // namespace kiln

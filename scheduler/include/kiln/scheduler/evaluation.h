@@ -86,7 +86,16 @@ std::vector<Job> instantiateInBatches(
     const std::function<BatchOutcome(const std::vector<std::string>&)>& batch,
     size_t maxBatch = 1000);
 
-/// The adapter used until `kiln eval --json` lands: lists the attributes
+/// The default runner: runs `<kilnBinary> eval FILE --json [-A attribute]
+/// [--arg NAME EXPR]...` in the checkout, writing the `.drv` closures
+/// straight into `store`'s state directory (several processes may share a
+/// LocalStore). Per-job errors come back as jobs with `error`; a failing
+/// `kiln eval` (unparsable collection, missing file...) throws Error with
+/// its stderr. Job names are relative to the jobset's attribute.
+std::unique_ptr<EvalRunner> makeKilnEvalRunner(std::string kilnBinary);
+
+/// The nix-instantiate adapter (`kiln scheduler --evaluator
+/// nix-instantiate`, e.g. to compare with Nix): lists the attributes
 /// with `nix-instantiate --eval`, instantiates them in batches
 /// (`instantiateInBatches`) with
 /// `nix-instantiate --store local?root=<workDir>/nix-root`, then imports the

@@ -38,6 +38,11 @@ struct ServiceConfig {
   uint64_t logLimitBytes = 64ull << 20;
   uint64_t outputLimitBytes = 0;     ///< 0 = unlimited
   int64_t cachedFailureTtlSec = 0;   ///< 0 = until cleared
+  /// Which evaluator the default runner uses: "kiln" (`kiln eval --json`
+  /// into the central store) or "nix-instantiate" (the Nix adapter).
+  std::string evaluator = "kiln";
+  /// The `kiln` executable the "kiln" evaluator runs ("" = `kiln` on PATH).
+  std::string kilnBinary;
   /// Evaluation runner and input fetcher; defaults when null.
   std::shared_ptr<EvalRunner> evalRunner;
   std::shared_ptr<InputFetcher> inputFetcher;
