@@ -10,8 +10,9 @@
 //     NIX_REF=M also times `nix-build -j<workers*slots>` of the first M jobs
 //     (their closure is themselves; NIX_REF=all: every job) into a chroot
 //     store, side by side.
-//   farm_bench makespan [STEPS] [WORKERS] [SLOTS] [UNIT_MS]
-//     (default 120 4 2 1000) a synthetic DAG of `sleep` builders whose
+//   farm_bench makespan [STEPS] [WORKERS] [SLOTS] [UNIT_MS] [WINDOW]
+//     (default 120 4 2 1000 12) a synthetic DAG of `sleep` builders (1-4
+//     units each, 0-3 dependencies among the WINDOW steps before) whose
 //     critical path CP and total work W are known; one warm-up evaluation
 //     teaches the scheduler the durations (by pname), the second is timed:
 //     makespan / max(CP, W / slots), goal <= 1.10. NIX_REF=1 also times
@@ -154,7 +155,7 @@ struct Dag {
   double cp = 0, work = 0;             // seconds
 };
 
-Dag makeDag(int n, int unitMs, unsigned seed) {
+Dag makeDag(int n, int unitMs, int window, unsigned seed) {
   std::mt19937 rnd(seed);
   Dag d;
   std::vector<double> finish(n);
@@ -162,7 +163,7 @@ Dag makeDag(int n, int unitMs, unsigned seed) {
     d.ms.push_back(unitMs * (1 + int(rnd() % 4)));
     std::vector<int> deps;
     int k = i == 0 ? 0 : int(rnd() % 4);
-    for (int j = 0; j < k; j++) deps.push_back(std::max(0, i - 1 - int(rnd() % 12)));
+    for (int j = 0; j < k; j++) deps.push_back(std::max(0, i - 1 - int(rnd() % window)));
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     double start = 0;
@@ -198,8 +199,8 @@ void writeDag(const Dag& d, const std::string& dir, const std::string& salt) {
   writeFile(dir + "/default.nix", f.str());
 }
 
-int makespan(int n, int workers, unsigned slots, int unitMs) {
-  Dag dag = makeDag(n, unitMs, 7);
+int makespan(int n, int workers, unsigned slots, int unitMs, int window) {
+  Dag dag = makeDag(n, unitMs, std::max(1, window), 7);
   double total = workers * slots;
   double bound = std::max(dag.cp, dag.work / total);
   std::cout << "DAG: " << n << " sleep steps, critical path " << dag.cp
@@ -257,12 +258,14 @@ int main(int argc, char** argv) {
                         arg(argc, argv, 4, 2));
     if (mode == "makespan")
       return makespan(arg(argc, argv, 2, 120), arg(argc, argv, 3, 4),
-                      arg(argc, argv, 4, 2), arg(argc, argv, 5, 1000));
+                      arg(argc, argv, 4, 2), arg(argc, argv, 5, 1000),
+                      arg(argc, argv, 6, 12));
   } catch (const std::exception& e) {
     std::cerr << "farm_bench: " << e.what() << "\n";
     return 1;
   }
   std::cerr << "usage: farm_bench throughput [N] [WORKERS] [SLOTS]\n"
-               "       farm_bench makespan [STEPS] [WORKERS] [SLOTS] [UNIT_MS]\n";
+               "       farm_bench makespan [STEPS] [WORKERS] [SLOTS] [UNIT_MS] "
+               "[WINDOW]\n";
   return 2;
 }

@@ -372,6 +372,10 @@ void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
     for (int n = 0; r && n < 1000; n++) {
       s.handle(*r);
       s.processEvents();
+      // A result frees a slot: fill it now, not after the rest of the
+      // batch (serving inputs, registering uploads) is handled. When
+      // nothing can be assigned this costs one O(classes) check.
+      s.dispatch();
       r = s.server->receive(std::chrono::milliseconds(0));
     }
     s.periodic();
