@@ -4,6 +4,7 @@
 #include <boost/program_options/errors.hpp>
 #include <cstdlib>
 #include <optional>
+#include <ostream>
 
 #include "kiln/common/file.h"
 #include "kiln/evaluator/dir_store_writer.h"
@@ -54,6 +55,25 @@ eval::Bindings* makeAutoArgs(eval::EvalState& st, const AutoArgSpec& spec) {
   }
   autoArgs->sort();
   return autoArgs;
+}
+
+void printEvalError(std::ostream& out, const std::string& what, bool showTrace) {
+  // EvalError::addTrace separates trace lines with this.
+  static const std::string kTrace = "\n\n       … ";
+  size_t cut = what.find(kTrace);
+  // A message without a position of its own (e.g. infinite recursion
+  // through imports) keeps trace lines up to the first with a position.
+  size_t first = cut;
+  while (cut != std::string::npos && what.substr(0, cut).find("\n       at ") == std::string::npos)
+    cut = what.find(kTrace, cut + kTrace.size());
+  if (what.substr(0, cut).find("\n       at ") == std::string::npos)
+    cut = first;  // no position anywhere: the message alone, as Nix prints it
+  out << "error: ";
+  if (showTrace || cut == std::string::npos) {
+    out << what << "\n";
+    return;
+  }
+  out << what.substr(0, cut) << "\n(use '--show-trace' to show detailed location information)\n";
 }
 
 // Opens the LocalStore on the first object written, then forwards.

@@ -34,6 +34,13 @@ void applyNixEnvironment(eval::EvalSettings& settings);
 /// directory, lazily evaluated); owned by `state`'s arena.
 eval::Bindings* makeAutoArgs(eval::EvalState& state, const AutoArgSpec& spec);
 
+/// Prints an evaluation error as nix-instantiate 2.8 does: `error: ` and
+/// the message with its position and source lines; the "… while …" trace
+/// lines only with `showTrace`, otherwise (if there were any) the hint
+/// "(use '--show-trace' to show detailed location information)". A message
+/// with no position of its own keeps trace lines up to the first with one.
+void printEvalError(std::ostream& out, const std::string& what, bool showTrace);
+
 /// Where an evaluation writes its `.drv` files, toFile texts and sources:
 /// kiln's LocalStore (default; `--state-dir`, `--store-dir`), a plain
 /// directory (`--store-root DIR`) or nowhere (`--readonly-mode`).

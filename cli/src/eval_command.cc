@@ -23,12 +23,14 @@ struct EvalOptions {
   AutoArgSpec autoArgs;
   EvalStoreTarget target;
   bool json = false;
+  bool showTrace = false;
   uint32_t maxCallDepth = 10000;
 };
 
 EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
   EvalSettings s;
   s.maxCallDepth = o.maxCallDepth;
+  s.showTrace = o.showTrace;
   s.searchPath = o.includes;
   applyNixEnvironment(s);
   o.target.apply(vm, s);
@@ -68,7 +70,7 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
       if (failed) std::cerr << "kiln eval: " << failed << " of " << jobs << " jobs failed\n";
     } catch (const Error& e) {
       std::cout.flush();
-      std::cerr << "error: " << e.what() << "\n";
+      printEvalError(std::cerr, e.what(), o.showTrace);
       rc = kExitFailure;
     }
   });
@@ -88,6 +90,9 @@ int evalCommand(const std::vector<std::string>& argv) {
       "attr,A", po::value(&o.attrPath), "enumerate jobs below this attribute path only")(
       "include,I", po::value(&o.includes), "add a search path entry (prefix=path or path)")(
       "json", po::bool_switch(&o.json), "one JSON object per line")(
+      "show-trace", po::bool_switch(&o.showTrace),
+      "print the whole trace of an error that stops the evaluation\n"
+      "(per-job errors always carry it)")(
       "max-call-depth", po::value(&o.maxCallDepth), "maximum nesting of function calls")(
       "arg", "NAME EXPR: argument for the top-level function")(
       "argstr", "NAME STRING: string argument for the top-level function");

@@ -125,6 +125,7 @@ void processExpr(EvalState& st, Options& o, Bindings* autoArgs, Expr* e) {
 int run(Options& o, const po::variables_map& vm) {
   EvalSettings settings;
   settings.maxCallDepth = o.maxCallDepth;
+  settings.showTrace = o.showTrace;
   for (auto& i : o.includes) settings.searchPath.push_back(i);
   applyNixEnvironment(settings);
   o.target.apply(vm, settings);
@@ -150,13 +151,9 @@ int run(Options& o, const po::variables_map& vm) {
           processExpr(st, o, autoArgs, st.parseExprFromFile(absPath(path)));
         }
       }
-    } catch (const EvalError& e) {
-      std::cout.flush();
-      std::cerr << "error: " << e.what() << "\n";
-      rc = kExitFailure;
     } catch (const Error& e) {
       std::cout.flush();
-      std::cerr << "error: " << e.what() << "\n";
+      printEvalError(std::cerr, e.what(), o.showTrace);
       rc = kExitFailure;
     }
   });
@@ -180,7 +177,8 @@ int instantiate(const std::vector<std::string>& argv) {
       "xml", po::bool_switch(&o.xml), "print the value as XML")(
       "no-location", po::bool_switch(&o.noLocation), "omit source positions in XML")(
       "parse", po::bool_switch(&o.parseOnly), "only parse and print the expression")(
-      "show-trace", po::bool_switch(&o.showTrace), "show error traces (always on)")(
+      "show-trace", po::bool_switch(&o.showTrace),
+      "print the whole trace of an error (\"... while ...\" lines)")(
       "add-root", po::value(&o.addRoot),
       "make PATH a symlink to the .drv and a GC root of kiln's store\n"
       "(PATH-2, PATH-3 ... for further derivations)")(

@@ -258,7 +258,7 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
       addAttr(st, *a, drv, ctx, c, json ? &*json : nullptr, firstJson);
     } catch (EvalError& e) {
       e.addTrace("while evaluating the attribute '" + std::string(st.symbols.name(a->name)) +
-                 "' of the derivation '" + drvName + "'");
+                 "' of the derivation '" + drvName + "'" + st.positions.snippet(nameA->pos));
       throw;
     }
   }

@@ -222,6 +222,24 @@ static std::string lambdaName(EvalState& st, const ExprLambda& l) {
   return "anonymous function at " + st.positions.show(l.pos);
 }
 
+// Evaluates a lambda's body; with --show-trace an error passing through
+// gets the function and its call site as trace lines, as in Nix 2.8.
+static void evalBody(EvalState& st, ExprLambda& lambda, Env& env, Value& v, PosIdx pos) {
+  if (__builtin_expect(!st.settings.showTrace, 1)) {
+    lambda.body->eval(st, env, v);
+    return;
+  }
+  try {
+    lambda.body->eval(st, env, v);
+  } catch (EvalError& e) {
+    e.addTrace((lambda.name ? "while evaluating '" + std::string(st.symbols.name(lambda.name)) + "'"
+                            : std::string("while evaluating anonymous lambda")) +
+               st.positions.snippet(lambda.pos));
+    e.addTrace("from call site" + st.positions.snippet(pos));
+    throw;
+  }
+}
+
 void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes, PosIdx pos) {
   if (++callDepth > settings.maxCallDepth) {
     --callDepth;
@@ -268,11 +286,11 @@ void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes
                                   std::string(symbols.name(a.name)) + "'");
       }
       if (nargs == 1) {
-        lambda.body->eval(*this, env2, vRes);
+        evalBody(*this, lambda, env2, vRes, pos);
         return;
       }
       Value tmp;
-      lambda.body->eval(*this, env2, tmp);
+      evalBody(*this, lambda, env2, tmp, pos);
       vCur = tmp;
       --nargs;
       ++args;

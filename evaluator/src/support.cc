@@ -1,4 +1,5 @@
 // Arena, symbol table, position table and path canonicalisation.
+#include <optional>
 #include <sstream>
 
 #include "kiln/evaluator/eval_state.h"
@@ -61,29 +62,53 @@ std::string PosTable::show(PosIdx p) const {
   return file + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
 }
 
+namespace {
+
+// The text of 1-based line `n` of `text`, or nullopt past the end. Like
+// Nix 2.8, a file's last line counts only if a newline ends it (strings
+// given with -E have no such condition).
+std::optional<std::string_view> lineOf(const std::string& text, uint32_t n, bool needNewline) {
+  size_t start = 0;
+  for (uint32_t l = 1; l < n; ++l) {
+    start = text.find('\n', start);
+    if (start == std::string::npos) return std::nullopt;
+    ++start;
+  }
+  if (start >= text.size()) return std::nullopt;
+  size_t end = text.find('\n', start);
+  if (end == std::string::npos && needNewline) return std::nullopt;
+  std::string_view line(text.data() + start, (end == std::string::npos ? text.size() : end) - start);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
+// One source line as Nix 2.8 prints it: the number right-aligned in 13
+// columns, "| " and the text ("|" alone for an empty line).
+void codeLine(std::ostream& out, uint32_t n, std::string_view text) {
+  std::string num = std::to_string(n);
+  out << "\n" << std::string(13 - std::min<size_t>(13, num.size()), ' ') << num << "|";
+  if (!text.empty()) out << " " << text;
+}
+
+}  // namespace
+
 std::string PosTable::snippet(PosIdx p) const {
   if (p == kNoPos) return "";
   const Pos& pos = positions_[p];
   const Origin& o = origins_[pos.origin];
   std::ostringstream out;
   out << "\n\n       at " << o.path << ":" << pos.line << ":" << pos.column << ":\n";
-  if (o.text) {
-    size_t start = 0;
-    for (uint32_t l = 1; l < pos.line && start != std::string::npos; ++l) {
-      start = o.text->find('\n', start);
-      if (start != std::string::npos) ++start;
-    }
-    if (start != std::string::npos) {
-      size_t end = o.text->find('\n', start);
-      std::string line = o.text->substr(start, end == std::string::npos ? std::string::npos : end - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      std::string num = std::to_string(pos.line);
-      std::string pad(num.size(), ' ');
-      out << "\n" << std::string(12 - std::min<size_t>(12, num.size()), ' ') << num << "| " << line << "\n"
-          << std::string(12 - std::min<size_t>(12, pad.size()), ' ') << pad << "| "
-          << std::string(pos.column > 0 ? pos.column - 1 : 0, ' ') << "^";
-    }
-  }
+  bool file = !o.path.starts_with("«");  // not «string» / «stdin»
+  auto line = o.text ? lineOf(*o.text, pos.line, file) : std::nullopt;
+  if (!line) return out.str();
+  // As Nix does: the line before, the line with a caret under the column,
+  // and the line after (where they exist).
+  if (pos.line > 1)
+    if (auto before = lineOf(*o.text, pos.line - 1, file)) codeLine(out, pos.line - 1, *before);
+  codeLine(out, pos.line, *line);
+  out << "\n" << std::string(13, ' ') << "| " << std::string(pos.column > 0 ? pos.column - 1 : 0, ' ')
+      << "^";
+  if (auto after = lineOf(*o.text, pos.line + 1, file)) codeLine(out, pos.line + 1, *after);
   return out.str();
 }
 

@@ -30,6 +30,9 @@ struct EvalSettings {
   bool readOnly = true;
   /// Maximum nesting of function calls before "stack overflow" errors.
   uint32_t maxCallDepth = 10000;
+  /// Add a "while evaluating 'f'" / "from call site" trace pair for every
+  /// function call an error passes through (--show-trace).
+  bool showTrace = false;
 };
 
 /// String context: store paths a string refers to, Nix-encoded
