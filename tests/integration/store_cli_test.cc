@@ -1,7 +1,11 @@
-// `kiln store add/path-info/query/gc/verify` and `kiln serve` end to end:
+// `kiln store add/path-info/query/gc/verify` end to end (GC roots made by
+// `kiln instantiate --add-root`):
 // paths as real Nix computes them, exit codes from cli/src/command.h.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+
+#include <filesystem>
+#include <unistd.h>
 
 #include "kiln/common/file.h"
 #include "test_support.h"
@@ -76,10 +80,19 @@ TEST_F(StoreCli, ExitCodes) {
 
 TEST_F(StoreCli, GcDeletesOnlyUnrootedPaths) {
   auto tree = makeTree();
-  auto served = kiln({"serve", tree});
-  ASSERT_EQ(served.exitCode, 0) << served.err;
-  EXPECT_NE(served.out.find("farm issue"), std::string::npos);
-  EXPECT_NE(served.out.find(state_ + "/store"), std::string::npos);
+  // A .drv (and the source it names) kept alive by an indirect root, as
+  // `nix-instantiate --add-root` makes one.
+  writeFile(tree + "/default.nix",
+            "derivation { name = \"rooted\"; system = \"x86_64-linux\";\n"
+            "  builder = \"/bin/sh\"; src = ./a.txt; }\n");
+  std::string root = dir_.path() + "/rooted.drv";
+  auto inst = kiln({"instantiate", "--add-root", root, tree + "/default.nix"});
+  ASSERT_EQ(inst.exitCode, 0) << inst.err;
+  std::string drv = std::filesystem::read_symlink(root).string();
+  ASSERT_EQ(drv.rfind("/nix/store/", 0), 0u) << drv;
+  auto closure = kiln({"store", "query", "--requisites", drv});
+  ASSERT_EQ(closure.exitCode, 0) << closure.err;
+  EXPECT_NE(closure.out.find("-a.txt\n"), std::string::npos) << closure.out;
   auto loose = kiln({"store", "add", "--name", "loose", tree + "/a.txt"});
   ASSERT_EQ(loose.exitCode, 0);
   auto dry = kiln({"store", "gc", "--dry-run"});
@@ -89,8 +102,13 @@ TEST_F(StoreCli, GcDeletesOnlyUnrootedPaths) {
   EXPECT_NE(gc.out.find("1 store paths deleted"), std::string::npos) << gc.out;
   std::string looseBase = loose.out.substr(11, loose.out.size() - 12);
   EXPECT_FALSE(pathExists(state_ + "/store/" + looseBase));
+  EXPECT_TRUE(pathExists(state_ + "/store/" + drv.substr(11)));
   EXPECT_EQ(kiln({"store", "verify"}).exitCode, 0);
   EXPECT_EQ(kiln({"store", "gc"}).out.find("0 store paths deleted"), 0u);
+  // Without the root, the .drv and its source go too.
+  ASSERT_EQ(unlink(root.c_str()), 0);
+  EXPECT_NE(kiln({"store", "gc"}).out.find("2 store paths deleted"), std::string::npos);
+  EXPECT_FALSE(pathExists(state_ + "/store/" + drv.substr(11)));
 }
 
 }  // namespace
