@@ -1,11 +1,11 @@
-// `kiln store add/path-info/query/gc/verify` end to end (GC roots made by
-// `kiln instantiate --add-root`):
-// paths as real Nix computes them, exit codes from cli/src/command.h.
+// `kiln store add/path-info/query/gc/verify` end to end: paths as real Nix
+// computes them, exit codes from cli/src/command.h, GC roots made by
+// `kiln instantiate --add-root`.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
-#include <unistd.h>
 
 #include "kiln/common/file.h"
 #include "test_support.h"
