@@ -36,12 +36,34 @@ struct Options {
   uint32_t maxCallDepth = 10000;
 };
 
-// "-" means: read the expression from stdin.
-std::vector<std::string> takeStdinMarker(const std::vector<std::string>& in, Options& o) {
+// Options whose value is the next argument (for nix-instantiate's
+// "'-A' requires an argument").
+bool takesValue(const std::string& a) {
+  for (const char* o : {"-A", "--attr", "-I", "--include", "--add-root", "--max-call-depth",
+                        "--state-dir", "--store-dir", "--store-root"})
+    if (a == o) return true;
+  return false;
+}
+
+// Takes what Boost cannot express the way nix-instantiate parses it: "-"
+// (read the expression from stdin) and -E/--expr, a switch that may be
+// repeated. Throws po::error if an option lacks its value.
+std::vector<std::string> takeNixStyleArgs(const std::vector<std::string>& in, Options& o) {
   std::vector<std::string> rest;
-  for (auto& a : in) {
-    if (a == "-") o.readStdin = true;
-    else rest.push_back(a);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string& a = in[i];
+    if (takesValue(a) && i + 1 == in.size())
+      throw boost::program_options::error("'" + a + "' requires an argument");
+    if (takesValue(a)) {
+      rest.push_back(a);
+      rest.push_back(in[++i]);
+    } else if (a == "-") {
+      o.readStdin = true;
+    } else if (a == "-E" || a == "--expr") {
+      o.fromExpr = true;
+    } else {
+      rest.push_back(a);
+    }
   }
   return rest;
 }
@@ -51,8 +73,7 @@ void printResult(EvalState& st, const Options& o, Value& v) {
   else st.forceValue(v, kNoPos);
   Context ctx;
   if (o.json) {
-    printValueAsJSON(st, o.strict, v, kNoPos, std::cout, ctx, true);
-    std::cout << "\n";
+    printValueAsJSON(st, o.strict, v, kNoPos, std::cout, ctx, true);  // no newline, as Nix
   } else if (o.xml) {
     printValueAsXML(st, o.strict, !o.noLocation, v, std::cout, ctx);
   } else {
@@ -91,7 +112,7 @@ void printDrv(EvalState& st, Options& o, const std::string& entry) {
     std::cout << addRoot(o, drvPath) << suffix << "\n";
     return;
   }
-  if (!st.settings.readOnly && !o.warned) {
+  if (!o.warned) {  // nix-instantiate warns in read-only mode too
     o.warned = true;
     std::cerr << "warning: you did not specify '--add-root'; the result might be removed by "
                  "the garbage collector\n";
@@ -168,7 +189,7 @@ int instantiate(const std::vector<std::string>& argv) {
       "with --eval the value. .drv files and sources are written into kiln's\n"
       "store (--state-dir) unless --readonly-mode.\n\nOptions");
   opts.add_options()("help,h", "show this help")(
-      "expr,E", po::bool_switch(&o.fromExpr), "arguments are expressions, not files")(
+      "expr,E", "arguments are expressions, not files")(
       "attr,A", po::value(&o.attrPaths), "select an attribute path (repeatable)")(
       "include,I", po::value(&o.includes), "add a search path entry (prefix=path or path)")(
       "eval", po::bool_switch(&o.eval), "print the value instead of derivation paths")(
@@ -195,16 +216,21 @@ int instantiate(const std::vector<std::string>& argv) {
   pos.add("files", -1);
   po::variables_map vm;
   try {
-    std::vector<std::string> rest = takeStdinMarker(takeAutoArgs(argv, o.autoArgs), o);
+    std::vector<std::string> rest = takeNixStyleArgs(takeAutoArgs(argv, o.autoArgs), o);
     po::store(po::command_line_parser(rest).options(all).positional(pos).run(), vm);
     if (vm.count("help")) {
       std::cout << opts;
       return kExitOk;
     }
     po::notify(vm);
+  } catch (const po::unknown_option& e) {
+    // As nix-instantiate: exit code 1 and its wording.
+    std::cerr << "error: unrecognised flag '" << e.get_option_name()
+              << "'\nTry 'kiln instantiate --help' for more information.\n";
+    return kExitFailure;
   } catch (const po::error& e) {
-    std::cerr << "kiln instantiate: " << e.what() << "\n" << opts;
-    return kExitUsage;
+    std::cerr << "error: " << e.what() << "\nTry 'kiln instantiate --help' for more information.\n";
+    return kExitFailure;
   }
   return run(o, vm);
 }

@@ -1,6 +1,8 @@
 // Attribute paths and derivation discovery for nix-instantiate-style CLIs.
 #include "kiln/evaluator/attr_path.h"
 
+#include <set>
+
 namespace kiln::eval {
 
 static std::vector<std::string> splitAttrPath(const std::string& s) {
@@ -52,42 +54,66 @@ Value* findAlongAttrPath(EvalState& st, const std::string& path, Bindings* autoA
   return v;
 }
 
-static void collect(EvalState& st, Value& v0, Bindings* autoArgs, bool top,
-                    std::vector<std::string>& out) {
-  Value v;
-  st.autoCallFunction(autoArgs, v0, v);
-  st.forceValue(v, kNoPos);
-  if (st.isDerivation(v)) {
+namespace {
+
+// Walks values as nix-instantiate does. In `top` mode (the selected value
+// and list elements) a set is always entered and anything other than a
+// derivation, set or list is an error; inside a set (`top` false) nested
+// sets are entered only with recurseForDerivations and lists and other
+// values are skipped. Each derivation value is reported once, as
+// "<drvPath>" or "<drvPath>!<outputName>" when its output is not "out".
+struct Collector {
+  EvalState& st;
+  Bindings* autoArgs;
+  std::vector<std::string> out;
+  std::set<const Bindings*> seen;
+
+  void derivation(Value& v) {
+    if (!seen.insert(v.attrs).second) return;
     Value* dp = v.attrs->get(st.sDrvPath);
     if (!dp) throw EvalError("derivation has no 'drvPath' attribute");
     Context ctx;
-    out.push_back(std::string(st.forceString(*dp, ctx, kNoPos)));
-    return;
-  }
-  if (v.type == VType::kAttrs) {
-    if (!top) {
-      Value* r = v.attrs->get(st.sRecurseForDerivations);
-      if (!r || !st.forceBool(*r, kNoPos)) return;
+    std::string entry(st.forceString(*dp, ctx, kNoPos));
+    if (Value* on = v.attrs->get(st.sOutputName)) {
+      std::string_view name = st.forceStringNoCtx(*on, kNoPos);
+      if (name != "out") entry += "!" + std::string(name);
     }
-    for (const Attr* a : st.sortedByName(v.attrs)) {
-      try {
-        collect(st, *a->value, autoArgs, false, out);
-      } catch (EvalError& e) {
-        e.addTrace("while evaluating the attribute '" + std::string(st.symbols.name(a->name)) + "'");
-        throw;
+    out.push_back(std::move(entry));
+  }
+
+  void collect(Value& v0, bool top) {
+    Value v;
+    st.autoCallFunction(autoArgs, v0, v);
+    st.forceValue(v, kNoPos);
+    if (st.isDerivation(v)) return derivation(v);
+    if (v.type == VType::kAttrs) {
+      if (!top) {
+        Value* r = v.attrs->get(st.sRecurseForDerivations);
+        if (!r || !st.forceBool(*r, kNoPos)) return;
       }
+      for (const Attr* a : st.sortedByName(v.attrs)) {
+        try {
+          collect(*a->value, false);
+        } catch (EvalError& e) {
+          e.addTrace("while evaluating the attribute '" + std::string(st.symbols.name(a->name)) + "'");
+          throw;
+        }
+      }
+    } else if (v.type == VType::kList) {
+      if (!top) return;
+      for (size_t i = 0; i < v.list.size; ++i) collect(*v.list.elems[i], true);
+    } else if (top) {
+      throw EvalError("expression does not evaluate to a derivation (or a set or list of those)");
     }
-  } else if (v.type == VType::kList) {
-    for (size_t i = 0; i < v.list.size; ++i) collect(st, *v.list.elems[i], autoArgs, false, out);
-  } else if (top) {
-    throw EvalError("expression does not evaluate to a derivation (or a set or list of those)");
   }
-}
+};
+
+}  // namespace
 
 std::vector<std::string> collectDerivations(EvalState& st, Value& v, Bindings* autoArgs) {
-  std::vector<std::string> out;
-  collect(st, v, autoArgs, true, out);
-  return out;
+  Collector c{st, autoArgs, {}, {}};
+  c.collect(v, true);
+  return std::move(c.out);
 }
 
 }  // namespace kiln::eval

@@ -8,7 +8,8 @@
 namespace kiln::eval {
 
 /// `"…"` with Nix's escapes (\" \\ \n \r \t \${).
-void printString(std::ostream& out, std::string_view s);
+/// With `everyDollar` (expressions shown by --parse) every `$` is escaped.
+void printString(std::ostream& out, std::string_view s, bool everyDollar = false);
 /// An attribute name: bare if it is an identifier and not a keyword.
 void printAttrName(std::ostream& out, std::string_view s);
 /// Nix's float formatting (like printf("%g")).

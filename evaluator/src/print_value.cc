@@ -7,7 +7,7 @@
 
 namespace kiln::eval {
 
-void printString(std::ostream& out, std::string_view s) {
+void printString(std::ostream& out, std::string_view s, bool everyDollar) {
   out << '"';
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
@@ -15,7 +15,7 @@ void printString(std::ostream& out, std::string_view s) {
     else if (c == '\n') out << "\\n";
     else if (c == '\r') out << "\\r";
     else if (c == '\t') out << "\\t";
-    else if (c == '$' && i + 1 < s.size() && s[i + 1] == '{') out << "\\$";
+    else if (c == '$' && (everyDollar || (i + 1 < s.size() && s[i + 1] == '{'))) out << "\\$";
     else out << c;
   }
   out << '"';

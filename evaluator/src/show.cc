@@ -1,4 +1,5 @@
 // Expression printing for `--parse`, assertion messages and positions.
+#include <algorithm>
 #include <sstream>
 
 #include "kiln/evaluator/eval_state.h"
@@ -21,11 +22,20 @@ static void showAttrPath(const SymbolTable& st, std::ostream& out, const AttrPat
   }
 }
 
+// Bindings in source order (let) or, as Nix 2.8 shows a set, sorted by
+// name with "inherit x ;".
 static void showBindings(const SymbolTable& st, std::ostream& out,
-                         const std::vector<ExprAttrs::AttrDef>& attrs) {
-  for (auto& a : attrs) {
+                         const std::vector<ExprAttrs::AttrDef>& defs, bool asSet = false) {
+  std::vector<const ExprAttrs::AttrDef*> attrs;
+  for (auto& a : defs) attrs.push_back(&a);
+  if (asSet)
+    std::stable_sort(attrs.begin(), attrs.end(), [&](auto* x, auto* y) {
+      return st.name(x->name) < st.name(y->name);
+    });
+  for (auto* ap : attrs) {
+    auto& a = *ap;
     if (a.inherited) {
-      out << "inherit " << st.name(a.name) << "; ";
+      out << "inherit " << st.name(a.name) << (asSet ? " ; " : "; ");
     } else {
       printAttrName(out, st.name(a.name));
       out << " = ";
@@ -39,7 +49,7 @@ void ExprConst::show(const SymbolTable&, std::ostream& out) const {
   switch (v.type) {
     case VType::kInt: out << v.integer; break;
     case VType::kFloat: out << showFloat(v.fpoint); break;
-    case VType::kString: printString(out, v.str.s); break;
+    case VType::kString: printString(out, v.str.s, true); break;
     case VType::kPath: out << v.path; break;
     default: out << "<const>"; break;
   }
@@ -70,7 +80,7 @@ void ExprOpHasAttr::show(const SymbolTable& st, std::ostream& out) const {
 void ExprAttrs::show(const SymbolTable& st, std::ostream& out) const {
   if (recursive) out << "rec ";
   out << "{ ";
-  showBindings(st, out, attrs);
+  showBindings(st, out, attrs, true);
   for (auto& d : dynamicAttrs) {
     out << "\"${";
     d.nameExpr->show(st, out);

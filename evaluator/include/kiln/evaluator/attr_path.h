@@ -14,9 +14,12 @@ namespace kiln::eval {
 /// EvalError naming the missing component.
 Value* findAlongAttrPath(EvalState& state, const std::string& path, Bindings* autoArgs, Value& root);
 
-/// The `.drv` paths of the derivations in `v`: itself if a derivation,
-/// the attributes of a set (nested sets only with recurseForDerivations),
-/// the elements of a list.
+/// What nix-instantiate prints for `v`: the `.drv` path of each derivation
+/// value in it, once per value, with `!<output>` when its outputName is not
+/// "out": `v` itself if a derivation; the attributes of a set (nested sets
+/// only with recurseForDerivations, lists inside sets skipped); the
+/// elements of a list (each treated like `v`). Throws EvalError if `v` or a
+/// list element is none of these.
 std::vector<std::string> collectDerivations(EvalState& state, Value& v, Bindings* autoArgs);
 
 }  // namespace kiln::eval
