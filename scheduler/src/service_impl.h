@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "kiln/common/file.h"
 #include "kiln/common/file_lock.h"
@@ -99,6 +100,7 @@ struct SchedulerService::Impl {
   /// memory: after a restart they are taken, and evaluated, again).
   std::set<int64_t> evalRequestsTaken;
   uint64_t tmpCounter = 0;
+  std::unordered_map<std::string, protocol::PathInfo> pathInfoCache;
 
   int64_t nowMs() const { return clock.now().time_since_epoch().count(); }
   std::string tmpPath();
@@ -131,6 +133,10 @@ struct SchedulerService::Impl {
                   bool removeFromCore);
   bool sendBuildStep(int64_t dbId, StepId sid, Conn& c);
   std::vector<protocol::PathInfo> inputClosure(const store::Derivation& drv);
+  /// Metadata of a valid central-store path, read from the database once:
+  /// valid paths never change. (A path collected by a `kiln store gc` from
+  /// outside stays cached; serving it to a worker then fails.)
+  const protocol::PathInfo& cachedPathInfo(const store::StorePath& path);
   std::unique_ptr<protocol::TransferTarget> acceptUpload(
       const std::string& peer, const protocol::TransferHeader& h);
   void sendTo(const std::string& peer, protocol::Message&& m);

@@ -225,10 +225,30 @@ std::vector<proto::PathInfo> SchedulerService::Impl::inputClosure(
       roots.insert(*it->second.path);
     }
   }
+  // The closure walk reads the in-memory cache: input closures of deep
+  // package sets reach thousands of paths, and each step needs its own.
+  store::StorePathSet seen;
+  std::vector<store::StorePath> todo(roots.begin(), roots.end());
+  while (!todo.empty()) {
+    auto p = std::move(todo.back());
+    todo.pop_back();
+    if (!seen.insert(p).second) continue;
+    for (auto& r : cachedPathInfo(p).references)
+      if (!seen.count(r)) todo.push_back(r);
+  }
   std::vector<proto::PathInfo> out;
-  for (auto& p : store.queryRequisites(roots))
-    out.push_back(toProto(store.requirePathInfo(p)));
+  out.reserve(seen.size());
+  for (auto& p : seen) out.push_back(cachedPathInfo(p));
   return out;
+}
+
+const proto::PathInfo& SchedulerService::Impl::cachedPathInfo(
+    const store::StorePath& path) {
+  std::string key(path.baseName());
+  auto it = pathInfoCache.find(key);
+  if (it != pathInfoCache.end()) return it->second;
+  return pathInfoCache.emplace(key, toProto(store.requirePathInfo(path)))
+      .first->second;
 }
 
 bool SchedulerService::Impl::sendBuildStep(int64_t dbId, StepId sid,
