@@ -34,10 +34,19 @@ const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
   return out;
 }
 
-MadeDrv makeMadeDrv(Arena& arena, const Derivation& d) {
+// `made` maps a base name to its MadeDrv; `known` gives the arena copy of
+// a base name already kept (inputs made by this evaluation), to share it.
+template <class Known>
+MadeDrv makeMadeDrv(Arena& arena, const Derivation& d, Known&& known) {
   auto base = [](const StorePath& p) -> std::string_view { return p.baseName(); };
-  return {arenaStrings(arena, d.inputDrvs, [&](auto& kv) { return base(kv.first); }),
-          arenaStrings(arena, d.inputSrcs, base),
+  const char** inputs = arena.makeArray<const char*>(d.inputDrvs.size() + 1);
+  size_t i = 0;
+  for (auto& [p, _] : d.inputDrvs) {
+    const char* k = known(p.baseName());
+    inputs[i++] = k ? k : arena.copyString(p.baseName());
+  }
+  inputs[i] = nullptr;
+  return {inputs, arenaStrings(arena, d.inputSrcs, base),
           arenaStrings(arena, d.outputs, [](auto& kv) -> std::string_view { return kv.first; })};
 }
 
@@ -65,7 +74,7 @@ struct DrvState : BuiltinState {
   MadeDrv info(const StorePath& p) {
     auto it = made.find(p.baseName());
     if (it != made.end()) return it->second;
-    return makeMadeDrv(arena, fileLoader(p));
+    return makeMadeDrv(arena, fileLoader(p), [](std::string_view) { return nullptr; });
   }
   // Hash maps keyed by `.drv` base names, hashed by their first (random)
   // characters: an ordered map of StorePaths cost a string comparison per
@@ -284,11 +293,21 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   }
   std::string drvPathS = ds.dir.printPath(drvPath);
   if (st.storeWriter) writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
+  // One arena copy of "=<drvPath>" serves as the drvPath string's context,
+  // the string itself (after the '=') and the key of `made` (its base name).
+  const char* eqPath = st.arena.copyString("=" + drvPathS);
+  const char* drvPathC = eqPath + 1;
   if (!ds.made.count(drvPath.baseName()))
-    ds.made.emplace(st.arena.copyString(drvPath.baseName()), makeMadeDrv(st.arena, drv));
+    ds.made.emplace(std::string_view(drvPathC + ds.dir.dir().size() + 1),
+                    makeMadeDrv(st.arena, drv, [&](std::string_view b) -> const char* {
+                      auto it = ds.made.find(b);
+                      return it == ds.made.end() ? nullptr : it->first.data();
+                    }));
   Bindings* b = st.allocBindings(1 + drv.outputs.size());
   Value* dv = st.allocValue();
-  st.mkString(*dv, drvPathS, {st.arena.copyString("=" + drvPathS)});
+  const char** dvCtx = st.arena.makeArray<const char*>(2);
+  dvCtx[0] = eqPath;
+  dv->mkString(drvPathC, dvCtx);
   b->push(st.sDrvPath, dv);
   for (auto& [o, out] : drv.outputs) {
     Value* ov = st.allocValue();

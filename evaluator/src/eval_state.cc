@@ -385,7 +385,11 @@ void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *baseEnv, v); }
 Expr* EvalState::parse(std::string text, const std::string& path, const std::string& basePath,
                        const StaticEnv& env) {
   auto owned = std::make_shared<const std::string>(std::move(text));
-  uint32_t origin = positions.addOrigin(path, owned);
+  // Error snippets need the source; a large file (a generated package set)
+  // is read again for one instead of being kept for the whole evaluation.
+  constexpr size_t kKeepSourceBytes = 1 << 20;
+  bool keep = owned->size() < kKeepSourceBytes || !path.starts_with("/") || corepkgsFile(path);
+  uint32_t origin = positions.addOrigin(path, keep ? owned : nullptr);
   Parser p(*this, *owned, origin, basePath);
   Expr* e = p.parseAll();
   e->bindVars(*this, env);

@@ -400,7 +400,10 @@ ExprAttrs* Parser::parseBinds(Tok terminator) {
   attrs->pos = lex_.posAt(lex_.peek().start);
   while (true) {
     const Token& t = lex_.peek();
-    if (t.t == terminator) return attrs;
+    if (t.t == terminator) {
+      attrs->attrs.shrink_to_fit();  // kept for the whole evaluation
+      return attrs;
+    }
     if (t.t == Tok::kInherit) {
       lex_.next();
       Expr* from = nullptr;

@@ -116,6 +116,7 @@ Expr* Parser::parseSimple() {
         l->elems.push_back(parseSelect());
       }
       lex_.next();
+      l->elems.shrink_to_fit();
       return l;
     }
     default:

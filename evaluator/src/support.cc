@@ -2,6 +2,8 @@
 #include <optional>
 #include <sstream>
 
+#include "kiln/common/error.h"
+#include "kiln/common/file.h"
 #include "kiln/evaluator/eval_state.h"
 
 namespace kiln::eval {
@@ -98,17 +100,25 @@ std::string PosTable::snippet(PosIdx p) const {
   const Origin& o = origins_[pos.origin];
   std::ostringstream out;
   out << "\n\n       at " << o.path << ":" << pos.line << ":" << pos.column << ":\n";
+  std::shared_ptr<const std::string> text = o.text;
+  if (!text && o.path.starts_with("/")) {
+    // Large files are not kept in memory: read the file again, as Nix does.
+    try {
+      text = std::make_shared<const std::string>(kiln::readFile(o.path));
+    } catch (const Error&) {
+    }
+  }
   bool file = !o.path.starts_with("«");  // not «string» / «stdin»
-  auto line = o.text ? lineOf(*o.text, pos.line, file) : std::nullopt;
+  auto line = text ? lineOf(*text, pos.line, file) : std::nullopt;
   if (!line) return out.str();
   // As Nix does: the line before, the line with a caret under the column,
   // and the line after (where they exist).
   if (pos.line > 1)
-    if (auto before = lineOf(*o.text, pos.line - 1, file)) codeLine(out, pos.line - 1, *before);
+    if (auto before = lineOf(*text, pos.line - 1, file)) codeLine(out, pos.line - 1, *before);
   codeLine(out, pos.line, *line);
   out << "\n" << std::string(13, ' ') << "| " << std::string(pos.column > 0 ? pos.column - 1 : 0, ' ')
       << "^";
-  if (auto after = lineOf(*o.text, pos.line + 1, file)) codeLine(out, pos.line + 1, *after);
+  if (auto after = lineOf(*text, pos.line + 1, file)) codeLine(out, pos.line + 1, *after);
   return out.str();
 }
 

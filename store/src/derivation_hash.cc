@@ -1,6 +1,7 @@
 // hashDerivationModulo (spec §3.4) with a memoising, iterative graph walk,
 // and filling in output paths the way Nix's `derivation` builtin does (§3.5).
 #include "derivation_internal.h"
+#include "kiln/common/encoding.h"
 #include "kiln/common/error.h"
 #include "kiln/store/derivation.h"
 
@@ -9,8 +10,8 @@ namespace kiln::store {
 DrvHashCache::DrvHashCache(StoreDir storeDir, DrvLoader loader)
     : storeDir_(std::move(storeDir)), loader_(std::move(loader)) {}
 
-const Hash& DrvHashCache::hashOf(const StorePath& drvPath) {
-  return entry(drvPath).hash;
+Hash DrvHashCache::hashOf(const StorePath& drvPath) {
+  return entry(drvPath).hash();
 }
 
 bool DrvHashCache::isDeferred(const StorePath& drvPath) {
@@ -66,7 +67,9 @@ detail::InputHashes DrvHashCache::inputHashes(const Derivation& drv,
   for (auto& [path, outs] : drv.inputDrvs) {
     const Entry& e = entry(path);
     deferred = deferred || e.deferred;
-    inputs[e.hash.toHex()].insert(outs.begin(), outs.end());
+    inputs[base16Encode(std::string_view(
+               reinterpret_cast<const char*>(e.sha256.data()), e.sha256.size()))]
+        .insert(outs.begin(), outs.end());
   }
   return inputs;
 }
@@ -83,7 +86,10 @@ DrvHashCache::Entry DrvHashCache::entryOf(const Derivation& drv,
   DerivationType type = derivationType(drv);
   bool deferred = inputDeferred || type == DerivationType::kFloatingCA ||
                   type == DerivationType::kDeferred;
-  return {computeHash(drv, type, false, inputs), deferred};
+  Hash h = computeHash(drv, type, false, inputs);
+  Entry e{{}, deferred};
+  std::memcpy(e.sha256.data(), h.data(), e.sha256.size());
+  return e;
 }
 
 Hash DrvHashCache::computeHash(const Derivation& drv, DerivationType type,

@@ -119,6 +119,17 @@ TEST(Eval, DrvPathContextsTakeTheClosure) {
             " \"/nix/store/avfbd7zryvjm0d1ml73r77s7zxjqhqn2-c\" ]");
 }
 
+TEST(Eval, ErrorsInLargeFilesStillShowTheSourceLine) {
+  // Sources of 1 MiB or more are not kept after parsing; the snippet is
+  // read from the file again.
+  kiln::TempDir dir;
+  std::string file = dir.path() + "/big.nix";
+  std::ofstream(file) << "# " << std::string(2 << 20, 'x') << "\nlet a = 1; in\n  a + \"s\"\n";
+  std::string e = evalError("import " + file);
+  EXPECT_NE(e.find(file + ":3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("a + \"s\""), std::string::npos) << e;
+}
+
 TEST(Eval, MissingFilesAndCyclicImports) {
   EXPECT_NE(evalError("import /nonexistent/file.nix").find("/nonexistent/file.nix"), std::string::npos);
   kiln::TempDir dir;

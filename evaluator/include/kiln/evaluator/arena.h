@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <new>
 #include <string_view>
@@ -78,7 +79,7 @@ class Arena {
   char* cur_ = nullptr;
   size_t left_ = 0;
   size_t reserved_ = 0;
-  std::vector<std::pair<void*, void (*)(void*)>> dtors_;
+  std::deque<std::pair<void*, void (*)(void*)>> dtors_;  // no doubling
 };
 
 }  // namespace kiln::eval

@@ -3,6 +3,7 @@
 /// variables are resolved to (level, displacement) by bindVars() so that
 /// evaluation never searches names, except through `with`.
 
+#include <memory>
 #include <ostream>
 #include <unordered_map>
 #include <vector>
@@ -95,10 +96,11 @@ struct ExprAttrs : Expr {
         if (a.name == s) return &a;
       return nullptr;
     }
-    for (size_t i = indexed_; i < attrs.size(); ++i) index_.emplace(attrs[i].name.id, i);
+    if (!index_) index_ = std::make_unique<std::unordered_map<uint32_t, size_t>>();
+    for (size_t i = indexed_; i < attrs.size(); ++i) index_->emplace(attrs[i].name.id, i);
     indexed_ = attrs.size();
-    auto it = index_.find(s.id);
-    return it == index_.end() ? nullptr : &attrs[it->second];
+    auto it = index_->find(s.id);
+    return it == index_->end() ? nullptr : &attrs[it->second];
   }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
@@ -108,8 +110,10 @@ struct ExprAttrs : Expr {
 
  private:
   static constexpr size_t kLinearLimit = 16;
-  std::unordered_map<uint32_t, size_t> index_;
-  size_t indexed_ = 0;
+  /// Made on the first lookup in a large set (most sets are small, and an
+  /// empty map would still cost 56 bytes in each).
+  std::unique_ptr<std::unordered_map<uint32_t, size_t>> index_;
+  uint32_t indexed_ = 0;
 };
 
 struct ExprList : Expr {

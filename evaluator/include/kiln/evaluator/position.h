@@ -2,6 +2,7 @@
 /// Source positions (file:line:column) shared by the AST, values and errors.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,7 +43,9 @@ class PosTable {
 
  private:
   std::vector<Origin> origins_;
-  std::vector<Pos> positions_;
+  /// A deque: the table grows to millions of entries for large files and
+  /// a vector's doubling would hold up to twice that (and copy it).
+  std::deque<Pos> positions_;
 };
 
 }  // namespace kiln::eval

@@ -4,6 +4,7 @@
 /// hashDerivationModulo with a memoising cache, output and `.drv` paths, and
 /// the `nix show-derivation` JSON shape.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -131,7 +132,7 @@ class DrvHashCache {
   /// H of the derivation stored at `drvPath` (unmasked, as dependants use
   /// it). Throws what the loader throws, or FormatError on a dependency
   /// cycle or an invalid derivation.
-  const Hash& hashOf(const StorePath& drvPath);
+  Hash hashOf(const StorePath& drvPath);
 
   /// Whether the outputs of the derivation at `drvPath` are unknown until
   /// it is built: it is floating content-addressed or deferred, or depends
@@ -163,9 +164,15 @@ class DrvHashCache {
 
  private:
   friend void fillOutputPaths(Derivation& drv, DrvHashCache& cache);
+  /// H is always SHA-256: only its 32 bytes are kept (100,000s of entries).
   struct Entry {
-    Hash hash;
+    std::array<uint8_t, 32> sha256;
     bool deferred;
+    Hash hash() const {
+      return Hash(HashAlgo::kSha256,
+                  std::string_view(reinterpret_cast<const char*>(sha256.data()),
+                                   sha256.size()));
+    }
   };
   /// Store path base names are random in their first characters: those
   /// make the hash (no need to hash 40-200 bytes per lookup).
