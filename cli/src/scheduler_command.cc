@@ -32,6 +32,7 @@ int runScheduler(const std::vector<std::string>& args) {
   std::string keyFile, allowFile;
   int64_t heartbeatMs = 10000, ttl = 0;
   unsigned retries = 3;
+  int64_t backoffMs = 30000;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&cfg.stateDir)->required(), "state directory")(
       "listen", po::value(&cfg.listen)->required(),
@@ -49,6 +50,9 @@ int runScheduler(const std::vector<std::string>& args) {
       "heartbeat interval announced to workers (default 10000)")(
       "max-retries", po::value(&retries),
       "retries of transient failures (default 3)")(
+      "retry-backoff-ms", po::value(&backoffMs),
+      "wait before the first retry of a transient failure, doubled for "
+      "each further one (default 30000)")(
       "log-limit", po::value(&cfg.logLimitBytes),
       "bytes of log kept per step (default 64 MiB)")(
       "output-limit", po::value(&cfg.outputLimitBytes),
@@ -75,6 +79,8 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--heartbeat-ms must be 1..3600000");
     if (cfg.evaluator != "kiln" && cfg.evaluator != "nix-instantiate")
       throw po::error("--evaluator must be kiln or nix-instantiate");
+    if (backoffMs < 0 || backoffMs > 86400000)
+      throw po::error("--retry-backoff-ms must be 0..86400000");
   } catch (const po::error& e) {
     std::cerr << "kiln scheduler: " << e.what() << "\n" << opts;
     return kExitUsage;
@@ -86,6 +92,7 @@ int runScheduler(const std::vector<std::string>& args) {
     }
     cfg.heartbeatInterval = std::chrono::milliseconds(heartbeatMs);
     cfg.core.maxRetries = retries;
+    cfg.core.retryBackoffBase = std::chrono::milliseconds(backoffMs);
     cfg.cachedFailureTtlSec = ttl;
     // Evaluations run this very executable as `kiln eval`.
     cfg.kilnBinary = std::filesystem::read_symlink("/proc/self/exe").string();

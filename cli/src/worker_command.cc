@@ -82,14 +82,26 @@ int runWorker(const std::vector<std::string>& args) {
       "slots", po::value(&cfg.slots), "builds at once (default 1)")(
       "speed-factor", po::value(&cfg.speedFactor),
       "relative speed (default 1.0)")("verbose,v", "log debug messages");
+  // Hidden (not in --help): test-only fault injection, docs/worker.md.
+  po::options_description hidden;
+  unsigned debugVersion = 0;
+  hidden.add_options()("debug-protocol-version", po::value(&debugVersion),
+                       "speak this protocol version (tests only)")(
+      "debug-corrupt-uploads", po::value(&cfg.debug.corruptUploads),
+      "corrupt the first N output uploads (tests only)");
+  po::options_description all;
+  all.add(opts).add(hidden);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    po::store(po::command_line_parser(args).options(all).run(), vm);
     if (vm.count("help")) {
       std::cout << opts;
       return kExitOk;
     }
     po::notify(vm);
+    if (debugVersion > 0xffff)
+      throw po::error("--debug-protocol-version must be 0..65535");
+    cfg.debug.protocolVersion = static_cast<uint16_t>(debugVersion);
   } catch (const po::error& e) {
     std::cerr << "kiln worker: " << e.what() << "\n" << opts;
     return kExitUsage;

@@ -52,11 +52,26 @@ Job parseJobLine(const std::string& line) {
     for (auto& [k, v] : j["outputs"].items())
       if (v.is_string()) job.outputs[k] = v.get<std::string>();
   }
-  if (j.contains("meta") && j["meta"].is_object()) {
-    auto& p = j["meta"]["schedulingPriority"];
-    if (p.is_number_integer()) job.schedulingPriority = p.get<int>();
-  }
+  if (j.contains("meta") && j["meta"].is_object())
+    applyMeta(job, j["meta"]);
   return job;
+}
+
+void applyMeta(Job& job, const nlohmann::json& meta) {
+  auto num = [&](const char* k) -> std::optional<int64_t> {
+    auto it = meta.find(k);
+    if (it == meta.end() || !it->is_number_integer()) return std::nullopt;
+    auto v = it->get<int64_t>();
+    if (v < 0)
+      throw FormatError("job '" + job.attr + "': meta." + k +
+                        " is negative (" + std::to_string(v) + ")");
+    return v;
+  };
+  if (auto p = meta.find("schedulingPriority");
+      p != meta.end() && p->is_number_integer())
+    job.schedulingPriority = p->get<int>();
+  if (auto v = num("maxSilent")) job.maxSilentSec = *v;
+  if (auto v = num("timeout")) job.timeoutSec = *v;
 }
 
 namespace {
@@ -133,6 +148,7 @@ class NixInstantiateRunner final : public EvalRunner {
       if (j.error.empty()) drvs.push_back(j.drvPath);
     importFromNixChroot(root, drvs, store);
     for (auto& j : jobs) fillFromDrv(j, store);
+    applyMetas(jobs, readMeta(js, file, sel));
     return jobs;
   }
 
@@ -144,6 +160,51 @@ class NixInstantiateRunner final : public EvalRunner {
       e += k + " = (" + v.get<std::string>() + "); ";
     return e + "}";
   }
+  // {attr: {maxSilent, timeout, schedulingPriority}} with the integer meta
+  // attributes of each job. Jobs whose meta throws get {}; if the whole
+  // query fails (an `abort` somewhere), no job gets meta and a warning is
+  // logged.
+  static json readMeta(const JobsetRow& js, const std::string& file,
+                       const std::string& sel) {
+    std::vector<std::string> cmd = {
+        "nix-instantiate", "--eval", "--json", "--strict", "-E",
+        "{ f, args }: let v = import f; "
+        "s = (if builtins.isFunction v then v args else v)" + sel + "; "
+        "pick = m: n: let r = builtins.tryEval (m.${n} or null); in "
+        "if r.success && builtins.isInt r.value then { ${n} = r.value; } "
+        "else {}; "
+        "meta = j: let r = builtins.tryEval (if builtins.isAttrs j && "
+        "builtins.isAttrs (j.meta or null) then j.meta else {}); in "
+        "if r.success then r.value else {}; "
+        "in builtins.mapAttrs (n: j: let m = meta j; in pick m \"maxSilent\" "
+        "// pick m \"timeout\" // pick m \"schedulingPriority\") s",
+        "--arg", "f", file, "--arg", "args", argsExpr(js)};
+    auto r = runCommand(cmd);
+    if (r.exitCode == 0) try {
+        json j = json::parse(r.out);
+        if (j.is_object()) return j;
+      } catch (const json::exception&) {
+      }
+    logWarn("evaluation of " + file + ": cannot read the jobs' meta "
+            "(maxSilent, timeout, schedulingPriority keep their defaults): " +
+            r.err);
+    return json::object();
+  }
+
+  // A job with an invalid meta value becomes a per-job error.
+  static void applyMetas(std::vector<Job>& jobs, const json& metas) {
+    for (auto& job : jobs) {
+      auto m = metas.find(job.attr);
+      if (m == metas.end() || !job.error.empty()) continue;
+      try {
+        applyMeta(job, *m);
+      } catch (const FormatError& e) {
+        job.error = e.what();
+        job.drvPath.clear();
+      }
+    }
+  }
+
   static std::vector<std::string> argArgs(const JobsetRow& js) {
     std::vector<std::string> out;
     const json args = json::parse(js.arguments);

@@ -277,6 +277,8 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
     b.system = j.system;
     b.drvPath = j.drvPath;
     b.localPriority = j.schedulingPriority;
+    b.maxSilentSec = j.maxSilentSec;
+    b.timeoutSec = j.timeoutSec;
     b.createdMs = nowMs();
     auto prev = db.finishedBuildOfDrv(j.drvPath);
     if (prev && (prev->status == 0 ||

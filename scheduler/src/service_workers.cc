@@ -266,10 +266,12 @@ bool SchedulerService::Impl::sendBuildStep(int64_t dbId, StepId sid,
     m.inputs = inputClosure(drv);
     for (auto& [n, o] : drv.outputs)
       if (o.path) run.expected.emplace(n, *o.path);
-    auto mx = drv.env.find("maxSilent");
-    if (mx != drv.env.end()) m.maxSilentSec = std::stoull(mx->second);
-    auto to = drv.env.find("timeout");
-    if (to != drv.env.end()) m.timeoutSec = std::stoull(to->second);
+    // Limits of the owner build (the lowest build id needing the step),
+    // from its job's meta.maxSilent / meta.timeout.
+    if (auto owner = db.build(core.step(sid).ownerBuild)) {
+      m.maxSilentSec = static_cast<uint64_t>(owner->maxSilentSec);
+      m.timeoutSec = static_cast<uint64_t>(owner->timeoutSec);
+    }
   } catch (const std::exception& e) {
     logError("cannot dispatch " + row->drvPath + ": " + e.what());
     return false;

@@ -110,8 +110,16 @@ CREATE TABLE requests (
 CREATE INDEX requests_pending ON requests(done) WHERE done = 0;
 )SQL";
 
+// Migration 2: per-build limits from the job's meta.maxSilent and
+// meta.timeout (seconds); the step gets those of its owner build.
+const char* kSchemaV2 = R"SQL(
+ALTER TABLE builds ADD COLUMN max_silent INTEGER NOT NULL DEFAULT 3600;
+ALTER TABLE builds ADD COLUMN timeout INTEGER NOT NULL DEFAULT 36000;
+)SQL";
+
 const std::vector<SqliteMigration>& migrations() {
-  static const std::vector<SqliteMigration> m = {{1, kSchemaV1}};
+  static const std::vector<SqliteMigration> m = {{1, kSchemaV1},
+                                                 {2, kSchemaV2}};
   return m;
 }
 
@@ -166,7 +174,8 @@ JobsetRow readJobset(const SqliteStmt& s) {
 
 constexpr const char* kBuildCols =
     "id, eval, jobset, job, nix_name, system, drv_path, finished, status, "
-    "global_priority, local_priority, created, stop_time, error, reused_from";
+    "global_priority, local_priority, created, stop_time, error, reused_from, "
+    "max_silent, timeout";
 
 BuildRow readBuild(const SqliteStmt& s) {
   BuildRow b;
@@ -185,6 +194,8 @@ BuildRow readBuild(const SqliteStmt& s) {
   b.stopMs = s.getInt(12);
   b.error = s.getStr(13);
   b.reusedFrom = s.getInt(14);
+  b.maxSilentSec = s.getInt(15);
+  b.timeoutSec = s.getInt(16);
   return b;
 }
 
@@ -382,8 +393,8 @@ int64_t StateDb::createBuild(const BuildRow& b) {
   db_.prepare(
          "INSERT INTO builds (eval, jobset, job, nix_name, system, drv_path, "
          "finished, status, global_priority, local_priority, created, "
-         "stop_time, error, reused_from) VALUES "
-         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+         "stop_time, error, reused_from, max_silent, timeout) VALUES "
+         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
       .bind(b.eval)
       .bind(b.jobset)
       .bind(b.job)
@@ -399,6 +410,8 @@ int64_t StateDb::createBuild(const BuildRow& b) {
       .bind(b.stopMs)
       .bind(b.error)
       .bind(b.reusedFrom)
+      .bind(b.maxSilentSec)
+      .bind(b.timeoutSec)
       .exec();
   return db_.lastInsertRowId();
 }

@@ -61,7 +61,10 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
 }
 
 void Daemon::Impl::send(proto::Message&& msg) {
-  if (!client->send(msg))
+  bool queued = cfg.debug.protocolVersion
+                    ? client->sendRaw(proto::encode(msg, cfg.debug.protocolVersion))
+                    : client->send(msg);
+  if (!queued)
     logWarn("worker: could not queue " + proto::messageTypeName(
                                               proto::typeOf(msg)) +
             " (send queue full)");

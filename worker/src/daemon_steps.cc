@@ -56,6 +56,26 @@ class OwnedFdSource final : public Source {
   FdSource src_;
 };
 
+// Fault injection (DebugFaults::corruptUploads): flips one byte of the
+// first read, so the receiver's NAR hash check must refuse the transfer.
+class CorruptingSource final : public Source {
+ public:
+  explicit CorruptingSource(std::unique_ptr<Source> inner)
+      : inner_(std::move(inner)) {}
+  size_t read(char* data, size_t len) override {
+    size_t n = inner_->read(data, len);
+    if (n > 0 && !done_) {
+      data[n / 2] = static_cast<char>(data[n / 2] ^ 0x20);
+      done_ = true;
+    }
+    return n;
+  }
+
+ private:
+  std::unique_ptr<Source> inner_;
+  bool done_ = false;
+};
+
 // `paths` ordered so that each comes after those of its references that
 // are also in `paths`.
 std::vector<store::StorePath> referencesFirst(
@@ -216,8 +236,16 @@ void Daemon::Impl::onDone(DoneEvent& d) {
     h.info = o.info;
     proto::BuiltOutput built{o.name, o.info};
     uint64_t id = d.stepId;
+    std::unique_ptr<Source> src =
+        std::make_unique<OwnedFdSource>(std::move(o.nar));
+    if (cfg.debug.corruptUploads > 0) {
+      cfg.debug.corruptUploads--;
+      logWarn("worker: corrupting the upload of " + o.name +
+              " (--debug-corrupt-uploads)");
+      src = std::make_unique<CorruptingSource>(std::move(src));
+    }
     xfer->startSend(
-        true, h, std::make_unique<OwnedFdSource>(std::move(o.nar)),
+        true, h, std::move(src),
         [this, id, built](const proto::TransferOutcome& r) {
           auto st = steps.find(id);
           if (st == steps.end()) return;

@@ -146,6 +146,7 @@ class DaemonTest : public ::testing::Test {
     c.supportedFeatures = {"big"};
     c.slots = 2;
     c.speedFactor = 1.5;
+    c.debug = debug_;
     daemon_ = std::make_unique<Daemon>(std::move(c));
     thread_ = std::thread([this] {
       try {
@@ -153,6 +154,7 @@ class DaemonTest : public ::testing::Test {
       } catch (const std::exception& e) {
         error_ = e.what();
       }
+      ended_ = true;
     });
   }
 
@@ -196,6 +198,8 @@ class DaemonTest : public ::testing::Test {
   std::unique_ptr<Daemon> daemon_;
   std::thread thread_;
   std::string error_;
+  DebugFaults debug_;
+  std::atomic<bool> ended_{false};  ///< run() returned (error_ is set)
   store::StorePath outPath_{"00000000000000000000000000000000-x"};
 };
 
@@ -289,6 +293,50 @@ TEST_F(DaemonTest, RefusedWorkerStopsWithTheReason) {
   EXPECT_NE(error_.find("scheduler speaks protocol 2, this worker speaks 1"),
             std::string::npos)
       << error_;
+}
+
+TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {
+  debug_.protocolVersion = 9;
+  startDaemon();
+  // The Server answers another version with Refused and never hands the
+  // Hello over; the worker stops with the reason.
+  ASSERT_TRUE(sched_.pumpUntil([&] { return ended_.load(); }));
+  thread_.join();
+  EXPECT_NE(error_.find("scheduler speaks protocol 1, this worker speaks 9"),
+            std::string::npos)
+      << error_;
+  EXPECT_EQ(sched_.last<proto::Hello>(), nullptr);
+}
+
+TEST_F(DaemonTest, DebugCorruptUploadIsRefusedThenTheRetrySucceeds) {
+  debug_.corruptUploads = 1;
+  startDaemon();
+  ASSERT_TRUE(pollUntilWelcomed());
+  auto in = sched_.store.addText("in", "x", {});
+  auto m = step(5, "corrupt", "echo some output > $out", in);
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.serve(*sched_.last<proto::NeedPaths>());
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  auto res = *sched_.last<proto::StepResult>();
+  EXPECT_EQ(res.status, proto::StepStatus::kAborted);
+  EXPECT_NE(res.errorMsg.find("NAR hash mismatch"), std::string::npos)
+      << res.errorMsg;
+  ASSERT_EQ(sched_.uploads.size(), 1u);
+  EXPECT_FALSE(sched_.uploads[0].ok);
+  EXPECT_FALSE(sched_.store.isValid(outPath_));
+  // The retry (a new step id) uploads the output already built, intact.
+  sched_.server.send(sched_.peer,
+                     proto::Ack{proto::MessageType::kStepResult, 5, true, ""});
+  sched_.received.clear();
+  m.stepId = 6;
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  EXPECT_EQ(sched_.last<proto::StepResult>()->status,
+            proto::StepStatus::kSuccess);
+  ASSERT_EQ(sched_.uploads.size(), 2u);
+  EXPECT_TRUE(sched_.uploads[1].ok) << sched_.uploads[1].error;
+  EXPECT_EQ(readFile(sched_.store.physicalPath(outPath_)), "some output\n");
 }
 
 TEST_F(DaemonTest, BadDrvIsReportedAsFailed) {

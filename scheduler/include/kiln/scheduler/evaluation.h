@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kiln/common/error.h"
 #include "kiln/scheduler/state_db.h"
 #include "kiln/store/local_store.h"
@@ -29,12 +31,20 @@ struct Job {
   std::string drvPath;  ///< full logical path; "" when `error` is set
   std::map<std::string, std::string> outputs;
   int schedulingPriority = 0;  ///< meta.schedulingPriority
+  int64_t maxSilentSec = 3600;  ///< meta.maxSilent (s without log output)
+  int64_t timeoutSec = 36000;   ///< meta.timeout (s in total)
   std::string error;           ///< per-job evaluation error
 };
 
 /// Parses one `kiln eval --json` line; throws FormatError naming the
 /// problem (not an object, missing attr, neither drvPath nor error...).
 Job parseJobLine(const std::string& line);
+
+/// Copies the meta attributes the scheduler uses (schedulingPriority,
+/// maxSilent, timeout) from a job's `meta` object into `job`; other or
+/// non-integer attributes are ignored. Throws FormatError for a negative
+/// maxSilent or timeout.
+void applyMeta(Job& job, const nlohmann::json& meta);
 
 /// Where a jobset's collection is, checked out for one evaluation.
 struct Checkout {

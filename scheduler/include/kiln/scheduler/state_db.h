@@ -79,6 +79,10 @@ struct BuildRow {
   int64_t stopMs = 0;
   std::string error;
   int64_t reusedFrom = 0;  ///< earlier build whose result this one reuses
+  /// Limits from the job's meta (seconds; 0 = none). A step runs with the
+  /// limits of its owner build (the lowest build id needing it).
+  int64_t maxSilentSec = 3600;
+  int64_t timeoutSec = 36000;
 };
 
 /// A step: one derivation, shared between builds.

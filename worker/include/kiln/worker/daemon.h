@@ -25,6 +25,19 @@ class WorkerRefused : public Error {
   using Error::Error;
 };
 
+/// Test-only fault injection (docs/worker.md, "Fault injection"). The
+/// defaults inject nothing; `kiln worker` sets these only from its hidden
+/// `--debug-*` options, which the integration tests use to make a worker
+/// misbehave on purpose.
+struct DebugFaults {
+  /// When non-zero, every message header carries this protocol version,
+  /// as an older or newer worker's would.
+  uint16_t protocolVersion = 0;
+  /// The first this many output uploads send their first chunk with one
+  /// byte flipped (the NAR hash announced stays the true one).
+  unsigned corruptUploads = 0;
+};
+
 /// Everything the daemon needs to know.
 struct DaemonConfig {
   protocol::ClientOptions client;  ///< where and how to connect
@@ -45,6 +58,7 @@ struct DaemonConfig {
   /// up to helloRetryMax).
   std::chrono::milliseconds helloRetryMin{2000};
   std::chrono::milliseconds helloRetryMax{60000};
+  DebugFaults debug;  ///< tests only; nothing injected by default
 };
 
 /// The running worker. Construct, then call run() on the thread that will
