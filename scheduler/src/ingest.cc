@@ -85,6 +85,23 @@ StepId Ingestor::addStepRow(const std::string& drvPath,
   return sid;
 }
 
+// A step the core still holds as failed (its failed builds stay for a
+// revival) is needed by a new build: it is treated as a fresh ingestion
+// would treat it. With an unexpired cached failure the core's status
+// becomes 8, so the new build fails with 8 and its dependents with 2
+// (earlier builds keep the status they finished with; the step row keeps
+// the real failure). Without one (cleared or expired) it is queued again.
+void Ingestor::refreshFailedStep(StepId step, const std::string& drvPath,
+                                 int64_t nowMs) {
+  if (core_.step(step).state != StepView::State::kFailed) return;
+  if (db_.cachedFailure(drvPath, nowMs)) {
+    core_.failStep(step, StepStatus::kCachedFailure);
+    return;
+  }
+  core_.restartStep(step);
+  if (auto id = index_.dbId(step)) db_.reopenStep(*id);
+}
+
 // One derivation being expanded: its parsed form and the children still to
 // visit (iterative post-order, so deep chains do not exhaust the stack).
 struct Ingestor::Frame {
@@ -106,6 +123,7 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
   auto enter = [&](const std::string& drvPath) {
     if (done.count(drvPath)) return;
     if (auto s = core_.findStep(drvPath)) {
+      refreshFailedStep(*s, drvPath, now);
       done[drvPath] = *s;
       return;
     }

@@ -122,9 +122,15 @@ Farm::~Farm() {
 }
 
 bool Farm::canRun(std::string* why) {
-  if (geteuid() == 0) return true;
-  if (why) *why = "workers use --private-store, which needs root";
-  return false;
+  if (geteuid() != 0) {
+    if (why) *why = "workers use --private-store, which needs root";
+    return false;
+  }
+  if (!haveProgram("nix-instantiate")) {
+    if (why) *why = "evaluations need nix-instantiate (Nix) on PATH";
+    return false;
+  }
+  return true;
 }
 
 std::string Farm::endpoint() const {
@@ -137,10 +143,12 @@ void Farm::startScheduler(std::chrono::milliseconds timeout) {
   std::vector<std::string> args = {
       "scheduler",      "--state-dir",
       stateDir(),       "--listen",
-      endpoint(),       "--insecure-plaintext",
+      endpoint(),
       "--metrics-port", std::to_string(metricsPort_),
       "--heartbeat-ms", std::to_string(options_.heartbeat.count()),
       "--max-retries",  std::to_string(options_.maxRetries)};
+  auto security = schedulerSecurityArgs();
+  args.insert(args.end(), security.begin(), security.end());
   args.insert(args.end(), options_.schedulerArgs.begin(),
               options_.schedulerArgs.end());
   scheduler_.reset();
@@ -160,6 +168,46 @@ void Farm::startScheduler(std::chrono::milliseconds timeout) {
                 (p.running() ? std::string("no 'listening' line")
                              : "exit " + std::to_string(*p.exitCode())) +
                 "): " + tail(p.log()));
+}
+
+std::string Farm::writeCollection(const std::string& name,
+                                  const std::string& body) const {
+  std::string d = dir() + "/" + name;
+  createDirs(d);
+  writeFile(d + "/default.nix", R"(let
+  mk = name: script: deps: derivation {
+    inherit name deps;
+    system = "x86_64-linux";
+    builder = "/bin/sh";
+    args = [ "-c" script ];
+    PATH = "/usr/bin:/bin";
+  };
+in )" + body + "\n");
+  return d;
+}
+
+std::string Farm::keyPair(const std::string& name) {
+  auto known = publicKeys_.find(name);
+  if (known != publicKeys_.end()) return known->second;
+  auto r = run({kilnBinary(), "key", "generate", "--out", dir() + "/keys",
+                "--name", name, "--json"});
+  if (r.exitCode != 0)
+    throw Error("farm: kiln key generate --name " + name + ": " + r.err);
+  auto key = nlohmann::json::parse(r.out).at("publicKey").get<std::string>();
+  publicKeys_[name] = key;
+  return key;
+}
+
+std::vector<std::string> Farm::schedulerSecurityArgs() {
+  if (!options_.curve) return {"--insecure-plaintext"};
+  keyPair("scheduler");
+  std::string allowed;
+  for (size_t i = 0; i < workers_.size(); i++)
+    if (workers_[i].options.keyAllowed)
+      allowed += keyPair(workerName(i)) + " " + workerName(i) + "\n";
+  writeFile(dir() + "/keys/allowed-workers", allowed);
+  return {"--secret-key-file", dir() + "/keys/scheduler.key",
+          "--allowed-workers", dir() + "/keys/allowed-workers"};
 }
 
 KilnProcess& Farm::scheduler() {
@@ -197,11 +245,20 @@ void Farm::startWorker(size_t i) {
   };
   std::vector<std::string> args = {
       "worker",        "--connect",     endpoint(),
-      "--insecure-plaintext",           "--private-store",
+      "--private-store",
       "--state-dir",   workerStateDir(i),
       "--worker-id",   workerName(i),
       "--slots",       std::to_string(w.options.slots),
       "--systems",     join(w.options.systems)};
+  if (options_.curve) {
+    keyPair("scheduler");
+    keyPair(workerName(i));
+    args.insert(args.end(),
+                {"--secret-key-file", dir() + "/keys/" + workerName(i) + ".key",
+                 "--server-public-key-file", dir() + "/keys/scheduler.pub"});
+  } else {
+    args.push_back("--insecure-plaintext");
+  }
   if (!w.options.features.empty())
     args.insert(args.end(), {"--features", join(w.options.features)});
   if (!w.options.mandatoryFeatures.empty())

@@ -34,6 +34,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,6 +91,11 @@ struct FarmOptions {
   unsigned maxRetries = 3;
   /// Extra `kiln scheduler` arguments (e.g. {"--log-limit", "1000"}).
   std::vector<std::string> schedulerArgs;
+  /// CurveZMQ instead of plain text: the scheduler and every worker get a
+  /// key pair (`kiln key generate`, under `dir()/keys`), and the
+  /// scheduler's allow-list, written each time it starts, holds the keys
+  /// of the workers added so far whose `keyAllowed` is set.
+  bool curve = false;
 };
 
 /// How one worker is run.
@@ -102,6 +108,8 @@ struct WorkerOptions {
   std::vector<std::string> extraArgs;
   /// `--worker-id`; default "worker-<index>".
   std::string name;
+  /// With FarmOptions::curve: whether its key is in the allow-list.
+  bool keyAllowed = true;
 
   /// Defaults with `slots` slots (designated initialisers trip
   /// -Wmissing-field-initializers).
@@ -145,8 +153,9 @@ class Farm {
   Farm(const Farm&) = delete;
   Farm& operator=(const Farm&) = delete;
 
-  /// Whether this host can run workers with --private-store (root);
-  /// otherwise false and `why` says so.
+  /// Whether this host can run workers with --private-store (root) and
+  /// evaluate jobsets (nix-instantiate on PATH); otherwise false and `why`
+  /// says so.
   static bool canRun(std::string* why = nullptr);
 
   /// The temporary folder holding every state directory and log.
@@ -194,6 +203,13 @@ class Farm {
   RunResult kiln(std::vector<std::string> args) const;
   /// Same with `--json`; throws Error (stderr included) unless it exits 0.
   nlohmann::json kilnJson(std::vector<std::string> args) const;
+  /// Writes `dir()/<name>/default.nix` as `let mk = ...; in <body>` and
+  /// returns the folder. `mk name script deps` is an x86_64-linux
+  /// derivation running `/bin/sh -c script` with PATH=/usr/bin:/bin and
+  /// `deps` (a list of derivations) as inputs in `$deps`. Rewriting the
+  /// same name replaces the file.
+  std::string writeCollection(const std::string& name,
+                              const std::string& body) const;
   /// Creates the project (if new) and an on-demand `path` jobset for the
   /// collection folder `collection` (file default.nix). `arguments` is the
   /// jobset's JSON object of Nix expressions.
@@ -239,7 +255,18 @@ class Farm {
   std::unique_ptr<KilnProcess> scheduler_;
   int schedulerStarts_ = 0;
   std::vector<WorkerSlot> workers_;
+  std::map<std::string, std::string> publicKeys_;  ///< key name → Z85
+
+  /// Generates `dir()/keys/<name>.key|.pub` once; returns the public key.
+  std::string keyPair(const std::string& name);
+  /// The scheduler's key and allow-list arguments (curve), or plain text.
+  std::vector<std::string> schedulerSecurityArgs();
 };
+
+/// In a GoogleTest body: skips the test unless Farm::canRun().
+#define KILN_SKIP_UNLESS_FARM_CAN_RUN()                    \
+  if (std::string why_; !::kiln::test::Farm::canRun(&why_)) \
+  GTEST_SKIP() << why_
 
 /// A free TCP port on 127.0.0.1 (bound to 0 and released).
 int freeLoopbackPort();

@@ -155,6 +155,11 @@ void Daemon::Impl::handle(const proto::Message& msg) {
     throw WorkerRefused("the scheduler refused this worker: " + r->reason);
   if (auto* b = std::get_if<proto::Bye>(&msg)) {
     logWarn("worker: scheduler said Bye: " + b->reason);
+    // A Bye while our Hello is unanswered answers a message queued before
+    // that Hello (e.g. while reconnecting to a restarted scheduler): a
+    // second Hello would make the scheduler replace this worker and retry
+    // the steps it had just sent.
+    if (helloPending) return;
     self.welcomed_ = false;
     if (xfer) xfer->abortAll("scheduler said Bye");
     return sendHello();

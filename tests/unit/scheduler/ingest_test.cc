@@ -1,5 +1,6 @@
 // Ingestion: closures expand into steps, valid outputs are skipped, cached
-// failures fail fast with 8 and dependents with 2.
+// failures fail fast with 8 and dependents with 2 (also when the failed
+// step is still in the core).
 #include "kiln/scheduler/ingest.h"
 
 #include <gtest/gtest.h>
@@ -98,6 +99,45 @@ TEST_F(IngestTest, ExpiredCachedFailuresAreIgnored) {
   db_.addCachedFailure({b_, 1, 0, 5});  // expired long ago
   auto r = ingestor_.ingest(c_);
   EXPECT_EQ(r.newSteps, 3u);
+}
+
+// b failed for a build of c (the core keeps it, failed); later builds
+// need it again: 8 for b while its failure is cached, 2 for c; once the
+// cached failure is cleared, b is queued again.
+TEST_F(IngestTest, AFailedStepStillInTheCoreIsACachedFailureForNewBuilds) {
+  auto r = ingestor_.ingest(c_);
+  addBuild(1, *r.top);
+  StepId a = *core_.findStep(a_), b = *core_.findStep(b_);
+  ASSERT_EQ(core_.nextAssignments().size(), 0u);  // no worker yet
+  WorkerSpec w;
+  w.name = "w";
+  w.systems = {"x86_64-linux"};
+  core_.registerWorker(w);
+  ASSERT_EQ(core_.nextAssignments().size(), 1u);
+  core_.finishStep(a, StepResult::success(Duration(1)));
+  ASSERT_EQ(core_.nextAssignments().size(), 1u);
+  core_.finishStep(b, StepResult::permanent(StepStatus::kFailed, Duration(1)));
+  db_.finishStep(*index_.dbId(b), 1, 0, "exit 1");
+  db_.addCachedFailure({b_, 1, 0, 0});
+  core_.takeBuildEvents();
+
+  auto rb = ingestor_.ingest(b_);
+  EXPECT_EQ(*rb.top, b);
+  addBuild(2, *rb.top);
+  auto rc = ingestor_.ingest(c_);
+  addBuild(3, *rc.top);
+  auto events = core_.takeBuildEvents();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].build, 2);
+  EXPECT_EQ(events[0].status, StepStatus::kCachedFailure);
+  EXPECT_EQ(events[1].build, 3);
+  EXPECT_EQ(events[1].status, StepStatus::kDepFailed);
+  EXPECT_EQ(db_.stepByDrv(b_)->status, 1) << "the real failure is kept";
+
+  db_.clearCachedFailures(b_);
+  ingestor_.ingest(b_);
+  EXPECT_EQ(core_.step(b).state, StepView::State::kQueued);
+  EXPECT_FALSE(db_.stepByDrv(b_)->finished);
 }
 
 TEST_F(IngestTest, AMissingDerivationIsNamed) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "kiln/common/file.h"
@@ -293,6 +294,30 @@ TEST_F(DaemonTest, RefusedWorkerStopsWithTheReason) {
   EXPECT_NE(error_.find("scheduler speaks protocol 2, this worker speaks 1"),
             std::string::npos)
       << error_;
+}
+
+// A restarted scheduler answers messages queued before the worker's Hello
+// with Bye; that must not trigger a second Hello (the scheduler would
+// replace the worker and retry what it had just sent). A Bye once
+// welcomed does.
+TEST_F(DaemonTest, OnlyAByeAfterTheWelcomeTriggersANewHello) {
+  sched_.autoWelcome = false;
+  startDaemon();
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
+  sched_.server.send(sched_.peer, proto::Bye{"unknown worker: send Hello again"});
+  sched_.welcome();
+  // Welcome makes the worker send a Heartbeat at once; a Hello caused by
+  // the Bye would have come before it.
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
+  auto hellos = [&] {
+    return std::count_if(sched_.received.begin(), sched_.received.end(),
+                         [](const proto::Message& m) {
+                           return std::holds_alternative<proto::Hello>(m);
+                         });
+  };
+  EXPECT_EQ(hellos(), 1);
+  sched_.server.send(sched_.peer, proto::Bye{"unknown worker: send Hello again"});
+  ASSERT_TRUE(sched_.pumpUntil([&] { return hellos() == 2; }));
 }
 
 TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {

@@ -70,6 +70,8 @@ class Ingestor {
   struct Frame;
   StepId addStepRow(const std::string& drvPath, const store::Derivation& drv,
                     const std::vector<StepId>& deps);
+  void refreshFailedStep(StepId step, const std::string& drvPath,
+                         int64_t nowMs);
 
   StateDb& db_;
   store::LocalStore& store_;

@@ -1,0 +1,195 @@
+// Processes of a real farm (tests/support/farm.h) killed or stopped in the
+// middle of the work (issue 4): a worker SIGKILLed mid-build, the scheduler
+// SIGKILLed mid-queue and restarted, a worker SIGSTOPped and declared lost.
+// Builders that must be "in the middle" wait for a release file the test
+// creates, so nothing depends on timing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "farm.h"
+#include "kiln/common/file.h"
+#include "kiln/store/local_store.h"
+#include "test_support.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+
+// A collection: `slow` touches `<dir>/started` and waits for
+// `<dir>/release`; `after` depends on it.
+std::string gatedCollection(const test::Farm& farm) {
+  return farm.writeCollection("gated", R"(let
+  slow = mk "slow" ''
+    echo running; touch )" + farm.dir() + R"(/started
+    while [ ! -e )" + farm.dir() + R"(/release ]; do sleep 0.05; done
+    echo slow-output > $out'' [];
+in { inherit slow; after = mk "after" "cat $deps > $out" [ slow ]; })");
+}
+
+test::FarmStep stepNamed(const test::Farm& farm, const std::string& suffix) {
+  for (auto& s : farm.steps())
+    if (s.drvPath.size() > suffix.size() &&
+        s.drvPath.compare(s.drvPath.size() - suffix.size(), suffix.size(),
+                          suffix) == 0)
+      return s;
+  throw Error("no step ending in " + suffix);
+}
+
+// Every output of every build is valid in the central store, the store
+// verifies, and no temporary upload file was left behind.
+void expectCleanCentralStore(const test::Farm& farm) {
+  store::LocalStore central(farm.stateDir());
+  for (auto& row : farm.query("SELECT path FROM build_outputs"))
+    EXPECT_TRUE(central.isValid(central.parsePath(row[0]))) << row[0];
+  auto r = farm.kiln({"store", "verify"});
+  EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(farm.stateDir() + "/tmp"));
+}
+
+test::FarmOptions fastFarm(std::chrono::milliseconds heartbeat) {
+  test::FarmOptions o;
+  o.heartbeat = heartbeat;
+  o.schedulerArgs = {"--retry-backoff-ms", "100"};
+  return o;
+}
+
+// Starts `slow` on worker 0 (the only one at first), then adds worker 1.
+int64_t startSlowOnWorker0(test::Farm& farm) {
+  std::string coll = gatedCollection(farm);
+  farm.startScheduler();
+  farm.addWorker();
+  if (!farm.waitForWorkers(1, 60s)) throw Error("worker 0 did not join");
+  farm.createJobset("p", "j", coll);
+  int64_t eval = farm.evaluate("p", "j");
+  if (!test::pollUntil([&] { return pathExists(farm.dir() + "/started"); },
+                       60s))
+    throw Error("slow did not start: " + farm.worker(0).log());
+  deletePath(farm.dir() + "/started");
+  farm.addWorker();
+  if (!farm.waitForWorkers(2, 60s)) throw Error("worker 1 did not join");
+  return eval;
+}
+
+TEST(FarmCrash, AWorkerKilledMidBuildHasItsStepFinishedElsewhere) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  test::Farm farm(fastFarm(300ms));
+  int64_t eval = startSlowOnWorker0(farm);
+  EXPECT_EQ(stepNamed(farm, "-slow.drv").worker, "worker-0");
+  farm.killWorker(0);
+  // Worker 1 gets the step once worker 0 is declared lost.
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
+      << farm.scheduler().log();
+  writeFile(farm.dir() + "/release", "");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s))
+      << farm.scheduler().log() << farm.worker(1).log();
+  for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0) << b.job;
+  auto slow = stepNamed(farm, "-slow.drv");
+  EXPECT_EQ(slow.attempts, 2);
+  EXPECT_EQ(slow.worker, "worker-1");
+  EXPECT_EQ(stepNamed(farm, "-after.drv").attempts, 1);
+  EXPECT_THAT(farm.scheduler().log(), HasSubstr("worker-0 lost"));
+  expectCleanCentralStore(farm);
+}
+
+TEST(FarmCrash, AWorkerThatStopsAnsweringIsLostWithinThreeHeartbeats) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  const auto heartbeat = 500ms;
+  test::Farm farm(fastFarm(heartbeat));
+  int64_t eval = startSlowOnWorker0(farm);
+  auto paused = std::chrono::steady_clock::now();
+  farm.pauseWorker(0);
+  ASSERT_TRUE(farm.waitForWorkers(1, 30s));
+  auto lostAfter = std::chrono::steady_clock::now() - paused;
+  // Three intervals of silence, plus the scheduler's loop (50 ms) and the
+  // metrics poll; a generous margin for a loaded machine.
+  EXPECT_LT(lostAfter, 3 * heartbeat + 1000ms);
+  EXPECT_THAT(farm.scheduler().log(),
+              HasSubstr("worker-0 lost: no heartbeat for 3 intervals"));
+  // Its step moves to worker 1.
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
+      << farm.scheduler().log();
+  writeFile(farm.dir() + "/release", "");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s)) << farm.scheduler().log();
+  for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0) << b.job;
+  auto slow = stepNamed(farm, "-slow.drv");
+  EXPECT_EQ(slow.attempts, 2);
+  EXPECT_EQ(slow.worker, "worker-1");
+  // Woken up, worker 0 is told it is unknown, says Hello again and rejoins;
+  // the result of its stale build is refused.
+  farm.resumeWorker(0);
+  EXPECT_TRUE(farm.waitForWorkers(2, 60s)) << farm.worker(0).log();
+  EXPECT_TRUE(farm.worker(0).running());
+  expectCleanCentralStore(farm);
+  EXPECT_EQ(farm.stopWorker(0), 0);
+  EXPECT_EQ(farm.stopWorker(1), 0);
+}
+
+TEST(FarmCrash, ASchedulerKilledMidQueueResumesWithoutRebuilding) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  test::Farm farm(fastFarm(300ms));
+  // 12 independent steps of 0.3 s and one that needs them all.
+  std::string dir = farm.writeCollection("queue", R"(let
+  parts = builtins.genList
+    (i: mk "part${toString i}" "sleep 0.3; echo ${toString i} > $out" []) 12;
+in { all = mk "all" "cat $deps > $out" parts; })");
+  farm.startScheduler();
+  farm.addWorker();
+  farm.addWorker();
+  ASSERT_TRUE(farm.waitForWorkers(2, 60s));
+  farm.createJobset("p", "j", dir);
+  int64_t eval = farm.evaluate("p", "j");
+  auto finished = [&] {
+    std::map<std::string, test::FarmStep> done;
+    for (auto& s : farm.steps())
+      if (s.finished) done.emplace(s.drvPath, s);
+    return done;
+  };
+  ASSERT_TRUE(test::pollUntil([&] { return finished().size() >= 3; }, 120s))
+      << farm.scheduler().log();
+  farm.killScheduler();
+  auto before = finished();
+  ASSERT_LT(before.size(), 13u) << "the queue ran out before the kill";
+  auto stopTimes = farm.query("SELECT drv_path, stop_time FROM steps");
+
+  farm.startScheduler();
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s))
+      << farm.scheduler().log() << farm.worker(0).log();
+  for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0) << b.error;
+  auto after = farm.steps();
+  ASSERT_EQ(after.size(), 13u);
+  int64_t attempts = 0;
+  for (auto& s : after) {
+    EXPECT_EQ(s.status, 0) << s.drvPath << ": " << s.error;
+    attempts += s.attempts;
+    auto was = before.find(s.drvPath);
+    if (was != before.end()) {
+      EXPECT_EQ(s.attempts, was->second.attempts)
+          << s.drvPath << " finished before the kill and ran again";
+    }
+  }
+  for (auto& row : farm.query("SELECT drv_path, stop_time FROM steps"))
+    for (auto& old : stopTimes) {
+      if (old[0] == row[0] && before.count(row[0])) {
+        EXPECT_EQ(old[1], row[1]) << row[0];
+      }
+    }
+  // At most the steps running at the kill (one per worker slot) ran twice.
+  std::string report;
+  for (auto& s : after)
+    report += s.drvPath + " " + std::to_string(s.attempts) + " " + s.worker +
+              (before.count(s.drvPath) ? " (done before)\n" : "\n");
+  EXPECT_LE(attempts, 13 + 2) << report << farm.scheduler().log();
+  EXPECT_THAT(farm.scheduler().log(), HasSubstr("restored 1 unfinished"));
+  expectCleanCentralStore(farm);
+}
+
+}  // namespace
+}  // namespace kiln
