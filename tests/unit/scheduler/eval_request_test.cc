@@ -24,8 +24,8 @@ class GatedRunner : public EvalRunner {
     ++started_;
     cv_.notify_all();
     cv_.wait(lock, [&] { return released_; });
-    Job ok{"a", "a", "x86_64-linux", drv_, {}, 0, ""};
-    Job bad{"broken", "", "", "", {}, 0, "this job is broken"};
+    Job ok{"a", "a", "x86_64-linux", drv_, {}, 0, 3600, 36000, ""};
+    Job bad{"broken", "", "", "", {}, 0, 3600, 36000, "this job is broken"};
     return {ok, bad};
   }
   void release() {
