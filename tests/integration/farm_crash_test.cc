@@ -110,6 +110,11 @@ TEST(FarmCrash, AWorkerThatStopsAnsweringIsLostWithinThreeHeartbeats) {
   // Three intervals of silence, plus the scheduler's loop (50 ms) and the
   // metrics poll; a generous margin for a loaded machine.
   EXPECT_LT(lostAfter, 3 * heartbeat + 1000ms);
+  RecordProperty(
+      "lost_after_ms",
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(lostAfter)
+              .count()));
   EXPECT_THAT(farm.scheduler().log(),
               HasSubstr("worker-0 lost: no heartbeat for 3 intervals"));
   // Its step moves to worker 1.
