@@ -129,6 +129,10 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
     }
     store::Derivation drv = loadDrv(drvPath);
     if (outputsValid(drv)) {
+      // A scheduler killed after registering the outputs but before the
+      // result left the step's row unfinished: it did succeed.
+      if (auto row = db_.stepByDrv(drvPath); row && !row->finished)
+        db_.finishStep(row->id, 0, now, "");
       done[drvPath] = std::nullopt;
       r.validDerivations++;
       return;

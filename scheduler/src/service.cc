@@ -41,6 +41,9 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       ingestor(db, store, core, index, clock),
       registry(std::make_shared<prometheus::Registry>()),
       metrics(*registry) {
+  // Transfer temporaries are unlinked right after creation; a scheduler
+  // killed in between leaves one behind. We hold the lock: none is live.
+  if (pathExists(cfg.stateDir + "/tmp")) deletePath(cfg.stateDir + "/tmp");
   for (auto d : {"/logs", "/tmp", "/eval"}) createDirs(cfg.stateDir + d);
   if (!cfg.evalRunner) {
     if (cfg.evaluator == "nix-instantiate")

@@ -154,7 +154,24 @@ void SchedulerService::Impl::onHello(const std::string& peer,
   if (h.storeDir != store.storeDir().dir())
     return refuse("store directory mismatch: the scheduler uses " +
                   store.storeDir().dir() + ", this worker " + h.storeDir);
-  if (conns.count(peer)) dropWorker(peer, "sent Hello again", true);
+  if (auto known = conns.find(peer); known != conns.end()) {
+    // The same connection says Hello again (it took a Bye meant for a
+    // message sent before its Hello, or missed our Welcome). The worker
+    // keeps its steps across Hellos, so the scheduler keeps them too and
+    // only repeats the Welcome; a changed description replaces it.
+    const auto& o = known->second.hello;
+    if (o.workerId == h.workerId && o.systems == h.systems &&
+        o.supportedFeatures == h.supportedFeatures &&
+        o.mandatoryFeatures == h.mandatoryFeatures && o.slots == h.slots &&
+        o.speedFactor == h.speedFactor) {
+      sendTo(peer, proto::Welcome{schedulerId,
+                                  static_cast<uint32_t>(
+                                      cfg.heartbeatInterval.count()),
+                                  cfg.chunkSize});
+      return;
+    }
+    dropWorker(peer, "sent Hello again with another description", true);
+  }
   WorkerSpec spec;
   spec.name = user.empty() ? h.workerId : h.workerId + " (" + user + ")";
   spec.systems = h.systems;

@@ -130,10 +130,22 @@ void Daemon::Impl::onWelcome(const proto::Welcome& w) {
         return acceptInput(h, upload);
       },
       [this](const proto::TransferOutcome& o) { onInputReceived(o); }, opts);
-  // Reconcile: tell what still runs, report again what was not acked.
+  // Reconcile: tell what still runs. Results not acked yet are dropped:
+  // whatever the scheduler thought ran on this worker it has queued again
+  // (a new connection is a new worker to it), so an old result could only
+  // be taken for the result of a new dispatch of the same step.
+  for (auto it = steps.begin(); it != steps.end();) {
+    Step& s = *it->second;
+    if (s.phase != Step::Phase::kReporting) {
+      ++it;
+      continue;
+    }
+    logWarn("worker: dropping the unacknowledged result of step " +
+            std::to_string(it->first) + " (the scheduler requeued it)");
+    if (s.thread.joinable()) s.thread.join();
+    it = steps.erase(it);
+  }
   sendHeartbeat();
-  for (auto& [id, s] : steps)
-    if (s->phase == Step::Phase::kReporting) send(proto::Message(s->result));
 }
 
 void Daemon::Impl::sendHeartbeat() {

@@ -140,6 +140,23 @@ TEST_F(IngestTest, AFailedStepStillInTheCoreIsACachedFailureForNewBuilds) {
   EXPECT_FALSE(db_.stepByDrv(b_)->finished);
 }
 
+// The scheduler died after registering a's output but before its result:
+// the next ingestion finishes the row instead of leaving it open forever.
+TEST_F(IngestTest, AnOpenRowWhoseOutputsAreValidIsFinished) {
+  auto r = ingestor_.ingest(a_);
+  addBuild(1, *r.top);
+  ASSERT_FALSE(db_.stepByDrv(a_)->finished);
+  makeOutputValid(store_, a_);
+  SchedulerCore core2(clock_);  // a restarted scheduler
+  StepIndex idx2;
+  Ingestor ing2(db_, store_, core2, idx2, clock_);
+  auto again = ing2.ingest(c_);
+  EXPECT_EQ(again.validDerivations, 1u);
+  auto row = db_.stepByDrv(a_);
+  EXPECT_TRUE(row->finished);
+  EXPECT_EQ(row->status, 0);
+}
+
 TEST_F(IngestTest, AMissingDerivationIsNamed) {
   std::string missing =
       "/nix/store/00000000000000000000000000000000-nothere.drv";

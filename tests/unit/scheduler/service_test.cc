@@ -95,6 +95,21 @@ TEST_F(ServiceTest, BuildsAChainThroughAWorker) {
   EXPECT_GE(svc_->coreMetrics().stepsSucceeded, 3u);
 }
 
+// A worker may say Hello twice on one connection (a Bye meant for an older
+// message crossed its Hello): it keeps its step, nothing is retried.
+TEST_F(ServiceTest, ASecondHelloOnTheSameConnectionKeepsItsSteps) {
+  int64_t id = svc_->addBuild(jobset_, "a", a_);
+  FakeWorker w(svc_->endpoint());
+  w.hello();
+  ASSERT_TRUE(until({&w}, [&] { return w.steps.size() == 1; }));
+  w.hello();
+  buildLast(w, "a-out");
+  ASSERT_TRUE(until({&w}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+  EXPECT_EQ(w.steps.size(), 1u);
+  EXPECT_EQ(svc_->db().stepByDrv(a_)->attempts, 1);
+}
+
 TEST_F(ServiceTest, RefusesAWorkerWithAnotherStoreDirectory) {
   FakeWorker w(svc_->endpoint(), "w1", "/gnu/store");
   w.hello();
