@@ -153,7 +153,13 @@ int run(Options& o, const po::variables_map& vm) {
   int rc = kExitOk;
   runWithLargeStack([&] {
     try {
-      EvalState st(settings);
+      // Deliberately never destroyed: the process ends right after, and
+      // freeing a large evaluation's arena object by object costs several
+      // percent of the run (Nix leaves its heap to exit likewise). The
+      // static pointer keeps it reachable for leak checkers.
+      static EvalState* kept = nullptr;
+      kept = new EvalState(settings);
+      EvalState& st = *kept;
       st.storeWriter = o.target.writer();
       std::string cwd = absPath(".");
       Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
