@@ -3,6 +3,7 @@
 #include <array>
 
 #include "body_codec.h"
+#include "kiln/store/local_store.h"
 #include "wire.h"
 
 namespace kiln::protocol {
@@ -138,5 +139,15 @@ std::string versionMismatchText(uint32_t schedulerVersion,
 }
 
 bool isValidStepStatus(uint8_t s) { return s <= 12 && s != 5; }
+
+PathInfo toPathInfo(const store::ValidPathInfo& info) {
+  PathInfo p;
+  p.path = info.path;
+  p.narHash = info.narHash;
+  p.narSize = info.narSize;
+  p.references = info.references;
+  p.deriver = info.deriver;
+  return p;
+}
 
 }  // namespace kiln::protocol

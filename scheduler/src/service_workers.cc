@@ -79,16 +79,6 @@ class UploadTarget final : public proto::TransferTarget {
   AutoCloseFD fd_;
 };
 
-proto::PathInfo toProto(const store::ValidPathInfo& i) {
-  proto::PathInfo p;
-  p.path = i.path;
-  p.narHash = i.narHash;
-  p.narSize = i.narSize;
-  p.references = i.references;
-  p.deriver = i.deriver;
-  return p;
-}
-
 bool isTransient(proto::StepStatus s) {
   return s == proto::StepStatus::kAborted ||
          s == proto::StepStatus::kCancelled;
@@ -264,7 +254,7 @@ const proto::PathInfo& SchedulerService::Impl::cachedPathInfo(
   std::string key(path.baseName());
   auto it = pathInfoCache.find(key);
   if (it != pathInfoCache.end()) return it->second;
-  return pathInfoCache.emplace(key, toProto(store.requirePathInfo(path)))
+  return pathInfoCache.emplace(key, proto::toPathInfo(store.requirePathInfo(path)))
       .first->second;
 }
 
@@ -325,7 +315,7 @@ void SchedulerService::Impl::onNeedPaths(Conn& c, const proto::NeedPaths& n) {
     }
     proto::TransferHeader h;
     h.stepId = n.stepId;
-    h.info = toProto(*info);
+    h.info = proto::toPathInfo(*info);
     uint64_t size = info->narSize;
     auto src = std::make_unique<NarFileSource>(store.physicalPath(p),
                                                tmpPath());

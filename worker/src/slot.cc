@@ -31,16 +31,6 @@ AutoCloseFD dumpToTemp(const std::string& physical, const std::string& dir) {
   return fd;
 }
 
-protocol::PathInfo toProto(const store::ValidPathInfo& i) {
-  protocol::PathInfo p;
-  p.path = i.path;
-  p.narHash = i.narHash;
-  p.narSize = i.narSize;
-  p.references = i.references;
-  p.deriver = i.deriver;
-  return p;
-}
-
 // Outputs in an order where an output's references to sibling outputs come
 // first (Nix forbids cycles between outputs).
 std::vector<const BuiltOutputInfo*> referencesFirst(
@@ -93,7 +83,7 @@ std::vector<PreparedOutput> registerOutputs(const BuildRequest& request,
     }
     deletePath(aside);
     if (lseek(nar.get(), 0, SEEK_SET) < 0) throwSysError("lseek in " + tmpDir);
-    out.push_back({o->name, toProto(info), std::move(nar)});
+    out.push_back({o->name, protocol::toPathInfo(info), std::move(nar)});
   }
   return out;
 }
@@ -107,7 +97,7 @@ std::optional<std::vector<PreparedOutput>> reuseOutputs(
     if (!o.path) return std::nullopt;
     auto info = store.queryPathInfo(*o.path);
     if (!info) return std::nullopt;
-    out.push_back({name, toProto(*info),
+    out.push_back({name, protocol::toPathInfo(*info),
                    dumpToTemp(store.physicalPath(*o.path), tmpDir)});
   }
   return out;

@@ -17,6 +17,10 @@
 #include "kiln/common/hash.h"
 #include "kiln/store/store_path.h"
 
+namespace kiln::store {
+struct ValidPathInfo;
+}  // namespace kiln::store
+
 namespace kiln::protocol {
 
 /// The version this build speaks. Bump it on any change to a message layout;
@@ -77,6 +81,9 @@ struct PathInfo {
   std::optional<store::StorePath> deriver;
   bool operator==(const PathInfo&) const = default;
 };
+
+/// The travelling part of a store's registration of a valid path.
+PathInfo toPathInfo(const store::ValidPathInfo& info);
 
 /// Worker → scheduler, first message of a connection.
 struct Hello {
