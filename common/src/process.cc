@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -39,6 +40,7 @@ struct ChildSetup {
   int devNull;
   int outWrite;
   int errWrite;
+  pid_t parent;
 };
 
 [[noreturn]] void childFail(int errFd, int stage) {
@@ -50,6 +52,11 @@ struct ChildSetup {
 
 [[noreturn]] void childMain(const ChildSetup& s) {
   if (::setsid() < 0) childFail(s.errWrite, kSetsid);
+  // The child dies with the thread that started it (and so with a killed
+  // worker) instead of building on unsupervised; the check closes the race
+  // with a parent that died before prctl.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != s.parent)
+    childFail(s.errWrite, kSetsid);
   if (::dup2(s.devNull, 0) < 0 || ::dup2(s.outWrite, 1) < 0 ||
       ::dup2(s.outWrite, 2) < 0)
     childFail(s.errWrite, kStdio);
@@ -124,7 +131,8 @@ Process::Process(const ProcessSpec& spec) {
                    spec.umask.value_or(0),
                    devNull.get(),
                    outWrite.get(),
-                   errWrite.get()};
+                   errWrite.get(),
+                   ::getpid()};
   pid_t pid = ::fork();
   if (pid < 0) throwSysError("fork for '" + spec.program + "'");
   if (pid == 0) childMain(setup);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "kiln/common/clock.h"
 #include "kiln/common/error.h"
@@ -180,6 +181,32 @@ TEST(Process, LauncherStartsRealProcesses) {
   std::string out;
   EXPECT_EQ(waitForExit(*child, seconds(10), &out), 0);
   EXPECT_EQ(out, "hi\n");
+}
+
+// A killed worker must not leave its builders running unsupervised.
+TEST(Process, ChildDiesWithTheProcessThatStartedIt) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t middle = ::fork();
+  ASSERT_GE(middle, 0);
+  if (middle == 0) {
+    ::close(fds[0]);
+    Process p(shell("exec sleep 1000"));
+    pid_t child = p.pid();
+    if (::write(fds[1], &child, sizeof child) != sizeof child) _exit(1);
+    for (;;) ::pause();
+  }
+  ::close(fds[1]);
+  pid_t child = 0;
+  ASSERT_EQ(::read(fds[0], &child, sizeof child),
+            static_cast<ssize_t>(sizeof child));
+  ::close(fds[0]);
+  ASSERT_TRUE(processAlive(child));
+  ::kill(middle, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(middle, &st, 0), middle);
+  EXPECT_TRUE(
+      test::pollUntil([&] { return !processAlive(child); }, seconds(10)));
 }
 
 TEST(Process, ProcessAliveOfUnknownPid) {

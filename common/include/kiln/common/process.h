@@ -4,7 +4,8 @@
 /// down everything it started, unless a descendant deliberately left the
 /// group with setsid(2). stdout and stderr are merged into one pipe (the
 /// log stream); stdin is /dev/null; the environment is exactly the one
-/// given. `ProcessLauncher`/`ChildProcess` are interfaces so that code that
+/// given. A child is SIGKILLed when the thread that started it ends (so a
+/// killed worker leaves no builder running unsupervised). `ProcessLauncher`/`ChildProcess` are interfaces so that code that
 /// supervises children (the worker's build runner) can be tested with
 /// scripted fakes.
 
