@@ -200,11 +200,8 @@ void SchedulerService::Impl::queueEvalRequest(const RequestRow& req) {
     auto js = db.jobset(jobsetIdOf(db, a));
     bool force = !(a.contains("ifChanged") && a["ifChanged"].get<bool>());
     evalQueue.push_back({*js, force, req.id});
-  } catch (const SchedulerStateError& e) {
-    db.completeRequest(req.id, false,
-                       json{{"error", e.what()}, {"caller", true}}.dump());
   } catch (const std::exception& e) {
-    db.completeRequest(req.id, false, json{{"error", e.what()}}.dump());
+    failRequest(req.id, e);
   }
 }
 

@@ -209,13 +209,17 @@ void SchedulerService::Impl::pollRequests() {
     try {
       json args = json::parse(req.args);
       db.completeRequest(req.id, true, apply(req.kind, args).dump());
-    } catch (const SchedulerStateError& e) {
-      db.completeRequest(req.id, false,
-                         json{{"error", e.what()}, {"caller", true}}.dump());
     } catch (const std::exception& e) {
-      db.completeRequest(req.id, false, json{{"error", e.what()}}.dump());
+      failRequest(req.id, e);
     }
   }
+}
+
+void SchedulerService::Impl::failRequest(int64_t id, const std::exception& e) {
+  json answer{{"error", e.what()}};
+  // The caller's mistake (no such jobset...), not the scheduler's.
+  if (dynamic_cast<const SchedulerStateError*>(&e)) answer["caller"] = true;
+  db.completeRequest(id, false, answer.dump());
 }
 
 EvalOutcome SchedulerService::Impl::runEvaluation(const JobsetRow& js,
@@ -312,9 +316,16 @@ void SchedulerService::Impl::finishEvaluation() {
   } catch (const std::exception& e) {
     logError("recording the evaluation of jobset " +
              std::to_string(o.jobset) + " failed: " + e.what());
-    if (request)
-      db.completeRequest(*request, false, json{{"error", e.what()}}.dump());
+    if (request) failRequest(*request, e);
   }
+}
+
+void SchedulerService::Impl::startEvaluation(const JobsetRow& js, bool force,
+                                             std::optional<int64_t> request) {
+  evalRequest = request;
+  evalFuture = std::async(std::launch::async, [this, js, force] {
+    return runEvaluation(js, force);
+  });
 }
 
 void SchedulerService::Impl::checkJobsets() {
@@ -327,11 +338,7 @@ void SchedulerService::Impl::checkJobsets() {
   if (!evalQueue.empty()) {
     PendingEval p = std::move(evalQueue.front());
     evalQueue.pop_front();
-    evalRequest = p.requestId;
-    evalFuture = std::async(std::launch::async, [this, js = p.jobset,
-                                                 force = p.force] {
-      return runEvaluation(js, force);
-    });
+    startEvaluation(p.jobset, p.force, p.requestId);
     return;
   }
   int64_t now = nowMs();
@@ -340,9 +347,7 @@ void SchedulerService::Impl::checkJobsets() {
     if (now - js.lastCheckedMs < js.checkIntervalSec * 1000) continue;
     // One evaluation at a time, off the service thread.
     db.setJobsetChecked(js.id, now, std::nullopt);
-    evalFuture = std::async(std::launch::async, [this, js] {
-      return runEvaluation(js, false);
-    });
+    startEvaluation(js, false, std::nullopt);
     return;
   }
 }

@@ -120,6 +120,11 @@ struct SchedulerService::Impl {
   int64_t recordEvaluation(const EvalOutcome& o);
   void checkJobsets();
   void finishEvaluation();
+  void startEvaluation(const JobsetRow& js, bool force,
+                       std::optional<int64_t> request);
+  /// Answers request `id` with `e`'s message (marked as the caller's
+  /// mistake for a SchedulerStateError).
+  void failRequest(int64_t id, const std::exception& e);
   void queueEvalRequest(const RequestRow& req);
 
   // service_workers.cc

@@ -234,18 +234,20 @@ std::vector<proto::PathInfo> SchedulerService::Impl::inputClosure(
   }
   // The closure walk reads the in-memory cache: input closures of deep
   // package sets reach thousands of paths, and each step needs its own.
-  store::StorePathSet seen;
+  std::map<store::StorePath, const proto::PathInfo*> seen;
   std::vector<store::StorePath> todo(roots.begin(), roots.end());
   while (!todo.empty()) {
     auto p = std::move(todo.back());
     todo.pop_back();
-    if (!seen.insert(p).second) continue;
-    for (auto& r : cachedPathInfo(p).references)
+    if (seen.count(p)) continue;
+    const proto::PathInfo& info = cachedPathInfo(p);  // stable: node-based map
+    seen.emplace(std::move(p), &info);
+    for (auto& r : info.references)
       if (!seen.count(r)) todo.push_back(r);
   }
   std::vector<proto::PathInfo> out;
   out.reserve(seen.size());
-  for (auto& p : seen) out.push_back(cachedPathInfo(p));
+  for (auto& [p, info] : seen) out.push_back(*info);
   return out;
 }
 
