@@ -84,7 +84,7 @@ void EvalState::mkPos(Value& v, PosIdx pos) {
     v.mkNull();
     return;
   }
-  const Pos& p = positions.get(pos);
+  Pos p = positions.get(pos);
   Bindings* b = allocBindings(3);
   Value* f = allocValue();
   mkString(*f, positions.origin(p.origin).path);
@@ -389,7 +389,7 @@ Expr* EvalState::parse(std::string text, const std::string& path, const std::str
   // is read again for one instead of being kept for the whole evaluation.
   constexpr size_t kKeepSourceBytes = 1 << 20;
   bool keep = owned->size() < kKeepSourceBytes || !path.starts_with("/") || corepkgsFile(path);
-  uint32_t origin = positions.addOrigin(path, keep ? owned : nullptr);
+  uint32_t origin = positions.addOrigin(path, owned, keep);
   Parser p(*this, *owned, origin, basePath);
   Expr* e = p.parseAll();
   e->bindVars(*this, env);

@@ -99,24 +99,7 @@ const char* tokenName(Tok t) {
 }
 
 Lexer::Lexer(EvalState& state, const std::string& text, uint32_t origin)
-    : state_(state), text_(text), origin_(origin) {
-  lineStarts_.push_back(0);
-  for (size_t i = 0; i < text_.size(); ++i)
-    if (text_[i] == '\n') lineStarts_.push_back(i + 1);
-}
-
-PosIdx Lexer::posAt(size_t offset) {
-  // The parser asks for the same offset several times in a row (an
-  // expression, its operand and its first token start together): reuse
-  // the entry instead of growing the position table each time.
-  if (lastPos_ != kNoPos && offset == lastOffset_) return lastPos_;
-  auto it = std::upper_bound(lineStarts_.begin(), lineStarts_.end(), offset);
-  size_t line = it - lineStarts_.begin();
-  size_t col = offset - lineStarts_[line - 1] + 1;
-  lastOffset_ = offset;
-  lastPos_ = state_.positions.add(origin_, line, col);
-  return lastPos_;
-}
+    : state_(state), text_(text), origin_(origin) {}
 
 void Lexer::error(size_t offset, const std::string& msg) {
   throw ParseError(msg + state_.positions.snippet(posAt(offset)));

@@ -46,7 +46,7 @@ class Lexer {
   void setCursor(size_t p) { pos_ = p; }
   bool buffered() const { return !buf_.empty(); }
   const std::string& text() const { return text_; }
-  PosIdx posAt(size_t offset);
+  PosIdx posAt(size_t offset) const { return state_.positions.at(origin_, offset); }
   [[noreturn]] void error(size_t offset, const std::string& msg);
 
  private:
@@ -61,9 +61,6 @@ class Lexer {
   uint32_t origin_;
   size_t pos_ = 0;
   std::deque<Token> buf_;
-  std::vector<size_t> lineStarts_;
-  size_t lastOffset_ = 0;     ///< offset of the last position made
-  PosIdx lastPos_ = kNoPos;   ///< and its index (posAt reuses it)
 };
 
 bool isPathChar(char c);

@@ -1,4 +1,5 @@
 // Arena, symbol table, position table and path canonicalisation.
+#include <algorithm>
 #include <optional>
 #include <sstream>
 
@@ -41,24 +42,40 @@ Symbol SymbolTable::intern(std::string_view name) {
   return Symbol{id};
 }
 
-PosTable::PosTable() {
-  origins_.push_back({"«none»", nullptr});
-  positions_.push_back({});
-}
+PosTable::PosTable() { origins_.push_back({"«none»", nullptr, 0, 0, {0}}); }
 
-uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string> text) {
-  origins_.push_back({std::move(path), std::move(text)});
+uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string> source,
+                             bool keepText) {
+  const Origin& last = origins_.back();
+  uint64_t base = uint64_t(last.base) + last.size + 1;
+  if (base + source->size() + 1 > UINT32_MAX)
+    throw EvalError("the sources of this evaluation exceed 4 GiB ('" + path + "')");
+  Origin o{std::move(path), nullptr, static_cast<PosIdx>(base),
+           static_cast<uint32_t>(source->size()), {0}};
+  const std::string& text = *source;
+  for (size_t i = text.find('\n'); i != std::string::npos; i = text.find('\n', i + 1))
+    o.lineStarts.push_back(static_cast<uint32_t>(i + 1));
+  o.lineStarts.shrink_to_fit();
+  if (keepText) o.text = std::move(source);
+  origins_.push_back(std::move(o));
   return static_cast<uint32_t>(origins_.size() - 1);
 }
 
-PosIdx PosTable::add(uint32_t origin, uint32_t line, uint32_t column) {
-  positions_.push_back({origin, line, column});
-  return static_cast<PosIdx>(positions_.size() - 1);
+Pos PosTable::get(PosIdx p) const {
+  // The last origin whose range starts at or before p.
+  auto o = std::upper_bound(origins_.begin() + 1, origins_.end(), p,
+                            [](PosIdx x, const Origin& org) { return x < org.base; });
+  if (o == origins_.begin() + 1) return {};
+  --o;
+  uint32_t offset = p - o->base;
+  auto line = std::upper_bound(o->lineStarts.begin(), o->lineStarts.end(), offset);
+  uint32_t n = static_cast<uint32_t>(line - o->lineStarts.begin());
+  return {static_cast<uint32_t>(o - origins_.begin()), n, offset - o->lineStarts[n - 1] + 1};
 }
 
 std::string PosTable::show(PosIdx p) const {
   if (p == kNoPos) return "«none»";
-  const Pos& pos = positions_[p];
+  Pos pos = get(p);
   std::string file = origins_[pos.origin].path;
   if (file == "«string»") file = "(string)";
   return file + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
@@ -96,7 +113,7 @@ void codeLine(std::ostream& out, uint32_t n, std::string_view text) {
 
 std::string PosTable::snippet(PosIdx p) const {
   if (p == kNoPos) return "";
-  const Pos& pos = positions_[p];
+  Pos pos = get(p);
   const Origin& o = origins_[pos.origin];
   std::ostringstream out;
   out << "\n\n       at " << o.path << ":" << pos.line << ":" << pos.column << ":\n";

@@ -50,7 +50,7 @@ struct XmlPrinter {
   }
   void posAttrs(XmlAttrs& a, PosIdx pos) {
     if (!location || pos == kNoPos) return;
-    const Pos& p = st.positions.get(pos);
+    Pos p = st.positions.get(pos);
     a["path"] = st.positions.origin(p.origin).path;
     a["line"] = std::to_string(p.line);
     a["column"] = std::to_string(p.column);

@@ -96,3 +96,34 @@ TEST(Parser, QuoteAtEndOfIndentedStringIsASyntaxError) {
   EXPECT_EQ(evalStrict("''a' ''"), R"("a' ")");
   EXPECT_EQ(evalStrict("''a'$ ''"), R"("a'$ ")");
 }
+
+TEST(Positions, ResolveByteOffsetsOfEachSourceToLineAndColumn) {
+  PosTable t;
+  auto a = std::make_shared<const std::string>("ab\ncd\n\nef");
+  auto b = std::make_shared<const std::string>("x\ny");
+  uint32_t oa = t.addOrigin("/a.nix", a, false);
+  uint32_t ob = t.addOrigin("«string»", b, true);
+  auto at = [&](uint32_t o, size_t off) {
+    Pos p = t.get(t.at(o, off));
+    return std::to_string(p.origin) + ":" + std::to_string(p.line) + ":" + std::to_string(p.column);
+  };
+  EXPECT_EQ(at(oa, 0), std::to_string(oa) + ":1:1");
+  EXPECT_EQ(at(oa, 2), std::to_string(oa) + ":1:3");  // the newline itself
+  EXPECT_EQ(at(oa, 4), std::to_string(oa) + ":2:2");
+  EXPECT_EQ(at(oa, 6), std::to_string(oa) + ":3:1");
+  EXPECT_EQ(at(oa, a->size()), std::to_string(oa) + ":4:3");  // end of input
+  EXPECT_EQ(at(ob, 0), std::to_string(ob) + ":1:1");
+  EXPECT_EQ(at(ob, 2), std::to_string(ob) + ":2:1");
+  EXPECT_NE(t.at(oa, a->size()), t.at(ob, 0));
+  EXPECT_EQ(t.origin(oa).text, nullptr);  // not kept
+  EXPECT_EQ(*t.origin(ob).text, "x\ny");
+  EXPECT_EQ(t.show(t.at(ob, 2)), "(string):2:1");
+  EXPECT_EQ(t.show(kNoPos), "«none»");
+}
+
+TEST(Positions, ErrorsAndCurPosPointAtTheRightLine) {
+  EXPECT_EQ(evalStrict("{\n  a = 1;\n  b = __curPos;\n}.b.line"), "3");
+  EXPECT_EQ(evalStrict("{\n  a = 1;\n  b = __curPos;\n}.b.column"), "7");
+  EXPECT_EQ(evalStrict("(builtins.unsafeGetAttrPos \"b\" {\n a = 1;\n   b = 2; }).column"), "4");
+  EXPECT_NE(evalError("let\n  x = 1;\nin\n  y").find("«string»:4:3"), std::string::npos);
+}

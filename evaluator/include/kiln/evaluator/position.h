@@ -2,14 +2,15 @@
 /// Source positions (file:line:column) shared by the AST, values and errors.
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace kiln::eval {
 
-/// Index into a PosTable; 0 means "no position".
+/// Index into a PosTable; 0 means "no position". Each source owns a range
+/// of indices, one per byte offset (plus one for its end), so a position
+/// costs no memory until it is resolved to a line and column.
 using PosIdx = uint32_t;
 constexpr PosIdx kNoPos = 0;
 
@@ -17,6 +18,9 @@ constexpr PosIdx kNoPos = 0;
 struct Origin {
   std::string path;  ///< file path, or "«string»" / "«stdin»"
   std::shared_ptr<const std::string> text;  ///< the source, for error snippets
+  PosIdx base = 0;   ///< index of byte offset 0
+  uint32_t size = 0;  ///< source length in bytes
+  std::vector<uint32_t> lineStarts;  ///< offset of each line's first byte
 };
 
 /// A resolved position.
@@ -26,14 +30,22 @@ struct Pos {
   uint32_t column = 0;
 };
 
-/// All positions of an evaluation. Positions are appended, never removed.
+/// All positions of an evaluation: the sources, each with its range of
+/// indices. Sources are appended, never removed.
 class PosTable {
  public:
   PosTable();
-  /// Registers a source and returns its origin index.
-  uint32_t addOrigin(std::string path, std::shared_ptr<const std::string> text);
-  PosIdx add(uint32_t origin, uint32_t line, uint32_t column);
-  const Pos& get(PosIdx p) const { return positions_[p]; }
+  /// Registers `source` (named `path`; its text kept for error snippets
+  /// only if `keepText`) and returns its origin index. Throws EvalError
+  /// when the sources of one evaluation exceed the 4 GiB index space.
+  uint32_t addOrigin(std::string path, std::shared_ptr<const std::string> source,
+                     bool keepText);
+  /// The position of byte `offset` (at most the source's size) of `origin`.
+  PosIdx at(uint32_t origin, size_t offset) const {
+    return origins_[origin].base + static_cast<PosIdx>(offset);
+  }
+  /// Resolves `p` (not kNoPos) to origin, line and column (1-based, bytes).
+  Pos get(PosIdx p) const;
   const Origin& origin(uint32_t i) const { return origins_[i]; }
   /// "file:line:col", or "«none»" for kNoPos.
   std::string show(PosIdx p) const;
@@ -43,9 +55,6 @@ class PosTable {
 
  private:
   std::vector<Origin> origins_;
-  /// A deque: the table grows to millions of entries for large files and
-  /// a vector's doubling would hold up to twice that (and copy it).
-  std::deque<Pos> positions_;
 };
 
 }  // namespace kiln::eval
