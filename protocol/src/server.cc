@@ -49,14 +49,17 @@ uint64_t Server::refusedConnections() const {
 
 zmq::socket_t& Server::socket() { return impl_->socket; }
 
-std::optional<Received> Server::receive(std::chrono::milliseconds timeout) {
+std::optional<Received> Server::receive(std::chrono::milliseconds timeout,
+                                        int wakeFd) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<zmq::pollitem_t> items = {
       {impl_->socket.handle(), 0, ZMQ_POLLIN, 0}};
+  if (wakeFd >= 0) items.push_back({nullptr, wakeFd, ZMQ_POLLIN, 0});
   for (;;) {
     auto parts = detail::tryReceive(impl_->socket);
     if (!parts) {
       if (!detail::waitUntil(items, deadline)) return std::nullopt;
+      if (wakeFd >= 0 && (items[1].revents & ZMQ_POLLIN)) return std::nullopt;
       continue;
     }
     if (parts->size() < 2) {

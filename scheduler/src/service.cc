@@ -37,6 +37,10 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       lock(takeLock(cfg.stateDir)),
       db(cfg.stateDir + "/scheduler.sqlite"),
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
+      registrarStore(cfg.stateDir, store::StoreDir(cfg.storeDir)),
+      registrar([this](const store::ValidPathInfo& info, Source& nar) {
+        registrarStore.addFromNar(info, nar);
+      }),
       core(clock, coreConfig(cfg)),
       ingestor(db, store, core, index, clock),
       registry(std::make_shared<prometheus::Registry>()),
@@ -267,13 +271,13 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
     else e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
-  // Ingesting thousands of builds takes seconds: dispatch what is ready
-  // every few milliseconds meanwhile, so workers do not idle.
-  auto lastDispatch = SteadyClock::now();
+  // Ingesting thousands of builds takes seconds: serve the workers every
+  // few milliseconds meanwhile (results, uploads, dispatch), so none idles.
+  auto lastServe = SteadyClock::now();
   for (auto& j : o.jobs) {
-    if (SteadyClock::now() - lastDispatch >= std::chrono::milliseconds(10)) {
-      dispatch();
-      lastDispatch = SteadyClock::now();
+    if (SteadyClock::now() - lastServe >= std::chrono::milliseconds(10)) {
+      serveMessages(std::chrono::milliseconds(0), 100);
+      lastServe = SteadyClock::now();
     }
     if (!j.error.empty()) continue;
     BuildRow b;
@@ -375,19 +379,28 @@ void SchedulerService::run(const std::atomic<bool>& stop) {
   while (!stop.load()) pollOnce(std::chrono::milliseconds(50));
 }
 
+void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
+                                           int max) {
+  // The registrar's eventfd ends the wait too: a registered output may
+  // complete a held result, which frees a slot.
+  auto r = server->receive(timeout, registrar.wakeFd());
+  for (int n = 0; n < max; n++) {
+    if (r) handle(*r);
+    takeRegistrations();
+    processEvents();
+    // A result frees a slot: fill it now, not after the rest of the batch
+    // (serving inputs, receiving uploads) is handled. When nothing can be
+    // assigned this costs one O(classes) check.
+    dispatch();
+    if (!r) return;
+    r = server->receive(std::chrono::milliseconds(0), registrar.wakeFd());
+  }
+}
+
 void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
   auto& s = *impl_;
   try {
-    auto r = s.server->receive(timeout);
-    for (int n = 0; r && n < 1000; n++) {
-      s.handle(*r);
-      s.processEvents();
-      // A result frees a slot: fill it now, not after the rest of the
-      // batch (serving inputs, registering uploads) is handled. When
-      // nothing can be assigned this costs one O(classes) check.
-      s.dispatch();
-      r = s.server->receive(std::chrono::milliseconds(0));
-    }
+    s.serveMessages(timeout, 1000);
     s.periodic();
     s.processEvents();
     s.dispatch();

@@ -22,6 +22,7 @@
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
 #include "kiln/scheduler/service.h"
+#include "kiln/scheduler/registrar.h"
 
 namespace kiln::scheduler {
 
@@ -44,6 +45,9 @@ struct Running {
   std::string system;
   std::map<std::string, store::StorePath> expected;  // output name → path
   std::set<std::string> uploaded;                     // output names
+  std::set<std::string> registering;  // verified, being added to the store
+  /// The worker's result, held while outputs are still being registered.
+  std::optional<protocol::StepResult> deferred;
   SteadyClock::time_point started;
   int64_t attempt = 1;
   AutoCloseFD log;
@@ -69,6 +73,9 @@ struct SchedulerService::Impl {
   FileLock lock;
   StateDb db;
   store::LocalStore store;
+  /// The registrar thread's own handle on the same store.
+  store::LocalStore registrarStore;
+  Registrar registrar;
   SystemClock clock;
   SchedulerCore core;
   StepIndex index;
@@ -134,6 +141,15 @@ struct SchedulerService::Impl {
   void onNeedPaths(Conn& c, const protocol::NeedPaths& n);
   void onLog(Conn& c, const protocol::LogChunk& l);
   void onResult(Conn& c, const protocol::StepResult& r);
+  /// Settles running step `id` with the worker's result `r` (its uploads
+  /// registered, or failed).
+  void completeResult(int64_t id, const protocol::StepResult& r);
+  /// Applies the registrar's reports; a held result whose last output is
+  /// now registered is completed.
+  void takeRegistrations();
+  /// One turn of the loop: handles up to `max` waiting messages (each
+  /// followed by events and dispatch), waiting up to `timeout` for the first.
+  void serveMessages(std::chrono::milliseconds timeout, int max);
   void dropWorker(const std::string& peer, const std::string& why,
                   bool removeFromCore);
   bool sendBuildStep(int64_t dbId, StepId sid, Conn& c);

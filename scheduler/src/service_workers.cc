@@ -24,34 +24,56 @@ AutoCloseFD openUnlinkedTemp(const std::string& tmp) {
   return fd;
 }
 
-// A NAR written to an unlinked temporary file, read back as a Source.
-class NarFileSource final : public Source {
+// The NAR of a store path, serialised at the first read (when the worker
+// grants credit, at most a few transfers per worker at once) rather than
+// when it is asked for: a request for hundreds of inputs then costs the
+// service thread nothing up front. Small NARs are held in memory, larger
+// ones in an unlinked temporary file.
+class LazyNarSource final : public Source {
  public:
-  NarFileSource(const std::string& storePath, const std::string& tmp) {
-    fd_ = openUnlinkedTemp(tmp);
-    FdSink sink(fd_.get());
-    store::dumpPath(storePath, sink);
-    sink.flush();
-    if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek " + tmp);
-    src_.emplace(fd_.get());
+  static constexpr uint64_t kInMemoryLimit = 1 << 20;
+  LazyNarSource(std::string storePath, uint64_t narSize, std::string tmp)
+      : storePath_(std::move(storePath)), narSize_(narSize), tmp_(std::move(tmp)) {}
+  size_t read(char* data, size_t len) override {
+    if (!src_) open();
+    return src_->read(data, len);
   }
-  size_t read(char* data, size_t len) override { return src_->read(data, len); }
 
  private:
+  void open() {
+    if (narSize_ <= kInMemoryLimit) {
+      StringSink sink;
+      store::dumpPath(storePath_, sink);
+      nar_ = std::move(sink.s);
+      src_ = std::make_unique<StringSource>(nar_);
+      return;
+    }
+    fd_ = openUnlinkedTemp(tmp_);
+    FdSink sink(fd_.get());
+    store::dumpPath(storePath_, sink);
+    sink.flush();
+    if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek " + tmp_);
+    src_ = std::make_unique<FdSource>(fd_.get());
+  }
+
+  std::string storePath_;
+  uint64_t narSize_;
+  std::string tmp_;
+  std::string nar_;
   AutoCloseFD fd_;
-  std::optional<FdSource> src_;
+  std::unique_ptr<Source> src_;
 };
 
-// An uploaded output: written to a temporary file, registered in the
-// central store only on commit (after the endpoint verified the NAR hash;
-// addFromNar verifies it once more).
+// An uploaded output: written to a temporary file and, once the endpoint
+// verified its NAR hash, handed to the registrar (addFromNar verifies it
+// once more before registering).
 class UploadTarget final : public proto::TransferTarget {
  public:
-  using OnCommit = std::function<void(const proto::TransferHeader&)>;
-  UploadTarget(store::LocalStore& store, std::string tmp,
-               std::optional<store::StorePath> deriver, OnCommit onCommit)
-      : store_(store),
-        tmp_(std::move(tmp)),
+  using OnCommit = std::function<void(const proto::TransferHeader&,
+                                      store::ValidPathInfo, AutoCloseFD)>;
+  UploadTarget(std::string tmp, std::optional<store::StorePath> deriver,
+               OnCommit onCommit)
+      : tmp_(std::move(tmp)),
         deriver_(std::move(deriver)),
         onCommit_(std::move(onCommit)) {
     fd_ = openUnlinkedTemp(tmp_);
@@ -65,14 +87,11 @@ class UploadTarget final : public proto::TransferTarget {
     info.references = h.info.references;
     info.deriver = deriver_;
     info.ultimate = true;
-    FdSource src(fd_.get());
-    store_.addFromNar(info, src);
-    onCommit_(h);
+    onCommit_(h, std::move(info), std::move(fd_));
   }
   void discard(const std::string&) noexcept override { fd_.reset(); }
 
  private:
-  store::LocalStore& store_;
   std::string tmp_;
   std::optional<store::StorePath> deriver_;
   OnCommit onCommit_;
@@ -308,18 +327,18 @@ void SchedulerService::Impl::onNeedPaths(Conn& c, const proto::NeedPaths& n) {
     return;
   }
   for (auto& p : n.paths) {
-    auto info = store.queryPathInfo(p);
-    if (!info) {
+    proto::TransferHeader h;
+    try {
+      h.info = cachedPathInfo(p);
+    } catch (const store::InvalidPathError&) {
       sendTo(c.peer, proto::Ack{proto::MessageType::kNeedPaths, n.stepId,
                                 false, "path " + store.printPath(p) +
                                            " is not in the central store"});
       continue;
     }
-    proto::TransferHeader h;
     h.stepId = n.stepId;
-    h.info = proto::toPathInfo(*info);
-    uint64_t size = info->narSize;
-    auto src = std::make_unique<NarFileSource>(store.physicalPath(p),
+    uint64_t size = h.info.narSize;
+    auto src = std::make_unique<LazyNarSource>(store.physicalPath(p), size,
                                                tmpPath());
     c.xfer->startSend(false, h, std::move(src),
                       [this, size](const proto::TransferOutcome& o) {
@@ -345,11 +364,33 @@ std::unique_ptr<proto::TransferTarget> SchedulerService::Impl::acceptUpload(
                 " exceeds the output limit");
   auto drvPath = store.parsePath(it->second.drvPath);
   return std::make_unique<UploadTarget>(
-      store, tmpPath(), drvPath, [this, id](const proto::TransferHeader& hd) {
+      tmpPath(), drvPath,
+      [this, id](const proto::TransferHeader& hd, store::ValidPathInfo info,
+                 AutoCloseFD nar) {
         metrics.addBytesReceived(hd.info.narSize);
+        // Registered even if the step was dropped meanwhile: the output is
+        // verified, and a retry elsewhere then finds it valid.
         auto r = running.find(id);
-        if (r != running.end()) r->second.uploaded.insert(hd.outputName);
+        if (r != running.end()) r->second.registering.insert(hd.outputName);
+        registrar.submit({id, hd.outputName, std::move(info), std::move(nar)});
       });
+}
+
+void SchedulerService::Impl::takeRegistrations() {
+  for (auto& d : registrar.takeDone()) {
+    if (!d.error.empty())
+      logError("registering output " + d.output + " of step " +
+               std::to_string(d.step) + ": " + d.error);
+    auto it = running.find(d.step);
+    if (it == running.end()) continue;
+    Running& run = it->second;
+    run.registering.erase(d.output);
+    if (d.error.empty()) run.uploaded.insert(d.output);
+    if (run.registering.empty() && run.deferred) {
+      auto result = std::move(*run.deferred);
+      completeResult(d.step, result);
+    }
+  }
 }
 
 void SchedulerService::Impl::onLog(Conn& c, const proto::LogChunk& l) {
@@ -384,6 +425,18 @@ void SchedulerService::Impl::onResult(Conn& c, const proto::StepResult& m) {
   }
   sendTo(c.peer, proto::Ack{proto::MessageType::kStepResult, m.stepId, true,
                             ""});
+  // Its outputs arrived before the result; their registration may not
+  // have finished yet.
+  if (!it->second.registering.empty()) {
+    it->second.deferred = m;
+    return;
+  }
+  completeResult(id, m);
+}
+
+void SchedulerService::Impl::completeResult(int64_t id,
+                                            const proto::StepResult& m) {
+  auto it = running.find(id);
   Running run = std::move(it->second);
   running.erase(it);
   auto dur = std::chrono::duration_cast<Duration>(SteadyClock::now() -

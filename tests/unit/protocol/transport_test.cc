@@ -99,6 +99,27 @@ TEST(Transport, ASignalEndsAWaitWithoutAnError) {
   sigaction(SIGALRM, &old, nullptr);
 }
 
+// A readable wake descriptor ends the wait at once (the scheduler polls its
+// registrar's eventfd with the socket); messages still come first.
+TEST(Transport, AReadableWakeFdEndsTheWait) {
+  Farm farm(true);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  AutoCloseFD rd(fds[0]), wr(fds[1]);
+  EXPECT_FALSE(farm.server->receive(20ms, rd.get()));  // not readable: times out
+  ASSERT_EQ(write(wr.get(), "x", 1), 1);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(farm.server->receive(30s, rd.get()));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 25s);
+  auto client = farm.client({}, true);
+  ASSERT_TRUE(client->send(hello("builder-1")));
+  std::optional<Received> got;
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return bool(got = farm.server->receive(10ms, rd.get())); },
+      kDeadline));
+  EXPECT_EQ(std::get<Hello>(got->msg), hello("builder-1"));
+}
+
 TEST(Transport, UnknownKeyIsRefused) {
   Farm farm;
   auto stranger = farm.client(generateKeyPair());

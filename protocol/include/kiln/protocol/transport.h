@@ -66,9 +66,11 @@ class Server {
 
   /// The bound endpoint with the real port ("tcp://127.0.0.1:40123").
   std::string endpoint() const;
-  /// Waits up to `timeout` for one valid message; nullopt on timeout or
-  /// when a signal handler interrupted the wait (so a stop flag is seen).
-  std::optional<Received> receive(std::chrono::milliseconds timeout);
+  /// Waits up to `timeout` for one valid message; nullopt on timeout, when
+  /// a signal handler interrupted the wait (so a stop flag is seen), or when
+  /// `wakeFd` (if not -1; the caller drains it) is readable.
+  std::optional<Received> receive(std::chrono::milliseconds timeout,
+                                  int wakeFd = -1);
   /// Queues `msg` for `peer` without blocking. Returns false if the peer is
   /// not connected or its queue is full (the message is dropped). Throws
   /// FormatError if `msg` is invalid.

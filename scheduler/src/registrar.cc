@@ -1,0 +1,78 @@
+#include "kiln/scheduler/registrar.h"
+
+#include <sys/eventfd.h>
+#include <cstring>
+#include <unistd.h>
+
+#include "kiln/common/error.h"
+#include "kiln/common/logging.h"
+
+namespace kiln::scheduler {
+
+Registrar::Registrar(RegisterFn fn) : fn_(std::move(fn)) {
+  wake_ = AutoCloseFD(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_) throwSysError("creating the registrar's eventfd");
+  thread_ = std::thread([this] { run(); });
+}
+
+Registrar::~Registrar() {
+  state_.lock()->stop = true;
+  state_.notifyAll();
+  thread_.join();
+}
+
+void Registrar::submit(Registration r) {
+  state_.lock()->queue.push_back(std::move(r));
+  state_.notifyAll();
+}
+
+std::vector<RegistrationDone> Registrar::takeDone() {
+  uint64_t n;
+  // Nonblocking: EAGAIN just means nothing was reported.
+  if (::read(wake_.get(), &n, sizeof n) < 0 && errno != EAGAIN)
+    logWarn(std::string("reading the registrar's eventfd: ") + strerror(errno));
+  auto s = state_.lock();
+  return std::exchange(s->done, {});
+}
+
+size_t Registrar::pending() {
+  auto s = state_.lock();
+  return s->queue.size() + s->inFlight;
+}
+
+void Registrar::report(RegistrationDone d) {
+  {
+    auto s = state_.lock();
+    s->done.push_back(std::move(d));
+    --s->inFlight;
+  }
+  uint64_t one = 1;
+  if (::write(wake_.get(), &one, sizeof one) < 0)
+    logWarn(std::string("waking the scheduler loop: ") + strerror(errno));
+}
+
+void Registrar::run() noexcept {
+  for (;;) {
+    std::optional<Registration> r;
+    {
+      auto s = state_.lock();
+      s.wait([&] { return s->stop || !s->queue.empty(); });
+      if (s->queue.empty()) return;  // stopping, and everything is done
+      r.emplace(std::move(s->queue.front()));
+      s->queue.pop_front();
+      ++s->inFlight;
+    }
+    RegistrationDone d{r->step, r->output, ""};
+    try {
+      FdSource src(r->nar.get());
+      fn_(r->info, src);
+    } catch (const std::exception& e) {
+      d.error = e.what();
+    } catch (...) {
+      d.error = "unknown error";
+    }
+    report(std::move(d));
+  }
+}
+
+}  // namespace kiln::scheduler
