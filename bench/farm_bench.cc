@@ -97,6 +97,9 @@ void printIdle(const test::Farm& farm) {
                    std::max(1.0, get("kiln_dispatch_latency_seconds_count"))
             << " ms; idle slot-seconds total "
             << get("kiln_idle_worker_seconds_total") << "\n";
+  std::cout << "  service loop turns " << get("kiln_scheduler_loop_turn_seconds_count")
+            << ", longest " << 1000 * get("kiln_scheduler_loop_turn_max_seconds")
+            << " ms (the longest a worker's message could wait unread)\n";
 }
 
 // Runs nix-build into a chroot store (always sandboxed by Nix 2.8; the

@@ -84,6 +84,19 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
                        .Help("Longest such stretch of one slot so far")
                        .Register(r)
                        .Add({})),
+      loopTurn_(BuildHistogram()
+                    .Name("kiln_scheduler_loop_turn_seconds")
+                    .Help("One turn of the scheduler's service loop (a message "
+                          "with its events and dispatch, periodic work, a "
+                          "slice of an ingestion): how long a message that "
+                          "just arrived may wait unread")
+                    .Register(r)
+                    .Add({}, latencyBuckets())),
+      loopTurnMax_(BuildGauge()
+                       .Name("kiln_scheduler_loop_turn_max_seconds")
+                       .Help("Longest such turn so far")
+                       .Register(r)
+                       .Add({})),
       stepDuration_(BuildHistogram()
                         .Name("kiln_step_duration_seconds")
                         .Help("Duration of finished step attempts")
@@ -132,6 +145,14 @@ void ServiceMetrics::observeIdleStretches(
     longestSlotIdle_ = std::max(longestSlotIdle_, s);
   }
   slotIdleMax_.Set(longestSlotIdle_);
+}
+
+void ServiceMetrics::observeLoopTurn(double seconds) {
+  loopTurn_.Observe(seconds);
+  if (seconds > longestLoopTurn_) {
+    longestLoopTurn_ = seconds;
+    loopTurnMax_.Set(seconds);
+  }
 }
 
 void ServiceMetrics::observeStepDuration(const std::string& system,

@@ -65,7 +65,7 @@ void Registrar::run() noexcept {
     RegistrationDone d{r->step, r->output, ""};
     try {
       FdSource src(r->nar.get());
-      fn_(r->info, src);
+      fn_(*r, src);
     } catch (const std::exception& e) {
       d.error = e.what();
     } catch (...) {

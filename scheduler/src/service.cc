@@ -38,8 +38,12 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       db(cfg.stateDir + "/scheduler.sqlite"),
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       registrarStore(cfg.stateDir, store::StoreDir(cfg.storeDir)),
-      registrar([this](const store::ValidPathInfo& info, Source& nar) {
-        registrarStore.addFromNar(info, nar);
+      registrar([this](const Registration& r, Source& nar) {
+        registrarStore.addFromNar(r.info, nar);
+        // The .drv may come from nix-instantiate, which registers nothing.
+        if (r.info.deriver)
+          registrarStore.registerDerivationOutputs(*r.info.deriver,
+                                                   {{r.output, r.info.path}});
       }),
       core(clock, coreConfig(cfg)),
       ingestor(db, store, core, index, clock),
@@ -276,6 +280,7 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
   auto lastServe = SteadyClock::now();
   for (auto& j : o.jobs) {
     if (SteadyClock::now() - lastServe >= std::chrono::milliseconds(10)) {
+      endTurn();
       serveMessages(std::chrono::milliseconds(0), 100);
       lastServe = SteadyClock::now();
     }
@@ -384,6 +389,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   // The registrar's eventfd ends the wait too: a registered output may
   // complete a held result, which frees a slot.
   auto r = server->receive(timeout, registrar.wakeFd());
+  turnStart = SteadyClock::now();
   for (int n = 0; n < max; n++) {
     if (r) handle(*r);
     takeRegistrations();
@@ -392,9 +398,17 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
     // (serving inputs, receiving uploads) is handled. When nothing can be
     // assigned this costs one O(classes) check.
     dispatch();
+    endTurn();
     if (!r) return;
     r = server->receive(std::chrono::milliseconds(0), registrar.wakeFd());
   }
+}
+
+void SchedulerService::Impl::endTurn() {
+  auto now = SteadyClock::now();
+  metrics.observeLoopTurn(
+      std::chrono::duration<double>(now - turnStart).count());
+  turnStart = now;
 }
 
 void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
@@ -405,6 +419,7 @@ void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
     s.processEvents();
     s.dispatch();
     s.processEvents();
+    s.endTurn();
     s.metrics.observeIdleStretches(s.core.takeIdleStretches());
     s.metrics.update(s.core.metrics());
   } catch (const std::exception& e) {

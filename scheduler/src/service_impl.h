@@ -89,6 +89,8 @@ struct SchedulerService::Impl {
   std::map<int64_t, Running> running;  // by db step id
   std::string schedulerId;
   std::optional<SteadyClock::time_point> pendingSince;
+  /// Start of the loop's current turn (ServiceMetrics::observeLoopTurn).
+  SteadyClock::time_point turnStart = SteadyClock::now();
   SteadyClock::time_point lastRequestPoll{};
   SteadyClock::time_point lastJobsetCheck{};
   /// The evaluation running off the service thread (one at a time), and
@@ -150,6 +152,8 @@ struct SchedulerService::Impl {
   /// One turn of the loop: handles up to `max` waiting messages (each
   /// followed by events and dispatch), waiting up to `timeout` for the first.
   void serveMessages(std::chrono::milliseconds timeout, int max);
+  /// Records the turn that ends now and starts the next.
+  void endTurn();
   void dropWorker(const std::string& peer, const std::string& why,
                   bool removeFromCore);
   bool sendBuildStep(int64_t dbId, StepId sid, Conn& c);

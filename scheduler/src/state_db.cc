@@ -236,7 +236,15 @@ std::optional<Row> readOne(SqliteStmt& s, Read read) {
 
 }  // namespace
 
-StateDb::StateDb(const std::string& path) : db_(path) {
+namespace {
+SqliteOptions stateDbOptions() {
+  SqliteOptions o;
+  o.fullSync = false;
+  return o;
+}
+}  // namespace
+
+StateDb::StateDb(const std::string& path) : db_(path, stateDbOptions()) {
   migrateSchema(db_, migrations());
 }
 

@@ -49,8 +49,8 @@ std::string drain(Source& src) {
 TEST(Registrar, RegistersInOrderAndWakesTheLoop) {
   TempDir dir;
   Sync<std::vector<std::string>> seen;
-  Registrar reg([&](const store::ValidPathInfo& info, Source& nar) {
-    seen.lock()->push_back(info.path.baseName().substr(33) + "=" + drain(nar));
+  Registrar reg([&](const Registration& r, Source& nar) {
+    seen.lock()->push_back(r.info.path.baseName().substr(33) + "=" + drain(nar));
   });
   EXPECT_FALSE(readable(reg.wakeFd()));
   reg.submit(makeRegistration(dir, 1, "first", "nar one"));
@@ -76,9 +76,9 @@ TEST(Registrar, RegistersInOrderAndWakesTheLoop) {
 
 TEST(Registrar, AFailedRegistrationIsReportedAndTheNextOneStillRuns) {
   TempDir dir;
-  Registrar reg([&](const store::ValidPathInfo& info, Source&) {
-    if (info.path.baseName().ends_with("-bad"))
-      throw Error("disk full while adding " + info.path.baseName());
+  Registrar reg([&](const Registration& r, Source&) {
+    if (r.info.path.baseName().ends_with("-bad"))
+      throw Error("disk full while adding " + r.info.path.baseName());
   });
   reg.submit(makeRegistration(dir, 1, "bad", "x"));
   reg.submit(makeRegistration(dir, 2, "good", "y"));
@@ -98,7 +98,7 @@ TEST(Registrar, ShutdownRegistersWhatIsQueued) {
   std::atomic<int> added{0};
   Sync<bool> gate(false);
   {
-    Registrar reg([&](const store::ValidPathInfo&, Source&) {
+    Registrar reg([&](const Registration&, Source&) {
       auto open = gate.lock();
       open.wait([&] { return *open; });
       ++added;

@@ -36,6 +36,10 @@ class ServiceMetrics {
   void observeIdleStretches(const std::vector<Duration>& stretches);
   /// The longest stretch observed so far, in seconds.
   double longestSlotIdleSeconds() const { return longestSlotIdle_; }
+  /// One turn of the service loop (a message with its events and
+  /// dispatch, the periodic work, a slice of an ingestion): as long as a
+  /// message that just arrived may wait unread.
+  void observeLoopTurn(double seconds);
   void addBytesSent(uint64_t n) { bytesSent_.Increment(double(n)); }
   void addBytesReceived(uint64_t n) { bytesReceived_.Increment(double(n)); }
 
@@ -53,6 +57,9 @@ class ServiceMetrics {
   prometheus::Histogram& slotIdle_;
   prometheus::Gauge& slotIdleMax_;
   double longestSlotIdle_ = 0;
+  prometheus::Histogram& loopTurn_;
+  prometheus::Gauge& loopTurnMax_;
+  double longestLoopTurn_ = 0;
   prometheus::Family<prometheus::Histogram>& stepDuration_;
   prometheus::Counter& bytesSent_;
   prometheus::Counter& bytesReceived_;

@@ -40,7 +40,7 @@ struct RegistrationDone {
 class Registrar {
  public:
   /// Adds one NAR (e.g. LocalStore::addFromNar on a store of its own).
-  using RegisterFn = std::function<void(const store::ValidPathInfo&, Source&)>;
+  using RegisterFn = std::function<void(const Registration&, Source&)>;
 
   /// Starts the thread. Throws SysError if the wake descriptor cannot be
   /// created.
