@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 namespace kiln::eval {
 
@@ -106,14 +107,19 @@ void Lexer::error(size_t offset, const std::string& msg) {
 }
 
 const Token& Lexer::peek(size_t n) {
-  while (buf_.size() <= n) buf_.push_back(lex());
-  return buf_[n];
+  if (n >= kLookahead) throw std::logic_error("lexer lookahead too far");
+  while (count_ <= n) {
+    buf_[(head_ + count_) % kLookahead] = lex();
+    ++count_;
+  }
+  return buf_[(head_ + n) % kLookahead];
 }
 
 Token Lexer::next() {
   peek(0);
-  Token t = buf_.front();
-  buf_.pop_front();
+  Token t = buf_[head_];
+  head_ = (head_ + 1) % kLookahead;
+  --count_;
   return t;
 }
 
@@ -199,14 +205,66 @@ Token Lexer::lex() {
     return tok;
   }
   const char* s = text_.data();
+  auto finish = [&](Tok t, size_t len) { return finishAs(tok, t, len); };
+  // Fast paths for what most tokens are. Punctuation that no longer token
+  // (operator, path, URI, number) can start with, and '=' / "==":
+  switch (s[pos_]) {
+    case '"': return finish(Tok::kStrOpen, 1);
+    case '{': return finish(Tok::kLBrace, 1);
+    case '}': return finish(Tok::kRBrace, 1);
+    case '[': return finish(Tok::kLBracket, 1);
+    case ']': return finish(Tok::kRBracket, 1);
+    case '(': return finish(Tok::kLParen, 1);
+    case ')': return finish(Tok::kRParen, 1);
+    case ';': return finish(Tok::kSemi, 1);
+    case ',': return finish(Tok::kComma, 1);
+    case '@': return finish(Tok::kAt, 1);
+    case '?': return finish(Tok::kQuestion, 1);
+    case ':': return finish(Tok::kColon, 1);
+    case '=':
+      return pos_ + 1 < n && s[pos_ + 1] == '=' ? finish(Tok::kEq, 2) : finish(Tok::kAssign, 1);
+    default: break;
+  }
+  // An identifier or keyword, unless the character after it could extend
+  // it into a path ('.', '+', '/'), a URI (':') or a longer match: only
+  // path characters, '/' and ':' continue those, and the path characters
+  // that are not identifier characters are '.' and '+'.
+  if (isIdStart(s[pos_])) {
+    size_t l = 1;
+    while (pos_ + l < n && isIdChar(s[pos_ + l])) ++l;
+    char d = pos_ + l < n ? s[pos_ + l] : 0;
+    if (d != '.' && d != '+' && d != '/' && d != ':') return finishId(tok, l);
+  }
+  return lexSlow(tok);
+}
+
+Token Lexer::finishId(Token& tok, size_t len) {
+  std::string_view w(text_.data() + pos_, len);
+  tok.t = Tok::kId;
+  // Keywords are 2 to 7 letters long and start with one of these.
+  if (len >= 2 && len <= 7 && std::strchr("taeilorw", w[0]))
+    for (const Keyword& k : kKeywords)
+      if (w == k.word) {
+        tok.t = k.tok;
+        break;
+      }
+  return finishAs(tok, tok.t, len);
+}
+
+Token Lexer::finishAs(Token& tok, Tok t, size_t len) {
+  tok.t = t;
+  tok.end = pos_ + len;
+  tok.text = std::string_view(text_.data() + pos_, len);
+  pos_ += len;
+  return tok;
+}
+
+// Every default-mode rule at once; the longest match wins.
+Token Lexer::lexSlow(Token& tok) {
+  const size_t n = text_.size();
+  const char* s = text_.data();
   char c = s[pos_];
-  auto finish = [&](Tok t, size_t len) {
-    tok.t = t;
-    tok.end = pos_ + len;
-    tok.text = std::string_view(s + pos_, len);
-    pos_ += len;
-    return tok;
-  };
+  auto finish = [&](Tok t, size_t len) { return finishAs(tok, t, len); };
 
   // Interpolated paths: a run of path characters and slashes ending in '/'
   // or a complete path, immediately followed by "${".
@@ -273,12 +331,7 @@ Token Lexer::lex() {
   // Ties go to the rule listed first in Nix's lexer: operators and
   // keywords, identifiers, numbers, then paths and URIs.
   if (lOp == best && (opTok == Tok::kEllipsis || lOp >= 2)) return finish(opTok, lOp);
-  if (lId == best) {
-    std::string_view w(s + pos_, lId);
-    for (const Keyword& k : kKeywords)
-      if (w == k.word) return finish(k.tok, lId);
-    return finish(Tok::kId, lId);
-  }
+  if (lId == best) return finishId(tok, lId);
   if (lInt == best) {
     finish(Tok::kInt, lInt);
     std::string digits(tok.text);

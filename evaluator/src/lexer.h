@@ -5,7 +5,6 @@
 // the cursor, so the buffer must be empty when one of those starts.
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,7 +43,7 @@ class Lexer {
   /// Cursor in raw mode; only valid when no token is buffered.
   size_t cursor() const { return pos_; }
   void setCursor(size_t p) { pos_ = p; }
-  bool buffered() const { return !buf_.empty(); }
+  bool buffered() const { return count_ != 0; }
   const std::string& text() const { return text_; }
   PosIdx posAt(size_t offset) const { return state_.positions.at(origin_, offset); }
   [[noreturn]] void error(size_t offset, const std::string& msg);
@@ -60,7 +59,17 @@ class Lexer {
   const std::string& text_;
   uint32_t origin_;
   size_t pos_ = 0;
-  std::deque<Token> buf_;
+  Token lexSlow(Token& tok);
+  Token finishId(Token& tok, size_t len);
+  /// Makes `tok` the `len` bytes at the cursor, of kind `t`, and moves on.
+  Token finishAs(Token& tok, Tok t, size_t len);
+  /// Lookahead ring: the parser peeks at most three tokens ahead, and a
+  /// token it holds a reference to stays in place until kLookahead more
+  /// have been read.
+  static constexpr size_t kLookahead = 8;
+  Token buf_[kLookahead];
+  size_t head_ = 0;
+  size_t count_ = 0;
 };
 
 bool isPathChar(char c);

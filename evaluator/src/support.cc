@@ -29,17 +29,37 @@ void* Arena::allocateSlow(size_t size, size_t align) {
   return allocate(size, align);
 }
 
-SymbolTable::SymbolTable() { names_.push_back("<no symbol>"); }
+SymbolTable::SymbolTable() : slots_(1024, Slot{0, 0}) { names_.push_back("<no symbol>"); }
 
 Symbol SymbolTable::intern(std::string_view name) {
-  auto it = index_.find(name);
-  if (it != index_.end()) return Symbol{it->second};
+  uint32_t h = static_cast<uint32_t>(std::hash<std::string_view>()(name));
+  size_t mask = slots_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Slot& slot = slots_[i];
+    if (slot.id == 0) break;
+    if (slot.hash == h && names_[slot.id] == name) return Symbol{slot.id};
+  }
   const char* copy = arena_.copyString(name);
-  std::string_view sv(copy, name.size());
   uint32_t id = static_cast<uint32_t>(names_.size());
-  names_.push_back(sv);
-  index_.emplace(sv, id);
+  names_.emplace_back(copy, name.size());
+  if (2 * names_.size() > slots_.size()) grow();
+  mask = slots_.size() - 1;
+  size_t i = h & mask;
+  while (slots_[i].id != 0) i = (i + 1) & mask;
+  slots_[i] = {h, id};
   return Symbol{id};
+}
+
+void SymbolTable::grow() {
+  std::vector<Slot> old(slots_.size() * 2, Slot{0, 0});
+  old.swap(slots_);
+  size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.id == 0) continue;
+    size_t i = s.hash & mask;
+    while (slots_[i].id != 0) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
 }
 
 PosTable::PosTable() { origins_.push_back({"«none»", nullptr, 0, 0, {0}}); }

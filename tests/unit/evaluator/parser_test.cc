@@ -43,6 +43,23 @@ TEST(Parser, PathsAndUris) {
   EXPECT_EQ(evalStrict("builtins.typeOf a:b"), R"("string")");
 }
 
+TEST(Parser, IdentifiersEndWhereNoPathUriOrKeywordContinuesThem) {
+  // What follows an identifier decides: '/', '.', '+' make paths, ':' URIs.
+  EXPECT_EQ(evalStrict("a/b"), "/tmp/a/b");
+  EXPECT_EQ(evalStrict("a.b/c"), "/tmp/a.b/c");
+  EXPECT_EQ(evalStrict("a+b/c"), "/tmp/a+b/c");
+  EXPECT_NE(evalError("a-b'_c/d").find("undefined variable 'a-b'_c'"), std::string::npos);
+  EXPECT_EQ(evalStrict("x+y:z"), R"("x+y:z")");
+  EXPECT_EQ(evalStrict("let a = { b = 1; }; in a.b"), "1");
+  EXPECT_EQ(evalStrict("let a' = 1; b = 2; in a'+b"), "3");
+  EXPECT_EQ(evalStrict("let x = 1; in x==1"), "true");
+  EXPECT_EQ(evalStrict("let f = x: x; in f{a=1;}"), "{ a = 1; }");
+  EXPECT_EQ(evalStrict("let inherit_ = 1; letx = 2; or_ = 3; in inherit_+letx+or_"), "6");
+  EXPECT_EQ(evalStrict("if true then 1 else 2"), "1");
+  EXPECT_EQ(evalStrict("{ a = 1; }.b or 5"), "5");
+  EXPECT_NE(evalError("let a = 1; in a'").find("undefined variable 'a''"), std::string::npos);
+}
+
 TEST(Parser, DuplicateAttributesAreParseErrors) {
   EXPECT_NE(evalError("{ a = 1; a = 2; }").find("attribute 'a' already defined"), std::string::npos);
   EXPECT_NE(evalError("{ a.b = 1; a.b = 2; }").find("already defined"), std::string::npos);

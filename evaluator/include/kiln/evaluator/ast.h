@@ -96,7 +96,10 @@ struct ExprAttrs : Expr {
         if (a.name == s) return &a;
       return nullptr;
     }
-    if (!index_) index_ = std::make_unique<std::unordered_map<uint32_t, size_t>>();
+    if (!index_) {
+      index_ = std::make_unique<std::unordered_map<uint32_t, size_t>>();
+      index_->reserve(attrs.size());
+    }
     for (size_t i = indexed_; i < attrs.size(); ++i) index_->emplace(attrs[i].name.id, i);
     indexed_ = attrs.size();
     auto it = index_->find(s.id);

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/evaluator/arena.h"
@@ -33,9 +32,18 @@ class SymbolTable {
   size_t size() const { return names_.size() - 1; }
 
  private:
+  /// An open-addressing slot: the name's hash and its id (0: empty).
+  struct Slot {
+    uint32_t hash;
+    uint32_t id;
+  };
+  void grow();
+
   Arena arena_;
   std::vector<std::string_view> names_;
-  std::unordered_map<std::string_view, uint32_t> index_;
+  /// Linear probing over a power-of-two table kept at most half full (a
+  /// node-based hash map cost a cache miss per node in large files).
+  std::vector<Slot> slots_;
 };
 
 }  // namespace kiln::eval
