@@ -3,6 +3,7 @@
 // StoreWriter.
 #include <cstring>
 #include <sstream>
+#include <deque>
 #include <unordered_map>
 
 #include "builtins.h"
@@ -20,6 +21,7 @@ using store::StorePath;
 // NULL-terminated arrays in the EvalState's arena (100,000s of these are
 // kept; separate heap vectors and strings cost memory and teardown time).
 struct MadeDrv {
+  const char* baseName;  // the arena copy inputs of later derivations share
   const char** inputDrvs;
   const char** inputSrcs;
   const char** outputs;
@@ -37,7 +39,7 @@ const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
 // `made` maps a base name to its MadeDrv; `known` gives the arena copy of
 // a base name already kept (inputs made by this evaluation), to share it.
 template <class Known>
-MadeDrv makeMadeDrv(Arena& arena, const Derivation& d, Known&& known) {
+MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d, Known&& known) {
   auto base = [](const StorePath& p) -> std::string_view { return p.baseName(); };
   const char** inputs = arena.makeArray<const char*>(d.inputDrvs.size() + 1);
   size_t i = 0;
@@ -46,7 +48,7 @@ MadeDrv makeMadeDrv(Arena& arena, const Derivation& d, Known&& known) {
     inputs[i++] = k ? k : arena.copyString(p.baseName());
   }
   inputs[i] = nullptr;
-  return {inputs, arenaStrings(arena, d.inputSrcs, base),
+  return {baseName, inputs, arenaStrings(arena, d.inputSrcs, base),
           arenaStrings(arena, d.outputs, [](auto& kv) -> std::string_view { return kv.first; })};
 }
 
@@ -71,26 +73,21 @@ struct DrvState : BuiltinState {
         dir(storeDir),
         fileLoader(store::fileDrvLoader(dir, storeDir)),
         cache(dir, [this](const StorePath& p) { return fileLoader(p); }) {}
-  MadeDrv info(const StorePath& p) {
-    auto it = made.find(p.baseName());
-    if (it != made.end()) return it->second;
-    return makeMadeDrv(arena, fileLoader(p), [](std::string_view) { return nullptr; });
+  // The record of a derivation made by this evaluation, or nullptr.
+  const MadeDrv* find(std::string_view baseName) {
+    uint32_t* tag = cache.tagOf(baseName);
+    return tag && *tag != store::DrvHashCache::kNoTag ? &made[*tag] : nullptr;
   }
-  // Hash maps keyed by `.drv` base names, hashed by their first (random)
-  // characters: an ordered map of StorePaths cost a string comparison per
-  // level for each of the 100,000s of derivations a collection makes.
-  struct BaseNameHash {
-    size_t operator()(std::string_view s) const {
-      uint64_t h = 0;
-      std::memcpy(&h, s.data(), std::min(s.size(), sizeof h));
-      return h;
-    }
-  };
+  MadeDrv info(const StorePath& p) {
+    if (const MadeDrv* m = find(p.baseName())) return *m;
+    return makeMadeDrv(arena, nullptr, fileLoader(p), [](std::string_view) { return nullptr; });
+  }
   Arena& arena;
   store::StoreDir dir;
   store::DrvLoader fileLoader;
-  /// Keys view arena copies of the base names.
-  std::unordered_map<std::string_view, MadeDrv, BaseNameHash> made;
+  /// Records of the derivations made so far; the hash memo's entry of each
+  /// holds its index (its tag), so one lookup finds the hash and the record.
+  std::deque<MadeDrv> made;
   store::DrvHashCache cache;
   WrapperState wrapper;
 };
@@ -280,12 +277,13 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   DrvState& ds = drvState(st);
   StorePath drvPath("00000000000000000000000000000000-x");
   std::string aterm;
+  uint32_t* tag = nullptr;
   try {
     store::checkDerivationName(drvName);
     addInputs(ds, ctx, drv);
     setOutputRecords(st, pos, drv, c);
     for (auto& [o, _] : drv.outputs) drv.env[o] = "";
-    drvPath = ds.cache.addDerivation(drv, aterm);
+    drvPath = ds.cache.addDerivation(drv, aterm, &tag);
   } catch (const EvalError&) {
     throw;
   } catch (const Error& e) {
@@ -297,12 +295,14 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   // the string itself (after the '=') and the key of `made` (its base name).
   const char* eqPath = st.arena.copyString("=" + drvPathS);
   const char* drvPathC = eqPath + 1;
-  if (!ds.made.count(drvPath.baseName()))
-    ds.made.emplace(std::string_view(drvPathC + ds.dir.dir().size() + 1),
-                    makeMadeDrv(st.arena, drv, [&](std::string_view b) -> const char* {
-                      auto it = ds.made.find(b);
-                      return it == ds.made.end() ? nullptr : it->first.data();
-                    }));
+  if (*tag == store::DrvHashCache::kNoTag) {
+    *tag = static_cast<uint32_t>(ds.made.size());
+    ds.made.push_back(makeMadeDrv(st.arena, drvPathC + ds.dir.dir().size() + 1, drv,
+                                  [&](std::string_view b) -> const char* {
+                                    const MadeDrv* m = ds.find(b);
+                                    return m ? m->baseName : nullptr;
+                                  }));
+  }
   Bindings* b = st.allocBindings(1 + drv.outputs.size());
   Value* dv = st.allocValue();
   const char** dvCtx = st.arena.makeArray<const char*>(2);

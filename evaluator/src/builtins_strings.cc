@@ -65,15 +65,16 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primConcatStringsSep(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  Context ctx;
-  std::string sep(st.forceString(*args[0], ctx, pos));
+  ContextUnion ctx;
+  std::string_view sep = st.forceString(*args[0], pos);
+  ctx.add(args[0]->str.context);
   st.forceList(*args[1], pos);
   std::string r;
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     if (i) r += sep;
-    r += st.coerceToString(pos, *args[1]->list.elems[i], ctx);
+    st.appendCoerced(pos, *args[1]->list.elems[i], r, ctx);
   }
-  st.mkString(v, r, ctx);
+  v.mkString(st.arena.copyString(r), ctx.result(st.arena));
 }
 
 std::string_view nextComponent(std::string_view s, size_t& p) {

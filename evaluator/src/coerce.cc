@@ -40,6 +40,56 @@ const char* showType(const Value& v) {
   }
 }
 
+void ContextUnion::add(const char** c) {
+  if (!c || c == single_) return;
+  if (!single_ && set_.empty()) {
+    single_ = c;
+    return;
+  }
+  if (single_) {
+    for (const char** p = single_; *p; ++p) set_.insert(*p);
+    single_ = nullptr;
+  }
+  for (; *c; ++c) set_.insert(*c);
+}
+
+void ContextUnion::add(const Context& ctx) {
+  if (ctx.empty()) return;
+  if (single_) {
+    for (const char** p = single_; *p; ++p) set_.insert(*p);
+    single_ = nullptr;
+  }
+  set_.insert(ctx.begin(), ctx.end());
+}
+
+const char** ContextUnion::result(Arena& arena) const {
+  if (single_ || set_.empty()) return single_;
+  const char** c = arena.makeArray<const char*>(set_.size() + 1);
+  size_t i = 0;
+  for (auto& x : set_) c[i++] = x.data();
+  c[i] = nullptr;
+  return c;
+}
+
+void EvalState::appendCoerced(PosIdx pos, Value& v, std::string& out, ContextUnion& ctx,
+                              bool coerceMore, bool copyToStore, bool canonicalizePath) {
+  forceValue(v, pos);
+  Value* s = &v;
+  if (v.type == VType::kAttrs && !v.attrs->get(sToString))
+    if (Value* o = v.attrs->get(sOutPath)) {
+      forceValue(*o, pos);
+      s = o;
+    }
+  if (s->type == VType::kString) {
+    out += s->str.s;
+    ctx.add(s->str.context);
+    return;
+  }
+  Context c;
+  out += coerceToString(pos, v, c, coerceMore, copyToStore, canonicalizePath);
+  ctx.add(c);
+}
+
 std::string EvalState::coerceToString(PosIdx pos, Value& v, Context& ctx, bool coerceMore,
                                       bool copyToStore, bool canonicalizePath) {
   forceValue(v, pos);

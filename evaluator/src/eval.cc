@@ -296,7 +296,7 @@ void ExprBinOp::eval(EvalState& state, Env& env, Value& v) {
 }
 
 void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
-  Context ctx;
+  ContextUnion ctx;
   std::string s;
   int64_t n = 0;
   double nf = 0;
@@ -321,7 +321,7 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
       else if (tmp.type == VType::kFloat) nf += tmp.fpoint;
       else state.throwError(ipos, std::string("cannot add ") + showType(tmp) + " to a float");
     } else {
-      s += state.coerceToString(ipos, tmp, ctx, false, firstType == VType::kString, !first);
+      state.appendCoerced(ipos, tmp, s, ctx, false, firstType == VType::kString, !first);
     }
     first = false;
   }
@@ -334,7 +334,7 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
       state.throwError(pos, "a string that refers to a store path cannot be appended to a path");
     state.mkPath(v, canonPath(s));
   } else {
-    state.mkString(v, s, ctx);
+    v.mkString(state.arena.copyString(s), ctx.result(state.arena));
   }
 }
 

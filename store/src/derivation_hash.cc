@@ -1,5 +1,7 @@
 // hashDerivationModulo (spec §3.4) with a memoising, iterative graph walk,
 // and filling in output paths the way Nix's `derivation` builtin does (§3.5).
+#include <algorithm>
+
 #include "derivation_internal.h"
 #include "kiln/common/encoding.h"
 #include "kiln/common/error.h"
@@ -16,6 +18,26 @@ Hash DrvHashCache::hashOf(const StorePath& drvPath) {
 
 bool DrvHashCache::isDeferred(const StorePath& drvPath) {
   return entry(drvPath).deferred;
+}
+
+std::string_view DrvHashCache::keepKey(std::string_view baseName) {
+  constexpr size_t kChunk = 64 << 10;
+  if (baseName.size() > keyLeft_) {
+    size_t size = std::max(kChunk, baseName.size());
+    keyChunks_.emplace_back(new char[size]);
+    keyCur_ = keyChunks_.back().get();
+    keyLeft_ = size;
+  }
+  std::memcpy(keyCur_, baseName.data(), baseName.size());
+  std::string_view key(keyCur_, baseName.size());
+  keyCur_ += baseName.size();
+  keyLeft_ -= baseName.size();
+  return key;
+}
+
+DrvHashCache::Entry& DrvHashCache::memoise(std::string_view baseName, const Entry& e) {
+  if (auto it = memo_.find(baseName); it != memo_.end()) return it->second;
+  return memo_.emplace(keepKey(baseName), e).first->second;
 }
 
 const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
@@ -48,7 +70,7 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
       ready = false;
     }
     if (!ready) continue;
-    memo_.emplace(cur.baseName(), computeEntry(it->second));
+    memoise(cur.baseName(), computeEntry(it->second));
     inProgress.erase(it);
     stack.pop_back();
   }
@@ -57,7 +79,7 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
 
 void DrvHashCache::remember(const StorePath& drvPath, const Derivation& drv) {
   if (memo_.count(drvPath.baseName())) return;
-  memo_.emplace(drvPath.baseName(), computeEntry(drv));
+  memoise(drvPath.baseName(), computeEntry(drv));
 }
 
 detail::InputHashes DrvHashCache::inputHashes(const Derivation& drv,
@@ -165,14 +187,18 @@ void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
   cache.fillOutputs(drv, inputs, inputDeferred);
 }
 
-StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm) {
+StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
+                                      uint32_t** tag) {
   bool inputDeferred;
   detail::InputHashes inputs = inputHashes(drv, inputDeferred);
   fillOutputs(drv, inputs, inputDeferred);
   aterm = printDerivation(storeDir_, drv);
   StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);
-  if (!memo_.count(path.baseName()))
-    memo_.emplace(path.baseName(), entryOf(drv, inputs, inputDeferred));
+  auto it = memo_.find(path.baseName());
+  Entry& e = it != memo_.end()
+                 ? it->second
+                 : memoise(path.baseName(), entryOf(drv, inputs, inputDeferred));
+  if (tag) *tag = &e.tag;
   return path;
 }
 

@@ -153,3 +153,23 @@ TEST(Eval, DependentDerivationsMatchNix) {
                        " in [ b.drvPath b.outPath ]"),
             "[ \"/nix/store/8jdz9f1gayrijzng7y063rba2f4nm5cs-b.drv\" \"/nix/store/bvn7nyjmbg16akg27akx87cbwfq07vvl-b\" ]");
 }
+
+// Interpolation, `+` and concatStringsSep reuse a lone part's context and
+// merge several (expected values from nix-instantiate 2.8).
+TEST(Eval, ConcatenatedStringsKeepTheUnionOfTheirPartsContexts) {
+  std::string lets =
+      "let a = derivation { name = \"a\"; system = \"x\"; builder = \"/b\"; };"
+      "  b = derivation { name = \"b\"; system = \"x\"; builder = \"/b\"; outputs = [ \"out\" \"dev\" ]; };"
+      "  ctx = s: builtins.attrNames (builtins.getContext s); in ";
+  std::string a = "\"/nix/store/zls09i4hh0vfzm882j1ry186i11233w6-a.drv\"";
+  std::string b = "\"/nix/store/b5cw71g39ybvvsazfc7h0vlcx4xsjcd1-b.drv\"";
+  EXPECT_EQ(evalStrict(lets + "ctx \"x${a}y\""), "[ " + a + " ]");
+  EXPECT_EQ(evalStrict(lets + "ctx \"${a}${b}${a}\""), "[ " + b + " " + a + " ]");
+  EXPECT_EQ(evalStrict(lets + "ctx (builtins.concatStringsSep \"${b.dev}\" [ \"1\" a \"2\" ])"),
+            "[ " + b + " " + a + " ]");
+  EXPECT_EQ(evalStrict(lets + "ctx (builtins.concatStringsSep \" \" [ a a ])"), "[ " + a + " ]");
+  EXPECT_EQ(evalStrict(lets + "ctx (\"${a.drvPath}\" + \"${b}\")"), "[ " + b + " " + a + " ]");
+  EXPECT_EQ(evalStrict(lets + "builtins.getContext \"${b.dev}${b.dev}\""),
+            "{ " + b + " = { outputs = [ \"dev\" ]; }; }");
+  EXPECT_EQ(evalStrict(lets + "builtins.hasContext \"${\"x\"}${toString 1}\""), "false");
+}

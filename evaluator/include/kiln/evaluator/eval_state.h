@@ -39,6 +39,25 @@ struct EvalSettings {
 /// ("/nix/store/…", "=/nix/store/….drv", "!out!/nix/store/….drv").
 using Context = std::set<std::string_view>;
 
+/// The context of a string built from parts. While at most one distinct
+/// context array has been added it is kept as it is (no set, no copy: most
+/// strings get their context from one interpolated part); a second one
+/// switches to a Context.
+class ContextUnion {
+ public:
+  /// Adds a NULL-terminated context array (nullptr: none).
+  void add(const char** c);
+  void add(const Context& ctx);
+  bool empty() const { return !single_ && set_.empty(); }
+  /// The union as a NULL-terminated array: the one array added, or a new
+  /// one in `arena`; nullptr when empty.
+  const char** result(Arena& arena) const;
+
+ private:
+  const char** single_ = nullptr;
+  Context set_;
+};
+
 /// Decides whether an entry below a source tree is copied (filterSource,
 /// builtins.path's `filter`): its full path and type ("regular",
 /// "directory", "symlink" or "unknown"). Empty: everything is copied.
@@ -135,6 +154,11 @@ class EvalState {
 
   std::string coerceToString(PosIdx pos, Value& v, Context& ctx, bool coerceMore = false,
                              bool copyToStore = true, bool canonicalizePath = true);
+  /// Appends coerceToString(v) to `out` and its context to `ctx`, without
+  /// copies for strings and derivations (sets with a string `outPath`).
+  void appendCoerced(PosIdx pos, Value& v, std::string& out, ContextUnion& ctx,
+                     bool coerceMore = false, bool copyToStore = true,
+                     bool canonicalizePath = true);
   /// A path from a path value or an absolute string; throws otherwise.
   std::string coerceToPath(PosIdx pos, Value& v, Context& ctx);
   /// Copies (or in read-only mode, names) a source path in the store.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -128,6 +129,12 @@ DrvLoader fileDrvLoader(const StoreDir& storeDir, std::string physicalDir);
 class DrvHashCache {
  public:
   DrvHashCache(StoreDir storeDir, DrvLoader loader);
+  DrvHashCache(DrvHashCache&&) = default;
+  DrvHashCache(const DrvHashCache&) = delete;
+  DrvHashCache& operator=(const DrvHashCache&) = delete;
+
+  /// What tagOf() holds for a `.drv` nobody has tagged.
+  static constexpr uint32_t kNoTag = UINT32_MAX;
 
   /// H of the derivation stored at `drvPath` (unmasked, as dependants use
   /// it). Throws what the loader throws, or FormatError on a dependency
@@ -156,7 +163,17 @@ class DrvHashCache {
   /// `aterm`, memoises its H and returns its `.drv` path. Inputs are looked
   /// up once and each ATerm variant (masked, unmasked modulo, the `.drv`
   /// text) is printed and hashed once. Throws as fillOutputPaths().
-  StorePath addDerivation(Derivation& drv, std::string& aterm);
+  /// With `tag`, also points it at the derivation's tag (see tagOf()).
+  StorePath addDerivation(Derivation& drv, std::string& aterm,
+                          uint32_t** tag = nullptr);
+  /// A number the caller may attach to a memoised `.drv` (an evaluator
+  /// keeps the index of its own record there, so one lookup finds both),
+  /// kNoTag until set; nullptr if `baseName` has no memoised hash. Valid
+  /// until the next call that memoises a hash.
+  uint32_t* tagOf(std::string_view baseName) {
+    auto it = memo_.find(baseName);
+    return it == memo_.end() ? nullptr : &it->second.tag;
+  }
   /// How many times the loader was called (each `.drv` at most once).
   size_t loadCount() const { return loads_; }
   /// Number of memoised hashes.
@@ -168,6 +185,7 @@ class DrvHashCache {
   struct Entry {
     std::array<uint8_t, 32> sha256;
     bool deferred;
+    uint32_t tag = kNoTag;
     Hash hash() const {
       return Hash(HashAlgo::kSha256,
                   std::string_view(reinterpret_cast<const char*>(sha256.data()),
@@ -177,8 +195,8 @@ class DrvHashCache {
   /// Store path base names are random in their first characters: those
   /// make the hash (no need to hash 40-200 bytes per lookup).
   struct BaseNameHash {
-    size_t operator()(const std::string& s) const {
-      if (s.size() < sizeof(uint64_t)) return std::hash<std::string>()(s);
+    size_t operator()(std::string_view s) const {
+      if (s.size() < sizeof(uint64_t)) return std::hash<std::string_view>()(s);
       uint64_t h;
       std::memcpy(&h, s.data(), sizeof h);
       return h;
@@ -196,9 +214,18 @@ class DrvHashCache {
 
   StoreDir storeDir_;
   DrvLoader loader_;
+  /// Copies a base name into keyChunks_ (memo_ keys are views of these:
+  /// no heap string per entry, and one cache miss less per lookup).
+  std::string_view keepKey(std::string_view baseName);
+  /// Inserts H of the `.drv` named `baseName` unless it is there already.
+  Entry& memoise(std::string_view baseName, const Entry& e);
+
   /// By `.drv` base name; a hash map (lookups per input per derivation
   /// dominated evaluation with an ordered map of StorePaths).
-  std::unordered_map<std::string, Entry, BaseNameHash> memo_;
+  std::unordered_map<std::string_view, Entry, BaseNameHash> memo_;
+  std::vector<std::unique_ptr<char[]>> keyChunks_;
+  char* keyCur_ = nullptr;
+  size_t keyLeft_ = 0;
   size_t loads_ = 0;
 };
 
