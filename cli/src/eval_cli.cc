@@ -3,6 +3,7 @@
 
 #include <boost/program_options/errors.hpp>
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 #include <ostream>
 
@@ -93,10 +94,16 @@ class EvalStoreTarget::LazyWriter : public eval::StoreWriter {
                  const eval::PathFilter& filter, bool recursive) override {
     get().addSource(path, fsPath, filter, recursive);
   }
+  void flush() override {
+    if (writer_) writer_->flush();
+  }
+  size_t queued() const { return writer_ ? writer_->queued() : 0; }
 
  private:
   eval::LocalStoreWriter& get() {
-    if (!writer_) writer_.emplace(*target_.localStore());
+    if (!writer_)
+      writer_.emplace(*target_.localStore(), eval::LocalStoreWriter::kDefaultBatchSize,
+                      [this] { target_.releaseHeld(); });
     return *writer_;
   }
   EvalStoreTarget& target_;
@@ -129,10 +136,30 @@ void EvalStoreTarget::apply(const boost::program_options::variables_map& vm,
 eval::StoreWriter* EvalStoreTarget::writer() {
   if (readOnly_) return nullptr;
   if (!writer_) {
-    if (!storeRoot_.empty()) writer_ = std::make_unique<eval::DirStoreWriter>(storeRoot_);
-    else writer_ = std::make_unique<LazyWriter>(*this);
+    if (!storeRoot_.empty()) {
+      writer_ = std::make_unique<eval::DirStoreWriter>(storeRoot_);
+    } else {
+      auto lazy = std::make_unique<LazyWriter>(*this);
+      lazy_ = lazy.get();
+      writer_ = std::move(lazy);
+    }
   }
   return writer_.get();
+}
+
+void EvalStoreTarget::print(const std::string& text) {
+  held_ += text;
+  if (!lazy_ || lazy_->queued() == 0) releaseHeld();
+}
+
+void EvalStoreTarget::flush() {
+  if (writer_) writer_->flush();
+  releaseHeld();
+}
+
+void EvalStoreTarget::releaseHeld() {
+  std::cout << held_;
+  held_.clear();
 }
 
 store::LocalStore* EvalStoreTarget::localStore() {

@@ -67,14 +67,26 @@ class EvalStoreTarget {
   store::LocalStore* localStore();
   /// Whether --readonly-mode was given.
   bool readOnly() const { return readOnly_; }
+  /// Prints `text` to stdout once every store object added so far is
+  /// durable and valid: at once when the LocalStore writer has nothing
+  /// queued, else right after its next commit (flush() at the latest), so
+  /// a line never names a `.drv` that a crash could still lose.
+  void print(const std::string& text);
+  /// Commits what the writer has queued and prints what print() held.
+  /// Throws Error when the commit fails (the held output is then dropped).
+  void flush();
 
  private:
   class LazyWriter;
+  /// Prints what print() held.
+  void releaseHeld();
   StoreLocation location_;
   std::string storeRoot_;
   bool readOnly_ = false;
   std::unique_ptr<store::LocalStore> store_;
   std::unique_ptr<eval::StoreWriter> writer_;
+  LazyWriter* lazy_ = nullptr;  // writer_ when it is the LocalStore's
+  std::string held_;            // print()ed, waiting for a commit
 };
 
 }  // namespace kiln::cli

@@ -37,15 +37,12 @@ EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
   return s;
 }
 
-void printJob(const Job& job, bool json, size_t& failed) {
+// Lines are held until the job's .drv is committed (EvalStoreTarget::print).
+void printJob(EvalStoreTarget& out, const Job& job, bool json, size_t& failed) {
   if (!job.error.empty()) ++failed;
-  if (json) {
-    std::cout << jobToJson(job) << "\n";
-  } else if (!job.error.empty()) {
-    std::cout << job.attr << ": error: " << job.error << "\n";
-  } else {
-    std::cout << job.attr << " " << job.drvPath << "\n";
-  }
+  if (json) out.print(jobToJson(job) + "\n");
+  else if (!job.error.empty()) out.print(job.attr + ": error: " + job.error + "\n");
+  else out.print(job.attr + " " + job.drvPath + "\n");
 }
 
 int runEval(EvalOptions& o, const po::variables_map& vm) {
@@ -64,11 +61,16 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
       size_t jobs = 0, failed = 0;
       enumerateJobs(st, selected, autoArgs, o.attrPath, [&](const Job& job) {
         ++jobs;
-        printJob(job, o.json, failed);
+        printJob(o.target, job, o.json, failed);
       });
+      o.target.flush();
       std::cout.flush();
       if (failed) std::cerr << "kiln eval: " << failed << " of " << jobs << " jobs failed\n";
     } catch (const Error& e) {
+      try {
+        o.target.flush();  // the jobs enumerated before the error
+      } catch (const Error&) {
+      }
       std::cout.flush();
       printEvalError(std::cerr, e.what(), o.showTrace);
       rc = kExitFailure;

@@ -68,9 +68,10 @@ std::vector<std::string> takeNixStyleArgs(const std::vector<std::string>& in, Op
   return rest;
 }
 
-void printResult(EvalState& st, const Options& o, Value& v) {
+void printResult(EvalState& st, Options& o, Value& v) {
   if (o.strict) st.forceValueDeep(v);
   else st.forceValue(v, kNoPos);
+  o.target.flush();  // the value may name objects it wrote
   Context ctx;
   if (o.json) {
     printValueAsJSON(st, o.strict, v, kNoPos, std::cout, ctx, true);  // no newline, as Nix
@@ -87,6 +88,7 @@ std::string addRoot(Options& o, const std::string& drvPath) {
   std::string link = absPath(o.addRoot);
   if (++o.roots > 1) link += "-" + std::to_string(o.roots);
   if (store::LocalStore* store = o.target.localStore()) {
+    o.target.flush();  // the .drv must be valid to become a root
     store->addIndirectRoot(store->parsePath(drvPath), link);
     return link;
   }
@@ -109,7 +111,8 @@ void printDrv(EvalState& st, Options& o, const std::string& entry) {
   std::string drvPath = entry.substr(0, bang);
   std::string suffix = bang == std::string::npos ? "" : entry.substr(bang);
   if (!o.addRoot.empty()) {
-    std::cout << addRoot(o, drvPath) << suffix << "\n";
+    std::string link = addRoot(o, drvPath);
+    o.target.print(link + suffix + "\n");
     return;
   }
   if (!o.warned) {  // nix-instantiate warns in read-only mode too
@@ -117,7 +120,7 @@ void printDrv(EvalState& st, Options& o, const std::string& entry) {
     std::cerr << "warning: you did not specify '--add-root'; the result might be removed by "
                  "the garbage collector\n";
   }
-  std::cout << entry << "\n";
+  o.target.print(entry + "\n");
 }
 
 void processExpr(EvalState& st, Options& o, Bindings* autoArgs, Expr* e) {
@@ -178,7 +181,12 @@ int run(Options& o, const po::variables_map& vm) {
           processExpr(st, o, autoArgs, st.parseExprFromFile(absPath(path)));
         }
       }
+      o.target.flush();
     } catch (const Error& e) {
+      try {
+        o.target.flush();  // what was made before the error, as Nix keeps it
+      } catch (const Error&) {
+      }
       std::cout.flush();
       printEvalError(std::cerr, e.what(), o.showTrace);
       rc = kExitFailure;

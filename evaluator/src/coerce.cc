@@ -141,6 +141,16 @@ std::string EvalState::coerceToPath(PosIdx pos, Value& v, Context& ctx) {
   std::string s = coerceToString(pos, v, ctx, false, false);
   if (s.empty() || s[0] != '/')
     throwError(pos, "string '" + s + "' doesn't represent an absolute path");
+  // A store object this evaluation made may still be queued in the
+  // writer: the path is about to be read, so it must exist first.
+  if (storeWriter && s.size() > settings.storeDir.size() && s.starts_with(settings.storeDir) &&
+      s[settings.storeDir.size()] == '/') {
+    try {
+      storeWriter->flush();
+    } catch (const Error& e) {
+      throwError(pos, e.what());
+    }
+  }
   return s;
 }
 

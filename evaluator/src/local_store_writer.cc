@@ -37,6 +37,20 @@ class RecordedFilter {
 
 }  // namespace
 
+LocalStoreWriter::LocalStoreWriter(store::LocalStore& store, size_t batchSize,
+                                   std::function<void()> onCommit)
+    : store_(store), batch_(store), batchSize_(batchSize), onCommit_(std::move(onCommit)) {}
+
+void LocalStoreWriter::flush() {
+  if (batch_.size() == 0) return;
+  batch_.commit();
+  if (onCommit_) onCommit_();
+}
+
+void LocalStoreWriter::commitIfFull() {
+  if (batch_.size() >= batchSize_) flush();
+}
+
 void LocalStoreWriter::expectPath(const store::StorePath& got, const std::string& expected,
                                   const std::string& what) const {
   if (store_.printPath(got) != expected)
@@ -50,16 +64,17 @@ store::StorePath LocalStoreWriter::checkedAddText(const std::string& path,
   store::StorePath want = store_.parsePath(path);
   store::StorePathSet refs;
   for (auto& r : references) refs.insert(store_.parsePath(r));
-  bool had = store_.isValid(want);
-  store::StorePath got = store_.addText(want.name(), contents, refs);
+  size_t before = batch_.size();
+  store::StorePath got = batch_.addText(want.name(), contents, refs);
   expectPath(got, path, "'" + path + "'");
-  if (!had) ++written_;
+  if (batch_.size() > before) ++written_;
   return got;
 }
 
 void LocalStoreWriter::addText(const std::string& path, const std::string& contents,
                                const std::set<std::string>& references) {
   checkedAddText(path, contents, references);
+  commitIfFull();
 }
 
 void LocalStoreWriter::addDerivation(const std::string& path, const std::string& contents,
@@ -67,22 +82,25 @@ void LocalStoreWriter::addDerivation(const std::string& path, const std::string&
                                      const std::map<std::string, std::string>& outputs) {
   size_t before = written_;
   store::StorePath drv = checkedAddText(path, contents, references);
-  if (written_ == before || outputs.empty()) return;
-  std::map<std::string, store::StorePath> outs;
-  for (auto& [name, out] : outputs) outs.emplace(name, store_.parsePath(out));
-  store_.registerDerivationOutputs(drv, outs);
+  if (written_ != before && !outputs.empty()) {
+    std::map<std::string, store::StorePath> outs;
+    for (auto& [name, out] : outputs) outs.emplace(name, store_.parsePath(out));
+    batch_.registerDerivationOutputs(drv, outs);
+  }
+  commitIfFull();
 }
 
 void LocalStoreWriter::addSource(const std::string& path, const std::string& fsPath,
                                  const PathFilter& filter, bool recursive) {
   store::StorePath want = store_.parsePath(path);
+  if (batch_.queued(want)) return;
   store_.addTempRoot(want);
   if (store_.isValid(want)) return;
   if (recursive) {
     RecordedFilter recorded(filter);
     store::NarPathFilter f;
     if (filter) f = [&](const std::string& p) { return recorded(p); };
-    expectPath(store_.addPath(fsPath, want.name(), f), path, "'" + fsPath + "'");
+    expectPath(batch_.addPath(fsPath, want.name(), f), path, "'" + fsPath + "'");
   } else {
     // A flat file: addressed by the sha256 of its bytes, stored as a plain
     // (non-executable) file.
@@ -96,9 +114,10 @@ void LocalStoreWriter::addSource(const std::string& path, const std::string& fsP
     info.narSize = nar.s.size();
     info.ca = store::makeFixedCa(false, h);
     StringSource src(nar.s);
-    store_.addFromNar(info, src);
+    batch_.addFromNar(info, src);
   }
   ++written_;
+  commitIfFull();
 }
 
 }  // namespace kiln::eval

@@ -109,47 +109,53 @@ std::optional<ValidPathInfo> LocalStore::Impl::readInfo(SqliteDb& d,
   return info;
 }
 
-void LocalStore::Impl::registerValidPath(const ValidPathInfo& info) {
-  auto lk = db.lock();
-  SqliteDb& d = **lk;
-  retrySqlite([&] {
-    SqliteTxn txn(d);
-    auto st = d.prepare(
-        "insert into ValidPaths (path, hash, registrationTime, deriver, "
-        "narSize, ultimate, sigs, ca) values (?, ?, ?, ?, ?, ?, ?, ?)");
-    st.bind(storeDir.printPath(info.path))
-        .bind("sha256:" + info.narHash.toHex())
-        .bind(info.registrationTime ? info.registrationTime : nowSeconds());
-    if (info.deriver)
-      st.bind(storeDir.printPath(*info.deriver));
-    else
-      st.bindNull();
-    st.bind(static_cast<int64_t>(info.narSize));
-    if (info.ultimate)
-      st.bind(int64_t{1});
-    else
-      st.bindNull();
-    if (info.sigs.empty())
-      st.bindNull();
-    else
-      st.bind(joinSigs(info.sigs));
-    if (info.ca.empty())
-      st.bindNull();
-    else
-      st.bind(info.ca);
-    st.exec();
-    int64_t id = d.lastInsertRowId();
-    auto ins = d.prepare("insert into Refs (referrer, reference) values (?, ?)");
-    for (auto& ref : info.references) {
-      auto refId = ref == info.path ? std::optional(id) : pathId(d, ref);
-      if (!refId)
-        throw InvalidPathError("cannot add '" + storeDir.printPath(info.path) +
-                               "': its reference '" + storeDir.printPath(ref) +
-                               "' is not valid");
-      ins.bind(id).bind(*refId).exec();
-    }
-    txn.commit();
-  });
+int64_t LocalStore::Impl::insertValidPath(SqliteDb& d,
+                                          const ValidPathInfo& info) {
+  auto st = d.prepare(
+      "insert into ValidPaths (path, hash, registrationTime, deriver, "
+      "narSize, ultimate, sigs, ca) values (?, ?, ?, ?, ?, ?, ?, ?)");
+  st.bind(storeDir.printPath(info.path))
+      .bind("sha256:" + info.narHash.toHex())
+      .bind(info.registrationTime ? info.registrationTime : nowSeconds());
+  if (info.deriver)
+    st.bind(storeDir.printPath(*info.deriver));
+  else
+    st.bindNull();
+  st.bind(static_cast<int64_t>(info.narSize));
+  if (info.ultimate)
+    st.bind(int64_t{1});
+  else
+    st.bindNull();
+  if (info.sigs.empty())
+    st.bindNull();
+  else
+    st.bind(joinSigs(info.sigs));
+  if (info.ca.empty())
+    st.bindNull();
+  else
+    st.bind(info.ca);
+  st.exec();
+  int64_t id = d.lastInsertRowId();
+  auto ins = d.prepare("insert into Refs (referrer, reference) values (?, ?)");
+  for (auto& ref : info.references) {
+    auto refId = ref == info.path ? std::optional(id) : pathId(d, ref);
+    if (!refId)
+      throw InvalidPathError("cannot add '" + storeDir.printPath(info.path) +
+                             "': its reference '" + storeDir.printPath(ref) +
+                             "' is not valid");
+    ins.bind(id).bind(*refId).exec();
+  }
+  return id;
+}
+
+void LocalStore::Impl::insertDerivationOutputs(
+    SqliteDb& d, int64_t drvId,
+    const std::map<std::string, StorePath>& outputs) {
+  auto st = d.prepare(
+      "insert or replace into DerivationOutputs (drv, id, path) "
+      "values (?, ?, ?)");
+  for (auto& [name, path] : outputs)
+    st.bind(drvId).bind(name).bind(storeDir.printPath(path)).exec();
 }
 
 void LocalStore::Impl::invalidatePath(SqliteDb& d, const StorePath& path) {
@@ -238,11 +244,7 @@ void LocalStore::registerDerivationOutputs(
     if (!id)
       throw InvalidPathError("cannot register outputs of '" + printPath(drv) +
                              "': it is not valid");
-    auto st = d.prepare(
-        "insert or replace into DerivationOutputs (drv, id, path) "
-        "values (?, ?, ?)");
-    for (auto& [name, path] : outputs)
-      st.bind(*id).bind(name).bind(printPath(path)).exec();
+    impl_->insertDerivationOutputs(d, *id, outputs);
     txn.commit();
   });
 }

@@ -10,7 +10,6 @@
 #include "kiln/common/file.h"
 #include "kiln/store/nar.h"
 #include "local_store_impl.h"
-#include "stream_channel.h"
 
 namespace kiln::store {
 
@@ -18,26 +17,15 @@ namespace {
 
 std::atomic<unsigned> gUnique{0};
 
-// Deletes a path on scope exit unless dismissed: a failed add leaves
-// nothing behind.
-class PathGuard {
- public:
-  explicit PathGuard(std::string p) : path_(std::move(p)) {}
-  ~PathGuard() {
-    if (path_.empty()) return;
-    try {
-      deletePath(path_);
-    } catch (...) {
-    }
-  }
-  void set(std::string p) { path_ = std::move(p); }
-  void dismiss() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
 }  // namespace
+
+PathGuard::~PathGuard() {
+  if (path_.empty()) return;
+  try {
+    deletePath(path_);
+  } catch (...) {
+  }
+}
 
 // ------------------------------------------------- files made canonical
 
@@ -47,7 +35,14 @@ void syncDirectory(const std::string& dir) {
   if (::fsync(fd.get()) != 0) throwSysError("fsync '" + dir + "'");
 }
 
-void canonicaliseTree(const std::string& path) {
+void syncFileSystem(const std::string& dir) {
+  AutoCloseFD fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) throwSysError("opening directory '" + dir + "'");
+  if (::syncfs(fd.get()) != 0)
+    throwSysError("syncing the filesystem of '" + dir + "'");
+}
+
+void canonicaliseTree(const std::string& path, bool fsyncEach) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) throwSysError("lstat '" + path + "'");
   const timespec times[2] = {{1, 0}, {1, 0}};  // atime, mtime = epoch + 1s
@@ -58,7 +53,7 @@ void canonicaliseTree(const std::string& path) {
   }
   if (S_ISDIR(st.st_mode)) {
     for (auto& e : std::filesystem::directory_iterator(path))
-      canonicaliseTree(e.path().string());
+      canonicaliseTree(e.path().string(), fsyncEach);
   } else if (!S_ISREG(st.st_mode)) {
     throw Error("'" + path + "' is neither a file, a directory nor a symlink");
   }
@@ -67,7 +62,8 @@ void canonicaliseTree(const std::string& path) {
   AutoCloseFD fd(::open(path.c_str(), flags));
   if (!fd) throwSysError("opening '" + path + "'");
   mode_t mode = S_ISDIR(st.st_mode) || (st.st_mode & S_IXUSR) ? 0555 : 0444;
-  if (::fsync(fd.get()) != 0) throwSysError("fsync '" + path + "'");
+  if (fsyncEach && ::fsync(fd.get()) != 0)
+    throwSysError("fsync '" + path + "'");
   if (::fchmod(fd.get(), mode) != 0) throwSysError("chmod '" + path + "'");
   if (::futimens(fd.get(), times) != 0)
     throwSysError("setting the time of '" + path + "'");
@@ -86,11 +82,20 @@ uint64_t treeSize(const std::string& path) {
 
 // --------------------------------------------------- locks and temp names
 
+char LocalStore::Impl::stripeOf(const StorePath& path) {
+  return path.baseName()[0];
+}
+
+std::string LocalStore::Impl::stripeLockFile(char stripe) const {
+  return locksDir + "/add-" + std::string(1, stripe) + ".lock";
+}
+
+FileLock LocalStore::Impl::lockStripe(char stripe) {
+  return FileLock::acquire(stripeLockFile(stripe), LockMode::kExclusive);
+}
+
 FileLock LocalStore::Impl::lockPath(const StorePath& path) {
-  auto lock = FileLock::acquire(locksDir + "/" + path.baseName() + ".lock",
-                                LockMode::kExclusive);
-  lock.unlinkOnRelease();
-  return lock;
+  return lockStripe(stripeOf(path));
 }
 
 std::string LocalStore::Impl::tempPathFor(const StorePath& path) {
@@ -133,88 +138,52 @@ void LocalStore::addTempRoot(const StorePath& path) {
 
 // ------------------------------------------------------------------ adds
 
-void LocalStore::addFromNar(const ValidPathInfo& info, Source& nar) {
-  const auto& path = info.path;
-  if (info.narHash.algo() != HashAlgo::kSha256)
-    throw FormatError("NAR hash of '" + printPath(path) + "' must be sha256");
-  addTempRoot(path);
-  for (auto& r : info.references)
-    if (r != path) addTempRoot(r);
-  if (isValid(path)) return;
-  auto lock = impl_->lockPath(path);
-  if (isValid(path)) return;  // another process added it meanwhile
-  for (auto& r : info.references)
-    if (r != path && !isValid(r))
-      throw InvalidPathError("cannot add '" + printPath(path) +
-                             "': its reference '" + printPath(r) +
-                             "' is not valid");
-
-  std::string tmp = impl_->tempPathFor(path);
+std::string LocalStore::Impl::writeTemp(const ValidPathInfo& info, Source& nar,
+                                        bool fsyncEach) {
+  std::string full = storeDir.printPath(info.path);
+  std::string tmp = tempPathFor(info.path);
   PathGuard guard(tmp);
   HashingSink hasher(HashAlgo::kSha256);
   TeeSource tee(nar, hasher);
   restorePath(tmp, tee);
   char extra;
   if (nar.read(&extra, 1) != 0)
-    throw FormatError("trailing data after the NAR of '" + printPath(path) + "'");
+    throw FormatError("trailing data after the NAR of '" + full + "'");
   auto [hash, size] = hasher.finish();
   if (hash != info.narHash || size != info.narSize)
     throw HashMismatchError(
-        "NAR of '" + printPath(path) + "' does not match its metadata: expected " +
+        "NAR of '" + full + "' does not match its metadata: expected " +
         info.narHash.toNix32() + " (" + std::to_string(info.narSize) +
         " bytes), got " + hash.toNix32() + " (" + std::to_string(size) +
         " bytes)");
-  canonicaliseTree(tmp);
-
-  // A leftover from an add that died between rename and registration.
-  std::string final = physicalPath(path);
-  if (pathExists(final)) deletePath(final);
-  if (::rename(tmp.c_str(), final.c_str()) != 0)
-    throwSysError("renaming '" + tmp + "' to '" + final + "'");
-  guard.set(final);
-  syncDirectory(impl_->physicalRoot);
-  impl_->registerValidPath(info);
+  canonicaliseTree(tmp, fsyncEach);
   guard.dismiss();
+  return tmp;
+}
+
+// A single add is a batch of one whose files are fsynced one by one (no
+// syncfs of a filesystem others may be filling).
+
+void LocalStore::addFromNar(const ValidPathInfo& info, Source& nar) {
+  Batch batch(*this, Batch::Sync::kEachFile);
+  batch.addFromNar(info, nar);
+  batch.commit();
 }
 
 StorePath LocalStore::addPath(const std::string& fsPath, std::string_view name,
                               const NarPathFilter& filter) {
-  std::string src = absPath(fsPath);
-  std::string nm = name.empty() ? baseNameOf(src) : std::string(name);
-  checkStorePathName(nm);
-  HashingSink first(HashAlgo::kSha256);
-  dumpPath(src, first, filter);
-  auto [hash, size] = first.finish();
-  ValidPathInfo info(storeDir().makeSourcePath(nm, hash, {}, false));
-  info.narHash = hash;
-  info.narSize = size;
-  info.ca = makeFixedCa(true, hash);
-  addTempRoot(info.path);
-  if (isValid(info.path)) return info.path;
-  // Second pass: the tree is serialised again straight into the restorer;
-  // addFromNar's hash check catches a tree that changed in between.
-  StreamChannel chan([&](Sink& sink) { dumpPath(src, sink, filter); });
-  try {
-    addFromNar(info, chan.source());
-  } catch (const HashMismatchError&) {
-    throw Error("'" + src + "' changed while it was being added to the store");
-  }
-  return info.path;
+  Batch batch(*this, Batch::Sync::kEachFile);
+  auto path = batch.addPath(fsPath, name, filter);
+  batch.commit();
+  return path;
 }
 
 StorePath LocalStore::addText(std::string_view name, std::string_view contents,
                               const StorePathSet& refs) {
-  auto hash = hashString(HashAlgo::kSha256, contents);
-  ValidPathInfo info(storeDir().makeTextPath(name, hash, refs));
-  StringSink nar;
-  dumpString(contents, nar);
-  info.narHash = hashString(HashAlgo::kSha256, nar.s);
-  info.narSize = nar.s.size();
-  info.references = refs;
-  info.ca = makeTextCa(hash);
-  StringSource src(nar.s);
-  addFromNar(info, src);
-  return info.path;
+  Batch batch(*this, Batch::Sync::kEachFile);
+  auto path = batch.addText(name, contents, refs);
+  batch.commit();
+  return path;
 }
 
 }  // namespace kiln::store

@@ -204,11 +204,12 @@ GcResult LocalStore::collectGarbage(bool dryRun) {
       continue;  // not ours; leave it alone
     }
     if (!path) continue;
-    if (!isTemp && (roots.count(*path) || graph.count(*path))) continue;
+    // A live adder temp-roots a path before writing its temporary, and
+    // holds its stripe's lock from rename to registration.
+    if (roots.count(*path) || (!isTemp && graph.count(*path))) continue;
     auto lock = FileLock::tryAcquire(
-        impl_->locksDir + "/" + path->baseName() + ".lock", LockMode::kExclusive);
-    if (!lock) continue;  // an adder is at work on it
-    lock->unlinkOnRelease();
+        impl_->stripeLockFile(Impl::stripeOf(*path)), LockMode::kExclusive);
+    if (!lock) continue;  // an adder is at work in this stripe
     if (!isTemp && isValid(*path)) continue;
     res.bytesFreed += treeSize(e.path().string());
     ++res.junkRemoved;

@@ -1,6 +1,7 @@
 #pragma once
 // LocalStore's private state, shared by local_store*.cc.
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,26 +42,62 @@ struct LocalStore::Impl {
   std::optional<int64_t> pathId(SqliteDb& db, const StorePath& path);
   /// Reads one ValidPaths row (with references) or nullopt.
   std::optional<ValidPathInfo> readInfo(SqliteDb& db, const StorePath& path);
-  /// Inserts `info` and its references in one transaction; references
-  /// other than the path itself must already be valid.
-  void registerValidPath(const ValidPathInfo& info);
+  /// Inserts `info` and its references inside the caller's transaction;
+  /// references other than the path itself must already be valid (else
+  /// InvalidPathError). Returns the new row id.
+  int64_t insertValidPath(SqliteDb& db, const ValidPathInfo& info);
+  /// Inserts (or replaces) DerivationOutputs rows of the derivation with
+  /// row id `drvId` inside the caller's transaction.
+  void insertDerivationOutputs(SqliteDb& db, int64_t drvId,
+                               const std::map<std::string, StorePath>& outputs);
   /// Removes the registration of `path` (must have no other referrers).
   void invalidatePath(SqliteDb& db, const StorePath& path);
 
-  /// Exclusive lock serialising adders of `path`.
+  /// Exclusive lock serialising adders of `path` (and of the other paths
+  /// in its stripe: `locks/add-<first character of the hash>.lock`).
   FileLock lockPath(const StorePath& path);
+  /// The lock stripe `path` belongs to (its name's first character).
+  static char stripeOf(const StorePath& path);
+  /// The lock file of stripe `stripe`.
+  std::string stripeLockFile(char stripe) const;
+  /// Exclusive lock of stripe `stripe`.
+  FileLock lockStripe(char stripe);
+  /// Restores the NAR in `nar` under a fresh temporary name, checks it
+  /// against `info` (hash, size, no trailing data) and makes it canonical
+  /// (fsyncing each file if `fsyncEach`); returns the temporary's path.
+  /// On failure nothing is left and HashMismatchError/FormatError/SysError
+  /// is thrown.
+  std::string writeTemp(const ValidPathInfo& info, Source& nar, bool fsyncEach);
   /// A fresh temporary name under the physical root for adding `path`.
   std::string tempPathFor(const StorePath& path);
   /// The store path a temporary name belongs to, if it is one.
   std::optional<StorePath> pathOfTemp(const std::string& name);
 };
 
-/// Makes a freshly written tree canonical and durable: files 0444 (0555 if
-/// owner-executable), directories 0555, mtime 1, everything fsynced.
-void canonicaliseTree(const std::string& path);
+/// Makes a freshly written tree canonical: files 0444 (0555 if
+/// owner-executable), directories 0555, mtime 1; with `fsyncEach` every
+/// file and directory is fsynced too (else the caller syncs later).
+void canonicaliseTree(const std::string& path, bool fsyncEach);
 /// Sum of the sizes of the regular files and symlinks in a tree.
 uint64_t treeSize(const std::string& path);
 /// fsyncs a directory.
 void syncDirectory(const std::string& dir);
+/// Makes everything written to the filesystem holding `dir` durable
+/// (syncfs); throws SysError.
+void syncFileSystem(const std::string& dir);
+
+/// Deletes a path on scope exit unless dismissed: a failed add leaves
+/// nothing behind.
+class PathGuard {
+ public:
+  explicit PathGuard(std::string p) : path_(std::move(p)) {}
+  ~PathGuard();
+  PathGuard(const PathGuard&) = delete;
+  PathGuard& operator=(const PathGuard&) = delete;
+  void dismiss() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace kiln::store

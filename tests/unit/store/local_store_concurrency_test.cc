@@ -31,27 +31,9 @@ int adder(const std::string& state, int id) {
   return 0;
 }
 
-// Collects garbage until told to stop (by the stop file appearing).
-int collector(const std::string& state, const std::string& stopFile) {
-  LocalStore store(state);
-  int runs = 0;
-  while (!pathExists(stopFile) || runs < 3) {
-    store.collectGarbage();
-    ++runs;
-  }
-  return 0;
-}
-
 TEST_F(LocalStoreTest, ConcurrentAddersReadersAndCollector) {
-  { LocalStore init(state_); }  // create the database once, up front
-  std::string stop = dir_.path() + "/stop";
-  pid_t gc = forkChild([&] { return collector(state_, stop); });
-  std::vector<pid_t> adders;
-  for (int i = 0; i < kAdders; ++i)
-    adders.push_back(forkChild([&, i] { return adder(state_, i); }));
-  for (auto pid : adders) EXPECT_EQ(waitChild(pid), 0);
-  writeFile(stop, "");
-  EXPECT_EQ(waitChild(gc), 0);
+  runAddersAgainstCollector(state_, dir_.path() + "/stop", kAdders,
+                            [&](int i) { return adder(state_, i); });
 
   LocalStore store(state_);
   // The rooted chain survives whole; every adder's own paths are now

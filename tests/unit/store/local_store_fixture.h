@@ -80,4 +80,23 @@ inline int waitChild(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/// Runs `adders` forked processes (`adder(i)` gives each one's exit code)
+/// while another forked process collects garbage in `state` until they
+/// have finished (and at least three times); expects every exit code 0.
+/// `stopFile` (created here) tells the collector to stop.
+inline void runAddersAgainstCollector(const std::string& state, const std::string& stopFile,
+                                      int adders, const std::function<int(int)>& adder) {
+  { LocalStore init(state); }  // create the database once, up front
+  pid_t gc = forkChild([&] {
+    LocalStore store(state);
+    for (int runs = 0; !pathExists(stopFile) || runs < 3; ++runs) store.collectGarbage();
+    return 0;
+  });
+  std::vector<pid_t> pids;
+  for (int i = 0; i < adders; ++i) pids.push_back(forkChild([&, i] { return adder(i); }));
+  for (auto pid : pids) EXPECT_EQ(waitChild(pid), 0);
+  writeFile(stopFile, "");
+  EXPECT_EQ(waitChild(gc), 0);
+}
+
 }  // namespace kiln::store::testing

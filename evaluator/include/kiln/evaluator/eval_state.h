@@ -90,6 +90,11 @@ class StoreWriter {
   /// file addressed by the sha256 of its contents.
   virtual void addSource(const std::string& path, const std::string& fsPath,
                          const PathFilter& filter, bool recursive) = 0;
+  /// Makes everything added so far durable and present at its path (a
+  /// writer may queue adds and write them in batches). The evaluator calls
+  /// it before it reads a path inside the store directory; the caller at
+  /// the end of the evaluation. Throws Error when writing fails.
+  virtual void flush() {}
 };
 
 /// Per-evaluation state a builtin family keeps (e.g. derivations made so far).

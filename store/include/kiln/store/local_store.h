@@ -5,8 +5,10 @@
 /// sits in SQLite (`<state>/db/db.sqlite`, tables modelled on Nix's, spec
 /// §8). Several processes may add, read and collect garbage at once:
 /// adds are atomic (temporary name, fsync, read-only, rename, one
-/// transaction), guarded by a lock per path and by temporary GC roots.
-/// State directory layout: docs/operations.md.
+/// transaction), guarded by lock files (one per stripe of path names) and
+/// by temporary GC roots. Many adds can share one sync, rename pass and
+/// transaction (LocalStore::Batch). State directory layout:
+/// docs/operations.md.
 
 #include <cstdint>
 #include <map>
@@ -143,6 +145,8 @@ class LocalStore {
   void registerDerivationOutputs(
       const StorePath& drv, const std::map<std::string, StorePath>& outputs);
 
+  class Batch;
+
   // ------------------------------------------------ GC roots, GC, verify
   /// Makes `path` (which must be valid) a permanent root: a symlink
   /// `<state>/gcroots/<name>` to its logical path; replaces an existing
@@ -175,6 +179,64 @@ class LocalStore {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+/// Adds many paths at the cost of a few: each add writes its tree under a
+/// temporary name (read-only, not yet synced) and is queued; commit() makes
+/// every queued tree durable at once (one syncfs of the store's filesystem),
+/// renames them into place, fsyncs the store directory once and registers
+/// them all, with their derivation outputs, in one transaction, in the
+/// order they were added, so a path may refer to one queued before it.
+/// Safety is that of single adds: nothing is registered before its files
+/// are durable; queued paths and their references are temporary roots from
+/// the moment they are queued (a collector keeps the temporaries too);
+/// adders of the same path serialise on its lock stripe while renaming and
+/// registering, and the one that finds it valid discards its copy.
+/// Holds no file descriptor per queued path. Used by one thread at a time;
+/// the LocalStore must outlive it. A queued path is not valid (nor at its
+/// physical path) until commit() returns.
+class LocalStore::Batch {
+ public:
+  /// How commit() makes the files durable: kFileSystem syncs the whole
+  /// filesystem once (cheap for many paths); kEachFile fsyncs every file as
+  /// it is written (cheap for one path on a filesystem others are writing).
+  enum class Sync { kFileSystem, kEachFile };
+  explicit Batch(LocalStore& store, Sync sync = Sync::kFileSystem);
+  /// Discards what was not committed: temporaries are deleted and nothing
+  /// is registered. Never throws.
+  ~Batch();
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  /// Queues `info.path` from the NAR in `nar`, checked as
+  /// LocalStore::addFromNar checks it, except that a reference may also be
+  /// a path queued earlier in this batch. A path already valid or queued is
+  /// left alone (`nar` is not read). On failure nothing of this path is
+  /// queued or left on disk, and earlier adds stay queued.
+  void addFromNar(const ValidPathInfo& info, Source& nar);
+  /// Queues a `text` path, as LocalStore::addText; returns it.
+  StorePath addText(std::string_view name, std::string_view contents,
+                    const StorePathSet& refs);
+  /// Queues a `source` path, as LocalStore::addPath; returns it.
+  StorePath addPath(const std::string& fsPath, std::string_view name = "",
+                    const NarPathFilter& filter = {});
+  /// Records `outputs` of `drv`: with `drv`'s registration when it is
+  /// queued here, else at once (InvalidPathError if `drv` is not valid).
+  void registerDerivationOutputs(
+      const StorePath& drv, const std::map<std::string, StorePath>& outputs);
+  /// Whether `path` is queued (added and not yet committed).
+  bool queued(const StorePath& path) const;
+  /// How many paths are queued.
+  size_t size() const;
+  /// Makes every queued path durable and valid (see the class comment);
+  /// afterwards the batch is empty and can be reused. On failure nothing
+  /// queued is registered, the batch is empty and its files are removed.
+  void commit();
+
+ private:
+  struct State;
+  LocalStore& store_;
+  std::unique_ptr<State> state_;
 };
 
 /// The prefix of the temporary names adds write under the physical root

@@ -1,0 +1,48 @@
+#!/bin/bash
+# Writing an evaluation into a fresh store: gen-collection.py N, then
+# `kiln instantiate FILE --state-dir FRESH` (every .drv registered in kiln's
+# LocalStore, durably) against `nix-instantiate --store local?root=FRESH FILE`
+# (a fresh Nix chroot store), and `kiln eval --json` (what the scheduler runs)
+# into another fresh state directory, alternating REPS times, each into a
+# new directory on the same filesystem ($TMPDIR). Prints wall/user/sys time
+# of each, the ratios to nix, and checks both print the same .drv paths.
+# NICE=N runs everything under `nice -n N`.
+set -euo pipefail
+N=${1:-10000}
+REPS=${REPS:-1}
+NICE=${NICE:-0}
+KILN=${KILN:-build/release/cli/kiln}
+SHARED=${KILN_SHARED_DIR:-$(dirname "$0")/../../shared}
+[ -d "$SHARED" ] || SHARED=/work/shared
+work=$(mktemp -d)
+cleanup() { chmod -R u+w "$work" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+python3 "$SHARED/bench/gen-collection.py" "$N" "$work/col" >/dev/null
+export NIX_CONF_DIR=$work/nixconf
+mkdir -p "$NIX_CONF_DIR" && echo "build-users-group =" >"$NIX_CONF_DIR/nix.conf"
+col=$work/col/default.nix
+fresh() { chmod -R u+w "$work/$1" 2>/dev/null || true; rm -rf "${work:?}/$1"; }
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for i in $(seq "$REPS"); do
+  fresh ks; fresh ke; fresh nx; sync
+  nice -n "$NICE" /usr/bin/time -f "kiln %e %U %S" -o "$work/time.k.$i" \
+    "$KILN" instantiate --state-dir "$work/ks" "$col" >"$work/k.out" 2>/dev/null
+  sync
+  nice -n "$NICE" /usr/bin/time -f "eval %e %U %S" -o "$work/time.e.$i" \
+    "$KILN" eval --json --state-dir "$work/ke" "$col" >"$work/e.out"
+  sync
+  nice -n "$NICE" /usr/bin/time -f "nix %e %U %S" -o "$work/time.n.$i" \
+    nix-instantiate --store "local?root=$work/nx" "$col" >"$work/n.out" 2>/dev/null
+done
+if ! cmp -s <(sort "$work/k.out") <(sort "$work/n.out"); then echo "MISMATCH: .drv paths differ"; exit 1; fi
+echo "same $(wc -l <"$work/k.out") .drv paths; kiln eval printed $(wc -l <"$work/e.out") jobs"
+echo "objects: kiln $(ls "$work/ks/store" | wc -l), nix $(ls "$work/nx/nix/store" | wc -l)"
+best() { sort -k2 -n "$work"/time.$1.* | head -1; }
+read -r _ kw ku ks <<<"$(best k)"
+read -r _ ew eu es <<<"$(best e)"
+read -r _ nw nu ns <<<"$(best n)"
+echo "kiln instantiate: wall ${kw}s user ${ku}s sys ${ks}s"
+echo "kiln eval --json: wall ${ew}s user ${eu}s sys ${es}s"
+echo "nix-instantiate:  wall ${nw}s user ${nu}s sys ${ns}s"
+echo "wall ratio instantiate/nix: $(echo "scale=2; $kw / $nw" | bc)  eval/nix: $(echo "scale=2; $ew / $nw" | bc)"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,174 @@
+// LocalStore::Batch: many adds made durable, renamed and registered
+// together (one syncfs, one directory fsync, one transaction).
+#include <cstdio>
+#include <unordered_map>
+
+#include "kiln/common/file.h"
+#include "kiln/store/nar.h"
+#include "local_store_impl.h"
+#include "stream_channel.h"
+
+namespace kiln::store {
+
+struct LocalStore::Batch::State {
+  struct Entry {
+    ValidPathInfo info;
+    std::string temp;  // its temporary tree; empty once renamed or deleted
+    std::optional<std::map<std::string, StorePath>> outputs;
+  };
+  Sync sync;
+  std::vector<Entry> entries;
+  std::unordered_map<std::string, size_t> index;  // base name → entry
+
+  // Forgets every queued path and deletes the temporaries still present.
+  void clear() noexcept {
+    for (auto& e : entries)
+      if (!e.temp.empty()) PathGuard discard(e.temp);
+    entries.clear();
+    index.clear();
+  }
+};
+
+LocalStore::Batch::Batch(LocalStore& store, Sync sync)
+    : store_(store), state_(std::make_unique<State>()) {
+  state_->sync = sync;
+}
+
+LocalStore::Batch::~Batch() { state_->clear(); }
+
+bool LocalStore::Batch::queued(const StorePath& path) const {
+  return state_->index.count(path.baseName()) != 0;
+}
+
+size_t LocalStore::Batch::size() const { return state_->entries.size(); }
+
+void LocalStore::Batch::addFromNar(const ValidPathInfo& info, Source& nar) {
+  const auto& path = info.path;
+  if (info.narHash.algo() != HashAlgo::kSha256)
+    throw FormatError("NAR hash of '" + store_.printPath(path) +
+                      "' must be sha256");
+  if (queued(path)) return;
+  // The root comes first: it keeps a collector off the temporary written
+  // below and, once valid, off the path itself.
+  store_.addTempRoot(path);
+  if (store_.isValid(path)) return;
+  for (auto& r : info.references) {
+    if (r == path || queued(r)) continue;
+    store_.addTempRoot(r);
+    if (!store_.isValid(r))
+      throw InvalidPathError("cannot add '" + store_.printPath(path) +
+                             "': its reference '" + store_.printPath(r) +
+                             "' is not valid");
+  }
+  std::string temp = store_.impl_->writeTemp(
+      info, nar, state_->sync == Sync::kEachFile);
+  PathGuard guard(temp);
+  state_->entries.push_back({info, temp, std::nullopt});
+  guard.dismiss();
+  state_->index.emplace(path.baseName(), state_->entries.size() - 1);
+}
+
+StorePath LocalStore::Batch::addText(std::string_view name,
+                                     std::string_view contents,
+                                     const StorePathSet& refs) {
+  auto hash = hashString(HashAlgo::kSha256, contents);
+  ValidPathInfo info(store_.storeDir().makeTextPath(name, hash, refs));
+  StringSink nar;
+  dumpString(contents, nar);
+  info.narHash = hashString(HashAlgo::kSha256, nar.s);
+  info.narSize = nar.s.size();
+  info.references = refs;
+  info.ca = makeTextCa(hash);
+  StringSource src(nar.s);
+  addFromNar(info, src);
+  return info.path;
+}
+
+StorePath LocalStore::Batch::addPath(const std::string& fsPath,
+                                     std::string_view name,
+                                     const NarPathFilter& filter) {
+  std::string src = absPath(fsPath);
+  std::string nm = name.empty() ? baseNameOf(src) : std::string(name);
+  checkStorePathName(nm);
+  HashingSink first(HashAlgo::kSha256);
+  dumpPath(src, first, filter);
+  auto [hash, size] = first.finish();
+  ValidPathInfo info(store_.storeDir().makeSourcePath(nm, hash, {}, false));
+  info.narHash = hash;
+  info.narSize = size;
+  info.ca = makeFixedCa(true, hash);
+  if (queued(info.path)) return info.path;
+  store_.addTempRoot(info.path);
+  if (store_.isValid(info.path)) return info.path;
+  // Second pass: the tree is serialised again straight into the restorer;
+  // the hash check catches a tree that changed in between.
+  StreamChannel chan([&](Sink& sink) { dumpPath(src, sink, filter); });
+  try {
+    addFromNar(info, chan.source());
+  } catch (const HashMismatchError&) {
+    throw Error("'" + src + "' changed while it was being added to the store");
+  }
+  return info.path;
+}
+
+void LocalStore::Batch::registerDerivationOutputs(
+    const StorePath& drv, const std::map<std::string, StorePath>& outputs) {
+  auto it = state_->index.find(drv.baseName());
+  if (it == state_->index.end()) {
+    store_.registerDerivationOutputs(drv, outputs);
+    return;
+  }
+  auto& slot = state_->entries[it->second].outputs;
+  if (!slot) slot.emplace();
+  for (auto& [name, path] : outputs) slot->insert_or_assign(name, path);
+}
+
+void LocalStore::Batch::commit() {
+  auto& impl = *store_.impl_;
+  auto& entries = state_->entries;
+  if (entries.empty()) return;
+  struct Reset {
+    State& state;
+    ~Reset() { state.clear(); }
+  } reset{*state_};
+  if (state_->sync == Sync::kFileSystem) syncFileSystem(impl.physicalRoot);
+
+  std::set<char> stripes;
+  for (auto& e : entries) stripes.insert(Impl::stripeOf(e.info.path));
+  std::vector<FileLock> locks;  // in ascending order: no deadlock
+  for (char s : stripes) locks.push_back(impl.lockStripe(s));
+
+  std::vector<State::Entry*> fresh;
+  std::vector<std::string> placed;  // renamed into place, not registered
+  try {
+    for (auto& e : entries) {
+      // Another adder may have registered it meanwhile: ours is discarded.
+      if (store_.isValid(e.info.path)) continue;
+      std::string final = store_.physicalPath(e.info.path);
+      // A leftover of an add that died between rename and registration.
+      if (pathExists(final)) deletePath(final);
+      if (::rename(e.temp.c_str(), final.c_str()) != 0)
+        throwSysError("renaming '" + e.temp + "' to '" + final + "'");
+      e.temp.clear();
+      placed.push_back(final);
+      fresh.push_back(&e);
+    }
+    if (fresh.empty()) return;
+    syncDirectory(impl.physicalRoot);
+    auto lk = impl.db.lock();
+    SqliteDb& d = **lk;
+    retrySqlite([&] {
+      SqliteTxn txn(d);
+      for (auto* e : fresh) {
+        int64_t id = impl.insertValidPath(d, e->info);
+        if (e->outputs) impl.insertDerivationOutputs(d, id, *e->outputs);
+      }
+      txn.commit();
+    });
+  } catch (...) {
+    for (auto& p : placed) PathGuard discard(p);
+    throw;
+  }
+}
+
+}  // namespace kiln::store
