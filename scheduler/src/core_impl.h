@@ -66,7 +66,7 @@ struct Step {
   unsigned attempts = 0;
   TimePoint backoffUntil{};
   TimePoint startedAt{};
-  uint32_t worker = kNone;
+  uint32_t worker = kNone;  // while running, until its slot is released
   StepKey key;  // while queued
   JobsetId keyJobset = 0;
   JobsetId chargedJobset = 0;  // while running
@@ -195,6 +195,10 @@ struct SchedulerCore::Impl {
   uint32_t chooseWorker(uint32_t cls, uint32_t step) const;
   double effectiveLoad(const Worker& w) const;
   void start(uint32_t idx, uint32_t worker);
+  // Gives the worker slot of running step `idx` back (it stays running).
+  void freeSlot(uint32_t idx);
+  // Ends a running step's attempt: its slot, if it still holds one, and its
+  // running charge; the step is then waiting.
   void releaseRunning(uint32_t idx);
 
   // failure.cc

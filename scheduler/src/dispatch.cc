@@ -130,17 +130,33 @@ void SchedulerCore::Impl::start(uint32_t idx, uint32_t w) {
   syncFairness(s.chargedJobset);
 }
 
-void SchedulerCore::Impl::releaseRunning(uint32_t idx) {
+void SchedulerCore::Impl::freeSlot(uint32_t idx) {
   Step& s = steps[idx];
   Worker& wk = workers[s.worker];
   auto it = std::find(wk.running.begin(), wk.running.end(), idx);
   *it = wk.running.back();
   wk.running.pop_back();
   for (uint32_t c : wk.classes) ++classes[c].freeSlots;
+  s.worker = kNone;
+}
+
+void SchedulerCore::Impl::releaseRunning(uint32_t idx) {
+  Step& s = steps[idx];
+  if (s.worker != kNone) freeSlot(idx);
   usage.addRunning(s.chargedJobset, -s.chargedSeconds);
   syncFairness(s.chargedJobset);
-  s.worker = kNone;
   setState(s, StepState::kWaiting);
+}
+
+void SchedulerCore::releaseSlot(StepId id) {
+  Impl& m = *impl_;
+  m.advance();
+  uint32_t idx = m.resolve(id);
+  const Step& s = m.steps[idx];
+  if (s.state != StepState::kRunning || s.worker == kNone)
+    throw SchedulerError("scheduler: releaseSlot on " + s.drvPath +
+                         ", which does not hold a worker slot");
+  m.freeSlot(idx);
 }
 
 std::vector<Assignment> SchedulerCore::nextAssignments(size_t max) {

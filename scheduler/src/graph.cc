@@ -141,8 +141,9 @@ void SchedulerCore::Impl::detach(uint32_t idx) {
   } else if (s.state == StepState::kRunning) {
     uint32_t w = s.worker;
     releaseRunning(idx);
-    aborts.push_back(
-        StepAbort{idOf(idx), {w, workers[w].generation}, s.drvPath});
+    if (w != kNone)  // else the worker is done; only registration is left
+      aborts.push_back(
+          StepAbort{idOf(idx), {w, workers[w].generation}, s.drvPath});
   }
 }
 

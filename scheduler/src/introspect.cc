@@ -111,6 +111,8 @@ WaitReason SchedulerCore::whyWaiting(StepId id) const {
   using K = WaitReason::Kind;
   switch (s.state) {
     case StepState::kRunning:
+      if (s.worker == kNone)
+        return {K::kRunning, "built; its outputs are being registered", 0, {}};
       return {
           K::kRunning, "running on " + m.workers[s.worker].spec.name, 0, {}};
     case StepState::kFailed:

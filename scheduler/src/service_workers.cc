@@ -232,8 +232,10 @@ void SchedulerService::Impl::dropWorker(const std::string& peer,
   if (it == conns.end()) return;
   it->second.xfer->abortAll("worker left: " + why);
   WorkerId wid = it->second.wid;
+  // A step with a held result no longer needs the worker.
   for (auto r = running.begin(); r != running.end();)
-    r = r->second.peer == peer ? running.erase(r) : std::next(r);
+    r = r->second.peer == peer && !r->second.deferred ? running.erase(r)
+                                                      : std::next(r);
   if (removeFromCore) core.removeWorker(wid);
   peerOf.erase(wid);
   conns.erase(it);
@@ -427,8 +429,10 @@ void SchedulerService::Impl::onResult(Conn& c, const proto::StepResult& m) {
                             ""});
   // Its outputs arrived before the result; their registration may not
   // have finished yet.
+  // The worker's slot is free either way: fill it while they finish.
   if (!it->second.registering.empty()) {
     it->second.deferred = m;
+    core.releaseSlot(it->second.sid);
     return;
   }
   completeResult(id, m);
@@ -439,6 +443,12 @@ void SchedulerService::Impl::completeResult(int64_t id,
   auto it = running.find(id);
   Running run = std::move(it->second);
   running.erase(it);
+  try {
+    core.step(run.sid);
+  } catch (const SchedulerError&) {
+    index.erase(run.sid);
+    return;  // cancelled while its outputs were being registered
+  }
   auto dur = std::chrono::duration_cast<Duration>(SteadyClock::now() -
                                                   run.started);
   metrics.observeStepDuration(run.system,

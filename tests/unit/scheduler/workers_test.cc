@@ -96,6 +96,52 @@ TEST(Workers, SlotsBoundConcurrentSteps) {
   EXPECT_EQ(more[0].worker, w);
 }
 
+// A step whose result waits for its outputs to be registered gives its
+// slot back at once: the next step runs meanwhile, the worker leaving no
+// longer concerns it, and it finishes (or is cancelled) later.
+TEST(Workers, AReleasedSlotIsFilledWhileTheStepStillFinishes) {
+  Harness h;
+  auto w = h.worker("w", 1);
+  auto a = h.step("a");
+  auto b = h.step("b");
+  auto c = h.step("c");
+  h.build(1, a);
+  h.build(2, b);
+  h.build(3, c);
+  auto first = h.core.nextAssignments();
+  ASSERT_EQ(first.size(), 1u);
+  StepId done = first[0].step;
+  h.core.releaseSlot(done);
+  EXPECT_THROW(h.core.releaseSlot(done), SchedulerError);
+  EXPECT_EQ(h.core.step(done).state, StepView::State::kRunning);
+  EXPECT_EQ(h.core.whyWaiting(done).kind, WaitReason::Kind::kRunning);
+  EXPECT_NE(h.core.whyWaiting(done).detail.find("being registered"),
+            std::string::npos);
+  auto second = h.core.nextAssignments();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].worker, w);
+  EXPECT_EQ(h.core.metrics().runningSteps, 2u);
+  // The worker leaves: only the step it still runs is retried.
+  h.core.removeWorker(w);
+  EXPECT_EQ(h.core.step(done).state, StepView::State::kRunning);
+  EXPECT_EQ(h.core.step(second[0].step).attempts, 1u);
+  h.core.finishStep(done, StepResult::success(1s));
+  EXPECT_FALSE(h.core.hasBuild(1));  // its only step succeeded
+  EXPECT_TRUE(h.core.takeAborts().empty());
+}
+
+TEST(Workers, CancellingAStepWhoseSlotWasReleasedSendsNoAbort) {
+  Harness h;
+  h.worker("w", 1);
+  auto a = h.step("a");
+  h.build(1, a);
+  ASSERT_EQ(h.core.nextAssignments().size(), 1u);
+  h.core.releaseSlot(a);
+  h.core.cancelBuild(BuildId{1});
+  EXPECT_TRUE(h.core.takeAborts().empty());
+  EXPECT_THROW(h.core.finishStep(a, StepResult::success(1s)), SchedulerError);
+}
+
 TEST(Workers, LowestLoadOverSpeedWins) {
   Harness h;
   auto slow = h.worker("slow", 4, {"x86_64-linux"}, {}, {}, 1.0);

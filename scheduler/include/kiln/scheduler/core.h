@@ -147,6 +147,12 @@ class SchedulerCore {
   /// exhausted, fails as permanent. Throws SchedulerError if the step is
   /// not running.
   void finishStep(StepId step, const StepResult& result);
+  /// The worker is done with a running step whose result waits for its
+  /// outputs to be registered: its slot is free for the next dispatch,
+  /// and the step stays running (no worker; a lost worker no longer
+  /// concerns it) until finishStep. Throws SchedulerError if the step is
+  /// not running or already released its slot.
+  void releaseSlot(StepId step);
   /// Fails a step that is not running (e.g. a cached failure found at
   /// ingestion, status 8): same propagation as a permanent failure.
   void failStep(StepId step, StepStatus status);
