@@ -242,6 +242,7 @@ void check(const BuildStep& m) {
   c.require(m.drvPath.isDerivation(), "drvPath", "does not end in .drv");
   c.require(!m.drv.empty() && m.drv.size() <= kMaxDrvSize, "drv",
             "must be 1.." + std::to_string(kMaxDrvSize) + " bytes");
+  c.require(m.roots.size() <= kMaxPaths, "roots", "too many");
   c.require(m.inputs.size() <= kMaxPaths, "inputs", "too many");
   for (auto& i : m.inputs) checkInfo(c, i);
   c.require(m.timeoutSec > 0 && m.maxSilentSec > 0, "timeoutSec",
@@ -251,6 +252,8 @@ void put(Writer& w, const BuildStep& m) {
   w.u64(m.stepId);
   w.str(m.drvPath.baseName());
   w.str(m.drv);
+  w.u32(static_cast<uint32_t>(m.roots.size()));
+  for (auto& p : m.roots) w.str(p.baseName());
   w.u32(static_cast<uint32_t>(m.inputs.size()));
   for (auto& i : m.inputs) putInfo(w, i);
   w.u64(m.maxSilentSec);
@@ -262,6 +265,9 @@ void get(Reader& r, BuildStep& m) {
   m.stepId = r.u64("stepId");
   m.drvPath = getPath(r, "drvPath");
   m.drv = r.str("drv", kMaxDrvSize);
+  auto roots = r.count("roots", kMaxPaths, 4);
+  m.roots.reserve(roots);
+  for (uint32_t i = 0; i < roots; ++i) m.roots.push_back(getPath(r, "roots"));
   auto n = r.count("inputs", kMaxPaths, 40);
   m.inputs.reserve(n);
   for (uint32_t i = 0; i < n; ++i) m.inputs.push_back(getInfo(r));

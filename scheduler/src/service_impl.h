@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kiln/common/file.h"
 #include "kiln/common/file_lock.h"
@@ -35,6 +36,10 @@ struct Conn {
   WorkerId wid;
   protocol::Hello hello;
   std::unique_ptr<protocol::TransferEndpoint> xfer;
+  /// Base names of paths this worker is known to hold (outputs it built,
+  /// inputs it received), and so their closures: BuildStep leaves their
+  /// metadata out. Reset when the worker says Hello again.
+  std::unordered_set<std::string> present;
 };
 
 // A step running on a worker, by its database id.
@@ -46,6 +51,7 @@ struct Running {
   std::map<std::string, store::StorePath> expected;  // output name → path
   std::set<std::string> uploaded;                     // output names
   std::set<std::string> registering;  // verified, being added to the store
+  std::vector<store::StorePath> sentInputs;  // BuildStep's `inputs`
   /// The worker's result, held while outputs are still being registered.
   std::optional<protocol::StepResult> deferred;
   SteadyClock::time_point started;
@@ -157,7 +163,10 @@ struct SchedulerService::Impl {
   void dropWorker(const std::string& peer, const std::string& why,
                   bool removeFromCore);
   bool sendBuildStep(int64_t dbId, StepId sid, Conn& c);
-  std::vector<protocol::PathInfo> inputClosure(const store::Derivation& drv);
+  /// Fills `m.roots` with the direct inputs of `drv` and `m.inputs` with
+  /// the metadata of their closure minus what `c` is known to hold.
+  void planInputs(const store::Derivation& drv, const Conn& c,
+                  protocol::BuildStep& m);
   /// Metadata of a valid central-store path, read from the database once:
   /// valid paths never change. (A path collected by a `kiln store gc` from
   /// outside stays cached; serving it to a worker then fails.)

@@ -241,8 +241,8 @@ void SchedulerService::Impl::dropWorker(const std::string& peer,
   conns.erase(it);
 }
 
-std::vector<proto::PathInfo> SchedulerService::Impl::inputClosure(
-    const store::Derivation& drv) {
+void SchedulerService::Impl::planInputs(const store::Derivation& drv,
+                                        const Conn& c, proto::BuildStep& m) {
   store::StorePathSet roots = drv.inputSrcs;
   for (auto& [inDrv, outs] : drv.inputDrvs) {
     auto d = ingestor.loadDrv(store.printPath(inDrv));
@@ -253,23 +253,22 @@ std::vector<proto::PathInfo> SchedulerService::Impl::inputClosure(
       roots.insert(*it->second.path);
     }
   }
-  // The closure walk reads the in-memory cache: input closures of deep
-  // package sets reach thousands of paths, and each step needs its own.
-  std::map<store::StorePath, const proto::PathInfo*> seen;
-  std::vector<store::StorePath> todo(roots.begin(), roots.end());
+  // A path the worker holds brings its whole closure (its store only
+  // registers a path after its references), so the walk stops there: late
+  // steps of deep package sets send a few paths, not thousands.
+  std::unordered_set<const proto::PathInfo*> seen;
+  std::vector<const store::StorePath*> todo;
+  for (auto& r : roots) todo.push_back(&r);
   while (!todo.empty()) {
-    auto p = std::move(todo.back());
+    const store::StorePath& p = *todo.back();
     todo.pop_back();
-    if (seen.count(p)) continue;
+    if (c.present.count(p.baseName())) continue;
     const proto::PathInfo& info = cachedPathInfo(p);  // stable: node-based map
-    seen.emplace(std::move(p), &info);
-    for (auto& r : info.references)
-      if (!seen.count(r)) todo.push_back(r);
+    if (!seen.insert(&info).second) continue;
+    m.inputs.push_back(info);
+    for (auto& r : info.references) todo.push_back(&r);
   }
-  std::vector<proto::PathInfo> out;
-  out.reserve(seen.size());
-  for (auto& [p, info] : seen) out.push_back(*info);
-  return out;
+  m.roots.assign(roots.begin(), roots.end());
 }
 
 const proto::PathInfo& SchedulerService::Impl::cachedPathInfo(
@@ -293,7 +292,8 @@ bool SchedulerService::Impl::sendBuildStep(int64_t dbId, StepId sid,
     m.drvPath = path;
     m.drv = readFile(store.physicalPath(path));
     auto drv = ingestor.loadDrv(row->drvPath);
-    m.inputs = inputClosure(drv);
+    planInputs(drv, c, m);
+    for (auto& i : m.inputs) run.sentInputs.push_back(i.path);
     for (auto& [n, o] : drv.outputs)
       if (o.path) run.expected.emplace(n, *o.path);
     // Limits of the owner build (the lowest build id needing the step),
@@ -463,6 +463,12 @@ void SchedulerService::Impl::completeResult(int64_t id,
         core.finishStep(run.sid, StepResult::transient(dur));
         return;
       }
+    }
+    // The worker held every input to build, and holds the outputs now.
+    if (auto conn = conns.find(run.peer); conn != conns.end()) {
+      for (auto& p : run.sentInputs) conn->second.present.insert(p.baseName());
+      for (auto& [name, path] : run.expected)
+        conn->second.present.insert(path.baseName());
     }
     db.finishStep(id, 0, nowMs(), "");
     core.finishStep(run.sid, StepResult::success(dur));

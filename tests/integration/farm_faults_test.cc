@@ -80,7 +80,7 @@ TEST(FarmFaults, AWorkerSpeakingAnotherProtocolVersionIsRefused) {
   EXPECT_EQ(*code, 1);
   EXPECT_THAT(farm.worker(0).log(),
               HasSubstr("kiln worker: the scheduler refused this worker: "
-                        "scheduler speaks protocol 1, this worker speaks 99"));
+                        "scheduler speaks protocol 2, this worker speaks 99"));
   EXPECT_EQ(farm.metric("kiln_workers"), 0.0);
   // A worker of the right version joins the same scheduler.
   farm.addWorker();

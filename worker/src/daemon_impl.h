@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <unordered_map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -63,6 +64,16 @@ struct Daemon::Impl {
   void onCancel(const protocol::CancelStep& m);
   void onAck(const protocol::Ack& a);
   void onInputReceived(const protocol::TransferOutcome& o);
+  /// The input closure of `s` (its roots and everything they reference,
+  /// from the step's PathInfos or this worker's store) into
+  /// `s.request.inputClosure`, and what of it is not valid here into
+  /// `s.missing`. A path neither knows is missing; once fetched, planning
+  /// again reaches its references.
+  void planInputs(Step& s);
+  /// The references of `path` if it is valid in this worker's store
+  /// (cached: a worker's store only grows while it runs), else nullptr.
+  const std::vector<store::StorePath>* localReferences(
+      const store::StorePath& path);
   void startBuild(Step& s);
   void drainEvents();
   void onDone(DoneEvent& d);
@@ -91,6 +102,8 @@ struct Daemon::Impl {
 
   std::map<uint64_t, std::unique_ptr<Step>> steps;
   std::map<uint64_t, uint64_t> transferSteps;  ///< input transfer → step
+  /// localReferences' cache, by base name.
+  std::unordered_map<std::string, std::vector<store::StorePath>> validRefs;
 
   std::mutex eventsMutex;
   std::deque<Event> events;

@@ -88,8 +88,9 @@ std::vector<store::StorePath> referencesFirst(
   std::function<void(const store::StorePath&)> visit =
       [&](const store::StorePath& p) {
         if (!paths.count(p) || !seen.insert(p).second) return;
-        for (auto& r : byPath.at(p)->references)
-          if (r != p) visit(r);
+        if (auto it = byPath.find(p); it != byPath.end())
+          for (auto& r : it->second->references)
+            if (r != p) visit(r);
         order.push_back(p);
       };
   for (auto& p : paths) visit(p);
@@ -136,20 +137,54 @@ void Daemon::Impl::onBuildStep(const proto::BuildStep& m) {
     auto& r = s.request;
     r.drvPath = m.drvPath;
     r.drv = std::move(drv);
-    for (auto& i : m.inputs) r.inputClosure.insert(i.path);
     r.limits.maxSilent = std::chrono::seconds(m.maxSilentSec);
     r.limits.timeout = std::chrono::seconds(m.timeoutSec);
     r.limits.logLimitBytes = m.logLimitBytes;
     r.limits.outputLimitBytes = m.outputLimitBytes;
     r.buildCores = std::max(1u, std::thread::hardware_concurrency() /
                                     std::max(1u, cfg.slots));
-    for (auto& i : m.inputs)
-      if (!store.isValid(i.path)) s.missing.insert(i.path);
+    planInputs(s);
   } catch (const std::exception& e) {
     return finish(s, StepStatus::kFailed, e.what());
   }
   if (s.missing.empty()) return startBuild(s);
   send(proto::NeedPaths{m.stepId, referencesFirst(s.missing, m.inputs)});
+}
+
+const std::vector<store::StorePath>* Daemon::Impl::localReferences(
+    const store::StorePath& path) {
+  if (auto it = validRefs.find(path.baseName()); it != validRefs.end())
+    return &it->second;
+  auto info = store.queryPathInfo(path);
+  if (!info) return nullptr;
+  return &validRefs
+              .emplace(path.baseName(),
+                       std::vector<store::StorePath>(info->references.begin(),
+                                                     info->references.end()))
+              .first->second;
+}
+
+void Daemon::Impl::planInputs(Step& s) {
+  std::unordered_map<std::string_view, const proto::PathInfo*> sent;
+  for (auto& i : s.msg.inputs) sent.emplace(i.path.baseName(), &i);
+  store::StorePathSet closure;
+  s.missing.clear();
+  std::vector<const store::StorePath*> todo;
+  for (auto& r : s.msg.roots) todo.push_back(&r);
+  while (!todo.empty()) {
+    const store::StorePath& p = *todo.back();
+    todo.pop_back();
+    if (!closure.insert(p).second) continue;
+    const std::vector<store::StorePath>* refs = localReferences(p);
+    if (refs) {
+      for (auto& r : *refs) todo.push_back(&r);
+      continue;
+    }
+    s.missing.insert(p);
+    if (auto it = sent.find(p.baseName()); it != sent.end())
+      for (auto& r : it->second->references) todo.push_back(&r);
+  }
+  s.request.inputClosure = std::move(closure);
 }
 
 std::unique_ptr<proto::TransferTarget> Daemon::Impl::acceptInput(
@@ -180,8 +215,15 @@ void Daemon::Impl::onInputReceived(const proto::TransferOutcome& o) {
   for (auto& [id, s] : steps) {
     if (s->phase != Step::Phase::kFetching) continue;
     for (auto p = s->missing.begin(); p != s->missing.end();)
-      p = store.isValid(*p) ? s->missing.erase(p) : std::next(p);
-    if (s->missing.empty()) ready.push_back(s.get());
+      p = localReferences(*p) ? s->missing.erase(p) : std::next(p);
+    if (!s->missing.empty()) continue;
+    // A path the scheduler thought this worker held, fetched meanwhile,
+    // may reference more that is missing: plan again.
+    planInputs(*s);
+    if (s->missing.empty())
+      ready.push_back(s.get());
+    else
+      send(proto::NeedPaths{id, referencesFirst(s->missing, s->msg.inputs)});
   }
   for (auto* s : ready) startBuild(*s);
 }

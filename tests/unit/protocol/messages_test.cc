@@ -38,6 +38,7 @@ std::vector<Message> samples() {
   step.drvPath = kDrv;
   step.drv =
       "Derive([(\"out\",\"/nix/store/x\",\"\",\"\")],[],[],\"x\",\"b\",[],[])";
+  step.roots = {kA};
   step.inputs = {info(kA, true), info(kB)};
   step.logLimitBytes = 1 << 20;
   PathData pd;
@@ -159,7 +160,7 @@ TEST(Messages, OtherVersionIsAMismatch) {
   } catch (const VersionMismatch& e) {
     EXPECT_EQ(e.theirVersion(), kProtocolVersion + 1);
     EXPECT_THAT(e.what(),
-                HasSubstr("peer speaks protocol 2, this side speaks 1"));
+                HasSubstr("peer speaks protocol 3, this side speaks 2"));
   }
   // Refused keeps its layout, so an old worker can read a new scheduler's.
   auto refused = decode(encode(Refused{7, "go away"}, 7));

@@ -169,7 +169,7 @@ TEST(Transport, WrongProtocolVersionIsRefusedWithAMessage) {
   EXPECT_EQ(refused.reason,
             versionMismatchText(kProtocolVersion, kProtocolVersion + 1));
   EXPECT_THAT(refused.reason,
-              HasSubstr("scheduler speaks protocol 1, this worker speaks 2"));
+              HasSubstr("scheduler speaks protocol 2, this worker speaks 3"));
   EXPECT_EQ(farm.server->droppedMessages(), 1u);
 }
 

@@ -75,10 +75,13 @@ TEST_F(ServiceTest, BuildsAChainThroughAWorker) {
   w.send(protocol::LogChunk{w.steps[0].stepId, "building a\n"});
   buildLast(w, "a-out");
   ASSERT_TRUE(until({&w}, [&] { return w.steps.size() == 2; }));
-  // b's input closure holds a's output, which the worker fetches.
+  // b's input closure is a's output, which this worker built: BuildStep
+  // names it as a root and sends no metadata for it.
   auto& sb = w.steps[1];
-  ASSERT_EQ(sb.inputs.size(), 1u);
-  w.send(protocol::NeedPaths{sb.stepId, {sb.inputs[0].path}});
+  ASSERT_EQ(sb.roots.size(), 1u);
+  EXPECT_TRUE(sb.inputs.empty());
+  // A worker that lacks it anyway (its store was wiped) may fetch it.
+  w.send(protocol::NeedPaths{sb.stepId, {sb.roots[0]}});
   ASSERT_TRUE(until({&w}, [&] { return w.received.size() == 1; }));
   EXPECT_EQ(w.received.begin()->second, testing::outputNar("a-out"));
   buildLast(w, "b-out");
@@ -93,6 +96,28 @@ TEST_F(ServiceTest, BuildsAChainThroughAWorker) {
   EXPECT_EQ(readFile(state_ + "/logs/" + baseNameOf(a_) + ".1.log"),
             "building a\n");
   EXPECT_GE(svc_->coreMetrics().stepsSucceeded, 3u);
+}
+
+// Another worker did not build a's output: b's BuildStep carries its
+// metadata, so the worker can fetch and register it.
+TEST_F(ServiceTest, InputMetadataGoesToAWorkerThatLacksThePath) {
+  svc_->addBuild(jobset_, "b", b_);
+  FakeWorker w1(svc_->endpoint(), "w1");
+  w1.hello();
+  ASSERT_TRUE(until({&w1}, [&] { return w1.steps.size() == 1; }));
+  buildLast(w1, "a-out");
+  ASSERT_TRUE(until({&w1}, [&] { return w1.steps.size() == 2; }));
+  EXPECT_TRUE(w1.steps[1].inputs.empty());
+  w1.send(protocol::Bye{"leaving"});  // b moves to w2
+  FakeWorker w2(svc_->endpoint(), "w2");
+  w2.hello();
+  ASSERT_TRUE(until({&w1, &w2}, [&] { return w2.steps.size() == 1; }));
+  const auto& sb = w2.steps[0];
+  ASSERT_EQ(sb.roots.size(), 1u);
+  ASSERT_EQ(sb.inputs.size(), 1u);
+  EXPECT_EQ(sb.inputs[0].path, sb.roots[0]);
+  EXPECT_EQ(sb.inputs[0].narHash,
+            hashString(HashAlgo::kSha256, testing::outputNar("a-out")));
 }
 
 // A worker may say Hello twice on one connection (a Bye meant for an older

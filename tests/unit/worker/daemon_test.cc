@@ -186,6 +186,7 @@ class DaemonTest : public ::testing::Test {
     m.drv = store::printDerivation(dir, d);
     m.drvPath = store::derivationPath(dir, d);
     auto info = sched_.store.requirePathInfo(in);
+    m.roots = {in};
     m.inputs = {{in, info.narHash, info.narSize, info.references, {}}};
     m.maxSilentSec = 30;
     m.timeoutSec = 60;
@@ -327,7 +328,7 @@ TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {
   // Hello over; the worker stops with the reason.
   ASSERT_TRUE(sched_.pumpUntil([&] { return ended_.load(); }));
   thread_.join();
-  EXPECT_NE(error_.find("scheduler speaks protocol 1, this worker speaks 9"),
+  EXPECT_NE(error_.find("scheduler speaks protocol 2, this worker speaks 9"),
             std::string::npos)
       << error_;
   EXPECT_EQ(sched_.last<proto::Hello>(), nullptr);

@@ -26,7 +26,7 @@ namespace kiln::protocol {
 /// The version this build speaks. Bump it on any change to a message layout;
 /// peers of different versions refuse each other (only Refused keeps a frozen
 /// layout, so that the refusal can always be read).
-constexpr uint16_t kProtocolVersion = 1;
+constexpr uint16_t kProtocolVersion = 2;
 
 /// Largest data frame of a `Chunk` or `LogChunk` a decoder accepts.
 constexpr size_t kMaxDataFrame = 4 << 20;
@@ -129,8 +129,14 @@ struct BuildStep {
   uint64_t stepId = 0;
   store::StorePath drvPath{"00000000000000000000000000000000-x.drv"};
   std::string drv;  ///< the ATerm bytes, ≤ kMaxDrvSize
-  std::vector<PathInfo>
-      inputs;  ///< the input closure (incl. input .drvs' outputs)
+  /// The step's direct inputs: its input sources and the outputs of its
+  /// input derivations. The input closure is these and everything they
+  /// reference.
+  std::vector<store::StorePath> roots;
+  /// Metadata of the closure paths the worker may lack (the scheduler
+  /// leaves out what it knows the worker holds, with their closures). The
+  /// worker takes the references of other paths from its own store.
+  std::vector<PathInfo> inputs;
   uint64_t maxSilentSec = 3600;
   uint64_t timeoutSec = 36000;
   uint64_t logLimitBytes = 0;     ///< 0 = unlimited
