@@ -34,13 +34,25 @@ Ingestor::Ingestor(StateDb& db, store::LocalStore& store, SchedulerCore& core,
                    StepIndex& index, const Clock& clock)
     : db_(db), store_(store), core_(core), index_(index), clock_(clock) {}
 
-store::Derivation Ingestor::loadDrv(const std::string& drvPath) {
+std::shared_ptr<const store::Derivation> Ingestor::loadDrv(
+    const std::string& drvPath) {
+  if (prefetched_)
+    if (auto it = prefetched_->find(drvPath); it != prefetched_->end())
+      return it->second;  // checked valid when the evaluation ended
+  if (auto it = loaded_.find(drvPath); it != loaded_.end()) return it->second;
   auto path = store_.parsePath(drvPath);
   if (!store_.isValid(path))
     throw store::InvalidPathError("ingestion: derivation " + drvPath +
                                   " is not valid in the central store");
-  return store::readDerivationFile(store_.storeDir(),
-                                   store_.physicalPath(path));
+  auto drv = std::make_shared<const store::Derivation>(
+      store::readDerivationFile(store_.storeDir(), store_.physicalPath(path)));
+  loaded_.emplace(drvPath, drv);
+  return drv;
+}
+
+void Ingestor::useDrvs(std::shared_ptr<const DrvMap> drvs) {
+  prefetched_ = std::move(drvs);
+  loaded_.clear();
 }
 
 bool Ingestor::outputsValid(const store::Derivation& drv) {
@@ -106,7 +118,7 @@ void Ingestor::refreshFailedStep(StepId step, const std::string& drvPath,
 // visit (iterative post-order, so deep chains do not exhaust the stack).
 struct Ingestor::Frame {
   std::string drvPath;
-  store::Derivation drv;
+  std::shared_ptr<const store::Derivation> drv;
   std::vector<std::string> children;
   size_t next = 0;
 };
@@ -127,8 +139,8 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
       done[drvPath] = *s;
       return;
     }
-    store::Derivation drv = loadDrv(drvPath);
-    if (outputsValid(drv)) {
+    auto drv = loadDrv(drvPath);
+    if (outputsValid(*drv)) {
       // A scheduler killed after registering the outputs but before the
       // result left the step's row unfinished: it did succeed.
       if (auto row = db_.stepByDrv(drvPath); row && !row->finished)
@@ -138,7 +150,7 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
       return;
     }
     if (auto cf = db_.cachedFailure(drvPath, now)) {
-      StepId s = addStepRow(drvPath, drv, {});
+      StepId s = addStepRow(drvPath, *drv, {});
       r.newSteps++;
       db_.finishStep(*index_.dbId(s), static_cast<int>(StepStatus::kCachedFailure),
                      now, "cached failure");
@@ -147,7 +159,7 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
       return;
     }
     Frame f{drvPath, std::move(drv), {}, 0};
-    for (auto& [in, outs] : f.drv.inputDrvs)
+    for (auto& [in, outs] : f.drv->inputDrvs)
       f.children.push_back(store_.printPath(in));
     stack.push_back(std::move(f));
   };
@@ -166,7 +178,7 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
     std::vector<StepId> deps;
     for (auto& c : f.children)
       if (auto s = done.at(c)) deps.push_back(*s);
-    StepId s = addStepRow(f.drvPath, f.drv, deps);
+    StepId s = addStepRow(f.drvPath, *f.drv, deps);
     r.newSteps++;
     done[f.drvPath] = s;
     stack.pop_back();

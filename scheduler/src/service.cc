@@ -131,7 +131,7 @@ void SchedulerService::Impl::finishBuildOk(int64_t id,
                                            const std::string& drvPath) {
   auto drv = ingestor.loadDrv(drvPath);
   std::vector<std::pair<std::string, std::string>> outs;
-  for (auto& [n, o] : drv.outputs)
+  for (auto& [n, o] : drv->outputs)
     if (o.path) outs.emplace_back(n, store.printPath(*o.path));
   db.setBuildOutputs(id, outs);
   db.finishBuild(id, 0, nowMs(), "");
@@ -248,6 +248,10 @@ EvalOutcome SchedulerService::Impl::runEvaluation(const JobsetRow& js,
     // and threads, and the service's own instance stays on its thread.
     store::LocalStore evalStore(cfg.stateDir, store::StoreDir(cfg.storeDir));
     o.jobs = cfg.evalRunner->evaluate(js, co, evalStore);
+    std::vector<std::string> roots;
+    for (auto& j : o.jobs) roots.push_back(j.drvPath);
+    o.drvs = prefetchDrvs(evalStore, roots);
+    orderJobsByDepth(o.jobs, *o.drvs, evalStore.storeDir());
   } catch (const std::exception& e) {
     o.error = e.what();
   }
@@ -275,6 +279,7 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
     else e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
+  if (o.drvs) ingestor.useDrvs(o.drvs);
   // Ingesting thousands of builds takes seconds: serve the workers every
   // few milliseconds meanwhile (results, uploads, dispatch), so none idles.
   auto lastServe = SteadyClock::now();

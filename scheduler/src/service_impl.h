@@ -66,7 +66,8 @@ struct EvalOutcome {
   int64_t jobset = 0;
   bool skipped = false;  // inputs unchanged
   std::string inputsHash;
-  std::vector<Job> jobs;
+  std::vector<Job> jobs;  // dependencies first (orderJobsByDepth)
+  std::shared_ptr<const DrvMap> drvs;  // the jobs' closures, parsed
   std::string error;
   int64_t timeMs = 0;
   int64_t durationMs = 0;

@@ -247,8 +247,8 @@ void SchedulerService::Impl::planInputs(const store::Derivation& drv,
   for (auto& [inDrv, outs] : drv.inputDrvs) {
     auto d = ingestor.loadDrv(store.printPath(inDrv));
     for (auto& o : outs) {
-      auto it = d.outputs.find(o);
-      if (it == d.outputs.end() || !it->second.path)
+      auto it = d->outputs.find(o);
+      if (it == d->outputs.end() || !it->second.path)
         throw Error("input " + store.printPath(inDrv) + " has no output " + o);
       roots.insert(*it->second.path);
     }
@@ -292,9 +292,9 @@ bool SchedulerService::Impl::sendBuildStep(int64_t dbId, StepId sid,
     m.drvPath = path;
     m.drv = readFile(store.physicalPath(path));
     auto drv = ingestor.loadDrv(row->drvPath);
-    planInputs(drv, c, m);
+    planInputs(*drv, c, m);
     for (auto& i : m.inputs) run.sentInputs.push_back(i.path);
-    for (auto& [n, o] : drv.outputs)
+    for (auto& [n, o] : drv->outputs)
       if (o.path) run.expected.emplace(n, *o.path);
     // Limits of the owner build (the lowest build id needing the step),
     // from its job's meta.maxSilent / meta.timeout.

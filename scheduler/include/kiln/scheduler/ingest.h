@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kiln/scheduler/core.h"
+#include "kiln/scheduler/drv_prefetch.h"
 #include "kiln/scheduler/state_db.h"
 #include "kiln/store/derivation.h"
 #include "kiln/store/local_store.h"
@@ -58,8 +59,14 @@ class Ingestor {
   /// are one transaction.
   IngestResult ingest(const std::string& drvPath);
 
-  /// The parsed derivation at a full `.drv` path of the central store.
-  store::Derivation loadDrv(const std::string& drvPath);
+  /// The parsed derivation at a full `.drv` path of the central store:
+  /// from the prefetched map (useDrvs) or read once and kept until the
+  /// next useDrvs. Throws as ingest() does.
+  std::shared_ptr<const store::Derivation> loadDrv(const std::string& drvPath);
+  /// Derivations parsed off the service thread (prefetchDrvs) for the
+  /// next ingestions; replaces the previous map and forgets what loadDrv
+  /// read itself.
+  void useDrvs(std::shared_ptr<const DrvMap> drvs);
   /// Whether every output of `drv` is valid in the central store.
   bool outputsValid(const store::Derivation& drv);
   /// The core's description of `drv` stored at `drvPath`.
@@ -78,6 +85,8 @@ class Ingestor {
   SchedulerCore& core_;
   StepIndex& index_;
   const Clock& clock_;
+  std::shared_ptr<const DrvMap> prefetched_;
+  DrvMap loaded_;
 };
 
 }  // namespace kiln::scheduler
