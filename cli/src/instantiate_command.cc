@@ -105,13 +105,11 @@ std::string addRoot(Options& o, const std::string& drvPath) {
   return link;
 }
 
-void printDrv(EvalState& st, Options& o, const std::string& entry) {
-  // `entry` is "<drvPath>" or "<drvPath>!<output>".
-  size_t bang = entry.find('!');
-  std::string drvPath = entry.substr(0, bang);
-  std::string suffix = bang == std::string::npos ? "" : entry.substr(bang);
+void printDrv(EvalState& st, Options& o, const CollectedDrv& drv) {
+  // "<drvPath>" or "<drvPath>!<output>".
+  std::string suffix = drv.output.empty() ? "" : "!" + std::string(drv.output);
   if (!o.addRoot.empty()) {
-    std::string link = addRoot(o, drvPath);
+    std::string link = addRoot(o, std::string(drv.drvPath));
     o.target.print(link + suffix + "\n");
     return;
   }
@@ -120,7 +118,7 @@ void printDrv(EvalState& st, Options& o, const std::string& entry) {
     std::cerr << "warning: you did not specify '--add-root'; the result might be removed by "
                  "the garbage collector\n";
   }
-  o.target.print(entry + "\n");
+  o.target.print(std::string(drv.drvPath) + suffix + "\n");
 }
 
 void processExpr(EvalState& st, Options& o, Bindings* autoArgs, Expr* e) {

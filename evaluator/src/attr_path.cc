@@ -2,6 +2,7 @@
 #include "kiln/evaluator/attr_path.h"
 
 #include <set>
+#include <unordered_set>
 
 namespace kiln::eval {
 
@@ -65,20 +66,19 @@ namespace {
 struct Collector {
   EvalState& st;
   Bindings* autoArgs;
-  std::vector<std::string> out;
-  std::set<const Bindings*> seen;
+  std::vector<CollectedDrv> out;
+  std::unordered_set<const Bindings*> seen;
 
   void derivation(Value& v) {
     if (!seen.insert(v.attrs).second) return;
     Value* dp = v.attrs->get(st.sDrvPath);
     if (!dp) throw EvalError("derivation has no 'drvPath' attribute");
-    Context ctx;
-    std::string entry(st.forceString(*dp, ctx, kNoPos));
+    CollectedDrv entry{st.forceString(*dp, kNoPos), {}};
     if (Value* on = v.attrs->get(st.sOutputName)) {
       std::string_view name = st.forceStringNoCtx(*on, kNoPos);
-      if (name != "out") entry += "!" + std::string(name);
+      if (name != "out") entry.output = name;
     }
-    out.push_back(std::move(entry));
+    out.push_back(entry);
   }
 
   void collect(Value& v0, bool top) {
@@ -110,7 +110,7 @@ struct Collector {
 
 }  // namespace
 
-std::vector<std::string> collectDerivations(EvalState& st, Value& v, Bindings* autoArgs) {
+std::vector<CollectedDrv> collectDerivations(EvalState& st, Value& v, Bindings* autoArgs) {
   Collector c{st, autoArgs, {}, {}};
   c.collect(v, true);
   return std::move(c.out);

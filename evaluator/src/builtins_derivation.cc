@@ -278,12 +278,13 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   StorePath drvPath("00000000000000000000000000000000-x");
   std::string aterm;
   uint32_t* tag = nullptr;
+  std::vector<uint32_t> inputTags;  // of drv.inputDrvs, from the hash memo
   try {
     store::checkDerivationName(drvName);
     addInputs(ds, ctx, drv);
     setOutputRecords(st, pos, drv, c);
     for (auto& [o, _] : drv.outputs) drv.env[o] = "";
-    drvPath = ds.cache.addDerivation(drv, aterm, &tag);
+    drvPath = ds.cache.addDerivation(drv, aterm, &tag, &inputTags);
   } catch (const EvalError&) {
     throw;
   } catch (const Error& e) {
@@ -297,10 +298,12 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   const char* drvPathC = eqPath + 1;
   if (*tag == store::DrvHashCache::kNoTag) {
     *tag = static_cast<uint32_t>(ds.made.size());
+    size_t i = 0;
     ds.made.push_back(makeMadeDrv(st.arena, drvPathC + ds.dir.dir().size() + 1, drv,
-                                  [&](std::string_view b) -> const char* {
-                                    const MadeDrv* m = ds.find(b);
-                                    return m ? m->baseName : nullptr;
+                                  [&](std::string_view) -> const char* {
+                                    uint32_t t = inputTags[i++];
+                                    return t == store::DrvHashCache::kNoTag ? nullptr
+                                                                            : ds.made[t].baseName;
                                   }));
   }
   Bindings* b = st.allocBindings(1 + drv.outputs.size());

@@ -36,7 +36,6 @@ std::string_view DrvHashCache::keepKey(std::string_view baseName) {
 }
 
 DrvHashCache::Entry& DrvHashCache::memoise(std::string_view baseName, const Entry& e) {
-  if (auto it = memo_.find(baseName); it != memo_.end()) return it->second;
   return memo_.emplace(keepKey(baseName), e).first->second;
 }
 
@@ -83,11 +82,13 @@ void DrvHashCache::remember(const StorePath& drvPath, const Derivation& drv) {
 }
 
 detail::InputHashes DrvHashCache::inputHashes(const Derivation& drv,
-                                              bool& deferred) {
+                                              bool& deferred,
+                                              std::vector<uint32_t>* tags) {
   detail::InputHashes inputs;
   deferred = false;
   for (auto& [path, outs] : drv.inputDrvs) {
     const Entry& e = entry(path);
+    if (tags) tags->push_back(e.tag);
     deferred = deferred || e.deferred;
     inputs[base16Encode(std::string_view(
                reinterpret_cast<const char*>(e.sha256.data()), e.sha256.size()))]
@@ -188,9 +189,10 @@ void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
 }
 
 StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
-                                      uint32_t** tag) {
+                                      uint32_t** tag,
+                                      std::vector<uint32_t>* inputTags) {
   bool inputDeferred;
-  detail::InputHashes inputs = inputHashes(drv, inputDeferred);
+  detail::InputHashes inputs = inputHashes(drv, inputDeferred, inputTags);
   fillOutputs(drv, inputs, inputDeferred);
   aterm = printDerivation(storeDir_, drv);
   StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);

@@ -20,6 +20,10 @@ Value* findAlongAttrPath(EvalState& state, const std::string& path, Bindings* au
 /// only with recurseForDerivations, lists inside sets skipped); the
 /// elements of a list (each treated like `v`). Throws EvalError if `v` or a
 /// list element is none of these.
-std::vector<std::string> collectDerivations(EvalState& state, Value& v, Bindings* autoArgs);
+struct CollectedDrv {
+  std::string_view drvPath;  ///< views the EvalState's strings (valid while it lives)
+  std::string_view output;   ///< the outputName, empty when it is "out"
+};
+std::vector<CollectedDrv> collectDerivations(EvalState& state, Value& v, Bindings* autoArgs);
 
 }  // namespace kiln::eval

@@ -163,9 +163,11 @@ class DrvHashCache {
   /// `aterm`, memoises its H and returns its `.drv` path. Inputs are looked
   /// up once and each ATerm variant (masked, unmasked modulo, the `.drv`
   /// text) is printed and hashed once. Throws as fillOutputPaths().
-  /// With `tag`, also points it at the derivation's tag (see tagOf()).
+  /// With `tag`, also points it at the derivation's tag (see tagOf()), and
+  /// with `inputTags`, fills it with the tags of its inputDrvs, in order.
   StorePath addDerivation(Derivation& drv, std::string& aterm,
-                          uint32_t** tag = nullptr);
+                          uint32_t** tag = nullptr,
+                          std::vector<uint32_t>* inputTags = nullptr);
   /// A number the caller may attach to a memoised `.drv` (an evaluator
   /// keeps the index of its own record there, so one lookup finds both),
   /// kNoTag until set; nullptr if `baseName` has no memoised hash. Valid
@@ -206,7 +208,8 @@ class DrvHashCache {
   Entry computeEntry(const Derivation& drv);
   Entry entryOf(const Derivation& drv, const detail::InputHashes& inputs,
                 bool inputDeferred);
-  detail::InputHashes inputHashes(const Derivation& drv, bool& deferred);
+  detail::InputHashes inputHashes(const Derivation& drv, bool& deferred,
+                                  std::vector<uint32_t>* tags = nullptr);
   void fillOutputs(Derivation& drv, const detail::InputHashes& inputs,
                    bool inputDeferred);
   Hash computeHash(const Derivation& drv, DerivationType type,
@@ -217,7 +220,7 @@ class DrvHashCache {
   /// Copies a base name into keyChunks_ (memo_ keys are views of these:
   /// no heap string per entry, and one cache miss less per lookup).
   std::string_view keepKey(std::string_view baseName);
-  /// Inserts H of the `.drv` named `baseName` unless it is there already.
+  /// Inserts H of the `.drv` named `baseName`, which is not memoised yet.
   Entry& memoise(std::string_view baseName, const Entry& e);
 
   /// By `.drv` base name; a hash map (lookups per input per derivation
