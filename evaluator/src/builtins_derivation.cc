@@ -90,6 +90,8 @@ struct DrvState : BuiltinState {
   std::deque<MadeDrv> made;
   store::DrvHashCache cache;
   WrapperState wrapper;
+  /// The `.drv` text of the derivation being made (one buffer for all).
+  std::string aterm;
 };
 
 DrvState& drvState(EvalState& st) {
@@ -276,7 +278,7 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (drv.platform.empty()) st.throwError(pos, "required attribute 'system' missing");
   DrvState& ds = drvState(st);
   StorePath drvPath("00000000000000000000000000000000-x");
-  std::string aterm;
+  std::string& aterm = ds.aterm;  // reused: no buffer per derivation
   uint32_t* tag = nullptr;
   std::vector<uint32_t> inputTags;  // of drv.inputDrvs, from the hash memo
   try {

@@ -2,6 +2,8 @@
 // them, fixed outputs and the `.drv` path (spec §3.1, §3.3, §3.5).
 #include "kiln/store/derivation.h"
 
+#include <array>
+
 #include "derivation_internal.h"
 #include "kiln/common/encoding.h"
 #include "kiln/common/error.h"
@@ -34,18 +36,44 @@ bool appendNamedEscape(std::string& out, char c) {
 
 }  // namespace detail
 
-void printAtermString(std::string& out, std::string_view s) {
-  out += '"';
+namespace {
+
+// The bytes printAtermString escapes.
+constexpr auto kAtermEscaped = [] {
+  std::array<bool, 256> t{};
+  for (unsigned char c : {'"', '\\', '\n', '\r', '\t'}) t[c] = true;
+  return t;
+}();
+
+// Appends `s` escaped, without quotes.
+void appendAtermEscaped(std::string& out, std::string_view s) {
   // Append runs without escapes in one go; most strings have none.
   size_t run = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
-    if (c != '"' && c != '\\' && c != '\n' && c != '\r' && c != '\t') continue;
+    if (!kAtermEscaped[static_cast<unsigned char>(c)]) continue;
     out.append(s.data() + run, i - run);
     detail::appendNamedEscape(out, c);
     run = i + 1;
   }
   out.append(s.data() + run, s.size() - run);
+}
+
+// printAtermString(out, sd.printPath(p)) without making the path string
+// (a base name never needs escaping).
+void printAtermPath(std::string& out, const StoreDir& sd, const StorePath& p) {
+  out += '"';
+  appendAtermEscaped(out, sd.dir());
+  out += '/';
+  out += p.baseName();
+  out += '"';
+}
+
+}  // namespace
+
+void printAtermString(std::string& out, std::string_view s) {
+  out += '"';
+  appendAtermEscaped(out, s);
   out += '"';
 }
 
@@ -72,18 +100,17 @@ void printStrings(std::string& out, const auto& strings) {
 
 namespace detail {
 
-std::string printAterm(const StoreDir& sd, const Derivation& drv,
-                       bool maskOutputs, const InputHashes* inputs) {
-  std::string out;
-  out.reserve(1024);
+void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
+                bool maskOutputs, const InputHashes* inputs) {
   out += "Derive(";
   printList(out, drv.outputs, [&](const auto& o) {
     out += '(';
     printAtermString(out, o.first);
     out += ',';
-    printAtermString(out, maskOutputs || !o.second.path
-                              ? std::string()
-                              : sd.printPath(*o.second.path));
+    if (maskOutputs || !o.second.path)
+      out += "\"\"";
+    else
+      printAtermPath(out, sd, *o.second.path);
     out += ',';
     printAtermString(out, o.second.hashAlgo);
     out += ',';
@@ -91,26 +118,26 @@ std::string printAterm(const StoreDir& sd, const Derivation& drv,
     out += ')';
   });
   out += ',';
-  auto printInput = [&](const std::string& key,
-                        const std::set<std::string>& outs) {
-    out += '(';
-    printAtermString(out, key);
-    out += ',';
-    printStrings(out, outs);
-    out += ')';
-  };
   if (inputs) {
-    printList(out, *inputs,
-              [&](const auto& i) { printInput(i.first, i.second); });
+    printList(out, *inputs, [&](const auto& i) {
+      out += '(';
+      printAtermString(out, i.first);
+      out += ',';
+      printStrings(out, i.second);
+      out += ')';
+    });
   } else {
     printList(out, drv.inputDrvs, [&](const auto& i) {
-      printInput(sd.printPath(i.first), i.second);
+      out += '(';
+      printAtermPath(out, sd, i.first);
+      out += ',';
+      printStrings(out, i.second);
+      out += ')';
     });
   }
   out += ',';
-  printList(out, drv.inputSrcs, [&](const StorePath& p) {
-    printAtermString(out, sd.printPath(p));
-  });
+  printList(out, drv.inputSrcs,
+            [&](const StorePath& p) { printAtermPath(out, sd, p); });
   out += ',';
   printAtermString(out, drv.platform);
   out += ',';
@@ -127,6 +154,13 @@ std::string printAterm(const StoreDir& sd, const Derivation& drv,
     out += ')';
   });
   out += ')';
+}
+
+std::string printAterm(const StoreDir& sd, const Derivation& drv,
+                       bool maskOutputs, const InputHashes* inputs) {
+  std::string out;
+  out.reserve(1024);
+  printAterm(out, sd, drv, maskOutputs, inputs);
   return out;
 }
 

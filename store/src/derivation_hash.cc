@@ -130,8 +130,9 @@ Hash DrvHashCache::computeHash(const Derivation& drv, DerivationType type,
                                              o.hash + ":" +
                                              storeDir_.printPath(path));
   }
-  return hashString(HashAlgo::kSha256, detail::printAterm(storeDir_, drv,
-                                                          maskOutputs, &inputs));
+  atermScratch_.clear();
+  detail::printAterm(atermScratch_, storeDir_, drv, maskOutputs, &inputs);
+  return hashString(HashAlgo::kSha256, atermScratch_);
 }
 
 Hash DrvHashCache::hashModulo(const Derivation& drv, bool maskOutputs) {
@@ -194,7 +195,8 @@ StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
   bool inputDeferred;
   detail::InputHashes inputs = inputHashes(drv, inputDeferred, inputTags);
   fillOutputs(drv, inputs, inputDeferred);
-  aterm = printDerivation(storeDir_, drv);
+  aterm.clear();
+  detail::printAterm(aterm, storeDir_, drv, false, nullptr);
   StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);
   auto it = memo_.find(path.baseName());
   Entry& e = it != memo_.end()

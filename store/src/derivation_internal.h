@@ -12,6 +12,9 @@ namespace kiln::store::detail {
 /// The ATerm printer; with `inputs`, they replace drv.inputDrvs.
 std::string printAterm(const StoreDir& sd, const Derivation& drv,
                        bool maskOutputs, const InputHashes* inputs);
+/// The same, appended to `out` (callers reuse one buffer).
+void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
+                bool maskOutputs, const InputHashes* inputs);
 
 /// Appends the escape Nix uses for `"`, `\`, LF, CR or TAB and returns
 /// true; returns false (appending nothing) for any other byte. The ATerm

@@ -227,6 +227,7 @@ class DrvHashCache {
   /// dominated evaluation with an ordered map of StorePaths).
   std::unordered_map<std::string_view, Entry, BaseNameHash> memo_;
   std::vector<std::unique_ptr<char[]>> keyChunks_;
+  std::string atermScratch_;  ///< reused by computeHash (no buffer per ATerm)
   char* keyCur_ = nullptr;
   size_t keyLeft_ = 0;
   size_t loads_ = 0;
