@@ -45,6 +45,7 @@ done
 if ! cmp -s <(sort "$work/k.out") <(sort "$work/n.out"); then echo "MISMATCH: .drv paths differ"; exit 1; fi
 echo "same $(wc -l <"$work/k.out") .drv paths; kiln eval printed $(wc -l <"$work/e.out") jobs"
 echo "objects: kiln $(ls "$work/ks.1/store" | wc -l), nix $(ls "$work/nx.1/nix/store" | wc -l)"
+echo "every run (tool wall user sys): $(cat "$work"/time.* | tr '\n' ';')"
 best() { sort -k2 -n "$work"/time.$1.* | head -1; }
 read -r _ kw ku ks <<<"$(best k)"
 read -r _ ew eu es <<<"$(best e)"

@@ -1,10 +1,12 @@
 // LocalStore: atomic adds (design decision 2) and the per-path locks and
 // temporary roots that keep concurrent adders and collectors apart.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 
 #include "kiln/common/file.h"
@@ -57,13 +59,19 @@ void canonicaliseTree(const std::string& path, bool fsyncEach) {
   } else if (!S_ISREG(st.st_mode)) {
     throw Error("'" + path + "' is neither a file, a directory nor a symlink");
   }
+  mode_t mode = S_ISDIR(st.st_mode) || (st.st_mode & S_IXUSR) ? 0555 : 0444;
+  if (!fsyncEach) {
+    // A fresh temporary tree nobody else writes: by name, no descriptor.
+    if (::chmod(path.c_str(), mode) != 0) throwSysError("chmod '" + path + "'");
+    if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0)
+      throwSysError("setting the time of '" + path + "'");
+    return;
+  }
   int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
               (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0);
   AutoCloseFD fd(::open(path.c_str(), flags));
   if (!fd) throwSysError("opening '" + path + "'");
-  mode_t mode = S_ISDIR(st.st_mode) || (st.st_mode & S_IXUSR) ? 0555 : 0444;
-  if (fsyncEach && ::fsync(fd.get()) != 0)
-    throwSysError("fsync '" + path + "'");
+  if (::fsync(fd.get()) != 0) throwSysError("fsync '" + path + "'");
   if (::fchmod(fd.get(), mode) != 0) throwSysError("chmod '" + path + "'");
   if (::futimens(fd.get(), times) != 0)
     throwSysError("setting the time of '" + path + "'");
@@ -119,6 +127,25 @@ std::optional<StorePath> LocalStore::Impl::pathOfTemp(const std::string& name) {
   }
 }
 
+namespace {
+
+// Holds a shared flock on an already open descriptor for one scope.
+class SharedFlock {
+ public:
+  SharedFlock(int fd, const std::string& path) : fd_(fd) {
+    while (::flock(fd_, LOCK_SH) != 0)
+      if (errno != EINTR) throwSysError("locking '" + path + "'");
+  }
+  ~SharedFlock() { ::flock(fd_, LOCK_UN); }
+  SharedFlock(const SharedFlock&) = delete;
+  SharedFlock& operator=(const SharedFlock&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
 void LocalStore::addTempRoot(const StorePath& path) {
   auto tr = impl_->tempRoots.lock();
   if (tr->written.count(path.baseName())) return;
@@ -129,11 +156,28 @@ void LocalStore::addTempRoot(const StorePath& path) {
     if (::ftruncate(tr->file->fd(), 0) != 0)
       throwSysError("truncating '" + name + "'");
   }
+  if (!tr->gcLock) {
+    tr->gcLock.reset(::open(impl_->gcLockPath.c_str(),
+                            O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!tr->gcLock) throwSysError("opening '" + impl_->gcLockPath + "'");
+  }
   // A running collector reads every temp roots file while holding gc.lock
   // exclusively; holding it shared here means it sees all or none of a line.
-  auto gc = FileLock::acquire(impl_->gcLockPath, LockMode::kShared);
+  SharedFlock gc(tr->gcLock.get(), impl_->gcLockPath);
   writeAll(tr->file->fd(), path.baseName() + "\n");
-  tr->written.insert(path.baseName());
+  tr->written.emplace(path.baseName(), false);
+}
+
+bool LocalStore::Impl::knownValid(const StorePath& path) {
+  auto tr = tempRoots.lock();
+  auto it = tr->written.find(path.baseName());
+  return it != tr->written.end() && it->second;
+}
+
+void LocalStore::Impl::markValid(const StorePath& path) {
+  auto tr = tempRoots.lock();
+  auto it = tr->written.find(path.baseName());
+  if (it != tr->written.end()) it->second = true;
 }
 
 // ------------------------------------------------------------------ adds

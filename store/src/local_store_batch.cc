@@ -1,5 +1,8 @@
 // LocalStore::Batch: many adds made durable, renamed and registered
 // together (one syncfs, one directory fsync, one transaction).
+#include <fcntl.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <unordered_map>
 
@@ -29,6 +32,24 @@ struct LocalStore::Batch::State {
   }
 };
 
+namespace {
+
+// Renames temporary `temp` to `final`, first removing a leftover there of
+// an add that died between rename and registration (the caller holds the
+// path's stripe, so nobody else is placing it).
+void placeTemp(const std::string& temp, const std::string& final) {
+  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, final.c_str(),
+                  RENAME_NOREPLACE) == 0)
+    return;
+  if (errno != EEXIST)
+    throwSysError("renaming '" + temp + "' to '" + final + "'");
+  deletePath(final);
+  if (::rename(temp.c_str(), final.c_str()) != 0)
+    throwSysError("renaming '" + temp + "' to '" + final + "'");
+}
+
+}  // namespace
+
 LocalStore::Batch::Batch(LocalStore& store, Sync sync)
     : store_(store), state_(std::make_unique<State>()) {
   state_->sync = sync;
@@ -47,21 +68,25 @@ void LocalStore::Batch::addFromNar(const ValidPathInfo& info, Source& nar) {
   if (info.narHash.algo() != HashAlgo::kSha256)
     throw FormatError("NAR hash of '" + store_.printPath(path) +
                       "' must be sha256");
-  if (queued(path)) return;
+  auto& impl = *store_.impl_;
+  if (queued(path) || impl.knownValid(path)) return;
   // The root comes first: it keeps a collector off the temporary written
   // below and, once valid, off the path itself.
   store_.addTempRoot(path);
-  if (store_.isValid(path)) return;
+  if (store_.isValid(path)) {
+    impl.markValid(path);
+    return;
+  }
   for (auto& r : info.references) {
-    if (r == path || queued(r)) continue;
+    if (r == path || queued(r) || impl.knownValid(r)) continue;
     store_.addTempRoot(r);
     if (!store_.isValid(r))
       throw InvalidPathError("cannot add '" + store_.printPath(path) +
                              "': its reference '" + store_.printPath(r) +
                              "' is not valid");
+    impl.markValid(r);
   }
-  std::string temp = store_.impl_->writeTemp(
-      info, nar, state_->sync == Sync::kEachFile);
+  std::string temp = impl.writeTemp(info, nar, state_->sync == Sync::kEachFile);
   PathGuard guard(temp);
   state_->entries.push_back({info, temp, std::nullopt});
   guard.dismiss();
@@ -97,7 +122,7 @@ StorePath LocalStore::Batch::addPath(const std::string& fsPath,
   info.narHash = hash;
   info.narSize = size;
   info.ca = makeFixedCa(true, hash);
-  if (queued(info.path)) return info.path;
+  if (queued(info.path) || store_.impl_->knownValid(info.path)) return info.path;
   store_.addTempRoot(info.path);
   if (store_.isValid(info.path)) return info.path;
   // Second pass: the tree is serialised again straight into the restorer;
@@ -138,37 +163,46 @@ void LocalStore::Batch::commit() {
   std::vector<FileLock> locks;  // in ascending order: no deadlock
   for (char s : stripes) locks.push_back(impl.lockStripe(s));
 
+  // Which are valid already (another adder won): one read transaction.
+  // Nobody can register them meanwhile: that needs the stripes we hold.
+  std::vector<bool> valid(entries.size());
+  {
+    auto lk = impl.db.lock();
+    SqliteTxn read(**lk, false);
+    for (size_t i = 0; i < entries.size(); ++i)
+      valid[i] = impl.pathId(**lk, entries[i].info.path).has_value();
+    read.commit();
+  }
   std::vector<State::Entry*> fresh;
   std::vector<std::string> placed;  // renamed into place, not registered
   try {
-    for (auto& e : entries) {
-      // Another adder may have registered it meanwhile: ours is discarded.
-      if (store_.isValid(e.info.path)) continue;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (valid[i]) continue;  // ours is discarded with the temporaries
+      auto& e = entries[i];
       std::string final = store_.physicalPath(e.info.path);
-      // A leftover of an add that died between rename and registration.
-      if (pathExists(final)) deletePath(final);
-      if (::rename(e.temp.c_str(), final.c_str()) != 0)
-        throwSysError("renaming '" + e.temp + "' to '" + final + "'");
+      placeTemp(e.temp, final);
       e.temp.clear();
       placed.push_back(final);
       fresh.push_back(&e);
     }
-    if (fresh.empty()) return;
-    syncDirectory(impl.physicalRoot);
-    auto lk = impl.db.lock();
-    SqliteDb& d = **lk;
-    retrySqlite([&] {
-      SqliteTxn txn(d);
-      for (auto* e : fresh) {
-        int64_t id = impl.insertValidPath(d, e->info);
-        if (e->outputs) impl.insertDerivationOutputs(d, id, *e->outputs);
-      }
-      txn.commit();
-    });
+    if (!fresh.empty()) {
+      syncDirectory(impl.physicalRoot);
+      auto lk = impl.db.lock();
+      SqliteDb& d = **lk;
+      retrySqlite([&] {
+        SqliteTxn txn(d);
+        for (auto* e : fresh) {
+          int64_t id = impl.insertValidPath(d, e->info);
+          if (e->outputs) impl.insertDerivationOutputs(d, id, *e->outputs);
+        }
+        txn.commit();
+      });
+    }
   } catch (...) {
     for (auto& p : placed) PathGuard discard(p);
     throw;
   }
+  for (auto& e : entries) impl.markValid(e.info.path);
 }
 
 }  // namespace kiln::store

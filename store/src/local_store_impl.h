@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "kiln/common/file_lock.h"
 #include "kiln/common/sqlite.h"
@@ -29,15 +30,23 @@ struct LocalStore::Impl {
   Sync<std::unique_ptr<SqliteDb>> db;
 
   // This object's temporary roots file (created on first use, removed on
-  // destruction) and the roots already written to it.
+  // destruction), the roots already written to it (base name → whether the
+  // path was seen valid since: a collector keeps it valid from then on),
+  // and gc.lock, opened once and locked shared around each write.
   struct TempRoots {
     std::optional<FileLock> file;
-    std::set<std::string> written;
+    std::unordered_map<std::string, bool> written;
+    AutoCloseFD gcLock;
   };
   Sync<TempRoots> tempRoots;
   unsigned tempCounter = 0;
   std::mutex tempCounterMutex;
 
+  /// Whether `path` is temporarily rooted here and was seen valid since
+  /// (so no collector can have removed it).
+  bool knownValid(const StorePath& path);
+  /// Records that `path`, temporarily rooted here, is valid.
+  void markValid(const StorePath& path);
   /// Row id of `path` in ValidPaths, if valid.
   std::optional<int64_t> pathId(SqliteDb& db, const StorePath& path);
   /// Reads one ValidPaths row (with references) or nullopt.
