@@ -3,6 +3,9 @@
 #include "kiln/store/derivation.h"
 
 #include <array>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "derivation_internal.h"
 #include "kiln/common/encoding.h"
@@ -45,15 +48,35 @@ constexpr auto kAtermEscaped = [] {
   return t;
 }();
 
+// Index of the first byte of s[from..] printAtermString escapes, or
+// s.size(). With SSE2 (every x86-64), 16 bytes per step.
+size_t nextAtermEscape(std::string_view s, size_t from) {
+  size_t i = from;
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
+                tab = _mm_set1_epi8('\t');
+  for (; i + 16 <= s.size(); i += 16) {
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+    __m128i hit = _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(b, quote), _mm_cmpeq_epi8(b, backslash)),
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(b, lf), _mm_cmpeq_epi8(b, cr)),
+                     _mm_cmpeq_epi8(b, tab)));
+    if (int mask = _mm_movemask_epi8(hit)) return i + __builtin_ctz(mask);
+  }
+#endif
+  for (; i < s.size(); ++i)
+    if (kAtermEscaped[static_cast<unsigned char>(s[i])]) return i;
+  return s.size();
+}
+
 // Appends `s` escaped, without quotes.
 void appendAtermEscaped(std::string& out, std::string_view s) {
   // Append runs without escapes in one go; most strings have none.
   size_t run = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (!kAtermEscaped[static_cast<unsigned char>(c)]) continue;
+  for (size_t i = nextAtermEscape(s, 0); i < s.size(); i = nextAtermEscape(s, run)) {
     out.append(s.data() + run, i - run);
-    detail::appendNamedEscape(out, c);
+    detail::appendNamedEscape(out, s[i]);
     run = i + 1;
   }
   out.append(s.data() + run, s.size() - run);

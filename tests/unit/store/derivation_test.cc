@@ -201,6 +201,29 @@ TEST(DerivationVectors, EscapesAndControlBytes) {
           "\"a\\\"b\\\\c\\nd\\re\\tf\x01g\x1bh\x7fi\x08j\x0ck\xc3\xa9\"", 30));
 }
 
+// Escapes found 16 bytes at a time must land at the same places as one
+// byte at a time: every special byte at every offset of a long string.
+TEST(DerivationVectors, EscapesAtEveryOffsetOfLongStrings) {
+  const std::string specials = "\"\\\n\r\t";
+  const std::string named[] = {"\\\"", "\\\\", "\\n", "\\r", "\\t"};
+  for (size_t len : {15u, 16u, 17u, 33u, 70u})
+    for (size_t at = 0; at < len; ++at)
+      for (size_t k = 0; k < specials.size(); ++k) {
+        std::string in(len, 'x');
+        in[at] = specials[k];
+        in[len - 1 - at / 2] = '\t';  // a second escape, sometimes the same byte
+        std::string expected = "\"";
+        for (char c : in) {
+          size_t j = specials.find(c);
+          expected += j == std::string::npos ? std::string(1, c) : named[j];
+        }
+        expected += "\"";
+        std::string out;
+        printAtermString(out, in);
+        ASSERT_EQ(out, expected) << "len " << len << " at " << at << " k " << k;
+      }
+}
+
 // ---- malformed input ---------------------------------------------------
 
 const std::string kSimple =
