@@ -76,12 +76,21 @@ int64_t nowSeconds() {
 
 }  // namespace
 
+SqliteStmt& LocalStore::Impl::statement(SqliteDb& d, const std::string& sql) {
+  auto& slot = statements[sql];
+  if (!slot) slot = std::make_unique<SqliteStmt>(d.prepare(sql));
+  slot->reset();
+  return *slot;
+}
+
 std::optional<int64_t> LocalStore::Impl::pathId(SqliteDb& d,
                                                 const StorePath& path) {
-  auto st = d.prepare("select id from ValidPaths where path = ?");
+  auto& st = statement(d, "select id from ValidPaths where path = ?");
   st.bind(storeDir.printPath(path));
-  if (!st.step()) return std::nullopt;
-  return st.getInt(0);
+  std::optional<int64_t> id;
+  if (st.step()) id = st.getInt(0);
+  st.reset();  // an open select would pin the connection's read snapshot
+  return id;
 }
 
 std::optional<ValidPathInfo> LocalStore::Impl::readInfo(SqliteDb& d,
@@ -111,7 +120,8 @@ std::optional<ValidPathInfo> LocalStore::Impl::readInfo(SqliteDb& d,
 
 int64_t LocalStore::Impl::insertValidPath(SqliteDb& d,
                                           const ValidPathInfo& info) {
-  auto st = d.prepare(
+  auto& st = statement(
+      d,
       "insert into ValidPaths (path, hash, registrationTime, deriver, "
       "narSize, ultimate, sigs, ca) values (?, ?, ?, ?, ?, ?, ?, ?)");
   st.bind(storeDir.printPath(info.path))
@@ -136,14 +146,16 @@ int64_t LocalStore::Impl::insertValidPath(SqliteDb& d,
     st.bind(info.ca);
   st.exec();
   int64_t id = d.lastInsertRowId();
-  auto ins = d.prepare("insert into Refs (referrer, reference) values (?, ?)");
   for (auto& ref : info.references) {
     auto refId = ref == info.path ? std::optional(id) : pathId(d, ref);
     if (!refId)
       throw InvalidPathError("cannot add '" + storeDir.printPath(info.path) +
                              "': its reference '" + storeDir.printPath(ref) +
                              "' is not valid");
-    ins.bind(id).bind(*refId).exec();
+    statement(d, "insert into Refs (referrer, reference) values (?, ?)")
+        .bind(id)
+        .bind(*refId)
+        .exec();
   }
   return id;
 }
@@ -151,9 +163,9 @@ int64_t LocalStore::Impl::insertValidPath(SqliteDb& d,
 void LocalStore::Impl::insertDerivationOutputs(
     SqliteDb& d, int64_t drvId,
     const std::map<std::string, StorePath>& outputs) {
-  auto st = d.prepare(
-      "insert or replace into DerivationOutputs (drv, id, path) "
-      "values (?, ?, ?)");
+  auto& st = statement(d,
+                       "insert or replace into DerivationOutputs (drv, id, "
+                       "path) values (?, ?, ?)");
   for (auto& [name, path] : outputs)
     st.bind(drvId).bind(name).bind(storeDir.printPath(path)).exec();
 }

@@ -28,6 +28,9 @@ struct LocalStore::Impl {
   std::string gcLockPath;    // <state>/gc.lock
 
   Sync<std::unique_ptr<SqliteDb>> db;
+  // Prepared statements of `db` by SQL text (used under db's lock;
+  // declared after it, so finalized before the connection closes).
+  std::unordered_map<std::string, std::unique_ptr<SqliteStmt>> statements;
 
   // This object's temporary roots file (created on first use, removed on
   // destruction), the roots already written to it (base name → whether the
@@ -47,6 +50,9 @@ struct LocalStore::Impl {
   bool knownValid(const StorePath& path);
   /// Records that `path`, temporarily rooted here, is valid.
   void markValid(const StorePath& path);
+  /// The prepared statement for `sql` on `db` (the store's connection,
+  /// whose lock the caller holds), reset and ready to bind.
+  SqliteStmt& statement(SqliteDb& db, const std::string& sql);
   /// Row id of `path` in ValidPaths, if valid.
   std::optional<int64_t> pathId(SqliteDb& db, const StorePath& path);
   /// Reads one ValidPaths row (with references) or nullopt.
