@@ -328,6 +328,15 @@ void SchedulerService::Impl::onNeedPaths(Conn& c, const proto::NeedPaths& n) {
                                   " is not running on this worker"});
     return;
   }
+  // A path we believed it holds is not there (its store changed): believe
+  // nothing more of this connection, so the next steps carry all metadata.
+  for (auto& p : n.paths)
+    if (c.present.count(p.baseName())) {
+      logWarn("worker " + c.name + " lacks " + p.baseName() +
+              ", which it held; sending full input metadata from now on");
+      c.present.clear();
+      break;
+    }
   for (auto& p : n.paths) {
     proto::TransferHeader h;
     try {

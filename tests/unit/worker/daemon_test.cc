@@ -263,6 +263,29 @@ TEST_F(DaemonTest, HelloStepInputsBuildUploadResult) {
   ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
 }
 
+// The scheduler leaves out the metadata of paths it believes the worker
+// holds: the worker walks the closure from the roots and still asks for a
+// root it lacks (the PathData header brings the metadata).
+TEST_F(DaemonTest, ARootSentWithoutMetadataThatTheWorkerLacksIsFetched) {
+  startDaemon();
+  ASSERT_TRUE(pollUntilWelcomed());
+  auto in = sched_.store.addText("greeting", "hello without metadata", {});
+  auto m = step(9, "greet", "read x < $input; echo \"$x.\" > $out", in);
+  m.inputs.clear();
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  EXPECT_EQ(sched_.last<proto::NeedPaths>()->paths,
+            std::vector<store::StorePath>{in});
+  sched_.serve(*sched_.last<proto::NeedPaths>());
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
+      << error_;
+  EXPECT_EQ(sched_.last<proto::StepResult>()->status,
+            proto::StepStatus::kSuccess)
+      << sched_.last<proto::StepResult>()->errorMsg;
+  EXPECT_EQ(readFile(sched_.store.physicalPath(outPath_)),
+            "hello without metadata.\n");
+}
+
 TEST_F(DaemonTest, CancelStepKillsTheBuildAndReportsCancelled) {
   startDaemon();
   ASSERT_TRUE(pollUntilWelcomed());
