@@ -281,10 +281,11 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
   int64_t evalId = db.createEvaluation(e, errors);
   if (o.drvs) ingestor.useDrvs(o.drvs);
   // Ingesting thousands of builds takes seconds: serve the workers every
-  // few milliseconds meanwhile (results, uploads, dispatch), so none idles.
+  // couple of milliseconds meanwhile (results, uploads, dispatch), so none
+  // idles.
   auto lastServe = SteadyClock::now();
   for (auto& j : o.jobs) {
-    if (SteadyClock::now() - lastServe >= std::chrono::milliseconds(10)) {
+    if (SteadyClock::now() - lastServe >= std::chrono::milliseconds(2)) {
       endTurn();
       serveMessages(std::chrono::milliseconds(0), 100);
       lastServe = SteadyClock::now();
