@@ -23,6 +23,14 @@ struct LocalStore::Batch::State {
   std::vector<Entry> entries;
   std::unordered_map<std::string, size_t> index;  // base name → entry
 
+  // Exclusive locks of the stripes of every queued path.
+  std::vector<FileLock> lockStripes(Impl& impl) const;
+  // Whether each queued path is valid now (one read transaction).
+  std::vector<bool> validNow(Impl& impl) const;
+  // Renames the queued paths not `valid` into place, fsyncs the store
+  // directory and registers them in one transaction; on failure removes
+  // what it renamed and rethrows.
+  void placeAndRegister(LocalStore& store, const std::vector<bool>& valid);
   // Forgets every queued path and deletes the temporaries still present.
   void clear() noexcept {
     for (auto& e : entries)
@@ -148,61 +156,71 @@ void LocalStore::Batch::registerDerivationOutputs(
   for (auto& [name, path] : outputs) slot->insert_or_assign(name, path);
 }
 
-void LocalStore::Batch::commit() {
-  auto& impl = *store_.impl_;
-  auto& entries = state_->entries;
-  if (entries.empty()) return;
-  struct Reset {
-    State& state;
-    ~Reset() { state.clear(); }
-  } reset{*state_};
-  if (state_->sync == Sync::kFileSystem) syncFileSystem(impl.physicalRoot);
-
+std::vector<FileLock> LocalStore::Batch::State::lockStripes(Impl& impl) const {
   std::set<char> stripes;
   for (auto& e : entries) stripes.insert(Impl::stripeOf(e.info.path));
   std::vector<FileLock> locks;  // in ascending order: no deadlock
   for (char s : stripes) locks.push_back(impl.lockStripe(s));
+  return locks;
+}
 
-  // Which are valid already (another adder won): one read transaction.
-  // Nobody can register them meanwhile: that needs the stripes we hold.
+std::vector<bool> LocalStore::Batch::State::validNow(Impl& impl) const {
   std::vector<bool> valid(entries.size());
-  {
-    auto lk = impl.db.lock();
-    SqliteTxn read(**lk, false);
-    for (size_t i = 0; i < entries.size(); ++i)
-      valid[i] = impl.pathId(**lk, entries[i].info.path).has_value();
-    read.commit();
-  }
-  std::vector<State::Entry*> fresh;
+  auto lk = impl.db.lock();
+  SqliteTxn read(**lk, false);
+  for (size_t i = 0; i < entries.size(); ++i)
+    valid[i] = impl.pathId(**lk, entries[i].info.path).has_value();
+  read.commit();
+  return valid;
+}
+
+void LocalStore::Batch::State::placeAndRegister(LocalStore& store,
+                                                const std::vector<bool>& valid) {
+  auto& impl = *store.impl_;
+  std::vector<Entry*> fresh;
   std::vector<std::string> placed;  // renamed into place, not registered
   try {
     for (size_t i = 0; i < entries.size(); ++i) {
       if (valid[i]) continue;  // ours is discarded with the temporaries
       auto& e = entries[i];
-      std::string final = store_.physicalPath(e.info.path);
+      std::string final = store.physicalPath(e.info.path);
       placeTemp(e.temp, final);
       e.temp.clear();
       placed.push_back(final);
       fresh.push_back(&e);
     }
-    if (!fresh.empty()) {
-      syncDirectory(impl.physicalRoot);
-      auto lk = impl.db.lock();
-      SqliteDb& d = **lk;
-      retrySqlite([&] {
-        SqliteTxn txn(d);
-        for (auto* e : fresh) {
-          int64_t id = impl.insertValidPath(d, e->info);
-          if (e->outputs) impl.insertDerivationOutputs(d, id, *e->outputs);
-        }
-        txn.commit();
-      });
-    }
+    if (fresh.empty()) return;
+    syncDirectory(impl.physicalRoot);
+    auto lk = impl.db.lock();
+    SqliteDb& d = **lk;
+    retrySqlite([&] {
+      SqliteTxn txn(d);
+      for (auto* e : fresh) {
+        int64_t id = impl.insertValidPath(d, e->info);
+        if (e->outputs) impl.insertDerivationOutputs(d, id, *e->outputs);
+      }
+      txn.commit();
+    });
   } catch (...) {
     for (auto& p : placed) PathGuard discard(p);
     throw;
   }
-  for (auto& e : entries) impl.markValid(e.info.path);
+}
+
+void LocalStore::Batch::commit() {
+  auto& impl = *store_.impl_;
+  if (state_->entries.empty()) return;
+  struct Reset {
+    State& state;
+    ~Reset() { state.clear(); }
+  } reset{*state_};
+  if (state_->sync == Sync::kFileSystem) syncFileSystem(impl.physicalRoot);
+  auto locks = state_->lockStripes(impl);
+  // Which are valid already (another adder won)? Nobody can register them
+  // from now on: that needs the stripes we hold.
+  auto valid = state_->validNow(impl);
+  state_->placeAndRegister(store_, valid);
+  for (auto& e : state_->entries) impl.markValid(e.info.path);
 }
 
 }  // namespace kiln::store
