@@ -36,6 +36,8 @@ SchedulerService::Impl::Impl(ServiceConfig c)
     : cfg(std::move(c)),
       lock(takeLock(cfg.stateDir)),
       db(cfg.stateDir + "/scheduler.sqlite"),
+      checkpointer(cfg.stateDir + "/scheduler.sqlite",
+                   std::chrono::milliseconds(500)),
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       registrarStore(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       registrar([this](const Registration& r, Source& nar) {
@@ -49,6 +51,7 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       ingestor(db, store, core, index, clock),
       registry(std::make_shared<prometheus::Registry>()),
       metrics(*registry) {
+  db.db().exec("PRAGMA wal_autocheckpoint = 0");  // the checkpointer's job
   // Transfer temporaries are unlinked right after creation; a scheduler
   // killed in between leaves one behind. We hold the lock: none is live.
   if (pathExists(cfg.stateDir + "/tmp")) deletePath(cfg.stateDir + "/tmp");

@@ -23,6 +23,7 @@
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
 #include "kiln/scheduler/service.h"
+#include "kiln/scheduler/checkpointer.h"
 #include "kiln/scheduler/registrar.h"
 
 namespace kiln::scheduler {
@@ -79,6 +80,9 @@ struct SchedulerService::Impl {
   ServiceConfig cfg;
   FileLock lock;
   StateDb db;
+  /// WAL checkpoints of `db` on a thread of their own (the service's
+  /// connection never checkpoints).
+  Checkpointer checkpointer;
   store::LocalStore store;
   /// The registrar thread's own handle on the same store.
   store::LocalStore registrarStore;
