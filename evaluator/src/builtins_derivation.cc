@@ -2,8 +2,9 @@
 // (spec §3.2-3.5), names it and its outputs, and hands the ATerm to the
 // StoreWriter.
 #include <cstring>
-#include <sstream>
 #include <deque>
+#include <optional>
+#include <sstream>
 #include <unordered_map>
 
 #include "builtins.h"
@@ -175,13 +176,25 @@ void addAttr(EvalState& st, const Attr& a, Derivation& drv, Context& ctx, Collec
     return;
   }
   std::string s = st.coerceToString(pos, *a.value, ctx, true);
-  drv.env[std::string(key)] = s;
   if (a.name == st.sBuilder) drv.builder = s;
   else if (a.name == st.sSystem) drv.platform = s;
   else if (a.name == st.sOutputHash) c.outputHash = s;
   else if (a.name == st.sOutputHashAlgo) c.outputHashAlgo = s;
   else if (a.name == st.sOutputHashMode) c.outputHashMode = s;
   else if (a.name == st.sOutputs) setOutputs(st, pos, c, splitSpaces(s));
+  // Attributes come in name order: each new key goes at the end.
+  drv.env.insert_or_assign(drv.env.end(), std::string(key), std::move(s));
+}
+
+// An arena copy of the concatenation of `parts` (no temporary string).
+const char* arenaConcat(Arena& arena, std::initializer_list<std::string_view> parts) {
+  size_t n = 0;
+  for (auto p : parts) n += p.size();
+  char* out = static_cast<char*>(arena.allocate(n + 1, 1));
+  char* w = out;
+  for (auto p : parts) w = std::copy(p.begin(), p.end(), w);
+  *w = 0;
+  return out;
 }
 
 // Context entries become inputSrcs and inputDrvs.
@@ -277,7 +290,7 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (drv.builder.empty()) st.throwError(pos, "required attribute 'builder' missing");
   if (drv.platform.empty()) st.throwError(pos, "required attribute 'system' missing");
   DrvState& ds = drvState(st);
-  StorePath drvPath("00000000000000000000000000000000-x");
+  std::optional<StorePath> drvPath;
   std::string& aterm = ds.aterm;  // reused: no buffer per derivation
   uint32_t* tag = nullptr;
   std::vector<uint32_t> inputTags;  // of drv.inputDrvs, from the hash memo
@@ -292,11 +305,11 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   } catch (const Error& e) {
     st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
   }
-  std::string drvPathS = ds.dir.printPath(drvPath);
+  std::string drvPathS = ds.dir.printPath(*drvPath);
   if (st.storeWriter) writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
   // One arena copy of "=<drvPath>" serves as the drvPath string's context,
   // the string itself (after the '=') and the key of `made` (its base name).
-  const char* eqPath = st.arena.copyString("=" + drvPathS);
+  const char* eqPath = arenaConcat(st.arena, {"=", drvPathS});
   const char* drvPathC = eqPath + 1;
   if (*tag == store::DrvHashCache::kNoTag) {
     *tag = static_cast<uint32_t>(ds.made.size());
@@ -315,9 +328,11 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   dv->mkString(drvPathC, dvCtx);
   b->push(st.sDrvPath, dv);
   for (auto& [o, out] : drv.outputs) {
+    // env holds what the output's value is: its path, placeholder or "".
     Value* ov = st.allocValue();
-    std::string path = out.path ? ds.dir.printPath(*out.path) : drv.env[o];
-    st.mkString(*ov, path, {st.arena.copyString("!" + o + "!" + drvPathS)});
+    const char** ovCtx = st.arena.makeArray<const char*>(2);
+    ovCtx[0] = arenaConcat(st.arena, {"!", o, "!", drvPathS});
+    ov->mkString(st.arena.copyString(drv.env.at(o)), ovCtx);
     b->push(st.sym(o), ov);
   }
   st.mkAttrs(v, b);
