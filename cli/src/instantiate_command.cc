@@ -161,6 +161,7 @@ int run(Options& o, const po::variables_map& vm) {
       static EvalState* kept = nullptr;
       kept = new EvalState(settings);
       EvalState& st = *kept;
+      st.arena.leaveToExit();
       st.storeWriter = o.target.writer();
       std::string cwd = absPath(".");
       Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);

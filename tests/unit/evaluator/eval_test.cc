@@ -173,3 +173,29 @@ TEST(Eval, ConcatenatedStringsKeepTheUnionOfTheirPartsContexts) {
             "{ " + b + " = { outputs = [ \"dev\" ]; }; }");
   EXPECT_EQ(evalStrict(lets + "builtins.hasContext \"${\"x\"}${toString 1}\""), "false");
 }
+
+namespace {
+struct CountsDestruction {
+  int* destroyed;
+  ~CountsDestruction() { ++*destroyed; }
+};
+}  // namespace
+
+TEST(Arena, RunsDestructorsUnlessLeftToExit) {
+  int destroyed = 0;
+  {
+    Arena a;
+    a.make<CountsDestruction>(&destroyed);
+    a.make<CountsDestruction>(&destroyed);
+  }
+  EXPECT_EQ(destroyed, 2);
+  destroyed = 0;
+  {
+    Arena a;
+    a.make<CountsDestruction>(&destroyed);  // made before: still destroyed
+    a.leaveToExit();
+    CountsDestruction* kept = a.make<CountsDestruction>(&destroyed);
+    EXPECT_EQ(kept->destroyed, &destroyed);
+  }
+  EXPECT_EQ(destroyed, 1);
+}

@@ -48,9 +48,15 @@ class Arena {
   T* make(A&&... a) {
     T* t = new (allocate(sizeof(T), alignof(T))) T(std::forward<A>(a)...);
     if constexpr (kArenaDestroys<T>)
-      dtors_.push_back({t, [](void* x) { static_cast<T*>(x)->~T(); }});
+      if (!leftToExit_) dtors_.push_back({t, [](void* x) { static_cast<T*>(x)->~T(); }});
     return t;
   }
+
+  /// For an arena its owner never destroys (left to process exit): stops
+  /// recording destructors, which would never run (16 bytes per AST node
+  /// that owns a vector). If it is destroyed after all, the heap parts of
+  /// objects made from now on leak; nothing else changes.
+  void leaveToExit() { leftToExit_ = true; }
 
   /// A zero-initialised array of `n` trivially destructible T.
   template <class T>
@@ -80,6 +86,7 @@ class Arena {
   size_t left_ = 0;
   size_t reserved_ = 0;
   std::deque<std::pair<void*, void (*)(void*)>> dtors_;  // no doubling
+  bool leftToExit_ = false;
 };
 
 }  // namespace kiln::eval
