@@ -11,7 +11,7 @@ PACKAGES=(
   libboost-dev libboost-program-options-dev libboost-system-dev
   nlohmann-json3-dev prometheus-cpp-dev
   nix-bin
-  time
+  time ccache
 )
 
 missing=()
