@@ -157,6 +157,20 @@ void EvalStoreTarget::flush() {
   releaseHeld();
 }
 
+void EvalStoreTarget::detachAfterFork() {
+  (void)writer_.release();  // leaked on purpose: the parent's to close
+  (void)store_.release();
+  lazy_ = nullptr;
+  held_.clear();
+}
+
+void EvalStoreTarget::close() {
+  flush();
+  writer_.reset();
+  lazy_ = nullptr;
+  store_.reset();
+}
+
 void EvalStoreTarget::releaseHeld() {
   std::cout << held_;
   held_.clear();

@@ -75,6 +75,14 @@ class EvalStoreTarget {
   /// Commits what the writer has queued and prints what print() held.
   /// Throws Error when the commit fails (the held output is then dropped).
   void flush();
+  /// In a process forked from the one that made this target: forgets the
+  /// parent's store connection and writer without closing them (they stay
+  /// the parent's) and drops held output, so that writer() and
+  /// localStore() open this process's own.
+  void detachAfterFork();
+  /// flush(), then closes the writer and the store (releasing this
+  /// process's temporary roots). Throws Error as flush() does.
+  void close();
 
  private:
   class LazyWriter;

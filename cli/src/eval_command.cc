@@ -1,5 +1,7 @@
 // `kiln eval`: evaluate a package collection into jobs for the scheduler,
 // one JSON line per job (Hydra-style enumeration).
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
@@ -8,6 +10,7 @@
 #include "eval_cli.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/attr_path.h"
+#include "kiln/evaluator/job_workers.h"
 #include "kiln/evaluator/jobs.h"
 
 namespace kiln::cli {
@@ -25,6 +28,8 @@ struct EvalOptions {
   bool json = false;
   bool showTrace = false;
   uint32_t maxCallDepth = 10000;
+  unsigned workers = 0;         ///< 0: evaluate in this process
+  size_t maxMemoryMiB = 4096;  ///< a worker above this resident size is replaced
 };
 
 EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
@@ -37,12 +42,66 @@ EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
   return s;
 }
 
+std::string formatJob(const Job& job, bool json) {
+  if (json) return jobToJson(job) + "\n";
+  if (!job.error.empty()) return job.attr + ": error: " + job.error + "\n";
+  return job.attr + " " + job.drvPath + "\n";
+}
+
 // Lines are held until the job's .drv is committed (EvalStoreTarget::print).
-void printJob(EvalStoreTarget& out, const Job& job, bool json, size_t& failed) {
-  if (!job.error.empty()) ++failed;
-  if (json) out.print(jobToJson(job) + "\n");
-  else if (!job.error.empty()) out.print(job.attr + ": error: " + job.error + "\n");
-  else out.print(job.attr + " " + job.drvPath + "\n");
+void printJob(EvalStoreTarget& out, const Job& job, bool json, JobCounts& counts) {
+  ++counts.jobs;
+  if (!job.error.empty()) ++counts.failed;
+  out.print(formatJob(job, json));
+}
+
+// The top-level entries evaluated in worker processes (--workers).
+class EvalWorkerHooks final : public JobWorkerHooks {
+ public:
+  EvalWorkerHooks(EvalOptions& o, EvalState& st, const JobRoot& root, Bindings* autoArgs)
+      : o_(o), st_(st), root_(root), autoArgs_(autoArgs) {}
+  void startWorker() override {
+    o_.target.detachAfterFork();
+    st_.storeWriter = o_.target.writer();
+  }
+  JobCounts evaluate(size_t index) override {
+    JobCounts c;
+    enumerateJobEntry(st_, root_, index, autoArgs_, o_.attrPath,
+                      [&](const Job& job) { printJob(o_.target, job, o_.json, c); });
+    return c;
+  }
+  void print(const std::string& marker) override { o_.target.print(marker); }
+  void stopWorker() override {
+    o_.target.close();
+    std::cout.flush();
+  }
+  std::string lostItem(size_t index, const std::string& why) override {
+    Job job;
+    job.attr = jobEntryAttr(st_, root_, index, o_.attrPath);
+    job.error = why;
+    return formatJob(job, o_.json);
+  }
+
+ private:
+  EvalOptions& o_;
+  EvalState& st_;
+  const JobRoot& root_;
+  Bindings* autoArgs_;
+};
+
+JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* autoArgs) {
+  JobRoot root = prepareJobRoot(st, selected, autoArgs);
+  size_t entries = root.isDerivation ? 1 : root.entries.size();
+  JobCounts counts;
+  if (o.workers == 0 || root.isDerivation) {
+    for (size_t i = 0; i < entries; ++i)
+      enumerateJobEntry(st, root, i, autoArgs, o.attrPath,
+                        [&](const Job& job) { printJob(o.target, job, o.json, counts); });
+    return counts;
+  }
+  o.target.flush();  // a worker starts with nothing queued or held
+  EvalWorkerHooks hooks(o, st, root, autoArgs);
+  return runJobWorkers(entries, {o.workers, o.maxMemoryMiB << 20}, hooks, STDOUT_FILENO);
 }
 
 int runEval(EvalOptions& o, const po::variables_map& vm) {
@@ -58,14 +117,11 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
       Value root;
       st.eval(st.parseExprFromFile(absPath(path)), root);
       Value& selected = *findAlongAttrPath(st, o.attrPath, autoArgs, root);
-      size_t jobs = 0, failed = 0;
-      enumerateJobs(st, selected, autoArgs, o.attrPath, [&](const Job& job) {
-        ++jobs;
-        printJob(o.target, job, o.json, failed);
-      });
+      JobCounts counts = evalJobs(o, st, selected, autoArgs);
       o.target.flush();
       std::cout.flush();
-      if (failed) std::cerr << "kiln eval: " << failed << " of " << jobs << " jobs failed\n";
+      if (counts.failed)
+        std::cerr << "kiln eval: " << counts.failed << " of " << counts.jobs << " jobs failed\n";
     } catch (const Error& e) {
       try {
         o.target.flush();  // the jobs enumerated before the error
@@ -96,6 +152,12 @@ int evalCommand(const std::vector<std::string>& argv) {
       "print the whole trace of an error that stops the evaluation\n"
       "(per-job errors always carry it)")(
       "max-call-depth", po::value(&o.maxCallDepth), "maximum nesting of function calls")(
+      "workers", po::value(&o.workers),
+      "evaluate the top-level jobs in N worker processes (default: in\n"
+      "this process)")(
+      "max-memory-size", po::value(&o.maxMemoryMiB),
+      "with --workers: replace a worker whose resident size exceeds\n"
+      "this many MiB after a job (default 4096)")(
       "arg", "NAME EXPR: argument for the top-level function")(
       "argstr", "NAME STRING: string argument for the top-level function");
   o.target.addOptions(opts);

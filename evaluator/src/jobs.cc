@@ -71,30 +71,31 @@ class Walker {
   Walker(EvalState& st, Bindings* autoArgs, const std::function<void(const Job&)>& onJob)
       : st_(st), autoArgs_(autoArgs), onJob_(onJob) {}
 
-  // Returns without calling onJob for values that are not jobs.
-  void visit(Value& v0, const std::string& attr, bool top) {
+  // The value of `v0` after auto-calling and forcing it.
+  Value force(Value& v0) {
     Value v;
     st_.autoCallFunction(autoArgs_, v0, v);
     st_.forceValue(v, kNoPos);
+    return v;
+  }
+
+  // Returns without calling onJob for values that are not jobs.
+  void visit(Value& v0, const std::string& attr) {
+    Value v = force(v0);
     if (st_.isDerivation(v)) {
       onJob_(describeDerivation(st_, v, attr));
       return;
     }
-    if (v.type != VType::kAttrs) {
-      if (top) throw EvalError(std::string("the collection must be a set or a derivation, but is ") + showType(v));
-      return;
-    }
-    if (!top) {
-      Value* r = v.attrs->get(st_.sRecurseForDerivations);
-      if (!r || !st_.forceBool(*r, kNoPos)) return;
-    }
-    for (const Attr* a : st_.sortedByName(v.attrs)) visitGuarded(*a->value, joinAttr(attr, st_.symbols.name(a->name)));
+    if (v.type != VType::kAttrs) return;
+    Value* r = v.attrs->get(st_.sRecurseForDerivations);
+    if (!r || !st_.forceBool(*r, kNoPos)) return;
+    for (const Attr* a : st_.sortedByName(v.attrs)) visitGuarded(*a, attr);
   }
 
- private:
-  void visitGuarded(Value& v, const std::string& attr) {
+  void visitGuarded(const Attr& a, const std::string& prefix) {
+    std::string attr = joinAttr(prefix, st_.symbols.name(a.name));
     try {
-      visit(v, attr, false);
+      visit(*a.value, attr);
     } catch (const EvalError& e) {
       Job job;
       job.attr = attr;
@@ -103,6 +104,9 @@ class Walker {
     }
   }
 
+  void describe(Value& drv, const std::string& attr) { onJob_(describeDerivation(st_, drv, attr)); }
+
+ private:
   EvalState& st_;
   Bindings* autoArgs_;
   const std::function<void(const Job&)>& onJob_;
@@ -110,9 +114,40 @@ class Walker {
 
 }  // namespace
 
+JobRoot prepareJobRoot(EvalState& st, Value& root, Bindings* autoArgs) {
+  std::function<void(const Job&)> none;
+  JobRoot r;
+  r.value = Walker(st, autoArgs, none).force(root);
+  if (st.isDerivation(r.value)) {
+    r.isDerivation = true;
+    return r;
+  }
+  if (r.value.type != VType::kAttrs)
+    throw EvalError(std::string("the collection must be a set or a derivation, but is ") +
+                    showType(r.value));
+  r.entries = st.sortedByName(r.value.attrs);
+  return r;
+}
+
+void enumerateJobEntry(EvalState& st, const JobRoot& root, size_t index, Bindings* autoArgs,
+                       const std::string& rootAttr, const std::function<void(const Job&)>& onJob) {
+  Walker w(st, autoArgs, onJob);
+  if (!root.isDerivation) return w.visitGuarded(*root.entries.at(index), rootAttr);
+  Value drv = root.value;
+  w.describe(drv, rootAttr);
+}
+
+std::string jobEntryAttr(EvalState& st, const JobRoot& root, size_t index,
+                         const std::string& rootAttr) {
+  if (root.isDerivation) return rootAttr;
+  return joinAttr(rootAttr, st.symbols.name(root.entries.at(index)->name));
+}
+
 void enumerateJobs(EvalState& st, Value& root, Bindings* autoArgs, const std::string& rootAttr,
                    const std::function<void(const Job&)>& onJob) {
-  Walker(st, autoArgs, onJob).visit(root, rootAttr, true);
+  JobRoot r = prepareJobRoot(st, root, autoArgs);
+  size_t n = r.isDerivation ? 1 : r.entries.size();
+  for (size_t i = 0; i < n; ++i) enumerateJobEntry(st, r, i, autoArgs, rootAttr, onJob);
 }
 
 std::string jobToJson(const Job& job) {

@@ -1,7 +1,9 @@
 // The default EvalRunner: `kiln eval --json` writing straight into the
 // central store (docs/scheduler.md, "Evaluations").
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/evaluation.h"
@@ -35,8 +37,13 @@ class KilnEvalRunner final : public EvalRunner {
  private:
   std::vector<std::string> command(const JobsetRow& js, const std::string& file,
                                    const store::LocalStore& store) const {
+    // Jobs are evaluated in worker processes, one per core (at most 4):
+    // parallel, and memory a long evaluation never frees goes back to the
+    // system when a worker passes --max-memory-size (docs/evaluator.md).
+    unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
     std::vector<std::string> cmd = {kiln_,         "eval",
                                     file,          "--json",
+                                    "--workers",   std::to_string(workers),
                                     "--state-dir", store.stateDir(),
                                     "--store-dir", store.storeDir().dir()};
     if (!js.attribute.empty()) cmd.insert(cmd.end(), {"-A", js.attribute});

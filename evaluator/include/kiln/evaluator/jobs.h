@@ -37,6 +37,31 @@ struct Job {
 void enumerateJobs(EvalState& state, Value& root, Bindings* autoArgs, const std::string& rootAttr,
                    const std::function<void(const Job&)>& onJob);
 
+/// The root of a job walk, auto-called and forced: one derivation, or a set
+/// whose attributes are walked one by one (enumerateJobEntry), which lets
+/// worker processes forked after this point share the work.
+struct JobRoot {
+  Value value;                       ///< the root, forced
+  bool isDerivation = false;         ///< the root is itself the only job
+  std::vector<const Attr*> entries;  ///< top-level attributes, in name order
+};
+
+/// Auto-calls and forces `root` as enumerateJobs does; throws EvalError when
+/// it fails or is neither a set nor a derivation. The entries point into
+/// `state`'s memory.
+JobRoot prepareJobRoot(EvalState& state, Value& root, Bindings* autoArgs);
+
+/// Calls `onJob` for the jobs below entry `index` of `root` (or, for a
+/// derivation root, for the root itself), in attribute-name order; errors
+/// are reported per job as in enumerateJobs.
+void enumerateJobEntry(EvalState& state, const JobRoot& root, size_t index, Bindings* autoArgs,
+                       const std::string& rootAttr, const std::function<void(const Job&)>& onJob);
+
+/// The dotted attribute path of entry `index` of `root` (`rootAttr` itself
+/// for a derivation root).
+std::string jobEntryAttr(EvalState& state, const JobRoot& root, size_t index,
+                         const std::string& rootAttr);
+
 /// The job as one JSON object (no trailing newline): {"attr", "name",
 /// "system", "drvPath", "outputs": {...}, "meta": {...}} or {"attr", "error"}.
 std::string jobToJson(const Job& job);

@@ -1,0 +1,148 @@
+// `kiln eval --workers N`: the same job lines for every N (order aside),
+// errors per job, every reported .drv valid in the store several worker
+// processes wrote to, and memory bounded by replacing workers
+// (--max-memory-size) on a collection whose jobs allocate far more in all
+// than any one keeps.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kiln/common/file.h"
+#include "kiln/store/local_store.h"
+#include "test_support.h"
+
+namespace kiln {
+namespace {
+
+// 300 top-level jobs (each depending on an earlier one), a nested set
+// entered through recurseForDerivations, and two broken jobs.
+const char* kCollection = R"(
+let
+  mk = name: deps: derivation {
+    inherit name; system = "x86_64-linux"; builder = "/bin/sh";
+    args = [ "-c" "echo ${toString deps} > $out" ];
+  };
+  pkgs = builtins.listToAttrs (builtins.genList (i: {
+    name = "p${toString i}";
+    value = mk "p${toString i}" (if i == 0 then [] else [ pkgs."p${toString (i / 2)}" ]);
+  }) 300);
+in pkgs // {
+  broken = throw "broken is broken";
+  nested = { recurseForDerivations = true; a = mk "nested-a" [ pkgs.p7 ];
+             bad = 1 + true; };
+}
+)";
+
+class EvalWorkers : public ::testing::Test {
+ protected:
+  void SetUp() override { std::ofstream(file_) << kCollection; }
+
+  test::RunResult eval(std::vector<std::string> extra, bool readOnly = true) {
+    std::vector<std::string> args = {test::kilnBinary(), "eval", file_, "--json"};
+    if (readOnly) args.push_back("--readonly-mode");
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test::run(args, "", {"KILN_STATE_DIR=" + state_});
+  }
+
+  static std::vector<std::string> sortedLines(const std::string& out) {
+    auto lines = test::nonEmptyLines(out);
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  }
+
+  TempDir dir_{"kiln-eval-workers"};
+  std::string file_ = dir_.path() + "/default.nix";
+  std::string state_ = dir_.path() + "/state";
+};
+
+TEST_F(EvalWorkers, SameJobLinesForEveryNumberOfWorkers) {
+  auto base = eval({});
+  ASSERT_EQ(base.exitCode, 0) << base.err;
+  auto want = sortedLines(base.out);
+  ASSERT_EQ(want.size(), 303u);
+  for (std::vector<std::string> extra :
+       {std::vector<std::string>{"--workers", "1"}, {"--workers", "2"}, {"--workers", "3"},
+        {"--workers", "2", "--max-memory-size", "1"}}) {
+    auto r = eval(extra);
+    SCOPED_TRACE(extra[1] + (extra.size() > 2 ? " workers, replaced after every job" : " workers"));
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(sortedLines(r.out), want);
+    EXPECT_NE(r.err.find("kiln eval: 2 of 303 jobs failed"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(EvalWorkers, ErrorsStayPerJob) {
+  auto r = eval({"--workers", "2"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("{\"attr\":\"broken\",\"error\":\"broken is broken\"}"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("{\"attr\":\"nested.bad\",\"error\":\"cannot add a Boolean to an integer"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("{\"attr\":\"nested.a\",\"name\":\"nested-a\""), std::string::npos);
+}
+
+TEST_F(EvalWorkers, EveryReportedDerivationIsValidInTheSharedStore) {
+  auto r = eval({"--workers", "3"}, /*readOnly=*/false);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  store::LocalStore store(state_);
+  size_t checked = 0;
+  for (auto& line : test::nonEmptyLines(r.out)) {
+    auto job = nlohmann::json::parse(line);
+    if (job.contains("error")) continue;
+    auto drv = job["drvPath"].get<std::string>();
+    EXPECT_TRUE(store.isValid(store.parsePath(drv))) << drv;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 301u);
+  EXPECT_TRUE(std::filesystem::is_empty(state_ + "/temproots"));  // every worker released its roots
+}
+
+// Runs kiln with stdout discarded; returns the exit status and the peak
+// resident size in bytes of kiln and its worker processes (wait4).
+std::pair<int, size_t> peakRss(const std::vector<std::string>& args) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  ::wait4(pid, &status, 0, &ru);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+          static_cast<size_t>(ru.ru_maxrss) * 1024};
+}
+
+// 100,000 jobs, each building and discarding a 300-element list (about
+// 20 KB of temporaries per job, 2 GB in all, which one process would keep:
+// the arena frees nothing): with workers replaced at 128 MiB, no process
+// exceeds 256 MiB.
+TEST_F(EvalWorkers, MemoryStaysBoundedWhenWorkersAreReplaced) {
+  std::ofstream(dir_.path() + "/big.nix") << R"(
+let
+  mk = i: derivation {
+    name = "j${toString i}"; system = "x86_64-linux"; builder = "/bin/sh";
+    n = builtins.length (builtins.genList (x: x) 300)
+      + builtins.stringLength (builtins.concatStringsSep "," (builtins.genList toString 20));
+  };
+in builtins.listToAttrs (builtins.genList (i: { name = "j${toString i}"; value = mk i; }) 100000)
+)";
+  auto [status, peak] = peakRss({test::kilnBinary(), "eval", dir_.path() + "/big.nix",
+                                 "--readonly-mode", "--workers", "2", "--max-memory-size", "128"});
+  EXPECT_EQ(status, 0);
+  EXPECT_LT(peak, 256u << 20) << "peak RSS " << (peak >> 20) << " MiB";
+}
+
+}  // namespace
+}  // namespace kiln
