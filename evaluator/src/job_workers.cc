@@ -19,10 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -92,14 +92,14 @@ size_t peakResidentBytes() {
 
 // Evaluates one batch; false when the worker must stop (over its memory
 // limit) after the items done so far.
-bool runBatch(const std::vector<size_t>& batch, JobWorkerHooks& hooks, Progress& progress,
-              size_t maxMemory) {
+bool runBatch(const std::vector<size_t>& batch, JobWorkerHooks& hooks,
+              Progress& progress, size_t maxMemory) {
   for (size_t index : batch) {
     progress.evaluating = index + 1;
     JobCounts c = hooks.evaluate(index);
     progress.evaluating = 0;
-    hooks.print(std::string(kMarker) + std::to_string(c.jobs) + " " + std::to_string(c.failed) +
-                "\n");
+    hooks.print(std::string(kMarker) + std::to_string(c.jobs) + " " +
+                std::to_string(c.failed) + "\n");
     if (maxMemory && peakResidentBytes() > maxMemory) return false;
   }
   return true;
@@ -133,7 +133,8 @@ struct Worker {
   int out = -1;  // the worker's stdout (read end)
   bool inputClosed = false;
   Progress* progress = nullptr;  // shared with the worker (one page)
-  std::deque<size_t> sent;       // items sent whose marker has not arrived, oldest first
+  std::deque<size_t>
+      sent;  // items sent whose marker has not arrived, oldest first
   size_t batchesSent = 0;
   size_t batchesDone = 0;  // 'r's received
   std::string buf;         // output since the last marker
@@ -141,7 +142,8 @@ struct Worker {
 
 class Pool {
  public:
-  Pool(size_t items, const JobWorkerOptions& o, JobWorkerHooks& hooks, int outFd)
+  Pool(size_t items, const JobWorkerOptions& o, JobWorkerHooks& hooks,
+       int outFd)
       : options_(o), hooks_(hooks), outFd_(outFd) {
     for (size_t i = 0; i < items; ++i) pending_.push_back(i);
     if (options_.workers == 0) options_.workers = 1;
@@ -201,7 +203,8 @@ void Pool::spawn() {
     throw SysError("creating an evaluation worker's output pipe", err);
   }
   auto w = std::make_unique<Worker>();
-  void* page = ::mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* page = ::mmap(nullptr, kPage, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page != MAP_FAILED) w->progress = new (page) Progress;
   std::cout.flush();
   std::fflush(stdout);
@@ -232,13 +235,18 @@ void Pool::feed(Worker& w) {
   if (w.inputClosed || w.ctl < 0) return;
   while (!pending_.empty() && w.batchesSent - w.batchesDone < kBatchesAhead) {
     // Smaller batches as the work runs out, so that workers finish together.
-    size_t n = std::clamp<size_t>(pending_.size() / (options_.workers * 8), 1, kMaxBatch);
+    size_t n = std::clamp<size_t>(pending_.size() / (options_.workers * 8), 1,
+                                  kMaxBatch);
     std::string cmd;
-    for (size_t i = 0; i < n; ++i) cmd += std::to_string(pending_[i]) + (i + 1 < n ? " " : "\n");
-    if (::send(w.ctl, cmd.data(), cmd.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(cmd.size()))
+    for (size_t i = 0; i < n; ++i)
+      cmd += std::to_string(pending_[i]) + (i + 1 < n ? " " : "\n");
+    if (::send(w.ctl, cmd.data(), cmd.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(cmd.size()))
       return;  // the worker is exiting; finish() requeues what it had
-    w.sent.insert(w.sent.end(), pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(n));
-    pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(n));
+    w.sent.insert(w.sent.end(), pending_.begin(),
+                  pending_.begin() + static_cast<ptrdiff_t>(n));
+    pending_.erase(pending_.begin(),
+                   pending_.begin() + static_cast<ptrdiff_t>(n));
     ++w.batchesSent;
   }
   if (pending_.empty() && w.batchesSent == w.batchesDone) {
@@ -251,8 +259,10 @@ void Pool::waitForEvents() {
   std::vector<pollfd> fds;
   std::vector<std::pair<size_t, bool>> who;  // worker slot, is control
   for (size_t i = 0; i < workers_.size(); ++i) {
-    if (workers_[i]->ctl >= 0) fds.push_back({workers_[i]->ctl, POLLIN, 0}), who.push_back({i, true});
-    if (workers_[i]->out >= 0) fds.push_back({workers_[i]->out, POLLIN, 0}), who.push_back({i, false});
+    if (workers_[i]->ctl >= 0)
+      fds.push_back({workers_[i]->ctl, POLLIN, 0}), who.push_back({i, true});
+    if (workers_[i]->out >= 0)
+      fds.push_back({workers_[i]->out, POLLIN, 0}), who.push_back({i, false});
   }
   if (fds.empty()) return;
   if (::poll(fds.data(), fds.size(), -1) < 0) {
@@ -262,8 +272,10 @@ void Pool::waitForEvents() {
   for (size_t k = 0; k < fds.size(); ++k) {
     if (!fds[k].revents) continue;
     Worker& w = *workers_[who[k].first];
-    if (who[k].second) readControl(w);
-    else readOutput(w);
+    if (who[k].second)
+      readControl(w);
+    else
+      readOutput(w);
   }
   for (size_t i = workers_.size(); i-- > 0;)
     if (workers_[i]->ctl < 0 && workers_[i]->out < 0) finish(i);
@@ -321,24 +333,27 @@ void Pool::finish(size_t slot) {
   while (::waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-    throw Error("an evaluation worker failed (exit code " + std::to_string(WEXITSTATUS(status)) +
-                ")");
+    throw Error("an evaluation worker failed (exit code " +
+                std::to_string(WEXITSTATUS(status)) + ")");
   std::deque<size_t> again = std::move(w->sent);
   size_t evaluating = w->progress ? w->progress->evaluating.load() : 0;
   closeFds(*w);
   if (WIFSIGNALED(status)) {
     std::string why = "the evaluation worker was killed by signal " +
-                      std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+                      std::to_string(WTERMSIG(status)) + " (" +
+                      strsignal(WTERMSIG(status)) + ")";
     auto it = std::find(again.begin(), again.end(), evaluating - 1);
     if (evaluating == 0 || it == again.end()) {
       // Killed from outside between two items: what it had is done again,
       // unless workers keep dying that way.
-      if (++deathsBetweenItems_ > kMaxDeathsBetweenItems) throw Error(why + " between jobs");
+      if (++deathsBetweenItems_ > kMaxDeathsBetweenItems)
+        throw Error(why + " between jobs");
       pending_.insert(pending_.begin(), again.begin(), again.end());
       return;
     }
     again.erase(it);
-    writeAll(outFd_, hooks_.lostItem(evaluating - 1, why + " while evaluating this job"));
+    writeAll(outFd_, hooks_.lostItem(evaluating - 1,
+                                     why + " while evaluating this job"));
     counts_.jobs += 1;
     counts_.failed += 1;
   }
@@ -347,8 +362,8 @@ void Pool::finish(size_t slot) {
 
 }  // namespace
 
-JobCounts runJobWorkers(size_t items, const JobWorkerOptions& options, JobWorkerHooks& hooks,
-                        int outFd) {
+JobCounts runJobWorkers(size_t items, const JobWorkerOptions& options,
+                        JobWorkerHooks& hooks, int outFd) {
   return Pool(items, options, hooks, outFd).run();
 }
 

@@ -3,11 +3,11 @@
 // processes wrote to, and memory bounded by replacing workers
 // (--max-memory-size) on a collection whose jobs allocate far more in all
 // than any one keeps.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -45,7 +45,8 @@ class EvalWorkers : public ::testing::Test {
   void SetUp() override { std::ofstream(file_) << kCollection; }
 
   test::RunResult eval(std::vector<std::string> extra, bool readOnly = true) {
-    std::vector<std::string> args = {test::kilnBinary(), "eval", file_, "--json"};
+    std::vector<std::string> args = {test::kilnBinary(), "eval", file_,
+                                     "--json"};
     if (readOnly) args.push_back("--readonly-mode");
     args.insert(args.end(), extra.begin(), extra.end());
     return test::run(args, "", {"KILN_STATE_DIR=" + state_});
@@ -68,13 +69,18 @@ TEST_F(EvalWorkers, SameJobLinesForEveryNumberOfWorkers) {
   auto want = sortedLines(base.out);
   ASSERT_EQ(want.size(), 303u);
   for (std::vector<std::string> extra :
-       {std::vector<std::string>{"--workers", "1"}, {"--workers", "2"}, {"--workers", "3"},
+       {std::vector<std::string>{"--workers", "1"},
+        {"--workers", "2"},
+        {"--workers", "3"},
         {"--workers", "2", "--max-memory-size", "1"}}) {
     auto r = eval(extra);
-    SCOPED_TRACE(extra[1] + (extra.size() > 2 ? " workers, replaced after every job" : " workers"));
+    SCOPED_TRACE(extra[1] + (extra.size() > 2
+                                 ? " workers, replaced after every job"
+                                 : " workers"));
     EXPECT_EQ(r.exitCode, 0) << r.err;
     EXPECT_EQ(sortedLines(r.out), want);
-    EXPECT_NE(r.err.find("kiln eval: 2 of 303 jobs failed"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("kiln eval: 2 of 303 jobs failed"), std::string::npos)
+        << r.err;
   }
 }
 
@@ -83,9 +89,11 @@ TEST_F(EvalWorkers, ErrorsStayPerJob) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("{\"attr\":\"broken\",\"error\":\"broken is broken\"}"),
             std::string::npos);
-  EXPECT_NE(r.out.find("{\"attr\":\"nested.bad\",\"error\":\"cannot add a Boolean to an integer"),
+  EXPECT_NE(r.out.find("{\"attr\":\"nested.bad\",\"error\":\"cannot add a "
+                       "Boolean to an integer"),
             std::string::npos);
-  EXPECT_NE(r.out.find("{\"attr\":\"nested.a\",\"name\":\"nested-a\""), std::string::npos);
+  EXPECT_NE(r.out.find("{\"attr\":\"nested.a\",\"name\":\"nested-a\""),
+            std::string::npos);
 }
 
 TEST_F(EvalWorkers, EveryReportedDerivationIsValidInTheSharedStore) {
@@ -101,7 +109,8 @@ TEST_F(EvalWorkers, EveryReportedDerivationIsValidInTheSharedStore) {
     ++checked;
   }
   EXPECT_EQ(checked, 301u);
-  EXPECT_TRUE(std::filesystem::is_empty(state_ + "/temproots"));  // every worker released its roots
+  EXPECT_TRUE(std::filesystem::is_empty(
+      state_ + "/temproots"));  // every worker released its roots
 }
 
 // Runs kiln with stdout discarded; returns the exit status and the peak
@@ -138,8 +147,9 @@ let
   };
 in builtins.listToAttrs (builtins.genList (i: { name = "j${toString i}"; value = mk i; }) 100000)
 )";
-  auto [status, peak] = peakRss({test::kilnBinary(), "eval", dir_.path() + "/big.nix",
-                                 "--readonly-mode", "--workers", "2", "--max-memory-size", "128"});
+  auto [status, peak] = peakRss({test::kilnBinary(), "eval",
+                                 dir_.path() + "/big.nix", "--readonly-mode",
+                                 "--workers", "2", "--max-memory-size", "128"});
   EXPECT_EQ(status, 0);
   EXPECT_LT(peak, 256u << 20) << "peak RSS " << (peak >> 20) << " MiB";
 }

@@ -26,7 +26,8 @@ class FakeHooks final : public JobWorkerHooks {
   void startWorker() override {}
   JobCounts evaluate(size_t index) override {
     if (index == crashAt_) ::raise(SIGKILL);
-    if (allocate_) kept_.emplace_back(allocate_, 'x');  // never freed by this worker
+    if (allocate_)
+      kept_.emplace_back(allocate_, 'x');  // never freed by this worker
     for (int k = 0; k < 3; ++k)
       std::cout << "item " << index << " line " << k << "\n";
     return {3, index % 5 == 0 ? 1u : 0u};
@@ -56,7 +57,8 @@ PoolRun runPool(size_t items, JobWorkerOptions options, JobWorkerHooks& hooks) {
   r.counts = runJobWorkers(items, options, hooks, ::fileno(f));
   std::fclose(f);
   std::string text = readFile(path);
-  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos;
+       at = nl + 1)
     r.lines.push_back(text.substr(at, nl - at));
   return r;
 }
@@ -65,7 +67,9 @@ std::vector<std::string> expectedLines(size_t items, size_t skip = SIZE_MAX) {
   std::vector<std::string> out;
   for (size_t i = 0; i < items; ++i)
     for (int k = 0; k < 3; ++k)
-      if (i != skip) out.push_back("item " + std::to_string(i) + " line " + std::to_string(k));
+      if (i != skip)
+        out.push_back("item " + std::to_string(i) + " line " +
+                      std::to_string(k));
   return out;
 }
 
@@ -95,7 +99,9 @@ TEST(JobWorkers, AKilledWorkerLosesOnlyTheItemItWasEvaluating) {
   std::vector<std::string> rest;
   for (auto& l : r.lines) (l.starts_with("lost ") ? lost : rest).push_back(l);
   ASSERT_EQ(lost.size(), 1u);
-  EXPECT_EQ(lost[0].rfind("lost 137: the evaluation worker was killed by signal 9", 0), 0u)
+  EXPECT_EQ(lost[0].rfind(
+                "lost 137: the evaluation worker was killed by signal 9", 0),
+            0u)
       << lost[0];
   std::sort(rest.begin(), rest.end());
   auto want = expectedLines(500, 137);
@@ -107,7 +113,8 @@ TEST(JobWorkers, AKilledWorkerLosesOnlyTheItemItWasEvaluating) {
 TEST(JobWorkers, WorkersOverTheMemoryLimitAreReplaced) {
   FakeHooks hooks(SIZE_MAX, /*allocate=*/1 << 20);  // 1 MiB kept per item
   size_t limit = 32u << 20;
-  PoolRun r = runPool(200, {2, limit}, hooks);  // 200 MiB in all without replacement
+  PoolRun r =
+      runPool(200, {2, limit}, hooks);  // 200 MiB in all without replacement
   std::sort(r.lines.begin(), r.lines.end());
   auto want = expectedLines(200);
   std::sort(want.begin(), want.end());

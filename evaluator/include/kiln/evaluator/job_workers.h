@@ -44,8 +44,9 @@ class JobWorkerHooks {
 
 /// Settings of the worker pool.
 struct JobWorkerOptions {
-  unsigned workers = 1;       ///< processes evaluating at once (at least 1)
-  size_t maxMemoryBytes = 0;  ///< resident size after which a worker is replaced (0: never)
+  unsigned workers = 1;  ///< processes evaluating at once (at least 1)
+  size_t maxMemoryBytes =
+      0;  ///< resident size after which a worker is replaced (0: never)
 };
 
 /// Evaluates items 0..items-1 in worker processes forked from the calling
@@ -55,10 +56,10 @@ struct JobWorkerOptions {
 /// killed by a signal is reported with `hooks.lostItem` and counted as a
 /// failed job; the items it had finished but not yet passed on are
 /// evaluated again by another worker. A worker checks its peak resident
-/// size after each item against `maxMemoryBytes`. Throws Error when a worker exits with
-/// an error (it printed why on stderr) or a process cannot be made. Call
-/// with stdout flushed and from the only thread that uses the evaluator.
-JobCounts runJobWorkers(size_t items, const JobWorkerOptions& options, JobWorkerHooks& hooks,
-                        int outFd);
+/// size after each item against `maxMemoryBytes`. Throws Error when a worker
+/// exits with an error (it printed why on stderr) or a process cannot be made.
+/// Call with stdout flushed and from the only thread that uses the evaluator.
+JobCounts runJobWorkers(size_t items, const JobWorkerOptions& options,
+                        JobWorkerHooks& hooks, int outFd);
 
 }  // namespace kiln::eval
