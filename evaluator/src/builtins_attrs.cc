@@ -1,4 +1,5 @@
 // Attribute set builtins.
+#include <algorithm>
 #include <unordered_set>
 
 #include "builtins.h"
@@ -81,12 +82,31 @@ void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.mkAttrs(v, b);
 }
 
+// The attributes of `big` named in `small`, in symbol order: a binary search
+// in `big` per attribute of `small`, each search starting where the last
+// one ended (both are sorted), so the cost is O(|small| log |big|).
+template <bool kTakeFromSmall>
+void intersectInto(const Bindings& small, const Bindings& big, Bindings& out) {
+  const Attr* from = big.begin();
+  for (const Attr& a : small) {
+    from = std::lower_bound(from, big.end(), a.name,
+                            [](const Attr& x, Symbol n) { return x.name < n; });
+    if (from == big.end()) break;
+    if (from->name == a.name) out.attrs[out.size++] = kTakeFromSmall ? a : *from;
+  }
+}
+
+// intersectAttrs e1 e2: the attributes of e2 whose names are in e1. Costs
+// O(min log max) as Nix's does (callPackage intersects a function's few
+// formals with the whole package set), whichever side is the small one.
 void primIntersectAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceAttrs(*args[0], pos);
   st.forceAttrs(*args[1], pos);
-  Bindings* b = st.allocBindings(std::min(args[0]->attrs->size, args[1]->attrs->size));
-  for (auto& a : *args[1]->attrs)
-    if (args[0]->attrs->find(a.name)) b->attrs[b->size++] = a;
+  const Bindings& names = *args[0]->attrs;
+  const Bindings& values = *args[1]->attrs;
+  Bindings* b = st.allocBindings(std::min(names.size, values.size));
+  if (names.size <= values.size) intersectInto<false>(names, values, *b);
+  else intersectInto<true>(values, names, *b);
   v.mkAttrs(b);
 }
 
