@@ -61,6 +61,7 @@ void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Bindings* b = st.allocBindings(args[0]->attrs->size);
   for (auto& a : *args[0]->attrs)
     if (!drop.count(a.name.id)) b->attrs[b->size++] = a;
+  st.trimBindings(b);
   v.mkAttrs(b);
 }
 
@@ -107,6 +108,7 @@ void primIntersectAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Bindings* b = st.allocBindings(std::min(names.size, values.size));
   if (names.size <= values.size) intersectInto<false>(names, values, *b);
   else intersectInto<true>(values, names, *b);
+  st.trimBindings(b);
   v.mkAttrs(b);
 }
 

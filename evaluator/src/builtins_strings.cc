@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "builtins.h"
+#include "scratch_string.h"
 
 namespace kiln::eval {
 
@@ -69,7 +70,8 @@ void primConcatStringsSep(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string_view sep = st.forceString(*args[0], pos);
   ctx.add(args[0]->str.context);
   st.forceList(*args[1], pos);
-  std::string r;
+  ScratchString scratch;
+  std::string& r = scratch.str();
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     if (i) r += sep;
     st.appendCoerced(pos, *args[1]->list.elems[i], r, ctx);

@@ -5,6 +5,7 @@
 
 #include "kiln/evaluator/eval_state.h"
 #include "print.h"
+#include "scratch_string.h"
 
 namespace kiln::eval {
 
@@ -236,6 +237,7 @@ static void updateAttrs(EvalState& state, Value& v1, Value& v2, Value& v, PosIdx
   }
   while (i != ie) b->attrs[b->size++] = *i++;
   while (j != je) b->attrs[b->size++] = *j++;
+  state.trimBindings(b);  // names both sides have were counted twice
   v.mkAttrs(b);
 }
 
@@ -295,16 +297,35 @@ void ExprBinOp::eval(EvalState& state, Env& env, Value& v) {
   }
 }
 
-void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
-  ContextUnion ctx;
-  std::string s;
+namespace {
+
+// The string a part of a concatenation stands for without being copied:
+// a string, or a set's string `outPath` (a derivation); nullptr otherwise.
+const Value* stringLike(EvalState& state, Value& v, PosIdx pos) {
+  state.forceValue(v, pos);
+  if (v.type == VType::kString) return &v;
+  if (v.type != VType::kAttrs || v.attrs->get(state.sToString)) return nullptr;
+  Value* o = v.attrs->get(state.sOutPath);
+  if (!o) return nullptr;
+  state.forceValue(*o, pos);
+  return o->type == VType::kString ? o : nullptr;
+}
+
+// Concatenation from part `next` (already evaluated: `nextValue`) on, as
+// Nix does it: `first` is true while no part was consumed in a `+` (whose
+// first part's type decides between adding numbers, making a path or a
+// string); each part is coerced (or added) before the next is evaluated.
+// `s` and `ctx` hold what the parts before `next` gave.
+void concatSlow(EvalState& state, Env& env, Value& v,
+                const ExprConcatStrings& e, size_t next, const Value& nextValue,
+                std::string& s, ContextUnion& ctx, bool first,
+                VType firstType) {
   int64_t n = 0;
   double nf = 0;
-  bool first = !forceString;
-  VType firstType = VType::kString;
-  for (auto& [ipos, e] : parts) {
-    Value tmp;
-    e->eval(state, env, tmp);
+  for (size_t i = next; i < e.parts.size(); ++i) {
+    auto& [ipos, part] = e.parts[i];
+    Value tmp = nextValue;
+    if (i != next) part->eval(state, env, tmp);
     if (first) firstType = tmp.type;
     if (firstType == VType::kInt) {
       if (tmp.type == VType::kInt) {
@@ -331,11 +352,54 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
     v.mkFloat(nf);
   } else if (firstType == VType::kPath) {
     if (!ctx.empty())
-      state.throwError(pos, "a string that refers to a store path cannot be appended to a path");
+      state.throwError(
+          e.pos,
+          "a string that refers to a store path cannot be appended to a path");
     state.mkPath(v, canonPath(s));
   } else {
     v.mkString(state.arena.copyString(s), ctx.result(state.arena));
   }
+}
+
+}  // namespace
+
+// While every part is string-like (the usual case: interpolation, `a + "x"`
+// with strings), the parts are only looked at, and the result is written
+// once, straight into the arena: no intermediate buffer, which in a loop
+// (`acc + "x"`) would copy the growing string twice per step.
+void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
+  size_t count = parts.size();
+  auto* views =
+      static_cast<std::string_view*>(alloca(sizeof(std::string_view) * count));
+  ContextUnion ctx;
+  size_t total = 0;
+  VType type0 = VType::kString;  // of the first part, for `+`
+  for (size_t i = 0; i < count; ++i) {
+    Value tmp;
+    parts[i].second->eval(state, env, tmp);
+    const Value* str = stringLike(state, tmp, parts[i].first);
+    if (!str) {
+      // Not string-like: what was seen so far goes into a buffer, and the
+      // general path goes on from this part (not evaluated again).
+      ScratchString scratch;
+      std::string& s = scratch.str();
+      for (size_t j = 0; j < i; ++j) s += views[j];
+      bool first = !forceString && i == 0;
+      return concatSlow(state, env, v, *this, i, tmp, s, ctx, first,
+                        forceString ? VType::kString : type0);
+    }
+    if (i == 0) type0 = tmp.type;
+    views[i] = str->sv();
+    total += views[i].size();
+    ctx.add(str->str.context);
+  }
+  char* out = static_cast<char*>(state.arena.allocate(total + 1, 1));
+  for (size_t i = 0; i < count; ++i) {
+    std::memcpy(out, views[i].data(), views[i].size());
+    out += views[i].size();
+  }
+  *out = 0;
+  v.mkString(out - total, ctx.result(state.arena));
 }
 
 void ExprPos::eval(EvalState& state, Env&, Value& v) { state.mkPos(v, pos); }

@@ -63,6 +63,12 @@ Bindings* EvalState::allocBindings(uint32_t capacity) {
   return b;
 }
 
+void EvalState::trimBindings(Bindings* b) {
+  arena.shrinkLast(b, sizeof(Bindings) + sizeof(Attr) * b->capacity,
+                   sizeof(Bindings) + sizeof(Attr) * b->size);
+  b->capacity = b->size;
+}
+
 void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
   const char** c = nullptr;
   if (!ctx.empty()) {
@@ -385,10 +391,11 @@ void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *baseEnv, v); }
 Expr* EvalState::parse(std::string text, const std::string& path, const std::string& basePath,
                        const StaticEnv& env) {
   auto owned = std::make_shared<const std::string>(std::move(text));
-  // Error snippets need the source; a large file (a generated package set)
-  // is read again for one instead of being kept for the whole evaluation.
-  constexpr size_t kKeepSourceBytes = 1 << 20;
-  bool keep = owned->size() < kKeepSourceBytes || !path.starts_with("/") || corepkgsFile(path);
+  // Error snippets need the source; a file is read again for one (as Nix
+  // does) instead of being kept for the whole evaluation: a package set
+  // of 50,000 files would keep 65 MB of text. Only sources that cannot be
+  // read again (-E, stdin, corepkgs) are kept.
+  bool keep = !path.starts_with("/") || corepkgsFile(path);
   uint32_t origin = positions.addOrigin(path, owned, keep);
   Parser p(*this, *owned, origin, basePath);
   Expr* e = p.parseAll();

@@ -12,27 +12,73 @@ using testing::evalStrict;
 
 // A set of `n` attributes a0 .. a(n-1), each worth its index.
 std::string bigSet(int n) {
-  return "(builtins.listToAttrs (builtins.genList (i: { name = \"a${toString i}\"; value = i; }) " +
+  return "(builtins.listToAttrs (builtins.genList (i: { name = \"a${toString "
+         "i}\"; value = i; }) " +
          std::to_string(n) + "))";
 }
 
 TEST(Builtins, IntersectAttrsTakesValuesFromTheSecondSetWhicheverIsSmaller) {
   // Small names, big values (callPackage's case) and the other way round.
-  EXPECT_EQ(evalStrict("builtins.intersectAttrs { a3 = 0; a700 = 0; zz = 0; } " + bigSet(1000)),
-            "{ a3 = 3; a700 = 700; }");
-  EXPECT_EQ(evalStrict("builtins.intersectAttrs " + bigSet(1000) + " { a3 = 0; a700 = 0; zz = 0; }"),
+  EXPECT_EQ(
+      evalStrict("builtins.intersectAttrs { a3 = 0; a700 = 0; zz = 0; } " +
+                 bigSet(1000)),
+      "{ a3 = 3; a700 = 700; }");
+  EXPECT_EQ(evalStrict("builtins.intersectAttrs " + bigSet(1000) +
+                       " { a3 = 0; a700 = 0; zz = 0; }"),
             "{ a3 = 0; a700 = 0; }");
   EXPECT_EQ(evalStrict("builtins.intersectAttrs { } " + bigSet(10)), "{ }");
-  EXPECT_EQ(evalStrict("builtins.intersectAttrs " + bigSet(10) + " { }"), "{ }");
-  EXPECT_EQ(evalStrict("builtins.intersectAttrs { x = 1; y = 2; } { y = 3; z = 4; }"), "{ y = 3; }");
+  EXPECT_EQ(evalStrict("builtins.intersectAttrs " + bigSet(10) + " { }"),
+            "{ }");
+  EXPECT_EQ(
+      evalStrict("builtins.intersectAttrs { x = 1; y = 2; } { y = 3; z = 4; }"),
+      "{ y = 3; }");
   // The result is a set like any other: lookups, updates and equality.
-  EXPECT_EQ(evalStrict("let s = builtins.intersectAttrs { a5 = 0; a9 = 0; a2 = 0; } " + bigSet(20) +
-                       "; in [ s.a2 s.a9 (s ? a3) (s // { a1 = 1; }) (s == { a2 = 2; a5 = 5; a9 = 9; }) ]"),
+  EXPECT_EQ(evalStrict(
+                "let s = builtins.intersectAttrs { a5 = 0; a9 = 0; a2 = 0; } " +
+                bigSet(20) +
+                "; in [ s.a2 s.a9 (s ? a3) (s // { a1 = 1; }) (s == { a2 = 2; "
+                "a5 = 5; a9 = 9; }) ]"),
             "[ 2 9 false { a1 = 1; a2 = 2; a5 = 5; a9 = 9; } true ]");
   // Values are not forced.
-  EXPECT_EQ(evalStrict("builtins.attrNames (builtins.intersectAttrs { a = 1; } { a = throw \"no\"; })"),
+  EXPECT_EQ(evalStrict("builtins.attrNames (builtins.intersectAttrs { a = 1; } "
+                       "{ a = throw \"no\"; })"),
             "[ \"a\" ]");
-  EXPECT_NE(evalError("builtins.intersectAttrs 1 { }").find("while a set was expected"), std::string::npos);
+  EXPECT_NE(evalError("builtins.intersectAttrs 1 { }")
+                .find("while a set was expected"),
+            std::string::npos);
+}
+
+TEST(Builtins, ConcatenationOfStringsPathsNumbersAndDerivations) {
+  EXPECT_EQ(evalStrict("let x = \"b\"; in [ (\"a\" + x + \"c\") "
+                       "\"${x}${x}-${\"\"}\" (1 + 2) (1 + 2.5) ]"),
+            "[ \"abc\" \"bb-\" 3 3.5 ]");
+  EXPECT_EQ(evalStrict("/a/b + \"/c/../d\""), "/a/b/d");
+  // A set with outPath (a derivation) counts as its outPath, first or not.
+  EXPECT_EQ(evalStrict("let d = { outPath = \"/o\"; }; in [ (d + \"/bin\") "
+                       "\"${d}/lib\" (\"-\" + d) ]"),
+            "[ \"/o/bin\" \"/o/lib\" \"-/o\" ]");
+  EXPECT_EQ(evalStrict("let s = { __toString = self: \"ts\"; outPath = \"/o\"; "
+                       "}; in \"${s}!\""),
+            "\"ts!\"");
+  // Contexts of every part are kept.
+  EXPECT_EQ(
+      evalStrict("let a = builtins.appendContext \"a\" { "
+                 "\"/nix/store/rxcq0i5yqkhxhjf6wv5z1jfynan03a2x-b.drv\" = "
+                 "{ path = true; }; }; in builtins.attrNames "
+                 "(builtins.getContext \"${a}-${a}x\")"),
+      "[ \"/nix/store/rxcq0i5yqkhxhjf6wv5z1jfynan03a2x-b.drv\" ]");
+  // Parts are coerced in order: the set fails before the throw is reached.
+  EXPECT_NE(evalError("\"${{ }}${throw \"later\"}\"")
+                .find("cannot coerce a set to a string"),
+            std::string::npos);
+  EXPECT_NE(evalError("\"a\" + 1").find("cannot coerce an integer to a string"),
+            std::string::npos);
+  EXPECT_NE(evalError("1 + \"a\"").find("cannot add a string to an integer"),
+            std::string::npos);
+  // A string built in a loop.
+  EXPECT_EQ(evalStrict("builtins.stringLength (builtins.foldl' (acc: i: acc + "
+                       "\"xyz\") \"\" (builtins.genList (i: i) 1000))"),
+            "3000");
 }
 
 }  // namespace

@@ -120,14 +120,19 @@ TEST(Eval, DrvPathContextsTakeTheClosure) {
 }
 
 TEST(Eval, ErrorsInLargeFilesStillShowTheSourceLine) {
-  // Sources of 1 MiB or more are not kept after parsing; the snippet is
-  // read from the file again.
+  // Files are not kept after parsing; the snippet is read from the file
+  // again, large or small.
   kiln::TempDir dir;
   std::string file = dir.path() + "/big.nix";
   std::ofstream(file) << "# " << std::string(2 << 20, 'x') << "\nlet a = 1; in\n  a + \"s\"\n";
   std::string e = evalError("import " + file);
   EXPECT_NE(e.find(file + ":3:"), std::string::npos) << e;
   EXPECT_NE(e.find("a + \"s\""), std::string::npos) << e;
+  std::string small = dir.path() + "/small.nix";
+  std::ofstream(small) << "let a = 1; in\n  a + \"s\"\n";
+  e = evalError("import " + small);
+  EXPECT_NE(e.find(small + ":2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("2|   a + \"s\""), std::string::npos) << e;
 }
 
 TEST(Eval, MissingFilesAndCyclicImports) {

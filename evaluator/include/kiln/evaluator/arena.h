@@ -67,6 +67,14 @@ class Arena {
     return static_cast<T*>(p);
   }
 
+  /// Gives back the tail of the most recent allocation `p` (`oldSize`
+  /// bytes, of which `newSize` are kept) when nothing was allocated since;
+  /// otherwise does nothing. For arrays allocated at an upper bound.
+  void shrinkLast(void* p, size_t oldSize, size_t newSize) {
+    if (static_cast<char*>(p) + oldSize != cur_ || newSize > oldSize) return;
+    cur_ -= oldSize - newSize;
+    left_ += oldSize - newSize;
+  }
   /// A NUL-terminated copy of `s`.
   const char* copyString(std::string_view s) {
     char* p = static_cast<char*>(allocate(s.size() + 1, 1));

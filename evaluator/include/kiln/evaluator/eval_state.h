@@ -177,6 +177,9 @@ class EvalState {
   Value* allocValue() { return arena.make<Value>(); }
   Env& allocEnv(uint32_t size);
   Bindings* allocBindings(uint32_t capacity);
+  /// Lowers the capacity of `b`, the last thing allocated, to its size,
+  /// giving the rest back to the arena (a set made at an upper bound).
+  void trimBindings(Bindings* b);
   Value** allocList(size_t n) { return arena.makeArray<Value*>(n); }
   void mkList(Value& v, size_t n) { v.mkList(n, allocList(n)); }
   void mkString(Value& v, std::string_view s, const Context& ctx = {});
