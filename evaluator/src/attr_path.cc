@@ -57,12 +57,26 @@ Value* findAlongAttrPath(EvalState& st, const std::string& path, Bindings* autoA
 
 namespace {
 
-// Walks values as nix-instantiate does. In `top` mode (the selected value
-// and list elements) a set is always entered and anything other than a
-// derivation, set or list is an error; inside a set (`top` false) nested
-// sets are entered only with recurseForDerivations and lists and other
-// values are skipped. Each derivation value is reported once, as
-// "<drvPath>" or "<drvPath>!<outputName>" when its output is not "out".
+// Whether nix-instantiate visits an attribute of this name: it skips those
+// not matching [A-Za-z_][A-Za-z0-9-_+]* ("1a", "a.b").
+bool plainAttrName(std::string_view n) {
+  auto alpha = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  };
+  if (n.empty() || !alpha(n[0])) return false;
+  for (char c : n)
+    if (!alpha(c) && !(c >= '0' && c <= '9') && c != '-' && c != '+')
+      return false;
+  return true;
+}
+
+// Walks values as nix-instantiate does. In `top` mode (the selected value,
+// list elements and sets recursed into) the value is auto-called, a set is
+// entered and anything other than a derivation, set or list is an error;
+// an attribute (`top` false) is not called: a derivation is taken, a set
+// entered only with recurseForDerivations, anything else skipped. Each
+// derivation value is reported once, as "<drvPath>" or
+// "<drvPath>!<outputName>" when its output is not "out".
 struct Collector {
   EvalState& st;
   Bindings* autoArgs;
@@ -82,16 +96,24 @@ struct Collector {
   }
 
   void collect(Value& v0, bool top) {
+    if (!top) {
+      // An attribute is not called (a function with required arguments is
+      // skipped, as by Nix); a set it recurses into is walked like the
+      // selected value (called if it has a __functor).
+      st.forceValue(v0, kNoPos);
+      if (st.isDerivation(v0)) return derivation(v0);
+      if (v0.type != VType::kAttrs) return;
+      Value* r = v0.attrs->get(st.sRecurseForDerivations);
+      if (r && st.forceBool(*r, kNoPos)) collect(v0, true);
+      return;
+    }
     Value v;
     st.autoCallFunction(autoArgs, v0, v);
     st.forceValue(v, kNoPos);
     if (st.isDerivation(v)) return derivation(v);
     if (v.type == VType::kAttrs) {
-      if (!top) {
-        Value* r = v.attrs->get(st.sRecurseForDerivations);
-        if (!r || !st.forceBool(*r, kNoPos)) return;
-      }
       for (const Attr* a : st.sortedByName(v.attrs)) {
+        if (!plainAttrName(st.symbols.name(a->name))) continue;
         try {
           collect(*a->value, false);
         } catch (EvalError& e) {
@@ -100,9 +122,8 @@ struct Collector {
         }
       }
     } else if (v.type == VType::kList) {
-      if (!top) return;
       for (size_t i = 0; i < v.list.size; ++i) collect(*v.list.elems[i], true);
-    } else if (top) {
+    } else {
       throw EvalError("expression does not evaluate to a derivation (or a set or list of those)");
     }
   }

@@ -1,0 +1,51 @@
+// Which derivations `kiln instantiate` prints for a value
+// (collectDerivations), as nix-instantiate 2.8 does.
+#include <gtest/gtest.h>
+
+#include "eval_test_util.h"
+#include "kiln/evaluator/attr_path.h"
+
+namespace kiln::eval {
+namespace {
+
+// The names of the .drv files collected from `expr` (its store paths
+// without the hash), in the order they are printed.
+std::vector<std::string> collectedNames(const std::string& expr) {
+  EvalState st;
+  std::vector<std::string> names;
+  runWithLargeStack([&] {
+    Value v;
+    st.eval(st.parseExprFromString(expr, "/tmp"), v);
+    for (auto& d : collectDerivations(st, v, st.vEmptyAttrs.attrs))
+      names.emplace_back(d.drvPath.substr(d.drvPath.find('-') + 1));
+  });
+  return names;
+}
+
+TEST(CollectDerivations, AttributesAreNotCalledAndOddNamesAreSkipped) {
+  // nix-instantiate 2.8 prints deeper, ok, inner for this set: "1a" and
+  // "a.b" do not match its attribute-name pattern, `f` is a function with
+  // a required argument (not called), the list inside the set is skipped,
+  // and the recursed set `s` is called through its __functor.
+  std::string expr = R"(
+    let d = n: derivation { name = n; system = "x"; builder = "/bin/sh"; }; in
+    { "1a" = d "one"; "a.b" = d "dot"; ok = d "ok"; f = { url }: d "f";
+      s = { recurseForDerivations = true; __functor = self: { x ? 1 }: { inner = d "inner"; }; };
+      l = [ (d "inlist") ];
+      n = { recurseForDerivations = true; deeper = d "deeper"; g = { y }: y; };
+      plain = { hidden = d "hidden"; }; })";
+  EXPECT_EQ(collectedNames(expr),
+            (std::vector<std::string>{"deeper.drv", "ok.drv", "inner.drv"}));
+}
+
+TEST(CollectDerivations, TheSelectedValueAndListElementsAreCalled) {
+  std::string d =
+      "derivation { name = \"a\"; system = \"x\"; builder = \"/bin/sh\"; }";
+  EXPECT_EQ(collectedNames("{ x ? 1 }: " + d),
+            (std::vector<std::string>{"a.drv"}));
+  EXPECT_EQ(collectedNames("[ ({ y ? 2 }: { v = " + d + "; }) ]"),
+            (std::vector<std::string>{"a.drv"}));
+}
+
+}  // namespace
+}  // namespace kiln::eval
