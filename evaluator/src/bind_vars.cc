@@ -49,6 +49,12 @@ void ExprAttrs::bindBodies(EvalState& state, const StaticEnv& outer, const Stati
 }
 
 void ExprAttrs::bindVars(EvalState& state, const StaticEnv& env) {
+  // In symbol order, so that eval() makes its Bindings already sorted
+  // (slots of a rec set follow this order too). Nothing observes the
+  // source order of a set's attributes (--parse shows them by name).
+  std::sort(attrs.begin(), attrs.end(),
+            [](const AttrDef& x, const AttrDef& y) { return x.name < y.name; });
+  dropIndex();
   if (recursive) {
     StaticEnv inner;
     inner.up = &env;

@@ -1,6 +1,6 @@
 // Attribute set builtins.
 #include <algorithm>
-#include <unordered_set>
+#include <vector>
 
 #include "builtins.h"
 
@@ -52,24 +52,33 @@ void primHasAttr(EvalState& st, PosIdx pos, Value** args, Value& v) {
   v.mkBool(args[1]->attrs->find(st.sym(name)) != nullptr);
 }
 
+// removeAttrs set names: both sorted by symbol, merged in one pass.
 void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceAttrs(*args[0], pos);
   st.forceList(*args[1], pos);
-  std::unordered_set<uint32_t> drop;
+  std::vector<Symbol> drop;
+  drop.reserve(args[1]->list.size);
   for (size_t i = 0; i < args[1]->list.size; ++i)
-    drop.insert(st.sym(st.forceStringNoCtx(*args[1]->list.elems[i], pos)).id);
+    drop.push_back(st.sym(st.forceStringNoCtx(*args[1]->list.elems[i], pos)));
+  std::sort(drop.begin(), drop.end());
   Bindings* b = st.allocBindings(args[0]->attrs->size);
-  for (auto& a : *args[0]->attrs)
-    if (!drop.count(a.name.id)) b->attrs[b->size++] = a;
+  auto d = drop.begin();
+  for (auto& a : *args[0]->attrs) {
+    while (d != drop.end() && *d < a.name) ++d;
+    if (d == drop.end() || *d != a.name) b->attrs[b->size++] = a;
+  }
   st.trimBindings(b);
   v.mkAttrs(b);
 }
 
+// listToAttrs: the first element with a name wins, as in Nix. Elements are
+// pushed in list order and stably sorted, so duplicates end up next to each
+// other, the first one in front.
 void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceList(*args[0], pos);
   size_t n = args[0]->list.size;
-  Bindings* b = st.allocBindings(n);
-  std::unordered_set<uint32_t> seen;
+  std::vector<Attr> attrs;
+  attrs.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     Value& e = *args[0]->list.elems[i];
     st.forceAttrs(e, pos);
@@ -78,9 +87,15 @@ void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
     Symbol s = st.sym(st.forceStringNoCtx(*name->value, pos));
     const Attr* value = e.attrs->find(st.sValue);
     if (!value) st.throwError(pos, "'value' attribute missing in a call to 'listToAttrs'");
-    if (seen.insert(s.id).second) b->push(s, value->value, value->pos);
+    attrs.push_back(Attr{s, value->pos, value->value});
   }
-  st.mkAttrs(v, b);
+  std::stable_sort(attrs.begin(), attrs.end(),
+                   [](const Attr& x, const Attr& y) { return x.name < y.name; });
+  Bindings* b = st.allocBindings(n);
+  for (const Attr& a : attrs)
+    if (b->size == 0 || b->attrs[b->size - 1].name != a.name) b->attrs[b->size++] = a;
+  st.trimBindings(b);
+  v.mkAttrs(b);
 }
 
 // The attributes of `big` named in `small`, in symbol order: a binary search

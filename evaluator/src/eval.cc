@@ -106,6 +106,28 @@ static void insertSorted(Bindings* b, Symbol name, Value* v, PosIdx pos) {
   b->size++;
 }
 
+// A rec set's `__overrides`: its attributes replace (or join) the set's,
+// in the set and in the slots its own attributes see. Returns a new set.
+static Bindings* applyOverrides(EvalState& state, const ExprAttrs& e, Env& env2, Bindings* b) {
+  Value* vo = b->get(state.sOverrides);
+  state.forceAttrs(*vo, e.pos);
+  Bindings* nb = state.allocBindings(b->size + vo->attrs->size + e.dynamicAttrs.size());
+  for (auto& a : *b) nb->push(a.name, a.value, a.pos);
+  for (auto& o : *vo->attrs) {
+    bool found = false;
+    for (uint32_t i = 0; i < e.attrs.size(); ++i)
+      if (e.attrs[i].name == o.name) env2.values[i] = o.value;
+    for (auto& a : *nb)
+      if (a.name == o.name) {
+        a.value = o.value;
+        found = true;
+      }
+    if (!found) nb->push(o.name, o.value, o.pos);
+  }
+  nb->sort();
+  return nb;
+}
+
 void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
   Bindings* b = state.allocBindings(attrs.size() + dynamicAttrs.size());
   Env* dynEnv = &env;
@@ -114,37 +136,26 @@ void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
     env2.up = &env;
     dynEnv = &env2;
     bool hasOverrides = false;
+    for (auto& a : attrs) hasOverrides |= a.name == state.sOverrides;
     for (uint32_t i = 0; i < attrs.size(); ++i) {
       auto& a = attrs[i];
-      Value* va = a.e->maybeThunk(state, a.inherited ? env : env2);
+      Value* va;
+      if (hasOverrides && !a.inherited) {
+        // A thunk even for `x = a;`: it must see `a` after __overrides
+        // replaced its slot (as in Nix), whichever comes first.
+        va = state.allocValue();
+        va->mkThunk(&env2, a.e);
+      } else {
+        va = a.e->maybeThunk(state, a.inherited ? env : env2);
+      }
       env2.values[i] = va;
       b->push(a.name, va, a.pos);
-      if (a.name == state.sOverrides) hasOverrides = true;
     }
-    b->sort();
-    if (hasOverrides) {
-      Value* vo = b->get(state.sOverrides);
-      state.forceAttrs(*vo, pos);
-      Bindings* nb = state.allocBindings(b->size + vo->attrs->size + dynamicAttrs.size());
-      for (auto& a : *b) nb->push(a.name, a.value, a.pos);
-      for (auto& o : *vo->attrs) {
-        bool found = false;
-        for (uint32_t i = 0; i < attrs.size(); ++i)
-          if (attrs[i].name == o.name) env2.values[i] = o.value;
-        for (auto& a : *nb)
-          if (a.name == o.name) {
-            a.value = o.value;
-            found = true;
-          }
-        if (!found) nb->push(o.name, o.value, o.pos);
-      }
-      nb->sort();
-      b = nb;
-    }
+    if (hasOverrides) b = applyOverrides(state, *this, env2, b);
   } else {
     for (auto& a : attrs) b->push(a.name, a.e->maybeThunk(state, env), a.pos);
-    b->sort();
   }
+  // No sort: bindVars put `attrs` in symbol order.
   for (auto& d : dynamicAttrs) {
     Value nameVal;
     d.nameExpr->eval(state, *dynEnv, nameVal);

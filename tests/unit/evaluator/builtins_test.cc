@@ -48,6 +48,40 @@ TEST(Builtins, IntersectAttrsTakesValuesFromTheSecondSetWhicheverIsSmaller) {
             std::string::npos);
 }
 
+TEST(Builtins, RemoveAttrsAndListToAttrs) {
+  EXPECT_EQ(evalStrict("builtins.removeAttrs { a = 1; b = 2; c = 3; } [ \"c\" "
+                       "\"zz\" \"a\" \"c\" ]"),
+            "{ b = 2; }");
+  EXPECT_EQ(evalStrict("builtins.removeAttrs { a = 1; } [ \"a\" ]"), "{ }");
+  EXPECT_EQ(evalStrict("builtins.removeAttrs " + bigSet(100) +
+                       " [ \"a0\" \"a99\" ] ? a50"),
+            "true");
+  // The first element with a name wins; values stay lazy.
+  EXPECT_EQ(evalStrict(
+                "builtins.listToAttrs [ { name = \"b\"; value = 1; } { name = "
+                "\"a\"; value = 2; }"
+                " { name = \"b\"; value = 3; } { name = \"a\"; value = 4; } ]"),
+            "{ a = 2; b = 1; }");
+  EXPECT_EQ(evalStrict("builtins.attrNames (builtins.listToAttrs [ ])"), "[ ]");
+  EXPECT_EQ(evalStrict("builtins.listToAttrs [ { name = \"x\"; value = throw "
+                       "\"lazy\"; } ] ? x"),
+            "true");
+  EXPECT_EQ(
+      evalStrict("builtins.length (builtins.attrNames " + bigSet(1000) + ")"),
+      "1000");
+}
+
+TEST(Builtins, SetLiteralsInAnyOrderWithOverrides) {
+  // Attributes are stored in symbol order; __overrides still reaches every
+  // attribute of a rec set that refers to an overridden one.
+  EXPECT_EQ(
+      evalStrict("[ (rec { __overrides = { a = 2; }; a = 1; x = a; }).x"
+                 " (rec { x = a; a = 1; __overrides = { a = 2; }; }).x"
+                 " (rec { zz = 1; b = zz + 1; aa = b; }).aa"
+                 " (builtins.attrNames { z = 1; y = 2; \"a b\" = 3; }) ]"),
+      "[ 2 2 2 [ \"a b\" \"y\" \"z\" ] ]");
+}
+
 TEST(Builtins, ConcatenationOfStringsPathsNumbersAndDerivations) {
   EXPECT_EQ(evalStrict("let x = \"b\"; in [ (\"a\" + x + \"c\") "
                        "\"${x}${x}-${\"\"}\" (1 + 2) (1 + 2.5) ]"),

@@ -108,6 +108,11 @@ struct ExprAttrs : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  /// Forgets the lookup index (after `attrs` was reordered).
+  void dropIndex() {
+    index_.reset();
+    indexed_ = 0;
+  }
   /// Binds the attribute bodies in the recursive scope `env` (used by let).
   void bindBodies(EvalState& state, const StaticEnv& outer, const StaticEnv& inner);
 
