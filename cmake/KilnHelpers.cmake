@@ -52,3 +52,38 @@ function(kiln_add_unit_test module)
     PROPERTIES LABELS "unit;${module}"
     DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# kiln_require_links_only(TARGET ALLOWED ...): fails the configuration if
+# TARGET declares a link dependency outside ALLOWED (a module boundary that
+# must hold, e.g. the scheduler's pure core links only common). The unit
+# test registered by kiln_check_undefined_symbols checks the built archive.
+function(kiln_require_links_only target)
+  cmake_parse_arguments(ARG "" "" "ALLOWED" ${ARGN})
+  get_target_property(_libs ${target} LINK_LIBRARIES)
+  if(NOT _libs)
+    return()
+  endif()
+  foreach(_lib ${_libs})
+    if(NOT _lib IN_LIST ARG_ALLOWED)
+      message(FATAL_ERROR "${target} may link only ${ARG_ALLOWED}, but links "
+        "${_lib} (see docs/architecture.md, \"Modules and dependencies\")")
+    endif()
+  endforeach()
+endfunction()
+
+# kiln_check_undefined_symbols(NAME TARGET FORBIDDEN regex...): a ctest
+# (label unit) that fails if the archive of TARGET references a symbol
+# matching one of the regexes (checks what the code uses, not only what
+# CMake declares).
+function(kiln_check_undefined_symbols name target)
+  cmake_parse_arguments(ARG "" "" "FORBIDDEN" ${ARGN})
+  if(NOT KILN_BUILD_TESTS)
+    return()
+  endif()
+  string(JOIN "|" _re ${ARG_FORBIDDEN})
+  add_test(NAME ${name}
+    COMMAND ${CMAKE_COMMAND} -DARCHIVE=$<TARGET_FILE:${target}>
+            -DNM=${CMAKE_NM} "-DFORBIDDEN=${_re}"
+            -P ${KILN_SOURCE_DIR}/cmake/check_symbols.cmake)
+  set_tests_properties(${name} PROPERTIES LABELS "unit")
+endfunction()

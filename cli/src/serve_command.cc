@@ -37,37 +37,22 @@ std::atomic<bool> gStop{false};
 extern "C" void onServeSignal(int) { gStop = true; }
 
 // A kiln child process (this same executable) with its output in a log
-// file. It dies with serve (PR_SET_PDEATHSIG); stop() asks it to finish.
+// file, started by the one process spawner (kiln/common/process.h). Its own
+// session: Ctrl-C reaches serve only, which stops the workers first and the
+// scheduler last. It gets SIGTERM when serve dies; stop() asks it to finish.
 class KilnChild {
  public:
   KilnChild(std::string name, const std::vector<std::string>& args,
             const std::string& logFile)
       : name_(std::move(name)), log_(logFile) {
-    std::string self = "/proc/self/exe";
-    std::vector<std::string> argv = {"kiln"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    AutoCloseFD fd(open(logFile.c_str(),
-                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-    if (!fd) throwSysError("opening " + logFile);
-    pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ < 0) throwSysError("fork");
-    if (pid_ == 0) {
-      // Its own process group: Ctrl-C reaches serve only, which stops the
-      // workers first and the scheduler last.
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent) _exit(126);
-      int devNull = open("/dev/null", O_RDONLY);
-      if (devNull < 0 || dup2(devNull, 0) < 0 || dup2(fd.get(), 1) < 0 ||
-          dup2(fd.get(), 2) < 0)
-        _exit(126);
-      execv(self.c_str(), cargv.data());
-      _exit(127);
-    }
+    ProcessSpec spec;
+    spec.program = "/proc/self/exe";
+    spec.args = {"kiln"};
+    spec.args.insert(spec.args.end(), args.begin(), args.end());
+    spec.env = currentEnvironment();
+    spec.outputFile = logFile;
+    spec.deathSignal = SIGTERM;
+    child_ = std::make_unique<Process>(spec);
   }
   ~KilnChild() { stop(5s); }
   KilnChild(const KilnChild&) = delete;
@@ -76,30 +61,32 @@ class KilnChild {
   const std::string& name() const { return name_; }
   const std::string& log() const { return log_; }
   /// Whether it still runs; reaps it (and keeps its status) once it exited.
-  bool running() {
-    if (pid_ > 0 && waitpid(pid_, &status_, WNOHANG) == pid_) pid_ = -1;
-    return pid_ > 0;
-  }
+  bool running() { return !waitExit(0ms); }
   /// SIGTERM, then SIGKILL after `grace`; returns the wait status text.
   std::string stop(std::chrono::milliseconds grace) {
-    if (!running()) return describeWaitStatus(status_);
-    kill(pid_, SIGTERM);
-    auto deadline = std::chrono::steady_clock::now() + grace;
-    while (running() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(20ms);
-    if (running()) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status_, 0);
-      pid_ = -1;
+    if (!running()) return describeWaitStatus(*status_);
+    child_->signal(SIGTERM);
+    if (!waitExit(grace)) {
+      child_->killTree();
+      waitExit(std::chrono::hours(1));
     }
-    return describeWaitStatus(status_);
+    return describeWaitStatus(status_.value_or(0));
   }
 
  private:
+  // Its wait status once it exited within `timeout`, else nullopt.
+  std::optional<int> waitExit(std::chrono::milliseconds timeout) {
+    if (!status_) {
+      auto ev = child_->next(timeout);
+      if (ev.kind == ProcessEvent::Kind::kExited) status_ = ev.status;
+    }
+    return status_;
+  }
+
   std::string name_;
   std::string log_;
-  pid_t pid_ = -1;
-  int status_ = 0;
+  std::unique_ptr<Process> child_;
+  std::optional<int> status_;
 };
 
 struct ServeOptions {

@@ -38,8 +38,10 @@ struct ChildSetup {
   bool setUmask;
   mode_t umask;
   int devNull;
-  int outWrite;
-  int errWrite;
+  int outWrite;     // the child's stdout
+  int stderrWrite;  // the child's stderr
+  int errWrite;     // the status pipe
+  int deathSignal;
   pid_t parent;
 };
 
@@ -55,10 +57,11 @@ struct ChildSetup {
   // The child dies with the thread that started it (and so with a killed
   // worker) instead of building on unsupervised; the check closes the race
   // with a parent that died before prctl.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != s.parent)
+  if (::prctl(PR_SET_PDEATHSIG, s.deathSignal) < 0 ||
+      ::getppid() != s.parent)
     childFail(s.errWrite, kSetsid);
   if (::dup2(s.devNull, 0) < 0 || ::dup2(s.outWrite, 1) < 0 ||
-      ::dup2(s.outWrite, 2) < 0)
+      ::dup2(s.stderrWrite, 2) < 0)
     childFail(s.errWrite, kStdio);
   if (s.workDir && ::chdir(s.workDir) < 0) childFail(s.errWrite, kChdir);
   if (s.setUmask) ::umask(s.umask);
@@ -91,6 +94,56 @@ std::string stageMessage(int stage, const ProcessSpec& spec) {
   }
 }
 
+// `program` itself if it names a path, else the first executable of that
+// name in PATH (resolved before fork: execvp is not async-signal-safe).
+std::string resolveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = ::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string cand = (dir.empty() ? "." : dir) + "/" + program;
+    if (::access(cand.c_str(), X_OK) == 0) return cand;
+    start = end + 1;
+  }
+  return program;  // execve fails with ENOENT and names it
+}
+
+// Where the child's stdout/stderr go: pipes to read (out, err) and the
+// write ends the child gets, or one file for both.
+struct ChildOutput {
+  AutoCloseFD outRead, errRead, outWrite, errWrite;
+};
+
+ChildOutput openChildOutput(const ProcessSpec& spec) {
+  ChildOutput o;
+  if (!spec.outputFile.empty()) {
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC |
+                (spec.truncateOutputFile ? O_TRUNC : O_APPEND);
+    o.outWrite.reset(::open(spec.outputFile.c_str(), flags, 0644));
+    if (!o.outWrite) throwSysError("opening " + spec.outputFile);
+    return o;
+  }
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) < 0) throwSysError("creating output pipe");
+  o.outRead.reset(p[0]);
+  o.outWrite.reset(p[1]);
+  if (spec.separateStderr) {
+    if (::pipe2(p, O_CLOEXEC) < 0) throwSysError("creating stderr pipe");
+    o.errRead.reset(p[0]);
+    o.errWrite.reset(p[1]);
+  }
+  return o;
+}
+
+void makeNonBlocking(const AutoCloseFD& fd) {
+  if (fd && ::fcntl(fd.get(), F_SETFL, O_NONBLOCK) < 0)
+    throwSysError("making an output pipe non-blocking");
+}
+
 std::vector<char*> cStrings(std::vector<std::string>& strs) {
   std::vector<char*> out;
   for (auto& s : strs) out.push_back(s.data());
@@ -114,30 +167,35 @@ Process::Process(const ProcessSpec& spec) {
   }
   auto argv = cStrings(args);
   auto envp = cStrings(env);
+  std::string program =
+      spec.searchPath ? resolveProgram(spec.program) : spec.program;
 
-  int outPipe[2], errPipe[2];
-  if (::pipe2(outPipe, O_CLOEXEC) < 0) throwSysError("creating output pipe");
-  AutoCloseFD outRead(outPipe[0]), outWrite(outPipe[1]);
+  ChildOutput output = openChildOutput(spec);
+  int errPipe[2];
   if (::pipe2(errPipe, O_CLOEXEC) < 0) throwSysError("creating status pipe");
   AutoCloseFD errRead(errPipe[0]), errWrite(errPipe[1]);
   AutoCloseFD devNull(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!devNull) throwSysError("opening /dev/null");
 
-  ChildSetup setup{spec.program.c_str(),
+  ChildSetup setup{program.c_str(),
                    argv.data(),
                    envp.data(),
                    spec.workDir.empty() ? nullptr : spec.workDir.c_str(),
                    spec.umask.has_value(),
                    spec.umask.value_or(0),
                    devNull.get(),
-                   outWrite.get(),
+                   output.outWrite.get(),
+                   output.errWrite ? output.errWrite.get()
+                                   : output.outWrite.get(),
                    errWrite.get(),
+                   spec.deathSignal,
                    ::getpid()};
   pid_t pid = ::fork();
   if (pid < 0) throwSysError("fork for '" + spec.program + "'");
   if (pid == 0) childMain(setup);
   pid_ = pid;
-  outWrite.reset();
+  output.outWrite.reset();
+  output.errWrite.reset();
   errWrite.reset();
 
   int msg[2] = {0, 0};
@@ -152,9 +210,10 @@ Process::Process(const ProcessSpec& spec) {
     reaped_ = true;
     throw SysError(stageMessage(msg[0], spec), msg[1]);
   }
-  out_ = std::move(outRead);
-  if (::fcntl(out_.get(), F_SETFL, O_NONBLOCK) < 0)
-    throwSysError("making output pipe non-blocking");
+  out_ = std::move(output.outRead);
+  err_ = std::move(output.errRead);
+  makeNonBlocking(out_);
+  makeNonBlocking(err_);
   // Without pidfd support (kernels before 5.3) next() polls the exit state.
   pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
 }
@@ -191,16 +250,18 @@ void Process::reap() {
   drainDeadline_ = steady_clock::now() + kDrainGrace;
 }
 
-bool Process::readOutput(ProcessEvent& ev) {
+bool Process::readOutput(AutoCloseFD& fd, int stream, ProcessEvent& ev) {
+  if (!fd) return false;
   char buf[65536];
-  ssize_t n = ::read(out_.get(), buf, sizeof buf);
+  ssize_t n = ::read(fd.get(), buf, sizeof buf);
   if (n > 0) {
     ev.kind = ProcessEvent::Kind::kOutput;
+    ev.stream = stream;
     ev.data.assign(buf, static_cast<size_t>(n));
     return true;
   }
   if (n == 0) {
-    out_.reset();
+    fd.reset();
   } else if (errno != EAGAIN && errno != EINTR) {
     throwSysError("reading output of process " + std::to_string(pid_));
   }
@@ -212,10 +273,13 @@ ProcessEvent Process::next(milliseconds timeout) {
   auto deadline = steady_clock::now() + timeout;
   for (;;) {
     if (!reaped_ && childHasExited()) reap();
-    if (out_ && readOutput(ev)) return ev;
+    if (readOutput(out_, 1, ev) || readOutput(err_, 2, ev)) return ev;
     auto now = steady_clock::now();
-    if (reaped_ && out_ && now >= drainDeadline_) out_.reset();
-    if (reaped_ && !out_) {
+    if (reaped_ && now >= drainDeadline_) {
+      out_.reset();
+      err_.reset();
+    }
+    if (reaped_ && !out_ && !err_) {
       ev.kind = ProcessEvent::Kind::kExited;
       ev.status = status_;
       return ev;
@@ -225,9 +289,10 @@ ProcessEvent Process::next(milliseconds timeout) {
     if (reaped_) wait = std::min(wait, drainDeadline_ - now);
     if (!reaped_ && !pidfd_)
       wait = std::min<steady_clock::duration>(wait, milliseconds(10));
-    pollfd fds[2];
+    pollfd fds[3];
     nfds_t nfds = 0;
     if (out_) fds[nfds++] = {out_.get(), POLLIN, 0};
+    if (err_) fds[nfds++] = {err_.get(), POLLIN, 0};
     if (!reaped_ && pidfd_) fds[nfds++] = {pidfd_.get(), POLLIN, 0};
     int ms = static_cast<int>(std::chrono::ceil<milliseconds>(wait).count());
     if (::poll(fds, nfds, ms) < 0 && errno != EINTR)
@@ -237,6 +302,21 @@ ProcessEvent Process::next(milliseconds timeout) {
 
 void Process::killTree() {
   if (!reaped_) ::kill(-pid_, SIGKILL);
+}
+
+void Process::signal(int sig) {
+  if (!reaped_) ::kill(pid_, sig);
+}
+
+std::map<std::string, std::string> currentEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos || eq == 0) continue;
+    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return env;
 }
 
 std::optional<int> waitForExit(ChildProcess& child, milliseconds timeout,

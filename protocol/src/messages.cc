@@ -138,8 +138,6 @@ std::string versionMismatchText(uint32_t schedulerVersion,
          " so that both speak the same protocol";
 }
 
-bool isValidStepStatus(uint8_t s) { return s <= 12 && s != 5; }
-
 PathInfo toPathInfo(const store::ValidPathInfo& info) {
   PathInfo p;
   p.path = info.path;

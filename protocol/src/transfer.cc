@@ -59,7 +59,7 @@ uint64_t TransferEndpoint::startSend(bool upload, TransferHeader header,
   out->upload = upload;
   out->source = std::move(source);
   out->onSent = std::move(onSent);
-  out->lastActivity = Clock::now();
+  out->lastActivity = clock().now();
   auto id = header.transferId;
   // Send first: an invalid header throws before anything is recorded.
   if (upload)
@@ -101,7 +101,7 @@ void TransferEndpoint::onCredit(const Credit& c) {
   }
   it->second->credit += c.chunks;
   it->second->accepted = true;
-  it->second->lastActivity = Clock::now();
+  it->second->lastActivity = clock().now();
   pump(*it->second);
 }
 
@@ -190,7 +190,7 @@ void TransferEndpoint::activateQueued() {
     in->upload = upload;
     in->target = std::move(target);
     in->outstanding = options_.window;
-    in->lastActivity = Clock::now();
+    in->lastActivity = clock().now();
     incoming_.emplace(h.transferId, std::move(in));
     send_(Credit{h.transferId, options_.window});
   }
@@ -228,7 +228,7 @@ void TransferEndpoint::onChunk(const Chunk& c) {
   in.received += c.data.size();
   ++in.nextSeq;
   --in.outstanding;
-  in.lastActivity = Clock::now();
+  in.lastActivity = clock().now();
   if (in.received == info.narSize) {
     auto got = in.hash.finish();
     if (!(got == info.narHash))
@@ -287,6 +287,8 @@ void TransferEndpoint::finishIncoming(uint64_t id, bool ok,
 
 // ---- housekeeping
 // -------------------------------------------------------------
+
+void TransferEndpoint::expireIdle() { expireIdle(clock().now()); }
 
 void TransferEndpoint::expireIdle(Clock::time_point now) {
   auto limit = options_.idleTimeout;

@@ -86,7 +86,7 @@ StepId Ingestor::addStepRow(const std::string& drvPath,
   row.system = spec.system;
   row.pname = spec.pname;
   row.features = spec.requiredFeatures;
-  row.createdMs = clock_.now().time_since_epoch().count();
+  row.createdMs = clock_.nowMs();
   auto existing = db_.stepByDrv(drvPath);
   int64_t id = db_.upsertStep(row);
   if (existing && existing->finished) db_.reopenStep(id);
@@ -129,7 +129,7 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
   // Per derivation: its step, or nullopt when its outputs are valid.
   std::map<std::string, std::optional<StepId>> done;
   std::vector<Frame> stack;
-  int64_t now = clock_.now().time_since_epoch().count();
+  int64_t now = clock_.nowMs();
 
   // Resolves `drvPath` without descending, if possible; else pushes a frame.
   auto enter = [&](const std::string& drvPath) {

@@ -84,12 +84,13 @@ int64_t jobsetIdOf(StateDb& db, const json& a) {
 }  // namespace
 
 BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
-                           const std::string& drvPath, int localPriority) {
+                           const std::string& drvPath, int localPriority,
+                           const Clock& clock) {
   if (!db.jobset(jobset))
     throw SchedulerStateError("no jobset with id " + std::to_string(jobset));
   if (drvPath.size() < 38 || drvPath.compare(drvPath.size() - 4, 4, ".drv"))
     throw SchedulerStateError("'" + drvPath + "' is not a .drv path");
-  int64_t now = SystemClock().now().time_since_epoch().count();
+  int64_t now = clock.nowMs();
   EvaluationRow e;
   e.jobset = jobset;
   e.inputsHash = "manual";

@@ -34,6 +34,7 @@ SchedulerConfig coreConfig(const ServiceConfig& c) {
 
 SchedulerService::Impl::Impl(ServiceConfig c)
     : cfg(std::move(c)),
+      clock(cfg.clock ? *cfg.clock : RealClock::instance()),
       lock(takeLock(cfg.stateDir)),
       db(cfg.stateDir + "/scheduler.sqlite"),
       checkpointer(cfg.stateDir + "/scheduler.sqlite",
@@ -69,12 +70,15 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   if (!cfg.inputFetcher) cfg.inputFetcher = makeInputFetcher();
   schedulerId = "kiln-scheduler-" + std::to_string(getpid());
   restoreFromDb();
-  protocol::ServerOptions so;
-  so.bind = cfg.listen;
-  so.insecurePlaintext = cfg.insecurePlaintext;
-  so.keys = cfg.keys;
-  so.allowed = cfg.allowed;
-  server = std::make_unique<protocol::Server>(so);
+  server = cfg.transport;
+  if (!server) {
+    protocol::ServerOptions so;
+    so.bind = cfg.listen;
+    so.insecurePlaintext = cfg.insecurePlaintext;
+    so.keys = cfg.keys;
+    so.allowed = cfg.allowed;
+    server = std::make_shared<protocol::Server>(so);
+  }
   if (cfg.metricsPort >= 0) {
     exposer = std::make_unique<prometheus::Exposer>(
         "127.0.0.1:" + std::to_string(cfg.metricsPort));
@@ -111,7 +115,7 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
     r = ingestor.ingest(b.drvPath);
   } catch (const Error& e) {
     logError("build " + std::to_string(b.id) + ": " + e.what());
-    db.finishBuild(b.id, static_cast<int>(StepStatus::kAborted), nowMs(),
+    db.finishBuild(b.id, static_cast<int>(StepStatus::kAborted), clock.nowMs(),
                    e.what());
     return;
   }
@@ -126,7 +130,7 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
   spec.globalPriority = b.globalPriority;
   spec.localPriority = b.localPriority;
   core.addBuild(spec);
-  if (!pendingSince) pendingSince = SteadyClock::now();
+  if (!pendingSince) pendingSince = clock.now();
 }
 
 // Records a successful build and the output paths of its derivation.
@@ -137,7 +141,7 @@ void SchedulerService::Impl::finishBuildOk(int64_t id,
   for (auto& [n, o] : drv->outputs)
     if (o.path) outs.emplace_back(n, store.printPath(*o.path));
   db.setBuildOutputs(id, outs);
-  db.finishBuild(id, 0, nowMs(), "");
+  db.finishBuild(id, 0, clock.nowMs(), "");
 }
 
 void SchedulerService::Impl::processEvents() {
@@ -148,7 +152,7 @@ void SchedulerService::Impl::processEvents() {
         break;
       }
       case BuildEvent::Kind::kFailed:
-        db.finishBuild(ev.build, static_cast<int>(ev.status), nowMs(),
+        db.finishBuild(ev.build, static_cast<int>(ev.status), clock.nowMs(),
                        "failed because of " + ev.causeDrvPath);
         break;
       case BuildEvent::Kind::kRevived:
@@ -156,7 +160,7 @@ void SchedulerService::Impl::processEvents() {
         break;
       case BuildEvent::Kind::kCancelled:
         db.finishBuild(ev.build, static_cast<int>(StepStatus::kCancelled),
-                       nowMs(), "cancelled");
+                       clock.nowMs(), "cancelled");
         break;
     }
   }
@@ -185,7 +189,7 @@ void SchedulerService::Impl::dispatch() {
       core.finishStep(a.step, StepResult::transient(Duration(0)));
     else if (pendingSince)
       metrics.observeDispatchLatency(
-          std::chrono::duration<double>(SteadyClock::now() - *pendingSince)
+          std::chrono::duration<double>(clock.now() - *pendingSince)
               .count());
   }
   pendingSince.reset();
@@ -200,7 +204,7 @@ void SchedulerService::Impl::periodic() {
     dropWorker(it->second, "no heartbeat", false);
   }
   for (auto& [peer, c] : conns) c.xfer->expireIdle();
-  auto now = SteadyClock::now();
+  auto now = clock.now();
   if (now - lastRequestPoll >= std::chrono::milliseconds(100)) {
     lastRequestPoll = now;
     pollRequests();
@@ -237,8 +241,8 @@ EvalOutcome SchedulerService::Impl::runEvaluation(const JobsetRow& js,
                                                   bool force) const {
   EvalOutcome o;
   o.jobset = js.id;
-  auto start = SteadyClock::now();
-  o.timeMs = clock.now().time_since_epoch().count();
+  auto start = clock.now();
+  o.timeMs = clock.nowMs();
   try {
     std::string work = cfg.stateDir + "/eval/" + std::to_string(js.id);
     Checkout co = cfg.inputFetcher->fetch(js, work);
@@ -259,7 +263,7 @@ EvalOutcome SchedulerService::Impl::runEvaluation(const JobsetRow& js,
     o.error = e.what();
   }
   o.durationMs = std::chrono::duration_cast<std::chrono::milliseconds>(
-                     SteadyClock::now() - start)
+                     clock.now() - start)
                      .count();
   return o;
 }
@@ -286,12 +290,12 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
   // Ingesting thousands of builds takes seconds: serve the workers every
   // couple of milliseconds meanwhile (results, uploads, dispatch), so none
   // idles.
-  auto lastServe = SteadyClock::now();
+  auto lastServe = clock.now();
   for (auto& j : o.jobs) {
-    if (SteadyClock::now() - lastServe >= std::chrono::milliseconds(2)) {
+    if (clock.now() - lastServe >= std::chrono::milliseconds(2)) {
       endTurn();
       serveMessages(std::chrono::milliseconds(0), 100);
-      lastServe = SteadyClock::now();
+      lastServe = clock.now();
     }
     if (!j.error.empty()) continue;
     BuildRow b;
@@ -304,10 +308,10 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
     b.localPriority = j.schedulingPriority;
     b.maxSilentSec = j.maxSilentSec;
     b.timeoutSec = j.timeoutSec;
-    b.createdMs = nowMs();
+    b.createdMs = clock.nowMs();
     auto prev = db.finishedBuildOfDrv(j.drvPath);
     if (prev && (prev->status == 0 ||
-                 db.cachedFailure(j.drvPath, nowMs()))) {
+                 db.cachedFailure(j.drvPath, clock.nowMs()))) {
       b.finished = true;
       b.status = prev->status;
       b.stopMs = b.createdMs;
@@ -359,7 +363,7 @@ void SchedulerService::Impl::checkJobsets() {
     startEvaluation(p.jobset, p.force, p.requestId);
     return;
   }
-  int64_t now = nowMs();
+  int64_t now = clock.nowMs();
   for (auto& js : db.jobsets()) {
     if (!js.enabled || js.checkIntervalSec <= 0) continue;
     if (now - js.lastCheckedMs < js.checkIntervalSec * 1000) continue;
@@ -398,7 +402,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   // The registrar's eventfd ends the wait too: a registered output may
   // complete a held result, which frees a slot.
   auto r = server->receive(timeout, registrar.wakeFd());
-  turnStart = SteadyClock::now();
+  turnStart = clock.now();
   for (int n = 0; n < max; n++) {
     if (r) handle(*r);
     takeRegistrations();
@@ -414,7 +418,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
 }
 
 void SchedulerService::Impl::endTurn() {
-  auto now = SteadyClock::now();
+  auto now = clock.now();
   metrics.observeLoopTurn(
       std::chrono::duration<double>(now - turnStart).count());
   turnStart = now;
@@ -440,7 +444,8 @@ int64_t SchedulerService::addBuild(int64_t jobset, const std::string& job,
                                    const std::string& drvPath,
                                    int localPriority) {
   auto& s = *impl_;
-  BuildRow b = createManualBuild(s.db, jobset, job, drvPath, localPriority);
+  BuildRow b =
+      createManualBuild(s.db, jobset, job, drvPath, localPriority, s.clock);
   s.startBuild(b);
   s.processEvents();
   return b.id;

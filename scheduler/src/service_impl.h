@@ -28,7 +28,6 @@
 
 namespace kiln::scheduler {
 
-using SteadyClock = std::chrono::steady_clock;
 
 // A connected worker.
 struct Conn {
@@ -55,7 +54,7 @@ struct Running {
   std::vector<store::StorePath> sentInputs;  // BuildStep's `inputs`
   /// The worker's result, held while outputs are still being registered.
   std::optional<protocol::StepResult> deferred;
-  SteadyClock::time_point started;
+  Clock::TimePoint started;
   int64_t attempt = 1;
   AutoCloseFD log;
   uint64_t logBytes = 0;
@@ -78,6 +77,8 @@ struct SchedulerService::Impl {
   explicit Impl(ServiceConfig c);
 
   ServiceConfig cfg;
+  /// The injected clock (ServiceConfig::clock).
+  const Clock& clock;
   FileLock lock;
   StateDb db;
   /// WAL checkpoints of `db` on a thread of their own (the service's
@@ -87,11 +88,11 @@ struct SchedulerService::Impl {
   /// The registrar thread's own handle on the same store.
   store::LocalStore registrarStore;
   Registrar registrar;
-  SystemClock clock;
   SchedulerCore core;
   StepIndex index;
   Ingestor ingestor;
-  std::unique_ptr<protocol::Server> server;
+  /// The worker connections (ServiceConfig::transport, or ZeroMQ).
+  std::shared_ptr<protocol::ServerTransport> server;
   std::shared_ptr<prometheus::Registry> registry;
   ServiceMetrics metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -99,11 +100,11 @@ struct SchedulerService::Impl {
   std::map<WorkerId, std::string> peerOf;
   std::map<int64_t, Running> running;  // by db step id
   std::string schedulerId;
-  std::optional<SteadyClock::time_point> pendingSince;
+  std::optional<Clock::TimePoint> pendingSince;
   /// Start of the loop's current turn (ServiceMetrics::observeLoopTurn).
-  SteadyClock::time_point turnStart = SteadyClock::now();
-  SteadyClock::time_point lastRequestPoll{};
-  SteadyClock::time_point lastJobsetCheck{};
+  Clock::TimePoint turnStart = clock.now();
+  Clock::TimePoint lastRequestPoll{};
+  Clock::TimePoint lastJobsetCheck{};
   /// The evaluation running off the service thread (one at a time), and
   /// the `jobset-eval` request that asked for it, if any.
   std::optional<std::future<EvalOutcome>> evalFuture;
@@ -122,7 +123,6 @@ struct SchedulerService::Impl {
   uint64_t tmpCounter = 0;
   std::unordered_map<std::string, protocol::PathInfo> pathInfoCache;
 
-  int64_t nowMs() const { return clock.now().time_since_epoch().count(); }
   std::string tmpPath();
 
   // service.cc

@@ -201,6 +201,7 @@ void SchedulerService::Impl::onHello(const std::string& peer,
   c.hello = h;
   proto::TransferOptions to;
   to.chunkSize = cfg.chunkSize;
+  to.clock = &clock;
   c.xfer = std::make_unique<proto::TransferEndpoint>(
       [this, peer](proto::Message&& m) {
         if (!server->send(peer, m))
@@ -222,7 +223,7 @@ void SchedulerService::Impl::onHello(const std::string& peer,
                               cfg.chunkSize});
   logInfo("worker " + spec.name + " joined with " +
           std::to_string(h.slots) + " slots");
-  if (!pendingSince) pendingSince = SteadyClock::now();
+  if (!pendingSince) pendingSince = clock.now();
 }
 
 void SchedulerService::Impl::dropWorker(const std::string& peer,
@@ -309,12 +310,12 @@ bool SchedulerService::Impl::sendBuildStep(int64_t dbId, StepId sid,
   m.logLimitBytes = cfg.logLimitBytes;
   m.outputLimitBytes = cfg.outputLimitBytes;
   if (!server->send(c.peer, m)) return false;
-  db.startStep(dbId, c.name, nowMs());
+  db.startStep(dbId, c.name, clock.nowMs());
   run.sid = sid;
   run.peer = c.peer;
   run.drvPath = row->drvPath;
   run.system = row->system;
-  run.started = SteadyClock::now();
+  run.started = clock.now();
   run.attempt = row->attempts + 1;
   running[dbId] = std::move(run);
   return true;
@@ -458,7 +459,7 @@ void SchedulerService::Impl::completeResult(int64_t id,
     index.erase(run.sid);
     return;  // cancelled while its outputs were being registered
   }
-  auto dur = std::chrono::duration_cast<Duration>(SteadyClock::now() -
+  auto dur = std::chrono::duration_cast<Duration>(clock.now() -
                                                   run.started);
   metrics.observeStepDuration(run.system,
                               std::chrono::duration<double>(dur).count());
@@ -479,24 +480,24 @@ void SchedulerService::Impl::completeResult(int64_t id,
       for (auto& [name, path] : run.expected)
         conn->second.present.insert(path.baseName());
     }
-    db.finishStep(id, 0, nowMs(), "");
+    db.finishStep(id, 0, clock.nowMs(), "");
     core.finishStep(run.sid, StepResult::success(dur));
     index.erase(run.sid);
   } else if (isTransient(m.status)) {
     core.finishStep(run.sid, StepResult::transient(dur));
     if (core.step(run.sid).state == StepView::State::kFailed)
-      db.finishStep(id, static_cast<int>(m.status), nowMs(), m.errorMsg);
+      db.finishStep(id, static_cast<int>(m.status), clock.nowMs(), m.errorMsg);
   } else {
     StepStatus status = m.status;
-    db.finishStep(id, static_cast<int>(m.status), nowMs(), m.errorMsg);
+    db.finishStep(id, static_cast<int>(m.status), clock.nowMs(), m.errorMsg);
     if (m.status != proto::StepStatus::kDepFailed) {
       int64_t ttl = cfg.cachedFailureTtlSec;
-      db.addCachedFailure({run.drvPath, static_cast<int>(m.status), nowMs(),
-                           ttl ? nowMs() + ttl * 1000 : 0});
+      db.addCachedFailure({run.drvPath, static_cast<int>(m.status), clock.nowMs(),
+                           ttl ? clock.nowMs() + ttl * 1000 : 0});
     }
     core.finishStep(run.sid, StepResult::permanent(status, dur));
   }
-  if (!pendingSince) pendingSince = SteadyClock::now();
+  if (!pendingSince) pendingSince = clock.now();
 }
 
 }  // namespace kiln::scheduler

@@ -38,29 +38,17 @@ int statusToCode(int st) {
 KilnProcess::KilnProcess(const std::vector<std::string>& args,
                          std::string logFile)
     : logFile_(std::move(logFile)) {
-  std::vector<std::string> argv = {kilnBinary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  AutoCloseFD log(open(logFile_.c_str(),
-                       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (log.get() < 0) throwSysError("opening " + logFile_);
-  pid_t parent = getpid();
-  pid_ = fork();
-  if (pid_ < 0) throwSysError("fork");
-  if (pid_ == 0) {
-    // Only async-signal-safe calls until exec. The child dies with the
-    // test process (PR_SET_PDEATHSIG), even if the test is killed.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);
-    int devNull = open("/dev/null", O_RDONLY);
-    if (devNull < 0 || dup2(devNull, 0) < 0 || dup2(log.get(), 1) < 0 ||
-        dup2(log.get(), 2) < 0)
-      _exit(126);
-    execv(cargv[0], cargv.data());
-    _exit(127);
-  }
+  // The one process spawner (kiln/common/process.h): its own session, the
+  // output in the log file, SIGKILLed when the test's thread ends (even if
+  // the test is killed).
+  ProcessSpec spec;
+  spec.program = kilnBinary();
+  spec.args = {spec.program};
+  spec.args.insert(spec.args.end(), args.begin(), args.end());
+  spec.env = currentEnvironment();
+  spec.outputFile = logFile_;
+  spec.truncateOutputFile = true;
+  proc_ = std::make_unique<Process>(spec);
 }
 
 KilnProcess::~KilnProcess() {
@@ -70,28 +58,24 @@ KilnProcess::~KilnProcess() {
 bool KilnProcess::running() { return !exitCode().has_value(); }
 
 std::optional<int> KilnProcess::exitCode() {
-  if (exit_ || pid_ <= 0) return exit_;
-  int st = 0;
-  if (waitpid(pid_, &st, WNOHANG) == pid_) exit_ = statusToCode(st);
-  return exit_;
+  return waitExit(std::chrono::milliseconds(0));
 }
 
 std::optional<int> KilnProcess::waitExit(std::chrono::milliseconds timeout) {
-  pollUntil([&] { return !running(); }, timeout);
+  if (!exit_) {
+    auto ev = proc_->next(timeout);
+    if (ev.kind == ProcessEvent::Kind::kExited) exit_ = statusToCode(ev.status);
+  }
   return exit_;
 }
 
 void KilnProcess::signal(int sig) {
-  if (running()) ::kill(pid_, sig);
+  if (running()) proc_->signal(sig);
 }
 
 int KilnProcess::kill() {
   signal(SIGKILL);
-  if (!exit_) {
-    int st = 0;
-    if (waitpid(pid_, &st, 0) == pid_) exit_ = statusToCode(st);
-  }
-  return exit_.value_or(-1);
+  return waitExit(std::chrono::hours(1)).value_or(-1);
 }
 
 int KilnProcess::stop(std::chrono::milliseconds grace) {

@@ -43,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/common/file.h"
+#include "kiln/common/process.h"
 #include "test_support.h"
 
 namespace kiln::test {
@@ -59,7 +60,7 @@ class KilnProcess {
   KilnProcess(const KilnProcess&) = delete;
   KilnProcess& operator=(const KilnProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return proc_->pid(); }
   /// Whether it has not exited yet (reaps it without blocking if it has).
   bool running();
   /// Its exit code once it exited (128+signal if killed), else nullopt.
@@ -78,7 +79,7 @@ class KilnProcess {
   const std::string& logFile() const { return logFile_; }
 
  private:
-  pid_t pid_ = -1;
+  std::unique_ptr<Process> proc_;
   std::optional<int> exit_;
   std::string logFile_;
 };

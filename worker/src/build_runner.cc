@@ -66,7 +66,7 @@ std::string findOutputCycle(const std::vector<BuiltOutputInfo>& outputs) {
 }  // namespace
 
 BuildRunner::BuildRunner(BuildRunnerConfig config, ProcessLauncher& launcher,
-                         Clock& clock)
+                         const Clock& clock)
     : config_(std::move(config)), launcher_(launcher), clock_(clock) {}
 
 std::string BuildRunner::physicalPath(const store::StorePath& path) const {

@@ -24,7 +24,8 @@ std::string hostName() {
 BuildRunnerConfig runnerConfig(const DaemonConfig& c,
                                const store::LocalStore& s) {
   BuildRunnerConfig r;
-  r.store = {s.storeDir(), s.physicalRoot(), c.storeMountedAtLogical};
+  r.store = {s.storeDir(), s.physicalRoot(),
+             c.storeMountedAtLogical || c.launcherMapsStore};
   r.buildDirParent = c.stateDir + "/build";
   return r;
 }
@@ -33,6 +34,7 @@ DaemonConfig checked(DaemonConfig c) {
   if (c.systems.empty()) throw Error("worker: give at least one system");
   if (c.stateDir.empty()) throw Error("worker: a state directory is needed");
   if (c.workerId.empty()) c.workerId = hostName();
+  if (!c.launcher) c.launcher = std::make_shared<RealProcessLauncher>();
   createDirs(c.stateDir);
   return c;
 }
@@ -42,12 +44,14 @@ DaemonConfig checked(DaemonConfig c) {
 Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
     : self(self_),
       cfg(checked(std::move(config))),
+      clock(cfg.clock ? *cfg.clock : RealClock::instance()),
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       tmpDir(cfg.stateDir + "/tmp"),
       drvDir(cfg.stateDir + "/drvs"),
-      runner(runnerConfig(cfg, store), launcher, RealClock::instance()),
+      launcher(cfg.launcher),
+      runner(runnerConfig(cfg, store), *launcher, clock),
       helloDelay(cfg.helloRetryMin) {
-  if (!cfg.storeMountedAtLogical &&
+  if (!cfg.storeMountedAtLogical && !cfg.launcherMapsStore &&
       store.storeDir().dir() != store.physicalRoot())
     throw Error("worker: builders write to the logical store " +
                 store.storeDir().dir() + " but the worker's store is at " +
@@ -87,7 +91,7 @@ void Daemon::Impl::sendHello() {
   h.kilnVersion = cfg.kilnVersion;
   send(std::move(h));
   helloPending = true;
-  helloSentAt = SteadyClock::now();
+  helloSentAt = clock.now();
 }
 
 void Daemon::Impl::checkConnection() {
@@ -105,7 +109,7 @@ void Daemon::Impl::checkConnection() {
   }
   wasConnected = now;
   if (now && helloPending &&
-      SteadyClock::now() - helloSentAt > helloDelay) {
+      clock.now() - helloSentAt > helloDelay) {
     helloDelay = std::min(helloDelay * 2, cfg.helloRetryMax);
     logWarn("worker: no Welcome yet; saying Hello again");
     sendHello();
@@ -121,6 +125,7 @@ void Daemon::Impl::onWelcome(const proto::Welcome& w) {
   if (xfer) xfer->abortAll("new connection");
   proto::TransferOptions opts;
   opts.chunkSize = chunkSize;
+  opts.clock = &clock;
   // One input at a time, in the order asked for (references first), so
   // every reference is valid when a path is added.
   opts.maxActiveIncoming = 1;
@@ -158,7 +163,7 @@ void Daemon::Impl::sendHeartbeat() {
   for (auto& [id, s] : steps)
     if (s->phase != Step::Phase::kReporting) hb.runningSteps.push_back(id);
   send(std::move(hb));
-  lastHeartbeat = SteadyClock::now();
+  lastHeartbeat = clock.now();
 }
 
 void Daemon::Impl::handle(const proto::Message& msg) {
@@ -197,7 +202,7 @@ void Daemon::Impl::loop() {
     }
     drainEvents();
     checkConnection();
-    if (self.welcomed_ && SteadyClock::now() - lastHeartbeat >= heartbeatEvery)
+    if (self.welcomed_ && clock.now() - lastHeartbeat >= heartbeatEvery)
       sendHeartbeat();
     if (xfer) xfer->expireIdle();
   }

@@ -19,8 +19,6 @@
 
 namespace kiln::worker {
 
-using SteadyClock = std::chrono::steady_clock;
-
 /// A step from BuildStep to its acknowledged StepResult.
 struct Step {
   enum class Phase { kFetching, kBuilding, kUploading, kReporting };
@@ -84,20 +82,23 @@ struct Daemon::Impl {
 
   Daemon& self;
   DaemonConfig cfg;
+  /// The injected clock (DaemonConfig::clock).
+  const Clock& clock;
   store::LocalStore store;
   std::string tmpDir;
   std::string drvDir;
-  RealProcessLauncher launcher;
+  /// Starts builders (DaemonConfig::launcher).
+  std::shared_ptr<ProcessLauncher> launcher;
   BuildRunner runner;
   std::unique_ptr<protocol::Client> client;
   std::unique_ptr<protocol::TransferEndpoint> xfer;
 
   bool wasConnected = false;
   bool helloPending = false;
-  SteadyClock::time_point helloSentAt;
+  Clock::TimePoint helloSentAt;
   std::chrono::milliseconds helloDelay;
   std::chrono::milliseconds heartbeatEvery{10000};
-  SteadyClock::time_point lastHeartbeat;
+  Clock::TimePoint lastHeartbeat;
   uint32_t chunkSize = 256 << 10;
 
   std::map<uint64_t, std::unique_ptr<Step>> steps;

@@ -14,12 +14,6 @@ namespace {
 namespace proto = protocol;
 using proto::StepStatus;
 
-int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // An input NAR: kept in an unlinked temporary file and added to the store
 // on commit (after the endpoint verified hash and size; addFromNar checks
 // them once more).
@@ -237,7 +231,7 @@ void Daemon::Impl::startBuild(Step& s) {
       events.push_back(LogEvent{id, std::string(chunk)});
     };
     auto outcome = runSlot(s.request, id, runner, store, tmpDir, onLog,
-                           s.cancel);
+                           s.cancel, clock);
     std::lock_guard lock(eventsMutex);
     events.push_back(DoneEvent{id, std::move(outcome)});
   });
@@ -311,7 +305,7 @@ void Daemon::Impl::finish(Step& s, StepStatus status,
   s.result.stepId = s.msg.stepId;
   s.result.status = status;
   s.result.errorMsg = error.substr(0, 60000);
-  s.result.startTimeMs = s.result.stopTimeMs = nowMs();
+  s.result.startTimeMs = s.result.stopTimeMs = clock.nowMs();
   if (status != StepStatus::kSuccess && s.result.errorMsg.empty())
     s.result.errorMsg = "failed";
   report(s);

@@ -15,12 +15,6 @@ namespace {
 
 using protocol::StepStatus;
 
-int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The NAR of `physical` in an unlinked temporary file, rewound.
 AutoCloseFD dumpToTemp(const std::string& physical, const std::string& dir) {
   auto fd = openUnlinkedTemp(dir);
@@ -114,10 +108,10 @@ AutoCloseFD openUnlinkedTemp(const std::string& dir) {
 SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
                     BuildRunner& runner, store::LocalStore& store,
                     const std::string& tmpDir, const LogCallback& onLog,
-                    const CancelFlag& cancel) {
+                    const CancelFlag& cancel, const Clock& clock) {
   SlotOutcome res;
   res.result.stepId = stepId;
-  res.result.startTimeMs = nowMs();
+  res.result.startTimeMs = clock.nowMs();
   try {
     if (auto reused = reuseOutputs(request, store, tmpDir)) {
       res.outputs = std::move(*reused);
@@ -140,7 +134,7 @@ SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
     res.result.errorMsg = std::string("worker error: ") + e.what();
     logError("step " + std::to_string(stepId) + ": " + res.result.errorMsg);
   }
-  res.result.stopTimeMs = std::max(nowMs(), res.result.startTimeMs);
+  res.result.stopTimeMs = std::max(clock.nowMs(), res.result.startTimeMs);
   return res;
 }
 

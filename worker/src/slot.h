@@ -34,10 +34,10 @@ AutoCloseFD openUnlinkedTemp(const std::string& dir);
 /// Runs `request` with `runner`, then registers and prepares its outputs.
 /// Failures of any kind become the result's status: build failures keep
 /// BuildRunner's status, infrastructure errors give kAborted (the
-/// scheduler retries those).
+/// scheduler retries those). `clock` stamps the result's times.
 SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
                     BuildRunner& runner, store::LocalStore& store,
                     const std::string& tmpDir, const LogCallback& onLog,
-                    const CancelFlag& cancel);
+                    const CancelFlag& cancel, const Clock& clock);
 
 }  // namespace kiln::worker

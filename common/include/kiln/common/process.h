@@ -1,14 +1,21 @@
 #pragma once
-/// Child processes as RAII objects. Every child runs in its own session and
-/// process group, so that killing the group (`kill(-pgid, SIGKILL)`) takes
-/// down everything it started, unless a descendant deliberately left the
-/// group with setsid(2). stdout and stderr are merged into one pipe (the
-/// log stream); stdin is /dev/null; the environment is exactly the one
-/// given. A child is SIGKILLed when the thread that started it ends (so a
-/// killed worker leaves no builder running unsupervised). `ProcessLauncher`/`ChildProcess` are interfaces so that code that
+/// Child processes as RAII objects: the one process spawner of kiln (the
+/// worker's builders, the scheduler's helper commands, `kiln serve`'s
+/// children and the tests' farm all start children through it).
+///
+/// Every child runs in its own session and process group, so that killing
+/// the group (`kill(-pgid, SIGKILL)`) takes down everything it started,
+/// unless a descendant deliberately left the group with setsid(2). By
+/// default stdout and stderr are merged into one pipe (the log stream);
+/// `ProcessSpec` can keep stderr apart or send both to a file. stdin is
+/// /dev/null; the environment is exactly the one given. A child gets
+/// `deathSignal` (SIGKILL) when the thread that started it ends (so a
+/// killed worker leaves no builder running unsupervised).
+/// `ProcessLauncher`/`ChildProcess` are interfaces so that code that
 /// supervises children (the worker's build runner) can be tested with
-/// scripted fakes.
+/// scripted fakes, and so that a sandbox plugin can start builders its way.
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -29,7 +36,20 @@ struct ProcessSpec {
   std::map<std::string, std::string> env;  ///< the complete environment
   std::string workDir;                     ///< empty: the parent's
   std::optional<mode_t> umask;             ///< unset: the parent's
+  /// Look `program` up in this process's PATH when it has no '/'.
+  bool searchPath = false;
+  /// Non-empty: stdout and stderr go to this file (created 0644, appended
+  /// to unless `truncateOutputFile`) and next() reports only the exit.
+  std::string outputFile;
+  bool truncateOutputFile = false;
+  /// Pipe mode: stderr on a pipe of its own (events with stream 2).
+  bool separateStderr = false;
+  /// Sent to the child when the thread that started it ends.
+  int deathSignal = SIGKILL;
 };
+
+/// This process's environment, for a child that should inherit it.
+std::map<std::string, std::string> currentEnvironment();
 
 /// One thing a child reported through ChildProcess::next().
 struct ProcessEvent {
@@ -40,6 +60,7 @@ struct ProcessEvent {
   };
   Kind kind = Kind::kIdle;
   std::string data;  ///< kOutput only
+  int stream = 1;    ///< kOutput: 1 (stdout, or merged), 2 (separate stderr)
   int status = 0;    ///< kExited only: the raw wait(2) status
 };
 
@@ -80,14 +101,17 @@ class Process : public ChildProcess {
   pid_t pid() const override { return pid_; }
   ProcessEvent next(std::chrono::milliseconds timeout) override;
   void killTree() override;
+  /// Sends `sig` to the child alone (not its group), unless it was reaped.
+  void signal(int sig);
 
  private:
   bool childHasExited();
   void reap();
-  bool readOutput(ProcessEvent& ev);
+  bool readOutput(AutoCloseFD& fd, int stream, ProcessEvent& ev);
 
   pid_t pid_ = -1;
-  AutoCloseFD out_;    // read end of the merged stdout/stderr pipe
+  AutoCloseFD out_;    // read end of the stdout (or merged) pipe
+  AutoCloseFD err_;    // read end of the stderr pipe (separateStderr)
   AutoCloseFD pidfd_;  // becomes readable when the child exits (may be absent)
   bool reaped_ = false;
   int status_ = 0;

@@ -15,6 +15,7 @@
 
 #include "kiln/common/error.h"
 #include "kiln/common/hash.h"
+#include "kiln/common/status.h"
 #include "kiln/store/store_path.h"
 
 namespace kiln::store {
@@ -197,21 +198,9 @@ struct LogChunk {
   bool operator==(const LogChunk&) const = default;
 };
 
-/// Hydra's step status numbers.
-enum class StepStatus : uint8_t {
-  kSuccess = 0,
-  kFailed = 1,
-  kDepFailed = 2,
-  kAborted = 3,
-  kCancelled = 4,
-  kFailedWithOutput = 6,
-  kTimedOut = 7,
-  kCachedFailure = 8,
-  kUnsupported = 9,
-  kLogLimitExceeded = 10,
-  kOutputLimitExceeded = 11,
-  kNotDeterministic = 12,
-};
+/// Hydra's step status numbers (kiln/common/status.h, shared with the
+/// scheduler's core and the worker).
+using kiln::StepStatus;
 
 /// One built output of a step.
 struct BuiltOutput {
@@ -287,6 +276,6 @@ std::string versionMismatchText(uint32_t schedulerVersion,
                                 uint32_t workerVersion);
 
 /// Whether `status` is one of Hydra's step status numbers.
-bool isValidStepStatus(uint8_t status);
+using kiln::isValidStepStatus;
 
 }  // namespace kiln::protocol

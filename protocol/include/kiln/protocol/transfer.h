@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "kiln/common/clock.h"
 #include "kiln/common/stream.h"
 #include "kiln/protocol/messages.h"
 
@@ -42,6 +43,8 @@ struct TransferOptions {
   size_t maxActiveIncoming = 4;    ///< transfers receiving at once; others wait
   size_t maxQueuedIncoming = 100000;  ///< waiting transfers before refusing
   std::chrono::milliseconds idleTimeout{std::chrono::minutes(5)};
+  /// Time for idle expiry; not owned. Null: RealClock::instance().
+  const kiln::Clock* clock = nullptr;
 };
 
 /// How a transfer ended, as its sender or receiver sees it.
@@ -92,7 +95,9 @@ class TransferEndpoint {
   /// Fails every transfer that saw no progress for `idleTimeout` (a sent
   /// transfer the receiver has not accepted yet waits in its queue and does
   /// not expire; a dead peer is the connection's heartbeat's business).
-  void expireIdle(Clock::time_point now = Clock::now());
+  void expireIdle(Clock::time_point now);
+  /// expireIdle at the options' clock's now.
+  void expireIdle();
   /// Fails every transfer (connection lost or closing).
   void abortAll(const std::string& reason);
 
@@ -113,6 +118,9 @@ class TransferEndpoint {
   void activateQueued();
   void finishIncoming(uint64_t id, bool ok, const std::string& error,
                       bool tellSender);
+  const kiln::Clock& clock() const {
+    return options_.clock ? *options_.clock : RealClock::instance();
+  }
 
   SendFn send_;
   AcceptFn accept_;

@@ -14,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kiln/common/clock.h"
 #include "kiln/protocol/keys.h"
+#include "kiln/protocol/transport.h"
 #include "kiln/scheduler/core.h"
 #include "kiln/scheduler/evaluation.h"
 #include "kiln/scheduler/state_db.h"
@@ -46,6 +48,13 @@ struct ServiceConfig {
   /// Evaluation runner and input fetcher; defaults when null.
   std::shared_ptr<EvalRunner> evalRunner;
   std::shared_ptr<InputFetcher> inputFetcher;
+  /// The service's time (loop timers, durations, timestamps, the core).
+  /// Not owned; must outlive the service. Null: RealClock::instance().
+  const Clock* clock = nullptr;
+  /// The worker connections. Null: a ZeroMQ `protocol::Server` bound to
+  /// `listen` (with `insecurePlaintext`, `keys`, `allowed`); tests pass a
+  /// `protocol::MemoryTransport`.
+  std::shared_ptr<protocol::ServerTransport> transport;
 };
 
 /// One waiting or running step, as `kiln queue` shows it.
@@ -114,7 +123,8 @@ nlohmann::json applyRequestOffline(StateDb& db, const std::string& kind,
 /// ingests it (at once when live, at its next start otherwise). Throws
 /// SchedulerStateError for an unknown jobset or a non-.drv path.
 BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
-                           const std::string& drvPath, int localPriority);
+                           const std::string& drvPath, int localPriority,
+                           const Clock& clock = RealClock::instance());
 
 /// Submits a request for the scheduler of `stateDir`: if no scheduler holds
 /// `<state>/scheduler.lock`, applies it at once (holding the lock);

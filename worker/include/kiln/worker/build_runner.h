@@ -18,7 +18,7 @@
 #include "kiln/common/clock.h"
 #include "kiln/common/hash.h"
 #include "kiln/common/process.h"
-#include "kiln/protocol/messages.h"
+#include "kiln/common/status.h"
 #include "kiln/store/derivation.h"
 #include "kiln/store/store_path.h"
 #include "kiln/worker/build_env.h"
@@ -81,7 +81,7 @@ struct BuiltOutputInfo {
 
 /// What happened.
 struct BuildResult {
-  protocol::StepStatus status = protocol::StepStatus::kFailed;
+  StepStatus status = StepStatus::kFailed;
   std::string errorMsg;                  ///< empty on success
   std::optional<int> waitStatus;         ///< the builder's, once it ended
   std::vector<BuiltOutputInfo> outputs;  ///< success only, by output name
@@ -96,14 +96,14 @@ class CancelFlag {
  public:
   /// Requests the stop; `status` is what the build reports (kCancelled when
   /// the scheduler cancelled the step, kAborted when the worker shuts down).
-  void cancel(protocol::StepStatus status = protocol::StepStatus::kCancelled) {
+  void cancel(StepStatus status = StepStatus::kCancelled) {
     status_.store(static_cast<int>(status));
   }
   /// The requested status, if a stop was requested.
-  std::optional<protocol::StepStatus> requested() const {
+  std::optional<StepStatus> requested() const {
     int s = status_.load();
     if (s < 0) return std::nullopt;
-    return static_cast<protocol::StepStatus>(s);
+    return static_cast<StepStatus>(s);
   }
 
  private:
@@ -122,7 +122,7 @@ class BuildRunner {
 
   /// Borrows `launcher` and `clock`, which must outlive the runner.
   BuildRunner(BuildRunnerConfig config, ProcessLauncher& launcher,
-              Clock& clock);
+              const Clock& clock);
 
   /// Runs the build to completion. Build failures are reported in the
   /// result (docs/worker.md lists the statuses); throws only when the build
@@ -143,7 +143,7 @@ class BuildRunner {
 
   BuildRunnerConfig config_;
   ProcessLauncher& launcher_;
-  Clock& clock_;
+  const Clock& clock_;
 };
 
 }  // namespace kiln::worker

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/common/clock.h"
 #include "kiln/common/error.h"
+#include "kiln/common/process.h"
 #include "kiln/protocol/transport.h"
 
 namespace kiln::worker {
@@ -59,6 +61,17 @@ struct DaemonConfig {
   std::chrono::milliseconds helloRetryMin{2000};
   std::chrono::milliseconds helloRetryMax{60000};
   DebugFaults debug;  ///< tests only; nothing injected by default
+  /// Starts the builders. Null: RealProcessLauncher (unsandboxed, builders
+  /// write to the logical store directly). A sandbox plugin is one
+  /// implementation: it may run the builder in its own mount namespace.
+  std::shared_ptr<ProcessLauncher> launcher;
+  /// The store-layout mapping: true when `launcher` makes the physical
+  /// store visible at the logical directory inside the build (a sandbox
+  /// bind-mounting it there), so the worker accepts any store location.
+  bool launcherMapsStore = false;
+  /// Heartbeats, Hello retries, build deadlines, result times. Not owned;
+  /// must outlive the daemon. Null: RealClock::instance().
+  const Clock* clock = nullptr;
 };
 
 /// The running worker. Construct, then call run() on the thread that will

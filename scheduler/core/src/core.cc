@@ -38,7 +38,7 @@ StepId SchedulerCore::addStep(const StepSpec& spec,
   auto h = m.history.find(spec.pname);
   s.expected =
       h != m.history.end() ? h->second : m.config.defaultDurationSeconds;
-  s.createdMs = spec.created.value_or(m.clock.now()).time_since_epoch().count();
+  s.createdMs = spec.created.value_or(m.clock.wallNow()).time_since_epoch().count();
   for (uint32_t d : depIdx) {
     Step& dep = m.steps[d];
     s.level = std::max(s.level, dep.level + 1);

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/common/clock.h"
 #include "kiln/common/error.h"
-#include "kiln/protocol/messages.h"
-#include "kiln/scheduler/clock.h"
+#include "kiln/common/status.h"
 
 namespace kiln::scheduler {
 
@@ -47,9 +47,19 @@ using StepId = SlotId<struct StepTag>;
 /// A connected worker, handed out by `registerWorker`.
 using WorkerId = SlotId<struct WorkerTag>;
 
-/// Build and step status codes: Hydra's numbers, shared with the protocol
-/// (design decision 3).
-using protocol::StepStatus;
+/// Build and step status codes: Hydra's numbers (kiln/common/status.h),
+/// shared with the worker and the protocol (design decision 3).
+using kiln::StepStatus;
+
+/// Durations inside the core (millisecond resolution).
+using Duration = std::chrono::milliseconds;
+/// Instants inside the core: Unix time in milliseconds (`Clock::wallNow`),
+/// so that the service can persist them in its database as integers.
+using TimePoint = WallTime;
+/// The core reads time only from an injected kiln::Clock (`wallNow`):
+/// RealClock in the service, FakeClock in tests and simulations.
+using kiln::Clock;
+using kiln::FakeClock;
 
 /// One derivation to build, as the caller describes it to `addStep`.
 struct StepSpec {

@@ -70,7 +70,7 @@ WorkerId SchedulerCore::registerWorker(const WorkerSpec& spec) {
   Worker& wk = m.workers[w];
   wk.alive = true;
   wk.spec = spec;
-  wk.lastHeartbeat = m.clock.now();
+  wk.lastHeartbeat = m.clock.wallNow();
   for (uint32_t c = 0; c < m.classes.size(); ++c)
     if (m.eligible(wk.spec, m.classes[c])) m.linkWorker(w, c);
   return WorkerId{w, wk.generation};
@@ -85,7 +85,7 @@ void SchedulerCore::heartbeat(WorkerId id, double load) {
                          "' reported a negative or NaN load");
   wk.reportedLoad = load;
   wk.runningAtHeartbeat = wk.running.size();
-  wk.lastHeartbeat = m.clock.now();
+  wk.lastHeartbeat = m.clock.wallNow();
 }
 
 void SchedulerCore::removeWorker(WorkerId id) {
@@ -93,7 +93,7 @@ void SchedulerCore::removeWorker(WorkerId id) {
   m.advance();
   uint32_t w = m.resolveWorker(id);
   std::vector<uint32_t> running = m.workers[w].running;
-  TimePoint now = m.clock.now();
+  TimePoint now = m.clock.wallNow();
   for (uint32_t idx : running) {
     Duration took = now - m.steps[idx].startedAt;
     m.endAttempt(idx, StepResult::transient(took));
@@ -115,7 +115,7 @@ std::vector<WorkerId> SchedulerCore::tick() {
   m.advance();
   std::vector<WorkerId> lost;
   if (m.config.heartbeatTimeout.count() <= 0) return lost;
-  TimePoint now = m.clock.now();
+  TimePoint now = m.clock.wallNow();
   for (uint32_t w = 0; w < m.workers.size(); ++w) {
     const Worker& wk = m.workers[w];
     if (wk.alive && now - wk.lastHeartbeat > m.config.heartbeatTimeout)

@@ -106,7 +106,7 @@ void SchedulerCore::Impl::retryOrFail(uint32_t idx, const StepResult& result) {
   for (unsigned i = 1; i < s.attempts && wait < config.retryBackoffMax; ++i)
     wait *= 2;
   wait = std::min(wait, config.retryBackoffMax);
-  s.backoffUntil = clock.now() + wait;
+  s.backoffUntil = clock.wallNow() + wait;
   setState(s, StepState::kBackoff);
   backoff.push(BackoffEntry{s.backoffUntil, idx, s.generation});
 }
@@ -117,7 +117,7 @@ void SchedulerCore::Impl::endAttempt(uint32_t idx, const StepResult& result) {
   Step& s = steps[idx];
   releaseRunning(idx);
   Duration took = std::max(result.duration, Duration{0});
-  usage.addFinished(s.chargedJobset, clock.now(), seconds(took));
+  usage.addFinished(s.chargedJobset, clock.wallNow(), seconds(took));
   syncFairness(s.chargedJobset);
   switch (result.kind) {
     case StepResult::Kind::kSuccess:

@@ -19,7 +19,6 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/scheduler/clock.h"
 #include "kiln/scheduler/types.h"
 
 namespace kiln::scheduler {

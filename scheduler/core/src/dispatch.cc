@@ -12,7 +12,7 @@ namespace kiln::scheduler {
 // mutating call: idle-time accounting for the interval that just ended,
 // steps whose backoff expired, and the fairness window.
 void SchedulerCore::Impl::advance() {
-  TimePoint now = clock.now();
+  TimePoint now = clock.wallNow();
   accrueIdle(now);
   while (!backoff.empty() && backoff.top().until <= now) {
     BackoffEntry e = backoff.top();
@@ -121,7 +121,7 @@ void SchedulerCore::Impl::start(uint32_t idx, uint32_t w) {
   Worker& wk = workers[w];
   setState(s, StepState::kRunning);
   s.worker = w;
-  s.startedAt = clock.now();
+  s.startedAt = clock.wallNow();
   wk.running.push_back(idx);
   for (uint32_t c : wk.classes) --classes[c].freeSlots;
   s.chargedJobset = s.applied.jobset;

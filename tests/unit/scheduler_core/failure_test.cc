@@ -118,13 +118,13 @@ TEST(Retry, TransientFailuresBackOffExponentiallyThenFail) {
   h.core.finishStep(s, StepResult::transient(1s));
   WaitReason why = h.core.whyWaiting(s);
   EXPECT_EQ(why.kind, WaitReason::Kind::kBackoff);
-  EXPECT_EQ(why.until, h.clock.now() + 10s);
+  EXPECT_EQ(why.until, h.clock.wallNow() + 10s);
   h.clock.advance(9s);
   EXPECT_TRUE(h.core.nextAssignments().empty());
   h.clock.advance(1s);
   ASSERT_EQ(runOne(h), s);
   h.core.finishStep(s, StepResult::transient(1s));
-  EXPECT_EQ(h.core.whyWaiting(s).until, h.clock.now() + 20s);
+  EXPECT_EQ(h.core.whyWaiting(s).until, h.clock.wallNow() + 20s);
   h.clock.advance(20s);
   ASSERT_EQ(runOne(h), s);
   h.core.finishStep(s, StepResult::transient(1s));
@@ -149,7 +149,7 @@ TEST(Retry, BackoffIsCapped) {
   }
   ASSERT_EQ(runOne(h), s);
   h.core.finishStep(s, StepResult::transient(1s));
-  EXPECT_EQ(h.core.whyWaiting(s).until, h.clock.now() + 25s);
+  EXPECT_EQ(h.core.whyWaiting(s).until, h.clock.wallNow() + 25s);
 }
 
 TEST(Retry, TransientThenSuccessFinishesTheBuild) {
