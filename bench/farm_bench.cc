@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "farm.h"
@@ -40,11 +41,26 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-int64_t scalar(const test::Farm& farm, const std::string& sql) {
-  auto rows = farm.query(sql);
-  return rows.empty() || rows[0].empty() || rows[0][0].empty()
-             ? 0
-             : std::stoll(rows[0][0]);
+// What the scheduler's state says of a run (scheduler::StateView).
+struct StepTotals {
+  int64_t succeeded = 0;
+  int64_t attempts = 0;
+  int64_t firstStartMs = 0;  ///< of the steps of `drvs` when not empty
+  int64_t lastStopMs = 0;
+};
+
+StepTotals stepTotals(const test::Farm& farm,
+                      const std::set<std::string>& drvs = {}) {
+  StepTotals t;
+  for (auto& s : farm.steps()) {
+    if (s.status == 0) t.succeeded++;
+    t.attempts += s.attempts;
+    t.lastStopMs = std::max(t.lastStopMs, s.stopMs);
+    if (s.startMs > 0 && (drvs.empty() || drvs.count(s.drvPath)) &&
+        (t.firstStartMs == 0 || s.startMs < t.firstStartMs))
+      t.firstStartMs = s.startMs;
+  }
+  return t;
 }
 
 void startFarm(test::Farm& farm, int workers, unsigned slots) {
@@ -63,8 +79,8 @@ std::pair<double, double> evalAndBuild(test::Farm& farm, const std::string& js) 
   auto t1 = Clock::now();
   if (!farm.waitForBuilds(eval, 6h)) throw Error("builds did not finish");
   double buildSecs = since(t1);
-  int64_t bad = scalar(farm, "SELECT count(*) FROM builds WHERE eval = " +
-                                 std::to_string(eval) + " AND status <> 0");
+  auto counts = farm.view()->buildCounts(eval);
+  int64_t bad = counts.all - counts.succeeded;
   if (bad) throw Error(std::to_string(bad) + " builds failed");
   return {evalSecs, buildSecs};
 }
@@ -127,10 +143,11 @@ int throughput(int n, int workers, unsigned slots) {
   startFarm(farm, workers, slots);
   farm.createJobset("bench", "gen", coll);
   auto [evalSecs, buildSecs] = evalAndBuild(farm, "gen");
-  int64_t steps = scalar(farm, "SELECT count(*) FROM steps WHERE status = 0");
-  int64_t attempts = scalar(farm, "SELECT sum(attempts) FROM steps");
-  int64_t first = scalar(farm, "SELECT min(start_time) FROM steps WHERE start_time > 0");
-  int64_t last = scalar(farm, "SELECT max(stop_time) FROM steps");
+  StepTotals totals = stepTotals(farm);
+  int64_t steps = totals.succeeded;
+  int64_t attempts = totals.attempts;
+  int64_t first = totals.firstStartMs;
+  int64_t last = totals.lastStopMs;
   double span = (last - first) / 1000.0;
   std::cout << "kiln: gen-collection " << n << ", " << workers << " workers x "
             << slots << " slots: evaluation " << evalSecs << " s, builds "
@@ -219,12 +236,15 @@ int makespan(int n, int workers, unsigned slots, int unitMs, int window) {
   std::cout << "warm-up run (durations unknown to the scheduler): "
             << warm.second << " s\n";
   auto t = evalAndBuild(farm, "timed");
-  int64_t eval = scalar(farm, "SELECT max(id) FROM evaluations");
-  std::string e = std::to_string(eval);
-  int64_t created = scalar(farm, "SELECT min(created) FROM builds WHERE eval = " + e);
-  int64_t done = scalar(farm, "SELECT max(stop_time) FROM builds WHERE eval = " + e);
-  int64_t first = scalar(farm, "SELECT min(s.start_time) FROM steps s WHERE s.drv_path "
-                               "IN (SELECT drv_path FROM builds WHERE eval = " + e + ")");
+  int64_t eval = farm.view()->latestEvaluation();
+  int64_t created = 0, done = 0;
+  std::set<std::string> drvs;
+  for (auto& b : farm.builds(eval)) {
+    if (created == 0 || b.createdMs < created) created = b.createdMs;
+    done = std::max(done, b.stopMs);
+    drvs.insert(b.drvPath);
+  }
+  int64_t first = stepTotals(farm, drvs).firstStartMs;
   double ms = (done - created) / 1000.0;
   std::cout << "kiln: makespan " << ms << " s (from the builds' creation; "
             << (done - first) / 1000.0 << " s from the first start; wait "

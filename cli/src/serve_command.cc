@@ -22,8 +22,8 @@
 #include "command.h"
 #include "kiln/common/file.h"
 #include "kiln/common/process.h"
-#include "kiln/common/sqlite.h"
 #include "kiln/scheduler/service.h"
+#include "kiln/scheduler/state_view.h"
 #include "store_cli.h"
 
 namespace kiln::cli {
@@ -137,17 +137,12 @@ int64_t setUpAndEvaluate(const ServeOptions& o, const std::string& jobset) {
 // Prints a line whenever the builds' counts change.
 class Progress {
  public:
-  explicit Progress(const std::string& stateDir)
-      : dbPath_(stateDir + "/scheduler.sqlite") {}
+  explicit Progress(const std::string& stateDir) : stateDir_(stateDir) {}
   void report() {
-    SqliteOptions ro;
-    ro.create = false;
-    SqliteDb db(dbPath_, ro);
-    auto s = db.prepare(
-        "SELECT count(*), sum(finished), sum(finished AND status = 0) "
-        "FROM builds");
-    if (!s.step()) return;
-    int64_t all = s.getInt(0), done = s.getInt(1), ok = s.getInt(2);
+    if (!view_) view_ = scheduler::StateView::openIfExists(stateDir_);
+    if (!view_) return;
+    auto counts = view_->buildCounts();
+    int64_t all = counts.all, done = counts.finished, ok = counts.succeeded;
     if (all == all_ && done == done_) return;
     all_ = all;
     done_ = done;
@@ -158,7 +153,8 @@ class Progress {
   }
 
  private:
-  std::string dbPath_;
+  std::string stateDir_;
+  std::unique_ptr<scheduler::StateView> view_;  // read-only, own connection
   int64_t all_ = -1, done_ = -1;
 };
 

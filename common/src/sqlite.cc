@@ -28,8 +28,9 @@ namespace {
 
 SqliteDb::SqliteDb(const std::string& path, const SqliteOptions& opts)
     : path_(path) {
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
-  if (opts.create) flags |= SQLITE_OPEN_CREATE;
+  int flags = (opts.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+              SQLITE_OPEN_NOMUTEX;
+  if (opts.create && !opts.readOnly) flags |= SQLITE_OPEN_CREATE;
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -41,6 +42,7 @@ SqliteDb::SqliteDb(const std::string& path, const SqliteOptions& opts)
   sqlite3_busy_timeout(db_, static_cast<int>(opts.busyTimeout.count()));
   try {
     exec("PRAGMA foreign_keys = ON");
+    if (opts.readOnly) return;
     exec(opts.fullSync ? "PRAGMA synchronous = FULL"
                        : "PRAGMA synchronous = NORMAL");
     if (opts.wal) {

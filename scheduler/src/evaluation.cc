@@ -78,7 +78,7 @@ namespace {
 
 class RealInputFetcher final : public InputFetcher {
  public:
-  Checkout fetch(const JobsetRow& js, const std::string& workDir) override {
+  Checkout fetch(const JobsetSpec& js, const std::string& workDir) override {
     if (js.kind == "path") {
       if (!std::filesystem::is_directory(js.location))
         throw Error("jobset '" + js.name + "': collection folder " +
@@ -117,8 +117,9 @@ class NixInstantiateRunner final : public EvalRunner {
   explicit NixInstantiateRunner(std::string workDir)
       : workDir_(std::move(workDir)) {}
 
-  std::vector<Job> evaluate(const JobsetRow& js, const Checkout& co,
-                            store::LocalStore& store) override {
+  std::vector<Job> evaluate(const JobsetSpec& js, const Checkout& co,
+                            const EvalStore& target) override {
+    store::LocalStore store(target.stateDir, store::StoreDir(target.storeDir));
     if (store.storeDir().dir() != "/nix/store")
       throw Error("the nix-instantiate adapter needs the logical store "
                   "directory /nix/store, not " + store.storeDir().dir());
@@ -153,7 +154,7 @@ class NixInstantiateRunner final : public EvalRunner {
   }
 
  private:
-  static std::string argsExpr(const JobsetRow& js) {
+  static std::string argsExpr(const JobsetSpec& js) {
     std::string e = "{ ";
     const json args = json::parse(js.arguments);
     for (auto& [k, v] : args.items())
@@ -164,7 +165,7 @@ class NixInstantiateRunner final : public EvalRunner {
   // attributes of each job. Jobs whose meta throws get {}; if the whole
   // query fails (an `abort` somewhere), no job gets meta and a warning is
   // logged.
-  static json readMeta(const JobsetRow& js, const std::string& file,
+  static json readMeta(const JobsetSpec& js, const std::string& file,
                        const std::string& sel) {
     std::vector<std::string> cmd = {
         "nix-instantiate", "--eval", "--json", "--strict", "-E",
@@ -205,7 +206,7 @@ class NixInstantiateRunner final : public EvalRunner {
     }
   }
 
-  static std::vector<std::string> argArgs(const JobsetRow& js) {
+  static std::vector<std::string> argArgs(const JobsetSpec& js) {
     std::vector<std::string> out;
     const json args = json::parse(js.arguments);
     for (auto& [k, v] : args.items())
@@ -215,7 +216,7 @@ class NixInstantiateRunner final : public EvalRunner {
 
   // One nix-instantiate for several attributes; it prints one .drv path
   // per attribute, in order, and fails as a whole if any of them fails.
-  BatchOutcome instantiate(const JobsetRow& js, const std::string& file,
+  BatchOutcome instantiate(const JobsetSpec& js, const std::string& file,
                            const std::vector<std::string>& attrs,
                            const std::string& root,
                            const std::vector<std::string>& args) {

@@ -17,13 +17,14 @@ class KilnEvalRunner final : public EvalRunner {
  public:
   explicit KilnEvalRunner(std::string kiln) : kiln_(std::move(kiln)) {}
 
-  std::vector<Job> evaluate(const JobsetRow& js, const Checkout& co,
-                            store::LocalStore& store) override {
+  std::vector<Job> evaluate(const JobsetSpec& js, const Checkout& co,
+                            const EvalStore& target) override {
     std::string file = co.dir + "/" + js.file;
-    auto r = runCommand(command(js, file, store), co.dir);
+    auto r = runCommand(command(js, file, target), co.dir);
     if (r.exitCode != 0)
       throw Error("evaluation of " + file + " failed (kiln eval exit " +
                   std::to_string(r.exitCode) + "): " + r.err);
+    store::LocalStore store(target.stateDir, store::StoreDir(target.storeDir));
     std::vector<Job> jobs;
     std::istringstream lines(r.out);
     for (std::string line; std::getline(lines, line);) {
@@ -35,8 +36,8 @@ class KilnEvalRunner final : public EvalRunner {
   }
 
  private:
-  std::vector<std::string> command(const JobsetRow& js, const std::string& file,
-                                   const store::LocalStore& store) const {
+  std::vector<std::string> command(const JobsetSpec& js, const std::string& file,
+                                   const EvalStore& target) const {
     // Jobs are evaluated in worker processes, one per core (at most 4):
     // parallel, and memory a long evaluation never frees goes back to the
     // system when a worker passes --max-memory-size (docs/evaluator.md).
@@ -44,8 +45,8 @@ class KilnEvalRunner final : public EvalRunner {
     std::vector<std::string> cmd = {kiln_,         "eval",
                                     file,          "--json",
                                     "--workers",   std::to_string(workers),
-                                    "--state-dir", store.stateDir(),
-                                    "--store-dir", store.storeDir().dir()};
+                                    "--state-dir", target.stateDir,
+                                    "--store-dir", target.storeDir};
     if (!js.attribute.empty()) cmd.insert(cmd.end(), {"-A", js.attribute});
     nlohmann::json args;
     try {
@@ -66,7 +67,7 @@ class KilnEvalRunner final : public EvalRunner {
   // Job names are relative to the jobset's attribute, as with the
   // nix-instantiate adapter; the .drv must be valid in the central store
   // (kiln eval wrote it) and is held by a temporary root from here on.
-  static void check(Job& job, const JobsetRow& js, store::LocalStore& store) {
+  static void check(Job& job, const JobsetSpec& js, store::LocalStore& store) {
     std::string prefix = js.attribute + ".";
     if (!js.attribute.empty() && job.attr.starts_with(prefix))
       job.attr = job.attr.substr(prefix.size());

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "kiln/common/logging.h"
+#include "kiln/scheduler/requests.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -12,33 +13,8 @@ using nlohmann::json;
 
 namespace {
 
-std::string strArg(const json& a, const char* k, const std::string& def = "",
-                   bool required = false) {
-  if (!a.contains(k)) {
-    if (required)
-      throw SchedulerStateError(std::string("missing argument '") + k + "'");
-    return def;
-  }
-  if (!a[k].is_string())
-    throw SchedulerStateError(std::string("argument '") + k +
-                              "' must be a string");
-  return a[k].get<std::string>();
-}
-
-int64_t intArg(const json& a, const char* k, int64_t def, bool required) {
-  if (!a.contains(k)) {
-    if (required)
-      throw SchedulerStateError(std::string("missing argument '") + k + "'");
-    return def;
-  }
-  if (!a[k].is_number_integer())
-    throw SchedulerStateError(std::string("argument '") + k +
-                              "' must be an integer");
-  return a[k].get<int64_t>();
-}
-
 BuildRow requireBuild(StateDb& db, const json& a) {
-  int64_t id = intArg(a, "build", 0, true);
+  int64_t id = intArg(a, "build");
   auto b = db.build(id);
   if (!b) throw SchedulerStateError("no build with id " + std::to_string(id));
   return *b;
@@ -51,16 +27,13 @@ std::vector<StepRow> failedStepsOf(StateDb& db, const BuildRow& b) {
   if (!top) return out;
   std::set<int64_t> seen{top->id};
   std::vector<int64_t> todo{top->id};
-  auto deps = db.db().prepare("SELECT dep FROM step_deps WHERE step = ?");
   while (!todo.empty()) {
     int64_t id = todo.back();
     todo.pop_back();
     auto s = db.step(id);
     if (s && s->finished && s->status != 0) out.push_back(*s);
-    deps.bind(id);
-    while (deps.step())
-      if (seen.insert(deps.getInt(0)).second) todo.push_back(deps.getInt(0));
-    deps.reset();
+    for (int64_t dep : db.stepDeps(id))
+      if (seen.insert(dep).second) todo.push_back(dep);
   }
   return out;
 }
@@ -75,10 +48,84 @@ json jobsetJson(const JobsetRow& j) {
 }
 
 int64_t jobsetIdOf(StateDb& db, const json& a) {
-  auto js = db.jobsetByName(strArg(a, "project", "", true),
-                            strArg(a, "jobset", "", true));
+  auto js = db.jobsetByName(strArg(a, "project"), strArg(a, "jobset"));
   if (!js) throw SchedulerStateError("no such jobset");
   return js->id;
+}
+
+// A build's answer with its status by name (and Hydra's number).
+json buildStatusJson(int64_t build, StepStatus status) {
+  return {{"build", build},
+          {"status", std::string(stepStatusName(status))},
+          {"statusCode", static_cast<int>(status)}};
+}
+
+const ArgSpec kBuildArg{"build", ArgType::kInt, true, "the build id"};
+const ArgSpec kProjectArg{"project", ArgType::kString, true, "project name"};
+const ArgSpec kJobsetArg{"jobset", ArgType::kString, true, "jobset name"};
+
+json createProject(StateDb& db, const json& a) {
+  ProjectRow p;
+  p.name = strArg(a, "name");
+  p.description = strArg(a, "description");
+  return {{"id", db.createProject(p)}};
+}
+
+json createJobset(StateDb& db, const json& a) {
+  auto p = db.projectByName(strArg(a, "project"));
+  if (!p)
+    throw SchedulerStateError("no project named '" + strArg(a, "project") +
+                              "'");
+  JobsetRow j;
+  j.project = p->id;
+  j.name = strArg(a, "name");
+  j.kind = strArg(a, "kind", "path");
+  j.location = strArg(a, "location");
+  j.branch = strArg(a, "branch");
+  j.file = strArg(a, "file", "default.nix");
+  j.attribute = strArg(a, "attribute");
+  j.arguments = a.contains("arguments") ? a["arguments"].dump() : "{}";
+  j.checkIntervalSec = intArg(a, "checkInterval", 300);
+  j.shares = intArg(a, "shares", 100);
+  j.enabled = boolArg(a, "enabled", true);
+  j.id = db.createJobset(j);
+  return jobsetJson(j);
+}
+
+json cancelBuildOffline(StateDb& db, const json& a) {
+  auto b = requireBuild(db, a);
+  if (b.finished)
+    throw SchedulerStateError("build " + std::to_string(b.id) +
+                              " already finished with status " +
+                              std::to_string(b.status));
+  db.finishBuild(b.id, static_cast<int>(StepStatus::kCancelled), 0,
+                 "cancelled");
+  return buildStatusJson(b.id, StepStatus::kCancelled);
+}
+
+json restartBuildOffline(StateDb& db, const json& a) {
+  auto b = requireBuild(db, a);
+  if (!b.finished || b.status == 0)
+    throw SchedulerStateError("build " + std::to_string(b.id) +
+                              " is not a finished, failed build");
+  json steps = json::array();
+  for (auto& s : failedStepsOf(db, b)) {
+    db.clearCachedFailures(s.drvPath);
+    db.reopenStep(s.id);
+    steps.push_back(s.drvPath);
+  }
+  db.reopenBuild(b.id);
+  return {{"build", b.id}, {"restartedSteps", steps}};
+}
+
+json queueEntryJson(int64_t stepId, const std::string& drvPath,
+                    const std::string& system, const std::string& state,
+                    const std::string& reason) {
+  return {{"stepId", stepId},
+          {"drvPath", drvPath},
+          {"system", system},
+          {"state", state},
+          {"reason", reason}};
 }
 
 }  // namespace
@@ -107,89 +154,89 @@ BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
   return b;
 }
 
+namespace {
+
+void addProjectRequests(RequestTable& t, StateDb& db) {
+  t.set({"project-create", "create a project",
+         {{"name", ArgType::kString, true, "project name"},
+          {"description", ArgType::kString, false, "one line"}},
+         [&db](const json& a) { return createProject(db, a); }});
+  t.set({"jobset-create", "create a jobset of a project",
+         {kProjectArg,
+          {"name", ArgType::kString, true, "jobset name"},
+          {"kind", ArgType::kString, false, "path or git"},
+          {"location", ArgType::kString, true, "folder or repository"},
+          {"branch", ArgType::kString, false, "git branch"},
+          {"file", ArgType::kString, false, "Nix file (default.nix)"},
+          {"attribute", ArgType::kString, false, "attribute path of the jobs"},
+          {"arguments", ArgType::kAny, false, "--arg expressions by name"},
+          {"checkInterval", ArgType::kInt, false, "seconds (0: on demand)"},
+          {"shares", ArgType::kInt, false, "scheduling shares"},
+          {"enabled", ArgType::kBool, false, "evaluated on schedule"}},
+         [&db](const json& a) { return createJobset(db, a); }});
+  t.set({"jobset-eval", "evaluate a jobset now",
+         {kProjectArg, kJobsetArg,
+          {"ifChanged", ArgType::kBool, false, "only if its inputs changed"}},
+         [](const json&) -> json {
+           throw SchedulerStateError(
+               "no scheduler is running on this state directory: start "
+               "`kiln scheduler` to evaluate jobsets");
+         }});
+}
+
+void addBuildRequests(RequestTable& t, StateDb& db, const Clock& clock) {
+  t.set({"build-add", "build one .drv in a fresh evaluation of a jobset",
+         {kProjectArg, kJobsetArg,
+          {"drvPath", ArgType::kString, true, "the .drv (in the store)"},
+          {"job", ArgType::kString, false, "job name"}},
+         [&db, &clock](const json& a) {
+           std::string drv = strArg(a, "drvPath");
+           std::string job = strArg(a, "job", baseNameOf(drv).substr(33));
+           BuildRow b = createManualBuild(db, jobsetIdOf(db, a), job, drv, 0,
+                                          clock);
+           return json{{"build", b.id}};
+         }});
+  t.set({"cached-failure-clear", "forget cached failures",
+         {{"drvPath", ArgType::kString, false, "only this .drv"}},
+         [&db](const json& a) {
+           return json{{"cleared", db.clearCachedFailures(strArg(a, "drvPath"))}};
+         }});
+  t.set({"build-cancel", "cancel an unfinished build", {kBuildArg},
+         [&db](const json& a) { return cancelBuildOffline(db, a); }});
+  t.set({"build-bump", "set a build's global priority",
+         {kBuildArg, {"priority", ArgType::kInt, false, "default 100"}},
+         [&db](const json& a) {
+           auto b = requireBuild(db, a);
+           int p = static_cast<int>(intArg(a, "priority", 100));
+           db.setBuildPriority(b.id, p);
+           return json{{"build", b.id}, {"globalPriority", p}};
+         }});
+  t.set({"build-restart", "build a failed build's failed steps again",
+         {kBuildArg},
+         [&db](const json& a) { return restartBuildOffline(db, a); }});
+}
+
+}  // namespace
+
+RequestTable offlineRequests(StateDb& db, const Clock& clock) {
+  RequestTable t;
+  addProjectRequests(t, db);
+  addBuildRequests(t, db, clock);
+  t.set({"queue", "unfinished steps and why they wait", {},
+         [&db](const json&) {
+           json out = json::array();
+           for (auto& s : db.unfinishedSteps())
+             out.push_back(queueEntryJson(s.id, s.drvPath, s.system,
+                                          "unknown",
+                                          "the scheduler is not running"));
+           return out;
+         }});
+  return t;
+}
+
 json applyRequestOffline(StateDb& db, const std::string& kind,
                          const json& a) {
-  if (kind == "project-create") {
-    ProjectRow p;
-    p.name = strArg(a, "name", "", true);
-    p.description = strArg(a, "description");
-    return {{"id", db.createProject(p)}};
-  }
-  if (kind == "jobset-create") {
-    auto p = db.projectByName(strArg(a, "project", "", true));
-    if (!p) throw SchedulerStateError("no project named '" +
-                                      strArg(a, "project") + "'");
-    JobsetRow j;
-    j.project = p->id;
-    j.name = strArg(a, "name", "", true);
-    j.kind = strArg(a, "kind", "path");
-    j.location = strArg(a, "location", "", true);
-    j.branch = strArg(a, "branch");
-    j.file = strArg(a, "file", "default.nix");
-    j.attribute = strArg(a, "attribute");
-    j.arguments = a.contains("arguments") ? a["arguments"].dump() : "{}";
-    j.checkIntervalSec = intArg(a, "checkInterval", 300, false);
-    j.shares = intArg(a, "shares", 100, false);
-    j.enabled = !a.contains("enabled") || a["enabled"].get<bool>();
-    j.id = db.createJobset(j);
-    return jobsetJson(j);
-  }
-  if (kind == "build-add") {
-    auto js = db.jobsetByName(strArg(a, "project", "", true),
-                              strArg(a, "jobset", "", true));
-    if (!js) throw SchedulerStateError("no such jobset");
-    std::string drv = strArg(a, "drvPath", "", true);
-    std::string job = strArg(a, "job", baseNameOf(drv).substr(33));
-    return {{"build", createManualBuild(db, js->id, job, drv, 0).id}};
-  }
-  if (kind == "cached-failure-clear") {
-    return {{"cleared", db.clearCachedFailures(strArg(a, "drvPath"))}};
-  }
-  if (kind == "build-cancel") {
-    auto b = requireBuild(db, a);
-    if (b.finished)
-      throw SchedulerStateError("build " + std::to_string(b.id) +
-                                " already finished with status " +
-                                std::to_string(b.status));
-    db.finishBuild(b.id, static_cast<int>(StepStatus::kCancelled), 0,
-                   "cancelled");
-    return {{"build", b.id}, {"status", 4}};
-  }
-  if (kind == "build-bump") {
-    auto b = requireBuild(db, a);
-    int p = static_cast<int>(intArg(a, "priority", 100, false));
-    db.setBuildPriority(b.id, p);
-    return {{"build", b.id}, {"globalPriority", p}};
-  }
-  if (kind == "build-restart") {
-    auto b = requireBuild(db, a);
-    if (!b.finished || b.status == 0)
-      throw SchedulerStateError("build " + std::to_string(b.id) +
-                                " is not a finished, failed build");
-    json steps = json::array();
-    for (auto& s : failedStepsOf(db, b)) {
-      db.clearCachedFailures(s.drvPath);
-      db.reopenStep(s.id);
-      steps.push_back(s.drvPath);
-    }
-    db.reopenBuild(b.id);
-    return {{"build", b.id}, {"restartedSteps", steps}};
-  }
-  if (kind == "queue") {
-    json out = json::array();
-    for (auto& s : db.unfinishedSteps())
-      out.push_back({{"stepId", s.id},
-                     {"drvPath", s.drvPath},
-                     {"system", s.system},
-                     {"state", "unknown"},
-                     {"reason", "the scheduler is not running"}});
-    return out;
-  }
-  if (kind == "jobset-eval")
-    throw SchedulerStateError(
-        "no scheduler is running on this state directory: start `kiln "
-        "scheduler` to evaluate jobsets");
-  throw SchedulerStateError("unknown request kind '" + kind + "'");
+  return offlineRequests(db, RealClock::instance()).apply(kind, a);
 }
 
 // An evaluation can take minutes: it runs off the service thread, and the
@@ -198,58 +245,67 @@ json applyRequestOffline(StateDb& db, const std::string& kind,
 void SchedulerService::Impl::queueEvalRequest(const RequestRow& req) {
   try {
     json a = json::parse(req.args);
+    requests.check("jobset-eval", a);
     auto js = db.jobset(jobsetIdOf(db, a));
-    bool force = !(a.contains("ifChanged") && a["ifChanged"].get<bool>());
+    bool force = !boolArg(a, "ifChanged", false);
     evalQueue.push_back({*js, force, req.id});
   } catch (const std::exception& e) {
     failRequest(req.id, e);
   }
 }
 
-json SchedulerService::Impl::apply(const std::string& kind, const json& a) {
-  if (kind == "jobset-create") {
-    json r = applyRequestOffline(db, kind, a);
+// The live table: the offline handlers, with the ones that concern the
+// core (shares, builds, priorities, restarts, the queue) applied to it too.
+void SchedulerService::Impl::setUpRequests() {
+  requests = offlineRequests(db, clock);
+  auto wrap = [this](const std::string& name,
+                     std::function<json(const RequestFn&, const json&)> fn) {
+    RequestHandler h = *requests.find(name);
+    RequestFn offline = h.run;
+    h.run = [offline, fn](const json& a) { return fn(offline, a); };
+    requests.set(std::move(h));
+  };
+  wrap("jobset-create", [this](const RequestFn& offline, const json& a) {
+    json r = offline(a);
     core.setJobsetShares(r["id"].get<int64_t>(),
                          static_cast<unsigned>(r["shares"].get<int64_t>()));
     return r;
-  }
-  if (kind == "build-add") {
-    json r = applyRequestOffline(db, kind, a);
+  });
+  wrap("build-add", [this](const RequestFn& offline, const json& a) {
+    json r = offline(a);
     startBuild(*db.build(r["build"].get<int64_t>()));
     processEvents();
     return r;
-  }
-  if (kind == "build-cancel") {
+  });
+  wrap("build-cancel", [this](const RequestFn& offline, const json& a) {
     auto b = requireBuild(db, a);
-    if (b.finished || !core.hasBuild(b.id))
-      return applyRequestOffline(db, kind, a);
+    if (b.finished || !core.hasBuild(b.id)) return offline(a);
     core.cancelBuild(b.id);
     processEvents();
-    return {{"build", b.id}, {"status", 4}};
-  }
-  if (kind == "build-bump") {
-    json r = applyRequestOffline(db, kind, a);
+    return buildStatusJson(b.id, StepStatus::kCancelled);
+  });
+  wrap("build-bump", [this](const RequestFn& offline, const json& a) {
+    json r = offline(a);
     int64_t id = r["build"].get<int64_t>();
-    if (core.hasBuild(id))
-      core.bumpBuild(id, r["globalPriority"].get<int>());
+    if (core.hasBuild(id)) core.bumpBuild(id, r["globalPriority"].get<int>());
     return r;
-  }
-  if (kind == "build-restart") {
-    json r = applyRequestOffline(db, kind, a);
+  });
+  wrap("build-restart", [this](const RequestFn& offline, const json& a) {
+    json r = offline(a);
     restartBuild(r["build"].get<int64_t>());
     return r;
-  }
-  if (kind == "queue") {
+  });
+  wrap("queue", [this](const RequestFn&, const json&) {
     json out = json::array();
     for (auto& e : queueEntries())
-      out.push_back({{"stepId", e.stepId},
-                     {"drvPath", e.drvPath},
-                     {"system", e.system},
-                     {"state", e.state},
-                     {"reason", e.reason}});
+      out.push_back(
+          queueEntryJson(e.stepId, e.drvPath, e.system, e.state, e.reason));
     return out;
-  }
-  return applyRequestOffline(db, kind, a);
+  });
+}
+
+json SchedulerService::Impl::apply(const std::string& kind, const json& a) {
+  return requests.apply(kind, a);
 }
 
 // After the database part of a restart: failed core steps of the build are

@@ -48,6 +48,8 @@ SchedulerService::Impl::Impl(ServiceConfig c)
           registrarStore.registerDerivationOutputs(*r.info.deriver,
                                                    {{r.output, r.info.path}});
       }),
+      dbSink(std::make_shared<StateDbSink>(
+          db, [this](const std::string& d) { return outputsOf(d); })),
       core(clock, coreConfig(cfg)),
       ingestor(db, store, core, index, clock),
       registry(std::make_shared<prometheus::Registry>()),
@@ -68,7 +70,11 @@ SchedulerService::Impl::Impl(ServiceConfig c)
                   "' (expected kiln or nix-instantiate)");
   }
   if (!cfg.inputFetcher) cfg.inputFetcher = makeInputFetcher();
+  sinks.push_back(dbSink);  // the database first, then the configured ones
+  for (auto& s : cfg.eventSinks)
+    if (s) sinks.push_back(s);
   schedulerId = "kiln-scheduler-" + std::to_string(getpid());
+  setUpRequests();
   restoreFromDb();
   server = cfg.transport;
   if (!server) {
@@ -119,8 +125,9 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
                    e.what());
     return;
   }
-  if (!r.top) {
-    finishBuildOk(b.id, b.drvPath);
+  if (!r.top) {  // every output valid: built already
+    announce({b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess,
+              b.drvPath});
     return;
   }
   BuildSpec spec;
@@ -133,37 +140,30 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
   if (!pendingSince) pendingSince = clock.now();
 }
 
-// Records a successful build and the output paths of its derivation.
-void SchedulerService::Impl::finishBuildOk(int64_t id,
-                                           const std::string& drvPath) {
+// The output paths of a derivation (name → path), for StateDbSink.
+std::vector<std::pair<std::string, std::string>>
+SchedulerService::Impl::outputsOf(const std::string& drvPath) {
   auto drv = ingestor.loadDrv(drvPath);
   std::vector<std::pair<std::string, std::string>> outs;
   for (auto& [n, o] : drv->outputs)
     if (o.path) outs.emplace_back(n, store.printPath(*o.path));
-  db.setBuildOutputs(id, outs);
-  db.finishBuild(id, 0, clock.nowMs(), "");
+  return outs;
+}
+
+void SchedulerService::Impl::announce(const BuildEvent& ev) {
+  int64_t now = clock.nowMs();
+  for (auto& sink : sinks) {
+    try {
+      sink->onBuildEvent(ev, now);
+    } catch (const std::exception& e) {
+      logError("build " + std::to_string(ev.build) + ": a build event sink "
+               "failed: " + e.what());
+    }
+  }
 }
 
 void SchedulerService::Impl::processEvents() {
-  for (auto& ev : core.takeBuildEvents()) {
-    switch (ev.kind) {
-      case BuildEvent::Kind::kSucceeded: {
-        if (auto b = db.build(ev.build)) finishBuildOk(b->id, b->drvPath);
-        break;
-      }
-      case BuildEvent::Kind::kFailed:
-        db.finishBuild(ev.build, static_cast<int>(ev.status), clock.nowMs(),
-                       "failed because of " + ev.causeDrvPath);
-        break;
-      case BuildEvent::Kind::kRevived:
-        db.reopenBuild(ev.build);
-        break;
-      case BuildEvent::Kind::kCancelled:
-        db.finishBuild(ev.build, static_cast<int>(StepStatus::kCancelled),
-                       clock.nowMs(), "cancelled");
-        break;
-    }
-  }
+  for (auto& ev : core.takeBuildEvents()) announce(ev);
   for (auto& a : core.takeAborts()) {
     auto id = index.dbId(a.step);
     index.erase(a.step);
@@ -245,18 +245,24 @@ EvalOutcome SchedulerService::Impl::runEvaluation(const JobsetRow& js,
   o.timeMs = clock.nowMs();
   try {
     std::string work = cfg.stateDir + "/eval/" + std::to_string(js.id);
-    Checkout co = cfg.inputFetcher->fetch(js, work);
+    JobsetSpec spec = js;  // the plain value, without scheduling state
+    Checkout co = cfg.inputFetcher->fetch(spec, work);
     o.inputsHash = co.inputsHash;
     if (!force && co.inputsHash == js.lastInputs) {
       o.skipped = true;
       return o;
     }
+    o.jobs = cfg.evalRunner->evaluate(spec, co,
+                                      EvalStore{cfg.stateDir, cfg.storeDir});
     // A store handle of this thread: LocalStore is safe across processes
-    // and threads, and the service's own instance stays on its thread.
+    // and threads, and the service's own instance stays on its thread. Its
+    // temporary roots protect the jobs' .drvs while they are read.
     store::LocalStore evalStore(cfg.stateDir, store::StoreDir(cfg.storeDir));
-    o.jobs = cfg.evalRunner->evaluate(js, co, evalStore);
     std::vector<std::string> roots;
-    for (auto& j : o.jobs) roots.push_back(j.drvPath);
+    for (auto& j : o.jobs) {
+      roots.push_back(j.drvPath);
+      if (j.error.empty()) evalStore.addTempRoot(evalStore.parsePath(j.drvPath));
+    }
     o.drvs = prefetchDrvs(evalStore, roots);
     orderJobsByDepth(o.jobs, *o.drvs, evalStore.storeDir());
   } catch (const std::exception& e) {
@@ -435,6 +441,7 @@ void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
     s.endTurn();
     s.metrics.observeIdleStretches(s.core.takeIdleStretches());
     s.metrics.update(s.core.metrics());
+    s.maybePublishSnapshot();
   } catch (const std::exception& e) {
     logError(std::string("scheduler loop: ") + e.what());
   }
@@ -461,6 +468,33 @@ int64_t SchedulerService::evaluateJobset(int64_t jobset, bool force) {
 json SchedulerService::applyRequest(const std::string& kind,
                                     const json& args) {
   return impl_->apply(kind, args);
+}
+
+void SchedulerService::Impl::maybePublishSnapshot() {
+  if (!snapshotWanted.load() ||
+      clock.now() - lastSnapshot < SchedulerService::kSnapshotInterval)
+    return;
+  snapshotWanted = false;
+  lastSnapshot = clock.now();
+  auto snap = std::make_shared<SchedulerSnapshot>();
+  snap->takenMs = clock.nowMs();
+  snap->queue = queueEntries();
+  std::map<std::string, size_t> runningOn;
+  for (auto& [id, r] : running) runningOn[r.peer]++;
+  for (auto& [peer, c] : conns)
+    snap->workers.push_back(
+        {c.name, c.hello.systems, c.hello.slots, runningOn[peer]});
+  snap->metrics = core.metrics();
+  *published.lock() = std::move(snap);
+}
+
+std::shared_ptr<const SchedulerSnapshot> SchedulerService::snapshot() const {
+  impl_->snapshotWanted = true;
+  return *impl_->published.lock();
+}
+
+const RequestTable& SchedulerService::requests() const {
+  return impl_->requests;
 }
 
 StateDb& SchedulerService::db() { return impl_->db; }

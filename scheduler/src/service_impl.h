@@ -18,13 +18,16 @@
 
 #include "kiln/common/file.h"
 #include "kiln/common/file_lock.h"
+#include "kiln/common/sync.h"
 #include "kiln/protocol/transfer.h"
 #include "kiln/protocol/transport.h"
+#include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/checkpointer.h"
 #include "kiln/scheduler/registrar.h"
+#include "kiln/scheduler/requests.h"
 
 namespace kiln::scheduler {
 
@@ -88,6 +91,10 @@ struct SchedulerService::Impl {
   /// The registrar thread's own handle on the same store.
   store::LocalStore registrarStore;
   Registrar registrar;
+  /// Build events go to `sinks`: the database first, then
+  /// ServiceConfig::eventSinks.
+  std::shared_ptr<StateDbSink> dbSink;
+  std::vector<std::shared_ptr<BuildEventSink>> sinks;
   SchedulerCore core;
   StepIndex index;
   Ingestor ingestor;
@@ -120,6 +127,15 @@ struct SchedulerService::Impl {
   /// Ids of the unanswered `jobset-eval` requests already queued (in
   /// memory: after a restart they are taken, and evaluated, again).
   std::set<int64_t> evalRequestsTaken;
+  /// Operator requests (operations.cc: the offline table, with the
+  /// handlers that concern the core wrapped).
+  RequestTable requests;
+  /// The published snapshot (any thread reads it), whether a reader asked
+  /// for a fresh one, and when the last was taken (service thread).
+  mutable Sync<std::shared_ptr<const SchedulerSnapshot>> published{
+      std::make_shared<const SchedulerSnapshot>()};
+  mutable std::atomic<bool> snapshotWanted{false};
+  Clock::TimePoint lastSnapshot{};
   uint64_t tmpCounter = 0;
   std::unordered_map<std::string, protocol::PathInfo> pathInfoCache;
 
@@ -128,12 +144,18 @@ struct SchedulerService::Impl {
   // service.cc
   void restoreFromDb();
   void startBuild(const BuildRow& b);
-  void finishBuildOk(int64_t id, const std::string& drvPath);
+  std::vector<std::pair<std::string, std::string>> outputsOf(
+      const std::string& drvPath);
+  /// Hands `ev` to every sink (exceptions logged).
+  void announce(const BuildEvent& ev);
   void processEvents();
   void dispatch();
   void periodic();
   void pollRequests();
   nlohmann::json apply(const std::string& kind, const nlohmann::json& args);
+  void setUpRequests();
+  /// Publishes a snapshot if a reader asked and the last is old enough.
+  void maybePublishSnapshot();
   void restartBuild(int64_t id);
   std::vector<QueueEntry> queueEntries();
   EvalOutcome runEvaluation(const JobsetRow& js, bool force) const;

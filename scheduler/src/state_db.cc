@@ -248,6 +248,20 @@ StateDb::StateDb(const std::string& path) : db_(path, stateDbOptions()) {
   migrateSchema(db_, migrations());
 }
 
+StateDb::StateDb(const std::string& path, ReadOnly)
+    : db_(path, [] {
+        SqliteOptions o;
+        o.readOnly = true;
+        return o;
+      }()) {
+  auto s = db_.prepare("PRAGMA user_version");
+  int64_t v = s.step() ? s.getInt(0) : 0;
+  if (v != schemaVersion())
+    throw SchemaError(path + " has schema version " + std::to_string(v) +
+                      ", this kiln reads version " +
+                      std::to_string(schemaVersion()));
+}
+
 int64_t StateDb::schemaVersion() { return migrations().back().version; }
 
 int64_t StateDb::createProject(const ProjectRow& p) {
@@ -437,6 +451,27 @@ std::vector<BuildRow> StateDb::unfinishedBuilds() {
   return readAll<BuildRow>(s, readBuild);
 }
 
+std::vector<BuildRow> StateDb::allBuilds() {
+  auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
+                       " FROM builds ORDER BY id");
+  return readAll<BuildRow>(s, readBuild);
+}
+
+BuildCounts StateDb::buildCounts(int64_t eval) {
+  auto s = db_.prepare(
+      "SELECT count(*), coalesce(sum(finished), 0), "
+      "coalesce(sum(finished AND status = 0), 0) FROM builds "
+      "WHERE ? = 0 OR eval = ?");
+  s.bind(eval).bind(eval);
+  BuildCounts c;
+  if (s.step()) {
+    c.all = s.getInt(0);
+    c.finished = s.getInt(1);
+    c.succeeded = s.getInt(2);
+  }
+  return c;
+}
+
 std::vector<BuildRow> StateDb::buildsOfEval(int64_t eval) {
   auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
                        " FROM builds WHERE eval = ? ORDER BY id");
@@ -532,6 +567,20 @@ void StateDb::addStepDep(int64_t step, int64_t dep) {
       .bind(step)
       .bind(dep)
       .exec();
+}
+
+std::vector<int64_t> StateDb::stepDeps(int64_t step) {
+  auto s = db_.prepare("SELECT dep FROM step_deps WHERE step = ?");
+  s.bind(step);
+  std::vector<int64_t> out;
+  while (s.step()) out.push_back(s.getInt(0));
+  return out;
+}
+
+std::vector<StepRow> StateDb::allSteps() {
+  auto s = db_.prepare(std::string("SELECT ") + kStepCols +
+                       " FROM steps ORDER BY id");
+  return readAll<StepRow>(s, readStep);
 }
 
 std::vector<StepRow> StateDb::unfinishedSteps() {

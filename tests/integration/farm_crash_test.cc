@@ -45,8 +45,8 @@ test::FarmStep stepNamed(const test::Farm& farm, const std::string& suffix) {
 // verifies, and no temporary upload file was left behind.
 void expectCleanCentralStore(const test::Farm& farm) {
   store::LocalStore central(farm.stateDir());
-  for (auto& row : farm.query("SELECT path FROM build_outputs"))
-    EXPECT_TRUE(central.isValid(central.parsePath(row[0]))) << row[0];
+  for (auto& o : farm.view()->outputs())
+    EXPECT_TRUE(central.isValid(central.parsePath(o.path))) << o.path;
   auto r = farm.kiln({"store", "verify"});
   EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(farm.stateDir() + "/tmp"));
@@ -166,9 +166,8 @@ in { all = mk "all" "cat $deps > $out" parts; })");
   size_t done = 0;
   for (auto& [d, s] : atKill) done += s.finished;
   std::map<std::string, std::string> stopTimesAtKill;
-  for (auto& row :
-       farm.query("SELECT drv_path, stop_time FROM steps WHERE finished = 1"))
-    stopTimesAtKill[row[0]] = row[1];
+  for (auto& s : farm.steps())
+    if (s.finished) stopTimesAtKill[s.drvPath] = std::to_string(s.stopMs);
   ASSERT_LT(done, 13u) << "the queue ran out before the kill";
 
   farm.startScheduler();
@@ -194,9 +193,8 @@ in { all = mk "all" "cat $deps > $out" parts; })");
   }
   // Nor were their rows touched.
   std::map<std::string, std::string> stopTimes;
-  for (auto& row :
-       farm.query("SELECT drv_path, stop_time FROM steps WHERE finished = 1"))
-    stopTimes[row[0]] = row[1];
+  for (auto& s : farm.steps())
+    if (s.finished) stopTimes[s.drvPath] = std::to_string(s.stopMs);
   for (auto& [drv, stop] : stopTimesAtKill)
     EXPECT_EQ(stopTimes[drv], stop) << drv;
   EXPECT_THAT(farm.scheduler().log(), HasSubstr("restored 1 unfinished"));

@@ -66,10 +66,10 @@ TEST(FarmE2E, TwoPrivateStoreWorkersBuildASmallCollection) {
   EXPECT_EQ(perWorker.size(), 2u) << "both workers should have built";
   // Outputs are in the central store and in the building worker's store,
   // never in the host's /nix/store.
-  for (auto& row : farm.query("SELECT path FROM build_outputs")) {
-    auto p = central.parsePath(row[0]);
-    EXPECT_TRUE(central.isValid(p)) << row[0];
-    EXPECT_FALSE(pathExists(row[0])) << row[0] << " leaked to the host";
+  for (auto& o : farm.view()->outputs()) {
+    auto p = central.parsePath(o.path);
+    EXPECT_TRUE(central.isValid(p)) << o.path;
+    EXPECT_FALSE(pathExists(o.path)) << o.path << " leaked to the host";
   }
   EXPECT_EQ(farm.stopWorker(0), 0);
   EXPECT_EQ(farm.stopWorker(1), 0);
@@ -152,10 +152,9 @@ TEST(FarmE2E, ThreeWorkersBuildGenCollection2000LikeNix) {
   // Every output is registered and its files hash to the recorded NAR hash.
   store::LocalStore central(farm.stateDir());
   std::map<std::string, std::string> outOfJob;
-  for (auto& row : farm.query("SELECT b.job, o.path FROM build_outputs o "
-                              "JOIN builds b ON b.id = o.build")) {
-    outOfJob[row[0]] = row[1];
-    EXPECT_TRUE(central.isValid(central.parsePath(row[1]))) << row[1];
+  for (auto& o : farm.view()->outputs()) {
+    outOfJob[o.job] = o.path;
+    EXPECT_TRUE(central.isValid(central.parsePath(o.path))) << o.path;
   }
   EXPECT_EQ(outOfJob.size(), size_t(kJobs));
   auto verify = farm.kilnJson({"store", "verify"});

@@ -114,10 +114,10 @@ TEST(FarmFaults, ACorruptedUploadIsRefusedAndTheStepRetried) {
   EXPECT_EQ(step.attempts, 2) << "one refused upload, one retry";
   EXPECT_THAT(farm.worker(0).log(), HasSubstr("corrupting the upload"));
   EXPECT_THAT(farm.scheduler().log(), HasSubstr("NAR hash mismatch"));
-  auto outs = farm.query("SELECT path FROM build_outputs");
+  auto outs = farm.view()->outputs();
   ASSERT_EQ(outs.size(), 1u);
   store::LocalStore central(farm.stateDir());
-  auto out = central.parsePath(outs[0][0]);
+  auto out = central.parsePath(outs[0].path);
   ASSERT_TRUE(central.isValid(out));
   EXPECT_THAT(readFile(central.physicalPath(out)), HasSubstr("line 20000\n"));
   expectCentralStoreVerifies(farm);
@@ -157,10 +157,9 @@ TEST(FarmFaults, ABuildSilentLongerThanMaxSilentIsKilledWithStatus7) {
   int pid = std::stoi(readFile(pidFile));
   EXPECT_TRUE(test::pollUntil([&] { return kill(pid, 0) != 0; }, 10s));
   // A timed-out build is a cached failure.
-  auto cached = farm.query("SELECT status FROM cached_failures WHERE drv_path = '" +
-                           quiet + "'");
-  ASSERT_EQ(cached.size(), 1u);
-  EXPECT_EQ(cached[0][0], "7");
+  auto cached = farm.view()->cachedFailure(quiet);
+  ASSERT_TRUE(cached);
+  EXPECT_EQ(cached->status, 7);
 }
 
 TEST(FarmFaults, AFailedDependencyFailsDependentsThenIsACachedFailure) {
@@ -207,10 +206,9 @@ TEST(FarmFaults, AFailedDependencyFailsDependentsThenIsACachedFailure) {
   int64_t attempts2 = 0;
   for (auto& s : farm.steps()) attempts2 += s.attempts;
   EXPECT_EQ(attempts2, attempts1) << "nothing was dispatched again";
-  auto cached = farm.query(
-      "SELECT status FROM cached_failures WHERE drv_path = '" + bad + "'");
-  ASSERT_EQ(cached.size(), 1u);
-  EXPECT_EQ(cached[0][0], "1");
+  auto cached = farm.view()->cachedFailure(bad);
+  ASSERT_TRUE(cached);
+  EXPECT_EQ(cached->status, 1);
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ TEST_F(WorkerNixEnv, SameOutputsAndReferencesAsNixBuild) {
   BuildRunner runner(cfg, launcher, RealClock::instance());
   std::string log;
   auto res = runner.run(req, [&](std::string_view d) { log += d; });
-  ASSERT_EQ(res.status, protocol::StepStatus::kSuccess) << res.errorMsg << log;
+  ASSERT_EQ(res.status, StepStatus::kSuccess) << res.errorMsg << log;
 
   // Move kiln's outputs aside so that Nix builds the same paths itself.
   std::map<std::string, std::string> kilnText;

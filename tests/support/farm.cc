@@ -7,7 +7,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -303,8 +302,9 @@ nlohmann::json Farm::kilnJson(std::vector<std::string> args) const {
 void Farm::createJobset(const std::string& project, const std::string& jobset,
                         const std::string& collection,
                         const std::string& arguments) {
-  auto existing = query("SELECT id FROM projects WHERE name = '" + project + "'");
-  if (existing.empty()) kilnJson({"project", "create", project});
+  auto v = view();
+  if (!v || !v->rows().projectByName(project))
+    kilnJson({"project", "create", project});
   kilnJson({"jobset", "create", "--project", project, jobset, "--location",
             collection, "--check-interval", "0", "--arguments", arguments});
 }
@@ -320,82 +320,27 @@ int64_t Farm::evaluate(const std::string& project, const std::string& jobset,
 
 // ---------------------------------------------------------------- state
 
-std::vector<std::vector<std::string>> Farm::query(const std::string& sql) const {
-  std::string path = stateDir() + "/scheduler.sqlite";
-  sqlite3* db = nullptr;
-  std::vector<std::vector<std::string>> rows;
-  if (!pathExists(path)) return rows;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  auto fail = [&](const std::string& what) {
-    std::string msg = "farm: " + what + " " + path + ": " +
-                      (db ? sqlite3_errmsg(db) : "out of memory");
-    sqlite3_close(db);
-    throw Error(msg);
-  };
-  if (rc != SQLITE_OK) fail("opening");
-  sqlite3_busy_timeout(db, 10000);
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK)
-    fail("preparing '" + sql + "' on");
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    std::vector<std::string> row;
-    for (int c = 0; c < sqlite3_column_count(st); c++) {
-      auto* t = sqlite3_column_text(st, c);
-      row.emplace_back(t ? reinterpret_cast<const char*>(t) : "");
-    }
-    rows.push_back(std::move(row));
-  }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) fail("querying '" + sql + "' on");
-  sqlite3_close(db);
-  return rows;
+std::unique_ptr<scheduler::StateView> Farm::view() const {
+  return scheduler::StateView::openIfExists(stateDir());
 }
 
 std::vector<FarmBuild> Farm::builds(int64_t eval) const {
-  std::string sql =
-      "SELECT id, eval, job, drv_path, finished, coalesce(status, -1), error, "
-      "reused_from FROM builds";
-  if (eval) sql += " WHERE eval = " + std::to_string(eval);
-  std::vector<FarmBuild> out;
-  for (auto& r : query(sql + " ORDER BY id")) {
-    FarmBuild b;
-    b.id = std::stoll(r[0]);
-    b.eval = std::stoll(r[1]);
-    b.job = r[2];
-    b.drvPath = r[3];
-    b.finished = r[4] != "0";
-    b.status = std::stoi(r[5]);
-    b.error = r[6];
-    b.reusedFrom = std::stoll(r[7]);
-    out.push_back(std::move(b));
-  }
-  return out;
+  auto v = view();
+  return v ? v->builds(eval) : std::vector<FarmBuild>{};
 }
 
 std::vector<FarmStep> Farm::steps() const {
-  std::vector<FarmStep> out;
-  for (auto& r : query("SELECT id, drv_path, finished, coalesce(status, -1), "
-                       "attempts, worker, error FROM steps ORDER BY id")) {
-    FarmStep s;
-    s.id = std::stoll(r[0]);
-    s.drvPath = r[1];
-    s.finished = r[2] != "0";
-    s.status = std::stoi(r[3]);
-    s.attempts = std::stoll(r[4]);
-    s.worker = r[5];
-    s.error = r[6];
-    out.push_back(std::move(s));
-  }
-  return out;
+  auto v = view();
+  return v ? v->steps() : std::vector<FarmStep>{};
 }
 
 bool Farm::waitForBuilds(int64_t eval, std::chrono::milliseconds timeout) const {
-  std::string where = eval ? " AND eval = " + std::to_string(eval) : "";
   return pollUntil(
       [&] {
-        auto all = query("SELECT count(*) FROM builds WHERE 1" + where);
-        auto open = query("SELECT count(*) FROM builds WHERE finished = 0" + where);
-        return !all.empty() && all[0][0] != "0" && open[0][0] == "0";
+        auto v = view();
+        if (!v) return false;
+        auto c = v->buildCounts(eval);
+        return c.all > 0 && c.finished == c.all;
       },
       timeout);
 }

@@ -44,6 +44,7 @@
 
 #include "kiln/common/file.h"
 #include "kiln/common/process.h"
+#include "kiln/scheduler/state_view.h"
 #include "test_support.h"
 
 namespace kiln::test {
@@ -121,28 +122,9 @@ struct WorkerOptions {
   }
 };
 
-/// A row of the scheduler's `builds` table.
-struct FarmBuild {
-  int64_t id = 0;
-  int64_t eval = 0;
-  std::string job;
-  std::string drvPath;
-  bool finished = false;
-  int status = -1;  ///< Hydra's number; -1 while unfinished
-  std::string error;
-  int64_t reusedFrom = 0;
-};
-
-/// A row of the scheduler's `steps` table.
-struct FarmStep {
-  int64_t id = 0;
-  std::string drvPath;
-  bool finished = false;
-  int status = -1;  ///< -1 while unfinished
-  int64_t attempts = 0;  ///< dispatches so far
-  std::string worker;    ///< last worker it ran on
-  std::string error;
-};
+/// A build and a step of the scheduler's state (scheduler/state_db.h).
+using FarmBuild = scheduler::BuildRow;
+using FarmStep = scheduler::StepRow;
 
 /// The farm. Not thread-safe; use it from the test's thread.
 class Farm {
@@ -222,7 +204,7 @@ class Farm {
   int64_t evaluate(const std::string& project, const std::string& jobset,
                    std::chrono::seconds timeout = std::chrono::seconds(600));
 
-  // ---- state (scheduler.sqlite, read-only) ------------------------------
+  // ---- state (scheduler.sqlite, through scheduler::StateView) -----------
 
   /// Builds of evaluation `eval` (every build when 0), by id.
   std::vector<FarmBuild> builds(int64_t eval = 0) const;
@@ -230,8 +212,9 @@ class Farm {
   std::vector<FarmStep> steps() const;
   /// Polls until every build of `eval` (0: all) is finished.
   bool waitForBuilds(int64_t eval, std::chrono::milliseconds timeout) const;
-  /// Runs one read-only SQL query; rows of text columns ("" for NULL).
-  std::vector<std::vector<std::string>> query(const std::string& sql) const;
+  /// A read-only view of the scheduler's state (outputs, cached failures,
+  /// counts...); nullptr before the scheduler created its database.
+  std::unique_ptr<scheduler::StateView> view() const;
 
   // ---- metrics ----------------------------------------------------------
 

@@ -13,7 +13,6 @@
 
 namespace kiln::worker {
 
-using protocol::StepStatus;
 using std::chrono::milliseconds;
 
 namespace {

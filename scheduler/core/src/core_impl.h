@@ -140,7 +140,7 @@ struct SchedulerCore::Impl {
         config(cfg),
         locality(loc),
         usage(cfg.fairnessWindow),
-        lastAccrual(c.now()) {}
+        lastAccrual(c.wallNow()) {}
 
   const Clock& clock;
   SchedulerConfig config;

@@ -18,8 +18,8 @@ namespace {
 class GatedRunner : public EvalRunner {
  public:
   explicit GatedRunner(std::string drv) : drv_(std::move(drv)) {}
-  std::vector<Job> evaluate(const JobsetRow&, const Checkout&,
-                            store::LocalStore&) override {
+  std::vector<Job> evaluate(const JobsetSpec&, const Checkout&,
+                            const EvalStore&) override {
     std::unique_lock lock(mu_);
     ++started_;
     cv_.notify_all();
@@ -49,7 +49,7 @@ class GatedRunner : public EvalRunner {
 
 class FixedFetcher : public InputFetcher {
  public:
-  Checkout fetch(const JobsetRow&, const std::string& workDir) override {
+  Checkout fetch(const JobsetSpec&, const std::string& workDir) override {
     return {workDir, "sha256:fixed"};
   }
 };

@@ -46,7 +46,7 @@ TEST(InputFetcher, FolderHashChangesWithContentsNotWithGit) {
   TempDir d("kiln-fetch");
   createDirs(d.path() + "/c/.git");
   writeFile(d.path() + "/c/default.nix", "{}");
-  JobsetRow js;
+  JobsetSpec js;
   js.name = "j";
   js.location = d.path() + "/c";
   auto f = makeInputFetcher();

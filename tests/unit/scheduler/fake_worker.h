@@ -1,10 +1,14 @@
 #pragma once
-// A scripted worker on protocol::Client, for driving the scheduler service
-// over loopback until the real worker daemon exists. It does what
-// docs/protocol.md says a worker does, with "building" replaced by writing
-// a fixed file as each output.
+// A scripted worker, for driving the scheduler service over loopback
+// (protocol::Client) or without sockets (protocol::MemoryTransport). It
+// does what docs/protocol.md says a worker does, with "building" replaced
+// by writing a fixed file as each output.
+
+#include <gtest/gtest.h>
 
 #include <chrono>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/protocol/memory_transport.h"
 #include "kiln/protocol/transfer.h"
 #include "kiln/protocol/transport.h"
 #include "kiln/store/derivation.h"
@@ -21,18 +26,37 @@ namespace kiln::scheduler::testing {
 
 class FakeWorker {
  public:
+  /// A worker connected over ZeroMQ to `endpoint`.
   explicit FakeWorker(const std::string& endpoint, std::string id = "w1",
                       std::string storeDir = "/nix/store")
-      : client_(clientOptions(endpoint)), id_(std::move(id)),
-        storeDir_(std::move(storeDir)) {
-    xfer_ = std::make_unique<protocol::TransferEndpoint>(
-        [this](protocol::Message&& m) {
-          if (!client_.send(m)) throw Error("fake worker: send failed");
-        },
-        [this](const protocol::TransferHeader& h, bool) {
-          return std::make_unique<Target>(*this, h);
-        },
-        [](const protocol::TransferOutcome&) {});
+      : id_(std::move(id)), storeDir_(std::move(storeDir)) {
+    client_ = std::make_unique<protocol::Client>(clientOptions(endpoint));
+    send_ = [this](const protocol::Message& m) { return client_->send(m); };
+    receive_ = [this](std::chrono::milliseconds t) {
+      return client_->receive(t);
+    };
+    makeEndpoint();
+  }
+  /// A worker on an in-memory transport, as routing id `peer`; receiving
+  /// never waits.
+  FakeWorker(protocol::MemoryTransport& net, const std::string& peer,
+             std::string id, std::string storeDir = "/nix/store")
+      : id_(std::move(id)), storeDir_(std::move(storeDir)) {
+    send_ = [&net, peer](const protocol::Message& m) {
+      net.deliver(peer, m);
+      return true;
+    };
+    receive_ = [this, &net, peer](std::chrono::milliseconds) {
+      if (inbox_.empty())
+        for (auto& m : net.take(peer)) inbox_.push_back(std::move(m));
+      std::optional<protocol::Message> m;
+      if (!inbox_.empty()) {
+        m = std::move(inbox_.front());
+        inbox_.pop_front();
+      }
+      return m;
+    };
+    makeEndpoint();
   }
 
   /// Sends Hello.
@@ -44,21 +68,21 @@ class FakeWorker {
     h.systems = std::move(systems);
     h.slots = slots;
     h.kilnVersion = "test";
-    client_.send(h);
+    send_(h);
   }
 
   /// Receives what is waiting (up to `timeout` for the first message) and
   /// sends a heartbeat when one is due (unless `silent`).
   void pump(std::chrono::milliseconds timeout) {
-    auto m = client_.receive(timeout);
+    auto m = receive_(timeout);
     while (m) {
       if (!xfer_->handle(*m)) onMessage(*m);
-      m = client_.receive(std::chrono::milliseconds(0));
+      m = receive_(std::chrono::milliseconds(0));
     }
     auto now = std::chrono::steady_clock::now();
     if (welcomed && !silent && now - lastBeat_ > std::chrono::milliseconds(50)) {
       lastBeat_ = now;
-      client_.send(protocol::Heartbeat{0.0, 1u << 30, {}});
+      send_(protocol::Heartbeat{0.0, 1u << 30, {}});
     }
   }
 
@@ -98,9 +122,11 @@ class FakeWorker {
     r.errorMsg = error;
     r.startTimeMs = 1;
     r.stopTimeMs = 2;
-    client_.send(r);
+    send_(r);
   }
-  void send(const protocol::Message& m) { client_.send(m); }
+  void send(const protocol::Message& m) { send_(m); }
+  /// Sends a heartbeat now (a `silent` worker only beats when told to).
+  void heartbeat() { send_(protocol::Heartbeat{0.0, 1u << 30, {}}); }
 
   bool welcomed = false;
   bool silent = false;
@@ -145,6 +171,17 @@ class FakeWorker {
     return o;
   }
 
+  void makeEndpoint() {
+    xfer_ = std::make_unique<protocol::TransferEndpoint>(
+        [this](protocol::Message&& m) {
+          if (!send_(m)) throw Error("fake worker: send failed");
+        },
+        [this](const protocol::TransferHeader& h, bool) {
+          return std::make_unique<Target>(*this, h);
+        },
+        [](const protocol::TransferOutcome&) {});
+  }
+
   void onMessage(const protocol::Message& m) {
     if (std::holds_alternative<protocol::Welcome>(m)) welcomed = true;
     if (auto* r = std::get_if<protocol::Refused>(&m)) refused = *r;
@@ -154,11 +191,28 @@ class FakeWorker {
     if (auto* a = std::get_if<protocol::Ack>(&m)) acks.push_back(*a);
   }
 
-  protocol::Client client_;
+  std::unique_ptr<protocol::Client> client_;
+  std::function<bool(const protocol::Message&)> send_;
+  std::function<std::optional<protocol::Message>(std::chrono::milliseconds)>
+      receive_;
+  std::deque<protocol::Message> inbox_;  // memory transport only
   std::string id_;
   std::string storeDir_;
   std::unique_ptr<protocol::TransferEndpoint> xfer_;
   std::chrono::steady_clock::time_point lastBeat_{};
 };
+
+/// Builds the step `w` received last: uploads its outputs (a file holding
+/// `contents`), runs `until` (the test's loop of service and worker turns)
+/// until the uploads are acknowledged, and reports success.
+inline void buildLast(
+    FakeWorker& w, const std::string& contents,
+    const std::function<bool(const std::function<bool()>&)>& until) {
+  auto step = w.steps.back();
+  w.uploadOutputs(step, contents);
+  ASSERT_TRUE(until([&] { return w.pendingUploads == 0; }));
+  ASSERT_TRUE(w.uploadErrors.empty()) << w.uploadErrors.front();
+  w.result(step.stepId, protocol::StepStatus::kSuccess);
+}
 
 }  // namespace kiln::scheduler::testing

@@ -77,8 +77,8 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
 class FixedRunner final : public EvalRunner {
  public:
   explicit FixedRunner(std::vector<Job> jobs) : jobs_(std::move(jobs)) {}
-  std::vector<Job> evaluate(const JobsetRow&, const Checkout&,
-                            store::LocalStore&) override {
+  std::vector<Job> evaluate(const JobsetSpec&, const Checkout&,
+                            const EvalStore&) override {
     return jobs_;
   }
 
@@ -88,7 +88,7 @@ class FixedRunner final : public EvalRunner {
 
 class FixedFetcher final : public InputFetcher {
  public:
-  Checkout fetch(const JobsetRow&, const std::string&) override {
+  Checkout fetch(const JobsetSpec&, const std::string&) override {
     return {"/nowhere", "sha256:fixed"};
   }
 };

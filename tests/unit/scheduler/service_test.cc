@@ -55,11 +55,9 @@ class ServiceTest : public ::testing::Test {
 
   // Builds the step most recently received by `w` with success.
   void buildLast(FakeWorker& w, const std::string& contents) {
-    auto step = w.steps.back();
-    w.uploadOutputs(step, contents);
-    ASSERT_TRUE(until({&w}, [&] { return w.pendingUploads == 0; }));
-    ASSERT_TRUE(w.uploadErrors.empty()) << w.uploadErrors.front();
-    w.result(step.stepId, protocol::StepStatus::kSuccess);
+    testing::buildLast(w, contents, [&](const std::function<bool()>& pred) {
+      return until({&w}, pred);
+    });
   }
 
   BuildRow build(int64_t id) { return *svc_->db().build(id); }

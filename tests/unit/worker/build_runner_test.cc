@@ -16,7 +16,7 @@
 namespace kiln::worker {
 namespace {
 
-using protocol::StepStatus;
+using kiln::StepStatus;
 using std::chrono::seconds;
 
 class BuildRunnerTest : public ::testing::Test {

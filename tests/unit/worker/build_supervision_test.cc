@@ -11,7 +11,7 @@
 namespace kiln::worker {
 namespace {
 
-using protocol::StepStatus;
+using kiln::StepStatus;
 using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;

@@ -60,8 +60,8 @@ struct ProcessEvent {
   };
   Kind kind = Kind::kIdle;
   std::string data;  ///< kOutput only
-  int stream = 1;    ///< kOutput: 1 (stdout, or merged), 2 (separate stderr)
   int status = 0;    ///< kExited only: the raw wait(2) status
+  int stream = 1;    ///< kOutput: 1 (stdout, or merged), 2 (separate stderr)
 };
 
 /// A started child and its process group. Destroying it kills the group and

@@ -88,6 +88,9 @@ struct SqliteOptions {
   std::chrono::milliseconds busyTimeout{60000};
   /// synchronous=FULL (durable commits) rather than NORMAL.
   bool fullSync = true;
+  /// Open for reading only (SQLITE_OPEN_READONLY; no pragma that writes;
+  /// `create` and `wal` are ignored). Sees what writers committed.
+  bool readOnly = false;
 };
 
 /// One connection; closed on destruction. Not shared between threads

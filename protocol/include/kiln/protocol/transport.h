@@ -53,8 +53,29 @@ struct Received {
   Message msg;
 };
 
+/// The scheduler's side of the worker connections, as the scheduler
+/// service uses it: messages from any worker in, messages to one worker
+/// out. Implementations: `Server` (ZeroMQ) and `MemoryTransport`
+/// (memory_transport.h, for tests without sockets). Not thread-safe unless
+/// an implementation says so; the service calls it from its own thread.
+class ServerTransport {
+ public:
+  virtual ~ServerTransport() = default;
+  /// Where workers connect (for logs and tests).
+  virtual std::string endpoint() const = 0;
+  /// Waits up to `timeout` for one valid message; nullopt on timeout, on a
+  /// signal, or when `wakeFd` (if not -1; the caller drains it) is
+  /// readable. Never throws for a malformed message (it is dropped).
+  virtual std::optional<Received> receive(std::chrono::milliseconds timeout,
+                                          int wakeFd = -1) = 0;
+  /// Queues `msg` for `peer` without blocking; false if the peer is gone or
+  /// its queue is full (the message is dropped). Throws FormatError if
+  /// `msg` is invalid.
+  virtual bool send(const std::string& peer, const Message& msg) = 0;
+};
+
 /// The scheduler's endpoint: a ROUTER socket and its ZAP handler thread.
-class Server {
+class Server final : public ServerTransport {
  public:
   /// Binds; throws TransportError (bad endpoint, address in use) or
   /// FormatError (bad key). With CURVE, the ZAP handler is running before
@@ -65,16 +86,16 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   /// The bound endpoint with the real port ("tcp://127.0.0.1:40123").
-  std::string endpoint() const;
+  std::string endpoint() const override;
   /// Waits up to `timeout` for one valid message; nullopt on timeout, when
   /// a signal handler interrupted the wait (so a stop flag is seen), or when
   /// `wakeFd` (if not -1; the caller drains it) is readable.
   std::optional<Received> receive(std::chrono::milliseconds timeout,
-                                  int wakeFd = -1);
+                                  int wakeFd = -1) override;
   /// Queues `msg` for `peer` without blocking. Returns false if the peer is
   /// not connected or its queue is full (the message is dropped). Throws
   /// FormatError if `msg` is invalid.
-  bool send(const std::string& peer, const Message& msg);
+  bool send(const std::string& peer, const Message& msg) override;
   /// Connections refused by the ZAP handler so far (unknown keys).
   uint64_t refusedConnections() const;
   /// Messages dropped as malformed or of another protocol version.

@@ -18,10 +18,17 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/common/error.h"
-#include "kiln/scheduler/state_db.h"
+#include "kiln/scheduler/jobset.h"
 #include "kiln/store/local_store.h"
 
 namespace kiln::scheduler {
+
+/// Where an evaluator writes the `.drv` closures: the central store, by
+/// location (any process or thread may open a LocalStore on it).
+struct EvalStore {
+  std::string stateDir;
+  std::string storeDir = "/nix/store";
+};
 
 /// One job of an evaluation, or the error that prevented it.
 struct Job {
@@ -59,7 +66,7 @@ class InputFetcher {
   virtual ~InputFetcher() = default;
   /// The inputs' fingerprint and a folder with their contents. Throws Error
   /// (e.g. the folder does not exist, git failed).
-  virtual Checkout fetch(const JobsetRow& jobset,
+  virtual Checkout fetch(const JobsetSpec& jobset,
                          const std::string& workDir) = 0;
 };
 
@@ -67,14 +74,17 @@ class InputFetcher {
 std::unique_ptr<InputFetcher> makeInputFetcher();
 
 /// Evaluates a checked-out collection into jobs whose `.drv` closures are
-/// valid in `store` afterwards. Failures of single jobs are returned as
-/// jobs with `error`; an exception means the whole evaluation failed.
+/// valid in the central store (`store`) afterwards. Runs on the service's
+/// evaluation thread, one evaluation at a time. Failures of single jobs are
+/// returned as jobs with `error`; an exception (kiln::Error with the
+/// reason) means the whole evaluation failed. An evaluator plugin is one
+/// implementation (the plugin boundary itself must not throw).
 class EvalRunner {
  public:
   virtual ~EvalRunner() = default;
-  virtual std::vector<Job> evaluate(const JobsetRow& jobset,
+  virtual std::vector<Job> evaluate(const JobsetSpec& jobset,
                                     const Checkout& checkout,
-                                    store::LocalStore& store) = 0;
+                                    const EvalStore& store) = 0;
 };
 
 /// What one batch of attributes gave: their `.drv` paths in order, or (ok

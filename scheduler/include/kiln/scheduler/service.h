@@ -17,8 +17,10 @@
 #include "kiln/common/clock.h"
 #include "kiln/protocol/keys.h"
 #include "kiln/protocol/transport.h"
+#include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/core.h"
 #include "kiln/scheduler/evaluation.h"
+#include "kiln/scheduler/requests.h"
 #include "kiln/scheduler/state_db.h"
 
 namespace kiln::scheduler {
@@ -55,6 +57,9 @@ struct ServiceConfig {
   /// `listen` (with `insecurePlaintext`, `keys`, `allowed`); tests pass a
   /// `protocol::MemoryTransport`.
   std::shared_ptr<protocol::ServerTransport> transport;
+  /// Further receivers of build events (notifiers, a live feed), after
+  /// the database; called on the service thread (build_events.h).
+  std::vector<std::shared_ptr<BuildEventSink>> eventSinks;
 };
 
 /// One waiting or running step, as `kiln queue` shows it.
@@ -64,6 +69,23 @@ struct QueueEntry {
   std::string system;
   std::string state;   ///< "running", "ready", "waiting", "failed", ...
   std::string reason;  ///< the core's explanation
+};
+
+/// A connected worker, as the running scheduler sees it.
+struct WorkerEntry {
+  std::string name;  ///< workerId (and key name)
+  std::vector<std::string> systems;
+  unsigned slots = 0;
+  size_t runningSteps = 0;
+};
+
+/// What only the running scheduler knows, as one immutable value published
+/// from its thread for readers on others (web pages, a live `kiln queue`).
+struct SchedulerSnapshot {
+  int64_t takenMs = 0;             ///< Unix ms (the service's clock)
+  std::vector<QueueEntry> queue;   ///< unfinished steps and why they wait
+  std::vector<WorkerEntry> workers;
+  SchedulerMetrics metrics;        ///< the core's gauges and counters
 };
 
 /// The running scheduler. Construction opens the state (migrating it),
@@ -100,8 +122,17 @@ class SchedulerService {
   /// JSON result; throws Error with the reason on failure.
   nlohmann::json applyRequest(const std::string& kind,
                               const nlohmann::json& args);
+  /// The request handlers (name → argument schema → handler) that
+  /// applyRequest and the requests table use: the web's write API.
+  const RequestTable& requests() const;
   /// Why each unfinished step waits (running ones included).
   std::vector<QueueEntry> queue() const;
+  /// The newest published snapshot (empty, takenMs 0, before the first).
+  /// Thread-safe. Asking also asks the service thread to publish a fresh
+  /// one within `kSnapshotInterval` of its clock, so a scheduler nobody
+  /// reads spends nothing on it.
+  std::shared_ptr<const SchedulerSnapshot> snapshot() const;
+  static constexpr std::chrono::milliseconds kSnapshotInterval{1000};
   /// The state database (read it from the service's thread only).
   StateDb& db();
   /// The core's gauges and counters.
@@ -111,6 +142,11 @@ class SchedulerService {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// The request handlers that work on the database alone (no running
+/// scheduler); a live service wraps the ones that concern its core.
+/// Borrows `db` and `clock` for the table's lifetime.
+RequestTable offlineRequests(StateDb& db, const Clock& clock);
 
 /// Applies a request without a running scheduler (directly to the
 /// database); `queue` then lists unfinished steps from the database. The

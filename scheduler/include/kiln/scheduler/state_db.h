@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/common/sqlite.h"
+#include "kiln/scheduler/jobset.h"
 
 namespace kiln::scheduler {
 
@@ -23,21 +24,10 @@ struct ProjectRow {
   bool enabled = true;
 };
 
-/// A jobset: where a collection lives and how it is evaluated.
-struct JobsetRow {
-  int64_t id = 0;
+/// A jobset: where a collection lives and how it is evaluated (the
+/// JobsetSpec an evaluator sees), and how the scheduler schedules it.
+struct JobsetRow : JobsetSpec {
   int64_t project = 0;
-  std::string name;
-  /// "path" (a folder) or "git" (a repository URL or folder + branch).
-  std::string kind = "path";
-  std::string location;
-  std::string branch;
-  /// The Nix file inside the collection (relative), default "default.nix".
-  std::string file = "default.nix";
-  /// Attribute path selecting the jobs inside the file ("" = top level).
-  std::string attribute;
-  /// `--arg`-style arguments as a JSON object of Nix expression strings.
-  std::string arguments = "{}";
   int64_t checkIntervalSec = 300;  ///< 0 = only on demand
   int64_t shares = 100;            ///< scheduling shares (fairness)
   bool enabled = true;
@@ -122,6 +112,13 @@ struct RequestRow {
   std::string result;
 };
 
+/// How many builds exist, are finished, succeeded.
+struct BuildCounts {
+  int64_t all = 0;
+  int64_t finished = 0;
+  int64_t succeeded = 0;
+};
+
 /// Typed access to the scheduler database. One connection; not thread-safe.
 /// Every failure throws SqliteError (database) or SchedulerStateError
 /// (an unknown name or id, a constraint the caller broke).
@@ -130,6 +127,11 @@ class StateDb {
   /// Opens or creates `path`, applying the migrations. SchemaError if the
   /// file was made by a newer kiln.
   explicit StateDb(const std::string& path);
+  /// Read-only access to an existing database (no migration; its own
+  /// connection, which in WAL mode never blocks the writer). SqliteError
+  /// if the file is missing, SchemaError if its schema is not this kiln's.
+  struct ReadOnly {};
+  StateDb(const std::string& path, ReadOnly);
 
   /// The schema version this code migrates to.
   static int64_t schemaVersion();
@@ -162,6 +164,10 @@ class StateDb {
   /// Unfinished builds, oldest first.
   std::vector<BuildRow> unfinishedBuilds();
   std::vector<BuildRow> buildsOfEval(int64_t eval);
+  /// Every build, by id.
+  std::vector<BuildRow> allBuilds();
+  /// Counts of the builds of evaluation `eval` (of all when 0).
+  BuildCounts buildCounts(int64_t eval);
   /// The latest finished build of `drvPath`, if any (for result reuse).
   std::optional<BuildRow> finishedBuildOfDrv(const std::string& drvPath);
   /// Marks a build finished with `status` (and error text).
@@ -182,8 +188,12 @@ class StateDb {
   std::optional<StepRow> stepByDrv(const std::string& drvPath);
   /// Records that `step` depends on `dep` (idempotent).
   void addStepDep(int64_t step, int64_t dep);
+  /// The recorded dependencies of `step` (step ids).
+  std::vector<int64_t> stepDeps(int64_t step);
   /// Unfinished steps, oldest first.
   std::vector<StepRow> unfinishedSteps();
+  /// Every step, by id.
+  std::vector<StepRow> allSteps();
   void startStep(int64_t id, const std::string& worker, int64_t timeMs);
   void finishStep(int64_t id, int status, int64_t timeMs,
                   const std::string& error);

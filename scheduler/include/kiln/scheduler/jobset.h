@@ -1,0 +1,26 @@
+#pragma once
+/// A jobset as evaluators see it (shared by evaluation.h and state_db.h).
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::scheduler {
+
+/// What an evaluator needs to know of a jobset: a plain value (the service
+/// fills it from its database row; a plugin never sees the database).
+struct JobsetSpec {
+  int64_t id = 0;
+  std::string name;
+  /// "path" (a folder) or "git" (a repository URL or folder + branch).
+  std::string kind = "path";
+  std::string location;
+  std::string branch;
+  /// The Nix file inside the collection (relative), default "default.nix".
+  std::string file = "default.nix";
+  /// Attribute path selecting the jobs inside the file ("" = top level).
+  std::string attribute;
+  /// `--arg`-style arguments as a JSON object of Nix expression strings.
+  std::string arguments = "{}";
+};
+
+}  // namespace kiln::scheduler

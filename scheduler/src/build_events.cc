@@ -1,0 +1,31 @@
+// The database sink of build events (docs/architecture.md).
+#include "kiln/scheduler/build_events.h"
+
+namespace kiln::scheduler {
+
+void StateDbSink::finishSucceeded(int64_t id, const std::string& drvPath,
+                                  int64_t timeMs) {
+  db_.setBuildOutputs(id, outputsOf_(drvPath));
+  db_.finishBuild(id, 0, timeMs, "");
+}
+
+void StateDbSink::onBuildEvent(const BuildEvent& ev, int64_t timeMs) {
+  switch (ev.kind) {
+    case BuildEvent::Kind::kSucceeded:
+      if (auto b = db_.build(ev.build)) finishSucceeded(b->id, b->drvPath, timeMs);
+      break;
+    case BuildEvent::Kind::kFailed:
+      db_.finishBuild(ev.build, static_cast<int>(ev.status), timeMs,
+                      "failed because of " + ev.causeDrvPath);
+      break;
+    case BuildEvent::Kind::kRevived:
+      db_.reopenBuild(ev.build);
+      break;
+    case BuildEvent::Kind::kCancelled:
+      db_.finishBuild(ev.build, static_cast<int>(StepStatus::kCancelled),
+                      timeMs, "cancelled");
+      break;
+  }
+}
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,172 @@
+// The whole scheduler service (core, database, store, registrar, worker
+// link) driven without sockets or sleeps: workers on a
+// protocol::MemoryTransport, time on a FakeClock. A dispatch, a lost
+// worker and a restart.
+#include <gtest/gtest.h>
+
+#include "fake_worker.h"
+#include "kiln/protocol/memory_transport.h"
+#include "kiln/scheduler/service.h"
+#include "service_fixture.h"
+#include "test_support.h"
+
+namespace kiln::scheduler {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeWorker;
+using testing::makeDrv;
+
+class ServiceMemoryTest : public ::testing::Test {
+ protected:
+  TempDir dir_{"kiln-svc-mem"};
+  std::string state_ = dir_.path() + "/state";
+  FakeClock clock_{WallTime{std::chrono::hours(24 * 365 * 50)}};
+  std::shared_ptr<protocol::MemoryTransport> net_ =
+      std::make_shared<protocol::MemoryTransport>();
+  std::shared_ptr<RecordingSink> sink_ = std::make_shared<RecordingSink>();
+  std::unique_ptr<SchedulerService> svc_;
+  std::string a_, b_;
+  int64_t jobset_ = 0;
+
+  void SetUp() override {
+    {
+      store::LocalStore store(state_);
+      a_ = makeDrv(store, "a");
+      b_ = makeDrv(store, "b", {a_});
+    }
+    start();
+    svc_->applyRequest("project-create", {{"name", "p"}});
+    auto js = svc_->applyRequest(
+        "jobset-create", {{"project", "p"}, {"name", "j"},
+                          {"location", "/nowhere"}, {"checkInterval", 0}});
+    jobset_ = js["id"].get<int64_t>();
+  }
+
+  void start() {
+    ServiceConfig c = testing::testConfig(state_);
+    c.transport = net_;
+    c.clock = &clock_;
+    c.heartbeatInterval = 1s;  // lost after 3 s of silence
+    c.eventSinks = {sink_};
+    svc_ = std::make_unique<SchedulerService>(c);
+  }
+
+  // Turns of the service and the workers until `pred` holds. Only the
+  // registrar thread (outputs being added to the store) takes real time.
+  bool until(std::vector<FakeWorker*> ws, const std::function<bool()>& pred) {
+    return test::pollUntil(
+        [&] {
+          svc_->pollOnce(0ms);
+          for (auto* w : ws) w->pump(0ms);
+          return pred();
+        },
+        10s);
+  }
+
+  std::unique_ptr<FakeWorker> join(const std::string& id) {
+    auto w = std::make_unique<FakeWorker>(*net_, "peer-" + id, id);
+    w->silent = true;  // heartbeats only when the test says so
+    w->hello();
+    EXPECT_TRUE(until({w.get()}, [&] { return w->welcomed; }));
+    return w;
+  }
+
+  void buildLast(FakeWorker& w, const std::string& contents) {
+    testing::buildLast(w, contents, [&](const std::function<bool()>& pred) {
+      return until({&w}, pred);
+    });
+  }
+
+  BuildRow build(int64_t id) { return *svc_->db().build(id); }
+};
+
+TEST_F(ServiceMemoryTest, DispatchesAndRecordsABuildWithoutSockets) {
+  EXPECT_EQ(svc_->endpoint(), "memory://");
+  int64_t id = svc_->addBuild(jobset_, "a", a_);
+  auto w = join("w1");
+  ASSERT_TRUE(until({w.get()}, [&] { return w->steps.size() == 1; }));
+  EXPECT_EQ("/nix/store/" + w->steps[0].drvPath.baseName(), a_);
+  auto started = svc_->db().stepByDrv(a_);
+  ASSERT_TRUE(started);
+  EXPECT_EQ(started->startMs, clock_.nowMs());  // the injected clock
+  svc_->snapshot();  // asks the service thread for one
+  clock_.advance(SchedulerService::kSnapshotInterval);
+  svc_->pollOnce(0ms);
+  auto snap = svc_->snapshot();
+  EXPECT_EQ(snap->takenMs, clock_.nowMs());
+  ASSERT_EQ(snap->workers.size(), 1u);
+  EXPECT_EQ(snap->workers[0].runningSteps, 1u);
+  ASSERT_EQ(snap->queue.size(), 1u);
+  EXPECT_EQ(snap->queue[0].state, "running");
+  buildLast(*w, "a-out");
+  ASSERT_TRUE(until({w.get()}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+  EXPECT_EQ(build(id).stopMs, clock_.nowMs());
+  EXPECT_EQ(svc_->coreMetrics().stepsSucceeded, 1u);
+  ASSERT_EQ(sink_->events.size(), 1u);  // after the database
+  EXPECT_EQ(sink_->events[0].first.kind, BuildEvent::Kind::kSucceeded);
+  EXPECT_EQ(sink_->events[0].first.build, id);
+}
+
+TEST_F(ServiceMemoryTest, RequestsGoThroughATypedTableWithNamedStatuses) {
+  int64_t id = svc_->addBuild(jobset_, "a", a_);
+  ASSERT_TRUE(svc_->requests().find("build-cancel"));
+  EXPECT_THROW(svc_->applyRequest("build-cancel", {{"build", "one"}}),
+               SchedulerStateError);
+  EXPECT_THROW(svc_->applyRequest("build-cancel", nlohmann::json::object()),
+               SchedulerStateError);
+  EXPECT_THROW(svc_->applyRequest("no-such-request", {}), SchedulerStateError);
+  auto r = svc_->applyRequest("build-cancel", {{"build", id}});
+  EXPECT_EQ(r["status"], "cancelled");
+  EXPECT_EQ(r["statusCode"], 4);
+  EXPECT_EQ(build(id).status, 4);
+  ASSERT_EQ(sink_->events.size(), 1u);
+  EXPECT_EQ(sink_->events[0].first.kind, BuildEvent::Kind::kCancelled);
+}
+
+TEST_F(ServiceMemoryTest, ASilentWorkerIsLostAndItsStepMoves) {
+  int64_t id = svc_->addBuild(jobset_, "a", a_);
+  auto w1 = join("w1");
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->steps.size() == 1; }));
+  auto w2 = join("w2");
+  // w2 keeps beating, w1 stays silent: after 3 heartbeat intervals of
+  // fake time w1 is lost and its step goes to w2.
+  for (int i = 0; i < 4; i++) {
+    clock_.advance(1s);
+    w2->heartbeat();
+    svc_->pollOnce(0ms);
+  }
+  ASSERT_TRUE(until({w1.get(), w2.get()}, [&] {
+    clock_.advance(1ms);  // past the retry backoff (1 ms in tests)
+    return w2->steps.size() == 1;
+  }));
+  EXPECT_EQ(w2->steps[0].drvPath, w1->steps[0].drvPath);
+  EXPECT_EQ(svc_->coreMetrics().workersRemoved, 1u);
+  buildLast(*w2, "a-out");
+  ASSERT_TRUE(until({w2.get()}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+}
+
+TEST_F(ServiceMemoryTest, ARestartedServiceResumesWhereItStopped) {
+  int64_t id = svc_->addBuild(jobset_, "b", b_);
+  auto w1 = join("w1");
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->steps.size() == 1; }));
+  buildLast(*w1, "a-out");  // a is built; b is dispatched next
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->steps.size() == 2; }));
+  svc_.reset();  // the scheduler stops with b running
+  start();
+  // The restarted service does not know w1's connection: it must say
+  // Hello again, and b (not a, whose output is valid) is built.
+  w1->send(protocol::Heartbeat{});
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->bye.has_value(); }));
+  auto w2 = join("w2");
+  ASSERT_TRUE(until({w2.get()}, [&] { return w2->steps.size() == 1; }));
+  EXPECT_EQ("/nix/store/" + w2->steps[0].drvPath.baseName(), b_);
+  buildLast(*w2, "b-out");
+  ASSERT_TRUE(until({w2.get()}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+}
+
+}  // namespace
+}  // namespace kiln::scheduler
