@@ -7,6 +7,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <iostream>
+
 #include "builtins.h"
 #include "kiln/store/derivation.h"
 
@@ -306,6 +308,8 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
   }
   std::string drvPathS = ds.dir.printPath(*drvPath);
+  if (st.settings.logInstantiations)  // Nix's chatty-level line (-vv)
+    std::cerr << "instantiated '" << drvName << "' -> '" << drvPathS << "'\n";
   if (st.storeWriter) writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
   // One arena copy of "=<drvPath>" serves as the drvPath string's context,
   // the string itself (after the '=') and the key of `made` (its base name).
