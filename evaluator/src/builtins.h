@@ -34,6 +34,11 @@ inline void addBuiltins(EvalState& state, std::span<const BuiltinDef> defs) {
   for (auto& d : defs) state.addPrimOp(d.name, d.arity, d.fn);
 }
 
+/// Whether `v` is the native `derivation` builtin. Nix's is the lambda
+/// `{ outputs ? [ "out" ], ... }: …` of derivation.nix, so functionArgs
+/// and printing treat this one as that lambda.
+bool isDerivationBuiltin(const Value& v);
+
 /// The path a builtin reads (import, readFile, readDir, hashFile…): `v`
 /// coerced to an absolute path, canonicalised and, if `check`, allowed by
 /// restricted evaluation (EvalState::checkSourcePath, symlinks then

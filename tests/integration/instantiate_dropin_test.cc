@@ -143,6 +143,24 @@ std::vector<Case> cases() {
       {{"--eval", "--", "-E", "1"}},
       {{"--option", "show-trace", "true", "--eval", "-E", "let f = x: x.a; in f {}"}},
       {{"--eval", "-E", "(import <lib>).v"}, {"NIX_PATH=lib=nope"}},
+      // Former known differences: `+` errors at the operand, `all` and
+      // unforced attributes of a derivation as <CODE>, functionArgs
+      // derivation, "while realising the context" traces.
+      {{"--eval", "-E", "1 + \"a\""}},
+      {{"--eval", "-E", "let x = \"s\"; y = 1; in x   +   y"}},
+      {{"--eval", "-E", "\"a\" + {}"}},
+      {{"--eval", "-E", "1 + (2 + true)"}},
+      {{"--eval", "--show-trace", "-E", "let f = x: x + \"a\"; in f 1"}},
+      {{"--eval", "-A", "hello"}},
+      {{"--eval", "-A", "multi"}},
+      {{"--eval", "-A", "multi.all"}},
+      {{"--eval", "--strict", "-A", "multi"}},
+      {{"--eval", "-E", "(derivation { name = \"d\"; system = \"x\"; builder = \"/b\"; }).all"}},
+      {{"--eval", "-E", "builtins.functionArgs derivation"}},
+      {{"--eval", "-E", "[ derivation builtins.derivationStrict ]"}},
+      {{"--eval", "-E", "builtins.readFile 1"}},
+      {{"--eval", "--show-trace", "-E", "builtins.readFile 1"}},
+      {{"--eval", "--show-trace", "-E", "import 1"}},
   };
   return c;
 }
