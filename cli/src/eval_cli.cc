@@ -64,8 +64,11 @@ void printEvalError(std::ostream& out, const std::string& what, bool showTrace) 
   size_t cut = what.find(kTrace);
   // A message without a position of its own (e.g. infinite recursion
   // through imports) keeps trace lines up to the first with a position.
+  // Restricted-mode refusals have no position in Nix either: message alone.
   size_t first = cut;
-  while (cut != std::string::npos && what.substr(0, cut).find("\n       at ") == std::string::npos)
+  bool refusal = what.substr(0, cut).find("forbidden in restricted mode") != std::string::npos;
+  while (!refusal && cut != std::string::npos &&
+         what.substr(0, cut).find("\n       at ") == std::string::npos)
     cut = what.find(kTrace, cut + kTrace.size());
   if (what.substr(0, cut).find("\n       at ") == std::string::npos)
     cut = first;  // no position anywhere: the message alone, as Nix prints it

@@ -38,7 +38,8 @@ eval::Bindings* makeAutoArgs(eval::EvalState& state, const AutoArgSpec& spec);
 /// the message with its position and source lines; the "… while …" trace
 /// lines only with `showTrace`, otherwise (if there were any) the hint
 /// "(use '--show-trace' to show detailed location information)". A message
-/// with no position of its own keeps trace lines up to the first with one.
+/// with no position of its own keeps trace lines up to the first with one
+/// (except a restricted-mode refusal, which Nix too prints without any).
 void printEvalError(std::ostream& out, const std::string& what, bool showTrace);
 
 /// Where an evaluation writes its `.drv` files, toFile texts and sources:
@@ -67,6 +68,11 @@ class EvalStoreTarget {
   store::LocalStore* localStore();
   /// Whether --readonly-mode was given.
   bool readOnly() const { return readOnly_; }
+  /// Writes nothing, as --readonly-mode (nix-instantiate's --dry-run).
+  void setReadOnly() { readOnly_ = true; }
+  /// Writes into the plain directory `dir`, as --store-root (Nix's
+  /// --store local?root=DIR). Call before writer().
+  void setStoreRoot(std::string dir) { storeRoot_ = std::move(dir); }
   /// Prints `text` to stdout once every store object added so far is
   /// durable and valid: at once when the LocalStore writer has nothing
   /// queued, else right after its next commit (flush() at the latest), so

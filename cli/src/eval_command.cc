@@ -30,6 +30,9 @@ struct EvalOptions {
   uint32_t maxCallDepth = 10000;
   unsigned workers = 0;         ///< 0: evaluate in this process
   size_t maxMemoryMiB = 4096;  ///< a worker above this resident size is replaced
+  bool restrictEval = false;             // --restrict-eval (jobsets)
+  std::vector<std::string> allowPaths;   // --allow-path
+  std::vector<std::string> allowedUris;  // --allowed-uris
 };
 
 EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
@@ -39,6 +42,11 @@ EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
   s.searchPath = o.includes;
   applyNixEnvironment(s);
   o.target.apply(vm, s);
+  s.restrictEval = s.refuseCurrentTime = o.restrictEval;
+  s.allowedPaths = o.allowPaths;
+  s.allowedUris = o.allowedUris;
+  s.restrictHint = " (restricted evaluation: allow paths with --allow-path PATH or -I PATH, "
+                   "URIs with --allowed-uris PREFIX)";
   return s;
 }
 
@@ -115,7 +123,7 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
       if (path.size() > 2 && path.front() == '<' && path.back() == '>')
         path = st.findFile(path.substr(1, path.size() - 2), kNoPos);
       Value root;
-      st.eval(st.parseExprFromFile(absPath(path)), root);
+      st.eval(st.parseExprFromFile(st.checkSourcePath(absPath(path))), root);
       Value& selected = *findAlongAttrPath(st, o.attrPath, autoArgs, root);
       JobCounts counts = evalJobs(o, st, selected, autoArgs);
       o.target.flush();
@@ -158,6 +166,15 @@ int evalCommand(const std::vector<std::string>& argv) {
       "max-memory-size", po::value(&o.maxMemoryMiB),
       "with --workers: replace a worker whose resident size exceeds\n"
       "this many MiB after a job (default 4096)")(
+      "restrict-eval", po::bool_switch(&o.restrictEval),
+      "restricted evaluation, as Hydra's for jobsets: files only below -I\n"
+      "entries and --allow-path paths (and store paths it made); getEnv\n"
+      "gives \"\"; currentTime, other store paths and fetchers are refused")(
+      "allow-path", po::value(&o.allowPaths),
+      "with --restrict-eval: a path that may be read, with what is below it\n"
+      "(repeatable; the scheduler passes the jobset's checkout)")(
+      "allowed-uris", po::value(&o.allowedUris),
+      "with --restrict-eval: a URI prefix fetchers may use (repeatable)")(
       "arg", "NAME EXPR: argument for the top-level function")(
       "argstr", "NAME STRING: string argument for the top-level function");
   o.target.addOptions(opts);

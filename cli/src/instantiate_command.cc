@@ -11,6 +11,7 @@
 
 #include "command.h"
 #include "eval_cli.h"
+#include "nix_flags.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/evaluator/output.h"
@@ -34,6 +35,7 @@ struct Options {
   bool fromExpr = false, eval = false, strict = false, json = false, xml = false;
   bool noLocation = false, parseOnly = false, readStdin = false, showTrace = false;
   uint32_t maxCallDepth = 10000;
+  NixFlags nix;  // Nix's common flags and settings (--option, -j, ...)
 };
 
 // Options whose value is the next argument (for nix-instantiate's
@@ -113,7 +115,7 @@ void printDrv(EvalState& st, Options& o, const CollectedDrv& drv) {
     o.target.print(link + suffix + "\n");
     return;
   }
-  if (!o.warned) {  // nix-instantiate warns in read-only mode too
+  if (!o.warned && !o.nix.noGcWarning) {  // nix-instantiate warns in read-only mode too
     o.warned = true;
     std::cerr << "warning: you did not specify '--add-root'; the result might be removed by "
                  "the garbage collector\n";
@@ -144,13 +146,27 @@ void processExpr(EvalState& st, Options& o, Bindings* autoArgs, Expr* e) {
   }
 }
 
-int run(Options& o, const po::variables_map& vm) {
-  EvalSettings settings;
-  settings.maxCallDepth = o.maxCallDepth;
-  settings.showTrace = o.showTrace;
-  for (auto& i : o.includes) settings.searchPath.push_back(i);
-  applyNixEnvironment(settings);
-  o.target.apply(vm, settings);
+// Evaluates the files, expressions or stdin.
+void processInputs(EvalState& st, Options& o, Bindings* autoArgs) {
+  std::string cwd = absPath(".");
+  if (o.readStdin) {
+    std::stringstream buf;
+    buf << std::cin.rdbuf();
+    processExpr(st, o, autoArgs, st.parseExprFromString(buf.str(), cwd, "«stdin»"));
+  } else if (o.fromExpr) {
+    for (auto& text : o.files) processExpr(st, o, autoArgs, st.parseExprFromString(text, cwd));
+  } else {
+    std::vector<std::string> files = o.files.empty() ? std::vector<std::string>{"./default.nix"} : o.files;
+    for (auto& f : files) {
+      std::string path = f;
+      if (path.size() > 2 && path.front() == '<' && path.back() == '>')
+        path = st.findFile(path.substr(1, path.size() - 2), kNoPos);
+      processExpr(st, o, autoArgs, st.parseExprFromFile(st.checkSourcePath(absPath(path))));
+    }
+  }
+}
+
+int run(Options& o, const EvalSettings& settings) {
   int rc = kExitOk;
   runWithLargeStack([&] {
     try {
@@ -163,23 +179,11 @@ int run(Options& o, const po::variables_map& vm) {
       EvalState& st = *kept;
       st.arena.leaveToExit();
       st.storeWriter = o.target.writer();
-      std::string cwd = absPath(".");
-      Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
-      if (o.readStdin) {
-        std::stringstream buf;
-        buf << std::cin.rdbuf();
-        processExpr(st, o, autoArgs, st.parseExprFromString(buf.str(), cwd, "«stdin»"));
-      } else if (o.fromExpr) {
-        for (auto& text : o.files) processExpr(st, o, autoArgs, st.parseExprFromString(text, cwd));
-      } else {
-        std::vector<std::string> files = o.files.empty() ? std::vector<std::string>{"./default.nix"} : o.files;
-        for (auto& f : files) {
-          std::string path = f;
-          if (path.size() > 2 && path.front() == '<' && path.back() == '>')
-            path = st.findFile(path.substr(1, path.size() - 2), kNoPos);
-          processExpr(st, o, autoArgs, st.parseExprFromFile(absPath(path)));
-        }
+      if (o.nix.findFile) {  // --find-file: search path look-ups only
+        for (auto& f : o.files) std::cout << st.findFile(f, kNoPos) << "\n";
+        return;
       }
+      processInputs(st, o, makeAutoArgs(st, o.autoArgs));
       o.target.flush();
     } catch (const Error& e) {
       try {
@@ -194,8 +198,34 @@ int run(Options& o, const po::variables_map& vm) {
   return rc;
 }
 
-int instantiate(const std::vector<std::string>& argv) {
-  Options o;
+constexpr const char* kNixFlagsHelp = R"(
+Nix's common flags (nix-instantiate 2.8 accepts them all):
+  --option NAME VALUE   set a Nix setting; kiln honours restrict-eval,
+                        allowed-uris, show-trace, system, nix-path, store,
+                        pure-eval (false only); other settings are accepted
+                        with no effect (unknown ones are warned about)
+  --NAME VALUE, --NAME, --no-NAME, --extra-NAME VALUE
+                        the same for every setting (e.g. --restrict-eval,
+                        --allowed-uris URIS, --system SYSTEM)
+  --store URL           local?root=DIR or DIR: as --store-root DIR;
+                        auto, local, daemon: kiln's store
+  --dry-run             as --readonly-mode
+  --eval-only, --parse-only   as --eval, --parse
+  --find-file           print where each argument is found in the search path
+  --no-gc-warning       no warning about a missing --add-root
+  --version             print the Nix version kiln implements
+  -v/--verbose, --quiet, --debug   log level; kiln prints only what Nix
+                        prints at -vv: "instantiated 'NAME' -> 'DRV'"
+  No effect in kiln (accepted):
+  --log-format F, -j/--max-jobs N, --cores N, --timeout N,
+  --max-silent-time N, -Q/--no-build-output, -K/--keep-failed,
+  -k/--keep-going, --fallback, --repair, --impure, --eval-store URL,
+  --override-flake A B, --relaxed-sandbox (values are checked as Nix does)
+)";
+
+// Parses argv as nix-instantiate does into `o` and `vm`. Returns an exit
+// code to stop with, or -1 to go on.
+int parseArgs(const std::vector<std::string>& argv, Options& o, po::variables_map& vm) {
   po::options_description opts(
       "Usage: kiln instantiate [options] [FILE... | -E EXPR...]\n\n"
       "Evaluates Nix expressions like nix-instantiate: prints .drv paths, or\n"
@@ -227,12 +257,17 @@ int instantiate(const std::vector<std::string>& argv) {
   all.add(opts).add(hidden);
   po::positional_options_description pos;
   pos.add("files", -1);
-  po::variables_map vm;
   try {
-    std::vector<std::string> rest = takeNixStyleArgs(takeAutoArgs(argv, o.autoArgs), o);
+    std::vector<std::string> rest = takeNixStyleArgs(
+        takeNixFlags(expandShortFlags(takeAutoArgs(argv, o.autoArgs)), o.nix, takesValue, std::cerr),
+        o);
     po::store(po::command_line_parser(rest).options(all).positional(pos).run(), vm);
     if (vm.count("help")) {
-      std::cout << opts;
+      std::cout << opts << kNixFlagsHelp;
+      return kExitOk;
+    }
+    if (o.nix.version) {
+      std::cout << "nix-instantiate (kiln) 2.8.0\n";
       return kExitOk;
     }
     po::notify(vm);
@@ -245,7 +280,30 @@ int instantiate(const std::vector<std::string>& argv) {
     std::cerr << "error: " << e.what() << "\nTry 'kiln instantiate --help' for more information.\n";
     return kExitFailure;
   }
-  return run(o, vm);
+  o.eval = o.eval || o.nix.evalOnly || o.nix.parseOnly;
+  o.parseOnly = o.parseOnly || o.nix.parseOnly;
+  if (o.nix.dryRun) o.target.setReadOnly();
+  return -1;
+}
+
+int instantiate(const std::vector<std::string>& argv) {
+  Options o;
+  po::variables_map vm;
+  if (int rc = parseArgs(argv, o, vm); rc >= 0) return rc;
+  EvalSettings settings;
+  try {
+    settings.maxCallDepth = o.maxCallDepth;
+    for (auto& i : o.includes) settings.searchPath.push_back(i);
+    applyNixEnvironment(settings);
+    std::string storeRoot = applyNixSettings(o.nix, settings, o.includes.size(), o.showTrace);
+    if (!storeRoot.empty()) o.target.setStoreRoot(storeRoot);
+    settings.showTrace = o.showTrace;
+    o.target.apply(vm, settings);
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  return run(o, settings);
 }
 
 RegisterCommand reg("instantiate", "evaluate Nix expressions (drop-in for nix-instantiate)", instantiate);

@@ -48,6 +48,10 @@ void printUsage(std::ostream& os, const std::string& prefix) {
 int main(int argc, char** argv) {
   using namespace kiln::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Installed or symlinked as nix-instantiate: the drop-in, every
+  // argument its own (docs/evaluator.md).
+  std::string self = argv[0];
+  if (self.substr(self.rfind('/') + 1) == "nix-instantiate") args.insert(args.begin(), "instantiate");
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     printUsage(args.empty() ? std::cerr : std::cout, "");
     return args.empty() ? kExitUsage : kExitOk;

@@ -23,7 +23,7 @@ struct BuiltinDef {
 
 #define KILN_BUILTIN_FAMILIES(X) \
   X(Arith) X(Types) X(Strings) X(Lists) X(Attrs) X(Json) X(Fs) X(Env) X(Errors) \
-  X(Context) X(Hash) X(Regex) X(Xml) X(Toml) X(Derivation)
+  X(Context) X(Hash) X(Regex) X(Xml) X(Toml) X(Derivation) X(Fetch)
 
 #define KILN_DECLARE_FAMILY(f) void register##f##Builtins(EvalState& state);
 KILN_BUILTIN_FAMILIES(KILN_DECLARE_FAMILY)
@@ -33,6 +33,17 @@ KILN_BUILTIN_FAMILIES(KILN_DECLARE_FAMILY)
 inline void addBuiltins(EvalState& state, std::span<const BuiltinDef> defs) {
   for (auto& d : defs) state.addPrimOp(d.name, d.arity, d.fn);
 }
+
+/// Whether `v` is the native `derivation` builtin. Nix's is the lambda
+/// `{ outputs ? [ "out" ], ... }: …` of derivation.nix, so functionArgs
+/// and printing treat this one as that lambda.
+bool isDerivationBuiltin(const Value& v);
+
+/// The path a builtin reads (import, readFile, readDir, hashFile…): `v`
+/// coerced to an absolute path, canonicalised and, if `check`, allowed by
+/// restricted evaluation (EvalState::checkSourcePath, symlinks then
+/// resolved). Errors get Nix's "while realising the context of …" trace.
+std::string realisePath(EvalState& st, PosIdx pos, Value& v, bool check = true);
 
 /// Decides whether a path (and its type: "regular", "directory",
 /// "symlink", "unknown") goes into a source path (builtins.filterSource).

@@ -142,6 +142,12 @@ void primCatAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primFunctionArgs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceValue(*args[0], pos);
+  if (isDerivationBuiltin(*args[0])) {  // as Nix's `{ outputs ? [ "out" ], ... }:`
+    Bindings* b = st.allocBindings(1);
+    b->push(st.sOutputs, &st.vTrue);
+    st.mkAttrs(v, b);
+    return;
+  }
   if (args[0]->type == VType::kPrimOp || args[0]->type == VType::kPrimOpApp) {
     v = st.vEmptyAttrs;
     return;

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <iostream>
+
 #include "builtins.h"
 #include "kiln/store/derivation.h"
 
@@ -63,6 +65,7 @@ struct WrapperState {
   Value* outName = nullptr;     // "out", the default output
   Symbol sDrvAttrs;
   std::unordered_map<uint32_t, Value*> outputSel;  // getAttr <output>
+  Value* lazyListFn = nullptr;  // list -> the same list of unevaluated elements
 };
 
 // Hashes of the derivations made by this evaluation are memoised in
@@ -306,6 +309,8 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
   }
   std::string drvPathS = ds.dir.printPath(*drvPath);
+  if (st.settings.logInstantiations)  // Nix's chatty-level line (-vv)
+    std::cerr << "instantiated '" << drvName << "' -> '" << drvPathS << "'\n";
   if (st.storeWriter) writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
   // One arena copy of "=<drvPath>" serves as the drvPath string's context,
   // the string itself (after the '=') and the key of `made` (its base name).
@@ -338,6 +343,39 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.mkAttrs(v, b);
 }
 
+// Returns its argument unchanged: applied to a value, a thunk of it.
+void primSame(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceValue(*args[0], pos);
+  v = *args[0];
+}
+
+// A list's elements as unevaluated applications, as `all` is in Nix's
+// derivation.nix (`map (x: x.value) outputsList`): printed unforced, as
+// Nix, `all` shows <CODE> and its elements [ <CODE> ].
+// The primop `primSame` as a value (shared by every EvalState).
+Value* samePrimOp() {
+  static const PrimOp kSame{"derivation-output", 1, primSame};
+  static Value same = [] {
+    Value s;
+    s.mkPrimOp(&kSame);
+    return s;
+  }();
+  return &same;
+}
+
+// `v` unevaluated: an application that gives it when forced.
+Value* lazily(EvalState& st, Value* v) {
+  Value* app = st.allocValue();
+  app->mkApp(samePrimOp(), v);
+  return app;
+}
+
+void primLazyList(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  st.forceList(*args[0], pos);
+  st.mkList(v, args[0]->list.size);
+  for (size_t i = 0; i < v.list.size; ++i) v.list.elems[i] = lazily(st, args[0]->list.elems[i]);
+}
+
 WrapperState& wrapperState(EvalState& st) {
   WrapperState& ws = drvState(st).wrapper;
   if (ws.strictFn) return ws;
@@ -352,6 +390,8 @@ WrapperState& wrapperState(EvalState& st) {
   ws.outName = st.allocValue();
   st.mkString(*ws.outName, "out");
   ws.sDrvAttrs = st.sym("drvAttrs");
+  ws.lazyListFn = st.allocValue();
+  ws.lazyListFn->mkPrimOp(st.arena.make<PrimOp>(PrimOp{"derivation-all", 1, primLazyList}));
   return ws;
 }
 
@@ -405,11 +445,19 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
     all->list.elems[i] = st.allocValue();
     syms.push_back(st.sym(names[i]->sv()));
   }
+  Value* allLazy = st.allocValue();  // unevaluated until used, as in Nix
+  allLazy->mkApp(ws.lazyListFn, all);
+  // Each output's attribute, shared by every output's set: the first is
+  // the result itself; the others stay unevaluated until used, as Nix's
+  // listToAttrs values.
+  std::vector<Value*> outputAttr(names.size());
+  for (size_t j = 0; j < names.size(); ++j)
+    outputAttr[j] = j == 0 ? all->list.elems[0] : lazily(st, all->list.elems[j]);
   for (size_t i = 0; i < names.size(); ++i) {
     std::vector<Attr> extras;
     // listToAttrs keeps the first of equal names: add them last-to-first.
-    for (size_t j = names.size(); j-- > 0;) extras.push_back({syms[j], kNoPos, all->list.elems[j]});
-    extras.push_back({st.sAll, kNoPos, all});
+    for (size_t j = names.size(); j-- > 0;) extras.push_back({syms[j], kNoPos, outputAttr[j]});
+    extras.push_back({st.sAll, kNoPos, allLazy});
     extras.push_back({ws.sDrvAttrs, kNoPos, attrs});
     Value*& sel = ws.outputSel[syms[i].id];
     if (!sel) {
@@ -437,5 +485,9 @@ constexpr BuiltinDef kDefs[] = {
 }  // namespace
 
 void registerDerivationBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+bool isDerivationBuiltin(const Value& v) {
+  return v.type == VType::kPrimOp && v.primOp->fn == primDerivation;
+}
 
 }  // namespace kiln::eval

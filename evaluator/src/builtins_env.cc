@@ -10,7 +10,8 @@ namespace {
 
 void primGetEnv(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string name(st.forceStringNoCtx(*args[0], pos));
-  const char* val = std::getenv(name.c_str());
+  // Restricted evaluation sees no environment (as Nix's restrict-eval).
+  const char* val = st.settings.restrictEval ? nullptr : std::getenv(name.c_str());
   st.mkString(v, val ? val : "");
 }
 

@@ -12,12 +12,25 @@
 
 namespace kiln::eval {
 
-namespace {
-
-std::string realisePath(EvalState& st, PosIdx pos, Value& v) {
-  Context ctx;
-  return canonPath(st.coerceToPath(pos, v, ctx));
+std::string realisePath(EvalState& st, PosIdx pos, Value& v, bool check) {
+  std::string path;
+  try {
+    Context ctx;
+    path = canonPath(st.coerceToPath(pos, v, ctx));
+  } catch (EvalError& e) {
+    e.addTrace("while realising the context of a path" + st.positions.snippet(pos));
+    throw;
+  }
+  if (!check) return path;
+  try {
+    return st.checkSourcePath(path);
+  } catch (EvalError& e) {
+    e.addTrace("while realising the context of path '" + path + "'" + st.positions.snippet(pos));
+    throw;
+  }
 }
+
+namespace {
 
 void primImport(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string path = realisePath(st, pos, *args[0]);
@@ -78,7 +91,15 @@ void primReadDir(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primPathExists(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string path = realisePath(st, pos, *args[0]);
+  // A path restricted evaluation may not read does not exist (as in Nix):
+  // an error would tell that it does.
+  std::string path = realisePath(st, pos, *args[0], false);
+  try {
+    path = st.checkSourcePath(path);
+  } catch (const RestrictedPathError&) {
+    v.mkBool(false);
+    return;
+  }
   struct stat s;
   v.mkBool(lstat(path.c_str(), &s) == 0);
 }
@@ -86,6 +107,7 @@ void primPathExists(EvalState& st, PosIdx pos, Value** args, Value& v) {
 void primFindFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceList(*args[0], pos);
   std::string path(st.forceStringNoCtx(*args[1], pos));
+  std::vector<std::pair<std::string, std::string>> entries;
   for (size_t i = 0; i < args[0]->list.size; ++i) {
     Value& e = *args[0]->list.elems[i];
     st.forceAttrs(e, pos);
@@ -94,19 +116,9 @@ void primFindFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
     Value* dirV = e.attrs->get(st.sPath);
     if (!dirV) st.throwError(pos, "attribute 'path' missing");
     Context ctx;
-    std::string dir = st.coerceToString(pos, *dirV, ctx, false, false);
-    if (auto found = resolveSearchPath(prefix, dir, path)) {
-      st.mkPath(v, *found);
-      return;
-    }
+    entries.push_back({prefix, st.coerceToString(pos, *dirV, ctx, false, false)});
   }
-  if (path.compare(0, 4, "nix/") == 0) {
-    st.mkPath(v, kCorepkgsPrefix + path.substr(4));
-    return;
-  }
-  throw ThrownError("file '" + path +
-                    "' was not found in the Nix search path (add it using $NIX_PATH or -I)" +
-                    st.positions.snippet(pos));
+  st.mkPath(v, st.checkSourcePath(st.findFileIn(entries, path, pos)));
 }
 
 void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
@@ -131,13 +143,21 @@ void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
     for (auto& r : refs) refPaths.insert(dir.printPath(r));
     st.storeWriter->addText(path, contents, refPaths);
   }
+  st.allowPath(path);
   Context out;
   st.addContext(out, path);
   st.mkString(v, path, out);
 }
 
-std::string addPath(EvalState& st, PosIdx pos, const std::string& path, const std::string& name,
+std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const std::string& name,
                     Value* filter, bool recursive, std::optional<Hash> expected) {
+  std::string path;
+  try {
+    path = st.checkSourcePath(source);
+  } catch (EvalError& e) {
+    e.addTrace("while adding path '" + source + "'" + st.positions.snippet(pos));
+    throw;
+  }
   NarFilter f;
   if (filter)
     f = [&](const std::string& p, const char* type) {
@@ -176,11 +196,13 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& path, const st
       st.throwError(pos, e.what());
     }
   }
+  st.allowPath(out);
   return out;
 }
 
 void primFilterSource(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string path = realisePath(st, pos, *args[1]);
+  Context pathCtx;
+  std::string path = canonPath(st.coerceToPath(pos, *args[1], pathCtx));
   st.forceFunction(*args[0], pos);
   std::string out = addPath(st, pos, path, baseNameOf(path), args[0], true, std::nullopt);
   Context ctx;
@@ -192,11 +214,12 @@ void primPath(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceAttrs(*args[0], pos);
   std::string path, name;
   Value* filter = nullptr;
+  Context pathCtx;
   bool recursive = true;
   std::optional<Hash> expected;
   for (auto& a : *args[0]->attrs) {
     std::string_view n = st.symbols.name(a.name);
-    if (n == "path") path = realisePath(st, pos, *a.value);
+    if (n == "path") path = canonPath(st.coerceToPath(pos, *a.value, pathCtx));
     else if (n == "name") name = st.forceStringNoCtx(*a.value, pos);
     else if (n == "filter") { st.forceFunction(*a.value, pos); filter = a.value; }
     else if (n == "recursive") recursive = st.forceBool(*a.value, pos);

@@ -22,8 +22,7 @@ void primHashString(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primHashFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   HashAlgo algo = parseAlgo(st, pos, *args[0]);
-  Context ctx;
-  std::string path = st.coerceToPath(pos, *args[1], ctx);
+  std::string path = realisePath(st, pos, *args[1]);
   std::string data;
   try {
     data = kiln::readFile(path);

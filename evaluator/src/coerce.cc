@@ -164,16 +164,18 @@ std::string EvalState::copyPathToStore(Context& ctx, const std::string& path) {
   } else {
     store::StoreDir storeDir(settings.storeDir);
     std::string name = baseNameOf(path);
-    Hash h = narHashOfPath(path);
+    std::string src = checkSourcePath(path);
+    Hash h = narHashOfPath(src);
     dst = storeDir.printPath(storeDir.makeFixedOutputPath(name, true, h));
     if (storeWriter) try {
-        storeWriter->addSource(dst, path, {}, true);
+        storeWriter->addSource(dst, src, {}, true);
       } catch (const EvalError&) {
         throw;
       } catch (const Error& e) {
         throw EvalError(e.what());
       }
     srcToStore.emplace(path, dst);
+    allowPath(dst);
   }
   addContext(ctx, dst);
   return dst;

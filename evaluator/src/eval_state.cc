@@ -2,6 +2,7 @@
 // points and file evaluation.
 #include "kiln/evaluator/eval_state.h"
 
+#include <iostream>
 #include <pthread.h>
 #include <sys/stat.h>
 
@@ -43,6 +44,7 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
     if (eq == std::string::npos) searchPathEntries.push_back({"", e});
     else searchPathEntries.push_back({e.substr(0, eq), e.substr(eq + 1)});
   }
+  initAllowedPaths();
   createBaseEnv();
 }
 
@@ -430,7 +432,8 @@ Expr* EvalState::parseExprFromFile(const std::string& path) {
 }
 
 void EvalState::evalFile(const std::string& path, Value& v) {
-  std::string file = canonPath(resolveNixFile(path));
+  // Checked before and after adding default.nix (it may be a symlink).
+  std::string file = canonPath(checkSourcePath(resolveNixFile(checkSourcePath(path))));
   auto it = fileCache.find(file);
   Value* cached;
   if (it != fileCache.end()) {
@@ -468,8 +471,21 @@ std::optional<std::string> resolveSearchPath(const std::string& prefix, const st
 }
 
 std::string EvalState::findFile(std::string_view path, PosIdx pos) {
-  for (auto& [prefix, dir] : searchPathEntries)
+  return findFileIn(searchPathEntries, path, pos);
+}
+
+std::string EvalState::findFileIn(const std::vector<std::pair<std::string, std::string>>& entries,
+                                  std::string_view path, PosIdx pos) {
+  for (auto& [prefix, dir] : entries) {
+    bool applies = prefix.empty() || path == prefix ||
+                   (path.starts_with(prefix) && path[prefix.size()] == '/');
+    if (applies && !kiln::pathExists(dir)) {  // as Nix: warned once, then skipped
+      if (missingEntriesWarned_.insert(dir).second)
+        std::cerr << "warning: Nix search path entry '" << dir << "' does not exist, ignoring\n";
+      continue;
+    }
     if (auto found = resolveSearchPath(prefix, dir, path)) return *found;
+  }
   if (path.substr(0, 4) == "nix/") return kCorepkgsPrefix + std::string(path.substr(4));
   throw ThrownError("file '" + std::string(path) +
                     "' was not found in the Nix search path (add it using $NIX_PATH or -I)" +

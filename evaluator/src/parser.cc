@@ -261,6 +261,8 @@ Expr* Parser::parseOp(int minPrec) {
       h->path = parseAttrPath();
       lhs = h;
     } else {
+      // Where the right operand starts: a `+` error about it points there.
+      PosIdx rhsPos = lex_.posAt(lex_.peek().start);
       Expr* rhs = parseOp(rightAssoc(op) ? prec : prec + 1);
       auto bin = [&](ExprBinOp::Op o) {
         auto* b = state_.arena.make<ExprBinOp>();
@@ -294,7 +296,7 @@ Expr* Parser::parseOp(int minPrec) {
         case Tok::kPlus: {
           auto* c = state_.arena.make<ExprConcatStrings>();
           c->pos = opPos;
-          c->parts = {{pos, lhs}, {opPos, rhs}};
+          c->parts = {{pos, lhs}, {rhsPos, rhs}};
           lhs = c;
           break;
         }

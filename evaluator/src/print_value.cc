@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "kiln/evaluator/output.h"
+#include "builtins.h"
 #include "print.h"
 
 namespace kiln::eval {
@@ -86,7 +87,7 @@ struct Printer {
         }
         break;
       case VType::kLambda: out << "<LAMBDA>"; break;
-      case VType::kPrimOp: out << "<PRIMOP>"; break;
+      case VType::kPrimOp: out << (isDerivationBuiltin(v) ? "<LAMBDA>" : "<PRIMOP>"); break;
       case VType::kPrimOpApp: out << "<PRIMOP-APP>"; break;
       case VType::kThunk: case VType::kApp: out << "<CODE>"; break;
       case VType::kBlackhole: out << "«potential infinite recursion»"; break;

@@ -20,7 +20,11 @@ class KilnEvalRunner final : public EvalRunner {
   std::vector<Job> evaluate(const JobsetSpec& js, const Checkout& co,
                             const EvalStore& target) override {
     std::string file = co.dir + "/" + js.file;
-    auto r = runCommand(command(js, file, target), co.dir);
+    auto cmd = command(js, file, target);
+    // Restricted, as Hydra evaluates jobsets: only the checkout (and the
+    // scheduler's own -I/NIX_PATH entries) may be read, no environment.
+    cmd.insert(cmd.end(), {"--restrict-eval", "--allow-path", co.dir});
+    auto r = runCommand(cmd, co.dir);
     if (r.exitCode != 0)
       throw Error("evaluation of " + file + " failed (kiln eval exit " +
                   std::to_string(r.exitCode) + "): " + r.err);

@@ -20,7 +20,7 @@ struct BadCase {
 
 const BadCase kCases[] = {
     {"syntax.nix", "let x = 1 in x", "syntax error, unexpected IN", "syntax.nix:1:11"},
-    {"type.nix", "{ a = 1 + \"x\"; }.a", "cannot add a string to an integer", "type.nix:1:9"},
+    {"type.nix", "{ a = 1 + \"x\"; }.a", "cannot add a string to an integer", "type.nix:1:11"},  // the operand, as Nix
     {"missing.nix", "{ a = 1; }.b", "attribute 'b' missing", "missing.nix:1:1"},
     {"loop.nix", "let x = x; in x", "infinite recursion encountered", "loop.nix:1:9"},
     {"throw.nix", "throw \"boom\"", "error: boom", ""},

@@ -3,7 +3,11 @@
 // code as the real nix-instantiate run in the same folder (read-only mode,
 // so neither writes a store).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cerrno>
+
+#include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "test_support.h"
 
@@ -101,11 +105,124 @@ std::vector<Case> cases() {
       {{"-E", "[ [ 1 ] ]"}},
       {{"--bogus"}},
       {{"-A"}},
+      // Restricted evaluation (--option restrict-eval true): Nix's errors.
+      {{"--option", "restrict-eval", "true", "--eval", "-E", "builtins.readFile /etc/passwd"}},
+      {{"--option", "restrict-eval", "true", "--show-trace", "--eval", "-E", "import /etc/passwd"}},
+      {{"--restrict-eval", "--eval", "-E", "builtins.readDir /etc"}},
+      {{"--restrict-eval", "--eval", "-E", "builtins.path { path = /etc; }"}},
+      {{"--restrict-eval", "--eval", "-E", "\"${/etc/passwd}\""}},
+      {{"--restrict-eval", "--eval", "-E", "builtins.pathExists /etc/passwd"}},
+      {{"--restrict-eval", "--eval", "-E", "builtins.getEnv \"HOME\""}},
+      {{"--restrict-eval", "-A", "hello"}},  // ./default.nix is not allowed
+      {{"--restrict-eval", "-I", ".", "-A", "hello"}},
+      {{"--restrict-eval", "-I", "lib=sp/lib", "--eval", "-E", "(import <lib>).v"}},
+      {{"--restrict-eval", "--eval", "-E", "builtins.storePath /nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-x"}},
+      {{"--restrict-eval", "--option", "allowed-uris", "https://a.org", "--eval", "-E",
+        "builtins.fetchTarball \"https://a.organ/x\""}},
+      {{"--restrict-eval", "--eval", "-E", "builtins.fetchurl \"file:///etc/passwd\""}},
+      // Nix's common flags: accepted, values checked as Nix checks them.
+      {{"-vvv", "--quiet", "--debug", "-j4", "--cores", "2K", "--timeout", "10", "--max-silent-time",
+        "5", "-Q", "-K", "-k", "--fallback", "--repair", "--impure", "--eval-store", "auto",
+        "--log-format", "raw", "--override-flake", "a", "b", "--sandbox", "--no-sandbox",
+        "--extra-substituters", "x", "--builders", "", "-A", "hello"}},
+      {{"--option", "foo", "bar", "--option", "cores", "x", "--option", "restrict-eval", "maybe",
+        "--option", "build-cores", "3", "--option", "extra-allowed-uris", "x", "--eval", "-A", "num"}},
+      {{"--cores", "abc", "-A", "hello"}},
+      {{"--cores", "-1", "-A", "hello"}},
+      {{"-j", "3x", "-A", "hello"}},
+      {{"--log-lines", "x", "-A", "hello"}},
+      {{"-A", "hello", "--option", "x"}},
+      {{"--system", "aarch64-linux", "--eval", "-E", "builtins.currentSystem"}},
+      {{"--option", "system", "i686-linux", "--eval", "-E", "builtins.currentSystem"}},
+      {{"--eval-only", "-A", "num"}},
+      {{"--parse-only", "-E", "1 + 2"}},
+      {{"--dry-run", "-A", "hello"}},
+      {{"--no-gc-warning", "-A", "hello"}},
+      {{"--find-file", "lib", "-I", "sp"}},
+      {{"--find-file", "nope"}},
+      {{"--eval", "--", "-E", "1"}},
+      {{"--option", "show-trace", "true", "--eval", "-E", "let f = x: x.a; in f {}"}},
+      {{"--eval", "-E", "(import <lib>).v"}, {"NIX_PATH=lib=nope"}},
+      // Former known differences: `+` errors at the operand, `all` and
+      // unforced attributes of a derivation as <CODE>, functionArgs
+      // derivation, "while realising the context" traces.
+      {{"--eval", "-E", "1 + \"a\""}},
+      {{"--eval", "-E", "let x = \"s\"; y = 1; in x   +   y"}},
+      {{"--eval", "-E", "\"a\" + {}"}},
+      {{"--eval", "-E", "1 + (2 + true)"}},
+      {{"--eval", "--show-trace", "-E", "let f = x: x + \"a\"; in f 1"}},
+      {{"--eval", "-A", "hello"}},
+      {{"--eval", "-A", "multi"}},
+      {{"--eval", "-A", "multi.all"}},
+      {{"--eval", "--strict", "-A", "multi"}},
+      {{"--eval", "-E", "(derivation { name = \"d\"; system = \"x\"; builder = \"/b\"; }).all"}},
+      {{"--eval", "-E", "builtins.functionArgs derivation"}},
+      {{"--eval", "-E", "[ derivation builtins.derivationStrict ]"}},
+      {{"--eval", "-E", "builtins.readFile 1"}},
+      {{"--eval", "--show-trace", "-E", "builtins.readFile 1"}},
+      {{"--eval", "--show-trace", "-E", "import 1"}},
   };
   return c;
 }
 
 INSTANTIATE_TEST_SUITE_P(Flags, InstantiateDropIn, ::testing::ValuesIn(cases()));
+
+// A shell script written for nix-instantiate 2.8, run once with the real
+// one and once with kiln as `nix-instantiate` on PATH (a symlink to the
+// kiln binary): the same stdout, stderr and exit code.
+constexpr const char* kScript = R"(set -eu
+export NIX_PATH=lib=$PWD/sp/lib
+nix-instantiate --version | cut -d' ' -f3
+nix-instantiate --eval -E '(import <lib>).v'
+nix-instantiate --eval --strict --json -A value.y; echo
+nix-instantiate --store "local?root=$PWD/chroot" -j4 --cores 2 --option sandbox false \
+  --show-trace --no-gc-warning -A hello -A set
+drv=$(nix-instantiate --readonly-mode --no-gc-warning -A hello)
+test -n "$drv" && echo "got a .drv"
+nix-instantiate --parse -E '1 + 2'
+nix-instantiate --find-file lib/default.nix
+nix-instantiate --option restrict-eval true --eval -E 'builtins.readFile /etc/passwd' 2>&1 \
+  || echo "refused: $?"
+nix-instantiate --restrict-eval -I . --eval -E '(import ./. {}).num'
+nix-instantiate --eval --argstr who bob -A value.z
+nix-instantiate --dry-run --quiet -A set 2>/dev/null
+if nix-instantiate --eval -E 'throw "x"' 2>/dev/null; then echo unexpected; else echo "failed: $?"; fi
+nix-instantiate --eval -E 'builtins.getEnv "HOME"' --option restrict-eval true
+ls chroot/nix/store | grep '\.drv$'
+)";
+
+TEST(InstantiateScript, RunsWithKilnAsNixInstantiate) {
+  if (!test::haveProgram("nix-instantiate")) GTEST_SKIP() << "nix-instantiate is not installed";
+  auto runScript = [](const std::string& nixInstantiate) {
+    TempDir tmp("kiln-script");
+    std::string dir = tmp.path();
+    createDirs(dir + "/nixconf");
+    writeFile(dir + "/nixconf/nix.conf", "build-users-group =\n");
+    writeFile(dir + "/default.nix", kCollection);
+    createDirs(dir + "/sp/lib");
+    writeFile(dir + "/sp/lib/default.nix", "{ v = 42; }\n");
+    writeFile(dir + "/script.sh", kScript);
+    std::string path = "/usr/bin:/bin";
+    if (!nixInstantiate.empty()) {  // kiln, found first on PATH
+      createDirs(dir + "/bin");
+      if (symlink(nixInstantiate.c_str(), (dir + "/bin/nix-instantiate").c_str()) != 0)
+        throw SysError("symlink", errno);
+      path = dir + "/bin:" + path;
+    }
+    auto r = test::run({"sh", "-c",
+                        "cd '" + dir + "' && PATH='" + path + "' NIX_CONF_DIR='" + dir +
+                            "/nixconf' KILN_STATE_DIR='" + dir + "/kiln' exec sh script.sh"});
+    for (std::string* text : {&r.out, &r.err})
+      for (size_t at; (at = text->find(dir)) != std::string::npos;) text->replace(at, dir.size(), "DIR");
+    return r;
+  };
+  auto nix = runScript("");
+  auto ours = runScript(test::kilnBinary());
+  EXPECT_EQ(nix.exitCode, 0) << nix.err;
+  EXPECT_EQ(ours.exitCode, nix.exitCode) << ours.err;
+  EXPECT_EQ(ours.out, nix.out);
+  EXPECT_EQ(ours.err, nix.err);
+}
 
 }  // namespace
 }  // namespace kiln

@@ -29,6 +29,8 @@ class AssertionError : public EvalError { using EvalError::EvalError; };
 class ThrownError : public AssertionError { using AssertionError::AssertionError; };
 /// `abort`: never caught by tryEval.
 class AbortError : public EvalError { using EvalError::EvalError; };
+/// Restricted evaluation refused a path or URI (Nix's RestrictedPathError).
+class RestrictedPathError : public EvalError { using EvalError::EvalError; };
 /// A value that depends on itself, or the call depth limit was exceeded.
 class InfiniteRecursionError : public EvalError { using EvalError::EvalError; };
 

@@ -23,7 +23,7 @@ namespace kiln::eval {
 /// Settings an evaluation runs with.
 struct EvalSettings {
   std::string storeDir = "/nix/store";
-  std::string currentSystem = "x86_64-linux";
+  std::string currentSystem = "x86_64-linux";  ///< builtins.currentSystem (`system`)
   /// Search path entries as `prefix=path` or `path` (from -I then NIX_PATH).
   std::vector<std::string> searchPath;
   /// When true, nothing is written to a store (paths are only computed).
@@ -33,6 +33,27 @@ struct EvalSettings {
   /// Add a "while evaluating 'f'" / "from call site" trace pair for every
   /// function call an error passes through (--show-trace).
   bool showTrace = false;
+  /// Print "instantiated 'NAME' -> 'DRV'" on stderr for each derivation
+  /// (Nix's chatty log level: nix-instantiate -vv).
+  bool logInstantiations = false;
+  /// Nix's `restrict-eval`: files (import, readFile, readDir, pathExists,
+  /// path, filterSource, interpolated paths, storePath, <…> lookups) only
+  /// within the search path entries, `allowedPaths` and store paths this
+  /// evaluation made; `getEnv` returns ""; network fetchers only for
+  /// `allowedUris`. Refusals throw RestrictedPathError.
+  bool restrictEval = false;
+  /// Absolute paths readable in restricted mode besides the search path
+  /// (kiln eval --allow-path: a jobset's inputs).
+  std::vector<std::string> allowedPaths;
+  /// URI prefixes fetchers may use in restricted mode (Nix's allowed-uris).
+  std::vector<std::string> allowedUris;
+  /// Refuse `builtins.currentTime` (kiln eval --restrict-eval: a jobset's
+  /// derivations must not change with the clock). Nix keeps it in
+  /// restrict-eval, so kiln instantiate does too.
+  bool refuseCurrentTime = false;
+  /// Appended to every restricted-mode refusal: how to allow it ("" for
+  /// Nix's exact wording).
+  std::string restrictHint;
 };
 
 /// String context: store paths a string refers to, Nix-encoded
@@ -211,6 +232,26 @@ class EvalState {
   /// The search path as {prefix, path} pairs.
   std::vector<std::pair<std::string, std::string>> searchPathEntries;
   std::string findFile(std::string_view path, PosIdx pos);
+  /// Looks `path` up in `entries` ({prefix, dir} pairs; `<nix/…>` falls
+  /// back to the built-in corepkgs); warns once per missing entry, as Nix.
+  /// Throws ThrownError when nothing has it.
+  std::string findFileIn(const std::vector<std::pair<std::string, std::string>>& entries,
+                         std::string_view path, PosIdx pos);
+
+  // ---- restricted evaluation (restrict.cc) ----
+  /// Returns `path` (absolute) if it may be read: always when not
+  /// restricted; else when it and its symlink-resolved form lie within an
+  /// allowed path (then the resolved form is returned). Throws
+  /// RestrictedPathError naming the path otherwise.
+  std::string checkSourcePath(const std::string& path);
+  /// Throws RestrictedPathError unless `uri` may be fetched (restricted
+  /// mode: equal to or below an allowed-uris prefix, or an allowed path).
+  void checkUri(const std::string& uri);
+  /// Makes `path` (and what is below it) readable in restricted mode.
+  void allowPath(const std::string& path);
+  /// Makes `v` a thunk that throws RestrictedPathError(`message`) each
+  /// time it is forced (a builtin constant refused in restricted mode).
+  void mkRefused(Value& v, std::string message);
 
   // Well-known symbols.
   Symbol sOutPath, sDrvPath, sType, sName, sValue, sFunctor, sToString, sOverrides,
@@ -233,6 +274,12 @@ class EvalState {
 
  private:
   void createBaseEnv();
+  /// Fills allowedPaths_ from the search path and settings.allowedPaths.
+  void initAllowedPaths();
+  /// Whether `path` is within one of allowedPaths_.
+  bool isAllowed(const std::string& path) const;
+  std::vector<std::string> allowedPaths_;
+  std::set<std::string> missingEntriesWarned_;  ///< search path entries warned about
   Expr* parse(std::string text, const std::string& path, const std::string& basePath,
               const StaticEnv& env);
   std::vector<std::pair<Symbol, Value*>> globals_;

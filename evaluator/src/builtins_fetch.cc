@@ -1,0 +1,85 @@
+// Fetchers and store paths: fetchurl, fetchTarball, fetchGit,
+// fetchMercurial, fetchTree, storePath. kiln's evaluator never downloads
+// (sources are fetched by fixed-output derivations, e.g.
+// <nix/fetchurl.nix>, which workers build); a fetcher call fails, after
+// the restricted-mode URI check Nix makes first.
+#include "builtins.h"
+#include "kiln/store/store_path.h"
+
+namespace kiln::eval {
+
+namespace {
+
+// The URL a fetcher was given: a string, or a set's `url` attribute.
+std::string fetcherUrl(EvalState& st, PosIdx pos, Value& arg, const char* who) {
+  st.forceValue(arg, pos);
+  if (arg.type != VType::kAttrs)
+    return std::string(st.forceStringNoCtx(arg, pos));
+  Value* url = arg.attrs->get(st.sym("url"));
+  if (!url)
+    st.throwError(pos, std::string("'url' argument required by '") + who + "'");
+  return std::string(st.forceStringNoCtx(*url, pos));
+}
+
+[[noreturn]] void refuseFetch(EvalState& st, PosIdx pos, Value& arg,
+                              const char* who) {
+  std::string url = fetcherUrl(st, pos, arg, who);
+  st.checkUri(url);
+  st.throwError(
+      pos,
+      std::string("'builtins.") + who + "' of '" + url +
+          "': kiln's evaluator does not download; fetch it in a fixed-output "
+          "derivation instead (e.g. import <nix/fetchurl.nix> { url; sha256; "
+          "})");
+}
+
+void primFetchurl(EvalState& st, PosIdx pos, Value** args, Value&) {
+  refuseFetch(st, pos, *args[0], "fetchurl");
+}
+void primFetchTarball(EvalState& st, PosIdx pos, Value** args, Value&) {
+  refuseFetch(st, pos, *args[0], "fetchTarball");
+}
+void primFetchGit(EvalState& st, PosIdx pos, Value** args, Value&) {
+  refuseFetch(st, pos, *args[0], "fetchGit");
+}
+void primFetchMercurial(EvalState& st, PosIdx pos, Value** args, Value&) {
+  refuseFetch(st, pos, *args[0], "fetchMercurial");
+}
+void primFetchTree(EvalState& st, PosIdx pos, Value** args, Value&) {
+  refuseFetch(st, pos, *args[0], "fetchTree");
+}
+
+// builtins.storePath: a path inside the store directory as a string whose
+// context is its store object. In restricted mode only allowed paths (as
+// in Nix: not arbitrary store objects). The object is not checked to be
+// valid (kiln's evaluator has no store to ask).
+void primStorePath(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  Context ignored;
+  std::string path =
+      st.checkSourcePath(st.coerceToPath(pos, *args[0], ignored));
+  const std::string& dir = st.settings.storeDir;
+  if (!path.starts_with(dir + "/") || path.size() == dir.size() + 1)
+    st.throwError(pos, "path '" + path + "' is not in the Nix store");
+  size_t end = path.find('/', dir.size() + 1);
+  std::string object = path.substr(0, end);
+  try {
+    store::StoreDir(dir).parsePath(object);
+  } catch (const FormatError& e) {
+    st.throwError(pos, e.what());
+  }
+  Context ctx;
+  st.addContext(ctx, object);
+  st.mkString(v, path, ctx);
+}
+
+constexpr BuiltinDef kDefs[] = {
+    {"__fetchurl", 1, primFetchurl}, {"fetchTarball", 1, primFetchTarball},
+    {"fetchGit", 1, primFetchGit},   {"fetchMercurial", 1, primFetchMercurial},
+    {"fetchTree", 1, primFetchTree}, {"__storePath", 1, primStorePath},
+};
+
+}  // namespace
+
+void registerFetchBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+}  // namespace kiln::eval
