@@ -306,7 +306,10 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
   }
   std::string drvPathS = ds.dir.printPath(*drvPath);
-  if (st.storeWriter) writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
+  if (st.storeWriter) {
+    st.storeWriter->useDerivationHashes(&ds.cache);
+    writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
+  }
   // One arena copy of "=<drvPath>" serves as the drvPath string's context,
   // the string itself (after the '=') and the key of `made` (its base name).
   const char* eqPath = arenaConcat(st.arena, {"=", drvPathS});
