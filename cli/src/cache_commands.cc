@@ -153,7 +153,6 @@ int copyFromCache(const std::vector<std::string>& args) {
       "trusted-public-key", po::value(&keys)->composing(),
       "trust this public key, NAME:BASE64 (repeatable)")(
       "no-check-sigs", "accept unsigned paths (like require-sigs = false)")(
-      "no-verify-first", "skip the verification pass before adding paths")(
       "json", "print {\"copied\":[...],\"alreadyPresent\":N}");
   so.addOptions(opts);
   std::vector<std::string> paths;
@@ -164,7 +163,6 @@ int copyFromCache(const std::vector<std::string>& args) {
     for (auto& f : keyFiles) io.trust.keys.add(readPublicKeyFile(f));
     for (auto& k : keys) io.trust.keys.add(PublicKey::parse(k));
     io.trust.requireSigs = vm.count("no-check-sigs") == 0;
-    io.verifyFirst = vm.count("no-verify-first") == 0;
     auto storage = openCacheStorage(from);
     auto* files = dynamic_cast<FileCacheStorage*>(storage.get());
     if (files && !pathExists(files->root())) {

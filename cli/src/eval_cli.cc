@@ -97,6 +97,9 @@ class EvalStoreTarget::LazyWriter : public eval::StoreWriter {
                  const eval::PathFilter& filter, bool recursive) override {
     get().addSource(path, fsPath, filter, recursive);
   }
+  void useDerivationHashes(const store::DrvHashCache* hashes) override {
+    get().useDerivationHashes(hashes);
+  }
   void flush() override {
     if (writer_) writer_->flush();
   }

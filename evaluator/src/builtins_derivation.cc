@@ -311,7 +311,10 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string drvPathS = ds.dir.printPath(*drvPath);
   if (st.settings.logInstantiations)  // Nix's chatty-level line (-vv)
     std::cerr << "instantiated '" << drvName << "' -> '" << drvPathS << "'\n";
-  if (st.storeWriter) writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
+  if (st.storeWriter) {
+    st.storeWriter->useDerivationHashes(&ds.cache);
+    writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
+  }
   // One arena copy of "=<drvPath>" serves as the drvPath string's context,
   // the string itself (after the '=') and the key of `made` (its base name).
   const char* eqPath = arenaConcat(st.arena, {"=", drvPathS});

@@ -15,13 +15,14 @@ namespace {
 class VerifiedNarSource : public Source {
  public:
   VerifiedNarSource(const StoreDir& dir, NarInfo info,
-                    std::unique_ptr<Source> file)
+                    std::unique_ptr<Source> file,
+                    const DecompressionLimits& limits)
       : info_(std::move(info)),
         what_("NAR of '" + dir.printPath(info_.path) + "' (" + info_.url + ")"),
         file_(std::move(file)),
         fileHasher_(HashAlgo::kSha256),
         fileTee_(*file_, fileHasher_),
-        nar_(makeDecompressionSource(info_.compression, fileTee_)),
+        nar_(makeDecompressionSource(info_.compression, fileTee_, limits)),
         narHasher_(HashAlgo::kSha256) {}
 
   size_t read(char* d, size_t len) override {
@@ -210,7 +211,8 @@ std::unique_ptr<Source> BinaryCacheReader::narSource(const NarInfo& info) {
   if (!file)
     throw Error("binary cache '" + storage_.uri() + "' lacks '" + info.url +
                 "', the NAR of '" + storeDir_.printPath(info.path) + "'");
-  return std::make_unique<VerifiedNarSource>(storeDir_, info, std::move(file));
+  return std::make_unique<VerifiedNarSource>(storeDir_, info, std::move(file),
+                                             limits_);
 }
 
 std::optional<std::string> BinaryCacheReader::getLog(const StorePath& drv) {

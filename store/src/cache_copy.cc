@@ -39,11 +39,6 @@ void copyPathMeta(const From& from, To& to) {
   to.ca = from.ca;
 }
 
-class NullSink : public Sink {
- public:
-  void write(std::string_view) override {}
-};
-
 }  // namespace
 
 CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
@@ -100,17 +95,20 @@ CopyResult copyClosureFromCache(BinaryCacheReader& reader, LocalStore& store,
   }
   auto order = referencesFirst(refs);
   for (auto& p : order) reader.checkTrusted(infos.at(p), options.trust);
-  if (options.verifyFirst) {
-    NullSink discard;
-    for (auto& p : order) reader.narSource(infos.at(p))->drainInto(discard);
-  }
+  // One batch: nothing is registered unless every NAR was complete and
+  // verified, and each NAR is read exactly once (what is checked is what
+  // is registered).
+  LocalStore::Batch batch(store, order.size() > 1
+                                     ? LocalStore::Batch::Sync::kFileSystem
+                                     : LocalStore::Batch::Sync::kEachFile);
   for (auto& p : order) {
     auto& ni = infos.at(p);
     ValidPathInfo info(p);
     copyPathMeta(ni, info);
-    store.addFromNar(info, *reader.narSource(ni));
+    batch.addFromNar(info, *reader.narSource(ni));
     result.copied.push_back(p);
   }
+  batch.commit();
   return result;
 }
 

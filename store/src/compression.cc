@@ -3,6 +3,7 @@
 #include <lzma.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kiln/common/error.h"
@@ -107,8 +108,8 @@ class DecoderBase : public Source {
 
 class XzSource : public DecoderBase {
  public:
-  explicit XzSource(Source& in) : DecoderBase(in) {
-    if (lzma_stream_decoder(&strm_, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
+  XzSource(Source& in, uint64_t memLimit) : DecoderBase(in), limit_(memLimit) {
+    if (lzma_stream_decoder(&strm_, memLimit, LZMA_CONCATENATED) != LZMA_OK)
       throw Error("cannot initialise the xz decoder");
   }
   ~XzSource() override { lzma_end(&strm_); }
@@ -129,6 +130,11 @@ class XzSource : public DecoderBase {
       if (ret == LZMA_BUF_ERROR ||
           (!more && ret == LZMA_OK && strm_.avail_out == len))
         throw FormatError("xz data is truncated");
+      if (ret == LZMA_MEMLIMIT_ERROR)
+        throw FormatError(
+            "xz data needs " + std::to_string(lzma_memusage(&strm_) >> 20) +
+            " MiB to decode, more than the decompression memory limit of " +
+            std::to_string(limit_ >> 20) + " MiB");
       if (ret != LZMA_OK)
         throw FormatError("xz data is corrupt (liblzma code " +
                           std::to_string(ret) + ")");
@@ -138,12 +144,17 @@ class XzSource : public DecoderBase {
 
  private:
   lzma_stream strm_ = LZMA_STREAM_INIT;
+  uint64_t limit_;
 };
 
 class ZstdSource : public DecoderBase {
  public:
-  explicit ZstdSource(Source& in) : DecoderBase(in), ctx_(ZSTD_createDCtx()) {
+  ZstdSource(Source& in, uint64_t memLimit)
+      : DecoderBase(in), ctx_(ZSTD_createDCtx()) {
     if (!ctx_) throw Error("cannot initialise the zstd decoder");
+    int log = 10;  // ZSTD_WINDOWLOG_ABSOLUTEMIN
+    while (log < 31 && (uint64_t{1} << (log + 1)) <= memLimit) ++log;
+    ZSTD_DCtx_setParameter(ctx_, ZSTD_d_windowLogMax, log);
   }
   ~ZstdSource() override { ZSTD_freeDCtx(ctx_); }
   size_t read(char* data, size_t len) override {
@@ -205,11 +216,12 @@ std::unique_ptr<CompressionSink> makeCompressionSink(std::string_view method,
   return std::make_unique<NoneSink>(next);
 }
 
-std::unique_ptr<Source> makeDecompressionSource(std::string_view method,
-                                                Source& in) {
+std::unique_ptr<Source> makeDecompressionSource(
+    std::string_view method, Source& in, const DecompressionLimits& limits) {
   checkCompression(method);
-  if (method == "xz") return std::make_unique<XzSource>(in);
-  if (method == "zstd") return std::make_unique<ZstdSource>(in);
+  uint64_t mem = std::max<uint64_t>(limits.memory, uint64_t{1} << 20);
+  if (method == "xz") return std::make_unique<XzSource>(in, mem);
+  if (method == "zstd") return std::make_unique<ZstdSource>(in, mem);
   return std::make_unique<NoneSource>(in);
 }
 

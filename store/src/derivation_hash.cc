@@ -202,6 +202,7 @@ StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
   Entry& e = it != memo_.end()
                  ? it->second
                  : memoise(path.baseName(), entryOf(drv, inputs, inputDeferred));
+  e.checked = true;  // its outputs were computed just above
   if (tag) *tag = &e.tag;
   return path;
 }

@@ -182,29 +182,6 @@ void LocalStore::Impl::markValid(const StorePath& path) {
 
 // ------------------------------------------------------------------ adds
 
-std::string LocalStore::Impl::writeTemp(const ValidPathInfo& info, Source& nar,
-                                        bool fsyncEach) {
-  std::string full = storeDir.printPath(info.path);
-  std::string tmp = tempPathFor(info.path);
-  PathGuard guard(tmp);
-  HashingSink hasher(HashAlgo::kSha256);
-  TeeSource tee(nar, hasher);
-  restorePath(tmp, tee);
-  char extra;
-  if (nar.read(&extra, 1) != 0)
-    throw FormatError("trailing data after the NAR of '" + full + "'");
-  auto [hash, size] = hasher.finish();
-  if (hash != info.narHash || size != info.narSize)
-    throw HashMismatchError(
-        "NAR of '" + full + "' does not match its metadata: expected " +
-        info.narHash.toNix32() + " (" + std::to_string(info.narSize) +
-        " bytes), got " + hash.toNix32() + " (" + std::to_string(size) +
-        " bytes)");
-  canonicaliseTree(tmp, fsyncEach);
-  guard.dismiss();
-  return tmp;
-}
-
 // A single add is a batch of one whose files are fsynced one by one (no
 // syncfs of a filesystem others may be filling).
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kiln/common/file.h"
+#include "kiln/store/derivation.h"
 #include "kiln/store/nar.h"
 #include "local_store_impl.h"
 #include "stream_channel.h"
@@ -22,6 +23,20 @@ struct LocalStore::Batch::State {
   Sync sync;
   std::vector<Entry> entries;
   std::unordered_map<std::string, size_t> index;  // base name → entry
+  // H of the `.drv`s checked or loaded by this batch (created on first
+  // use; inputs are loaded from the queue or the store at most once).
+  std::optional<DrvHashCache> drvHashes;
+  // A cache whose checked `.drv`s need no second check (see trustHashes).
+  const DrvHashCache* trusted = nullptr;
+
+  // Checks the `.drv` `info.path` whose file holds `contents`: its outputs
+  // must be those its contents imply (checkDerivationFile).
+  // With `madeHere` (addText: the path was computed from `contents`), a
+  // `.drv` the trusted cache made is taken as it is.
+  void checkDrv(LocalStore& store, const ValidPathInfo& info,
+                std::string_view contents, bool madeHere);
+  // The `.drv` at `path`, queued here or valid in the store.
+  Derivation loadDrv(LocalStore& store, const StorePath& path);
 
   // Exclusive locks of the stripes of every queued path.
   std::vector<FileLock> lockStripes(Impl& impl) const;
@@ -58,6 +73,30 @@ void placeTemp(const std::string& temp, const std::string& final) {
 
 }  // namespace
 
+Derivation LocalStore::Batch::State::loadDrv(LocalStore& store,
+                                             const StorePath& path) {
+  const auto& sd = store.storeDir();
+  if (auto it = index.find(path.baseName()); it != index.end())
+    return readDerivationFile(sd, entries[it->second].temp);
+  if (!store.isValid(path))
+    throw InvalidPathError("input derivation '" + sd.printPath(path) +
+                           "' is not valid");
+  return readDerivationFile(sd, store.physicalPath(path));
+}
+
+void LocalStore::Batch::State::checkDrv(LocalStore& store,
+                                        const ValidPathInfo& info,
+                                        std::string_view contents,
+                                        bool madeHere) {
+  if (madeHere && trusted && trusted->outputsChecked(info.path.baseName()))
+    return;
+  if (!drvHashes)
+    drvHashes.emplace(store.storeDir(), [this, &store](const StorePath& p) {
+      return loadDrv(store, p);
+    });
+  checkDerivationFile(*drvHashes, info.path, contents, info.references);
+}
+
 LocalStore::Batch::Batch(LocalStore& store, Sync sync)
     : store_(store), state_(std::make_unique<State>()) {
   state_->sync = sync;
@@ -72,6 +111,11 @@ bool LocalStore::Batch::queued(const StorePath& path) const {
 size_t LocalStore::Batch::size() const { return state_->entries.size(); }
 
 void LocalStore::Batch::addFromNar(const ValidPathInfo& info, Source& nar) {
+  add(info, nar, false);
+}
+
+void LocalStore::Batch::add(const ValidPathInfo& info, Source& nar,
+                            bool caComputed) {
   const auto& path = info.path;
   if (info.narHash.algo() != HashAlgo::kSha256)
     throw FormatError("NAR hash of '" + store_.printPath(path) +
@@ -94,8 +138,15 @@ void LocalStore::Batch::addFromNar(const ValidPathInfo& info, Source& nar) {
                              "' is not valid");
     impl.markValid(r);
   }
-  std::string temp = impl.writeTemp(info, nar, state_->sync == Sync::kEachFile);
+  std::string drvText;
+  Impl::TempChecks checks;
+  checks.verifyCa = !caComputed;
+  if (path.isDerivation()) checks.fileContents = &drvText;
+  std::string temp = impl.writeTemp(info, nar, state_->sync == Sync::kEachFile,
+                                    checks);
   PathGuard guard(temp);
+  if (path.isDerivation())
+    state_->checkDrv(store_, info, drvText, caComputed);
   state_->entries.push_back({info, temp, std::nullopt});
   guard.dismiss();
   state_->index.emplace(path.baseName(), state_->entries.size() - 1);
@@ -113,7 +164,7 @@ StorePath LocalStore::Batch::addText(std::string_view name,
   info.references = refs;
   info.ca = makeTextCa(hash);
   StringSource src(nar.s);
-  addFromNar(info, src);
+  add(info, src, true);
   return info.path;
 }
 
@@ -142,6 +193,10 @@ StorePath LocalStore::Batch::addPath(const std::string& fsPath,
     throw Error("'" + src + "' changed while it was being added to the store");
   }
   return info.path;
+}
+
+void LocalStore::Batch::trustHashes(const DrvHashCache* cache) {
+  state_->trusted = cache;
 }
 
 void LocalStore::Batch::registerDerivationOutputs(

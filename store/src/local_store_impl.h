@@ -77,12 +77,23 @@ struct LocalStore::Impl {
   std::string stripeLockFile(char stripe) const;
   /// Exclusive lock of stripe `stripe`.
   FileLock lockStripe(char stripe);
+  /// What writeTemp checks besides the NAR hash and size, on the same
+  /// bytes it writes (nothing is read twice).
+  struct TempChecks {
+    /// Check info.ca (when set) against the content: the path it gives
+    /// and the content hash (checkContentAddress).
+    bool verifyCa = true;
+    /// When set, receives the bytes of the single regular file the NAR
+    /// must hold (a `.drv`; at most kMaxDerivationSize).
+    std::string* fileContents = nullptr;
+  };
   /// Restores the NAR in `nar` under a fresh temporary name, checks it
-  /// against `info` (hash, size, no trailing data) and makes it canonical
-  /// (fsyncing each file if `fsyncEach`); returns the temporary's path.
-  /// On failure nothing is left and HashMismatchError/FormatError/SysError
-  /// is thrown.
-  std::string writeTemp(const ValidPathInfo& info, Source& nar, bool fsyncEach);
+  /// against `info` (hash, size, no trailing data, `checks`) and makes it
+  /// canonical (fsyncing each file if `fsyncEach`); returns the
+  /// temporary's path. On failure nothing is left and
+  /// HashMismatchError/ContentMismatchError/FormatError/SysError is thrown.
+  std::string writeTemp(const ValidPathInfo& info, Source& nar, bool fsyncEach,
+                        const TempChecks& checks);
   /// A fresh temporary name under the physical root for adding `path`.
   std::string tempPathFor(const StorePath& path);
   /// The store path a temporary name belongs to, if it is one.

@@ -234,15 +234,6 @@ class Parser {
   std::vector<char> buf_;
 };
 
-/// Ignores everything: parsing alone validates.
-class NullVisitor : public NarVisitor {
- public:
-  void createDirectory(const std::string&) override {}
-  void createRegularFile(const std::string&, bool, uint64_t) override {}
-  void receiveContents(std::string_view) override {}
-  void createSymlink(const std::string&, const std::string&) override {}
-};
-
 }  // namespace
 
 uint64_t parseNar(Source& source, NarVisitor& visitor, const NarLimits& limits) {
@@ -251,7 +242,7 @@ uint64_t parseNar(Source& source, NarVisitor& visitor, const NarLimits& limits) 
 
 uint64_t copyNar(Source& source, Sink& sink, const NarLimits& limits) {
   TeeSource tee(source, sink);
-  NullVisitor v;
+  NullNarVisitor v;
   return parseNar(tee, v, limits);
 }
 

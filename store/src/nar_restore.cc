@@ -96,9 +96,42 @@ class Restorer : public NarVisitor {
   bool created_ = false;
 };
 
-}  // namespace
+// Reports each item to the restorer, then to an observer.
+class TeeVisitor : public NarVisitor {
+ public:
+  TeeVisitor(NarVisitor& first, NarVisitor* second) : a_(first), b_(second) {}
+  void createDirectory(const std::string& p) override {
+    a_.createDirectory(p);
+    if (b_) b_->createDirectory(p);
+  }
+  void closeDirectory() override {
+    a_.closeDirectory();
+    if (b_) b_->closeDirectory();
+  }
+  void createRegularFile(const std::string& p, bool x, uint64_t n) override {
+    a_.createRegularFile(p, x, n);
+    if (b_) b_->createRegularFile(p, x, n);
+  }
+  void receiveContents(std::string_view d) override {
+    a_.receiveContents(d);
+    if (b_) b_->receiveContents(d);
+  }
+  void closeRegularFile() override {
+    a_.closeRegularFile();
+    if (b_) b_->closeRegularFile();
+  }
+  void createSymlink(const std::string& p, const std::string& t) override {
+    a_.createSymlink(p, t);
+    if (b_) b_->createSymlink(p, t);
+  }
 
-uint64_t restorePath(const std::string& targetIn, Source& source, const NarLimits& limits) {
+ private:
+  NarVisitor& a_;
+  NarVisitor* b_;
+};
+
+uint64_t restoreObserved(const std::string& targetIn, Source& source,
+                         const NarLimits& limits, NarVisitor* observer) {
   std::string target = targetIn;
   while (target.size() > 1 && target.back() == '/') target.pop_back();
   auto base = baseNameOf(target);
@@ -108,7 +141,8 @@ uint64_t restorePath(const std::string& targetIn, Source& source, const NarLimit
   std::unique_ptr<Restorer> r;
   try {
     r = std::make_unique<Restorer>(target);
-    return parseNar(source, *r, limits);
+    TeeVisitor tee(*r, observer);
+    return parseNar(source, tee, limits);
   } catch (...) {
     bool created = r && r->created();
     r.reset();  // close descriptors before deleting
@@ -120,6 +154,18 @@ uint64_t restorePath(const std::string& targetIn, Source& source, const NarLimit
     }
     throw;
   }
+}
+
+}  // namespace
+
+uint64_t restorePath(const std::string& target, Source& source,
+                     const NarLimits& limits) {
+  return restoreObserved(target, source, limits, nullptr);
+}
+
+uint64_t restorePath(const std::string& target, Source& source,
+                     const NarLimits& limits, NarVisitor& observer) {
+  return restoreObserved(target, source, limits, &observer);
 }
 
 }  // namespace kiln::store

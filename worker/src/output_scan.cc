@@ -6,6 +6,7 @@
 #include "kiln/common/file.h"
 #include "kiln/common/stream.h"
 #include "kiln/store/nar.h"
+#include "kiln/store/content_check.h"
 #include "kiln/store/refs.h"
 
 namespace kiln::worker {
@@ -32,38 +33,6 @@ class LimitSink : public Sink {
   uint64_t limit_;
 };
 
-/// Collects several sinks into one.
-class FanOutSink : public Sink {
- public:
-  void add(Sink& s) { sinks_.push_back(&s); }
-  void write(std::string_view data) override {
-    for (auto* s : sinks_) s->write(data);
-  }
-
- private:
-  std::vector<Sink*> sinks_;
-};
-
-struct FixedMode {
-  bool recursive = false;
-  HashAlgo algo = HashAlgo::kSha256;
-};
-
-FixedMode fixedMode(const store::DerivationOutput& fixed) {
-  std::string_view a = fixed.hashAlgo;
-  FixedMode m;
-  if (a.substr(0, 2) == "r:") {
-    m.recursive = true;
-    a.remove_prefix(2);
-  }
-  auto algo = parseHashAlgo(a);
-  if (!algo)
-    throw FormatError("fixed output has unknown hash algorithm '" +
-                      fixed.hashAlgo + "'");
-  m.algo = *algo;
-  return m;
-}
-
 /// Hash of a flat fixed output: the bytes of one regular file.
 std::optional<Hash> hashFlatFile(const std::string& path, HashAlgo algo) {
   struct stat st;
@@ -83,31 +52,30 @@ ScannedOutput scanOutput(const std::string& physicalPath,
                          const store::StorePathSet& candidates,
                          const store::DerivationOutput* fixed,
                          uint64_t& totalNarBytes, uint64_t limit) {
-  HashingSink narHash(HashAlgo::kSha256);
-  store::RefScanSink refs(candidates);
-  FanOutSink fan;
-  fan.add(narHash);
-  fan.add(refs);
-  std::optional<FixedMode> mode;
-  std::optional<HashingSink> caHash;
+  // One pass over the NAR: sha256, references and, for a recursive fixed
+  // output of another algorithm, its content hash (store::NarScanSink).
+  std::optional<store::ContentAddress> ca;
+  std::optional<HashAlgo> extra;
   if (fixed) {
-    mode = fixedMode(*fixed);
-    if (mode->recursive && mode->algo != HashAlgo::kSha256) {
-      caHash.emplace(mode->algo);
-      fan.add(*caHash);
-    }
+    ca = store::fixedOutputCa(*fixed);
+    if (ca->method == store::CaMethod::kRecursive &&
+        ca->hash.algo() != HashAlgo::kSha256)
+      extra = ca->hash.algo();
   }
-  LimitSink limited(fan, totalNarBytes, limit);
+  store::NarScanSink scan(candidates, extra);
+  LimitSink limited(scan, totalNarBytes, limit);
   store::dumpPath(physicalPath, limited);
+  store::NarScan r = scan.finish();
 
   ScannedOutput out;
-  std::tie(out.narHash, out.narSize) = narHash.finish();
-  out.references = store::selectReferences(candidates, refs.found());
-  if (mode) {
-    if (!mode->recursive)
-      out.contentHash = hashFlatFile(physicalPath, mode->algo);
-    else if (caHash)
-      out.contentHash = caHash->finish().first;
+  out.narHash = r.narHash;
+  out.narSize = r.narSize;
+  out.references = std::move(r.references);
+  if (ca) {
+    if (ca->method != store::CaMethod::kRecursive)
+      out.contentHash = hashFlatFile(physicalPath, ca->hash.algo());
+    else if (r.recursiveHash)
+      out.contentHash = r.recursiveHash;
     else
       out.contentHash = out.narHash;
   }
@@ -118,7 +86,7 @@ void checkFixedOutputSpec(const store::StoreDir& storeDir,
                           const store::StorePath& drvPath,
                           const store::DerivationOutput& fixed) {
   try {
-    Hash::parseBare(fixed.hash, fixedMode(fixed).algo);
+    store::fixedOutputCa(fixed);
   } catch (const FormatError& e) {
     throw FormatError("fixed-output derivation '" +
                       storeDir.printPath(drvPath) + "': " + e.what());
@@ -132,8 +100,7 @@ std::string checkFixedOutput(const store::StoreDir& storeDir,
   auto what = "fixed-output derivation '" + storeDir.printPath(drvPath) + "'";
   if (!scanned.contentHash)
     return what + ": a flat fixed output must be a single regular file";
-  auto mode = fixedMode(fixed);
-  Hash wanted = Hash::parseBare(fixed.hash, mode.algo);
+  Hash wanted = store::fixedOutputCa(fixed).hash;
   if (!(wanted == *scanned.contentHash))
     return "hash mismatch in " + what + ": wanted " +
            wanted.to(HashFormat::kSri) + ", got " +

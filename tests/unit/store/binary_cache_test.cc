@@ -186,5 +186,28 @@ TEST(BinaryCache, StoragePathsAndUris) {
   EXPECT_EQ(openCacheStorage("file:///srv/cache/")->uri(), "file:///srv/cache");
 }
 
+// Fuzzing (nar_fuzz) found that a symlink target (or name) that is not
+// UTF-8 made narListing throw nlohmann's type_error: now such bytes become
+// U+FFFD and the listing is still JSON.
+TEST(BinaryCache, ListingsOfNonUtf8NamesAreJson) {
+  StringSink nar;
+  nar.s = std::string("\x0d\0\0\0\0\0\0\0nix-archive-1\0\0\0", 24);
+  auto token = [&](std::string_view t) {
+    std::string len(8, '\0');
+    len[0] = static_cast<char>(t.size());
+    nar.s += len;
+    nar.s += t;
+    nar.s += std::string((8 - t.size() % 8) % 8, '\0');
+  };
+  for (auto t : {"(", "type", "symlink", "target"}) token(t);
+  token("\xdb./some/target");
+  token(")");
+  StringSource src(nar.s);
+  auto listing = narListing(src);
+  EXPECT_EQ(listing,
+            "{\"version\":1,\"root\":{\"type\":\"symlink\",\"target\":"
+            "\"\xef\xbf\xbd./some/target\"}}");
+}
+
 }  // namespace
 }  // namespace kiln::store

@@ -154,20 +154,97 @@ TEST(CacheCopy, CorruptOrUntrustedClosuresLeaveTheStoreUnchanged) {
   }
 }
 
-// Without the verification pass, a bad NAR still never gets registered.
-TEST(CacheCopy, WithoutVerifyFirstTheBadPathIsNotRegistered) {
+// The import is one batch: a bad NAR anywhere leaves nothing of it.
+TEST(CacheCopy, ABadNarLeavesNothingOfTheClosure) {
   CacheCopy c("cache-xz");
   auto nar = c.root() + "/" + c.field(kMain, "URL");
   auto data = readFile(nar);
   writeFile(nar, data.substr(0, data.size() - 10));
   TempDir tmp;
   LocalStore store(tmp.path() + "/state");
-  auto o = vectorTrust();
-  o.verifyFirst = false;
-  EXPECT_THROW(importFrom(c.root(), store, {kMain}, o), FormatError);
-  EXPECT_FALSE(store.isValid(kMain));
-  EXPECT_EQ(store.queryAllValidPaths().size(), 4u);
+  EXPECT_THROW(importFrom(c.root(), store, {kMain}), FormatError);
+  EXPECT_TRUE(store.queryAllValidPaths().empty());
   EXPECT_TRUE(store.verify().problems.empty());
+}
+
+const StorePath kFlat("iixxin28s82lrxs8v4lcf7nha2dkwprm-hello.txt");
+const StorePath kText("9p0nl625gm5mli8h2xfsgma0zz31g9yc-t.txt");
+
+ImportOptions noTrust() {
+  ImportOptions o;
+  o.trust.requireSigs = true;  // and no keys: only CA paths qualify
+  return o;
+}
+
+// Right path, wrong content: dep2's NAR served for the (unsigned) flat and
+// text paths with matching NarHash, so only the CA content check fails.
+TEST(CacheCopy, UnsignedCaContentIsCheckedWhenRegistered) {
+  for (auto& p : {kFlat, kText}) {
+    CacheCopy c("cache-none");
+    c.removeField(p, "Sig");
+    for (auto key : {"URL", "FileHash", "FileSize", "NarHash", "NarSize"})
+      c.setField(p, key, c.field(kDep2, key));
+    TempDir tmp;
+    LocalStore store(tmp.path() + "/state");
+    try {
+      importFrom(c.root(), store, {p}, noTrust());
+      ADD_FAILURE() << p.baseName() << " was imported";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("does not match its CA field"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(store.queryAllValidPaths().empty());
+  }
+}
+
+// A cache whose NAR file changes after it was first opened: the good flat
+// file (padded so a parser stops before the end) then another NAR, which
+// is what NarHash describes. The import reads each NAR once, so what it
+// checks is what it would register: refused, nothing registered.
+class FlippingStorage : public FileCacheStorage {
+ public:
+  FlippingStorage(std::string root, std::string url, std::string first)
+      : FileCacheStorage(std::move(root)), url_(std::move(url)),
+        first_(std::move(first)) {}
+  std::unique_ptr<Source> open(const std::string& rel) override {
+    if (rel != url_) return FileCacheStorage::open(rel);
+    if (opens_++ == 0) {
+      auto s = std::make_shared<std::string>(first_);
+      struct Owned : StringSource {
+        std::shared_ptr<std::string> keep;
+        explicit Owned(std::shared_ptr<std::string> k)
+            : StringSource(*k), keep(std::move(k)) {}
+      };
+      return std::make_unique<Owned>(s);
+    }
+    return FileCacheStorage::open(rel);
+  }
+  int opens_ = 0;
+
+ private:
+  std::string url_;
+  std::string first_;
+};
+
+TEST(CacheCopy, ANarIsReadOnceSoAChangedFileCannotSlipIn) {
+  CacheCopy c("cache-none");
+  c.removeField(kFlat, "Sig");
+  std::string goodNar = readFile(c.root() + "/" + c.field(kFlat, "URL"));
+  // NarHash/NarSize (and the file) now describe dep2's NAR.
+  for (auto key : {"URL", "FileHash", "FileSize", "NarHash", "NarSize"})
+    c.setField(kFlat, key, c.field(kDep2, key));
+  auto evilSize = std::stoull(c.field(kFlat, "NarSize"));
+  ASSERT_GE(evilSize, goodNar.size());
+  std::string padded = goodNar + std::string(evilSize - goodNar.size(), '\0');
+  TempDir tmp;
+  LocalStore store(tmp.path() + "/state");
+  FlippingStorage storage(c.root(), c.field(kFlat, "URL"), padded);
+  BinaryCacheReader reader(storage, store.storeDir());
+  EXPECT_THROW(copyClosureFromCache(reader, store, {kFlat}, noTrust()),
+               FormatError);
+  EXPECT_EQ(storage.opens_, 1);
+  EXPECT_FALSE(store.isValid(kFlat));
 }
 
 }  // namespace

@@ -94,6 +94,74 @@ TEST(Compression, TruncatedAndCorruptDataAreErrors) {
   }
 }
 
+uint32_t crc32(std::string_view d) {
+  uint32_t c = 0xffffffff;
+  for (unsigned char b : d) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320 & (0u - (c & 1)));
+  }
+  return ~c;
+}
+
+// An xz stream whose first block header claims an LZMA2 dictionary of
+// 4 GiB (dictionary byte 40), with a valid header CRC: liblzma would
+// allocate that much before decoding a byte.
+std::string craftedXz() {
+  std::string xz = compress("xz", "hello");
+  size_t h = 12;  // after the stream header
+  size_t size = (static_cast<uint8_t>(xz[h]) + 1) * 4;
+  uint8_t flags = static_cast<uint8_t>(xz[h + 1]);
+  size_t p = h + 2;
+  auto skipVarint = [&] {
+    while (static_cast<uint8_t>(xz[p++]) & 0x80) {
+    }
+  };
+  if (flags & 0x40) skipVarint();
+  if (flags & 0x80) skipVarint();
+  EXPECT_EQ(xz[p], 0x21);  // LZMA2
+  EXPECT_EQ(xz[p + 1], 1);  // one property byte
+  xz[p + 2] = 40;
+  uint32_t crc = crc32(std::string_view(xz).substr(h, size - 4));
+  for (int i = 0; i < 4; ++i) xz[h + size - 4 + i] = static_cast<char>(crc >> (8 * i));
+  return xz;
+}
+
+TEST(Compression, DecodersStayWithinTheMemoryLimit) {
+  std::string evil = craftedXz();
+  for (uint64_t limit : {DecompressionLimits::kDefaultMemory, uint64_t{1} << 30}) {
+    StringSource in(evil);
+    auto d = makeDecompressionSource("xz", in, {limit});
+    StringSink out;
+    try {
+      d->drainInto(out);
+      ADD_FAILURE() << "a 4 GiB dictionary was accepted";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("more than the decompression memory limit of " +
+                                           std::to_string(limit >> 20) + " MiB"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // A normal xz -6 stream needs ~9 MiB: refused under 4 MiB, read under
+  // the default.
+  std::string data = sampleData(1 << 20);
+  std::string xz = compress("xz", data);
+  StringSource small(xz);
+  auto d = makeDecompressionSource("xz", small, {4u << 20});
+  StringSink out;
+  EXPECT_THROW(d->drainInto(out), FormatError);
+  EXPECT_EQ(decompress("xz", xz), data);
+  // zstd frames asking for a larger window than the limit are refused.
+  StringSink z;
+  auto big = makeCompressionSink("zstd", z, 19);  // level 19: 8 MiB window
+  big->write(sampleData(16 << 20));
+  big->finish();
+  StringSource zin(z.s);
+  auto zd = makeDecompressionSource("zstd", zin, {1u << 20});
+  StringSink zout;
+  EXPECT_THROW(zd->drainInto(zout), FormatError);
+}
+
 TEST(Compression, UnsupportedMethodsAreNamed) {
   StringSink s;
   StringSource in("");

@@ -34,7 +34,8 @@ TEST_F(LocalStoreBatchTest, ReferencesInsideTheBatchAndOutputs) {
   auto batch = std::make_unique<Batch>(store);
   auto a = batch->addText("a", "first", {});
   auto b = batch->addText("b", "second " + store.printPath(a), {a});
-  auto drv = batch->addText("c.drv", "Derive(...)", {a, b});
+  auto drv = batch->addText("c.drv", drvText(store.storeDir(), "c", {a, b}),
+                            {a, b});
   {
     batch->registerDerivationOutputs(drv, {{"out", out}});
     EXPECT_EQ(batch->size(), 3u);

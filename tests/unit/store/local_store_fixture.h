@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/common/file.h"
+#include "kiln/store/derivation.h"
 #include "kiln/store/local_store.h"
 #include "kiln/store/nar.h"
 #include "test_support.h"
@@ -29,6 +30,25 @@ class LocalStoreTest : public ::testing::Test {
     StringSink s;
     dumpString(contents, s);
     return s.s;
+  }
+  /// The `.drv` text of a derivation `name` with input sources `srcs` and
+  /// input derivations `drvs` (their "out"), its outputs filled in (inputs
+  /// are read from `physicalRoot`).
+  static std::string drvText(const StoreDir& sd, const std::string& name,
+                             const StorePathSet& srcs = {},
+                             const StorePathSet& drvs = {},
+                             const std::string& physicalRoot = "") {
+    Derivation d;
+    d.name = name;
+    d.outputs["out"] = {};
+    d.inputSrcs = srcs;
+    for (auto& p : drvs) d.inputDrvs[p] = {"out"};
+    d.platform = "x86_64-linux";
+    d.builder = "/bin/sh";
+    d.env = {{"name", name}, {"out", ""}};
+    DrvHashCache cache(sd, fileDrvLoader(sd, physicalRoot));
+    fillOutputPaths(d, cache);
+    return printDerivation(sd, d);
   }
   /// Info for a NAR of `contents` registered at a made-up path.
   static ValidPathInfo infoFor(const StorePath& path, const std::string& nar) {

@@ -94,7 +94,7 @@ TEST_F(LocalStoreTest, ReferencesReferrersAndClosure) {
 
 TEST_F(LocalStoreTest, DerivationOutputsDeriverSelfReferenceSigs) {
   LocalStore store(state_);
-  auto drv = store.addText("x.drv", "Derive(...)", {});
+  auto drv = store.addText("x.drv", drvText(store.storeDir(), "x"), {});
   StorePath out(std::string(32, '1') + "-x");
   std::string contents = "I am " + store.printPath(out);
   auto nar = narOf(contents);

@@ -18,6 +18,10 @@
 #include "kiln/evaluator/eval_error.h"
 #include "kiln/evaluator/value.h"
 
+namespace kiln::store {
+class DrvHashCache;
+}  // namespace kiln::store
+
 namespace kiln::eval {
 
 /// Settings an evaluation runs with.
@@ -111,6 +115,12 @@ class StoreWriter {
   /// file addressed by the sha256 of its contents.
   virtual void addSource(const std::string& path, const std::string& fsPath,
                          const PathFilter& filter, bool recursive) = 0;
+  /// Tells the writer where the evaluator memoises the hashes of the
+  /// derivations it made (their outputs computed by it:
+  /// DrvHashCache::outputsChecked), so a store that checks each `.drv`'s
+  /// outputs need not recompute them. `hashes` outlives the evaluation's
+  /// adds; nullptr forgets it. Default: ignored.
+  virtual void useDerivationHashes(const store::DrvHashCache* hashes) { (void)hashes; }
   /// Makes everything added so far durable and present at its path (a
   /// writer may queue adds and write them in batches). The evaluator calls
   /// it before it reads a path inside the store directory; the caller at

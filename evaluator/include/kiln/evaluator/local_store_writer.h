@@ -42,6 +42,10 @@ class LocalStoreWriter : public StoreWriter {
   /// file or tree no longer hashes to `path` (it changed meanwhile).
   void addSource(const std::string& path, const std::string& fsPath, const PathFilter& filter,
                  bool recursive) override;
+  /// The store skips its output check of `.drv`s `hashes` made.
+  void useDerivationHashes(const store::DrvHashCache* hashes) override {
+    batch_.trustHashes(hashes);
+  }
   /// Commits the queued objects (durable and valid when it returns).
   void flush() override;
   /// How many objects are queued (added, not yet committed).

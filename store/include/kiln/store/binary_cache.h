@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "kiln/common/stream.h"
+#include "kiln/store/compression.h"
 #include "kiln/store/narinfo.h"
 #include "kiln/store/signature.h"
 #include "kiln/store/store_path.h"
@@ -157,9 +158,10 @@ class BinaryCacheReader {
   std::optional<NarInfo> queryNarInfo(const StorePath& path);
   /// Throws Error "… lacks a valid signature" unless `info` is trusted
   /// under `trust` (see CacheTrust). For an unsigned content-addressed
-  /// path this checks that the CA field gives the path, and that the
-  /// content matches the CA hash (reading the NAR once for flat and text
-  /// objects); self-referencing CA paths need a signature.
+  /// path this checks that the CA field gives the path; its content is
+  /// checked against the CA hash when the store registers it (on the bytes
+  /// it writes, LocalStore::addFromNar), never by a separate read here.
+  /// Self-referencing CA paths need a signature.
   void checkTrusted(const NarInfo& info, const CacheTrust& trust);
   /// Whether `info` carries a valid signature by one of `keys`.
   bool hasValidSignature(const NarInfo& info, const PublicKeys& keys) const;
@@ -176,10 +178,16 @@ class BinaryCacheReader {
 
   const StoreDir& storeDir() const { return storeDir_; }
   CacheStorage& storage() { return storage_; }
+  /// Bounds the decoders of NARs read from now on (default:
+  /// DecompressionLimits{}); a NAR needing more fails as corrupt.
+  void setDecompressionLimits(const DecompressionLimits& limits) {
+    limits_ = limits;
+  }
 
  private:
   CacheStorage& storage_;
   StoreDir storeDir_;
+  DecompressionLimits limits_;
 };
 
 /// The JSON listing (`.ls`) of the NAR in `nar`:

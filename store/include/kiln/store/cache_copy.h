@@ -33,16 +33,16 @@ CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
 /// How an import checks what it reads.
 struct ImportOptions {
   CacheTrust trust;
-  /// Read and verify every NAR of the closure before adding any path, so
-  /// that a corrupt or truncated NAR leaves the store unchanged.
-  bool verifyFirst = true;
 };
 
 /// Imports the closure of `paths` from the cache into `store`. Every
 /// narinfo of the closure is fetched, validated and checked for trust
-/// before anything is added; then paths are added references first through
-/// LocalStore::addFromNar, each NAR verified as it streams (see
-/// BinaryCacheReader::narSource). Paths already valid are skipped. Throws
+/// before anything is added; then paths are added references first in one
+/// LocalStore::Batch, each NAR read once and verified on the bytes that
+/// are written (NarHash/NarSize, see BinaryCacheReader::narSource; the CA
+/// field's content hash; a `.drv`'s outputs), so a corrupt, truncated or
+/// changing NAR leaves the store unchanged. Paths already valid are
+/// skipped. Throws
 /// CachePathNotFound if the cache lacks a path, FormatError for corrupt
 /// data, Error for untrusted paths.
 CopyResult copyClosureFromCache(BinaryCacheReader& reader, LocalStore& store,

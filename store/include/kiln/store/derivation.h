@@ -176,6 +176,13 @@ class DrvHashCache {
     auto it = memo_.find(baseName);
     return it == memo_.end() ? nullptr : &it->second.tag;
   }
+  /// Whether the `.drv` named `baseName` had its outputs computed here
+  /// (addDerivation) or verified (checkDerivationOutputs): its outputs are
+  /// the ones its contents imply. The store trusts such a `.drv`.
+  bool outputsChecked(std::string_view baseName) const {
+    auto it = memo_.find(baseName);
+    return it != memo_.end() && it->second.checked;
+  }
   /// How many times the loader was called (each `.drv` at most once).
   size_t loadCount() const { return loads_; }
   /// Number of memoised hashes.
@@ -183,10 +190,14 @@ class DrvHashCache {
 
  private:
   friend void fillOutputPaths(Derivation& drv, DrvHashCache& cache);
+  friend void checkDerivationOutputs(DrvHashCache& cache,
+                                     const StorePath& drvPath,
+                                     const Derivation& drv);
   /// H is always SHA-256: only its 32 bytes are kept (100,000s of entries).
   struct Entry {
     std::array<uint8_t, 32> sha256;
     bool deferred;
+    bool checked = false;  ///< outputs computed or verified here
     uint32_t tag = kNoTag;
     Hash hash() const {
       return Hash(HashAlgo::kSha256,
@@ -259,6 +270,29 @@ std::string hashPlaceholder(std::string_view outputName);
 /// Checks a derivation name: a valid store path name that does not end in
 /// ".drv" and leaves room for the ".drv" suffix. Throws FormatError.
 void checkDerivationName(std::string_view name);
+
+/// Checks that the output paths (and the env entries named after outputs)
+/// of `drv`, stored at `drvPath`, are the ones its contents imply, as Nix
+/// does when it registers a `.drv`: input-addressed outputs from
+/// hashDerivationModulo of the masked record (inputs hashed through
+/// `cache`), the fixed output from its declared hash, floating outputs
+/// from their placeholders; deferred ones (no path) must have inputs that
+/// are deferred too. On success memoises H of `drv` in `cache` and marks it
+/// checked (DrvHashCache::outputsChecked). Throws FormatError
+/// "derivation '<drv>' has incorrect output '<path>', should be '<path>'"
+/// (or names the env entry), and what `cache` throws for inputs.
+void checkDerivationOutputs(DrvHashCache& cache, const StorePath& drvPath,
+                            const Derivation& drv);
+
+/// Checks a `.drv` file as the store registers it: `drvPath` is the text
+/// path of `contents` and `references` (so the path pins the bytes),
+/// `contents` parses (the name comes from `drvPath`), the references are
+/// exactly its inputSrcs and inputDrvs, and its outputs pass
+/// checkDerivationOutputs. Returns the parsed record. Throws FormatError
+/// naming `drvPath` and the problem.
+Derivation checkDerivationFile(DrvHashCache& cache, const StorePath& drvPath,
+                               std::string_view contents,
+                               const StorePathSet& references);
 
 /// The `nix show-derivation` JSON of the derivations given (keyed by their
 /// full `.drv` path, sorted), pretty-printed as Nix 2.8 prints it

@@ -27,6 +27,8 @@
 
 namespace kiln::store {
 
+class DrvHashCache;
+
 /// Metadata of a valid store path, as registered in the database.
 struct ValidPathInfo {
   explicit ValidPathInfo(StorePath p) : path(std::move(p)) {}
@@ -124,10 +126,15 @@ class LocalStore {
 
   // --------------------------------------------------------------- adds
   /// Adds `info.path` from the NAR in `nar` (exactly one archive). The NAR's
-  /// sha256 and size must equal info.narHash/narSize and every reference
-  /// (other than the path itself) must be valid; otherwise nothing is
-  /// registered or left in place and Error/FormatError is thrown. A path
-  /// that is already valid is left alone (the source is not read).
+  /// sha256 and size must equal info.narHash/narSize, every reference
+  /// (other than the path itself) must be valid, a CA field (info.ca) must
+  /// give the path and match the content (ContentMismatchError), and a
+  /// `.drv` must be a derivation whose output paths are the ones its
+  /// contents imply and whose references are its inputs
+  /// (checkDerivationFile); otherwise nothing is registered or left in
+  /// place and Error/FormatError is thrown. All of it is checked on the
+  /// bytes written, read once. A path that is already valid is left alone
+  /// (the source is not read).
   void addFromNar(const ValidPathInfo& info, Source& nar);
   /// Adds the file or tree at `fsPath` as a `source` path named `name`
   /// (default: its base name), like `nix-store --add`; returns the path.
@@ -220,6 +227,13 @@ class LocalStore::Batch {
   /// Queues a `source` path, as LocalStore::addPath; returns it.
   StorePath addPath(const std::string& fsPath, std::string_view name = "",
                     const NarPathFilter& filter = {});
+  /// Derivations `cache` computed or checked the outputs of
+  /// (DrvHashCache::outputsChecked) are not checked again when they are
+  /// added with addText: an evaluator that wrote them passes its own
+  /// cache. addText computes the text path from the contents, which pins
+  /// them, so only the path is looked up. `cache` (nullptr: none) must
+  /// outlive its use here.
+  void trustHashes(const DrvHashCache* cache);
   /// Records `outputs` of `drv`: with `drv`'s registration when it is
   /// queued here, else at once (InvalidPathError if `drv` is not valid).
   void registerDerivationOutputs(
@@ -234,6 +248,10 @@ class LocalStore::Batch {
   void commit();
 
  private:
+  /// addFromNar; `caComputed`: info.ca was computed here from the content
+  /// (addText), so it is not checked again.
+  void add(const ValidPathInfo& info, Source& nar, bool caComputed);
+
   struct State;
   LocalStore& store_;
   std::unique_ptr<State> state_;

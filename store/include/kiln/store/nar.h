@@ -96,6 +96,15 @@ class NarVisitor {
                              const std::string& target) = 0;
 };
 
+/// A visitor that ignores everything: parsing alone validates.
+class NullNarVisitor : public NarVisitor {
+ public:
+  void createDirectory(const std::string&) override {}
+  void createRegularFile(const std::string&, bool, uint64_t) override {}
+  void receiveContents(std::string_view) override {}
+  void createSymlink(const std::string&, const std::string&) override {}
+};
+
 /// Parses one NAR from `source`, reading exactly its bytes and nothing after
 /// it, and reports it to `visitor`. Throws FormatError
 /// ("NAR byte <offset>: <what>") on truncation, bad magic, non-zero padding,
@@ -112,6 +121,12 @@ uint64_t parseNar(Source& source, NarVisitor& visitor,
 /// the partial target is removed and the error rethrown. Returns the size.
 uint64_t restorePath(const std::string& target, Source& source,
                      const NarLimits& limits = {});
+
+/// As restorePath, also reporting every item to `observer` right after it
+/// was written (e.g. to hash a single file's contents from the very bytes
+/// that are written). An exception from `observer` fails the restore.
+uint64_t restorePath(const std::string& target, Source& source,
+                     const NarLimits& limits, NarVisitor& observer);
 
 /// Copies one NAR from `source` to `sink`, validating it on the way (as
 /// parseNar). Bytes reach `sink` before the archive is known to be complete
