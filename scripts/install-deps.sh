@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev prometheus-cpp-dev
   nix-bin
   time ccache
+  libgc-dev
 )
 
 missing=()

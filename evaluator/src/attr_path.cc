@@ -1,4 +1,5 @@
 // Attribute paths and derivation discovery for nix-instantiate-style CLIs.
+#include "gc_support.h"
 #include "kiln/evaluator/attr_path.h"
 
 #include <set>
@@ -81,7 +82,7 @@ struct Collector {
   EvalState& st;
   Bindings* autoArgs;
   std::vector<CollectedDrv> out;
-  std::unordered_set<const Bindings*> seen;
+  TracedSet<const Bindings*> seen;  // scanned: a seen set must not be reused
 
   void derivation(Value& v) {
     if (!seen.insert(v.attrs).second) return;

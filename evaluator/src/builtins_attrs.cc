@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "gc_support.h"
 #include "builtins.h"
 
 namespace kiln::eval {
@@ -130,7 +131,7 @@ void primIntersectAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 void primCatAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Symbol name = st.sym(st.forceStringNoCtx(*args[0], pos));
   st.forceList(*args[1], pos);
-  std::vector<Value*> out;
+  TracedVector<Value*> out;
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     Value& e = *args[1]->list.elems[i];
     st.forceAttrs(e, pos);
@@ -178,7 +179,7 @@ void primMapAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primZipAttrsWith(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceList(*args[1], pos);
-  std::vector<std::pair<Symbol, std::vector<Value*>>> groups;
+  TracedVector<std::pair<Symbol, TracedVector<Value*>>> groups;
   std::unordered_map<uint32_t, size_t> index;
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     Value& e = *args[1]->list.elems[i];

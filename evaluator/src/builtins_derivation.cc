@@ -3,13 +3,13 @@
 // StoreWriter.
 #include <cstring>
 #include <deque>
+#include <iostream>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
 
-#include <iostream>
-
 #include "builtins.h"
+#include "gc_support.h"
 #include "kiln/store/derivation.h"
 
 namespace kiln::eval {
@@ -384,23 +384,24 @@ WrapperState& wrapperState(EvalState& st) {
   if (ws.strictFn) return ws;
   ws.strictFn = st.lookupBuiltin("derivationStrict");
   ws.getAttrFn = st.lookupBuiltin("getAttr");
-  Value* drvPathName = st.allocValue();
+  // Kept in this (unscanned) state: permanent, not collectable.
+  Value* drvPathName = st.allocPermanentValue();
   st.mkString(*drvPathName, "drvPath");
-  ws.drvPathSel = st.allocValue();
+  ws.drvPathSel = st.allocPermanentValue();
   ws.drvPathSel->mkPrimOpApp(ws.getAttrFn, drvPathName);
-  ws.typeValue = st.allocValue();
+  ws.typeValue = st.allocPermanentValue();
   st.mkString(*ws.typeValue, "derivation");
-  ws.outName = st.allocValue();
+  ws.outName = st.allocPermanentValue();
   st.mkString(*ws.outName, "out");
   ws.sDrvAttrs = st.sym("drvAttrs");
-  ws.lazyListFn = st.allocValue();
+  ws.lazyListFn = st.allocPermanentValue();
   ws.lazyListFn->mkPrimOp(st.arena.make<PrimOp>(PrimOp{"derivation-all", 1, primLazyList}));
   return ws;
 }
 
 // `base` overlaid with `extras` (a later extra wins over an earlier one with
 // the same name, and every extra over `base`), sorted by symbol.
-Bindings* overlay(EvalState& st, const Bindings& base, std::vector<Attr>& extras) {
+Bindings* overlay(EvalState& st, const Bindings& base, TracedVector<Attr>& extras) {
   std::stable_sort(extras.begin(), extras.end(),
                    [](const Attr& a, const Attr& b) { return a.name < b.name; });
   Bindings* b = st.allocBindings(base.size + extras.size());
@@ -428,7 +429,7 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
   WrapperState& ws = wrapperState(st);
   Value* attrs = args[0];
   st.forceAttrs(*attrs, pos);
-  std::vector<Value*> names;
+  TracedVector<Value*> names;
   if (Value* outs = attrs->attrs->get(st.sOutputs)) {
     st.forceList(*outs, pos);
     for (size_t i = 0; i < outs->list.size; ++i) {
@@ -453,18 +454,18 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
   // Each output's attribute, shared by every output's set: the first is
   // the result itself; the others stay unevaluated until used, as Nix's
   // listToAttrs values.
-  std::vector<Value*> outputAttr(names.size());
+  TracedVector<Value*> outputAttr(names.size());
   for (size_t j = 0; j < names.size(); ++j)
     outputAttr[j] = j == 0 ? all->list.elems[0] : lazily(st, all->list.elems[j]);
   for (size_t i = 0; i < names.size(); ++i) {
-    std::vector<Attr> extras;
+    TracedVector<Attr> extras;
     // listToAttrs keeps the first of equal names: add them last-to-first.
     for (size_t j = names.size(); j-- > 0;) extras.push_back({syms[j], kNoPos, outputAttr[j]});
     extras.push_back({st.sAll, kNoPos, allLazy});
     extras.push_back({ws.sDrvAttrs, kNoPos, attrs});
     Value*& sel = ws.outputSel[syms[i].id];
     if (!sel) {
-      sel = st.allocValue();
+      sel = st.allocPermanentValue();
       sel->mkPrimOpApp(ws.getAttrFn, names[i]);
     }
     Value* outPath = st.allocValue();

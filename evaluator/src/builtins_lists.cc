@@ -3,6 +3,7 @@
 #include <deque>
 #include <set>
 
+#include "gc_support.h"
 #include "builtins.h"
 #include "print.h"
 
@@ -136,13 +137,13 @@ void primPartition(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceFunction(*args[0], pos);
   st.forceList(*args[1], pos);
   size_t n = args[1]->list.size;
-  std::vector<Value*> right, wrong;
+  TracedVector<Value*> right, wrong;
   for (size_t i = 0; i < n; ++i) {
     Value* x = args[1]->list.elems[i];
     st.forceValue(*x, pos);
     (callPred(st, *args[0], x, pos) ? right : wrong).push_back(x);
   }
-  auto mk = [&](std::vector<Value*>& xs) {
+  auto mk = [&](TracedVector<Value*>& xs) {
     Value* l = st.allocValue();
     st.mkList(*l, xs.size());
     std::copy(xs.begin(), xs.end(), l->list.elems);
@@ -157,7 +158,7 @@ void primPartition(EvalState& st, PosIdx pos, Value** args, Value& v) {
 void primGroupBy(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceFunction(*args[0], pos);
   st.forceList(*args[1], pos);
-  std::vector<std::pair<Symbol, std::vector<Value*>>> groups;
+  TracedVector<std::pair<Symbol, TracedVector<Value*>>> groups;
   std::unordered_map<uint32_t, size_t> index;
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     Value* x = args[1]->list.elems[i];
@@ -212,10 +213,10 @@ void primGenericClosure(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Value* op = args[0]->attrs->get(st.sOperator);
   if (!op) st.throwError(pos, "attribute 'operator' required");
   st.forceValue(*op, pos);
-  std::deque<Value*> work(startSet->list.elems, startSet->list.elems + startSet->list.size);
+  TracedDeque<Value*> work(startSet->list.elems, startSet->list.elems + startSet->list.size);
   auto less = [&](Value* a, Value* b) { return st.lessThan(*a, *b, pos); };
-  std::set<Value*, decltype(less)> done(less);
-  std::vector<Value*> res;
+  std::set<Value*, decltype(less), traceable_allocator<Value*>> done(less);
+  TracedVector<Value*> res;
   while (!work.empty()) {
     Value* e = work.front();
     work.pop_front();

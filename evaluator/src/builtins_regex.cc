@@ -2,6 +2,7 @@
 #include <regex>
 #include <unordered_map>
 
+#include "gc_support.h"
 #include "builtins.h"
 
 namespace kiln::eval {
@@ -46,7 +47,7 @@ void primSplit(EvalState& st, PosIdx pos, Value** args, Value& v) {
   const std::regex& regex = compile(st, pos, re);
   Context ctx;
   std::string s(st.forceString(*args[1], ctx, pos));
-  std::vector<Value*> out;
+  TracedVector<Value*> out;
   auto begin = std::sregex_iterator(s.begin(), s.end(), regex);
   auto end = std::sregex_iterator();
   auto strValue = [&](const std::string& x) {

@@ -6,17 +6,56 @@
 #include <pthread.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 
 #include "kiln/common/file.h"
 #include "builtins.h"
+#include "gc_support.h"
 #include "corepkgs.h"
 #include "parser.h"
 
 namespace kiln::eval {
 
+namespace {
+constexpr size_t kInitialHeap = size_t{64} << 20;
+constexpr size_t kGcEvery = size_t{256} << 20;
+}  // namespace
+
+// Collections start once kGcEvery bytes were allocated since the last one,
+// and then, with a free-space divisor of 1, not before as much was
+// allocated as survived: most evaluations never collect (as with Nix's
+// 384 MiB initial heap) and loops that churn memory stay within a few
+// hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
+void initGarbageCollector() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    GC_set_handle_fork(1);    // job workers fork
+    GC_set_markers_count(1);  // no marker threads: one evaluating thread
+    GC_INIT();
+    GC_allow_register_threads();
+    const char* every = std::getenv("KILN_GC_EVERY");
+    // A heap with free space is used before collecting: none for tests.
+    if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE")) GC_expand_hp(kInitialHeap);
+    // With KILN_GC_EVERY (tests), collect every that many bytes, whatever survived.
+    GC_set_free_space_divisor(every ? 100000 : 1);
+    GC_set_min_bytes_allocd(every ? std::max<size_t>(std::strtoull(every, nullptr, 10), 4096)
+                                  : kGcEvery);
+  });
+}
+
 EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
+  initGarbageCollector();
+  if (!GC_thread_is_registered()) {
+    GC_stack_base sb;
+    if (GC_get_stack_base(&sb) != GC_SUCCESS || GC_register_my_thread(&sb) != GC_SUCCESS)
+      throw Error("cannot register the evaluating thread with the garbage collector");
+    registeredThread_ = true;
+  }
+  GC_add_roots(this, this + 1);  // its values and free list, wherever it lives
   struct {
     Symbol* sym;
     const char* name;
@@ -46,29 +85,57 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   }
   initAllowedPaths();
   createBaseEnv();
+  // KILN_NO_GC=1: nothing is collected (to measure what collection costs).
+  collect_ = !std::getenv("KILN_NO_GC");
+  if (!collect_) GC_disable();
 }
 
-EvalState::~EvalState() = default;
+EvalState::~EvalState() {
+  freeValues_ = nullptr;
+  GC_remove_roots(this, this + 1);
+  if (registeredThread_) GC_unregister_my_thread();
+}
+
+void* EvalState::allocMemory(size_t size, size_t align) {
+  if (!collect_) {
+    void* p = permanent.allocate(size, align);
+    std::memset(p, 0, size);
+    return p;
+  }
+  void* p = GC_MALLOC(size);  // zeroed
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+Value* EvalState::allocValueSlow() {
+  if (!collect_) return permanent.make<Value>();
+  freeValues_ = GC_malloc_many(sizeof(Value));
+  if (!freeValues_) throw std::bad_alloc();
+  return allocValue();
+}
 
 Env& EvalState::allocEnv(uint32_t size) {
-  void* p = arena.allocate(sizeof(Env) + sizeof(Value*) * size, alignof(Env));
-  Env* e = new (p) Env();
+  Env* e = new (allocMemory(sizeof(Env) + sizeof(Value*) * size, alignof(Env))) Env();
   e->size = size;
-  std::memset(e->values, 0, sizeof(Value*) * size);
   return *e;
 }
 
 Bindings* EvalState::allocBindings(uint32_t capacity) {
-  void* p = arena.allocate(sizeof(Bindings) + sizeof(Attr) * capacity, alignof(Bindings));
+  void* p = allocMemory(sizeof(Bindings) + sizeof(Attr) * capacity, alignof(Bindings));
   Bindings* b = new (p) Bindings();
   b->capacity = capacity;
   return b;
 }
 
 void EvalState::trimBindings(Bindings* b) {
-  arena.shrinkLast(b, sizeof(Bindings) + sizeof(Attr) * b->capacity,
-                   sizeof(Bindings) + sizeof(Attr) * b->size);
+  if (!collect_)
+    permanent.shrinkLast(b, sizeof(Bindings) + sizeof(Attr) * b->capacity,
+                         sizeof(Bindings) + sizeof(Attr) * b->size);
   b->capacity = b->size;
+}
+
+Value** EvalState::allocList(size_t n) {
+  return static_cast<Value**>(allocMemory(sizeof(Value*) * (n ? n : 1), alignof(Value*)));
 }
 
 void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
@@ -440,7 +507,7 @@ void EvalState::evalFile(const std::string& path, Value& v) {
     cached = it->second;
   } else {
     Expr* e = parseExprFromFile(file);
-    cached = allocValue();
+    cached = allocPermanentValue();  // the cache is not scanned
     cached->mkThunk(baseEnv, e);
     fileCache.emplace(file, cached);
   }
@@ -509,6 +576,7 @@ void* threadMain(void* p) {
 }  // namespace
 
 void runWithLargeStack(const std::function<void()>& fn, size_t stackBytes) {
+  initGarbageCollector();  // on this (main) thread; the new one registers itself
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, stackBytes);

@@ -5,26 +5,36 @@
 
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
+#include "gc_support.h"
 #include "kiln/evaluator/eval_state.h"
 
 namespace kiln::eval {
 
 Arena::~Arena() {
   for (auto it = dtors_.rbegin(); it != dtors_.rend(); ++it) it->second(it->first);
+  if (scanned_)
+    for (auto& [c, n] : chunks_) GC_remove_roots(c.get(), c.get() + n);
 }
 
 void* Arena::allocateSlow(size_t size, size_t align) {
   constexpr size_t kChunk = 1 << 20;
+  auto chunk = [&](size_t n) {
+    // Scanned memory starts zeroed: no stale words that look like pointers.
+    chunks_.emplace_back(scanned_ ? new char[n]() : new char[n], n);
+    reserved_ += n;
+    char* c = chunks_.back().first.get();
+    if (scanned_) {
+      initGarbageCollector();
+      GC_add_roots(c, c + n);
+    }
+    return c;
+  };
   if (size + align > kChunk / 4) {
-    chunks_.emplace_back(new char[size + align]);
-    reserved_ += size + align;
-    uintptr_t p = reinterpret_cast<uintptr_t>(chunks_.back().get());
+    uintptr_t p = reinterpret_cast<uintptr_t>(chunk(size + align));
     p = (p + align - 1) & ~(uintptr_t(align) - 1);
     return reinterpret_cast<void*>(p);
   }
-  chunks_.emplace_back(new char[kChunk]);
-  reserved_ += kChunk;
-  cur_ = chunks_.back().get();
+  cur_ = chunk(kChunk);
   left_ = kChunk;
   return allocate(size, align);
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,8 +94,10 @@ RunResult run(const std::vector<std::string>& argv, const std::string& input,
   }
   writer.join();
   int status = 0;
-  waitpid(pid, &status, 0);
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
   res.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  res.peakRssBytes = static_cast<size_t>(ru.ru_maxrss) * 1024;
   return res;
 }
 

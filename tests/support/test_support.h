@@ -21,6 +21,9 @@ struct RunResult {
   int exitCode = -1;  ///< exit status, or 128+signal
   std::string out;    ///< captured stdout
   std::string err;    ///< captured stderr
+  /// Peak resident size of the process and of the descendants it waited
+  /// for (the largest of them), from wait4.
+  size_t peakRssBytes = 0;
 };
 
 /// Runs `argv` (argv[0] looked up in PATH) with optional stdin data and

@@ -4,7 +4,9 @@
 /// Everything allocated here lives as long as the Arena (in practice, as
 /// long as the EvalState): there is no per-object free. Objects with
 /// non-trivial destructors made through `make` are destroyed, in reverse
-/// order, when the Arena is destroyed.
+/// order, when the Arena is destroyed. The garbage collector does not see
+/// an arena's memory unless it is made `scanned`: then each chunk is a root
+/// range, and collectable values its objects point to stay alive.
 
 #include <cstddef>
 #include <cstring>
@@ -28,7 +30,8 @@ inline constexpr bool kArenaDestroys = !std::is_trivially_destructible_v<T>;
 /// A chunked bump allocator. Not thread-safe.
 class Arena {
  public:
-  Arena() = default;
+  /// A `scanned` arena's chunks are garbage-collector roots.
+  explicit Arena(bool scanned = false) : scanned_(scanned) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   ~Arena();
@@ -89,7 +92,8 @@ class Arena {
  private:
   void* allocateSlow(size_t size, size_t align);
 
-  std::vector<std::unique_ptr<char[]>> chunks_;
+  std::vector<std::pair<std::unique_ptr<char[]>, size_t>> chunks_;  // memory, size
+  bool scanned_ = false;
   char* cur_ = nullptr;
   size_t left_ = 0;
   size_t reserved_ = 0;

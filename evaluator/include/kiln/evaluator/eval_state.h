@@ -140,7 +140,12 @@ class EvalState {
   EvalState(const EvalState&) = delete;
   EvalState& operator=(const EvalState&) = delete;
 
+  /// AST nodes, strings, contexts: memory the garbage collector does not
+  /// scan (nothing in it points to collectable memory).
   Arena arena;
+  /// What lives as long as the state and may point to collectable values:
+  /// the base environment, builtins, cached imports (scanned).
+  Arena permanent{true};
   SymbolTable symbols;
   PosTable positions;
   const EvalSettings settings;
@@ -205,13 +210,32 @@ class EvalState {
   bool lessThan(Value& a, Value& b, PosIdx pos);
 
   // ---- allocation ----
-  Value* allocValue() { return arena.make<Value>(); }
+  // Values, environments, attribute sets and lists made while evaluating
+  // are collectable (Boehm GC): they live as long as something the
+  // collector scans points to them — a stack, the arena, a collectable
+  // object, this EvalState, a Traced container (gc_support.h). What the
+  // constructor makes (builtins, the base environment) and what
+  // allocPermanentValue makes lives in the arena, as long as the state.
+  // Strings and contexts always live in the arena.
+  Value* allocValue() {
+    if (__builtin_expect(freeValues_ != nullptr, 1)) {
+      void* p = freeValues_;
+      freeValues_ = *static_cast<void**>(p);
+      *static_cast<void**>(p) = nullptr;  // no stale link for the scanner
+      return new (p) Value();
+    }
+    return allocValueSlow();
+  }
+  /// A value that lives as long as this state (for caches held in memory
+  /// the collector does not scan).
+  Value* allocPermanentValue() { return permanent.make<Value>(); }
   Env& allocEnv(uint32_t size);
   Bindings* allocBindings(uint32_t capacity);
   /// Lowers the capacity of `b`, the last thing allocated, to its size,
-  /// giving the rest back to the arena (a set made at an upper bound).
+  /// giving the rest back to the arena (a set made at an upper bound; a
+  /// collectable set keeps its tail until it is collected).
   void trimBindings(Bindings* b);
-  Value** allocList(size_t n) { return arena.makeArray<Value*>(n); }
+  Value** allocList(size_t n);
   void mkList(Value& v, size_t n) { v.mkList(n, allocList(n)); }
   void mkString(Value& v, std::string_view s, const Context& ctx = {});
   void mkPath(Value& v, std::string_view p) { v.mkPath(arena.copyString(p)); }
@@ -290,11 +314,24 @@ class EvalState {
   bool isAllowed(const std::string& path) const;
   std::vector<std::string> allowedPaths_;
   std::set<std::string> missingEntriesWarned_;  ///< search path entries warned about
+  Value* allocValueSlow();
+  /// Raw zeroed memory: collectable once the constructor is done, else
+  /// from the arena.
+  void* allocMemory(size_t size, size_t align);
+  bool collect_ = false;          // the constructor is done
+  bool registeredThread_ = false;  // the constructor registered its thread
+  void* freeValues_ = nullptr;    // from GC_malloc_many, linked by first word
   Expr* parse(std::string text, const std::string& path, const std::string& basePath,
               const StaticEnv& env);
   std::vector<std::pair<Symbol, Value*>> globals_;
   std::vector<std::pair<Symbol, Value*>> builtinAttrs_;
 };
+
+/// Initialises the garbage collector, once per process. Must first run on
+/// the main thread (the collector finds the main stack from it):
+/// runWithLargeStack and the Arena call it. Forking is safe afterwards (job
+/// workers).
+void initGarbageCollector();
 
 /// Runs `fn` on a thread with a large stack (deep but finite recursion in
 /// Nix code must not overflow the C++ stack before the depth limit).
