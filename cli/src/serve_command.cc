@@ -20,6 +20,7 @@
 
 #include "cli_common.h"
 #include "command.h"
+#include "sandbox_options.h"
 #include "kiln/common/file.h"
 #include "kiln/common/process.h"
 #include "kiln/scheduler/service.h"
@@ -98,6 +99,7 @@ struct ServeOptions {
   unsigned workers = 2;
   unsigned slots = 1;
   int64_t checkInterval = 60;
+  SandboxOptions sandbox;  ///< passed to every local worker (default linux)
 };
 
 // Waits until the scheduler printed "listening" (or exited).
@@ -183,20 +185,22 @@ int serve(ServeOptions o) {
   std::vector<std::unique_ptr<KilnChild>> workers;
   for (unsigned i = 0; i < o.workers; i++) {
     std::string name = "local-" + std::to_string(i);
-    workers.push_back(std::make_unique<KilnChild>(
-        name,
-        std::vector<std::string>{
-            "worker", "--connect", o.listen, "--insecure-plaintext",
-            "--private-store", "--state-dir", o.stateDir + "/workers/" + name,
-            "--store-dir", o.storeDir, "--worker-id", name, "--slots",
-            std::to_string(o.slots)},
-        logs + "/" + name + ".log"));
+    std::vector<std::string> args{
+        "worker", "--connect", o.listen, "--insecure-plaintext",
+        "--private-store", "--state-dir", o.stateDir + "/workers/" + name,
+        "--store-dir", o.storeDir, "--worker-id", name, "--slots",
+        std::to_string(o.slots)};
+    auto sb = sandboxArgs(o.sandbox);
+    args.insert(args.end(), sb.begin(), sb.end());
+    workers.push_back(std::make_unique<KilnChild>(name, args,
+                                                  logs + "/" + name + ".log"));
   }
   std::cout << "kiln serve: " << o.collection << "\n"
             << "  state dir:  " << o.stateDir << "\n"
             << "  scheduler:  " << o.listen << " (log " << sched.log() << ")\n"
             << "  workers:    " << o.workers << " x " << o.slots
-            << " slots, private stores under " << o.stateDir << "/workers\n"
+            << " slots, private stores under " << o.stateDir << "/workers,"
+            << " sandbox " << o.sandbox.name << "\n"
             << "  metrics:    http://127.0.0.1:" << o.metricsPort << "/metrics\n"
             << "  queue:      kiln queue --state-dir " << o.stateDir << "\n"
             << "  logs:       kiln log --state-dir " << o.stateDir
@@ -242,6 +246,7 @@ int serveCommand(const std::vector<std::string>& args) {
       "check-interval", po::value(&o.checkInterval),
       "seconds between checks of the collection (default 60; 0 = once)");
   loc.addOptions(opts);
+  addSandboxOptions(opts, o.sandbox);
   std::vector<std::string> paths;
   po::variables_map vm;
   if (auto rc = parseCommandLine("serve", opts, paths, 1, args, vm)) return *rc;

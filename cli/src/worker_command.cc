@@ -11,6 +11,7 @@
 #include "kiln/protocol/keys.h"
 #include "kiln/worker/daemon.h"
 #include "kiln/worker/private_store.h"
+#include "sandbox_options.h"
 
 namespace kiln::cli {
 namespace {
@@ -47,9 +48,13 @@ int runWorker(const std::vector<std::string>& args) {
       "         [--systems S,..] [--features F,..] [--mandatory-features "
       "F,..]\n"
       "         [--slots N] [--speed-factor X] [--store-dir D]\n"
-      "         [--private-store | --store-mounted-at-logical]\n\n"
+      "         [--private-store | --store-mounted-at-logical]\n"
+      "         [--sandbox linux|none] [--sandbox-option K=V ..]\n\n"
       "Connects to a kiln scheduler and builds the steps it is given until\n"
-      "SIGINT/SIGTERM. Exits 1 if the scheduler refuses the worker.\n\n"
+      "SIGINT/SIGTERM, each in a sandbox (default linux: namespaces, only\n"
+      "the input closure, a build user, no network; docs/worker.md).\n"
+      "Exits 1 if the scheduler refuses the worker or the sandbox cannot\n"
+      "run here.\n\n"
       "Options");
   worker::DaemonConfig cfg;
   std::string secretFile, serverPubFile;
@@ -82,6 +87,8 @@ int runWorker(const std::vector<std::string>& args) {
       "slots", po::value(&cfg.slots), "builds at once (default 1)")(
       "speed-factor", po::value(&cfg.speedFactor),
       "relative speed (default 1.0)")("verbose,v", "log debug messages");
+  SandboxOptions sandboxOpts;
+  addSandboxOptions(opts, sandboxOpts);
   // Hidden (not in --help): test-only fault injection, docs/worker.md.
   po::options_description hidden;
   unsigned debugVersion = 0;
@@ -133,6 +140,7 @@ int runWorker(const std::vector<std::string>& args) {
       worker::enterPrivateStore(cfg.stateDir + "/store", cfg.storeDir);
       cfg.storeMountedAtLogical = true;
     }
+    applySandboxOptions(sandboxOpts, cfg);
     if (!cfg.client.insecurePlaintext) {
       cfg.client.keys = protocol::readSecretKeyFile(secretFile);
       cfg.client.serverPublicKey = protocol::readKeyFile(serverPubFile);

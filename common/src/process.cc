@@ -218,6 +218,12 @@ Process::Process(const ProcessSpec& spec) {
   pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
 }
 
+Process::Process(pid_t pid, AutoCloseFD output)
+    : pid_(pid), out_(std::move(output)) {
+  makeNonBlocking(out_);
+  pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
+}
+
 Process::~Process() {
   if (reaped_) return;
   ::kill(-pid_, SIGKILL);

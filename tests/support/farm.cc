@@ -232,7 +232,8 @@ void Farm::startWorker(size_t i) {
       "--state-dir",   workerStateDir(i),
       "--worker-id",   workerName(i),
       "--slots",       std::to_string(w.options.slots),
-      "--systems",     join(w.options.systems)};
+      "--systems",     join(w.options.systems),
+      "--sandbox",     w.options.sandbox};
   if (options_.curve) {
     keyPair("scheduler");
     keyPair(workerName(i));

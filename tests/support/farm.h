@@ -112,6 +112,11 @@ struct WorkerOptions {
   std::string name;
   /// With FarmOptions::curve: whether its key is in the allow-list.
   bool keyAllowed = true;
+  /// `--sandbox`. The farm tests exercise scheduling and their builders
+  /// talk to the test through files on the host (release files, pid
+  /// files), so they run unsandboxed by default; farm_sandbox_test uses
+  /// "linux", `kiln worker`'s own default.
+  std::string sandbox = "none";
 
   /// Defaults with `slots` slots (designated initialisers trip
   /// -Wmissing-field-initializers).

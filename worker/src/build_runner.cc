@@ -66,7 +66,14 @@ std::string findOutputCycle(const std::vector<BuiltOutputInfo>& outputs) {
 
 BuildRunner::BuildRunner(BuildRunnerConfig config, ProcessLauncher& launcher,
                          const Clock& clock)
-    : config_(std::move(config)), launcher_(launcher), clock_(clock) {}
+    : config_(std::move(config)),
+      ownSandbox_(std::make_unique<UnsandboxedLauncher>(launcher)),
+      sandbox_(*ownSandbox_),
+      clock_(clock) {}
+
+BuildRunner::BuildRunner(BuildRunnerConfig config, Sandbox& sandbox,
+                         const Clock& clock)
+    : config_(std::move(config)), sandbox_(sandbox), clock_(clock) {}
 
 std::string BuildRunner::physicalPath(const store::StorePath& path) const {
   return config_.store.physical + "/" + path.baseName();
@@ -75,6 +82,34 @@ std::string BuildRunner::physicalPath(const store::StorePath& path) const {
 void BuildRunner::removeOutputs(const BuildRequest& request) const {
   for (auto& [name, out] : request.drv.outputs)
     if (out.path) deletePath(physicalPath(*out.path));
+}
+
+std::unique_ptr<ChildProcess> BuildRunner::startBuilder(
+    const BuildRequest& request, const std::string& buildDir,
+    SandboxedBuild& build, BuildResult& result) {
+  const auto& logical = config_.store.logical;
+  std::string inside = sandbox_.builderBuildDir(buildDir);
+  BuildEnvContext ctx{inside, logical.dir(), request.buildCores,
+                      config_.impureEnv};
+  auto benv = makeBuildEnvironment(logical, request.drv, ctx);
+  for (auto& [file, contents] : benv.files)
+    writeFile(buildDir + "/" + file, contents);
+
+  ProcessSpec spec;
+  spec.program = request.drv.builder;
+  spec.args.push_back(baseNameOf(request.drv.builder));
+  spec.args.insert(spec.args.end(), request.drv.args.begin(),
+                   request.drv.args.end());
+  spec.env = std::move(benv.env);
+  spec.workDir = inside;
+  spec.umask = 022;
+  try {
+    return build.start(spec);
+  } catch (const SysError& e) {
+    result.status = StepStatus::kFailed;
+    result.errorMsg = std::string("cannot start the builder: ") + e.what();
+    return nullptr;
+  }
 }
 
 /// What the supervision loop tracks.
@@ -196,7 +231,7 @@ BuildResult BuildRunner::run(const BuildRequest& request,
                              const LogCallback& onLog,
                              const CancelFlag* cancel) {
   const auto& layout = config_.store;
-  if (!layout.mountedAtLogical &&
+  if (!sandbox_.mapsStore() && !layout.mountedAtLogical &&
       absPath(layout.physical) != absPath(layout.logical.dir()))
     throw Error("cannot run '" + layout.logical.printPath(request.drvPath) +
                 "' unsandboxed: the physical store '" + layout.physical +
@@ -216,33 +251,23 @@ BuildResult BuildRunner::run(const BuildRequest& request,
 
   TempDir buildDir("nix-build-" + std::string(request.drvPath.name()),
                    config_.buildDirParent);
-  BuildEnvContext ctx{buildDir.path(), layout.logical.dir(), request.buildCores,
-                      config_.impureEnv};
-  auto benv = makeBuildEnvironment(layout.logical, request.drv, ctx);
-  for (auto& [file, contents] : benv.files)
-    writeFile(buildDir.path() + "/" + file, contents);
-
-  ProcessSpec spec;
-  spec.program = request.drv.builder;
-  spec.args.push_back(baseNameOf(request.drv.builder));
-  spec.args.insert(spec.args.end(), request.drv.args.begin(),
-                   request.drv.args.end());
-  spec.env = std::move(benv.env);
-  spec.workDir = buildDir.path();
-  spec.umask = 022;
+  SandboxBuildSpec sbs;
+  sbs.hostBuildDir = buildDir.path();
+  sbs.scratchDir = dirNameOf(buildDir.path());
+  sbs.logicalStore = layout.logical.dir();
+  sbs.physicalStore = layout.physical;
+  for (auto& p : request.inputClosure) sbs.inputs.push_back(p.baseName());
+  for (auto& [name, out] : request.drv.outputs)
+    sbs.outputs.push_back(out.path->baseName());
+  sbs.network = store::isFixedOutput(request.drv);
+  auto sandboxed = sandbox_.prepare(sbs);
 
   BuildResult result;
-  std::unique_ptr<ChildProcess> child;
-  try {
-    child = launcher_.start(spec);
-  } catch (const SysError& e) {
-    result.status = StepStatus::kFailed;
-    result.errorMsg = std::string("cannot start the builder: ") + e.what();
-  }
-  if (child) {
+  if (auto child = startBuilder(request, buildDir.path(), *sandboxed, result)) {
     superviseBuilder(*child, request, onLog, cancel, result);
-    child.reset();
+    child.reset();  // reaps: everything of the build is gone
   }
+  sandboxed->finish();
   if (result.errorMsg.empty() && result.waitStatus) {
     if (*result.waitStatus == 0) {
       collectOutputs(request, result);

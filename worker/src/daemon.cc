@@ -34,7 +34,6 @@ DaemonConfig checked(DaemonConfig c) {
   if (c.systems.empty()) throw Error("worker: give at least one system");
   if (c.stateDir.empty()) throw Error("worker: a state directory is needed");
   if (c.workerId.empty()) c.workerId = hostName();
-  if (!c.launcher) c.launcher = std::make_shared<RealProcessLauncher>();
   createDirs(c.stateDir);
   return c;
 }
@@ -48,10 +47,13 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       tmpDir(cfg.stateDir + "/tmp"),
       drvDir(cfg.stateDir + "/drvs"),
-      launcher(cfg.launcher),
-      runner(runnerConfig(cfg, store), *launcher, clock),
+      sandbox(cfg.launcher
+                  ? std::make_shared<UnsandboxedLauncher>(cfg.launcher)
+                  : openSandbox(cfg.sandbox, cfg.sandboxOptions)),
+      runner(runnerConfig(cfg, store), *sandbox, clock),
       helloDelay(cfg.helloRetryMin) {
-  if (!cfg.storeMountedAtLogical && !cfg.launcherMapsStore &&
+  if (!sandbox->mapsStore() && !cfg.storeMountedAtLogical &&
+      !cfg.launcherMapsStore &&
       store.storeDir().dir() != store.physicalRoot())
     throw Error("worker: builders write to the logical store " +
                 store.storeDir().dir() + " but the worker's store is at " +

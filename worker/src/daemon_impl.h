@@ -87,8 +87,9 @@ struct Daemon::Impl {
   store::LocalStore store;
   std::string tmpDir;
   std::string drvDir;
-  /// Starts builders (DaemonConfig::launcher).
-  std::shared_ptr<ProcessLauncher> launcher;
+  /// Starts builders: the sandbox plugin DaemonConfig::sandbox names, or
+  /// DaemonConfig::launcher unsandboxed.
+  std::shared_ptr<Sandbox> sandbox;
   BuildRunner runner;
   std::unique_ptr<protocol::Client> client;
   std::unique_ptr<protocol::TransferEndpoint> xfer;

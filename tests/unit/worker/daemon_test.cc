@@ -148,6 +148,8 @@ class DaemonTest : public ::testing::Test {
     c.slots = 2;
     c.speedFactor = 1.5;
     c.debug = debug_;
+    // The daemon's own logic, not a sandbox: builders run unsandboxed.
+    c.launcher = std::make_shared<RealProcessLauncher>();
     daemon_ = std::make_unique<Daemon>(std::move(c));
     thread_ = std::thread([this] {
       try {

@@ -93,6 +93,11 @@ class Process : public ChildProcess {
  public:
   /// Starts `spec`; throws SysError naming the program and the failed step.
   explicit Process(const ProcessSpec& spec);
+  /// Adopts a child started elsewhere (by a sandbox plugin): `pid` must be
+  /// a child of this process and the leader of its own process group,
+  /// `output` the read end of its merged stdout/stderr. Supervised, killed
+  /// and reaped exactly like a child this class started.
+  Process(pid_t pid, AutoCloseFD output);
   /// Kills the process group (if the child still runs) and reaps the child.
   ~Process() override;
   Process(const Process&) = delete;

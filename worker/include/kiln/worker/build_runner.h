@@ -1,6 +1,7 @@
 #pragma once
-/// Runs one derivation's builder on this machine, unsandboxed (until the
-/// sandbox plugins exist), with the environment Nix 2.8 gives builders;
+/// Runs one derivation's builder on this machine, in a sandbox (a sandbox
+/// plugin, or unsandboxed through a plain ProcessLauncher), with the
+/// environment Nix 2.8 gives builders;
 /// supervises it (silence timeout, total timeout, log limit, cancellation:
 /// each kills the builder's whole process group) and, on success, NAR-hashes
 /// every output and scans it for references in one pass. docs/worker.md
@@ -22,6 +23,7 @@
 #include "kiln/store/derivation.h"
 #include "kiln/store/store_path.h"
 #include "kiln/worker/build_env.h"
+#include "kiln/worker/sandbox.h"
 
 namespace kiln::worker {
 
@@ -42,7 +44,9 @@ struct BuildLimits {
 /// /nix/store, as when run as root in CI, or tests use a temporary store
 /// whose logical and physical directories coincide) or the caller mounted
 /// the physical store there (`mountedAtLogical`). The runner refuses other
-/// layouts until a sandbox plugin maps the paths.
+/// layouts unless the sandbox maps the paths (Sandbox::mapsStore: the
+/// `linux` sandbox mounts the inputs at their logical paths and moves the
+/// outputs into the physical store).
 struct StoreLayout {
   store::StoreDir logical;        ///< enters paths and NIX_STORE
   std::string physical;           ///< where the runner reads outputs
@@ -120,20 +124,28 @@ class BuildRunner {
   /// Longest wait between checks of the cancel flag and the deadlines.
   static constexpr std::chrono::milliseconds kPollSlice{100};
 
-  /// Borrows `launcher` and `clock`, which must outlive the runner.
+  /// Runs builders unsandboxed through `launcher`. Borrows `launcher` and
+  /// `clock`, which must outlive the runner.
   BuildRunner(BuildRunnerConfig config, ProcessLauncher& launcher,
               const Clock& clock);
+  /// Runs builders in `sandbox`. Borrows `sandbox` and `clock`.
+  BuildRunner(BuildRunnerConfig config, Sandbox& sandbox, const Clock& clock);
 
   /// Runs the build to completion. Build failures are reported in the
   /// result (docs/worker.md lists the statuses); throws only when the build
   /// cannot be attempted: an invalid layout (see StoreLayout), an output
-  /// without a path, a malformed structured-attrs `__json`, or a failing
-  /// system call while preparing the build directory.
+  /// without a path, a malformed structured-attrs `__json`, a failing
+  /// system call while preparing the build directory, or a sandbox that
+  /// cannot be set up (or cannot move the outputs out).
   BuildResult run(const BuildRequest& request, const LogCallback& onLog,
                   const CancelFlag* cancel = nullptr);
 
  private:
   struct Supervision;
+  std::unique_ptr<ChildProcess> startBuilder(const BuildRequest& request,
+                                             const std::string& buildDir,
+                                             SandboxedBuild& build,
+                                             BuildResult& result);
   void superviseBuilder(ChildProcess& child, const BuildRequest& request,
                         const LogCallback& onLog, const CancelFlag* cancel,
                         BuildResult& result);
@@ -142,7 +154,8 @@ class BuildRunner {
   void removeOutputs(const BuildRequest& request) const;
 
   BuildRunnerConfig config_;
-  ProcessLauncher& launcher_;
+  std::unique_ptr<Sandbox> ownSandbox_;  // set when given a launcher
+  Sandbox& sandbox_;
   const Clock& clock_;
 };
 

@@ -16,6 +16,7 @@
 #include "kiln/common/clock.h"
 #include "kiln/common/error.h"
 #include "kiln/common/process.h"
+#include "kiln/plugin_host/host_services.h"
 #include "kiln/protocol/transport.h"
 
 namespace kiln::worker {
@@ -44,7 +45,7 @@ struct DebugFaults {
 struct DaemonConfig {
   protocol::ClientOptions client;  ///< where and how to connect
   std::string stateDir;            ///< holds the store, drvs, build dirs
-  /// The logical store directory. Until a sandbox maps paths, builders
+  /// The logical store directory. Unless the sandbox maps paths, builders
   /// write to it directly, so it must be `<stateDir>/store` or have the
   /// physical store mounted on it (`storeMountedAtLogical`).
   std::string storeDir = "/nix/store";
@@ -61,13 +62,21 @@ struct DaemonConfig {
   std::chrono::milliseconds helloRetryMin{2000};
   std::chrono::milliseconds helloRetryMax{60000};
   DebugFaults debug;  ///< tests only; nothing injected by default
-  /// Starts the builders. Null: RealProcessLauncher (unsandboxed, builders
-  /// write to the logical store directly). A sandbox plugin is one
-  /// implementation: it may run the builder in its own mount namespace.
+  /// The sandbox plugin that starts the builders (docs/worker.md,
+  /// "Sandboxes"): loaded from plugins::processPlugins() and probed when
+  /// the daemon is constructed, which throws Error with the reason if it
+  /// is missing or cannot run here. Ignored when `launcher` is set.
+  std::string sandbox = "linux";
+  /// The sandbox's options (`--sandbox-option KEY=VALUE`). For `linux`
+  /// without `extra-paths`: kDefaultLinuxExtraPaths.
+  plugins::PluginConfig sandboxOptions;
+  /// Tests and embedding: starts the builders instead of a sandbox plugin
+  /// (unsandboxed unless the launcher isolates them itself; builders
+  /// write to the logical store directly). Null: the `sandbox` plugin.
   std::shared_ptr<ProcessLauncher> launcher;
-  /// The store-layout mapping: true when `launcher` makes the physical
-  /// store visible at the logical directory inside the build (a sandbox
-  /// bind-mounting it there), so the worker accepts any store location.
+  /// The store-layout mapping of an injected `launcher`: true when it
+  /// makes the physical store visible at the logical directory inside the
+  /// build, so the worker accepts any store location.
   bool launcherMapsStore = false;
   /// Heartbeats, Hello retries, build deadlines, result times. Not owned;
   /// must outlive the daemon. Null: RealClock::instance().

@@ -1,0 +1,34 @@
+#pragma once
+/// The sandbox options shared by `kiln worker` and `kiln serve`
+/// (docs/worker.md, "Sandboxes"): which sandbox plugin, its options, and
+/// where plugins are searched.
+
+#include <boost/program_options.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/worker/daemon.h"
+
+namespace kiln::cli {
+
+/// What the command line chose.
+struct SandboxOptions {
+  std::string name = "linux";           ///< the sandbox plugin
+  std::vector<std::string> options;     ///< KEY=VALUE
+  std::vector<std::string> pluginDirs;  ///< empty: the defaults
+};
+
+/// Adds --sandbox, --sandbox-option and --plugin-dir to `opts`.
+void addSandboxOptions(boost::program_options::options_description& opts,
+                       SandboxOptions& out);
+
+/// The same options as `kiln worker` arguments (for `kiln serve`).
+std::vector<std::string> sandboxArgs(const SandboxOptions& o);
+
+/// Puts the chosen sandbox and its options into `cfg` (the daemon loads
+/// and probes it) and configures the plugin directories. Throws Error for
+/// a malformed --sandbox-option.
+void applySandboxOptions(const SandboxOptions& o, worker::DaemonConfig& cfg);
+
+}  // namespace kiln::cli

@@ -1,0 +1,79 @@
+// The `none` sandbox: runs the builder directly, as the worker's own user,
+// with the host's file system and network. For development only: it says
+// so at every start (docs/worker.md, "Sandboxes").
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exec_child.h"
+#include "kiln/plugin/plugin.hpp"
+
+namespace {
+
+namespace ps = kiln::plugin_support;
+
+class NoneSandbox {
+ public:
+  struct Build {};
+  static constexpr uint32_t kCapabilities = 0;
+
+  explicit NoneSandbox(kiln::plugin::Host host) : host_(host) {
+    host_.log(KILN_LOG_WARN,
+              "the 'none' sandbox is for development only: builders run "
+              "unisolated, as this process's user, can read every file it "
+              "can, use the network and write the store");
+  }
+
+  std::string buildDir(const std::string& hostBuildDir) { return hostBuildDir; }
+
+  std::unique_ptr<Build> start(const kiln_sandbox_spec& spec,
+                               kiln_sandbox_process& process) {
+    host_.metricAdd("builds_total", 1);
+    ps::ChildPipes pipes;
+    pipes.open();
+    ps::ExecPlan plan;
+    plan.program = spec.program;
+    plan.argv = const_cast<char* const*>(spec.argv);
+    plan.envp = const_cast<char* const*>(spec.envp);
+    plan.workDir = spec.work_dir;
+    plan.umask = spec.umask;
+    plan.devNull = pipes.devNull;
+    plan.outWrite = pipes.outWrite;
+    plan.statusWrite = pipes.statusWrite;
+    pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) throw kiln::plugin::Failure::sys("fork");
+    if (pid == 0) {
+      if (::setsid() < 0) ps::childFail(plan.statusWrite, ps::kStageSession);
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != parent)
+        ps::childFail(plan.statusWrite, ps::kStageSession);
+      ps::execBuilder(plan);
+    }
+    ::close(pipes.outWrite);
+    pipes.outWrite = -1;
+    ::close(pipes.statusWrite);
+    pipes.statusWrite = -1;
+    if (auto failed = ps::readChildStatus(pipes.statusRead)) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      ps::throwStageFailure(failed->first, failed->second, spec.program,
+                            "creating a session");
+    }
+    process.pid = pid;
+    process.output_fd = pipes.outRead;
+    pipes.outRead = -1;
+    return std::make_unique<Build>();
+  }
+
+  void finish(std::unique_ptr<Build>) {}
+  void probe() {}
+
+ private:
+  kiln::plugin::Host host_;
+};
+
+}  // namespace
+
+KILN_SANDBOX_PLUGIN(NoneSandbox, "none", "1.0.0",
+                    "no isolation: runs builders directly (development only)")

@@ -1,0 +1,212 @@
+/* kiln plugin ABI (docs/plugin-abi.md).
+ *
+ * A plugin is a shared library exporting one C function,
+ * `kiln_plugin_entry`, that returns a static descriptor: the ABI version the
+ * plugin was built against, its kind and name, and a pointer to the function
+ * table of its kind. Every table starts with its own size in bytes, so a host
+ * knows which functions a plugin built against an older minor version has.
+ *
+ * Rules of the boundary:
+ * - Only the C types below cross it. No C++ exception ever does: a function
+ *   that fails returns a non-zero kiln_status and fills the kiln_error it
+ *   was given.
+ * - Strings passed in are borrowed for the duration of the call; strings a
+ *   plugin returns in a descriptor are static.
+ * - The host passes its services (logging, metrics, configuration) to
+ *   `create`; they stay valid for the life of the instance.
+ * - The host never unloads a plugin library.
+ *
+ * Versioning: a host accepts a plugin whose KILN_PLUGIN_ABI_MAJOR equals its
+ * own and whose minor is any value; functions added in a later minor are
+ * appended to the end of a table and are optional for the host.
+ */
+#ifndef KILN_PLUGIN_ABI_H
+#define KILN_PLUGIN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Incompatible changes bump the major; a host refuses any other major. */
+#define KILN_PLUGIN_ABI_MAJOR 1
+/** The newest minor this header describes. Minor 1 appended
+ * kiln_sandbox_functions.probe. */
+#define KILN_PLUGIN_ABI_MINOR_LATEST 1
+
+/** A plugin may build against an older minor by defining this before the
+ * include (the tables then end where that minor's ended). */
+#ifndef KILN_PLUGIN_ABI_MINOR
+#define KILN_PLUGIN_ABI_MINOR KILN_PLUGIN_ABI_MINOR_LATEST
+#endif
+
+/** The symbol every plugin library exports. */
+#define KILN_PLUGIN_ENTRY_SYMBOL "kiln_plugin_entry"
+
+/** Plugin kinds (design decision 7). */
+typedef enum kiln_plugin_kind {
+  KILN_PLUGIN_SANDBOX = 1,   /**< isolates builders (kiln_sandbox_functions) */
+  KILN_PLUGIN_PLATFORM = 2,  /**< runs builders of a system (reserved table) */
+  KILN_PLUGIN_EVALUATOR = 3, /**< evaluates collections (reserved table) */
+  KILN_PLUGIN_NOTIFIER = 4   /**< delivers build events (reserved table) */
+} kiln_plugin_kind;
+
+/** Result of a call: 0 is success. */
+typedef int32_t kiln_status;
+#define KILN_OK 0
+#define KILN_ERR_FAILED 1      /**< the operation failed; see the message */
+#define KILN_ERR_UNSUPPORTED 2 /**< not possible on this host/configuration */
+#define KILN_ERR_INVALID 3     /**< the caller passed something malformed */
+#define KILN_ERR_SYSTEM 4      /**< a system call failed; see sys_errno */
+
+/** Error details, filled by the plugin when it returns non-zero. */
+typedef struct kiln_error {
+  kiln_status code;
+  int32_t sys_errno;    /**< errno for KILN_ERR_SYSTEM, else 0 */
+  char message[1024];   /**< NUL-terminated, truncated if longer */
+} kiln_error;
+
+/** Log levels for kiln_host_services.log. */
+typedef enum kiln_log_level {
+  KILN_LOG_DEBUG = 0,
+  KILN_LOG_INFO = 1,
+  KILN_LOG_WARN = 2,
+  KILN_LOG_ERROR = 3
+} kiln_log_level;
+
+/** What the host offers a plugin instance. Every function may be called
+ * from any thread. */
+typedef struct kiln_host_services {
+  uint32_t size; /**< sizeof(kiln_host_services) of the host */
+  void* ctx;     /**< passed back to every function */
+  /** Logs one message, attributed to the plugin. */
+  void (*log)(void* ctx, kiln_log_level level, const char* message);
+  /** Adds `delta` to the counter `name` (the host prefixes it with
+   * kiln_plugin_<name>_). */
+  void (*metric_add)(void* ctx, const char* name, double delta);
+  /** Looks up configuration key `key` of this plugin. Returns the value's
+   * length (which may exceed buf_size - 1: the copy is then truncated) or
+   * -1 when the key is not set. */
+  int64_t (*config_get)(void* ctx, const char* key, char* buf,
+                        size_t buf_size);
+} kiln_host_services;
+
+/** What kiln_plugin_entry returns. Static: valid for the life of the
+ * process. */
+typedef struct kiln_plugin_descriptor {
+  uint32_t size;        /**< sizeof(kiln_plugin_descriptor) */
+  uint16_t abi_major;   /**< KILN_PLUGIN_ABI_MAJOR */
+  uint16_t abi_minor;   /**< KILN_PLUGIN_ABI_MINOR the plugin built against */
+  uint32_t kind;        /**< a kiln_plugin_kind */
+  const char* name;     /**< unique per kind, e.g. "linux" */
+  const char* version;  /**< the plugin's own version, e.g. "1.0.0" */
+  const char* summary;  /**< one line for `kiln plugins` */
+  const void* functions; /**< the kind's table; starts with uint32_t size */
+} kiln_plugin_descriptor;
+
+/** Type of the exported entry point. */
+typedef const kiln_plugin_descriptor* (*kiln_plugin_entry_fn)(void);
+
+/* ---- sandbox ---------------------------------------------------------- */
+
+/** One build as a sandbox sees it. All paths are absolute. */
+typedef struct kiln_sandbox_spec {
+  uint32_t size;
+  const char* program;          /**< the builder, as the builder sees it */
+  const char* const* argv;      /**< NULL-terminated; argv[0] included */
+  const char* const* envp;      /**< "K=V", NULL-terminated, complete */
+  const char* work_dir;         /**< as the builder sees it */
+  uint32_t umask;
+  const char* host_build_dir;   /**< the build directory on the host */
+  const char* scratch_dir;      /**< where the sandbox may put per-build
+                                   files; on the physical store's file
+                                   system */
+  const char* logical_store;    /**< e.g. "/nix/store" */
+  const char* physical_store;   /**< holds the inputs; outputs go here */
+  const char* const* inputs;    /**< base names of the input closure */
+  const char* const* outputs;   /**< base names of the outputs */
+  int32_t network;              /**< non-zero: host network (fixed output) */
+} kiln_sandbox_spec;
+
+/** A started builder. The host owns `output_fd` and reaps `pid` (a child of
+ * the calling process, leader of its own session and process group); it
+ * kills the build with kill(-pid, SIGKILL). */
+typedef struct kiln_sandbox_process {
+  uint32_t size;
+  int32_t pid;       /**< in the host's PID namespace */
+  int32_t output_fd; /**< read end of the merged stdout/stderr pipe */
+} kiln_sandbox_process;
+
+/** kiln_sandbox_functions.capabilities: builders see the physical store at
+ * the logical directory whatever the host's layout, and finish() moves the
+ * outputs into the physical store. Without it the builder writes to the
+ * logical paths itself (the host then requires physical == logical). */
+#define KILN_SANDBOX_MAPS_STORE 1u
+/** kiln_sandbox_functions.capabilities: builds are isolated (namespaces,
+ * no network, an unprivileged uid). Without it kiln warns loudly. */
+#define KILN_SANDBOX_ISOLATES 2u
+
+/** A sandbox plugin's functions. Required: everything of minor 0. */
+typedef struct kiln_sandbox_functions {
+  uint32_t size; /**< sizeof(kiln_sandbox_functions) the plugin built */
+  uint32_t capabilities; /**< KILN_SANDBOX_* bits */
+  /** Makes an instance; `host` outlives it. */
+  kiln_status (*create)(const kiln_host_services* host, void** instance,
+                        kiln_error* err);
+  /** Frees an instance (no build of it may still run). */
+  void (*destroy)(void* instance);
+  /** The build directory as builders will see it, for `host_build_dir`
+   * (e.g. "/build"), copied into buf. */
+  kiln_status (*build_dir)(void* instance, const char* host_build_dir,
+                           char* buf, size_t buf_size, kiln_error* err);
+  /** Prepares the sandbox and starts the builder in it. On success `*build`
+   * is the plugin's handle, to be passed to finish exactly once. A builder
+   * that cannot be executed is KILN_ERR_SYSTEM with its errno. */
+  kiln_status (*start)(void* instance, const kiln_sandbox_spec* spec,
+                       void** build, kiln_sandbox_process* process,
+                       kiln_error* err);
+  /** After the host reaped the builder: moves the outputs that exist to
+   * `physical_store` and releases everything of the build (files, build
+   * user). */
+  kiln_status (*finish)(void* instance, void* build, kiln_error* err);
+#if KILN_PLUGIN_ABI_MINOR >= 1
+  /** Minor 1, optional: whether the sandbox can work on this host; a
+   * non-zero status says why not. */
+  kiln_status (*probe)(void* instance, kiln_error* err);
+#endif
+} kiln_sandbox_functions;
+
+/** Size of the minor-0 sandbox table: a shorter table is refused. */
+#define KILN_SANDBOX_FUNCTIONS_MIN_SIZE \
+  (offsetof(kiln_sandbox_functions, finish) + sizeof(void*))
+
+/* ---- platform, evaluator, notifier --------------------------------------
+ * Defined now so the host can load and list them; their functions follow
+ * the common prefix below and will be appended by the issues that add
+ * those plugins (each table's `size` tells the host what a plugin has). */
+
+/** The prefix shared by the platform, evaluator and notifier tables. */
+typedef struct kiln_generic_functions {
+  uint32_t size;
+  kiln_status (*create)(const kiln_host_services* host, void** instance,
+                        kiln_error* err);
+  void (*destroy)(void* instance);
+} kiln_generic_functions;
+
+/** Platform plugins (native, qemu-user): for now the common prefix. */
+typedef kiln_generic_functions kiln_platform_functions;
+/** Evaluator plugins (builtin, nix): for now the common prefix. */
+typedef kiln_generic_functions kiln_evaluator_functions;
+/** Notifier plugins (webhook, command): for now the common prefix. */
+typedef kiln_generic_functions kiln_notifier_functions;
+
+/** Minimum table size of the platform, evaluator and notifier kinds. */
+#define KILN_GENERIC_FUNCTIONS_MIN_SIZE sizeof(kiln_generic_functions)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_PLUGIN_ABI_H */

@@ -1,0 +1,202 @@
+#pragma once
+/// Header-only C++ helper for writing kiln plugins (docs/plugin-abi.md):
+/// an in-tree plugin is a class plus one macro. The helper turns the C ABI
+/// of abi.h into virtual-free, exception-safe calls: every function of the
+/// table is a thunk that catches everything and reports it as a kiln_error,
+/// so no exception ever crosses the boundary.
+///
+///     class MySandbox {
+///      public:
+///       struct Build { ... };                      // per-build state
+///       static constexpr uint32_t kCapabilities = KILN_SANDBOX_ISOLATES;
+///       explicit MySandbox(kiln::plugin::Host host);
+///       std::string buildDir(const std::string& hostBuildDir);
+///       std::unique_ptr<Build> start(const kiln_sandbox_spec& spec,
+///                                    kiln_sandbox_process& process);
+///       void finish(std::unique_ptr<Build> build);
+///       void probe();                              // throws if unusable
+///     };
+///     KILN_SANDBOX_PLUGIN(MySandbox, "mine", "1.0.0", "what it does")
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kiln/plugin/abi.h"
+
+namespace kiln::plugin {
+
+/// A failure inside a plugin, turned into a kiln_error at the boundary.
+class Failure : public std::exception {
+ public:
+  /// A failure with a status code (KILN_ERR_*) and a message.
+  Failure(kiln_status code, std::string message, int sysErrno = 0)
+      : code_(code), errno_(sysErrno), message_(std::move(message)) {}
+  /// A failed system call: "<what>: <strerror(errno)>", KILN_ERR_SYSTEM.
+  static Failure sys(const std::string& what, int err = errno) {
+    return Failure(KILN_ERR_SYSTEM, what + ": " + std::strerror(err), err);
+  }
+  const char* what() const noexcept override { return message_.c_str(); }
+  kiln_status code() const { return code_; }
+  int sysErrno() const { return errno_; }
+
+ private:
+  kiln_status code_;
+  int errno_;
+  std::string message_;
+};
+
+/// Fills `err` (if given) and returns its code.
+inline kiln_status report(kiln_error* err, kiln_status code, int sysErrno,
+                          const char* message) {
+  if (err) {
+    err->code = code;
+    err->sys_errno = sysErrno;
+    std::strncpy(err->message, message, sizeof err->message - 1);
+    err->message[sizeof err->message - 1] = '\0';
+  }
+  return code;
+}
+
+/// Runs `fn`, turning any exception into a status and `err`.
+template <class Fn>
+kiln_status guard(kiln_error* err, Fn&& fn) noexcept {
+  try {
+    fn();
+    return KILN_OK;
+  } catch (const Failure& f) {
+    return report(err, f.code(), f.sysErrno(), f.what());
+  } catch (const std::exception& e) {
+    return report(err, KILN_ERR_FAILED, 0, e.what());
+  } catch (...) {
+    return report(err, KILN_ERR_FAILED, 0, "unknown exception in plugin");
+  }
+}
+
+/// The host's services, as the plugin sees them. Cheap to copy.
+class Host {
+ public:
+  explicit Host(const kiln_host_services* s) : s_(s) {}
+  /// Logs through the host (attributed to this plugin).
+  void log(kiln_log_level level, const std::string& msg) const {
+    if (s_ && s_->log) s_->log(s_->ctx, level, msg.c_str());
+  }
+  /// Adds to one of this plugin's counters.
+  void metricAdd(const char* name, double delta) const {
+    if (s_ && s_->metric_add) s_->metric_add(s_->ctx, name, delta);
+  }
+  /// The configuration value of `key`, if set.
+  std::optional<std::string> config(const char* key) const {
+    if (!s_ || !s_->config_get) return std::nullopt;
+    char buf[4096];
+    int64_t n = s_->config_get(s_->ctx, key, buf, sizeof buf);
+    if (n < 0) return std::nullopt;
+    if (static_cast<size_t>(n) < sizeof buf) return std::string(buf, n);
+    std::string big(static_cast<size_t>(n) + 1, '\0');
+    s_->config_get(s_->ctx, key, big.data(), big.size());
+    big.resize(static_cast<size_t>(n));
+    return big;
+  }
+
+ private:
+  const kiln_host_services* s_;
+};
+
+/// Thunks shared by every kind: create and destroy an instance of P.
+template <class P>
+struct InstanceThunks {
+  static kiln_status create(const kiln_host_services* host, void** instance,
+                            kiln_error* err) {
+    return guard(err, [&] { *instance = new P(Host(host)); });
+  }
+  static void destroy(void* instance) {
+    guard(nullptr, [&] { delete static_cast<P*>(instance); });
+  }
+};
+
+/// The sandbox table for class P (see the file comment).
+template <class P>
+struct SandboxThunks : InstanceThunks<P> {
+  static P& self(void* i) { return *static_cast<P*>(i); }
+  static kiln_status buildDir(void* i, const char* hostBuildDir, char* buf,
+                              size_t size, kiln_error* err) {
+    return guard(err, [&] {
+      std::string dir = self(i).buildDir(hostBuildDir);
+      if (dir.size() + 1 > size)
+        throw Failure(KILN_ERR_INVALID, "build directory path too long");
+      std::memcpy(buf, dir.c_str(), dir.size() + 1);
+    });
+  }
+  static kiln_status start(void* i, const kiln_sandbox_spec* spec, void** build,
+                           kiln_sandbox_process* process, kiln_error* err) {
+    return guard(err,
+                 [&] { *build = self(i).start(*spec, *process).release(); });
+  }
+  static kiln_status finish(void* i, void* build, kiln_error* err) {
+    return guard(err, [&] {
+      self(i).finish(std::unique_ptr<typename P::Build>(
+          static_cast<typename P::Build*>(build)));
+    });
+  }
+  static kiln_status probe(void* i, kiln_error* err) {
+    return guard(err, [&] { self(i).probe(); });
+  }
+  /// The table, as built against this header's KILN_PLUGIN_ABI_MINOR.
+  static kiln_sandbox_functions table() {
+    kiln_sandbox_functions t{};
+    t.size = sizeof t;
+    t.capabilities = P::kCapabilities;
+    t.create = &InstanceThunks<P>::create;
+    t.destroy = &InstanceThunks<P>::destroy;
+    t.build_dir = &buildDir;
+    t.start = &start;
+    t.finish = &finish;
+#if KILN_PLUGIN_ABI_MINOR >= 1
+    t.probe = &probe;
+#endif
+    return t;
+  }
+};
+
+/// The common table (platform, evaluator, notifier) for class P.
+template <class P>
+kiln_generic_functions genericTable() {
+  return {sizeof(kiln_generic_functions), &InstanceThunks<P>::create,
+          &InstanceThunks<P>::destroy};
+}
+
+}  // namespace kiln::plugin
+
+/// Defines the library's entry point for plugin class `Class` of `kind`
+/// with function table `table` (an expression).
+#define KILN_PLUGIN_ENTRY_WITH(kind, table, name, version, summary) \
+  extern "C" __attribute__((visibility("default")))                 \
+  const kiln_plugin_descriptor*                                     \
+  kiln_plugin_entry(void) {                                         \
+    static const auto functions = (table);                          \
+    static const kiln_plugin_descriptor descriptor = {              \
+        sizeof(kiln_plugin_descriptor),                             \
+        KILN_PLUGIN_ABI_MAJOR,                                      \
+        KILN_PLUGIN_ABI_MINOR,                                      \
+        (kind),                                                     \
+        (name),                                                     \
+        (version),                                                  \
+        (summary),                                                  \
+        &functions};                                                \
+    return &descriptor;                                             \
+  }
+
+/// Makes `Class` a sandbox plugin named `name`.
+#define KILN_SANDBOX_PLUGIN(Class, name, version, summary)                    \
+  KILN_PLUGIN_ENTRY_WITH(KILN_PLUGIN_SANDBOX,                                 \
+                         ::kiln::plugin::SandboxThunks<Class>::table(), name, \
+                         version, summary)
+
+/// Makes `Class` a platform, evaluator or notifier plugin (`kind` is one of
+/// KILN_PLUGIN_PLATFORM, KILN_PLUGIN_EVALUATOR, KILN_PLUGIN_NOTIFIER).
+#define KILN_GENERIC_PLUGIN(kind, Class, name, version, summary)            \
+  KILN_PLUGIN_ENTRY_WITH(kind, ::kiln::plugin::genericTable<Class>(), name, \
+                         version, summary)

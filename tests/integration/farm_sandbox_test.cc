@@ -1,0 +1,54 @@
+// A farm whose worker runs `kiln worker`'s default sandbox (`linux`, with
+// the default extra paths /bin /usr/bin /lib /lib64 /usr/lib): a builder
+// using host tools builds; one reading a file of the host outside those
+// paths fails, and so does one writing next to it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "farm.h"
+#include "kiln/common/file.h"
+#include "test_support.h"
+
+namespace kiln {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(FarmSandbox, DefaultLinuxSandboxBuildsAndIsolates) {
+  std::string why;
+  if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
+  test::Farm farm;
+  writeFile(farm.dir() + "/host-secret", "SECRET\n");
+  auto coll =
+      farm.writeCollection("coll",
+                           "{ ok = mk \"ok\" \"echo hi | cat > $out\" [];\n"
+                           "  peek = mk \"peek\" \"cat " +
+                               farm.dir() +
+                               "/host-secret > $out\" [];\n"
+                               "  poke = mk \"poke\" \"echo x > " +
+                               farm.dir() + "/poked && echo > $out\" []; }");
+  farm.startScheduler();
+  auto opts = test::WorkerOptions::withSlots(1);
+  opts.sandbox = "linux";
+  farm.addWorker(opts);
+  if (!farm.waitForWorkers(1, 60s)) {
+    auto log = farm.worker(0).log();
+    if (log.find("sandbox cannot run on this host") != std::string::npos)
+      GTEST_SKIP() << log;
+    FAIL() << log;
+  }
+  farm.createJobset("p", "sandboxed", coll);
+  int64_t eval = farm.evaluate("p", "sandboxed");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s)) << farm.worker(0).log();
+  std::map<std::string, int> status;
+  for (auto& b : farm.builds(eval)) status[b.job] = b.status;
+  EXPECT_EQ(status["ok"], 0) << farm.worker(0).log();
+  EXPECT_EQ(status["peek"], 1);
+  EXPECT_EQ(status["poke"], 1);
+  EXPECT_FALSE(pathExists(farm.dir() + "/poked"));
+  EXPECT_EQ(farm.stopWorker(0), 0);
+  EXPECT_EQ(farm.stopScheduler(), 0);
+}
+
+}  // namespace
+}  // namespace kiln

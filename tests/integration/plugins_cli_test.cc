@@ -1,0 +1,45 @@
+// `kiln plugins`: lists what the loader finds (the in-tree plugins from the
+// build tree, without installing) and every refused library with the
+// reason, exiting 1 when something was refused.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PluginsCli, ListsTheInTreeSandboxesFromTheBuildTree) {
+  auto r =
+      test::run({test::kilnBinary(), "plugins"}, "", {"KILN_PLUGIN_PATH="});
+  ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr(std::string("searched: ") + KILN_BINARY_DIR +
+                               "/plugins/lib"));
+  EXPECT_THAT(r.out, testing::ContainsRegex(
+                         "sandbox +linux +1\\.0\\.0 +1\\.1 +[^ ]*/plugins/lib/"
+                         "kiln-plugin-linux\\.so"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("sandbox +none "));
+}
+
+TEST(PluginsCli, NamesRefusedLibrariesAndFails) {
+  std::string dir = std::string(KILN_BINARY_DIR) + "/tests/plugins/major";
+  auto r = test::run({test::kilnBinary(), "plugins", "--plugin-dir", dir});
+  EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("refused " + dir +
+                               "/kiln-plugin-test-major.so: built for plugin "
+                               "ABI 2."));
+}
+
+TEST(PluginsCli, ShowsEveryKindAndThePreviousMinor) {
+  std::string dir = std::string(KILN_BINARY_DIR) + "/tests/plugins/good";
+  auto r = test::run({test::kilnBinary(), "plugins", "--plugin-dir", dir});
+  ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+  EXPECT_THAT(
+      r.out, testing::ContainsRegex("sandbox +test-minor0 +0\\.0\\.1 +1\\.0 "));
+  EXPECT_THAT(r.out, testing::ContainsRegex("notifier +test-notifier "));
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,160 @@
+// The plugin loader: what it accepts (all four kinds, a plugin built
+// against the previous minor ABI) and what it refuses, naming the file and
+// the reason (another ABI major, an unknown kind, a missing required
+// function, a duplicate name, a library without the entry point).
+#include "kiln/plugin_host/registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kiln/plugin_host/host_services.h"
+
+namespace kiln::plugins {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string dir(const std::string& c) {
+  return std::string(KILN_TEST_PLUGIN_DIR) + "/" + c;
+}
+std::string lib(const std::string& c, const std::string& name) {
+  return dir(c) + "/kiln-plugin-" + name + ".so";
+}
+
+/// Loads one folder and returns its only refusal's reason (checking it
+/// names the file).
+std::string refusedReason(const std::string& c, const std::string& name) {
+  PluginRegistry r;
+  r.loadDirectories({dir(c)});
+  EXPECT_TRUE(r.plugins().empty());
+  auto refused = r.refusals();
+  if (refused.size() != 1) {
+    ADD_FAILURE() << "expected one refusal in " << c;
+    return "";
+  }
+  EXPECT_EQ(refused[0].file, lib(c, name));
+  return refused[0].reason;
+}
+
+TEST(PluginRegistry, LoadsEveryGoodPluginWithItsFacts) {
+  PluginRegistry r;
+  r.loadDirectories({dir("good"), dir("does-not-exist")});
+  EXPECT_TRUE(r.refusals().empty());
+  auto* cur = r.find(KILN_PLUGIN_SANDBOX, "test-current");
+  ASSERT_NE(cur, nullptr);
+  EXPECT_EQ(cur->file, lib("good", "test-current"));
+  EXPECT_EQ(cur->version, "0.0.1");
+  EXPECT_EQ(cur->abiMajor, unsigned(KILN_PLUGIN_ABI_MAJOR));
+  EXPECT_EQ(cur->abiMinor, unsigned(KILN_PLUGIN_ABI_MINOR_LATEST));
+  EXPECT_EQ(cur->functionsSize, sizeof(kiln_sandbox_functions));
+  auto* notifier = r.find(KILN_PLUGIN_NOTIFIER, "test-notifier");
+  ASSERT_NE(notifier, nullptr);
+  EXPECT_EQ(r.plugins().size(), 3u);
+}
+
+TEST(PluginRegistry, PluginOfThePreviousMinorLoadsWithItsSmallerTable) {
+  PluginRegistry r;
+  auto* p = r.loadFile(lib("good", "test-minor0"));
+  ASSERT_NE(p, nullptr) << r.refusals().at(0).reason;
+  EXPECT_EQ(p->abiMinor, 0u);
+  EXPECT_EQ(p->functionsSize, KILN_SANDBOX_FUNCTIONS_MIN_SIZE);
+  EXPECT_LT(p->functionsSize, sizeof(kiln_sandbox_functions));
+  // Its functions work through the current header's table (the host reads
+  // only what the size covers).
+  auto* fns = static_cast<const kiln_sandbox_functions*>(p->functions);
+  HostServices host("sandbox test-minor0", "kiln_plugin_test_minor0_",
+                    {{"build-dir", "/build"}});
+  void* inst = nullptr;
+  kiln_error err{};
+  ASSERT_EQ(fns->create(host.table(), &inst, &err), KILN_OK) << err.message;
+  char buf[64];
+  ASSERT_EQ(fns->build_dir(inst, "/tmp/x", buf, sizeof buf, &err), KILN_OK);
+  EXPECT_STREQ(buf, "/build");
+  fns->destroy(inst);
+  EXPECT_EQ(pluginCounters()["kiln_plugin_test_minor0_created_total"], 1.0);
+}
+
+TEST(PluginRegistry, ExceptionsBecomeErrorCodesAtTheBoundary) {
+  PluginRegistry r;
+  auto* p = r.loadFile(lib("good", "test-current"));
+  ASSERT_NE(p, nullptr);
+  auto* fns = static_cast<const kiln_sandbox_functions*>(p->functions);
+  HostServices failing("sandbox test-current", "x_", {{"fail-create", ""}});
+  void* inst = nullptr;
+  kiln_error err{};
+  EXPECT_EQ(fns->create(failing.table(), &inst, &err), KILN_ERR_UNSUPPORTED);
+  EXPECT_STREQ(err.message, "told to fail");
+  HostServices host("sandbox test-current", "x_", {});
+  ASSERT_EQ(fns->create(host.table(), &inst, &err), KILN_OK);
+  kiln_sandbox_spec spec{};
+  kiln_sandbox_process proc{};
+  void* build = nullptr;
+  EXPECT_EQ(fns->start(inst, &spec, &build, &proc, &err), KILN_ERR_SYSTEM);
+  EXPECT_EQ(err.sys_errno, 2);
+  EXPECT_THAT(err.message, HasSubstr("executing 'nothing'"));
+  EXPECT_EQ(fns->probe(inst, &err), KILN_ERR_UNSUPPORTED);
+  fns->destroy(inst);
+}
+
+TEST(PluginRegistry, RefusesAnotherAbiMajor) {
+  EXPECT_THAT(refusedReason("major", "test-major"),
+              HasSubstr("built for plugin ABI 2."));
+}
+
+TEST(PluginRegistry, RefusesAnUnknownKind) {
+  EXPECT_THAT(refusedReason("kind", "test-kind"),
+              HasSubstr("unknown plugin kind 99"));
+}
+
+TEST(PluginRegistry, RefusesAMissingRequiredFunction) {
+  EXPECT_THAT(refusedReason("missing", "test-nostart"),
+              HasSubstr("missing required sandbox function start (null)"));
+  EXPECT_THAT(refusedReason("short", "test-short"),
+              HasSubstr("missing required sandbox function start (the table"));
+}
+
+TEST(PluginRegistry, RefusesALibraryWithoutTheEntryPoint) {
+  EXPECT_THAT(refusedReason("notplugin", "test-none"),
+              HasSubstr("no kiln_plugin_entry symbol"));
+}
+
+TEST(PluginRegistry, RefusesADuplicateNameNamingTheFirstFile) {
+  PluginRegistry r;
+  r.loadDirectories({dir("dup")});
+  ASSERT_EQ(r.plugins().size(), 1u);
+  EXPECT_EQ(r.plugins()[0].file, lib("dup", "test-dup-a"));
+  ASSERT_EQ(r.refusals().size(), 1u);
+  EXPECT_EQ(r.refusals()[0].file, lib("dup", "test-dup-b"));
+  EXPECT_THAT(r.refusals()[0].reason,
+              HasSubstr("duplicate sandbox plugin 'dup': already loaded from " +
+                        lib("dup", "test-dup-a")));
+}
+
+TEST(PluginRegistry, LoadingAFileTwiceGivesTheSamePlugin) {
+  PluginRegistry r;
+  auto* a = r.loadFile(lib("good", "test-current"));
+  auto* b = r.loadFile(dir("good") + "/../good/kiln-plugin-test-current.so");
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(r.refusals().empty());
+}
+
+TEST(PluginRegistry, RequireNamesWhatExists) {
+  PluginRegistry r;
+  r.loadDirectories({dir("good")});
+  try {
+    r.require(KILN_PLUGIN_SANDBOX, "nope");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no sandbox plugin named 'nope'"));
+    EXPECT_THAT(e.what(), HasSubstr("test-current"));
+  }
+}
+
+TEST(PluginRegistry, KindNames) {
+  EXPECT_EQ(kindName(KILN_PLUGIN_EVALUATOR), "evaluator");
+  EXPECT_EQ(parseKind("platform"), KILN_PLUGIN_PLATFORM);
+  EXPECT_EQ(parseKind("bogus"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace kiln::plugins

@@ -1,0 +1,86 @@
+#include "sandbox_fixture.h"
+
+#include <unistd.h>
+
+#include "kiln/common/hash.h"
+
+namespace kiln::worker::sbtest {
+
+std::string sandboxTestPaths() {
+  return std::string("/bin/sh /lib /lib64? /usr/lib /probe=") +
+         KILN_SANDBOX_PROBE;
+}
+
+std::unique_ptr<PluginSandbox> loadTestSandbox(const std::string& name,
+                                               plugins::PluginConfig config) {
+  static plugins::PluginRegistry registry;
+  registry.loadDirectories({std::string(KILN_BINARY_DIR) + "/plugins/lib"});
+  auto& p = registry.require(KILN_PLUGIN_SANDBOX, name);
+  return std::make_unique<PluginSandbox>(p, std::move(config));
+}
+
+SandboxTest::SandboxTest() : physicalDir_(root_.path() + "/store") {
+  createDirs(physicalDir_);
+  createDirs(root_.path() + "/build");
+}
+
+void SandboxTest::SetUp() {
+  sandbox_ = loadTestSandbox("linux", {{"extra-paths", sandboxTestPaths()}});
+  if (auto why = sandbox_->probe(); !why.empty())
+    GTEST_SKIP() << "the linux sandbox cannot run here: " << why;
+}
+
+BuildRequest SandboxTest::request(const std::string& name,
+                                  const std::string& script) {
+  BuildRequest r;
+  auto& d = r.drv;
+  d.name = name;
+  d.platform = "x86_64-linux";
+  d.builder = "/bin/sh";
+  d.args = {"-c", script};
+  d.env = {{"builder", "/bin/sh"}, {"name", name}, {"system", "x86_64-linux"}};
+  auto drvHash = hashString(HashAlgo::kSha256, name + root_.path());
+  auto out = logical_.makeOutputPath("out", drvHash, name);
+  d.outputs["out"].path = out;
+  d.env["out"] = logical_.printPath(out);
+  r.drvPath = logical_.makeTextPath(name + ".drv", drvHash, {});
+  r.limits.maxSilent = std::chrono::seconds(30);
+  r.limits.timeout = std::chrono::seconds(60);
+  return r;
+}
+
+void SandboxTest::makeFixed(BuildRequest& r, const std::string& contents) {
+  auto h = hashString(HashAlgo::kSha256, contents);
+  auto out = logical_.makeFixedOutputPath(r.drv.name, false, h);
+  r.drv.outputs["out"] = {out, "sha256", h.toHex()};
+  r.drv.env["out"] = logical_.printPath(out);
+}
+
+store::StorePath SandboxTest::addInput(const std::string& name,
+                                       const std::string& contents) {
+  auto p =
+      logical_.makeTextPath(name, hashString(HashAlgo::kSha256, contents), {});
+  writeFile(physical(p), contents);
+  ::chmod(physical(p).c_str(), 0444);
+  return p;
+}
+
+BuildResult SandboxTest::build(const BuildRequest& r) {
+  BuildRunnerConfig c;
+  c.store = {logical_, physicalDir_, false};
+  c.buildDirParent = root_.path() + "/build";
+  c.impureEnv = {};
+  BuildRunner runner(c, *sandbox_, RealClock::instance());
+  log_.clear();
+  return runner.run(r, [&](std::string_view chunk) { log_ += chunk; });
+}
+
+std::string SandboxTest::physical(const store::StorePath& p) const {
+  return physicalDir_ + "/" + p.baseName();
+}
+
+std::string SandboxTest::logical(const store::StorePath& p) const {
+  return logical_.printPath(p);
+}
+
+}  // namespace kiln::worker::sbtest
