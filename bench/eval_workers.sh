@@ -8,49 +8,77 @@
 # worker and over one process, and the ratios to nix-instantiate. The load
 # average is printed before and after: on a busy machine the speed-up of
 # processes that compete with others for the cores means little.
-# KILN= runs another kiln binary; WORKERS="1 2 3" changes the worker counts.
+# KILN= runs another kiln binary; WORKERS="1 2 3" changes the worker counts;
+# GEN=collection uses gen-collection.py instead, GEN_ARGS passes options to
+# the generator (e.g. "--deps 0"), NIX=0 leaves nix-instantiate out.
+# With workers, kiln reports CPU times (KILN_EVAL_CPU_TIMES): the parent's
+# before the fork plus the busiest worker's is the run's longest path, what
+# its wall time would be on idle cores; its ratio to one process's CPU time
+# is the speed-up the work's shape allows, whatever the load.
 set -euo pipefail
 N=${1:-50000}
 REPS=${REPS:-3}
 KILN=${KILN:-build/release/cli/kiln}
 WORKERS=${WORKERS:-1 2}
+GEN=${GEN:-pkgset}
+NIX=${NIX:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export NIX_CONF_DIR=$work/nixconf
 mkdir -p "$NIX_CONF_DIR" && echo "build-users-group =" >"$NIX_CONF_DIR/nix.conf"
-python3 "$here/gen-pkgset.py" "$N" "$work/set" >/dev/null
+if [ "$GEN" = collection ]; then
+  python3 "${KILN_SHARED_DIR:-$here/../../shared}/bench/gen-collection.py" "$N" "$work/set" ${GEN_ARGS:-} >/dev/null
+else
+  python3 "$here/gen-pkgset.py" "$N" "$work/set" ${GEN_ARGS:-} >/dev/null
+fi
 set_file=$work/set/default.nix
 run() {  # run NAME CMD...: time it; keep its .drv paths, sorted
   local name=$1 i=$2
   shift 2
-  /usr/bin/time -f "$name %e %U %M" -o "$work/time.$name.$i" "$@" >"$work/out.$name" 2>/dev/null
+  KILN_EVAL_CPU_TIMES=1 /usr/bin/time -f "$name %e %U %M %S" -o "$work/time.$name.$i" "$@" \
+    >"$work/out.$name" 2>"$work/err.$name.$i"
   grep -o '/[^ "]*\.drv' "$work/out.$name" | sort -u >"$work/drv.$name"
 }
 best() { sort -k2 -n "$work"/time.$1.* | head -1; }  # by wall time
+# The smallest over the runs of NAME of: parent CPU + the busiest worker's.
+critical() {
+  for f in "$work"/err.$1.*; do
+    awk '/^kiln eval cpu: parent/ {p = $5} /^kiln eval cpu: worker/ {if ($5 > w) w = $5}
+         END {printf "%.2f\n", p + w}' "$f"
+  done | sort -n | head -1
+}
+cpu() { sort -n <(for f in "$work"/time.$1.*; do awk '{printf "%.2f\n", $3 + $5}' "$f"; done) | head -1; }
 ratio() { echo "scale=2; $1 / $2" | bc; }
 echo "N=$N load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$REPS"); do
   run inproc "$i" "$KILN" eval --readonly-mode "$set_file"
   for w in $WORKERS; do run "w$w" "$i" "$KILN" eval --readonly-mode --workers "$w" "$set_file"; done
-  run nix "$i" nix-instantiate --readonly-mode "$set_file"
+  if [ "$NIX" = 1 ]; then run nix "$i" nix-instantiate --readonly-mode "$set_file"; fi
 done
 echo "N=$N load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+ref=nix
+[ "$NIX" = 1 ] || ref=inproc
 for name in inproc $(printf 'w%s ' $WORKERS); do
-  if ! cmp -s "$work/drv.$name" "$work/drv.nix"; then
+  if ! cmp -s "$work/drv.$name" "$work/drv.$ref"; then
     echo "MISMATCH: kiln eval ($name) and nix-instantiate report different .drv paths"
     exit 1
   fi
 done
-echo "same $(wc -l <"$work/drv.nix") .drv paths in every run"
-read -r _ nw nu nm <<<"$(best nix)"
-read -r _ pw pu pm <<<"$(best inproc)"
-echo "nix-instantiate      wall ${nw}s user ${nu}s rss $((nm / 1024)) MB"
-echo "kiln one process     wall ${pw}s user ${pu}s rss $((pm / 1024)) MB  ($(ratio "$pw" "$nw")x nix wall)"
+echo "same $(wc -l <"$work/drv.$ref") .drv paths in every run"
+read -r _ pw pu pm _ <<<"$(best inproc)"
+pc=$(cpu inproc)
+if [ "$NIX" = 1 ]; then
+  read -r _ nw nu nm _ <<<"$(best nix)"
+  echo "nix-instantiate      wall ${nw}s user ${nu}s rss $((nm / 1024)) MB"
+fi
+nixr() { [ "$NIX" = 1 ] && echo "$(ratio "$1" "$nw")x nix wall, "; }
+echo "kiln one process     wall ${pw}s user ${pu}s cpu ${pc}s rss $((pm / 1024)) MB  ($(nixr "$pw"))"
 for w in $WORKERS; do
-  read -r _ ww wu wm <<<"$(best "w$w")"
-  echo "kiln --workers $w     wall ${ww}s user ${wu}s rss $((wm / 1024)) MB  ($(ratio "$ww" "$nw")x nix wall," \
-    "speed-up $(ratio "$pw" "$ww")x over one process)"
+  read -r _ ww wu wm _ <<<"$(best "w$w")"
+  cp=$(critical "w$w")
+  echo "kiln --workers $w     wall ${ww}s user ${wu}s rss $((wm / 1024)) MB  ($(nixr "$ww")speed-up" \
+    "$(ratio "$pw" "$ww")x over one process; longest path ${cp}s cpu: $(ratio "$pc" "$cp")x on idle cores)"
 done
 set -- $WORKERS
 if [ $# -ge 2 ]; then

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -105,6 +106,20 @@ bool runBatch(const std::vector<size_t>& batch, JobWorkerHooks& hooks,
   return true;
 }
 
+// With KILN_EVAL_CPU_TIMES set (bench/eval_workers.sh), prints this
+// process's CPU time so far (user + system) on stderr: the parent's before
+// the first fork, each worker's when it exits. A forked child's count
+// starts at zero, so the longest path through the run is the parent's
+// figure plus the largest worker's, whatever other load the machine has.
+void reportCpuTime(const char* who) {
+  if (!std::getenv("KILN_EVAL_CPU_TIMES")) return;
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
+  std::fprintf(stderr, "kiln eval cpu: %s %.3f\n", who,
+               seconds(ru.ru_utime) + seconds(ru.ru_stime));
+}
+
 [[noreturn]] void workerMain(int ctl, JobWorkerHooks& hooks, Progress& progress,
                              size_t maxMemory) {
   int code = 0;
@@ -117,6 +132,7 @@ bool runBatch(const std::vector<size_t>& batch, JobWorkerHooks& hooks,
       if (::send(ctl, "r", 1, MSG_NOSIGNAL) != 1) break;  // the parent is gone
     }
     hooks.stopWorker();
+    reportCpuTime("worker");
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     code = 1;
@@ -364,6 +380,7 @@ void Pool::finish(size_t slot) {
 
 JobCounts runJobWorkers(size_t items, const JobWorkerOptions& options,
                         JobWorkerHooks& hooks, int outFd) {
+  reportCpuTime("parent");
   return Pool(items, options, hooks, outFd).run();
 }
 
