@@ -164,13 +164,25 @@ bool SqliteStmt::isNull(int col) const {
 // --------------------------------------------------------------- SqliteTxn
 
 SqliteTxn::SqliteTxn(SqliteDb& db, bool immediate) : db_(db) {
+  if (sqlite3_get_autocommit(db_.handle()) == 0) {
+    // Inside an outer transaction: a savepoint, so that the outer one
+    // commits or rolls back everything (including this) at once.
+    savepoint_ = "kiln_txn_" + std::to_string(++db_.savepoints_);
+    db_.exec("SAVEPOINT " + savepoint_);
+    return;
+  }
   db_.exec(immediate ? "BEGIN IMMEDIATE" : "BEGIN");
 }
 
 SqliteTxn::~SqliteTxn() {
   if (!active_) return;
   try {
-    db_.exec("ROLLBACK");
+    if (savepoint_.empty()) {
+      db_.exec("ROLLBACK");
+    } else {
+      db_.exec("ROLLBACK TO " + savepoint_);
+      db_.exec("RELEASE " + savepoint_);
+    }
   } catch (...) {
     // The transaction may already have been rolled back by SQLite itself
     // (e.g. after SQLITE_FULL); nothing more can be done here.
@@ -178,7 +190,8 @@ SqliteTxn::~SqliteTxn() {
 }
 
 void SqliteTxn::commit() {
-  db_.exec("COMMIT");
+  db_.exec(savepoint_.empty() ? std::string("COMMIT")
+                              : "RELEASE " + savepoint_);
   active_ = false;
 }
 

@@ -1,12 +1,18 @@
 // The database sink of build events (docs/architecture.md).
 #include "kiln/scheduler/build_events.h"
 
+#include "kiln/common/fail_point.h"
+
 namespace kiln::scheduler {
 
 void StateDbSink::finishSucceeded(int64_t id, const std::string& drvPath,
                                   int64_t timeMs) {
-  db_.setBuildOutputs(id, outputsOf_(drvPath));
+  auto outputs = outputsOf_(drvPath);
+  SqliteTxn txn(db_.db());
+  db_.setBuildOutputs(id, outputs);
   db_.finishBuild(id, 0, timeMs, "");
+  KILN_FAIL_POINT("scheduler.build-finish.before-commit");
+  txn.commit();
 }
 
 void StateDbSink::onBuildEvent(const BuildEvent& ev, int64_t timeMs) {

@@ -5,9 +5,23 @@
 #include <unistd.h>
 
 #include "kiln/common/error.h"
+#include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 
 namespace kiln::scheduler {
+
+void registerUpload(store::LocalStore& store, const Registration& r,
+                    Source& nar) {
+  // The path and its DerivationOutputs row commit together: a crash leaves
+  // both or neither. The .drv may come from nix-instantiate, which
+  // registers no outputs, so the row is always written here.
+  store::LocalStore::Batch batch(store, store::LocalStore::Batch::Sync::kEachFile);
+  batch.addFromNar(r.info, nar);
+  if (r.info.deriver)
+    batch.registerDerivationOutputs(*r.info.deriver, {{r.output, r.info.path}});
+  batch.commit();
+  KILN_FAIL_POINT("scheduler.upload.after-commit");
+}
 
 Registrar::Registrar(RegisterFn fn) : fn_(std::move(fn)) {
   wake_ = AutoCloseFD(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "service_impl.h"
 
@@ -42,11 +43,7 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       registrarStore(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       registrar([this](const Registration& r, Source& nar) {
-        registrarStore.addFromNar(r.info, nar);
-        // The .drv may come from nix-instantiate, which registers nothing.
-        if (r.info.deriver)
-          registrarStore.registerDerivationOutputs(*r.info.deriver,
-                                                   {{r.output, r.info.path}});
+        registerUpload(registrarStore, r, nar);
       }),
       dbSink(std::make_shared<StateDbSink>(
           db, [this](const std::string& d) { return outputsOf(d); })),
@@ -274,12 +271,21 @@ EvalOutcome SchedulerService::Impl::runEvaluation(const JobsetRow& js,
   return o;
 }
 
+// One transaction records the jobset's inputs hash, the evaluation and
+// every build row: a scheduler killed before the commit left nothing (the
+// next check evaluates again), one killed after it finds the unfinished
+// builds at restart (restoreFromDb). Ingestion, which takes seconds for
+// thousands of builds, comes after the commit.
 int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
+  SqliteTxn txn(db.db());
   db.setJobsetChecked(o.jobset, o.timeMs,
                       o.skipped || !o.error.empty()
                           ? std::nullopt
                           : std::optional<std::string>(o.inputsHash));
-  if (o.skipped) return 0;
+  if (o.skipped) {
+    txn.commit();
+    return 0;
+  }
   EvaluationRow e;
   e.jobset = o.jobset;
   e.inputsHash = o.inputsHash;
@@ -292,17 +298,33 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
     else e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
+  std::vector<BuildRow> toStart = createBuilds(o, evalId);
+  KILN_FAIL_POINT("scheduler.eval.before-commit");
+  txn.commit();
+  KILN_FAIL_POINT("scheduler.eval.after-commit");
   if (o.drvs) ingestor.useDrvs(o.drvs);
-  // Ingesting thousands of builds takes seconds: serve the workers every
-  // couple of milliseconds meanwhile (results, uploads, dispatch), so none
-  // idles.
+  // Serve the workers every couple of milliseconds meanwhile (results,
+  // uploads, dispatch), so none idles.
   auto lastServe = clock.now();
-  for (auto& j : o.jobs) {
+  for (auto& b : toStart) {
     if (clock.now() - lastServe >= std::chrono::milliseconds(2)) {
       endTurn();
       serveMessages(std::chrono::milliseconds(0), 100);
       lastServe = clock.now();
     }
+    startBuild(b);
+  }
+  processEvents();
+  return evalId;
+}
+
+// The build rows of evaluation `evalId`: a job whose derivation succeeded
+// before (or has a cached failure) gets a finished build reusing that
+// result; the others are returned, unfinished, to be ingested.
+std::vector<BuildRow> SchedulerService::Impl::createBuilds(
+    const EvalOutcome& o, int64_t evalId) {
+  std::vector<BuildRow> toStart;
+  for (auto& j : o.jobs) {
     if (!j.error.empty()) continue;
     BuildRow b;
     b.eval = evalId;
@@ -327,10 +349,9 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
       continue;
     }
     b.id = db.createBuild(b);
-    startBuild(b);
+    toStart.push_back(std::move(b));
   }
-  processEvents();
-  return evalId;
+  return toStart;
 }
 
 void SchedulerService::Impl::finishEvaluation() {

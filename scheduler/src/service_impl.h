@@ -160,6 +160,7 @@ struct SchedulerService::Impl {
   std::vector<QueueEntry> queueEntries();
   EvalOutcome runEvaluation(const JobsetRow& js, bool force) const;
   int64_t recordEvaluation(const EvalOutcome& o);
+  std::vector<BuildRow> createBuilds(const EvalOutcome& o, int64_t evalId);
   void checkJobsets();
   void finishEvaluation();
   void startEvaluation(const JobsetRow& js, bool force,

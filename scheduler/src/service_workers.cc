@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "kiln/store/nar.h"
 #include "kiln/scheduler/logs.h"
@@ -101,6 +102,19 @@ class UploadTarget final : public proto::TransferTarget {
 bool isTransient(proto::StepStatus s) {
   return s == proto::StepStatus::kAborted ||
          s == proto::StepStatus::kCancelled;
+}
+
+// Finishes step row `id` (with its cached failure, if any) in one
+// transaction, between the step-finish fail points.
+void finishStepRow(StateDb& db, int64_t id, int status, int64_t nowMs,
+                   const std::string& error,
+                   const std::optional<CachedFailureRow>& cached) {
+  SqliteTxn txn(db.db());
+  db.finishStep(id, status, nowMs, error);
+  if (cached) db.addCachedFailure(*cached);
+  KILN_FAIL_POINT("scheduler.step-finish.before-commit");
+  txn.commit();
+  KILN_FAIL_POINT("scheduler.step-finish.after-commit");
 }
 
 }  // namespace
@@ -310,7 +324,9 @@ bool SchedulerService::Impl::sendBuildStep(int64_t dbId, StepId sid,
   m.logLimitBytes = cfg.logLimitBytes;
   m.outputLimitBytes = cfg.outputLimitBytes;
   if (!server->send(c.peer, m)) return false;
+  KILN_FAIL_POINT("scheduler.step-start.before-commit");
   db.startStep(dbId, c.name, clock.nowMs());
+  KILN_FAIL_POINT("scheduler.step-start.after-commit");
   run.sid = sid;
   run.peer = c.peer;
   run.drvPath = row->drvPath;
@@ -480,21 +496,25 @@ void SchedulerService::Impl::completeResult(int64_t id,
       for (auto& [name, path] : run.expected)
         conn->second.present.insert(path.baseName());
     }
-    db.finishStep(id, 0, clock.nowMs(), "");
+    finishStepRow(db, id, 0, clock.nowMs(), "", std::nullopt);
     core.finishStep(run.sid, StepResult::success(dur));
     index.erase(run.sid);
   } else if (isTransient(m.status)) {
     core.finishStep(run.sid, StepResult::transient(dur));
     if (core.step(run.sid).state == StepView::State::kFailed)
-      db.finishStep(id, static_cast<int>(m.status), clock.nowMs(), m.errorMsg);
+      finishStepRow(db, id, static_cast<int>(m.status), clock.nowMs(),
+                    m.errorMsg, std::nullopt);
   } else {
     StepStatus status = m.status;
-    db.finishStep(id, static_cast<int>(m.status), clock.nowMs(), m.errorMsg);
+    std::optional<CachedFailureRow> cached;
     if (m.status != proto::StepStatus::kDepFailed) {
       int64_t ttl = cfg.cachedFailureTtlSec;
-      db.addCachedFailure({run.drvPath, static_cast<int>(m.status), clock.nowMs(),
-                           ttl ? clock.nowMs() + ttl * 1000 : 0});
+      cached = CachedFailureRow{run.drvPath, static_cast<int>(m.status),
+                                clock.nowMs(),
+                                ttl ? clock.nowMs() + ttl * 1000 : 0};
     }
+    finishStepRow(db, id, static_cast<int>(m.status), clock.nowMs(),
+                  m.errorMsg, cached);
     core.finishStep(run.sid, StepResult::permanent(status, dur));
   }
   if (!pendingSince) pendingSince = clock.now();

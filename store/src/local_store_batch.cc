@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "kiln/common/fail_point.h"
 #include "kiln/common/file.h"
 #include "kiln/store/derivation.h"
 #include "kiln/store/nar.h"
@@ -22,6 +23,9 @@ struct LocalStore::Batch::State {
   };
   Sync sync;
   std::vector<Entry> entries;
+  // Outputs of `.drv`s valid before this batch, registered with its commit.
+  std::vector<std::pair<StorePath, std::map<std::string, StorePath>>>
+      validDrvOutputs;
   std::unordered_map<std::string, size_t> index;  // base name → entry
   // H of the `.drv`s checked or loaded by this batch (created on first
   // use; inputs are loaded from the queue or the store at most once).
@@ -46,12 +50,18 @@ struct LocalStore::Batch::State {
   // directory and registers them in one transaction; on failure removes
   // what it renamed and rethrows.
   void placeAndRegister(LocalStore& store, const std::vector<bool>& valid);
+  // Writes the rows of the fresh paths and of validDrvOutputs (inside the
+  // caller's transaction).
+  void insertRows(Impl& impl, SqliteDb& d, const std::vector<Entry*>& fresh);
+  // The fail point named `store.<add|batch>.<what>` for this batch.
+  void failPoint(std::string_view what) const;
   // Forgets every queued path and deletes the temporaries still present.
   void clear() noexcept {
     for (auto& e : entries)
       if (!e.temp.empty()) PathGuard discard(e.temp);
     entries.clear();
     index.clear();
+    validDrvOutputs.clear();
   }
 };
 
@@ -203,7 +213,11 @@ void LocalStore::Batch::registerDerivationOutputs(
     const StorePath& drv, const std::map<std::string, StorePath>& outputs) {
   auto it = state_->index.find(drv.baseName());
   if (it == state_->index.end()) {
-    store_.registerDerivationOutputs(drv, outputs);
+    store_.addTempRoot(drv);
+    if (!store_.isValid(drv))
+      throw InvalidPathError("cannot register outputs of '" +
+                             store_.printPath(drv) + "': it is not valid");
+    state_->validDrvOutputs.emplace_back(drv, outputs);
     return;
   }
   auto& slot = state_->entries[it->second].outputs;
@@ -229,6 +243,36 @@ std::vector<bool> LocalStore::Batch::State::validNow(Impl& impl) const {
   return valid;
 }
 
+void LocalStore::Batch::State::failPoint(std::string_view what) const {
+  // Names are literals so that docs/operations.md can list every one.
+  bool single = sync == Sync::kEachFile;
+  if (what == "after-rename")
+    KILN_FAIL_POINT(single ? "store.add.after-rename"
+                           : "store.batch.after-rename");
+  else if (what == "before-commit")
+    KILN_FAIL_POINT(single ? "store.add.before-commit"
+                           : "store.batch.before-commit");
+  else
+    KILN_FAIL_POINT(single ? "store.add.after-commit"
+                           : "store.batch.after-commit");
+}
+
+void LocalStore::Batch::State::insertRows(Impl& impl, SqliteDb& d,
+                                          const std::vector<Entry*>& fresh) {
+  for (auto* e : fresh) {
+    int64_t id = impl.insertValidPath(d, e->info);
+    if (e->outputs) impl.insertDerivationOutputs(d, id, *e->outputs);
+  }
+  for (auto& [drv, outputs] : validDrvOutputs) {
+    auto id = impl.pathId(d, drv);
+    if (!id)  // collected since: it was only temp-rooted by this process
+      throw InvalidPathError("cannot register outputs of '" +
+                             impl.storeDir.printPath(drv) +
+                             "': it is not valid");
+    impl.insertDerivationOutputs(d, *id, outputs);
+  }
+}
+
 void LocalStore::Batch::State::placeAndRegister(LocalStore& store,
                                                 const std::vector<bool>& valid) {
   auto& impl = *store.impl_;
@@ -244,32 +288,35 @@ void LocalStore::Batch::State::placeAndRegister(LocalStore& store,
       placed.push_back(final);
       fresh.push_back(&e);
     }
-    if (fresh.empty()) return;
-    syncDirectory(impl.physicalRoot);
+    if (fresh.empty() && validDrvOutputs.empty()) return;
+    if (!fresh.empty()) {
+      syncDirectory(impl.physicalRoot);
+      failPoint("after-rename");
+    }
     auto lk = impl.db.lock();
     SqliteDb& d = **lk;
     retrySqlite([&] {
       SqliteTxn txn(d);
-      for (auto* e : fresh) {
-        int64_t id = impl.insertValidPath(d, e->info);
-        if (e->outputs) impl.insertDerivationOutputs(d, id, *e->outputs);
-      }
+      insertRows(impl, d, fresh);
+      failPoint("before-commit");
       txn.commit();
     });
   } catch (...) {
     for (auto& p : placed) PathGuard discard(p);
     throw;
   }
+  failPoint("after-commit");
 }
 
 void LocalStore::Batch::commit() {
   auto& impl = *store_.impl_;
-  if (state_->entries.empty()) return;
+  if (state_->entries.empty() && state_->validDrvOutputs.empty()) return;
   struct Reset {
     State& state;
     ~Reset() { state.clear(); }
   } reset{*state_};
-  if (state_->sync == Sync::kFileSystem) syncFileSystem(impl.physicalRoot);
+  if (state_->sync == Sync::kFileSystem && !state_->entries.empty())
+    syncFileSystem(impl.physicalRoot);
   auto locks = state_->lockStripes(impl);
   // Which are valid already (another adder won)? Nobody can register them
   // from now on: that needs the stripes we hold.

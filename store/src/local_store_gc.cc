@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "kiln/common/fail_point.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
 #include "kiln/store/gc_plan.h"
@@ -191,7 +192,9 @@ GcResult LocalStore::collectGarbage(bool dryRun) {
         txn.commit();
       });
     }
+    KILN_FAIL_POINT("store.gc.after-unregister");
     deletePath(phys);
+    KILN_FAIL_POINT("store.gc.after-delete");
   }
   // Junk: temporaries of dead adders, and trees that never got registered.
   for (auto& e : fs::directory_iterator(impl_->physicalRoot)) {

@@ -35,7 +35,8 @@ int statusToCode(int st) {
 // ---------------------------------------------------------------- process
 
 KilnProcess::KilnProcess(const std::vector<std::string>& args,
-                         std::string logFile)
+                         std::string logFile,
+                         const std::map<std::string, std::string>& extraEnv)
     : logFile_(std::move(logFile)) {
   // The one process spawner (kiln/common/process.h): its own session, the
   // output in the log file, SIGKILLed when the test's thread ends (even if
@@ -45,6 +46,7 @@ KilnProcess::KilnProcess(const std::vector<std::string>& args,
   spec.args = {spec.program};
   spec.args.insert(spec.args.end(), args.begin(), args.end());
   spec.env = currentEnvironment();
+  for (auto& [k, v] : extraEnv) spec.env[k] = v;
   spec.outputFile = logFile_;
   spec.truncateOutputFile = true;
   proc_ = std::make_unique<Process>(spec);
@@ -134,10 +136,14 @@ void Farm::startScheduler(std::chrono::milliseconds timeout) {
   args.insert(args.end(), security.begin(), security.end());
   args.insert(args.end(), options_.schedulerArgs.begin(),
               options_.schedulerArgs.end());
+  std::map<std::string, std::string> env;
+  if (!schedulerFailPoint_.empty())
+    env["KILN_FAIL_POINT"] = std::exchange(schedulerFailPoint_, "");
   scheduler_.reset();
   scheduler_ = std::make_unique<KilnProcess>(
       args,
-      dir() + "/scheduler." + std::to_string(++schedulerStarts_) + ".log");
+      dir() + "/scheduler." + std::to_string(++schedulerStarts_) + ".log",
+      env);
   auto& p = *scheduler_;
   // A restarted scheduler may find the port still held for a moment.
   bool up = pollUntil(

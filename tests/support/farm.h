@@ -55,8 +55,10 @@ namespace kiln::test {
 /// (PR_SET_PDEATHSIG), so a killed test leaves no farm behind.
 class KilnProcess {
  public:
-  /// Starts the process; throws SysError if it cannot be spawned.
-  KilnProcess(const std::vector<std::string>& args, std::string logFile);
+  /// Starts the process with this process's environment plus `extraEnv`;
+  /// throws SysError if it cannot be spawned.
+  KilnProcess(const std::vector<std::string>& args, std::string logFile,
+              const std::map<std::string, std::string>& extraEnv = {});
   ~KilnProcess();
   KilnProcess(const KilnProcess&) = delete;
   KilnProcess& operator=(const KilnProcess&) = delete;
@@ -160,6 +162,12 @@ class Farm {
   /// Error (with its log) if it exits or does not listen within `timeout`.
   void startScheduler(std::chrono::milliseconds timeout =
                           std::chrono::seconds(60));
+  /// Arms fail point `point` (docs/operations.md, "Fail points": a value
+  /// of KILN_FAIL_POINT, e.g. "scheduler.step-finish.after-commit:2") for
+  /// the next startScheduler() only.
+  void armSchedulerFailPoint(const std::string& point) {
+    schedulerFailPoint_ = point;
+  }
   /// The current scheduler process; throws Error if none was started.
   KilnProcess& scheduler();
   /// SIGKILLs the scheduler (its state stays for a restart).
@@ -243,6 +251,7 @@ class Farm {
   int metricsPort_ = 0;
   std::unique_ptr<KilnProcess> scheduler_;
   int schedulerStarts_ = 0;
+  std::string schedulerFailPoint_;  ///< for the next start only
   std::vector<WorkerSlot> workers_;
   std::map<std::string, std::string> publicKeys_;  ///< key name → Z85
 

@@ -60,6 +60,45 @@ TEST(Sqlite, TransactionRollsBackOnException) {
   EXPECT_EQ(q.getStr(0), "2");
 }
 
+// A transaction inside another is a savepoint: its commit becomes durable
+// only with the outer one, and its rollback undoes only its own changes.
+TEST(Sqlite, NestedTransactionsAreSavepointsOfTheOuterOne) {
+  TempDir dir;
+  SqliteDb db(dir.path() + "/t.sqlite");
+  db.exec("create table t (a integer)");
+  auto all = [&] {
+    auto q = db.prepare("select coalesce(group_concat(a), '') from t");
+    q.step();
+    return q.getStr(0);
+  };
+  {
+    SqliteTxn outer(db);
+    db.exec("insert into t values (1)");
+    {
+      SqliteTxn inner(db);
+      db.exec("insert into t values (2)");
+      inner.commit();
+    }
+    {
+      SqliteTxn undone(db);
+      db.exec("insert into t values (3)");
+    }
+    EXPECT_EQ(all(), "1,2");
+    // The outer transaction is dropped: the inner commit goes with it.
+  }
+  EXPECT_EQ(all(), "");
+  {
+    SqliteTxn outer(db);
+    {
+      SqliteTxn inner(db);
+      db.exec("insert into t values (4)");
+      inner.commit();
+    }
+    outer.commit();
+  }
+  EXPECT_EQ(all(), "4");
+}
+
 TEST(Sqlite, BusyIsRetried) {
   TempDir dir;
   std::string path = dir.path() + "/t.sqlite";

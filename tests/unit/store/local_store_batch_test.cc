@@ -121,6 +121,33 @@ TEST_F(LocalStoreBatchTest, ValidPathsAreNotQueuedAndMayBeReferenced) {
   EXPECT_EQ(store.queryAllValidPaths().size(), 2u);
 }
 
+// Outputs of a .drv that was valid before the batch are written in the
+// batch's commit transaction (with an output built elsewhere, as the
+// scheduler registers an upload), even when that output was valid already.
+TEST_F(LocalStoreBatchTest, OutputsOfAValidDerivationCommitWithTheBatch) {
+  LocalStore store(state_);
+  auto dep = store.addText("dep", "dep", {});
+  auto drv = store.addText("d.drv", drvText(store.storeDir(), "d", {dep}),
+                           {dep});
+  auto out = store.addText("out", "built", {});
+  {
+    Batch batch(store, Batch::Sync::kEachFile);
+    batch.addText("out", "built", {});  // valid already: nothing queued
+    batch.registerDerivationOutputs(drv, {{"out", out}});
+    EXPECT_EQ(batch.size(), 0u);
+    EXPECT_TRUE(store.queryDerivationOutputs(drv).empty());
+  }  // dropped uncommitted: nothing written
+  EXPECT_TRUE(store.queryDerivationOutputs(drv).empty());
+  Batch batch(store, Batch::Sync::kEachFile);
+  batch.registerDerivationOutputs(drv, {{"out", out}});
+  batch.commit();
+  EXPECT_EQ(store.queryDerivationOutputs(drv),
+            (std::map<std::string, StorePath>{{"out", out}}));
+  StorePath missing(std::string(32, 'b') + "-missing.drv");
+  EXPECT_THROW(batch.registerDerivationOutputs(missing, {{"out", out}}),
+               InvalidPathError);
+}
+
 TEST_F(LocalStoreBatchTest, APathAnotherAdderRegisteredFirstIsDiscarded) {
   LocalStore first(state_);
   LocalStore second(state_);

@@ -121,13 +121,18 @@ class SqliteDb {
   void check(int rc, std::string_view what);
 
  private:
+  friend class SqliteTxn;
   std::string path_;
   sqlite3* db_ = nullptr;
+  uint64_t savepoints_ = 0;  ///< names nested SqliteTxn savepoints
 };
 
 /// A transaction (BEGIN IMMEDIATE by default, so the write lock is taken
 /// up front); rolled back on destruction unless commit() was called, so an
-/// exception leaves the database unchanged.
+/// exception leaves the database unchanged. Opened while the connection is
+/// already in a transaction, it is a savepoint of that one: its commit
+/// releases the savepoint and the outer transaction's commit makes it
+/// durable (its rollback undoes only its own changes).
 class SqliteTxn {
  public:
   explicit SqliteTxn(SqliteDb& db, bool immediate = true);
@@ -138,6 +143,7 @@ class SqliteTxn {
 
  private:
   SqliteDb& db_;
+  std::string savepoint_;  ///< empty: a transaction of its own
   bool active_ = true;
 };
 

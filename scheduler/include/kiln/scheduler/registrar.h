@@ -26,6 +26,12 @@ struct Registration {
   AutoCloseFD nar;  ///< the NAR, from offset 0 (an unlinked temporary file)
 };
 
+/// Adds upload `r` (its NAR in `nar`) to `store` with the DerivationOutputs
+/// row of its deriver, in one transaction (store::LocalStore::Batch). Throws
+/// what LocalStore::addFromNar throws; then nothing is registered.
+void registerUpload(store::LocalStore& store, const Registration& r,
+                    Source& nar);
+
 /// How a registration ended.
 struct RegistrationDone {
   int64_t step = 0;

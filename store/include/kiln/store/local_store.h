@@ -234,8 +234,10 @@ class LocalStore::Batch {
   /// them, so only the path is looked up. `cache` (nullptr: none) must
   /// outlive its use here.
   void trustHashes(const DrvHashCache* cache);
-  /// Records `outputs` of `drv`: with `drv`'s registration when it is
-  /// queued here, else at once (InvalidPathError if `drv` is not valid).
+  /// Records `outputs` of `drv` with `drv`'s registration when it is
+  /// queued here, else (a valid `drv`, temp-rooted from now on) in the
+  /// transaction of the next commit(), even if nothing else is queued.
+  /// InvalidPathError if `drv` is neither queued nor valid.
   void registerDerivationOutputs(
       const StorePath& drv, const std::map<std::string, StorePath>& outputs);
   /// Whether `path` is queued (added and not yet committed).
