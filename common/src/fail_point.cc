@@ -39,8 +39,8 @@ FailPointSpec& processFailPoints() {
     try {
       return FailPointSpec(v ? v : "");
     } catch (const FormatError& e) {
-      std::string msg = std::string("kiln: ignoring KILN_FAIL_POINT: ") +
-                        e.what() + "\n";
+      std::string msg =
+          std::string("kiln: ignoring KILN_FAIL_POINT: ") + e.what() + "\n";
       (void)!::write(2, msg.data(), msg.size());
       return FailPointSpec("");
     }

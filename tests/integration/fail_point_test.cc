@@ -35,9 +35,17 @@ size_t storeTemps(const std::string& state) {
   return n;
 }
 
+// A test name for fail point `info.param` ("a.b-c:2" → "a_b_c_2").
+std::string pointTestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (auto& c : n)
+    if (c == '.' || c == '-' || c == ':') c = '_';
+  return n;
+}
+
 void expectVerifyClean(const std::string& state) {
-  auto v = test::run({test::kilnBinary(), "store", "verify", "--state-dir",
-                      state});
+  auto v =
+      test::run({test::kilnBinary(), "store", "verify", "--state-dir", state});
   EXPECT_EQ(v.exitCode, 0) << v.out << v.err;
 }
 
@@ -79,16 +87,11 @@ TEST_P(StoreAddPoint, KilledThereTheAddIsAllOrNothing) {
   EXPECT_EQ(storeTemps(state), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Points, StoreAddPoint,
-    ::testing::Values("store.add.after-rename", "store.add.before-commit",
-                      "store.add.after-commit"),
-    [](const auto& info) {
-      std::string n = info.param;
-      for (auto& c : n)
-        if (c == '.' || c == '-') c = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Points, StoreAddPoint,
+                         ::testing::Values("store.add.after-rename",
+                                           "store.add.before-commit",
+                                           "store.add.after-commit"),
+                         pointTestName);
 
 // ----------------------------------------- batches (kiln instantiate)
 
@@ -105,8 +108,8 @@ TEST_P(StoreBatchPoint, KilledThereTheBatchIsAllOrNothing) {
   a = mk "a" "echo a > $out";
 in [ a (mk "b" "cat ${a} > $out") ])");
   std::string kiln = test::kilnBinary();
-  std::vector<std::string> args = {kiln, "instantiate", "--state-dir", state,
-                                   "--no-gc-warning", file};
+  std::vector<std::string> args = {kiln,  "instantiate",     "--state-dir",
+                                   state, "--no-gc-warning", file};
   auto r = test::run(args, "", failEnv(GetParam()));
   ASSERT_EQ(r.exitCode, kKilled) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("fail point " + GetParam() + " reached"));
@@ -141,16 +144,11 @@ in [ a (mk "b" "cat ${a} > $out") ])");
   EXPECT_EQ(storeTemps(state), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Points, StoreBatchPoint,
-    ::testing::Values("store.batch.after-rename", "store.batch.before-commit",
-                      "store.batch.after-commit"),
-    [](const auto& info) {
-      std::string n = info.param;
-      for (auto& c : n)
-        if (c == '.' || c == '-') c = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Points, StoreBatchPoint,
+                         ::testing::Values("store.batch.after-rename",
+                                           "store.batch.before-commit",
+                                           "store.batch.after-commit"),
+                         pointTestName);
 
 // ------------------------------------------------------------ kiln store gc
 
@@ -191,12 +189,7 @@ TEST_P(StoreGcPoint, KilledThereTheCollectionLosesNothingRooted) {
 INSTANTIATE_TEST_SUITE_P(Points, StoreGcPoint,
                          ::testing::Values("store.gc.after-unregister",
                                            "store.gc.after-delete"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == '.' || c == '-') c = '_';
-                           return n;
-                         });
+                         pointTestName);
 
 // ------------------------------------------------------- the scheduler
 
@@ -301,17 +294,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "scheduler.step-start.before-commit",
                       "scheduler.step-start.after-commit",
                       "store.add.after-rename", "store.add.before-commit",
-                      "store.add.after-commit",
-                      "scheduler.upload.after-commit",
+                      "store.add.after-commit", "scheduler.upload.after-commit",
                       "scheduler.step-finish.before-commit",
                       "scheduler.step-finish.after-commit:2",
                       "scheduler.build-finish.before-commit"),
-    [](const auto& info) {
-      std::string n = info.param;
-      for (auto& c : n)
-        if (c == '.' || c == '-' || c == ':') c = '_';
-      return n;
-    });
+    pointTestName);
 
 }  // namespace
 }  // namespace kiln
