@@ -35,18 +35,27 @@ size_t storeTemps(const std::string& state) {
   return n;
 }
 
+void expectVerifyClean(const std::string& state) {
+  auto v =
+      test::run({test::kilnBinary(), "store", "verify", "--state-dir", state});
+  EXPECT_EQ(v.exitCode, 0) << v.out << v.err;
+}
+
+// The store verifies, and a collection leaves no temporary behind.
+void expectCleanAfterGc(const std::string& state) {
+  expectVerifyClean(state);
+  auto gc =
+      test::run({test::kilnBinary(), "store", "gc", "--state-dir", state});
+  EXPECT_EQ(gc.exitCode, 0) << gc.err;
+  EXPECT_EQ(storeTemps(state), 0u);
+}
+
 // A test name for fail point `info.param` ("a.b-c:2" → "a_b_c_2").
 std::string pointTestName(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param;
   for (auto& c : n)
     if (c == '.' || c == '-' || c == ':') c = '_';
   return n;
-}
-
-void expectVerifyClean(const std::string& state) {
-  auto v =
-      test::run({test::kilnBinary(), "store", "verify", "--state-dir", state});
-  EXPECT_EQ(v.exitCode, 0) << v.out << v.err;
 }
 
 // ------------------------------------------------------------ kiln store add
@@ -81,10 +90,7 @@ TEST_P(StoreAddPoint, KilledThereTheAddIsAllOrNothing) {
   auto again = test::run({kiln, "store", "add", "--state-dir", state, tree});
   ASSERT_EQ(again.exitCode, 0) << again.err;
   EXPECT_EQ(again.out, store::StoreDir().printPath(expected) + "\n");
-  expectVerifyClean(state);
-  auto gc = test::run({kiln, "store", "gc", "--state-dir", state});
-  EXPECT_EQ(gc.exitCode, 0) << gc.err;
-  EXPECT_EQ(storeTemps(state), 0u);
+  expectCleanAfterGc(state);
 }
 
 INSTANTIATE_TEST_SUITE_P(Points, StoreAddPoint,
@@ -138,10 +144,7 @@ in [ a (mk "b" "cat ${a} > $out") ])");
       EXPECT_EQ(store.queryDerivationOutputs(p).size(), 1u) << d;
     }
   }
-  expectVerifyClean(state);
-  auto gc = test::run({kiln, "store", "gc", "--state-dir", state});
-  EXPECT_EQ(gc.exitCode, 0) << gc.err;
-  EXPECT_EQ(storeTemps(state), 0u);
+  expectCleanAfterGc(state);
 }
 
 INSTANTIATE_TEST_SUITE_P(Points, StoreBatchPoint,
