@@ -37,6 +37,7 @@ void initGarbageCollector() {
     GC_set_markers_count(1);  // no marker threads: one evaluating thread
     GC_INIT();
     GC_allow_register_threads();
+    GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections
     const char* every = std::getenv("KILN_GC_EVERY");
     // A heap with free space is used before collecting: none for tests.
     if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE")) GC_expand_hp(kInitialHeap);

@@ -13,6 +13,14 @@
 
 namespace kiln::eval {
 
+/// Asks the kernel for transparent huge pages on every anonymous private
+/// read-write mapping of at least 2 MiB (huge_pages.cc): the collector's
+/// heap calls it whenever it grows. Allocates nothing; a no-op where huge
+/// pages are unavailable or with KILN_NO_HUGE_PAGES set.
+void adviseHugePages();
+/// The same for the memory [p, p + n) (an arena chunk).
+void adviseHugePages(void* p, size_t n);
+
 /// Containers whose storage the collector scans: for values that may be
 /// referred to from nowhere else while a builtin works (heap memory from
 /// std::allocator is invisible to the collector).

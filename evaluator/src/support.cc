@@ -1,5 +1,6 @@
 // Arena, symbol table, position table and path canonicalisation.
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <sstream>
 
@@ -17,12 +18,16 @@ Arena::~Arena() {
 }
 
 void* Arena::allocateSlow(size_t size, size_t align) {
-  constexpr size_t kChunk = 1 << 20;
+  // 4 MiB chunks hold at least one aligned 2 MiB range: a huge page.
+  constexpr size_t kChunk = 4 << 20;
   auto chunk = [&](size_t n) {
+    std::unique_ptr<char[]> memory(new char[n]);
+    char* c = memory.get();
+    if (n >= kChunk) adviseHugePages(c, n);  // before the first touch
     // Scanned memory starts zeroed: no stale words that look like pointers.
-    chunks_.emplace_back(scanned_ ? new char[n]() : new char[n], n);
+    if (scanned_) std::memset(c, 0, n);
+    chunks_.emplace_back(std::move(memory), n);
     reserved_ += n;
-    char* c = chunks_.back().first.get();
     if (scanned_) {
       initGarbageCollector();
       GC_add_roots(c, c + n);
