@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 
 #include "kiln/common/error.h"
@@ -34,6 +35,19 @@ struct Case {
   std::vector<std::string> env = {};
   std::string input = "";  ///< stdin
 };
+
+// Names the case by its flags (letters, digits and '-' only, so the ctest
+// name is stable and readable instead of the bytes of the struct).
+void PrintTo(const Case& c, std::ostream* os) {
+  std::string name;
+  for (auto& a : c.args) {
+    for (char ch : a)
+      if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-') name += ch;
+    name += '_';
+    if (name.size() > 60) break;
+  }
+  *os << name.substr(0, 60);
+}
 
 class InstantiateDropIn : public ::testing::TestWithParam<Case> {
  protected:
