@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -37,7 +38,7 @@ struct ChildSetup {
   const char* workDir;  // nullptr: keep
   bool setUmask;
   mode_t umask;
-  int devNull;
+  int stdinFd;      // /dev/null or ProcessSpec::inputFile
   int outWrite;     // the child's stdout
   int stderrWrite;  // the child's stderr
   int errWrite;     // the status pipe
@@ -60,7 +61,7 @@ struct ChildSetup {
   if (::prctl(PR_SET_PDEATHSIG, s.deathSignal) < 0 ||
       ::getppid() != s.parent)
     childFail(s.errWrite, kSetsid);
-  if (::dup2(s.devNull, 0) < 0 || ::dup2(s.outWrite, 1) < 0 ||
+  if (::dup2(s.stdinFd, 0) < 0 || ::dup2(s.outWrite, 1) < 0 ||
       ::dup2(s.stderrWrite, 2) < 0)
     childFail(s.errWrite, kStdio);
   if (s.workDir && ::chdir(s.workDir) < 0) childFail(s.errWrite, kChdir);
@@ -174,22 +175,24 @@ Process::Process(const ProcessSpec& spec) {
   int errPipe[2];
   if (::pipe2(errPipe, O_CLOEXEC) < 0) throwSysError("creating status pipe");
   AutoCloseFD errRead(errPipe[0]), errWrite(errPipe[1]);
-  AutoCloseFD devNull(::open("/dev/null", O_RDWR | O_CLOEXEC));
-  if (!devNull) throwSysError("opening /dev/null");
+  std::string inputPath =
+      spec.inputFile.empty() ? std::string("/dev/null") : spec.inputFile;
+  AutoCloseFD input(::open(inputPath.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!input) throwSysError("opening " + inputPath + " as stdin");
 
-  ChildSetup setup{program.c_str(),
-                   argv.data(),
-                   envp.data(),
-                   spec.workDir.empty() ? nullptr : spec.workDir.c_str(),
-                   spec.umask.has_value(),
-                   spec.umask.value_or(0),
-                   devNull.get(),
-                   output.outWrite.get(),
-                   output.errWrite ? output.errWrite.get()
-                                   : output.outWrite.get(),
-                   errWrite.get(),
-                   spec.deathSignal,
-                   ::getpid()};
+  ChildSetup setup{
+      program.c_str(),
+      argv.data(),
+      envp.data(),
+      spec.workDir.empty() ? nullptr : spec.workDir.c_str(),
+      spec.umask.has_value(),
+      spec.umask.value_or(0),
+      input.get(),
+      output.outWrite.get(),
+      output.errWrite ? output.errWrite.get() : output.outWrite.get(),
+      errWrite.get(),
+      spec.deathSignal,
+      ::getpid()};
   pid_t pid = ::fork();
   if (pid < 0) throwSysError("fork for '" + spec.program + "'");
   if (pid == 0) childMain(setup);
@@ -245,12 +248,14 @@ bool Process::childHasExited() {
 
 void Process::reap() {
   ::kill(-pid_, SIGKILL);  // stragglers the builder left behind
-  while (::waitpid(pid_, &status_, 0) < 0) {
+  rusage ru{};
+  while (::wait4(pid_, &status_, 0, &ru) < 0) {
     if (errno != EINTR) {
       status_ = 0;
       break;
     }
   }
+  peakRssBytes_ = static_cast<size_t>(ru.ru_maxrss) * 1024;
   reaped_ = true;
   pidfd_.reset();
   drainDeadline_ = steady_clock::now() + kDrainGrace;
@@ -288,6 +293,7 @@ ProcessEvent Process::next(milliseconds timeout) {
     if (reaped_ && !out_ && !err_) {
       ev.kind = ProcessEvent::Kind::kExited;
       ev.status = status_;
+      ev.peakRssBytes = peakRssBytes_;
       return ev;
     }
     if (now >= deadline) return ev;  // kIdle

@@ -148,4 +148,13 @@ PathInfo toPathInfo(const store::ValidPathInfo& info) {
   return p;
 }
 
+store::ValidPathInfo toValidPathInfo(const PathInfo& info) {
+  store::ValidPathInfo v(info.path);
+  v.narHash = info.narHash;
+  v.narSize = info.narSize;
+  v.references = info.references;
+  v.deriver = info.deriver;
+  return v;
+}
+
 }  // namespace kiln::protocol

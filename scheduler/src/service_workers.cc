@@ -82,11 +82,8 @@ class UploadTarget final : public proto::TransferTarget {
   void write(std::string_view data) override { writeAll(fd_.get(), data); }
   void commit(const proto::TransferHeader& h) override {
     if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek " + tmp_);
-    store::ValidPathInfo info(h.info.path);
-    info.narHash = h.info.narHash;
-    info.narSize = h.info.narSize;
-    info.references = h.info.references;
-    info.deriver = deriver_;
+    store::ValidPathInfo info = proto::toValidPathInfo(h.info);
+    info.deriver = deriver_;  // the step's .drv, whatever the worker says
     info.ultimate = true;
     onCommit_(h, std::move(info), std::move(fd_));
   }

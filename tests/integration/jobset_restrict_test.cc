@@ -3,12 +3,8 @@
 // environment variable of the scheduler gets Nix's "forbidden in
 // restricted mode" error (or "" for getEnv), its inputs stay readable, and
 // nothing of those secrets reaches the central store.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +12,7 @@
 #include <sstream>
 
 #include "kiln/common/file.h"
+#include "kiln_process.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -28,33 +25,16 @@ using namespace std::chrono_literals;
 constexpr const char* kEnvSecret = "kiln-env-secret-5d41402abc4b2a76";
 
 // A `kiln scheduler` with a real secret key and a secret in its
-// environment; SIGTERM on destruction.
-class Scheduler {
- public:
-  Scheduler(const std::string& state, const std::string& keys,
-            const std::string& log) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      setenv("KILN_JOBSET_SECRET", kEnvSecret, 1);
-      std::string bin = test::kilnBinary();
-      execl(bin.c_str(), bin.c_str(), "scheduler", "--state-dir", state.c_str(),
-            "--listen", "tcp://127.0.0.1:*", "--metrics-port", "0",
-            "--secret-key-file", (keys + "/scheduler.key").c_str(),
-            "--allowed-workers", (keys + "/allowed-workers").c_str(), nullptr);
-      _exit(127);
-    }
-  }
-  ~Scheduler() {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-  }
-
- private:
-  pid_t pid_ = -1;
-};
+// environment (SIGKILLed with the test's process object).
+test::KilnProcess startScheduler(const std::string& state,
+                                 const std::string& keys,
+                                 const std::string& log) {
+  return test::KilnProcess(
+      {"scheduler", "--state-dir", state, "--listen", "tcp://127.0.0.1:*",
+       "--metrics-port", "0", "--secret-key-file", keys + "/scheduler.key",
+       "--allowed-workers", keys + "/allowed-workers"},
+      log, {{"KILN_JOBSET_SECRET", kEnvSecret}});
+}
 
 test::RunResult kiln(const std::string& state, std::vector<std::string> args) {
   args.insert(args.begin(), test::kilnBinary());
@@ -114,14 +94,8 @@ in {
                    coll, "--check-interval", "0"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   std::string log = dir.path() + "/scheduler.log";
-  Scheduler sched(state, keys, log);
-  ASSERT_TRUE(test::pollUntil(
-      [&] {
-        return pathExists(log) &&
-               readFile(log).find("listening") != std::string::npos;
-      },
-      30s))
-      << readFile(log);
+  test::KilnProcess sched = startScheduler(state, keys, log);
+  ASSERT_TRUE(sched.waitForLog("listening", 30s)) << sched.log();
   r = kiln(state, {"jobset", "eval", "--project", "p", "j", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
 

@@ -3,16 +3,13 @@
 // store (and through the nix-instantiate adapter; per-job errors kept),
 // `kiln queue` through the requests table, and the commands on a stopped
 // scheduler.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "kiln/common/file.h"
+#include "kiln_process.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -21,37 +18,16 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-// A `kiln scheduler` child process, stopped with SIGTERM on destruction.
-class SchedulerProcess {
- public:
-  SchedulerProcess(const std::string& stateDir, const std::string& outFile,
-                   const std::string& evaluator) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(outFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::string bin = test::kilnBinary();
-      execl(bin.c_str(), bin.c_str(), "scheduler", "--state-dir",
-            stateDir.c_str(), "--listen", "tcp://127.0.0.1:*",
-            "--insecure-plaintext", "--metrics-port", "0", "--evaluator",
-            evaluator.c_str(), nullptr);
-      _exit(127);
-    }
-  }
-  int stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  }
-  ~SchedulerProcess() { stop(); }
-
- private:
-  pid_t pid_ = -1;
-};
+// A `kiln scheduler` child process (plain text, ephemeral ports) using
+// `evaluator`, writing to `outFile`.
+test::KilnProcess startScheduler(const std::string& stateDir,
+                                 const std::string& outFile,
+                                 const std::string& evaluator) {
+  return test::KilnProcess(
+      {"scheduler", "--state-dir", stateDir, "--listen", "tcp://127.0.0.1:*",
+       "--insecure-plaintext", "--metrics-port", "0", "--evaluator", evaluator},
+      outFile);
+}
 
 test::RunResult kiln(const std::string& state, std::vector<std::string> args) {
   args.insert(args.begin(), test::kilnBinary());
@@ -100,14 +76,8 @@ TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
   EXPECT_THAT(r.err, HasSubstr("no scheduler is running"));
 
   std::string out = dir.path() + "/sched.out";
-  SchedulerProcess sched(state, out, GetParam());
-  ASSERT_TRUE(test::pollUntil(
-      [&] {
-        return pathExists(out) &&
-               readFile(out).find("listening") != std::string::npos;
-      },
-      30s))
-      << readFile(out);
+  test::KilnProcess sched = startScheduler(state, out, GetParam());
+  ASSERT_TRUE(sched.waitForLog("listening", 30s)) << sched.log();
   r = kiln(state, {"jobset", "eval", "--project", "demo", "main", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"eval\":1"));

@@ -26,69 +26,7 @@ std::string tail(const std::string& s, size_t n = 4000) {
   return s.size() <= n ? s : "..." + s.substr(s.size() - n);
 }
 
-int statusToCode(int st) {
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------- process
-
-KilnProcess::KilnProcess(const std::vector<std::string>& args,
-                         std::string logFile,
-                         const std::map<std::string, std::string>& extraEnv)
-    : logFile_(std::move(logFile)) {
-  // The one process spawner (kiln/common/process.h): its own session, the
-  // output in the log file, SIGKILLed when the test's thread ends (even if
-  // the test is killed).
-  ProcessSpec spec;
-  spec.program = kilnBinary();
-  spec.args = {spec.program};
-  spec.args.insert(spec.args.end(), args.begin(), args.end());
-  spec.env = currentEnvironment();
-  for (auto& [k, v] : extraEnv) spec.env[k] = v;
-  spec.outputFile = logFile_;
-  spec.truncateOutputFile = true;
-  proc_ = std::make_unique<Process>(spec);
-}
-
-KilnProcess::~KilnProcess() {
-  if (running()) kill();
-}
-
-bool KilnProcess::running() { return !exitCode().has_value(); }
-
-std::optional<int> KilnProcess::exitCode() {
-  return waitExit(std::chrono::milliseconds(0));
-}
-
-std::optional<int> KilnProcess::waitExit(std::chrono::milliseconds timeout) {
-  if (!exit_) {
-    auto ev = proc_->next(timeout);
-    if (ev.kind == ProcessEvent::Kind::kExited) exit_ = statusToCode(ev.status);
-  }
-  return exit_;
-}
-
-void KilnProcess::signal(int sig) {
-  if (running()) proc_->signal(sig);
-}
-
-int KilnProcess::kill() {
-  signal(SIGKILL);
-  return waitExit(std::chrono::hours(1)).value_or(-1);
-}
-
-int KilnProcess::stop(std::chrono::milliseconds grace) {
-  signal(SIGCONT);  // a paused process cannot handle SIGTERM
-  signal(SIGTERM);
-  if (auto c = waitExit(grace)) return *c;
-  return kill();
-}
-
-std::string KilnProcess::log() const {
-  return pathExists(logFile_) ? readFile(logFile_) : "";
-}
 
 // ---------------------------------------------------------------- farm
 
@@ -146,12 +84,7 @@ void Farm::startScheduler(std::chrono::milliseconds timeout) {
       env);
   auto& p = *scheduler_;
   // A restarted scheduler may find the port still held for a moment.
-  bool up = pollUntil(
-      [&] {
-        return !p.running() ||
-               p.log().find("listening ") != std::string::npos;
-      },
-      timeout);
+  bool up = p.waitForLog("listening ", timeout);
   if (!up || !p.running())
     throw Error("farm: kiln scheduler did not start (" +
                 (p.running() ? std::string("no 'listening' line")

@@ -36,56 +36,18 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "kiln/common/file.h"
 #include "kiln/common/process.h"
 #include "kiln/scheduler/state_view.h"
+#include "kiln_process.h"
 #include "test_support.h"
 
 namespace kiln::test {
-
-/// A `kiln ARGS...` child process whose stdout and stderr go to a log file
-/// (truncated at start). Destroying it SIGKILLs and reaps it if it runs;
-/// it is also SIGKILLed when the thread that started it exits
-/// (PR_SET_PDEATHSIG), so a killed test leaves no farm behind.
-class KilnProcess {
- public:
-  /// Starts the process with this process's environment plus `extraEnv`;
-  /// throws SysError if it cannot be spawned.
-  KilnProcess(const std::vector<std::string>& args, std::string logFile,
-              const std::map<std::string, std::string>& extraEnv = {});
-  ~KilnProcess();
-  KilnProcess(const KilnProcess&) = delete;
-  KilnProcess& operator=(const KilnProcess&) = delete;
-
-  pid_t pid() const { return proc_->pid(); }
-  /// Whether it has not exited yet (reaps it without blocking if it has).
-  bool running();
-  /// Its exit code once it exited (128+signal if killed), else nullopt.
-  std::optional<int> exitCode();
-  /// Waits up to `timeout` for it to exit; returns its exit code or
-  /// nullopt (it still runs).
-  std::optional<int> waitExit(std::chrono::milliseconds timeout);
-  /// Sends `sig` (no-op once it has exited).
-  void signal(int sig);
-  /// SIGKILL, then waits; returns the exit code (128+9 normally).
-  int kill();
-  /// SIGTERM, waits up to `grace`, then SIGKILL; returns the exit code.
-  int stop(std::chrono::milliseconds grace = std::chrono::seconds(30));
-  /// Everything it wrote so far.
-  std::string log() const;
-  const std::string& logFile() const { return logFile_; }
-
- private:
-  std::unique_ptr<Process> proc_;
-  std::optional<int> exit_;
-  std::string logFile_;
-};
 
 /// How the scheduler is run.
 struct FarmOptions {

@@ -1,22 +1,17 @@
 #include "test_support.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
-
-extern char** environ;
+#include "kiln/common/process.h"
 
 namespace kiln::test {
 
@@ -36,69 +31,46 @@ std::string kilnBinary() {
 
 RunResult run(const std::vector<std::string>& argv, const std::string& input,
               const std::vector<std::string>& env) {
-  int inPipe[2], outPipe[2], errPipe[2];
-  if (pipe2(inPipe, O_CLOEXEC) || pipe2(outPipe, O_CLOEXEC) ||
-      pipe2(errPipe, O_CLOEXEC))
-    throwSysError("pipe");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, inPipe[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, outPipe[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, errPipe[1], 2);
-  std::vector<std::string> envStore;
-  for (char** e = environ; *e; ++e) envStore.emplace_back(*e);
-  for (auto& e : env) envStore.push_back(e);
-  std::vector<char*> cargv, cenv;
-  for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (auto& e : envStore) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&fa);
-  close(inPipe[0]);
-  close(outPipe[1]);
-  close(errPipe[1]);
   RunResult res;
-  if (rc != 0) {
-    close(inPipe[1]);
-    close(outPipe[0]);
-    close(errPipe[0]);
-    res.err = "cannot start " + argv[0];
+  if (argv.empty()) throw Error("test::run: empty command");
+  ProcessSpec spec;
+  spec.program = argv[0];
+  spec.args = argv;
+  spec.searchPath = true;
+  spec.separateStderr = true;
+  spec.env = currentEnvironment();
+  for (auto& e : env) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos) throw Error("test::run: env entry " + e);
+    spec.env[e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  std::optional<TempDir> inputDir;
+  if (!input.empty()) {
+    inputDir.emplace("kiln-run-input");
+    spec.inputFile = inputDir->path() + "/stdin";
+    writeFile(spec.inputFile, input);
+  }
+  std::unique_ptr<Process> child;
+  try {
+    child = std::make_unique<Process>(spec);
+  } catch (const SysError& e) {
+    res.err = "cannot start " + argv[0] + ": " + e.what();
     return res;
   }
-  std::thread writer([&] {
-    writeAll(inPipe[1], input);
-    close(inPipe[1]);
-  });
-  pollfd fds[2] = {{outPipe[0], POLLIN, 0}, {errPipe[0], POLLIN, 0}};
-  std::string* bufs[2] = {&res.out, &res.err};
-  int open = 2;
-  char buf[65536];
-  while (open > 0) {
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
-      ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        bufs[i]->append(buf, static_cast<size_t>(n));
-      } else {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open;
-      }
-    }
+  for (;;) {
+    auto ev = child->next(std::chrono::hours(1));
+    if (ev.kind == ProcessEvent::Kind::kOutput)
+      (ev.stream == 2 ? res.err : res.out) += ev.data;
+    if (ev.kind != ProcessEvent::Kind::kExited) continue;
+    res.exitCode = exitCodeOf(ev.status);
+    res.peakRssBytes = ev.peakRssBytes;
+    return res;
   }
-  writer.join();
-  int status = 0;
-  rusage ru{};
-  wait4(pid, &status, 0, &ru);
-  res.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  res.peakRssBytes = static_cast<size_t>(ru.ru_maxrss) * 1024;
-  return res;
+}
+
+int exitCodeOf(int waitStatus) {
+  return WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus)
+                               : 128 + WTERMSIG(waitStatus);
 }
 
 bool haveProgram(const std::string& name) {

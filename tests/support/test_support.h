@@ -27,10 +27,15 @@ struct RunResult {
 };
 
 /// Runs `argv` (argv[0] looked up in PATH) with optional stdin data and
-/// extra environment entries ("K=V"); waits for it and captures output.
+/// extra environment entries ("K=V") through `kiln::Process`; waits for it
+/// and captures output. A program that cannot start gives exitCode -1 and
+/// the reason in `err`.
 RunResult run(const std::vector<std::string>& argv,
               const std::string& input = "",
               const std::vector<std::string>& env = {});
+
+/// The exit code of a wait(2) status: the code, or 128+signal.
+int exitCodeOf(int waitStatus);
 
 /// Whether an executable named `name` is on PATH.
 bool haveProgram(const std::string& name);

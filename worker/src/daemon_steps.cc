@@ -24,13 +24,8 @@ class InputTarget final : public proto::TransferTarget {
   void write(std::string_view data) override { writeAll(fd_.get(), data); }
   void commit(const proto::TransferHeader& h) override {
     if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek");
-    store::ValidPathInfo info(h.info.path);
-    info.narHash = h.info.narHash;
-    info.narSize = h.info.narSize;
-    info.references = h.info.references;
-    info.deriver = h.info.deriver;
     FdSource src(fd_.get());
-    store_.addFromNar(info, src);
+    store_.addFromNar(proto::toValidPathInfo(h.info), src);
   }
   void discard(const std::string&) noexcept override { fd_.reset(); }
 

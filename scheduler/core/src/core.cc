@@ -83,10 +83,7 @@ bool SchedulerCore::hasBuild(BuildId build) const {
 
 void SchedulerCore::cancelBuild(BuildId id) {
   Impl& m = *impl_;
-  auto it = m.builds.find(id);
-  if (it == m.builds.end())
-    throw SchedulerError("scheduler: cancel of unknown build " +
-                         std::to_string(id));
+  auto it = m.findBuild(id, "cancel");
   m.advance();
   uint32_t top = it->second.top;
   if (!it->second.failed)
@@ -102,10 +99,7 @@ void SchedulerCore::cancelBuild(BuildId id) {
 
 void SchedulerCore::bumpBuild(BuildId id, int globalPriority) {
   Impl& m = *impl_;
-  auto it = m.builds.find(id);
-  if (it == m.builds.end())
-    throw SchedulerError("scheduler: bump of unknown build " +
-                         std::to_string(id));
+  auto it = m.findBuild(id, "bump");
   m.advance();
   it->second.global = globalPriority;
   m.schedule(it->second.top, true);

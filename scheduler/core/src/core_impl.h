@@ -170,6 +170,9 @@ struct SchedulerCore::Impl {
 
   // graph.cc
   uint32_t resolve(StepId id) const { return checkSlot(steps, id, "step"); }
+  // The live build `id`; throws SchedulerError naming `action` otherwise.
+  std::unordered_map<BuildId, Build>::iterator findBuild(BuildId id,
+                                                         const char* action);
   StepId idOf(uint32_t idx) const { return {idx, steps[idx].generation}; }
   bool poisoned(const Step& s) const { return s.failed || s.blockedDeps > 0; }
   uint32_t classFor(const std::string& system,

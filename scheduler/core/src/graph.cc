@@ -24,6 +24,15 @@ bool improves(const Attrs& from, const Attrs& to) {
          to.minBuild <= from.minBuild && to.cpAbove >= from.cpAbove;
 }
 
+std::unordered_map<BuildId, Build>::iterator SchedulerCore::Impl::findBuild(
+    BuildId id, const char* action) {
+  auto it = builds.find(id);
+  if (it == builds.end())
+    throw SchedulerError(std::string("scheduler: ") + action +
+                         " of unknown build " + std::to_string(id));
+  return it;
+}
+
 uint32_t SchedulerCore::Impl::classFor(const std::string& system,
                                        std::vector<std::string> features) {
   std::sort(features.begin(), features.end());

@@ -72,6 +72,31 @@ TEST(Process, StdinIsDevNullAndOwnSession) {
   EXPECT_EQ(count, 3u) << text;
 }
 
+TEST(Process, StdinReadsTheInputFileAndExitReportsPeakRss) {
+  TempDir dir("proc-test");
+  writeFile(dir.path() + "/in", "line one\nline two\n");
+  auto spec = shell("wc -l; cat >&2");
+  spec.inputFile = dir.path() + "/in";
+  spec.separateStderr = true;
+  Process p(spec);
+  std::string out, err;
+  size_t peakRss = 0;
+  for (;;) {
+    auto ev = p.next(seconds(10));
+    ASSERT_NE(ev.kind, ProcessEvent::Kind::kIdle);
+    if (ev.kind == ProcessEvent::Kind::kExited) {
+      peakRss = ev.peakRssBytes;
+      break;
+    }
+    (ev.stream == 2 ? err : out) += ev.data;
+  }
+  EXPECT_GT(peakRss, 0u);  // a shell takes some memory
+  EXPECT_EQ(out, "2\n");
+  EXPECT_EQ(err, "");  // wc read everything
+  spec.inputFile = dir.path() + "/missing";
+  EXPECT_THROW(Process q(spec), SysError);
+}
+
 TEST(Process, MissingProgramAndBadWorkDirThrow) {
   ProcessSpec spec;
   spec.program = "/nonexistent/kiln-builder";

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "kiln/store/local_store.h"
+
 namespace kiln::protocol {
 namespace {
 
@@ -226,6 +228,24 @@ TEST(Messages, InvalidValuesAreRejectedOnBothSides) {
   auto pos = 8 + 8 + 4 + 4 + kA.baseName().size();
   frames[1][pos] = static_cast<char>(HashAlgo::kSha1);
   EXPECT_THAT(errorOf(frames), HasSubstr("field 'narHash'"));
+}
+
+TEST(Messages, PathInfoConvertsBothWays) {
+  PathInfo travelled = info(kA, true);
+  store::ValidPathInfo v = toValidPathInfo(travelled);
+  EXPECT_EQ(v.path, kA);
+  EXPECT_EQ(v.narHash, travelled.narHash);
+  EXPECT_EQ(v.narSize, 1234u);
+  EXPECT_EQ(v.references, store::StorePathSet{kB});
+  ASSERT_TRUE(v.deriver.has_value());
+  EXPECT_EQ(*v.deriver, kDrv);
+  // What does not travel is left for the receiver to decide.
+  EXPECT_FALSE(v.ultimate);
+  EXPECT_TRUE(v.sigs.empty());
+  EXPECT_TRUE(v.ca.empty());
+  EXPECT_EQ(toPathInfo(v), travelled);
+  // Without a deriver, none is made up.
+  EXPECT_FALSE(toValidPathInfo(info(kB)).deriver.has_value());
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 /// unless a descendant deliberately left the group with setsid(2). By
 /// default stdout and stderr are merged into one pipe (the log stream);
 /// `ProcessSpec` can keep stderr apart or send both to a file. stdin is
-/// /dev/null; the environment is exactly the one given. A child gets
+/// /dev/null unless `ProcessSpec::inputFile` names a file to read; the
+/// environment is exactly the one given. A child gets
 /// `deathSignal` (SIGKILL) when the thread that started it ends (so a
 /// killed worker leaves no builder running unsupervised).
 /// `ProcessLauncher`/`ChildProcess` are interfaces so that code that
@@ -44,6 +45,9 @@ struct ProcessSpec {
   bool truncateOutputFile = false;
   /// Pipe mode: stderr on a pipe of its own (events with stream 2).
   bool separateStderr = false;
+  /// Non-empty: stdin reads this file (else /dev/null). Opened before the
+  /// fork; a missing file throws SysError from the constructor.
+  std::string inputFile;
   /// Sent to the child when the thread that started it ends.
   int deathSignal = SIGKILL;
 };
@@ -61,6 +65,10 @@ struct ProcessEvent {
   Kind kind = Kind::kIdle;
   std::string data;  ///< kOutput only
   int status = 0;    ///< kExited only: the raw wait(2) status
+  /// kExited only: the child's peak resident size in bytes (wait4's
+  /// ru_maxrss: the largest of the child and the descendants it waited
+  /// for); 0 where unknown.
+  size_t peakRssBytes = 0;
   int stream = 1;    ///< kOutput: 1 (stdout, or merged), 2 (separate stderr)
 };
 
@@ -120,6 +128,7 @@ class Process : public ChildProcess {
   AutoCloseFD pidfd_;  // becomes readable when the child exits (may be absent)
   bool reaped_ = false;
   int status_ = 0;
+  size_t peakRssBytes_ = 0;
   std::chrono::steady_clock::time_point drainDeadline_{};
 };
 

@@ -86,6 +86,12 @@ struct PathInfo {
 /// The travelling part of a store's registration of a valid path.
 PathInfo toPathInfo(const store::ValidPathInfo& info);
 
+/// The registration a receiver makes of a path that travelled as `info`
+/// (path, NAR hash and size, references, deriver). The rest (signatures,
+/// CA, `ultimate`) is left at its default for the receiver to set; the
+/// store verifies the NAR against it when the path is added.
+store::ValidPathInfo toValidPathInfo(const PathInfo& info);
+
 /// Worker → scheduler, first message of a connection.
 struct Hello {
   std::string workerId;  ///< [A-Za-z0-9._@:-]{1,128}
