@@ -248,7 +248,7 @@ void SchedulerService::Impl::queueEvalRequest(const RequestRow& req) {
     requests.check("jobset-eval", a);
     auto js = db.jobset(jobsetIdOf(db, a));
     bool force = !boolArg(a, "ifChanged", false);
-    evalQueue.push_back({*js, force, req.id});
+    evaluations->enqueue(*js, force, req.id);
   } catch (const std::exception& e) {
     failRequest(req.id, e);
   }

@@ -67,6 +67,10 @@ SchedulerService::Impl::Impl(ServiceConfig c)
                   "' (expected kiln or nix-instantiate)");
   }
   if (!cfg.inputFetcher) cfg.inputFetcher = makeInputFetcher();
+  evaluations = std::make_unique<Evaluations>(
+      Evaluations::Config{cfg.stateDir, cfg.storeDir, cfg.evalRunner,
+                          cfg.inputFetcher},
+      clock);
   sinks.push_back(dbSink);  // the database first, then the configured ones
   for (auto& s : cfg.eventSinks)
     if (s) sinks.push_back(s);
@@ -215,7 +219,7 @@ void SchedulerService::Impl::periodic() {
 void SchedulerService::Impl::pollRequests() {
   for (auto& req : db.pendingRequests()) {
     if (req.kind == "jobset-eval") {
-      if (evalRequestsTaken.insert(req.id).second) queueEvalRequest(req);
+      if (evaluations->take(req.id)) queueEvalRequest(req);
       continue;
     }
     try {
@@ -232,43 +236,6 @@ void SchedulerService::Impl::failRequest(int64_t id, const std::exception& e) {
   // The caller's mistake (no such jobset...), not the scheduler's.
   if (dynamic_cast<const SchedulerStateError*>(&e)) answer["caller"] = true;
   db.completeRequest(id, false, answer.dump());
-}
-
-EvalOutcome SchedulerService::Impl::runEvaluation(const JobsetRow& js,
-                                                  bool force) const {
-  EvalOutcome o;
-  o.jobset = js.id;
-  auto start = clock.now();
-  o.timeMs = clock.nowMs();
-  try {
-    std::string work = cfg.stateDir + "/eval/" + std::to_string(js.id);
-    JobsetSpec spec = js;  // the plain value, without scheduling state
-    Checkout co = cfg.inputFetcher->fetch(spec, work);
-    o.inputsHash = co.inputsHash;
-    if (!force && co.inputsHash == js.lastInputs) {
-      o.skipped = true;
-      return o;
-    }
-    o.jobs = cfg.evalRunner->evaluate(spec, co,
-                                      EvalStore{cfg.stateDir, cfg.storeDir});
-    // A store handle of this thread: LocalStore is safe across processes
-    // and threads, and the service's own instance stays on its thread. Its
-    // temporary roots protect the jobs' .drvs while they are read.
-    store::LocalStore evalStore(cfg.stateDir, store::StoreDir(cfg.storeDir));
-    std::vector<std::string> roots;
-    for (auto& j : o.jobs) {
-      roots.push_back(j.drvPath);
-      if (j.error.empty()) evalStore.addTempRoot(evalStore.parsePath(j.drvPath));
-    }
-    o.drvs = prefetchDrvs(evalStore, roots);
-    orderJobsByDepth(o.jobs, *o.drvs, evalStore.storeDir());
-  } catch (const std::exception& e) {
-    o.error = e.what();
-  }
-  o.durationMs = std::chrono::duration_cast<std::chrono::milliseconds>(
-                     clock.now() - start)
-                     .count();
-  return o;
 }
 
 // One transaction records the jobset's inputs hash, the evaluation and
@@ -354,49 +321,30 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(
   return toStart;
 }
 
-void SchedulerService::Impl::finishEvaluation() {
-  auto o = evalFuture->get();
-  evalFuture.reset();
-  auto request = std::exchange(evalRequest, std::nullopt);
-  if (request) evalRequestsTaken.erase(*request);
+void SchedulerService::Impl::finishEvaluation(Evaluations::Finished& done) {
+  const EvalOutcome& o = done.outcome;
   try {
     int64_t id = recordEvaluation(o);
-    if (request) db.completeRequest(*request, true, json{{"eval", id}}.dump());
+    if (done.request)
+      db.completeRequest(*done.request, true, json{{"eval", id}}.dump());
   } catch (const std::exception& e) {
     logError("recording the evaluation of jobset " +
              std::to_string(o.jobset) + " failed: " + e.what());
-    if (request) failRequest(*request, e);
+    if (done.request) failRequest(*done.request, e);
   }
 }
 
-void SchedulerService::Impl::startEvaluation(const JobsetRow& js, bool force,
-                                             std::optional<int64_t> request) {
-  evalRequest = request;
-  evalFuture = std::async(std::launch::async, [this, js, force] {
-    return runEvaluation(js, force);
-  });
-}
-
+// One evaluation at a time, off the service thread: on-demand ones first,
+// then jobsets whose check interval passed.
 void SchedulerService::Impl::checkJobsets() {
-  if (evalFuture) {
-    if (evalFuture->wait_for(std::chrono::seconds(0)) !=
-        std::future_status::ready)
-      return;
-    finishEvaluation();
-  }
-  if (!evalQueue.empty()) {
-    PendingEval p = std::move(evalQueue.front());
-    evalQueue.pop_front();
-    startEvaluation(p.jobset, p.force, p.requestId);
-    return;
-  }
+  if (auto done = evaluations->takeFinished()) finishEvaluation(*done);
+  if (evaluations->busy() || evaluations->startQueued()) return;
   int64_t now = clock.nowMs();
   for (auto& js : db.jobsets()) {
     if (!js.enabled || js.checkIntervalSec <= 0) continue;
     if (now - js.lastCheckedMs < js.checkIntervalSec * 1000) continue;
-    // One evaluation at a time, off the service thread.
     db.setJobsetChecked(js.id, now, std::nullopt);
-    startEvaluation(js, false, std::nullopt);
+    evaluations->startScheduled(js);
     return;
   }
 }
@@ -406,9 +354,7 @@ void SchedulerService::Impl::checkJobsets() {
 SchedulerService::SchedulerService(ServiceConfig config)
     : impl_(std::make_unique<Impl>(std::move(config))) {}
 
-SchedulerService::~SchedulerService() {
-  if (impl_->evalFuture) impl_->evalFuture->wait();
-}
+SchedulerService::~SchedulerService() = default;
 
 std::string SchedulerService::endpoint() const {
   return impl_->server->endpoint();
@@ -483,7 +429,7 @@ int64_t SchedulerService::evaluateJobset(int64_t jobset, bool force) {
   auto js = impl_->db.jobset(jobset);
   if (!js)
     throw SchedulerStateError("no jobset with id " + std::to_string(jobset));
-  return impl_->recordEvaluation(impl_->runEvaluation(*js, force));
+  return impl_->recordEvaluation(impl_->evaluations->run(*js, force));
 }
 
 json SchedulerService::applyRequest(const std::string& kind,

@@ -16,18 +16,19 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "evaluations.h"
 #include "kiln/common/file.h"
 #include "kiln/common/file_lock.h"
 #include "kiln/common/sync.h"
 #include "kiln/protocol/transfer.h"
 #include "kiln/protocol/transport.h"
 #include "kiln/scheduler/build_events.h"
+#include "kiln/scheduler/checkpointer.h"
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
-#include "kiln/scheduler/service.h"
-#include "kiln/scheduler/checkpointer.h"
 #include "kiln/scheduler/registrar.h"
 #include "kiln/scheduler/requests.h"
+#include "kiln/scheduler/service.h"
 
 namespace kiln::scheduler {
 
@@ -62,18 +63,6 @@ struct Running {
   AutoCloseFD log;
   uint64_t logBytes = 0;
   bool logTruncated = false;
-};
-
-// What an evaluation produced, before it is recorded (service thread).
-struct EvalOutcome {
-  int64_t jobset = 0;
-  bool skipped = false;  // inputs unchanged
-  std::string inputsHash;
-  std::vector<Job> jobs;  // dependencies first (orderJobsByDepth)
-  std::shared_ptr<const DrvMap> drvs;  // the jobs' closures, parsed
-  std::string error;
-  int64_t timeMs = 0;
-  int64_t durationMs = 0;
 };
 
 struct SchedulerService::Impl {
@@ -112,21 +101,8 @@ struct SchedulerService::Impl {
   Clock::TimePoint turnStart = clock.now();
   Clock::TimePoint lastRequestPoll{};
   Clock::TimePoint lastJobsetCheck{};
-  /// The evaluation running off the service thread (one at a time), and
-  /// the `jobset-eval` request that asked for it, if any.
-  std::optional<std::future<EvalOutcome>> evalFuture;
-  std::optional<int64_t> evalRequest;
-  /// On-demand evaluations waiting for the running one; run before
-  /// scheduled checks.
-  struct PendingEval {
-    JobsetRow jobset;
-    bool force = true;
-    int64_t requestId = 0;
-  };
-  std::deque<PendingEval> evalQueue;
-  /// Ids of the unanswered `jobset-eval` requests already queued (in
-  /// memory: after a restart they are taken, and evaluated, again).
-  std::set<int64_t> evalRequestsTaken;
+  /// Evaluations off the service thread (evaluations.h).
+  std::unique_ptr<Evaluations> evaluations;
   /// Operator requests (operations.cc: the offline table, with the
   /// handlers that concern the core wrapped).
   RequestTable requests;
@@ -158,13 +134,11 @@ struct SchedulerService::Impl {
   void maybePublishSnapshot();
   void restartBuild(int64_t id);
   std::vector<QueueEntry> queueEntries();
-  EvalOutcome runEvaluation(const JobsetRow& js, bool force) const;
   int64_t recordEvaluation(const EvalOutcome& o);
   std::vector<BuildRow> createBuilds(const EvalOutcome& o, int64_t evalId);
   void checkJobsets();
-  void finishEvaluation();
-  void startEvaluation(const JobsetRow& js, bool force,
-                       std::optional<int64_t> request);
+  /// Records an evaluation that ended and answers its request.
+  void finishEvaluation(Evaluations::Finished& done);
   /// Answers request `id` with `e`'s message (marked as the caller's
   /// mistake for a SchedulerStateError).
   void failRequest(int64_t id, const std::exception& e);

@@ -1,0 +1,85 @@
+// Jobset evaluations off the service thread (evaluations.h).
+#include "evaluations.h"
+
+#include <utility>
+
+#include "kiln/store/local_store.h"
+
+namespace kiln::scheduler {
+
+Evaluations::Evaluations(Config config, const Clock& clock)
+    : config_(std::move(config)), clock_(clock) {}
+
+Evaluations::~Evaluations() {
+  if (running_) running_->wait();
+}
+
+EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
+  EvalOutcome o;
+  o.jobset = js.id;
+  auto start = clock_.now();
+  o.timeMs = clock_.nowMs();
+  try {
+    std::string work = config_.stateDir + "/eval/" + std::to_string(js.id);
+    JobsetSpec spec = js;  // the plain value, without scheduling state
+    Checkout co = config_.fetcher->fetch(spec, work);
+    o.inputsHash = co.inputsHash;
+    if (!force && co.inputsHash == js.lastInputs) {
+      o.skipped = true;
+      return o;
+    }
+    o.jobs = config_.runner->evaluate(
+        spec, co, EvalStore{config_.stateDir, config_.storeDir});
+    // A store handle of this thread: LocalStore is safe across processes
+    // and threads, and the service's own instance stays on its thread. Its
+    // temporary roots protect the jobs' .drvs while they are read.
+    store::LocalStore evalStore(config_.stateDir,
+                                store::StoreDir(config_.storeDir));
+    std::vector<std::string> roots;
+    for (auto& j : o.jobs) {
+      roots.push_back(j.drvPath);
+      if (j.error.empty())
+        evalStore.addTempRoot(evalStore.parsePath(j.drvPath));
+    }
+    o.drvs = prefetchDrvs(evalStore, roots);
+    orderJobsByDepth(o.jobs, *o.drvs, evalStore.storeDir());
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  o.durationMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     clock_.now() - start)
+                     .count();
+  return o;
+}
+
+void Evaluations::enqueue(const JobsetRow& jobset, bool force,
+                          int64_t requestId) {
+  queue_.push_back({jobset, force, requestId});
+}
+
+std::optional<Evaluations::Finished> Evaluations::takeFinished() {
+  if (!running_ ||
+      running_->wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return std::nullopt;
+  Finished f{running_->get(), std::exchange(runningRequest_, std::nullopt)};
+  running_.reset();
+  if (f.request) taken_.erase(*f.request);
+  return f;
+}
+
+bool Evaluations::startQueued() {
+  if (queue_.empty()) return false;
+  Pending p = std::move(queue_.front());
+  queue_.pop_front();
+  start(p.jobset, p.force, p.requestId);
+  return true;
+}
+
+void Evaluations::start(const JobsetRow& js, bool force,
+                        std::optional<int64_t> request) {
+  runningRequest_ = request;
+  running_ = std::async(std::launch::async,
+                        [this, js, force] { return run(js, force); });
+}
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,95 @@
+#pragma once
+// Jobset evaluations off the service thread (docs/scheduler.md,
+// "Evaluations"): one at a time, on-demand ones (`jobset-eval` requests)
+// before scheduled checks. Private to the scheduler service, which records
+// what an evaluation produced (database, ingestion) on its own thread.
+
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/common/clock.h"
+#include "kiln/scheduler/drv_prefetch.h"
+#include "kiln/scheduler/evaluation.h"
+#include "kiln/scheduler/state_db.h"
+
+namespace kiln::scheduler {
+
+/// What an evaluation produced, before it is recorded (service thread).
+struct EvalOutcome {
+  int64_t jobset = 0;
+  bool skipped = false;  ///< inputs unchanged
+  std::string inputsHash;
+  std::vector<Job> jobs;  ///< dependencies first (orderJobsByDepth)
+  std::shared_ptr<const DrvMap> drvs;  ///< the jobs' closures, parsed
+  std::string error;                   ///< the whole evaluation failed
+  int64_t timeMs = 0;
+  int64_t durationMs = 0;
+};
+
+/// Runs evaluations through an EvalRunner and an InputFetcher. Used from
+/// the service thread only; each evaluation runs on a thread of its own
+/// (std::async) with its own LocalStore and never touches the core or the
+/// database. The destructor waits for a running evaluation.
+class Evaluations {
+ public:
+  /// Where the central store is, and the runner and fetcher to use.
+  struct Config {
+    std::string stateDir;
+    std::string storeDir;
+    std::shared_ptr<EvalRunner> runner;
+    std::shared_ptr<InputFetcher> fetcher;
+  };
+  Evaluations(Config config, const Clock& clock);
+  ~Evaluations();
+  Evaluations(const Evaluations&) = delete;
+  Evaluations& operator=(const Evaluations&) = delete;
+
+  /// Evaluates `jobset` on the calling thread (unless its inputs did not
+  /// change and !force). Never throws: a failure is the outcome's error.
+  EvalOutcome run(const JobsetRow& jobset, bool force) const;
+
+  /// Marks `jobset-eval` request `id` as taken; false if it was already
+  /// (kept until its evaluation ends; in memory only).
+  bool take(int64_t requestId) { return taken_.insert(requestId).second; }
+  /// Queues an on-demand evaluation for request `requestId`.
+  void enqueue(const JobsetRow& jobset, bool force, int64_t requestId);
+  /// An evaluation that ended, and the request that asked for it.
+  struct Finished {
+    EvalOutcome outcome;
+    std::optional<int64_t> request;
+  };
+  /// The running evaluation's result if it ended (it no longer runs then).
+  std::optional<Finished> takeFinished();
+  /// Whether an evaluation runs.
+  bool busy() const { return running_.has_value(); }
+  /// Starts the oldest queued on-demand evaluation; false if none.
+  bool startQueued();
+  /// Starts a scheduled evaluation (inputs checked, not forced).
+  void startScheduled(const JobsetRow& jobset) {
+    start(jobset, false, std::nullopt);
+  }
+
+ private:
+  void start(const JobsetRow& jobset, bool force,
+             std::optional<int64_t> request);
+
+  struct Pending {
+    JobsetRow jobset;
+    bool force = true;
+    int64_t requestId = 0;
+  };
+  Config config_;
+  const Clock& clock_;
+  std::optional<std::future<EvalOutcome>> running_;
+  std::optional<int64_t> runningRequest_;
+  std::deque<Pending> queue_;
+  std::set<int64_t> taken_;
+};
+
+}  // namespace kiln::scheduler
