@@ -31,8 +31,8 @@ std::optional<StepId> StepIndex::coreId(int64_t db) const {
 }
 
 Ingestor::Ingestor(StateDb& db, store::LocalStore& store, SchedulerCore& core,
-                   StepIndex& index, const Clock& clock)
-    : db_(db), store_(store), core_(core), index_(index), clock_(clock) {}
+                   const Clock& clock)
+    : db_(db), store_(store), core_(core), clock_(clock) {}
 
 std::shared_ptr<const store::Derivation> Ingestor::loadDrv(
     const std::string& drvPath) {

@@ -248,7 +248,7 @@ void SchedulerService::Impl::queueEvalRequest(const RequestRow& req) {
     requests.check("jobset-eval", a);
     auto js = db.jobset(jobsetIdOf(db, a));
     bool force = !boolArg(a, "ifChanged", false);
-    evaluations->enqueue(*js, force, req.id);
+    evaluations.enqueue(*js, force, req.id);
   } catch (const std::exception& e) {
     failRequest(req.id, e);
   }
@@ -304,8 +304,26 @@ void SchedulerService::Impl::setUpRequests() {
   });
 }
 
-json SchedulerService::Impl::apply(const std::string& kind, const json& a) {
-  return requests.apply(kind, a);
+void SchedulerService::Impl::pollRequests() {
+  for (auto& req : db.pendingRequests()) {
+    if (req.kind == "jobset-eval") {
+      if (evaluations.take(req.id)) queueEvalRequest(req);
+      continue;
+    }
+    try {
+      json args = json::parse(req.args);
+      db.completeRequest(req.id, true, requests.apply(req.kind, args).dump());
+    } catch (const std::exception& e) {
+      failRequest(req.id, e);
+    }
+  }
+}
+
+void SchedulerService::Impl::failRequest(int64_t id, const std::exception& e) {
+  json answer{{"error", e.what()}};
+  // The caller's mistake (no such jobset...), not the scheduler's.
+  if (dynamic_cast<const SchedulerStateError*>(&e)) answer["caller"] = true;
+  db.completeRequest(id, false, answer.dump());
 }
 
 // After the database part of a restart: failed core steps of the build are
@@ -328,15 +346,14 @@ void SchedulerService::Impl::restartBuild(int64_t id) {
 }
 
 std::vector<QueueEntry> SchedulerService::Impl::queueEntries() {
-  auto& s = *this;
   static const char* names[] = {"waiting", "queued", "running", "backoff",
                                 "failed"};
   std::vector<QueueEntry> out;
-  for (auto& row : s.db.unfinishedSteps()) {
-    auto sid = s.index.coreId(row.id);
+  for (auto& row : db.unfinishedSteps()) {
+    auto sid = ingestor.index().coreId(row.id);
     if (!sid) continue;
-    auto v = s.core.step(*sid);
-    auto w = s.core.whyWaiting(*sid);
+    auto v = core.step(*sid);
+    auto w = core.whyWaiting(*sid);
     out.push_back({row.id, row.drvPath, row.system,
                    names[static_cast<int>(v.state)], w.detail});
   }

@@ -1,10 +1,10 @@
-// SchedulerService: construction, restart recovery, the loop, persistence of
-// core events, dispatch, evaluations (docs/scheduler.md).
+// SchedulerService: construction and wiring of its parts, restart
+// recovery, the loop, build events, the public API (docs/scheduler.md,
+// docs/architecture.md).
 #include "kiln/scheduler/service.h"
 
 #include <unistd.h>
 
-#include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "service_impl.h"
 
@@ -31,73 +31,109 @@ SchedulerConfig coreConfig(const ServiceConfig& c) {
   return s;
 }
 
+// `c` with the default evaluation runner and input fetcher filled in.
+ServiceConfig withDefaults(ServiceConfig c) {
+  if (!c.evalRunner) {
+    if (c.evaluator == "nix-instantiate")
+      c.evalRunner = makeNixInstantiateRunner(c.stateDir + "/eval");
+    else if (c.evaluator == "kiln")
+      c.evalRunner =
+          makeKilnEvalRunner(c.kilnBinary.empty() ? "kiln" : c.kilnBinary);
+    else
+      throw Error("unknown evaluator '" + c.evaluator +
+                  "' (expected kiln or nix-instantiate)");
+  }
+  if (!c.inputFetcher) c.inputFetcher = makeInputFetcher();
+  return c;
+}
+
+// The configured transport, or a ZeroMQ server bound to `listen`.
+std::shared_ptr<protocol::ServerTransport> transportOf(const ServiceConfig& c) {
+  if (c.transport) return c.transport;
+  protocol::ServerOptions so;
+  so.bind = c.listen;
+  so.insecurePlaintext = c.insecurePlaintext;
+  so.keys = c.keys;
+  so.allowed = c.allowed;
+  return std::make_shared<protocol::Server>(so);
+}
+
+WorkerLink::Options linkOptions(const ServiceConfig& c) {
+  WorkerLink::Options o;
+  o.storeDir = store::StoreDir(c.storeDir).dir();
+  o.heartbeatInterval = c.heartbeatInterval;
+  o.chunkSize = c.chunkSize;
+  o.schedulerId = "kiln-scheduler-" + std::to_string(getpid());
+  return o;
+}
+
 }  // namespace
 
 SchedulerService::Impl::Impl(ServiceConfig c)
-    : cfg(std::move(c)),
+    : cfg(withDefaults(std::move(c))),
       clock(cfg.clock ? *cfg.clock : RealClock::instance()),
       lock(takeLock(cfg.stateDir)),
       db(cfg.stateDir + "/scheduler.sqlite"),
       checkpointer(cfg.stateDir + "/scheduler.sqlite",
                    std::chrono::milliseconds(500)),
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
-      registrarStore(cfg.stateDir, store::StoreDir(cfg.storeDir)),
-      registrar([this](const Registration& r, Source& nar) {
-        registerUpload(registrarStore, r, nar);
-      }),
       dbSink(std::make_shared<StateDbSink>(
           db, [this](const std::string& d) { return outputsOf(d); })),
       core(clock, coreConfig(cfg)),
-      ingestor(db, store, core, index, clock),
+      ingestor(db, store, core, clock),
       registry(std::make_shared<prometheus::Registry>()),
-      metrics(*registry) {
+      metrics(*registry),
+      link(transportOf(cfg), linkOptions(cfg), core, clock, *this),
+      inputs(store, link, metrics, cfg.stateDir + "/tmp"),
+      steps(cfg, db, store, ingestor, core, link, inputs, metrics, clock),
+      uploads(cfg, steps, metrics),
+      evaluations(
+          {cfg.stateDir, cfg.storeDir, cfg.evalRunner, cfg.inputFetcher},
+          clock) {
   db.db().exec("PRAGMA wal_autocheckpoint = 0");  // the checkpointer's job
   // Transfer temporaries are unlinked right after creation; a scheduler
   // killed in between leaves one behind. We hold the lock: none is live.
   if (pathExists(cfg.stateDir + "/tmp")) deletePath(cfg.stateDir + "/tmp");
   for (auto d : {"/logs", "/tmp", "/eval"}) createDirs(cfg.stateDir + d);
-  if (!cfg.evalRunner) {
-    if (cfg.evaluator == "nix-instantiate")
-      cfg.evalRunner = makeNixInstantiateRunner(cfg.stateDir + "/eval");
-    else if (cfg.evaluator == "kiln")
-      cfg.evalRunner = makeKilnEvalRunner(
-          cfg.kilnBinary.empty() ? "kiln" : cfg.kilnBinary);
-    else
-      throw Error("unknown evaluator '" + cfg.evaluator +
-                  "' (expected kiln or nix-instantiate)");
-  }
-  if (!cfg.inputFetcher) cfg.inputFetcher = makeInputFetcher();
-  evaluations = std::make_unique<Evaluations>(
-      Evaluations::Config{cfg.stateDir, cfg.storeDir, cfg.evalRunner,
-                          cfg.inputFetcher},
-      clock);
   sinks.push_back(dbSink);  // the database first, then the configured ones
   for (auto& s : cfg.eventSinks)
     if (s) sinks.push_back(s);
-  schedulerId = "kiln-scheduler-" + std::to_string(getpid());
   setUpRequests();
   restoreFromDb();
-  server = cfg.transport;
-  if (!server) {
-    protocol::ServerOptions so;
-    so.bind = cfg.listen;
-    so.insecurePlaintext = cfg.insecurePlaintext;
-    so.keys = cfg.keys;
-    so.allowed = cfg.allowed;
-    server = std::make_shared<protocol::Server>(so);
-  }
   if (cfg.metricsPort >= 0) {
     exposer = std::make_unique<prometheus::Exposer>(
         "127.0.0.1:" + std::to_string(cfg.metricsPort));
     exposer->RegisterCollectable(registry);
   }
-  logInfo("scheduler listening on " + server->endpoint());
+  logInfo("scheduler listening on " + link.endpoint());
 }
 
-std::string SchedulerService::Impl::tmpPath() {
-  return cfg.stateDir + "/tmp/" + std::to_string(getpid()) + "-" +
-         std::to_string(++tmpCounter);
+// ------------------------------------------------------ WorkerLink::Handler
+
+void SchedulerService::Impl::onStepMessage(WorkerConn& from,
+                                           const protocol::Message& m) {
+  if (auto* n = std::get_if<protocol::NeedPaths>(&m))
+    steps.onNeedPaths(from, *n);
+  else if (auto* l = std::get_if<protocol::LogChunk>(&m))
+    steps.onLog(from, *l);
+  else if (auto* r = std::get_if<protocol::StepResult>(&m))
+    steps.onResult(from, *r);
 }
+
+std::unique_ptr<protocol::TransferTarget> SchedulerService::Impl::acceptUpload(
+    const WorkerConn& from, const protocol::TransferHeader& h) {
+  return uploads.accept(from, h);
+}
+
+void SchedulerService::Impl::onWorkerJoined(const WorkerConn&) {
+  steps.markPending();
+}
+
+void SchedulerService::Impl::onWorkerLeft(const WorkerConn& w) {
+  steps.workerLeft(w);
+}
+
+// ------------------------------------------------------------------ builds
 
 // Rebuilds the DAG: every unfinished build is ingested again from its .drv
 // in the central store. Outputs that are valid (everything that finished)
@@ -112,7 +148,7 @@ void SchedulerService::Impl::restoreFromDb() {
   processEvents();
   if (!builds.empty())
     logInfo("restored " + std::to_string(builds.size()) +
-            " unfinished builds (" + std::to_string(index.size()) +
+            " unfinished builds (" + std::to_string(ingestor.index().size()) +
             " steps)");
 }
 
@@ -138,7 +174,7 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
   spec.globalPriority = b.globalPriority;
   spec.localPriority = b.localPriority;
   core.addBuild(spec);
-  if (!pendingSince) pendingSince = clock.now();
+  steps.markPending();
 }
 
 // The output paths of a derivation (name → path), for StateDbSink.
@@ -165,46 +201,14 @@ void SchedulerService::Impl::announce(const BuildEvent& ev) {
 
 void SchedulerService::Impl::processEvents() {
   for (auto& ev : core.takeBuildEvents()) announce(ev);
-  for (auto& a : core.takeAborts()) {
-    auto id = index.dbId(a.step);
-    index.erase(a.step);
-    if (!id) continue;
-    auto it = running.find(*id);
-    if (it == running.end()) continue;
-    sendTo(it->second.peer,
-           protocol::CancelStep{static_cast<uint64_t>(*id), "build cancelled"});
-    running.erase(it);
-  }
+  steps.abort(core.takeAborts());
 }
 
-void SchedulerService::Impl::dispatch() {
-  auto assignments = core.nextAssignments();
-  for (auto& a : assignments) {
-    auto id = index.dbId(a.step);
-    auto peer = peerOf.find(a.worker);
-    if (!id || peer == peerOf.end()) {
-      core.finishStep(a.step, StepResult::transient(Duration(0)));
-      continue;
-    }
-    if (!sendBuildStep(*id, a.step, conns.at(peer->second)))
-      core.finishStep(a.step, StepResult::transient(Duration(0)));
-    else if (pendingSince)
-      metrics.observeDispatchLatency(
-          std::chrono::duration<double>(clock.now() - *pendingSince)
-              .count());
-  }
-  pendingSince.reset();
-}
+// -------------------------------------------------------------------- loop
 
 void SchedulerService::Impl::periodic() {
-  for (auto lost : core.tick()) {
-    auto it = peerOf.find(lost);
-    if (it == peerOf.end()) continue;
-    logWarn("worker " + conns.at(it->second).name +
-            " lost: no heartbeat for 3 intervals; its steps are retried");
-    dropWorker(it->second, "no heartbeat", false);
-  }
-  for (auto& [peer, c] : conns) c.xfer->expireIdle();
+  link.dropLost(core.tick());
+  link.expireTransfers();
   auto now = clock.now();
   if (now - lastRequestPoll >= std::chrono::milliseconds(100)) {
     lastRequestPoll = now;
@@ -216,140 +220,51 @@ void SchedulerService::Impl::periodic() {
   }
 }
 
-void SchedulerService::Impl::pollRequests() {
-  for (auto& req : db.pendingRequests()) {
-    if (req.kind == "jobset-eval") {
-      if (evaluations->take(req.id)) queueEvalRequest(req);
-      continue;
-    }
-    try {
-      json args = json::parse(req.args);
-      db.completeRequest(req.id, true, apply(req.kind, args).dump());
-    } catch (const std::exception& e) {
-      failRequest(req.id, e);
-    }
+void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
+                                           int max) {
+  // The registrar's eventfd ends the wait too: a registered output may
+  // complete a held result, which frees a slot.
+  auto r = link.receive(timeout, uploads.wakeFd());
+  turnStart = clock.now();
+  for (int n = 0; n < max; n++) {
+    if (r) link.handle(*r);
+    uploads.takeRegistrations();
+    processEvents();
+    // A result frees a slot: fill it now, not after the rest of the batch
+    // (serving inputs, receiving uploads) is handled. When nothing can be
+    // assigned this costs one O(classes) check.
+    steps.dispatch();
+    endTurn();
+    if (!r) return;
+    r = link.receive(std::chrono::milliseconds(0), uploads.wakeFd());
   }
 }
 
-void SchedulerService::Impl::failRequest(int64_t id, const std::exception& e) {
-  json answer{{"error", e.what()}};
-  // The caller's mistake (no such jobset...), not the scheduler's.
-  if (dynamic_cast<const SchedulerStateError*>(&e)) answer["caller"] = true;
-  db.completeRequest(id, false, answer.dump());
+void SchedulerService::Impl::endTurn() {
+  auto now = clock.now();
+  metrics.observeLoopTurn(
+      std::chrono::duration<double>(now - turnStart).count());
+  turnStart = now;
 }
 
-// One transaction records the jobset's inputs hash, the evaluation and
-// every build row: a scheduler killed before the commit left nothing (the
-// next check evaluates again), one killed after it finds the unfinished
-// builds at restart (restoreFromDb). Ingestion, which takes seconds for
-// thousands of builds, comes after the commit.
-int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
-  SqliteTxn txn(db.db());
-  db.setJobsetChecked(o.jobset, o.timeMs,
-                      o.skipped || !o.error.empty()
-                          ? std::nullopt
-                          : std::optional<std::string>(o.inputsHash));
-  if (o.skipped) {
-    txn.commit();
-    return 0;
-  }
-  EvaluationRow e;
-  e.jobset = o.jobset;
-  e.inputsHash = o.inputsHash;
-  e.timeMs = o.timeMs;
-  e.durationMs = o.durationMs;
-  e.error = o.error;
-  std::vector<EvalErrorRow> errors;
-  for (auto& j : o.jobs) {
-    if (!j.error.empty()) errors.push_back({j.attr, j.error});
-    else e.jobs++;
-  }
-  int64_t evalId = db.createEvaluation(e, errors);
-  std::vector<BuildRow> toStart = createBuilds(o, evalId);
-  KILN_FAIL_POINT("scheduler.eval.before-commit");
-  txn.commit();
-  KILN_FAIL_POINT("scheduler.eval.after-commit");
-  if (o.drvs) ingestor.useDrvs(o.drvs);
-  // Serve the workers every couple of milliseconds meanwhile (results,
-  // uploads, dispatch), so none idles.
-  auto lastServe = clock.now();
-  for (auto& b : toStart) {
-    if (clock.now() - lastServe >= std::chrono::milliseconds(2)) {
-      endTurn();
-      serveMessages(std::chrono::milliseconds(0), 100);
-      lastServe = clock.now();
-    }
-    startBuild(b);
-  }
-  processEvents();
-  return evalId;
-}
-
-// The build rows of evaluation `evalId`: a job whose derivation succeeded
-// before (or has a cached failure) gets a finished build reusing that
-// result; the others are returned, unfinished, to be ingested.
-std::vector<BuildRow> SchedulerService::Impl::createBuilds(
-    const EvalOutcome& o, int64_t evalId) {
-  std::vector<BuildRow> toStart;
-  for (auto& j : o.jobs) {
-    if (!j.error.empty()) continue;
-    BuildRow b;
-    b.eval = evalId;
-    b.jobset = o.jobset;
-    b.job = j.attr;
-    b.nixName = j.name;
-    b.system = j.system;
-    b.drvPath = j.drvPath;
-    b.localPriority = j.schedulingPriority;
-    b.maxSilentSec = j.maxSilentSec;
-    b.timeoutSec = j.timeoutSec;
-    b.createdMs = clock.nowMs();
-    auto prev = db.finishedBuildOfDrv(j.drvPath);
-    if (prev && (prev->status == 0 ||
-                 db.cachedFailure(j.drvPath, clock.nowMs()))) {
-      b.finished = true;
-      b.status = prev->status;
-      b.stopMs = b.createdMs;
-      b.reusedFrom = prev->id;
-      b.id = db.createBuild(b);
-      db.setBuildOutputs(b.id, db.buildOutputs(prev->id));
-      continue;
-    }
-    b.id = db.createBuild(b);
-    toStart.push_back(std::move(b));
-  }
-  return toStart;
-}
-
-void SchedulerService::Impl::finishEvaluation(Evaluations::Finished& done) {
-  const EvalOutcome& o = done.outcome;
-  try {
-    int64_t id = recordEvaluation(o);
-    if (done.request)
-      db.completeRequest(*done.request, true, json{{"eval", id}}.dump());
-  } catch (const std::exception& e) {
-    logError("recording the evaluation of jobset " +
-             std::to_string(o.jobset) + " failed: " + e.what());
-    if (done.request) failRequest(*done.request, e);
-  }
-}
-
-// One evaluation at a time, off the service thread: on-demand ones first,
-// then jobsets whose check interval passed.
-void SchedulerService::Impl::checkJobsets() {
-  if (auto done = evaluations->takeFinished()) finishEvaluation(*done);
-  if (evaluations->busy() || evaluations->startQueued()) return;
-  int64_t now = clock.nowMs();
-  for (auto& js : db.jobsets()) {
-    if (!js.enabled || js.checkIntervalSec <= 0) continue;
-    if (now - js.lastCheckedMs < js.checkIntervalSec * 1000) continue;
-    db.setJobsetChecked(js.id, now, std::nullopt);
-    evaluations->startScheduled(js);
+void SchedulerService::Impl::maybePublishSnapshot() {
+  if (!snapshotWanted.load() ||
+      clock.now() - lastSnapshot < SchedulerService::kSnapshotInterval)
     return;
-  }
+  snapshotWanted = false;
+  lastSnapshot = clock.now();
+  auto snap = std::make_shared<SchedulerSnapshot>();
+  snap->takenMs = clock.nowMs();
+  snap->queue = queueEntries();
+  auto runningOn = steps.countByPeer();
+  for (auto& [peer, c] : link.connections())
+    snap->workers.push_back(
+        {c.name, c.hello.systems, c.hello.slots, runningOn[peer]});
+  snap->metrics = core.metrics();
+  *published.lock() = std::move(snap);
 }
 
-// ---------------------------------------------------------------- public
+// ------------------------------------------------------------------ public
 
 SchedulerService::SchedulerService(ServiceConfig config)
     : impl_(std::make_unique<Impl>(std::move(config))) {}
@@ -357,7 +272,7 @@ SchedulerService::SchedulerService(ServiceConfig config)
 SchedulerService::~SchedulerService() = default;
 
 std::string SchedulerService::endpoint() const {
-  return impl_->server->endpoint();
+  return impl_->link.endpoint();
 }
 
 int SchedulerService::metricsPort() const {
@@ -370,40 +285,13 @@ void SchedulerService::run(const std::atomic<bool>& stop) {
   while (!stop.load()) pollOnce(std::chrono::milliseconds(50));
 }
 
-void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
-                                           int max) {
-  // The registrar's eventfd ends the wait too: a registered output may
-  // complete a held result, which frees a slot.
-  auto r = server->receive(timeout, registrar.wakeFd());
-  turnStart = clock.now();
-  for (int n = 0; n < max; n++) {
-    if (r) handle(*r);
-    takeRegistrations();
-    processEvents();
-    // A result frees a slot: fill it now, not after the rest of the batch
-    // (serving inputs, receiving uploads) is handled. When nothing can be
-    // assigned this costs one O(classes) check.
-    dispatch();
-    endTurn();
-    if (!r) return;
-    r = server->receive(std::chrono::milliseconds(0), registrar.wakeFd());
-  }
-}
-
-void SchedulerService::Impl::endTurn() {
-  auto now = clock.now();
-  metrics.observeLoopTurn(
-      std::chrono::duration<double>(now - turnStart).count());
-  turnStart = now;
-}
-
 void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
   auto& s = *impl_;
   try {
     s.serveMessages(timeout, 1000);
     s.periodic();
     s.processEvents();
-    s.dispatch();
+    s.steps.dispatch();
     s.processEvents();
     s.endTurn();
     s.metrics.observeIdleStretches(s.core.takeIdleStretches());
@@ -429,30 +317,12 @@ int64_t SchedulerService::evaluateJobset(int64_t jobset, bool force) {
   auto js = impl_->db.jobset(jobset);
   if (!js)
     throw SchedulerStateError("no jobset with id " + std::to_string(jobset));
-  return impl_->recordEvaluation(impl_->evaluations->run(*js, force));
+  return impl_->recordEvaluation(impl_->evaluations.run(*js, force));
 }
 
 json SchedulerService::applyRequest(const std::string& kind,
                                     const json& args) {
-  return impl_->apply(kind, args);
-}
-
-void SchedulerService::Impl::maybePublishSnapshot() {
-  if (!snapshotWanted.load() ||
-      clock.now() - lastSnapshot < SchedulerService::kSnapshotInterval)
-    return;
-  snapshotWanted = false;
-  lastSnapshot = clock.now();
-  auto snap = std::make_shared<SchedulerSnapshot>();
-  snap->takenMs = clock.nowMs();
-  snap->queue = queueEntries();
-  std::map<std::string, size_t> runningOn;
-  for (auto& [id, r] : running) runningOn[r.peer]++;
-  for (auto& [peer, c] : conns)
-    snap->workers.push_back(
-        {c.name, c.hello.systems, c.hello.slots, runningOn[peer]});
-  snap->metrics = core.metrics();
-  *published.lock() = std::move(snap);
+  return impl_->requests.apply(kind, args);
 }
 
 std::shared_ptr<const SchedulerSnapshot> SchedulerService::snapshot() const {

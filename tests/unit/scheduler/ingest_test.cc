@@ -20,8 +20,7 @@ class IngestTest : public ::testing::Test {
   store::LocalStore store_{dir_.path()};
   FakeClock clock_{TimePoint(Duration(1000000))};
   SchedulerCore core_{clock_};
-  StepIndex index_;
-  Ingestor ingestor_{db_, store_, core_, index_, clock_};
+  Ingestor ingestor_{db_, store_, core_, clock_};
 
   // a <- b <- c (c needs b needs a)
   std::string a_ = makeDrv(store_, "a");
@@ -37,7 +36,7 @@ TEST_F(IngestTest, ExpandsTheWholeClosureDependenciesFirst) {
   auto r = ingestor_.ingest(c_);
   ASSERT_TRUE(r.top);
   EXPECT_EQ(r.newSteps, 3u);
-  EXPECT_EQ(index_.size(), 3u);
+  EXPECT_EQ(ingestor_.index().size(), 3u);
   addBuild(1, *r.top);
   EXPECT_EQ(core_.step(*core_.findStep(a_)).state, StepView::State::kQueued);
   EXPECT_EQ(core_.whyWaiting(*r.top).kind,
@@ -63,8 +62,7 @@ TEST_F(IngestTest, ValidOutputsAreNotBuilt) {
   TempDir d2{"kiln-ingest2"};
   StateDb db2(d2.path() + "/s.sqlite");
   SchedulerCore core2(clock_);
-  StepIndex idx2;
-  Ingestor ing2(db2, store_, core2, idx2, clock_);
+  Ingestor ing2(db2, store_, core2, clock_);
   auto done = ing2.ingest(c_);
   EXPECT_FALSE(done.top);  // everything valid: nothing to build
   EXPECT_EQ(done.newSteps, 0u);
@@ -117,7 +115,7 @@ TEST_F(IngestTest, AFailedStepStillInTheCoreIsACachedFailureForNewBuilds) {
   core_.finishStep(a, StepResult::success(Duration(1)));
   ASSERT_EQ(core_.nextAssignments().size(), 1u);
   core_.finishStep(b, StepResult::permanent(StepStatus::kFailed, Duration(1)));
-  db_.finishStep(*index_.dbId(b), 1, 0, "exit 1");
+  db_.finishStep(*ingestor_.index().dbId(b), 1, 0, "exit 1");
   db_.addCachedFailure({b_, 1, 0, 0});
   core_.takeBuildEvents();
 
@@ -148,8 +146,7 @@ TEST_F(IngestTest, AnOpenRowWhoseOutputsAreValidIsFinished) {
   ASSERT_FALSE(db_.stepByDrv(a_)->finished);
   makeOutputValid(store_, a_);
   SchedulerCore core2(clock_);  // a restarted scheduler
-  StepIndex idx2;
-  Ingestor ing2(db_, store_, core2, idx2, clock_);
+  Ingestor ing2(db_, store_, core2, clock_);
   auto again = ing2.ingest(c_);
   EXPECT_EQ(again.validDerivations, 1u);
   auto row = db_.stepByDrv(a_);

@@ -1,7 +1,8 @@
 // The whole scheduler service (core, database, store, registrar, worker
 // link) driven without sockets or sleeps: workers on a
 // protocol::MemoryTransport, time on a FakeClock. A dispatch, a lost
-// worker and a restart.
+// worker and one that says Bye, a restart, inputs and uploads checked
+// against the running step, a cancelled running step.
 #include <gtest/gtest.h>
 
 #include "fake_worker.h"
@@ -166,6 +167,77 @@ TEST_F(ServiceMemoryTest, ARestartedServiceResumesWhereItStopped) {
   buildLast(*w2, "b-out");
   ASSERT_TRUE(until({w2.get()}, [&] { return build(id).finished; }));
   EXPECT_EQ(build(id).status, 0);
+}
+
+TEST_F(ServiceMemoryTest, AWorkerThatSaysByeGivesItsStepToAnother) {
+  int64_t id = svc_->addBuild(jobset_, "a", a_);
+  auto w1 = join("w1");
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->steps.size() == 1; }));
+  auto w2 = join("w2");
+  w1->send(protocol::Bye{"going away"});
+  ASSERT_TRUE(until({w1.get(), w2.get()}, [&] {
+    clock_.advance(1ms);  // past the retry backoff (1 ms in tests)
+    return w2->steps.size() == 1;
+  }));
+  EXPECT_EQ(w2->steps[0].drvPath, w1->steps[0].drvPath);
+  // w1 is forgotten: what it says now asks for a Hello.
+  w1->heartbeat();
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->bye.has_value(); }));
+  buildLast(*w2, "a-out");
+  ASSERT_TRUE(until({w2.get()}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+}
+
+TEST_F(ServiceMemoryTest, InputsAndUploadsAreCheckedAgainstTheRunningStep) {
+  int64_t id = svc_->addBuild(jobset_, "b", b_);
+  auto w1 = join("w1");
+  auto w2 = join("w2");
+  ASSERT_TRUE(until({w1.get(), w2.get()},
+                    [&] { return w1->steps.size() + w2->steps.size() == 1; }));
+  FakeWorker& builder = w1->steps.empty() ? *w2 : *w1;
+  FakeWorker& other = w1->steps.empty() ? *w1 : *w2;
+  buildLast(builder, "a-out");  // a is built; b goes to the free worker
+  ASSERT_TRUE(until({w1.get(), w2.get()},
+                    [&] { return w1->steps.size() + w2->steps.size() == 2; }));
+  FakeWorker& bWorker = builder.steps.size() == 2 ? builder : other;
+  FakeWorker& idle = builder.steps.size() == 2 ? other : builder;
+  auto bStep = bWorker.steps.back();
+  ASSERT_EQ(bStep.roots.size(), 1u);  // a's output
+  // Asking for the inputs of a step that runs elsewhere is refused...
+  idle.send(protocol::NeedPaths{bStep.stepId, bStep.roots});
+  ASSERT_TRUE(until({&idle}, [&] { return !idle.acks.empty(); }));
+  EXPECT_FALSE(idle.acks.back().ok);
+  EXPECT_EQ(idle.acks.back().id, bStep.stepId);
+  // ... and so is an upload for it.
+  idle.uploadOutputs(bStep, "b-out");
+  ASSERT_TRUE(until({&idle}, [&] { return idle.pendingUploads == 0; }));
+  ASSERT_EQ(idle.uploadErrors.size(), 1u);
+  EXPECT_NE(idle.uploadErrors[0].find("not running on this worker"),
+            std::string::npos)
+      << idle.uploadErrors[0];
+  // The worker that runs it gets its input.
+  bWorker.send(protocol::NeedPaths{bStep.stepId, bStep.roots});
+  std::string base(bStep.roots[0].baseName());
+  ASSERT_TRUE(
+      until({&bWorker}, [&] { return bWorker.received.count(base) > 0; }));
+  buildLast(bWorker, "b-out");
+  ASSERT_TRUE(until({&bWorker}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+}
+
+TEST_F(ServiceMemoryTest, CancellingABuildCancelsItsRunningStep) {
+  int64_t id = svc_->addBuild(jobset_, "a", a_);
+  auto w = join("w1");
+  ASSERT_TRUE(until({w.get()}, [&] { return w->steps.size() == 1; }));
+  auto r = svc_->applyRequest("build-cancel", {{"build", id}});
+  EXPECT_EQ(r["status"], "cancelled");
+  ASSERT_TRUE(until({w.get()}, [&] { return w->cancels.size() == 1; }));
+  EXPECT_EQ(w->cancels[0].stepId, w->steps[0].stepId);
+  // Its result comes too late: the step no longer runs.
+  w->result(w->steps[0].stepId, protocol::StepStatus::kCancelled);
+  ASSERT_TRUE(until({w.get()}, [&] { return !w->acks.empty(); }));
+  EXPECT_FALSE(w->acks.back().ok);
+  EXPECT_EQ(build(id).status, 4);
 }
 
 }  // namespace

@@ -20,7 +20,9 @@
 namespace kiln::scheduler {
 
 /// The two ids of a step: the core's slot id and the database row id (which
-/// is also the protocol's stepId). Owned by the service; Ingestor fills it.
+/// is also the protocol's stepId). One owner: the Ingestor, which makes
+/// both and pairs them; the running steps tell it when a step left the
+/// core (Ingestor::forget).
 class StepIndex {
  public:
   void add(StepId core, int64_t db);
@@ -51,7 +53,14 @@ struct IngestResult {
 class Ingestor {
  public:
   Ingestor(StateDb& db, store::LocalStore& store, SchedulerCore& core,
-           StepIndex& index, const Clock& clock);
+           const Clock& clock);
+
+  /// The database id of each core step it made, and back.
+  const StepIndex& index() const { return index_; }
+  /// Forgets the ids of a step that left the core (built, aborted, or
+  /// cancelled): a later ingestion of its .drv pairs a new core step with
+  /// the same row.
+  void forget(StepId step) { index_.erase(step); }
 
   /// Ingests the closure of `drvPath` (a full logical path). Throws
   /// store::InvalidPathError if a `.drv` of the closure is not valid in the
@@ -83,7 +92,7 @@ class Ingestor {
   StateDb& db_;
   store::LocalStore& store_;
   SchedulerCore& core_;
-  StepIndex& index_;
+  StepIndex index_;
   const Clock& clock_;
   std::shared_ptr<const DrvMap> prefetched_;
   DrvMap loaded_;

@@ -1,0 +1,319 @@
+// Running steps and dispatch (running_steps.h): BuildStep out, logs and
+// results in (docs/protocol.md, docs/scheduler.md).
+#include "running_steps.h"
+
+#include <fcntl.h>
+
+#include <unordered_set>
+
+#include "kiln/common/fail_point.h"
+#include "kiln/common/logging.h"
+#include "kiln/common/sqlite.h"
+#include "kiln/scheduler/logs.h"
+
+namespace kiln::scheduler {
+
+namespace proto = protocol;
+
+namespace {
+
+bool isTransient(StepStatus s) {
+  return s == StepStatus::kAborted || s == StepStatus::kCancelled;
+}
+
+// Finishes step row `id` (with its cached failure, if any) in one
+// transaction, between the step-finish fail points.
+void finishStepRow(StateDb& db, int64_t id, int status, int64_t nowMs,
+                   const std::string& error,
+                   const std::optional<CachedFailureRow>& cached) {
+  SqliteTxn txn(db.db());
+  db.finishStep(id, status, nowMs, error);
+  if (cached) db.addCachedFailure(*cached);
+  KILN_FAIL_POINT("scheduler.step-finish.before-commit");
+  txn.commit();
+  KILN_FAIL_POINT("scheduler.step-finish.after-commit");
+}
+
+}  // namespace
+
+RunningSteps::RunningSteps(const ServiceConfig& config, StateDb& db,
+                           store::LocalStore& store, Ingestor& ingestor,
+                           SchedulerCore& core, WorkerLink& link,
+                           InputServer& inputs, ServiceMetrics& metrics,
+                           const Clock& clock)
+    : config_(config),
+      db_(db),
+      store_(store),
+      ingestor_(ingestor),
+      core_(core),
+      link_(link),
+      inputs_(inputs),
+      metrics_(metrics),
+      clock_(clock) {}
+
+void RunningSteps::markPending() {
+  if (!pendingSince_) pendingSince_ = clock_.now();
+}
+
+void RunningSteps::dispatch() {
+  for (auto& a : core_.nextAssignments()) {
+    auto id = ingestor_.index().dbId(a.step);
+    WorkerConn* c = link_.find(a.worker);
+    if (!id || !c || !sendBuildStep(*id, a.step, *c))
+      core_.finishStep(a.step, StepResult::transient(Duration(0)));
+    else if (pendingSince_)
+      metrics_.observeDispatchLatency(
+          std::chrono::duration<double>(clock_.now() - *pendingSince_).count());
+  }
+  pendingSince_.reset();
+}
+
+void RunningSteps::abort(const std::vector<StepAbort>& aborts) {
+  for (auto& a : aborts) {
+    auto id = ingestor_.index().dbId(a.step);
+    ingestor_.forget(a.step);
+    if (!id) continue;
+    auto it = running_.find(*id);
+    if (it == running_.end()) continue;
+    link_.sendOrWarn(
+        it->second.peer,
+        proto::CancelStep{static_cast<uint64_t>(*id), "build cancelled"});
+    running_.erase(it);
+  }
+}
+
+void RunningSteps::planInputs(const store::Derivation& drv, const WorkerConn& c,
+                              proto::BuildStep& m) {
+  store::StorePathSet roots = drv.inputSrcs;
+  for (auto& [inDrv, outs] : drv.inputDrvs) {
+    auto d = ingestor_.loadDrv(store_.printPath(inDrv));
+    for (auto& o : outs) {
+      auto it = d->outputs.find(o);
+      if (it == d->outputs.end() || !it->second.path)
+        throw Error("input " + store_.printPath(inDrv) + " has no output " + o);
+      roots.insert(*it->second.path);
+    }
+  }
+  // A path the worker holds brings its whole closure (its store only
+  // registers a path after its references), so the walk stops there: late
+  // steps of deep package sets send a few paths, not thousands.
+  std::unordered_set<const proto::PathInfo*> seen;
+  std::vector<const store::StorePath*> todo;
+  for (auto& r : roots) todo.push_back(&r);
+  while (!todo.empty()) {
+    const store::StorePath& p = *todo.back();
+    todo.pop_back();
+    if (c.present.count(p.baseName())) continue;
+    const proto::PathInfo& info = inputs_.pathInfo(p);  // stable reference
+    if (!seen.insert(&info).second) continue;
+    m.inputs.push_back(info);
+    for (auto& r : info.references) todo.push_back(&r);
+  }
+  m.roots.assign(roots.begin(), roots.end());
+}
+
+bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
+  auto row = db_.step(id);
+  if (!row) return false;
+  proto::BuildStep m;
+  m.stepId = static_cast<uint64_t>(id);
+  RunningStep run;
+  try {
+    auto path = store_.parsePath(row->drvPath);
+    m.drvPath = path;
+    m.drv = readFile(store_.physicalPath(path));
+    auto drv = ingestor_.loadDrv(row->drvPath);
+    planInputs(*drv, c, m);
+    for (auto& i : m.inputs) run.sentInputs.push_back(i.path);
+    for (auto& [n, o] : drv->outputs)
+      if (o.path) run.expected.emplace(n, *o.path);
+    // Limits of the owner build (the lowest build id needing the step),
+    // from its job's meta.maxSilent / meta.timeout.
+    if (auto owner = db_.build(core_.step(sid).ownerBuild)) {
+      m.maxSilentSec = static_cast<uint64_t>(owner->maxSilentSec);
+      m.timeoutSec = static_cast<uint64_t>(owner->timeoutSec);
+    }
+  } catch (const std::exception& e) {
+    logError("cannot dispatch " + row->drvPath + ": " + e.what());
+    return false;
+  }
+  m.logLimitBytes = config_.logLimitBytes;
+  m.outputLimitBytes = config_.outputLimitBytes;
+  if (!link_.send(c.peer, m)) return false;
+  KILN_FAIL_POINT("scheduler.step-start.before-commit");
+  db_.startStep(id, c.name, clock_.nowMs());
+  KILN_FAIL_POINT("scheduler.step-start.after-commit");
+  run.id = id;
+  run.sid = sid;
+  run.peer = c.peer;
+  run.drvPath = row->drvPath;
+  run.system = row->system;
+  run.started = clock_.now();
+  run.attempt = row->attempts + 1;
+  running_[id] = std::move(run);
+  return true;
+}
+
+RunningStep* RunningSteps::findOn(int64_t id, const std::string& peer) {
+  auto it = running_.find(id);
+  return it == running_.end() || it->second.peer != peer ? nullptr
+                                                         : &it->second;
+}
+
+const RunningStep* RunningSteps::find(int64_t id,
+                                      const std::string& peer) const {
+  auto it = running_.find(id);
+  return it == running_.end() || it->second.peer != peer ? nullptr
+                                                         : &it->second;
+}
+
+void RunningSteps::onNeedPaths(WorkerConn& from, const proto::NeedPaths& m) {
+  if (!findOn(static_cast<int64_t>(m.stepId), from.peer)) {
+    link_.sendOrWarn(from.peer,
+                     proto::Ack{proto::MessageType::kNeedPaths, m.stepId, false,
+                                "step " + std::to_string(m.stepId) +
+                                    " is not running on this worker"});
+    return;
+  }
+  inputs_.serve(from, m);
+}
+
+void RunningSteps::onLog(const WorkerConn& from, const proto::LogChunk& l) {
+  RunningStep* r = findOn(static_cast<int64_t>(l.stepId), from.peer);
+  if (!r || r->logTruncated) return;
+  if (!r->log) {
+    std::string path = stepLogPath(config_.stateDir, r->drvPath, r->attempt);
+    r->log = AutoCloseFD(
+        open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!r->log) throwSysError("opening log " + path);
+  }
+  std::string_view data = l.data;
+  uint64_t limit = config_.logLimitBytes;
+  if (limit && r->logBytes + data.size() > limit) {
+    data = data.substr(0, limit - r->logBytes);
+    r->logTruncated = true;
+  }
+  writeAll(r->log.get(), data);
+  r->logBytes += data.size();
+  if (r->logTruncated)
+    writeAll(r->log.get(), "\n[kiln: log truncated at the size limit]\n");
+}
+
+void RunningSteps::onResult(const WorkerConn& from,
+                            const proto::StepResult& m) {
+  RunningStep* r = findOn(static_cast<int64_t>(m.stepId), from.peer);
+  if (!r) {
+    link_.sendOrWarn(
+        from.peer, proto::Ack{proto::MessageType::kStepResult, m.stepId, false,
+                              "step not running on this worker"});
+    return;
+  }
+  link_.sendOrWarn(from.peer, proto::Ack{proto::MessageType::kStepResult,
+                                         m.stepId, true, ""});
+  // Its outputs arrived before the result; their registration may not
+  // have finished yet. The worker's slot is free either way: fill it
+  // while they finish.
+  if (!r->registering.empty()) {
+    r->deferred = m;
+    core_.releaseSlot(r->sid);
+    return;
+  }
+  complete(r->id, m);
+}
+
+void RunningSteps::workerLeft(const WorkerConn& w) {
+  // A step with a held result no longer needs the worker.
+  for (auto r = running_.begin(); r != running_.end();)
+    r = r->second.peer == w.peer && !r->second.deferred ? running_.erase(r)
+                                                        : std::next(r);
+}
+
+void RunningSteps::outputRegistering(int64_t id, const std::string& output) {
+  auto it = running_.find(id);
+  if (it != running_.end()) it->second.registering.insert(output);
+}
+
+void RunningSteps::outputRegistered(int64_t id, const std::string& output,
+                                    bool ok) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return;
+  RunningStep& run = it->second;
+  run.registering.erase(output);
+  if (ok) run.uploaded.insert(output);
+  if (run.registering.empty() && run.deferred) {
+    auto result = std::move(*run.deferred);
+    complete(id, result);
+  }
+}
+
+std::map<std::string, size_t> RunningSteps::countByPeer() const {
+  std::map<std::string, size_t> n;
+  for (auto& [id, r] : running_) n[r.peer]++;
+  return n;
+}
+
+void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
+  auto it = running_.find(id);
+  RunningStep run = std::move(it->second);
+  running_.erase(it);
+  try {
+    core_.step(run.sid);
+  } catch (const SchedulerError&) {
+    ingestor_.forget(run.sid);
+    return;  // cancelled while its outputs were being registered
+  }
+  auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
+  metrics_.observeStepDuration(run.system,
+                               std::chrono::duration<double>(took).count());
+  if (m.status == StepStatus::kSuccess) {
+    if (!succeed(run, took)) return;
+  } else {
+    fail(run, m, took);
+  }
+  markPending();
+}
+
+bool RunningSteps::succeed(const RunningStep& run, Duration took) {
+  // Each output and its DerivationOutputs row were registered by the
+  // registrar; an output missing here was not uploaded or not registered.
+  for (auto& [name, path] : run.expected) {
+    if (!run.uploaded.count(name) && !store_.isValid(path)) {
+      logWarn(run.drvPath + ": success reported but output " + name +
+              " was not uploaded; retrying");
+      core_.finishStep(run.sid, StepResult::transient(took));
+      return false;
+    }
+  }
+  // The worker held every input to build, and holds the outputs now.
+  if (WorkerConn* c = link_.find(run.peer)) {
+    for (auto& p : run.sentInputs) c->present.insert(p.baseName());
+    for (auto& [name, path] : run.expected) c->present.insert(path.baseName());
+  }
+  finishStepRow(db_, run.id, 0, clock_.nowMs(), "", std::nullopt);
+  core_.finishStep(run.sid, StepResult::success(took));
+  ingestor_.forget(run.sid);
+  return true;
+}
+
+void RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
+                        Duration took) {
+  if (isTransient(m.status)) {
+    core_.finishStep(run.sid, StepResult::transient(took));
+    if (core_.step(run.sid).state == StepView::State::kFailed)
+      finishStepRow(db_, run.id, static_cast<int>(m.status), clock_.nowMs(),
+                    m.errorMsg, std::nullopt);
+    return;
+  }
+  std::optional<CachedFailureRow> cached;
+  if (m.status != StepStatus::kDepFailed) {
+    int64_t ttl = config_.cachedFailureTtlSec;
+    cached =
+        CachedFailureRow{run.drvPath, static_cast<int>(m.status),
+                         clock_.nowMs(), ttl ? clock_.nowMs() + ttl * 1000 : 0};
+  }
+  finishStepRow(db_, run.id, static_cast<int>(m.status), clock_.nowMs(),
+                m.errorMsg, cached);
+  core_.finishStep(run.sid, StepResult::permanent(m.status, took));
+}
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,116 @@
+#pragma once
+// Running steps and dispatch (docs/scheduler.md, "Dispatch"): sends the
+// core's assignments to workers as BuildStep (with the inputs' metadata),
+// keeps each running step until its result, writes its log, settles its
+// result in the database and the core, and cancels what the core aborts.
+// A running step is known by its database id (the protocol's stepId);
+// the core's id travels with it. Service thread only.
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "input_server.h"
+#include "kiln/common/clock.h"
+#include "kiln/common/file.h"
+#include "kiln/protocol/messages.h"
+#include "kiln/scheduler/core.h"
+#include "kiln/scheduler/ingest.h"
+#include "kiln/scheduler/metrics.h"
+#include "kiln/scheduler/service.h"
+#include "kiln/scheduler/state_db.h"
+#include "worker_link.h"
+
+namespace kiln::scheduler {
+
+/// A step running on a worker.
+struct RunningStep {
+  int64_t id = 0;  ///< database id (the protocol's stepId)
+  StepId sid;      ///< the core's id
+  std::string peer;
+  std::string drvPath;
+  std::string system;
+  std::map<std::string, store::StorePath> expected;  ///< output name → path
+  std::set<std::string> uploaded;                    ///< output names
+  std::set<std::string> registering;  ///< verified, being added to the store
+  std::vector<store::StorePath> sentInputs;  ///< BuildStep's `inputs`
+  /// The worker's result, held while outputs are still being registered.
+  std::optional<protocol::StepResult> deferred;
+  Clock::TimePoint started;
+  int64_t attempt = 1;
+  AutoCloseFD log;
+  uint64_t logBytes = 0;
+  bool logTruncated = false;
+};
+
+/// The steps running on workers. Borrows everything it is given; all must
+/// outlive it.
+class RunningSteps {
+ public:
+  RunningSteps(const ServiceConfig& config, StateDb& db,
+               store::LocalStore& store, Ingestor& ingestor,
+               SchedulerCore& core, WorkerLink& link, InputServer& inputs,
+               ServiceMetrics& metrics, const Clock& clock);
+
+  /// Something may be assignable from now on (a new build, a free slot, a
+  /// new worker): the next dispatch's latency is measured from here.
+  void markPending();
+  /// Sends the core's assignments to their workers (a step that cannot be
+  /// sent goes back to the core as a transient failure).
+  void dispatch();
+  /// Tells the workers to cancel the running steps the core aborted.
+  void abort(const std::vector<StepAbort>& aborts);
+
+  /// NeedPaths: the inputs of a step running on `from` are served.
+  void onNeedPaths(WorkerConn& from, const protocol::NeedPaths& m);
+  /// A piece of a running step's log (bounded by the log limit).
+  void onLog(const WorkerConn& from, const protocol::LogChunk& m);
+  /// The worker's result, settled now or held until the step's outputs are
+  /// registered.
+  void onResult(const WorkerConn& from, const protocol::StepResult& m);
+  /// `w` left: its steps are forgotten, except those whose result is held
+  /// (their outputs are being registered).
+  void workerLeft(const WorkerConn& w);
+
+  /// The step `id` if it runs on `peer`, else nullptr.
+  const RunningStep* find(int64_t id, const std::string& peer) const;
+  /// Output `output` of step `id` was verified and goes to the registrar.
+  void outputRegistering(int64_t id, const std::string& output);
+  /// The registrar added output `output` of step `id` (or failed: `ok`
+  /// false); settles a held result whose last output this was.
+  void outputRegistered(int64_t id, const std::string& output, bool ok);
+  /// How many steps run on each peer.
+  std::map<std::string, size_t> countByPeer() const;
+
+ private:
+  bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
+  /// Fills `m.roots` with the direct inputs of `drv` and `m.inputs` with
+  /// the metadata of their closure minus what `c` is known to hold.
+  void planInputs(const store::Derivation& drv, const WorkerConn& c,
+                  protocol::BuildStep& m);
+  /// Settles running step `id` with the worker's result `r` (its uploads
+  /// registered, or failed).
+  void complete(int64_t id, const protocol::StepResult& r);
+  /// False if an output is missing (the step is retried instead).
+  bool succeed(const RunningStep& run, Duration took);
+  void fail(const RunningStep& run, const protocol::StepResult& r,
+            Duration took);
+  RunningStep* findOn(int64_t id, const std::string& peer);
+
+  const ServiceConfig& config_;
+  StateDb& db_;
+  store::LocalStore& store_;
+  Ingestor& ingestor_;
+  SchedulerCore& core_;
+  WorkerLink& link_;
+  InputServer& inputs_;
+  ServiceMetrics& metrics_;
+  const Clock& clock_;
+  std::map<int64_t, RunningStep> running_;  // by database id
+  std::optional<Clock::TimePoint> pendingSince_;
+};
+
+}  // namespace kiln::scheduler

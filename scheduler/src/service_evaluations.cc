@@ -1,0 +1,138 @@
+// SchedulerService: jobset evaluations — when they start (one at a time,
+// off the service thread: Evaluations) and how what they produced is
+// recorded and ingested on the service thread (docs/scheduler.md,
+// "Evaluations").
+#include "kiln/common/fail_point.h"
+#include "kiln/common/logging.h"
+#include "kiln/common/sqlite.h"
+#include "service_impl.h"
+
+namespace kiln::scheduler {
+
+using nlohmann::json;
+
+namespace {
+
+// The build row of job `j` of evaluation `evalId`.
+BuildRow buildRowOf(const Job& j, int64_t evalId, int64_t jobset,
+                    int64_t nowMs) {
+  BuildRow b;
+  b.eval = evalId;
+  b.jobset = jobset;
+  b.job = j.attr;
+  b.nixName = j.name;
+  b.system = j.system;
+  b.drvPath = j.drvPath;
+  b.localPriority = j.schedulingPriority;
+  b.maxSilentSec = j.maxSilentSec;
+  b.timeoutSec = j.timeoutSec;
+  b.createdMs = nowMs;
+  return b;
+}
+
+}  // namespace
+
+// One transaction records the jobset's inputs hash, the evaluation and
+// every build row: a scheduler killed before the commit left nothing (the
+// next check evaluates again), one killed after it finds the unfinished
+// builds at restart (restoreFromDb). Ingestion, which takes seconds for
+// thousands of builds, comes after the commit.
+int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
+  SqliteTxn txn(db.db());
+  db.setJobsetChecked(o.jobset, o.timeMs,
+                      o.skipped || !o.error.empty()
+                          ? std::nullopt
+                          : std::optional<std::string>(o.inputsHash));
+  if (o.skipped) {
+    txn.commit();
+    return 0;
+  }
+  EvaluationRow e;
+  e.jobset = o.jobset;
+  e.inputsHash = o.inputsHash;
+  e.timeMs = o.timeMs;
+  e.durationMs = o.durationMs;
+  e.error = o.error;
+  std::vector<EvalErrorRow> errors;
+  for (auto& j : o.jobs) {
+    if (!j.error.empty())
+      errors.push_back({j.attr, j.error});
+    else
+      e.jobs++;
+  }
+  int64_t evalId = db.createEvaluation(e, errors);
+  std::vector<BuildRow> toStart = createBuilds(o, evalId);
+  KILN_FAIL_POINT("scheduler.eval.before-commit");
+  txn.commit();
+  KILN_FAIL_POINT("scheduler.eval.after-commit");
+  if (o.drvs) ingestor.useDrvs(o.drvs);
+  // Serve the workers every couple of milliseconds meanwhile (results,
+  // uploads, dispatch), so none idles.
+  auto lastServe = clock.now();
+  for (auto& b : toStart) {
+    if (clock.now() - lastServe >= std::chrono::milliseconds(2)) {
+      endTurn();
+      serveMessages(std::chrono::milliseconds(0), 100);
+      lastServe = clock.now();
+    }
+    startBuild(b);
+  }
+  processEvents();
+  return evalId;
+}
+
+// The build rows of evaluation `evalId`: a job whose derivation succeeded
+// before (or has a cached failure) gets a finished build reusing that
+// result; the others are returned, unfinished, to be ingested.
+std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
+                                                           int64_t evalId) {
+  std::vector<BuildRow> toStart;
+  for (auto& j : o.jobs) {
+    if (!j.error.empty()) continue;
+    BuildRow b = buildRowOf(j, evalId, o.jobset, clock.nowMs());
+    auto prev = db.finishedBuildOfDrv(j.drvPath);
+    if (prev &&
+        (prev->status == 0 || db.cachedFailure(j.drvPath, clock.nowMs()))) {
+      b.finished = true;
+      b.status = prev->status;
+      b.stopMs = b.createdMs;
+      b.reusedFrom = prev->id;
+      b.id = db.createBuild(b);
+      db.setBuildOutputs(b.id, db.buildOutputs(prev->id));
+      continue;
+    }
+    b.id = db.createBuild(b);
+    toStart.push_back(std::move(b));
+  }
+  return toStart;
+}
+
+void SchedulerService::Impl::finishEvaluation(Evaluations::Finished& done) {
+  const EvalOutcome& o = done.outcome;
+  try {
+    int64_t id = recordEvaluation(o);
+    if (done.request)
+      db.completeRequest(*done.request, true, json{{"eval", id}}.dump());
+  } catch (const std::exception& e) {
+    logError("recording the evaluation of jobset " + std::to_string(o.jobset) +
+             " failed: " + e.what());
+    if (done.request) failRequest(*done.request, e);
+  }
+}
+
+// One evaluation at a time, off the service thread: on-demand ones first,
+// then jobsets whose check interval passed.
+void SchedulerService::Impl::checkJobsets() {
+  if (auto done = evaluations.takeFinished()) finishEvaluation(*done);
+  if (evaluations.busy() || evaluations.startQueued()) return;
+  int64_t now = clock.nowMs();
+  for (auto& js : db.jobsets()) {
+    if (!js.enabled || js.checkIntervalSec <= 0) continue;
+    if (now - js.lastCheckedMs < js.checkIntervalSec * 1000) continue;
+    db.setJobsetChecked(js.id, now, std::nullopt);
+    evaluations.startScheduled(js);
+    return;
+  }
+}
+
+}  // namespace kiln::scheduler

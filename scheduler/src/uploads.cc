@@ -1,0 +1,97 @@
+// Outputs uploaded by workers (uploads.h).
+#include "uploads.h"
+
+#include <unistd.h>
+
+#include "kiln/common/logging.h"
+
+namespace kiln::scheduler {
+
+namespace proto = protocol;
+
+namespace {
+
+// An upload being received into an unlinked temporary file; once the
+// endpoint verified its size and NAR hash, `onCommit` gets the
+// registration (the travelled metadata, with the step's .drv as deriver)
+// and the file from offset 0.
+class UploadTarget final : public proto::TransferTarget {
+ public:
+  using OnCommit = std::function<void(const proto::TransferHeader&,
+                                      store::ValidPathInfo, AutoCloseFD)>;
+  UploadTarget(const std::string& tmp, store::StorePath deriver,
+               OnCommit onCommit)
+      : tmp_(tmp),
+        deriver_(std::move(deriver)),
+        onCommit_(std::move(onCommit)),
+        fd_(openUnlinkedTemp(tmp_)) {}
+  void write(std::string_view data) override { writeAll(fd_.get(), data); }
+  void commit(const proto::TransferHeader& h) override {
+    if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek " + tmp_);
+    store::ValidPathInfo info = proto::toValidPathInfo(h.info);
+    info.deriver = deriver_;  // the step's .drv, whatever the worker says
+    info.ultimate = true;
+    onCommit_(h, std::move(info), std::move(fd_));
+  }
+  void discard(const std::string&) noexcept override { fd_.reset(); }
+
+ private:
+  std::string tmp_;
+  store::StorePath deriver_;
+  OnCommit onCommit_;
+  AutoCloseFD fd_;
+};
+
+}  // namespace
+
+Uploads::Uploads(const ServiceConfig& config, RunningSteps& steps,
+                 ServiceMetrics& metrics)
+    : outputLimitBytes_(config.outputLimitBytes),
+      storeDir_(config.storeDir),
+      steps_(steps),
+      metrics_(metrics),
+      temps_(config.stateDir + "/tmp", "up"),
+      store_(config.stateDir, store::StoreDir(config.storeDir)),
+      registrar_([this](const Registration& r, Source& nar) {
+        registerUpload(store_, r, nar);
+      }) {}
+
+std::unique_ptr<proto::TransferTarget> Uploads::accept(
+    const WorkerConn& from, const proto::TransferHeader& h) {
+  int64_t id = static_cast<int64_t>(h.stepId);
+  const RunningStep* run = steps_.find(id, from.peer);
+  if (!run)
+    throw Error("step " + std::to_string(id) +
+                " is not running on this worker");
+  auto ex = run->expected.find(h.outputName);
+  if (ex == run->expected.end() || ex->second != h.info.path)
+    throw Error("output '" + h.outputName + "' of " + run->drvPath +
+                " is not " + storeDir_.printPath(h.info.path));
+  if (outputLimitBytes_ && h.info.narSize > outputLimitBytes_)
+    throw Error("output " + storeDir_.printPath(h.info.path) +
+                " exceeds the output limit");
+  return std::make_unique<UploadTarget>(
+      temps_.next(), storeDir_.parsePath(run->drvPath),
+      [this, id](const proto::TransferHeader& hd, store::ValidPathInfo info,
+                 AutoCloseFD nar) {
+        commit(id, hd, std::move(info), std::move(nar));
+      });
+}
+
+void Uploads::commit(int64_t step, const proto::TransferHeader& h,
+                     store::ValidPathInfo info, AutoCloseFD nar) {
+  metrics_.addBytesReceived(h.info.narSize);
+  steps_.outputRegistering(step, h.outputName);
+  registrar_.submit({step, h.outputName, std::move(info), std::move(nar)});
+}
+
+void Uploads::takeRegistrations() {
+  for (auto& d : registrar_.takeDone()) {
+    if (!d.error.empty())
+      logError("registering output " + d.output + " of step " +
+               std::to_string(d.step) + ": " + d.error);
+    steps_.outputRegistered(d.step, d.output, d.error.empty());
+  }
+}
+
+}  // namespace kiln::scheduler

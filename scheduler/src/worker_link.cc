@@ -1,0 +1,188 @@
+// The worker link (worker_link.h): Hello, heartbeats, Bye, lost workers,
+// transfer endpoints (docs/protocol.md, docs/scheduler.md).
+#include "worker_link.h"
+
+#include "kiln/common/logging.h"
+
+namespace kiln::scheduler {
+
+namespace proto = protocol;
+
+WorkerLink::WorkerLink(std::shared_ptr<proto::ServerTransport> transport,
+                       Options options, SchedulerCore& core, const Clock& clock,
+                       Handler& handler)
+    : transport_(std::move(transport)),
+      options_(std::move(options)),
+      core_(core),
+      clock_(clock),
+      handler_(handler) {}
+
+std::optional<proto::Received> WorkerLink::receive(
+    std::chrono::milliseconds timeout, int wakeFd) {
+  return transport_->receive(timeout, wakeFd);
+}
+
+bool WorkerLink::send(const std::string& peer, const proto::Message& m) {
+  return transport_->send(peer, m);
+}
+
+void WorkerLink::sendOrWarn(const std::string& peer, const proto::Message& m) {
+  if (!transport_->send(peer, m))
+    logWarn("could not send to worker " + peer + " (gone or queue full)");
+}
+
+WorkerConn* WorkerLink::find(const std::string& peer) {
+  auto it = conns_.find(peer);
+  return it == conns_.end() ? nullptr : &it->second;
+}
+
+WorkerConn* WorkerLink::find(WorkerId w) {
+  auto it = peerOf_.find(w);
+  return it == peerOf_.end() ? nullptr : find(it->second);
+}
+
+void WorkerLink::handle(const proto::Received& r) {
+  try {
+    if (auto* h = std::get_if<proto::Hello>(&r.msg)) {
+      onHello(r.peer, r.user, *h);
+      return;
+    }
+    WorkerConn* c = find(r.peer);
+    if (!c) {
+      // A worker we do not know (e.g. after a scheduler restart or after it
+      // was declared lost): it must introduce itself again.
+      if (!std::holds_alternative<proto::Bye>(r.msg))
+        sendOrWarn(r.peer, proto::Bye{"unknown worker: send Hello again"});
+      return;
+    }
+    if (c->xfer->handle(r.msg)) return;
+    if (auto* hb = std::get_if<proto::Heartbeat>(&r.msg)) {
+      core_.heartbeat(c->wid, hb->load / double(c->hello.slots));
+    } else if (auto* bye = std::get_if<proto::Bye>(&r.msg)) {
+      drop(r.peer, "said bye: " + bye->reason, true);
+    } else if (std::holds_alternative<proto::NeedPaths>(r.msg) ||
+               std::holds_alternative<proto::LogChunk>(r.msg) ||
+               std::holds_alternative<proto::StepResult>(r.msg)) {
+      handler_.onStepMessage(*c, r.msg);
+    } else {
+      logWarn("worker " + c->name + " sent an unexpected message");
+    }
+  } catch (const std::exception& e) {
+    logError("handling a message from worker " + r.peer + ": " + e.what());
+  }
+}
+
+bool WorkerLink::sameDescription(const proto::Hello& o, const proto::Hello& h) {
+  return o.workerId == h.workerId && o.systems == h.systems &&
+         o.supportedFeatures == h.supportedFeatures &&
+         o.mandatoryFeatures == h.mandatoryFeatures && o.slots == h.slots &&
+         o.speedFactor == h.speedFactor;
+}
+
+void WorkerLink::welcome(const std::string& peer) {
+  sendOrWarn(
+      peer,
+      proto::Welcome{options_.schedulerId,
+                     static_cast<uint32_t>(options_.heartbeatInterval.count()),
+                     options_.chunkSize});
+}
+
+void WorkerLink::onHello(const std::string& peer, const std::string& user,
+                         const proto::Hello& h) {
+  auto refuse = [&](const std::string& why) {
+    logWarn("refusing worker " + h.workerId + ": " + why);
+    sendOrWarn(peer, proto::Refused{proto::kProtocolVersion, why});
+  };
+  if (h.protocolVersion != proto::kProtocolVersion)
+    return refuse(
+        proto::versionMismatchText(proto::kProtocolVersion, h.protocolVersion));
+  if (h.storeDir != options_.storeDir)
+    return refuse("store directory mismatch: the scheduler uses " +
+                  options_.storeDir + ", this worker " + h.storeDir);
+  if (WorkerConn* known = find(peer)) {
+    // The same connection says Hello again (it took a Bye meant for a
+    // message sent before its Hello, or missed our Welcome). The worker
+    // keeps its steps across Hellos, so the scheduler keeps them too and
+    // only repeats the Welcome; a changed description replaces it.
+    if (sameDescription(known->hello, h)) return welcome(peer);
+    drop(peer, "sent Hello again with another description", true);
+  }
+  WorkerSpec spec;
+  spec.name = user.empty() ? h.workerId : h.workerId + " (" + user + ")";
+  spec.systems = h.systems;
+  spec.supportedFeatures = h.supportedFeatures;
+  spec.mandatoryFeatures = h.mandatoryFeatures;
+  spec.slots = h.slots;
+  spec.speedFactor = h.speedFactor;
+  WorkerId wid;
+  try {
+    wid = core_.registerWorker(spec);
+  } catch (const Error& e) {
+    return refuse(e.what());
+  }
+  auto& c = conns_.emplace(peer, makeConnection(peer, spec.name, wid, h))
+                .first->second;
+  peerOf_[wid] = peer;
+  welcome(peer);
+  logInfo("worker " + spec.name + " joined with " + std::to_string(h.slots) +
+          " slots");
+  handler_.onWorkerJoined(c);
+}
+
+WorkerConn WorkerLink::makeConnection(const std::string& peer,
+                                      const std::string& name, WorkerId wid,
+                                      const proto::Hello& h) {
+  WorkerConn c;
+  c.peer = peer;
+  c.name = name;
+  c.wid = wid;
+  c.hello = h;
+  proto::TransferOptions to;
+  to.chunkSize = options_.chunkSize;
+  to.clock = &clock_;
+  c.xfer = std::make_unique<proto::TransferEndpoint>(
+      [this, peer](proto::Message&& m) {
+        if (!transport_->send(peer, m))
+          throw Error("worker " + peer + " is gone or its queue is full");
+      },
+      [this, peer](const proto::TransferHeader& hd, bool upload) {
+        if (!upload) throw Error("the scheduler does not accept PathData");
+        WorkerConn* from = find(peer);
+        if (!from) throw Error("worker " + peer + " is gone");
+        return handler_.acceptUpload(*from, hd);
+      },
+      [](const proto::TransferOutcome& o) {
+        if (!o.ok) logWarn("upload failed: " + o.error);
+      },
+      to);
+  return c;
+}
+
+void WorkerLink::drop(const std::string& peer, const std::string& why,
+                      bool removeFromCore) {
+  auto it = conns_.find(peer);
+  if (it == conns_.end()) return;
+  it->second.xfer->abortAll("worker left: " + why);
+  handler_.onWorkerLeft(it->second);
+  WorkerId wid = it->second.wid;
+  if (removeFromCore) core_.removeWorker(wid);
+  peerOf_.erase(wid);
+  conns_.erase(it);
+}
+
+void WorkerLink::dropLost(const std::vector<WorkerId>& lost) {
+  for (auto w : lost) {
+    WorkerConn* c = find(w);
+    if (!c) continue;
+    logWarn("worker " + c->name +
+            " lost: no heartbeat for 3 intervals; its steps are retried");
+    std::string peer = c->peer;  // `c` goes with the connection
+    drop(peer, "no heartbeat", false);
+  }
+}
+
+void WorkerLink::expireTransfers() {
+  for (auto& [peer, c] : conns_) c.xfer->expireIdle();
+}
+
+}  // namespace kiln::scheduler
