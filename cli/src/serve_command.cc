@@ -3,10 +3,14 @@
 // logical store directory, `--private-store`), creates a project and a
 // jobset for the collection, evaluates it, reports the builds as they
 // finish and keeps serving (re-evaluating when the collection changes)
-// until SIGINT/SIGTERM, then stops everything (docs/operations.md).
+// until SIGINT/SIGTERM, then stops everything (docs/operations.md). A
+// child that dies is restarted with back-off (serve_supervisor.h); the
+// scheduler and the workers authenticate each other with CurveZMQ keys kept
+// in the state directory, so no other local user can join as a worker.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,11 +24,12 @@
 
 #include "cli_common.h"
 #include "command.h"
-#include "sandbox_options.h"
 #include "kiln/common/file.h"
-#include "kiln/common/process.h"
+#include "kiln/protocol/keys.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_view.h"
+#include "sandbox_options.h"
+#include "serve_supervisor.h"
 #include "store_cli.h"
 
 namespace kiln::cli {
@@ -36,59 +41,6 @@ using namespace std::chrono_literals;
 
 std::atomic<bool> gStop{false};
 extern "C" void onServeSignal(int) { gStop = true; }
-
-// A kiln child process (this same executable) with its output in a log
-// file, started by the one process spawner (kiln/common/process.h). Its own
-// session: Ctrl-C reaches serve only, which stops the workers first and the
-// scheduler last. It gets SIGTERM when serve dies; stop() asks it to finish.
-class KilnChild {
- public:
-  KilnChild(std::string name, const std::vector<std::string>& args,
-            const std::string& logFile)
-      : name_(std::move(name)), log_(logFile) {
-    ProcessSpec spec;
-    spec.program = "/proc/self/exe";
-    spec.args = {"kiln"};
-    spec.args.insert(spec.args.end(), args.begin(), args.end());
-    spec.env = currentEnvironment();
-    spec.outputFile = logFile;
-    spec.deathSignal = SIGTERM;
-    child_ = std::make_unique<Process>(spec);
-  }
-  ~KilnChild() { stop(5s); }
-  KilnChild(const KilnChild&) = delete;
-  KilnChild& operator=(const KilnChild&) = delete;
-
-  const std::string& name() const { return name_; }
-  const std::string& log() const { return log_; }
-  /// Whether it still runs; reaps it (and keeps its status) once it exited.
-  bool running() { return !waitExit(0ms); }
-  /// SIGTERM, then SIGKILL after `grace`; returns the wait status text.
-  std::string stop(std::chrono::milliseconds grace) {
-    if (!running()) return describeWaitStatus(*status_);
-    child_->signal(SIGTERM);
-    if (!waitExit(grace)) {
-      child_->killTree();
-      waitExit(std::chrono::hours(1));
-    }
-    return describeWaitStatus(status_.value_or(0));
-  }
-
- private:
-  // Its wait status once it exited within `timeout`, else nullopt.
-  std::optional<int> waitExit(std::chrono::milliseconds timeout) {
-    if (!status_) {
-      auto ev = child_->next(timeout);
-      if (ev.kind == ProcessEvent::Kind::kExited) status_ = ev.status;
-    }
-    return status_;
-  }
-
-  std::string name_;
-  std::string log_;
-  std::unique_ptr<Process> child_;
-  std::optional<int> status_;
-};
 
 struct ServeOptions {
   std::string collection;
@@ -102,39 +54,120 @@ struct ServeOptions {
   SandboxOptions sandbox;  ///< passed to every local worker (default linux)
 };
 
-// Waits until the scheduler printed "listening" (or exited).
-void waitListening(KilnChild& sched) {
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (!gStop) {
-    std::string text = pathExists(sched.log()) ? readFile(sched.log()) : "";
-    if (text.find("listening ") != std::string::npos) return;
-    if (!sched.running() || std::chrono::steady_clock::now() > deadline)
-      throw Error("the scheduler did not start; see " + sched.log() + ":\n" +
-                  text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
-    std::this_thread::sleep_for(50ms);
-  }
+// Prints a supervision line of `child`, if any.
+void supervise(SupervisedChild& child) {
+  auto line = child.supervise();
+  if (!line.empty()) std::cout << "kiln serve: " << line << std::endl;
 }
 
-// Creates the project "serve" and the jobset (once), then evaluates.
-int64_t setUpAndEvaluate(const ServeOptions& o, const std::string& jobset) {
-  auto request = [&](const std::string& kind, const json& args) {
-    return scheduler::submitRequest(o.stateDir, kind, args, 3600s);
-  };
-  try {
-    request("project-create",
-            {{"name", "serve"}, {"description", "collections run by kiln serve"}});
-  } catch (const scheduler::SchedulerStateError&) {  // exists already
+// Waits until the scheduler is ready: it printed "listening" since its
+// latest start, which it does once it holds the state directory's lock and
+// its socket is bound. Restarts it (with back-off) if it exits meanwhile.
+// False if serve was asked to stop first; throws Error after 5 minutes.
+bool waitReady(SupervisedChild& sched) {
+  auto deadline = std::chrono::steady_clock::now() + 5min;
+  while (!gStop) {
+    if (sched.running() &&
+        sched.logSinceStart().find("listening ") != std::string::npos)
+      return true;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string text = sched.logSinceStart();
+      throw Error("the scheduler did not start; see " + sched.log() + ":\n" +
+                  text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
+    }
+    supervise(sched);
+    std::this_thread::sleep_for(50ms);
   }
-  try {
-    request("jobset-create", {{"project", "serve"},
-                              {"name", jobset},
-                              {"location", o.collection},
-                              {"checkInterval", o.checkInterval}});
-  } catch (const scheduler::SchedulerStateError&) {
-  }
-  json r = request("jobset-eval", {{"project", "serve"}, {"jobset", jobset}});
-  return r.value("eval", int64_t(0));
+  return false;
 }
+
+// The CurveZMQ keys of serve's scheduler and workers, in `<state>/serve/
+// keys` (mode 0700; secret keys 0600), made on the first run and kept.
+class ServeKeys {
+ public:
+  ServeKeys(const std::string& logs, unsigned workers) : dir_(logs + "/keys") {
+    createDirs(dir_);
+    if (::chmod(dir_.c_str(), 0700) != 0) throwSysError("chmod " + dir_);
+    pair("scheduler");
+    std::string allowed;
+    for (unsigned i = 0; i < workers; i++) {
+      std::string name = workerName(i);
+      allowed += pair(name) + " " + name + "\n";
+    }
+    writeFile(dir_ + "/allowed-workers", allowed);
+    if (::chmod((dir_ + "/allowed-workers").c_str(), 0600) != 0)
+      throwSysError("chmod " + dir_ + "/allowed-workers");
+  }
+  static std::string workerName(unsigned i) {
+    return "local-" + std::to_string(i);
+  }
+  std::vector<std::string> schedulerArgs() const {
+    return {"--secret-key-file", dir_ + "/scheduler.key", "--allowed-workers",
+            dir_ + "/allowed-workers"};
+  }
+  std::vector<std::string> workerArgs(const std::string& name) const {
+    return {"--secret-key-file", dir_ + "/" + name + ".key",
+            "--server-public-key-file", dir_ + "/scheduler.pub"};
+  }
+
+ private:
+  // The public key of `name`'s pair, generated if missing.
+  std::string pair(const std::string& name) {
+    std::string secret = dir_ + "/" + name + ".key";
+    if (!pathExists(secret))
+      protocol::writeKeyPair(protocol::generateKeyPair(), dir_, name, true);
+    return protocol::readSecretKeyFile(secret).publicKey;
+  }
+  std::string dir_;
+};
+
+// The requests serve makes: the project "serve" and the jobset (once),
+// then an evaluation. They are queued in the requests table, never applied
+// offline (which would take the scheduler's lock), so a scheduler that is
+// restarting answers them when it is back.
+class SetUp {
+ public:
+  SetUp(const ServeOptions& o, const std::string& jobset)
+      : db_(o.stateDir + "/scheduler.sqlite"), jobset_(jobset) {
+    using scheduler::queueRequest;
+    project_ = queueRequest(
+        db_, "project-create",
+        {{"name", "serve"}, {"description", "collections run by kiln serve"}});
+    jobsetReq_ = queueRequest(db_, "jobset-create",
+                              {{"project", "serve"},
+                               {"name", jobset},
+                               {"location", o.collection},
+                               {"checkInterval", o.checkInterval}});
+    eval_ = queueRequest(db_, "jobset-eval",
+                         {{"project", "serve"}, {"jobset", jobset}});
+    checkInterval_ = o.checkInterval;
+  }
+  // Prints the evaluation once it is answered. Throws Error if a request
+  // failed for another reason than "exists already".
+  void poll() {
+    for (int64_t* id : {&project_, &jobsetReq_}) {
+      if (!*id) continue;
+      try {
+        if (scheduler::requestAnswer(db_, *id)) *id = 0;
+      } catch (const scheduler::SchedulerStateError&) {  // exists already
+        *id = 0;
+      }
+    }
+    if (!eval_) return;
+    auto answer = scheduler::requestAnswer(db_, eval_);
+    if (!answer) return;
+    eval_ = 0;
+    std::cout << "evaluation " << answer->value("eval", int64_t(0))
+              << " of project serve, jobset " << jobset_
+              << " (re-evaluated every " << checkInterval_
+              << " s when the collection changes)" << std::endl;
+  }
+
+ private:
+  scheduler::StateDb db_;
+  std::string jobset_;
+  int64_t project_ = 0, jobsetReq_ = 0, eval_ = 0, checkInterval_ = 0;
+};
 
 // Prints a line whenever the builds' counts change.
 class Progress {
@@ -160,65 +193,100 @@ class Progress {
   int64_t all_ = -1, done_ = -1;
 };
 
-int serve(ServeOptions o) {
-  if (geteuid() != 0)
-    throw Error("the local workers use --private-store (a mount namespace "
-                "with their store on " + o.storeDir +
-                "), which needs root; run kiln serve as root, or run "
-                "`kiln scheduler` and `kiln worker` yourself "
-                "(docs/operations.md)");
-  o.stateDir = absPath(o.stateDir);
-  std::string logs = o.stateDir + "/serve";
-  createDirs(logs);
-  std::string jobset = baseNameOf(o.collection);
+// The jobset's name: the collection folder's name made a valid one.
+std::string jobsetNameOf(const std::string& collection) {
+  std::string jobset = baseNameOf(collection);
   for (char& c : jobset)
-    if (!isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '_';
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-')
+      c = '_';
   if (jobset.empty() || isdigit(static_cast<unsigned char>(jobset[0])))
     jobset = "c_" + jobset;
+  return jobset;
+}
 
-  KilnChild sched("scheduler",
-                  {"scheduler", "--state-dir", o.stateDir, "--listen", o.listen,
-                   "--insecure-plaintext", "--metrics-port",
-                   std::to_string(o.metricsPort), "--store-dir", o.storeDir},
-                  logs + "/scheduler.log");
-  waitListening(sched);
-  std::vector<std::unique_ptr<KilnChild>> workers;
+// The local workers (not started).
+std::vector<std::unique_ptr<SupervisedChild>> makeWorkers(
+    const ServeOptions& o, const ServeKeys& keys, const std::string& logs) {
+  std::vector<std::unique_ptr<SupervisedChild>> workers;
   for (unsigned i = 0; i < o.workers; i++) {
-    std::string name = "local-" + std::to_string(i);
+    std::string name = ServeKeys::workerName(i);
     std::vector<std::string> args{
-        "worker", "--connect", o.listen, "--insecure-plaintext",
-        "--private-store", "--state-dir", o.stateDir + "/workers/" + name,
-        "--store-dir", o.storeDir, "--worker-id", name, "--slots",
-        std::to_string(o.slots)};
-    auto sb = sandboxArgs(o.sandbox);
-    args.insert(args.end(), sb.begin(), sb.end());
-    workers.push_back(std::make_unique<KilnChild>(name, args,
-                                                  logs + "/" + name + ".log"));
+        "worker",      "--connect",
+        o.listen,      "--private-store",
+        "--state-dir", o.stateDir + "/workers/" + name,
+        "--store-dir", o.storeDir,
+        "--worker-id", name,
+        "--slots",     std::to_string(o.slots)};
+    for (auto& v : {keys.workerArgs(name), sandboxArgs(o.sandbox)})
+      args.insert(args.end(), v.begin(), v.end());
+    workers.push_back(std::make_unique<SupervisedChild>(
+        name, args, logs + "/" + name + ".log", RealClock::instance()));
   }
+  return workers;
+}
+
+void printBanner(const ServeOptions& o, const std::string& logs,
+                 SupervisedChild& sched,
+                 const std::vector<std::unique_ptr<SupervisedChild>>& workers) {
+  std::string pids = "scheduler " + std::to_string(sched.pid());
+  for (auto& w : workers)
+    pids += ", " + w->name() + " " + std::to_string(w->pid());
   std::cout << "kiln serve: " << o.collection << "\n"
             << "  state dir:  " << o.stateDir << "\n"
-            << "  scheduler:  " << o.listen << " (log " << sched.log() << ")\n"
+            << "  scheduler:  " << o.listen << " (CurveZMQ, keys in " << logs
+            << "/keys; log " << logs << "/scheduler.log)\n"
             << "  workers:    " << o.workers << " x " << o.slots
             << " slots, private stores under " << o.stateDir << "/workers,"
             << " sandbox " << o.sandbox.name << "\n"
-            << "  metrics:    http://127.0.0.1:" << o.metricsPort << "/metrics\n"
+            << "  metrics:    http://127.0.0.1:" << o.metricsPort
+            << "/metrics\n"
             << "  queue:      kiln queue --state-dir " << o.stateDir << "\n"
             << "  logs:       kiln log --state-dir " << o.stateDir
             << " DRV, and " << logs << "/\n"
+            << "  processes:  " << pids << " (restarted if they die)\n"
             << "Ctrl-C stops everything." << std::endl;
-  int64_t eval = 0;
-  if (!gStop) eval = setUpAndEvaluate(o, jobset);
-  std::cout << "evaluation " << eval << " of project serve, jobset " << jobset
-            << " (re-evaluated every " << o.checkInterval
-            << " s when the collection changes)" << std::endl;
-  Progress progress(o.stateDir);
-  while (!gStop) {
-    progress.report();
-    if (!sched.running()) throw Error("the scheduler exited; see " + sched.log());
-    for (auto& w : workers)
-      if (!w->running())
-        throw Error("worker " + w->name() + " exited; see " + w->log());
-    std::this_thread::sleep_for(200ms);
+}
+
+int serve(ServeOptions o) {
+  if (geteuid() != 0)
+    throw Error(
+        "the local workers use --private-store (a mount namespace "
+        "with their store on " +
+        o.storeDir +
+        "), which needs root; run kiln serve as root, or run "
+        "`kiln scheduler` and `kiln worker` yourself "
+        "(docs/operations.md)");
+  o.stateDir = absPath(o.stateDir);
+  std::string logs = o.stateDir + "/serve";
+  createDirs(logs);
+  ServeKeys keys(logs, o.workers);
+  std::vector<std::string> schedArgs{"scheduler",
+                                     "--state-dir",
+                                     o.stateDir,
+                                     "--listen",
+                                     o.listen,
+                                     "--metrics-port",
+                                     std::to_string(o.metricsPort),
+                                     "--store-dir",
+                                     o.storeDir};
+  auto ka = keys.schedulerArgs();
+  schedArgs.insert(schedArgs.end(), ka.begin(), ka.end());
+  SupervisedChild sched("scheduler", schedArgs, logs + "/scheduler.log",
+                        RealClock::instance());
+  auto workers = makeWorkers(o, keys, logs);
+  sched.start();
+  if (waitReady(sched)) {
+    for (auto& w : workers) w->start();
+    printBanner(o, logs, sched, workers);
+    SetUp setUp(o, jobsetNameOf(o.collection));
+    Progress progress(o.stateDir);
+    while (!gStop) {
+      setUp.poll();
+      progress.report();
+      supervise(sched);
+      for (auto& w : workers) supervise(*w);
+      std::this_thread::sleep_for(200ms);
+    }
   }
   std::cout << "stopping" << std::endl;
   for (auto& w : workers)

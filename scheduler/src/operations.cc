@@ -364,6 +364,28 @@ std::vector<QueueEntry> SchedulerService::queue() const {
   return impl_->queueEntries();
 }
 
+int64_t queueRequest(StateDb& db, const std::string& kind, const json& args) {
+  int64_t id = 0;
+  retrySqlite([&] { id = db.addRequest(kind, args.dump()); });
+  return id;
+}
+
+std::optional<json> requestAnswer(StateDb& db, int64_t id) {
+  auto r = db.request(id);
+  if (!r) throw SchedulerStateError("no request " + std::to_string(id));
+  if (!r->done) return std::nullopt;
+  if (!r->ok) {
+    // {"error": text, "caller": true when the request itself was wrong}
+    json err = json::parse(r->result, nullptr, false);
+    std::string msg =
+        err.is_object() ? err.value("error", r->result) : r->result;
+    if (err.is_object() && err.value("caller", false))
+      throw SchedulerStateError(msg);
+    throw Error(msg);
+  }
+  return json::parse(r->result);
+}
+
 json submitRequest(const std::string& stateDir, const std::string& kind,
                    const json& args, std::chrono::milliseconds timeout) {
   createDirs(stateDir);
@@ -373,24 +395,11 @@ json submitRequest(const std::string& stateDir, const std::string& kind,
     return applyRequestOffline(db, kind, args);
   }
   StateDb db(stateDir + "/scheduler.sqlite");
-  int64_t id = 0;
-  retrySqlite([&] { id = db.addRequest(kind, args.dump()); });
+  int64_t id = queueRequest(db, kind, args);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto wait = std::chrono::milliseconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
-    auto r = db.request(id);
-    if (r && r->done) {
-      if (!r->ok) {
-        // {"error": text, "caller": true when the request itself was wrong}
-        json err = json::parse(r->result, nullptr, false);
-        std::string msg = err.is_object() ? err.value("error", r->result)
-                                          : r->result;
-        if (err.is_object() && err.value("caller", false))
-          throw SchedulerStateError(msg);
-        throw Error(msg);
-      }
-      return json::parse(r->result);
-    }
+    if (auto answer = requestAnswer(db, id)) return *answer;
     std::this_thread::sleep_for(wait);
     wait = std::min(wait * 2, std::chrono::milliseconds(200));
   }

@@ -162,6 +162,18 @@ BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
                            const std::string& drvPath, int localPriority,
                            const Clock& clock = RealClock::instance());
 
+/// Queues a request in the requests table of `db` (a scheduler's state
+/// database) without waiting and without looking for a live scheduler: the
+/// scheduler applies pending requests while it runs and when it (re)starts.
+/// Returns the request's id. Throws SqliteError.
+int64_t queueRequest(StateDb& db, const std::string& kind,
+                     const nlohmann::json& args);
+
+/// The answer to request `id` of `db`, or nullopt while it is pending.
+/// Throws SchedulerStateError if the request itself was wrong (or is
+/// unknown), Error with the scheduler's reason if it failed.
+std::optional<nlohmann::json> requestAnswer(StateDb& db, int64_t id);
+
 /// Submits a request for the scheduler of `stateDir`: if no scheduler holds
 /// `<state>/scheduler.lock`, applies it at once (holding the lock);
 /// otherwise queues it in the requests table and waits up to `timeout` for
