@@ -112,6 +112,25 @@ void RunningSteps::planInputs(const store::Derivation& drv, const WorkerConn& c,
   m.roots.assign(roots.begin(), roots.end());
 }
 
+const std::unordered_set<std::string>& RunningSteps::inputClosure(
+    RunningStep& run) {
+  if (run.inputClosure) return *run.inputClosure;
+  auto& closure = run.inputClosure.emplace();
+  std::vector<const store::StorePath*> todo;
+  for (auto& r : run.roots) todo.push_back(&r);
+  while (!todo.empty()) {
+    const store::StorePath& p = *todo.back();
+    todo.pop_back();
+    if (!closure.emplace(p.baseName()).second) continue;
+    try {
+      for (auto& r : inputs_.pathInfo(p).references) todo.push_back(&r);
+    } catch (const store::InvalidPathError&) {
+      // Gone from the central store: serving it is refused anyway.
+    }
+  }
+  return closure;
+}
+
 bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
   auto row = db_.step(id);
   if (!row) return false;
@@ -125,6 +144,7 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
     auto drv = ingestor_.loadDrv(row->drvPath);
     planInputs(*drv, c, m);
     for (auto& i : m.inputs) run.sentInputs.push_back(i.path);
+    run.roots = m.roots;
     for (auto& [n, o] : drv->outputs)
       if (o.path) run.expected.emplace(n, *o.path);
     // Limits of the owner build (the lowest build id needing the step),
@@ -168,13 +188,26 @@ const RunningStep* RunningSteps::find(int64_t id,
 }
 
 void RunningSteps::onNeedPaths(WorkerConn& from, const proto::NeedPaths& m) {
-  if (!findOn(static_cast<int64_t>(m.stepId), from.peer)) {
-    link_.sendOrWarn(from.peer,
-                     proto::Ack{proto::MessageType::kNeedPaths, m.stepId, false,
-                                "step " + std::to_string(m.stepId) +
-                                    " is not running on this worker"});
+  auto refuse = [&](const std::string& why) {
+    link_.sendOrWarn(from.peer, proto::Ack{proto::MessageType::kNeedPaths,
+                                           m.stepId, false, why});
+  };
+  RunningStep* run = findOn(static_cast<int64_t>(m.stepId), from.peer);
+  if (!run) {
+    refuse("step " + std::to_string(m.stepId) +
+           " is not running on this worker");
     return;
   }
+  // A worker is served its step's inputs, not whatever the store holds.
+  const auto& closure = inputClosure(*run);
+  for (auto& p : m.paths)
+    if (!closure.count(p.baseName())) {
+      std::string why = "path " + store_.printPath(p) +
+                        " is not in the input closure of " + run->drvPath;
+      logWarn("worker " + from.name + " refused: " + why);
+      refuse(why);
+      return;
+    }
   inputs_.serve(from, m);
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "input_server.h"
@@ -37,6 +38,10 @@ struct RunningStep {
   std::set<std::string> uploaded;                    ///< output names
   std::set<std::string> registering;  ///< verified, being added to the store
   std::vector<store::StorePath> sentInputs;  ///< BuildStep's `inputs`
+  std::vector<store::StorePath> roots;       ///< BuildStep's `roots`
+  /// Base names of the input closure (`roots` and all they reference),
+  /// walked at the first NeedPaths: only those paths are served.
+  std::optional<std::unordered_set<std::string>> inputClosure;
   /// The worker's result, held while outputs are still being registered.
   std::optional<protocol::StepResult> deferred;
   Clock::TimePoint started;
@@ -99,6 +104,8 @@ class RunningSteps {
   void fail(const RunningStep& run, const protocol::StepResult& r,
             Duration took);
   RunningStep* findOn(int64_t id, const std::string& peer);
+  /// The base names of `run`'s input closure (walked once, then kept).
+  const std::unordered_set<std::string>& inputClosure(RunningStep& run);
 
   const ServiceConfig& config_;
   StateDb& db_;

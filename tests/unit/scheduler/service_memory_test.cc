@@ -2,7 +2,8 @@
 // link) driven without sockets or sleeps: workers on a
 // protocol::MemoryTransport, time on a FakeClock. A dispatch, a lost
 // worker and one that says Bye, a restart, inputs and uploads checked
-// against the running step, a cancelled running step.
+// against the running step (inputs only from its closure), a cancelled
+// running step.
 #include <gtest/gtest.h>
 
 #include "fake_worker.h"
@@ -222,6 +223,33 @@ TEST_F(ServiceMemoryTest, InputsAndUploadsAreCheckedAgainstTheRunningStep) {
       until({&bWorker}, [&] { return bWorker.received.count(base) > 0; }));
   buildLast(bWorker, "b-out");
   ASSERT_TRUE(until({&bWorker}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+}
+
+TEST_F(ServiceMemoryTest, NeedPathsOutsideTheInputClosureIsRefused) {
+  int64_t id = svc_->addBuild(jobset_, "b", b_);
+  auto w = join("w1");
+  ASSERT_TRUE(until({w.get()}, [&] { return w->steps.size() == 1; }));
+  buildLast(*w, "a-out");  // a is built; b runs next, a's output its input
+  ASSERT_TRUE(until({w.get()}, [&] { return w->steps.size() == 2; }));
+  auto bStep = w->steps.back();
+  ASSERT_EQ(bStep.roots.size(), 1u);
+  // a's .drv is valid in the central store but no input of b.
+  store::StorePath unrelated(a_.substr(a_.rfind('/') + 1));
+  w->send(protocol::NeedPaths{bStep.stepId, {bStep.roots[0], unrelated}});
+  ASSERT_TRUE(until({w.get()}, [&] { return !w->acks.empty(); }));
+  EXPECT_FALSE(w->acks.back().ok);
+  EXPECT_EQ(w->acks.back().id, bStep.stepId);
+  EXPECT_NE(w->acks.back().error.find(a_ + " is not in the input closure"),
+            std::string::npos)
+      << w->acks.back().error;
+  EXPECT_EQ(w->received.count(unrelated.baseName()), 0u);
+  // Its real input is still served and the step finishes.
+  w->send(protocol::NeedPaths{bStep.stepId, bStep.roots});
+  std::string base(bStep.roots[0].baseName());
+  ASSERT_TRUE(until({w.get()}, [&] { return w->received.count(base) > 0; }));
+  buildLast(*w, "b-out");
+  ASSERT_TRUE(until({w.get()}, [&] { return build(id).finished; }));
   EXPECT_EQ(build(id).status, 0);
 }
 
