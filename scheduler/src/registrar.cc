@@ -1,12 +1,14 @@
 #include "kiln/scheduler/registrar.h"
 
 #include <sys/eventfd.h>
-#include <cstring>
 #include <unistd.h>
+
+#include <cstring>
 
 #include "kiln/common/error.h"
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
+#include "kiln/store/content_check.h"
 
 namespace kiln::scheduler {
 
@@ -76,10 +78,13 @@ void Registrar::run() noexcept {
       s->queue.pop_front();
       ++s->inFlight;
     }
-    RegistrationDone d{r->step, r->output, ""};
+    RegistrationDone d{r->step, r->output, "", false};
     try {
       FdSource src(r->nar.get());
       fn_(*r, src);
+    } catch (const store::ContentMismatchError& e) {
+      d.error = e.what();
+      d.rejected = true;
     } catch (const std::exception& e) {
       d.error = e.what();
     } catch (...) {

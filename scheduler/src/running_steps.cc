@@ -10,6 +10,7 @@
 #include "kiln/common/logging.h"
 #include "kiln/common/sqlite.h"
 #include "kiln/scheduler/logs.h"
+#include "kiln/store/content_check.h"
 
 namespace kiln::scheduler {
 
@@ -145,8 +146,11 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
     planInputs(*drv, c, m);
     for (auto& i : m.inputs) run.sentInputs.push_back(i.path);
     run.roots = m.roots;
-    for (auto& [n, o] : drv->outputs)
+    for (auto& [n, o] : drv->outputs) {
       if (o.path) run.expected.emplace(n, *o.path);
+      if (!o.hash.empty())
+        run.fixedCa.emplace(n, store::fixedOutputCa(o).render());
+    }
     // Limits of the owner build (the lowest build id needing the step),
     // from its job's meta.maxSilent / meta.timeout.
     if (auto owner = db_.build(core_.step(sid).ownerBuild)) {
@@ -211,15 +215,20 @@ void RunningSteps::onNeedPaths(WorkerConn& from, const proto::NeedPaths& m) {
   inputs_.serve(from, m);
 }
 
+int RunningSteps::openLog(RunningStep& r) {
+  if (!r.log) {
+    std::string path = stepLogPath(config_.stateDir, r.drvPath, r.attempt);
+    r.log = AutoCloseFD(
+        open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!r.log) throwSysError("opening log " + path);
+  }
+  return r.log.get();
+}
+
 void RunningSteps::onLog(const WorkerConn& from, const proto::LogChunk& l) {
   RunningStep* r = findOn(static_cast<int64_t>(l.stepId), from.peer);
   if (!r || r->logTruncated) return;
-  if (!r->log) {
-    std::string path = stepLogPath(config_.stateDir, r->drvPath, r->attempt);
-    r->log = AutoCloseFD(
-        open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!r->log) throwSysError("opening log " + path);
-  }
+  openLog(*r);
   std::string_view data = l.data;
   uint64_t limit = config_.logLimitBytes;
   if (limit && r->logBytes + data.size() > limit) {
@@ -279,6 +288,15 @@ void RunningSteps::outputRegistered(int64_t id, const std::string& output,
   }
 }
 
+void RunningSteps::outputRejected(int64_t id, const std::string& output,
+                                  const std::string& why) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return;
+  if (!it->second.rejected.empty()) it->second.rejected += "; ";
+  it->second.rejected += why;
+  outputRegistered(id, output, false);
+}
+
 std::map<std::string, size_t> RunningSteps::countByPeer() const {
   std::map<std::string, size_t> n;
   for (auto& [id, r] : running_) n[r.peer]++;
@@ -298,7 +316,14 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
   metrics_.observeStepDuration(run.system,
                                std::chrono::duration<double>(took).count());
-  if (m.status == StepStatus::kSuccess) {
+  if (!run.rejected.empty()) {
+    // The worker's own report does not matter: what it sent is wrong.
+    proto::StepResult r = m;
+    r.status = StepStatus::kFailed;
+    r.errorMsg = run.rejected;
+    writeAll(openLog(run), "\n[kiln: " + run.rejected + "]\n");
+    fail(run, r, took);
+  } else if (m.status == StepStatus::kSuccess) {
     if (!succeed(run, took)) return;
   } else {
     fail(run, m, took);

@@ -35,6 +35,12 @@ struct RunningStep {
   std::string drvPath;
   std::string system;
   std::map<std::string, store::StorePath> expected;  ///< output name → path
+  /// Output name → the CA field of a fixed output ("fixed:r:sha256:…"):
+  /// its upload must have that content, and is registered with it.
+  std::map<std::string, std::string> fixedCa;
+  /// Why an upload was rejected (its content is not what the derivation
+  /// declares): the step fails with this, whatever the worker reports.
+  std::string rejected;
   std::set<std::string> uploaded;                    ///< output names
   std::set<std::string> registering;  ///< verified, being added to the store
   std::vector<store::StorePath> sentInputs;  ///< BuildStep's `inputs`
@@ -87,6 +93,11 @@ class RunningSteps {
   /// The registrar added output `output` of step `id` (or failed: `ok`
   /// false); settles a held result whose last output this was.
   void outputRegistered(int64_t id, const std::string& output, bool ok);
+  /// Output `output` of step `id` is not what its derivation declares
+  /// (`why` says how, with both hashes): the step fails with `why` in its
+  /// log; settles a held result whose last output this was.
+  void outputRejected(int64_t id, const std::string& output,
+                      const std::string& why);
   /// How many steps run on each peer.
   std::map<std::string, size_t> countByPeer() const;
 
@@ -104,6 +115,8 @@ class RunningSteps {
   void fail(const RunningStep& run, const protocol::StepResult& r,
             Duration took);
   RunningStep* findOn(int64_t id, const std::string& peer);
+  /// `run`'s log file, opened (truncated) at the first call.
+  int openLog(RunningStep& run);
   /// The base names of `run`'s input closure (walked once, then kept).
   const std::unordered_set<std::string>& inputClosure(RunningStep& run);
 

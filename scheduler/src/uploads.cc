@@ -70,10 +70,13 @@ std::unique_ptr<proto::TransferTarget> Uploads::accept(
   if (outputLimitBytes_ && h.info.narSize > outputLimitBytes_)
     throw Error("output " + storeDir_.printPath(h.info.path) +
                 " exceeds the output limit");
+  auto fixed = run->fixedCa.find(h.outputName);
+  std::string ca = fixed == run->fixedCa.end() ? "" : fixed->second;
   return std::make_unique<UploadTarget>(
       temps_.next(), storeDir_.parsePath(run->drvPath),
-      [this, id](const proto::TransferHeader& hd, store::ValidPathInfo info,
-                 AutoCloseFD nar) {
+      [this, id, ca](const proto::TransferHeader& hd, store::ValidPathInfo info,
+                     AutoCloseFD nar) {
+        info.ca = ca;
         commit(id, hd, std::move(info), std::move(nar));
       });
 }
@@ -82,11 +85,25 @@ void Uploads::commit(int64_t step, const proto::TransferHeader& h,
                      store::ValidPathInfo info, AutoCloseFD nar) {
   metrics_.addBytesReceived(h.info.narSize);
   steps_.outputRegistering(step, h.outputName);
+  // A fixed output refers to nothing (Nix refuses one that does); the
+  // store checks its content against `ca` as it adds it.
+  if (!info.ca.empty() && !info.references.empty()) {
+    steps_.outputRejected(step, h.outputName,
+                          "illegal path references in fixed-output " +
+                              storeDir_.printPath(info.path));
+    return;
+  }
   registrar_.submit({step, h.outputName, std::move(info), std::move(nar)});
 }
 
 void Uploads::takeRegistrations() {
   for (auto& d : registrar_.takeDone()) {
+    if (d.rejected) {
+      logError("output " + d.output + " of step " + std::to_string(d.step) +
+               " rejected: " + d.error);
+      steps_.outputRejected(d.step, d.output, d.error);
+      continue;
+    }
     if (!d.error.empty())
       logError("registering output " + d.output + " of step " +
                std::to_string(d.step) + ": " + d.error);

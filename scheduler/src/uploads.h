@@ -4,7 +4,8 @@
 // running on that worker, written to an unlinked temporary file while the
 // transfer endpoint hashes it, and committed (Uploads::commit) to the
 // registrar thread, which adds it to the central store (verifying the NAR
-// once more) and records its DerivationOutputs row. The registrar's
+// once more, and the content of a fixed output against its declared hash,
+// recording `ca`) and records its DerivationOutputs row. The registrar's
 // reports go back to the running steps. Service thread only, except the
 // registrar's own thread and store handle.
 

@@ -20,14 +20,16 @@ namespace kiln::scheduler::testing {
 
 /// Writes a derivation named `name` depending on the `out` output of each
 /// of `deps` (full .drv paths) into `store`; returns its full .drv path.
+/// `out` declares its output (e.g. a fixed output's hashAlgo and hash).
 inline std::string makeDrv(store::LocalStore& store, const std::string& name,
                            const std::vector<std::string>& deps = {},
                            const std::string& system = "x86_64-linux",
-                           const std::map<std::string, std::string>& env = {}) {
+                           const std::map<std::string, std::string>& env = {},
+                           const store::DerivationOutput& out = {}) {
   const auto& sd = store.storeDir();
   store::Derivation d;
   d.name = name;
-  d.outputs["out"] = {};
+  d.outputs["out"] = out;
   for (auto& dep : deps) d.inputDrvs[store.parsePath(dep)] = {"out"};
   d.platform = system;
   d.builder = "/bin/sh";

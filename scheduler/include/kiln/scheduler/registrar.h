@@ -37,12 +37,17 @@ struct RegistrationDone {
   int64_t step = 0;
   std::string output;
   std::string error;  ///< empty on success
+  /// The content is not what it claims (store::ContentMismatchError, e.g.
+  /// a fixed output that does not hash to its declared hash), as opposed
+  /// to a failure of the store.
+  bool rejected = false;
 };
 
 /// One background thread that adds submitted NARs to a store, in order, and
 /// reports each end. The service thread submits and takes the reports; the
 /// background thread only calls `RegisterFn`. Exceptions of `RegisterFn`
-/// become the report's error; none leaves the thread.
+/// become the report's error (a store::ContentMismatchError also sets
+/// `rejected`); none leaves the thread.
 class Registrar {
  public:
   /// Adds one NAR (e.g. LocalStore::addFromNar on a store of its own).
