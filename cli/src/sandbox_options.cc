@@ -1,5 +1,7 @@
 #include "sandbox_options.h"
 
+#include <algorithm>
+
 #include "kiln/common/error.h"
 #include "kiln/plugin_host/registry.h"
 
@@ -15,6 +17,11 @@ void addSandboxOptions(po::options_description& opts, SandboxOptions& out) {
       "sandbox-option", po::value(&out.options)->composing(),
       "KEY=VALUE for the sandbox (repeatable), e.g. extra-paths='/bin/sh "
       "/lib' (linux default: /bin /usr/bin /lib /lib64? /usr/lib)")(
+      "platforms", po::value(&out.platforms),
+      "platform plugins running the builders, in order (default "
+      "native,qemu-user: the host's systems, others under qemu-user-static)")(
+      "platform-option", po::value(&out.platformOptions)->composing(),
+      "KEY=VALUE for the platforms (repeatable), e.g. qemu-dir=/usr/bin")(
       "plugin-dir", po::value(&out.pluginDirs)->composing(),
       "search plugins here (repeatable; default: $KILN_PLUGIN_PATH, the "
       "build tree, the install folder)");
@@ -24,17 +31,39 @@ std::vector<std::string> sandboxArgs(const SandboxOptions& o) {
   std::vector<std::string> args = {"--sandbox", o.name};
   for (auto& kv : o.options) args.insert(args.end(), {"--sandbox-option", kv});
   for (auto& d : o.pluginDirs) args.insert(args.end(), {"--plugin-dir", d});
+  args.insert(args.end(), {"--platforms", o.platforms});
+  for (auto& kv : o.platformOptions)
+    args.insert(args.end(), {"--platform-option", kv});
   return args;
 }
 
-void applySandboxOptions(const SandboxOptions& o, worker::DaemonConfig& cfg) {
-  for (auto& kv : o.options) {
+namespace {
+
+// KEY=VALUE options of `flag` into `out`; throws Error for a malformed one.
+void parseKeyValues(const std::string& flag,
+                    const std::vector<std::string>& options,
+                    plugins::PluginConfig& out) {
+  for (auto& kv : options) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw Error("--sandbox-option " + kv + ": want KEY=VALUE");
-    cfg.sandboxOptions[kv.substr(0, eq)] = kv.substr(eq + 1);
+      throw Error(flag + " " + kv + ": want KEY=VALUE");
+    out[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+}
+
+}  // namespace
+
+void applySandboxOptions(const SandboxOptions& o, worker::DaemonConfig& cfg) {
+  parseKeyValues("--sandbox-option", o.options, cfg.sandboxOptions);
+  parseKeyValues("--platform-option", o.platformOptions, cfg.platformOptions);
   cfg.sandbox = o.name;
+  cfg.platforms.clear();
+  for (size_t start = 0; start < o.platforms.size();) {
+    size_t end = std::min(o.platforms.find(',', start), o.platforms.size());
+    if (end > start)
+      cfg.platforms.push_back(o.platforms.substr(start, end - start));
+    start = end + 1;
+  }
   plugins::configurePluginDirs(o.pluginDirs);
 }
 

@@ -17,18 +17,22 @@ struct SandboxOptions {
   std::string name = "linux";           ///< the sandbox plugin
   std::vector<std::string> options;     ///< KEY=VALUE
   std::vector<std::string> pluginDirs;  ///< empty: the defaults
+  /// The platform plugins, comma-separated (docs/worker.md, "Platforms").
+  std::string platforms = "native,qemu-user";
+  std::vector<std::string> platformOptions;  ///< KEY=VALUE
 };
 
-/// Adds --sandbox, --sandbox-option and --plugin-dir to `opts`.
+/// Adds --sandbox, --sandbox-option, --platforms, --platform-option and
+/// --plugin-dir to `opts`.
 void addSandboxOptions(boost::program_options::options_description& opts,
                        SandboxOptions& out);
 
 /// The same options as `kiln worker` arguments (for `kiln serve`).
 std::vector<std::string> sandboxArgs(const SandboxOptions& o);
 
-/// Puts the chosen sandbox and its options into `cfg` (the daemon loads
-/// and probes it) and configures the plugin directories. Throws Error for
-/// a malformed --sandbox-option.
+/// Puts the chosen sandbox, platforms and their options into `cfg` (the
+/// daemon loads them) and configures the plugin directories. Throws Error
+/// for a malformed --sandbox-option or --platform-option.
 void applySandboxOptions(const SandboxOptions& o, worker::DaemonConfig& cfg);
 
 }  // namespace kiln::cli

@@ -49,7 +49,8 @@ int runWorker(const std::vector<std::string>& args) {
       "F,..]\n"
       "         [--slots N] [--speed-factor X] [--store-dir D]\n"
       "         [--private-store | --store-mounted-at-logical]\n"
-      "         [--sandbox linux|none] [--sandbox-option K=V ..]\n\n"
+      "         [--sandbox linux|none] [--sandbox-option K=V ..]\n"
+      "         [--platforms native,qemu-user] [--platform-option K=V ..]\n\n"
       "Connects to a kiln scheduler and builds the steps it is given until\n"
       "SIGINT/SIGTERM, each in a sandbox (default linux: namespaces, only\n"
       "the input closure, a build user, no network; docs/worker.md).\n"
@@ -58,7 +59,7 @@ int runWorker(const std::vector<std::string>& args) {
       "Options");
   worker::DaemonConfig cfg;
   std::string secretFile, serverPubFile;
-  std::vector<std::string> systems{"x86_64-linux"}, features, mandatory;
+  std::vector<std::string> systems, features, mandatory;
   opts.add_options()("help,h", "show this help")(
       "connect", po::value(&cfg.client.connect)->required(),
       "scheduler endpoint, e.g. tcp://sched.example.org:7470")(
@@ -79,7 +80,7 @@ int runWorker(const std::vector<std::string>& args) {
       "several workers share one host")(
       "worker-id", po::value(&cfg.workerId), "name (default: host name)")(
       "systems", po::value(&systems)->multitoken(),
-      "platforms built (default x86_64-linux)")(
+      "systems announced (default: those the --platforms run here)")(
       "features", po::value(&features)->multitoken(),
       "supported system features")(
       "mandatory-features", po::value(&mandatory)->multitoken(),

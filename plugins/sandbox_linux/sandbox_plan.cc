@@ -95,6 +95,7 @@ SandboxPlan::SandboxPlan(const kiln_sandbox_spec& spec, RootDir& root,
   addDev();
   addInputs(spec);
   addExtra(extra);
+  addExtra(specExtraPaths(spec));
   for (auto& [inside, op] : binds_) mounts_.push_back(op);
   mounts_.insert(mounts_.end(), special_.begin(), special_.end());
 }
@@ -171,6 +172,21 @@ void SandboxPlan::addInputs(const kiln_sandbox_spec& spec) {
     op.readOnlyFlags = flags;
     binds_[dst] = op;
   }
+}
+
+std::vector<ExtraPath> SandboxPlan::specExtraPaths(
+    const kiln_sandbox_spec& spec) {
+  std::vector<ExtraPath> out;
+  if (spec.size < offsetof(kiln_sandbox_spec, extra_paths) + sizeof(void*) ||
+      !spec.extra_paths)
+    return out;  // a host of minor 0 or 1
+  for (auto p = spec.extra_paths; *p; ++p) {
+    if (**p != '/')
+      throw Failure(KILN_ERR_INVALID,
+                    std::string("extra path not absolute: ") + *p);
+    if (!binds_.count(*p)) out.push_back({*p, *p, false});
+  }
+  return out;
 }
 
 void SandboxPlan::addExtra(const std::vector<ExtraPath>& extra) {

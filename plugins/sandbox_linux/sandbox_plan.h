@@ -50,6 +50,8 @@ class SandboxPlan {
   void addDev();
   void addInputs(const kiln_sandbox_spec& spec);
   void addExtra(const std::vector<ExtraPath>& extra);
+  /// The host paths the host asked for in this build (ABI minor 2).
+  std::vector<ExtraPath> specExtraPaths(const kiln_sandbox_spec& spec);
 
   RootDir& root_;
   std::deque<std::string> strings_;       // deque: c_str() pointers stay valid

@@ -11,16 +11,21 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(PluginsCli, ListsTheInTreeSandboxesFromTheBuildTree) {
+TEST(PluginsCli, ListsTheInTreePluginsFromTheBuildTree) {
   auto r =
       test::run({test::kilnBinary(), "plugins"}, "", {"KILN_PLUGIN_PATH="});
   ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr(std::string("searched: ") + KILN_BINARY_DIR +
                                "/plugins/lib"));
   EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "sandbox +linux +1\\.0\\.0 +1\\.1 +[^ ]*/plugins/lib/"
+                         "sandbox +linux +1\\.0\\.0 +1\\.2 +[^ ]*/plugins/lib/"
                          "kiln-plugin-linux\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("sandbox +none "));
+  EXPECT_THAT(r.out,
+              testing::ContainsRegex(
+                  "platform +native +1\\.0\\.0 +1\\.2 +[^ ]*/plugins/lib/"
+                  "kiln-plugin-native\\.so"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("platform +qemu-user "));
 }
 
 TEST(PluginsCli, NamesRefusedLibrariesAndFails) {

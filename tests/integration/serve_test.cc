@@ -11,6 +11,7 @@
 #include "farm.h"
 #include "kiln/common/file.h"
 #include "kiln/scheduler/state_view.h"
+#include "kiln/worker/sandbox.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -19,10 +20,24 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
+// Why serve's default `linux` sandbox cannot run on this host (the kernel
+// refuses unprivileged user namespaces, ...), or "".
+std::string linuxSandboxRefusal() {
+  plugins::PluginRegistry registry;
+  registry.loadDirectories({std::string(KILN_BINARY_DIR) + "/plugins/lib"});
+  worker::PluginSandbox sandbox(
+      registry.require(KILN_PLUGIN_SANDBOX, "linux"),
+      {{"extra-paths", worker::kDefaultLinuxExtraPaths}});
+  return sandbox.probe();
+}
+
 TEST(Serve, BuildsTheExampleCollectionAndStopsCleanlyOnCtrlC) {
   std::string why;
   if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
   if (!test::haveProgram("nix-instantiate")) GTEST_SKIP() << "no Nix";
+  if (auto refusal = linuxSandboxRefusal(); !refusal.empty())
+    GTEST_SKIP() << "kiln serve's default linux sandbox cannot run here: "
+                 << refusal;
   TempDir dir;
   std::string state = dir.path() + "/state";
   int port = test::freeLoopbackPort(), metrics = test::freeLoopbackPort();

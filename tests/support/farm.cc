@@ -166,13 +166,16 @@ void Farm::startWorker(size_t i) {
     return s;
   };
   std::vector<std::string> args = {
-      "worker",        "--connect",     endpoint(),
-      "--private-store",
-      "--state-dir",   workerStateDir(i),
-      "--worker-id",   workerName(i),
-      "--slots",       std::to_string(w.options.slots),
-      "--systems",     join(w.options.systems),
-      "--sandbox",     w.options.sandbox};
+      "worker",      "--connect",
+      endpoint(),    "--private-store",
+      "--state-dir", workerStateDir(i),
+      "--worker-id", workerName(i),
+      "--slots",     std::to_string(w.options.slots),
+      "--sandbox",   w.options.sandbox};
+  if (!w.options.systems.empty())
+    args.insert(args.end(), {"--systems", join(w.options.systems)});
+  if (!w.options.platforms.empty())
+    args.insert(args.end(), {"--platforms", w.options.platforms});
   if (options_.curve) {
     keyPair("scheduler");
     keyPair(workerName(i));

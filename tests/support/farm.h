@@ -67,7 +67,10 @@ struct FarmOptions {
 /// How one worker is run.
 struct WorkerOptions {
   unsigned slots = 1;
+  /// `--systems`; empty: the worker announces what its platforms run.
   std::vector<std::string> systems{"x86_64-linux"};
+  /// `--platforms` (comma-separated); empty: the worker's default.
+  std::string platforms;
   std::vector<std::string> features;
   std::vector<std::string> mandatoryFeatures;
   /// Extra `kiln worker` arguments.

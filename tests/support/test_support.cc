@@ -77,6 +77,16 @@ bool haveProgram(const std::string& name) {
   return run({"sh", "-c", "command -v " + name}).exitCode == 0;
 }
 
+std::string crossCompileAarch64(const std::string& source,
+                                const std::string& out) {
+  const std::string gcc = "aarch64-linux-gnu-gcc";
+  if (!haveProgram(gcc))
+    return gcc + " is missing (scripts/install-deps.sh installs it)";
+  auto r = run({gcc, "-static", "-O2", "-o", out, source});
+  if (r.exitCode != 0) return gcc + " failed: " + r.err;
+  return "";
+}
+
 bool pollUntil(const std::function<bool()>& pred,
                std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -40,6 +40,13 @@ int exitCodeOf(int waitStatus);
 /// Whether an executable named `name` is on PATH.
 bool haveProgram(const std::string& name);
 
+/// Compiles the C file `source` into the static aarch64-linux program
+/// `out` with Debian's aarch64-linux-gnu-gcc. Returns "" on success, else
+/// why not (the compiler is missing: scripts/install-deps.sh; or its
+/// output).
+std::string crossCompileAarch64(const std::string& source,
+                                const std::string& out);
+
 /// Calls `pred` until it returns true or `timeout` passes; returns its last
 /// result. Polls with a short back-off, never a fixed sleep.
 bool pollUntil(const std::function<bool()>& pred,

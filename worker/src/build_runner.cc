@@ -86,7 +86,8 @@ void BuildRunner::removeOutputs(const BuildRequest& request) const {
 
 std::unique_ptr<ChildProcess> BuildRunner::startBuilder(
     const BuildRequest& request, const std::string& buildDir,
-    SandboxedBuild& build, BuildResult& result) {
+    const PlatformCommand& command, SandboxedBuild& build,
+    BuildResult& result) {
   const auto& logical = config_.store.logical;
   std::string inside = sandbox_.builderBuildDir(buildDir);
   BuildEnvContext ctx{inside, logical.dir(), request.buildCores,
@@ -96,8 +97,8 @@ std::unique_ptr<ChildProcess> BuildRunner::startBuilder(
     writeFile(buildDir + "/" + file, contents);
 
   ProcessSpec spec;
-  spec.program = request.drv.builder;
-  spec.args.push_back(baseNameOf(request.drv.builder));
+  spec.program = command.file;
+  spec.args = command.argv;
   spec.args.insert(spec.args.end(), request.drv.args.begin(),
                    request.drv.args.end());
   spec.env = std::move(benv.env);
@@ -227,9 +228,7 @@ void BuildRunner::collectOutputs(const BuildRequest& request,
   result.status = StepStatus::kSuccess;
 }
 
-BuildResult BuildRunner::run(const BuildRequest& request,
-                             const LogCallback& onLog,
-                             const CancelFlag* cancel) {
+void BuildRunner::checkRunnable(const BuildRequest& request) const {
   const auto& layout = config_.store;
   if (!sandbox_.mapsStore() && !layout.mountedAtLogical &&
       absPath(layout.physical) != absPath(layout.logical.dir()))
@@ -247,6 +246,23 @@ BuildResult BuildRunner::run(const BuildRequest& request,
   if (store::isFixedOutput(request.drv))
     checkFixedOutputSpec(layout.logical, request.drvPath,
                          request.drv.outputs.at("out"));
+}
+
+PlatformCommand BuildRunner::builderCommand(const BuildRequest& request) const {
+  const auto& drv = request.drv;
+  std::string argv0 = baseNameOf(drv.builder);
+  if (config_.platforms)
+    if (auto cmd = config_.platforms->command(drv.platform, drv.builder, argv0))
+      return *cmd;
+  return {drv.builder, {argv0}, {}};
+}
+
+BuildResult BuildRunner::run(const BuildRequest& request,
+                             const LogCallback& onLog,
+                             const CancelFlag* cancel) {
+  const auto& layout = config_.store;
+  checkRunnable(request);
+  PlatformCommand command = builderCommand(request);
   removeOutputs(request);  // leftovers of an interrupted build; never valid
 
   TempDir buildDir("nix-build-" + std::string(request.drvPath.name()),
@@ -260,10 +276,12 @@ BuildResult BuildRunner::run(const BuildRequest& request,
   for (auto& [name, out] : request.drv.outputs)
     sbs.outputs.push_back(out.path->baseName());
   sbs.network = store::isFixedOutput(request.drv);
+  sbs.extraPaths = command.hostPaths;
   auto sandboxed = sandbox_.prepare(sbs);
 
   BuildResult result;
-  if (auto child = startBuilder(request, buildDir.path(), *sandboxed, result)) {
+  if (auto child =
+          startBuilder(request, buildDir.path(), command, *sandboxed, result)) {
     superviseBuilder(*child, request, onLog, cancel, result);
     child.reset();  // reaps: everything of the build is gone
   }

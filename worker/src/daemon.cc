@@ -22,16 +22,23 @@ std::string hostName() {
 }
 
 BuildRunnerConfig runnerConfig(const DaemonConfig& c,
-                               const store::LocalStore& s) {
+                               const store::LocalStore& s,
+                               std::shared_ptr<const Platforms> platforms) {
   BuildRunnerConfig r;
+  r.platforms = std::move(platforms);
   r.store = {s.storeDir(), s.physicalRoot(),
              c.storeMountedAtLogical || c.launcherMapsStore};
   r.buildDirParent = c.stateDir + "/build";
   return r;
 }
 
+std::string joinSystems(const std::vector<std::string>& systems) {
+  std::string out;
+  for (auto& s : systems) out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+
 DaemonConfig checked(DaemonConfig c) {
-  if (c.systems.empty()) throw Error("worker: give at least one system");
   if (c.stateDir.empty()) throw Error("worker: a state directory is needed");
   if (c.workerId.empty()) c.workerId = hostName();
   createDirs(c.stateDir);
@@ -47,10 +54,10 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       tmpDir(cfg.stateDir + "/tmp"),
       drvDir(cfg.stateDir + "/drvs"),
-      sandbox(cfg.launcher
-                  ? std::make_shared<UnsandboxedLauncher>(cfg.launcher)
-                  : openSandbox(cfg.sandbox, cfg.sandboxOptions)),
-      runner(runnerConfig(cfg, store), *sandbox, clock),
+      sandbox(cfg.launcher ? std::make_shared<UnsandboxedLauncher>(cfg.launcher)
+                           : openSandbox(cfg.sandbox, cfg.sandboxOptions)),
+      platforms(Platforms::load(cfg.platforms, cfg.platformOptions)),
+      runner(runnerConfig(cfg, store, platforms), *sandbox, clock),
       helloDelay(cfg.helloRetryMin) {
   if (!sandbox->mapsStore() && !cfg.storeMountedAtLogical &&
       !cfg.launcherMapsStore &&
@@ -60,6 +67,12 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
                 store.physicalRoot() +
                 ": use --store-dir " + store.physicalRoot() +
                 " or mount the store there (--store-mounted-at-logical)");
+  if (cfg.systems.empty()) cfg.systems = platforms->systems();
+  if (cfg.systems.empty())
+    throw Error(
+        "worker: no system to build for (no platform runs one here; "
+        "give --systems or --platforms)");
+  logInfo("worker: systems " + joinSystems(cfg.systems));
   createDirs(tmpDir);
   createDirs(drvDir);
   createDirs(cfg.stateDir + "/build");

@@ -90,6 +90,8 @@ struct Daemon::Impl {
   /// Starts builders: the sandbox plugin DaemonConfig::sandbox names, or
   /// DaemonConfig::launcher unsandboxed.
   std::shared_ptr<Sandbox> sandbox;
+  /// Run builders of each system (DaemonConfig::platforms).
+  std::shared_ptr<Platforms> platforms;
   BuildRunner runner;
   std::unique_ptr<protocol::Client> client;
   std::unique_ptr<protocol::TransferEndpoint> xfer;

@@ -4,6 +4,7 @@
 
 #include "kiln/common/error.h"
 #include "kiln/common/logging.h"
+#include "plugin_instance.h"
 
 namespace kiln::worker {
 namespace {
@@ -87,7 +88,8 @@ std::unique_ptr<ChildProcess> PluginSandbox::Build::start(
   std::vector<std::string> args = ps.args, env;
   if (args.empty()) args.push_back(ps.program);
   for (auto& [k, v] : ps.env) env.push_back(k + "=" + v);
-  CStrings argv(args), envp(env), inputs(spec_.inputs), outputs(spec_.outputs);
+  CStrings argv(args), envp(env), inputs(spec_.inputs), outputs(spec_.outputs),
+      extra(spec_.extraPaths);
   kiln_sandbox_spec s{};
   s.size = sizeof s;
   s.program = ps.program.c_str();
@@ -102,6 +104,7 @@ std::unique_ptr<ChildProcess> PluginSandbox::Build::start(
   s.inputs = inputs.p.data();
   s.outputs = outputs.p.data();
   s.network = spec_.network ? 1 : 0;
+  s.extra_paths = extra.p.data();
   kiln_sandbox_process proc{};
   proc.size = sizeof proc;
   kiln_error err{};
@@ -114,16 +117,10 @@ std::unique_ptr<ChildProcess> PluginSandbox::Build::start(
 PluginSandbox::PluginSandbox(const plugins::PluginInfo& plugin,
                              plugins::PluginConfig config)
     : plugin_(plugin) {
-  if (plugin.kind != KILN_PLUGIN_SANDBOX)
-    throw Error("plugin '" + plugin.name + "' (" + plugin.file + ") is a " +
-                plugins::kindName(plugin.kind) + " plugin, not a sandbox");
-  host_ = std::make_unique<plugins::HostServices>(
-      "sandbox " + plugin.name, "kiln_plugin_" + plugin.name + "_",
-      std::move(config));
-  kiln_error err{};
-  if (fns().create(host_->table(), &instance_, &err) != KILN_OK)
-    throw Error("sandbox " + plugin.name + " (" + plugin.file +
-                "): " + err.message);
+  // fns() may be read only once the kind is checked.
+  auto create = plugin.kind == KILN_PLUGIN_SANDBOX ? fns().create : nullptr;
+  host_ = createPluginInstance(plugin, KILN_PLUGIN_SANDBOX, create,
+                               std::move(config), &instance_);
 }
 
 PluginSandbox::~PluginSandbox() { fns().destroy(instance_); }

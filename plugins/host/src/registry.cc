@@ -31,6 +31,11 @@ const Required kSandboxRequired[] = {
     KILN_REQ(kiln_sandbox_functions, build_dir),
     KILN_REQ(kiln_sandbox_functions, start),
     KILN_REQ(kiln_sandbox_functions, finish)};
+const Required kPlatformRequired[] = {
+    KILN_REQ(kiln_platform_functions, create),
+    KILN_REQ(kiln_platform_functions, destroy),
+    KILN_REQ(kiln_platform_functions, systems),
+    KILN_REQ(kiln_platform_functions, command)};
 const Required kGenericRequired[] = {KILN_REQ(kiln_generic_functions, create),
                                      KILN_REQ(kiln_generic_functions, destroy)};
 #undef KILN_REQ
@@ -42,6 +47,9 @@ std::string missingFunction(uint32_t kind, const void* table, uint32_t size) {
   if (kind == KILN_PLUGIN_SANDBOX) {
     begin = kSandboxRequired;
     end = std::end(kSandboxRequired);
+  } else if (kind == KILN_PLUGIN_PLATFORM) {
+    begin = kPlatformRequired;
+    end = std::end(kPlatformRequired);
   }
   for (auto* r = begin; r != end; ++r) {
     if (r->offset + sizeof(void*) > size)

@@ -150,6 +150,7 @@ class DaemonTest : public ::testing::Test {
     c.debug = debug_;
     // The daemon's own logic, not a sandbox: builders run unsandboxed.
     c.launcher = std::make_shared<RealProcessLauncher>();
+    c.platforms = {};  // builders run as they are (c.systems is given)
     daemon_ = std::make_unique<Daemon>(std::move(c));
     thread_ = std::thread([this] {
       try {

@@ -11,12 +11,30 @@ std::string sandboxTestPaths() {
          KILN_SANDBOX_PROBE;
 }
 
-std::unique_ptr<PluginSandbox> loadTestSandbox(const std::string& name,
-                                               plugins::PluginConfig config) {
+namespace {
+
+plugins::PluginRegistry& buildTreePlugins() {
   static plugins::PluginRegistry registry;
   registry.loadDirectories({std::string(KILN_BINARY_DIR) + "/plugins/lib"});
-  auto& p = registry.require(KILN_PLUGIN_SANDBOX, name);
+  return registry;
+}
+
+}  // namespace
+
+std::unique_ptr<PluginSandbox> loadTestSandbox(const std::string& name,
+                                               plugins::PluginConfig config) {
+  auto& p = buildTreePlugins().require(KILN_PLUGIN_SANDBOX, name);
   return std::make_unique<PluginSandbox>(p, std::move(config));
+}
+
+std::shared_ptr<Platforms> loadTestPlatforms(
+    const std::vector<std::string>& names) {
+  auto out = std::make_shared<Platforms>();
+  for (auto& n : names)
+    out->add(std::make_unique<PluginPlatform>(
+        buildTreePlugins().require(KILN_PLUGIN_PLATFORM, n),
+        plugins::PluginConfig{}));
+  return out;
 }
 
 SandboxTest::SandboxTest() : physicalDir_(root_.path() + "/store") {
@@ -70,6 +88,7 @@ BuildResult SandboxTest::build(const BuildRequest& r) {
   c.store = {logical_, physicalDir_, false};
   c.buildDirParent = root_.path() + "/build";
   c.impureEnv = {};
+  c.platforms = platforms_;
   BuildRunner runner(c, *sandbox_, RealClock::instance());
   log_.clear();
   return runner.run(r, [&](std::string_view chunk) { log_ += chunk; });

@@ -9,9 +9,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/common/file.h"
 #include "kiln/worker/build_runner.h"
+#include "kiln/worker/platform.h"
 #include "kiln/worker/sandbox.h"
 
 namespace kiln::worker::sbtest {
@@ -22,6 +24,10 @@ std::string sandboxTestPaths();
 /// Loads sandbox `name` from the build tree's plugin folder.
 std::unique_ptr<PluginSandbox> loadTestSandbox(
     const std::string& name, plugins::PluginConfig config = {});
+
+/// Loads platforms `names` from the build tree's plugin folder.
+std::shared_ptr<Platforms> loadTestPlatforms(
+    const std::vector<std::string>& names);
 
 class SandboxTest : public ::testing::Test {
  protected:
@@ -47,6 +53,7 @@ class SandboxTest : public ::testing::Test {
   store::StoreDir logical_{"/nix/store"};
   std::string physicalDir_;
   std::unique_ptr<PluginSandbox> sandbox_;
+  std::shared_ptr<const Platforms> platforms_;  ///< null: none (build())
   std::string log_;
 };
 

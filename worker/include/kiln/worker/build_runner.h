@@ -23,6 +23,7 @@
 #include "kiln/store/derivation.h"
 #include "kiln/store/store_path.h"
 #include "kiln/worker/build_env.h"
+#include "kiln/worker/platform.h"
 #include "kiln/worker/sandbox.h"
 
 namespace kiln::worker {
@@ -58,6 +59,10 @@ struct BuildRunnerConfig {
   StoreLayout store;
   std::string buildDirParent;  ///< where build dirs go; "" = $TMPDIR or /tmp
   EnvLookup impureEnv = processEnvLookup();  ///< for fixed-output impureEnvVars
+  /// How builders of each system are executed (docs/worker.md,
+  /// "Platforms"). Null, or no platform for the derivation's system: the
+  /// builder is executed as it is.
+  std::shared_ptr<const Platforms> platforms;
 };
 
 /// One build to run.
@@ -142,8 +147,11 @@ class BuildRunner {
 
  private:
   struct Supervision;
+  void checkRunnable(const BuildRequest& request) const;
+  PlatformCommand builderCommand(const BuildRequest& request) const;
   std::unique_ptr<ChildProcess> startBuilder(const BuildRequest& request,
                                              const std::string& buildDir,
+                                             const PlatformCommand& command,
                                              SandboxedBuild& build,
                                              BuildResult& result);
   void superviseBuilder(ChildProcess& child, const BuildRequest& request,

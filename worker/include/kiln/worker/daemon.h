@@ -51,7 +51,17 @@ struct DaemonConfig {
   std::string storeDir = "/nix/store";
   bool storeMountedAtLogical = false;
   std::string workerId;  ///< defaults to the host name
+  /// The systems announced. Empty: the union of the platforms' systems
+  /// (the usual case); set, it is announced as given (the operator's
+  /// claim: a system no platform runs is executed as it is).
   std::vector<std::string> systems;
+  /// The platform plugins that run builders, in order (docs/worker.md,
+  /// "Platforms"): the first that runs a system runs its builders. Loaded
+  /// from plugins::processPlugins() when the daemon is constructed.
+  std::vector<std::string> platforms{"native", "qemu-user"};
+  /// The platforms' options (`qemu-dir` for qemu-user).
+  plugins::PluginConfig platformOptions;
+  /// Announced as given (`requiredSystemFeatures` a step may ask for).
   std::vector<std::string> supportedFeatures;
   std::vector<std::string> mandatoryFeatures;
   uint32_t slots = 1;
@@ -89,7 +99,8 @@ struct DaemonConfig {
 class Daemon {
  public:
   /// Opens the store under `config.stateDir` and the client socket.
-  /// Throws Error for an unusable configuration (no systems, bad layout).
+  /// Throws Error for an unusable configuration (no systems, bad layout, a
+  /// sandbox or platform that cannot be loaded).
   explicit Daemon(DaemonConfig config);
   ~Daemon();
   Daemon(const Daemon&) = delete;

@@ -26,6 +26,9 @@ struct SandboxBuildSpec {
   std::vector<std::string> inputs;   ///< base names of the input closure
   std::vector<std::string> outputs;  ///< base names of the outputs
   bool network = false;              ///< fixed-output: may use the network
+  /// Host files the builder needs besides the closure (a platform's
+  /// emulator): shown read-only at the same path.
+  std::vector<std::string> extraPaths;
 };
 
 /// One prepared build: start the builder once, then finish().

@@ -33,8 +33,9 @@ extern "C" {
 /** Incompatible changes bump the major; a host refuses any other major. */
 #define KILN_PLUGIN_ABI_MAJOR 1
 /** The newest minor this header describes. Minor 1 appended
- * kiln_sandbox_functions.probe. */
-#define KILN_PLUGIN_ABI_MINOR_LATEST 1
+ * kiln_sandbox_functions.probe; minor 2 appended kiln_sandbox_spec.
+ * extra_paths and defined the platform table (systems, command). */
+#define KILN_PLUGIN_ABI_MINOR_LATEST 2
 
 /** A plugin may build against an older minor by defining this before the
  * include (the tables then end where that minor's ended). */
@@ -48,7 +49,8 @@ extern "C" {
 /** Plugin kinds (design decision 7). */
 typedef enum kiln_plugin_kind {
   KILN_PLUGIN_SANDBOX = 1,   /**< isolates builders (kiln_sandbox_functions) */
-  KILN_PLUGIN_PLATFORM = 2,  /**< runs builders of a system (reserved table) */
+  KILN_PLUGIN_PLATFORM = 2,  /**< runs builders of a system
+                                (kiln_platform_functions) */
   KILN_PLUGIN_EVALUATOR = 3, /**< evaluates collections (reserved table) */
   KILN_PLUGIN_NOTIFIER = 4   /**< delivers build events (reserved table) */
 } kiln_plugin_kind;
@@ -128,6 +130,12 @@ typedef struct kiln_sandbox_spec {
   const char* const* inputs;    /**< base names of the input closure */
   const char* const* outputs;   /**< base names of the outputs */
   int32_t network;              /**< non-zero: host network (fixed output) */
+#if KILN_PLUGIN_ABI_MINOR >= 2
+  /** Minor 2: host paths the builder needs besides the closure (e.g. an
+   * emulator a platform runs it under), NULL-terminated; shown read-only at
+   * the same path. A plugin reads it only when `size` covers it. */
+  const char* const* extra_paths;
+#endif
 } kiln_sandbox_spec;
 
 /** A started builder. The host owns `output_fd` and reaps `pid` (a child of
@@ -182,12 +190,42 @@ typedef struct kiln_sandbox_functions {
 #define KILN_SANDBOX_FUNCTIONS_MIN_SIZE \
   (offsetof(kiln_sandbox_functions, finish) + sizeof(void*))
 
-/* ---- platform, evaluator, notifier --------------------------------------
+/* ---- platform (minor 2) -----------------------------------------------
+ * A platform runs builders of some systems on this host: `native` runs the
+ * host's own, `qemu-user` others under an emulator. */
+
+/** A platform plugin's functions. Required: all of them (a platform plugin
+ * built against minor 0 or 1 had only create and destroy: it is refused). */
+typedef struct kiln_platform_functions {
+  uint32_t size;
+  kiln_status (*create)(const kiln_host_services* host, void** instance,
+                        kiln_error* err);
+  void (*destroy)(void* instance);
+  /** The systems this platform runs on this host (probed, not assumed), as
+   * space-separated names ("x86_64-linux i686-linux"), copied into buf;
+   * "" when it can run none here. */
+  kiln_status (*systems)(void* instance, char* buf, size_t buf_size,
+                         kiln_error* err);
+  /** How to run `program` (a builder for `system`, as the builder sees
+   * it) with argument 0 `argv0`: copies into buf the command as
+   * NUL-terminated strings, the file to execute first, then its argv
+   * from argument 0; the host appends the derivation's arguments. `*count`
+   * is the number of strings. KILN_ERR_UNSUPPORTED when it does not run
+   * `system`. */
+  kiln_status (*command)(void* instance, const char* system,
+                         const char* program, const char* argv0, char* buf,
+                         size_t buf_size, uint32_t* count, kiln_error* err);
+} kiln_platform_functions;
+
+/** Size of the platform table: a shorter one is refused. */
+#define KILN_PLATFORM_FUNCTIONS_MIN_SIZE sizeof(kiln_platform_functions)
+
+/* ---- evaluator, notifier ------------------------------------------------
  * Defined now so the host can load and list them; their functions follow
  * the common prefix below and will be appended by the issues that add
  * those plugins (each table's `size` tells the host what a plugin has). */
 
-/** The prefix shared by the platform, evaluator and notifier tables. */
+/** The prefix shared by the evaluator and notifier tables. */
 typedef struct kiln_generic_functions {
   uint32_t size;
   kiln_status (*create)(const kiln_host_services* host, void** instance,
@@ -195,14 +233,12 @@ typedef struct kiln_generic_functions {
   void (*destroy)(void* instance);
 } kiln_generic_functions;
 
-/** Platform plugins (native, qemu-user): for now the common prefix. */
-typedef kiln_generic_functions kiln_platform_functions;
 /** Evaluator plugins (builtin, nix): for now the common prefix. */
 typedef kiln_generic_functions kiln_evaluator_functions;
 /** Notifier plugins (webhook, command): for now the common prefix. */
 typedef kiln_generic_functions kiln_notifier_functions;
 
-/** Minimum table size of the platform, evaluator and notifier kinds. */
+/** Minimum table size of the evaluator and notifier kinds. */
 #define KILN_GENERIC_FUNCTIONS_MIN_SIZE sizeof(kiln_generic_functions)
 
 #ifdef __cplusplus

@@ -17,6 +17,17 @@
 ///       void probe();                              // throws if unusable
 ///     };
 ///     KILN_SANDBOX_PLUGIN(MySandbox, "mine", "1.0.0", "what it does")
+///
+///     class MyPlatform {
+///      public:
+///       explicit MyPlatform(kiln::plugin::Host host);
+///       std::vector<std::string> systems();        // what runs here
+///       // {file to exec, argv[0], ...}; Failure(KILN_ERR_UNSUPPORTED)
+///       std::vector<std::string> command(const std::string& system,
+///                                        const std::string& program,
+///                                        const std::string& argv0);
+///     };
+///     KILN_PLATFORM_PLUGIN(MyPlatform, "mine", "1.0.0", "what it does")
 
 #include <cerrno>
 #include <cstring>
@@ -24,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/plugin/abi.h"
 
@@ -161,7 +173,48 @@ struct SandboxThunks : InstanceThunks<P> {
   }
 };
 
-/// The common table (platform, evaluator, notifier) for class P.
+/// The platform table for class P (see the file comment).
+template <class P>
+struct PlatformThunks : InstanceThunks<P> {
+  static P& self(void* i) { return *static_cast<P*>(i); }
+  static kiln_status systems(void* i, char* buf, size_t size, kiln_error* err) {
+    return guard(err, [&] {
+      std::string joined;
+      for (auto& s : self(i).systems())
+        joined += (joined.empty() ? "" : " ") + s;
+      if (joined.size() + 1 > size)
+        throw Failure(KILN_ERR_INVALID, "system list too long");
+      std::memcpy(buf, joined.c_str(), joined.size() + 1);
+    });
+  }
+  static kiln_status command(void* i, const char* system, const char* program,
+                             const char* argv0, char* buf, size_t size,
+                             uint32_t* count, kiln_error* err) {
+    return guard(err, [&] {
+      auto words = self(i).command(system, program, argv0);
+      size_t used = 0;
+      for (auto& w : words) {
+        if (used + w.size() + 1 > size)
+          throw Failure(KILN_ERR_INVALID, "command too long");
+        std::memcpy(buf + used, w.c_str(), w.size() + 1);
+        used += w.size() + 1;
+      }
+      *count = static_cast<uint32_t>(words.size());
+    });
+  }
+  /// The table (minor 2 and later).
+  static kiln_platform_functions table() {
+    kiln_platform_functions t{};
+    t.size = sizeof t;
+    t.create = &InstanceThunks<P>::create;
+    t.destroy = &InstanceThunks<P>::destroy;
+    t.systems = &systems;
+    t.command = &command;
+    return t;
+  }
+};
+
+/// The common table (evaluator, notifier) for class P.
 template <class P>
 kiln_generic_functions genericTable() {
   return {sizeof(kiln_generic_functions), &InstanceThunks<P>::create,
@@ -195,8 +248,14 @@ kiln_generic_functions genericTable() {
                          ::kiln::plugin::SandboxThunks<Class>::table(), name, \
                          version, summary)
 
-/// Makes `Class` a platform, evaluator or notifier plugin (`kind` is one of
-/// KILN_PLUGIN_PLATFORM, KILN_PLUGIN_EVALUATOR, KILN_PLUGIN_NOTIFIER).
+/// Makes `Class` a platform plugin named `name`.
+#define KILN_PLATFORM_PLUGIN(Class, name, version, summary)                    \
+  KILN_PLUGIN_ENTRY_WITH(KILN_PLUGIN_PLATFORM,                                 \
+                         ::kiln::plugin::PlatformThunks<Class>::table(), name, \
+                         version, summary)
+
+/// Makes `Class` an evaluator or notifier plugin (`kind` is
+/// KILN_PLUGIN_EVALUATOR or KILN_PLUGIN_NOTIFIER).
 #define KILN_GENERIC_PLUGIN(kind, Class, name, version, summary)            \
   KILN_PLUGIN_ENTRY_WITH(kind, ::kiln::plugin::genericTable<Class>(), name, \
                          version, summary)

@@ -1,0 +1,105 @@
+// Platform plugins (docs/worker.md, "Platforms"): `native` and `qemu-user`
+// from the build tree, and an aarch64-linux builder (cross-compiled here)
+// built on this host in the linux sandbox through qemu-user.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include "kiln/common/file.h"
+#include "sandbox_fixture.h"
+#include "test_support.h"
+
+namespace kiln::worker::sbtest {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string hostSystem() {
+  struct utsname u {};
+  ::uname(&u);
+  return std::string(u.machine) + "-linux";
+}
+
+TEST(Platforms, NativeRunsTheHostsSystemAsItIs) {
+  auto p = loadTestPlatforms({"native"});
+  EXPECT_THAT(p->systems(), Contains(hostSystem()));
+  auto cmd = p->command(hostSystem(), "/nix/store/x-b/bin/b", "b");
+  ASSERT_TRUE(cmd);
+  EXPECT_EQ(cmd->file, "/nix/store/x-b/bin/b");
+  EXPECT_EQ(cmd->argv, std::vector<std::string>{"b"});
+  EXPECT_TRUE(cmd->hostPaths.empty());
+  EXPECT_FALSE(p->command("riscv64-linux", "/b", "b"));
+}
+
+TEST(Platforms, QemuUserRunsOtherCpusUnderTheStaticEmulator) {
+  if (!pathExists("/usr/bin/qemu-aarch64-static"))
+    GTEST_SKIP() << "qemu-user-static missing (scripts/install-deps.sh)";
+  auto p = loadTestPlatforms({"native", "qemu-user"});
+  auto systems = p->systems();
+  EXPECT_EQ(systems.front(), hostSystem());  // native first
+  EXPECT_THAT(systems, Contains("aarch64-linux"));
+  auto cmd = p->command("aarch64-linux", "/nix/store/x-b/bin/b", "b");
+  ASSERT_TRUE(cmd);
+  EXPECT_EQ(cmd->file, "/usr/bin/qemu-aarch64-static");
+  EXPECT_EQ(cmd->argv, (std::vector<std::string>{"qemu-aarch64-static", "-0",
+                                                 "b", "/nix/store/x-b/bin/b"}));
+  EXPECT_EQ(cmd->hostPaths,
+            std::vector<std::string>{"/usr/bin/qemu-aarch64-static"});
+  // The host's own system stays native's, even though qemu-user is loaded.
+  EXPECT_EQ(p->command(hostSystem(), "/b", "b")->file, "/b");
+  EXPECT_THAT(loadTestPlatforms({"qemu-user"})->systems(),
+              Not(Contains(hostSystem())));
+}
+
+class EmulatedBuild : public SandboxTest {
+ protected:
+  // A derivation for aarch64-linux whose builder is the cross-compiled
+  // emulated_builder.c, an input of the build.
+  BuildRequest aarch64Request() {
+    std::string bin = root_.path() + "/builder-aarch64";
+    if (auto why = test::crossCompileAarch64(
+            std::string(KILN_SOURCE_DIR) + "/tests/support/emulated_builder.c",
+            bin);
+        !why.empty())
+      throw Error(why);
+    auto input = addInput("builder-aarch64", readFile(bin));
+    ::chmod(physical(input).c_str(), 0555);
+    auto r = request("emulated", "");
+    r.drv.platform = "aarch64-linux";
+    r.drv.env["system"] = "aarch64-linux";
+    r.drv.builder = logical(input);
+    r.drv.env["builder"] = logical(input);
+    r.drv.args = {"one", "two"};
+    r.drv.inputSrcs = {input};
+    r.inputClosure = {input};
+    return r;
+  }
+};
+
+TEST_F(EmulatedBuild, Aarch64BuilderRunsUnderQemuInsideTheSandbox) {
+  if (!pathExists("/usr/bin/qemu-aarch64-static") ||
+      !test::haveProgram("aarch64-linux-gnu-gcc"))
+    GTEST_SKIP() << "qemu-user-static or gcc-aarch64-linux-gnu missing "
+                    "(scripts/install-deps.sh)";
+  auto r = aarch64Request();
+  if (!pathExists("/proc/sys/fs/binfmt_misc/qemu-aarch64")) {
+    // Without a platform (and no binfmt_misc registration) the kernel
+    // cannot execute it: qemu-user is what makes it run.
+    auto plain = build(r);
+    EXPECT_EQ(plain.status, StepStatus::kFailed);
+    EXPECT_THAT(plain.errorMsg, HasSubstr("cannot start the builder"));
+  }
+
+  platforms_ = loadTestPlatforms({"native", "qemu-user"});
+  auto res = build(r);
+  ASSERT_EQ(res.status, StepStatus::kSuccess) << res.errorMsg << log_;
+  auto out = readFile(physical(*r.drv.outputs.at("out").path));
+  EXPECT_EQ(out, "machine=aarch64\nargv0=" + baseNameOf(r.drv.builder) +
+                     "\narg=one\narg=two\n");
+}
+
+}  // namespace
+}  // namespace kiln::worker::sbtest
