@@ -167,6 +167,9 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
   KILN_FAIL_POINT("scheduler.step-start.before-commit");
   db_.startStep(id, c.name, clock_.nowMs());
   KILN_FAIL_POINT("scheduler.step-start.after-commit");
+  if (notify_)
+    for (auto& b : db_.unfinishedBuildsOfDrv(row->drvPath))  // its top step
+      notify_({LifecycleEvent::Kind::kBuildStarted, b.jobset, b.eval, b.id});
   run.id = id;
   run.sid = sid;
   run.peer = c.peer;
@@ -328,6 +331,8 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   } else {
     fail(run, m, took);
   }
+  if (auto row = db_.step(id); notify_ && row && row->finished)
+    notify_({LifecycleEvent::Kind::kStepFinished, 0, 0, 0, id});
   markPending();
 }
 

@@ -7,6 +7,7 @@
 // the core's id travels with it. Service thread only.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,6 +19,7 @@
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/protocol/messages.h"
+#include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/core.h"
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
@@ -100,6 +102,11 @@ class RunningSteps {
                       const std::string& why);
   /// How many steps run on each peer.
   std::map<std::string, size_t> countByPeer() const;
+  /// Where build.started (a build's own step went out) and step.finished
+  /// (a step settled) go; nothing is reported until it is set.
+  void notifyWith(std::function<void(const LifecycleEvent&)> fn) {
+    notify_ = std::move(fn);
+  }
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
@@ -131,6 +138,7 @@ class RunningSteps {
   const Clock& clock_;
   std::map<int64_t, RunningStep> running_;  // by database id
   std::optional<Clock::TimePoint> pendingSince_;
+  std::function<void(const LifecycleEvent&)> notify_;
 };
 
 }  // namespace kiln::scheduler

@@ -96,14 +96,19 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   if (pathExists(cfg.stateDir + "/tmp")) deletePath(cfg.stateDir + "/tmp");
   for (auto d : {"/logs", "/tmp", "/eval"}) createDirs(cfg.stateDir + d);
   sinks.push_back(dbSink);  // the database first, then the configured ones
-  for (auto& s : cfg.eventSinks)
-    if (s) sinks.push_back(s);
+  for (auto& s : cfg.eventSinks) {
+    if (!s) continue;
+    s->attach(db);
+    sinks.push_back(s);
+  }
+  steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   setUpRequests();
   restoreFromDb();
   if (cfg.metricsPort >= 0) {
     exposer = std::make_unique<prometheus::Exposer>(
         "127.0.0.1:" + std::to_string(cfg.metricsPort));
     exposer->RegisterCollectable(registry);
+    for (auto& m : cfg.extraMetrics) exposer->RegisterCollectable(m);
   }
   logInfo("scheduler listening on " + link.endpoint());
 }
@@ -160,6 +165,7 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
     logError("build " + std::to_string(b.id) + ": " + e.what());
     db.finishBuild(b.id, static_cast<int>(StepStatus::kAborted), clock.nowMs(),
                    e.what());
+    notify({LifecycleEvent::Kind::kBuildFinished, b.jobset, b.eval, b.id});
     return;
   }
   if (!r.top) {  // every output valid: built already
@@ -187,14 +193,31 @@ SchedulerService::Impl::outputsOf(const std::string& drvPath) {
   return outs;
 }
 
+// Every sink in one transaction: the database's change and the rows a
+// notifier's sink writes (its outbox) commit together.
 void SchedulerService::Impl::announce(const BuildEvent& ev) {
   int64_t now = clock.nowMs();
+  SqliteTxn txn(db.db());
   for (auto& sink : sinks) {
     try {
       sink->onBuildEvent(ev, now);
     } catch (const std::exception& e) {
       logError("build " + std::to_string(ev.build) + ": a build event sink "
                "failed: " + e.what());
+    }
+  }
+  txn.commit();
+}
+
+void SchedulerService::Impl::notify(const LifecycleEvent& ev,
+                                    std::optional<int64_t> timeMs) {
+  int64_t at = timeMs ? *timeMs : clock.nowMs();
+  for (auto& sink : sinks) {
+    try {
+      sink->onLifecycleEvent(ev, at);
+    } catch (const std::exception& e) {
+      logError("a build event sink failed on a service event: " +
+               std::string(e.what()));
     }
   }
 }
@@ -308,6 +331,7 @@ int64_t SchedulerService::addBuild(int64_t jobset, const std::string& job,
   auto& s = *impl_;
   BuildRow b =
       createManualBuild(s.db, jobset, job, drvPath, localPriority, s.clock);
+  s.notify({LifecycleEvent::Kind::kBuildQueued, b.jobset, b.eval, b.id});
   s.startBuild(b);
   s.processEvents();
   return b.id;

@@ -61,6 +61,13 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
       e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
+  // Reported once recorded, with the times it started and ended (an
+  // evaluation whose inputs did not change reports nothing).
+  notify({LifecycleEvent::Kind::kEvalStarted, o.jobset}, o.timeMs);
+  notify({o.error.empty() ? LifecycleEvent::Kind::kEvalFinished
+                          : LifecycleEvent::Kind::kEvalFailed,
+          o.jobset, evalId},
+         o.timeMs + o.durationMs);
   std::vector<BuildRow> toStart = createBuilds(o, evalId);
   KILN_FAIL_POINT("scheduler.eval.before-commit");
   txn.commit();
@@ -99,9 +106,12 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
       b.reusedFrom = prev->id;
       b.id = db.createBuild(b);
       db.setBuildOutputs(b.id, db.buildOutputs(prev->id));
+      notify({LifecycleEvent::Kind::kBuildQueued, b.jobset, evalId, b.id});
+      notify({LifecycleEvent::Kind::kBuildFinished, b.jobset, evalId, b.id});
       continue;
     }
     b.id = db.createBuild(b);
+    notify({LifecycleEvent::Kind::kBuildQueued, b.jobset, evalId, b.id});
     toStart.push_back(std::move(b));
   }
   return toStart;

@@ -88,6 +88,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
       const std::string& drvPath);
   /// Hands `ev` to every sink (exceptions logged).
   void announce(const BuildEvent& ev);
+  /// Hands a service event to every sink (at `timeMs`, default now).
+  void notify(const LifecycleEvent& ev,
+              std::optional<int64_t> timeMs = std::nullopt);
   /// The core's build events to the sinks, its aborts to the workers.
   void processEvents();
   void periodic();

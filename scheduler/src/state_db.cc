@@ -117,9 +117,28 @@ ALTER TABLE builds ADD COLUMN max_silent INTEGER NOT NULL DEFAULT 3600;
 ALTER TABLE builds ADD COLUMN timeout INTEGER NOT NULL DEFAULT 36000;
 )SQL";
 
+// Migration 3: the notification outbox (notification_store.h). One row per
+// event and notifier, written in the transaction of the state change it
+// reports; the delivery thread marks it delivered (Unix ms, 0 = pending).
+const char* kSchemaV3 = R"SQL(
+CREATE TABLE notifications (
+  id INTEGER PRIMARY KEY,
+  target TEXT NOT NULL,
+  ordering_key TEXT NOT NULL,
+  event TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_attempt INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '',
+  delivered INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX notifications_pending ON notifications(id) WHERE delivered = 0;
+)SQL";
+
 const std::vector<SqliteMigration>& migrations() {
-  static const std::vector<SqliteMigration> m = {{1, kSchemaV1},
-                                                 {2, kSchemaV2}};
+  static const std::vector<SqliteMigration> m = {
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
   return m;
 }
 
@@ -485,6 +504,14 @@ std::optional<BuildRow> StateDb::finishedBuildOfDrv(const std::string& drv) {
                        "ORDER BY id DESC LIMIT 1");
   s.bind(drv);
   return readOne<BuildRow>(s, readBuild);
+}
+
+std::vector<BuildRow> StateDb::unfinishedBuildsOfDrv(const std::string& drv) {
+  auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
+                       " FROM builds WHERE drv_path = ? AND finished = 0 "
+                       "ORDER BY id");
+  s.bind(drv);
+  return readAll<BuildRow>(s, readBuild);
 }
 
 void StateDb::finishBuild(int64_t id, int status, int64_t timeMs,

@@ -65,10 +65,11 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
     // Back to schema 1, as a database made before the limits existed.
     db.db().exec(
         "ALTER TABLE builds DROP COLUMN max_silent; "
-        "ALTER TABLE builds DROP COLUMN timeout; PRAGMA user_version = 1");
+        "ALTER TABLE builds DROP COLUMN timeout; DROP TABLE notifications; "
+        "PRAGMA user_version = 1");
   }
   StateDb db(path);
-  EXPECT_EQ(db.db().userVersion(), 2);
+  EXPECT_EQ(db.db().userVersion(), StateDb::schemaVersion());
   EXPECT_EQ(db.build(id)->maxSilentSec, 3600);
   EXPECT_EQ(db.build(id)->timeoutSec, 36000);
 }

@@ -13,6 +13,7 @@
 
 #include "fake_worker.h"
 #include "kiln/protocol/memory_transport.h"
+#include "kiln/scheduler/notification_outbox.h"
 #include "kiln/scheduler/service.h"
 #include "service_fixture.h"
 #include "test_support.h"
@@ -31,6 +32,9 @@ class MemoryServiceTest : public ::testing::Test {
   std::shared_ptr<protocol::MemoryTransport> net_ =
       std::make_shared<protocol::MemoryTransport>();
   std::shared_ptr<RecordingSink> sink_ = std::make_shared<RecordingSink>();
+  /// Turns build events into notification rows for a notifier "hook".
+  std::shared_ptr<NotificationOutbox> outbox_ =
+      std::make_shared<NotificationOutbox>(std::vector<std::string>{"hook"});
   std::unique_ptr<SchedulerService> svc_;
   std::string a_, b_;
   int64_t jobset_ = 0;
@@ -55,7 +59,7 @@ class MemoryServiceTest : public ::testing::Test {
     c.transport = net_;
     c.clock = &clock_;
     c.heartbeatInterval = 1s;  // lost after 3 s of silence
-    c.eventSinks = {sink_};
+    c.eventSinks = {sink_, outbox_};
     svc_ = std::make_unique<SchedulerService>(c);
   }
 

@@ -6,6 +6,7 @@
 // running step.
 #include <gtest/gtest.h>
 
+#include "kiln/scheduler/notification_outbox.h"
 #include "memory_service.h"
 
 namespace kiln::scheduler {
@@ -43,6 +44,19 @@ TEST_F(ServiceMemoryTest, DispatchesAndRecordsABuildWithoutSockets) {
   ASSERT_EQ(sink_->events.size(), 1u);  // after the database
   EXPECT_EQ(sink_->events[0].first.kind, BuildEvent::Kind::kSucceeded);
   EXPECT_EQ(sink_->events[0].first.build, id);
+  // The notifier's outbox holds the build's life, in order, with facts.
+  std::vector<std::string> events;
+  nlohmann::json last;
+  for (auto& row : NotificationStore(svc_->db().db()).pending(100)) {
+    events.push_back(row.event);
+    last = nlohmann::json::parse(row.payload);
+  }
+  EXPECT_EQ(events,
+            (std::vector<std::string>{"build.queued", "build.started",
+                                      "step.finished", "build.finished"}));
+  EXPECT_EQ(last["build"]["id"], id);
+  EXPECT_EQ(last["build"]["statusName"], "success");
+  EXPECT_EQ(last["build"]["outputs"].size(), 1u);
 }
 
 TEST_F(ServiceMemoryTest, RequestsGoThroughATypedTableWithNamedStatuses) {

@@ -16,15 +16,47 @@
 
 namespace kiln::scheduler {
 
+/// What the service itself reports besides the core's build events: the
+/// life of evaluations, builds entering the queue or starting, and steps
+/// ending (the notifiers' events, docs/operations.md "Notifications").
+/// Only ids: a sink reads the rows it needs from the database.
+struct LifecycleEvent {
+  enum class Kind {
+    kEvalStarted,    ///< `jobset` is being evaluated
+    kEvalFinished,   ///< evaluation `eval` of `jobset` was recorded
+    kEvalFailed,     ///< evaluation `eval` of `jobset` failed as a whole
+    kBuildQueued,    ///< build `build` was created (or revived) unfinished
+    kBuildStarted,   ///< the first step of build `build` went to a worker
+    kBuildFinished,  ///< build `build` was created finished (a reused result)
+    kStepFinished,   ///< step `step` ended (any status; a retry follows)
+  };
+  Kind kind = Kind::kEvalStarted;
+  int64_t jobset = 0;
+  int64_t eval = 0;
+  int64_t build = 0;
+  int64_t step = 0;
+};
+
 /// Receives build events on the service thread, in the order they happen.
 /// A sink must return quickly (the service thread dispatches builds): a
 /// notifier queues the event for a thread of its own. An exception is
 /// caught and logged by the service; the other sinks still get the event.
+/// The service calls each sink inside one database transaction with the
+/// state change the event reports (StateDbSink first), so a sink writing
+/// through `attach`'s database commits, or not, with it.
 class BuildEventSink {
  public:
   virtual ~BuildEventSink() = default;
   /// `event` happened at `timeMs` (Unix ms, the service's clock).
   virtual void onBuildEvent(const BuildEvent& event, int64_t timeMs) = 0;
+  /// A service-level event at `timeMs`; ignored unless overridden.
+  virtual void onLifecycleEvent(const LifecycleEvent& event, int64_t timeMs) {
+    (void)event;
+    (void)timeMs;
+  }
+  /// Called once by the service before any event, with its database
+  /// (borrowed; used on the service thread only). Ignored by default.
+  virtual void attach(StateDb& db) { (void)db; }
 };
 
 /// The database sink: finishes, fails, reopens and cancels build rows.

@@ -14,6 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace prometheus {
+class Collectable;
+}
+
 #include "kiln/common/clock.h"
 #include "kiln/protocol/keys.h"
 #include "kiln/protocol/transport.h"
@@ -60,6 +64,9 @@ struct ServiceConfig {
   /// Further receivers of build events (notifiers, a live feed), after
   /// the database; called on the service thread (build_events.h).
   std::vector<std::shared_ptr<BuildEventSink>> eventSinks;
+  /// Further metrics served on `/metrics` beside the service's own (e.g.
+  /// NotificationDelivery::registry()).
+  std::vector<std::shared_ptr<prometheus::Collectable>> extraMetrics;
 };
 
 /// One waiting or running step, as `kiln queue` shows it.

@@ -170,6 +170,8 @@ class StateDb {
   BuildCounts buildCounts(int64_t eval);
   /// The latest finished build of `drvPath`, if any (for result reuse).
   std::optional<BuildRow> finishedBuildOfDrv(const std::string& drvPath);
+  /// The unfinished builds whose top derivation is `drvPath`, by id.
+  std::vector<BuildRow> unfinishedBuildsOfDrv(const std::string& drvPath);
   /// Marks a build finished with `status` (and error text).
   void finishBuild(int64_t id, int status, int64_t timeMs,
                    const std::string& error);

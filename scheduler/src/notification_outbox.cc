@@ -1,0 +1,174 @@
+// Notification payloads and the outbox sink (notification_outbox.h).
+#include "kiln/scheduler/notification_outbox.h"
+
+#include <cstdio>
+
+#include "kiln/common/logging.h"
+#include "kiln/common/status.h"
+
+namespace kiln::scheduler {
+
+using nlohmann::json;
+using Kind = LifecycleEvent::Kind;
+
+std::string lifecycleEventName(Kind kind) {
+  switch (kind) {
+    case Kind::kEvalStarted:
+      return "eval.started";
+    case Kind::kEvalFinished:
+      return "eval.finished";
+    case Kind::kEvalFailed:
+      return "eval.failed";
+    case Kind::kBuildQueued:
+      return "build.queued";
+    case Kind::kBuildStarted:
+      return "build.started";
+    case Kind::kBuildFinished:
+      return "build.finished";
+    case Kind::kStepFinished:
+      return "step.finished";
+  }
+  return "unknown";
+}
+
+NotificationOutbox::NotificationOutbox(std::vector<std::string> targets,
+                                       std::function<void()> queued)
+    : targets_(std::move(targets)),
+      queued_(std::move(queued)),
+      random_(std::random_device{}()) {}
+
+void NotificationOutbox::attach(StateDb& db) {
+  db_ = &db;
+  store_.emplace(db.db());
+}
+
+// A random (version 4) UUID: receivers drop a notification whose id they
+// have seen (delivery is at least once).
+std::string NotificationOutbox::newId() {
+  uint64_t a = random_(), b = random_();
+  a = (a & ~0xf000ull) | 0x4000ull;
+  b = (b & ~(3ull << 62)) | (2ull << 62);
+  char s[40];
+  std::snprintf(s, sizeof s, "%08llx-%04llx-%04llx-%04llx-%012llx",
+                (unsigned long long)(a >> 32),
+                (unsigned long long)((a >> 16) & 0xffff),
+                (unsigned long long)(a & 0xffff), (unsigned long long)(b >> 48),
+                (unsigned long long)(b & 0xffffffffffffull));
+  return s;
+}
+
+json NotificationOutbox::jobsetJson(int64_t id) {
+  auto js = db_->jobset(id);
+  if (!js) return json{{"id", id}};
+  return json{{"id", id},
+              {"name", js->name},
+              {"project", store_->projectName(js->project)}};
+}
+
+json NotificationOutbox::buildJson(int64_t id, bool finished) {
+  auto b = db_->build(id);
+  if (!b) return nullptr;
+  json j{{"id", b->id},
+         {"eval", b->eval},
+         {"jobset", jobsetJson(b->jobset)},
+         {"job", b->job},
+         {"drv", b->drvPath},
+         {"nixName", b->nixName},
+         {"system", b->system},
+         {"createdMs", b->createdMs}};
+  if (finished && b->finished) {
+    j["status"] = b->status;
+    j["statusName"] = std::string(stepStatusName(StepStatus(b->status)));
+    j["stopMs"] = b->stopMs;
+    j["error"] = b->error;
+    if (b->reusedFrom) j["reusedFrom"] = b->reusedFrom;
+    json outs = json::object();
+    for (auto& [name, path] : db_->buildOutputs(id)) outs[name] = path;
+    j["outputs"] = outs;
+  }
+  return j;
+}
+
+json NotificationOutbox::stepJson(int64_t id) {
+  auto s = db_->step(id);
+  if (!s) return nullptr;
+  json j{
+      {"id", s->id},         {"drv", s->drvPath},       {"system", s->system},
+      {"worker", s->worker}, {"attempts", s->attempts}, {"startMs", s->startMs},
+      {"stopMs", s->stopMs}, {"error", s->error}};
+  if (s->finished) {
+    j["status"] = s->status;
+    j["statusName"] = std::string(stepStatusName(StepStatus(s->status)));
+  }
+  return j;
+}
+
+json NotificationOutbox::payload(const LifecycleEvent& ev, int64_t timeMs) {
+  json body{{"id", newId()},
+            {"event", lifecycleEventName(ev.kind)},
+            {"timeMs", timeMs}};
+  switch (ev.kind) {
+    case Kind::kEvalStarted:
+      body["jobset"] = jobsetJson(ev.jobset);
+      break;
+    case Kind::kEvalFinished:
+    case Kind::kEvalFailed: {
+      body["jobset"] = jobsetJson(ev.jobset);
+      auto e = db_->evaluation(ev.eval);
+      if (!e) return nullptr;
+      body["eval"] = json{{"id", e->id},         {"inputsHash", e->inputsHash},
+                          {"timeMs", e->timeMs}, {"durationMs", e->durationMs},
+                          {"jobs", e->jobs},     {"error", e->error}};
+      break;
+    }
+    case Kind::kBuildQueued:
+    case Kind::kBuildStarted:
+    case Kind::kBuildFinished:
+      body["build"] = buildJson(ev.build, ev.kind == Kind::kBuildFinished);
+      if (body["build"].is_null()) return nullptr;
+      break;
+    case Kind::kStepFinished:
+      body["step"] = stepJson(ev.step);
+      if (body["step"].is_null()) return nullptr;
+      break;
+  }
+  return body;
+}
+
+void NotificationOutbox::write(const std::string& key, const json& body,
+                               int64_t timeMs) {
+  std::string text = body.dump();
+  for (auto& t : targets_)
+    store_->add(t, key, body["event"].get<std::string>(), text, timeMs);
+  if (queued_) queued_();
+}
+
+void NotificationOutbox::onLifecycleEvent(const LifecycleEvent& ev,
+                                          int64_t timeMs) {
+  if (!db_) {
+    logWarn("notification outbox: event before the database was attached");
+    return;
+  }
+  json body = payload(ev, timeMs);
+  if (body.is_null()) return;
+  std::string key;
+  if (ev.build)
+    key = "build:" + std::to_string(ev.build);
+  else if (ev.step)
+    key = "step:" + std::to_string(ev.step);
+  else
+    key = "jobset:" + std::to_string(ev.jobset);
+  write(key, body, timeMs);
+}
+
+// The core's events: a build that ends (success, failure, cancellation) is
+// build.finished; one revived by a retried dependency is queued again.
+void NotificationOutbox::onBuildEvent(const BuildEvent& ev, int64_t timeMs) {
+  LifecycleEvent le;
+  le.build = ev.build;
+  le.kind = ev.kind == BuildEvent::Kind::kRevived ? Kind::kBuildQueued
+                                                  : Kind::kBuildFinished;
+  onLifecycleEvent(le, timeMs);
+}
+
+}  // namespace kiln::scheduler
