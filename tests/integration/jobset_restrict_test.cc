@@ -42,18 +42,6 @@ test::RunResult kiln(const std::string& state, std::vector<std::string> args) {
   return test::run(args);
 }
 
-// "attr: error" lines of the jobset's evaluation.
-std::string evalErrors(const std::string& state) {
-  auto r = test::run({"python3", "-c",
-                      "import sqlite3, sys\n"
-                      "for a, e in sqlite3.connect(sys.argv[1]).execute("
-                      "'select attr, error from eval_errors order by attr'): "
-                      "print(a + ': ' + e)",
-                      state + "/scheduler.sqlite"});
-  EXPECT_EQ(r.exitCode, 0) << r.err;
-  return r.out;
-}
-
 // Whether any file below `dir` contains `needle`.
 bool anyFileContains(const std::string& dir, const std::string& needle) {
   for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
@@ -99,7 +87,7 @@ in {
   r = kiln(state, {"jobset", "eval", "--project", "p", "j", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
 
-  std::string errors = evalErrors(state);
+  std::string errors = test::evalErrors(state);
   for (auto [attr, path] : {std::pair{"key", key},
                             {"keycopy", key},
                             {"keydir", keys},

@@ -36,18 +36,6 @@ test::RunResult kiln(const std::string& state, std::vector<std::string> args) {
   return test::run(args);
 }
 
-// The per-job evaluation errors the scheduler recorded ("attr: error").
-std::string evalErrors(const std::string& state) {
-  auto r = test::run(
-      {"python3", "-c",
-       "import sqlite3, sys\n"
-       "for a, e in sqlite3.connect(sys.argv[1]).execute("
-       "'select attr, error from eval_errors'): print(a + ': ' + e)",
-       state + "/scheduler.sqlite"});
-  EXPECT_EQ(r.exitCode, 0) << r.err;
-  return r.out;
-}
-
 class SchedulerCli : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
@@ -81,8 +69,8 @@ TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
   r = kiln(state, {"jobset", "eval", "--project", "demo", "main", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"eval\":1"));
-  EXPECT_THAT(evalErrors(state), HasSubstr("broken: "));
-  EXPECT_THAT(evalErrors(state), HasSubstr("this job is broken"));
+  EXPECT_THAT(test::evalErrors(state), HasSubstr("broken: "));
+  EXPECT_THAT(test::evalErrors(state), HasSubstr("this job is broken"));
   r = kiln(state, {"queue", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   auto q = nlohmann::json::parse(r.out);

@@ -124,4 +124,15 @@ std::vector<std::vector<std::string>> readTsv(const std::string& path) {
   return rows;
 }
 
+std::string evalErrors(const std::string& stateDir) {
+  auto r = run({"python3", "-c",
+                "import sqlite3, sys\n"
+                "for a, e in sqlite3.connect(sys.argv[1]).execute("
+                "'select attr, error from eval_errors order by attr'): "
+                "print(a + ': ' + e)",
+                stateDir + "/scheduler.sqlite"});
+  if (r.exitCode != 0) throw Error("reading eval_errors failed: " + r.err);
+  return r.out;
+}
+
 }  // namespace kiln::test

@@ -58,4 +58,9 @@ std::vector<std::string> nonEmptyLines(const std::string& text);
 /// Splits a TSV file into rows of fields (the header row included).
 std::vector<std::vector<std::string>> readTsv(const std::string& path);
 
+/// The "attr: error" lines of every evaluation error recorded in the
+/// scheduler's database under `stateDir`, sorted by attribute (read with
+/// python3's sqlite3, so the test sees the file as an operator would).
+std::string evalErrors(const std::string& stateDir);
+
 }  // namespace kiln::test
