@@ -11,6 +11,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/store/nar.h"
+#include "sandbox_fixture.h"
 #include "test_support.h"
 
 namespace kiln::worker {
@@ -37,29 +38,7 @@ class BuildRunnerTest : public ::testing::Test {
   /// A derivation running `/bin/sh -c script` with the given outputs.
   BuildRequest request(const std::string& name, const std::string& script,
                        std::vector<std::string> outputs = {"out"}) {
-    BuildRequest r;
-    auto& d = r.drv;
-    d.name = name;
-    d.platform = "x86_64-linux";
-    d.builder = "/bin/sh";
-    d.args = {"-c", script};
-    d.env = {
-        {"builder", "/bin/sh"}, {"name", name}, {"system", "x86_64-linux"}};
-    auto drvHash = hashString(HashAlgo::kSha256, name);
-    for (auto& o : outputs) {
-      auto path = storeDir_.makeOutputPath(o, drvHash, name);
-      d.outputs[o].path = path;
-      d.env[o] = storeDir_.printPath(path);
-    }
-    if (outputs.size() > 1) {
-      std::string all;
-      for (auto& o : outputs) all += (all.empty() ? "" : " ") + o;
-      d.env["outputs"] = all;
-    }
-    r.drvPath = storeDir_.makeTextPath(name + ".drv", drvHash, {});
-    r.limits.maxSilent = seconds(30);
-    r.limits.timeout = seconds(60);
-    return r;
+    return sbtest::shellRequest(storeDir_, name, script, "", outputs);
   }
 
   BuildResult build(const BuildRequest& r, const CancelFlag* cancel = nullptr,

@@ -48,8 +48,10 @@ void SandboxTest::SetUp() {
     GTEST_SKIP() << "the linux sandbox cannot run here: " << why;
 }
 
-BuildRequest SandboxTest::request(const std::string& name,
-                                  const std::string& script) {
+BuildRequest shellRequest(const store::StoreDir& store, const std::string& name,
+                          const std::string& script,
+                          const std::string& hashSeed,
+                          const std::vector<std::string>& outputs) {
   BuildRequest r;
   auto& d = r.drv;
   d.name = name;
@@ -57,14 +59,26 @@ BuildRequest SandboxTest::request(const std::string& name,
   d.builder = "/bin/sh";
   d.args = {"-c", script};
   d.env = {{"builder", "/bin/sh"}, {"name", name}, {"system", "x86_64-linux"}};
-  auto drvHash = hashString(HashAlgo::kSha256, name + root_.path());
-  auto out = logical_.makeOutputPath("out", drvHash, name);
-  d.outputs["out"].path = out;
-  d.env["out"] = logical_.printPath(out);
-  r.drvPath = logical_.makeTextPath(name + ".drv", drvHash, {});
+  auto drvHash = hashString(HashAlgo::kSha256, name + hashSeed);
+  for (auto& o : outputs) {
+    auto path = store.makeOutputPath(o, drvHash, name);
+    d.outputs[o].path = path;
+    d.env[o] = store.printPath(path);
+  }
+  if (outputs.size() > 1) {
+    std::string all;
+    for (auto& o : outputs) all += (all.empty() ? "" : " ") + o;
+    d.env["outputs"] = all;
+  }
+  r.drvPath = store.makeTextPath(name + ".drv", drvHash, {});
   r.limits.maxSilent = std::chrono::seconds(30);
   r.limits.timeout = std::chrono::seconds(60);
   return r;
+}
+
+BuildRequest SandboxTest::request(const std::string& name,
+                                  const std::string& script) {
+  return shellRequest(logical_, name, script, root_.path());
 }
 
 void SandboxTest::makeFixed(BuildRequest& r, const std::string& contents) {

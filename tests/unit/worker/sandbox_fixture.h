@@ -29,6 +29,15 @@ std::unique_ptr<PluginSandbox> loadTestSandbox(
 std::shared_ptr<Platforms> loadTestPlatforms(
     const std::vector<std::string>& names);
 
+/// A derivation named `name` in `store` running `/bin/sh -c script`, with
+/// `outputs` (their paths and `$outputs` as Nix sets them); `hashSeed`
+/// makes its paths unique (e.g. per test folder). Limits: 30 s silent,
+/// 60 s in all.
+BuildRequest shellRequest(const store::StoreDir& store, const std::string& name,
+                          const std::string& script,
+                          const std::string& hashSeed = "",
+                          const std::vector<std::string>& outputs = {"out"});
+
 class SandboxTest : public ::testing::Test {
  protected:
   SandboxTest();
