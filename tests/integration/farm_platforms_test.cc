@@ -93,8 +93,9 @@ TEST(FarmPlatforms, StepsGoOnlyToWorkersWithTheirSystemAndFeatures) {
     EXPECT_NE(text.find("arg=hello\n"), std::string::npos) << text;
   }
   EXPECT_TRUE(sawArm);
-  EXPECT_EQ(farm.stopWorker(0), 0);
-  EXPECT_EQ(farm.stopWorker(1), 0);
+  // A worker that exits non-zero when stopped says why in its log.
+  EXPECT_EQ(farm.stopWorker(0), 0) << farm.worker(0).log();
+  EXPECT_EQ(farm.stopWorker(1), 0) << farm.worker(1).log();
   EXPECT_EQ(farm.stopScheduler(), 0);
 }
 
