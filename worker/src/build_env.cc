@@ -136,6 +136,20 @@ EnvLookup processEnvLookup() {
   };
 }
 
+std::string rewriteOutputPlaceholders(const store::StoreDir& storeDir,
+                                      const store::Derivation& drv,
+                                      std::string s) {
+  for (auto& [name, o] : drv.outputs) {
+    if (!o.path) continue;
+    std::string from = store::hashPlaceholder(name);
+    std::string to = storeDir.printPath(*o.path);
+    for (size_t at = s.find(from); at != std::string::npos;
+         at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
 std::string structuredAttrsToShell(const std::string& text) {
   json attrs = json::parse(text);
   std::string out;
@@ -167,6 +181,9 @@ BuildEnvironment makeBuildEnvironment(const store::StoreDir& storeDir,
   }
   out.env["NIX_LOG_FD"] = "2";
   out.env["TERM"] = "xterm-256color";
+  for (auto* values : {&out.env, &out.files})
+    for (auto& [name, value] : *values)
+      value = rewriteOutputPlaceholders(storeDir, drv, std::move(value));
   return out;
 }
 

@@ -99,8 +99,8 @@ std::unique_ptr<ChildProcess> BuildRunner::startBuilder(
   ProcessSpec spec;
   spec.program = command.file;
   spec.args = command.argv;
-  spec.args.insert(spec.args.end(), request.drv.args.begin(),
-                   request.drv.args.end());
+  for (const auto& arg : request.drv.args)
+    spec.args.push_back(rewriteOutputPlaceholders(logical, request.drv, arg));
   spec.env = std::move(benv.env);
   spec.workDir = inside;
   spec.umask = 022;

@@ -108,6 +108,25 @@ TEST(BuildEnv, PassAsFileIgnoresMissingNames) {
   EXPECT_EQ(benv.files.size(), 1u);
 }
 
+// `builtins.placeholder "dev"` in a variable, a passAsFile file or an
+// argument becomes the output's path, as in Nix 2.8 (where `echo
+// ${placeholder "out"}` in args printed the output path).
+TEST(BuildEnv, OutputPlaceholdersBecomeOutputPaths) {
+  auto d = envtestDrv();
+  std::string dev = store::hashPlaceholder("dev");
+  std::string out = store::hashPlaceholder("out");
+  d.env["flags"] = "DEVPREFIX=" + dev + " DOC=" + dev + "/doc";
+  d.env["big"] = "in a file: " + out;
+  auto benv = makeBuildEnvironment(kStore, d, context());
+  EXPECT_EQ(benv.env["flags"], "DEVPREFIX=" + kDev + " DOC=" + kDev + "/doc");
+  EXPECT_EQ(benv.files.begin()->second, "in a file: " + kOut);
+  EXPECT_EQ(rewriteOutputPlaceholders(kStore, d, "echo " + out + " > $out"),
+            "echo " + kOut + " > $out");
+  // An output without a known path (content-addressed) keeps its text.
+  d.outputs["dev"].path.reset();
+  EXPECT_EQ(rewriteOutputPlaceholders(kStore, d, dev), dev);
+}
+
 // Fixed-output builds get impureEnvVars from the worker (empty when unset)
 // and NIX_OUTPUT_CHECKED=1, as seen in Nix 2.8.
 TEST(BuildEnv, FixedOutputImpureVariables) {

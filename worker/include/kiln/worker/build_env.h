@@ -46,10 +46,18 @@ struct BuildEnvironment {
 /// `__structuredAttrs` (an env entry `__json`), none of the derivation's
 /// variables are exported; `.attrs.json` (outputs replaced by their paths)
 /// and `.attrs.sh` are written and NIX_ATTRS_JSON_FILE / NIX_ATTRS_SH_FILE
-/// point at them. Throws FormatError if `__json` is not a JSON object.
+/// point at them. Output placeholders (`builtins.placeholder`) in every
+/// value and file are replaced by the output paths, as Nix does. Throws
+/// FormatError if `__json` is not a JSON object.
 BuildEnvironment makeBuildEnvironment(const store::StoreDir& storeDir,
                                       const store::Derivation& drv,
                                       const BuildEnvContext& ctx);
+
+/// `s` with each output's placeholder (store::hashPlaceholder) replaced by
+/// that output's path; outputs whose path is not known stay as they are.
+std::string rewriteOutputPlaceholders(const store::StoreDir& storeDir,
+                                      const store::Derivation& drv,
+                                      std::string s);
 
 /// The `.attrs.sh` text for a structured-attrs JSON object: strings,
 /// integers, booleans and null as `declare name=value`, lists of those as

@@ -1,0 +1,25 @@
+/* kupper: upper-cases its input. */
+#include <stdio.h>
+#include <string.h>
+
+#include <kstr.h>
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+    puts("Usage: kupper < INPUT\nWrite standard input with ASCII letters in upper case.");
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+    printf("kupper 1.0 (libkstr %s)\n", kstr_version());
+    return 0;
+  }
+  kstr line;
+  kstr_init(&line);
+  while (kstr_getline(&line, stdin)) {
+    kstr_upper(&line);
+    fwrite(line.data, 1, line.len, stdout);
+    putchar('\n');
+  }
+  kstr_free(&line);
+  return 0;
+}
