@@ -31,11 +31,12 @@ let
     kuniq = self.kutil { pname = "kuniq"; description = "Merges repeated adjacent lines"; };
     ksort = self.kutil { pname = "ksort"; description = "Sorts lines"; };
     kfmt = self.kutil { pname = "kfmt"; description = "Fills paragraphs to a width"; };
-    kcalc = self.kutil { pname = "kcalc"; description = "Evaluates arithmetic expressions"; };
+    kcalc = self.kutil { pname = "kcalc"; description = "Evaluates arithmetic expressions"; libs = "-lm"; };
     kcfg-get = self.kutil {
       pname = "kcfg-get";
       description = "Prints a value of a key = value file";
       extraInputs = [ self.libkcfg ];
+      libs = "-lkcfg -lkstr";
     };
     ktally = self.callPackage ./pkgs/ktally.nix { };
 

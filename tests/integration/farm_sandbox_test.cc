@@ -28,15 +28,9 @@ TEST(FarmSandbox, DefaultLinuxSandboxBuildsAndIsolates) {
                                "  poke = mk \"poke\" \"echo x > " +
                                farm.dir() + "/poked && echo > $out\" []; }");
   farm.startScheduler();
-  auto opts = test::WorkerOptions::withSlots(1);
-  opts.sandbox = "linux";
-  farm.addWorker(opts);
-  if (!farm.waitForWorkers(1, 60s)) {
-    auto log = farm.worker(0).log();
-    if (log.find("sandbox cannot run on this host") != std::string::npos)
-      GTEST_SKIP() << log;
-    FAIL() << log;
-  }
+  if (auto skip = farm.addSandboxedWorker(test::WorkerOptions::withSlots(1));
+      !skip.empty())
+    GTEST_SKIP() << skip;
   farm.createJobset("p", "sandboxed", coll);
   int64_t eval = farm.evaluate("p", "sandboxed");
   ASSERT_TRUE(farm.waitForBuilds(eval, 120s)) << farm.worker(0).log();

@@ -52,15 +52,9 @@ TEST(Pkgset, BuildsInKilnSandboxIdenticallyToNix) {
   test::Farm farm;
   farm.startScheduler();
   auto opts = test::WorkerOptions::withSlots(2);
-  opts.sandbox = "linux";
   opts.extraArgs = {"--sandbox-option", "extra-paths=" + paths};
-  farm.addWorker(opts);
-  if (!farm.waitForWorkers(1, 60s)) {
-    auto log = farm.worker(0).log();
-    if (log.find("sandbox cannot run on this host") != std::string::npos)
-      GTEST_SKIP() << log;
-    FAIL() << log;
-  }
+  if (auto skip = farm.addSandboxedWorker(opts); !skip.empty())
+    GTEST_SKIP() << skip;
   farm.createJobset("examples", "pkgset", kCollection);
   int64_t eval = farm.evaluate("examples", "pkgset");
   ASSERT_TRUE(farm.waitForBuilds(eval, 600s)) << farm.worker(0).log();

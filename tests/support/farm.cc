@@ -63,13 +63,17 @@ std::string Farm::endpoint() const {
 void Farm::startScheduler(std::chrono::milliseconds timeout) {
   if (scheduler_ && scheduler_->running())
     throw Error("farm: the scheduler is already running");
-  std::vector<std::string> args = {
-      "scheduler",      "--state-dir",
-      stateDir(),       "--listen",
-      endpoint(),
-      "--metrics-port", std::to_string(metricsPort_),
-      "--heartbeat-ms", std::to_string(options_.heartbeat.count()),
-      "--max-retries",  std::to_string(options_.maxRetries)};
+  std::vector<std::string> args = {"scheduler",
+                                   "--state-dir",
+                                   stateDir(),
+                                   "--listen",
+                                   endpoint(),
+                                   "--metrics-port",
+                                   std::to_string(metricsPort_),
+                                   "--heartbeat-ms",
+                                   std::to_string(options_.heartbeat.count()),
+                                   "--max-retries",
+                                   std::to_string(options_.maxRetries)};
   auto security = schedulerSecurityArgs();
   args.insert(args.end(), security.begin(), security.end());
   args.insert(args.end(), options_.schedulerArgs.begin(),
@@ -79,8 +83,7 @@ void Farm::startScheduler(std::chrono::milliseconds timeout) {
     env["KILN_FAIL_POINT"] = std::exchange(schedulerFailPoint_, "");
   scheduler_.reset();
   scheduler_ = std::make_unique<KilnProcess>(
-      args,
-      dir() + "/scheduler." + std::to_string(++schedulerStarts_) + ".log",
+      args, dir() + "/scheduler." + std::to_string(++schedulerStarts_) + ".log",
       env);
   auto& p = *scheduler_;
   // A restarted scheduler may find the port still held for a moment.
@@ -200,7 +203,8 @@ void Farm::startWorker(size_t i) {
 
 KilnProcess& Farm::worker(size_t i) {
   auto& w = workers_.at(i);
-  if (!w.process) throw Error("farm: worker " + std::to_string(i) + " never started");
+  if (!w.process)
+    throw Error("farm: worker " + std::to_string(i) + " never started");
   return *w.process;
 }
 
@@ -216,6 +220,16 @@ bool Farm::waitForWorkers(size_t n, std::chrono::milliseconds timeout) {
         return v && static_cast<size_t>(*v) == n;
       },
       timeout);
+}
+
+std::string Farm::addSandboxedWorker(WorkerOptions options) {
+  options.sandbox = "linux";
+  size_t i = addWorker(std::move(options));
+  if (waitForWorkers(1, std::chrono::seconds(60))) return "";
+  auto log = worker(i).log();
+  if (log.find("sandbox cannot run on this host") != std::string::npos)
+    return log;
+  throw Error("sandboxed worker did not come up:\n" + log);
 }
 
 // ---------------------------------------------------------------- commands
@@ -277,7 +291,8 @@ std::vector<FarmStep> Farm::steps() const {
   return v ? v->steps() : std::vector<FarmStep>{};
 }
 
-bool Farm::waitForBuilds(int64_t eval, std::chrono::milliseconds timeout) const {
+bool Farm::waitForBuilds(int64_t eval,
+                         std::chrono::milliseconds timeout) const {
   return pollUntil(
       [&] {
         auto v = view();
@@ -290,7 +305,9 @@ bool Farm::waitForBuilds(int64_t eval, std::chrono::milliseconds timeout) const 
 
 // ---------------------------------------------------------------- metrics
 
-std::string Farm::metricsText() const { return httpGet(metricsPort_, "/metrics"); }
+std::string Farm::metricsText() const {
+  return httpGet(metricsPort_, "/metrics");
+}
 
 std::optional<double> Farm::metric(const std::string& sample) const {
   try {
@@ -337,7 +354,8 @@ std::string httpGet(int port, const std::string& path) {
     resp.append(buf, static_cast<size_t>(n));
   }
   auto body = resp.find("\r\n\r\n");
-  if (resp.compare(0, 9, "HTTP/1.0 ") != 0 && resp.compare(0, 9, "HTTP/1.1 ") != 0)
+  if (resp.compare(0, 9, "HTTP/1.0 ") != 0 &&
+      resp.compare(0, 9, "HTTP/1.1 ") != 0)
     throw Error("GET " + where + ": not an HTTP answer");
   if (resp.compare(9, 3, "200") != 0 || body == std::string::npos)
     throw Error("GET " + where + ": " + resp.substr(0, resp.find('\r')));
@@ -350,7 +368,8 @@ std::optional<double> prometheusSample(const std::string& text,
   std::string line;
   while (std::getline(in, line)) {
     if (line.size() <= sample.size() || line[0] == '#') continue;
-    if (line.compare(0, sample.size(), sample) != 0 || line[sample.size()] != ' ')
+    if (line.compare(0, sample.size(), sample) != 0 ||
+        line[sample.size()] != ' ')
       continue;
     return std::strtod(line.c_str() + sample.size() + 1, nullptr);
   }

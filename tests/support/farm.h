@@ -125,8 +125,8 @@ class Farm {
 
   /// Starts `kiln scheduler` and waits until it prints "listening"; throws
   /// Error (with its log) if it exits or does not listen within `timeout`.
-  void startScheduler(std::chrono::milliseconds timeout =
-                          std::chrono::seconds(60));
+  void startScheduler(
+      std::chrono::milliseconds timeout = std::chrono::seconds(60));
   /// Arms fail point `point` (docs/operations.md, "Fail points": a value
   /// of KILN_FAIL_POINT, e.g. "scheduler.step-finish.after-commit:2") for
   /// the next startScheduler() only.
@@ -151,12 +151,17 @@ class Farm {
   std::string workerStateDir(size_t i) const;
   /// The `--worker-id` of worker `i`.
   std::string workerName(size_t i) const;
-  void killWorker(size_t i);          ///< SIGKILL and reap
-  int stopWorker(size_t i);           ///< SIGTERM (graceful), exit code
-  void pauseWorker(size_t i);         ///< SIGSTOP
-  void resumeWorker(size_t i);        ///< SIGCONT
+  void killWorker(size_t i);    ///< SIGKILL and reap
+  int stopWorker(size_t i);     ///< SIGTERM (graceful), exit code
+  void pauseWorker(size_t i);   ///< SIGSTOP
+  void resumeWorker(size_t i);  ///< SIGCONT
   /// Polls /metrics until `kiln_workers` equals `n`.
   bool waitForWorkers(size_t n, std::chrono::milliseconds timeout);
+  /// Adds a worker with options.sandbox = "linux" as the only worker and
+  /// waits for it: "" when it is up, else why the sandbox cannot run on
+  /// this host (the test skips). Throws Error with its log if it does not
+  /// come up for another reason.
+  std::string addSandboxedWorker(WorkerOptions options);
 
   // ---- operator commands (kiln CLI with --state-dir stateDir()) ---------
 
@@ -227,9 +232,8 @@ class Farm {
 };
 
 /// In a GoogleTest body: skips the test unless Farm::canRun().
-#define KILN_SKIP_UNLESS_FARM_CAN_RUN()                    \
-  if (std::string why_; !::kiln::test::Farm::canRun(&why_)) \
-  GTEST_SKIP() << why_
+#define KILN_SKIP_UNLESS_FARM_CAN_RUN() \
+  if (std::string why_; !::kiln::test::Farm::canRun(&why_)) GTEST_SKIP() << why_
 
 /// A free TCP port on 127.0.0.1 (bound to 0 and released).
 int freeLoopbackPort();

@@ -1,6 +1,8 @@
-# One of the kutils: a small program in src/NAME, linked against libkstr
-# (and what else `extraInputs` names), checked by its own check.sh.
-{ lib, stdenv, libkstr, pname, description, extraInputs ? [ ], static ? false }:
+# One of the kutils: a one-file C program src/NAME/NAME.c, linked against
+# libkstr (and what else `extraInputs` names; `libs` are the -l flags) and
+# checked by its own check.sh. The sources have no build system: the
+# phases below are it.
+{ lib, stdenv, libkstr, pname, description, extraInputs ? [ ], libs ? "-lkstr", static ? false }:
 stdenv.mkDerivation {
   inherit pname;
   version = "1.0";
@@ -8,7 +10,11 @@ stdenv.mkDerivation {
   buildInputs = [ libkstr ] ++ extraInputs;
   # A static build links libkstr.a into the program, with no run-time
   # search path: it keeps no reference to libkstr.
-  makeFlags = lib.optionalString static "LIBS=-l:libkstr.a LDFLAGS=-L${libkstr}/lib";
+  libs = if static then "-l:libkstr.a" else libs;
+  preBuild = lib.optionalString static "LDFLAGS=-L${libkstr}/lib";
+  buildPhase = "$CC $CFLAGS $CPPFLAGS -o ${pname} ${pname}.c $LDFLAGS $libs";
+  checkPhase = "sh ./check.sh ./${pname}";
+  installPhase = "mkdir -p $out/bin && cp ${pname} $out/bin/";
   meta = {
     inherit description;
     license = lib.licenses.bsd2;

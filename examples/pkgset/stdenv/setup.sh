@@ -33,11 +33,11 @@ for p in ${buildInputs:-}; do addInput "$p"; done
 
 runHook() { local h="$1"; [ -n "${!h:-}" ] && eval "${!h}"; return 0; }
 runPhase() {
-  local phase="$1"
+  local phase="$1" name="${1%Phase}"
   echo "@phase $phase"
-  runHook "pre${phase^}"
+  runHook "pre${name^}"
   if [ -n "${!phase:-}" ]; then eval "${!phase}"; else "default${phase^}"; fi
-  runHook "post${phase^}"
+  runHook "post${name^}"
 }
 
 defaultUnpackPhase() {
