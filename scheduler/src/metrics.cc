@@ -110,7 +110,14 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
                          .Name("kiln_transfer_bytes_received_total")
                          .Help("NAR bytes uploaded by workers")
                          .Register(r)
-                         .Add({})) {}
+                         .Add({})),
+      referenceMismatches_(
+          BuildCounter()
+              .Name("kiln_upload_reference_mismatches_total")
+              .Help("Uploads whose worker-reported references differ from "
+                    "the scanned ones (the scanned ones are registered)")
+              .Register(r)
+              .Add({})) {}
 
 void ServiceMetrics::update(const SchedulerMetrics& m) {
   for (auto& [sys, g] : queuedBySystem_) g->Set(0);
@@ -127,9 +134,11 @@ void ServiceMetrics::update(const SchedulerMetrics& m) {
     idleSeconds_.Increment(m.idleSlotSeconds - last_.idleSlotSeconds);
   longestIdle_.Set(
       std::chrono::duration<double>(m.longestIdleWithWork).count());
-  if (m.retries > last_.retries) retries_.Increment(double(m.retries - last_.retries));
+  if (m.retries > last_.retries)
+    retries_.Increment(double(m.retries - last_.retries));
   if (m.dispatchDecisions > last_.dispatchDecisions)
-    dispatches_.Increment(double(m.dispatchDecisions - last_.dispatchDecisions));
+    dispatches_.Increment(
+        double(m.dispatchDecisions - last_.dispatchDecisions));
   last_ = m;
 }
 

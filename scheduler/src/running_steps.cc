@@ -113,8 +113,7 @@ void RunningSteps::planInputs(const store::Derivation& drv, const WorkerConn& c,
   m.roots.assign(roots.begin(), roots.end());
 }
 
-const std::unordered_set<std::string>& RunningSteps::inputClosure(
-    RunningStep& run) {
+const store::StorePathSet& RunningSteps::inputClosure(RunningStep& run) {
   if (run.inputClosure) return *run.inputClosure;
   auto& closure = run.inputClosure.emplace();
   std::vector<const store::StorePath*> todo;
@@ -122,7 +121,7 @@ const std::unordered_set<std::string>& RunningSteps::inputClosure(
   while (!todo.empty()) {
     const store::StorePath& p = *todo.back();
     todo.pop_back();
-    if (!closure.emplace(p.baseName()).second) continue;
+    if (!closure.insert(p).second) continue;
     try {
       for (auto& r : inputs_.pathInfo(p).references) todo.push_back(&r);
     } catch (const store::InvalidPathError&) {
@@ -208,7 +207,7 @@ void RunningSteps::onNeedPaths(WorkerConn& from, const proto::NeedPaths& m) {
   // A worker is served its step's inputs, not whatever the store holds.
   const auto& closure = inputClosure(*run);
   for (auto& p : m.paths)
-    if (!closure.count(p.baseName())) {
+    if (!closure.count(p)) {
       std::string why = "path " + store_.printPath(p) +
                         " is not in the input closure of " + run->drvPath;
       logWarn("worker " + from.name + " refused: " + why);
@@ -298,6 +297,14 @@ void RunningSteps::outputRejected(int64_t id, const std::string& output,
   if (!it->second.rejected.empty()) it->second.rejected += "; ";
   it->second.rejected += why;
   outputRegistered(id, output, false);
+}
+
+store::StorePathSet RunningSteps::referenceCandidates(int64_t id) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return {};
+  store::StorePathSet c = inputClosure(it->second);
+  for (auto& [name, path] : it->second.expected) c.insert(path);
+  return c;
 }
 
 std::map<std::string, size_t> RunningSteps::countByPeer() const {

@@ -43,13 +43,14 @@ struct RunningStep {
   /// Why an upload was rejected (its content is not what the derivation
   /// declares): the step fails with this, whatever the worker reports.
   std::string rejected;
-  std::set<std::string> uploaded;                    ///< output names
+  std::set<std::string> uploaded;     ///< output names
   std::set<std::string> registering;  ///< verified, being added to the store
   std::vector<store::StorePath> sentInputs;  ///< BuildStep's `inputs`
   std::vector<store::StorePath> roots;       ///< BuildStep's `roots`
-  /// Base names of the input closure (`roots` and all they reference),
-  /// walked at the first NeedPaths: only those paths are served.
-  std::optional<std::unordered_set<std::string>> inputClosure;
+  /// The input closure (`roots` and all they reference), walked at the
+  /// first NeedPaths or upload: only those paths are served, and only
+  /// those and `expected` are references an upload may have.
+  std::optional<store::StorePathSet> inputClosure;
   /// The worker's result, held while outputs are still being registered.
   std::optional<protocol::StepResult> deferred;
   Clock::TimePoint started;
@@ -100,6 +101,10 @@ class RunningSteps {
   /// log; settles a held result whose last output this was.
   void outputRejected(int64_t id, const std::string& output,
                       const std::string& why);
+  /// The paths an output of step `id` may refer to (Nix's reference
+  /// scanner's candidates): its input closure (walked once per step) and
+  /// its own outputs. Empty if `id` is not running.
+  store::StorePathSet referenceCandidates(int64_t id);
   /// How many steps run on each peer.
   std::map<std::string, size_t> countByPeer() const;
   /// Where build.started (a build's own step went out) and step.finished
@@ -124,8 +129,8 @@ class RunningSteps {
   RunningStep* findOn(int64_t id, const std::string& peer);
   /// `run`'s log file, opened (truncated) at the first call.
   int openLog(RunningStep& run);
-  /// The base names of `run`'s input closure (walked once, then kept).
-  const std::unordered_set<std::string>& inputClosure(RunningStep& run);
+  /// `run`'s input closure (walked once, then kept).
+  const store::StorePathSet& inputClosure(RunningStep& run);
 
   const ServiceConfig& config_;
   StateDb& db_;

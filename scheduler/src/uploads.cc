@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "kiln/common/logging.h"
+#include "kiln/store/refs.h"
 
 namespace kiln::scheduler {
 
@@ -11,25 +12,34 @@ namespace proto = protocol;
 
 namespace {
 
-// An upload being received into an unlinked temporary file; once the
-// endpoint verified its size and NAR hash, `onCommit` gets the
-// registration (the travelled metadata, with the step's .drv as deriver)
-// and the file from offset 0.
+// An upload being received into an unlinked temporary file and, in the
+// same pass, scanned for the hash parts of the paths it may refer to
+// (RefScanSink: the endpoint already hashes every chunk, so no second
+// sha256 and no second read). Once the endpoint verified its size and NAR
+// hash, `onCommit` gets the registration (the travelled metadata, with the
+// step's .drv as deriver and the scanned references), the references the
+// worker reported, and the file from offset 0.
 class UploadTarget final : public proto::TransferTarget {
  public:
   using OnCommit = std::function<void(const proto::TransferHeader&,
                                       store::ValidPathInfo, AutoCloseFD)>;
   UploadTarget(const std::string& tmp, store::StorePath deriver,
-               OnCommit onCommit)
+               store::StorePathSet candidates, OnCommit onCommit)
       : tmp_(tmp),
         deriver_(std::move(deriver)),
+        candidates_(std::move(candidates)),
+        scan_(candidates_),
         onCommit_(std::move(onCommit)),
         fd_(openUnlinkedTemp(tmp_)) {}
-  void write(std::string_view data) override { writeAll(fd_.get(), data); }
+  void write(std::string_view data) override {
+    writeAll(fd_.get(), data);
+    scan_.write(data);
+  }
   void commit(const proto::TransferHeader& h) override {
     if (lseek(fd_.get(), 0, SEEK_SET) < 0) throwSysError("lseek " + tmp_);
     store::ValidPathInfo info = proto::toValidPathInfo(h.info);
     info.deriver = deriver_;  // the step's .drv, whatever the worker says
+    info.references = store::selectReferences(candidates_, scan_.found());
     info.ultimate = true;
     onCommit_(h, std::move(info), std::move(fd_));
   }
@@ -38,9 +48,20 @@ class UploadTarget final : public proto::TransferTarget {
  private:
   std::string tmp_;
   store::StorePath deriver_;
+  store::StorePathSet candidates_;
+  store::RefScanSink scan_;
   OnCommit onCommit_;
   AutoCloseFD fd_;
 };
+
+// "a, b" of the base names in `a` and not in `b`.
+std::string missingFrom(const store::StorePathSet& a,
+                        const store::StorePathSet& b) {
+  std::string s;
+  for (auto& p : a)
+    if (!b.count(p)) s += (s.empty() ? "" : ", ") + p.baseName();
+  return s.empty() ? "none" : s;
+}
 
 }  // namespace
 
@@ -74,19 +95,34 @@ std::unique_ptr<proto::TransferTarget> Uploads::accept(
   std::string ca = fixed == run->fixedCa.end() ? "" : fixed->second;
   return std::make_unique<UploadTarget>(
       temps_.next(), storeDir_.parsePath(run->drvPath),
-      [this, id, ca](const proto::TransferHeader& hd, store::ValidPathInfo info,
-                     AutoCloseFD nar) {
+      steps_.referenceCandidates(id),
+      [this, id, ca, worker = from.name](const proto::TransferHeader& hd,
+                                         store::ValidPathInfo info,
+                                         AutoCloseFD nar) {
         info.ca = ca;
+        checkReportedReferences(worker, hd, info.references);
         commit(id, hd, std::move(info), std::move(nar));
       });
+}
+
+void Uploads::checkReportedReferences(const std::string& worker,
+                                      const proto::TransferHeader& h,
+                                      const store::StorePathSet& scanned) {
+  if (h.info.references == scanned) return;
+  metrics_.countReferenceMismatch();
+  logWarn("worker " + worker + " misreported the references of " +
+          storeDir_.printPath(h.info.path) + " (registered as scanned): " +
+          "found and not reported: " + missingFrom(scanned, h.info.references) +
+          "; reported and not found or not allowed: " +
+          missingFrom(h.info.references, scanned));
 }
 
 void Uploads::commit(int64_t step, const proto::TransferHeader& h,
                      store::ValidPathInfo info, AutoCloseFD nar) {
   metrics_.addBytesReceived(h.info.narSize);
   steps_.outputRegistering(step, h.outputName);
-  // A fixed output refers to nothing (Nix refuses one that does); the
-  // store checks its content against `ca` as it adds it.
+  // A fixed output refers to nothing (Nix refuses one whose scan finds a
+  // reference); the store checks its content against `ca` as it adds it.
   if (!info.ca.empty() && !info.references.empty()) {
     steps_.outputRejected(step, h.outputName,
                           "illegal path references in fixed-output " +

@@ -2,8 +2,10 @@
 // Outputs uploaded by workers (docs/protocol.md, "Transfers"; design
 // decision 6): an upload is accepted only for an expected output of a step
 // running on that worker, written to an unlinked temporary file while the
-// transfer endpoint hashes it, and committed (Uploads::commit) to the
-// registrar thread, which adds it to the central store (verifying the NAR
+// transfer endpoint hashes it and this scans it for references (to the
+// step's input closure and its own outputs: what the scan finds is
+// registered, whatever the worker reported), and committed (Uploads::commit) to
+// the registrar thread, which adds it to the central store (verifying the NAR
 // once more, and the content of a fixed output against its declared hash,
 // recording `ca`) and records its DerivationOutputs row. The registrar's
 // reports go back to the running steps. Service thread only, except the
@@ -47,6 +49,11 @@ class Uploads {
   /// if the step was dropped meanwhile: a retry elsewhere then finds it.
   void commit(int64_t step, const protocol::TransferHeader& h,
               store::ValidPathInfo info, AutoCloseFD nar);
+  /// Logs and counts a report of `worker` whose references are not the
+  /// `scanned` ones (fewer, extra or foreign).
+  void checkReportedReferences(const std::string& worker,
+                               const protocol::TransferHeader& h,
+                               const store::StorePathSet& scanned);
 
   uint64_t outputLimitBytes_;
   store::StoreDir storeDir_;  // printing and parsing on the service thread

@@ -60,8 +60,8 @@ class FakeWorker {
   }
 
   /// Sends Hello.
-  void hello(uint32_t slots = 1, std::vector<std::string> systems = {
-                                     "x86_64-linux"}) {
+  void hello(uint32_t slots = 1,
+             std::vector<std::string> systems = {"x86_64-linux"}) {
     protocol::Hello h;
     h.workerId = id_;
     h.storeDir = storeDir_;
@@ -80,7 +80,8 @@ class FakeWorker {
       m = receive_(std::chrono::milliseconds(0));
     }
     auto now = std::chrono::steady_clock::now();
-    if (welcomed && !silent && now - lastBeat_ > std::chrono::milliseconds(50)) {
+    if (welcomed && !silent &&
+        now - lastBeat_ > std::chrono::milliseconds(50)) {
       lastBeat_ = now;
       send_(protocol::Heartbeat{0.0, 1u << 30, {}});
     }
@@ -105,6 +106,7 @@ class FakeWorker {
       h.info.path = *out.path;
       h.info.narHash = hashString(HashAlgo::kSha256, claimed.s);
       h.info.narSize = nar.s.size();
+      h.info.references = reportReferences;
       pendingUploads++;
       xfer_->startSend(true, h, std::make_unique<OwnedSource>(nar.s),
                        [this](const protocol::TransferOutcome& o) {
@@ -137,6 +139,9 @@ class FakeWorker {
   std::vector<protocol::Ack> acks;
   std::map<std::string, std::string> received;  // base name → NAR
   int pendingUploads = 0;
+  /// The references uploadOutputs reports for every output (a liar's or an
+  /// honest worker's; the scheduler registers what it scans).
+  store::StorePathSet reportReferences;
   std::vector<std::string> uploadErrors;
 
  private:

@@ -42,6 +42,8 @@ class ServiceMetrics {
   void observeLoopTurn(double seconds);
   void addBytesSent(uint64_t n) { bytesSent_.Increment(double(n)); }
   void addBytesReceived(uint64_t n) { bytesReceived_.Increment(double(n)); }
+  /// An upload whose reported references differ from the scanned ones.
+  void countReferenceMismatch() { referenceMismatches_.Increment(); }
 
  private:
   prometheus::Family<prometheus::Gauge>& queued_;
@@ -63,6 +65,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Histogram>& stepDuration_;
   prometheus::Counter& bytesSent_;
   prometheus::Counter& bytesReceived_;
+  prometheus::Counter& referenceMismatches_;
   SchedulerMetrics last_;
 };
 
