@@ -14,6 +14,7 @@ PACKAGES=(
   time ccache
   qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   libgc-dev
+  curl
 )
 
 missing=()
