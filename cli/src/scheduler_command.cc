@@ -1,15 +1,15 @@
 // `kiln scheduler`: runs the scheduler service on a state directory until
 // SIGINT/SIGTERM (docs/operations.md).
+#include <boost/program_options.hpp>
 #include <csignal>
 #include <filesystem>
-
-#include <boost/program_options.hpp>
 #include <iostream>
 
 #include "command.h"
 #include "kiln/common/error.h"
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/service.h"
+#include "notify_options.h"
 
 namespace kiln::cli {
 namespace {
@@ -33,6 +33,8 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t heartbeatMs = 10000, ttl = 0;
   unsigned retries = 3;
   int64_t backoffMs = 30000;
+  std::vector<std::string> notify;
+  std::string notifySecret;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&cfg.stateDir)->required(), "state directory")(
       "listen", po::value(&cfg.listen)->required(),
@@ -61,7 +63,14 @@ int runScheduler(const std::vector<std::string>& args) {
       "seconds a failure stays cached (default: until cleared)")(
       "evaluator", po::value(&cfg.evaluator),
       "kiln (default: kiln eval --json into the central store) or\n"
-      "nix-instantiate (Nix 2.8 into a chroot store, then imported)");
+      "nix-instantiate (Nix 2.8 into a chroot store, then imported)")(
+      "notify", po::value(&notify)->composing(),
+      "send build events to a notifier plugin (repeatable):\n"
+      "webhook:http://HOST[:PORT]/PATH (POSTs JSON) or command:CMD "
+      "(runs CMD with the JSON on stdin)")(
+      "notify-secret-file", po::value(&notifySecret),
+      "file holding the webhook's HMAC-SHA256 key "
+      "(X-Kiln-Signature-256 header)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -81,6 +90,11 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--evaluator must be kiln or nix-instantiate");
     if (backoffMs < 0 || backoffMs > 86400000)
       throw po::error("--retry-backoff-ms must be 0..86400000");
+    try {
+      parseNotifyOptions(notify, notifySecret);
+    } catch (const Error& e) {
+      throw po::error(e.what());
+    }
   } catch (const po::error& e) {
     std::cerr << "kiln scheduler: " << e.what() << "\n" << opts;
     return kExitUsage;
@@ -96,7 +110,13 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.cachedFailureTtlSec = ttl;
     // Evaluations run this very executable as `kiln eval`.
     cfg.kilnBinary = std::filesystem::read_symlink("/proc/self/exe").string();
+    SchedulerNotifiers notifiers(notify, notifySecret);
+    if (auto outbox = notifiers.outbox()) {
+      cfg.eventSinks.push_back(outbox);
+      cfg.extraMetrics.push_back(notifiers.registry());
+    }
     scheduler::SchedulerService svc(cfg);
+    notifiers.start(cfg.stateDir + "/scheduler.sqlite", RealClock::instance());
     std::cout << "listening " << svc.endpoint();
     if (svc.metricsPort() >= 0) std::cout << " metrics " << svc.metricsPort();
     std::cout << std::endl;

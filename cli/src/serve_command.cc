@@ -28,6 +28,7 @@
 #include "kiln/protocol/keys.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_view.h"
+#include "notify_options.h"
 #include "sandbox_options.h"
 #include "serve_supervisor.h"
 #include "store_cli.h"
@@ -52,6 +53,8 @@ struct ServeOptions {
   unsigned slots = 1;
   int64_t checkInterval = 60;
   SandboxOptions sandbox;  ///< passed to every local worker (default linux)
+  std::vector<std::string> notify;  ///< the scheduler's --notify options
+  std::string notifySecretFile;     ///< its --notify-secret-file
 };
 
 // Prints a supervision line of `child`, if any.
@@ -271,6 +274,10 @@ int serve(ServeOptions o) {
                                      o.storeDir};
   auto ka = keys.schedulerArgs();
   schedArgs.insert(schedArgs.end(), ka.begin(), ka.end());
+  for (auto& n : o.notify) schedArgs.insert(schedArgs.end(), {"--notify", n});
+  if (!o.notifySecretFile.empty())
+    schedArgs.insert(schedArgs.end(),
+                     {"--notify-secret-file", o.notifySecretFile});
   SupervisedChild sched("scheduler", schedArgs, logs + "/scheduler.log",
                         RealClock::instance());
   auto workers = makeWorkers(o, keys, logs);
@@ -312,7 +319,12 @@ int serveCommand(const std::vector<std::string>& args) {
       "metrics-port", po::value(&o.metricsPort),
       "Prometheus /metrics port on 127.0.0.1 (default 9470)")(
       "check-interval", po::value(&o.checkInterval),
-      "seconds between checks of the collection (default 60; 0 = once)");
+      "seconds between checks of the collection (default 60; 0 = once)")(
+      "notify", po::value(&o.notify)->composing(),
+      "the scheduler's notifiers (repeatable): webhook:http://HOST[:PORT]/PATH"
+      " or command:CMD (kiln scheduler --help)")(
+      "notify-secret-file", po::value(&o.notifySecretFile),
+      "file holding the webhook's HMAC-SHA256 key");
   loc.addOptions(opts);
   addSandboxOptions(opts, o.sandbox);
   std::vector<std::string> paths;
@@ -328,6 +340,10 @@ int serveCommand(const std::vector<std::string>& args) {
       throw SysError("collection '" + o.collection + "/default.nix'", ENOENT);
     o.stateDir = loc.stateDir.empty() ? defaultStateDir() : loc.stateDir;
     o.storeDir = loc.storeDir;
+    // Refused here, not by a scheduler restarted in a loop.
+    parseNotifyOptions(o.notify, o.notifySecretFile);
+    if (!o.notifySecretFile.empty())
+      o.notifySecretFile = absPath(o.notifySecretFile);
     signal(SIGINT, onServeSignal);
     signal(SIGTERM, onServeSignal);
     return serve(o);

@@ -77,6 +77,7 @@ bool Evaluations::startQueued() {
 
 void Evaluations::start(const JobsetRow& js, bool force,
                         std::optional<int64_t> request) {
+  if (config_.started) config_.started(js);
   runningRequest_ = request;
   running_ = std::async(std::launch::async,
                         [this, js, force] { return run(js, force); });

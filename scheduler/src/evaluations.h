@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -44,6 +45,9 @@ class Evaluations {
     std::string storeDir;
     std::shared_ptr<EvalRunner> runner;
     std::shared_ptr<InputFetcher> fetcher;
+    /// Called on the calling (service) thread as an evaluation of a jobset
+    /// starts, before its inputs are fetched (may be empty).
+    std::function<void(const JobsetRow&)> started;
   };
   Evaluations(Config config, const Clock& clock);
   ~Evaluations();

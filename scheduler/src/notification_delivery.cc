@@ -26,7 +26,8 @@ NotificationDelivery::NotificationDelivery(
       notifiers_(std::move(notifiers)),
       clock_(clock),
       options_(options),
-      registry_(std::make_shared<prometheus::Registry>()),
+      registry_(options_.registry ? options_.registry
+                                  : std::make_shared<prometheus::Registry>()),
       pending_(prometheus::BuildGauge()
                    .Name("kiln_notifications_pending")
                    .Help("Notifications not yet delivered, per notifier")

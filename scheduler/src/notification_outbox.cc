@@ -114,6 +114,10 @@ json NotificationOutbox::payload(const LifecycleEvent& ev, int64_t timeMs) {
     case Kind::kEvalFinished:
     case Kind::kEvalFailed: {
       body["jobset"] = jobsetJson(ev.jobset);
+      if (ev.eval == 0 && ev.kind == Kind::kEvalFinished) {
+        body["skipped"] = true;  // inputs unchanged: no new evaluation
+        break;
+      }
       auto e = db_->evaluation(ev.eval);
       if (!e) return nullptr;
       body["eval"] = json{{"id", e->id},         {"inputsHash", e->inputsHash},

@@ -87,9 +87,9 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       inputs(store, link, metrics, cfg.stateDir + "/tmp"),
       steps(cfg, db, store, ingestor, core, link, inputs, metrics, clock),
       uploads(cfg, steps, metrics),
-      evaluations(
-          {cfg.stateDir, cfg.storeDir, cfg.evalRunner, cfg.inputFetcher},
-          clock) {
+      evaluations({cfg.stateDir, cfg.storeDir, cfg.evalRunner, cfg.inputFetcher,
+                   [this](const JobsetRow& js) { evaluationStarted(js.id); }},
+                  clock) {
   db.db().exec("PRAGMA wal_autocheckpoint = 0");  // the checkpointer's job
   // Transfer temporaries are unlinked right after creation; a scheduler
   // killed in between leaves one behind. We hold the lock: none is live.
@@ -341,6 +341,7 @@ int64_t SchedulerService::evaluateJobset(int64_t jobset, bool force) {
   auto js = impl_->db.jobset(jobset);
   if (!js)
     throw SchedulerStateError("no jobset with id " + std::to_string(jobset));
+  impl_->evaluationStarted(js->id);
   return impl_->recordEvaluation(impl_->evaluations.run(*js, force));
 }
 

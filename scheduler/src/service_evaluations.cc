@@ -44,6 +44,9 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
                           ? std::nullopt
                           : std::optional<std::string>(o.inputsHash));
   if (o.skipped) {
+    // Its eval.started was sent: say that it ended without a new one.
+    notify({LifecycleEvent::Kind::kEvalFinished, o.jobset},
+           o.timeMs + o.durationMs);
     txn.commit();
     return 0;
   }
@@ -61,9 +64,8 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
       e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
-  // Reported once recorded, with the times it started and ended (an
-  // evaluation whose inputs did not change reports nothing).
-  notify({LifecycleEvent::Kind::kEvalStarted, o.jobset}, o.timeMs);
+  // Reported once recorded, at the time it ended (eval.started was sent
+  // when it started: evaluationStarted).
   notify({o.error.empty() ? LifecycleEvent::Kind::kEvalFinished
                           : LifecycleEvent::Kind::kEvalFailed,
           o.jobset, evalId},
@@ -115,6 +117,12 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
     toStart.push_back(std::move(b));
   }
   return toStart;
+}
+
+void SchedulerService::Impl::evaluationStarted(int64_t jobset) {
+  SqliteTxn txn(db.db());
+  notify({LifecycleEvent::Kind::kEvalStarted, jobset});
+  txn.commit();
 }
 
 void SchedulerService::Impl::finishEvaluation(Evaluations::Finished& done) {

@@ -103,6 +103,8 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   void maybePublishSnapshot();
 
   // service_evaluations.cc
+  /// Reports (eval.started) that an evaluation of `jobset` starts now.
+  void evaluationStarted(int64_t jobset);
   int64_t recordEvaluation(const EvalOutcome& o);
   /// The build rows of evaluation `evalId`; returns those to ingest.
   std::vector<BuildRow> createBuilds(const EvalOutcome& o, int64_t evalId);

@@ -18,14 +18,18 @@ TEST(PluginsCli, ListsTheInTreePluginsFromTheBuildTree) {
   EXPECT_THAT(r.out, HasSubstr(std::string("searched: ") + KILN_BINARY_DIR +
                                "/plugins/lib"));
   EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "sandbox +linux +1\\.0\\.0 +1\\.2 +[^ ]*/plugins/lib/"
+                         "sandbox +linux +1\\.0\\.0 +1\\.3 +[^ ]*/plugins/lib/"
                          "kiln-plugin-linux\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("sandbox +none "));
   EXPECT_THAT(r.out,
               testing::ContainsRegex(
-                  "platform +native +1\\.0\\.0 +1\\.2 +[^ ]*/plugins/lib/"
+                  "platform +native +1\\.0\\.0 +1\\.3 +[^ ]*/plugins/lib/"
                   "kiln-plugin-native\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("platform +qemu-user "));
+  EXPECT_THAT(r.out, testing::ContainsRegex(
+                         "notifier +webhook +1\\.0\\.0 +1\\.3 +[^ ]*/plugins/"
+                         "lib/kiln-plugin-webhook\\.so"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("notifier +command "));
 }
 
 TEST(PluginsCli, NamesRefusedLibrariesAndFails) {

@@ -100,6 +100,37 @@ TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
   EXPECT_THAT(r.out, HasSubstr("\"cleared\":0"));
 }
 
+// --notify and --notify-secret-file are checked before anything starts.
+TEST(SchedulerCliNotify, RefusesMalformedNotifiersWithTheReason) {
+  TempDir dir;
+  std::string secret = dir.path() + "/secret";
+  writeFile(secret, "k\n");
+  auto sched = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{
+        test::kilnBinary(),    "scheduler", "--state-dir",
+        dir.path() + "/state", "--listen",  "tcp://127.0.0.1:*",
+        "--insecure-plaintext"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test::run(args);
+  };
+  auto r = sched({"--notify", "hook"});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("expected KIND:ARGUMENT"));
+  r = sched({"--notify", "webhook:https://example.org/"});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("https is not supported"));
+  r = sched({"--notify", "command:true", "--notify-secret-file", secret});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("no --notify webhook:URL"));
+  r = sched({"--notify", "webhook:http://127.0.0.1:1/", "--notify-secret-file",
+             dir.path() + "/missing"});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("not a readable file"));
+  r = sched({"--notify", "pager:x"});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.err, HasSubstr("pager"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Evaluators, SchedulerCli,
                          ::testing::Values("kiln", "nix-instantiate"),
                          [](const auto& info) {

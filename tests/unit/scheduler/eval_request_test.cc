@@ -1,13 +1,17 @@
 // On-demand evaluations (`kiln jobset eval`) run off the service thread:
 // while one runs, the service keeps answering other requests, and the
-// eval request is answered with the evaluation's id when it ends.
+// eval request is answered with the evaluation's id when it ends; its
+// eval.started notification is written when it starts, not when it ends.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
+#include "kiln/common/sqlite.h"
 #include "kiln/scheduler/evaluation.h"
+#include "kiln/scheduler/notification_outbox.h"
+#include "kiln/scheduler/notification_store.h"
 #include "kiln/scheduler/service.h"
 #include "service_fixture.h"
 
@@ -54,6 +58,15 @@ class FixedFetcher : public InputFetcher {
   }
 };
 
+// The events of the outbox rows in `state`'s database, in order (read on
+// a connection of its own while the service runs).
+std::vector<std::string> outboxEvents(const std::string& state) {
+  SqliteDb db(state + "/scheduler.sqlite");
+  std::vector<std::string> out;
+  for (auto& r : NotificationStore(db).pending(100)) out.push_back(r.event);
+  return out;
+}
+
 TEST(EvalRequest, AnsweredWhenTheEvaluationEndsWhileOtherRequestsAreServed) {
   TempDir dir("kiln-evalreq");
   std::string state = dir.path() + "/state";
@@ -66,6 +79,8 @@ TEST(EvalRequest, AnsweredWhenTheEvaluationEndsWhileOtherRequestsAreServed) {
   ServiceConfig cfg = testing::testConfig(state);
   cfg.evalRunner = runner;
   cfg.inputFetcher = std::make_shared<FixedFetcher>();
+  cfg.eventSinks.push_back(
+      std::make_shared<NotificationOutbox>(std::vector<std::string>{"t"}));
   SchedulerService svc(cfg);
   svc.applyRequest("project-create", {{"name", "p"}});
   svc.applyRequest("jobset-create", {{"project", "p"},
@@ -87,6 +102,7 @@ TEST(EvalRequest, AnsweredWhenTheEvaluationEndsWhileOtherRequestsAreServed) {
     }
   });
   ASSERT_TRUE(runner->waitStarted());
+  EXPECT_EQ(outboxEvents(state), std::vector<std::string>{"eval.started"});
   // The evaluation is blocked; the service still answers.
   nlohmann::json queue = submitRequest(state, "queue", {}, std::chrono::seconds(10));
   EXPECT_TRUE(queue.is_array());
@@ -105,6 +121,9 @@ TEST(EvalRequest, AnsweredWhenTheEvaluationEndsWhileOtherRequestsAreServed) {
   auto builds = svc.db().buildsOfEval(evalId);
   ASSERT_EQ(builds.size(), 1u);
   EXPECT_EQ(builds[0].drvPath, drv);
+  EXPECT_EQ(outboxEvents(state),
+            (std::vector<std::string>{"eval.started", "eval.finished",
+                                      "build.queued"}));
 }
 
 }  // namespace

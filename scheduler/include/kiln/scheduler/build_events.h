@@ -22,8 +22,9 @@ namespace kiln::scheduler {
 /// Only ids: a sink reads the rows it needs from the database.
 struct LifecycleEvent {
   enum class Kind {
-    kEvalStarted,    ///< `jobset` is being evaluated
-    kEvalFinished,   ///< evaluation `eval` of `jobset` was recorded
+    kEvalStarted,    ///< an evaluation of `jobset` starts
+    kEvalFinished,   ///< evaluation `eval` of `jobset` was recorded; eval 0:
+                     ///< it ended without one (inputs unchanged)
     kEvalFailed,     ///< evaluation `eval` of `jobset` failed as a whole
     kBuildQueued,    ///< build `build` was created (or revived) unfinished
     kBuildStarted,   ///< the first step of build `build` went to a worker

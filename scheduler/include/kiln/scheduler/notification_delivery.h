@@ -48,6 +48,9 @@ struct DeliveryOptions {
   /// The thread's longest sleep between rounds (real time): rows queued
   /// without a wake() are seen within it.
   std::chrono::milliseconds idlePoll{250};
+  /// Where the metric families are registered (null: a registry of its
+  /// own); see registry().
+  std::shared_ptr<prometheus::Registry> registry;
 };
 
 /// Delivers the outbox of one scheduler database to its notifiers (by

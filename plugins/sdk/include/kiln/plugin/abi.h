@@ -34,8 +34,9 @@ extern "C" {
 #define KILN_PLUGIN_ABI_MAJOR 1
 /** The newest minor this header describes. Minor 1 appended
  * kiln_sandbox_functions.probe; minor 2 appended kiln_sandbox_spec.
- * extra_paths and defined the platform table (systems, command). */
-#define KILN_PLUGIN_ABI_MINOR_LATEST 2
+ * extra_paths and defined the platform table (systems, command); minor 3
+ * appended kiln_notifier_functions.deliver. */
+#define KILN_PLUGIN_ABI_MINOR_LATEST 3
 
 /** A plugin may build against an older minor by defining this before the
  * include (the tables then end where that minor's ended). */
@@ -52,7 +53,8 @@ typedef enum kiln_plugin_kind {
   KILN_PLUGIN_PLATFORM = 2,  /**< runs builders of a system
                                 (kiln_platform_functions) */
   KILN_PLUGIN_EVALUATOR = 3, /**< evaluates collections (reserved table) */
-  KILN_PLUGIN_NOTIFIER = 4   /**< delivers build events (reserved table) */
+  KILN_PLUGIN_NOTIFIER = 4   /**< delivers build events
+                                (kiln_notifier_functions) */
 } kiln_plugin_kind;
 
 /** Result of a call: 0 is success. */
@@ -221,9 +223,9 @@ typedef struct kiln_platform_functions {
 #define KILN_PLATFORM_FUNCTIONS_MIN_SIZE sizeof(kiln_platform_functions)
 
 /* ---- evaluator, notifier ------------------------------------------------
- * Defined now so the host can load and list them; their functions follow
- * the common prefix below and will be appended by the issues that add
- * those plugins (each table's `size` tells the host what a plugin has). */
+ * Both tables start with the common prefix below; the notifier's appends
+ * `deliver` (minor 3), the evaluator's is the prefix for now (each table's
+ * `size` tells the host what a plugin has). */
 
 /** The prefix shared by the evaluator and notifier tables. */
 typedef struct kiln_generic_functions {
@@ -235,8 +237,32 @@ typedef struct kiln_generic_functions {
 
 /** Evaluator plugins (builtin, nix): for now the common prefix. */
 typedef kiln_generic_functions kiln_evaluator_functions;
-/** Notifier plugins (webhook, command): for now the common prefix. */
-typedef kiln_generic_functions kiln_notifier_functions;
+
+/* ---- notifier ---------------------------------------------------------- */
+
+/** A notifier plugin's functions: the common prefix, then (minor 3)
+ * `deliver`. A notifier built against minor 0 to 2 has the prefix only:
+ * it still loads and is listed, but kiln cannot deliver through it. */
+typedef struct kiln_notifier_functions {
+  uint32_t size; /**< sizeof(kiln_notifier_functions) the plugin built */
+  kiln_status (*create)(const kiln_host_services* host, void** instance,
+                        kiln_error* err);
+  void (*destroy)(void* instance);
+#if KILN_PLUGIN_ABI_MINOR >= 3
+  /** Minor 3: delivers one event. `event` names its kind (e.g.
+   * "build.finished"), `body` is its JSON (`body_len` bytes, also
+   * NUL-terminated). Returns once the receiver accepted it (KILN_OK) or
+   * did not (non-zero: the host retries later, with backoff). Called from
+   * one host thread, one event at a time; it may block, bounded by the
+   * plugin's own time limit. */
+  kiln_status (*deliver)(void* instance, const char* event, const char* body,
+                         size_t body_len, kiln_error* err);
+#endif
+} kiln_notifier_functions;
+
+/** Smallest notifier table that has `deliver` (minor 3). */
+#define KILN_NOTIFIER_DELIVER_MIN_SIZE \
+  (offsetof(kiln_notifier_functions, destroy) + 2 * sizeof(void*))
 
 /** Minimum table size of the evaluator and notifier kinds. */
 #define KILN_GENERIC_FUNCTIONS_MIN_SIZE sizeof(kiln_generic_functions)

@@ -28,6 +28,14 @@
 ///                                        const std::string& argv0);
 ///     };
 ///     KILN_PLATFORM_PLUGIN(MyPlatform, "mine", "1.0.0", "what it does")
+///
+///     class MyNotifier {
+///      public:
+///       explicit MyNotifier(kiln::plugin::Host host);
+///       // throws Failure when the receiver did not accept the event
+///       void deliver(const std::string& event, const std::string& body);
+///     };
+///     KILN_NOTIFIER_PLUGIN(MyNotifier, "mine", "1.0.0", "what it does")
 
 #include <cerrno>
 #include <cstring>
@@ -214,7 +222,32 @@ struct PlatformThunks : InstanceThunks<P> {
   }
 };
 
-/// The common table (evaluator, notifier) for class P.
+/// The notifier table for class P, which has
+///     explicit P(kiln::plugin::Host host);    // throws if misconfigured
+///     void deliver(const std::string& event, const std::string& body);
+/// (deliver throws when the receiver did not accept the event).
+template <class P>
+struct NotifierThunks : InstanceThunks<P> {
+  static kiln_status deliver(void* i, const char* event, const char* body,
+                             size_t len, kiln_error* err) {
+    return guard(err, [&] {
+      static_cast<P*>(i)->deliver(std::string(event), std::string(body, len));
+    });
+  }
+  /// The table, as built against this header's KILN_PLUGIN_ABI_MINOR.
+  static kiln_notifier_functions table() {
+    kiln_notifier_functions t{};
+    t.size = sizeof t;
+    t.create = &InstanceThunks<P>::create;
+    t.destroy = &InstanceThunks<P>::destroy;
+#if KILN_PLUGIN_ABI_MINOR >= 3
+    t.deliver = &deliver;
+#endif
+    return t;
+  }
+};
+
+/// The common table (an evaluator; a notifier without `deliver`) for P.
 template <class P>
 kiln_generic_functions genericTable() {
   return {sizeof(kiln_generic_functions), &InstanceThunks<P>::create,
@@ -254,8 +287,14 @@ kiln_generic_functions genericTable() {
                          ::kiln::plugin::PlatformThunks<Class>::table(), name, \
                          version, summary)
 
-/// Makes `Class` an evaluator or notifier plugin (`kind` is
-/// KILN_PLUGIN_EVALUATOR or KILN_PLUGIN_NOTIFIER).
+/// Makes `Class` a notifier plugin named `name` (see NotifierThunks).
+#define KILN_NOTIFIER_PLUGIN(Class, name, version, summary)                    \
+  KILN_PLUGIN_ENTRY_WITH(KILN_PLUGIN_NOTIFIER,                                 \
+                         ::kiln::plugin::NotifierThunks<Class>::table(), name, \
+                         version, summary)
+
+/// Makes `Class` an evaluator or notifier plugin with the common table only
+/// (`kind` is KILN_PLUGIN_EVALUATOR or KILN_PLUGIN_NOTIFIER).
 #define KILN_GENERIC_PLUGIN(kind, Class, name, version, summary)            \
   KILN_PLUGIN_ENTRY_WITH(kind, ::kiln::plugin::genericTable<Class>(), name, \
                          version, summary)
