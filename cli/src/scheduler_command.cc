@@ -9,6 +9,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/service.h"
+#include "kiln/web/routes.h"
 #include "notify_options.h"
 
 namespace kiln::cli {
@@ -20,16 +21,32 @@ std::atomic<bool> gStop{false};
 
 void onSignal(int) { gStop = true; }
 
+// The web front end of `svc` on `listen` ("" = none): pages read the
+// state through their own connections and the service's snapshot, and
+// queue requests for it like the CLI does.
+std::unique_ptr<web::WebFrontend> startWeb(const std::string& listen,
+                                           const scheduler::ServiceConfig& cfg,
+                                           scheduler::SchedulerService& svc) {
+  if (listen.empty()) return nullptr;
+  web::WebServerConfig wc;
+  wc.listen = listen;
+  web::WebContext ctx;
+  ctx.stateDir = cfg.stateDir;
+  ctx.storeDir = cfg.storeDir;
+  ctx.snapshot = [&svc] { return svc.snapshot(); };
+  return std::make_unique<web::WebFrontend>(wc, std::move(ctx));
+}
+
 int runScheduler(const std::vector<std::string>& args) {
   po::options_description opts(
       "Usage: kiln scheduler --state-dir DIR --listen tcp://HOST:PORT\n"
       "         (--insecure-plaintext | --secret-key-file F "
       "--allowed-workers FILE)\n"
-      "         [--metrics-port P] [options]\n\n"
+      "         [--metrics-port P] [--web-listen HOST:PORT] [options]\n\n"
       "Runs the scheduler: workers dial in on --listen; state, central store\n"
       "and logs live in --state-dir. Stops on SIGINT or SIGTERM.\n\nOptions");
   scheduler::ServiceConfig cfg;
-  std::string keyFile, allowFile;
+  std::string keyFile, allowFile, webListen;
   int64_t heartbeatMs = 10000, ttl = 0;
   unsigned retries = 3;
   int64_t backoffMs = 30000;
@@ -46,6 +63,8 @@ int runScheduler(const std::vector<std::string>& args) {
       "file of worker public keys allowed to join")(
       "metrics-port", po::value(&cfg.metricsPort),
       "serve Prometheus /metrics on 127.0.0.1:P")(
+      "web-listen", po::value(&webListen),
+      "serve the web front end (dashboard, API, binary cache) on HOST:PORT")(
       "store-dir", po::value(&cfg.storeDir),
       "logical store directory (default /nix/store)")(
       "heartbeat-ms", po::value(&heartbeatMs),
@@ -117,8 +136,10 @@ int runScheduler(const std::vector<std::string>& args) {
     }
     scheduler::SchedulerService svc(cfg);
     notifiers.start(cfg.stateDir + "/scheduler.sqlite", RealClock::instance());
+    auto web = startWeb(webListen, cfg, svc);
     std::cout << "listening " << svc.endpoint();
     if (svc.metricsPort() >= 0) std::cout << " metrics " << svc.metricsPort();
+    if (web) std::cout << " web " << web->url();
     std::cout << std::endl;
     std::signal(SIGINT, onSignal);
     std::signal(SIGTERM, onSignal);

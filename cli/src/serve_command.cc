@@ -49,6 +49,7 @@ struct ServeOptions {
   std::string storeDir = "/nix/store";
   std::string listen = "tcp://127.0.0.1:7470";
   int metricsPort = 9470;
+  std::string webListen = "127.0.0.1:8470";
   unsigned workers = 2;
   unsigned slots = 1;
   int64_t checkInterval = 60;
@@ -228,6 +229,17 @@ std::vector<std::unique_ptr<SupervisedChild>> makeWorkers(
   return workers;
 }
 
+// The web front end's URL, from the scheduler's "listening ... web URL"
+// line (the real port, also when --web-listen asked for port 0).
+std::string webUrl(SupervisedChild& sched) {
+  std::string log = sched.logSinceStart();
+  auto at = log.find(" web http://");
+  if (at == std::string::npos) return "(not started)";
+  at += 5;
+  auto end = log.find_first_of(" \n", at);
+  return log.substr(at, end == std::string::npos ? end : end - at);
+}
+
 void printBanner(const ServeOptions& o, const std::string& logs,
                  SupervisedChild& sched,
                  const std::vector<std::unique_ptr<SupervisedChild>>& workers) {
@@ -241,6 +253,7 @@ void printBanner(const ServeOptions& o, const std::string& logs,
             << "  workers:    " << o.workers << " x " << o.slots
             << " slots, private stores under " << o.stateDir << "/workers,"
             << " sandbox " << o.sandbox.name << "\n"
+            << "  dashboard:  " << webUrl(sched) << "/\n"
             << "  metrics:    http://127.0.0.1:" << o.metricsPort
             << "/metrics\n"
             << "  queue:      kiln queue --state-dir " << o.stateDir << "\n"
@@ -271,7 +284,9 @@ int serve(ServeOptions o) {
                                      "--metrics-port",
                                      std::to_string(o.metricsPort),
                                      "--store-dir",
-                                     o.storeDir};
+                                     o.storeDir,
+                                     "--web-listen",
+                                     o.webListen};
   auto ka = keys.schedulerArgs();
   schedArgs.insert(schedArgs.end(), ka.begin(), ka.end());
   for (auto& n : o.notify) schedArgs.insert(schedArgs.end(), {"--notify", n});
@@ -318,6 +333,8 @@ int serveCommand(const std::vector<std::string>& args) {
       "scheduler endpoint (default tcp://127.0.0.1:7470)")(
       "metrics-port", po::value(&o.metricsPort),
       "Prometheus /metrics port on 127.0.0.1 (default 9470)")(
+      "web-listen", po::value(&o.webListen),
+      "dashboard, API and binary cache address (default 127.0.0.1:8470)")(
       "check-interval", po::value(&o.checkInterval),
       "seconds between checks of the collection (default 60; 0 = once)")(
       "notify", po::value(&o.notify)->composing(),

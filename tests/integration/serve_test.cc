@@ -41,10 +41,12 @@ TEST(Serve, BuildsTheExampleCollectionAndStopsCleanlyOnCtrlC) {
   TempDir dir;
   std::string state = dir.path() + "/state";
   int port = test::freeLoopbackPort(), metrics = test::freeLoopbackPort();
+  int web = test::freeLoopbackPort();
   test::KilnProcess serve(
       {"serve", "--state-dir", state, "--workers", "2", "--listen",
        "tcp://127.0.0.1:" + std::to_string(port), "--metrics-port",
-       std::to_string(metrics), "--check-interval", "0",
+       std::to_string(metrics), "--web-listen",
+       "127.0.0.1:" + std::to_string(web), "--check-interval", "0",
        std::string(KILN_SOURCE_DIR) + "/examples/hello"},
       dir.path() + "/serve.log");
   ASSERT_TRUE(test::pollUntil(
@@ -58,6 +60,9 @@ TEST(Serve, BuildsTheExampleCollectionAndStopsCleanlyOnCtrlC) {
   std::string out = serve.log();
   EXPECT_THAT(out, HasSubstr("metrics:    http://127.0.0.1:" +
                              std::to_string(metrics) + "/metrics"));
+  EXPECT_THAT(
+      out,
+      HasSubstr("dashboard:  http://127.0.0.1:" + std::to_string(web) + "/"));
   EXPECT_THAT(out, HasSubstr("kiln queue --state-dir " + state));
   EXPECT_THAT(out, HasSubstr("builds: 4/4 finished, 4 succeeded, 0 failed"));
   auto text = test::httpGet(metrics, "/metrics");
@@ -141,10 +146,13 @@ TEST(Serve, RestartsAKilledWorkerAndSchedulerAndFinishesEveryBuild) {
     };
   }) 300))");
   int port = test::freeLoopbackPort(), metrics = test::freeLoopbackPort();
+  int web = test::freeLoopbackPort();
   test::KilnProcess serve(
       {"serve", "--state-dir", state, "--workers", "2", "--sandbox", "none",
        "--listen", "tcp://127.0.0.1:" + std::to_string(port), "--metrics-port",
-       std::to_string(metrics), "--check-interval", "0", dir.path() + "/many"},
+       std::to_string(metrics), "--web-listen",
+       "127.0.0.1:" + std::to_string(web), "--check-interval", "0",
+       dir.path() + "/many"},
       dir.path() + "/serve.log");
   auto killWhen = [&](const std::string& child, size_t finished) {
     std::map<std::string, bool> steps;
@@ -218,11 +226,13 @@ TEST(Serve, AWorkerWithoutServesKeysIsRefused) {
   createDirs(dir.path() + "/empty");
   writeFile(dir.path() + "/empty/default.nix", "{ }");
   int port = test::freeLoopbackPort(), metrics = test::freeLoopbackPort();
+  int web = test::freeLoopbackPort();
   std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
   test::KilnProcess serve(
       {"serve", "--state-dir", state, "--workers", "1", "--sandbox", "none",
        "--listen", endpoint, "--metrics-port", std::to_string(metrics),
-       "--check-interval", "0", dir.path() + "/empty"},
+       "--web-listen", "127.0.0.1:" + std::to_string(web), "--check-interval",
+       "0", dir.path() + "/empty"},
       dir.path() + "/serve.log");
   ASSERT_TRUE(test::pollUntil(
       [&] {

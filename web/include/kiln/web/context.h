@@ -1,0 +1,54 @@
+#pragma once
+/// What page modules read and write through (docs/architecture.md, "web"):
+/// each module registers its routes with `void addXxxRoutes(Router&,
+/// WebContext&)` (routes.h lists them). Reads go through a read-only
+/// `StateView` per handler thread and the scheduler's published snapshot;
+/// mutations through the scheduler's request path (the one the CLI uses),
+/// so a page never blocks the scheduler's thread.
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "kiln/scheduler/service.h"
+#include "kiln/scheduler/state_view.h"
+
+namespace kiln::web {
+
+/// Shared by every handler; filled before the server starts, then only
+/// read (its functions must be safe to call from several threads).
+struct WebContext {
+  /// The scheduler's state directory (`scheduler.sqlite`, `store/`,
+  /// `logs/`, ...).
+  std::string stateDir;
+  /// The logical store directory of the central store.
+  std::string storeDir = "/nix/store";
+  /// The running scheduler's newest snapshot; null function or null result
+  /// when there is none (the web runs without a scheduler).
+  std::function<std::shared_ptr<const scheduler::SchedulerSnapshot>()> snapshot;
+  /// Applies an operator request (kind, arguments) and returns its answer;
+  /// throws SchedulerStateError for the caller's mistakes, Error otherwise.
+  /// Default (when null): scheduler::submitRequest on `stateDir`.
+  std::function<nlohmann::json(const std::string&, const nlohmann::json&)>
+      submit;
+  /// The scope ("read", "operate", "admin") of a bearer token, or nullopt
+  /// when it is unknown or revoked. Null: every token is refused.
+  std::function<std::optional<std::string>(const std::string& token)>
+      tokenScope;
+
+  /// This thread's read-only view of the state database, opened on first
+  /// use and kept for the thread's life; nullptr while the scheduler has
+  /// not created the database. Throws SqliteError/SchemaError otherwise.
+  scheduler::StateView* view() const;
+  /// `submit`, or submitRequest when it is null.
+  nlohmann::json apply(const std::string& kind,
+                       const nlohmann::json& args) const;
+
+  /// Identifies this context in the per-thread view cache.
+  uint64_t serial = nextSerial();
+  static uint64_t nextSerial();
+};
+
+}  // namespace kiln::web

@@ -1,0 +1,76 @@
+#pragma once
+/// The HTTP server (Boost.Beast): asynchronous I/O on a few threads, no
+/// thread per connection, handlers on a small pool of their own so a slow
+/// page never stalls reading or writing other connections. Every input is
+/// bounded: header and body sizes (431/413), concurrent connections (503
+/// beyond), and the time to send a request or take a response (a
+/// slow-loris client is cut off without holding up others).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kiln/web/http.h"
+#include "kiln/web/router.h"
+
+namespace kiln::web {
+
+/// Limits and threads of a server.
+struct WebServerConfig {
+  std::string listen = "127.0.0.1:8470";  ///< "HOST:PORT" (port 0: any)
+  size_t maxHeaderBytes = 16 << 10;       ///< request line + headers
+  size_t maxBodyBytes = 1 << 20;
+  size_t maxConnections = 256;
+  /// Time a client has to send the rest of a request once its first byte
+  /// arrived (headers and body).
+  std::chrono::milliseconds requestTimeout{10000};
+  /// A connection with no request started is closed after this.
+  std::chrono::milliseconds idleTimeout{30000};
+  /// Time each write (a response, or one piece of a long body) may take.
+  std::chrono::milliseconds writeTimeout{30000};
+  /// Pause before asking a BodyStream again after it said kWait.
+  std::chrono::milliseconds streamPoll{200};
+  unsigned ioThreads = 1;
+  unsigned handlerThreads = 4;
+};
+
+/// Observes each answered request (for metrics); called on a handler
+/// thread with the matched route pattern ("" for none), the method, the
+/// status and the handler's wall time. Must not throw.
+using RequestObserver =
+    std::function<void(const std::string& route, const std::string& method,
+                       int status, double seconds)>;
+
+/// A running server. Construction binds and starts the threads; the
+/// destructor stops accepting, closes connections and joins the threads.
+class WebServer {
+ public:
+  /// Binds `config.listen` and serves `router` (borrowed: it must outlive
+  /// the server and not change). Throws Error if the address is malformed
+  /// or cannot be bound.
+  WebServer(WebServerConfig config, const Router& router,
+            RequestObserver observer = nullptr);
+  ~WebServer();
+  WebServer(const WebServer&) = delete;
+  WebServer& operator=(const WebServer&) = delete;
+
+  /// The bound port (the real one when config.listen asked for 0).
+  int port() const;
+  /// "http://HOST:PORT" of the bound address.
+  std::string url() const;
+  /// Connections open now.
+  size_t connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Splits "HOST:PORT" (or "[v6]:PORT", or ":PORT" for 127.0.0.1); throws
+/// Error naming `what` when malformed.
+std::pair<std::string, int> parseListenAddress(const std::string& address,
+                                               const std::string& what);
+
+}  // namespace kiln::web

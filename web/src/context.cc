@@ -1,0 +1,31 @@
+// The per-thread state views and the request path of WebContext.
+#include "kiln/web/context.h"
+
+#include <atomic>
+#include <unordered_map>
+
+namespace kiln::web {
+
+uint64_t WebContext::nextSerial() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
+scheduler::StateView* WebContext::view() const {
+  // One read-only connection per (thread, context): SQLite connections
+  // must not be shared between threads without locking.
+  thread_local std::unordered_map<uint64_t,
+                                  std::unique_ptr<scheduler::StateView>>
+      views;
+  auto& slot = views[serial];
+  if (!slot) slot = scheduler::StateView::openIfExists(stateDir);
+  return slot.get();
+}
+
+nlohmann::json WebContext::apply(const std::string& kind,
+                                 const nlohmann::json& args) const {
+  if (submit) return submit(kind, args);
+  return scheduler::submitRequest(stateDir, kind, args);
+}
+
+}  // namespace kiln::web

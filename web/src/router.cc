@@ -1,0 +1,169 @@
+// Route matching and the error answers of a missing route (router.h).
+#include "kiln/web/router.h"
+
+#include <charconv>
+#include <set>
+
+#include "kiln/common/logging.h"
+
+namespace kiln::web {
+namespace {
+
+// "/a/b" -> {"a", "b"}; "/" -> {""}.
+std::vector<std::string> splitPath(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 1;
+  for (;;) {
+    size_t slash = path.find('/', start);
+    parts.push_back(path.substr(start, slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return parts;
+}
+
+bool isCapture(const std::string& seg) {
+  return seg.size() >= 2 && seg.front() == '{' && seg.back() == '}';
+}
+
+bool isRestCapture(const std::string& seg) {
+  return isCapture(seg) && seg.size() >= 3 && seg[seg.size() - 2] == '*';
+}
+
+std::string captureName(const std::string& seg) {
+  return seg.substr(1, seg.size() - (isRestCapture(seg) ? 3 : 2));
+}
+
+}  // namespace
+
+const std::string& RouteParams::at(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) throw Error("route has no parameter '" + name + "'");
+  return it->second;
+}
+
+int64_t RouteParams::id(const std::string& name) const {
+  const std::string& s = at(name);
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v <= 0)
+    throw HttpError(
+        400, "'" + s + "' is not a valid " + name + " (a positive integer)");
+  return v;
+}
+
+void Router::add(const std::string& method, const std::string& pattern,
+                 Handler handler) {
+  if (pattern.empty() || pattern[0] != '/')
+    throw Error("route pattern '" + pattern + "' must start with '/'");
+  Route r{method, pattern, splitPath(pattern), std::move(handler)};
+  for (size_t i = 0; i < r.segments.size(); i++) {
+    const std::string& seg = r.segments[i];
+    if (!isCapture(seg)) continue;
+    if (captureName(seg).empty())
+      throw Error("route pattern '" + pattern + "' has an unnamed capture");
+    if (isRestCapture(seg) && i + 1 != r.segments.size())
+      throw Error("route pattern '" + pattern + "': " + seg +
+                  " must be the last segment");
+  }
+  for (auto& other : routes_)
+    if (other.method == method && other.pattern == pattern)
+      throw Error("route " + method + " " + pattern + " is defined twice");
+  routes_.push_back(std::move(r));
+}
+
+bool Router::matches(const Route& r, const std::vector<std::string>& parts,
+                     std::map<std::string, std::string>& out) {
+  out.clear();
+  for (size_t i = 0; i < r.segments.size(); i++) {
+    const std::string& seg = r.segments[i];
+    if (isRestCapture(seg)) {
+      if (i >= parts.size()) return false;
+      std::string rest = parts[i];
+      for (size_t j = i + 1; j < parts.size(); j++) rest += "/" + parts[j];
+      if (rest.empty()) return false;
+      out[captureName(seg)] = rest;
+      return true;
+    }
+    if (i >= parts.size()) return false;
+    if (isCapture(seg)) {
+      if (parts[i].empty()) return false;
+      out[captureName(seg)] = parts[i];
+    } else if (seg != parts[i]) {
+      return false;
+    }
+  }
+  return r.segments.size() == parts.size();
+}
+
+Router::Match Router::match(const std::string& method,
+                            const std::string& path) const {
+  Match m;
+  m.status = 404;
+  if (path.empty() || path[0] != '/') return m;
+  auto parts = splitPath(path);
+  std::set<std::string> allowed;
+  std::map<std::string, std::string> caps;
+  const Route* fallback = nullptr;  // GET route for a HEAD request
+  std::map<std::string, std::string> fallbackCaps;
+  for (auto& r : routes_) {
+    if (!matches(r, parts, caps)) continue;
+    allowed.insert(r.method);
+    if (r.method == method) {
+      m.handler = &r.handler;
+      m.params = RouteParams(std::move(caps));
+      m.pattern = r.pattern;
+      m.status = 200;
+      return m;
+    }
+    if (method == "HEAD" && r.method == "GET" && !fallback) {
+      fallback = &r;
+      fallbackCaps = caps;
+    }
+  }
+  if (fallback) {
+    m.handler = &fallback->handler;
+    m.params = RouteParams(std::move(fallbackCaps));
+    m.pattern = fallback->pattern;
+    m.status = 200;
+    return m;
+  }
+  if (!allowed.empty()) {
+    m.status = 405;
+    if (allowed.count("GET")) allowed.insert("HEAD");
+    for (auto& a : allowed) m.allow += (m.allow.empty() ? "" : ", ") + a;
+  }
+  return m;
+}
+
+Response Router::handle(const Request& req) const {
+  return handle(req, match(req.method, req.path));
+}
+
+Response Router::handle(const Request& req, const Match& m) const {
+  bool json = req.wantsJson();
+  if (!m.handler) {
+    if (m.status == 405) {
+      Response r = Response::error(405,
+                                   req.method + " is not allowed on " +
+                                       req.path + " (allowed: " + m.allow + ")",
+                                   json);
+      r.headers.emplace_back("Allow", m.allow);
+      return r;
+    }
+    return Response::error(404, "no page at " + req.path, json);
+  }
+  try {
+    return (*m.handler)(req, m.params);
+  } catch (const HttpError& e) {
+    return Response::error(e.status(), e.what(), json);
+  } catch (const std::exception& e) {
+    logError("web: " + req.method + " " + req.path + ": " + e.what());
+    return Response::error(500, "internal error (logged by the server)", json);
+  } catch (...) {
+    logError("web: " + req.method + " " + req.path + ": unknown exception");
+    return Response::error(500, "internal error (logged by the server)", json);
+  }
+}
+
+}  // namespace kiln::web

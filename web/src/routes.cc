@@ -1,0 +1,20 @@
+// The list of the web module's route groups, and the front end that serves
+// them (routes.h). A page module adds one line here.
+#include "kiln/web/routes.h"
+
+namespace kiln::web {
+
+void addAllRoutes(Router& router, WebContext& ctx) {
+  (void)router;
+  (void)ctx;
+}
+
+WebFrontend::WebFrontend(WebServerConfig config, WebContext ctx)
+    : ctx_(std::make_unique<WebContext>(std::move(ctx))) {
+  addAllRoutes(router_, *ctx_);
+  server_ = std::make_unique<WebServer>(std::move(config), router_);
+}
+
+WebFrontend::~WebFrontend() = default;
+
+}  // namespace kiln::web

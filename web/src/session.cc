@@ -1,0 +1,265 @@
+// One connection of the HTTP server (session.h).
+#include "session.h"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include "kiln/common/logging.h"
+
+namespace kiln::web {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+
+constexpr size_t kFirstRead = 4096;
+constexpr size_t kChunkBytes = 64 << 10;
+constexpr std::chrono::seconds kLingerTimeout{2};
+
+bool isHttpError(const beast::error_code& ec) {
+  return &ec.category() ==
+         &http::make_error_code(http::error::bad_method).category();
+}
+
+std::string toHex(size_t n) {
+  char buf[32];
+  int len = snprintf(buf, sizeof buf, "%zx", n);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+}  // namespace
+
+std::optional<std::string> parseTarget(std::string_view target, Request& req) {
+  if (target.empty() || target[0] != '/')
+    return "the request target must be a path starting with '/'";
+  req.target = std::string(target);
+  auto q = target.find('?');
+  auto path = percentDecode(target.substr(0, q), false);
+  if (!path) return "the path has a malformed %-escape or a NUL byte";
+  req.path = std::move(*path);
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? "" : rest.substr(amp + 1);
+    if (pair.empty()) continue;
+    auto eq = pair.find('=');
+    auto name = percentDecode(pair.substr(0, eq), true);
+    auto value = percentDecode(
+        eq == std::string_view::npos ? "" : pair.substr(eq + 1), true);
+    if (!name || !value)
+      return "the query has a malformed %-escape or a NUL byte";
+    req.query[*name] = std::move(*value);
+  }
+  return std::nullopt;
+}
+
+Session::Session(ServerState& state, net::ip::tcp::socket&& socket)
+    : state_(state),
+      stream_(std::move(socket)),
+      timer_(stream_.get_executor()) {
+  beast::error_code ec;
+  auto ep = stream_.socket().remote_endpoint(ec);
+  if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+Session::~Session() { state_.connections--; }
+
+void Session::start() {
+  net::dispatch(stream_.get_executor(),
+                [self = shared_from_this()] { self->waitRequest(); });
+}
+
+template <typename Buffers, typename Next>
+void Session::write(const Buffers& buffers, Next next) {
+  stream_.expires_after(state_.config.writeTimeout);
+  net::async_write(stream_, buffers,
+                   [self = shared_from_this(), next](ErrorCode ec, size_t) {
+                     if (ec) return;  // the connection ends with self
+                     (self.get()->*next)();
+                   });
+}
+
+// Waits (at most the idle timeout) for a request's first bytes, then
+// gives the client the request timeout to send the rest.
+void Session::waitRequest() {
+  parser_.emplace();
+  parser_->header_limit(
+      static_cast<std::uint32_t>(state_.config.maxHeaderBytes));
+  parser_->body_limit(state_.config.maxBodyBytes);
+  if (buffer_.size() > 0) return readRequest();  // pipelined
+  stream_.expires_after(state_.config.idleTimeout);
+  stream_.async_read_some(
+      buffer_.prepare(kFirstRead),
+      [self = shared_from_this()](ErrorCode ec, size_t n) {
+        if (ec) return;  // idle, closed or reset: the session ends
+        self->buffer_.commit(n);
+        self->readRequest();
+      });
+}
+
+void Session::readRequest() {
+  stream_.expires_after(state_.config.requestTimeout);
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](ErrorCode ec, size_t) { self->onRead(ec); });
+}
+
+void Session::onRead(ErrorCode ec) {
+  if (ec == http::error::body_limit)
+    return reject(413, "the request body is larger than " +
+                           std::to_string(state_.config.maxBodyBytes) +
+                           " bytes");
+  if (ec == http::error::header_limit)
+    return reject(431, "the request line and headers are larger than " +
+                           std::to_string(state_.config.maxHeaderBytes) +
+                           " bytes");
+  if (ec && isHttpError(ec) && ec != http::error::end_of_stream &&
+      ec != http::error::partial_message)
+    return reject(400, "malformed request: " + ec.message());
+  if (ec) return;  // timeout (the stream is closed), reset, end of stream
+  auto& msg = parser_->get();
+  Request req;
+  auto target = msg.target();
+  if (auto err = parseTarget({target.data(), target.size()}, req))
+    return reject(400, *err);
+  req.method = std::string(msg.method_string());
+  for (auto& f : msg) {
+    std::string name(f.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower((unsigned char)c));
+    auto [it, fresh] = req.headers.emplace(name, std::string(f.value()));
+    if (!fresh) it->second += ", " + std::string(f.value());
+  }
+  req.body = std::move(msg.body());
+  req.remoteAddress = remote_;
+  keepAlive_ = msg.keep_alive();
+  http11_ = msg.version() >= 11;
+  head_ = req.method == "HEAD";
+  net::post(state_.handlers, [self = shared_from_this(), req = std::move(req)] {
+    self->runHandler(req);
+  });
+}
+
+// Answers a request the server refused before any handler, then closes.
+void Session::reject(int status, const std::string& message) {
+  resp_ = Response::error(status, message, false);
+  file_.reset();
+  keepAlive_ = false;
+  head_ = false;
+  send();
+}
+
+void Session::runHandler(const Request& req) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto match = state_.router.match(req.method, req.path);
+  Response resp = state_.router.handle(req, match);
+  std::optional<FileBody> file;
+  if (!resp.filePath.empty() && !resp.stream) file = openFileBody(req, resp);
+  if (state_.observer) {
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+    state_.observer(match.pattern, req.method, resp.status, took.count());
+  }
+  resp_ = std::move(resp);
+  file_ = std::move(file);
+  net::post(stream_.get_executor(),
+            [self = shared_from_this()] { self->send(); });
+}
+
+void Session::send() {
+  bool chunked = resp_.stream != nullptr;
+  if (chunked && !http11_) keepAlive_ = false;  // the body ends at close
+  uint64_t length = file_ ? file_->length : resp_.body.size();
+  out_ = headerText(resp_, length, chunked && http11_, keepAlive_, http11_);
+  std::array<net::const_buffer, 2> bufs{net::buffer(out_),
+                                        net::buffer(resp_.body)};
+  if (head_ || file_ || chunked) bufs[1] = net::const_buffer();
+  write(bufs, &Session::afterHeaderOk);
+}
+
+void Session::afterHeaderOk() {
+  if (head_) return finish();
+  if (file_) return sendFileChunk();
+  if (resp_.stream) return pollStream();
+  finish();
+}
+
+void Session::sendFileChunk() {
+  if (file_->length == 0) return finish();
+  chunk_.resize(std::min<uint64_t>(kChunkBytes, file_->length));
+  ssize_t n = ::pread(file_->fd.get(), chunk_.data(), chunk_.size(),
+                      static_cast<off_t>(file_->offset));
+  if (n <= 0) {
+    logWarn("web: reading " + resp_.filePath + " failed; closing");
+    return;  // the client sees a short body
+  }
+  file_->offset += static_cast<uint64_t>(n);
+  file_->length -= static_cast<uint64_t>(n);
+  write(net::buffer(chunk_.data(), static_cast<size_t>(n)),
+        &Session::sendFileChunk);
+}
+
+// Asks the stream for its next piece on a handler thread.
+void Session::pollStream() {
+  net::post(state_.handlers, [self = shared_from_this()] {
+    self->out_.clear();
+    BodyStream::Next next = BodyStream::Next::kEnd;
+    bool failed = false;
+    try {
+      next = self->resp_.stream->next(self->out_, kChunkBytes);
+    } catch (const std::exception& e) {
+      logWarn(std::string("web: a streamed body failed: ") + e.what());
+      failed = true;
+    }
+    net::post(self->stream_.get_executor(),
+              [self, next, failed] { self->onStreamPiece(next, failed); });
+  });
+}
+
+void Session::onStreamPiece(BodyStream::Next next, bool failed) {
+  if (failed) return;  // no last chunk: the client sees a cut body
+  std::string framed;
+  if (!out_.empty())
+    framed = http11_ ? toHex(out_.size()) + "\r\n" + out_ + "\r\n" : out_;
+  if (next == BodyStream::Next::kEnd) {
+    if (http11_) framed += "0\r\n\r\n";
+    out_ = std::move(framed);
+    return write(net::buffer(out_), &Session::finish);
+  }
+  if (!framed.empty()) {
+    out_ = std::move(framed);
+    return write(net::buffer(out_), &Session::pollStream);
+  }
+  timer_.expires_after(state_.config.streamPoll);
+  timer_.async_wait([self = shared_from_this()](ErrorCode ec) {
+    if (!ec) self->pollStream();
+  });
+}
+
+void Session::finish() {
+  resp_ = Response();
+  file_.reset();
+  if (keepAlive_) return waitRequest();
+  closeGracefully();
+}
+
+// Sends FIN, then reads and drops what the client still sends for a short
+// while, so that it reads our answer before the connection resets.
+void Session::closeGracefully() {
+  ErrorCode ec;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  stream_.expires_after(kLingerTimeout);
+  drain();
+}
+
+void Session::drain() {
+  chunk_.resize(kFirstRead);
+  stream_.async_read_some(net::buffer(chunk_),
+                          [self = shared_from_this()](ErrorCode ec, size_t) {
+                            if (!ec) self->drain();
+                          });
+}
+
+}  // namespace kiln::web

@@ -1,0 +1,85 @@
+#pragma once
+// One HTTP connection of the server (server.h): reads requests under the
+// configured bounds, runs handlers on the handler pool, writes responses
+// (plain, file ranges, chunked streams), keeps the connection alive or
+// closes it. All its I/O runs on its own strand; at most one request per
+// connection is in flight.
+
+// clang-format off
+#include <utility>  // before Boost.Asio: awaitable.hpp uses std::exchange
+// clang-format on
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/web/server.h"
+#include "response_body.h"
+
+namespace kiln::web {
+
+/// What every session of a server shares.
+struct ServerState {
+  WebServerConfig config;
+  const Router& router;
+  RequestObserver observer;
+  boost::asio::thread_pool& handlers;
+  std::atomic<size_t> connections{0};
+};
+
+/// The target of a request ("/path?query") split and decoded into `req`;
+/// an error message when it is not a valid origin-form target.
+std::optional<std::string> parseTarget(std::string_view target, Request& req);
+
+/// A connection. Create with make_shared on a socket bound to a strand;
+/// counts itself in `ServerState::connections` while it lives.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(ServerState& state, boost::asio::ip::tcp::socket&& socket);
+  ~Session();
+  /// Starts reading the first request.
+  void start();
+
+ private:
+  using ErrorCode = boost::beast::error_code;
+  void waitRequest();
+  void readRequest();
+  void onRead(ErrorCode ec);
+  void reject(int status, const std::string& message);
+  void runHandler(const Request& req);  // on a handler thread
+  void send();
+  void afterHeaderOk();
+  void sendFileChunk();
+  void pollStream();
+  void onStreamPiece(BodyStream::Next next, bool failed);
+  void finish();
+  void closeGracefully();
+  void drain();
+  template <typename Buffers, typename Next>
+  void write(const Buffers& buffers, Next next);
+
+  ServerState& state_;
+  boost::beast::tcp_stream stream_;
+  boost::asio::steady_timer timer_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<
+      boost::beast::http::request_parser<boost::beast::http::string_body>>
+      parser_;
+  std::string remote_;
+  // The response being written (set by the handler thread before it posts
+  // back to the strand).
+  Response resp_;
+  std::optional<FileBody> file_;
+  bool keepAlive_ = false;
+  bool http11_ = true;
+  bool head_ = false;
+  std::string out_;
+  std::vector<char> chunk_;
+};
+
+}  // namespace kiln::web
