@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev prometheus-cpp-dev
   nix-bin
   time ccache
+  help2man clang-14
   qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   libgc-dev
   curl

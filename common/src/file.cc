@@ -130,8 +130,13 @@ std::string absPath(std::string_view path) {
     }
     parts.push_back(part);
   }
+  // Appended piecewise: GCC 12 at -O3 warns (-Wrestrict, a false positive,
+  // GCC bug 105651) on `"/" + std::string(p)` inlined into this loop.
   std::string out;
-  for (auto p : parts) out += "/" + std::string(p);
+  for (auto p : parts) {
+    out += '/';
+    out.append(p);
+  }
   return out.empty() ? "/" : out;
 }
 
