@@ -5,6 +5,7 @@
 
 #include "command.h"
 #include "kiln/common/error.h"
+#include "version_info.h"
 
 namespace kiln::cli {
 
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
     return args.empty() ? kExitUsage : kExitOk;
   }
   if (args[0] == "--version") {
-    std::cout << "kiln " << KILN_VERSION << "\n";
+    std::cout << versionText();
     return kExitOk;
   }
   const Command* best = nullptr;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
@@ -112,13 +113,35 @@ std::optional<kiln_plugin_kind> parseKind(std::string_view name) {
   return std::nullopt;
 }
 
-std::vector<std::string> defaultPluginDirs() {
-  if (const char* env = std::getenv("KILN_PLUGIN_PATH"); env && *env)
-    return splitColons(env);
+namespace {
+/// The folders this build was configured with (for a program that is not
+/// `kiln`, e.g. a test binary).
+std::vector<std::string> configuredPluginDirs() {
   std::vector<std::string> dirs;
   if (pathExists(KILN_PLUGIN_BUILD_DIR)) dirs.push_back(KILN_PLUGIN_BUILD_DIR);
   dirs.push_back(KILN_PLUGIN_INSTALL_DIR);
   return dirs;
+}
+}  // namespace
+
+std::vector<std::string> pluginDirsBeside(const std::string& exeDir) {
+  // Installed: PREFIX/bin/kiln and PREFIX/lib/kiln/plugins, wherever PREFIX
+  // is. Build tree: BUILD/cli/kiln and BUILD/plugins/lib.
+  for (const char* rel :
+       {"/../" KILN_PLUGIN_INSTALL_RELDIR, "/../plugins/lib"}) {
+    auto dir = absPath(exeDir + rel);
+    if (pathExists(dir)) return {dir};
+  }
+  return configuredPluginDirs();
+}
+
+std::vector<std::string> defaultPluginDirs() {
+  if (const char* env = std::getenv("KILN_PLUGIN_PATH"); env && *env)
+    return splitColons(env);
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return configuredPluginDirs();
+  return pluginDirsBeside(exe.parent_path().string());
 }
 
 std::string PluginRegistry::validate(const kiln_plugin_descriptor* d) const {

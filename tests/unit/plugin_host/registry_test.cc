@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "kiln/common/file.h"
 #include "kiln/plugin_host/host_services.h"
 
 namespace kiln::plugins {
@@ -148,6 +149,34 @@ TEST(PluginRegistry, RequireNamesWhatExists) {
     EXPECT_THAT(e.what(), HasSubstr("no sandbox plugin named 'nope'"));
     EXPECT_THAT(e.what(), HasSubstr("test-current"));
   }
+}
+
+// Where kiln looks by default, from the folder of its executable: an
+// installed tree wherever it was moved, else the build tree's layout.
+TEST(PluginDirsBeside, FindsTheInstalledFolderWhereverThePrefixIs) {
+  TempDir prefix("kiln-prefix");
+  createDirs(prefix.path() + "/bin");
+  createDirs(prefix.path() + "/lib/kiln/plugins");
+  createDirs(prefix.path() + "/plugins/lib");  // the installed layout wins
+  EXPECT_EQ(pluginDirsBeside(prefix.path() + "/bin"),
+            std::vector<std::string>{prefix.path() + "/lib/kiln/plugins"});
+}
+
+TEST(PluginDirsBeside, FindsTheBuildTreeFolderBesideCli) {
+  TempDir build("kiln-build");
+  createDirs(build.path() + "/cli");
+  createDirs(build.path() + "/plugins/lib");
+  EXPECT_EQ(pluginDirsBeside(build.path() + "/cli"),
+            std::vector<std::string>{build.path() + "/plugins/lib"});
+}
+
+TEST(PluginDirsBeside, OtherProgramsGetTheConfiguredFolders) {
+  TempDir elsewhere("kiln-elsewhere");
+  auto dirs = pluginDirsBeside(elsewhere.path());
+  ASSERT_FALSE(dirs.empty());
+  EXPECT_THAT(dirs.back(), testing::EndsWith("/lib/kiln/plugins"));
+  for (auto& d : dirs)
+    EXPECT_THAT(d, testing::Not(HasSubstr(elsewhere.path())));
 }
 
 TEST(PluginRegistry, KindNames) {

@@ -42,10 +42,16 @@ std::string kindName(uint32_t kind);
 /// The kind called `name`, if it is one.
 std::optional<kiln_plugin_kind> parseKind(std::string_view name);
 
+/// The plugin folder found from an executable's folder `exeDir`, so that an
+/// install works wherever it is moved: `exeDir/../lib/kiln/plugins` (an
+/// installed `bin/kiln`) if it exists, else `exeDir/../plugins/lib` (the
+/// build tree's `cli/kiln`) if it exists, else the build tree's and the
+/// install prefix's folders this build was configured with. Never throws.
+std::vector<std::string> pluginDirsBeside(const std::string& exeDir);
+
 /// The directories searched when none are configured: `$KILN_PLUGIN_PATH`
-/// (colon-separated) if set, otherwise the build tree's plugin folder (when
-/// it exists, so in-tree plugins work without installing) and the install
-/// folder (`<prefix>/lib/kiln/plugins`).
+/// (colon-separated) if set, otherwise pluginDirsBeside() the running
+/// executable (`/proc/self/exe`).
 std::vector<std::string> defaultPluginDirs();
 
 /// Loaded plugins. Thread-safe; entries are never removed.
