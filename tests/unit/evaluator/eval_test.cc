@@ -180,7 +180,10 @@ TEST(Eval, ConcatenatedStringsKeepTheUnionOfTheirPartsContexts) {
 }
 
 namespace {
+// A constructor, not an aggregate: clang 14 has no parenthesised aggregate
+// initialisation (what Arena::make's T(args...) would need).
 struct CountsDestruction {
+  explicit CountsDestruction(int* d) : destroyed(d) {}
   int* destroyed;
   ~CountsDestruction() { ++*destroyed; }
 };
