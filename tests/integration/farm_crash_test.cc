@@ -141,10 +141,8 @@ TEST(FarmCrash, ASchedulerKilledMidQueueResumesWithoutRebuilding) {
   KILN_SKIP_UNLESS_FARM_CAN_RUN();
   test::Farm farm(fastFarm(300ms));
   // 12 independent steps of 0.3 s and one that needs them all.
-  std::string dir = farm.writeCollection("queue", R"(let
-  parts = builtins.genList
-    (i: mk "part${toString i}" "sleep 0.3; echo ${toString i} > $out" []) 12;
-in { all = mk "all" "cat $deps > $out" parts; })");
+  std::string dir =
+      farm.writeCollection("queue", test::partsCollection(12, false));
   farm.startScheduler();
   farm.addWorker();
   farm.addWorker();

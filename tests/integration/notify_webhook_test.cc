@@ -1,7 +1,9 @@
 // Notifications of a real farm to a webhook listener on loopback (issue
 // 10): every event of an evaluation arrives, in order per build, signed,
 // across a scheduler SIGKILL and restart in the middle and a listener that
-// is down for a while; duplicates are allowed and share their id.
+// is down for a while, with the backlog on /metrics meanwhile; duplicates
+// are allowed and share their id. The command notifier gets the same
+// events on a command's stdin after the command failed for a while.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -16,6 +18,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "farm.h"
@@ -182,12 +185,8 @@ TEST(NotifyWebhook, EveryEventArrivesInOrderAcrossAKillAndAnOutage) {
       "--notify-secret-file",
       secrets.path() + "/secret"};
   test::Farm farm(o);
-  std::string dir = farm.writeCollection("queue", R"(let
-  parts = builtins.genList
-    (i: mk "part${toString i}" "sleep 0.3; echo ${toString i} > $out" []) 8;
-in { all = mk "all" "cat $deps > $out" parts; } //
-   builtins.listToAttrs (builtins.genList
-     (i: { name = "part${toString i}"; value = builtins.elemAt parts i; }) 8))");
+  std::string dir =
+      farm.writeCollection("queue", test::partsCollection(8, true));
   farm.startScheduler();
   farm.addWorker();
   ASSERT_TRUE(farm.waitForWorkers(1, 60s));
@@ -206,6 +205,16 @@ in { all = mk "all" "cat $deps > $out" parts; } //
   listener.down();
   farm.startScheduler();
   ASSERT_TRUE(farm.waitForBuilds(eval, 180s)) << farm.scheduler().log();
+  // Meanwhile /metrics shows what waits and the failed attempts.
+  const std::string hook = "{notifier=\"webhook\"}";
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        return farm.metric("kiln_notification_failures_total" + hook)
+                   .value_or(0) > 0;
+      },
+      60s))
+      << farm.metricsText();
+  EXPECT_GT(farm.metric("kiln_notifications_pending" + hook).value_or(0), 0);
   listener.up();
   auto builds = farm.builds(eval);
   ASSERT_EQ(builds.size(), 9u);
@@ -217,6 +226,10 @@ in { all = mk "all" "cat $deps > $out" parts; } //
     return true;
   };
   ASSERT_TRUE(test::pollUntil(complete, 180s)) << farm.scheduler().log();
+  EXPECT_TRUE(test::pollUntil(
+      [&] { return farm.metric("kiln_notifications_pending" + hook) == 0.0; },
+      60s))
+      << farm.metricsText();
   auto got = listener.received();
   std::map<std::string, std::string> bodyOfId;
   std::set<std::string> kinds;
@@ -244,6 +257,58 @@ in { all = mk "all" "cat $deps > $out" parts; } //
   }
   auto last = json::parse(bodyOfId.rbegin()->second);
   EXPECT_TRUE(last.contains("timeMs"));
+}
+
+// The command notifier (Hydra's RunCommand): every event's JSON on the
+// command's stdin; a command that fails (here, until a flag file exists)
+// gets the same events again later, in order, none lost.
+TEST(NotifyCommand, EveryEventReachesTheCommandAfterItFailedForAWhile) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  TempDir d("kiln-notify-cmd");
+  std::string flag = d.path() + "/ready", out = d.path() + "/events";
+  test::FarmOptions o;
+  o.heartbeat = 300ms;
+  // One JSON object per line (the payload has no newline of its own).
+  o.schedulerArgs = {
+      "--notify", "command:test -e " + flag + " && { cat; echo; } >> " + out};
+  test::Farm farm(o);
+  std::string dir =
+      farm.writeCollection("queue", test::partsCollection(3, true));
+  farm.startScheduler();
+  farm.addWorker();
+  ASSERT_TRUE(farm.waitForWorkers(1, 60s));
+  farm.createJobset("p", "j", dir);
+  int64_t eval = farm.evaluate("p", "j");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 180s)) << farm.scheduler().log();
+  EXPECT_FALSE(pathExists(out));  // every attempt failed so far
+  writeFile(flag, "");
+  auto builds = farm.builds(eval);
+  ASSERT_EQ(builds.size(), 4u);
+  std::vector<Received> got;
+  auto complete = [&] {
+    got.clear();
+    if (!pathExists(out)) return false;
+    std::istringstream lines(readFile(out));
+    for (std::string line; std::getline(lines, line);)
+      got.push_back({"", "", line});
+    auto per = eventsPerBuild(got);
+    for (auto& b : builds)
+      if (per[b.id].empty() || per[b.id].back() != "build.finished")
+        return false;
+    return true;
+  };
+  ASSERT_TRUE(test::pollUntil(complete, 180s)) << farm.scheduler().log();
+  auto per = eventsPerBuild(got);
+  for (auto& b : builds)
+    EXPECT_EQ(per[b.id],
+              (std::vector<std::string>{"build.queued", "build.started",
+                                        "build.finished"}))
+        << b.id;
+  std::set<std::string> kinds;
+  for (auto& r : got)
+    kinds.insert(json::parse(r.body)["event"].get<std::string>());
+  for (auto k : {"eval.started", "eval.finished", "step.finished"})
+    EXPECT_TRUE(kinds.count(k)) << k;
 }
 
 }  // namespace

@@ -317,6 +317,20 @@ std::optional<double> Farm::metric(const std::string& sample) const {
   }
 }
 
+std::string partsCollection(int n, bool partsAreJobs) {
+  std::string count = std::to_string(n);
+  std::string text = R"(let
+  parts = builtins.genList
+    (i: mk "part${toString i}" "sleep 0.3; echo ${toString i} > $out" []) )" +
+                     count + R"(;
+in { all = mk "all" "cat $deps > $out" parts; })";
+  if (!partsAreJobs) return text;
+  return text + R"( //
+   builtins.listToAttrs (builtins.genList
+     (i: { name = "part${toString i}"; value = builtins.elemAt parts i; }) )" +
+         count + ")";
+}
+
 int freeLoopbackPort() {
   AutoCloseFD fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) throwSysError("socket");

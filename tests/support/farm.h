@@ -235,6 +235,11 @@ class Farm {
 #define KILN_SKIP_UNLESS_FARM_CAN_RUN() \
   if (std::string why_; !::kiln::test::Farm::canRun(&why_)) GTEST_SKIP() << why_
 
+/// A collection (text for Farm::writeCollection) of `n` independent jobs'
+/// steps `part0`...: each sleeps 0.3 s; job `all` needs them all. With
+/// `partsAreJobs` each part is a job of its own too.
+std::string partsCollection(int n, bool partsAreJobs);
+
 /// A free TCP port on 127.0.0.1 (bound to 0 and released).
 int freeLoopbackPort();
 
