@@ -80,9 +80,6 @@ int runScheduler(const std::vector<std::string>& args) {
       "largest accepted output NAR in bytes (default unlimited)")(
       "cached-failure-ttl", po::value(&ttl),
       "seconds a failure stays cached (default: until cleared)")(
-      "evaluator", po::value(&cfg.evaluator),
-      "kiln (default: kiln eval --json into the central store) or\n"
-      "nix-instantiate (Nix 2.8 into a chroot store, then imported)")(
       "notify", po::value(&notify)->composing(),
       "send build events to a notifier plugin (repeatable):\n"
       "webhook:http://HOST[:PORT]/PATH (POSTs JSON) or command:CMD "
@@ -105,8 +102,6 @@ int runScheduler(const std::vector<std::string>& args) {
           "--insecure-plaintext for local development");
     if (heartbeatMs < 1 || heartbeatMs > 3600000)
       throw po::error("--heartbeat-ms must be 1..3600000");
-    if (cfg.evaluator != "kiln" && cfg.evaluator != "nix-instantiate")
-      throw po::error("--evaluator must be kiln or nix-instantiate");
     if (backoffMs < 0 || backoffMs > 86400000)
       throw po::error("--retry-backoff-ms must be 0..86400000");
     try {

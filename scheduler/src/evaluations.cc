@@ -14,6 +14,15 @@ Evaluations::~Evaluations() {
   if (running_) running_->wait();
 }
 
+EvalRunner& Evaluations::runnerOf(const JobsetSpec& js) const {
+  if (config_.runner) return *config_.runner;
+  auto it = config_.runners.find(js.evaluator);
+  if (it == config_.runners.end() || !it->second)
+    throw Error("jobset '" + js.name + "': no evaluator named '" +
+                js.evaluator + "'");
+  return *it->second;
+}
+
 EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
   EvalOutcome o;
   o.jobset = js.id;
@@ -28,7 +37,7 @@ EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
       o.skipped = true;
       return o;
     }
-    o.jobs = config_.runner->evaluate(
+    o.jobs = runnerOf(spec).evaluate(
         spec, co, EvalStore{config_.stateDir, config_.storeDir});
     // A store handle of this thread: LocalStore is safe across processes
     // and threads, and the service's own instance stays on its thread. Its

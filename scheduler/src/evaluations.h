@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -43,6 +44,9 @@ class Evaluations {
   struct Config {
     std::string stateDir;
     std::string storeDir;
+    /// By evaluator name (JobsetSpec::evaluator).
+    std::map<std::string, std::shared_ptr<EvalRunner>> runners;
+    /// If set, used for every jobset instead (tests).
     std::shared_ptr<EvalRunner> runner;
     std::shared_ptr<InputFetcher> fetcher;
     /// Called on the calling (service) thread as an evaluation of a jobset
@@ -80,6 +84,8 @@ class Evaluations {
   }
 
  private:
+  /// The runner of `js`'s evaluator; throws Error if there is none.
+  EvalRunner& runnerOf(const JobsetSpec& js) const;
   void start(const JobsetRow& jobset, bool force,
              std::optional<int64_t> request);
 

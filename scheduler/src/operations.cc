@@ -39,12 +39,16 @@ std::vector<StepRow> failedStepsOf(StateDb& db, const BuildRow& b) {
 }
 
 json jobsetJson(const JobsetRow& j) {
-  return {{"id", j.id},         {"name", j.name},
-          {"kind", j.kind},     {"location", j.location},
-          {"branch", j.branch}, {"file", j.file},
+  return {{"id", j.id},
+          {"name", j.name},
+          {"kind", j.kind},
+          {"location", j.location},
+          {"branch", j.branch},
+          {"file", j.file},
           {"attribute", j.attribute},
           {"checkInterval", j.checkIntervalSec},
-          {"shares", j.shares}};
+          {"shares", j.shares},
+          {"evaluator", j.evaluator}};
 }
 
 int64_t jobsetIdOf(StateDb& db, const json& a) {
@@ -88,6 +92,7 @@ json createJobset(StateDb& db, const json& a) {
   j.checkIntervalSec = intArg(a, "checkInterval", 300);
   j.shares = intArg(a, "shares", 100);
   j.enabled = boolArg(a, "enabled", true);
+  j.evaluator = strArg(a, "evaluator", "builtin");
   j.id = db.createJobset(j);
   return jobsetJson(j);
 }
@@ -161,7 +166,8 @@ void addProjectRequests(RequestTable& t, StateDb& db) {
          {{"name", ArgType::kString, true, "project name"},
           {"description", ArgType::kString, false, "one line"}},
          [&db](const json& a) { return createProject(db, a); }});
-  t.set({"jobset-create", "create a jobset of a project",
+  t.set({"jobset-create",
+         "create a jobset of a project",
          {kProjectArg,
           {"name", ArgType::kString, true, "jobset name"},
           {"kind", ArgType::kString, false, "path or git"},
@@ -172,7 +178,8 @@ void addProjectRequests(RequestTable& t, StateDb& db) {
           {"arguments", ArgType::kAny, false, "--arg expressions by name"},
           {"checkInterval", ArgType::kInt, false, "seconds (0: on demand)"},
           {"shares", ArgType::kInt, false, "scheduling shares"},
-          {"enabled", ArgType::kBool, false, "evaluated on schedule"}},
+          {"enabled", ArgType::kBool, false, "evaluated on schedule"},
+          {"evaluator", ArgType::kString, false, "builtin (default) or nix"}},
          [&db](const json& a) { return createJobset(db, a); }});
   t.set({"jobset-eval", "evaluate a jobset now",
          {kProjectArg, kJobsetArg,

@@ -33,16 +33,12 @@ SchedulerConfig coreConfig(const ServiceConfig& c) {
 
 // `c` with the default evaluation runner and input fetcher filled in.
 ServiceConfig withDefaults(ServiceConfig c) {
-  if (!c.evalRunner) {
-    if (c.evaluator == "nix-instantiate")
-      c.evalRunner = makeNixInstantiateRunner(c.stateDir + "/eval");
-    else if (c.evaluator == "kiln")
-      c.evalRunner =
-          makeKilnEvalRunner(c.kilnBinary.empty() ? "kiln" : c.kilnBinary);
-    else
-      throw Error("unknown evaluator '" + c.evaluator +
-                  "' (expected kiln or nix-instantiate)");
-  }
+  auto& runners = c.evalRunners;
+  if (!runners["builtin"])
+    runners["builtin"] =
+        makeKilnEvalRunner(c.kilnBinary.empty() ? "kiln" : c.kilnBinary);
+  if (!runners["nix"])
+    runners["nix"] = makeNixInstantiateRunner(c.stateDir + "/eval");
   if (!c.inputFetcher) c.inputFetcher = makeInputFetcher();
   return c;
 }
@@ -87,7 +83,8 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       inputs(store, link, metrics, cfg.stateDir + "/tmp"),
       steps(cfg, db, store, ingestor, core, link, inputs, metrics, clock),
       uploads(cfg, steps, metrics),
-      evaluations({cfg.stateDir, cfg.storeDir, cfg.evalRunner, cfg.inputFetcher,
+      evaluations({cfg.stateDir, cfg.storeDir, cfg.evalRunners, cfg.evalRunner,
+                   cfg.inputFetcher,
                    [this](const JobsetRow& js) { evaluationStarted(js.id); }},
                   clock) {
   db.db().exec("PRAGMA wal_autocheckpoint = 0");  // the checkpointer's job

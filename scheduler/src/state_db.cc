@@ -136,9 +136,16 @@ CREATE TABLE notifications (
 CREATE INDEX notifications_pending ON notifications(id) WHERE delivered = 0;
 )SQL";
 
+// Migration 4: each jobset chooses its evaluator (jobset.h); existing
+// jobsets keep kiln's own.
+const char* kSchemaV4 = R"SQL(
+ALTER TABLE jobsets ADD COLUMN evaluator TEXT NOT NULL DEFAULT 'builtin'
+  CHECK (evaluator IN ('builtin', 'nix'));
+)SQL";
+
 const std::vector<SqliteMigration>& migrations() {
   static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}};
   return m;
 }
 
@@ -170,7 +177,7 @@ void checkName(const std::string& what, const std::string& name) {
 
 constexpr const char* kJobsetCols =
     "id, project, name, kind, location, branch, file, attribute, arguments, "
-    "check_interval, shares, enabled, last_checked, last_inputs";
+    "check_interval, shares, enabled, last_checked, last_inputs, evaluator";
 
 JobsetRow readJobset(const SqliteStmt& s) {
   JobsetRow j;
@@ -188,6 +195,7 @@ JobsetRow readJobset(const SqliteStmt& s) {
   j.enabled = s.getInt(11) != 0;
   j.lastCheckedMs = s.getInt(12);
   j.lastInputs = s.getStr(13);
+  j.evaluator = s.getStr(14);
   return j;
 }
 
@@ -312,6 +320,11 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
                               "or 'git', got '" + j.kind + "'");
   if (j.location.empty())
     throw SchedulerStateError("jobset '" + j.name + "': empty location");
+  if (!isJobsetEvaluator(j.evaluator))
+    throw SchedulerStateError("jobset '" + j.name +
+                              "': evaluator must be 'builtin' or 'nix', "
+                              "got '" +
+                              j.evaluator + "'");
   if (j.shares < 1 || j.checkIntervalSec < 0)
     throw SchedulerStateError("jobset '" + j.name +
                               "': shares must be >= 1 and the check "
@@ -322,8 +335,8 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
     throw SchedulerStateError("jobset '" + j.name + "' already exists");
   db_.prepare(
          "INSERT INTO jobsets (project, name, kind, location, branch, file, "
-         "attribute, arguments, check_interval, shares, enabled) VALUES "
-         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+         "attribute, arguments, check_interval, shares, enabled, evaluator) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
       .bind(j.project)
       .bind(j.name)
       .bind(j.kind)
@@ -335,6 +348,7 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
       .bind(j.checkIntervalSec)
       .bind(j.shares)
       .bind(int64_t{j.enabled})
+      .bind(j.evaluator)
       .exec();
   return db_.lastInsertRowId();
 }

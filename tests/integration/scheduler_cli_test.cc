@@ -1,13 +1,15 @@
 // `kiln scheduler` as a process, driven by the operator commands: projects
 // and jobsets, an evaluation through `kiln eval` writing into the central
-// store (and through the nix-instantiate adapter; per-job errors kept),
-// `kiln queue` through the requests table, and the commands on a stopped
-// scheduler.
+// store (and through the nix-instantiate adapter, chosen by the jobset;
+// per-job errors kept; both give identical jobs), `kiln queue` through the
+// requests table, and the commands on a stopped scheduler.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln_process.h"
 #include "test_support.h"
@@ -18,14 +20,13 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-// A `kiln scheduler` child process (plain text, ephemeral ports) using
-// `evaluator`, writing to `outFile`.
+// A `kiln scheduler` child process (plain text, ephemeral ports), writing
+// to `outFile`.
 test::KilnProcess startScheduler(const std::string& stateDir,
-                                 const std::string& outFile,
-                                 const std::string& evaluator) {
+                                 const std::string& outFile) {
   return test::KilnProcess(
       {"scheduler", "--state-dir", stateDir, "--listen", "tcp://127.0.0.1:*",
-       "--insecure-plaintext", "--metrics-port", "0", "--evaluator", evaluator},
+       "--insecure-plaintext", "--metrics-port", "0"},
       outFile);
 }
 
@@ -38,11 +39,10 @@ test::RunResult kiln(const std::string& state, std::vector<std::string> args) {
 
 class SchedulerCli : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
-  if (GetParam() == "nix-instantiate" && !test::haveProgram("nix-instantiate"))
-    GTEST_SKIP() << "no Nix";
-  TempDir dir;
-  std::string state = dir.path() + "/state", coll = dir.path() + "/coll";
+// A collection with a source file, two systems, an argument and a broken
+// job, in `dir`/coll; returns the folder.
+std::string writeDemoCollection(const std::string& dir) {
+  std::string coll = dir + "/coll";
   createDirs(coll);
   writeFile(coll + "/build.sh", "echo hi > $out\n");
   writeFile(coll + "/default.nix", R"({ greeting ? "hi" }: {
@@ -52,19 +52,49 @@ TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
                    args = [ "-c" "echo > $out" ]; };
   broken = throw "this job is broken";
 })");
+  return coll;
+}
+
+// Creates jobset `name` of project demo on `coll` with `evaluator`.
+test::RunResult createDemoJobset(const std::string& state,
+                                 const std::string& name,
+                                 const std::string& coll,
+                                 const std::string& evaluator) {
+  return kiln(
+      state, {"jobset", "create", "--project", "demo", name, "--location", coll,
+              "--check-interval", "0", "--evaluator", evaluator, "--arguments",
+              R"({"greeting": "\"hello\""})"});
+}
+
+// "job drvPath" lines of evaluation `eval`'s builds, by job.
+std::string jobsOfEval(const std::string& state, int64_t eval) {
+  auto r = test::run({"python3", "-c",
+                      "import sqlite3, sys\n"
+                      "for j, d in sqlite3.connect(sys.argv[1]).execute("
+                      "'select job, drv_path from builds where eval = ? "
+                      "order by job', (int(sys.argv[2]),)): print(j, d)",
+                      state + "/scheduler.sqlite", std::to_string(eval)});
+  if (r.exitCode != 0) throw Error("reading builds failed: " + r.err);
+  return r.out;
+}
+
+TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
+  if (GetParam() == "nix" && !test::haveProgram("nix-instantiate"))
+    GTEST_SKIP() << "no Nix";
+  TempDir dir;
+  std::string state = dir.path() + "/state";
+  std::string coll = writeDemoCollection(dir.path());
   // Created before the scheduler starts: applied directly.
   auto r = kiln(state, {"project", "create", "demo"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
-  r = kiln(state, {"jobset", "create", "--project", "demo", "main",
-                   "--location", coll, "--check-interval", "0",
-                   "--arguments", R"({"greeting": "\"hello\""})"});
+  r = createDemoJobset(state, "main", coll, GetParam());
   ASSERT_EQ(r.exitCode, 0) << r.err;
   r = kiln(state, {"jobset", "eval", "--project", "demo", "main"});
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_THAT(r.err, HasSubstr("no scheduler is running"));
 
   std::string out = dir.path() + "/sched.out";
-  test::KilnProcess sched = startScheduler(state, out, GetParam());
+  test::KilnProcess sched = startScheduler(state, out);
   ASSERT_TRUE(sched.waitForLog("listening", 30s)) << sched.log();
   r = kiln(state, {"jobset", "eval", "--project", "demo", "main", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
@@ -132,11 +162,41 @@ TEST(SchedulerCliNotify, RefusesMalformedNotifiersWithTheReason) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Evaluators, SchedulerCli,
-                         ::testing::Values("kiln", "nix-instantiate"),
+                         ::testing::Values("builtin", "nix"),
                          [](const auto& info) {
-                           return info.param == "kiln" ? "KilnEval"
-                                                       : "NixInstantiate";
+                           return info.param == "builtin" ? "KilnEval"
+                                                          : "NixInstantiate";
                          });
+
+// Each jobset chooses its evaluator: one collection evaluated by kiln's own
+// and by nix-instantiate gives the same jobs, .drv paths included, and the
+// same per-job errors; an unknown evaluator is refused.
+TEST(SchedulerCliEvaluators, BuiltinAndNixGiveIdenticalJobs) {
+  if (!test::haveProgram("nix-instantiate")) GTEST_SKIP() << "no Nix";
+  TempDir dir;
+  std::string state = dir.path() + "/state";
+  std::string coll = writeDemoCollection(dir.path());
+  ASSERT_EQ(kiln(state, {"project", "create", "demo"}).exitCode, 0);
+  auto r = createDemoJobset(state, "bad", coll, "guile");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.err, HasSubstr("evaluator must be 'builtin' or 'nix'"));
+  ASSERT_EQ(createDemoJobset(state, "ours", coll, "builtin").exitCode, 0);
+  ASSERT_EQ(createDemoJobset(state, "nix", coll, "nix").exitCode, 0);
+  test::KilnProcess sched = startScheduler(state, dir.path() + "/sched.out");
+  ASSERT_TRUE(sched.waitForLog("listening", 30s)) << sched.log();
+  std::map<std::string, int64_t> evals;
+  for (std::string js : {"ours", "nix"}) {
+    r = kiln(state, {"jobset", "eval", "--project", "demo", js, "--json"});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    evals[js] = nlohmann::json::parse(r.out)["eval"].get<int64_t>();
+  }
+  EXPECT_EQ(sched.stop(), 0);
+  std::string ours = jobsOfEval(state, evals["ours"]);
+  EXPECT_THAT(ours, HasSubstr("a /nix/store/"));
+  EXPECT_THAT(ours, HasSubstr("b /nix/store/"));
+  EXPECT_EQ(ours, jobsOfEval(state, evals["nix"]));
+  EXPECT_THAT(test::evalErrors(state), HasSubstr("broken: "));
+}
 
 }  // namespace
 }  // namespace kiln

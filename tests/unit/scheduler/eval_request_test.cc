@@ -126,5 +126,55 @@ TEST(EvalRequest, AnsweredWhenTheEvaluationEndsWhileOtherRequestsAreServed) {
                                       "build.queued"}));
 }
 
+// Returns one job named after itself; records the jobsets it evaluated.
+class NamedRunner : public EvalRunner {
+ public:
+  NamedRunner(std::string name, std::string drv)
+      : name_(std::move(name)), drv_(std::move(drv)) {}
+  std::vector<Job> evaluate(const JobsetSpec& js, const Checkout&,
+                            const EvalStore&) override {
+    seen.push_back(js.name);
+    return {Job{name_, name_, "x86_64-linux", drv_, {}, 0, 3600, 36000, ""}};
+  }
+  std::vector<std::string> seen;
+
+ private:
+  std::string name_, drv_;
+};
+
+// Each jobset is evaluated by the runner of the evaluator it chose.
+TEST(EvalRequest, EachJobsetUsesItsOwnEvaluator) {
+  TempDir dir("kiln-evalchoice");
+  std::string state = dir.path() + "/state";
+  std::string drv;
+  {
+    store::LocalStore store(state);
+    drv = testing::makeDrv(store, "a");
+  }
+  auto builtin = std::make_shared<NamedRunner>("by-builtin", drv);
+  auto nix = std::make_shared<NamedRunner>("by-nix", drv);
+  ServiceConfig cfg = testing::testConfig(state);
+  cfg.evalRunners = {{"builtin", builtin}, {"nix", nix}};
+  cfg.inputFetcher = std::make_shared<FixedFetcher>();
+  SchedulerService svc(cfg);
+  svc.applyRequest("project-create", {{"name", "p"}});
+  auto mk = [&](const std::string& name, const char* evaluator) {
+    nlohmann::json a{{"project", "p"},
+                     {"name", name},
+                     {"location", dir.path()},
+                     {"checkInterval", 0}};
+    if (evaluator) a["evaluator"] = evaluator;
+    return svc.applyRequest("jobset-create", a)["id"].get<int64_t>();
+  };
+  int64_t plain = mk("plain", nullptr), viaNix = mk("via-nix", "nix");
+  EXPECT_THROW(mk("other", "guile"), SchedulerStateError);
+  int64_t e1 = svc.evaluateJobset(plain, true);
+  int64_t e2 = svc.evaluateJobset(viaNix, true);
+  EXPECT_EQ(builtin->seen, std::vector<std::string>{"plain"});
+  EXPECT_EQ(nix->seen, std::vector<std::string>{"via-nix"});
+  EXPECT_EQ(svc.db().buildsOfEval(e1).at(0).job, "by-builtin");
+  EXPECT_EQ(svc.db().buildsOfEval(e2).at(0).job, "by-nix");
+}
+
 }  // namespace
 }  // namespace kiln::scheduler

@@ -66,6 +66,7 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
     db.db().exec(
         "ALTER TABLE builds DROP COLUMN max_silent; "
         "ALTER TABLE builds DROP COLUMN timeout; DROP TABLE notifications; "
+        "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "PRAGMA user_version = 1");
   }
   StateDb db(path);

@@ -48,11 +48,17 @@ TEST_F(StateDbTest, ProjectsAndJobsetsAreValidated) {
   j.kind = "git";
   j.shares = 0;
   EXPECT_THROW(db.createJobset(j), SchedulerStateError);
+  j.shares = 1;
+  j.evaluator = "guile";
+  EXPECT_THROW(db.createJobset(j), SchedulerStateError);
+  j.evaluator = "nix";
+  EXPECT_EQ(db.jobset(db.createJobset(j))->evaluator, "nix");
   auto got = db.jobsetByName("nixpkgs", "trunk");
   ASSERT_TRUE(got);
   EXPECT_EQ(got->id, id);
   EXPECT_EQ(got->shares, 50);
   EXPECT_EQ(got->file, "default.nix");
+  EXPECT_EQ(got->evaluator, "builtin");
   db.setJobsetChecked(id, 1234, std::string("sha256:abc"));
   EXPECT_EQ(db.jobset(id)->lastInputs, "sha256:abc");
   EXPECT_EQ(db.jobset(id)->lastCheckedMs, 1234);

@@ -106,7 +106,8 @@ std::vector<Job> instantiateInBatches(
     const std::function<BatchOutcome(const std::vector<std::string>&)>& batch,
     size_t maxBatch = 1000);
 
-/// The default runner: runs `<kilnBinary> eval FILE --json [-A attribute]
+/// The "builtin" evaluator's runner: runs `<kilnBinary> eval FILE --json [-A
+/// attribute]
 /// [--arg NAME EXPR]...` in the checkout, writing the `.drv` closures
 /// straight into `store`'s state directory (several processes may share a
 /// LocalStore). Per-job errors come back as jobs with `error`; a failing
@@ -114,8 +115,8 @@ std::vector<Job> instantiateInBatches(
 /// its stderr. Job names are relative to the jobset's attribute.
 std::unique_ptr<EvalRunner> makeKilnEvalRunner(std::string kilnBinary);
 
-/// The nix-instantiate adapter (`kiln scheduler --evaluator
-/// nix-instantiate`, e.g. to compare with Nix): lists the attributes
+/// The nix-instantiate adapter (a jobset's "nix" evaluator, e.g. to
+/// compare with Nix or for what kiln's evaluator lacks): lists the attributes
 /// with `nix-instantiate --eval`, instantiates them in batches
 /// (`instantiateInBatches`) with
 /// `nix-instantiate --store local?root=<workDir>/nix-root`, then imports the

@@ -21,6 +21,14 @@ struct JobsetSpec {
   std::string attribute;
   /// `--arg`-style arguments as a JSON object of Nix expression strings.
   std::string arguments = "{}";
+  /// Which evaluator turns it into jobs: "builtin" (`kiln eval`) or "nix"
+  /// (the real nix-instantiate, when installed).
+  std::string evaluator = "builtin";
 };
+
+/// Whether `name` is an evaluator a jobset may choose ("builtin", "nix").
+inline bool isJobsetEvaluator(const std::string& name) {
+  return name == "builtin" || name == "nix";
+}
 
 }  // namespace kiln::scheduler

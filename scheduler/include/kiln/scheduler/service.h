@@ -7,12 +7,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace prometheus {
 class Collectable;
@@ -46,13 +46,16 @@ struct ServiceConfig {
   uint64_t logLimitBytes = 64ull << 20;
   uint64_t outputLimitBytes = 0;     ///< 0 = unlimited
   int64_t cachedFailureTtlSec = 0;   ///< 0 = until cleared
-  /// Which evaluator the default runner uses: "kiln" (`kiln eval --json`
-  /// into the central store) or "nix-instantiate" (the Nix adapter).
-  std::string evaluator = "kiln";
-  /// The `kiln` executable the "kiln" evaluator runs ("" = `kiln` on PATH).
+  /// The `kiln` executable the "builtin" evaluator runs ("" = `kiln` on
+  /// PATH).
   std::string kilnBinary;
-  /// Evaluation runner and input fetcher; defaults when null.
+  /// The runner of each evaluator a jobset may choose (JobsetSpec::
+  /// evaluator): "builtin" (`kiln eval --json` into the central store) and
+  /// "nix" (the nix-instantiate adapter) are filled in when absent.
+  std::map<std::string, std::shared_ptr<EvalRunner>> evalRunners;
+  /// If set, evaluates every jobset whatever its evaluator (tests).
   std::shared_ptr<EvalRunner> evalRunner;
+  /// The input fetcher; the real one when null.
   std::shared_ptr<InputFetcher> inputFetcher;
   /// The service's time (loop timers, durations, timestamps, the core).
   /// Not owned; must outlive the service. Null: RealClock::instance().
