@@ -31,7 +31,9 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     }
     s.bind(options.bind);
     impl_->endpoint = s.get(zmq::sockopt::last_endpoint);
-    if (options.insecurePlaintext)
+    // A Unix socket is guarded by its folder's permissions; a network
+    // endpoint in plain text is not guarded at all.
+    if (options.insecurePlaintext && options.bind.rfind("ipc://", 0) != 0)
       logWarn("the scheduler listens in plain text on " + impl_->endpoint +
               ": any client that reaches it may join (development only)");
   } catch (const zmq::error_t& e) {

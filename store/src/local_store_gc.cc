@@ -70,7 +70,8 @@ std::string LocalStore::addRoot(const std::string& name, const StorePath& path) 
 }
 
 std::string LocalStore::addIndirectRoot(const StorePath& path,
-                                        const std::string& link) {
+                                        const std::string& link,
+                                        bool physicalTarget) {
   std::string abs = absPath(link);
   addTempRoot(path);
   if (!isValid(path))
@@ -80,7 +81,7 @@ std::string LocalStore::addIndirectRoot(const StorePath& path,
   if (::lstat(abs.c_str(), &st) == 0 && !S_ISLNK(st.st_mode))
     throw Error("cannot create the GC root '" + abs +
                 "': it exists and is not a symlink");
-  replaceSymlink(printPath(path), abs);
+  replaceSymlink(physicalTarget ? physicalPath(path) : printPath(path), abs);
   std::string autoLink = impl_->gcRootsDir + "/auto/" +
                          hashString(HashAlgo::kSha1, abs).toNix32();
   createDirs(dirNameOf(autoLink));

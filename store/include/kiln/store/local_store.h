@@ -166,8 +166,11 @@ class LocalStore {
   /// as Nix's `--add-root` does: the root holds while `link` still leads
   /// to a store path. Replaces a symlink at `link`; throws Error if
   /// something else is there, InvalidPathError if `path` is not valid.
-  /// Returns the auto link's path.
-  std::string addIndirectRoot(const StorePath& path, const std::string& link);
+  /// Returns the auto link's path. With `physicalTarget`, `link` leads to
+  /// the path under the physical root instead (where the object is on
+  /// this machine when the store is not at its logical directory).
+  std::string addIndirectRoot(const StorePath& path, const std::string& link,
+                              bool physicalTarget = false);
   /// Root link → store path, for every link under `<state>/gcroots` that
   /// resolves (directly or through further symlinks) to a store path.
   std::map<std::string, StorePath> findRoots();

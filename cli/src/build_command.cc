@@ -1,0 +1,207 @@
+// `kiln build`: nix-build on a farm of one process. Evaluates FILE (and
+// -A attribute paths) into kiln's store, builds the derivations with an
+// embedded scheduler and local workers in the sandbox, shows progress, and
+// leaves `result` symlinks (GC roots) like nix-build.
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "build_progress.h"
+#include "command.h"
+#include "eval_cli.h"
+#include "kiln/common/file.h"
+#include "kiln/common/logging.h"
+#include "kiln/evaluator/attr_path.h"
+#include "kiln/evaluator/eval_state.h"
+#include "kiln/store/local_store.h"
+#include "local_farm.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+struct Options {
+  std::string file = "./default.nix";
+  std::vector<std::string> attrPaths;
+  std::vector<std::string> includes;
+  AutoArgSpec autoArgs;
+  EvalStoreTarget target;
+  SandboxOptions sandbox;
+  unsigned jobs = 0;
+  bool keepGoing = false, noOutLink = false, showTrace = false;
+  std::string outLink = "result";
+};
+
+std::atomic<bool> gInterrupted{false};
+void onInterrupt(int) { gInterrupted.store(true); }
+
+// The target of a collected derivation output of attribute path `path`.
+BuildTarget targetOf(const std::string& path, const eval::CollectedDrv& d) {
+  BuildTarget t;
+  t.drvPath = std::string(d.drvPath);
+  t.job = path.empty() ? std::string(baseNameOf(t.drvPath)).substr(33) : path;
+  t.output = d.output.empty() ? "out" : std::string(d.output);
+  return t;
+}
+
+// Evaluates the file and attribute paths into the store; the targets in
+// command-line order. Throws Error (evaluation errors included).
+std::vector<BuildTarget> evaluate(Options& o,
+                                  const eval::EvalSettings& settings) {
+  std::vector<BuildTarget> targets;
+  std::optional<Error> failed;
+  eval::runWithLargeStack([&] {
+    try {
+      eval::EvalState st(settings);
+      st.storeWriter = o.target.writer();
+      eval::Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
+      eval::Value root;
+      st.eval(st.parseExprFromFile(st.checkSourcePath(absPath(o.file))), root);
+      auto paths =
+          o.attrPaths.empty() ? std::vector<std::string>{""} : o.attrPaths;
+      for (auto& path : paths) {
+        eval::Value& v = *eval::findAlongAttrPath(st, path, autoArgs, root);
+        for (auto& d : eval::collectDerivations(st, v, autoArgs))
+          targets.push_back(targetOf(path, d));
+      }
+      o.target.flush();
+    } catch (const Error& e) {
+      failed.emplace(e.what());
+    }
+  });
+  if (failed) throw *failed;
+  return targets;
+}
+
+// Makes `result`, `result-2`, `result-dev`... as nix-build names them,
+// each a GC root; prints the output paths.
+void linkResults(const Options& o, const std::string& stateDir,
+                 const std::string& storeDir,
+                 const std::vector<BuildTarget>& targets) {
+  store::LocalStore store(stateDir, store::StoreDir(storeDir));
+  int rootNr = 0;
+  for (auto& t : targets) {
+    std::string link = absPath(o.outLink);
+    if (++rootNr > 1) link += "-" + std::to_string(rootNr);
+    if (t.output != "out") link += "-" + t.output;
+    auto path = store.parsePath(t.outputPath);
+    if (!o.noOutLink)
+      store.addIndirectRoot(path, link, /*physicalTarget=*/true);
+    std::cout << store.physicalPath(path) << "\n";
+  }
+}
+
+int build(Options& o, const eval::EvalSettings& settings) {
+  std::vector<BuildTarget> targets = evaluate(o, settings);
+  std::string stateDir = o.target.localStore()->stateDir();
+  if (targets.empty()) {
+    std::cerr << "kiln build: the expression holds no derivation\n";
+    return kExitOk;
+  }
+  // The farm's own chatter (listening, joined, welcomed) is not news to
+  // someone running one build; warnings and errors still show.
+  if (logLevel() == LogLevel::kInfo) setLogLevel(LogLevel::kWarn);
+  LocalFarmConfig fc;
+  fc.stateDir = stateDir;
+  fc.storeDir = settings.storeDir;
+  fc.jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  fc.sandbox = o.sandbox;
+  BuildOutcome outcome;
+  {
+    LocalFarm farm(fc);
+    signal(SIGINT, onInterrupt);
+    signal(SIGTERM, onInterrupt);
+    BuildProgress progress(farm, targets, o.keepGoing, isatty(STDERR_FILENO));
+    outcome = progress.run(gInterrupted);
+  }
+  if (!outcome.ok()) {
+    std::cerr << outcome.report(stateDir);
+    return kExitFailure;
+  }
+  linkResults(o, stateDir, settings.storeDir, outcome.targets);
+  return kExitOk;
+}
+
+// Parses argv into `o`; returns an exit code to stop with, or -1.
+int parseArgs(const std::vector<std::string>& argv, Options& o,
+              po::options_description& opts, po::variables_map& vm) {
+  opts.add_options()("help,h", "show this help")(
+      "attr,A", po::value(&o.attrPaths),
+      "build this attribute path (repeatable)")(
+      "include,I", po::value(&o.includes),
+      "add a search path entry (prefix=path or path)")(
+      "jobs,j", po::value(&o.jobs),
+      "builds at once (default: the number of cores)")(
+      "keep-going,k", po::bool_switch(&o.keepGoing),
+      "go on building what does not depend on a failure")(
+      "out-link,o", po::value(&o.outLink),
+      "name of the result symlinks (default result)")(
+      "no-out-link", po::bool_switch(&o.noOutLink), "make no result symlinks")(
+      "show-trace", po::bool_switch(&o.showTrace),
+      "print the whole trace of an evaluation error")(
+      "arg", "NAME EXPR: argument for the top-level function")(
+      "argstr", "NAME STRING: string argument for the top-level function");
+  o.target.addOptions(opts);
+  addSandboxOptions(opts, o.sandbox);
+  po::options_description hidden;
+  hidden.add_options()("file", po::value(&o.file));
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::store(po::command_line_parser(takeAutoArgs(argv, o.autoArgs))
+                .options(all)
+                .positional(pos)
+                .run(),
+            vm);
+  if (vm.count("help")) {
+    std::cout << opts;
+    return kExitOk;
+  }
+  po::notify(vm);
+  return -1;
+}
+
+int runBuild(const std::vector<std::string>& argv) {
+  Options o;
+  po::options_description opts(
+      "Usage: kiln build [options] [FILE] [-A ATTR]... [--arg NAME EXPR]...\n\n"
+      "Builds the derivations of FILE (default ./default.nix), or of its\n"
+      "attributes ATTR, like nix-build: evaluates them into kiln's store,\n"
+      "builds them with a scheduler and local workers inside this process\n"
+      "(in the sandbox; no daemon, no root), shows progress, prints the\n"
+      "output paths and makes `result` symlinks (GC roots). Exits 1 with\n"
+      "the failing step's last log lines when a build fails. What is\n"
+      "already built is not built again.\n\nOptions");
+  eval::EvalSettings settings;
+  try {
+    po::variables_map vm;
+    if (int rc = parseArgs(argv, o, opts, vm); rc >= 0) return rc;
+    for (auto& i : o.includes) settings.searchPath.push_back(i);
+    applyNixEnvironment(settings);
+    settings.showTrace = o.showTrace;
+    o.target.apply(vm, settings);
+  } catch (const po::error& e) {
+    std::cerr << "kiln build: " << e.what() << "\nTry 'kiln build --help'.\n";
+    return kExitUsage;
+  } catch (const Error& e) {
+    std::cerr << "kiln build: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  try {
+    return build(o, settings);
+  } catch (const Error& e) {
+    printEvalError(std::cerr, e.what(), o.showTrace);
+    return kExitFailure;
+  }
+}
+
+RegisterCommand reg("build",
+                    "evaluate and build derivations here, like nix-build",
+                    runBuild);
+
+}  // namespace
+}  // namespace kiln::cli
