@@ -1,6 +1,8 @@
 // StateDb: schema, migrations and the row accessors (docs/scheduler.md).
 #include "kiln/scheduler/state_db.h"
 
+#include "state_rows.h"
+
 #include <algorithm>
 #include <regex>
 
@@ -143,9 +145,22 @@ ALTER TABLE jobsets ADD COLUMN evaluator TEXT NOT NULL DEFAULT 'builtin'
   CHECK (evaluator IN ('builtin', 'nix'));
 )SQL";
 
+// Migration 5: indexes for the read model (state_view.h, the web): every
+// page query walks one of these and stops at its LIMIT, so a page costs
+// the same with 1,000,000 builds as with 100.
+const char* kSchemaV5 = R"SQL(
+CREATE INDEX evaluations_jobset ON evaluations(jobset, id);
+CREATE INDEX eval_errors_eval ON eval_errors(eval, attr);
+CREATE INDEX builds_eval_status ON builds(eval, finished, status, id);
+CREATE INDEX builds_job ON builds(job, jobset, id);
+CREATE INDEX builds_stop ON builds(stop_time) WHERE finished = 1;
+CREATE INDEX build_outputs_path ON build_outputs(path);
+)SQL";
+
 const std::vector<SqliteMigration>& migrations() {
   static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}};
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
+      {5, kSchemaV5}};
   return m;
 }
 
@@ -175,7 +190,11 @@ void checkName(const std::string& what, const std::string& name) {
                               "'-', starting with a letter or '_'");
 }
 
-constexpr const char* kJobsetCols =
+}  // namespace
+
+namespace detail {
+
+const char* const kJobsetColumns =
     "id, project, name, kind, location, branch, file, attribute, arguments, "
     "check_interval, shares, enabled, last_checked, last_inputs, evaluator";
 
@@ -199,34 +218,49 @@ JobsetRow readJobset(const SqliteStmt& s) {
   return j;
 }
 
-constexpr const char* kBuildCols =
+const char* const kBuildColumns =
     "id, eval, jobset, job, nix_name, system, drv_path, finished, status, "
     "global_priority, local_priority, created, stop_time, error, reused_from, "
     "max_silent, timeout";
 
-BuildRow readBuild(const SqliteStmt& s) {
+BuildRow readBuild(const SqliteStmt& s) { return *readBuildAt(s, 0); }
+
+std::optional<BuildRow> readBuildAt(const SqliteStmt& s, int c) {
+  if (s.isNull(c)) return std::nullopt;
   BuildRow b;
-  b.id = s.getInt(0);
-  b.eval = s.getInt(1);
-  b.jobset = s.getInt(2);
-  b.job = s.getStr(3);
-  b.nixName = s.getStr(4);
-  b.system = s.getStr(5);
-  b.drvPath = s.getStr(6);
-  b.finished = s.getInt(7) != 0;
-  b.status = s.isNull(8) ? -1 : static_cast<int>(s.getInt(8));
-  b.globalPriority = static_cast<int>(s.getInt(9));
-  b.localPriority = static_cast<int>(s.getInt(10));
-  b.createdMs = s.getInt(11);
-  b.stopMs = s.getInt(12);
-  b.error = s.getStr(13);
-  b.reusedFrom = s.getInt(14);
-  b.maxSilentSec = s.getInt(15);
-  b.timeoutSec = s.getInt(16);
+  b.id = s.getInt(c);
+  b.eval = s.getInt(c + 1);
+  b.jobset = s.getInt(c + 2);
+  b.job = s.getStr(c + 3);
+  b.nixName = s.getStr(c + 4);
+  b.system = s.getStr(c + 5);
+  b.drvPath = s.getStr(c + 6);
+  b.finished = s.getInt(c + 7) != 0;
+  b.status = s.isNull(c + 8) ? -1 : static_cast<int>(s.getInt(c + 8));
+  b.globalPriority = static_cast<int>(s.getInt(c + 9));
+  b.localPriority = static_cast<int>(s.getInt(c + 10));
+  b.createdMs = s.getInt(c + 11);
+  b.stopMs = s.getInt(c + 12);
+  b.error = s.getStr(c + 13);
+  b.reusedFrom = s.getInt(c + 14);
+  b.maxSilentSec = s.getInt(c + 15);
+  b.timeoutSec = s.getInt(c + 16);
   return b;
 }
 
-constexpr const char* kStepCols =
+std::string buildColumnsOf(const std::string& alias) {
+  std::string out;
+  std::string_view cols = kBuildColumns;
+  while (!cols.empty()) {
+    size_t comma = cols.find(", ");
+    out += (out.empty() ? "" : ", ") + alias + "." +
+           std::string(cols.substr(0, comma));
+    cols = comma == std::string_view::npos ? "" : cols.substr(comma + 2);
+  }
+  return out;
+}
+
+const char* const kStepColumns =
     "id, drv_path, system, pname, features, finished, status, error, "
     "attempts, worker, created, start_time, stop_time";
 
@@ -247,6 +281,17 @@ StepRow readStep(const SqliteStmt& s) {
   r.stopMs = s.getInt(12);
   return r;
 }
+
+EvaluationRow readEval(const SqliteStmt& s) {
+  return {s.getInt(0), s.getInt(1), s.getStr(2), s.getInt(3),
+          s.getInt(4),  s.getInt(5), s.getStr(6)};
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
 
 template <class Row, class Read>
 std::vector<Row> readAll(SqliteStmt& s, Read read) {
@@ -354,7 +399,7 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
 }
 
 std::optional<JobsetRow> StateDb::jobset(int64_t id) {
-  auto s = db_.prepare(std::string("SELECT ") + kJobsetCols +
+  auto s = db_.prepare(std::string("SELECT ") + kJobsetColumns +
                        " FROM jobsets WHERE id = ?");
   s.bind(id);
   return readOne<JobsetRow>(s, readJobset);
@@ -363,7 +408,7 @@ std::optional<JobsetRow> StateDb::jobset(int64_t id) {
 std::optional<JobsetRow> StateDb::jobsetByName(const std::string& project,
                                                const std::string& name) {
   auto s = db_.prepare(std::string("SELECT j.") +
-                       std::regex_replace(kJobsetCols, std::regex(", "),
+                       std::regex_replace(kJobsetColumns, std::regex(", "),
                                           ", j.") +
                        " FROM jobsets j JOIN projects p ON j.project = p.id "
                        "WHERE p.name = ? AND j.name = ?");
@@ -372,7 +417,7 @@ std::optional<JobsetRow> StateDb::jobsetByName(const std::string& project,
 }
 
 std::vector<JobsetRow> StateDb::jobsets() {
-  auto s = db_.prepare(std::string("SELECT ") + kJobsetCols +
+  auto s = db_.prepare(std::string("SELECT ") + kJobsetColumns +
                        " FROM jobsets ORDER BY id");
   return readAll<JobsetRow>(s, readJobset);
 }
@@ -412,11 +457,6 @@ int64_t StateDb::createEvaluation(const EvaluationRow& e,
   for (auto& err : errors) ins.bind(id).bind(err.attr).bind(err.error).exec();
   txn.commit();
   return id;
-}
-
-static EvaluationRow readEval(const SqliteStmt& s) {
-  return EvaluationRow{s.getInt(0), s.getInt(1), s.getStr(2), s.getInt(3),
-                       s.getInt(4), s.getInt(5), s.getStr(6)};
 }
 
 std::optional<EvaluationRow> StateDb::evaluation(int64_t id) {
@@ -472,20 +512,20 @@ int64_t StateDb::createBuild(const BuildRow& b) {
 }
 
 std::optional<BuildRow> StateDb::build(int64_t id) {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
+  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
                        " FROM builds WHERE id = ?");
   s.bind(id);
   return readOne<BuildRow>(s, readBuild);
 }
 
 std::vector<BuildRow> StateDb::unfinishedBuilds() {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
+  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
                        " FROM builds WHERE finished = 0 ORDER BY id");
   return readAll<BuildRow>(s, readBuild);
 }
 
 std::vector<BuildRow> StateDb::allBuilds() {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
+  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
                        " FROM builds ORDER BY id");
   return readAll<BuildRow>(s, readBuild);
 }
@@ -493,9 +533,9 @@ std::vector<BuildRow> StateDb::allBuilds() {
 BuildCounts StateDb::buildCounts(int64_t eval) {
   auto s = db_.prepare(
       "SELECT count(*), coalesce(sum(finished), 0), "
-      "coalesce(sum(finished AND status = 0), 0) FROM builds "
-      "WHERE ? = 0 OR eval = ?");
-  s.bind(eval).bind(eval);
+      "coalesce(sum(finished AND status = 0), 0) FROM builds" +
+      std::string(eval ? " WHERE eval = ?" : " WHERE ? = 0"));
+  s.bind(eval);
   BuildCounts c;
   if (s.step()) {
     c.all = s.getInt(0);
@@ -506,14 +546,14 @@ BuildCounts StateDb::buildCounts(int64_t eval) {
 }
 
 std::vector<BuildRow> StateDb::buildsOfEval(int64_t eval) {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
+  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
                        " FROM builds WHERE eval = ? ORDER BY id");
   s.bind(eval);
   return readAll<BuildRow>(s, readBuild);
 }
 
 std::optional<BuildRow> StateDb::finishedBuildOfDrv(const std::string& drv) {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
+  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
                        " FROM builds WHERE drv_path = ? AND finished = 1 "
                        "ORDER BY id DESC LIMIT 1");
   s.bind(drv);
@@ -521,7 +561,7 @@ std::optional<BuildRow> StateDb::finishedBuildOfDrv(const std::string& drv) {
 }
 
 std::vector<BuildRow> StateDb::unfinishedBuildsOfDrv(const std::string& drv) {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildCols +
+  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
                        " FROM builds WHERE drv_path = ? AND finished = 0 "
                        "ORDER BY id");
   s.bind(drv);
@@ -590,14 +630,14 @@ int64_t StateDb::upsertStep(const StepRow& r) {
 }
 
 std::optional<StepRow> StateDb::step(int64_t id) {
-  auto s = db_.prepare(std::string("SELECT ") + kStepCols +
+  auto s = db_.prepare(std::string("SELECT ") + kStepColumns +
                        " FROM steps WHERE id = ?");
   s.bind(id);
   return readOne<StepRow>(s, readStep);
 }
 
 std::optional<StepRow> StateDb::stepByDrv(const std::string& drvPath) {
-  auto s = db_.prepare(std::string("SELECT ") + kStepCols +
+  auto s = db_.prepare(std::string("SELECT ") + kStepColumns +
                        " FROM steps WHERE drv_path = ?");
   s.bind(drvPath);
   return readOne<StepRow>(s, readStep);
@@ -619,13 +659,13 @@ std::vector<int64_t> StateDb::stepDeps(int64_t step) {
 }
 
 std::vector<StepRow> StateDb::allSteps() {
-  auto s = db_.prepare(std::string("SELECT ") + kStepCols +
+  auto s = db_.prepare(std::string("SELECT ") + kStepColumns +
                        " FROM steps ORDER BY id");
   return readAll<StepRow>(s, readStep);
 }
 
 std::vector<StepRow> StateDb::unfinishedSteps() {
-  auto s = db_.prepare(std::string("SELECT ") + kStepCols +
+  auto s = db_.prepare(std::string("SELECT ") + kStepColumns +
                        " FROM steps WHERE finished = 0 ORDER BY id");
   return readAll<StepRow>(s, readStep);
 }

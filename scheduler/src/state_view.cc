@@ -30,16 +30,13 @@ std::vector<StateView::Output> StateView::outputs(int64_t eval) {
 
 std::optional<CachedFailureRow> StateView::cachedFailure(
     const std::string& drvPath) {
-  for (auto& f : db_.cachedFailures())
-    if (f.drvPath == drvPath) return f;
-  return std::nullopt;
+  // Expired or not: the time no failure expires before.
+  return db_.cachedFailure(drvPath, 0);
 }
 
 int64_t StateView::latestEvaluation() {
-  int64_t latest = 0;
-  for (auto& js : db_.jobsets())
-    for (auto& e : db_.evaluations(js.id)) latest = std::max(latest, e.id);
-  return latest;
+  auto s = db_.db().prepare("SELECT coalesce(max(id), 0) FROM evaluations");
+  return s.step() ? s.getInt(0) : 0;
 }
 
 }  // namespace kiln::scheduler

@@ -67,6 +67,9 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "ALTER TABLE builds DROP COLUMN max_silent; "
         "ALTER TABLE builds DROP COLUMN timeout; DROP TABLE notifications; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
+        "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
+        "DROP INDEX builds_eval_status; DROP INDEX builds_job; "
+        "DROP INDEX builds_stop; DROP INDEX build_outputs_path; "
         "PRAGMA user_version = 1");
   }
   StateDb db(path);

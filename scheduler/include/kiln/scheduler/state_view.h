@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/scheduler/state_db.h"
+#include "kiln/scheduler/state_queries.h"
 
 namespace kiln::scheduler {
 
@@ -47,6 +48,57 @@ class StateView {
   std::optional<CachedFailureRow> cachedFailure(const std::string& drvPath);
   /// The newest evaluation's id (0 if none).
   int64_t latestEvaluation();
+
+  // ---- the read model's bounded page queries (state_queries.h) ---------
+  /// Every project, by name (at most 1,000).
+  std::vector<ProjectRow> projects();
+  /// The jobsets of project `project` (id), by name.
+  std::vector<JobsetRow> jobsetsOf(int64_t project);
+  /// The project row of `id`, if any.
+  std::optional<ProjectRow> project(int64_t id);
+  /// Evaluations of `jobset` (0 = of all jobsets), newest first, with
+  /// names and build counts.
+  Paged<EvaluationSummary> evaluations(int64_t jobset, const Page& page);
+  /// One evaluation with names and counts, if it exists.
+  std::optional<EvaluationSummary> evaluationSummary(int64_t eval);
+  /// The evaluation of the same jobset just before `eval` (0 if none).
+  int64_t previousEvaluation(int64_t eval);
+  /// Per-job evaluation errors of `eval`, by attribute.
+  Paged<EvalErrorRow> evaluationErrors(int64_t eval, const Page& page);
+  /// Builds of `eval` passing `filter`, by job name.
+  Paged<BuildRow> evaluationBuilds(int64_t eval, const BuildFilter& filter,
+                                   const Page& page);
+  /// How many jobs of `eval` fall into each ChangeKind against `base`.
+  ChangeCounts compareCounts(int64_t eval, int64_t base);
+  /// The jobs of one ChangeKind of `eval` against `base`, by job name.
+  Paged<BuildChange> compare(int64_t eval, int64_t base, ChangeKind kind,
+                             const Page& page);
+  /// The job x evaluation matrix of `jobset`: its `evals` (1..20) newest
+  /// evaluations and a page of the newest one's jobs.
+  JobMatrix jobMatrix(int64_t jobset, int evals, const Page& page);
+  /// Builds of `job` in `jobset`, newest first, with their step times.
+  Paged<BuildTimes> jobHistory(int64_t jobset, const std::string& job,
+                               const Page& page);
+  /// The newest successful build of `job` (0 if none); with
+  /// `finishedEval`, the newest one whose evaluation has no unfinished
+  /// build (Hydra's `latest-finished`).
+  int64_t latestBuild(int64_t jobset, const std::string& job,
+                      bool finishedEval);
+  /// The steps of build `build`'s closure that ran for it, and its top
+  /// step's direct dependencies (each list at most `cap`).
+  BuildSteps buildSteps(const BuildRow& build, int cap = 200);
+  /// Steps by id (missing ids are skipped), in the order given.
+  std::vector<StepRow> stepsById(const std::vector<int64_t>& ids);
+  /// Jobs whose name starts with `query`, builds whose .drv and outputs
+  /// whose path start with it (a bare hash or name is looked up under
+  /// `storeDir`); each list at most `cap`. An empty query finds nothing.
+  SearchResults search(const std::string& query, const std::string& storeDir,
+                       int cap = 50);
+  /// Failure counts of the newest (at most 20,000) builds finished in
+  /// [nowMs - buckets * bucketMs, nowMs), per bucket, oldest first.
+  std::vector<FailureBucket> failureRate(int64_t nowMs, int64_t bucketMs,
+                                         int buckets);
+
   /// Typed reads of everything else (jobsets, evaluations, requests) on
   /// the same read-only connection; a write throws SqliteError.
   StateDb& rows() { return db_; }

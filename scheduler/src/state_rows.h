@@ -1,0 +1,34 @@
+#pragma once
+// Column lists and row readers shared by StateDb (state_db.cc) and the read
+// model's queries (state_queries.cc), so both read a row the same way.
+
+#include <optional>
+#include <string>
+
+#include "kiln/common/sqlite.h"
+#include "kiln/scheduler/state_db.h"
+
+namespace kiln::scheduler::detail {
+
+/// Columns of `jobsets` in the order readJobset expects.
+extern const char* const kJobsetColumns;
+/// Columns of `builds` in the order readBuild expects.
+extern const char* const kBuildColumns;
+/// Columns of `steps` in the order readStep expects.
+extern const char* const kStepColumns;
+
+/// The row under `s` (selected with the matching column list).
+JobsetRow readJobset(const SqliteStmt& s);
+BuildRow readBuild(const SqliteStmt& s);
+/// The build whose kBuildColumns start at column `first`; nullopt when its
+/// id is NULL (the missing side of an outer join).
+std::optional<BuildRow> readBuildAt(const SqliteStmt& s, int first);
+/// kBuildColumns, each prefixed with `alias` and a dot.
+std::string buildColumnsOf(const std::string& alias);
+/// How many columns kBuildColumns has.
+inline constexpr int kBuildColumnCount = 17;
+StepRow readStep(const SqliteStmt& s);
+/// `id, jobset, inputs_hash, time, duration, jobs, error`.
+EvaluationRow readEval(const SqliteStmt& s);
+
+}  // namespace kiln::scheduler::detail
