@@ -144,6 +144,8 @@ void ServiceMetrics::update(const SchedulerMetrics& m) {
 
 void ServiceMetrics::observeDispatchLatency(double seconds) {
   dispatchLatency_.Observe(seconds);
+  ++dispatchCount_;
+  dispatchLatencySum_ += seconds;
 }
 
 void ServiceMetrics::observeIdleStretches(

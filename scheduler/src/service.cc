@@ -281,6 +281,8 @@ void SchedulerService::Impl::maybePublishSnapshot() {
     snap->workers.push_back(
         {c.name, c.hello.systems, c.hello.slots, runningOn[peer]});
   snap->metrics = core.metrics();
+  snap->dispatches = metrics.dispatchCount();
+  snap->dispatchLatencySum = metrics.dispatchLatencySum();
   *published.lock() = std::move(snap);
 }
 

@@ -29,6 +29,9 @@ class ServiceMetrics {
   /// Time from the service event that made an assignment possible (a step
   /// result, an ingestion, a worker joining) to its BuildStep being sent.
   void observeDispatchLatency(double seconds);
+  /// How many dispatch latencies were observed, and their sum (seconds).
+  uint64_t dispatchCount() const { return dispatchCount_; }
+  double dispatchLatencySum() const { return dispatchLatencySum_; }
   /// Wall time of a finished step attempt.
   void observeStepDuration(const std::string& system, double seconds);
   /// Per-slot idle-with-work stretches that ended (SchedulerCore::
@@ -56,6 +59,8 @@ class ServiceMetrics {
   prometheus::Counter& retries_;
   prometheus::Counter& dispatches_;
   prometheus::Histogram& dispatchLatency_;
+  uint64_t dispatchCount_ = 0;
+  double dispatchLatencySum_ = 0;
   prometheus::Histogram& slotIdle_;
   prometheus::Gauge& slotIdleMax_;
   double longestSlotIdle_ = 0;

@@ -96,6 +96,10 @@ struct SchedulerSnapshot {
   std::vector<QueueEntry> queue;   ///< unfinished steps and why they wait
   std::vector<WorkerEntry> workers;
   SchedulerMetrics metrics;        ///< the core's gauges and counters
+  /// Steps dispatched since the service started, and the sum of their
+  /// dispatch latencies (seconds; see ServiceMetrics).
+  uint64_t dispatches = 0;
+  double dispatchLatencySum = 0;
 };
 
 /// The running scheduler. Construction opens the state (migrating it),
