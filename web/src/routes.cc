@@ -2,11 +2,12 @@
 // them (routes.h). A page module adds one line here.
 #include "kiln/web/routes.h"
 
+#include "kiln/web/pages.h"
+
 namespace kiln::web {
 
 void addAllRoutes(Router& router, WebContext& ctx) {
-  (void)router;
-  (void)ctx;
+  addPageRoutes(router, ctx);
 }
 
 WebFrontend::WebFrontend(WebServerConfig config, WebContext ctx)

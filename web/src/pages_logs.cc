@@ -1,0 +1,206 @@
+// Build logs (download per attempt, live server-sent events) and the job
+// routes (history, latest redirects, badge).
+#include "pages_logs.h"
+
+#include <algorithm>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kiln/common/file.h"
+#include "kiln/scheduler/logs.h"
+#include "kiln/web/html.h"
+#include "kiln/web/model.h"
+
+namespace kiln::web {
+
+namespace {
+
+// Reads up to `max` bytes of `path` from `offset` ("" at or past its end).
+std::string readFrom(const std::string& path, int64_t offset, size_t max) {
+  AutoCloseFD fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return "";
+  std::string out(max, '\0');
+  ssize_t n = ::pread(fd.get(), out.data(), max, offset);
+  out.resize(n > 0 ? size_t(n) : 0);
+  return out;
+}
+
+int64_t fileSize(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
+}
+
+scheduler::BuildRow findBuild(WebContext& ctx, int64_t id) {
+  auto* view = ctx.view();
+  auto b = view ? view->rows().build(id) : std::nullopt;
+  if (!b) throw HttpError(404, "build " + std::to_string(id) + " not found");
+  return *b;
+}
+
+// Streams the newest log attempt of a build's step as server-sent events
+// (one `data:` per line), switching to a newer attempt when one appears,
+// and ends with an `end` event carrying the build's status label.
+class LiveLog : public BodyStream {
+ public:
+  LiveLog(WebContext& ctx, scheduler::BuildRow build)
+      : ctx_(ctx), build_(std::move(build)) {}
+
+  Next next(std::string& out, size_t max) override {
+    auto files = scheduler::stepLogFiles(ctx_.stateDir, build_.drvPath);
+    if (!files.empty() && files.back().first != attempt_) {
+      attempt_ = files.back().first;
+      path_ = files.back().second;
+      offset_ = 0;
+      out += "event: attempt\ndata: " + std::to_string(attempt_) + "\n\n";
+    }
+    std::string chunk = path_.empty() ? "" : readFrom(path_, offset_, max / 2);
+    size_t end = chunk.rfind('\n');
+    if (end != std::string::npos) {
+      chunk.resize(end + 1);
+      offset_ += int64_t(chunk.size());
+      size_t i = 0;
+      while (i < chunk.size()) {
+        size_t j = chunk.find('\n', i);
+        out += "data: " + chunk.substr(i, j - i) + "\n";
+        out += "\n";
+        i = j + 1;
+      }
+      return Next::kData;
+    }
+    auto* view = ctx_.view();
+    auto b = view ? view->rows().build(build_.id) : std::nullopt;
+    if (!b || b->finished) {
+      // The last line may lack its newline: send what is left first.
+      std::string rest = path_.empty() ? "" : readFrom(path_, offset_, max / 2);
+      if (!rest.empty()) {
+        offset_ += int64_t(rest.size());
+        out += "data: " + rest + "\n\n";
+        return Next::kData;
+      }
+      out += "event: end\ndata: " +
+             statusLabel(b ? b->status : -1) + "\n\n";
+      return Next::kEnd;
+    }
+    return out.empty() ? Next::kWait : Next::kData;
+  }
+
+ private:
+  WebContext& ctx_;
+  scheduler::BuildRow build_;
+  int attempt_ = 0;
+  std::string path_;
+  int64_t offset_ = 0;
+};
+
+}  // namespace
+
+std::string latestLogTail(const std::string& stateDir,
+                          const std::string& drvPath, size_t maxBytes) {
+  auto files = scheduler::stepLogFiles(stateDir, drvPath);
+  if (files.empty()) return "";
+  const std::string& path = files.back().second;
+  int64_t size = fileSize(path);
+  int64_t from = std::max<int64_t>(0, size - int64_t(maxBytes));
+  std::string tail = readFrom(path, from, maxBytes);
+  if (from > 0) {
+    size_t nl = tail.find('\n');
+    tail = nl == std::string::npos ? "" : tail.substr(nl + 1);
+  }
+  return tail;
+}
+
+void addLogRoutes(Router& router, WebContext& ctx) {
+  router.add("GET", "/build/{id}/log",
+             [&ctx](const Request& req, const RouteParams& p) {
+               auto b = findBuild(ctx, p.id("id"));
+               auto files = scheduler::stepLogFiles(ctx.stateDir, b.drvPath);
+               if (files.empty())
+                 throw HttpError(404, "build " + std::to_string(b.id) +
+                                          " has no log yet");
+               int64_t attempt = intArg(req, "attempt", files.back().first, 1,
+                                        1'000'000);
+               for (auto& [n, path] : files)
+                 if (n == attempt)
+                   return Response::file(path, "text/plain; charset=utf-8");
+               throw HttpError(404, "build " + std::to_string(b.id) +
+                                        " has no log attempt " +
+                                        std::to_string(attempt));
+             });
+  router.add("GET", "/build/{id}/log/live",
+             [&ctx](const Request&, const RouteParams& p) {
+               auto b = findBuild(ctx, p.id("id"));
+               auto r = Response::streamed(std::make_shared<LiveLog>(ctx, b),
+                                           "text/event-stream");
+               r.headers.push_back({"Cache-Control", "no-cache"});
+               return r;
+             });
+}
+
+namespace {
+
+scheduler::JobsetRow jobsetOf(WebContext& ctx, const RouteParams& p) {
+  auto* view = ctx.view();
+  auto js = view ? view->rows().jobsetByName(p.at("project"), p.at("jobset"))
+                 : std::nullopt;
+  if (!js)
+    throw HttpError(404, "jobset " + p.at("project") + ":" + p.at("jobset") +
+                             " not found");
+  return *js;
+}
+
+Handler latest(WebContext& ctx, bool finishedEval) {
+  return [&ctx, finishedEval](const Request&, const RouteParams& p) {
+    auto js = jobsetOf(ctx, p);
+    int64_t id = ctx.view()->latestBuild(js.id, p.at("job"), finishedEval);
+    if (!id)
+      throw HttpError(404, "job " + p.at("job") + " has no successful build" +
+                               (finishedEval ? " in a finished evaluation" : ""));
+    return Response::redirect("/build/" + std::to_string(id));
+  };
+}
+
+Handler jobPage(WebContext& ctx, bool api) {
+  return [&ctx, api](const Request& req, const RouteParams& p) {
+    auto* view = ctx.view();
+    if (!view) throw HttpError(503, "the scheduler has not created its state yet");
+    scheduler::Page page{intArg(req, "offset", 0, 0, scheduler::Page::kMaxOffset),
+                         intArg(req, "limit", 50, 1, scheduler::Page::kMaxLimit)};
+    try {
+      json m = jobModel(*view, p.at("project"), p.at("jobset"), p.at("job"), page);
+      return api || req.wantsJson() ? Response::json(m)
+                                    : Response::html(renderJob(m));
+    } catch (const NotFound& e) {
+      throw HttpError(404, e.what());
+    }
+  };
+}
+
+}  // namespace
+
+void addJobRoutes(Router& router, WebContext& ctx) {
+  const std::string job = "/jobset/{project}/{jobset}/job/{job}";
+  router.add("GET", job, jobPage(ctx, false));
+  router.add("GET", "/api" + job, jobPage(ctx, true));
+  router.add("GET", job + "/latest", latest(ctx, false));
+  router.add("GET", job + "/latest-finished", latest(ctx, true));
+  router.add("GET", job + "/badge.svg",
+             [&ctx](const Request&, const RouteParams& p) {
+               auto js = jobsetOf(ctx, p);
+               auto h = ctx.view()->jobHistory(js.id, p.at("job"),
+                                               scheduler::Page{0, 1});
+               std::string name;
+               if (!h.rows.empty())
+                 name = statusName(h.rows[0].build.finished
+                                       ? h.rows[0].build.status
+                                       : -1);
+               Response r;
+               r.contentType = "image/svg+xml";
+               r.body = renderBadge(name);
+               r.headers.push_back({"Cache-Control", "no-cache"});
+               return r;
+             });
+}
+
+}  // namespace kiln::web

@@ -1,0 +1,26 @@
+#pragma once
+// Build logs on the web (pages_logs.cc) and helpers the page routes share.
+
+#include <string>
+
+#include "kiln/web/context.h"
+#include "kiln/web/router.h"
+
+namespace kiln::web {
+
+/// The last `maxBytes` of the newest log attempt of the step building
+/// `drvPath` ("" when there is none), cut at a line start.
+std::string latestLogTail(const std::string& stateDir,
+                          const std::string& drvPath,
+                          size_t maxBytes = 64 << 10);
+/// `/build/{id}/log` (download, `?attempt=N`) and `/build/{id}/log/live`
+/// (server-sent events while the build runs).
+void addLogRoutes(Router& router, WebContext& ctx);
+/// A job's history page, `latest`, `latest-finished` and `badge.svg`.
+void addJobRoutes(Router& router, WebContext& ctx);
+/// The query argument `name` as an integer in [min, max] (`def` when
+/// absent); HttpError(400) naming it otherwise.
+int64_t intArg(const Request& req, const std::string& name, int64_t def,
+               int64_t min, int64_t max);
+
+}  // namespace kiln::web

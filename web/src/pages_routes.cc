@@ -1,0 +1,196 @@
+// The dashboard's routes (pages.h): each page is a model (model.h)
+// answered as JSON or rendered as HTML (html.h).
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include "kiln/common/clock.h"
+#include "kiln/common/file.h"
+#include "kiln/store/local_store.h"
+#include "kiln/web/html.h"
+#include "kiln/web/model.h"
+#include "kiln/web/pages.h"
+#include "pages_logs.h"
+
+namespace kiln::web {
+
+using scheduler::Page;
+using scheduler::StateView;
+
+int64_t intArg(const Request& req, const std::string& name, int64_t def,
+               int64_t min, int64_t max) {
+  std::string v = req.queryArg(name);
+  if (v.empty()) return def;
+  size_t used = 0;
+  int64_t n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || n < min || n > max)
+    throw HttpError(400, "query argument '" + name + "' must be an integer in " +
+                             std::to_string(min) + ".." + std::to_string(max));
+  return n;
+}
+
+namespace {
+
+using ModelFn =
+    std::function<json(StateView&, const Request&, const RouteParams&)>;
+using RenderFn = std::string (*)(const json&);
+
+Page pageArg(const Request& req, const std::string& offsetName) {
+  return Page{intArg(req, offsetName, 0, 0, Page::kMaxOffset),
+              intArg(req, "limit", 50, 1, Page::kMaxLimit)};
+}
+
+// A page: its model as JSON when asked (or under /api/), else as HTML.
+Handler page(WebContext& ctx, ModelFn model, RenderFn render, bool api) {
+  return [&ctx, model, render, api](const Request& req, const RouteParams& p) {
+    bool asJson = api || req.wantsJson();
+    try {
+      StateView* view = ctx.view();
+      if (!view)
+        throw HttpError(503, "the scheduler has not created its state yet");
+      json m = model(*view, req, p);
+      return asJson ? Response::json(m) : Response::html(render(m));
+    } catch (const NotFound& e) {
+      if (asJson) throw HttpError(404, e.what());
+      return Response::html(renderError(404, e.what()), 404);
+    } catch (const scheduler::SchedulerStateError& e) {
+      throw HttpError(400, e.what());
+    }
+  };
+}
+
+// The sizes of a store path and its closure from the central store, opened
+// on first use (null while the scheduler has not created it).
+PathSizeFn storeSizes(const WebContext& ctx) {
+  struct Shared {
+    std::mutex mu;
+    std::shared_ptr<store::LocalStore> store;
+  };
+  auto shared = std::make_shared<Shared>();
+  return [shared, &ctx](const std::string& path) -> std::optional<PathSize> {
+    std::shared_ptr<store::LocalStore> s;
+    {
+      std::lock_guard lock(shared->mu);
+      if (!shared->store && pathExists(ctx.stateDir + "/db"))
+        shared->store = std::make_shared<store::LocalStore>(
+            ctx.stateDir, store::StoreDir(ctx.storeDir));
+      s = shared->store;
+    }
+    if (!s) return std::nullopt;
+    auto sp = s->parsePath(path);
+    auto info = s->queryPathInfo(sp);
+    if (!info) return std::nullopt;
+    PathSize size{int64_t(info->narSize), 0};
+    for (auto& q : s->queryRequisites({sp}))
+      if (auto i = s->queryPathInfo(q)) size.closureSize += int64_t(i->narSize);
+    return size;
+  };
+}
+
+struct Pages {
+  WebContext& ctx;
+  std::shared_ptr<MetricsHistory> history = std::make_shared<MetricsHistory>();
+  PathSizeFn sizes = storeSizes(ctx);
+
+  std::shared_ptr<const scheduler::SchedulerSnapshot> snapshot() const {
+    return ctx.snapshot ? ctx.snapshot() : nullptr;
+  }
+
+  json overview(StateView& v, const Request&, const RouteParams&) const {
+    auto snap = snapshot();
+    if (snap) history->record(*snap);
+    return overviewModel(v, snap.get(), history.get(),
+                         RealClock::instance().nowMs());
+  }
+  json build(StateView& v, const Request&, const RouteParams& p) const {
+    int64_t id = p.id("id");
+    json m = buildModel(v, ctx.stateDir, id, sizes);
+    m["logTail"] = latestLogTail(ctx.stateDir, m["build"]["drvPath"]);
+    return m;
+  }
+  json evaluation(StateView& v, const Request& r, const RouteParams& p) const {
+    scheduler::BuildFilter f;
+    std::string state = r.queryArg("state", "all");
+    static const char* kStates[] = {"all", "succeeded", "failed", "unfinished"};
+    auto it = std::find(std::begin(kStates), std::end(kStates), state);
+    if (it == std::end(kStates))
+      throw HttpError(400, "state must be all, succeeded, failed or unfinished");
+    f.state = scheduler::BuildState(it - std::begin(kStates));
+    f.jobPrefix = r.queryArg("job");
+    f.system = r.queryArg("system");
+    return evaluationModel(v, p.id("id"), f, pageArg(r, "offset"),
+                           pageArg(r, "errors"));
+  }
+  json compare(StateView& v, const Request& r, const RouteParams& p) const {
+    auto kind = changeKindFromName(r.queryArg("kind", "newly-failing"));
+    if (!kind)
+      throw HttpError(400, "kind must be newly-failing, newly-succeeding, "
+                           "still-failing, new, removed or unfinished");
+    int64_t base = intArg(r, "base", 0, 0, INT64_MAX);
+    return comparisonModel(v, p.id("id"), base, *kind, pageArg(r, "offset"));
+  }
+};
+
+// Adds `pattern` as a page and as its JSON twin under /api.
+void addPage(Router& router, WebContext& ctx, const std::string& pattern,
+             ModelFn model, RenderFn render) {
+  router.add("GET", pattern, page(ctx, model, render, false));
+  router.add("GET", "/api" + (pattern == "/" ? "/overview" : pattern),
+             page(ctx, model, render, true));
+}
+
+}  // namespace
+
+void addJobRoutes(Router& router, WebContext& ctx);
+
+void addPageRoutes(Router& router, WebContext& ctx) {
+  auto pages = std::make_shared<Pages>(Pages{ctx});
+  using namespace std::placeholders;
+  addPage(router, ctx, "/", std::bind(&Pages::overview, pages, _1, _2, _3),
+          renderOverview);
+  addPage(router, ctx, "/projects",
+          [](StateView& v, const Request&, const RouteParams&) {
+            return projectsModel(v);
+          },
+          renderProjects);
+  addPage(router, ctx, "/jobset/{project}/{jobset}",
+          [](StateView& v, const Request& r, const RouteParams& p) {
+            return jobsetModel(v, p.at("project"), p.at("jobset"),
+                               pageArg(r, "evals"), pageArg(r, "jobs"),
+                               int(intArg(r, "columns", 10, 1, 20)));
+          },
+          renderJobset);
+  addPage(router, ctx, "/eval/{id}",
+          std::bind(&Pages::evaluation, pages, _1, _2, _3), renderEvaluation);
+  addPage(router, ctx, "/eval/{id}/compare",
+          std::bind(&Pages::compare, pages, _1, _2, _3), renderComparison);
+  addPage(router, ctx, "/build/{id}",
+          std::bind(&Pages::build, pages, _1, _2, _3), renderBuild);
+  addPage(router, ctx, "/queue",
+          [pages](StateView&, const Request& r, const RouteParams&) {
+            return queueModel(pages->snapshot().get(), pageArg(r, "offset"));
+          },
+          renderQueue);
+  addPage(router, ctx, "/workers",
+          [pages](StateView&, const Request&, const RouteParams&) {
+            return workersModel(pages->snapshot().get());
+          },
+          renderWorkers);
+  addPage(router, ctx, "/search",
+          [&ctx](StateView& v, const Request& r, const RouteParams&) {
+            std::string q = r.queryArg("q");
+            if (q.size() > 400)
+              throw HttpError(400, "search text longer than 400 bytes");
+            return searchModel(v, ctx.storeDir, q);
+          },
+          renderSearch);
+  addJobRoutes(router, ctx);
+  addLogRoutes(router, ctx);
+}
+
+}  // namespace kiln::web
