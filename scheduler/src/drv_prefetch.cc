@@ -2,11 +2,27 @@
 
 #include <algorithm>
 
+#include "kiln/common/file.h"
+
 namespace kiln::scheduler {
+
+store::Derivation readCheckedDrv(store::LocalStore& store,
+                                 store::DrvHashCache& cache,
+                                 const store::StorePath& path) {
+  auto info = store.queryPathInfo(path);
+  if (!info)
+    throw store::InvalidPathError("derivation " + store.printPath(path) +
+                                  " is not valid in the central store");
+  return store::checkDerivationFile(
+      cache, path, readFile(store.physicalPath(path)), info->references);
+}
 
 std::shared_ptr<const DrvMap> prefetchDrvs(
     store::LocalStore& store, const std::vector<std::string>& roots) {
   auto map = std::make_shared<DrvMap>();
+  store::DrvHashCache cache(
+      store.storeDir(),
+      store::fileDrvLoader(store.storeDir(), store.physicalRoot()));
   std::vector<std::string> todo(roots.begin(), roots.end());
   while (!todo.empty()) {
     std::string p = std::move(todo.back());
@@ -14,10 +30,8 @@ std::shared_ptr<const DrvMap> prefetchDrvs(
     if (p.empty() || map->count(p)) continue;
     std::shared_ptr<const store::Derivation> drv;
     try {
-      auto path = store.parsePath(p);
-      if (!store.isValid(path)) continue;
       drv = std::make_shared<const store::Derivation>(
-          store::readDerivationFile(store.storeDir(), store.physicalPath(path)));
+          readCheckedDrv(store, cache, store.parsePath(p)));
     } catch (const std::exception&) {
       continue;  // ingestion reads it again and reports the error
     }
@@ -36,7 +50,8 @@ void orderJobsByDepth(std::vector<Job>& jobs, const DrvMap& drvs,
   auto depthOf = [&](const std::string& root) -> size_t {
     auto it = drvs.find(root);
     if (it == drvs.end()) return 0;
-    if (auto d = depth.find(it->second.get()); d != depth.end()) return d->second;
+    if (auto d = depth.find(it->second.get()); d != depth.end())
+      return d->second;
     struct Frame {
       const store::Derivation* drv;
       std::vector<const store::Derivation*> children;
@@ -67,7 +82,8 @@ void orderJobsByDepth(std::vector<Job>& jobs, const DrvMap& drvs,
       size_t mine = f.best;
       depth[f.drv] = mine;
       stack.pop_back();
-      if (!stack.empty()) stack.back().best = std::max(stack.back().best, mine + 1);
+      if (!stack.empty())
+        stack.back().best = std::max(stack.back().best, mine + 1);
     }
     return depth.at(it->second.get());
   };

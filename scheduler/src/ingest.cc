@@ -32,7 +32,13 @@ std::optional<StepId> StepIndex::coreId(int64_t db) const {
 
 Ingestor::Ingestor(StateDb& db, store::LocalStore& store, SchedulerCore& core,
                    const Clock& clock)
-    : db_(db), store_(store), core_(core), clock_(clock) {}
+    : db_(db),
+      store_(store),
+      core_(core),
+      clock_(clock),
+      drvHashes_(store.storeDir(),
+                 store::fileDrvLoader(store.storeDir(), store.physicalRoot())) {
+}
 
 std::shared_ptr<const store::Derivation> Ingestor::loadDrv(
     const std::string& drvPath) {
@@ -40,12 +46,15 @@ std::shared_ptr<const store::Derivation> Ingestor::loadDrv(
     if (auto it = prefetched_->find(drvPath); it != prefetched_->end())
       return it->second;  // checked valid when the evaluation ended
   if (auto it = loaded_.find(drvPath); it != loaded_.end()) return it->second;
-  auto path = store_.parsePath(drvPath);
-  if (!store_.isValid(path))
-    throw store::InvalidPathError("ingestion: derivation " + drvPath +
-                                  " is not valid in the central store");
-  auto drv = std::make_shared<const store::Derivation>(
-      store::readDerivationFile(store_.storeDir(), store_.physicalPath(path)));
+  std::shared_ptr<const store::Derivation> drv;
+  try {
+    drv = std::make_shared<const store::Derivation>(
+        readCheckedDrv(store_, drvHashes_, store_.parsePath(drvPath)));
+  } catch (const store::InvalidPathError& e) {
+    throw store::InvalidPathError(std::string("ingestion: ") + e.what());
+  } catch (const FormatError& e) {
+    throw FormatError(std::string("ingestion: ") + e.what());
+  }
   loaded_.emplace(drvPath, drv);
   return drv;
 }
@@ -152,8 +161,9 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
     if (auto cf = db_.cachedFailure(drvPath, now)) {
       StepId s = addStepRow(drvPath, *drv, {});
       r.newSteps++;
-      db_.finishStep(*index_.dbId(s), static_cast<int>(StepStatus::kCachedFailure),
-                     now, "cached failure");
+      db_.finishStep(*index_.dbId(s),
+                     static_cast<int>(StepStatus::kCachedFailure), now,
+                     "cached failure");
       core_.failStep(s, StepStatus::kCachedFailure);
       done[drvPath] = s;
       return;

@@ -76,10 +76,13 @@ class EvalStore : public ::testing::Test {
 };
 
 TEST_F(EvalStore, InstantiateRegistersWhatNixRegisters) {
-  if (!test::haveProgram("nix-instantiate")) GTEST_SKIP() << "nix-instantiate is not installed";
+  if (!test::haveProgram("nix-instantiate"))
+    GTEST_SKIP() << "nix-instantiate is not installed";
   auto ours = kiln({"instantiate", src_ + "/default.nix"});
   ASSERT_EQ(ours.exitCode, 0) << ours.err;
-  EXPECT_NE(ours.err.find("you did not specify '--add-root'"), std::string::npos) << ours.err;
+  EXPECT_NE(ours.err.find("you did not specify '--add-root'"),
+            std::string::npos)
+      << ours.err;
   auto theirs = nix({"nix-instantiate", src_ + "/default.nix"});
   ASSERT_EQ(theirs.exitCode, 0) << theirs.err;
   EXPECT_EQ(ours.out, theirs.out);
@@ -98,7 +101,8 @@ TEST_F(EvalStore, InstantiateRegistersWhatNixRegisters) {
     EXPECT_EQ(info.narHash.toNix32() + "\n", hash.out);
     std::set<std::string> refs;
     for (auto& r : info.references) refs.insert(store.printPath(r));
-    auto nixRefs = nonEmptyLines(nix({"nix-store", "-q", "--references", store.printPath(p)}).out);
+    auto nixRefs = nonEmptyLines(
+        nix({"nix-store", "-q", "--references", store.printPath(p)}).out);
     EXPECT_EQ(refs, std::set<std::string>(nixRefs.begin(), nixRefs.end()));
     if (p.isDerivation()) {
       EXPECT_EQ(readFile(store.physicalPath(p)), readFile(e.path().string()));
@@ -133,13 +137,43 @@ TEST_F(EvalStore, EvalJsonWritesEachJobsClosure) {
   EXPECT_TRUE(store.queryAllValidPaths().empty());
 }
 
+// A jobset writing a `.drv` with builtins.toFile that claims the output
+// path of another derivation (to have its build registered there): the
+// store refuses the `.drv` as it registers it, with the output named.
+TEST_F(EvalStore, AToFileDrvClaimingAnotherOutputIsRefused) {
+  writeFile(src_ + "/forged.nix", R"(
+let
+  victim = derivation { name = "victim"; system = "x86_64-linux"; builder = "/bin/sh";
+                        args = [ "-c" "echo > $out" ]; };
+  out = builtins.unsafeDiscardStringContext victim.outPath;
+  forged = builtins.toFile "evil.drv" ''Derive([("out","${out}","","")],[],[],"x86_64-linux","/bin/sh",[],[("builder","/bin/sh"),("name","evil"),("out","${out}"),("system","x86_64-linux")])'';
+in {
+  inherit victim;
+  evil = { type = "derivation"; name = "evil"; system = "x86_64-linux";
+           drvPath = forged; outPath = out; };
+}
+)");
+  auto r = kiln({"eval", src_ + "/forged.nix", "--json"});
+  EXPECT_NE(r.exitCode, 0) << r.out;
+  auto at = r.err.find("-evil.drv' has incorrect output 'out' '/nix/store/");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("-victim', should be '/nix/store/", at),
+            std::string::npos)
+      << r.err;
+  store::LocalStore store(state_);
+  for (auto& p : store.queryAllValidPaths())
+    EXPECT_NE(p.name(), "evil.drv") << "the forged .drv was registered";
+}
+
 TEST_F(EvalStore, AddRootKeepsTheDrvThroughGc) {
   std::string root = tmp_.path() + "/result";
-  auto r = kiln({"instantiate", src_ + "/default.nix", "--add-root", root, "--indirect"});
+  auto r = kiln(
+      {"instantiate", src_ + "/default.nix", "--add-root", root, "--indirect"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(r.err.find("--add-root'"), std::string::npos) << r.err;
   // Like nix-instantiate: the links are printed, the 2nd gets "-2".
-  ASSERT_EQ(nonEmptyLines(r.out), (std::vector<std::string>{root, root + "-2"}));
+  ASSERT_EQ(nonEmptyLines(r.out),
+            (std::vector<std::string>{root, root + "-2"}));
   store::LocalStore store(state_);
   std::string d1 = fs::read_symlink(root).string();
   std::string d2 = fs::read_symlink(root + "-2").string();
@@ -160,8 +194,8 @@ TEST_F(EvalStore, AddRootKeepsTheDrvThroughGc) {
 
   // A regular file in the way is refused, not replaced.
   writeFile(tmp_.path() + "/taken", "mine");
-  auto taken = kiln({"instantiate", src_ + "/default.nix", "-A", "d1", "--add-root",
-                     tmp_.path() + "/taken"});
+  auto taken = kiln({"instantiate", src_ + "/default.nix", "-A", "d1",
+                     "--add-root", tmp_.path() + "/taken"});
   EXPECT_EQ(taken.exitCode, 1);
   EXPECT_NE(taken.err.find("not a symlink"), std::string::npos) << taken.err;
   EXPECT_EQ(readFile(tmp_.path() + "/taken"), "mine");
@@ -183,10 +217,12 @@ TEST_F(EvalStore, StoreRootStillWritesAPlainDirectory) {
   std::string root = tmp_.path() + "/plain";
   auto r = kiln({"instantiate", src_ + "/default.nix", "--store-root", root});
   ASSERT_EQ(r.exitCode, 0) << r.err;
-  for (auto& drv : nonEmptyLines(r.out)) EXPECT_TRUE(pathExists(root + drv)) << drv;
+  for (auto& drv : nonEmptyLines(r.out))
+    EXPECT_TRUE(pathExists(root + drv)) << drv;
   EXPECT_FALSE(pathExists(state_));
   size_t objects = 0;
-  for (auto& e : fs::directory_iterator(root + "/nix/store")) objects += !e.path().empty();
+  for (auto& e : fs::directory_iterator(root + "/nix/store"))
+    objects += !e.path().empty();
   EXPECT_EQ(objects, 7u);
 }
 

@@ -21,9 +21,22 @@ namespace kiln::scheduler {
 using DrvMap =
     std::unordered_map<std::string, std::shared_ptr<const store::Derivation>>;
 
-/// Parses the closure of `roots` (full `.drv` paths) from `store`. A `.drv`
-/// that is not valid or does not parse is left out (ingestion then reports
-/// it with its own error). Never throws for a bad derivation.
+/// Reads the `.drv` `path` of `store` and checks it as the store checks a
+/// `.drv` it registers (store::checkDerivationFile: the path pins its bytes
+/// and references, and its outputs are the ones its contents imply), with
+/// its input derivations hashed through `cache` (memoised there). A `.drv`
+/// registered before that check existed, or by a tool that skips it, gets
+/// no step. Throws store::InvalidPathError if `path` is not valid, and
+/// FormatError naming the `.drv` and the output it claims (and the one it
+/// should have) if the check fails.
+store::Derivation readCheckedDrv(store::LocalStore& store,
+                                 store::DrvHashCache& cache,
+                                 const store::StorePath& path);
+
+/// Parses and checks (readCheckedDrv) the closure of `roots` (full `.drv`
+/// paths) from `store`. A `.drv` that is not valid, does not parse or fails
+/// the check is left out (ingestion then reports it with its own error).
+/// Never throws for a bad derivation.
 std::shared_ptr<const DrvMap> prefetchDrvs(
     store::LocalStore& store, const std::vector<std::string>& roots);
 

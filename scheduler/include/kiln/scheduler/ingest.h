@@ -64,13 +64,17 @@ class Ingestor {
 
   /// Ingests the closure of `drvPath` (a full logical path). Throws
   /// store::InvalidPathError if a `.drv` of the closure is not valid in the
-  /// central store, FormatError if one is malformed. The database changes
+  /// central store, FormatError if one is malformed or claims outputs its
+  /// contents do not imply (before its outputs are looked up: a forged
+  /// `.drv` naming a built output is refused too). The database changes
   /// are one transaction.
   IngestResult ingest(const std::string& drvPath);
 
   /// The parsed derivation at a full `.drv` path of the central store:
-  /// from the prefetched map (useDrvs) or read once and kept until the
-  /// next useDrvs. Throws as ingest() does.
+  /// from the prefetched map (useDrvs, checked there) or read, checked
+  /// (readCheckedDrv) once and kept until the next useDrvs. Throws as
+  /// ingest() does; a `.drv` whose outputs are not the ones its contents
+  /// imply is a FormatError naming the output.
   std::shared_ptr<const store::Derivation> loadDrv(const std::string& drvPath);
   /// Derivations parsed off the service thread (prefetchDrvs) for the
   /// next ingestions; replaces the previous map and forgets what loadDrv
@@ -96,6 +100,9 @@ class Ingestor {
   const Clock& clock_;
   std::shared_ptr<const DrvMap> prefetched_;
   DrvMap loaded_;
+  /// Input derivations' hashes for readCheckedDrv, kept for the service's
+  /// life (32 bytes per `.drv`): each is read and hashed once.
+  store::DrvHashCache drvHashes_;
 };
 
 }  // namespace kiln::scheduler
