@@ -64,7 +64,7 @@ int runScheduler(const std::vector<std::string>& args) {
       "metrics-port", po::value(&cfg.metricsPort),
       "serve Prometheus /metrics on 127.0.0.1:P")(
       "web-listen", po::value(&webListen),
-      "serve the web front end (dashboard, API, binary cache) on HOST:PORT")(
+      "serve the web front end (dashboard, JSON API) on HOST:PORT")(
       "store-dir", po::value(&cfg.storeDir),
       "logical store directory (default /nix/store)")(
       "heartbeat-ms", po::value(&heartbeatMs),

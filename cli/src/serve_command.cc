@@ -334,7 +334,7 @@ int serveCommand(const std::vector<std::string>& args) {
       "metrics-port", po::value(&o.metricsPort),
       "Prometheus /metrics port on 127.0.0.1 (default 9470)")(
       "web-listen", po::value(&o.webListen),
-      "dashboard, API and binary cache address (default 127.0.0.1:8470)")(
+      "dashboard and JSON API address (default 127.0.0.1:8470)")(
       "check-interval", po::value(&o.checkInterval),
       "seconds between checks of the collection (default 60; 0 = once)")(
       "notify", po::value(&o.notify)->composing(),
