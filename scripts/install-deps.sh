@@ -16,6 +16,7 @@ PACKAGES=(
   qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   libgc-dev
   curl
+  prometheus
 )
 
 missing=()

@@ -52,7 +52,7 @@ class SchedulerNotifiers {
   std::shared_ptr<scheduler::NotificationOutbox> outbox() const {
     return outbox_;
   }
-  /// The delivery metrics, for ServiceConfig::extraMetrics.
+  /// The delivery metrics, for the web's /metrics (WebContext::extraMetrics).
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   /// Starts delivering from `dbPath` (after the service migrated it).
   void start(const std::string& dbPath, const Clock& clock);

@@ -21,20 +21,38 @@ std::atomic<bool> gStop{false};
 
 void onSignal(int) { gStop = true; }
 
-// The web front end of `svc` on `listen` ("" = none): pages read the
-// state through their own connections and the service's snapshot, and
-// queue requests for it like the CLI does.
-std::unique_ptr<web::WebFrontend> startWeb(const std::string& listen,
-                                           const scheduler::ServiceConfig& cfg,
-                                           scheduler::SchedulerService& svc) {
-  if (listen.empty()) return nullptr;
-  web::WebServerConfig wc;
-  wc.listen = listen;
+// The web front ends of a scheduler: everything on --web-listen, only
+// /metrics on --metrics-port (each when asked).
+struct SchedulerWeb {
+  std::unique_ptr<web::WebFrontend> all;
+  std::unique_ptr<web::WebFrontend> metrics;
+};
+
+// Starts the front ends of `svc`: pages read the state through their own
+// connections and the service's snapshot, and queue requests for it like
+// the CLI does; /metrics serves the service's registry and `extra`.
+SchedulerWeb startWeb(
+    const std::string& listen, int metricsPort,
+    const scheduler::ServiceConfig& cfg, scheduler::SchedulerService& svc,
+    std::vector<std::shared_ptr<prometheus::Collectable>> extra) {
   web::WebContext ctx;
   ctx.stateDir = cfg.stateDir;
   ctx.storeDir = cfg.storeDir;
   ctx.snapshot = [&svc] { return svc.snapshot(); };
-  return std::make_unique<web::WebFrontend>(wc, std::move(ctx));
+  ctx.metrics = svc.metricsRegistry();
+  ctx.extraMetrics = std::move(extra);
+  SchedulerWeb web;
+  web::WebServerConfig wc;
+  if (!listen.empty()) {
+    wc.listen = listen;
+    web.all = std::make_unique<web::WebFrontend>(wc, ctx);
+  }
+  if (metricsPort >= 0) {
+    wc.listen = "127.0.0.1:" + std::to_string(metricsPort);
+    web.metrics = std::make_unique<web::WebFrontend>(
+        wc, ctx, web::RouteSet::kMetricsOnly);
+  }
+  return web;
 }
 
 int runScheduler(const std::vector<std::string>& args) {
@@ -47,6 +65,7 @@ int runScheduler(const std::vector<std::string>& args) {
       "and logs live in --state-dir. Stops on SIGINT or SIGTERM.\n\nOptions");
   scheduler::ServiceConfig cfg;
   std::string keyFile, allowFile, webListen;
+  int metricsPort = -1;
   int64_t heartbeatMs = 10000, ttl = 0;
   unsigned retries = 3;
   int64_t backoffMs = 30000;
@@ -61,7 +80,7 @@ int runScheduler(const std::vector<std::string>& args) {
       "the scheduler's secret key (kiln key generate)")(
       "allowed-workers", po::value(&allowFile),
       "file of worker public keys allowed to join")(
-      "metrics-port", po::value(&cfg.metricsPort),
+      "metrics-port", po::value(&metricsPort),
       "serve Prometheus /metrics on 127.0.0.1:P")(
       "web-listen", po::value(&webListen),
       "serve the web front end (dashboard, JSON API) on HOST:PORT")(
@@ -125,16 +144,17 @@ int runScheduler(const std::vector<std::string>& args) {
     // Evaluations run this very executable as `kiln eval`.
     cfg.kilnBinary = std::filesystem::read_symlink("/proc/self/exe").string();
     SchedulerNotifiers notifiers(notify, notifySecret);
+    std::vector<std::shared_ptr<prometheus::Collectable>> extraMetrics;
     if (auto outbox = notifiers.outbox()) {
       cfg.eventSinks.push_back(outbox);
-      cfg.extraMetrics.push_back(notifiers.registry());
+      extraMetrics.push_back(notifiers.registry());
     }
     scheduler::SchedulerService svc(cfg);
     notifiers.start(cfg.stateDir + "/scheduler.sqlite", RealClock::instance());
-    auto web = startWeb(webListen, cfg, svc);
+    auto web = startWeb(webListen, metricsPort, cfg, svc, extraMetrics);
     std::cout << "listening " << svc.endpoint();
-    if (svc.metricsPort() >= 0) std::cout << " metrics " << svc.metricsPort();
-    if (web) std::cout << " web " << web->url();
+    if (web.metrics) std::cout << " metrics " << web.metrics->port();
+    if (web.all) std::cout << " web " << web.all->url();
     std::cout << std::endl;
     std::signal(SIGINT, onSignal);
     std::signal(SIGTERM, onSignal);

@@ -77,7 +77,9 @@ SchedulerService::Impl::Impl(ServiceConfig c)
           db, [this](const std::string& d) { return outputsOf(d); })),
       core(clock, coreConfig(cfg)),
       ingestor(db, store, core, clock),
-      registry(std::make_shared<prometheus::Registry>()),
+      registry(cfg.metricsRegistry
+                   ? cfg.metricsRegistry
+                   : std::make_shared<prometheus::Registry>()),
       metrics(*registry),
       link(transportOf(cfg), linkOptions(cfg), core, clock, *this),
       inputs(store, link, metrics, cfg.stateDir + "/tmp"),
@@ -101,12 +103,6 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   setUpRequests();
   restoreFromDb();
-  if (cfg.metricsPort >= 0) {
-    exposer = std::make_unique<prometheus::Exposer>(
-        "127.0.0.1:" + std::to_string(cfg.metricsPort));
-    exposer->RegisterCollectable(registry);
-    for (auto& m : cfg.extraMetrics) exposer->RegisterCollectable(m);
-  }
   logInfo("scheduler listening on " + link.endpoint());
 }
 
@@ -297,10 +293,9 @@ std::string SchedulerService::endpoint() const {
   return impl_->link.endpoint();
 }
 
-int SchedulerService::metricsPort() const {
-  if (!impl_->exposer) return -1;
-  auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? -1 : ports.front();
+std::shared_ptr<prometheus::Registry> SchedulerService::metricsRegistry()
+    const {
+  return impl_->registry;
 }
 
 void SchedulerService::run(const std::atomic<bool>& stop) {

@@ -4,7 +4,6 @@
 // service thread only, except the evaluation thread (Evaluations, with
 // its own LocalStore) and the registrar thread (Uploads, with its own).
 
-#include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
 #include <atomic>
@@ -59,7 +58,6 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   RunningSteps steps;
   Uploads uploads;
   Evaluations evaluations;
-  std::unique_ptr<prometheus::Exposer> exposer;
   /// Start of the loop's current turn (ServiceMetrics::observeLoopTurn).
   Clock::TimePoint turnStart = clock.now();
   Clock::TimePoint lastRequestPoll{};

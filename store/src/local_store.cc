@@ -246,6 +246,17 @@ StorePathSet LocalStore::queryAllValidPaths() {
   return out;
 }
 
+LocalStore::Summary LocalStore::summary() {
+  auto lk = impl_->db.lock();
+  auto st = (*lk)->prepare("select count(*), sum(narSize) from ValidPaths");
+  Summary s;
+  if (st.step()) {
+    s.paths = static_cast<uint64_t>(st.getInt(0));
+    s.narBytes = static_cast<uint64_t>(st.getInt(1));
+  }
+  return s;
+}
+
 void LocalStore::registerDerivationOutputs(
     const StorePath& drv, const std::map<std::string, StorePath>& outputs) {
   auto lk = impl_->db.lock();

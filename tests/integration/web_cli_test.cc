@@ -1,6 +1,7 @@
 // `kiln scheduler --web-listen`: the scheduler process serves the web front
 // end on the given address, prints its URL, answers unknown pages with a
-// clear 404, and refuses a malformed address before starting.
+// clear 404 and /metrics in a text promtool accepts, and refuses a
+// malformed address before starting.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -31,6 +32,15 @@ TEST(WebCli, SchedulerServesTheWebFrontEnd) {
     ADD_FAILURE() << "a page that does not exist answered 200";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("404 Not Found"));
+  }
+  // /metrics: the farm's families and the request just answered, in a
+  // text promtool accepts.
+  std::string metrics = test::httpGet(port, "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("kiln_workers 0"));
+  EXPECT_THAT(metrics, HasSubstr("route=\"unmatched\",status=\"404\"} 1"));
+  if (test::haveProgram("promtool")) {
+    auto check = test::run({"promtool", "check", "metrics"}, metrics);
+    EXPECT_EQ(check.exitCode, 0) << check.out << check.err;
   }
   EXPECT_EQ(sched.stop(30s), 0) << sched.log();
 }

@@ -8,12 +8,25 @@ namespace kiln::web {
 
 void addAllRoutes(Router& router, WebContext& ctx) {
   addPageRoutes(router, ctx);
+  addMetricsRoutes(router, ctx);
 }
 
-WebFrontend::WebFrontend(WebServerConfig config, WebContext ctx)
+WebFrontend::WebFrontend(WebServerConfig config, WebContext ctx, RouteSet which)
     : ctx_(std::make_unique<WebContext>(std::move(ctx))) {
-  addAllRoutes(router_, *ctx_);
-  server_ = std::make_unique<WebServer>(std::move(config), router_);
+  if (which == RouteSet::kAll)
+    addAllRoutes(router_, *ctx_);
+  else
+    addMetricsRoutes(router_, *ctx_);
+  RequestObserver observer;
+  if (ctx_->metrics) {
+    httpMetrics_ = std::make_unique<HttpMetrics>(*ctx_->metrics);
+    observer = [m = httpMetrics_.get()](const std::string& route,
+                                        const std::string& method, int status,
+                                        double seconds) {
+      m->observe(route, method, status, seconds);
+    };
+  }
+  server_ = std::make_unique<WebServer>(std::move(config), router_, observer);
 }
 
 WebFrontend::~WebFrontend() = default;

@@ -38,8 +38,6 @@ class MemoryServiceTest : public ::testing::Test {
   std::unique_ptr<SchedulerService> svc_;
   std::string a_, b_;
   int64_t jobset_ = 0;
-  /// ServiceConfig::metricsPort of start() (0: an ephemeral /metrics).
-  int metricsPort_ = -1;
 
   void SetUp() override {
     {
@@ -62,7 +60,6 @@ class MemoryServiceTest : public ::testing::Test {
     c.clock = &clock_;
     c.heartbeatInterval = 1s;  // lost after 3 s of silence
     c.eventSinks = {sink_, outbox_};
-    c.metricsPort = metricsPort_;
     svc_ = std::make_unique<SchedulerService>(c);
   }
 

@@ -4,6 +4,8 @@
 // worker reports; a report that disagrees is logged and counted in
 // kiln_upload_reference_mismatches_total.
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include "farm.h"
 #include "memory_service.h"
@@ -17,8 +19,6 @@ using testing::outPath;
 
 class UploadRefsTest : public testing::MemoryServiceTest {
  protected:
-  UploadRefsTest() { metricsPort_ = 0; }
-
   void SetUp() override {
     MemoryServiceTest::SetUp();
     // a is built; c is valid but no input of b (a foreign path).
@@ -50,7 +50,8 @@ class UploadRefsTest : public testing::MemoryServiceTest {
   }
 
   double mismatches() {
-    auto text = test::httpGet(svc_->metricsPort(), "/metrics");
+    auto text = prometheus::TextSerializer().Serialize(
+        svc_->metricsRegistry()->Collect());
     return test::prometheusSample(text,
                                   "kiln_upload_reference_mismatches_total")
         .value_or(-1);

@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace prometheus {
-class Collectable;
+class Registry;
 }
 
 #include "kiln/common/clock.h"
@@ -39,7 +39,6 @@ struct ServiceConfig {
   bool insecurePlaintext = false;
   protocol::CurveKeyPair keys;      ///< unless insecurePlaintext
   protocol::AllowList allowed;      ///< worker keys allowed to join
-  int metricsPort = -1;             ///< -1: no /metrics; 0: ephemeral
   std::chrono::milliseconds heartbeatInterval{10000};
   uint32_t chunkSize = 256 << 10;
   SchedulerConfig core;             ///< heartbeatTimeout is set by the service
@@ -67,9 +66,10 @@ struct ServiceConfig {
   /// Further receivers of build events (notifiers, a live feed), after
   /// the database; called on the service thread (build_events.h).
   std::vector<std::shared_ptr<BuildEventSink>> eventSinks;
-  /// Further metrics served on `/metrics` beside the service's own (e.g.
-  /// NotificationDelivery::registry()).
-  std::vector<std::shared_ptr<prometheus::Collectable>> extraMetrics;
+  /// The Prometheus registry the service's metric families go into; the
+  /// web module serves it on `/metrics` (with the store's and the HTTP
+  /// requests'). Null: a registry of the service's own.
+  std::shared_ptr<prometheus::Registry> metricsRegistry;
 };
 
 /// One waiting or running step, as `kiln queue` shows it.
@@ -114,8 +114,9 @@ class SchedulerService {
 
   /// The bound ZeroMQ endpoint (real port).
   std::string endpoint() const;
-  /// The `/metrics` port, or -1.
-  int metricsPort() const;
+  /// The registry holding the service's metrics (ServiceConfig's, or its
+  /// own); scraping it is thread-safe.
+  std::shared_ptr<prometheus::Registry> metricsRegistry() const;
 
   /// Serves until `stop` becomes true (checked at least every 100 ms).
   void run(const std::atomic<bool>& stop);

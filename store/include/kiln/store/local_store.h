@@ -123,6 +123,12 @@ class LocalStore {
   std::map<std::string, StorePath> queryDerivationOutputs(const StorePath& drv);
   /// Every valid path.
   StorePathSet queryAllValidPaths();
+  /// How many paths are valid and the sum of their NAR sizes.
+  struct Summary {
+    uint64_t paths = 0;
+    uint64_t narBytes = 0;
+  };
+  Summary summary();
 
   // --------------------------------------------------------------- adds
   /// Adds `info.path` from the NAR in `nar` (exactly one archive). The NAR's

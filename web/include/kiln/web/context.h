@@ -9,8 +9,14 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+
+namespace prometheus {
+class Collectable;
+class Registry;
+}  // namespace prometheus
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_view.h"
@@ -37,6 +43,12 @@ struct WebContext {
   /// when it is unknown or revoked. Null: every token is refused.
   std::function<std::optional<std::string>(const std::string& token)>
       tokenScope;
+
+  /// The registry served on `/metrics` (the scheduler's, which the web
+  /// adds its own families to); null: no metrics.
+  std::shared_ptr<prometheus::Registry> metrics;
+  /// Further collectables served on `/metrics` (e.g. notifiers').
+  std::vector<std::shared_ptr<prometheus::Collectable>> extraMetrics;
 
   /// This thread's read-only view of the state database, opened on first
   /// use and kept for the thread's life; nullptr while the scheduler has

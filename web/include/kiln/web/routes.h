@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "kiln/web/context.h"
+#include "kiln/web/metrics.h"
 #include "kiln/web/router.h"
 #include "kiln/web/server.h"
 
@@ -13,12 +14,20 @@ namespace kiln::web {
 /// Registers every page module's routes (web/src/routes.cc holds the list).
 void addAllRoutes(Router& router, WebContext& ctx);
 
-/// A context, its routes and a server on them, owned together.
+/// Which routes a front end serves.
+enum class RouteSet {
+  kAll,          ///< every page, the API, the cache and /metrics
+  kMetricsOnly,  ///< only /metrics (`kiln scheduler --metrics-port`)
+};
+
+/// A context, its routes and a server on them, owned together. Requests
+/// are counted in `ctx.metrics` when it is set.
 class WebFrontend {
  public:
-  /// Registers every route on `ctx` and starts serving on `config.listen`.
-  /// Throws Error if the address cannot be bound.
-  WebFrontend(WebServerConfig config, WebContext ctx);
+  /// Registers the routes of `which` on `ctx` and starts serving on
+  /// `config.listen`. Throws Error if the address cannot be bound.
+  WebFrontend(WebServerConfig config, WebContext ctx,
+              RouteSet which = RouteSet::kAll);
   ~WebFrontend();
   /// The server's "http://HOST:PORT".
   std::string url() const { return server_->url(); }
@@ -28,6 +37,7 @@ class WebFrontend {
  private:
   std::unique_ptr<WebContext> ctx_;  // stable address for the handlers
   Router router_;
+  std::unique_ptr<HttpMetrics> httpMetrics_;
   std::unique_ptr<WebServer> server_;
 };
 
