@@ -30,7 +30,6 @@ scheduler::ServiceConfig serviceConfig(const LocalFarmConfig& c,
   s.storeDir = c.storeDir;
   s.listen = endpoint;
   s.insecurePlaintext = true;
-  s.metricsPort = -1;
   s.heartbeatInterval = std::chrono::milliseconds(1000);
   s.core.retryBackoffBase = std::chrono::seconds(1);
   s.core.retryBackoffMax = std::chrono::seconds(5);
