@@ -69,6 +69,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t heartbeatMs = 10000, ttl = 0;
   unsigned retries = 3;
   int64_t backoffMs = 30000;
+  int64_t deadlineMarginSec = 600;
   std::vector<std::string> notify;
   std::string notifySecret;
   opts.add_options()("help,h", "show this help")(
@@ -97,6 +98,20 @@ int runScheduler(const std::vector<std::string>& args) {
       "bytes of log kept per step (default 64 MiB)")(
       "output-limit", po::value(&cfg.outputLimitBytes),
       "largest accepted output NAR in bytes (default unlimited)")(
+      "max-message-size", po::value(&cfg.maxMessageBytes),
+      "largest message a worker may send, in bytes (default 32 MiB)")(
+      "max-uploads-per-connection", po::value(&cfg.maxConcurrentUploads),
+      "uploads one worker connection may send at once (default 4)")(
+      "max-queued-uploads", po::value(&cfg.maxQueuedUploads),
+      "announced uploads waiting per connection (default 256)")(
+      "max-connections-per-key", po::value(&cfg.maxConnectionsPerKey),
+      "connections per worker key, 0 = unlimited (default 16)")(
+      "max-slots-per-key", po::value(&cfg.maxSlotsPerKey),
+      "slots per worker key, 0 = unlimited (default)")(
+      "min-free-disk", po::value(&cfg.minFreeDiskBytes),
+      "bytes an upload must leave free (default 256 MiB)")(
+      "step-deadline-margin", po::value(&deadlineMarginSec),
+      "seconds past a step's timeout before it is taken back (default 600)")(
       "cached-failure-ttl", po::value(&ttl),
       "seconds a failure stays cached (default: until cleared)")(
       "notify", po::value(&notify)->composing(),
@@ -123,6 +138,13 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--heartbeat-ms must be 1..3600000");
     if (backoffMs < 0 || backoffMs > 86400000)
       throw po::error("--retry-backoff-ms must be 0..86400000");
+    if (deadlineMarginSec < 0 || deadlineMarginSec > 86400 * 7)
+      throw po::error("--step-deadline-margin must be 0..604800");
+    if (cfg.maxMessageBytes < (1 << 20) ||
+        cfg.maxMessageBytes > protocol::kMaxBodyFrame)
+      throw po::error("--max-message-size must be 1 MiB..256 MiB");
+    if (cfg.maxConcurrentUploads < 1)
+      throw po::error("--max-uploads-per-connection must be at least 1");
     try {
       parseNotifyOptions(notify, notifySecret);
     } catch (const Error& e) {
@@ -141,6 +163,7 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.core.maxRetries = retries;
     cfg.core.retryBackoffBase = std::chrono::milliseconds(backoffMs);
     cfg.cachedFailureTtlSec = ttl;
+    cfg.stepDeadlineMargin = std::chrono::seconds(deadlineMarginSec);
     // Evaluations run this very executable as `kiln eval`.
     cfg.kilnBinary = std::filesystem::read_symlink("/proc/self/exe").string();
     SchedulerNotifiers notifiers(notify, notifySecret);

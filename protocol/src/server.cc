@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <optional>
 
 #include "kiln/common/logging.h"
@@ -20,6 +21,9 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
     detail::setCommonOptions(s, options.zmqHeartbeat,
                              std::chrono::milliseconds(1000));
     s.set(zmq::sockopt::router_mandatory, 1);
+    s.set(
+        zmq::sockopt::maxmsgsize,
+        static_cast<int64_t>(std::min(options.maxMessageBytes, kMaxBodyFrame)));
     if (!options.insecurePlaintext) {
       checkZ85Key(options.keys.secretKey, "scheduler secret key");
       if (options.allowed.size() == 0)

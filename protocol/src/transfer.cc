@@ -162,7 +162,9 @@ void TransferEndpoint::onHeader(const TransferHeader& h, bool upload) {
     return;
   }
   if (queued_.size() >= options_.maxQueuedIncoming) {
-    send_(Ack{type, h.transferId, false, "too many transfers waiting"});
+    send_(Ack{type, h.transferId, false,
+              "too many transfers waiting (the receiver's limit is " +
+                  std::to_string(options_.maxQueuedIncoming) + ")"});
     return;
   }
   queued_.emplace_back(h, upload);

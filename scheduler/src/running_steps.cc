@@ -175,6 +175,9 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
   run.drvPath = row->drvPath;
   run.system = row->system;
   run.started = clock_.now();
+  if (m.timeoutSec)
+    run.deadline = run.started + std::chrono::seconds(m.timeoutSec) +
+                   config_.stepDeadlineMargin;
   run.attempt = row->attempts + 1;
   running_[id] = std::move(run);
   return true;
@@ -263,6 +266,29 @@ void RunningSteps::onResult(const WorkerConn& from,
     return;
   }
   complete(r->id, m);
+}
+
+void RunningSteps::takeBackOverdue() {
+  auto now = clock_.now();
+  std::vector<int64_t> overdue;
+  for (auto& [id, r] : running_)
+    if (r.deadline && now > *r.deadline && !r.deferred && r.registering.empty())
+      overdue.push_back(id);
+  for (int64_t id : overdue) {
+    RunningStep& r = running_.at(id);
+    std::string why =
+        "no result within the step's timeout plus the scheduler's margin of " +
+        std::to_string(config_.stepDeadlineMargin.count()) +
+        " s: taken back from worker " + r.peer;
+    logWarn(r.drvPath + ": " + why);
+    link_.sendOrWarn(r.peer, proto::CancelStep{static_cast<uint64_t>(id), why});
+    writeAll(openLog(r), "\n[kiln: " + why + "]\n");
+    proto::StepResult res;
+    res.stepId = static_cast<uint64_t>(id);
+    res.status = StepStatus::kTimedOut;
+    res.errorMsg = why;
+    complete(id, res);
+  }
 }
 
 void RunningSteps::workerLeft(const WorkerConn& w) {

@@ -54,6 +54,9 @@ struct RunningStep {
   /// The worker's result, held while outputs are still being registered.
   std::optional<protocol::StepResult> deferred;
   Clock::TimePoint started;
+  /// When the scheduler takes the step back (its timeout plus
+  /// ServiceConfig::stepDeadlineMargin); none without a timeout.
+  std::optional<Clock::TimePoint> deadline;
   int64_t attempt = 1;
   AutoCloseFD log;
   uint64_t logBytes = 0;
@@ -85,6 +88,10 @@ class RunningSteps {
   /// The worker's result, settled now or held until the step's outputs are
   /// registered.
   void onResult(const WorkerConn& from, const protocol::StepResult& m);
+  /// Takes back every step past its deadline whose result is not held:
+  /// CancelStep to its worker, and the step fails as timed out (status 7)
+  /// with the reason in its log.
+  void takeBackOverdue();
   /// `w` left: its steps are forgotten, except those whose result is held
   /// (their outputs are being registered).
   void workerLeft(const WorkerConn& w);

@@ -51,6 +51,7 @@ std::shared_ptr<protocol::ServerTransport> transportOf(const ServiceConfig& c) {
   so.insecurePlaintext = c.insecurePlaintext;
   so.keys = c.keys;
   so.allowed = c.allowed;
+  so.maxMessageBytes = c.maxMessageBytes;
   return std::make_shared<protocol::Server>(so);
 }
 
@@ -59,6 +60,10 @@ WorkerLink::Options linkOptions(const ServiceConfig& c) {
   o.storeDir = store::StoreDir(c.storeDir).dir();
   o.heartbeatInterval = c.heartbeatInterval;
   o.chunkSize = c.chunkSize;
+  o.maxConcurrentUploads = c.maxConcurrentUploads;
+  o.maxQueuedUploads = c.maxQueuedUploads;
+  o.maxConnectionsPerKey = c.maxConnectionsPerKey;
+  o.maxSlotsPerKey = c.maxSlotsPerKey;
   o.schedulerId = "kiln-scheduler-" + std::to_string(getpid());
   return o;
 }
@@ -225,6 +230,7 @@ void SchedulerService::Impl::processEvents() {
 void SchedulerService::Impl::periodic() {
   link.dropLost(core.tick());
   link.expireTransfers();
+  steps.takeBackOverdue();
   auto now = clock.now();
   if (now - lastRequestPoll >= std::chrono::milliseconds(100)) {
     lastRequestPoll = now;

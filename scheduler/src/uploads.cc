@@ -68,6 +68,9 @@ std::string missingFrom(const store::StorePathSet& a,
 Uploads::Uploads(const ServiceConfig& config, RunningSteps& steps,
                  ServiceMetrics& metrics)
     : outputLimitBytes_(config.outputLimitBytes),
+      minFreeDiskBytes_(config.minFreeDiskBytes),
+      disk_(config.diskSpace ? *config.diskSpace : RealDiskSpace::instance()),
+      tmpDir_(config.stateDir + "/tmp"),
       storeDir_(config.storeDir),
       steps_(steps),
       metrics_(metrics),
@@ -89,8 +92,11 @@ std::unique_ptr<proto::TransferTarget> Uploads::accept(
     throw Error("output '" + h.outputName + "' of " + run->drvPath +
                 " is not " + storeDir_.printPath(h.info.path));
   if (outputLimitBytes_ && h.info.narSize > outputLimitBytes_)
-    throw Error("output " + storeDir_.printPath(h.info.path) +
-                " exceeds the output limit");
+    throw Error("output " + storeDir_.printPath(h.info.path) + " of " +
+                std::to_string(h.info.narSize) +
+                " bytes exceeds the output limit of " +
+                std::to_string(outputLimitBytes_) + " bytes");
+  checkDiskSpace(h);
   auto fixed = run->fixedCa.find(h.outputName);
   std::string ca = fixed == run->fixedCa.end() ? "" : fixed->second;
   return std::make_unique<UploadTarget>(
@@ -103,6 +109,21 @@ std::unique_ptr<proto::TransferTarget> Uploads::accept(
         checkReportedReferences(worker, hd, info.references);
         commit(id, hd, std::move(info), std::move(nar));
       });
+}
+
+void Uploads::checkDiskSpace(const proto::TransferHeader& h) const {
+  // The temporary file, then the store's copy, while the first exists.
+  uint64_t size = h.info.narSize;
+  uint64_t need = size > (UINT64_MAX - minFreeDiskBytes_) / 2
+                      ? UINT64_MAX
+                      : 2 * size + minFreeDiskBytes_;
+  uint64_t free = disk_.available(tmpDir_);
+  if (free < need)
+    throw Error("output " + storeDir_.printPath(h.info.path) + " of " +
+                std::to_string(size) + " bytes does not fit on the " +
+                "scheduler's disk: " + std::to_string(free) + " bytes free, " +
+                std::to_string(need) + " needed (twice the NAR plus the " +
+                "reserve of " + std::to_string(minFreeDiskBytes_) + ")");
 }
 
 void Uploads::checkReportedReferences(const std::string& worker,

@@ -35,7 +35,8 @@ class Uploads {
 
   /// The target of an upload `from` announced. Throws Error (the transfer
   /// is refused) unless `h` names an expected output of a step running on
-  /// `from` within the output limit.
+  /// `from` within the output limit, and twice its NAR size plus the
+  /// reserve (ServiceConfig::minFreeDiskBytes) is free on the disk.
   std::unique_ptr<protocol::TransferTarget> accept(
       const WorkerConn& from, const protocol::TransferHeader& h);
   /// Hands the registrar's reports to the running steps.
@@ -55,7 +56,14 @@ class Uploads {
                                const protocol::TransferHeader& h,
                                const store::StorePathSet& scanned);
 
+  /// Throws Error unless `h`'s NAR fits on the disk of the state
+  /// directory.
+  void checkDiskSpace(const protocol::TransferHeader& h) const;
+
   uint64_t outputLimitBytes_;
+  uint64_t minFreeDiskBytes_;
+  const DiskSpace& disk_;
+  std::string tmpDir_;
   store::StoreDir storeDir_;  // printing and parsing on the service thread
   RunningSteps& steps_;
   ServiceMetrics& metrics_;

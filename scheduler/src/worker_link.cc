@@ -107,6 +107,8 @@ void WorkerLink::onHello(const std::string& peer, const std::string& user,
     if (sameDescription(known->hello, h)) return welcome(peer);
     drop(peer, "sent Hello again with another description", true);
   }
+  std::string key = user.empty() ? h.workerId : user;
+  if (auto why = overKeyLimits(peer, key, h); !why.empty()) return refuse(why);
   WorkerSpec spec;
   spec.name = user.empty() ? h.workerId : h.workerId + " (" + user + ")";
   spec.systems = h.systems;
@@ -122,11 +124,36 @@ void WorkerLink::onHello(const std::string& peer, const std::string& user,
   }
   auto& c = conns_.emplace(peer, makeConnection(peer, spec.name, wid, h))
                 .first->second;
+  c.key = key;
   peerOf_[wid] = peer;
   welcome(peer);
   logInfo("worker " + spec.name + " joined with " + std::to_string(h.slots) +
           " slots");
   handler_.onWorkerJoined(c);
+}
+
+std::string WorkerLink::overKeyLimits(const std::string& peer,
+                                      const std::string& key,
+                                      const proto::Hello& h) const {
+  size_t conns = 1;
+  uint64_t slots = h.slots;
+  for (auto& [p, c] : conns_)
+    if (p != peer && c.key == key) {
+      ++conns;
+      slots += c.hello.slots;
+    }
+  const auto& o = options_;
+  if (o.maxConnectionsPerKey && conns > o.maxConnectionsPerKey)
+    return "worker key '" + key + "' already has " + std::to_string(conns - 1) +
+           " connections, the limit per key: give each worker its own key, "
+           "or raise kiln scheduler --max-connections-per-key";
+  if (o.maxSlotsPerKey && slots > o.maxSlotsPerKey)
+    return "worker key '" + key + "' would have " + std::to_string(slots) +
+           " slots, more than the limit of " +
+           std::to_string(o.maxSlotsPerKey) +
+           " per key: give this worker fewer slots, or raise kiln scheduler "
+           "--max-slots-per-key";
+  return "";
 }
 
 WorkerConn WorkerLink::makeConnection(const std::string& peer,
@@ -139,6 +166,8 @@ WorkerConn WorkerLink::makeConnection(const std::string& peer,
   c.hello = h;
   proto::TransferOptions to;
   to.chunkSize = options_.chunkSize;
+  to.maxActiveIncoming = options_.maxConcurrentUploads;
+  to.maxQueuedIncoming = options_.maxQueuedUploads;
   to.clock = &clock_;
   c.xfer = std::make_unique<proto::TransferEndpoint>(
       [this, peer](proto::Message&& m) {

@@ -27,6 +27,7 @@ namespace kiln::scheduler {
 struct WorkerConn {
   std::string peer;  ///< the transport's peer id
   std::string name;  ///< workerId from Hello (+ key name)
+  std::string key;   ///< allow-list name of its key (workerId in plain text)
   WorkerId wid;      ///< the core's id
   protocol::Hello hello;
   std::unique_ptr<protocol::TransferEndpoint> xfer;
@@ -63,6 +64,13 @@ class WorkerLink {
     std::chrono::milliseconds heartbeatInterval{10000};
     uint32_t chunkSize = 256 << 10;
     std::string schedulerId;
+    /// Per connection: uploads receiving at once, and waiting.
+    size_t maxConcurrentUploads = 4;
+    size_t maxQueuedUploads = 256;
+    /// Per worker key: connections, and their slots together (0 =
+    /// unlimited); a Hello beyond either is Refused.
+    size_t maxConnectionsPerKey = 16;
+    uint32_t maxSlotsPerKey = 0;
   };
 
   WorkerLink(std::shared_ptr<protocol::ServerTransport> transport,
@@ -102,6 +110,10 @@ class WorkerLink {
                               const protocol::Hello& h);
   WorkerConn makeConnection(const std::string& peer, const std::string& name,
                             WorkerId wid, const protocol::Hello& h);
+  /// Why a Hello of `h` on `peer` for key `key` exceeds the per-key
+  /// limits, or "".
+  std::string overKeyLimits(const std::string& peer, const std::string& key,
+                            const protocol::Hello& h) const;
   void welcome(const std::string& peer);
   void drop(const std::string& peer, const std::string& why,
             bool removeFromCore);

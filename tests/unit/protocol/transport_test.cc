@@ -34,9 +34,10 @@ struct Farm {
   CurveKeyPair workerKeys = generateKeyPair();
   std::unique_ptr<Server> server;
 
-  explicit Farm(bool plaintext = false) {
+  explicit Farm(bool plaintext = false, size_t maxMessage = kMaxBodyFrame) {
     ServerOptions o;
     o.bind = "tcp://127.0.0.1:*";
+    o.maxMessageBytes = maxMessage;
     o.insecurePlaintext = plaintext;
     o.keys = schedKeys;
     o.allowed.add(workerKeys.publicKey, "builder-1");
@@ -185,6 +186,33 @@ TEST(Transport, MalformedMessagesAreDroppedAndTheConnectionLives) {
   ASSERT_TRUE(got);
   EXPECT_EQ(std::get<Hello>(got->msg).workerId, "w");
   EXPECT_EQ(farm.server->droppedMessages(), 2u);
+}
+
+// A worker sending a message above the server's limit is disconnected by
+// ZeroMQ before the message is buffered; another worker is still served.
+TEST(Transport, AMessageAboveTheLimitDropsOnlyItsConnection) {
+  Farm farm(false, 64 << 10);
+  auto big = farm.client(farm.workerKeys);
+  auto small = farm.client(farm.workerKeys);
+  ASSERT_TRUE(small->send(hello("small")));
+  auto got = farm.server->receive(kDeadline);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::get<Hello>(got->msg).workerId, "small");
+  // A log piece of 100 KiB: valid (data frames may be 4 MiB), but above
+  // this server's limit of 64 KiB.
+  ASSERT_TRUE(big->send(LogChunk{1, std::string(100 << 10, 'x')}));
+  ASSERT_TRUE(small->send(Heartbeat{0.5, 1, {}}));
+  // The small worker's heartbeat arrives; the big message never does
+  // (whatever else arrives is drained until the server has been quiet
+  // for a moment).
+  bool beat = false;
+  for (auto m = farm.server->receive(kDeadline); m;
+       m = farm.server->receive(beat ? 300ms : kDeadline)) {
+    if (std::holds_alternative<Heartbeat>(m->msg)) beat = true;
+    EXPECT_FALSE(std::holds_alternative<LogChunk>(m->msg))
+        << "the message above the limit arrived";
+  }
+  EXPECT_TRUE(beat);
 }
 
 TEST(Transport, WorkerReconnectsWhenTheSchedulerComesBack) {

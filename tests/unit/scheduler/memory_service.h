@@ -38,6 +38,8 @@ class MemoryServiceTest : public ::testing::Test {
   std::unique_ptr<SchedulerService> svc_;
   std::string a_, b_;
   int64_t jobset_ = 0;
+  /// Changes start() makes to the configuration (limits), if set.
+  std::function<void(ServiceConfig&)> configure_;
 
   void SetUp() override {
     {
@@ -60,6 +62,7 @@ class MemoryServiceTest : public ::testing::Test {
     c.clock = &clock_;
     c.heartbeatInterval = 1s;  // lost after 3 s of silence
     c.eventSinks = {sink_, outbox_};
+    if (configure_) configure_(c);
     svc_ = std::make_unique<SchedulerService>(c);
   }
 

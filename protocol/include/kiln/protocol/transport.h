@@ -44,6 +44,10 @@ struct ServerOptions {
   AllowList allowed;
   /// ZeroMQ-level heartbeat that detects dead TCP peers; 0 disables.
   std::chrono::milliseconds zmqHeartbeat{5000};
+  /// Largest inbound message frame (ZeroMQ's maxmsgsize): a peer sending
+  /// a larger one is disconnected before it is buffered. At most
+  /// kMaxBodyFrame.
+  size_t maxMessageBytes = kMaxBodyFrame;
 };
 
 /// A message that arrived at the server.

@@ -19,6 +19,7 @@ class Registry;
 }
 
 #include "kiln/common/clock.h"
+#include "kiln/common/disk_space.h"
 #include "kiln/protocol/keys.h"
 #include "kiln/protocol/transport.h"
 #include "kiln/scheduler/build_events.h"
@@ -44,6 +45,31 @@ struct ServiceConfig {
   SchedulerConfig core;             ///< heartbeatTimeout is set by the service
   uint64_t logLimitBytes = 64ull << 20;
   uint64_t outputLimitBytes = 0;     ///< 0 = unlimited
+  // Limits on what workers may make the scheduler hold (docs/operations.md,
+  // "Limits"); 0 = unlimited where noted.
+  /// Largest message (each ZeroMQ frame) a worker may send; a larger one
+  /// makes ZeroMQ drop the connection before it is buffered.
+  size_t maxMessageBytes = 32 << 20;
+  /// Uploads one connection may have receiving at once, and announced ones
+  /// waiting behind them; one more is refused ("too many transfers
+  /// waiting").
+  size_t maxConcurrentUploads = 4;
+  size_t maxQueuedUploads = 256;
+  /// Connections of one worker key (of one workerId without CURVE), and
+  /// the slots they announce together (0 = unlimited): a Hello beyond
+  /// either is Refused.
+  size_t maxConnectionsPerKey = 16;
+  uint32_t maxSlotsPerKey = 0;
+  /// An upload is refused unless twice its NAR size (the temporary file,
+  /// then the store's copy) plus this reserve is free under the state
+  /// directory.
+  uint64_t minFreeDiskBytes = 256ull << 20;
+  /// A running step with no result by its timeout plus this margin is
+  /// taken back from its worker (CancelStep) and fails as timed out.
+  std::chrono::seconds stepDeadlineMargin{600};
+  /// Free space of the state directory. Not owned; must outlive the
+  /// service. Null: RealDiskSpace::instance().
+  const DiskSpace* diskSpace = nullptr;
   int64_t cachedFailureTtlSec = 0;   ///< 0 = until cleared
   /// The `kiln` executable the "builtin" evaluator runs ("" = `kiln` on
   /// PATH).
