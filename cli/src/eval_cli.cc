@@ -66,7 +66,8 @@ void printEvalError(std::ostream& out, const std::string& what, bool showTrace) 
   // through imports) keeps trace lines up to the first with a position.
   // Restricted-mode refusals have no position in Nix either: message alone.
   size_t first = cut;
-  bool refusal = what.substr(0, cut).find("forbidden in restricted mode") != std::string::npos;
+  bool refusal = what.substr(0, cut).find("forbidden in restricted mode") != std::string::npos ||
+                 what.substr(0, cut).find("forbidden in pure eval mode") != std::string::npos;
   while (!refusal && cut != std::string::npos &&
          what.substr(0, cut).find("\n       at ") == std::string::npos)
     cut = what.find(kTrace, cut + kTrace.size());

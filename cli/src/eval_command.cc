@@ -31,6 +31,7 @@ struct EvalOptions {
   unsigned workers = 0;         ///< 0: evaluate in this process
   size_t maxMemoryMiB = 4096;  ///< a worker above this resident size is replaced
   bool restrictEval = false;             // --restrict-eval (jobsets)
+  bool pureEval = false;                 // --pure-eval (Nix's pure-eval)
   std::vector<std::string> allowPaths;   // --allow-path
   std::vector<std::string> allowedUris;  // --allowed-uris
 };
@@ -43,6 +44,7 @@ EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
   applyNixEnvironment(s);
   o.target.apply(vm, s);
   s.restrictEval = s.refuseCurrentTime = o.restrictEval;
+  s.pureEval = o.pureEval;
   s.allowedPaths = o.allowPaths;
   s.allowedUris = o.allowedUris;
   s.restrictHint = " (restricted evaluation: allow paths with --allow-path PATH or -I PATH, "
@@ -170,8 +172,12 @@ int evalCommand(const std::vector<std::string>& argv) {
       "restricted evaluation, as Hydra's for jobsets: files only below -I\n"
       "entries and --allow-path paths (and store paths it made); getEnv\n"
       "gives \"\"; currentTime, other store paths and fetchers are refused")(
+      "pure-eval", po::bool_switch(&o.pureEval),
+      "Nix 2.8's pure evaluation: files only below --allow-path paths (the\n"
+      "search path is ignored), no currentTime/currentSystem, getEnv gives\n"
+      "\"\", storePath refused, fetchers need a hash")(
       "allow-path", po::value(&o.allowPaths),
-      "with --restrict-eval: a path that may be read, with what is below it\n"
+      "with --restrict-eval or --pure-eval: a path that may be read, with what is below it\n"
       "(repeatable; the scheduler passes the jobset's checkout)")(
       "allowed-uris", po::value(&o.allowedUris),
       "with --restrict-eval: a URI prefix fetchers may use (repeatable)")(

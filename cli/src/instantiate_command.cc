@@ -202,7 +202,7 @@ constexpr const char* kNixFlagsHelp = R"(
 Nix's common flags (nix-instantiate 2.8 accepts them all):
   --option NAME VALUE   set a Nix setting; kiln honours restrict-eval,
                         allowed-uris, show-trace, system, nix-path, store,
-                        pure-eval (false only); other settings are accepted
+                        pure-eval; other settings are accepted
                         with no effect (unknown ones are warned about)
   --NAME VALUE, --NAME, --no-NAME, --extra-NAME VALUE
                         the same for every setting (e.g. --restrict-eval,

@@ -361,10 +361,7 @@ std::string applyNixSettings(const NixFlags& flags,
   if (auto* v = get("show-trace")) showTrace = *v == "true";
   if (auto* v = get("system")) settings.currentSystem = *v;
   settings.logInstantiations = flags.verbosity >= 5;
-  if (auto* v = get("pure-eval"); v && *v == "true")
-    throw Error(
-        "kiln does not implement pure evaluation (pure-eval); use "
-        "--option restrict-eval true to limit what an evaluation may read");
+  if (auto* v = get("pure-eval")) settings.pureEval = *v == "true";
   settings.allowedUris = words(listValue(flags, "allowed-uris", ""));
   if (get("nix-path") || flags.extras.count("nix-path")) {
     // The setting replaces NIX_PATH (which follows the -I entries).

@@ -58,10 +58,10 @@ std::vector<std::string> takeNixFlags(
 /// Applies the settings kiln honours to `settings`: restrict-eval,
 /// allowed-uris, system, nix-path (replaces NIX_PATH's entries, which
 /// follow the first `includes` -I entries of settings.searchPath),
-/// pure-eval (false only). Sets `showTrace` from show-trace.
+/// pure-eval. Sets `showTrace` from show-trace.
 /// Returns the `store` setting mapped to a --store-root directory ("" for
 /// kiln's own store). Throws Error for what kiln cannot honour, saying
-/// what to do instead (pure-eval true, a remote store URL).
+/// what to do instead (a remote store URL).
 std::string applyNixSettings(const NixFlags& flags,
                              eval::EvalSettings& settings, size_t includes,
                              bool& showTrace);

@@ -10,8 +10,8 @@ namespace {
 
 void primGetEnv(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string name(st.forceStringNoCtx(*args[0], pos));
-  // Restricted evaluation sees no environment (as Nix's restrict-eval).
-  const char* val = st.settings.restrictEval ? nullptr : std::getenv(name.c_str());
+  // Restricted and pure evaluation see no environment (as in Nix).
+  const char* val = st.settings.restrictsPaths() ? nullptr : std::getenv(name.c_str());
   st.mkString(v, val ? val : "");
 }
 

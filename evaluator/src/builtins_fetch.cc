@@ -21,10 +21,31 @@ std::string fetcherUrl(EvalState& st, PosIdx pos, Value& arg, const char* who) {
   return std::string(st.forceStringNoCtx(*url, pos));
 }
 
+// Whether the fetcher's argument is a set with attribute `name`.
+bool hasAttr(EvalState& st, Value& arg, const char* name) {
+  return arg.type == VType::kAttrs && arg.attrs->get(st.sym(name));
+}
+
+// Pure evaluation's refusals, as Nix 2.8 words them: fetchurl and
+// fetchTarball need a `sha256`, the tree fetchers a locked input (`rev`).
+void checkPureFetch(EvalState& st, PosIdx pos, Value& arg, const char* who) {
+  if (!st.settings.pureEval) return;
+  std::string_view w = who;
+  if ((w == "fetchurl" || w == "fetchTarball") && !hasAttr(st, arg, "sha256"))
+    throw EvalError("in pure evaluation mode, '" + std::string(who) +
+                    "' requires a 'sha256' argument");
+  if ((w == "fetchGit" || w == "fetchTree") && !hasAttr(st, arg, "rev"))
+    throw EvalError("in pure evaluation mode, 'fetchTree' requires a locked input, at " +
+                    st.positions.show(pos));
+  if (w == "fetchMercurial" && !hasAttr(st, arg, "rev"))
+    throw EvalError("in pure evaluation mode, 'fetchMercurial' requires a Mercurial revision");
+}
+
 [[noreturn]] void refuseFetch(EvalState& st, PosIdx pos, Value& arg,
                               const char* who) {
   std::string url = fetcherUrl(st, pos, arg, who);
   st.checkUri(url);
+  checkPureFetch(st, pos, arg, who);
   st.throwError(
       pos,
       std::string("'builtins.") + who + "' of '" + url +
@@ -54,6 +75,8 @@ void primFetchTree(EvalState& st, PosIdx pos, Value** args, Value&) {
 // in Nix: not arbitrary store objects). The object is not checked to be
 // valid (kiln's evaluator has no store to ask).
 void primStorePath(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  if (st.settings.pureEval)
+    st.throwError(pos, "'builtins.storePath' is not allowed in pure evaluation mode");
   Context ignored;
   std::string path =
       st.checkSourcePath(st.coerceToPath(pos, *args[0], ignored));

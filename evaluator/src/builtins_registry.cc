@@ -47,12 +47,14 @@ void EvalState::createBaseEnv() {
   constant("true", [](Value& v) { v.mkBool(true); });
   constant("false", [](Value& v) { v.mkBool(false); });
   constant("null", [](Value& v) { v.mkNull(); });
-  constant("__currentTime", [&](Value& v) {
-    if (!settings.refuseCurrentTime) return v.mkInt(static_cast<int64_t>(std::time(nullptr)));
-    mkRefused(v, "'builtins.currentTime' is not allowed in restricted mode: it would make every "
-                 "evaluation's derivations differ (pass a time as an argument instead)");
-  });
-  constant("__currentSystem", [&](Value& v) { mkString(v, settings.currentSystem); });
+  if (!settings.pureEval) {  // pure evaluation does not define them (as Nix)
+    constant("__currentTime", [&](Value& v) {
+      if (!settings.refuseCurrentTime) return v.mkInt(static_cast<int64_t>(std::time(nullptr)));
+      mkRefused(v, "'builtins.currentTime' is not allowed in restricted mode: it would make every "
+                   "evaluation's derivations differ (pass a time as an argument instead)");
+    });
+    constant("__currentSystem", [&](Value& v) { mkString(v, settings.currentSystem); });
+  }
   constant("__nixVersion", [&](Value& v) { mkString(v, "2.8.0"); });
   constant("__storeDir", [&](Value& v) { mkString(v, settings.storeDir); });
   constant("__langVersion", [](Value& v) { v.mkInt(6); });

@@ -79,7 +79,8 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   vTrue.mkBool(true);
   vFalse.mkBool(false);
   vNull.mkNull();
-  for (const std::string& e : settings.searchPath) {
+  // Pure evaluation ignores the search path, as Nix 2.8 does.
+  for (const std::string& e : settings.pureEval ? std::vector<std::string>{} : settings.searchPath) {
     size_t eq = e.find('=');
     if (eq == std::string::npos) searchPathEntries.push_back({"", e});
     else searchPathEntries.push_back({e.substr(0, eq), e.substr(eq + 1)});
@@ -555,6 +556,10 @@ std::string EvalState::findFileIn(const std::vector<std::pair<std::string, std::
     if (auto found = resolveSearchPath(prefix, dir, path)) return *found;
   }
   if (path.substr(0, 4) == "nix/") return kCorepkgsPrefix + std::string(path.substr(4));
+  if (settings.pureEval)
+    throw ThrownError("cannot look up '<" + std::string(path) +
+                      ">' in pure evaluation mode (use '--impure' to override)" +
+                      positions.snippet(pos));
   throw ThrownError("file '" + std::string(path) +
                     "' was not found in the Nix search path (add it using $NIX_PATH or -I)" +
                     positions.snippet(pos));

@@ -54,7 +54,7 @@ void EvalState::mkRefused(Value& v, std::string message) {
 }
 
 void EvalState::initAllowedPaths() {
-  if (!settings.restrictEval) return;
+  if (!settings.restrictsPaths()) return;
   std::vector<std::string> given;
   for (auto& [prefix, dir] : searchPathEntries)
     if (!dir.empty()) given.push_back(canonPath(absPath(dir)));
@@ -69,7 +69,7 @@ void EvalState::initAllowedPaths() {
 }
 
 void EvalState::allowPath(const std::string& path) {
-  if (settings.restrictEval) allowedPaths_.push_back(path);
+  if (settings.restrictsPaths()) allowedPaths_.push_back(path);
 }
 
 bool EvalState::isAllowed(const std::string& path) const {
@@ -79,20 +79,23 @@ bool EvalState::isAllowed(const std::string& path) const {
 }
 
 std::string EvalState::checkSourcePath(const std::string& path) {
-  if (!settings.restrictEval) return path;
+  if (!settings.restrictsPaths()) return path;
+  auto refuse = [&](const char* kind, const std::string& p) {
+    // Nix names pure evaluation when both are on.
+    throw RestrictedPathError("access to " + std::string(kind) + " path '" + p +
+                              "' is forbidden " +
+                              (settings.pureEval ? "in pure eval mode (use '--impure' to override)"
+                                                 : "in restricted mode" + settings.restrictHint));
+  };
   // First without resolving symlinks, so that `allowed/../..` cannot
   // probe where symlinks point; then the real location.
   std::string abs = canonPath(path);
   if (abs.starts_with(kCorepkgsPrefix)) return abs;
   if (!isAllowed(abs))
-    throw RestrictedPathError("access to absolute path '" + abs +
-                              "' is forbidden in restricted mode" +
-                              settings.restrictHint);
+    refuse("absolute", abs);
   std::string real = resolveSymlinks(abs);
   if (!isAllowed(real))
-    throw RestrictedPathError("access to canonical path '" + real +
-                              "' is forbidden in restricted mode" +
-                              settings.restrictHint);
+    refuse("canonical", real);
   return real;
 }
 

@@ -175,6 +175,29 @@ std::vector<Case> cases() {
       {{"--eval", "-E", "builtins.readFile 1"}},
       {{"--eval", "--show-trace", "-E", "builtins.readFile 1"}},
       {{"--eval", "--show-trace", "-E", "import 1"}},
+      // Pure evaluation (--option pure-eval true): Nix 2.8's refusals.
+      {{"--option", "pure-eval", "true", "--eval", "-E", "1 + 2"}},
+      {{"--option", "pure-eval", "true", "-A", "hello"}},  // ./default.nix is refused
+      {{"--pure-eval", "--eval", "-E", "builtins.currentTime"}},
+      {{"--pure-eval", "--eval", "-E", "__currentTime"}},
+      {{"--pure-eval", "--eval", "-E", "builtins.currentSystem"}},
+      {{"--pure-eval", "--eval", "-E", "[ (builtins ? currentSystem) (builtins ? currentTime) ]"}},
+      {{"--pure-eval", "--eval", "-E", "builtins.getEnv \"HOME\""}},
+      {{"--pure-eval", "--eval", "-E", "builtins.readFile ./default.nix"}},
+      {{"--pure-eval", "--show-trace", "--eval", "-E", "import /etc/passwd"}},
+      {{"--pure-eval", "--eval", "-E", "builtins.readDir /etc"}},
+      {{"--pure-eval", "--eval", "-E", "builtins.pathExists /etc/passwd"}},
+      {{"--pure-eval", "--eval", "-E", "\"${./default.nix}\""}},
+      {{"--pure-eval", "--eval", "-E", "builtins.storePath /nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-x"}},
+      {{"--pure-eval", "-I", "lib=sp/lib", "--eval", "-E", "(import <lib>).v"}},
+      {{"--pure-eval", "--eval", "-E", "builtins.nixPath"}, {"NIX_PATH=lib=sp/lib"}},
+      {{"--pure-eval", "--eval", "-E", "import <nix/fetchurl.nix>"}},
+      {{"--pure-eval", "--eval", "-E", "builtins.fetchurl \"https://a.org/x\""}},
+      {{"--pure-eval", "--eval", "-E", "builtins.fetchTarball { url = \"https://a.org/x\"; }"}},
+      {{"--pure-eval", "--eval", "-E", "builtins.fetchGit \"https://a.org/x\""}},
+      {{"--pure-eval", "--restrict-eval", "--eval", "-E", "builtins.readFile /etc/passwd"}},
+      {{"--pure-eval", "-E", "derivation { name = \"d\"; system = \"x\"; builder = \"/b\"; }"}},
+      {{"--option", "pure-eval", "false", "--eval", "-E", "builtins ? currentTime"}},
   };
   return c;
 }
@@ -236,6 +259,42 @@ TEST(InstantiateScript, RunsWithKilnAsNixInstantiate) {
   EXPECT_EQ(ours.exitCode, nix.exitCode) << ours.err;
   EXPECT_EQ(ours.out, nix.out);
   EXPECT_EQ(ours.err, nix.err);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// `kiln eval --pure-eval`: Nix's pure evaluation for a job set. Only
+// --allow-path paths are readable (the file itself needs one), getEnv
+// gives "", currentSystem is not defined; each refusal fails its job alone.
+TEST(EvalPure, RefusesImpureInputsPerJob) {
+  TempDir tmp("kiln-pure-eval");
+  writeFile(tmp.path() + "/default.nix", R"({
+  home = derivation { name = "h${builtins.getEnv "HOME"}"; system = "x"; builder = "/b"; };
+  sys = derivation { name = "sys"; system = builtins.currentSystem; builder = "/b"; };
+  peek = derivation { name = "peek"; system = "x"; builder = builtins.readFile /etc/passwd; };
+})");
+  std::string file = tmp.path() + "/default.nix";
+  auto refused = test::run({test::kilnBinary(), "eval", "--pure-eval", "--readonly-mode", file});
+  EXPECT_EQ(refused.exitCode, 1);
+  EXPECT_NE(refused.err.find("access to absolute path '" + file +
+                             "' is forbidden in pure eval mode (use '--impure' to override)"),
+            std::string::npos)
+      << refused.err;
+
+  auto r = test::run({test::kilnBinary(), "eval", "--pure-eval", "--allow-path", tmp.path(),
+                      "--readonly-mode", "--json", file},
+                     "", {"HOME=/home/secret"});
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find(R"({"attr":"home","name":"h",)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attribute 'currentSystem' missing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("access to absolute path '/etc/passwd' is forbidden in pure eval mode"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("/home/secret"), std::string::npos) << r.out;
 }
 
 }  // namespace

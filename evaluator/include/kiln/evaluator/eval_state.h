@@ -58,6 +58,14 @@ struct EvalSettings {
   /// Appended to every restricted-mode refusal: how to allow it ("" for
   /// Nix's exact wording).
   std::string restrictHint;
+  /// Nix 2.8's `pure-eval`: files only within `allowedPaths` and store
+  /// paths this evaluation made (the search path is ignored: `<…>` fails,
+  /// `nixPath` is empty), `currentTime` and `currentSystem` are not
+  /// defined, `getEnv` returns "", `storePath` is refused and fetchers
+  /// need a hash (fetchGit/fetchTree a `rev`). Refusals use Nix's wording.
+  bool pureEval = false;
+  /// Whether file access is limited (restrict-eval or pure-eval).
+  bool restrictsPaths() const { return restrictEval || pureEval; }
 };
 
 /// String context: store paths a string refers to, Nix-encoded
