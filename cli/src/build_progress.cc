@@ -72,27 +72,21 @@ void BuildProgress::submit() {
   }
 }
 
+scheduler::BuildCounts BuildProgress::counts() {
+  if (builds_.empty()) return {};
+  auto [lo, hi] = std::minmax_element(builds_.begin(), builds_.end());
+  return farm_.scheduler().db().buildCountsInRange(farm_.jobset(), *lo, *hi);
+}
+
 bool BuildProgress::finished(bool& anyFailed) {
-  bool all = true;
-  anyFailed = false;
-  for (int64_t id : builds_) {
-    auto b = farm_.scheduler().db().build(id);
-    if (!b || !b->finished) {
-      all = false;
-    } else if (b->status != 0) {
-      anyFailed = true;
-    }
-  }
-  return all;
+  scheduler::BuildCounts c = counts();
+  anyFailed = c.finished > c.succeeded;
+  return c.finished == c.all;
 }
 
 void BuildProgress::show(bool force) {
-  size_t done = 0, failed = 0;
-  for (int64_t id : builds_)
-    if (auto b = farm_.scheduler().db().build(id); b && b->finished) {
-      ++done;
-      if (b->status != 0) ++failed;
-    }
+  scheduler::BuildCounts c = counts();
+  int64_t done = c.finished, failed = c.finished - c.succeeded;
   std::vector<std::string> running;
   size_t queued = 0;
   for (auto& q : farm_.scheduler().queue()) {
@@ -104,9 +98,9 @@ void BuildProgress::show(bool force) {
   auto secs =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.now() - start_);
   std::ostringstream line;
-  line << "[" << done - failed << "/" << builds_.size() << " built, "
-       << running.size() << " running, " << queued << " queued, " << failed
-       << " failed, " << secs.count() << " s]";
+  line << "[" << done - failed << "/" << c.all << " built, " << running.size()
+       << " running, " << queued << " queued, " << failed << " failed, "
+       << secs.count() << " s]";
   for (size_t i = 0; i < running.size() && i < 3; ++i)
     line << " " << running[i];
   if (running.size() > 3) line << " ...";

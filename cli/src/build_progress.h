@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/common/clock.h"
+#include "kiln/scheduler/state_db.h"
 #include "local_farm.h"
 
 namespace kiln::cli {
@@ -53,6 +54,9 @@ class BuildProgress {
 
  private:
   void submit();
+  /// This run's builds counted in one query (their ids are contiguous:
+  /// submit() creates them in a row on this thread).
+  scheduler::BuildCounts counts();
   bool finished(bool& anyFailed);
   void show(bool force);
   void cancelUnfinished();

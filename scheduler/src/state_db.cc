@@ -530,12 +530,9 @@ std::vector<BuildRow> StateDb::allBuilds() {
   return readAll<BuildRow>(s, readBuild);
 }
 
-BuildCounts StateDb::buildCounts(int64_t eval) {
-  auto s = db_.prepare(
-      "SELECT count(*), coalesce(sum(finished), 0), "
-      "coalesce(sum(finished AND status = 0), 0) FROM builds" +
-      std::string(eval ? " WHERE eval = ?" : " WHERE ? = 0"));
-  s.bind(eval);
+namespace {
+/// The (all, finished, succeeded) row of a count query.
+BuildCounts readCounts(SqliteStmt& s) {
   BuildCounts c;
   if (s.step()) {
     c.all = s.getInt(0);
@@ -543,6 +540,26 @@ BuildCounts StateDb::buildCounts(int64_t eval) {
     c.succeeded = s.getInt(2);
   }
   return c;
+}
+}  // namespace
+
+BuildCounts StateDb::buildCounts(int64_t eval) {
+  auto s = db_.prepare(
+      "SELECT count(*), coalesce(sum(finished), 0), "
+      "coalesce(sum(finished AND status = 0), 0) FROM builds" +
+      std::string(eval ? " WHERE eval = ?" : " WHERE ? = 0"));
+  s.bind(eval);
+  return readCounts(s);
+}
+
+BuildCounts StateDb::buildCountsInRange(int64_t jobset, int64_t firstId,
+                                        int64_t lastId) {
+  auto s = db_.prepare(
+      "SELECT count(*), coalesce(sum(finished), 0), "
+      "coalesce(sum(finished AND status = 0), 0) FROM builds "
+      "WHERE id BETWEEN ? AND ? AND jobset = ?");
+  s.bind(firstId).bind(lastId).bind(jobset);
+  return readCounts(s);
 }
 
 std::vector<BuildRow> StateDb::buildsOfEval(int64_t eval) {

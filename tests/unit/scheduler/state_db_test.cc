@@ -94,6 +94,40 @@ TEST_F(StateDbTest, StepsAreSharedByDerivationAndReopenable) {
   ASSERT_EQ(db.unfinishedSteps().size(), 1u);
 }
 
+TEST_F(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
+  StateDb db(path_);
+  int64_t p = db.createProject({0, "local", "", true});
+  JobsetRow j;
+  j.project = p;
+  j.name = "a";
+  j.location = "/src";
+  int64_t a = db.createJobset(j);
+  j.name = "b";
+  int64_t b = db.createJobset(j);
+  auto add = [&](int64_t jobset, const std::string& drv) {
+    EvaluationRow e;
+    e.jobset = jobset;
+    BuildRow r;
+    r.eval = db.createEvaluation(e, {});
+    r.jobset = jobset;
+    r.job = "job";
+    r.drvPath = drv;
+    return db.createBuild(r);
+  };
+  int64_t old = add(a, "/nix/store/o.drv");
+  int64_t first = add(a, "/nix/store/x.drv");
+  add(b, "/nix/store/other.drv");  // in the range, another jobset
+  int64_t mid = add(a, "/nix/store/y.drv");
+  int64_t last = add(a, "/nix/store/z.drv");
+  db.finishBuild(old, 0, 1, "");
+  db.finishBuild(first, 0, 1, "");
+  db.finishBuild(mid, 1, 1, "");
+  auto c = db.buildCountsInRange(a, first, last);
+  EXPECT_EQ(c.all, 3);
+  EXPECT_EQ(c.finished, 2);
+  EXPECT_EQ(c.succeeded, 1);
+}
+
 TEST_F(StateDbTest, RequestsAreQueuedAndCompleted) {
   StateDb db(path_);
   int64_t r = db.addRequest("queue", "{}");

@@ -168,6 +168,10 @@ class StateDb {
   std::vector<BuildRow> allBuilds();
   /// Counts of the builds of evaluation `eval` (of all when 0).
   BuildCounts buildCounts(int64_t eval);
+  /// Counts of the builds of `jobset` with ids in [firstId, lastId] (one
+  /// indexed query, for progress over a run's contiguous builds).
+  BuildCounts buildCountsInRange(int64_t jobset, int64_t firstId,
+                                 int64_t lastId);
   /// The latest finished build of `drvPath`, if any (for result reuse).
   std::optional<BuildRow> finishedBuildOfDrv(const std::string& drvPath);
   /// The unfinished builds whose top derivation is `drvPath`, by id.
