@@ -9,7 +9,7 @@ PACKAGES=(
   libssl-dev libsqlite3-dev sqlite3 liblzma-dev libzstd-dev xz-utils zstd
   libzmq3-dev cppzmq-dev
   libboost-dev libboost-program-options-dev libboost-system-dev
-  nlohmann-json3-dev prometheus-cpp-dev
+  nlohmann-json3-dev prometheus-cpp-dev libtomlplusplus-dev
   nix-bin
   time ccache
   help2man clang-14

@@ -97,6 +97,25 @@ json createJobset(StateDb& db, const json& a) {
   return jobsetJson(j);
 }
 
+// Changes the fields `a` names of an existing jobset; the others stay.
+json updateJobset(StateDb& db, const json& a) {
+  auto found = db.jobsetByName(strArg(a, "project"), strArg(a, "jobset"));
+  if (!found) throw SchedulerStateError("no such jobset");
+  JobsetRow j = *found;
+  j.kind = strArg(a, "kind", j.kind);
+  j.location = strArg(a, "location", j.location);
+  j.branch = strArg(a, "branch", j.branch);
+  j.file = strArg(a, "file", j.file);
+  j.attribute = strArg(a, "attribute", j.attribute);
+  if (a.contains("arguments")) j.arguments = a["arguments"].dump();
+  j.checkIntervalSec = intArg(a, "checkInterval", j.checkIntervalSec);
+  j.shares = intArg(a, "shares", j.shares);
+  j.enabled = boolArg(a, "enabled", j.enabled);
+  j.evaluator = strArg(a, "evaluator", j.evaluator);
+  db.updateJobset(j);
+  return jobsetJson(j);
+}
+
 json cancelBuildOffline(StateDb& db, const json& a) {
   auto b = requireBuild(db, a);
   if (b.finished)
@@ -181,6 +200,21 @@ void addProjectRequests(RequestTable& t, StateDb& db) {
           {"enabled", ArgType::kBool, false, "evaluated on schedule"},
           {"evaluator", ArgType::kString, false, "builtin (default) or nix"}},
          [&db](const json& a) { return createJobset(db, a); }});
+  t.set({"jobset-update",
+         "change a jobset's declaration (fields not given stay)",
+         {kProjectArg,
+          kJobsetArg,
+          {"kind", ArgType::kString, false, "path or git"},
+          {"location", ArgType::kString, false, "folder or repository"},
+          {"branch", ArgType::kString, false, "git branch"},
+          {"file", ArgType::kString, false, "Nix file"},
+          {"attribute", ArgType::kString, false, "attribute path of the jobs"},
+          {"arguments", ArgType::kAny, false, "--arg expressions by name"},
+          {"checkInterval", ArgType::kInt, false, "seconds (0: on demand)"},
+          {"shares", ArgType::kInt, false, "scheduling shares"},
+          {"enabled", ArgType::kBool, false, "evaluated on schedule"},
+          {"evaluator", ArgType::kString, false, "builtin or nix"}},
+         [&db](const json& a) { return updateJobset(db, a); }});
   t.set({"jobset-eval", "evaluate a jobset now",
          {kProjectArg, kJobsetArg,
           {"ifChanged", ArgType::kBool, false, "only if its inputs changed"}},
@@ -272,12 +306,15 @@ void SchedulerService::Impl::setUpRequests() {
     h.run = [offline, fn](const json& a) { return fn(offline, a); };
     requests.set(std::move(h));
   };
-  wrap("jobset-create", [this](const RequestFn& offline, const json& a) {
+  // A jobset's shares take effect in the core at once.
+  auto withShares = [this](const RequestFn& offline, const json& a) {
     json r = offline(a);
     core.setJobsetShares(r["id"].get<int64_t>(),
                          static_cast<unsigned>(r["shares"].get<int64_t>()));
     return r;
-  });
+  };
+  wrap("jobset-create", withShares);
+  wrap("jobset-update", withShares);
   wrap("build-add", [this](const RequestFn& offline, const json& a) {
     json r = offline(a);
     startBuild(*db.build(r["build"].get<int64_t>()));

@@ -358,7 +358,10 @@ std::optional<ProjectRow> StateDb::projectByName(const std::string& name) {
   });
 }
 
-int64_t StateDb::createJobset(const JobsetRow& j) {
+namespace {
+
+// Throws SchedulerStateError if `j`'s declaration is invalid.
+void checkJobset(const JobsetRow& j) {
   checkName("jobset", j.name);
   if (j.kind != "path" && j.kind != "git")
     throw SchedulerStateError("jobset '" + j.name + "': kind must be 'path' "
@@ -374,6 +377,12 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
     throw SchedulerStateError("jobset '" + j.name +
                               "': shares must be >= 1 and the check "
                               "interval >= 0");
+}
+
+}  // namespace
+
+int64_t StateDb::createJobset(const JobsetRow& j) {
+  checkJobset(j);
   auto s = db_.prepare("SELECT 1 FROM jobsets WHERE project = ? AND name = ?");
   s.bind(j.project).bind(j.name);
   if (s.step())
@@ -396,6 +405,28 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
       .bind(j.evaluator)
       .exec();
   return db_.lastInsertRowId();
+}
+
+void StateDb::updateJobset(const JobsetRow& j) {
+  checkJobset(j);
+  db_.prepare(
+         "UPDATE jobsets SET kind = ?, location = ?, branch = ?, file = ?, "
+         "attribute = ?, arguments = ?, check_interval = ?, shares = ?, "
+         "enabled = ?, evaluator = ? WHERE id = ?")
+      .bind(j.kind)
+      .bind(j.location)
+      .bind(j.branch)
+      .bind(j.file)
+      .bind(j.attribute)
+      .bind(j.arguments)
+      .bind(j.checkIntervalSec)
+      .bind(j.shares)
+      .bind(int64_t{j.enabled})
+      .bind(j.evaluator)
+      .bind(j.id)
+      .exec();
+  if (db_.changes() == 0)
+    throw SchedulerStateError("no jobset with id " + std::to_string(j.id));
 }
 
 std::optional<JobsetRow> StateDb::jobset(int64_t id) {

@@ -64,6 +64,35 @@ TEST_F(StateDbTest, ProjectsAndJobsetsAreValidated) {
   EXPECT_EQ(db.jobset(id)->lastCheckedMs, 1234);
 }
 
+TEST_F(StateDbTest, AJobsetsDeclarationIsUpdatedInPlace) {
+  StateDb db(path_);
+  JobsetRow j;
+  j.project = db.createProject({0, "p", "", true});
+  j.name = "trunk";
+  j.location = "/src";
+  j.id = db.createJobset(j);
+  db.setJobsetChecked(j.id, 1234, std::string("sha256:abc"));
+  j.kind = "git";
+  j.location = "/repo";
+  j.branch = "main";
+  j.checkIntervalSec = 5;
+  j.enabled = false;
+  db.updateJobset(j);
+  auto got = db.jobset(j.id);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->kind, "git");
+  EXPECT_EQ(got->location, "/repo");
+  EXPECT_EQ(got->branch, "main");
+  EXPECT_EQ(got->checkIntervalSec, 5);
+  EXPECT_FALSE(got->enabled);
+  EXPECT_EQ(got->lastInputs, "sha256:abc");  // its history stays
+  j.shares = 0;
+  EXPECT_THROW(db.updateJobset(j), SchedulerStateError);
+  j.shares = 1;
+  j.id = 999;
+  EXPECT_THROW(db.updateJobset(j), SchedulerStateError);
+}
+
 TEST_F(StateDbTest, CachedFailuresExpireAndClear) {
   StateDb db(path_);
   db.addCachedFailure({"/nix/store/a.drv", 1, 100, 0});

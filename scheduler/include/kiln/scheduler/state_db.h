@@ -143,6 +143,11 @@ class StateDb {
   std::optional<ProjectRow> projectByName(const std::string& name);
   /// Inserts a jobset (project must exist, name unique in it).
   int64_t createJobset(const JobsetRow& j);
+  /// Replaces the declaration of jobset `j.id` (kind, location, branch,
+  /// file, attribute, arguments, check interval, shares, enabled,
+  /// evaluator); its name, project and history stay. Throws
+  /// SchedulerStateError if it is invalid or no such jobset exists.
+  void updateJobset(const JobsetRow& j);
   std::optional<JobsetRow> jobset(int64_t id);
   std::optional<JobsetRow> jobsetByName(const std::string& project,
                                         const std::string& name);

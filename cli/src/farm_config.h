@@ -1,0 +1,119 @@
+#pragma once
+/// The farm declared in a TOML file for `kiln serve --config FILE`
+/// (docs/operations.md, "The configuration file"): state and store, the
+/// scheduler's addresses and limits, the local workers, the public keys of
+/// remote workers, notifiers, projects and jobsets. Parsed with toml++;
+/// every value is checked and every unknown key is an error, each reported
+/// with the file, line, column and the key's dotted name.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/common/error.h"
+
+namespace kiln::cli {
+
+/// A jobset of a project (`[[project.jobset]]`).
+struct ConfiguredJobset {
+  std::string name;
+  std::string kind = "path";  ///< "path" (a folder) or "git"
+  std::string location;       ///< absolute folder, or repository URL/folder
+  std::string branch;         ///< git only ("" = the remote's HEAD)
+  std::string file = "default.nix";
+  std::string attribute;
+  std::string evaluator = "builtin";
+  int64_t checkInterval = 60;  ///< seconds; 0 = evaluated once
+  int64_t shares = 100;
+  bool enabled = true;
+  /// `--arg` expressions by name (a JSON object of strings).
+  nlohmann::json arguments = nlohmann::json::object();
+  bool operator==(const ConfiguredJobset&) const = default;
+};
+
+/// A project and its jobsets (`[[project]]`).
+struct ConfiguredProject {
+  std::string name;
+  std::string description;
+  std::vector<ConfiguredJobset> jobsets;
+  bool operator==(const ConfiguredProject&) const = default;
+};
+
+/// A remote worker allowed to join (`[[worker_key]]`).
+struct ConfiguredWorkerKey {
+  std::string name;
+  std::string publicKey;  ///< Z85, 40 characters
+  bool operator==(const ConfiguredWorkerKey&) const = default;
+};
+
+/// `[scheduler]`: what `kiln scheduler` takes as flags.
+struct SchedulerSettings {
+  std::string listen = "tcp://127.0.0.1:7470";
+  std::string webListen = "127.0.0.1:8470";
+  int64_t metricsPort = 9470;  ///< -1: no separate /metrics port
+  int64_t heartbeatMs = 10000;
+  int64_t maxRetries = 3;
+  int64_t retryBackoffMs = 30000;
+  int64_t logLimit = int64_t{64} << 20;  ///< bytes per step
+  int64_t outputLimit = 0;               ///< bytes per output NAR; 0 = none
+  int64_t cachedFailureTtl = 0;          ///< seconds; 0 = until cleared
+  std::vector<std::string> notify;       ///< KIND:ARG, as --notify
+  std::string notifySecretFile;          ///< absolute, or ""
+  bool operator==(const SchedulerSettings&) const = default;
+};
+
+/// `[local_workers]`: the workers `kiln serve` starts on this machine.
+struct LocalWorkerSettings {
+  int64_t count = 2;
+  int64_t slots = 1;
+  std::vector<std::string> systems;  ///< empty: what the platforms run
+  std::vector<std::string> features;
+  std::vector<std::string> mandatoryFeatures;
+  std::string sandbox = "linux";
+  std::string platforms = "native,qemu-user";
+  /// The sandbox's extra host paths (absolute); empty: the plugin default.
+  std::vector<std::string> extraPaths;
+  /// A Nix file whose attribute `extraPathsAttribute` lists more extra
+  /// paths (a collection's declared impurity, e.g. host.nix); "" = none.
+  std::string extraPathsFrom;
+  std::string extraPathsAttribute = "sandboxPaths";
+  /// Further sandbox options, KEY=VALUE.
+  std::vector<std::string> sandboxOptions;
+  bool operator==(const LocalWorkerSettings&) const = default;
+};
+
+/// The whole file.
+struct FarmConfig {
+  std::string file;      ///< the file it was read from (absolute)
+  std::string stateDir;  ///< absolute, or "" (kiln's default)
+  std::string storeDir = "/nix/store";
+  SchedulerSettings scheduler;
+  LocalWorkerSettings workers;
+  std::vector<ConfiguredWorkerKey> workerKeys;
+  std::vector<ConfiguredProject> projects;
+};
+
+/// A configuration that cannot be used: what() lists every problem, one
+/// per line, as "FILE:LINE:COLUMN: KEY: reason".
+class ConfigError : public FormatError {
+ public:
+  explicit ConfigError(std::vector<std::string> problems);
+  /// The problems, one per entry.
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+/// Parses `text` as the configuration file `file` (named in errors;
+/// relative paths in it resolve against its folder). Throws ConfigError
+/// listing every syntax error, unknown key, wrong type and invalid value.
+FarmConfig parseFarmConfig(std::string_view text, const std::string& file);
+
+/// Reads and parses `path` (at most 1 MiB). Throws SysError if it cannot
+/// be read, ConfigError if it is not a valid configuration.
+FarmConfig loadFarmConfig(const std::string& path);
+
+}  // namespace kiln::cli

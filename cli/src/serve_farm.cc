@@ -1,0 +1,326 @@
+// The farm `kiln serve` runs (serve_farm.h).
+#include "serve_farm.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "kiln/common/file.h"
+#include "kiln/common/process.h"
+#include "kiln/protocol/keys.h"
+
+namespace kiln::cli {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+std::string workerName(unsigned i) { return "local-" + std::to_string(i); }
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// The stdout of `kiln ARGS` (this executable); throws Error with its
+// output if it fails or runs longer than a minute.
+std::string runKiln(const std::vector<std::string>& args) {
+  ProcessSpec spec;
+  spec.program = "/proc/self/exe";
+  spec.args = {"kiln"};
+  spec.args.insert(spec.args.end(), args.begin(), args.end());
+  spec.env = currentEnvironment();
+  spec.separateStderr = true;
+  Process p(spec);
+  std::string out, err;
+  auto deadline = std::chrono::steady_clock::now() + 1min;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto ev = p.next(1s);
+    if (ev.kind == ProcessEvent::Kind::kOutput)
+      (ev.stream == 2 ? err : out) += ev.data;
+    if (ev.kind != ProcessEvent::Kind::kExited) continue;
+    if (ev.status != 0)
+      throw Error("kiln " + join(args, " ") + ": " +
+                  describeWaitStatus(ev.status) + ": " + err);
+    return out;
+  }
+  throw Error("kiln " + join(args, " ") + " ran longer than a minute");
+}
+
+}  // namespace
+
+std::vector<std::string> resolveExtraPaths(const LocalWorkerSettings& w) {
+  std::vector<std::string> paths = w.extraPaths;
+  if (w.extraPathsFrom.empty()) return paths;
+  std::string expr =
+      "(import " + w.extraPathsFrom + ")." + w.extraPathsAttribute;
+  std::string what = "local_workers.extra_paths_from (" + w.extraPathsFrom +
+                     ", attribute " + w.extraPathsAttribute + ")";
+  json list = json::parse(runKiln({"instantiate", "--readonly-mode", "--eval",
+                                   "--strict", "--json", "-E", expr}),
+                          nullptr, false);
+  if (!list.is_array() || list.size() > 256)
+    throw Error(what + ": not a list of at most 256 paths");
+  for (auto& p : list) {
+    if (!p.is_string() || p.get<std::string>().empty() ||
+        p.get<std::string>()[0] != '/')
+      throw Error(what + ": " + p.dump() + " is not an absolute path");
+    paths.push_back(p.get<std::string>());
+  }
+  return paths;
+}
+
+ServeFarm::ServeFarm(ServeSettings settings, std::ostream& out)
+    : s_(std::move(settings)), out_(out) {
+  logs_ = s_.config.stateDir + "/serve";
+  createDirs(logs_ + "/keys");
+  if (::chmod((logs_ + "/keys").c_str(), 0700) != 0)
+    throwSysError("chmod " + logs_ + "/keys");
+  extraPaths_ = resolveExtraPaths(s_.config.workers);
+  writeAllowedWorkers();
+}
+
+ServeFarm::~ServeFarm() { stop(); }
+
+// The key pair of `name` in the keys folder, made on first use; returns
+// its public key.
+static std::string keyPair(const std::string& dir, const std::string& name) {
+  std::string secret = dir + "/" + name + ".key";
+  if (!pathExists(secret))
+    protocol::writeKeyPair(protocol::generateKeyPair(), dir, name, true);
+  return protocol::readSecretKeyFile(secret).publicKey;
+}
+
+void ServeFarm::writeAllowedWorkers() const {
+  std::string dir = logs_ + "/keys";
+  keyPair(dir, "scheduler");
+  std::string allowed;
+  for (unsigned i = 0; i < static_cast<unsigned>(s_.config.workers.count); i++)
+    allowed += keyPair(dir, workerName(i)) + " " + workerName(i) + "\n";
+  for (auto& k : s_.config.workerKeys)
+    allowed += k.publicKey + " " + k.name + "\n";
+  writeFile(dir + "/allowed-workers", allowed);
+  if (::chmod((dir + "/allowed-workers").c_str(), 0600) != 0)
+    throwSysError("chmod " + dir + "/allowed-workers");
+}
+
+std::vector<std::string> ServeFarm::schedulerArgs() const {
+  const FarmConfig& c = s_.config;
+  const SchedulerSettings& s = c.scheduler;
+  std::string keys = logs_ + "/keys";
+  std::vector<std::string> a{"scheduler",
+                             "--state-dir",
+                             c.stateDir,
+                             "--listen",
+                             s.listen,
+                             "--store-dir",
+                             c.storeDir,
+                             "--web-listen",
+                             s.webListen,
+                             "--heartbeat-ms",
+                             std::to_string(s.heartbeatMs),
+                             "--max-retries",
+                             std::to_string(s.maxRetries),
+                             "--retry-backoff-ms",
+                             std::to_string(s.retryBackoffMs),
+                             "--log-limit",
+                             std::to_string(s.logLimit),
+                             "--output-limit",
+                             std::to_string(s.outputLimit),
+                             "--cached-failure-ttl",
+                             std::to_string(s.cachedFailureTtl),
+                             "--secret-key-file",
+                             keys + "/scheduler.key",
+                             "--allowed-workers",
+                             keys + "/allowed-workers"};
+  if (!s.notifySecretFile.empty())
+    a.insert(a.end(), {"--notify-secret-file", s.notifySecretFile});
+  if (s.metricsPort >= 0)
+    a.insert(a.end(), {"--metrics-port", std::to_string(s.metricsPort)});
+  for (auto& n : s.notify) a.insert(a.end(), {"--notify", n});
+  return a;
+}
+
+std::vector<std::string> ServeFarm::workerArgs(unsigned i) const {
+  const FarmConfig& c = s_.config;
+  const LocalWorkerSettings& w = c.workers;
+  std::string name = workerName(i), keys = logs_ + "/keys";
+  std::vector<std::string> a{"worker",
+                             "--connect",
+                             c.scheduler.listen,
+                             "--private-store",
+                             "--state-dir",
+                             c.stateDir + "/workers/" + name,
+                             "--store-dir",
+                             c.storeDir,
+                             "--worker-id",
+                             name,
+                             "--slots",
+                             std::to_string(w.slots),
+                             "--secret-key-file",
+                             keys + "/" + name + ".key",
+                             "--server-public-key-file",
+                             keys + "/scheduler.pub"};
+  for (auto* list : {&w.systems, &w.features, &w.mandatoryFeatures}) {
+    if (list->empty()) continue;
+    a.push_back(list == &w.systems    ? "--systems"
+                : list == &w.features ? "--features"
+                                      : "--mandatory-features");
+    a.push_back(join(*list, ","));
+  }
+  SandboxOptions sb = s_.sandbox;
+  sb.name = w.sandbox;
+  sb.platforms = w.platforms;
+  std::vector<std::string> options = w.sandboxOptions;
+  if (!extraPaths_.empty())
+    options.push_back("extra-paths=" + join(extraPaths_, " "));
+  sb.options.insert(sb.options.begin(), options.begin(), options.end());
+  auto sa = sandboxArgs(sb);
+  a.insert(a.end(), sa.begin(), sa.end());
+  return a;
+}
+
+bool ServeFarm::waitReady(const std::atomic<bool>& stop) {
+  auto deadline = std::chrono::steady_clock::now() + 5min;
+  while (!stop) {
+    if (sched_->running() &&
+        sched_->logSinceStart().find("listening ") != std::string::npos)
+      return true;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string text = sched_->logSinceStart();
+      throw Error("the scheduler did not start; see " + sched_->log() + ":\n" +
+                  text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
+    }
+    if (auto line = sched_->supervise(); !line.empty())
+      out_ << "kiln serve: " << line << std::endl;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+bool ServeFarm::start(const std::atomic<bool>& stop) {
+  sched_ = std::make_unique<SupervisedChild>("scheduler", schedulerArgs(),
+                                             logs_ + "/scheduler.log",
+                                             RealClock::instance());
+  sched_->start();
+  if (!waitReady(stop)) return false;
+  std::string changes;
+  resizeWorkers(changes);
+  printBanner();
+  jobsets_ = std::make_unique<JobsetSync>(s_.config.stateDir, out_);
+  jobsets_->apply(s_.config.projects, true);
+  return true;
+}
+
+// Starts, stops or restarts local workers so that `count` run with the
+// current settings.
+void ServeFarm::resizeWorkers(std::string& changes) {
+  unsigned want = static_cast<unsigned>(s_.config.workers.count);
+  while (workers_.size() > want) {
+    out_ << "  " << workers_.back()->name() << ": "
+         << workers_.back()->stop(30s) << std::endl;
+    changes += "stopped " + workers_.back()->name() + "\n";
+    workers_.pop_back();
+    workerArgs_.pop_back();
+  }
+  for (unsigned i = 0; i < want; i++) {
+    auto args = workerArgs(i);
+    if (i < workers_.size() && workerArgs_[i] == args) continue;
+    std::string name = workerName(i);
+    auto child = std::make_unique<SupervisedChild>(
+        name, args, logs_ + "/" + name + ".log", RealClock::instance());
+    child->start();
+    if (i < workers_.size()) {
+      workers_[i]->stop(30s);
+      workers_[i] = std::move(child);
+      workerArgs_[i] = args;
+      changes += "restarted " + name + " with its new settings\n";
+    } else {
+      workers_.push_back(std::move(child));
+      workerArgs_.push_back(args);
+      if (jobsets_) changes += "started " + name + "\n";
+    }
+  }
+}
+
+void ServeFarm::printBanner() {
+  const FarmConfig& c = s_.config;
+  std::string log = sched_->logSinceStart(), url = "(not started)";
+  if (auto at = log.find(" web http://"); at != std::string::npos)
+    url = log.substr(at + 5, log.find_first_of(" \n", at + 5) - at - 5);
+  std::string pids = "scheduler " + std::to_string(sched_->pid());
+  for (auto& w : workers_)
+    pids += ", " + w->name() + " " + std::to_string(w->pid());
+  out_ << "kiln serve: "
+       << (c.file.empty() ? std::string("(no config file)") : c.file) << "\n"
+       << "  state dir:  " << c.stateDir << "\n"
+       << "  scheduler:  " << c.scheduler.listen << " (CurveZMQ, keys in "
+       << logs_ << "/keys; log " << logs_ << "/scheduler.log)\n"
+       << "  workers:    " << c.workers.count << " x " << c.workers.slots
+       << " slots, private stores under " << c.stateDir << "/workers,"
+       << " sandbox " << c.workers.sandbox << "\n"
+       << "  dashboard:  " << url << "/\n";
+  if (c.scheduler.metricsPort >= 0)
+    out_ << "  metrics:    http://127.0.0.1:" << c.scheduler.metricsPort
+         << "/metrics\n";
+  out_ << "  queue:      kiln queue --state-dir " << c.stateDir << "\n"
+       << "  logs:       kiln log --state-dir " << c.stateDir << " DRV, and "
+       << logs_ << "/\n"
+       << "  processes:  " << pids << " (restarted if they die)\n"
+       << "Ctrl-C stops everything; SIGHUP re-reads the config file."
+       << std::endl;
+}
+
+void ServeFarm::poll() {
+  if (auto line = sched_->supervise(); !line.empty())
+    out_ << "kiln serve: " << line << std::endl;
+  for (auto& w : workers_)
+    if (auto line = w->supervise(); !line.empty())
+      out_ << "kiln serve: " << line << std::endl;
+  if (jobsets_) jobsets_->poll();
+}
+
+std::string ServeFarm::apply(ServeSettings next,
+                             const std::atomic<bool>& stop) {
+  if (next.config.stateDir != s_.config.stateDir ||
+      next.config.storeDir != s_.config.storeDir)
+    throw Error("state_dir and store_dir cannot change while kiln serve runs");
+  auto paths = resolveExtraPaths(next.config.workers);
+  bool keysChanged = next.config.workerKeys != s_.config.workerKeys ||
+                     next.config.workers.count != s_.config.workers.count;
+  auto oldArgs = schedulerArgs();
+  s_ = std::move(next);
+  extraPaths_ = std::move(paths);
+  std::string changes;
+  if (keysChanged) writeAllowedWorkers();
+  if (keysChanged || schedulerArgs() != oldArgs) {
+    out_ << "  scheduler: " << sched_->stop(30s) << std::endl;
+    sched_ = std::make_unique<SupervisedChild>("scheduler", schedulerArgs(),
+                                               logs_ + "/scheduler.log",
+                                               RealClock::instance());
+    sched_->start();
+    if (!waitReady(stop)) return changes;
+    changes +=
+        "restarted the scheduler with its new settings (its queue is "
+        "kept)\n";
+  }
+  resizeWorkers(changes);
+  for (auto& line : jobsets_->apply(s_.config.projects, false))
+    changes += line + "\n";
+  return changes;
+}
+
+void ServeFarm::stop() {
+  for (auto it = workers_.rbegin(); it != workers_.rend(); ++it)
+    out_ << "  " << (*it)->name() << ": " << (*it)->stop(30s) << "\n";
+  workers_.clear();
+  workerArgs_.clear();
+  if (sched_) out_ << "  scheduler: " << sched_->stop(30s) << std::endl;
+  sched_.reset();
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,126 @@
+// The declared projects and jobsets of `kiln serve` (serve_jobsets.h).
+#include "serve_jobsets.h"
+
+#include <ostream>
+#include <set>
+
+#include "kiln/scheduler/service.h"
+
+namespace kiln::cli {
+
+using nlohmann::json;
+
+json jobsetRequestArgs(const std::string& project, const ConfiguredJobset& j) {
+  return {{"project", project},
+          {"name", j.name},
+          {"kind", j.kind},
+          {"location", j.location},
+          {"branch", j.branch},
+          {"file", j.file},
+          {"attribute", j.attribute},
+          {"arguments", j.arguments},
+          {"checkInterval", j.checkInterval},
+          {"shares", j.shares},
+          {"enabled", j.enabled},
+          {"evaluator", j.evaluator}};
+}
+
+bool sameJobset(const scheduler::JobsetRow& row, const ConfiguredJobset& j) {
+  return row.kind == j.kind && row.location == j.location &&
+         row.branch == j.branch && row.file == j.file &&
+         row.attribute == j.attribute &&
+         json::parse(row.arguments, nullptr, false) == j.arguments &&
+         row.checkIntervalSec == j.checkInterval && row.shares == j.shares &&
+         row.enabled == j.enabled && row.evaluator == j.evaluator;
+}
+
+JobsetSync::JobsetSync(const std::string& stateDir, std::ostream& out)
+    : db_(stateDir + "/scheduler.sqlite"), out_(out) {}
+
+void JobsetSync::queue(const std::string& kind, const json& args,
+                       const std::string& what) {
+  pending_.push_back({scheduler::queueRequest(db_, kind, args), kind, what});
+}
+
+std::vector<std::string> JobsetSync::apply(
+    const std::vector<ConfiguredProject>& projects, bool all) {
+  std::vector<std::string> changes;
+  for (auto& p : projects) {
+    if (!db_.projectByName(p.name))
+      queue("project-create",
+            {{"name", p.name}, {"description", p.description}},
+            "project " + p.name);
+    for (auto& j : p.jobsets) {
+      std::string what = "project " + p.name + ", jobset " + j.name;
+      auto row = db_.jobsetByName(p.name, j.name);
+      bool changed = !row || !sameJobset(*row, j);
+      if (!row) {
+        queue("jobset-create", jobsetRequestArgs(p.name, j), what);
+        changes.push_back("added " + what);
+      } else if (changed) {
+        json args = jobsetRequestArgs(p.name, j);
+        args.erase("name");
+        args["jobset"] = j.name;
+        queue("jobset-update", args, what);
+        changes.push_back("changed " + what);
+      }
+      if (j.enabled && (changed || all))
+        queue(
+            "jobset-eval",
+            {{"project", p.name}, {"jobset", j.name}, {"ifChanged", !changed}},
+            what);
+    }
+    disableUndeclared(p, changes);
+  }
+  return changes;
+}
+
+// Disables the enabled jobsets of `p` in the state that it does not list.
+void JobsetSync::disableUndeclared(const ConfiguredProject& p,
+                                   std::vector<std::string>& changes) {
+  auto project = db_.projectByName(p.name);
+  if (!project) return;
+  std::set<std::string> declared;
+  for (auto& j : p.jobsets) declared.insert(j.name);
+  for (auto& row : db_.jobsets()) {
+    if (row.project != project->id || !row.enabled || declared.count(row.name))
+      continue;
+    std::string what = "project " + p.name + ", jobset " + row.name;
+    queue("jobset-update",
+          {{"project", p.name}, {"jobset", row.name}, {"enabled", false}},
+          what);
+    changes.push_back("disabled " + what + " (no longer declared)");
+  }
+}
+
+void JobsetSync::poll() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    std::optional<json> answer;
+    try {
+      answer = scheduler::requestAnswer(db_, it->id);
+      if (!answer) {
+        ++it;
+        continue;
+      }
+      if (it->kind == "jobset-eval") {
+        int64_t eval = answer->value("eval", int64_t(0));
+        if (eval)
+          out_ << "evaluation " << eval << " of " << it->what << std::endl;
+        else
+          out_ << it->what << ": inputs unchanged, not evaluated again"
+               << std::endl;
+      }
+    } catch (const scheduler::SchedulerStateError& e) {
+      // A project that exists already is fine; anything else is reported.
+      if (it->kind != "project-create")
+        out_ << "kiln serve: " << it->kind << " of " << it->what
+             << " refused: " << e.what() << std::endl;
+    } catch (const Error& e) {
+      out_ << "kiln serve: " << it->kind << " of " << it->what
+           << " failed: " << e.what() << std::endl;
+    }
+    it = pending_.erase(it);
+  }
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,227 @@
+// The configuration file of `kiln serve --config` (cli/src/farm_config.h):
+// a complete file read into every field, defaults, and each kind of bad
+// file reported with its file, line and key.
+#include "farm_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kiln/protocol/keys.h"
+
+namespace kiln::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::string kFile = "/etc/kiln/farm.toml";
+
+// The problems parsing `text` reports (fails the test if it parses).
+std::vector<std::string> problemsOf(const std::string& text) {
+  try {
+    parseFarmConfig(text, kFile);
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  ADD_FAILURE() << "parsed:\n" << text;
+  return {};
+}
+
+TEST(FarmConfigTest, ReadsEveryKey) {
+  std::string key = protocol::generateKeyPair().publicKey;
+  FarmConfig c = parseFarmConfig(R"(
+state_dir = "state"
+store_dir = "/kiln/store"
+[scheduler]
+listen = "tcp://0.0.0.0:7000"
+web_listen = "0.0.0.0:8000"
+metrics_port = -1
+heartbeat_ms = 2000
+max_retries = 5
+retry_backoff_ms = 100
+log_limit = 4096
+output_limit = 1000000
+cached_failure_ttl = 3600
+notify = ["command:/bin/true"]
+notify_secret_file = "hook.key"
+[local_workers]
+count = 3
+slots = 4
+systems = ["x86_64-linux"]
+features = ["kvm", "big-parallel"]
+mandatory_features = ["benchmark"]
+sandbox = "none"
+platforms = "native"
+extra_paths = ["/usr/bin", "tarballs"]
+extra_paths_from = "pkgs/host.nix"
+extra_paths_attribute = "paths"
+sandbox_options = ["build-user=nobody"]
+[[worker_key]]
+name = "builder1"
+public_key = ")" + key + R"("
+[[project]]
+name = "main"
+description = "the package set"
+[[project.jobset]]
+name = "trunk"
+git = "https://example.org/pkgs.git"
+branch = "main"
+file = "release.nix"
+attribute = "jobs"
+evaluator = "nix"
+check_interval = 30
+shares = 7
+enabled = false
+arguments = { system = '"x86_64-linux"' }
+[[project.jobset]]
+name = "local"
+path = "../pkgset"
+)",
+                                 kFile);
+  EXPECT_EQ(c.file, kFile);
+  EXPECT_EQ(c.stateDir, "/etc/kiln/state");
+  EXPECT_EQ(c.storeDir, "/kiln/store");
+  EXPECT_EQ(c.scheduler.listen, "tcp://0.0.0.0:7000");
+  EXPECT_EQ(c.scheduler.webListen, "0.0.0.0:8000");
+  EXPECT_EQ(c.scheduler.metricsPort, -1);
+  EXPECT_EQ(c.scheduler.heartbeatMs, 2000);
+  EXPECT_EQ(c.scheduler.maxRetries, 5);
+  EXPECT_EQ(c.scheduler.retryBackoffMs, 100);
+  EXPECT_EQ(c.scheduler.logLimit, 4096);
+  EXPECT_EQ(c.scheduler.outputLimit, 1000000);
+  EXPECT_EQ(c.scheduler.cachedFailureTtl, 3600);
+  EXPECT_THAT(c.scheduler.notify, ElementsAre("command:/bin/true"));
+  EXPECT_EQ(c.scheduler.notifySecretFile, "/etc/kiln/hook.key");
+  EXPECT_EQ(c.workers.count, 3);
+  EXPECT_EQ(c.workers.slots, 4);
+  EXPECT_THAT(c.workers.systems, ElementsAre("x86_64-linux"));
+  EXPECT_THAT(c.workers.features, ElementsAre("kvm", "big-parallel"));
+  EXPECT_THAT(c.workers.mandatoryFeatures, ElementsAre("benchmark"));
+  EXPECT_EQ(c.workers.sandbox, "none");
+  EXPECT_EQ(c.workers.platforms, "native");
+  EXPECT_THAT(c.workers.extraPaths,
+              ElementsAre("/usr/bin", "/etc/kiln/tarballs"));
+  EXPECT_EQ(c.workers.extraPathsFrom, "/etc/kiln/pkgs/host.nix");
+  EXPECT_EQ(c.workers.extraPathsAttribute, "paths");
+  EXPECT_THAT(c.workers.sandboxOptions, ElementsAre("build-user=nobody"));
+  ASSERT_EQ(c.workerKeys.size(), 1u);
+  EXPECT_EQ(c.workerKeys[0].name, "builder1");
+  EXPECT_EQ(c.workerKeys[0].publicKey, key);
+  ASSERT_EQ(c.projects.size(), 1u);
+  EXPECT_EQ(c.projects[0].description, "the package set");
+  ASSERT_EQ(c.projects[0].jobsets.size(), 2u);
+  const ConfiguredJobset& t = c.projects[0].jobsets[0];
+  EXPECT_EQ(t.kind, "git");
+  EXPECT_EQ(t.location, "https://example.org/pkgs.git");
+  EXPECT_EQ(t.branch, "main");
+  EXPECT_EQ(t.file, "release.nix");
+  EXPECT_EQ(t.attribute, "jobs");
+  EXPECT_EQ(t.evaluator, "nix");
+  EXPECT_EQ(t.checkInterval, 30);
+  EXPECT_EQ(t.shares, 7);
+  EXPECT_FALSE(t.enabled);
+  EXPECT_EQ(t.arguments, (nlohmann::json{{"system", "\"x86_64-linux\""}}));
+  const ConfiguredJobset& l = c.projects[0].jobsets[1];
+  EXPECT_EQ(l.kind, "path");
+  EXPECT_EQ(l.location, "/etc/pkgset");
+  EXPECT_EQ(l.file, "default.nix");
+  EXPECT_TRUE(l.enabled);
+}
+
+TEST(FarmConfigTest, AnEmptyFileGivesTheDefaults) {
+  FarmConfig c = parseFarmConfig("", kFile);
+  EXPECT_EQ(c.stateDir, "");
+  EXPECT_EQ(c.storeDir, "/nix/store");
+  EXPECT_EQ(c.scheduler, SchedulerSettings{});
+  EXPECT_EQ(c.workers, LocalWorkerSettings{});
+  EXPECT_TRUE(c.projects.empty());
+  EXPECT_TRUE(c.workerKeys.empty());
+}
+
+TEST(FarmConfigTest, ASyntaxErrorNamesTheLine) {
+  EXPECT_THAT(problemsOf("state_dir = \"x\"\n\nlisten = = 3\n"),
+              ElementsAre(HasSubstr(kFile + ":3:")));
+}
+
+TEST(FarmConfigTest, UnknownKeysAreErrors) {
+  auto p = problemsOf(
+      "stat_dir = \"x\"\n[scheduler]\nlisten = \"tcp://h:1\"\n"
+      "max_retry = 2\n[[project]]\nname = \"p\"\n[[project.jobset]]\n"
+      "name = \"j\"\npath = \".\"\nchek_interval = 3\n");
+  EXPECT_THAT(p,
+              ElementsAre(kFile + ":1:1: stat_dir: unknown key",
+                          kFile + ":4:1: scheduler.max_retry: unknown key",
+                          kFile + ":10:1: project[0].jobset[0].chek_interval: "
+                                  "unknown key"));
+}
+
+TEST(FarmConfigTest, WrongTypesNameTheKey) {
+  auto p = problemsOf(
+      "[local_workers]\ncount = \"two\"\nsystems = \"x86_64-linux\"\n"
+      "[scheduler]\nmetrics_port = 1.5\n");
+  ASSERT_EQ(p.size(), 3u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p, ElementsAre(HasSubstr(":2:9: local_workers.count: must be "
+                                       "an integer"),
+                             HasSubstr(":3:11: local_workers.systems: must be "
+                                       "an array"),
+                             HasSubstr(":5:16: scheduler.metrics_port: must "
+                                       "be an integer")));
+}
+
+TEST(FarmConfigTest, InvalidValuesAreRefused) {
+  auto p = problemsOf(
+      "store_dir = \"relative\"\n[scheduler]\nlisten = \"127.0.0.1:7\"\n"
+      "heartbeat_ms = 0\nnotify = [\"nowhere\"]\n[local_workers]\n"
+      "slots = 0\nsandbox_options = [\"extra-paths=/bin\"]\n"
+      "[[worker_key]]\nname = \"w\"\npublic_key = \"short\"\n");
+  ASSERT_EQ(p.size(), 7u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr(":1:13: store_dir: must be an absolute path"));
+  EXPECT_THAT(p[1], HasSubstr(":3:10: scheduler.listen: must be a ZeroMQ"));
+  EXPECT_THAT(p[2], HasSubstr(":4:16: scheduler.heartbeat_ms: must be 1.."));
+  EXPECT_THAT(p[3], HasSubstr(":5:11: scheduler.notify: must be KIND:"));
+  EXPECT_THAT(p[4], HasSubstr(":7:9: local_workers.slots: must be 1..256"));
+  EXPECT_THAT(p[5], HasSubstr(":8:20: local_workers.sandbox_options: give"));
+  EXPECT_THAT(p[6], HasSubstr(":11:14: worker_key[0].public_key: not a"));
+}
+
+TEST(FarmConfigTest, JobsetsNeedANameAndOneLocation) {
+  auto p = problemsOf(
+      "[[project]]\nname = \"p\"\n[[project.jobset]]\npath = \".\"\n"
+      "git = \"x\"\n[[project.jobset]]\nname = \"b\"\nbranch = \"main\"\n"
+      "path = \".\"\nevaluator = \"guile\"\nfile = \"../x.nix\"\n");
+  ASSERT_EQ(p.size(), 5u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr(":3:1: project[0].jobset[0].name: missing"));
+  EXPECT_THAT(p[1], HasSubstr(":3:1: project[0].jobset[0].path: give either "
+                              "path or git, not both"));
+  EXPECT_THAT(p[2], HasSubstr(":8:10: project[0].jobset[1].branch: only a "
+                              "git"));
+  EXPECT_THAT(p[3], HasSubstr(":10:13: project[0].jobset[1].evaluator: must"));
+  EXPECT_THAT(p[4], HasSubstr(":11:8: project[0].jobset[1].file: must be a "
+                              "relative path"));
+}
+
+TEST(FarmConfigTest, DuplicateNamesAreRefused) {
+  auto p = problemsOf(
+      "[[project]]\nname = \"p\"\n[[project.jobset]]\nname = \"a\"\n"
+      "path = \".\"\n[[project.jobset]]\nname = \"a\"\npath = \"..\"\n"
+      "[[project]]\nname = \"p\"\n");
+  ASSERT_EQ(p.size(), 2u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr(":7:8: project[0].jobset[1].name: jobset 'a' "
+                              "is declared twice"));
+  EXPECT_THAT(p[1], HasSubstr("project[1].name: project 'p' is declared "
+                              "twice"));
+}
+
+TEST(FarmConfigTest, AMissingFileIsRefused) {
+  EXPECT_THROW(loadFarmConfig("/nonexistent/kiln.toml"), SysError);
+}
+
+TEST(FarmConfigTest, AJobsetWithoutLocationIsRefused) {
+  EXPECT_THAT(problemsOf("[[project]]\nname = \"p\"\n[[project.jobset]]\n"
+                         "name = \"j\"\n"),
+              ElementsAre(HasSubstr(":3:1: project[0].jobset[0].path: missing: "
+                                    "give path (a folder) or git")));
+}
+
+}  // namespace
+}  // namespace kiln::cli
