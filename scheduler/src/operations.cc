@@ -181,7 +181,8 @@ BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
 namespace {
 
 void addProjectRequests(RequestTable& t, StateDb& db) {
-  t.set({"project-create", "create a project",
+  t.set({"project-create",
+         "create a project",
          {{"name", ArgType::kString, true, "project name"},
           {"description", ArgType::kString, false, "one line"}},
          [&db](const json& a) { return createProject(db, a); }});
@@ -215,8 +216,10 @@ void addProjectRequests(RequestTable& t, StateDb& db) {
           {"enabled", ArgType::kBool, false, "evaluated on schedule"},
           {"evaluator", ArgType::kString, false, "builtin or nix"}},
          [&db](const json& a) { return updateJobset(db, a); }});
-  t.set({"jobset-eval", "evaluate a jobset now",
-         {kProjectArg, kJobsetArg,
+  t.set({"jobset-eval",
+         "evaluate a jobset now",
+         {kProjectArg,
+          kJobsetArg,
           {"ifChanged", ArgType::kBool, false, "only if its inputs changed"}},
          [](const json&) -> json {
            throw SchedulerStateError(
@@ -226,25 +229,32 @@ void addProjectRequests(RequestTable& t, StateDb& db) {
 }
 
 void addBuildRequests(RequestTable& t, StateDb& db, const Clock& clock) {
-  t.set({"build-add", "build one .drv in a fresh evaluation of a jobset",
-         {kProjectArg, kJobsetArg,
+  t.set({"build-add",
+         "build one .drv in a fresh evaluation of a jobset",
+         {kProjectArg,
+          kJobsetArg,
           {"drvPath", ArgType::kString, true, "the .drv (in the store)"},
           {"job", ArgType::kString, false, "job name"}},
          [&db, &clock](const json& a) {
            std::string drv = strArg(a, "drvPath");
            std::string job = strArg(a, "job", baseNameOf(drv).substr(33));
-           BuildRow b = createManualBuild(db, jobsetIdOf(db, a), job, drv, 0,
-                                          clock);
+           BuildRow b =
+               createManualBuild(db, jobsetIdOf(db, a), job, drv, 0, clock);
            return json{{"build", b.id}};
          }});
-  t.set({"cached-failure-clear", "forget cached failures",
-         {{"drvPath", ArgType::kString, false, "only this .drv"}},
-         [&db](const json& a) {
-           return json{{"cleared", db.clearCachedFailures(strArg(a, "drvPath"))}};
-         }});
-  t.set({"build-cancel", "cancel an unfinished build", {kBuildArg},
+  t.set(
+      {"cached-failure-clear",
+       "forget cached failures",
+       {{"drvPath", ArgType::kString, false, "only this .drv"}},
+       [&db](const json& a) {
+         return json{{"cleared", db.clearCachedFailures(strArg(a, "drvPath"))}};
+       }});
+  t.set({"build-cancel",
+         "cancel an unfinished build",
+         {kBuildArg},
          [&db](const json& a) { return cancelBuildOffline(db, a); }});
-  t.set({"build-bump", "set a build's global priority",
+  t.set({"build-bump",
+         "set a build's global priority",
          {kBuildArg, {"priority", ArgType::kInt, false, "default 100"}},
          [&db](const json& a) {
            auto b = requireBuild(db, a);
@@ -252,7 +262,8 @@ void addBuildRequests(RequestTable& t, StateDb& db, const Clock& clock) {
            db.setBuildPriority(b.id, p);
            return json{{"build", b.id}, {"globalPriority", p}};
          }});
-  t.set({"build-restart", "build a failed build's failed steps again",
+  t.set({"build-restart",
+         "build a failed build's failed steps again",
          {kBuildArg},
          [&db](const json& a) { return restartBuildOffline(db, a); }});
 }
@@ -263,20 +274,17 @@ RequestTable offlineRequests(StateDb& db, const Clock& clock) {
   RequestTable t;
   addProjectRequests(t, db);
   addBuildRequests(t, db, clock);
-  t.set({"queue", "unfinished steps and why they wait", {},
-         [&db](const json&) {
+  t.set({"queue", "unfinished steps and why they wait", {}, [&db](const json&) {
            json out = json::array();
            for (auto& s : db.unfinishedSteps())
-             out.push_back(queueEntryJson(s.id, s.drvPath, s.system,
-                                          "unknown",
+             out.push_back(queueEntryJson(s.id, s.drvPath, s.system, "unknown",
                                           "the scheduler is not running"));
            return out;
          }});
   return t;
 }
 
-json applyRequestOffline(StateDb& db, const std::string& kind,
-                         const json& a) {
+json applyRequestOffline(StateDb& db, const std::string& kind, const json& a) {
   return offlineRequests(db, RealClock::instance()).apply(kind, a);
 }
 
