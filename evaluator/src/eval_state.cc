@@ -93,7 +93,8 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
 }
 
 EvalState::~EvalState() {
-  freeValues_ = nullptr;
+  nextValue_ = valuesEnd_ = nullptr;
+  freeBlocks_ = nullptr;
   GC_remove_roots(this, this + 1);
   if (registeredThread_) GC_unregister_my_thread();
 }
@@ -111,9 +112,17 @@ void* EvalState::allocMemory(size_t size, size_t align) {
 
 Value* EvalState::allocValueSlow() {
   if (!collect_) return permanent.make<Value>();
-  freeValues_ = GC_malloc_many(sizeof(Value));
-  if (!freeValues_) throw std::bad_alloc();
-  return allocValue();
+  static_assert(sizeof(Value) * kValuesPerBlock < 128);  // one 128-byte object
+  if (!freeBlocks_) {
+    freeBlocks_ = GC_malloc_many(sizeof(Value) * kValuesPerBlock);
+    if (!freeBlocks_) throw std::bad_alloc();
+  }
+  void* block = freeBlocks_;
+  freeBlocks_ = *static_cast<void**>(block);
+  *static_cast<void**>(block) = nullptr;  // no stale link for the scanner
+  nextValue_ = static_cast<Value*>(block);
+  valuesEnd_ = nextValue_ + kValuesPerBlock;
+  return new (nextValue_++) Value();
 }
 
 Env& EvalState::allocEnv(uint32_t size) {
