@@ -17,8 +17,7 @@ namespace {
 class PluginNotifier final : public scheduler::Notifier {
  public:
   PluginNotifier(const plugins::PluginInfo& info, plugins::PluginConfig config)
-      : host_("notifier " + info.name, "kiln_plugin_" + info.name + "_",
-              std::move(config)),
+      : host_(KILN_PLUGIN_NOTIFIER, info.name, std::move(config)),
         table_(static_cast<const kiln_notifier_functions*>(info.functions)) {
     if (info.functionsSize < KILN_NOTIFIER_DELIVER_MIN_SIZE || !table_->deliver)
       throw Error("notifier plugin '" + info.name + "' (" + info.file +

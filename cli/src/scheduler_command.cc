@@ -8,6 +8,7 @@
 #include "command.h"
 #include "kiln/common/error.h"
 #include "kiln/common/logging.h"
+#include "kiln/plugin_host/host_services.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/web/routes.h"
 #include "notify_options.h"
@@ -167,7 +168,9 @@ int runScheduler(const std::vector<std::string>& args) {
     // Evaluations run this very executable as `kiln eval`.
     cfg.kilnBinary = std::filesystem::read_symlink("/proc/self/exe").string();
     SchedulerNotifiers notifiers(notify, notifySecret);
-    std::vector<std::shared_ptr<prometheus::Collectable>> extraMetrics;
+    // Plugins' own counters (metric_add), labelled with the plugin.
+    std::vector<std::shared_ptr<prometheus::Collectable>> extraMetrics{
+        plugins::pluginMetrics()};
     if (auto outbox = notifiers.outbox()) {
       cfg.eventSinks.push_back(outbox);
       extraMetrics.push_back(notifiers.registry());

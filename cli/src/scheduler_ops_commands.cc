@@ -141,7 +141,8 @@ const std::vector<OpCommand>& opCommands() {
          "seconds between checks (0 = on demand only; default 300)"},
         {"shares", "shares", ArgType::kInt, "scheduling shares (default 100)"},
         {"evaluator", "evaluator", ArgType::kString,
-         "'builtin' (default: kiln's own) or 'nix' (nix-instantiate)"}}},
+         "the evaluator plugin: 'builtin' (default: kiln's own) or 'nix' "
+         "(nix-instantiate)"}}},
       {"jobset eval", "evaluate a jobset now", "jobset-eval",
        {kProject,
         {"jobset", "jobset", ArgType::kString, "jobset name", true, true},

@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "kiln/common/file.h"
 #include "kiln/store/local_store.h"
 
 namespace kiln::scheduler {
@@ -17,10 +18,15 @@ Evaluations::~Evaluations() {
 EvalRunner& Evaluations::runnerOf(const JobsetSpec& js) const {
   if (config_.runner) return *config_.runner;
   auto it = config_.runners.find(js.evaluator);
-  if (it == config_.runners.end() || !it->second)
+  if (it != config_.runners.end() && it->second) return *it->second;
+  if (!config_.plugins)
     throw Error("jobset '" + js.name + "': no evaluator named '" +
                 js.evaluator + "'");
-  return *it->second;
+  try {
+    return config_.plugins->get(js.evaluator);
+  } catch (const Error& e) {
+    throw Error("jobset '" + js.name + "': " + e.what());
+  }
 }
 
 EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
@@ -32,6 +38,8 @@ EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
     std::string work = config_.stateDir + "/eval/" + std::to_string(js.id);
     JobsetSpec spec = js;  // the plain value, without scheduling state
     Checkout co = config_.fetcher->fetch(spec, work);
+    if (co.workDir.empty()) co.workDir = work;
+    createDirs(co.workDir);
     o.inputsHash = co.inputsHash;
     if (!force && co.inputsHash == js.lastInputs) {
       o.skipped = true;

@@ -48,6 +48,8 @@ class Evaluations {
     std::map<std::string, std::shared_ptr<EvalRunner>> runners;
     /// If set, used for every jobset instead (tests).
     std::shared_ptr<EvalRunner> runner;
+    /// The evaluator plugins, for a name `runners` lacks (may be null).
+    std::shared_ptr<PluginEvaluators> plugins;
     std::shared_ptr<InputFetcher> fetcher;
     /// Called on the calling (service) thread as an evaluation of a jobset
     /// starts, before its inputs are fetched (may be empty).
@@ -84,7 +86,8 @@ class Evaluations {
   }
 
  private:
-  /// The runner of `js`'s evaluator; throws Error if there is none.
+  /// The runner of `js`'s evaluator (an override, else its plugin); throws
+  /// Error naming the jobset if there is none.
   EvalRunner& runnerOf(const JobsetSpec& js) const;
   void start(const JobsetRow& jobset, bool force,
              std::optional<int64_t> request);

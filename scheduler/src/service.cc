@@ -31,14 +31,12 @@ SchedulerConfig coreConfig(const ServiceConfig& c) {
   return s;
 }
 
-// `c` with the default evaluation runner and input fetcher filled in.
+// `c` with the builtin evaluator's executable and the input fetcher
+// filled in.
 ServiceConfig withDefaults(ServiceConfig c) {
-  auto& runners = c.evalRunners;
-  if (!runners["builtin"])
-    runners["builtin"] =
-        makeKilnEvalRunner(c.kilnBinary.empty() ? "kiln" : c.kilnBinary);
-  if (!runners["nix"])
-    runners["nix"] = makeNixInstantiateRunner(c.stateDir + "/eval");
+  auto& builtin = c.evaluatorConfig["builtin"];
+  if (!builtin.count("kiln"))
+    builtin["kiln"] = c.kilnBinary.empty() ? "kiln" : c.kilnBinary;
   if (!c.inputFetcher) c.inputFetcher = makeInputFetcher();
   return c;
 }
@@ -91,6 +89,9 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       steps(cfg, db, store, ingestor, core, link, inputs, metrics, clock),
       uploads(cfg, steps, metrics),
       evaluations({cfg.stateDir, cfg.storeDir, cfg.evalRunners, cfg.evalRunner,
+                   std::make_shared<PluginEvaluators>(
+                       cfg.plugins ? *cfg.plugins : plugins::processPlugins(),
+                       cfg.evaluatorConfig),
                    cfg.inputFetcher,
                    [this](const JobsetRow& js) { evaluationStarted(js.id); }},
                   clock) {

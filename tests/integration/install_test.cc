@@ -81,8 +81,8 @@ TEST_F(Installed, FindsItsPluginsBesideItself) {
   ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
   std::string dir = usr("lib/kiln/plugins");
   EXPECT_THAT(r.out, HasSubstr("searched: " + dir));
-  for (std::string name :
-       {"linux", "none", "native", "qemu-user", "command", "webhook"})
+  for (std::string name : {"linux", "none", "native", "qemu-user", "command",
+                           "webhook", "builtin", "nix"})
     EXPECT_THAT(r.out, HasSubstr(dir + "/kiln-plugin-" + name + ".so")) << name;
   EXPECT_THAT(r.out, Not(HasSubstr(KILN_BINARY_DIR)));
 }

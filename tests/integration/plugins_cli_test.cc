@@ -1,4 +1,5 @@
-// `kiln plugins`: lists what the loader finds (the in-tree plugins from the
+// `kiln plugins`: lists what the loader finds (the in-tree plugins, the
+// evaluators included, from the
 // build tree, without installing) and every refused library with the
 // reason, exiting 1 when something was refused.
 #include <gmock/gmock.h>
@@ -18,18 +19,22 @@ TEST(PluginsCli, ListsTheInTreePluginsFromTheBuildTree) {
   EXPECT_THAT(r.out, HasSubstr(std::string("searched: ") + KILN_BINARY_DIR +
                                "/plugins/lib"));
   EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "sandbox +linux +1\\.0\\.0 +1\\.3 +[^ ]*/plugins/lib/"
+                         "sandbox +linux +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/lib/"
                          "kiln-plugin-linux\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("sandbox +none "));
   EXPECT_THAT(r.out,
               testing::ContainsRegex(
-                  "platform +native +1\\.0\\.0 +1\\.3 +[^ ]*/plugins/lib/"
+                  "platform +native +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/lib/"
                   "kiln-plugin-native\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("platform +qemu-user "));
   EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "notifier +webhook +1\\.0\\.0 +1\\.3 +[^ ]*/plugins/"
+                         "notifier +webhook +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/"
                          "lib/kiln-plugin-webhook\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("notifier +command "));
+  EXPECT_THAT(r.out, testing::ContainsRegex(
+                         "evaluator +builtin +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/"
+                         "lib/kiln-plugin-builtin\\.so"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("evaluator +nix +1\\.0\\.0 "));
 }
 
 TEST(PluginsCli, NamesRefusedLibrariesAndFails) {

@@ -169,8 +169,9 @@ INSTANTIATE_TEST_SUITE_P(Evaluators, SchedulerCli,
                          });
 
 // Each jobset chooses its evaluator: one collection evaluated by kiln's own
-// and by nix-instantiate gives the same jobs, .drv paths included, and the
-// same per-job errors; an unknown evaluator is refused.
+// and by nix-instantiate (both evaluator plugins) gives the same jobs, .drv
+// paths included, and the same per-job errors; an unknown evaluator is
+// refused.
 TEST(SchedulerCliEvaluators, BuiltinAndNixGiveIdenticalJobs) {
   if (!test::haveProgram("nix-instantiate")) GTEST_SKIP() << "no Nix";
   TempDir dir;

@@ -1,7 +1,8 @@
 // `kiln scheduler --web-listen`: the scheduler process serves the web front
 // end on the given address, prints its URL, answers unknown pages with a
-// clear 404 and /metrics in a text promtool accepts, and refuses a
-// malformed address before starting.
+// clear 404 and /metrics in a text promtool accepts (plugins' counters
+// included, labelled with the plugin), and refuses a malformed address
+// before starting.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -38,6 +39,48 @@ TEST(WebCli, SchedulerServesTheWebFrontEnd) {
   std::string metrics = test::httpGet(port, "/metrics");
   EXPECT_THAT(metrics, HasSubstr("kiln_workers 0"));
   EXPECT_THAT(metrics, HasSubstr("route=\"unmatched\",status=\"404\"} 1"));
+  if (test::haveProgram("promtool")) {
+    auto check = test::run({"promtool", "check", "metrics"}, metrics);
+    EXPECT_EQ(check.exitCode, 0) << check.out << check.err;
+  }
+  EXPECT_EQ(sched.stop(30s), 0) << sched.log();
+}
+
+// A plugin's counter (the builtin evaluator's jobs_total, added through
+// the host's metric_add) reaches /metrics labelled with the plugin, and the
+// whole text still passes promtool.
+TEST(WebCli, PluginCountersAreOnMetrics) {
+  TempDir dir;
+  std::string state = dir.path() + "/state", coll = dir.path() + "/coll";
+  createDirs(coll);
+  writeFile(coll + "/default.nix", R"({
+  a = derivation { name = "a"; system = "x86_64-linux"; builder = "/bin/sh";
+                   args = [ "-c" "echo > $out" ]; };
+  b = derivation { name = "b"; system = "x86_64-linux"; builder = "/bin/sh";
+                   args = [ "-c" "echo b > $out" ]; };
+})");
+  auto kiln = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), test::kilnBinary());
+    args.insert(args.end(), {"--state-dir", state});
+    return test::run(args);
+  };
+  ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
+  ASSERT_EQ(kiln({"jobset", "create", "--project", "demo", "main", "--location",
+                  coll, "--check-interval", "0"})
+                .exitCode,
+            0);
+  int port = test::freeLoopbackPort();
+  test::KilnProcess sched({"scheduler", "--state-dir", state, "--listen",
+                           "tcp://127.0.0.1:*", "--insecure-plaintext",
+                           "--web-listen", "127.0.0.1:" + std::to_string(port)},
+                          dir.path() + "/sched.log");
+  ASSERT_TRUE(sched.waitForLog("listening", 30s)) << sched.log();
+  auto r = kiln({"jobset", "eval", "--project", "demo", "main"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::string metrics = test::httpGet(port, "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("# TYPE kiln_plugin_jobs_total counter"));
+  EXPECT_THAT(metrics, HasSubstr("kiln_plugin_jobs_total{kind=\"evaluator\","
+                                 "plugin=\"builtin\"} 2"));
   if (test::haveProgram("promtool")) {
     auto check = test::run({"promtool", "check", "metrics"}, metrics);
     EXPECT_EQ(check.exitCode, 0) << check.out << check.err;

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "kiln/common/error.h"
 
@@ -57,7 +59,7 @@ bool Farm::canRun(std::string* why) {
 }
 
 std::string Farm::endpoint() const {
-  return "tcp://127.0.0.1:" + std::to_string(port_);
+  return "tcp://" + options_.host + ":" + std::to_string(port_);
 }
 
 void Farm::startScheduler(std::chrono::milliseconds timeout) {
@@ -84,7 +86,7 @@ void Farm::startScheduler(std::chrono::milliseconds timeout) {
   scheduler_.reset();
   scheduler_ = std::make_unique<KilnProcess>(
       args, dir() + "/scheduler." + std::to_string(++schedulerStarts_) + ".log",
-      env);
+      env, options_.netns);
   auto& p = *scheduler_;
   // A restarted scheduler may find the port still held for a moment.
   bool up = p.waitForLog("listening ", timeout);
@@ -197,8 +199,10 @@ void Farm::startWorker(size_t i) {
               w.options.extraArgs.end());
   w.process.reset();
   w.process = std::make_unique<KilnProcess>(
-      args, dir() + "/worker-" + std::to_string(i) + "." +
-                std::to_string(++w.starts) + ".log");
+      args,
+      dir() + "/worker-" + std::to_string(i) + "." +
+          std::to_string(++w.starts) + ".log",
+      std::map<std::string, std::string>{}, w.options.netns);
 }
 
 KilnProcess& Farm::worker(size_t i) {
@@ -306,7 +310,7 @@ bool Farm::waitForBuilds(int64_t eval,
 // ---------------------------------------------------------------- metrics
 
 std::string Farm::metricsText() const {
-  return httpGet(metricsPort_, "/metrics");
+  return httpGet(metricsPort_, "/metrics", options_.netns);
 }
 
 std::optional<double> Farm::metric(const std::string& sample) const {
@@ -345,7 +349,8 @@ int freeLoopbackPort() {
   return ntohs(a.sin_port);
 }
 
-std::string httpGet(int port, const std::string& path) {
+namespace {
+std::string httpGetHere(int port, const std::string& path) {
   AutoCloseFD fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) throwSysError("socket");
   sockaddr_in a{};
@@ -374,6 +379,30 @@ std::string httpGet(int port, const std::string& path) {
   if (resp.compare(9, 3, "200") != 0 || body == std::string::npos)
     throw Error("GET " + where + ": " + resp.substr(0, resp.find('\r')));
   return resp.substr(body + 4);
+}
+}  // namespace
+
+std::string httpGet(int port, const std::string& path,
+                    const std::string& netns) {
+  if (netns.empty()) return httpGetHere(port, path);
+  // setns(CLONE_NEWNET) changes the calling thread only: a thread of its
+  // own enters the namespace, the test's threads stay where they are.
+  std::string body, error;
+  std::thread t([&] {
+    try {
+      AutoCloseFD ns(
+          open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+      if (ns.get() < 0) throwSysError("opening /run/netns/" + netns);
+      if (setns(ns.get(), CLONE_NEWNET) != 0)
+        throwSysError("entering network namespace " + netns);
+      body = httpGetHere(port, path);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  t.join();
+  if (!error.empty()) throw Error(error);
+  return body;
 }
 
 std::optional<double> prometheusSample(const std::string& text,

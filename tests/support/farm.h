@@ -62,6 +62,12 @@ struct FarmOptions {
   /// scheduler's allow-list, written each time it starts, holds the keys
   /// of the workers added so far whose `keyAllowed` is set.
   bool curve = false;
+  /// The network namespace the scheduler runs in ("": the test's), e.g. a
+  /// NetnsLab's; /metrics is then read from a thread that enters it.
+  std::string netns;
+  /// The address the scheduler listens on and workers connect to (one of
+  /// the scheduler namespace's addresses when `netns` is set).
+  std::string host = "127.0.0.1";
 };
 
 /// How one worker is run.
@@ -84,6 +90,8 @@ struct WorkerOptions {
   /// files), so they run unsandboxed by default; farm_sandbox_test uses
   /// "linux", `kiln worker`'s own default.
   std::string sandbox = "none";
+  /// The network namespace the worker runs in ("": the test's).
+  std::string netns;
 
   /// Defaults with `slots` slots (designated initialisers trip
   /// -Wmissing-field-initializers).
@@ -117,7 +125,7 @@ class Farm {
   const std::string& dir() const { return dir_->path(); }
   /// The scheduler's state directory (central store, scheduler.sqlite).
   std::string stateDir() const { return dir() + "/scheduler"; }
-  /// `tcp://127.0.0.1:PORT`, the same across scheduler restarts.
+  /// `tcp://HOST:PORT` (FarmOptions::host), the same across restarts.
   std::string endpoint() const;
   int metricsPort() const { return metricsPort_; }
 
@@ -243,8 +251,11 @@ std::string partsCollection(int n, bool partsAreJobs);
 /// A free TCP port on 127.0.0.1 (bound to 0 and released).
 int freeLoopbackPort();
 
-/// GET http://127.0.0.1:<port><path>; the body, or throws Error.
-std::string httpGet(int port, const std::string& path);
+/// GET http://127.0.0.1:<port><path>; the body, or throws Error. With
+/// `netns`, from a thread that entered that named network namespace
+/// (/run/netns/NETNS): the loopback of the namespace.
+std::string httpGet(int port, const std::string& path,
+                    const std::string& netns = "");
 
 /// Parses Prometheus text: the value of the sample named exactly `sample`.
 std::optional<double> prometheusSample(const std::string& text,

@@ -10,13 +10,19 @@ namespace kiln::test {
 
 KilnProcess::KilnProcess(const std::vector<std::string>& args,
                          std::string logFile,
-                         const std::map<std::string, std::string>& extraEnv)
+                         const std::map<std::string, std::string>& extraEnv,
+                         const std::string& netns)
     : logFile_(std::move(logFile)) {
   // Its own session, the output in the log file, SIGKILLed when the test's
   // thread ends (even if the test is killed).
   ProcessSpec spec;
   spec.program = kilnBinary();
   spec.args = {spec.program};
+  if (!netns.empty()) {
+    spec.program = "ip";
+    spec.searchPath = true;
+    spec.args = {"ip", "netns", "exec", netns, kilnBinary()};
+  }
   spec.args.insert(spec.args.end(), args.begin(), args.end());
   spec.env = currentEnvironment();
   for (auto& [k, v] : extraEnv) spec.env[k] = v;

@@ -20,12 +20,15 @@ namespace kiln::test {
 /// (truncated at start). It inherits this process's environment plus
 /// `extraEnv`. Destroying it SIGKILLs and reaps it if it runs; it is also
 /// SIGKILLed when the thread that started it exits (PR_SET_PDEATHSIG), so
-/// a killed test leaves no process behind.
+/// a killed test leaves no process behind. With `netns` it runs in that
+/// named network namespace (`ip netns exec NETNS kiln ...`, which execs
+/// kiln in place: the pid is kiln's).
 class KilnProcess {
  public:
   /// Starts the process; throws SysError if it cannot be spawned.
   KilnProcess(const std::vector<std::string>& args, std::string logFile,
-              const std::map<std::string, std::string>& extraEnv = {});
+              const std::map<std::string, std::string>& extraEnv = {},
+              const std::string& netns = "");
   ~KilnProcess();
   KilnProcess(const KilnProcess&) = delete;
   KilnProcess& operator=(const KilnProcess&) = delete;

@@ -11,9 +11,8 @@ std::unique_ptr<plugins::HostServices> createPluginInstance(
   if (plugin.kind != kind)
     throw Error("plugin '" + plugin.name + "' (" + plugin.file + ") is a " +
                 plugins::kindName(plugin.kind) + " plugin, not a " + kindName);
-  auto host = std::make_unique<plugins::HostServices>(
-      kindName + " " + plugin.name, "kiln_plugin_" + plugin.name + "_",
-      std::move(config));
+  auto host = std::make_unique<plugins::HostServices>(kind, plugin.name,
+                                                      std::move(config));
   kiln_error err{};
   if (create(host->table(), instance, &err) != KILN_OK)
     throw Error(kindName + " " + plugin.name + " (" + plugin.file +

@@ -27,7 +27,7 @@ const kiln_notifier_functions& notifier(PluginRegistry& r,
 // failed.
 struct Instance {
   Instance(const kiln_notifier_functions& f, PluginConfig config)
-      : f_(f), host_("notifier test", "kiln_plugin_test_", std::move(config)) {
+      : f_(f), host_(KILN_PLUGIN_NOTIFIER, "test", std::move(config)) {
     if (f_.create(host_.table(), &i_, &err) != KILN_OK) i_ = nullptr;
   }
   ~Instance() {

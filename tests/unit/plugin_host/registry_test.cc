@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "kiln/common/file.h"
 #include "kiln/plugin_host/host_services.h"
 
@@ -50,7 +52,10 @@ TEST(PluginRegistry, LoadsEveryGoodPluginWithItsFacts) {
   EXPECT_EQ(cur->functionsSize, sizeof(kiln_sandbox_functions));
   auto* notifier = r.find(KILN_PLUGIN_NOTIFIER, "test-notifier");
   ASSERT_NE(notifier, nullptr);
-  EXPECT_EQ(r.plugins().size(), 3u);
+  auto* evaluator = r.find(KILN_PLUGIN_EVALUATOR, "test-evaluator");
+  ASSERT_NE(evaluator, nullptr);
+  EXPECT_EQ(evaluator->functionsSize, sizeof(kiln_evaluator_functions));
+  EXPECT_EQ(r.plugins().size(), 5u);
 }
 
 TEST(PluginRegistry, PluginOfThePreviousMinorLoadsWithItsSmallerTable) {
@@ -63,7 +68,7 @@ TEST(PluginRegistry, PluginOfThePreviousMinorLoadsWithItsSmallerTable) {
   // Its functions work through the current header's table (the host reads
   // only what the size covers).
   auto* fns = static_cast<const kiln_sandbox_functions*>(p->functions);
-  HostServices host("sandbox test-minor0", "kiln_plugin_test_minor0_",
+  HostServices host(KILN_PLUGIN_SANDBOX, "test-minor0",
                     {{"build-dir", "/build"}});
   void* inst = nullptr;
   kiln_error err{};
@@ -72,7 +77,78 @@ TEST(PluginRegistry, PluginOfThePreviousMinorLoadsWithItsSmallerTable) {
   ASSERT_EQ(fns->build_dir(inst, "/tmp/x", buf, sizeof buf, &err), KILN_OK);
   EXPECT_STREQ(buf, "/build");
   fns->destroy(inst);
-  EXPECT_EQ(pluginCounters()["kiln_plugin_test_minor0_created_total"], 1.0);
+  EXPECT_EQ(pluginCounter("sandbox", "test-minor0", "created_total"), 1.0);
+}
+
+// An evaluator built against minor 3, before evaluators had `evaluate`:
+// it loads with the common table only, and creating it still works.
+TEST(PluginRegistry, EvaluatorOfThePreviousMinorLoadsWithoutEvaluate) {
+  PluginRegistry r;
+  auto* p = r.loadFile(lib("good", "test-evaluator-minor3"));
+  ASSERT_NE(p, nullptr) << r.refusals().at(0).reason;
+  EXPECT_EQ(p->kind, KILN_PLUGIN_EVALUATOR);
+  EXPECT_EQ(p->abiMinor, 3u);
+  EXPECT_EQ(p->functionsSize, sizeof(kiln_generic_functions));
+  EXPECT_LT(p->functionsSize, KILN_EVALUATOR_EVALUATE_MIN_SIZE);
+  auto* fns = static_cast<const kiln_evaluator_functions*>(p->functions);
+  HostServices host(KILN_PLUGIN_EVALUATOR, "test-evaluator-minor3", {});
+  void* inst = nullptr;
+  kiln_error err{};
+  ASSERT_EQ(fns->create(host.table(), &inst, &err), KILN_OK) << err.message;
+  fns->destroy(inst);
+  EXPECT_EQ(pluginCounter("evaluator", "test-evaluator-minor3", "created"),
+            1.0);
+}
+
+// A current evaluator reports its lines through the sink; a failure is a
+// status and a message, not an exception, and so is the host's refusal.
+TEST(PluginRegistry, EvaluatorTalksThroughTheSinkWithCodes) {
+  PluginRegistry r;
+  auto* p = r.loadFile(lib("good", "test-evaluator"));
+  ASSERT_NE(p, nullptr);
+  auto* fns = static_cast<const kiln_evaluator_functions*>(p->functions);
+  struct Seen {
+    std::vector<std::string> lines;
+    bool refuse = false;
+  } seen;
+  kiln_eval_sink sink{
+      sizeof sink, &seen,
+      [](void* ctx, const char* line, size_t len, kiln_error* e) {
+        auto* s = static_cast<Seen*>(ctx);
+        if (s->refuse) {
+          e->code = KILN_ERR_INVALID;
+          std::snprintf(e->message, sizeof e->message, "host says no");
+          return kiln_status{KILN_ERR_INVALID};
+        }
+        s->lines.emplace_back(line, len);
+        return kiln_status{KILN_OK};
+      },
+      [](void*, const char*, const char* const*, kiln_error*) {
+        return kiln_status{KILN_OK};
+      }};
+  const char* none[] = {nullptr};
+  kiln_eval_request req{sizeof req, "js", "/c", "/c/default.nix", "",
+                        none,       none, "/s", "/nix/store",     "/w"};
+  for (auto [config, want] : std::vector<std::pair<PluginConfig, kiln_status>>{
+           {{{"lines", "{\"attr\":\"a\"}\nb"}}, KILN_OK},
+           {{{"fail", "no collection"}}, KILN_ERR_FAILED}}) {
+    HostServices host(KILN_PLUGIN_EVALUATOR, "t", config);
+    void* inst = nullptr;
+    kiln_error err{};
+    ASSERT_EQ(fns->create(host.table(), &inst, &err), KILN_OK);
+    EXPECT_EQ(fns->evaluate(inst, &req, &sink, &err), want);
+    if (want != KILN_OK) {
+      EXPECT_STREQ(err.message, "no collection (jobset js)");
+    }
+    seen.refuse = true;
+    if (want == KILN_OK) {
+      EXPECT_EQ(fns->evaluate(inst, &req, &sink, &err), KILN_ERR_INVALID);
+      EXPECT_STREQ(err.message, "host says no");
+    }
+    seen.refuse = false;
+    fns->destroy(inst);
+  }
+  EXPECT_EQ(seen.lines, (std::vector<std::string>{"{\"attr\":\"a\"}", "b"}));
 }
 
 TEST(PluginRegistry, ExceptionsBecomeErrorCodesAtTheBoundary) {
@@ -80,12 +156,12 @@ TEST(PluginRegistry, ExceptionsBecomeErrorCodesAtTheBoundary) {
   auto* p = r.loadFile(lib("good", "test-current"));
   ASSERT_NE(p, nullptr);
   auto* fns = static_cast<const kiln_sandbox_functions*>(p->functions);
-  HostServices failing("sandbox test-current", "x_", {{"fail-create", ""}});
+  HostServices failing(KILN_PLUGIN_SANDBOX, "x", {{"fail-create", ""}});
   void* inst = nullptr;
   kiln_error err{};
   EXPECT_EQ(fns->create(failing.table(), &inst, &err), KILN_ERR_UNSUPPORTED);
   EXPECT_STREQ(err.message, "told to fail");
-  HostServices host("sandbox test-current", "x_", {});
+  HostServices host(KILN_PLUGIN_SANDBOX, "x", {});
   ASSERT_EQ(fns->create(host.table(), &inst, &err), KILN_OK);
   kiln_sandbox_spec spec{};
   kiln_sandbox_process proc{};

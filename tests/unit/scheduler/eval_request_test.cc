@@ -2,6 +2,7 @@
 // while one runs, the service keeps answering other requests, and the
 // eval request is answered with the evaluation's id when it ends; its
 // eval.started notification is written when it starts, not when it ends.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -17,6 +18,8 @@
 
 namespace kiln::scheduler {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Returns one job (`drv`) once released; counts its calls.
 class GatedRunner : public EvalRunner {
@@ -54,7 +57,7 @@ class GatedRunner : public EvalRunner {
 class FixedFetcher : public InputFetcher {
  public:
   Checkout fetch(const JobsetSpec&, const std::string& workDir) override {
-    return {workDir, "sha256:fixed"};
+    return {workDir, "sha256:fixed", workDir};
   }
 };
 
@@ -104,7 +107,8 @@ TEST(EvalRequest, AnsweredWhenTheEvaluationEndsWhileOtherRequestsAreServed) {
   ASSERT_TRUE(runner->waitStarted());
   EXPECT_EQ(outboxEvents(state), std::vector<std::string>{"eval.started"});
   // The evaluation is blocked; the service still answers.
-  nlohmann::json queue = submitRequest(state, "queue", {}, std::chrono::seconds(10));
+  nlohmann::json queue =
+      submitRequest(state, "queue", {}, std::chrono::seconds(10));
   EXPECT_TRUE(queue.is_array());
   EXPECT_THROW(submitRequest(state, "jobset-eval",
                              {{"project", "p"}, {"jobset", "nope"}},
@@ -174,6 +178,32 @@ TEST(EvalRequest, EachJobsetUsesItsOwnEvaluator) {
   EXPECT_EQ(nix->seen, std::vector<std::string>{"via-nix"});
   EXPECT_EQ(svc.db().buildsOfEval(e1).at(0).job, "by-builtin");
   EXPECT_EQ(svc.db().buildsOfEval(e2).at(0).job, "by-nix");
+}
+
+// A jobset whose evaluator plugin is not loaded: that evaluation fails,
+// naming the jobset and what is loaded; the service goes on.
+TEST(EvalRequest, AnEvaluatorThatIsNotLoadedFailsTheEvaluationOnly) {
+  TempDir dir("kiln-evalmissing");
+  std::string state = dir.path() + "/state";
+  plugins::PluginRegistry none;  // nothing loaded
+  ServiceConfig cfg = testing::testConfig(state);
+  cfg.plugins = &none;
+  cfg.inputFetcher = std::make_shared<FixedFetcher>();
+  SchedulerService svc(cfg);
+  svc.applyRequest("project-create", {{"name", "p"}});
+  int64_t js = svc.applyRequest("jobset-create", {{"project", "p"},
+                                                  {"name", "j"},
+                                                  {"location", dir.path()},
+                                                  {"checkInterval", 0},
+                                                  {"evaluator", "nix"}})["id"]
+                   .get<int64_t>();
+  for (int i = 0; i < 2; i++) {
+    auto failed = svc.db().evaluation(svc.evaluateJobset(js, true));
+    ASSERT_TRUE(failed.has_value());
+    EXPECT_THAT(failed->error,
+                HasSubstr("jobset 'j': no evaluator plugin named 'nix' "
+                          "(loaded evaluator plugins: none"));
+  }
 }
 
 }  // namespace

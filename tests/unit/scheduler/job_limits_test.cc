@@ -94,7 +94,7 @@ class FixedRunner final : public EvalRunner {
 class FixedFetcher final : public InputFetcher {
  public:
   Checkout fetch(const JobsetSpec&, const std::string&) override {
-    return {"/nowhere", "sha256:fixed"};
+    return {"/nowhere", "sha256:fixed", ""};
   }
 };
 

@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/common/error.h"
+#include "kiln/plugin_host/host_services.h"
+#include "kiln/plugin_host/registry.h"
 #include "kiln/scheduler/jobset.h"
 #include "kiln/store/local_store.h"
 
@@ -45,7 +47,9 @@ struct Job {
 
 /// Parses one `kiln eval --json` line; throws FormatError naming the
 /// problem (not an object, missing attr, neither drvPath nor error...).
-Job parseJobLine(const std::string& line);
+/// With `needSystem` false a line may leave out `system` (an evaluator
+/// plugin's line, completed from the `.drv`).
+Job parseJobLine(const std::string& line, bool needSystem = true);
 
 /// Copies the meta attributes the scheduler uses (schedulingPriority,
 /// maxSilent, timeout) from a job's `meta` object into `job`; other or
@@ -57,6 +61,9 @@ void applyMeta(Job& job, const nlohmann::json& meta);
 struct Checkout {
   std::string dir;         ///< folder holding the collection
   std::string inputsHash;  ///< "git:<rev>" or "sha256:<nix32>" of the folder
+  /// The jobset's own work folder (`<state>/eval/<id>`), which an
+  /// evaluator may use across evaluations; "" = none.
+  std::string workDir;
 };
 
 /// Fetches a jobset's inputs. Real implementation: folders are hashed as
@@ -77,8 +84,9 @@ std::unique_ptr<InputFetcher> makeInputFetcher();
 /// valid in the central store (`store`) afterwards. Runs on the service's
 /// evaluation thread, one evaluation at a time. Failures of single jobs are
 /// returned as jobs with `error`; an exception (kiln::Error with the
-/// reason) means the whole evaluation failed. An evaluator plugin is one
-/// implementation (the plugin boundary itself must not throw).
+/// reason) means the whole evaluation failed. The service's runners are
+/// the evaluator plugins (PluginEvaluators; the boundary itself never
+/// throws); tests pass their own.
 class EvalRunner {
  public:
   virtual ~EvalRunner() = default;
@@ -87,42 +95,28 @@ class EvalRunner {
                                     const EvalStore& store) = 0;
 };
 
-/// What one batch of attributes gave: their `.drv` paths in order, or (ok
-/// false) the error of the batch as a whole.
-struct BatchOutcome {
-  bool ok = false;
-  std::vector<std::string> drvPaths;
-  std::string error;
+/// The evaluator plugins (docs/plugin-abi.md, "Evaluator table") by name,
+/// as runners: each is created on first use from `registry` with its
+/// configuration from `configs` (by plugin name; "builtin" gets `kiln`,
+/// the executable to run, from the service). Thread-safe.
+class PluginEvaluators {
+ public:
+  /// `registry` (not owned) must outlive this object.
+  PluginEvaluators(const plugins::PluginRegistry& registry,
+                   std::map<std::string, plugins::PluginConfig> configs);
+  ~PluginEvaluators();
+  PluginEvaluators(const PluginEvaluators&) = delete;
+  PluginEvaluators& operator=(const PluginEvaluators&) = delete;
+  /// The runner of evaluator plugin `name`. Throws Error when there is
+  /// none (naming the loaded evaluator plugins and any refused library),
+  /// when it was built against a minor without `evaluate`, or when its
+  /// `create` failed (its message).
+  EvalRunner& get(const std::string& name);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
-
-/// Instantiates `attrs` through `batch`, which instantiates several
-/// attributes at once (one process for many jobs). Batches hold at most
-/// `maxBatch` attributes; a failed batch (or one returning the wrong number
-/// of paths) is split in halves down to single attributes, so k broken jobs
-/// cost O(k log n) extra calls and every other job still gets its `.drv`.
-/// Returns one Job (attr + drvPath, or attr + error) per attribute, in order.
-std::vector<Job> instantiateInBatches(
-    const std::vector<std::string>& attrs,
-    const std::function<BatchOutcome(const std::vector<std::string>&)>& batch,
-    size_t maxBatch = 1000);
-
-/// The "builtin" evaluator's runner: runs `<kilnBinary> eval FILE --json [-A
-/// attribute]
-/// [--arg NAME EXPR]...` in the checkout, writing the `.drv` closures
-/// straight into `store`'s state directory (several processes may share a
-/// LocalStore). Per-job errors come back as jobs with `error`; a failing
-/// `kiln eval` (unparsable collection, missing file...) throws Error with
-/// its stderr. Job names are relative to the jobset's attribute.
-std::unique_ptr<EvalRunner> makeKilnEvalRunner(std::string kilnBinary);
-
-/// The nix-instantiate adapter (a jobset's "nix" evaluator, e.g. to
-/// compare with Nix or for what kiln's evaluator lacks): lists the attributes
-/// with `nix-instantiate --eval`, instantiates them in batches
-/// (`instantiateInBatches`) with
-/// `nix-instantiate --store local?root=<workDir>/nix-root`, then imports the
-/// `.drv` closures (NAR-verified) from that chroot store into `store`.
-/// Requires a logical store directory of /nix/store.
-std::unique_ptr<EvalRunner> makeNixInstantiateRunner(std::string workDir);
 
 /// Imports `paths` and their closures from a Nix chroot store rooted at
 /// `nixRoot` (files under `<nixRoot>/nix/store`) into `store`, references

@@ -38,11 +38,11 @@ struct ServiceConfig {
   std::string storeDir = "/nix/store";
   std::string listen = "tcp://127.0.0.1:7470";
   bool insecurePlaintext = false;
-  protocol::CurveKeyPair keys;      ///< unless insecurePlaintext
-  protocol::AllowList allowed;      ///< worker keys allowed to join
+  protocol::CurveKeyPair keys;  ///< unless insecurePlaintext
+  protocol::AllowList allowed;  ///< worker keys allowed to join
   std::chrono::milliseconds heartbeatInterval{10000};
   uint32_t chunkSize = 256 << 10;
-  SchedulerConfig core;             ///< heartbeatTimeout is set by the service
+  SchedulerConfig core;  ///< heartbeatTimeout is set by the service
   uint64_t logLimitBytes = 64ull << 20;
   uint64_t outputLimitBytes = 0;     ///< 0 = unlimited
   // Limits on what workers may make the scheduler hold (docs/operations.md,
@@ -71,12 +71,17 @@ struct ServiceConfig {
   /// service. Null: RealDiskSpace::instance().
   const DiskSpace* diskSpace = nullptr;
   int64_t cachedFailureTtlSec = 0;   ///< 0 = until cleared
-  /// The `kiln` executable the "builtin" evaluator runs ("" = `kiln` on
-  /// PATH).
+  /// The `kiln` executable the "builtin" evaluator plugin runs ("" =
+  /// `kiln` on PATH); its configuration key `kiln` unless set there.
   std::string kilnBinary;
-  /// The runner of each evaluator a jobset may choose (JobsetSpec::
-  /// evaluator): "builtin" (`kiln eval --json` into the central store) and
-  /// "nix" (the nix-instantiate adapter) are filled in when absent.
+  /// Where the evaluator plugins come from (not owned; must outlive the
+  /// service). Null: the process's (plugins::processPlugins()). A jobset's
+  /// evaluator (JobsetSpec::evaluator) names one: "builtin" or "nix" in
+  /// the tree; an unknown name fails that evaluation, naming what exists.
+  const plugins::PluginRegistry* plugins = nullptr;
+  /// Configuration of each evaluator plugin, by name.
+  std::map<std::string, plugins::PluginConfig> evaluatorConfig;
+  /// Runners that replace the plugin of the same name (tests).
   std::map<std::string, std::shared_ptr<EvalRunner>> evalRunners;
   /// If set, evaluates every jobset whatever its evaluator (tests).
   std::shared_ptr<EvalRunner> evalRunner;

@@ -35,8 +35,9 @@ extern "C" {
 /** The newest minor this header describes. Minor 1 appended
  * kiln_sandbox_functions.probe; minor 2 appended kiln_sandbox_spec.
  * extra_paths and defined the platform table (systems, command); minor 3
- * appended kiln_notifier_functions.deliver. */
-#define KILN_PLUGIN_ABI_MINOR_LATEST 3
+ * appended kiln_notifier_functions.deliver; minor 4 gave evaluators their
+ * table (evaluate, with kiln_eval_request and kiln_eval_sink). */
+#define KILN_PLUGIN_ABI_MINOR_LATEST 4
 
 /** A plugin may build against an older minor by defining this before the
  * include (the tables then end where that minor's ended). */
@@ -52,7 +53,8 @@ typedef enum kiln_plugin_kind {
   KILN_PLUGIN_SANDBOX = 1,   /**< isolates builders (kiln_sandbox_functions) */
   KILN_PLUGIN_PLATFORM = 2,  /**< runs builders of a system
                                 (kiln_platform_functions) */
-  KILN_PLUGIN_EVALUATOR = 3, /**< evaluates collections (reserved table) */
+  KILN_PLUGIN_EVALUATOR = 3, /**< evaluates collections
+                                (kiln_evaluator_functions) */
   KILN_PLUGIN_NOTIFIER = 4   /**< delivers build events
                                 (kiln_notifier_functions) */
 } kiln_plugin_kind;
@@ -224,8 +226,8 @@ typedef struct kiln_platform_functions {
 
 /* ---- evaluator, notifier ------------------------------------------------
  * Both tables start with the common prefix below; the notifier's appends
- * `deliver` (minor 3), the evaluator's is the prefix for now (each table's
- * `size` tells the host what a plugin has). */
+ * `deliver` (minor 3), the evaluator's `evaluate` (minor 4); each table's
+ * `size` tells the host what a plugin has. */
 
 /** The prefix shared by the evaluator and notifier tables. */
 typedef struct kiln_generic_functions {
@@ -235,8 +237,71 @@ typedef struct kiln_generic_functions {
   void (*destroy)(void* instance);
 } kiln_generic_functions;
 
-/** Evaluator plugins (builtin, nix): for now the common prefix. */
-typedef kiln_generic_functions kiln_evaluator_functions;
+/* ---- evaluator (minor 4) ----------------------------------------------
+ * An evaluator turns a checked-out collection into jobs whose `.drv`
+ * closures are valid in kiln's central store afterwards: it either writes
+ * them there itself (a program that knows kiln's store, e.g. `kiln eval
+ * --state-dir`), or leaves them in a Nix chroot store and asks the host to
+ * import them (`import_nix_store`). */
+
+/** One evaluation of a jobset. All paths are absolute; strings are
+ * borrowed for the call. */
+typedef struct kiln_eval_request {
+  uint32_t size;
+  const char* jobset;          /**< its name, for messages */
+  const char* collection_dir;  /**< the checked-out collection */
+  const char* file;            /**< the collection's file (in the folder) */
+  const char* attribute;       /**< attribute path of the jobs; "" = all */
+  const char* const* arg_names; /**< NULL-terminated argument names */
+  const char* const* arg_exprs; /**< their Nix expressions, as many */
+  const char* state_dir;       /**< the central store's state directory */
+  const char* store_dir;       /**< the logical store, e.g. "/nix/store" */
+  const char* work_dir;        /**< a folder of this jobset the plugin may
+                                  use across evaluations (it exists) */
+} kiln_eval_request;
+
+/** Where an evaluator reports to; valid during `evaluate` only. Both
+ * functions may be called from the thread that called `evaluate` only. */
+typedef struct kiln_eval_sink {
+  uint32_t size;
+  void* ctx; /**< passed back to every function */
+  /** One job as a line of `kiln eval --json` (docs/plugin-abi.md):
+   * `{"attr", "drvPath", "name", "system", "outputs", "meta"}` (name, system
+   * and outputs may be left out: the host reads them from the .drv) or
+   * `{"attr", "error"}`. `attr` is relative to the collection's top (the
+   * request's attribute included or not). Non-zero (and `err`) when the
+   * host cannot take it: the plugin then stops and returns that status. */
+  kiln_status (*job)(void* ctx, const char* line, size_t len,
+                     kiln_error* err);
+  /** Imports the closures of `paths` (NULL-terminated, logical `.drv`
+   * paths) from the Nix store whose files are under `<nix_root>/nix/store`
+   * into the central store, each NAR hashed and its references scanned. */
+  kiln_status (*import_nix_store)(void* ctx, const char* nix_root,
+                                  const char* const* paths, kiln_error* err);
+} kiln_eval_sink;
+
+/** An evaluator plugin's functions: the common prefix, then (minor 4)
+ * `evaluate`. One built against minor 0 to 3 has the prefix only: it
+ * still loads and is listed, but cannot evaluate. */
+typedef struct kiln_evaluator_functions {
+  uint32_t size; /**< sizeof(kiln_evaluator_functions) the plugin built */
+  kiln_status (*create)(const kiln_host_services* host, void** instance,
+                        kiln_error* err);
+  void (*destroy)(void* instance);
+#if KILN_PLUGIN_ABI_MINOR >= 4
+  /** Minor 4: evaluates the collection of `request`, reporting every job
+   * to `sink` (a job that fails alone is an error line, not a failure).
+   * Non-zero when the evaluation as a whole failed (a syntax error, a
+   * missing file, a helper program that failed), with the reason in `err`.
+   * Called from one host thread at a time per instance; may block. */
+  kiln_status (*evaluate)(void* instance, const kiln_eval_request* request,
+                          const kiln_eval_sink* sink, kiln_error* err);
+#endif
+} kiln_evaluator_functions;
+
+/** Smallest evaluator table that has `evaluate` (minor 4). */
+#define KILN_EVALUATOR_EVALUATE_MIN_SIZE \
+  (offsetof(kiln_evaluator_functions, destroy) + 2 * sizeof(void*))
 
 /* ---- notifier ---------------------------------------------------------- */
 

@@ -36,6 +36,15 @@
 ///       void deliver(const std::string& event, const std::string& body);
 ///     };
 ///     KILN_NOTIFIER_PLUGIN(MyNotifier, "mine", "1.0.0", "what it does")
+///
+///     class MyEvaluator {
+///      public:
+///       explicit MyEvaluator(kiln::plugin::Host host);
+///       // throws Failure when the evaluation as a whole failed
+///       void evaluate(const kiln_eval_request& request,
+///                     kiln::plugin::EvalSink& sink);
+///     };
+///     KILN_EVALUATOR_PLUGIN(MyEvaluator, "mine", "1.0.0", "what it does")
 
 #include <cerrno>
 #include <cstring>
@@ -247,7 +256,60 @@ struct NotifierThunks : InstanceThunks<P> {
   }
 };
 
-/// The common table (an evaluator; a notifier without `deliver`) for P.
+#if KILN_PLUGIN_ABI_MINOR >= 4
+/// The host's kiln_eval_sink as an evaluator sees it: each call throws the
+/// host's refusal as a Failure (which the thunk turns back into a status).
+class EvalSink {
+ public:
+  explicit EvalSink(const kiln_eval_sink* s) : s_(s) {}
+  /// Reports one job line (see kiln_eval_sink.job).
+  void job(const std::string& line) const {
+    kiln_error err{};
+    if (kiln_status st = s_->job(s_->ctx, line.data(), line.size(), &err))
+      throw Failure(st, err.message, err.sys_errno);
+  }
+  /// Has the host import `paths`' closures from the Nix store at `nixRoot`.
+  void importNixStore(const std::string& nixRoot,
+                      const std::vector<std::string>& paths) const {
+    std::vector<const char*> ptrs;
+    for (auto& p : paths) ptrs.push_back(p.c_str());
+    ptrs.push_back(nullptr);
+    kiln_error err{};
+    if (kiln_status st =
+            s_->import_nix_store(s_->ctx, nixRoot.c_str(), ptrs.data(), &err))
+      throw Failure(st, err.message, err.sys_errno);
+  }
+
+ private:
+  const kiln_eval_sink* s_;
+};
+
+/// The evaluator table for class P, which has
+///     explicit P(kiln::plugin::Host host);    // throws if misconfigured
+///     void evaluate(const kiln_eval_request&, EvalSink&);  // throws
+template <class P>
+struct EvaluatorThunks : InstanceThunks<P> {
+  static kiln_status evaluate(void* i, const kiln_eval_request* request,
+                              const kiln_eval_sink* sink, kiln_error* err) {
+    return guard(err, [&] {
+      EvalSink s(sink);
+      static_cast<P*>(i)->evaluate(*request, s);
+    });
+  }
+  /// The table (minor 4 and later).
+  static kiln_evaluator_functions table() {
+    kiln_evaluator_functions t{};
+    t.size = sizeof t;
+    t.create = &InstanceThunks<P>::create;
+    t.destroy = &InstanceThunks<P>::destroy;
+    t.evaluate = &evaluate;
+    return t;
+  }
+};
+#endif
+
+/// The common table (an evaluator or a notifier built against an older
+/// minor, without `evaluate` or `deliver`) for P.
 template <class P>
 kiln_generic_functions genericTable() {
   return {sizeof(kiln_generic_functions), &InstanceThunks<P>::create,
@@ -292,6 +354,12 @@ kiln_generic_functions genericTable() {
   KILN_PLUGIN_ENTRY_WITH(KILN_PLUGIN_NOTIFIER,                                 \
                          ::kiln::plugin::NotifierThunks<Class>::table(), name, \
                          version, summary)
+
+/// Makes `Class` an evaluator plugin named `name` (see EvaluatorThunks).
+#define KILN_EVALUATOR_PLUGIN(Class, name, version, summary)              \
+  KILN_PLUGIN_ENTRY_WITH(KILN_PLUGIN_EVALUATOR,                           \
+                         ::kiln::plugin::EvaluatorThunks<Class>::table(), \
+                         name, version, summary)
 
 /// Makes `Class` an evaluator or notifier plugin with the common table only
 /// (`kind` is KILN_PLUGIN_EVALUATOR or KILN_PLUGIN_NOTIFIER).

@@ -1,0 +1,87 @@
+// The `builtin` evaluator plugin (docs/plugin-abi.md, docs/scheduler.md
+// "Evaluations"): kiln's own evaluator, run as `kiln eval --json` in a
+// child process that writes every job's `.drv` closure straight into the
+// central store. A child rather than the evaluator linked in: a plugin links
+// no kiln library, and the memory a long evaluation never frees goes back
+// to the system when it exits. Restricted, as Hydra evaluates jobsets: only
+// the checkout may be read.
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/plugin/plugin.hpp"
+#include "run_capture.h"
+
+namespace {
+
+using kiln::plugin::Failure;
+using kiln::plugin_support::runCapture;
+using kiln::plugin_support::tailOf;
+
+class BuiltinEvaluator {
+ public:
+  /// Configuration: `kiln` (the executable to run; default `kiln` on PATH)
+  /// and `workers` (evaluation processes; default one per core, at most 4).
+  explicit BuiltinEvaluator(kiln::plugin::Host host)
+      : host_(host), kiln_(host.config("kiln").value_or("kiln")) {
+    if (kiln_.empty())
+      throw Failure(KILN_ERR_INVALID,
+                    "the builtin evaluator's 'kiln' is empty");
+    workers_ = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+    if (auto w = host.config("workers")) {
+      try {
+        workers_ = static_cast<unsigned>(std::stoul(*w));
+      } catch (const std::exception&) {
+        workers_ = 0;
+      }
+      if (workers_ < 1 || workers_ > 256)
+        throw Failure(KILN_ERR_INVALID,
+                      "workers must be 1 to 256, got '" + *w + "'");
+    }
+  }
+
+  void evaluate(const kiln_eval_request& req, kiln::plugin::EvalSink& sink) {
+    auto r = runCapture(command(req), req.collection_dir);
+    if (r.exitCode != 0)
+      throw Failure(KILN_ERR_FAILED, std::string("evaluation of ") + req.file +
+                                         " failed (kiln eval exit " +
+                                         std::to_string(r.exitCode) +
+                                         "): " + tailOf(r.err));
+    if (r.truncated)
+      throw Failure(KILN_ERR_FAILED, std::string("evaluation of ") + req.file +
+                                         ": kiln eval printed more than the "
+                                         "capture limit");
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) {
+        sink.job(line);
+        host_.metricAdd("jobs_total", 1);
+      }
+  }
+
+ private:
+  std::vector<std::string> command(const kiln_eval_request& req) const {
+    std::vector<std::string> cmd = {kiln_,         "eval",
+                                    req.file,      "--json",
+                                    "--workers",   std::to_string(workers_),
+                                    "--state-dir", req.state_dir,
+                                    "--store-dir", req.store_dir};
+    if (*req.attribute) cmd.insert(cmd.end(), {"-A", req.attribute});
+    for (size_t i = 0; req.arg_names[i]; i++)
+      cmd.insert(cmd.end(), {"--arg", req.arg_names[i], req.arg_exprs[i]});
+    cmd.insert(cmd.end(),
+               {"--restrict-eval", "--allow-path", req.collection_dir});
+    return cmd;
+  }
+
+  kiln::plugin::Host host_;
+  std::string kiln_;
+  unsigned workers_ = 1;
+};
+
+}  // namespace
+
+KILN_EVALUATOR_PLUGIN(BuiltinEvaluator, "builtin", "1.0.0",
+                      "kiln's own evaluator (kiln eval --json, restricted)")
