@@ -3,13 +3,28 @@
 // "Operations").
 #include <thread>
 
+#include "edit_requests.h"
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/requests.h"
+#include "kiln/scheduler/tokens.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
 
 using nlohmann::json;
+
+json jobsetJson(const JobsetRow& j) {
+  return {{"id", j.id},
+          {"name", j.name},
+          {"kind", j.kind},
+          {"location", j.location},
+          {"branch", j.branch},
+          {"file", j.file},
+          {"attribute", j.attribute},
+          {"checkInterval", j.checkIntervalSec},
+          {"shares", j.shares},
+          {"evaluator", j.evaluator}};
+}
 
 namespace {
 
@@ -36,19 +51,6 @@ std::vector<StepRow> failedStepsOf(StateDb& db, const BuildRow& b) {
       if (seen.insert(dep).second) todo.push_back(dep);
   }
   return out;
-}
-
-json jobsetJson(const JobsetRow& j) {
-  return {{"id", j.id},
-          {"name", j.name},
-          {"kind", j.kind},
-          {"location", j.location},
-          {"branch", j.branch},
-          {"file", j.file},
-          {"attribute", j.attribute},
-          {"checkInterval", j.checkIntervalSec},
-          {"shares", j.shares},
-          {"evaluator", j.evaluator}};
 }
 
 int64_t jobsetIdOf(StateDb& db, const json& a) {
@@ -229,6 +231,8 @@ RequestTable offlineRequests(StateDb& db, const Clock& clock) {
   RequestTable t;
   addProjectRequests(t, db);
   addBuildRequests(t, db, clock);
+  addTokenRequests(t, db, clock);
+  addEditRequests(t, db);
   t.set({"queue", "unfinished steps and why they wait", {},
          [&db](const json&) {
            json out = json::array();
@@ -273,6 +277,12 @@ void SchedulerService::Impl::setUpRequests() {
     requests.set(std::move(h));
   };
   wrap("jobset-create", [this](const RequestFn& offline, const json& a) {
+    json r = offline(a);
+    core.setJobsetShares(r["id"].get<int64_t>(),
+                         static_cast<unsigned>(r["shares"].get<int64_t>()));
+    return r;
+  });
+  wrap("jobset-edit", [this](const RequestFn& offline, const json& a) {
     json r = offline(a);
     core.setJobsetShares(r["id"].get<int64_t>(),
                          static_cast<unsigned>(r["shares"].get<int64_t>()));

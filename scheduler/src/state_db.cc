@@ -157,10 +157,25 @@ CREATE INDEX builds_stop ON builds(stop_time) WHERE finished = 1;
 CREATE INDEX build_outputs_path ON build_outputs(path);
 )SQL";
 
+// Migration 6: API tokens (tokens.h): a salted SHA-256 of each secret,
+// found by its public key id; revoked ones are kept for the listing.
+const char* kSchemaV6 = R"SQL(
+CREATE TABLE api_tokens (
+  id INTEGER PRIMARY KEY,
+  key_id TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL DEFAULT '',
+  scope TEXT NOT NULL CHECK (scope IN ('read', 'operate', 'admin')),
+  salt TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0
+);
+)SQL";
+
 const std::vector<SqliteMigration>& migrations() {
   static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
-      {5, kSchemaV5}};
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
+      {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6}};
   return m;
 }
 
@@ -358,7 +373,9 @@ std::optional<ProjectRow> StateDb::projectByName(const std::string& name) {
   });
 }
 
-int64_t StateDb::createJobset(const JobsetRow& j) {
+namespace {
+// The checks a jobset row passes before it is written (created or edited).
+void checkJobset(const JobsetRow& j) {
   checkName("jobset", j.name);
   if (j.kind != "path" && j.kind != "git")
     throw SchedulerStateError("jobset '" + j.name + "': kind must be 'path' "
@@ -374,6 +391,11 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
     throw SchedulerStateError("jobset '" + j.name +
                               "': shares must be >= 1 and the check "
                               "interval >= 0");
+}
+}  // namespace
+
+int64_t StateDb::createJobset(const JobsetRow& j) {
+  checkJobset(j);
   auto s = db_.prepare("SELECT 1 FROM jobsets WHERE project = ? AND name = ?");
   s.bind(j.project).bind(j.name);
   if (s.step())
@@ -396,6 +418,38 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
       .bind(j.evaluator)
       .exec();
   return db_.lastInsertRowId();
+}
+
+void StateDb::updateJobset(const JobsetRow& j) {
+  checkJobset(j);
+  db_.prepare(
+         "UPDATE jobsets SET kind = ?, location = ?, branch = ?, file = ?, "
+         "attribute = ?, arguments = ?, check_interval = ?, shares = ?, "
+         "enabled = ?, evaluator = ? WHERE id = ?")
+      .bind(j.kind)
+      .bind(j.location)
+      .bind(j.branch)
+      .bind(j.file)
+      .bind(j.attribute)
+      .bind(j.arguments)
+      .bind(j.checkIntervalSec)
+      .bind(j.shares)
+      .bind(int64_t{j.enabled})
+      .bind(j.evaluator)
+      .bind(j.id)
+      .exec();
+  if (db_.changes() == 0)
+    throw SchedulerStateError("no jobset with id " + std::to_string(j.id));
+}
+
+void StateDb::updateProject(const ProjectRow& p) {
+  db_.prepare("UPDATE projects SET description = ?, enabled = ? WHERE id = ?")
+      .bind(p.description)
+      .bind(int64_t{p.enabled})
+      .bind(p.id)
+      .exec();
+  if (db_.changes() == 0)
+    throw SchedulerStateError("no project with id " + std::to_string(p.id));
 }
 
 std::optional<JobsetRow> StateDb::jobset(int64_t id) {

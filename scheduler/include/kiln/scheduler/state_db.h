@@ -143,6 +143,11 @@ class StateDb {
   std::optional<ProjectRow> projectByName(const std::string& name);
   /// Inserts a jobset (project must exist, name unique in it).
   int64_t createJobset(const JobsetRow& j);
+  /// Rewrites jobset `j.id`'s settings (not its project, name or check
+  /// times) after the checks createJobset makes; throws if there is none.
+  void updateJobset(const JobsetRow& j);
+  /// Rewrites project `p.id`'s description and enabled flag.
+  void updateProject(const ProjectRow& p);
   std::optional<JobsetRow> jobset(int64_t id);
   std::optional<JobsetRow> jobsetByName(const std::string& project,
                                         const std::string& name);
