@@ -1,10 +1,10 @@
 // StateDb: schema, migrations and the row accessors (docs/scheduler.md).
 #include "kiln/scheduler/state_db.h"
 
-#include "state_rows.h"
-
 #include <algorithm>
 #include <regex>
+
+#include "state_rows.h"
 
 namespace kiln::scheduler {
 namespace {
@@ -299,7 +299,7 @@ StepRow readStep(const SqliteStmt& s) {
 
 EvaluationRow readEval(const SqliteStmt& s) {
   return {s.getInt(0), s.getInt(1), s.getStr(2), s.getInt(3),
-          s.getInt(4),  s.getInt(5), s.getStr(6)};
+          s.getInt(4), s.getInt(5), s.getStr(6)};
 }
 
 }  // namespace detail
@@ -378,8 +378,10 @@ namespace {
 void checkJobset(const JobsetRow& j) {
   checkName("jobset", j.name);
   if (j.kind != "path" && j.kind != "git")
-    throw SchedulerStateError("jobset '" + j.name + "': kind must be 'path' "
-                              "or 'git', got '" + j.kind + "'");
+    throw SchedulerStateError("jobset '" + j.name +
+                              "': kind must be 'path' "
+                              "or 'git', got '" +
+                              j.kind + "'");
   if (j.location.empty())
     throw SchedulerStateError("jobset '" + j.name + "': empty location");
   if (!isJobsetEvaluator(j.evaluator))
@@ -392,6 +394,21 @@ void checkJobset(const JobsetRow& j) {
                               "': shares must be >= 1 and the check "
                               "interval >= 0");
 }
+
+// Binds a jobset's settings, kind through evaluator, in the column order
+// of createJobset's INSERT and updateJobset's UPDATE.
+SqliteStmt& bindJobsetSettings(SqliteStmt& s, const JobsetRow& j) {
+  return s.bind(j.kind)
+      .bind(j.location)
+      .bind(j.branch)
+      .bind(j.file)
+      .bind(j.attribute)
+      .bind(j.arguments)
+      .bind(j.checkIntervalSec)
+      .bind(j.shares)
+      .bind(int64_t{j.enabled})
+      .bind(j.evaluator);
+}
 }  // namespace
 
 int64_t StateDb::createJobset(const JobsetRow& j) {
@@ -400,44 +417,22 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
   s.bind(j.project).bind(j.name);
   if (s.step())
     throw SchedulerStateError("jobset '" + j.name + "' already exists");
-  db_.prepare(
-         "INSERT INTO jobsets (project, name, kind, location, branch, file, "
-         "attribute, arguments, check_interval, shares, enabled, evaluator) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind(j.project)
-      .bind(j.name)
-      .bind(j.kind)
-      .bind(j.location)
-      .bind(j.branch)
-      .bind(j.file)
-      .bind(j.attribute)
-      .bind(j.arguments)
-      .bind(j.checkIntervalSec)
-      .bind(j.shares)
-      .bind(int64_t{j.enabled})
-      .bind(j.evaluator)
-      .exec();
+  auto ins = db_.prepare(
+      "INSERT INTO jobsets (project, name, kind, location, branch, file, "
+      "attribute, arguments, check_interval, shares, enabled, evaluator) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins.bind(j.project).bind(j.name);
+  bindJobsetSettings(ins, j).exec();
   return db_.lastInsertRowId();
 }
 
 void StateDb::updateJobset(const JobsetRow& j) {
   checkJobset(j);
-  db_.prepare(
-         "UPDATE jobsets SET kind = ?, location = ?, branch = ?, file = ?, "
-         "attribute = ?, arguments = ?, check_interval = ?, shares = ?, "
-         "enabled = ?, evaluator = ? WHERE id = ?")
-      .bind(j.kind)
-      .bind(j.location)
-      .bind(j.branch)
-      .bind(j.file)
-      .bind(j.attribute)
-      .bind(j.arguments)
-      .bind(j.checkIntervalSec)
-      .bind(j.shares)
-      .bind(int64_t{j.enabled})
-      .bind(j.evaluator)
-      .bind(j.id)
-      .exec();
+  auto up = db_.prepare(
+      "UPDATE jobsets SET kind = ?, location = ?, branch = ?, file = ?, "
+      "attribute = ?, arguments = ?, check_interval = ?, shares = ?, "
+      "enabled = ?, evaluator = ? WHERE id = ?");
+  bindJobsetSettings(up, j).bind(j.id).exec();
   if (db_.changes() == 0)
     throw SchedulerStateError("no jobset with id " + std::to_string(j.id));
 }
@@ -461,11 +456,11 @@ std::optional<JobsetRow> StateDb::jobset(int64_t id) {
 
 std::optional<JobsetRow> StateDb::jobsetByName(const std::string& project,
                                                const std::string& name) {
-  auto s = db_.prepare(std::string("SELECT j.") +
-                       std::regex_replace(kJobsetColumns, std::regex(", "),
-                                          ", j.") +
-                       " FROM jobsets j JOIN projects p ON j.project = p.id "
-                       "WHERE p.name = ? AND j.name = ?");
+  auto s =
+      db_.prepare(std::string("SELECT j.") +
+                  std::regex_replace(kJobsetColumns, std::regex(", "), ", j.") +
+                  " FROM jobsets j JOIN projects p ON j.project = p.id "
+                  "WHERE p.name = ? AND j.name = ?");
   s.bind(project).bind(name);
   return readOne<JobsetRow>(s, readJobset);
 }
@@ -681,9 +676,8 @@ std::vector<std::pair<std::string, std::string>> StateDb::buildOutputs(
       "SELECT name, path FROM build_outputs WHERE build = ? ORDER BY name");
   s.bind(id);
   return readAll<std::pair<std::string, std::string>>(
-      s, [](const SqliteStmt& r) {
-        return std::pair(r.getStr(0), r.getStr(1));
-      });
+      s,
+      [](const SqliteStmt& r) { return std::pair(r.getStr(0), r.getStr(1)); });
 }
 
 int64_t StateDb::upsertStep(const StepRow& r) {
@@ -741,8 +735,7 @@ std::vector<StepRow> StateDb::unfinishedSteps() {
   return readAll<StepRow>(s, readStep);
 }
 
-void StateDb::startStep(int64_t id, const std::string& worker,
-                        int64_t timeMs) {
+void StateDb::startStep(int64_t id, const std::string& worker, int64_t timeMs) {
   db_.prepare(
          "UPDATE steps SET worker = ?, start_time = ?, attempts = attempts + 1 "
          "WHERE id = ?")
@@ -766,7 +759,8 @@ void StateDb::finishStep(int64_t id, int status, int64_t timeMs,
 
 void StateDb::reopenStep(int64_t id) {
   db_.prepare(
-         "UPDATE steps SET finished = 0, status = NULL, error = '' WHERE id = ?")
+         "UPDATE steps SET finished = 0, status = NULL, error = '' WHERE id = "
+         "?")
       .bind(id)
       .exec();
 }
@@ -823,7 +817,7 @@ int64_t StateDb::addRequest(const std::string& kind, const std::string& args) {
 }
 
 static RequestRow readRequest(const SqliteStmt& r) {
-  return RequestRow{r.getInt(0),       r.getStr(1),       r.getStr(2),
+  return RequestRow{r.getInt(0),      r.getStr(1),      r.getStr(2),
                     r.getInt(3) != 0, r.getInt(4) != 0, r.getStr(5)};
 }
 
@@ -851,7 +845,8 @@ void StateDb::completeRequest(int64_t id, bool ok, const std::string& result) {
 
 std::vector<std::pair<std::string, double>> StateDb::historicalDurations() {
   auto s = db_.prepare(
-      "SELECT pname, CAST(AVG(stop_time - start_time) AS INTEGER) FROM steps WHERE "
+      "SELECT pname, CAST(AVG(stop_time - start_time) AS INTEGER) FROM steps "
+      "WHERE "
       "finished = 1 AND status = 0 AND pname <> '' AND stop_time > start_time "
       "AND start_time > 0 GROUP BY pname");
   return readAll<std::pair<std::string, double>>(s, [](const SqliteStmt& r) {
