@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "kiln/common/error.h"
+#include "kiln/common/file.h"
 #include "kiln/common/logging.h"
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/scheduler/service.h"
@@ -32,11 +33,27 @@ struct SchedulerWeb {
 // Starts the front ends of `svc`: pages read the state through their own
 // connections and the service's snapshot, and queue requests for it like
 // the CLI does; /metrics serves the service's registry and `extra`.
+// Who may read and push (--web-private, --web-push-secret-file).
+struct WebAccess {
+  bool privateReads = false;
+  std::string pushSecretFile;
+};
+
 SchedulerWeb startWeb(
     const std::string& listen, int metricsPort,
     const scheduler::ServiceConfig& cfg, scheduler::SchedulerService& svc,
-    std::vector<std::shared_ptr<prometheus::Collectable>> extra) {
+    std::vector<std::shared_ptr<prometheus::Collectable>> extra,
+    const WebAccess& access) {
   web::WebContext ctx;
+  ctx.privateReads = access.privateReads;
+  if (!access.pushSecretFile.empty()) {
+    ctx.pushSecret = readFile(access.pushSecretFile);
+    while (!ctx.pushSecret.empty() &&
+           (ctx.pushSecret.back() == '\n' || ctx.pushSecret.back() == '\r'))
+      ctx.pushSecret.pop_back();
+    if (ctx.pushSecret.empty())
+      throw Error(access.pushSecretFile + " holds no push secret");
+  }
   ctx.stateDir = cfg.stateDir;
   ctx.storeDir = cfg.storeDir;
   ctx.snapshot = [&svc] { return svc.snapshot(); };
@@ -66,6 +83,7 @@ int runScheduler(const std::vector<std::string>& args) {
       "and logs live in --state-dir. Stops on SIGINT or SIGTERM.\n\nOptions");
   scheduler::ServiceConfig cfg;
   std::string keyFile, allowFile, webListen;
+  WebAccess webAccess;
   int metricsPort = -1;
   int64_t heartbeatMs = 10000, ttl = 0;
   unsigned retries = 3;
@@ -86,6 +104,10 @@ int runScheduler(const std::vector<std::string>& args) {
       "serve Prometheus /metrics on 127.0.0.1:P")(
       "web-listen", po::value(&webListen),
       "serve the web front end (dashboard, JSON API) on HOST:PORT")(
+      "web-private", "reads on the web need a read-scope API token too")(
+      "web-push-secret-file", po::value(&webAccess.pushSecretFile),
+      "file holding the HMAC-SHA256 key of the push webhook "
+      "(/api/push/PROJECT/JOBSET; without it every push is refused)")(
       "store-dir", po::value(&cfg.storeDir),
       "logical store directory (default /nix/store)")(
       "heartbeat-ms", po::value(&heartbeatMs),
@@ -177,7 +199,9 @@ int runScheduler(const std::vector<std::string>& args) {
     }
     scheduler::SchedulerService svc(cfg);
     notifiers.start(cfg.stateDir + "/scheduler.sqlite", RealClock::instance());
-    auto web = startWeb(webListen, metricsPort, cfg, svc, extraMetrics);
+    webAccess.privateReads = vm.count("web-private") > 0;
+    auto web =
+        startWeb(webListen, metricsPort, cfg, svc, extraMetrics, webAccess);
     std::cout << "listening " << svc.endpoint();
     if (web.metrics) std::cout << " metrics " << web.metrics->port();
     if (web.all) std::cout << " web " << web.all->url();

@@ -3,13 +3,28 @@
 // "Operations").
 #include <thread>
 
+#include "edit_requests.h"
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/requests.h"
+#include "kiln/scheduler/tokens.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
 
 using nlohmann::json;
+
+json jobsetJson(const JobsetRow& j) {
+  return {{"id", j.id},
+          {"name", j.name},
+          {"kind", j.kind},
+          {"location", j.location},
+          {"branch", j.branch},
+          {"file", j.file},
+          {"attribute", j.attribute},
+          {"checkInterval", j.checkIntervalSec},
+          {"shares", j.shares},
+          {"evaluator", j.evaluator}};
+}
 
 namespace {
 
@@ -36,19 +51,6 @@ std::vector<StepRow> failedStepsOf(StateDb& db, const BuildRow& b) {
       if (seen.insert(dep).second) todo.push_back(dep);
   }
   return out;
-}
-
-json jobsetJson(const JobsetRow& j) {
-  return {{"id", j.id},
-          {"name", j.name},
-          {"kind", j.kind},
-          {"location", j.location},
-          {"branch", j.branch},
-          {"file", j.file},
-          {"attribute", j.attribute},
-          {"checkInterval", j.checkIntervalSec},
-          {"shares", j.shares},
-          {"evaluator", j.evaluator}};
 }
 
 int64_t jobsetIdOf(StateDb& db, const json& a) {
@@ -274,6 +276,8 @@ RequestTable offlineRequests(StateDb& db, const Clock& clock) {
   RequestTable t;
   addProjectRequests(t, db);
   addBuildRequests(t, db, clock);
+  addTokenRequests(t, db, clock);
+  addEditRequests(t, db);
   t.set({"queue", "unfinished steps and why they wait", {}, [&db](const json&) {
            json out = json::array();
            for (auto& s : db.unfinishedSteps())
@@ -323,6 +327,7 @@ void SchedulerService::Impl::setUpRequests() {
   };
   wrap("jobset-create", withShares);
   wrap("jobset-update", withShares);
+  wrap("jobset-edit", withShares);
   wrap("build-add", [this](const RequestFn& offline, const json& a) {
     json r = offline(a);
     startBuild(*db.build(r["build"].get<int64_t>()));

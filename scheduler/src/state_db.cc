@@ -157,12 +157,25 @@ CREATE INDEX builds_stop ON builds(stop_time) WHERE finished = 1;
 CREATE INDEX build_outputs_path ON build_outputs(path);
 )SQL";
 
+// Migration 6: API tokens (tokens.h): a salted SHA-256 of each secret,
+// found by its public key id; revoked ones are kept for the listing.
+const char* kSchemaV6 = R"SQL(
+CREATE TABLE api_tokens (
+  id INTEGER PRIMARY KEY,
+  key_id TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL DEFAULT '',
+  scope TEXT NOT NULL CHECK (scope IN ('read', 'operate', 'admin')),
+  salt TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0
+);
+)SQL";
+
 const std::vector<SqliteMigration>& migrations() {
-  static const std::vector<SqliteMigration> m = {{1, kSchemaV1},
-                                                 {2, kSchemaV2},
-                                                 {3, kSchemaV3},
-                                                 {4, kSchemaV4},
-                                                 {5, kSchemaV5}};
+  static const std::vector<SqliteMigration> m = {
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
+      {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6}};
   return m;
 }
 
@@ -423,6 +436,16 @@ void StateDb::updateJobset(const JobsetRow& j) {
   bindJobsetDeclaration(s, j).bind(j.id).exec();
   if (db_.changes() == 0)
     throw SchedulerStateError("no jobset with id " + std::to_string(j.id));
+}
+
+void StateDb::updateProject(const ProjectRow& p) {
+  db_.prepare("UPDATE projects SET description = ?, enabled = ? WHERE id = ?")
+      .bind(p.description)
+      .bind(int64_t{p.enabled})
+      .bind(p.id)
+      .exec();
+  if (db_.changes() == 0)
+    throw SchedulerStateError("no project with id " + std::to_string(p.id));
 }
 
 std::optional<JobsetRow> StateDb::jobset(int64_t id) {

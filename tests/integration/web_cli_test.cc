@@ -88,6 +88,62 @@ TEST(WebCli, PluginCountersAreOnMetrics) {
   EXPECT_EQ(sched.stop(30s), 0) << sched.log();
 }
 
+// The HTTP status of `method url` with an optional bearer token (curl).
+int httpStatus(const std::string& method, const std::string& url,
+               const std::string& token = "") {
+  std::vector<std::string> argv = {
+      "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, url};
+  if (!token.empty()) {
+    argv.push_back("-H");
+    argv.push_back("Authorization: Bearer " + token);
+  }
+  auto r = test::run(argv);
+  return r.exitCode == 0 ? std::stoi(r.out) : -1;
+}
+
+// `kiln token create|list|revoke` against a running scheduler (through its
+// requests table), and the web checking those tokens on a mutation.
+TEST(WebCli, TokensMadeByTheCliGuardTheWriteApi) {
+  if (!test::haveProgram("curl")) GTEST_SKIP() << "curl is not installed";
+  TempDir dir;
+  std::string state = dir.path() + "/state";
+  int port = test::freeLoopbackPort();
+  std::string url = "http://127.0.0.1:" + std::to_string(port);
+  test::KilnProcess sched({"scheduler", "--state-dir", state, "--listen",
+                           "tcp://127.0.0.1:*", "--insecure-plaintext",
+                           "--web-listen", "127.0.0.1:" + std::to_string(port)},
+                          dir.path() + "/sched.log");
+  ASSERT_TRUE(sched.waitForLog("listening", 30s)) << sched.log();
+  auto kiln = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), test::kilnBinary());
+    args.insert(args.end(), {"--state-dir", state});
+    return test::run(args);
+  };
+  ASSERT_EQ(kiln({"project", "create", "p"}).exitCode, 0);
+  ASSERT_EQ(kiln({"jobset", "create", "--project", "p", "j", "--location",
+                  dir.path() + "/src", "--check-interval", "0"})
+                .exitCode,
+            0);
+  auto op = kiln({"token", "create", "--scope", "operate", "--name", "ci"});
+  auto rd = kiln({"token", "create", "--scope", "read"});
+  ASSERT_EQ(op.exitCode, 0) << op.err;
+  ASSERT_EQ(rd.exitCode, 0) << rd.err;
+  std::string opToken = op.out.substr(0, op.out.find('\n'));
+  std::string rdToken = rd.out.substr(0, rd.out.find('\n'));
+  std::string eval = url + "/api/jobset/p/j/eval";
+  EXPECT_EQ(httpStatus("POST", eval), 401);
+  EXPECT_EQ(httpStatus("POST", eval, rdToken), 403);
+  EXPECT_EQ(httpStatus("POST", eval, opToken), 202);
+  auto list = kiln({"token", "list"});
+  EXPECT_THAT(list.out, HasSubstr("operate"));
+  EXPECT_THAT(list.out, HasSubstr("ci"));
+  EXPECT_EQ(list.out.find(opToken), std::string::npos);  // no secrets
+  ASSERT_EQ(kiln({"token", "revoke", "1"}).exitCode, 0);
+  EXPECT_EQ(httpStatus("POST", eval, opToken), 403);
+  EXPECT_EQ(kiln({"token", "revoke", "99"}).exitCode, 4);
+  EXPECT_EQ(sched.stop(30s), 0) << sched.log();
+}
+
 TEST(WebCli, MalformedWebAddressIsRefused) {
   TempDir dir;
   auto r = test::run({test::kilnBinary(), "scheduler", "--state-dir",

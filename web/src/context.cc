@@ -28,4 +28,19 @@ nlohmann::json WebContext::apply(const std::string& kind,
   return scheduler::submitRequest(stateDir, kind, args);
 }
 
+int64_t WebContext::queue(const std::string& kind,
+                          const nlohmann::json& args) const {
+  if (enqueue) return enqueue(kind, args);
+  scheduler::StateDb db(stateDir + "/scheduler.sqlite");
+  return scheduler::queueRequest(db, kind, args);
+}
+
+std::optional<scheduler::TokenScope> WebContext::scopeOf(
+    const std::string& token) const {
+  if (tokenScope) return tokenScope(token);
+  scheduler::StateView* v = view();
+  if (!v) return std::nullopt;
+  return scheduler::TokenStore(v->rows().db()).check(token);
+}
+
 }  // namespace kiln::web

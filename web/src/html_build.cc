@@ -28,6 +28,33 @@ es.addEventListener('end',function(e){es.close();var s=document.getElementById('
 if(s)s.textContent=e.data;});})();
 </script>)JS";
 
+// One action on the build: a form posting its API token (operate scope)
+// to the write API, which redirects back here; no JavaScript needed.
+std::string actionForm(int64_t id, const std::string& action,
+                       const std::string& label, const std::string& extra) {
+  return "<form class=\"action\" method=\"post\" action=\"/api/build/" +
+         std::to_string(id) + "/" + action +
+         "\"><input type=\"password\" name=\"token\" "
+         "placeholder=\"operate token\" required>" +
+         extra + "<button type=\"submit\">" + label + "</button></form>";
+}
+
+std::string buildActions(const json& b) {
+  int64_t id = b["id"];
+  std::string out = "<h2>Actions</h2>";
+  if (!b["finished"].get<bool>()) {
+    out += actionForm(id, "cancel", "Cancel", "");
+    out += actionForm(id, "bump", "Bump",
+                      "<input type=\"number\" name=\"priority\" "
+                      "value=\"100\" min=\"0\" max=\"1000000\">");
+  } else if (b["status"] != 0) {
+    out += actionForm(id, "restart", "Restart", "");
+  } else {
+    return "";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string renderBuild(const json& m) {
@@ -51,7 +78,7 @@ std::string renderBuild(const json& m) {
       "</th><td>" + b["globalPriority"].dump() + "</td></tr>";
   if (!b["error"].get<std::string>().empty())
     body += "<tr><th>Error</th><td>" + esc(b["error"]) + "</td></tr>";
-  body += "</table>";
+  body += "</table>" + buildActions(b);
   body += "<h2>Outputs</h2><table><tr><th>Name</th><th>Path</th><th "
           "class=\"num\">Size</th><th class=\"num\">Closure</th></tr>";
   for (auto& o : m["outputs"])

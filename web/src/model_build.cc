@@ -10,17 +10,10 @@ using scheduler::Page;
 using scheduler::StateView;
 
 json jobsetRowJson(const scheduler::JobsetRow& j) {
-  return {{"id", j.id},
-          {"name", j.name},
-          {"kind", j.kind},
-          {"location", j.location},
-          {"branch", j.branch},
-          {"file", j.file},
-          {"attribute", j.attribute},
-          {"checkInterval", j.checkIntervalSec},
-          {"shares", j.shares},
-          {"enabled", j.enabled},
-          {"lastCheckedMs", j.lastCheckedMs}};
+  json out = scheduler::jobsetJson(j);
+  out["enabled"] = j.enabled;
+  out["lastCheckedMs"] = j.lastCheckedMs;
+  return out;
 }
 
 scheduler::JobsetRow findJobset(StateView& view, const std::string& project,

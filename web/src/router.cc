@@ -136,6 +136,12 @@ Router::Match Router::match(const std::string& method,
   return m;
 }
 
+std::vector<std::pair<std::string, std::string>> Router::routes() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& r : routes_) out.emplace_back(r.method, r.pattern);
+  return out;
+}
+
 Response Router::handle(const Request& req) const {
   return handle(req, match(req.method, req.path));
 }
@@ -154,9 +160,13 @@ Response Router::handle(const Request& req, const Match& m) const {
     return Response::error(404, "no page at " + req.path, json);
   }
   try {
+    if (guard_) guard_(req);
     return (*m.handler)(req, m.params);
   } catch (const HttpError& e) {
-    return Response::error(e.status(), e.what(), json);
+    Response r = Response::error(e.status(), e.what(), json);
+    if (e.status() == 401)
+      r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"kiln\"");
+    return r;
   } catch (const std::exception& e) {
     logError("web: " + req.method + " " + req.path + ": " + e.what());
     return Response::error(500, "internal error (logged by the server)", json);

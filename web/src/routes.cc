@@ -2,6 +2,8 @@
 // them (routes.h). A page module adds one line here.
 #include "kiln/web/routes.h"
 
+#include "api_request.h"
+#include "kiln/web/api.h"
 #include "kiln/web/pages.h"
 
 namespace kiln::web {
@@ -9,6 +11,8 @@ namespace kiln::web {
 void addAllRoutes(Router& router, WebContext& ctx) {
   addPageRoutes(router, ctx);
   addMetricsRoutes(router, ctx);
+  addApiRoutes(router, ctx);
+  if (ctx.privateReads) router.setGuard(privateReadGuard(ctx));
 }
 
 WebFrontend::WebFrontend(WebServerConfig config, WebContext ctx, RouteSet which)

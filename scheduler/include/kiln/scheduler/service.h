@@ -189,6 +189,11 @@ class SchedulerService {
   std::unique_ptr<Impl> impl_;
 };
 
+/// A jobset's settings as the requests answer them (id, name, kind,
+/// location, branch, file, attribute, checkInterval, shares, evaluator);
+/// the web adds its own fields.
+nlohmann::json jobsetJson(const JobsetRow& j);
+
 /// The request handlers that work on the database alone (no running
 /// scheduler); a live service wraps the ones that concern its core.
 /// Borrows `db` and `clock` for the table's lifetime.

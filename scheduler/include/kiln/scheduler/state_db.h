@@ -148,6 +148,9 @@ class StateDb {
   /// evaluator); its name, project and history stay. Throws
   /// SchedulerStateError if it is invalid or no such jobset exists.
   void updateJobset(const JobsetRow& j);
+  /// Rewrites project `p.id`'s description and enabled flag; throws
+  /// SchedulerStateError if there is none.
+  void updateProject(const ProjectRow& p);
   std::optional<JobsetRow> jobset(int64_t id);
   std::optional<JobsetRow> jobsetByName(const std::string& project,
                                         const std::string& name);

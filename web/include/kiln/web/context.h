@@ -20,6 +20,7 @@ class Registry;
 
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_view.h"
+#include "kiln/scheduler/tokens.h"
 
 namespace kiln::web {
 
@@ -39,10 +40,20 @@ struct WebContext {
   /// Default (when null): scheduler::submitRequest on `stateDir`.
   std::function<nlohmann::json(const std::string&, const nlohmann::json&)>
       submit;
-  /// The scope ("read", "operate", "admin") of a bearer token, or nullopt
-  /// when it is unknown or revoked. Null: every token is refused.
-  std::function<std::optional<std::string>(const std::string& token)>
+  /// Queues a request without waiting for it (the scheduler applies it
+  /// when it runs, e.g. an evaluation); returns the request's id. Throws
+  /// Error. Default (when null): scheduler::queueRequest on `stateDir`.
+  std::function<int64_t(const std::string&, const nlohmann::json&)> enqueue;
+  /// The scope of a bearer token, or nullopt when it is unknown or
+  /// revoked. Default (when null): the state database's tokens, read
+  /// through view().
+  std::function<std::optional<scheduler::TokenScope>(const std::string&)>
       tokenScope;
+  /// Whether reads (every GET) need a read-scope token too.
+  bool privateReads = false;
+  /// The key of the push webhook's HMAC-SHA256 signatures (one for every
+  /// jobset); empty: the webhook refuses every push.
+  std::string pushSecret;
 
   /// The registry served on `/metrics` (the scheduler's, which the web
   /// adds its own families to); null: no metrics.
@@ -57,6 +68,11 @@ struct WebContext {
   /// `submit`, or submitRequest when it is null.
   nlohmann::json apply(const std::string& kind,
                        const nlohmann::json& args) const;
+  /// `enqueue`, or queueRequest when it is null.
+  int64_t queue(const std::string& kind, const nlohmann::json& args) const;
+  /// `tokenScope`, or the state database's answer when it is null
+  /// (nullopt while there is no database).
+  std::optional<scheduler::TokenScope> scopeOf(const std::string& token) const;
 
   /// Identifies this context in the per-thread view cache.
   uint64_t serial = nextSerial();

@@ -4,11 +4,13 @@
 /// `{name*}` captures the rest of the path, slashes included
 /// ("/log/{drv*}"). A path matching no pattern is a 404, one matching only
 /// under other methods a 405 (with `Allow`); `HEAD` uses the `GET` handler.
+/// A 401 carries `WWW-Authenticate: Bearer`.
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/web/http.h"
@@ -37,6 +39,10 @@ class RouteParams {
 /// any other exception is logged and answered 500 by the server.
 using Handler = std::function<Response(const Request&, const RouteParams&)>;
 
+/// Runs before every matched handler (e.g. an access check); throws
+/// HttpError to refuse the request.
+using Guard = std::function<void(const Request&)>;
+
 /// The routes of a server. Fill it before the server starts; afterwards it
 /// is only read (safe from several threads).
 class Router {
@@ -45,6 +51,10 @@ class Router {
   /// '/', an empty capture name, `{x*}` not last) or a duplicate.
   void add(const std::string& method, const std::string& pattern,
            Handler handler);
+  /// Sets the guard run before every matched handler (none by default).
+  void setGuard(Guard guard) { guard_ = std::move(guard); }
+  /// Every (method, pattern), in the order added.
+  std::vector<std::pair<std::string, std::string>> routes() const;
   /// The result of matching a request.
   struct Match {
     const Handler* handler = nullptr;  ///< null: no route (see `status`)
@@ -72,6 +82,7 @@ class Router {
   static bool matches(const Route& r, const std::vector<std::string>& parts,
                       std::map<std::string, std::string>& out);
   std::vector<Route> routes_;
+  Guard guard_;
 };
 
 }  // namespace kiln::web
