@@ -30,6 +30,8 @@ const char* changeCondition(ChangeKind kind) {
       return "b.id IS NULL";
     case ChangeKind::kUnfinished:
       return "b.id IS NOT NULL AND a.finished = 0";
+    case ChangeKind::kChanged:
+      return "b.id IS NOT NULL AND a.drv_path <> b.drv_path";
     case ChangeKind::kRemovedJob:
       break;
   }

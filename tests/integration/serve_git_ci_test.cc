@@ -1,10 +1,12 @@
 // CI of package changes: `kiln serve --config` with a jobset whose input is
 // a git repository (made here, nixpkgs-shaped: packages depending on each
 // other). A commit changes one package; the next evaluation builds exactly
-// that package and its dependents, as the scheduler's records show.
+// that package and its dependents, as the scheduler's records show, and
+// the web's comparison of the two evaluations lists them as changed.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "farm.h"
@@ -109,6 +111,23 @@ TEST(ServeGitCi, ACommitRebuildsThePackageAndItsDependentsOnly) {
       << serve.log();
   auto [rebuilt, unused] = stepsBuiltAfter(state, last);
   EXPECT_EQ(rebuilt, (std::set<std::string>{"libA", "appA", "appB", "top"}));
+
+  // The comparison with the previous evaluation shows the same jobs changed.
+  int64_t second = 0;
+  {
+    scheduler::StateDb db(state + "/scheduler.sqlite",
+                          scheduler::StateDb::ReadOnly{});
+    auto s = db.db().prepare("SELECT max(id) FROM evaluations");
+    ASSERT_TRUE(s.step());
+    second = s.getInt(0);
+  }
+  auto cmp = nlohmann::json::parse(test::httpGet(
+      web, "/api/eval/" + std::to_string(second) + "/compare?kind=changed"));
+  EXPECT_EQ(cmp["counts"]["changed"], 4);
+  EXPECT_EQ(cmp["counts"]["new"], 0);
+  std::set<std::string> changed;
+  for (auto& row : cmp["changes"]["rows"]) changed.insert(row["job"]);
+  EXPECT_EQ(changed, (std::set<std::string>{"libA", "appA", "appB", "top"}));
   EXPECT_EQ(serve.stop(), 0) << serve.log();
 }
 

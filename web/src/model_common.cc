@@ -92,6 +92,7 @@ constexpr std::pair<scheduler::ChangeKind, const char*> kKindNames[] = {
     {scheduler::ChangeKind::kNewJob, "new"},
     {scheduler::ChangeKind::kRemovedJob, "removed"},
     {scheduler::ChangeKind::kUnfinished, "unfinished"},
+    {scheduler::ChangeKind::kChanged, "changed"},
 };
 
 }  // namespace

@@ -130,7 +130,7 @@ struct Pages {
     auto kind = changeKindFromName(r.queryArg("kind", "newly-failing"));
     if (!kind)
       throw HttpError(400, "kind must be newly-failing, newly-succeeding, "
-                           "still-failing, new, removed or unfinished");
+                           "still-failing, new, removed, unfinished or changed");
     int64_t base = intArg(r, "base", 0, 0, INT64_MAX);
     return comparisonModel(v, p.id("id"), base, *kind, pageArg(r, "offset"));
   }

@@ -124,6 +124,8 @@ TEST_F(ModelTest, ComparisonWithThePreviousEvaluation) {
   EXPECT_EQ(m["counts"]["new"], 1);
   EXPECT_EQ(m["counts"]["removed"], 1);
   EXPECT_EQ(m["counts"]["unfinished"], 1);
+  // Every job in both evaluations has another .drv in the fixture's base.
+  EXPECT_EQ(m["counts"]["changed"], 4);
   ASSERT_EQ(m["changes"]["rows"].size(), 1u);
   EXPECT_EQ(m["changes"]["rows"][0]["job"], "hello");
   EXPECT_EQ(m["changes"]["rows"][0]["before"]["statusName"], "success");
@@ -132,6 +134,11 @@ TEST_F(ModelTest, ComparisonWithThePreviousEvaluation) {
                NotFound);
   EXPECT_EQ(changeKindFromName("removed"), scheduler::ChangeKind::kRemovedJob);
   EXPECT_FALSE(changeKindFromName("bogus"));
+  json changed = comparisonModel(view_, fx_.eval, 0,
+                                 scheduler::ChangeKind::kChanged, page_);
+  std::vector<std::string> jobs;
+  for (auto& r : changed["changes"]["rows"]) jobs.push_back(r["job"]);
+  EXPECT_EQ(jobs, (std::vector<std::string>{"bash", "curl", "gcc", "hello"}));
 }
 
 TEST_F(ModelTest, BuildShowsStepsOutputsSizesAndLogAttempts) {

@@ -53,7 +53,8 @@ struct EvaluationSummary {
 /// The categories of an evaluation comparison (eval against base), by job:
 /// failed now and succeeded or unfinished before; succeeded now and failed
 /// before; failed in both; absent from base; absent from eval; unfinished
-/// now (present in both).
+/// now (present in both); present in both with another derivation (what a
+/// change to the collection rebuilds; overlaps the other kinds).
 enum class ChangeKind {
   kNewlyFailing,
   kNewlySucceeding,
@@ -61,8 +62,9 @@ enum class ChangeKind {
   kNewJob,
   kRemovedJob,
   kUnfinished,
+  kChanged,
 };
-inline constexpr size_t kChangeKinds = 6;
+inline constexpr size_t kChangeKinds = 7;
 
 /// A job's build in the base and the compared evaluation (either absent).
 struct BuildChange {

@@ -118,7 +118,8 @@ json searchModel(scheduler::StateView& view, const std::string& storeDir,
                  const std::string& query);
 
 /// The comparison category named `name` ("newly-failing",
-/// "newly-succeeding", "still-failing", "new", "removed", "unfinished").
+/// "newly-succeeding", "still-failing", "new", "removed", "unfinished",
+/// "changed").
 std::optional<scheduler::ChangeKind> changeKindFromName(const std::string& name);
 /// The name of `kind` (see changeKindFromName).
 std::string changeKindName(scheduler::ChangeKind kind);
