@@ -28,6 +28,7 @@
 #include "kiln/protocol/keys.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_view.h"
+#include "kiln/store/signature.h"
 #include "notify_options.h"
 #include "sandbox_options.h"
 #include "serve_supervisor.h"
@@ -85,14 +86,17 @@ bool waitReady(SupervisedChild& sched) {
   return false;
 }
 
-// The CurveZMQ keys of serve's scheduler and workers, in `<state>/serve/
-// keys` (mode 0700; secret keys 0600), made on the first run and kept.
+// The CurveZMQ keys of serve's scheduler and workers, and the farm's
+// binary-cache signing key (Nix's format: `cache.secret`, `cache.public`),
+// in `<state>/serve/keys` (mode 0700; secret keys 0600), made on the first
+// run and kept.
 class ServeKeys {
  public:
   ServeKeys(const std::string& logs, unsigned workers) : dir_(logs + "/keys") {
     createDirs(dir_);
     if (::chmod(dir_.c_str(), 0700) != 0) throwSysError("chmod " + dir_);
     pair("scheduler");
+    cacheKey();
     std::string allowed;
     for (unsigned i = 0; i < workers; i++) {
       std::string name = workerName(i);
@@ -107,7 +111,12 @@ class ServeKeys {
   }
   std::vector<std::string> schedulerArgs() const {
     return {"--secret-key-file", dir_ + "/scheduler.key", "--allowed-workers",
-            dir_ + "/allowed-workers"};
+            dir_ + "/allowed-workers", "--cache-secret-key-file",
+            dir_ + "/cache.secret"};
+  }
+  // The public key Nix clients trust the farm's binary cache with.
+  std::string cachePublicKey() const {
+    return readFile(dir_ + "/cache.public");
   }
   std::vector<std::string> workerArgs(const std::string& name) const {
     return {"--secret-key-file", dir_ + "/" + name + ".key",
@@ -121,6 +130,21 @@ class ServeKeys {
     if (!pathExists(secret))
       protocol::writeKeyPair(protocol::generateKeyPair(), dir_, name, true);
     return protocol::readSecretKeyFile(secret).publicKey;
+  }
+  // The binary cache's key pair, generated if missing, named after the
+  // host as Nix's keys are (`HOST-kiln-1`).
+  void cacheKey() {
+    std::string secret = dir_ + "/cache.secret";
+    if (pathExists(secret)) return;
+    char host[256] = "localhost";
+    ::gethostname(host, sizeof host - 1);
+    auto key = store::SecretKey::generate(std::string(host) + "-kiln-1");
+    writeFile(secret + ".tmp", key.toString(), true);
+    if (::chmod((secret + ".tmp").c_str(), 0600) != 0)
+      throwSysError("chmod " + secret + ".tmp");
+    writeFile(dir_ + "/cache.public", key.toPublicKey().toString(), true);
+    if (::rename((secret + ".tmp").c_str(), secret.c_str()) != 0)
+      throwSysError("renaming " + secret + ".tmp");
   }
   std::string dir_;
 };
@@ -241,7 +265,7 @@ std::string webUrl(SupervisedChild& sched) {
 }
 
 void printBanner(const ServeOptions& o, const std::string& logs,
-                 SupervisedChild& sched,
+                 const ServeKeys& keys, SupervisedChild& sched,
                  const std::vector<std::unique_ptr<SupervisedChild>>& workers) {
   std::string pids = "scheduler " + std::to_string(sched.pid());
   for (auto& w : workers)
@@ -254,6 +278,9 @@ void printBanner(const ServeOptions& o, const std::string& logs,
             << " slots, private stores under " << o.stateDir << "/workers,"
             << " sandbox " << o.sandbox.name << "\n"
             << "  dashboard:  " << webUrl(sched) << "/\n"
+            << "  cache:      " << webUrl(sched)
+            << " (binary cache; trusted-public-keys = " << keys.cachePublicKey()
+            << ")\n"
             << "  metrics:    http://127.0.0.1:" << o.metricsPort
             << "/metrics\n"
             << "  queue:      kiln queue --state-dir " << o.stateDir << "\n"
@@ -299,7 +326,7 @@ int serve(ServeOptions o) {
   sched.start();
   if (waitReady(sched)) {
     for (auto& w : workers) w->start();
-    printBanner(o, logs, sched, workers);
+    printBanner(o, logs, keys, sched, workers);
     SetUp setUp(o, jobsetNameOf(o.collection));
     Progress progress(o.stateDir);
     while (!gStop) {

@@ -2,6 +2,7 @@
 // them (routes.h). A page module adds one line here.
 #include "kiln/web/routes.h"
 
+#include "kiln/web/binary_cache.h"
 #include "kiln/web/pages.h"
 
 namespace kiln::web {
@@ -9,6 +10,7 @@ namespace kiln::web {
 void addAllRoutes(Router& router, WebContext& ctx) {
   addPageRoutes(router, ctx);
   addMetricsRoutes(router, ctx);
+  addCacheRoutes(router, ctx);
 }
 
 WebFrontend::WebFrontend(WebServerConfig config, WebContext ctx, RouteSet which)
