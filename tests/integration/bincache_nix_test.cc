@@ -76,7 +76,8 @@ class BinaryCacheNix : public ::testing::Test {
             "127.0.0.1:" + std::to_string(port), "--cache-secret-key-file",
             dir("sk"), "--cache-compression", compression},
         dir("sched-" + compression + ".log"));
-    EXPECT_TRUE(sched_->waitForLog("listening", 30s)) << sched_->log();
+    // The line that names the web address comes once the web is up.
+    EXPECT_TRUE(sched_->waitForLog(" web http://", 30s)) << sched_->log();
     return "http://127.0.0.1:" + std::to_string(port);
   }
   test::RunResult copy(const std::string& url, const std::string& target,

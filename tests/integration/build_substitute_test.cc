@@ -99,7 +99,8 @@ TEST_F(BuildSubstitute, ASecondMachineBuildsNothingTheCacheHas) {
                            "--web-listen", "127.0.0.1:" + std::to_string(port),
                            "--cache-secret-key-file", dir("farm.sk")},
                           dir("sched.log"));
-  ASSERT_TRUE(sched.waitForLog("listening", 30s)) << sched.log();
+  // The line that names the web address comes once the web is up.
+  ASSERT_TRUE(sched.waitForLog(" web http://", 30s)) << sched.log();
 
   auto second = build("second", {"--substituters", url, "--trusted-public-keys",
                                  readFile(dir("farm.pk"))});
