@@ -28,6 +28,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
+trap "exit 1" INT TERM
 NIX_CONFIG=$(printf 'build-users-group =\nexperimental-features = nix-command\nsubstituters =\nrequire-sigs = true\n')
 export NIX_CONFIG
 
