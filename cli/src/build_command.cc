@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <sstream>
 
 #include "build_progress.h"
 #include "command.h"
@@ -17,6 +18,7 @@
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/store/local_store.h"
 #include "local_farm.h"
+#include "substitute.h"
 
 namespace kiln::cli {
 namespace {
@@ -33,7 +35,32 @@ struct Options {
   unsigned jobs = 0;
   bool keepGoing = false, noOutLink = false, showTrace = false;
   std::string outLink = "result";
+  std::vector<std::string> substituters;  ///< space-separated lists
+  std::vector<std::string> trustedKeys;   ///< space-separated lists
 };
+
+// The words of space-separated lists (Nix's list settings).
+std::vector<std::string> words(const std::vector<std::string>& lists) {
+  std::vector<std::string> out;
+  for (auto& l : lists) {
+    std::istringstream in(l);
+    for (std::string w; in >> w;) out.push_back(w);
+  }
+  return out;
+}
+
+// Fetches what the substituters have of `targets` into the store.
+void substitute(Options& o, const std::vector<BuildTarget>& targets) {
+  SubstituteOptions so;
+  so.urls = words(o.substituters);
+  if (so.urls.empty()) return;
+  for (auto& k : words(o.trustedKeys))
+    so.trust.keys.add(store::PublicKey::parse(k));
+  auto& st = *o.target.localStore();
+  std::vector<store::StorePath> drvs;
+  for (auto& t : targets) drvs.push_back(st.parsePath(t.drvPath));
+  substituteOutputs(st, drvs, so);
+}
 
 std::atomic<bool> gInterrupted{false};
 void onInterrupt(int) { gInterrupted.store(true); }
@@ -101,6 +128,7 @@ int build(Options& o, const eval::EvalSettings& settings) {
     std::cerr << "kiln build: the expression holds no derivation\n";
     return kExitOk;
   }
+  substitute(o, targets);
   // The farm's own chatter (listening, joined, welcomed) is not news to
   // someone running one build; warnings and errors still show.
   if (logLevel() == LogLevel::kInfo) setLogLevel(LogLevel::kWarn);
@@ -142,6 +170,12 @@ int parseArgs(const std::vector<std::string>& argv, Options& o,
       "no-out-link", po::bool_switch(&o.noOutLink), "make no result symlinks")(
       "show-trace", po::bool_switch(&o.showTrace),
       "print the whole trace of an evaluation error")(
+      "substituters", po::value(&o.substituters)->composing(),
+      "binary caches to fetch outputs from before building "
+      "(http://HOST[:PORT] or file:///DIR; space-separated, repeatable)")(
+      "trusted-public-keys", po::value(&o.trustedKeys)->composing(),
+      "keys whose signatures make a cache's paths trusted (NAME:BASE64; "
+      "space-separated, repeatable)")(
       "arg", "NAME EXPR: argument for the top-level function")(
       "argstr", "NAME STRING: string argument for the top-level function");
   o.target.addOptions(opts);

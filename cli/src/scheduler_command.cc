@@ -11,6 +11,8 @@
 #include "kiln/common/logging.h"
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/scheduler/service.h"
+#include "kiln/store/signature.h"
+#include "kiln/web/binary_cache.h"
 #include "kiln/web/routes.h"
 #include "notify_options.h"
 
@@ -30,9 +32,29 @@ struct SchedulerWeb {
   std::unique_ptr<web::WebFrontend> metrics;
 };
 
+// How the web serves the central store as a binary cache.
+struct CacheOptions {
+  std::string compression = "zstd";
+  std::string secretKeyFile;  ///< the farm's narinfo signing key, if any
+};
+
+// The binary cache of the central store of `cfg`, pruned every 10 minutes.
+std::shared_ptr<web::BinaryCache> makeBinaryCache(
+    const scheduler::ServiceConfig& cfg, const CacheOptions& o) {
+  web::BinaryCacheConfig bc;
+  bc.stateDir = cfg.stateDir;
+  bc.storeDir = cfg.storeDir;
+  bc.compression = o.compression;
+  if (!o.secretKeyFile.empty())
+    bc.signingKey = store::readSecretKeyFile(o.secretKeyFile);
+  bc.pruneInterval = std::chrono::minutes(10);
+  return std::make_shared<web::BinaryCache>(std::move(bc));
+}
+
 // Starts the front ends of `svc`: pages read the state through their own
 // connections and the service's snapshot, and queue requests for it like
-// the CLI does; /metrics serves the service's registry and `extra`.
+// the CLI does; /metrics serves the service's registry and `extra`; the
+// binary cache serves the central store.
 // Who may read and push (--web-private, --web-push-secret-file).
 struct WebAccess {
   bool privateReads = false;
@@ -43,7 +65,7 @@ SchedulerWeb startWeb(
     const std::string& listen, int metricsPort,
     const scheduler::ServiceConfig& cfg, scheduler::SchedulerService& svc,
     std::vector<std::shared_ptr<prometheus::Collectable>> extra,
-    const WebAccess& access) {
+    const WebAccess& access, const CacheOptions& cache) {
   web::WebContext ctx;
   ctx.privateReads = access.privateReads;
   if (!access.pushSecretFile.empty()) {
@@ -63,7 +85,9 @@ SchedulerWeb startWeb(
   web::WebServerConfig wc;
   if (!listen.empty()) {
     wc.listen = listen;
-    web.all = std::make_unique<web::WebFrontend>(wc, ctx);
+    web::WebContext all = ctx;
+    all.binaryCache = makeBinaryCache(cfg, cache);
+    web.all = std::make_unique<web::WebFrontend>(wc, std::move(all));
   }
   if (metricsPort >= 0) {
     wc.listen = "127.0.0.1:" + std::to_string(metricsPort);
@@ -91,6 +115,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t deadlineMarginSec = 600;
   std::vector<std::string> notify;
   std::string notifySecret;
+  CacheOptions cache;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&cfg.stateDir)->required(), "state directory")(
       "listen", po::value(&cfg.listen)->required(),
@@ -103,11 +128,17 @@ int runScheduler(const std::vector<std::string>& args) {
       "metrics-port", po::value(&metricsPort),
       "serve Prometheus /metrics on 127.0.0.1:P")(
       "web-listen", po::value(&webListen),
-      "serve the web front end (dashboard, JSON API) on HOST:PORT")(
+      "serve the web front end (dashboard, JSON API, binary cache) on "
+      "HOST:PORT")(
       "web-private", "reads on the web need a read-scope API token too")(
       "web-push-secret-file", po::value(&webAccess.pushSecretFile),
       "file holding the HMAC-SHA256 key of the push webhook "
       "(/api/push/PROJECT/JOBSET; without it every push is refused)")(
+      "cache-secret-key-file", po::value(&cache.secretKeyFile),
+      "sign the binary cache's narinfos with this key (kiln store "
+      "generate-key)")(
+      "cache-compression", po::value(&cache.compression),
+      "compression of the binary cache's NARs: zstd (default), xz or none")(
       "store-dir", po::value(&cfg.storeDir),
       "logical store directory (default /nix/store)")(
       "heartbeat-ms", po::value(&heartbeatMs),
@@ -168,6 +199,9 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--max-message-size must be 1 MiB..256 MiB");
     if (cfg.maxConcurrentUploads < 1)
       throw po::error("--max-uploads-per-connection must be at least 1");
+    if (cache.compression != "zstd" && cache.compression != "xz" &&
+        cache.compression != "none")
+      throw po::error("--cache-compression must be zstd, xz or none");
     try {
       parseNotifyOptions(notify, notifySecret);
     } catch (const Error& e) {
@@ -199,9 +233,17 @@ int runScheduler(const std::vector<std::string>& args) {
     }
     scheduler::SchedulerService svc(cfg);
     notifiers.start(cfg.stateDir + "/scheduler.sqlite", RealClock::instance());
-    webAccess.privateReads = vm.count("web-private") > 0;
-    auto web =
-        startWeb(webListen, metricsPort, cfg, svc, extraMetrics, webAccess);
+      "serve the web front end (dashboard, JSON API, binary cache) on "
+      "HOST:PORT")(
+      "web-private", "reads on the web need a read-scope API token too")(
+      "web-push-secret-file", po::value(&webAccess.pushSecretFile),
+      "file holding the HMAC-SHA256 key of the push webhook "
+      "(/api/push/PROJECT/JOBSET; without it every push is refused)")(
+      "cache-secret-key-file", po::value(&cache.secretKeyFile),
+      "sign the binary cache's narinfos with this key (kiln store "
+      "generate-key)")(
+      "cache-compression", po::value(&cache.compression),
+      "compression of the binary cache's NARs: zstd (default), xz or none")(
     std::cout << "listening " << svc.endpoint();
     if (web.metrics) std::cout << " metrics " << web.metrics->port();
     if (web.all) std::cout << " web " << web.all->url();

@@ -2,6 +2,7 @@
 #include "serve_farm.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "kiln/common/file.h"
 #include "kiln/common/process.h"
 #include "kiln/protocol/keys.h"
+#include "kiln/store/signature.h"
 
 namespace kiln::cli {
 
@@ -82,6 +84,7 @@ ServeFarm::ServeFarm(ServeSettings settings, std::ostream& out)
     throwSysError("chmod " + logs_ + "/keys");
   extraPaths_ = resolveExtraPaths(s_.config.workers);
   writeAllowedWorkers();
+  makeCacheKey();
 }
 
 ServeFarm::~ServeFarm() { stop(); }
@@ -93,6 +96,23 @@ static std::string keyPair(const std::string& dir, const std::string& name) {
   if (!pathExists(secret))
     protocol::writeKeyPair(protocol::generateKeyPair(), dir, name, true);
   return protocol::readSecretKeyFile(secret).publicKey;
+}
+
+// The binary cache's signing key pair (Nix's format: `cache.secret`,
+// `cache.public`), made on the first run and kept, named after the host as
+// Nix's keys are (`HOST-kiln-1`).
+void ServeFarm::makeCacheKey() const {
+  std::string dir = logs_ + "/keys", secret = dir + "/cache.secret";
+  if (pathExists(secret)) return;
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof host - 1);
+  auto key = store::SecretKey::generate(std::string(host) + "-kiln-1");
+  writeFile(secret + ".tmp", key.toString(), true);
+  if (::chmod((secret + ".tmp").c_str(), 0600) != 0)
+    throwSysError("chmod " + secret + ".tmp");
+  writeFile(dir + "/cache.public", key.toPublicKey().toString(), true);
+  if (::rename((secret + ".tmp").c_str(), secret.c_str()) != 0)
+    throwSysError("renaming " + secret + ".tmp");
 }
 
 void ServeFarm::writeAllowedWorkers() const {
@@ -136,7 +156,9 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
                              "--secret-key-file",
                              keys + "/scheduler.key",
                              "--allowed-workers",
-                             keys + "/allowed-workers"};
+                             keys + "/allowed-workers",
+                             "--cache-secret-key-file",
+                             keys + "/cache.secret"};
   if (!s.notifySecretFile.empty())
     a.insert(a.end(), {"--notify-secret-file", s.notifySecretFile});
   if (s.metricsPort >= 0)
@@ -263,7 +285,9 @@ void ServeFarm::printBanner() {
        << "  workers:    " << c.workers.count << " x " << c.workers.slots
        << " slots, private stores under " << c.stateDir << "/workers,"
        << " sandbox " << c.workers.sandbox << "\n"
-       << "  dashboard:  " << url << "/\n";
+       << "  dashboard:  " << url << "/\n"
+       << "  cache:      " << url << " (binary cache; trusted-public-keys = "
+       << readFile(logs_ + "/keys/cache.public") << ")\n";
   if (c.scheduler.metricsPort >= 0)
     out_ << "  metrics:    http://127.0.0.1:" << c.scheduler.metricsPort
          << "/metrics\n";

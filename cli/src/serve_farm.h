@@ -31,8 +31,8 @@ struct ServeSettings {
 /// The running farm. Not thread-safe: one thread drives it.
 class ServeFarm {
  public:
-  /// Creates the state and key folders and the CurveZMQ keys (kept across
-  /// runs); starts nothing. `out` receives the progress lines. Throws
+  /// Creates the state and key folders, the CurveZMQ keys and the binary
+  /// cache's signing key (kept across runs); starts nothing. `out` receives the progress lines. Throws
   /// Error (SysError) if the state directory cannot be prepared.
   ServeFarm(ServeSettings settings, std::ostream& out);
   /// Stops the children (workers first).
@@ -62,6 +62,7 @@ class ServeFarm {
   std::vector<std::string> schedulerArgs() const;
   std::vector<std::string> workerArgs(unsigned index) const;
   void writeAllowedWorkers() const;
+  void makeCacheKey() const;
   void resizeWorkers(std::string& changes);
   bool waitReady(const std::atomic<bool>& stop);
   void printBanner();

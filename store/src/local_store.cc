@@ -195,6 +195,29 @@ ValidPathInfo LocalStore::requirePathInfo(const StorePath& path) {
   return *info;
 }
 
+std::optional<StorePath> LocalStore::queryPathFromHashPart(
+    std::string_view hashPart) {
+  // A base name with this hash part is valid only if the hash part is.
+  try {
+    if (hashPart.size() != StorePath::kHashLen) throw FormatError("length");
+    StorePath probe(std::string(hashPart) + "-x");
+  } catch (const FormatError&) {
+    throw FormatError("'" + std::string(hashPart) +
+                      "' is not a store path hash part (32 nix32 characters)");
+  }
+  auto prefix = impl_->storeDir.dir() + "/" + std::string(hashPart) + "-";
+  auto lk = impl_->db.lock();
+  // `path` is unique, hence indexed: one probe of the index.
+  auto& st = impl_->statement(
+      **lk, "select path from ValidPaths where path >= ? limit 1");
+  st.bind(prefix);
+  std::optional<StorePath> out;
+  if (st.step() && st.getStr(0).starts_with(prefix))
+    out = impl_->storeDir.parsePath(st.getStr(0));
+  st.reset();
+  return out;
+}
+
 StorePathSet LocalStore::queryReferences(const StorePath& path) {
   return requirePathInfo(path).references;
 }

@@ -2,6 +2,7 @@
 #include "kiln/web/router.h"
 
 #include <charconv>
+#include <optional>
 #include <set>
 
 #include "kiln/common/logging.h"
@@ -34,6 +35,17 @@ std::string captureName(const std::string& seg) {
   return seg.substr(1, seg.size() - (isRestCapture(seg) ? 3 : 2));
 }
 
+// A one-segment capture with a literal suffix, "{hash}.narinfo": the
+// capture's name and the suffix; nullopt for anything else.
+std::optional<std::pair<std::string, std::string>> suffixCapture(
+    const std::string& seg) {
+  if (seg.size() < 3 || seg.front() != '{' || seg.back() == '}')
+    return std::nullopt;
+  auto close = seg.find('}');
+  if (close == std::string::npos) return std::nullopt;
+  return std::make_pair(seg.substr(1, close - 1), seg.substr(close + 1));
+}
+
 }  // namespace
 
 const std::string& RouteParams::at(const std::string& name) const {
@@ -59,9 +71,19 @@ void Router::add(const std::string& method, const std::string& pattern,
   Route r{method, pattern, splitPath(pattern), std::move(handler)};
   for (size_t i = 0; i < r.segments.size(); i++) {
     const std::string& seg = r.segments[i];
+    if (auto sc = suffixCapture(seg)) {
+      if (sc->first.empty() ||
+          sc->second.find_first_of("{}*") != std::string::npos)
+        throw Error("route pattern '" + pattern + "' has a malformed capture " +
+                    seg);
+      continue;
+    }
     if (!isCapture(seg)) continue;
     if (captureName(seg).empty())
       throw Error("route pattern '" + pattern + "' has an unnamed capture");
+    if (captureName(seg).find_first_of("{}") != std::string::npos)
+      throw Error("route pattern '" + pattern + "' has a malformed capture " +
+                  seg);
     if (isRestCapture(seg) && i + 1 != r.segments.size())
       throw Error("route pattern '" + pattern + "': " + seg +
                   " must be the last segment");
@@ -86,7 +108,12 @@ bool Router::matches(const Route& r, const std::vector<std::string>& parts,
       return true;
     }
     if (i >= parts.size()) return false;
-    if (isCapture(seg)) {
+    if (auto sc = suffixCapture(seg)) {
+      const std::string& part = parts[i];
+      if (part.size() <= sc->second.size() || !part.ends_with(sc->second))
+        return false;
+      out[sc->first] = part.substr(0, part.size() - sc->second.size());
+    } else if (isCapture(seg)) {
       if (parts[i].empty()) return false;
       out[captureName(seg)] = parts[i];
     } else if (seg != parts[i]) {

@@ -4,6 +4,7 @@
 
 #include "api_request.h"
 #include "kiln/web/api.h"
+#include "kiln/web/binary_cache.h"
 #include "kiln/web/pages.h"
 
 namespace kiln::web {
@@ -11,6 +12,7 @@ namespace kiln::web {
 void addAllRoutes(Router& router, WebContext& ctx) {
   addPageRoutes(router, ctx);
   addMetricsRoutes(router, ctx);
+  addCacheRoutes(router, ctx);
   addApiRoutes(router, ctx);
   if (ctx.privateReads) router.setGuard(privateReadGuard(ctx));
 }

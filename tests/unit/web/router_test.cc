@@ -53,6 +53,17 @@ TEST_F(RouterTest, RestCaptureTakesSlashesButNotNothing) {
   EXPECT_EQ(router.handle(get("/log")).status, 404);
 }
 
+TEST_F(RouterTest, CaptureWithASuffixMatchesOnlyThatSuffix) {
+  router.add("GET", "/{hash}.narinfo", echo("narinfo"));
+  EXPECT_EQ(router.handle(get("/abc.narinfo")).body, "narinfo hash=abc");
+  EXPECT_EQ(router.handle(get("/.narinfo")).status, 404);  // empty capture
+  EXPECT_EQ(router.handle(get("/abc.narinfox")).status, 404);
+  EXPECT_EQ(router.handle(get("/abc")).status, 404);
+  EXPECT_EQ(router.handle(get("/a/b.narinfo")).status, 404);
+  EXPECT_THROW(router.add("GET", "/{}.x", echo("x")), Error);
+  EXPECT_THROW(router.add("GET", "/{a}.{b}", echo("x")), Error);
+}
+
 TEST_F(RouterTest, UnknownPathIs404WithTheClearPath) {
   Response r = router.handle(get("/nope/x"));
   EXPECT_EQ(r.status, 404);

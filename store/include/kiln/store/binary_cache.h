@@ -9,6 +9,7 @@
 /// is compressed while it is hashed and decompressed while it is verified,
 /// so memory stays bounded whatever its size.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -73,8 +74,39 @@ class FileCacheStorage : public CacheStorage {
   std::string root_;
 };
 
-/// Opens a cache URI; only `file:///absolute/dir` is supported (FormatError
-/// naming the URI otherwise; query parameters are rejected too).
+/// Bounds of an HTTP cache client.
+struct HttpCacheLimits {
+  /// Connecting, and each send or receive, fails after this long.
+  std::chrono::seconds timeout{60};
+  uint64_t maxSmallFileBytes = 16 << 20;       ///< get(): narinfo, cache info
+  uint64_t maxFileBytes = uint64_t{64} << 30;  ///< open(): a NAR file
+};
+
+/// A read-only cache served over HTTP (`http://HOST[:PORT][/PATH]`, e.g.
+/// kiln's web front end or nix-serve): one connection per file; 404 (or
+/// 410) means missing, any other status but 200 throws Error, as do
+/// network failures and timeouts. put()/upload() throw Error. No TLS.
+class HttpCacheStorage : public CacheStorage {
+ public:
+  /// Parses `uri`; FormatError if it is not http://HOST[:PORT][/PATH]
+  /// (no query, user or fragment). Connects on first use.
+  explicit HttpCacheStorage(std::string uri, HttpCacheLimits limits = {});
+  bool exists(const std::string& rel) override;
+  std::optional<std::string> get(const std::string& rel) override;
+  std::unique_ptr<Source> open(const std::string& rel) override;
+  void put(const std::string& rel, std::string_view data) override;
+  std::unique_ptr<CacheUpload> upload() override;
+  std::string uri() const override { return uri_; }
+
+ private:
+  std::string target(const std::string& rel) const;
+  std::string uri_, host_, port_, prefix_;
+  HttpCacheLimits limits_;
+};
+
+/// Opens a cache URI: `file:///absolute/dir` or `http://HOST[:PORT][/PATH]`
+/// (read-only). FormatError naming the URI otherwise; query parameters are
+/// rejected too.
 std::unique_ptr<CacheStorage> openCacheStorage(std::string_view uri);
 
 /// The `nix-cache-info` file.

@@ -113,6 +113,10 @@ class LocalStore {
   std::optional<ValidPathInfo> queryPathInfo(const StorePath& path);
   /// Metadata of `path`; throws InvalidPathError if it is not valid.
   ValidPathInfo requirePathInfo(const StorePath& path);
+  /// The valid path whose hash part is `hashPart` (what a binary cache's
+  /// `<hashpart>.narinfo` names), or nullopt when none is valid. Throws
+  /// FormatError unless `hashPart` is 32 nix32 characters.
+  std::optional<StorePath> queryPathFromHashPart(std::string_view hashPart);
   /// Paths `path` refers to; InvalidPathError if not valid.
   StorePathSet queryReferences(const StorePath& path);
   /// Valid paths that refer to `path` (itself included if self-referencing).

@@ -24,6 +24,8 @@ class Registry;
 
 namespace kiln::web {
 
+class BinaryCache;
+
 /// Shared by every handler; filled before the server starts, then only
 /// read (its functions must be safe to call from several threads).
 struct WebContext {
@@ -60,6 +62,9 @@ struct WebContext {
   std::shared_ptr<prometheus::Registry> metrics;
   /// Further collectables served on `/metrics` (e.g. notifiers').
   std::vector<std::shared_ptr<prometheus::Collectable>> extraMetrics;
+  /// The central store's HTTP binary cache (binary_cache.h); null: the
+  /// cache's routes are not served.
+  std::shared_ptr<BinaryCache> binaryCache;
 
   /// This thread's read-only view of the state database, opened on first
   /// use and kept for the thread's life; nullptr while the scheduler has

@@ -1,6 +1,7 @@
 #pragma once
 /// Routes: a method and a path pattern to a handler. Patterns are literal
-/// segments and `{name}` captures of one segment ("/build/{id}"); a last
+/// segments and `{name}` captures of one segment ("/build/{id}"), which
+/// may end in a literal suffix ("/{hash}.narinfo" captures `hash`); a last
 /// `{name*}` captures the rest of the path, slashes included
 /// ("/log/{drv*}"). A path matching no pattern is a 404, one matching only
 /// under other methods a 405 (with `Allow`); `HEAD` uses the `GET` handler.
