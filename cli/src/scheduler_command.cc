@@ -233,17 +233,9 @@ int runScheduler(const std::vector<std::string>& args) {
     }
     scheduler::SchedulerService svc(cfg);
     notifiers.start(cfg.stateDir + "/scheduler.sqlite", RealClock::instance());
-      "serve the web front end (dashboard, JSON API, binary cache) on "
-      "HOST:PORT")(
-      "web-private", "reads on the web need a read-scope API token too")(
-      "web-push-secret-file", po::value(&webAccess.pushSecretFile),
-      "file holding the HMAC-SHA256 key of the push webhook "
-      "(/api/push/PROJECT/JOBSET; without it every push is refused)")(
-      "cache-secret-key-file", po::value(&cache.secretKeyFile),
-      "sign the binary cache's narinfos with this key (kiln store "
-      "generate-key)")(
-      "cache-compression", po::value(&cache.compression),
-      "compression of the binary cache's NARs: zstd (default), xz or none")(
+    webAccess.privateReads = vm.count("web-private") > 0;
+    auto web = startWeb(webListen, metricsPort, cfg, svc, extraMetrics,
+                        webAccess, cache);
     std::cout << "listening " << svc.endpoint();
     if (web.metrics) std::cout << " metrics " << web.metrics->port();
     if (web.all) std::cout << " web " << web.all->url();
