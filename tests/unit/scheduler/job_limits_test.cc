@@ -66,6 +66,7 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
     db.db().exec(
         "ALTER TABLE builds DROP COLUMN max_silent; "
         "ALTER TABLE builds DROP COLUMN timeout; DROP TABLE notifications; "
+        "DROP TABLE api_tokens; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
         "DROP INDEX builds_eval_status; DROP INDEX builds_job; "
