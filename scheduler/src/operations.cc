@@ -109,13 +109,19 @@ json updateJobset(StateDb& db, const json& a) {
   j.branch = strArg(a, "branch", j.branch);
   j.file = strArg(a, "file", j.file);
   j.attribute = strArg(a, "attribute", j.attribute);
-  if (a.contains("arguments")) j.arguments = a["arguments"].dump();
+  if (a.contains("arguments")) {
+    if (!a["arguments"].is_object())
+      throw SchedulerStateError("arguments must be a JSON object");
+    j.arguments = a["arguments"].dump();
+  }
   j.checkIntervalSec = intArg(a, "checkInterval", j.checkIntervalSec);
   j.shares = intArg(a, "shares", j.shares);
   j.enabled = boolArg(a, "enabled", j.enabled);
   j.evaluator = strArg(a, "evaluator", j.evaluator);
   db.updateJobset(j);
-  return jobsetJson(j);
+  json out = jobsetJson(j);
+  out["enabled"] = j.enabled;
+  return out;
 }
 
 json cancelBuildOffline(StateDb& db, const json& a) {
@@ -327,7 +333,6 @@ void SchedulerService::Impl::setUpRequests() {
   };
   wrap("jobset-create", withShares);
   wrap("jobset-update", withShares);
-  wrap("jobset-edit", withShares);
   wrap("build-add", [this](const RequestFn& offline, const json& a) {
     json r = offline(a);
     startBuild(*db.build(r["build"].get<int64_t>()));

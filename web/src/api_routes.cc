@@ -161,7 +161,7 @@ void addProjectMutations(Router& router, WebContext& ctx) {
                  },
                  nullptr, 201));
   router.add("PUT", "/api/jobset/{project}/{jobset}",
-             mutation(ctx, TokenScope::kAdmin, "jobset-edit",
+             mutation(ctx, TokenScope::kAdmin, "jobset-update",
                       [](const RouteParams& p, const json& body) {
                         json a = pickFields(body, kJobsetFields);
                         a["project"] = p.at("project");

@@ -104,15 +104,15 @@ TEST_F(TokensTest, ProjectsAndJobsetsAreEditedThroughRequests) {
   submitRequest(dir_.path(), "jobset-create",
                 {{"project", "p"}, {"name", "j"}, {"location", "/src"}});
   auto r = submitRequest(
-      dir_.path(), "jobset-edit",
+      dir_.path(), "jobset-update",
       {{"project", "p"}, {"jobset", "j"}, {"shares", 7}, {"enabled", false}});
   EXPECT_EQ(r["shares"], 7);
   EXPECT_EQ(r["location"], "/src");  // unchanged
   EXPECT_THROW(
-      submitRequest(dir_.path(), "jobset-edit",
+      submitRequest(dir_.path(), "jobset-update",
                     {{"project", "p"}, {"jobset", "j"}, {"shares", 0}}),
       SchedulerStateError);
-  EXPECT_THROW(submitRequest(dir_.path(), "jobset-edit",
+  EXPECT_THROW(submitRequest(dir_.path(), "jobset-update",
                              {{"project", "p"}, {"jobset", "nope"}}),
                SchedulerStateError);
   submitRequest(dir_.path(), "project-edit",
