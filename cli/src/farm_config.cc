@@ -252,6 +252,14 @@ void readScheduler(Table t, SchedulerSettings& s) {
   t.strList("notify", s.notify, validNotify);
   if (t.str("notify_secret_file", s.notifySecretFile, validPath))
     s.notifySecretFile = t.problems().resolve(s.notifySecretFile);
+  t.boolean("web_private", s.webPrivate);
+  if (t.str("web_push_secret_file", s.webPushSecretFile, validPath))
+    s.webPushSecretFile = t.problems().resolve(s.webPushSecretFile);
+  t.str("cache_compression", s.cacheCompression, [](const std::string& v) {
+    return v == "zstd" || v == "xz" || v == "none"
+               ? ""
+               : "must be 'zstd', 'xz' or 'none'";
+  });
   t.finish();
 }
 
