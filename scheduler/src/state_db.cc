@@ -172,10 +172,48 @@ CREATE TABLE api_tokens (
 );
 )SQL";
 
+// Migration 7: a jobset's evaluator is any evaluator plugin's name (the
+// scheduler checks it against the loaded ones): migration 4's CHECK goes.
+// SQLite cannot drop a constraint, so the table is rebuilt with every row
+// and id, in the migration's transaction. Foreign keys are deferred to the
+// commit: dropping the table orphans the evaluations' and builds' rows,
+// re-inserting the same ids adopts them again, and the commit fails if one
+// were left behind.
+const char* kSchemaV7 = R"SQL(
+PRAGMA defer_foreign_keys = ON;
+CREATE TEMP TABLE jobsets_before_v7 AS SELECT * FROM main.jobsets;
+DROP TABLE main.jobsets;
+CREATE TABLE main.jobsets (
+  id INTEGER PRIMARY KEY,
+  project INTEGER NOT NULL REFERENCES projects(id),
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('path', 'git')),
+  location TEXT NOT NULL,
+  branch TEXT NOT NULL DEFAULT '',
+  file TEXT NOT NULL DEFAULT 'default.nix',
+  attribute TEXT NOT NULL DEFAULT '',
+  arguments TEXT NOT NULL DEFAULT '{}',
+  check_interval INTEGER NOT NULL DEFAULT 300,
+  shares INTEGER NOT NULL DEFAULT 100 CHECK (shares >= 1),
+  enabled INTEGER NOT NULL DEFAULT 1,
+  last_checked INTEGER NOT NULL DEFAULT 0,
+  last_inputs TEXT NOT NULL DEFAULT '',
+  evaluator TEXT NOT NULL DEFAULT 'builtin',
+  UNIQUE (project, name)
+);
+INSERT INTO main.jobsets (id, project, name, kind, location, branch, file,
+  attribute, arguments, check_interval, shares, enabled, last_checked,
+  last_inputs, evaluator)
+SELECT id, project, name, kind, location, branch, file, attribute, arguments,
+  check_interval, shares, enabled, last_checked, last_inputs, evaluator
+FROM temp.jobsets_before_v7;
+DROP TABLE temp.jobsets_before_v7;
+)SQL";
+
 const std::vector<SqliteMigration>& migrations() {
   static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
-      {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6}};
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
+      {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7}};
   return m;
 }
 
@@ -385,11 +423,11 @@ void checkJobset(const JobsetRow& j) {
                               j.kind + "'");
   if (j.location.empty())
     throw SchedulerStateError("jobset '" + j.name + "': empty location");
-  if (!isJobsetEvaluator(j.evaluator))
-    throw SchedulerStateError("jobset '" + j.name +
-                              "': evaluator must be 'builtin' or 'nix', "
-                              "got '" +
-                              j.evaluator + "'");
+  if (!isEvaluatorName(j.evaluator))
+    throw SchedulerStateError("jobset '" + j.name + "': evaluator '" +
+                              j.evaluator +
+                              "' is not a plugin name (1 to 64 letters, "
+                              "digits, '-' or '_')");
   if (j.shares < 1 || j.checkIntervalSec < 0)
     throw SchedulerStateError("jobset '" + j.name +
                               "': shares must be >= 1 and the check "

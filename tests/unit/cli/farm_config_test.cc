@@ -207,7 +207,7 @@ TEST(FarmConfigTest, JobsetsNeedANameAndOneLocation) {
   auto p = problemsOf(
       "[[project]]\nname = \"p\"\n[[project.jobset]]\npath = \".\"\n"
       "git = \"x\"\n[[project.jobset]]\nname = \"b\"\nbranch = \"main\"\n"
-      "path = \".\"\nevaluator = \"guile\"\nfile = \"../x.nix\"\n");
+      "path = \".\"\nevaluator = \"gu le\"\nfile = \"../x.nix\"\n");
   ASSERT_EQ(p.size(), 5u) << ::testing::PrintToString(p);
   EXPECT_THAT(p[0], HasSubstr(":3:1: project[0].jobset[0].name: missing"));
   EXPECT_THAT(p[1], HasSubstr(":3:1: project[0].jobset[0].path: give either "
