@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "builtins.h"
+#include "eval_threads.h"
 #include "gc_support.h"
 #include "kiln/evaluator/eval_state.h"
 
@@ -14,6 +15,7 @@ namespace kiln::eval {
 namespace {
 
 thread_local uint32_t tSlot = 0;  // 0: not an evaluating thread of a threaded state
+thread_local uint64_t tWaitNanos = 0;
 
 // Serialises every call to the writer it wraps (threads share one writer).
 class LockedStoreWriter : public StoreWriter {
@@ -50,6 +52,8 @@ class LockedStoreWriter : public StoreWriter {
 };
 
 }  // namespace
+
+uint64_t threadWaitNanos() { return tWaitNanos; }
 
 void EvalState::enterThread(uint32_t slot) {
   if (slot == 0 || slot > kMaxThreads) throw Error("evaluation thread slot out of range");
@@ -175,7 +179,13 @@ void EvalState::waitForThunk(Value& v, PosIdx pos) {
   slot.waitingFor.store(&v);
   struct Clear {
     ThreadSlot& s;
-    ~Clear() { s.waitingFor.store(nullptr); }
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Clear() {
+      s.waitingFor.store(nullptr);
+      tWaitNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    }
   } clear{slot};
   int cycleSeen = 0;
   while (true) {

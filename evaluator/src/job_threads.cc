@@ -2,11 +2,15 @@
 #include "kiln/evaluator/job_threads.h"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 
+#include "eval_threads.h"
 #include "gc_support.h"  // GC_THREADS: pthread_create registers each thread
 
 namespace kiln::eval {
@@ -46,6 +50,12 @@ void runThread(Shared& sh, uint32_t slot) {
   }
 }
 
+double cpuSeconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 void* threadMain(void* p) {
   auto* a = static_cast<ThreadArg*>(p);
   Shared& sh = *a->shared;
@@ -56,6 +66,13 @@ void* threadMain(void* p) {
     if (!sh.error) sh.error = std::current_exception();
     sh.stop.store(true);
   }
+  // As job_workers.cc: each thread's CPU time (and here its waits for
+  // other threads' thunks), so the run's longest path is known whatever
+  // the machine's load (bench/eval_workers.sh).
+  if (std::getenv("KILN_EVAL_CPU_TIMES"))
+    std::fprintf(stderr, "kiln eval cpu: thread %u %.2f s waited %.2f s\n", a->slot,
+                 cpuSeconds(CLOCK_THREAD_CPUTIME_ID),
+                 static_cast<double>(threadWaitNanos()) / 1e9);
   return nullptr;
 }
 
@@ -70,6 +87,9 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
   Shared sh(state, root, autoArgs, rootAttr, root.isDerivation ? 1 : root.entries.size());
   std::vector<ThreadArg> args(threads);
   std::vector<pthread_t> ids;
+  if (std::getenv("KILN_EVAL_CPU_TIMES"))
+    std::fprintf(stderr, "kiln eval cpu: before threads %.2f s\n",
+                 cpuSeconds(CLOCK_PROCESS_CPUTIME_ID));
   state.beginThreads();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
