@@ -172,10 +172,47 @@ CREATE TABLE api_tokens (
 );
 )SQL";
 
+// Migration 7 (the web's, numbered 9 in the session's plan and renumbered
+// to the next free one): an evaluation's build counts kept up to date by
+// triggers, so the overview and the jobset page read them in O(1) instead
+// of counting 5,000 builds per evaluation; the failure-rate index covers
+// the status too.
+const char* kSchemaV7 = R"SQL(
+DROP INDEX builds_stop;
+CREATE INDEX builds_stop ON builds(stop_time, status) WHERE finished = 1;
+CREATE TABLE eval_counts (
+  eval INTEGER PRIMARY KEY REFERENCES evaluations(id),
+  builds INTEGER NOT NULL DEFAULT 0,
+  finished INTEGER NOT NULL DEFAULT 0,
+  succeeded INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO eval_counts (eval, builds, finished, succeeded)
+  SELECT eval, count(*), sum(finished), sum(coalesce(finished AND status = 0, 0))
+  FROM builds GROUP BY eval;
+CREATE TRIGGER builds_count_insert AFTER INSERT ON builds BEGIN
+  INSERT OR IGNORE INTO eval_counts (eval) VALUES (NEW.eval);
+  UPDATE eval_counts SET builds = builds + 1, finished = finished + NEW.finished,
+    succeeded = succeeded + coalesce(NEW.finished AND NEW.status = 0, 0)
+  WHERE eval = NEW.eval;
+END;
+CREATE TRIGGER builds_count_update AFTER UPDATE OF finished, status ON builds
+BEGIN
+  UPDATE eval_counts SET finished = finished - OLD.finished + NEW.finished,
+    succeeded = succeeded - coalesce(OLD.finished AND OLD.status = 0, 0)
+                + coalesce(NEW.finished AND NEW.status = 0, 0)
+  WHERE eval = NEW.eval;
+END;
+CREATE TRIGGER builds_count_delete AFTER DELETE ON builds BEGIN
+  UPDATE eval_counts SET builds = builds - 1, finished = finished - OLD.finished,
+    succeeded = succeeded - coalesce(OLD.finished AND OLD.status = 0, 0)
+  WHERE eval = OLD.eval;
+END;
+)SQL";
+
 const std::vector<SqliteMigration>& migrations() {
   static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
-      {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6}};
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
+      {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7}};
   return m;
 }
 
@@ -594,9 +631,10 @@ BuildCounts readCounts(SqliteStmt& s) {
 }  // namespace
 
 BuildCounts StateDb::buildCounts(int64_t eval) {
+  // eval_counts: kept by triggers on builds (migration 7).
   auto s = db_.prepare(
-      "SELECT count(*), coalesce(sum(finished), 0), "
-      "coalesce(sum(finished AND status = 0), 0) FROM builds" +
+      "SELECT coalesce(sum(builds), 0), coalesce(sum(finished), 0), "
+      "coalesce(sum(succeeded), 0) FROM eval_counts" +
       std::string(eval ? " WHERE eval = ?" : " WHERE ? = 0"));
   s.bind(eval);
   return readCounts(s);
