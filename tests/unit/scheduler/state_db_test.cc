@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "kiln/common/file.h"
 
 namespace kiln::scheduler {
@@ -172,7 +174,7 @@ TEST_F(StateDbTest, MigrationSevenKeepsEveryJobsetAndLetsAnyPluginBeNamed) {
     builds = rowsOf(db.db(), "SELECT * FROM builds ORDER BY id");
   }
   StateDb db(path_);
-  EXPECT_EQ(db.db().userVersion(), 7);
+  EXPECT_EQ(db.db().userVersion(), StateDb::schemaVersion());
   EXPECT_EQ(rowsOf(db.db(), "SELECT * FROM jobsets ORDER BY id"), before);
   EXPECT_THAT(before, ::testing::HasSubstr("|sha256:abc|builtin"));
   EXPECT_EQ(rowsOf(db.db(), "SELECT * FROM evaluations ORDER BY id"), evals);
@@ -252,6 +254,56 @@ TEST_F(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
   EXPECT_EQ(c.all, 3);
   EXPECT_EQ(c.finished, 2);
   EXPECT_EQ(c.succeeded, 1);
+}
+
+// An evaluation's counts (kept by triggers, migration 8) follow builds
+// being created, finished, restarted and finished again, and match a count
+// of the builds table itself.
+TEST_F(StateDbTest, EvaluationCountsFollowTheBuilds) {
+  StateDb db(path_);
+  int64_t p = db.createProject({0, "local", "", true});
+  JobsetRow j;
+  j.project = p;
+  j.name = "a";
+  j.location = "/src";
+  int64_t js = db.createJobset(j);
+  EvaluationRow e;
+  e.jobset = js;
+  int64_t ev = db.createEvaluation(e, {});
+  int64_t other = db.createEvaluation(e, {});
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    BuildRow r;
+    r.eval = i < 3 ? ev : other;
+    r.jobset = js;
+    r.job = "job" + std::to_string(i);
+    r.drvPath = "/nix/store/d" + std::to_string(i) + ".drv";
+    ids.push_back(db.createBuild(r));
+  }
+  auto counts = [&](int64_t eval) {
+    auto c = db.buildCounts(eval);
+    return std::vector<int64_t>{c.all, c.finished, c.succeeded};
+  };
+  auto counted = [&](int64_t eval) {
+    auto s = db.db().prepare(
+        "SELECT count(*), coalesce(sum(finished), 0), "
+        "coalesce(sum(finished AND status = 0), 0) FROM builds WHERE eval = ?");
+    s.bind(eval);
+    EXPECT_TRUE(s.step());
+    return std::vector<int64_t>{s.getInt(0), s.getInt(1), s.getInt(2)};
+  };
+  EXPECT_EQ(counts(ev), (std::vector<int64_t>{3, 0, 0}));
+  db.finishBuild(ids[0], 0, 1, "");
+  db.finishBuild(ids[1], 1, 1, "");
+  EXPECT_EQ(counts(ev), (std::vector<int64_t>{3, 2, 1}));
+  db.reopenBuild(ids[1]);
+  EXPECT_EQ(counts(ev), (std::vector<int64_t>{3, 1, 1}));
+  db.finishBuild(ids[1], 0, 2, "");
+  db.finishBuild(ids[3], 0, 2, "");
+  EXPECT_EQ(counts(ev), (std::vector<int64_t>{3, 2, 2}));
+  EXPECT_EQ(counts(ev), counted(ev));
+  EXPECT_EQ(counts(other), counted(other));
+  EXPECT_EQ(counts(0), (std::vector<int64_t>{4, 3, 3}));
 }
 
 TEST_F(StateDbTest, RequestsAreQueuedAndCompleted) {
