@@ -95,10 +95,8 @@ struct DrvState : BuiltinState {
   std::deque<MadeDrv> made;
   store::DrvHashCache cache;
   WrapperState wrapper;
-  /// The `.drv` text of the derivation being made (one buffer for all).
-  std::string aterm;
-  /// Held while making a derivation's record (hash memo, records, aterm)
-  /// and reading records, when threads evaluate.
+  /// Held around every use of the hash memo and the records when threads
+  /// evaluate (DrvHashCache::addDerivation takes it itself).
   std::mutex mu;
 };
 
@@ -204,10 +202,12 @@ const char* arenaConcat(Arena& arena, std::initializer_list<std::string_view> pa
   return out;
 }
 
-// Context entries become inputSrcs and inputDrvs.
-void addInputs(DrvState& ds, const Context& ctx, Derivation& drv) {
+// Context entries become inputSrcs and inputDrvs. The records `=` entries
+// need are read holding `memoMutex` (when threads share them).
+void addInputs(DrvState& ds, const Context& ctx, Derivation& drv, std::mutex* memoMutex) {
   for (auto& c : ctx) {
     if (c[0] == '=') {
+      auto lock = memoMutex ? std::unique_lock<std::mutex>(*memoMutex) : std::unique_lock<std::mutex>();
       store::StorePathSet refs;
       drvClosure(ds, ds.dir.parsePath(c.substr(1)), refs);
       for (auto& r : refs) {
@@ -297,19 +297,22 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (drv.builder.empty()) st.throwError(pos, "required attribute 'builder' missing");
   if (drv.platform.empty()) st.throwError(pos, "required attribute 'system' missing");
   DrvState& ds = drvState(st);
-  // From hashing to recording (no evaluation): one thread at a time.
-  std::unique_lock<std::mutex> drvLock =
-      st.threaded() ? std::unique_lock<std::mutex>(ds.mu) : std::unique_lock<std::mutex>();
+  // Threads share the hash memo and the records under ds.mu, held only to
+  // read and add them: the ATerms are printed and hashed unlocked.
+  std::mutex* memoMutex = st.threaded() ? &ds.mu : nullptr;
+  auto drvLock = [memoMutex] {
+    return memoMutex ? std::unique_lock<std::mutex>(*memoMutex) : std::unique_lock<std::mutex>();
+  };
   std::optional<StorePath> drvPath;
-  std::string& aterm = ds.aterm;  // reused: no buffer per derivation
+  thread_local std::string aterm;  // reused: no buffer per derivation
   uint32_t* tag = nullptr;
   std::vector<uint32_t> inputTags;  // of drv.inputDrvs, from the hash memo
   try {
     store::checkDerivationName(drvName);
-    addInputs(ds, ctx, drv);
+    addInputs(ds, ctx, drv, memoMutex);
     setOutputRecords(st, pos, drv, c);
     for (auto& [o, _] : drv.outputs) drv.env[o] = "";
-    drvPath = ds.cache.addDerivation(drv, aterm, &tag, &inputTags);
+    drvPath = ds.cache.addDerivation(drv, aterm, &tag, &inputTags, memoMutex);
   } catch (const EvalError&) {
     throw;
   } catch (const Error& e) {
@@ -318,23 +321,27 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string drvPathS = ds.dir.printPath(*drvPath);
   if (st.settings.logInstantiations)  // Nix's chatty-level line (-vv)
     std::cerr << "instantiated '" << drvName << "' -> '" << drvPathS << "'\n";
-  if (st.storeWriter) {
-    st.storeWriter->useDerivationHashes(&ds.cache);
-    writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
-  }
   // One arena copy of "=<drvPath>" serves as the drvPath string's context,
   // the string itself (after the '=') and the key of `made` (its base name).
   const char* eqPath = arenaConcat(st.arena, {"=", drvPathS});
   const char* drvPathC = eqPath + 1;
-  if (*tag == store::DrvHashCache::kNoTag) {
-    *tag = static_cast<uint32_t>(ds.made.size());
-    size_t i = 0;
-    ds.made.push_back(makeMadeDrv(st.arena, drvPathC + ds.dir.dir().size() + 1, drv,
-                                  [&](std::string_view) -> const char* {
-                                    uint32_t t = inputTags[i++];
-                                    return t == store::DrvHashCache::kNoTag ? nullptr
-                                                                            : ds.made[t].baseName;
-                                  }));
+  {
+    auto held = drvLock();  // the writer reads the memo; the record is added
+    if (st.storeWriter) {
+      st.storeWriter->useDerivationHashes(&ds.cache);
+      writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
+    }
+    if (*tag == store::DrvHashCache::kNoTag) {
+      *tag = static_cast<uint32_t>(ds.made.size());
+      size_t i = 0;
+      ds.made.push_back(makeMadeDrv(st.arena, drvPathC + ds.dir.dir().size() + 1, drv,
+                                    [&](std::string_view) -> const char* {
+                                      uint32_t t = inputTags[i++];
+                                      return t == store::DrvHashCache::kNoTag
+                                                 ? nullptr
+                                                 : ds.made[t].baseName;
+                                    }));
+    }
   }
   Bindings* b = st.allocBindings(1 + drv.outputs.size());
   Value* dv = st.allocValue();

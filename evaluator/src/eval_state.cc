@@ -473,7 +473,8 @@ void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *baseEnv, v); }
 
 Expr* EvalState::parse(std::string text, const std::string& path, const std::string& basePath,
                        const StaticEnv& env) {
-  auto lock = lockIfThreaded(parseMutex_);  // one file at a time (PosTable::at)
+  // Threads parse concurrently: a parser touches only its own source's
+  // positions, the symbol table (locked) and its thread's arena cursor.
   auto owned = std::make_shared<const std::string>(std::move(text));
   // Error snippets need the source; a file is read again for one (as Nix
   // does) instead of being kept for the whole evaluation: a package set
@@ -516,18 +517,22 @@ Expr* EvalState::parseExprFromFile(const std::string& path) {
 void EvalState::evalFile(const std::string& path, Value& v) {
   // Checked before and after adding default.nix (it may be a symlink).
   std::string file = canonPath(checkSourcePath(resolveNixFile(checkSourcePath(path))));
-  Value* cached;
+  Value* cached = nullptr;
   {
-    auto lock = lockIfThreaded(cacheMutex_);  // parsing only: no evaluation
-    auto it = fileCache.find(file);
-    if (it != fileCache.end()) {
-      cached = it->second;
-    } else {
-      Expr* e = parseExprFromFile(file);
-      cached = allocPermanentValue();  // the cache is not scanned
-      cached->mkThunk(baseEnv, e);
-      fileCache.emplace(file, cached);
+    auto lock = lockIfThreaded(cacheMutex_);
+    if (auto it = fileCache.find(file); it != fileCache.end()) cached = it->second;
+  }
+  if (!cached) {
+    // Parsed without the lock (threads parse different files at once); of
+    // two threads that parsed the same file, the first to add it wins.
+    Expr* e = parseExprFromFile(file);
+    auto lock = lockIfThreaded(cacheMutex_);
+    auto [it, added] = fileCache.emplace(file, nullptr);
+    if (added) {
+      it->second = allocPermanentValue();  // the cache is not scanned
+      it->second->mkThunk(baseEnv, e);
     }
+    cached = it->second;
   }
   try {
     forceValue(*cached, kNoPos);

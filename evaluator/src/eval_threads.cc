@@ -60,7 +60,9 @@ void EvalState::enterThread(uint32_t slot) {
   tSlot = slot;
 }
 
-void EvalState::beginThreads() {
+void EvalState::beginThreads(uint32_t threads) {
+  if (threads == 0 || threads > kMaxThreads) throw Error("evaluation thread count out of range");
+  slotsInUse_ = threads;
   prepareBuiltinsForThreads(*this);
   // The single-thread value block is no longer used: every thread takes
   // values from its own slot (allocValue's fast path finds it empty).
@@ -138,11 +140,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
       forceValue(tmp, pos);  // a result is never a thunk
     } catch (...) {
       publishValueState(v, makeValueState(type));
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (waiters_.load()) {
-        std::lock_guard<std::mutex> lock(waitMutex_);
-        waitCv_.notify_all();
-      }
+      wakeWaiters(v);
       throw;
     }
     // Payload first, then the state word (release).
@@ -150,11 +148,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
                 sizeof(Value) - 8);
     static_assert(offsetof(Value, integer) == 8 && sizeof(Value) == 24);
     publishValueState(v, makeValueState(tmp.type));
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // the publish before the load
-    if (waiters_.load()) {
-      std::lock_guard<std::mutex> lock(waitMutex_);
-      waitCv_.notify_all();
-    }
+    wakeWaiters(v);
     return;
   }
 }
@@ -173,39 +167,54 @@ bool EvalState::waitCycle(uint32_t me, uint8_t owner) {
   return false;
 }
 
+// A waiter stores what it waits for, then (after a full fence) reads the
+// thunk's state; a publisher stores the state, then (after a full fence)
+// reads what each thread waits for. So either the waiter sees the result or
+// the publisher sees the waiter, and then notifies it under the waiter's
+// mutex, which the waiter holds from its last check until it sleeps.
+void EvalState::wakeWaiters(const Value& v) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the publish before the loads
+  if (waiters_.load(std::memory_order_relaxed) == 0) return;
+  for (uint32_t i = 1; i <= slotsInUse_; ++i) {
+    ThreadSlot& s = slots_[i];
+    if (s.waitingFor.load(std::memory_order_relaxed) != &v) continue;
+    std::lock_guard<std::mutex> lock(s.waitMutex);
+    s.waitCv.notify_one();
+  }
+}
+
 void EvalState::waitForThunk(Value& v, PosIdx pos) {
   const uint32_t me = tSlot;
   ThreadSlot& slot = slots_[me];
   slot.waitingFor.store(&v);
+  waiters_.fetch_add(1);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the stores before the state's load
   struct Clear {
+    EvalState& st;
     ThreadSlot& s;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     ~Clear() {
+      st.waiters_.fetch_sub(1);
       s.waitingFor.store(nullptr);
       tWaitNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - start)
                         .count();
     }
-  } clear{slot};
+  } clear{*this, slot};
+  auto published = [&] {
+    return static_cast<VType>(valueState(v) & 0xff) != VType::kBlackhole;
+  };
   int cycleSeen = 0;
-  while (true) {
-    uint16_t st = valueState(v);
-    if (static_cast<VType>(st & 0xff) != VType::kBlackhole) return;
+  while (!published()) {
     // A cycle read while the chain moves can be momentary; a real one stays.
-    if (waitCycle(me, static_cast<uint8_t>(st >> 8))) {
+    if (waitCycle(me, static_cast<uint8_t>(valueState(v) >> 8))) {
       if (++cycleSeen >= 3)
         throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
     } else {
       cycleSeen = 0;
     }
-    waiters_.fetch_add(1);
-    {
-      std::unique_lock<std::mutex> lock(waitMutex_);
-      waitCv_.wait_for(lock, std::chrono::milliseconds(cycleSeen ? 5 : 50), [&] {
-        return static_cast<VType>(valueState(v) & 0xff) != VType::kBlackhole;
-      });
-    }
-    waiters_.fetch_sub(1);
+    std::unique_lock<std::mutex> lock(slot.waitMutex);
+    slot.waitCv.wait_for(lock, std::chrono::milliseconds(cycleSeen ? 5 : 50), published);
   }
 }
 

@@ -90,7 +90,7 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
   if (std::getenv("KILN_EVAL_CPU_TIMES"))
     std::fprintf(stderr, "kiln eval cpu: before threads %.2f s\n",
                  cpuSeconds(CLOCK_PROCESS_CPUTIME_ID));
-  state.beginThreads();
+  state.beginThreads(threads);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kThreadStack);

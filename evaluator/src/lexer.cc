@@ -100,7 +100,7 @@ const char* tokenName(Tok t) {
 }
 
 Lexer::Lexer(EvalState& state, const std::string& text, uint32_t origin)
-    : state_(state), text_(text), origin_(origin) {}
+    : state_(state), text_(text), base_(state.positions.base(origin)) {}
 
 void Lexer::error(size_t offset, const std::string& msg) {
   throw ParseError(msg + state_.positions.snippet(posAt(offset)));

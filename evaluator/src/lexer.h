@@ -45,7 +45,7 @@ class Lexer {
   void setCursor(size_t p) { pos_ = p; }
   bool buffered() const { return count_ != 0; }
   const std::string& text() const { return text_; }
-  PosIdx posAt(size_t offset) const { return state_.positions.at(origin_, offset); }
+  PosIdx posAt(size_t offset) const { return base_ + static_cast<PosIdx>(offset); }
   [[noreturn]] void error(size_t offset, const std::string& msg);
 
  private:
@@ -57,7 +57,7 @@ class Lexer {
 
   EvalState& state_;
   const std::string& text_;
-  uint32_t origin_;
+  PosIdx base_;  ///< the position of the source's first byte
   size_t pos_ = 0;
   Token lexSlow(Token& tok);
   Token finishId(Token& tok, size_t len);

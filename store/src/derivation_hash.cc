@@ -130,9 +130,12 @@ Hash DrvHashCache::computeHash(const Derivation& drv, DerivationType type,
                                              o.hash + ":" +
                                              storeDir_.printPath(path));
   }
-  atermScratch_.clear();
-  detail::printAterm(atermScratch_, storeDir_, drv, maskOutputs, &inputs);
-  return hashString(HashAlgo::kSha256, atermScratch_);
+  // Reused (no buffer per ATerm); per thread, as addDerivation may hash
+  // on several threads at once.
+  thread_local std::string scratch;
+  scratch.clear();
+  detail::printAterm(scratch, storeDir_, drv, maskOutputs, &inputs);
+  return hashString(HashAlgo::kSha256, scratch);
 }
 
 Hash DrvHashCache::hashModulo(const Derivation& drv, bool maskOutputs) {
@@ -191,17 +194,28 @@ void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
 
 StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
                                       uint32_t** tag,
-                                      std::vector<uint32_t>* inputTags) {
+                                      std::vector<uint32_t>* inputTags,
+                                      std::mutex* memoMutex) {
+  auto lock = [memoMutex] {
+    return memoMutex ? std::unique_lock<std::mutex>(*memoMutex) : std::unique_lock<std::mutex>();
+  };
   bool inputDeferred;
-  detail::InputHashes inputs = inputHashes(drv, inputDeferred, inputTags);
+  detail::InputHashes inputs;
+  {
+    auto held = lock();
+    inputs = inputHashes(drv, inputDeferred, inputTags);
+  }
   fillOutputs(drv, inputs, inputDeferred);
   aterm.clear();
   detail::printAterm(aterm, storeDir_, drv, false, nullptr);
   StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);
+  std::optional<Entry> fresh;  // hashed unlocked when others may add
+  if (memoMutex) fresh = entryOf(drv, inputs, inputDeferred);
+  auto held = lock();
   auto it = memo_.find(path.baseName());
   Entry& e = it != memo_.end()
                  ? it->second
-                 : memoise(path.baseName(), entryOf(drv, inputs, inputDeferred));
+                 : memoise(path.baseName(), fresh ? *fresh : entryOf(drv, inputs, inputDeferred));
   e.checked = true;  // its outputs were computed just above
   if (tag) *tag = &e.tag;
   return path;

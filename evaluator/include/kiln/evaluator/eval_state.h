@@ -192,10 +192,10 @@ class EvalState {
   /// The most threads that may evaluate at once.
   static constexpr uint32_t kMaxThreads = 64;
   /// Switches to threaded evaluation: from now until endThreads, threads
-  /// that called enterThread(1..kMaxThreads) may evaluate concurrently
-  /// (each slot used by one thread at a time). Call with no evaluation
-  /// running; wraps storeWriter in a lock.
-  void beginThreads();
+  /// that called enterThread(1..threads) may evaluate concurrently (each
+  /// slot used by one thread at a time). Call with no evaluation running;
+  /// wraps storeWriter in a lock.
+  void beginThreads(uint32_t threads = kMaxThreads);
   /// Back to one thread: every evaluating thread has left.
   void endThreads();
   /// Makes the calling thread evaluate as `slot` (1..kMaxThreads).
@@ -359,6 +359,9 @@ class EvalState {
   /// a cycle.
   void waitForThunk(Value& v, PosIdx pos);
   bool waitCycle(uint32_t me, uint8_t owner);
+  /// Wakes the threads waiting for `v`, which was just published or put
+  /// back (only theirs: a thread's wait is not woken by other thunks).
+  void wakeWaiters(const Value& v);
   uint32_t& depth();
   /// One evaluating thread's own allocation state and call depth (slot 0:
   /// the state's own thread outside threaded evaluation). In this object,
@@ -369,15 +372,15 @@ class EvalState {
     void* freeBlocks = nullptr;
     uint32_t callDepth = 0;
     std::atomic<Value*> waitingFor{nullptr};
+    std::mutex waitMutex;  // with waitCv: this thread's wait for waitingFor
+    std::condition_variable waitCv;
   };
   ThreadSlot slots_[kMaxThreads + 1];
+  uint32_t slotsInUse_ = 0;  // slots 1..slotsInUse_ may evaluate
   bool threaded_ = false;
   std::unique_ptr<StoreWriter> lockedWriter_;
   StoreWriter* plainWriter_ = nullptr;
-  std::mutex waitMutex_;
-  std::condition_variable waitCv_;
-  std::atomic<uint32_t> waiters_{0};
-  std::mutex parseMutex_;
+  std::atomic<uint32_t> waiters_{0};  // threads in waitForThunk
   std::mutex cacheMutex_;          // fileCache, srcToStore, missingEntriesWarned_
   mutable std::mutex pathsMutex_;  // allowedPaths_
   /// A lock on `m` when threaded, none otherwise.

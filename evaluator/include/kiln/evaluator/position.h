@@ -43,10 +43,11 @@ class PosTable {
   /// when the sources of one evaluation exceed the 4 GiB index space.
   uint32_t addOrigin(std::string path, std::shared_ptr<const std::string> source,
                      bool keepText);
-  /// The position of byte `offset` (at most the source's size) of `origin`.
-  /// Only the thread that added `origin` calls it while others may add.
-  PosIdx at(uint32_t origin, size_t offset) const {
-    return origins_[origin].base + static_cast<PosIdx>(offset);
+  /// The position of byte 0 of `origin` (byte `offset`, at most the
+  /// source's size, is at base + offset). Safe while other threads add.
+  PosIdx base(uint32_t origin) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    return origins_[origin].base;
   }
   /// Resolves `p` (not kNoPos) to origin, line and column (1-based, bytes).
   Pos get(PosIdx p) const;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -165,9 +166,13 @@ class DrvHashCache {
   /// text) is printed and hashed once. Throws as fillOutputPaths().
   /// With `tag`, also points it at the derivation's tag (see tagOf()), and
   /// with `inputTags`, fills it with the tags of its inputDrvs, in order.
+  /// With `memoMutex`, holds it only while reading and adding to the memo:
+  /// threads holding it around every other use of this cache may then add
+  /// derivations at once (the ATerms are printed and hashed unlocked).
   StorePath addDerivation(Derivation& drv, std::string& aterm,
                           uint32_t** tag = nullptr,
-                          std::vector<uint32_t>* inputTags = nullptr);
+                          std::vector<uint32_t>* inputTags = nullptr,
+                          std::mutex* memoMutex = nullptr);
   /// A number the caller may attach to a memoised `.drv` (an evaluator
   /// keeps the index of its own record there, so one lookup finds both),
   /// kNoTag until set; nullptr if `baseName` has no memoised hash. Valid
@@ -238,7 +243,6 @@ class DrvHashCache {
   /// dominated evaluation with an ordered map of StorePaths).
   std::unordered_map<std::string_view, Entry, BaseNameHash> memo_;
   std::vector<std::unique_ptr<char[]>> keyChunks_;
-  std::string atermScratch_;  ///< reused by computeHash (no buffer per ATerm)
   char* keyCur_ = nullptr;
   size_t keyLeft_ = 0;
   size_t loads_ = 0;
