@@ -1,27 +1,30 @@
 #!/bin/bash
 # Parallel job evaluation (issue 12): gen-pkgset.py N (default 50000), then
-# `kiln eval --readonly-mode` in one process, with --workers 1 and with
-# --workers 2, and `nix-instantiate --readonly-mode` (the reference, one
+# `kiln eval --readonly-mode` in one process, with --workers 1 and 2
+# (evaluation threads on one heap), with --processes 1 and 2 (forked worker
+# processes), and `nix-instantiate --readonly-mode` (the reference, one
 # process) on the same file, alternating REPS times. Checks that every run
 # reports the same .drv paths, prints the best wall/user time and peak RSS of
-# each (RSS: the largest process, wait4), the speed-ups of 2 workers over 1
-# worker and over one process, and the ratios to nix-instantiate. The load
-# average is printed before and after: on a busy machine the speed-up of
+# each (RSS: the largest process, wait4), the speed-ups over one process and
+# of 2 over 1, and the ratios to nix-instantiate. The load average is
+# printed before and after: on a busy machine the speed-up of threads or
 # processes that compete with others for the cores means little.
-# KILN= runs another kiln binary; WORKERS="1 2 3" changes the worker counts,
-# THREADS="1 2" the thread counts of `--threads` runs (threaded evaluation);
-# GEN=collection uses gen-collection.py instead, GEN_ARGS passes options to
-# the generator (e.g. "--deps 0"), NIX=0 leaves nix-instantiate out.
-# With workers, kiln reports CPU times (KILN_EVAL_CPU_TIMES): the parent's
-# before the fork plus the busiest worker's is the run's longest path, what
-# its wall time would be on idle cores; its ratio to one process's CPU time
-# is the speed-up the work's shape allows, whatever the load.
+# KILN= runs another kiln binary; WORKERS="1 2 3" changes the thread counts,
+# PROCESSES="1 2" the process counts ("" leaves them out); GEN=collection
+# uses gen-collection.py instead, GEN_ARGS passes options to the generator
+# (e.g. "--deps 0" or "--shape layered"), NIX=0 leaves nix-instantiate out.
+# kiln reports CPU times (KILN_EVAL_CPU_TIMES), so each run's longest path
+# is known, what its wall time would be on idle cores, whatever the load:
+# for threads, the CPU time before the threads plus the largest of one
+# thread's CPU time and its waits for other threads' thunks; for processes,
+# the parent's before the fork plus the busiest worker's. Its ratio to one
+# process's CPU time is the speed-up the work's shape allows.
 set -euo pipefail
 N=${1:-50000}
 REPS=${REPS:-3}
 KILN=${KILN:-build/release/cli/kiln}
-WORKERS=${WORKERS:-1 2}
-THREADS=${THREADS:-1 2}
+WORKERS=${WORKERS-1 2}
+PROCESSES=${PROCESSES-1 2}
 GEN=${GEN:-pkgset}
 NIX=${NIX:-1}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,14 +68,14 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
 echo "N=$N load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$REPS"); do
   run inproc "$i" "$KILN" eval --readonly-mode "$set_file"
-  for w in $WORKERS; do run "w$w" "$i" "$KILN" eval --readonly-mode --workers "$w" "$set_file"; done
-  for t in $THREADS; do run "t$t" "$i" "$KILN" eval --readonly-mode --threads "$t" "$set_file"; done
+  for t in $WORKERS; do run "t$t" "$i" "$KILN" eval --readonly-mode --workers "$t" "$set_file"; done
+  for w in $PROCESSES; do run "w$w" "$i" "$KILN" eval --readonly-mode --processes "$w" "$set_file"; done
   if [ "$NIX" = 1 ]; then run nix "$i" nix-instantiate --readonly-mode "$set_file"; fi
 done
 echo "N=$N load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 ref=nix
 [ "$NIX" = 1 ] || ref=inproc
-for name in inproc $(printf 'w%s ' $WORKERS) $(printf 't%s ' $THREADS); do
+for name in inproc $(printf 't%s ' $WORKERS) $(printf 'w%s ' $PROCESSES); do
   if ! cmp -s "$work/drv.$name" "$work/drv.$ref"; then
     echo "MISMATCH: kiln eval ($name) and nix-instantiate report different .drv paths"
     exit 1
@@ -87,28 +90,29 @@ if [ "$NIX" = 1 ]; then
 fi
 nixr() { [ "$NIX" = 1 ] && echo "$(ratio "$1" "$nw")x nix wall, "; }
 echo "kiln one process     wall ${pw}s user ${pu}s cpu ${pc}s rss $((pm / 1024)) MB  ($(nixr "$pw"))"
-for w in $WORKERS; do
-  read -r _ ww wu wm _ <<<"$(best "w$w")"
-  cp=$(critical "w$w")
-  echo "kiln --workers $w     wall ${ww}s user ${wu}s rss $((wm / 1024)) MB  ($(nixr "$ww")speed-up" \
-    "$(ratio "$pw" "$ww")x over one process; longest path ${cp}s cpu: $(ratio "$pc" "$cp")x on idle cores)"
-done
-for t in $THREADS; do
+for t in $WORKERS; do
   read -r _ tw tu tm _ <<<"$(best "t$t")"
   cp=$(tcritical "t$t")
-  echo "kiln --threads $t     wall ${tw}s user ${tu}s rss $((tm / 1024)) MB  ($(nixr "$tw")speed-up" \
+  echo "kiln --workers $t     wall ${tw}s user ${tu}s rss $((tm / 1024)) MB  ($(nixr "$tw")speed-up" \
     "$(ratio "$pw" "$tw")x over one process; longest path ${cp}s: $(ratio "$pc" "$cp")x on idle cores)"
 done
-set -- $THREADS
+for w in $PROCESSES; do
+  read -r _ ww wu wm _ <<<"$(best "w$w")"
+  cp=$(critical "w$w")
+  echo "kiln --processes $w   wall ${ww}s user ${wu}s rss $((wm / 1024)) MB  ($(nixr "$ww")speed-up" \
+    "$(ratio "$pw" "$ww")x over one process; longest path ${cp}s cpu: $(ratio "$pc" "$cp")x on idle cores)"
+done
+set -- $WORKERS
 if [ $# -ge 2 ]; then
   read -r _ t1 _ _ <<<"$(best "t$1")"
   read -r _ t2 _ _ <<<"$(best "t$2")"
-  echo "speed-up of --threads $2 over --threads $1: $(ratio "$t1" "$t2")x wall," \
+  echo "speed-up of --workers $2 over --workers $1: $(ratio "$t1" "$t2")x wall," \
     "$(ratio "$(tcritical "t$1")" "$(tcritical "t$2")")x longest path"
 fi
-set -- $WORKERS
+set -- $PROCESSES
 if [ $# -ge 2 ]; then
   read -r _ w1 _ _ <<<"$(best "w$1")"
   read -r _ w2 _ _ <<<"$(best "w$2")"
-  echo "speed-up of --workers $2 over --workers $1: $(ratio "$w1" "$w2")x"
+  echo "speed-up of --processes $2 over --processes $1: $(ratio "$w1" "$w2")x wall," \
+    "$(ratio "$(critical "w$1")" "$(critical "w$2")")x longest path"
 fi

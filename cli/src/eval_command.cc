@@ -29,9 +29,9 @@ struct EvalOptions {
   bool json = false;
   bool showTrace = false;
   uint32_t maxCallDepth = 10000;
-  unsigned workers = 0;         ///< 0: evaluate in this process
-  unsigned threads = 0;         ///< >0: evaluate on this many threads (one heap)
-  size_t maxMemoryMiB = 4096;  ///< a worker above this resident size is replaced
+  unsigned workers = 0;     ///< >0: evaluate on this many threads (one heap)
+  unsigned processes = 0;   ///< >0: evaluate in this many forked worker processes
+  size_t maxMemoryMiB = 4096;  ///< with processes: a worker above this size is replaced
   bool restrictEval = false;             // --restrict-eval (jobsets)
   bool pureEval = false;                 // --pure-eval (Nix's pure-eval)
   std::vector<std::string> allowPaths;   // --allow-path
@@ -67,7 +67,7 @@ void printJob(EvalStoreTarget& out, const Job& job, bool json, JobCounts& counts
   out.print(formatJob(job, json));
 }
 
-// The top-level entries evaluated in worker processes (--workers).
+// The top-level entries evaluated in worker processes (--processes).
 class EvalWorkerHooks final : public JobWorkerHooks {
  public:
   EvalWorkerHooks(EvalOptions& o, EvalState& st, const JobRoot& root, Bindings* autoArgs)
@@ -105,16 +105,16 @@ JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* aut
   JobRoot root = prepareJobRoot(st, selected, autoArgs);
   size_t entries = root.isDerivation ? 1 : root.entries.size();
   JobCounts counts;
-  if (o.threads > 0 && !root.isDerivation) {
+  if (o.workers > 0 && !root.isDerivation) {
     // Lines are printed once every entry is evaluated, in entry order (the
     // writer is shared by the threads until then).
-    enumerateJobsThreaded(st, root, autoArgs, o.attrPath, o.threads,
+    enumerateJobsThreaded(st, root, autoArgs, o.attrPath, o.workers,
                           [&](size_t, const std::vector<Job>& jobs) {
                             for (const Job& job : jobs) printJob(o.target, job, o.json, counts);
                           });
     return counts;
   }
-  if (o.workers == 0 || root.isDerivation) {
+  if (o.processes == 0 || root.isDerivation) {
     for (size_t i = 0; i < entries; ++i)
       enumerateJobEntry(st, root, i, autoArgs, o.attrPath,
                         [&](const Job& job) { printJob(o.target, job, o.json, counts); });
@@ -122,7 +122,7 @@ JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* aut
   }
   o.target.flush();  // a worker starts with nothing queued or held
   EvalWorkerHooks hooks(o, st, root, autoArgs);
-  return runJobWorkers(entries, {o.workers, o.maxMemoryMiB << 20}, hooks, STDOUT_FILENO);
+  return runJobWorkers(entries, {o.processes, o.maxMemoryMiB << 20}, hooks, STDOUT_FILENO);
 }
 
 int runEval(EvalOptions& o, const po::variables_map& vm) {
@@ -174,13 +174,13 @@ int evalCommand(const std::vector<std::string>& argv) {
       "(per-job errors always carry it)")(
       "max-call-depth", po::value(&o.maxCallDepth), "maximum nesting of function calls")(
       "workers", po::value(&o.workers),
-      "evaluate the top-level jobs in N worker processes (default: in\n"
-      "this process)")(
-      "threads", po::value(&o.threads),
       "evaluate the top-level jobs on N threads sharing one heap (what\n"
-      "one thread evaluates the others use; not with --workers)")(
+      "one thread evaluates the others use; default: one thread)")(
+      "processes", po::value(&o.processes),
+      "evaluate the top-level jobs in N forked worker processes instead\n"
+      "(not with --workers)")(
       "max-memory-size", po::value(&o.maxMemoryMiB),
-      "with --workers: replace a worker whose resident size exceeds\n"
+      "with --processes: replace a worker whose resident size exceeds\n"
       "this many MiB after a job (default 4096)")(
       "restrict-eval", po::bool_switch(&o.restrictEval),
       "restricted evaluation, as Hydra's for jobsets: files only below -I\n"
@@ -214,9 +214,14 @@ int evalCommand(const std::vector<std::string>& argv) {
     }
     po::notify(vm);
     if (o.file.empty()) throw po::error("a FILE to evaluate is required");
-    if (o.threads > 0 && o.workers > 0) throw po::error("--threads and --workers exclude each other");
-    if (o.threads > EvalState::kMaxThreads)
-      throw po::error("--threads must be at most " + std::to_string(EvalState::kMaxThreads));
+    if (o.workers > 0 && o.processes > 0)
+      throw po::error("--workers and --processes exclude each other");
+    if (o.workers > EvalState::kMaxThreads)
+      throw po::error("--workers must be at most " + std::to_string(EvalState::kMaxThreads));
+    if (vm.count("max-memory-size") && o.processes == 0)
+      throw po::error(
+          "--max-memory-size applies to --processes (worker processes replaced at a "
+          "memory limit); --workers threads share one heap");
   } catch (const po::error& e) {
     std::cerr << "kiln eval: " << e.what() << "\n" << opts;
     return kExitUsage;

@@ -23,7 +23,8 @@ using kiln::plugin_support::tailOf;
 class BuiltinEvaluator {
  public:
   /// Configuration: `kiln` (the executable to run; default `kiln` on PATH)
-  /// and `workers` (evaluation processes; default one per core, at most 4).
+  /// and `workers` (evaluation threads, `kiln eval --workers`; default one
+  /// per core, at most 4).
   explicit BuiltinEvaluator(kiln::plugin::Host host)
       : host_(host), kiln_(host.config("kiln").value_or("kiln")) {
     if (kiln_.empty())
@@ -36,9 +37,10 @@ class BuiltinEvaluator {
       } catch (const std::exception&) {
         workers_ = 0;
       }
-      if (workers_ < 1 || workers_ > 256)
-        throw Failure(KILN_ERR_INVALID,
-                      "workers must be 1 to 256, got '" + *w + "'");
+      if (workers_ < 1 || workers_ > kMaxWorkers)
+        throw Failure(KILN_ERR_INVALID, "workers must be 1 to " +
+                                            std::to_string(kMaxWorkers) +
+                                            ", got '" + *w + "'");
     }
   }
 
@@ -76,6 +78,8 @@ class BuiltinEvaluator {
     return cmd;
   }
 
+  /// kiln eval's limit on --workers (EvalState::kMaxThreads).
+  static constexpr unsigned kMaxWorkers = 64;
   kiln::plugin::Host host_;
   std::string kiln_;
   unsigned workers_ = 1;

@@ -87,7 +87,7 @@ in builtins.toJSON {
            {"KILN_GC_EVERY=65536"});
   ASSERT_EQ(often.exitCode, 0) << often.err;
   EXPECT_EQ(often.out, never.out);
-  auto jobs = kiln({"eval", "--json", "--readonly-mode", "--workers", "2",
+  auto jobs = kiln({"eval", "--json", "--readonly-mode", "--processes", "2",
                     write("jobs.nix", R"nix(
 builtins.listToAttrs (builtins.genList (i: { name = "p${toString i}"; value = derivation {
   name = "p${toString i}"; system = "x86_64-linux"; builder = "/bin/sh";

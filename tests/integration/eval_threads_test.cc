@@ -1,4 +1,4 @@
-// `kiln eval --threads N` (threaded evaluation on one heap): exactly the
+// `kiln eval --workers N` (threaded evaluation on one heap): exactly the
 // same output for every N as one thread (order included), per-job errors,
 // dependency cycles across threads reported as infinite recursion instead
 // of hanging, every reported .drv valid in the store the threads wrote to,
@@ -57,7 +57,7 @@ class EvalThreads : public ::testing::Test {
     ASSERT_EQ(test::nonEmptyLines(base.out).size(), jobs);
     for (const char* n : {"1", "2", "4"}) {
       SCOPED_TRACE(std::string(n) + " threads");
-      auto r = eval(file, {"--threads", n}, true, env);
+      auto r = eval(file, {"--workers", n}, true, env);
       EXPECT_EQ(r.exitCode, 0) << r.err;
       EXPECT_EQ(r.out, base.out);
       EXPECT_EQ(r.err, base.err);
@@ -89,7 +89,7 @@ TEST_F(EvalThreads, SameOutputOnGeneratedPackageSets) {
 }
 
 TEST_F(EvalThreads, ErrorsStayPerJob) {
-  auto r = eval(file_, {"--threads", "2"});
+  auto r = eval(file_, {"--workers", "2"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("{\"attr\":\"broken\",\"error\":\"broken is broken\"}"), std::string::npos);
   EXPECT_NE(r.out.find("{\"attr\":\"nested.bad\",\"error\":\"cannot add a Boolean to an integer"),
@@ -113,7 +113,7 @@ in builtins.listToAttrs (builtins.genList (i: {
 )";
   for (const char* n : {"1", "2", "4"}) {
     SCOPED_TRACE(std::string(n) + " threads");
-    auto r = eval(file, {"--threads", n});
+    auto r = eval(file, {"--workers", n});
     ASSERT_EQ(r.exitCode, 0) << r.err;
     auto lines = test::nonEmptyLines(r.out);
     ASSERT_EQ(lines.size(), 52u);
@@ -128,7 +128,7 @@ in builtins.listToAttrs (builtins.genList (i: {
 }
 
 TEST_F(EvalThreads, EveryReportedDerivationIsValidInTheStore) {
-  auto r = eval(file_, {"--threads", "3"}, /*readOnly=*/false);
+  auto r = eval(file_, {"--workers", "3"}, /*readOnly=*/false);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   store::LocalStore store(state_);
   size_t checked = 0;
@@ -142,10 +142,14 @@ TEST_F(EvalThreads, EveryReportedDerivationIsValidInTheStore) {
   EXPECT_EQ(checked, 401u);
 }
 
-TEST_F(EvalThreads, RefusesThreadsWithWorkers) {
-  auto r = eval(file_, {"--threads", "2", "--workers", "2"});
+TEST_F(EvalThreads, RefusesWorkersWithProcesses) {
+  auto r = eval(file_, {"--workers", "2", "--processes", "2"});
   EXPECT_EQ(r.exitCode, 2);
-  EXPECT_NE(r.err.find("--threads and --workers exclude each other"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--workers and --processes exclude each other"), std::string::npos) << r.err;
+  // Threads share one heap: a memory limit recycles worker processes only.
+  r = eval(file_, {"--workers", "2", "--max-memory-size", "512"});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("--max-memory-size applies to --processes"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// `kiln eval --workers N`: the same job lines for every N (order aside),
+// `kiln eval --processes N` (forked worker processes): the same job lines
+// for every N (order aside),
 // errors per job, every reported .drv valid in the store several worker
 // processes wrote to, and memory bounded by replacing workers
 // (--max-memory-size) on a collection whose jobs allocate far more in all
@@ -65,14 +66,14 @@ TEST_F(EvalWorkers, SameJobLinesForEveryNumberOfWorkers) {
   auto want = sortedLines(base.out);
   ASSERT_EQ(want.size(), 303u);
   for (std::vector<std::string> extra :
-       {std::vector<std::string>{"--workers", "1"},
-        {"--workers", "2"},
-        {"--workers", "3"},
-        {"--workers", "2", "--max-memory-size", "1"}}) {
+       {std::vector<std::string>{"--processes", "1"},
+        {"--processes", "2"},
+        {"--processes", "3"},
+        {"--processes", "2", "--max-memory-size", "1"}}) {
     auto r = eval(extra);
     SCOPED_TRACE(extra[1] + (extra.size() > 2
-                                 ? " workers, replaced after every job"
-                                 : " workers"));
+                                 ? " processes, replaced after every job"
+                                 : " processes"));
     EXPECT_EQ(r.exitCode, 0) << r.err;
     EXPECT_EQ(sortedLines(r.out), want);
     EXPECT_NE(r.err.find("kiln eval: 2 of 303 jobs failed"), std::string::npos)
@@ -81,7 +82,7 @@ TEST_F(EvalWorkers, SameJobLinesForEveryNumberOfWorkers) {
 }
 
 TEST_F(EvalWorkers, ErrorsStayPerJob) {
-  auto r = eval({"--workers", "2"});
+  auto r = eval({"--processes", "2"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("{\"attr\":\"broken\",\"error\":\"broken is broken\"}"),
             std::string::npos);
@@ -93,7 +94,7 @@ TEST_F(EvalWorkers, ErrorsStayPerJob) {
 }
 
 TEST_F(EvalWorkers, EveryReportedDerivationIsValidInTheSharedStore) {
-  auto r = eval({"--workers", "3"}, /*readOnly=*/false);
+  auto r = eval({"--processes", "3"}, /*readOnly=*/false);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   store::LocalStore store(state_);
   size_t checked = 0;
@@ -124,7 +125,7 @@ let
 in builtins.listToAttrs (builtins.genList (i: { name = "j${toString i}"; value = mk i; }) 100000)
 )";
   auto r = test::run({test::kilnBinary(), "eval", dir_.path() + "/big.nix", "--readonly-mode",
-                      "--workers", "2", "--max-memory-size", "128"});
+                      "--processes", "2", "--max-memory-size", "128"});
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(test::nonEmptyLines(r.out).size(), 100000u);
   EXPECT_LT(r.peakRssBytes, 256u << 20) << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
