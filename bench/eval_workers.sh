@@ -90,29 +90,22 @@ if [ "$NIX" = 1 ]; then
 fi
 nixr() { [ "$NIX" = 1 ] && echo "$(ratio "$1" "$nw")x nix wall, "; }
 echo "kiln one process     wall ${pw}s user ${pu}s cpu ${pc}s rss $((pm / 1024)) MB  ($(nixr "$pw"))"
-for t in $WORKERS; do
-  read -r _ tw tu tm _ <<<"$(best "t$t")"
-  cp=$(tcritical "t$t")
-  echo "kiln --workers $t     wall ${tw}s user ${tu}s rss $((tm / 1024)) MB  ($(nixr "$tw")speed-up" \
-    "$(ratio "$pw" "$tw")x over one process; longest path ${cp}s: $(ratio "$pc" "$cp")x on idle cores)"
-done
-for w in $PROCESSES; do
-  read -r _ ww wu wm _ <<<"$(best "w$w")"
-  cp=$(critical "w$w")
-  echo "kiln --processes $w   wall ${ww}s user ${wu}s rss $((wm / 1024)) MB  ($(nixr "$ww")speed-up" \
-    "$(ratio "$pw" "$ww")x over one process; longest path ${cp}s cpu: $(ratio "$pc" "$cp")x on idle cores)"
-done
-set -- $WORKERS
-if [ $# -ge 2 ]; then
-  read -r _ t1 _ _ <<<"$(best "t$1")"
-  read -r _ t2 _ _ <<<"$(best "t$2")"
-  echo "speed-up of --workers $2 over --workers $1: $(ratio "$t1" "$t2")x wall," \
-    "$(ratio "$(tcritical "t$1")" "$(tcritical "t$2")")x longest path"
-fi
-set -- $PROCESSES
-if [ $# -ge 2 ]; then
-  read -r _ w1 _ _ <<<"$(best "w$1")"
-  read -r _ w2 _ _ <<<"$(best "w$2")"
-  echo "speed-up of --processes $2 over --processes $1: $(ratio "$w1" "$w2")x wall," \
-    "$(ratio "$(critical "w$1")" "$(critical "w$2")")x longest path"
-fi
+# report FLAG PREFIX LONGEST COUNTS...: one line per count, then 2 over 1.
+report() {
+  local flag=$1 prefix=$2 longest=$3 n w u m cp
+  shift 3
+  for n in "$@"; do
+    read -r _ w u m _ <<<"$(best "$prefix$n")"
+    cp=$($longest "$prefix$n")
+    printf 'kiln %-14s wall %ss user %ss rss %s MB  (%sspeed-up %sx over one process; longest path %ss: %sx on idle cores)\n' \
+      "$flag $n" "$w" "$u" "$((m / 1024))" "$(nixr "$w")" "$(ratio "$pw" "$w")" "$cp" "$(ratio "$pc" "$cp")"
+  done
+  if [ $# -ge 2 ]; then
+    read -r _ w1 _ _ <<<"$(best "$prefix$1")"
+    read -r _ w2 _ _ <<<"$(best "$prefix$2")"
+    echo "speed-up of $flag $2 over $flag $1: $(ratio "$w1" "$w2")x wall," \
+      "$(ratio "$($longest "$prefix$1")" "$($longest "$prefix$2")")x longest path"
+  fi
+}
+report --workers t tcritical $WORKERS
+report --processes w critical $PROCESSES
