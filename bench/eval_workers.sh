@@ -75,7 +75,10 @@ done
 echo "N=$N load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 ref=nix
 [ "$NIX" = 1 ] || ref=inproc
-for name in inproc $(printf 't%s ' $WORKERS) $(printf 'w%s ' $PROCESSES); do
+names=inproc
+for t in $WORKERS; do names="$names t$t"; done
+for w in $PROCESSES; do names="$names w$w"; done
+for name in $names; do
   if ! cmp -s "$work/drv.$name" "$work/drv.$ref"; then
     echo "MISMATCH: kiln eval ($name) and nix-instantiate report different .drv paths"
     exit 1
