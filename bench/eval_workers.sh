@@ -52,7 +52,7 @@ best() { sort -k2 -n "$work"/time.$1.* | head -1; }  # by wall time
 tcritical() {
   for f in "$work"/err.$1.*; do
     awk '/^kiln eval cpu: before threads/ {p = $6}
-         /^kiln eval cpu: thread [0-9]/ {t = $5 + $8; if (t > m) m = t}
+         /^kiln eval cpu: thread [0-9]/ {t = $6 + $9; if (t > m) m = t}
          END {printf "%.2f\n", p + m}' "$f"
   done | sort -n | head -1
 }
