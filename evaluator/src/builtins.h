@@ -4,6 +4,7 @@
 // KILN_BUILTIN_FAMILIES; adding a family is a new file plus one entry here.
 
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <span>
 
@@ -54,4 +55,9 @@ using NarFilter = PathFilter;
 /// Serialises `path` as a NAR into a SHA-256 hash (for source paths);
 /// entries the filter rejects are left out.
 Hash narHashOfPath(const std::string& path, const NarFilter& filter = {});
+
+/// A lock on the derivation hash memo when threads evaluate (none
+/// otherwise): held around a store write the writer may check against the
+/// memo (a text file named `*.drv`), as derivation recording holds it.
+std::unique_lock<std::mutex> lockDerivationMemo(EvalState& st);
 }  // namespace kiln::eval

@@ -105,6 +105,15 @@ DrvState& drvState(EvalState& st) {
   return static_cast<DrvState&>(*st.derivationState);
 }
 
+}  // namespace
+
+std::unique_lock<std::mutex> lockDerivationMemo(EvalState& st) {
+  if (!st.threaded()) return {};
+  return std::unique_lock<std::mutex>(drvState(st).mu);
+}
+
+namespace {
+
 // Every path a `.drv` refers to, itself included (for "=" contexts).
 void drvClosure(DrvState& ds, const StorePath& drvPath, store::StorePathSet& out) {
   if (!out.insert(drvPath).second) return;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <map>
 
 #include "builtins.h"
 #include "corepkgs.h"
@@ -141,6 +142,8 @@ void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (st.storeWriter) {
     std::set<std::string> refPaths;
     for (auto& r : refs) refPaths.insert(dir.printPath(r));
+    std::unique_lock<std::mutex> memo;
+    if (name.size() > 4 && name.ends_with(".drv")) memo = lockDerivationMemo(st);
     st.storeWriter->addText(path, contents, refPaths);
   }
   st.allowPath(path);
@@ -158,8 +161,15 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
     e.addTrace("while adding path '" + source + "'" + st.positions.snippet(pos));
     throw;
   }
-  NarFilter f;
-  if (filter)
+  // The filter's answers while hashing are replayed for the store write,
+  // so Nix code never runs inside the store writer (with threads, its lock
+  // would be held while the filter forces thunks other threads own) and
+  // each entry is asked about once, as Nix does. An entry the hash walk did
+  // not see (the tree changed) is left out; the writer's check of the
+  // resulting path reports the change.
+  std::map<std::string, bool> answers;
+  NarFilter f, replay;
+  if (filter) {
     f = [&](const std::string& p, const char* type) {
       Value* vp = st.allocValue();
       st.mkString(*vp, p);
@@ -168,8 +178,13 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
       Value* vs[2] = {vp, vt};
       Value r;
       st.callFunction(*filter, 2, vs, r, pos);
-      return st.forceBool(r, pos);
+      return answers[p] = st.forceBool(r, pos);
     };
+    replay = [&answers](const std::string& p, const char*) {
+      auto it = answers.find(p);
+      return it != answers.end() && it->second;
+    };
+  }
   store::StoreDir dir(st.settings.storeDir);
   std::string out;
   try {
@@ -189,7 +204,7 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
   }
   if (st.storeWriter) {
     try {
-      st.storeWriter->addSource(out, path, f, recursive);
+      st.storeWriter->addSource(out, path, recursive ? replay : f, recursive);
     } catch (const EvalError&) {
       throw;
     } catch (const Error& e) {
