@@ -117,7 +117,14 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
               .Help("Uploads whose worker-reported references differ from "
                     "the scanned ones (the scanned ones are registered)")
               .Register(r)
-              .Add({})) {}
+              .Add({})),
+      adoptedSteps_(BuildCounter()
+                        .Name("kiln_steps_adopted_total")
+                        .Help("Steps a worker still ran when it said Hello "
+                              "again (e.g. after a scheduler restart), "
+                              "taken over instead of started again")
+                        .Register(r)
+                        .Add({})) {}
 
 void ServiceMetrics::update(const SchedulerMetrics& m) {
   for (auto& [sys, g] : queuedBySystem_) g->Set(0);

@@ -3,6 +3,7 @@
 #include "running_steps.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <unordered_set>
 
@@ -131,17 +132,15 @@ const store::StorePathSet& RunningSteps::inputClosure(RunningStep& run) {
   return closure;
 }
 
-bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
-  auto row = db_.step(id);
-  if (!row) return false;
-  proto::BuildStep m;
-  m.stepId = static_cast<uint64_t>(id);
-  RunningStep run;
+bool RunningSteps::describe(const StepRow& row, StepId sid,
+                            const WorkerConn& c, proto::BuildStep& m,
+                            RunningStep& run) {
+  m.stepId = static_cast<uint64_t>(row.id);
   try {
-    auto path = store_.parsePath(row->drvPath);
+    auto path = store_.parsePath(row.drvPath);
     m.drvPath = path;
     m.drv = readFile(store_.physicalPath(path));
-    auto drv = ingestor_.loadDrv(row->drvPath);
+    auto drv = ingestor_.loadDrv(row.drvPath);
     planInputs(*drv, c, m);
     for (auto& i : m.inputs) run.sentInputs.push_back(i.path);
     run.roots = m.roots;
@@ -157,30 +156,77 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
       m.timeoutSec = static_cast<uint64_t>(owner->timeoutSec);
     }
   } catch (const std::exception& e) {
-    logError("cannot dispatch " + row->drvPath + ": " + e.what());
+    logError("cannot dispatch " + row.drvPath + ": " + e.what());
     return false;
   }
   m.logLimitBytes = config_.logLimitBytes;
   m.outputLimitBytes = config_.outputLimitBytes;
-  if (!link_.send(c.peer, m)) return false;
+  return true;
+}
+
+void RunningSteps::track(const StepRow& row, StepId sid, const WorkerConn& c,
+                         uint64_t timeoutSec, RunningStep run) {
+  run.id = row.id;
+  run.sid = sid;
+  run.peer = c.peer;
+  run.drvPath = row.drvPath;
+  run.system = row.system;
+  run.started = clock_.now();
+  if (timeoutSec)
+    run.deadline = run.started + std::chrono::seconds(timeoutSec) +
+                   config_.stepDeadlineMargin;
+  running_[row.id] = std::move(run);
+}
+
+bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
+  auto row = db_.step(id);
+  if (!row) return false;
+  proto::BuildStep m;
+  RunningStep run;
+  if (!describe(*row, sid, c, m, run) || !link_.send(c.peer, m)) return false;
   KILN_FAIL_POINT("scheduler.step-start.before-commit");
   db_.startStep(id, c.name, clock_.nowMs());
   KILN_FAIL_POINT("scheduler.step-start.after-commit");
   if (notify_)
     for (auto& b : db_.unfinishedBuildsOfDrv(row->drvPath))  // its top step
       notify_({LifecycleEvent::Kind::kBuildStarted, b.jobset, b.eval, b.id});
-  run.id = id;
-  run.sid = sid;
-  run.peer = c.peer;
-  run.drvPath = row->drvPath;
-  run.system = row->system;
-  run.started = clock_.now();
-  if (m.timeoutSec)
-    run.deadline = run.started + std::chrono::seconds(m.timeoutSec) +
-                   config_.stepDeadlineMargin;
   run.attempt = row->attempts + 1;
-  running_[id] = std::move(run);
+  track(*row, sid, c, m.timeoutSec, std::move(run));
   return true;
+}
+
+std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
+  std::vector<uint64_t> adopted;
+  for (auto& held : c.hello.heldSteps) {
+    auto id = static_cast<int64_t>(held.stepId);
+    if (auto it = running_.find(id); it != running_.end()) {
+      // The same connection said Hello again: still its step, or not.
+      if (it->second.peer == c.peer) adopted.push_back(held.stepId);
+      continue;
+    }
+    // Only a step dispatched to this very worker (by name, which carries
+    // its key's name), unfinished, for the same derivation.
+    auto row = db_.step(id);
+    auto sid = ingestor_.index().coreId(id);
+    if (!row || row->finished || row->worker != c.name || !sid ||
+        row->drvPath != store_.printPath(held.drvPath) ||
+        !core_.adoptStep(*sid, c.wid))
+      continue;
+    proto::BuildStep m;
+    RunningStep run;
+    if (!describe(*row, *sid, c, m, run)) {
+      core_.finishStep(*sid, StepResult::transient(Duration(0)));
+      continue;
+    }
+    run.attempt = std::max<int64_t>(row->attempts, 1);
+    run.adopted = true;
+    track(*row, *sid, c, m.timeoutSec, std::move(run));
+    logInfo("worker " + c.name + " still runs " + row->drvPath +
+            ": adopted (attempt " + std::to_string(row->attempts) + ")");
+    metrics_.countAdoptedStep();
+    adopted.push_back(held.stepId);
+  }
+  return adopted;
 }
 
 RunningStep* RunningSteps::findOn(int64_t id, const std::string& peer) {
@@ -223,9 +269,13 @@ void RunningSteps::onNeedPaths(WorkerConn& from, const proto::NeedPaths& m) {
 int RunningSteps::openLog(RunningStep& r) {
   if (!r.log) {
     std::string path = stepLogPath(config_.stateDir, r.drvPath, r.attempt);
+    // An adopted step's attempt goes on: its log is continued.
+    int mode = r.adopted ? O_APPEND : O_TRUNC;
     r.log = AutoCloseFD(
-        open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        open(path.c_str(), O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0644));
     if (!r.log) throwSysError("opening log " + path);
+    if (off_t end = lseek(r.log.get(), 0, SEEK_END); r.adopted && end > 0)
+      r.logBytes = static_cast<uint64_t>(end);
   }
   return r.log.get();
 }

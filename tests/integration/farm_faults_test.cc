@@ -10,6 +10,7 @@
 
 #include "farm.h"
 #include "kiln/common/file.h"
+#include "kiln/protocol/messages.h"
 #include "kiln/store/local_store.h"
 #include "test_support.h"
 
@@ -80,7 +81,9 @@ TEST(FarmFaults, AWorkerSpeakingAnotherProtocolVersionIsRefused) {
   EXPECT_EQ(*code, 1);
   EXPECT_THAT(farm.worker(0).log(),
               HasSubstr("kiln worker: the scheduler refused this worker: "
-                        "scheduler speaks protocol 2, this worker speaks 99"));
+                        "scheduler speaks protocol " +
+                        std::to_string(protocol::kProtocolVersion) +
+                        ", this worker speaks 99"));
   EXPECT_EQ(farm.metric("kiln_workers"), 0.0);
   // A worker of the right version joins the same scheduler.
   farm.addWorker();

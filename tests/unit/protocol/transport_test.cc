@@ -64,7 +64,7 @@ TEST(Transport, AllowedKeyJoinsOverCurve) {
   ASSERT_TRUE(got);
   EXPECT_EQ(std::get<Hello>(got->msg), hello("builder-1"));
   EXPECT_EQ(got->user, "builder-1");
-  ASSERT_TRUE(farm.server->send(got->peer, Welcome{"sched", 1000, 1 << 18}));
+  ASSERT_TRUE(farm.server->send(got->peer, Welcome{"sched", 1000, 1 << 18, {}}));
   auto reply = client->receive(kDeadline);
   ASSERT_TRUE(reply);
   EXPECT_EQ(std::get<Welcome>(*reply).schedulerId, "sched");
@@ -170,7 +170,7 @@ TEST(Transport, WrongProtocolVersionIsRefusedWithAMessage) {
   EXPECT_EQ(refused.reason,
             versionMismatchText(kProtocolVersion, kProtocolVersion + 1));
   EXPECT_THAT(refused.reason,
-              HasSubstr("scheduler speaks protocol 2, this worker speaks 3"));
+              HasSubstr("scheduler speaks protocol 3, this worker speaks 4"));
   EXPECT_EQ(farm.server->droppedMessages(), 1u);
 }
 

@@ -47,6 +47,8 @@ class ServiceMetrics {
   void addBytesReceived(uint64_t n) { bytesReceived_.Increment(double(n)); }
   /// An upload whose reported references differ from the scanned ones.
   void countReferenceMismatch() { referenceMismatches_.Increment(); }
+  /// A step a reconnecting worker still ran, taken over (not restarted).
+  void countAdoptedStep() { adoptedSteps_.Increment(); }
 
  private:
   prometheus::Family<prometheus::Gauge>& queued_;
@@ -71,6 +73,7 @@ class ServiceMetrics {
   prometheus::Counter& bytesSent_;
   prometheus::Counter& bytesReceived_;
   prometheus::Counter& referenceMismatches_;
+  prometheus::Counter& adoptedSteps_;
   SchedulerMetrics last_;
 };
 
