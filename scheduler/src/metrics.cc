@@ -124,7 +124,14 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
                               "again (e.g. after a scheduler restart), "
                               "taken over instead of started again")
                         .Register(r)
-                        .Add({})) {}
+                        .Add({})),
+      refusedClaims_(BuildCounter()
+                         .Name("kiln_step_claims_refused_total")
+                         .Help("Steps a worker's Hello claimed to hold that "
+                               "the scheduler's records do not give to it "
+                               "(refused; the worker drops them)")
+                         .Register(r)
+                         .Add({})) {}
 
 void ServiceMetrics::update(const SchedulerMetrics& m) {
   for (auto& [sys, g] : queuedBySystem_) g->Set(0);

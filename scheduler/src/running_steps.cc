@@ -195,32 +195,53 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
   return true;
 }
 
+// Why the scheduler's records do not give held step `held` to `c`, or ""
+// if they do: dispatched to this very worker (by name, which carries its
+// key's name), unfinished, for the same derivation.
+std::string RunningSteps::claimRefusal(const WorkerConn& c,
+                                       const proto::HeldStep& held,
+                                       const std::optional<StepRow>& row) {
+  auto id = static_cast<int64_t>(held.stepId);
+  if (auto it = running_.find(id); it != running_.end())
+    return it->second.peer == c.peer ? "" : "it runs on another connection";
+  if (!row || !ingestor_.index().coreId(id)) return "no such unfinished step";
+  if (row->finished) return "it is finished";
+  if (row->worker != c.name)
+    return "it was dispatched to " +
+           (row->worker.empty() ? std::string("no worker") : row->worker);
+  if (row->drvPath != store_.printPath(held.drvPath))
+    return "it builds " + row->drvPath + ", not " +
+           store_.printPath(held.drvPath);
+  return "";
+}
+
 std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
   std::vector<uint64_t> adopted;
   for (auto& held : c.hello.heldSteps) {
     auto id = static_cast<int64_t>(held.stepId);
-    if (auto it = running_.find(id); it != running_.end()) {
-      // The same connection said Hello again: still its step, or not.
-      if (it->second.peer == c.peer) adopted.push_back(held.stepId);
+    bool again = running_.count(id) > 0;  // the same connection's Hello
+    auto row = again ? std::optional<StepRow>() : db_.step(id);
+    if (auto why = claimRefusal(c, held, row); !why.empty()) {
+      logWarn("worker " + c.name + " claims step " + std::to_string(id) +
+              ", refused: " + why);
+      metrics_.countRefusedClaim();
       continue;
     }
-    // Only a step dispatched to this very worker (by name, which carries
-    // its key's name), unfinished, for the same derivation.
-    auto row = db_.step(id);
-    auto sid = ingestor_.index().coreId(id);
-    if (!row || row->finished || row->worker != c.name || !sid ||
-        row->drvPath != store_.printPath(held.drvPath) ||
-        !core_.adoptStep(*sid, c.wid))
+    if (again) {
+      adopted.push_back(held.stepId);
       continue;
+    }
+    auto sid = *ingestor_.index().coreId(id);
+    if (!core_.adoptStep(sid, c.wid)) continue;  // no slot, or requeued
     proto::BuildStep m;
     RunningStep run;
-    if (!describe(*row, *sid, c, m, run)) {
-      core_.finishStep(*sid, StepResult::transient(Duration(0)));
+    if (!describe(*row, sid, c, m, run)) {
+      core_.finishStep(sid, StepResult::transient(Duration(0)));
       continue;
     }
     run.attempt = std::max<int64_t>(row->attempts, 1);
     run.adopted = true;
-    track(*row, *sid, c, m.timeoutSec, std::move(run));
+    track(*row, sid, c, m.timeoutSec, std::move(run));
     logInfo("worker " + c.name + " still runs " + row->drvPath +
             ": adopted (attempt " + std::to_string(row->attempts) + ")");
     metrics_.countAdoptedStep();

@@ -129,6 +129,11 @@ class RunningSteps {
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
+  /// Why `row` (step `held.stepId`, read from the database) is not `c`'s
+  /// to claim, or "" if it is (or already runs on `c`).
+  std::string claimRefusal(const WorkerConn& c,
+                           const protocol::HeldStep& held,
+                           const std::optional<StepRow>& row);
   /// The BuildStep of step `row` for `c`, and what `run` keeps of it
   /// (inputs, outputs); false (logged) if its .drv cannot be read.
   bool describe(const StepRow& row, StepId sid, const WorkerConn& c,

@@ -274,5 +274,38 @@ TEST(FarmCrash, AStepBuiltWhileTheSchedulerIsDownIsUploadedWhenItReturns) {
   expectAdoptedAcrossASchedulerKill(true);
 }
 
+// The worker running `slow` is SIGKILLed and started again (same name and
+// state) while the scheduler stays up: the new process holds no step, so
+// the scheduler retries it (on the same worker, the only one) and the
+// collection finishes; `slow` ran twice, its second attempt succeeded.
+TEST(FarmCrash, AWorkerRestartedWhileTheSchedulerRunsGetsItsStepAgain) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  test::Farm farm(fastFarm(300ms));
+  std::string coll = countedCollection(farm);
+  farm.startScheduler();
+  farm.addWorker();
+  ASSERT_TRUE(farm.waitForWorkers(1, 60s));
+  farm.createJobset("p", "j", coll);
+  int64_t eval = farm.evaluate("p", "j");
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
+      << farm.worker(0).log();
+  farm.killWorker(0);
+  deletePath(farm.dir() + "/started");
+  farm.startWorker(0);
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
+      << farm.scheduler().log() << farm.worker(0).log();
+  writeFile(farm.dir() + "/release", "");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s))
+      << farm.scheduler().log() << farm.worker(0).log();
+  for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0) << b.error;
+  EXPECT_EQ(stepNamed(farm, "-slow.drv").attempts, 2);
+  EXPECT_EQ(stepNamed(farm, "-after.drv").attempts, 1);
+  EXPECT_EQ(readFile(farm.dir() + "/runs"), "run\nrun\n");
+  EXPECT_EQ(farm.metric("kiln_steps_adopted_total"), 0.0);
+  expectCleanCentralStore(farm);
+}
+
 }  // namespace
 }  // namespace kiln

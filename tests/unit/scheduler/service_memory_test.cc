@@ -5,7 +5,10 @@
 // against the running step (inputs only from its closure), a cancelled
 // running step.
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
+#include "farm.h"
 #include "kiln/scheduler/notification_outbox.h"
 #include "memory_service.h"
 
@@ -16,7 +19,15 @@ using namespace std::chrono_literals;
 using testing::FakeWorker;
 using testing::makeDrv;
 
-using ServiceMemoryTest = testing::MemoryServiceTest;
+class ServiceMemoryTest : public testing::MemoryServiceTest {
+ protected:
+  double metric(const std::string& name) {
+    auto text = prometheus::TextSerializer().Serialize(
+        svc_->metricsRegistry()->Collect());
+    return test::prometheusSample(text, name).value_or(-1);
+  }
+  double claimsRefused() { return metric("kiln_step_claims_refused_total"); }
+};
 
 TEST_F(ServiceMemoryTest, DispatchesAndRecordsABuildWithoutSockets) {
   EXPECT_EQ(svc_->endpoint(), "memory://");
@@ -144,6 +155,18 @@ TEST_F(ServiceMemoryTest, ARestartedServiceAdoptsTheStepItsWorkerStillRuns) {
   other->hello();
   ASSERT_TRUE(until({other.get()}, [&] { return other->welcomed; }));
   EXPECT_TRUE(other->adopted.empty());  // dispatched to w1, not to w2
+  EXPECT_EQ(claimsRefused(), 1.0);
+  // w1 naming another .drv for that step, or a step that does not exist,
+  // is refused too.
+  w1->welcomed = false;
+  w1->held = {{step.stepId, store::StorePath(
+                                "00000000000000000000000000000000-x.drv")},
+              {step.stepId + 100, step.drvPath}};
+  w1->hello();
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->welcomed; }));
+  EXPECT_TRUE(w1->adopted.empty());
+  EXPECT_EQ(claimsRefused(), 3.0);
+  // Its next Hello (same description) claims the right step.
   w1->welcomed = false;
   w1->held = {{step.stepId, step.drvPath}};
   w1->hello();
@@ -156,6 +179,13 @@ TEST_F(ServiceMemoryTest, ARestartedServiceAdoptsTheStepItsWorkerStillRuns) {
   EXPECT_EQ(w1->steps.size(), 1u);  // no second BuildStep
   EXPECT_TRUE(other->steps.empty());
   EXPECT_EQ(svc_->db().stepByDrv(a_)->attempts, 1);
+  EXPECT_EQ(metric("kiln_steps_adopted_total"), 1.0);
+  // Claiming the finished step again is refused and counted.
+  w1->welcomed = false;
+  w1->hello();
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->welcomed; }));
+  EXPECT_TRUE(w1->adopted.empty());
+  EXPECT_EQ(claimsRefused(), 4.0);
 }
 
 TEST_F(ServiceMemoryTest, AWorkerThatSaysByeGivesItsStepToAnother) {

@@ -356,12 +356,16 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   startDaemon();
   ASSERT_TRUE(pollUntilWelcomed());
   auto in = sched_.store.addText("greeting", "hi", {});
-  auto m = step(7, "greet", "cat $input > $out", in);
+  // Shell builtins only: the builder has no PATH.
+  auto m = step(7, "greet", "read x < $input; echo \"$x\" > $out", in);
   sched_.server.send(sched_.peer, m);
   ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
   ASSERT_TRUE(
       sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_EQ(sched_.last<proto::StepResult>()->status,
+            proto::StepStatus::kSuccess)
+      << sched_.last<proto::StepResult>()->errorMsg;
   ASSERT_EQ(sched_.uploads.size(), 1u);
   // No Ack: as if the scheduler restarted. The worker says Hello again.
   auto helloAfterBye = [&] {

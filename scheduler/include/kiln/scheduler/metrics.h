@@ -49,6 +49,9 @@ class ServiceMetrics {
   void countReferenceMismatch() { referenceMismatches_.Increment(); }
   /// A step a reconnecting worker still ran, taken over (not restarted).
   void countAdoptedStep() { adoptedSteps_.Increment(); }
+  /// A step a worker's Hello claimed that the scheduler's records do not
+  /// give to it (another worker, another .drv, settled, unknown).
+  void countRefusedClaim() { refusedClaims_.Increment(); }
 
  private:
   prometheus::Family<prometheus::Gauge>& queued_;
@@ -74,6 +77,7 @@ class ServiceMetrics {
   prometheus::Counter& bytesReceived_;
   prometheus::Counter& referenceMismatches_;
   prometheus::Counter& adoptedSteps_;
+  prometheus::Counter& refusedClaims_;
   SchedulerMetrics last_;
 };
 
