@@ -8,7 +8,8 @@
 # worker and over one process, and the ratios to nix-instantiate. The load
 # average is printed before and after: on a busy machine the speed-up of
 # processes that compete with others for the cores means little.
-# KILN= runs another kiln binary; WORKERS="1 2 3" changes the worker counts;
+# KILN= runs another kiln binary; WORKERS="1 2 3" changes the worker counts,
+# THREADS="1 2" the thread counts of `--threads` runs (threaded evaluation);
 # GEN=collection uses gen-collection.py instead, GEN_ARGS passes options to
 # the generator (e.g. "--deps 0"), NIX=0 leaves nix-instantiate out.
 # With workers, kiln reports CPU times (KILN_EVAL_CPU_TIMES): the parent's
@@ -20,6 +21,7 @@ N=${1:-50000}
 REPS=${REPS:-3}
 KILN=${KILN:-build/release/cli/kiln}
 WORKERS=${WORKERS:-1 2}
+THREADS=${THREADS:-1 2}
 GEN=${GEN:-pkgset}
 NIX=${NIX:-1}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +43,16 @@ run() {  # run NAME CMD...: time it; keep its .drv paths, sorted
   grep -o '/[^ "]*\.drv' "$work/out.$name" | sort -u >"$work/drv.$name"
 }
 best() { sort -k2 -n "$work"/time.$1.* | head -1; }  # by wall time
+# Threads: CPU before the threads + the largest of one thread's CPU plus
+# its waits for other threads' thunks (waits stretch when the machine is
+# loaded, so this over-estimates the idle-core wall time); smallest over runs.
+tcritical() {
+  for f in "$work"/err.$1.*; do
+    awk '/^kiln eval cpu: before threads/ {p = $6}
+         /^kiln eval cpu: thread [0-9]/ {t = $5 + $8; if (t > m) m = t}
+         END {printf "%.2f\n", p + m}' "$f"
+  done | sort -n | head -1
+}
 # The smallest over the runs of NAME of: parent CPU + the busiest worker's.
 critical() {
   for f in "$work"/err.$1.*; do
@@ -54,12 +66,13 @@ echo "N=$N load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$REPS"); do
   run inproc "$i" "$KILN" eval --readonly-mode "$set_file"
   for w in $WORKERS; do run "w$w" "$i" "$KILN" eval --readonly-mode --workers "$w" "$set_file"; done
+  for t in $THREADS; do run "t$t" "$i" "$KILN" eval --readonly-mode --threads "$t" "$set_file"; done
   if [ "$NIX" = 1 ]; then run nix "$i" nix-instantiate --readonly-mode "$set_file"; fi
 done
 echo "N=$N load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 ref=nix
 [ "$NIX" = 1 ] || ref=inproc
-for name in inproc $(printf 'w%s ' $WORKERS); do
+for name in inproc $(printf 'w%s ' $WORKERS) $(printf 't%s ' $THREADS); do
   if ! cmp -s "$work/drv.$name" "$work/drv.$ref"; then
     echo "MISMATCH: kiln eval ($name) and nix-instantiate report different .drv paths"
     exit 1
@@ -80,6 +93,19 @@ for w in $WORKERS; do
   echo "kiln --workers $w     wall ${ww}s user ${wu}s rss $((wm / 1024)) MB  ($(nixr "$ww")speed-up" \
     "$(ratio "$pw" "$ww")x over one process; longest path ${cp}s cpu: $(ratio "$pc" "$cp")x on idle cores)"
 done
+for t in $THREADS; do
+  read -r _ tw tu tm _ <<<"$(best "t$t")"
+  cp=$(tcritical "t$t")
+  echo "kiln --threads $t     wall ${tw}s user ${tu}s rss $((tm / 1024)) MB  ($(nixr "$tw")speed-up" \
+    "$(ratio "$pw" "$tw")x over one process; longest path ${cp}s: $(ratio "$pc" "$cp")x on idle cores)"
+done
+set -- $THREADS
+if [ $# -ge 2 ]; then
+  read -r _ t1 _ _ <<<"$(best "t$1")"
+  read -r _ t2 _ _ <<<"$(best "t$2")"
+  echo "speed-up of --threads $2 over --threads $1: $(ratio "$t1" "$t2")x wall," \
+    "$(ratio "$(tcritical "t$1")" "$(tcritical "t$2")")x longest path"
+fi
 set -- $WORKERS
 if [ $# -ge 2 ]; then
   read -r _ w1 _ _ <<<"$(best "w$1")"

@@ -2,6 +2,7 @@
 """Generate a package set written the way nixpkgs is written (issue 12).
 
 Usage: gen-pkgset.py N OUTDIR [--seed S] [--deps K] [--scope-every M]
+                      [--shape window|layered] [--core C] [--layers L]
 
 OUTDIR/default.nix evaluates (as `nix-instantiate OUTDIR/default.nix` or
 `kiln eval OUTDIR/default.nix`) to the fixed point of a package set:
@@ -17,7 +18,11 @@ OUTDIR/default.nix evaluates (as `nix-instantiate OUTDIR/default.nix` or
   every package through `callPackage` (functionArgs + intersectAttrs against
   the whole set, as nixpkgs does);
 - `pkgs/<bucket>/pkgI.nix`: one function per package, with its
-  dependencies (up to K of the 200 packages before it) as formals;
+  dependencies as formals: with `--shape window` (the default) up to K of
+  the 200 packages before it; with `--shape layered` a core of C packages
+  (window-shaped among themselves, as a stdenv bootstrap and its base
+  libraries are) and the others in L layers, each depending on 1-2 core
+  packages and 1-3 packages of the layers below (see `layered_deps`);
 - overlays composed with composeManyExtensions: the packages, then
   overrides (`.override`, `.overrideAttrs`);
 - every M-th package lives in the `pythonPackages` scope (makeScope,
@@ -33,6 +38,7 @@ import argparse
 import hashlib
 import os
 import random
+import sys
 
 LIB_NIX = r'''# A lib written as nixpkgs' lib is: the helpers a package set needs.
 let
@@ -364,6 +370,59 @@ def pkg_name(i):
     return f"pkg{i}"
 
 
+def window_deps(i, k, rnd, in_scope, scope_every, lo=0):
+    """Up to k of the 200 packages before i (not below lo); no scope
+    packages for a top-level package (the scope is not in its fixed point)."""
+    cands = [j for j in range(max(lo, i - 200), i)
+             if in_scope or not (scope_every > 0 and j % scope_every == scope_every - 1)]
+    return sorted(set(rnd.choice(cands) for _ in range(k))) if cands and k else []
+
+
+def layered_deps(i, n, a, rnd, in_scope):
+    """Dependencies with nixpkgs' shape: the first `core` packages depend on
+    each other as in the window shape; every other package is in one of
+    `layers` layers (by index) and depends on 1-2 core packages and on 1-3
+    packages drawn from all the layers below its own. The closure of a leaf
+    is then the core's closure plus at most about 2^layers packages, and
+    chains are at most core depth + layers long, as in nixpkgs, where a
+    leaf's closure is a few hundred derivations of ~80,000 and dependency
+    chains are tens long (the window shape makes both grow with N)."""
+    core = min(a.core, n)
+    if i < core:
+        return window_deps(i, min(i, rnd.randint(0, a.deps)), rnd, in_scope, a.scope_every)
+    per = max(1, -(-(n - core) // a.layers))
+    layer_start = core + ((i - core) // per) * per
+    deps = window_deps(core, rnd.randint(1, 2), rnd, in_scope, a.scope_every,
+                       lo=max(0, core - 200))
+    if layer_start > core:
+        for _ in range(rnd.randint(1, 3)):
+            j = rnd.randrange(core, layer_start)
+            if in_scope or not (a.scope_every > 0 and j % a.scope_every == a.scope_every - 1):
+                deps.append(j)
+    return sorted(set(deps))
+
+
+def print_stats(graph):
+    """The graph's shape on stderr: dependency chain depth and closure
+    sizes (packages, itself included) of every 100th package."""
+    depth = []
+    for deps in graph:
+        depth.append(1 + max((depth[d] for d in deps), default=0))
+    sizes = []
+    for i in range(0, len(graph), max(1, len(graph) // 100)):
+        seen, todo = set(), [i]
+        while todo:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo.extend(graph[x])
+        sizes.append(len(seen))
+    sizes.sort()
+    print(f"packages {len(graph)}: chain depth max {max(depth)} median "
+          f"{sorted(depth)[len(depth) // 2]}; closure (packages) median "
+          f"{sizes[len(sizes) // 2]} max {sizes[-1]}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("n", type=int)
@@ -371,6 +430,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--deps", type=int, default=4)
     ap.add_argument("--scope-every", type=int, default=10)
+    ap.add_argument("--shape", choices=("window", "layered"), default="window")
+    ap.add_argument("--core", type=int, default=300)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--stats", action="store_true",
+                    help="print chain depth and closure sizes on stderr")
     a = ap.parse_args()
     rnd = random.Random(a.seed)
     os.makedirs(os.path.join(a.out, "patches"), exist_ok=True)
@@ -381,13 +445,14 @@ def main():
                        ("default.nix", DEFAULT_NIX)):
         with open(os.path.join(a.out, name), "w") as f:
             f.write(text)
-    top, scope, overrides = [], [], []
+    top, scope, overrides, graph = [], [], [], []
     for i in range(a.n):
         in_scope = a.scope_every > 0 and i % a.scope_every == a.scope_every - 1
-        k = min(i, rnd.randint(0, a.deps))
-        cands = [j for j in range(max(0, i - 200), i)
-                 if in_scope or not (a.scope_every > 0 and j % a.scope_every == a.scope_every - 1)]
-        deps = sorted(set(rnd.choice(cands) for _ in range(k))) if cands and k else []
+        if a.shape == "layered":
+            deps = layered_deps(i, a.n, a, rnd, in_scope)
+        else:
+            deps = window_deps(i, min(i, rnd.randint(0, a.deps)), rnd, in_scope, a.scope_every)
+        graph.append(deps)
         bucket = f"b{i // 1000}"
         d = os.path.join(a.out, "pkgs", bucket)
         os.makedirs(d, exist_ok=True)
@@ -417,6 +482,8 @@ def main():
     O = ["# Overrides applied on top of the package set.", "self: super: {"] + overrides + ["}"]
     with open(os.path.join(a.out, "overrides.nix"), "w") as f:
         f.write("\n".join(O) + "\n")
+    if a.stats:
+        print_stats(graph)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ PACKAGES=(
   libgc-dev
   curl
   prometheus
+  chromium wrk
 )
 
 missing=()

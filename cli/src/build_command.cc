@@ -14,6 +14,7 @@
 #include "eval_cli.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
+#include "kiln/common/trace.h"
 #include "kiln/evaluator/attr_path.h"
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/store/local_store.h"
@@ -122,13 +123,16 @@ void linkResults(const Options& o, const std::string& stateDir,
 }
 
 int build(Options& o, const eval::EvalSettings& settings) {
+  traceEvent("build", "evaluating", 0);
   std::vector<BuildTarget> targets = evaluate(o, settings);
+  traceEvent("build", "evaluated", 0, std::to_string(targets.size()));
   std::string stateDir = o.target.localStore()->stateDir();
   if (targets.empty()) {
     std::cerr << "kiln build: the expression holds no derivation\n";
     return kExitOk;
   }
   substitute(o, targets);
+  traceEvent("build", "substituted", 0);
   // The farm's own chatter (listening, joined, welcomed) is not news to
   // someone running one build; warnings and errors still show.
   if (logLevel() == LogLevel::kInfo) setLogLevel(LogLevel::kWarn);
@@ -140,16 +144,20 @@ int build(Options& o, const eval::EvalSettings& settings) {
   BuildOutcome outcome;
   {
     LocalFarm farm(fc);
+    traceEvent("build", "farm-started", 0);
     signal(SIGINT, onInterrupt);
     signal(SIGTERM, onInterrupt);
     BuildProgress progress(farm, targets, o.keepGoing, isatty(STDERR_FILENO));
     outcome = progress.run(gInterrupted);
+    traceEvent("build", "builds-finished", 0);
   }
+  traceEvent("build", "farm-stopped", 0);
   if (!outcome.ok()) {
     std::cerr << outcome.report(stateDir);
     return kExitFailure;
   }
   linkResults(o, stateDir, settings.storeDir, outcome.targets);
+  traceEvent("build", "linked", 0);
   return kExitOk;
 }
 

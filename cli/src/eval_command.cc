@@ -10,6 +10,7 @@
 #include "eval_cli.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/attr_path.h"
+#include "kiln/evaluator/job_threads.h"
 #include "kiln/evaluator/job_workers.h"
 #include "kiln/evaluator/jobs.h"
 
@@ -29,6 +30,7 @@ struct EvalOptions {
   bool showTrace = false;
   uint32_t maxCallDepth = 10000;
   unsigned workers = 0;         ///< 0: evaluate in this process
+  unsigned threads = 0;         ///< >0: evaluate on this many threads (one heap)
   size_t maxMemoryMiB = 4096;  ///< a worker above this resident size is replaced
   bool restrictEval = false;             // --restrict-eval (jobsets)
   bool pureEval = false;                 // --pure-eval (Nix's pure-eval)
@@ -103,6 +105,15 @@ JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* aut
   JobRoot root = prepareJobRoot(st, selected, autoArgs);
   size_t entries = root.isDerivation ? 1 : root.entries.size();
   JobCounts counts;
+  if (o.threads > 0 && !root.isDerivation) {
+    // Lines are printed once every entry is evaluated, in entry order (the
+    // writer is shared by the threads until then).
+    enumerateJobsThreaded(st, root, autoArgs, o.attrPath, o.threads,
+                          [&](size_t, const std::vector<Job>& jobs) {
+                            for (const Job& job : jobs) printJob(o.target, job, o.json, counts);
+                          });
+    return counts;
+  }
   if (o.workers == 0 || root.isDerivation) {
     for (size_t i = 0; i < entries; ++i)
       enumerateJobEntry(st, root, i, autoArgs, o.attrPath,
@@ -165,6 +176,9 @@ int evalCommand(const std::vector<std::string>& argv) {
       "workers", po::value(&o.workers),
       "evaluate the top-level jobs in N worker processes (default: in\n"
       "this process)")(
+      "threads", po::value(&o.threads),
+      "evaluate the top-level jobs on N threads sharing one heap (what\n"
+      "one thread evaluates the others use; not with --workers)")(
       "max-memory-size", po::value(&o.maxMemoryMiB),
       "with --workers: replace a worker whose resident size exceeds\n"
       "this many MiB after a job (default 4096)")(
@@ -200,6 +214,9 @@ int evalCommand(const std::vector<std::string>& argv) {
     }
     po::notify(vm);
     if (o.file.empty()) throw po::error("a FILE to evaluate is required");
+    if (o.threads > 0 && o.workers > 0) throw po::error("--threads and --workers exclude each other");
+    if (o.threads > EvalState::kMaxThreads)
+      throw po::error("--threads must be at most " + std::to_string(EvalState::kMaxThreads));
   } catch (const po::error& e) {
     std::cerr << "kiln eval: " << e.what() << "\n" << opts;
     return kExitUsage;

@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <regex>
@@ -225,8 +226,17 @@ std::string validRelativeFile(const std::string& s) {
              ? "must be a relative path inside the collection, without '..'"
              : "";
 }
+// Whether one of that name is loaded is the scheduler's check when the
+// jobset is applied (jobset-create/jobset-update list the loaded ones).
 std::string validEvaluator(const std::string& s) {
-  return s == "builtin" || s == "nix" ? "" : "must be 'builtin' or 'nix'";
+  bool ok = !s.empty() && s.size() <= 64 &&
+            std::all_of(s.begin(), s.end(), [](char c) {
+              return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                     c == '_';
+            });
+  return ok ? ""
+             : "must name an evaluator plugin (1 to 64 letters, digits, '-' "
+               "or '_'): 'builtin', 'nix' or another loaded one";
 }
 std::string validKey(const std::string& s) {
   try {
@@ -252,6 +262,14 @@ void readScheduler(Table t, SchedulerSettings& s) {
   t.strList("notify", s.notify, validNotify);
   if (t.str("notify_secret_file", s.notifySecretFile, validPath))
     s.notifySecretFile = t.problems().resolve(s.notifySecretFile);
+  t.boolean("web_private", s.webPrivate);
+  if (t.str("web_push_secret_file", s.webPushSecretFile, validPath))
+    s.webPushSecretFile = t.problems().resolve(s.webPushSecretFile);
+  t.str("cache_compression", s.cacheCompression, [](const std::string& v) {
+    return v == "zstd" || v == "xz" || v == "none"
+               ? ""
+               : "must be 'zstd', 'xz' or 'none'";
+  });
   t.finish();
 }
 

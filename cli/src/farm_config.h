@@ -61,6 +61,9 @@ struct SchedulerSettings {
   int64_t cachedFailureTtl = 0;          ///< seconds; 0 = until cleared
   std::vector<std::string> notify;       ///< KIND:ARG, as --notify
   std::string notifySecretFile;          ///< absolute, or ""
+  bool webPrivate = false;        ///< reads on the web need a read-scope token
+  std::string webPushSecretFile;  ///< push webhook's secret; abs. or ""
+  std::string cacheCompression = "zstd";  ///< zstd, xz or none
   bool operator==(const SchedulerSettings&) const = default;
 };
 

@@ -5,6 +5,7 @@
 
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
+#include "kiln/common/trace.h"
 
 namespace kiln::cli {
 
@@ -41,8 +42,10 @@ scheduler::ServiceConfig serviceConfig(const LocalFarmConfig& c,
 LocalFarm::LocalFarm(const LocalFarmConfig& config) {
   createDirs(config.stateDir);
   std::string endpoint = socketEndpoint(config.stateDir);
+  traceEvent("build", "scheduler-starting", 0);
   service_ = std::make_unique<scheduler::SchedulerService>(
       serviceConfig(config, endpoint));
+  traceEvent("build", "scheduler-started", 0);
   startWorker(config, service_->endpoint());
 }
 

@@ -47,6 +47,10 @@ class PluginNotifier final : public scheduler::Notifier {
   void* instance_ = nullptr;
 };
 
+bool isHttpsWebhook(const NotifySpec& spec) {
+  return spec.kind == "webhook" && spec.argument.rfind("https://", 0) == 0;
+}
+
 // "command:CMD" → {"command", CMD}.
 NotifySpec parseSpec(const std::string& s) {
   auto colon = s.find(':');
@@ -63,52 +67,71 @@ NotifySpec parseSpec(const std::string& s) {
     throw Error("--notify " + spec.kind +
                 ": the argument is longer than "
                 "4096 bytes");
-  if (spec.kind == "webhook" && spec.argument.rfind("http://", 0) != 0)
-    throw Error("--notify '" + s + "': a webhook URL is http://HOST[:PORT]" +
-                "[/PATH] (https is not supported)");
+  if (spec.kind == "webhook" && spec.argument.rfind("http://", 0) != 0 &&
+      spec.argument.rfind("https://", 0) != 0)
+    throw Error("--notify '" + s +
+                "': a webhook URL is http(s)://HOST[:PORT][/PATH]");
   return spec;
 }
 
 // The plugin configuration of `spec`: its argument is a webhook's URL or
 // another notifier's command.
 plugins::PluginConfig configOf(const NotifySpec& spec,
-                               const std::string& secretFile) {
+                               const std::string& secretFile,
+                               const std::string& caFile) {
   plugins::PluginConfig config{
       {spec.kind == "webhook" ? "url" : "command", spec.argument}};
   if (spec.kind == "webhook" && !secretFile.empty())
     config["secret-file"] = secretFile;
+  if (isHttpsWebhook(spec) && !caFile.empty()) config["ca-file"] = caFile;
   return config;
+}
+
+// Throws Error unless `path` (given as `option`) is a readable file.
+void checkReadable(const std::string& option, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) ||
+      ::access(path.c_str(), R_OK) != 0)
+    throw Error(option + " " + path + ": not a readable file");
 }
 
 }  // namespace
 
 std::vector<NotifySpec> parseNotifyOptions(
-    const std::vector<std::string>& specs, const std::string& secretFile) {
+    const std::vector<std::string>& specs, const std::string& secretFile,
+    const std::string& caFile) {
   std::vector<NotifySpec> out;
-  bool webhook = false;
+  bool webhook = false, https = false;
   for (auto& s : specs) {
     out.push_back(parseSpec(s));
     webhook = webhook || out.back().kind == "webhook";
+    https = https || isHttpsWebhook(out.back());
   }
-  if (secretFile.empty()) return out;
-  if (!webhook)
-    throw Error(
-        "--notify-secret-file is for webhook notifiers, and no "
-        "--notify webhook:URL was given");
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(secretFile, ec) ||
-      ::access(secretFile.c_str(), R_OK) != 0)
-    throw Error("--notify-secret-file " + secretFile + ": not a readable file");
+  if (!secretFile.empty()) {
+    if (!webhook)
+      throw Error(
+          "--notify-secret-file is for webhook notifiers, and no "
+          "--notify webhook:URL was given");
+    checkReadable("--notify-secret-file", secretFile);
+  }
+  if (!caFile.empty()) {
+    if (!https)
+      throw Error(
+          "--notify-ca-file is for https webhooks, and no "
+          "--notify webhook:https://URL was given");
+    checkReadable("--notify-ca-file", caFile);
+  }
   return out;
 }
 
 SchedulerNotifiers::SchedulerNotifiers(const std::vector<std::string>& specs,
-                                       const std::string& secretFile)
+                                       const std::string& secretFile,
+                                       const std::string& caFile)
     : registry_(std::make_shared<prometheus::Registry>()),
       wake_(std::make_shared<std::atomic<scheduler::NotificationDelivery*>>(
           nullptr)) {
   std::vector<std::string> targets;
-  for (auto& spec : parseNotifyOptions(specs, secretFile)) {
+  for (auto& spec : parseNotifyOptions(specs, secretFile, caFile)) {
     const auto& info =
         plugins::processPlugins().require(KILN_PLUGIN_NOTIFIER, spec.kind);
     // Stable names: the outbox keeps rows per name across restarts.
@@ -116,7 +139,8 @@ SchedulerNotifiers::SchedulerNotifiers(const std::vector<std::string>& specs,
     for (int n = 2; notifiers_.count(name); n++)
       name = spec.kind + "-" + std::to_string(n);
     notifiers_[name] =
-        std::make_shared<PluginNotifier>(info, configOf(spec, secretFile));
+        std::make_shared<PluginNotifier>(info,
+                                         configOf(spec, secretFile, caFile));
     targets.push_back(name);
   }
   if (targets.empty()) return;

@@ -26,22 +26,28 @@ struct NotifySpec {
 /// loading a plugin (so `kiln serve` can refuse them before starting a
 /// scheduler): each spec is KIND:ARG with a non-empty kind of letters,
 /// digits, '-' or '_' and an argument of at most 4096 bytes; a webhook's
-/// URL starts with http://; a secret file needs a webhook and must be a
-/// readable regular file. Throws Error naming the option and the reason.
+/// URL starts with http:// or https://; a secret file needs a webhook, a
+/// CA file (`--notify-ca-file`: the only CAs an https webhook's server
+/// certificate is checked against; default the system's) an https one,
+/// and each must be a readable regular file. Throws Error naming the
+/// option and the reason.
 std::vector<NotifySpec> parseNotifyOptions(
-    const std::vector<std::string>& specs, const std::string& secretFile);
+    const std::vector<std::string>& specs, const std::string& secretFile,
+    const std::string& caFile = "");
 
 /// The notifiers of a scheduler, before and after its service starts.
 class SchedulerNotifiers {
  public:
   /// Loads the notifier plugin of each `KIND:ARG` spec (e.g.
   /// "command:./hook.sh", "webhook:http://host/path") and creates an
-  /// instance configured with ARG (and, for webhooks, `secretFile` if not
-  /// empty). Throws Error naming the spec and the reason (unknown kind,
-  /// missing argument, a plugin without a deliver function, the plugin's
-  /// refusal, a secret file but no webhook).
+  /// instance configured with ARG (and, for webhooks, `secretFile` and,
+  /// for https ones, `caFile` if not empty). Throws Error naming the spec
+  /// and the reason (unknown kind, missing argument, a plugin without a
+  /// deliver function, the plugin's refusal, a secret file but no webhook,
+  /// a CA file but no https webhook, an unreadable CA file).
   SchedulerNotifiers(const std::vector<std::string>& specs,
-                     const std::string& secretFile);
+                     const std::string& secretFile,
+                     const std::string& caFile = "");
   /// Stops the delivery (the service, which calls the outbox, must be
   /// gone or stopped first).
   ~SchedulerNotifiers();

@@ -114,7 +114,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t backoffMs = 30000;
   int64_t deadlineMarginSec = 600;
   std::vector<std::string> notify;
-  std::string notifySecret;
+  std::string notifySecret, notifyCa;
   CacheOptions cache;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&cfg.stateDir)->required(), "state directory")(
@@ -170,11 +170,14 @@ int runScheduler(const std::vector<std::string>& args) {
       "seconds a failure stays cached (default: until cleared)")(
       "notify", po::value(&notify)->composing(),
       "send build events to a notifier plugin (repeatable):\n"
-      "webhook:http://HOST[:PORT]/PATH (POSTs JSON) or command:CMD "
+      "webhook:http(s)://HOST[:PORT]/PATH (POSTs JSON) or command:CMD "
       "(runs CMD with the JSON on stdin)")(
       "notify-secret-file", po::value(&notifySecret),
       "file holding the webhook's HMAC-SHA256 key "
-      "(X-Kiln-Signature-256 header)");
+      "(X-Kiln-Signature-256 header)")(
+      "notify-ca-file", po::value(&notifyCa),
+      "PEM file of the CAs an https webhook's certificate must chain to "
+      "(default: the system's CAs)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -203,7 +206,7 @@ int runScheduler(const std::vector<std::string>& args) {
         cache.compression != "none")
       throw po::error("--cache-compression must be zstd, xz or none");
     try {
-      parseNotifyOptions(notify, notifySecret);
+      parseNotifyOptions(notify, notifySecret, notifyCa);
     } catch (const Error& e) {
       throw po::error(e.what());
     }
@@ -223,7 +226,7 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.stepDeadlineMargin = std::chrono::seconds(deadlineMarginSec);
     // Evaluations run this very executable as `kiln eval`.
     cfg.kilnBinary = std::filesystem::read_symlink("/proc/self/exe").string();
-    SchedulerNotifiers notifiers(notify, notifySecret);
+    SchedulerNotifiers notifiers(notify, notifySecret, notifyCa);
     // Plugins' own counters (metric_add), labelled with the plugin.
     std::vector<std::shared_ptr<prometheus::Collectable>> extraMetrics{
         plugins::pluginMetrics()};

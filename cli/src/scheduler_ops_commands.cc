@@ -141,8 +141,8 @@ const std::vector<OpCommand>& opCommands() {
          "seconds between checks (0 = on demand only; default 300)"},
         {"shares", "shares", ArgType::kInt, "scheduling shares (default 100)"},
         {"evaluator", "evaluator", ArgType::kString,
-         "the evaluator plugin: 'builtin' (default: kiln's own) or 'nix' "
-         "(nix-instantiate)"}}},
+         "the evaluator plugin: 'builtin' (default: kiln's own), 'nix' "
+         "(nix-instantiate) or another loaded one (`kiln plugins`)"}}},
       {"jobset eval", "evaluate a jobset now", "jobset-eval",
        {kProject,
         {"jobset", "jobset", ArgType::kString, "jobset name", true, true},

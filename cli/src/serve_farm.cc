@@ -158,7 +158,12 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
                              "--allowed-workers",
                              keys + "/allowed-workers",
                              "--cache-secret-key-file",
-                             keys + "/cache.secret"};
+                             keys + "/cache.secret",
+                             "--cache-compression",
+                             s.cacheCompression};
+  if (s.webPrivate) a.push_back("--web-private");
+  if (!s.webPushSecretFile.empty())
+    a.insert(a.end(), {"--web-push-secret-file", s.webPushSecretFile});
   if (!s.notifySecretFile.empty())
     a.insert(a.end(), {"--notify-secret-file", s.notifySecretFile});
   if (s.metricsPort >= 0)

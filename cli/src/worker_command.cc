@@ -1,15 +1,20 @@
 // `kiln worker`: the build worker daemon (docs/worker.md, "Daemon").
 #include <signal.h>
+#include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
 
 #include "command.h"
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
+#include "kiln/plugin_host/host_services.h"
 #include "kiln/protocol/keys.h"
 #include "kiln/worker/daemon.h"
+#include "kiln/web/routes.h"
 #include "kiln/worker/private_store.h"
 #include "sandbox_options.h"
 
@@ -40,6 +45,36 @@ std::vector<std::string> splitList(const std::vector<std::string>& in) {
   return out;
 }
 
+std::string hostName() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? name : "";
+}
+
+// `/metrics` of this worker on `listen` (HOST:PORT, port 0: any): the
+// counters of the plugins loaded here (sandbox, platform; labelled kind
+// and plugin), the requests answered, and kiln_worker_info. Logs its URL.
+std::unique_ptr<web::WebFrontend> serveWorkerMetrics(
+    const std::string& listen, const worker::DaemonConfig& cfg) {
+  web::WebContext ctx;  // no state directory: no central store to sample
+  ctx.metrics = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge()
+      .Name("kiln_worker_info")
+      .Help("This worker: its name (--worker-id, \"\" = the host name), "
+            "kiln version and slots")
+      .Register(*ctx.metrics)
+      .Add({{"worker", cfg.workerId.empty() ? hostName() : cfg.workerId},
+            {"version", cfg.kilnVersion},
+            {"slots", std::to_string(cfg.slots)}})
+      .Set(1);
+  ctx.extraMetrics = {plugins::pluginMetrics()};
+  web::WebServerConfig wc;
+  wc.listen = listen;
+  auto web = std::make_unique<web::WebFrontend>(wc, std::move(ctx),
+                                                web::RouteSet::kMetricsOnly);
+  logInfo("worker metrics " + web->url() + "/metrics");
+  return web;
+}
+
 int runWorker(const std::vector<std::string>& args) {
   po::options_description opts(
       "Usage: kiln worker --connect tcp://HOST:PORT --state-dir DIR\n"
@@ -50,7 +85,8 @@ int runWorker(const std::vector<std::string>& args) {
       "         [--slots N] [--speed-factor X] [--store-dir D]\n"
       "         [--private-store | --store-mounted-at-logical]\n"
       "         [--sandbox linux|none] [--sandbox-option K=V ..]\n"
-      "         [--platforms native,qemu-user] [--platform-option K=V ..]\n\n"
+      "         [--platforms native,qemu-user] [--platform-option K=V ..]\n"
+      "         [--metrics-listen HOST:PORT]\n\n"
       "Connects to a kiln scheduler and builds the steps it is given until\n"
       "SIGINT/SIGTERM, each in a sandbox (default linux: namespaces, only\n"
       "the input closure, a build user, no network; docs/worker.md).\n"
@@ -60,6 +96,7 @@ int runWorker(const std::vector<std::string>& args) {
   worker::DaemonConfig cfg;
   std::string secretFile, serverPubFile;
   std::vector<std::string> systems, features, mandatory;
+  std::string metricsListen;
   opts.add_options()("help,h", "show this help")(
       "connect", po::value(&cfg.client.connect)->required(),
       "scheduler endpoint, e.g. tcp://sched.example.org:7470")(
@@ -87,7 +124,10 @@ int runWorker(const std::vector<std::string>& args) {
       "features a step must require to run here")(
       "slots", po::value(&cfg.slots), "builds at once (default 1)")(
       "speed-factor", po::value(&cfg.speedFactor),
-      "relative speed (default 1.0)")("verbose,v", "log debug messages");
+      "relative speed (default 1.0)")(
+      "metrics-listen", po::value(&metricsListen),
+      "serve Prometheus /metrics (the sandbox and platform plugins' "
+      "counters) on HOST:PORT")("verbose,v", "log debug messages");
   SandboxOptions sandboxOpts;
   addSandboxOptions(opts, sandboxOpts);
   // Hidden (not in --help): test-only fault injection, docs/worker.md.
@@ -146,6 +186,8 @@ int runWorker(const std::vector<std::string>& args) {
       cfg.client.keys = protocol::readSecretKeyFile(secretFile);
       cfg.client.serverPublicKey = protocol::readKeyFile(serverPubFile);
     }
+    std::unique_ptr<web::WebFrontend> metrics;
+    if (!metricsListen.empty()) metrics = serveWorkerMetrics(metricsListen, cfg);
     worker::Daemon daemon(std::move(cfg));
     gDaemon = &daemon;
     signal(SIGINT, onStopSignal);

@@ -161,6 +161,8 @@ bool SqliteStmt::isNull(int col) const {
   return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
 }
 
+int SqliteStmt::columnCount() const { return sqlite3_column_count(stmt_); }
+
 // --------------------------------------------------------------- SqliteTxn
 
 SqliteTxn::SqliteTxn(SqliteDb& db, bool immediate) : db_(db) {

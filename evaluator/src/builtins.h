@@ -27,6 +27,9 @@ struct BuiltinDef {
 
 #define KILN_DECLARE_FAMILY(f) void register##f##Builtins(EvalState& state);
 KILN_BUILTIN_FAMILIES(KILN_DECLARE_FAMILY)
+/// Makes what builtins create on first use (the derivation family's
+/// state) before threads evaluate (EvalState::beginThreads).
+void prepareBuiltinsForThreads(EvalState& state);
 #undef KILN_DECLARE_FAMILY
 
 /// Registers every entry of `defs`.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -96,6 +97,9 @@ struct DrvState : BuiltinState {
   WrapperState wrapper;
   /// The `.drv` text of the derivation being made (one buffer for all).
   std::string aterm;
+  /// Held while making a derivation's record (hash memo, records, aterm)
+  /// and reading records, when threads evaluate.
+  std::mutex mu;
 };
 
 DrvState& drvState(EvalState& st) {
@@ -293,6 +297,9 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (drv.builder.empty()) st.throwError(pos, "required attribute 'builder' missing");
   if (drv.platform.empty()) st.throwError(pos, "required attribute 'system' missing");
   DrvState& ds = drvState(st);
+  // From hashing to recording (no evaluation): one thread at a time.
+  std::unique_lock<std::mutex> drvLock =
+      st.threaded() ? std::unique_lock<std::mutex>(ds.mu) : std::unique_lock<std::mutex>();
   std::optional<StorePath> drvPath;
   std::string& aterm = ds.aterm;  // reused: no buffer per derivation
   uint32_t* tag = nullptr;
@@ -463,11 +470,14 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
     for (size_t j = names.size(); j-- > 0;) extras.push_back({syms[j], kNoPos, outputAttr[j]});
     extras.push_back({st.sAll, kNoPos, allLazy});
     extras.push_back({ws.sDrvAttrs, kNoPos, attrs});
-    Value*& sel = ws.outputSel[syms[i].id];
-    if (!sel) {
-      sel = st.allocPermanentValue();
-      sel->mkPrimOpApp(ws.getAttrFn, names[i]);
-    }
+    Value* sel = st.withSharedLock([&] {
+      Value*& s = ws.outputSel[syms[i].id];
+      if (!s) {
+        s = st.allocPermanentValue();
+        s->mkPrimOpApp(ws.getAttrFn, names[i]);
+      }
+      return s;
+    });
     Value* outPath = st.allocValue();
     outPath->mkApp(sel, strict);
     Value* drvPath = st.allocValue();
@@ -489,6 +499,8 @@ constexpr BuiltinDef kDefs[] = {
 }  // namespace
 
 void registerDerivationBuiltins(EvalState& state) { addBuiltins(state, kDefs); }
+
+void prepareBuiltinsForThreads(EvalState& state) { wrapperState(state); }
 
 bool isDerivationBuiltin(const Value& v) {
   return v.type == VType::kPrimOp && v.primOp->fn == primDerivation;

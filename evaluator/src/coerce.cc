@@ -157,6 +157,7 @@ std::string EvalState::coerceToPath(PosIdx pos, Value& v, Context& ctx) {
 std::string EvalState::copyPathToStore(Context& ctx, const std::string& path) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".drv") == 0)
     throw EvalError("file names are not allowed to end in '.drv'");
+  auto lock = lockIfThreaded(cacheMutex_);  // no evaluation below
   auto it = srcToStore.find(path);
   std::string dst;
   if (it != srcToStore.end()) {

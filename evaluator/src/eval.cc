@@ -24,10 +24,12 @@ static Value* lookupVar(EvalState& state, Env& env, const ExprVar& var, bool noE
   Env* e = envAt(&env, var.level);
   if (!var.fromWith) return e->values[var.displ];
   while (true) {
-    if (e->type == Env::kHasWithExpr) {
+    // Threads may meet the same `with` env: its type is read and set
+    // atomically (both set the same value after forcing the same set).
+    if (__atomic_load_n(&e->type, __ATOMIC_ACQUIRE) == Env::kHasWithExpr) {
       if (noEval) return nullptr;
       state.forceAttrs(*e->values[0], var.pos);
-      e->type = Env::kHasWithAttrs;
+      __atomic_store_n(&e->type, Env::kHasWithAttrs, __ATOMIC_RELEASE);
     }
     if (Value* r = e->values[0]->attrs->get(var.name)) return r;
     if (!e->prevWith)

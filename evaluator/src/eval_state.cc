@@ -111,6 +111,7 @@ void* EvalState::allocMemory(size_t size, size_t align) {
 }
 
 Value* EvalState::allocValueSlow() {
+  if (threaded_) return allocValueThreaded();
   if (!collect_) return permanent.make<Value>();
   static_assert(sizeof(Value) * kValuesPerBlock < 128);  // one 128-byte object
   if (!freeBlocks_) {
@@ -203,6 +204,7 @@ std::vector<const Attr*> EvalState::sortedByName(const Bindings* b) const {
 }
 
 void EvalState::forceThunk(Value& v, PosIdx pos) {
+  if (threaded_) return forceThunkThreaded(v, pos);
   if (v.type == VType::kThunk) {
     Env* env = v.thunk.env;
     Expr* e = v.thunk.expr;
@@ -327,16 +329,17 @@ static void evalBody(EvalState& st, ExprLambda& lambda, Env& env, Value& v, PosI
 }
 
 void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes, PosIdx pos) {
-  if (++callDepth > settings.maxCallDepth) {
-    --callDepth;
+  uint32_t& d = depth();
+  if (++d > settings.maxCallDepth) {
+    --d;
     throw InfiniteRecursionError("stack overflow; max-call-depth exceeded (" +
                                  std::to_string(settings.maxCallDepth) +
                                  " nested calls; possible infinite recursion)" +
                                  positions.snippet(pos));
   }
-  DepthGuard guard{callDepth};
+  DepthGuard guard{d};
+  forceValue(fun, pos);  // in place: a copy of a shared thunk could be torn
   Value vCur = fun;
-  forceValue(vCur, pos);
   while (nargs > 0) {
     if (vCur.type == VType::kLambda) {
       ExprLambda& lambda = *vCur.lambda.fun;
@@ -470,6 +473,7 @@ void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *baseEnv, v); }
 
 Expr* EvalState::parse(std::string text, const std::string& path, const std::string& basePath,
                        const StaticEnv& env) {
+  auto lock = lockIfThreaded(parseMutex_);  // one file at a time (PosTable::at)
   auto owned = std::make_shared<const std::string>(std::move(text));
   // Error snippets need the source; a file is read again for one (as Nix
   // does) instead of being kept for the whole evaluation: a package set
@@ -512,15 +516,18 @@ Expr* EvalState::parseExprFromFile(const std::string& path) {
 void EvalState::evalFile(const std::string& path, Value& v) {
   // Checked before and after adding default.nix (it may be a symlink).
   std::string file = canonPath(checkSourcePath(resolveNixFile(checkSourcePath(path))));
-  auto it = fileCache.find(file);
   Value* cached;
-  if (it != fileCache.end()) {
-    cached = it->second;
-  } else {
-    Expr* e = parseExprFromFile(file);
-    cached = allocPermanentValue();  // the cache is not scanned
-    cached->mkThunk(baseEnv, e);
-    fileCache.emplace(file, cached);
+  {
+    auto lock = lockIfThreaded(cacheMutex_);  // parsing only: no evaluation
+    auto it = fileCache.find(file);
+    if (it != fileCache.end()) {
+      cached = it->second;
+    } else {
+      Expr* e = parseExprFromFile(file);
+      cached = allocPermanentValue();  // the cache is not scanned
+      cached->mkThunk(baseEnv, e);
+      fileCache.emplace(file, cached);
+    }
   }
   try {
     forceValue(*cached, kNoPos);
@@ -558,6 +565,7 @@ std::string EvalState::findFileIn(const std::vector<std::pair<std::string, std::
     bool applies = prefix.empty() || path == prefix ||
                    (path.starts_with(prefix) && path[prefix.size()] == '/');
     if (applies && !kiln::pathExists(dir)) {  // as Nix: warned once, then skipped
+      auto lock = lockIfThreaded(cacheMutex_);
       if (missingEntriesWarned_.insert(dir).second)
         std::cerr << "warning: Nix search path entry '" << dir << "' does not exist, ignoring\n";
       continue;

@@ -69,10 +69,13 @@ void EvalState::initAllowedPaths() {
 }
 
 void EvalState::allowPath(const std::string& path) {
-  if (settings.restrictsPaths()) allowedPaths_.push_back(path);
+  if (!settings.restrictsPaths()) return;
+  auto lock = lockIfThreaded(pathsMutex_);
+  allowedPaths_.push_back(path);
 }
 
 bool EvalState::isAllowed(const std::string& path) const {
+  auto lock = lockIfThreaded(pathsMutex_);
   for (auto& dir : allowedPaths_)
     if (isDirOrInDir(path, dir)) return true;
   return false;

@@ -1,5 +1,6 @@
 // Arena, symbol table, position table and path canonicalisation.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -17,47 +18,117 @@ Arena::~Arena() {
     for (auto& [c, n] : chunks_) GC_remove_roots(c.get(), c.get() + n);
 }
 
+// 4 MiB chunks hold at least one aligned 2 MiB range: a huge page.
+constexpr size_t kChunk = 4 << 20;
+
+char* Arena::newChunk(size_t n) {
+  std::unique_ptr<char[]> memory(new char[n]);
+  char* c = memory.get();
+  if (n >= kChunk) adviseHugePages(c, n);  // before the first touch
+  // Scanned memory starts zeroed: no stale words that look like pointers.
+  if (scanned_) std::memset(c, 0, n);
+  chunks_.emplace_back(std::move(memory), n);
+  reserved_ += n;
+  if (scanned_) {
+    initGarbageCollector();
+    GC_add_roots(c, c + n);
+  }
+  return c;
+}
+
 void* Arena::allocateSlow(size_t size, size_t align) {
-  // 4 MiB chunks hold at least one aligned 2 MiB range: a huge page.
-  constexpr size_t kChunk = 4 << 20;
-  auto chunk = [&](size_t n) {
-    std::unique_ptr<char[]> memory(new char[n]);
-    char* c = memory.get();
-    if (n >= kChunk) adviseHugePages(c, n);  // before the first touch
-    // Scanned memory starts zeroed: no stale words that look like pointers.
-    if (scanned_) std::memset(c, 0, n);
-    chunks_.emplace_back(std::move(memory), n);
-    reserved_ += n;
-    if (scanned_) {
-      initGarbageCollector();
-      GC_add_roots(c, c + n);
-    }
-    return c;
-  };
   if (size + align > kChunk / 4) {
-    uintptr_t p = reinterpret_cast<uintptr_t>(chunk(size + align));
+    uintptr_t p = reinterpret_cast<uintptr_t>(newChunk(size + align));
     p = (p + align - 1) & ~(uintptr_t(align) - 1);
     return reinterpret_cast<void*>(p);
   }
-  cur_ = chunk(kChunk);
+  cur_ = newChunk(kChunk);
   left_ = kChunk;
   return allocate(size, align);
 }
 
-SymbolTable::SymbolTable() : slots_(1024, Slot{0, 0}) { names_.push_back("<no symbol>"); }
+uint64_t Arena::nextId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
+void Arena::addDestructor(void* p, void (*fn)(void*)) {
+  if (!shared_) {
+    dtors_.push_back({p, fn});
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  dtors_.push_back({p, fn});
+}
+
+namespace {
+// A thread's own chunk of a shared arena (a few arenas per thread at once).
+struct ArenaCursor {
+  uint64_t arena = 0;
+  char* cur = nullptr;
+  size_t left = 0;
+};
+thread_local ArenaCursor tCursors[4];
+thread_local unsigned tNextCursor = 0;
+}  // namespace
+
+void* Arena::allocateShared(size_t size, size_t align) {
+  ArenaCursor* c = nullptr;
+  for (ArenaCursor& x : tCursors)
+    if (x.arena == id_) c = &x;
+  if (!c) {
+    c = &tCursors[tNextCursor++ % 4];
+    *c = ArenaCursor{id_, nullptr, 0};
+  }
+  size_t pad = (align - (reinterpret_cast<uintptr_t>(c->cur) & (align - 1))) & (align - 1);
+  if (c->cur && pad + size <= c->left) {
+    char* p = c->cur + pad;
+    c->cur = p + size;
+    c->left -= pad + size;
+    return p;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (size + align > kChunk / 4) {
+    uintptr_t p = reinterpret_cast<uintptr_t>(newChunk(size + align));
+    return reinterpret_cast<void*>((p + align - 1) & ~(uintptr_t(align) - 1));
+  }
+  c->cur = newChunk(kChunk);
+  c->left = kChunk;
+  pad = (align - (reinterpret_cast<uintptr_t>(c->cur) & (align - 1))) & (align - 1);
+  char* p = c->cur + pad;
+  c->cur = p + size;
+  c->left -= pad + size;
+  return p;
+}
+
+SymbolTable::SymbolTable() : slots_(1024, Slot{0, 0}) {
+  chunks_.reserve(size_t{1} << (32 - kChunkBits));
+  chunks_.emplace_back(new std::string_view[size_t{1} << kChunkBits]);
+  chunks_[0][0] = "<no symbol>";
+  count_ = 1;
+}
 
 Symbol SymbolTable::intern(std::string_view name) {
+  if (!shared_) return internLocked(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  return internLocked(name);
+}
+
+Symbol SymbolTable::internLocked(std::string_view name) {
   uint32_t h = static_cast<uint32_t>(std::hash<std::string_view>()(name));
   size_t mask = slots_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     Slot& slot = slots_[i];
     if (slot.id == 0) break;
-    if (slot.hash == h && names_[slot.id] == name) return Symbol{slot.id};
+    if (slot.hash == h && this->name(Symbol{slot.id}) == name) return Symbol{slot.id};
   }
+  if (count_ == UINT32_MAX) throw EvalError("too many distinct names (symbols)");
   const char* copy = arena_.copyString(name);
-  uint32_t id = static_cast<uint32_t>(names_.size());
-  names_.emplace_back(copy, name.size());
-  if (2 * names_.size() > slots_.size()) grow();
+  uint32_t id = count_;
+  if ((id & kChunkMask) == 0) chunks_.emplace_back(new std::string_view[size_t{1} << kChunkBits]);
+  chunks_[id >> kChunkBits][id & kChunkMask] = std::string_view(copy, name.size());
+  count_ = id + 1;
+  if (2 * size_t{count_} > slots_.size()) grow();
   mask = slots_.size() - 1;
   size_t i = h & mask;
   while (slots_[i].id != 0) i = (i + 1) & mask;
@@ -81,6 +152,7 @@ PosTable::PosTable() { origins_.push_back({"«none»", nullptr, 0, 0, {0}}); }
 
 uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string> source,
                              bool keepText) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
   const Origin& last = origins_.back();
   uint64_t base = uint64_t(last.base) + last.size + 1;
   if (base + source->size() + 1 > UINT32_MAX)
@@ -97,6 +169,11 @@ uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string
 }
 
 Pos PosTable::get(PosIdx p) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return getLocked(p);
+}
+
+Pos PosTable::getLocked(PosIdx p) const {
   // The last origin whose range starts at or before p.
   auto o = std::upper_bound(origins_.begin() + 1, origins_.end(), p,
                             [](PosIdx x, const Origin& org) { return x < org.base; });
@@ -111,7 +188,7 @@ Pos PosTable::get(PosIdx p) const {
 std::string PosTable::show(PosIdx p) const {
   if (p == kNoPos) return "«none»";
   Pos pos = get(p);
-  std::string file = origins_[pos.origin].path;
+  std::string file = origin(pos.origin).path;
   if (file == "«string»") file = "(string)";
   return file + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
 }
@@ -149,7 +226,7 @@ void codeLine(std::ostream& out, uint32_t n, std::string_view text) {
 std::string PosTable::snippet(PosIdx p) const {
   if (p == kNoPos) return "";
   Pos pos = get(p);
-  const Origin& o = origins_[pos.origin];
+  const Origin& o = origin(pos.origin);
   std::ostringstream out;
   out << "\n\n       at " << o.path << ":" << pos.line << ":" << pos.column << ":\n";
   std::shared_ptr<const std::string> text = o.text;

@@ -78,7 +78,7 @@ std::string hostSystem() {
 
 class NativePlatform {
  public:
-  explicit NativePlatform(kiln::plugin::Host host) {
+  explicit NativePlatform(kiln::plugin::Host host) : host_(host) {
     std::string own = hostSystem();
     if (own.empty()) throw Failure::sys("uname");
     systems_.push_back(own);
@@ -100,10 +100,12 @@ class NativePlatform {
     if (std::find(systems_.begin(), systems_.end(), system) == systems_.end())
       throw Failure(KILN_ERR_UNSUPPORTED,
                     "the native platform does not run " + system);
+    host_.metricAdd("builds_total", 1);  // the worker's /metrics
     return {program, argv0};
   }
 
  private:
+  kiln::plugin::Host host_;
   std::vector<std::string> systems_;
 };
 

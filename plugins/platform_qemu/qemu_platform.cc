@@ -36,7 +36,7 @@ bool isExecutableFile(const std::string& path) {
 
 class QemuPlatform {
  public:
-  explicit QemuPlatform(kiln::plugin::Host host) {
+  explicit QemuPlatform(kiln::plugin::Host host) : host_(host) {
     std::string dir = host.config("qemu-dir").value_or("/usr/bin");
     struct utsname u {};
     if (::uname(&u) < 0) throw Failure::sys("uname");
@@ -64,6 +64,7 @@ class QemuPlatform {
     for (auto& e : emulators_)
       if (e.system == system) {
         std::string base = e.path.substr(e.path.rfind('/') + 1);
+        host_.metricAdd("builds_total", 1);  // the worker's /metrics
         // -0 sets the emulated program's argument 0.
         return {e.path, base, "-0", argv0, program};
       }
@@ -74,6 +75,7 @@ class QemuPlatform {
   struct Emulator {
     std::string system, path;
   };
+  kiln::plugin::Host host_;
   std::vector<Emulator> emulators_;
 };
 

@@ -116,16 +116,19 @@ std::string Client::handshakeError() {
 
 zmq::socket_t& Client::socket() { return impl_->socket; }
 
-std::optional<Message> Client::receive(std::chrono::milliseconds timeout) {
+std::optional<Message> Client::receive(std::chrono::milliseconds timeout,
+                                       int wakeFd) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<zmq::pollitem_t> items = {
       {impl_->socket.handle(), 0, ZMQ_POLLIN, 0},
       {impl_->monitor.handle(), 0, ZMQ_POLLIN, 0}};
+  if (wakeFd >= 0) items.push_back({nullptr, wakeFd, ZMQ_POLLIN, 0});
   for (;;) {
     impl_->drainMonitor();
     auto parts = detail::tryReceive(impl_->socket);
     if (!parts) {
       if (!detail::waitUntil(items, deadline)) return std::nullopt;
+      if (wakeFd >= 0 && (items[2].revents & ZMQ_POLLIN)) return std::nullopt;
       continue;
     }
     try {

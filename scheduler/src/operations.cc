@@ -77,7 +77,8 @@ json createProject(StateDb& db, const json& a) {
   return {{"id", db.createProject(p)}};
 }
 
-json createJobset(StateDb& db, const json& a) {
+json createJobset(StateDb& db, const json& a,
+                  const EvaluatorCheck& checkEvaluator) {
   auto p = db.projectByName(strArg(a, "project"));
   if (!p)
     throw SchedulerStateError("no project named '" + strArg(a, "project") +
@@ -95,12 +96,14 @@ json createJobset(StateDb& db, const json& a) {
   j.shares = intArg(a, "shares", 100);
   j.enabled = boolArg(a, "enabled", true);
   j.evaluator = strArg(a, "evaluator", "builtin");
+  if (isEvaluatorName(j.evaluator)) checkEvaluator(j.name, j.evaluator);
   j.id = db.createJobset(j);
   return jobsetJson(j);
 }
 
 // Changes the fields `a` names of an existing jobset; the others stay.
-json updateJobset(StateDb& db, const json& a) {
+json updateJobset(StateDb& db, const json& a,
+                  const EvaluatorCheck& checkEvaluator) {
   auto found = db.jobsetByName(strArg(a, "project"), strArg(a, "jobset"));
   if (!found) throw SchedulerStateError("no such jobset");
   JobsetRow j = *found;
@@ -117,7 +120,11 @@ json updateJobset(StateDb& db, const json& a) {
   j.checkIntervalSec = intArg(a, "checkInterval", j.checkIntervalSec);
   j.shares = intArg(a, "shares", j.shares);
   j.enabled = boolArg(a, "enabled", j.enabled);
+  // A changed evaluator must be loaded; an unchanged one may be gone (the
+  // jobset's evaluations then fail, saying so) without blocking edits.
   j.evaluator = strArg(a, "evaluator", j.evaluator);
+  if (j.evaluator != found->evaluator && isEvaluatorName(j.evaluator))
+    checkEvaluator(j.name, j.evaluator);
   db.updateJobset(j);
   json out = jobsetJson(j);
   out["enabled"] = j.enabled;
@@ -188,7 +195,8 @@ BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
 
 namespace {
 
-void addProjectRequests(RequestTable& t, StateDb& db) {
+void addProjectRequests(RequestTable& t, StateDb& db,
+                        const EvaluatorCheck& checkEvaluator) {
   t.set({"project-create",
          "create a project",
          {{"name", ArgType::kString, true, "project name"},
@@ -207,8 +215,11 @@ void addProjectRequests(RequestTable& t, StateDb& db) {
           {"checkInterval", ArgType::kInt, false, "seconds (0: on demand)"},
           {"shares", ArgType::kInt, false, "scheduling shares"},
           {"enabled", ArgType::kBool, false, "evaluated on schedule"},
-          {"evaluator", ArgType::kString, false, "builtin (default) or nix"}},
-         [&db](const json& a) { return createJobset(db, a); }});
+          {"evaluator", ArgType::kString, false,
+           "a loaded evaluator plugin: builtin (default), nix, ..."}},
+         [&db, checkEvaluator](const json& a) {
+           return createJobset(db, a, checkEvaluator);
+         }});
   t.set({"jobset-update",
          "change a jobset's declaration (fields not given stay)",
          {kProjectArg,
@@ -222,8 +233,11 @@ void addProjectRequests(RequestTable& t, StateDb& db) {
           {"checkInterval", ArgType::kInt, false, "seconds (0: on demand)"},
           {"shares", ArgType::kInt, false, "scheduling shares"},
           {"enabled", ArgType::kBool, false, "evaluated on schedule"},
-          {"evaluator", ArgType::kString, false, "builtin or nix"}},
-         [&db](const json& a) { return updateJobset(db, a); }});
+          {"evaluator", ArgType::kString, false,
+           "a loaded evaluator plugin: builtin, nix, ..."}},
+         [&db, checkEvaluator](const json& a) {
+           return updateJobset(db, a, checkEvaluator);
+         }});
   t.set({"jobset-eval",
          "evaluate a jobset now",
          {kProjectArg,
@@ -278,9 +292,14 @@ void addBuildRequests(RequestTable& t, StateDb& db, const Clock& clock) {
 
 }  // namespace
 
-RequestTable offlineRequests(StateDb& db, const Clock& clock) {
+RequestTable offlineRequests(StateDb& db, const Clock& clock,
+                             EvaluatorCheck checkEvaluator) {
+  if (!checkEvaluator)
+    checkEvaluator = [](const std::string& jobset, const std::string& name) {
+      checkEvaluatorLoaded(plugins::processPlugins(), jobset, name);
+    };
   RequestTable t;
-  addProjectRequests(t, db);
+  addProjectRequests(t, db, checkEvaluator);
   addBuildRequests(t, db, clock);
   addTokenRequests(t, db, clock);
   addEditRequests(t, db);
@@ -316,7 +335,13 @@ void SchedulerService::Impl::queueEvalRequest(const RequestRow& req) {
 // The live table: the offline handlers, with the ones that concern the
 // core (shares, builds, priorities, restarts, the queue) applied to it too.
 void SchedulerService::Impl::setUpRequests() {
-  requests = offlineRequests(db, clock);
+  requests = offlineRequests(
+      db, clock, [this](const std::string& jobset, const std::string& name) {
+        if (cfg.evalRunner || cfg.evalRunners.count(name)) return;
+        checkEvaluatorLoaded(
+            cfg.plugins ? *cfg.plugins : plugins::processPlugins(), jobset,
+            name);
+      });
   auto wrap = [this](const std::string& name,
                      std::function<json(const RequestFn&, const json&)> fn) {
     RequestHandler h = *requests.find(name);

@@ -8,6 +8,7 @@
 
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/evaluation.h"
+#include "kiln/scheduler/state_db.h"
 #include "kiln/store/derivation.h"
 
 namespace kiln::scheduler {
@@ -224,6 +225,16 @@ PluginEvaluators::PluginEvaluators(
     : state_(new State{registry, std::move(configs), {}, {}}) {}
 
 PluginEvaluators::~PluginEvaluators() = default;
+
+void checkEvaluatorLoaded(const plugins::PluginRegistry& registry,
+                          const std::string& jobset,
+                          const std::string& evaluator) {
+  try {
+    registry.require(KILN_PLUGIN_EVALUATOR, evaluator);
+  } catch (const Error& e) {
+    throw SchedulerStateError("jobset '" + jobset + "': " + e.what());
+  }
+}
 
 EvalRunner& PluginEvaluators::get(const std::string& name) {
   std::lock_guard lock(state_->mu);

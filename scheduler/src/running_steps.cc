@@ -10,6 +10,7 @@
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "kiln/common/sqlite.h"
+#include "kiln/common/trace.h"
 #include "kiln/scheduler/logs.h"
 #include "kiln/store/content_check.h"
 
@@ -184,6 +185,7 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
   proto::BuildStep m;
   RunningStep run;
   if (!describe(*row, sid, c, m, run) || !link_.send(c.peer, m)) return false;
+  traceEvent("scheduler", "dispatched", m.stepId, c.name);
   KILN_FAIL_POINT("scheduler.step-start.before-commit");
   db_.startStep(id, c.name, clock_.nowMs());
   KILN_FAIL_POINT("scheduler.step-start.after-commit");
@@ -328,6 +330,8 @@ void RunningSteps::onResult(const WorkerConn& from,
   }
   link_.sendOrWarn(from.peer, proto::Ack{proto::MessageType::kStepResult,
                                          m.stepId, true, ""});
+  traceEvent("scheduler", "result", m.stepId,
+             r->registering.empty() ? "" : "outputs still registering");
   // Its outputs arrived before the result; their registration may not
   // have finished yet. The worker's slot is free either way: fill it
   // while they finish.
@@ -381,6 +385,7 @@ void RunningSteps::outputRegistered(int64_t id, const std::string& output,
   RunningStep& run = it->second;
   run.registering.erase(output);
   if (ok) run.uploaded.insert(output);
+  traceEvent("scheduler", "registered", static_cast<uint64_t>(id), output);
   if (run.registering.empty() && run.deferred) {
     auto result = std::move(*run.deferred);
     complete(id, result);
@@ -458,6 +463,7 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took) {
   }
   finishStepRow(db_, run.id, 0, clock_.nowMs(), "", std::nullopt);
   core_.finishStep(run.sid, StepResult::success(took));
+  traceEvent("scheduler", "succeeded", static_cast<uint64_t>(run.id));
   ingestor_.forget(run.sid);
   return true;
 }

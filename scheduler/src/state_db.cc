@@ -1,4 +1,5 @@
-// StateDb: schema, migrations and the row accessors (docs/scheduler.md).
+// StateDb: opening, migrating and the row accessors (docs/scheduler.md);
+// the schema's SQL is in state_schema.cc.
 #include "kiln/scheduler/state_db.h"
 
 #include <algorithm>
@@ -8,176 +9,6 @@
 
 namespace kiln::scheduler {
 namespace {
-
-// Migration 1: the Hydra-like data model. Times are Unix milliseconds.
-const char* kSchemaV1 = R"SQL(
-CREATE TABLE projects (
-  id INTEGER PRIMARY KEY,
-  name TEXT NOT NULL UNIQUE,
-  description TEXT NOT NULL DEFAULT '',
-  enabled INTEGER NOT NULL DEFAULT 1
-);
-CREATE TABLE jobsets (
-  id INTEGER PRIMARY KEY,
-  project INTEGER NOT NULL REFERENCES projects(id),
-  name TEXT NOT NULL,
-  kind TEXT NOT NULL CHECK (kind IN ('path', 'git')),
-  location TEXT NOT NULL,
-  branch TEXT NOT NULL DEFAULT '',
-  file TEXT NOT NULL DEFAULT 'default.nix',
-  attribute TEXT NOT NULL DEFAULT '',
-  arguments TEXT NOT NULL DEFAULT '{}',
-  check_interval INTEGER NOT NULL DEFAULT 300,
-  shares INTEGER NOT NULL DEFAULT 100 CHECK (shares >= 1),
-  enabled INTEGER NOT NULL DEFAULT 1,
-  last_checked INTEGER NOT NULL DEFAULT 0,
-  last_inputs TEXT NOT NULL DEFAULT '',
-  UNIQUE (project, name)
-);
-CREATE TABLE evaluations (
-  id INTEGER PRIMARY KEY,
-  jobset INTEGER NOT NULL REFERENCES jobsets(id),
-  inputs_hash TEXT NOT NULL,
-  time INTEGER NOT NULL,
-  duration INTEGER NOT NULL DEFAULT 0,
-  jobs INTEGER NOT NULL DEFAULT 0,
-  error TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE eval_errors (
-  eval INTEGER NOT NULL REFERENCES evaluations(id),
-  attr TEXT NOT NULL,
-  error TEXT NOT NULL
-);
-CREATE TABLE builds (
-  id INTEGER PRIMARY KEY,
-  eval INTEGER NOT NULL REFERENCES evaluations(id),
-  jobset INTEGER NOT NULL REFERENCES jobsets(id),
-  job TEXT NOT NULL,
-  nix_name TEXT NOT NULL DEFAULT '',
-  system TEXT NOT NULL DEFAULT '',
-  drv_path TEXT NOT NULL,
-  finished INTEGER NOT NULL DEFAULT 0,
-  status INTEGER,
-  global_priority INTEGER NOT NULL DEFAULT 0,
-  local_priority INTEGER NOT NULL DEFAULT 0,
-  created INTEGER NOT NULL,
-  stop_time INTEGER NOT NULL DEFAULT 0,
-  error TEXT NOT NULL DEFAULT '',
-  reused_from INTEGER NOT NULL DEFAULT 0,
-  UNIQUE (eval, job)
-);
-CREATE INDEX builds_unfinished ON builds(finished) WHERE finished = 0;
-CREATE INDEX builds_drv ON builds(drv_path);
-CREATE TABLE build_outputs (
-  build INTEGER NOT NULL REFERENCES builds(id),
-  name TEXT NOT NULL,
-  path TEXT NOT NULL,
-  PRIMARY KEY (build, name)
-);
-CREATE TABLE steps (
-  id INTEGER PRIMARY KEY,
-  drv_path TEXT NOT NULL UNIQUE,
-  system TEXT NOT NULL,
-  pname TEXT NOT NULL DEFAULT '',
-  features TEXT NOT NULL DEFAULT '',
-  finished INTEGER NOT NULL DEFAULT 0,
-  status INTEGER,
-  error TEXT NOT NULL DEFAULT '',
-  attempts INTEGER NOT NULL DEFAULT 0,
-  worker TEXT NOT NULL DEFAULT '',
-  created INTEGER NOT NULL,
-  start_time INTEGER NOT NULL DEFAULT 0,
-  stop_time INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX steps_unfinished ON steps(finished) WHERE finished = 0;
-CREATE TABLE step_deps (
-  step INTEGER NOT NULL REFERENCES steps(id),
-  dep INTEGER NOT NULL REFERENCES steps(id),
-  PRIMARY KEY (step, dep)
-);
-CREATE TABLE cached_failures (
-  drv_path TEXT PRIMARY KEY,
-  status INTEGER NOT NULL,
-  time INTEGER NOT NULL,
-  expires INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE requests (
-  id INTEGER PRIMARY KEY,
-  kind TEXT NOT NULL,
-  args TEXT NOT NULL DEFAULT '{}',
-  done INTEGER NOT NULL DEFAULT 0,
-  ok INTEGER NOT NULL DEFAULT 0,
-  result TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX requests_pending ON requests(done) WHERE done = 0;
-)SQL";
-
-// Migration 2: per-build limits from the job's meta.maxSilent and
-// meta.timeout (seconds); the step gets those of its owner build.
-const char* kSchemaV2 = R"SQL(
-ALTER TABLE builds ADD COLUMN max_silent INTEGER NOT NULL DEFAULT 3600;
-ALTER TABLE builds ADD COLUMN timeout INTEGER NOT NULL DEFAULT 36000;
-)SQL";
-
-// Migration 3: the notification outbox (notification_store.h). One row per
-// event and notifier, written in the transaction of the state change it
-// reports; the delivery thread marks it delivered (Unix ms, 0 = pending).
-const char* kSchemaV3 = R"SQL(
-CREATE TABLE notifications (
-  id INTEGER PRIMARY KEY,
-  target TEXT NOT NULL,
-  ordering_key TEXT NOT NULL,
-  event TEXT NOT NULL,
-  payload TEXT NOT NULL,
-  created INTEGER NOT NULL,
-  attempts INTEGER NOT NULL DEFAULT 0,
-  next_attempt INTEGER NOT NULL DEFAULT 0,
-  last_error TEXT NOT NULL DEFAULT '',
-  delivered INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX notifications_pending ON notifications(id) WHERE delivered = 0;
-)SQL";
-
-// Migration 4: each jobset chooses its evaluator (jobset.h); existing
-// jobsets keep kiln's own.
-const char* kSchemaV4 = R"SQL(
-ALTER TABLE jobsets ADD COLUMN evaluator TEXT NOT NULL DEFAULT 'builtin'
-  CHECK (evaluator IN ('builtin', 'nix'));
-)SQL";
-
-// Migration 5: indexes for the read model (state_view.h, the web): every
-// page query walks one of these and stops at its LIMIT, so a page costs
-// the same with 1,000,000 builds as with 100.
-const char* kSchemaV5 = R"SQL(
-CREATE INDEX evaluations_jobset ON evaluations(jobset, id);
-CREATE INDEX eval_errors_eval ON eval_errors(eval, attr);
-CREATE INDEX builds_eval_status ON builds(eval, finished, status, id);
-CREATE INDEX builds_job ON builds(job, jobset, id);
-CREATE INDEX builds_stop ON builds(stop_time) WHERE finished = 1;
-CREATE INDEX build_outputs_path ON build_outputs(path);
-)SQL";
-
-// Migration 6: API tokens (tokens.h): a salted SHA-256 of each secret,
-// found by its public key id; revoked ones are kept for the listing.
-const char* kSchemaV6 = R"SQL(
-CREATE TABLE api_tokens (
-  id INTEGER PRIMARY KEY,
-  key_id TEXT NOT NULL UNIQUE,
-  name TEXT NOT NULL DEFAULT '',
-  scope TEXT NOT NULL CHECK (scope IN ('read', 'operate', 'admin')),
-  salt TEXT NOT NULL,
-  hash TEXT NOT NULL,
-  created INTEGER NOT NULL,
-  revoked INTEGER NOT NULL DEFAULT 0
-);
-)SQL";
-
-const std::vector<SqliteMigration>& migrations() {
-  static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
-      {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6}};
-  return m;
-}
 
 std::string joinWords(const std::vector<std::string>& v) {
   std::string out;
@@ -332,7 +163,7 @@ SqliteOptions stateDbOptions() {
 }  // namespace
 
 StateDb::StateDb(const std::string& path) : db_(path, stateDbOptions()) {
-  migrateSchema(db_, migrations());
+  migrateSchema(db_, stateMigrations());
 }
 
 StateDb::StateDb(const std::string& path, ReadOnly)
@@ -349,7 +180,7 @@ StateDb::StateDb(const std::string& path, ReadOnly)
                       std::to_string(schemaVersion()));
 }
 
-int64_t StateDb::schemaVersion() { return migrations().back().version; }
+int64_t StateDb::schemaVersion() { return stateMigrations().back().version; }
 
 int64_t StateDb::createProject(const ProjectRow& p) {
   checkName("project", p.name);
@@ -385,11 +216,11 @@ void checkJobset(const JobsetRow& j) {
                               j.kind + "'");
   if (j.location.empty())
     throw SchedulerStateError("jobset '" + j.name + "': empty location");
-  if (!isJobsetEvaluator(j.evaluator))
-    throw SchedulerStateError("jobset '" + j.name +
-                              "': evaluator must be 'builtin' or 'nix', "
-                              "got '" +
-                              j.evaluator + "'");
+  if (!isEvaluatorName(j.evaluator))
+    throw SchedulerStateError("jobset '" + j.name + "': evaluator '" +
+                              j.evaluator +
+                              "' is not a plugin name (1 to 64 letters, "
+                              "digits, '-' or '_')");
   if (j.shares < 1 || j.checkIntervalSec < 0)
     throw SchedulerStateError("jobset '" + j.name +
                               "': shares must be >= 1 and the check "
@@ -594,9 +425,10 @@ BuildCounts readCounts(SqliteStmt& s) {
 }  // namespace
 
 BuildCounts StateDb::buildCounts(int64_t eval) {
+  // eval_counts: kept by triggers on builds (migration 8).
   auto s = db_.prepare(
-      "SELECT count(*), coalesce(sum(finished), 0), "
-      "coalesce(sum(finished AND status = 0), 0) FROM builds" +
+      "SELECT coalesce(sum(builds), 0), coalesce(sum(finished), 0), "
+      "coalesce(sum(succeeded), 0) FROM eval_counts" +
       std::string(eval ? " WHERE eval = ?" : " WHERE ? = 0"));
   s.bind(eval);
   return readCounts(s);

@@ -4,11 +4,16 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/common/sqlite.h"
 #include "kiln/scheduler/state_db.h"
 
 namespace kiln::scheduler::detail {
+
+/// The state database's migrations, oldest first (state_schema.cc); the
+/// last one's version is StateDb::schemaVersion().
+const std::vector<SqliteMigration>& stateMigrations();
 
 /// Columns of `jobsets` in the order readJobset expects.
 extern const char* const kJobsetColumns;

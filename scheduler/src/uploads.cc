@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "kiln/common/logging.h"
+#include "kiln/common/trace.h"
 #include "kiln/store/refs.h"
 
 namespace kiln::scheduler {
@@ -142,6 +143,8 @@ void Uploads::commit(int64_t step, const proto::TransferHeader& h,
                      store::ValidPathInfo info, AutoCloseFD nar) {
   metrics_.addBytesReceived(h.info.narSize);
   steps_.outputRegistering(step, h.outputName);
+  traceEvent("scheduler", "upload-received", static_cast<uint64_t>(step),
+             h.outputName);
   // A fixed output refers to nothing (Nix refuses one whose scan finds a
   // reference); the store checks its content against `ca` as it adds it.
   if (!info.ca.empty() && !info.references.empty()) {

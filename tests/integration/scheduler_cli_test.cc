@@ -130,7 +130,8 @@ TEST_P(SchedulerCli, EvaluatesAJobsetAndExplainsTheQueue) {
   EXPECT_THAT(r.out, HasSubstr("\"cleared\":0"));
 }
 
-// --notify and --notify-secret-file are checked before anything starts.
+// --notify, --notify-secret-file and --notify-ca-file are checked before
+// anything starts.
 TEST(SchedulerCliNotify, RefusesMalformedNotifiersWithTheReason) {
   TempDir dir;
   std::string secret = dir.path() + "/secret";
@@ -146,9 +147,17 @@ TEST(SchedulerCliNotify, RefusesMalformedNotifiersWithTheReason) {
   auto r = sched({"--notify", "hook"});
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_THAT(r.err, HasSubstr("expected KIND:ARGUMENT"));
-  r = sched({"--notify", "webhook:https://example.org/"});
+  r = sched({"--notify", "webhook:ftp://example.org/"});
   EXPECT_EQ(r.exitCode, 2);
-  EXPECT_THAT(r.err, HasSubstr("https is not supported"));
+  EXPECT_THAT(r.err, HasSubstr("a webhook URL is http(s)://HOST"));
+  r = sched({"--notify", "webhook:http://127.0.0.1:1/", "--notify-ca-file",
+             secret});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("--notify-ca-file is for https webhooks"));
+  r = sched({"--notify", "webhook:https://127.0.0.1:1/", "--notify-ca-file",
+             dir.path() + "/missing"});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("missing: not a readable file"));
   r = sched({"--notify", "command:true", "--notify-secret-file", secret});
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_THAT(r.err, HasSubstr("no --notify webhook:URL"));
@@ -180,7 +189,8 @@ TEST(SchedulerCliEvaluators, BuiltinAndNixGiveIdenticalJobs) {
   ASSERT_EQ(kiln(state, {"project", "create", "demo"}).exitCode, 0);
   auto r = createDemoJobset(state, "bad", coll, "guile");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_THAT(r.err, HasSubstr("evaluator must be 'builtin' or 'nix'"));
+  EXPECT_THAT(r.err, HasSubstr("no evaluator plugin named 'guile' (loaded "
+                               "evaluator plugins: builtin, nix;"));
   ASSERT_EQ(createDemoJobset(state, "ours", coll, "builtin").exitCode, 0);
   ASSERT_EQ(createDemoJobset(state, "nix", coll, "nix").exitCode, 0);
   test::KilnProcess sched = startScheduler(state, dir.path() + "/sched.out");
@@ -197,6 +207,53 @@ TEST(SchedulerCliEvaluators, BuiltinAndNixGiveIdenticalJobs) {
   EXPECT_THAT(ours, HasSubstr("b /nix/store/"));
   EXPECT_EQ(ours, jobsOfEval(state, evals["nix"]));
   EXPECT_THAT(test::evalErrors(state), HasSubstr("broken: "));
+}
+
+// The evaluator is any loaded evaluator plugin: a jobset made with the
+// test plugins on the plugin path names `test-evaluator`; the scheduler,
+// started without them, refuses that name for a new jobset (listing what it
+// loaded) and fails the old jobset's evaluation the same way, through its
+// evaluation thread and the database, and goes on evaluating others.
+TEST(SchedulerCliEvaluators, AnEvaluatorThatIsNotLoadedFailsItsEvaluation) {
+  TempDir dir;
+  std::string state = dir.path() + "/state";
+  std::string coll = writeDemoCollection(dir.path());
+  ASSERT_EQ(kiln(state, {"project", "create", "demo"}).exitCode, 0);
+  std::string testPlugins =
+      "KILN_PLUGIN_PATH=" + std::string(KILN_BINARY_DIR) + "/tests/plugins/good";
+  auto r = test::run({test::kilnBinary(), "jobset", "create", "--project",
+                      "demo", "gone", "--location", coll, "--check-interval",
+                      "0", "--evaluator", "test-evaluator", "--state-dir",
+                      state},
+                     "", {testPlugins});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  test::KilnProcess sched = startScheduler(state, dir.path() + "/sched.out");
+  ASSERT_TRUE(sched.waitForLog("listening", 30s)) << sched.log();
+  const std::string loaded =
+      "no evaluator plugin named 'test-evaluator' (loaded evaluator "
+      "plugins: builtin, nix;";
+  r = createDemoJobset(state, "new", coll, "test-evaluator");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.err, HasSubstr("jobset 'new': " + loaded)) << r.err;
+  r = kiln(state, {"jobset", "eval", "--project", "demo", "gone", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  int64_t eval = nlohmann::json::parse(r.out)["eval"].get<int64_t>();
+  auto q = test::run({"python3", "-c",
+                      "import sqlite3, sys\n"
+                      "print(sqlite3.connect(sys.argv[1]).execute("
+                      "'select error from evaluations where id = ?', "
+                      "(int(sys.argv[2]),)).fetchone()[0])",
+                      state + "/scheduler.sqlite", std::to_string(eval)});
+  ASSERT_EQ(q.exitCode, 0) << q.err;
+  EXPECT_THAT(q.out, HasSubstr("jobset 'gone': " + loaded)) << q.out;
+  EXPECT_EQ(jobsOfEval(state, eval), "");
+  // Still serving: a jobset with a loaded evaluator evaluates.
+  ASSERT_EQ(createDemoJobset(state, "ours", coll, "builtin").exitCode, 0);
+  r = kiln(state, {"jobset", "eval", "--project", "demo", "ours", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  eval = nlohmann::json::parse(r.out)["eval"].get<int64_t>();
+  EXPECT_THAT(jobsOfEval(state, eval), HasSubstr("a /nix/store/"));
+  EXPECT_EQ(sched.stop(), 0);
 }
 
 }  // namespace

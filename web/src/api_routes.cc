@@ -70,7 +70,7 @@ const std::vector<Field> kJobsetFields = {
     {"checkInterval", Field::kInt, 366 * 86400},
     {"shares", Field::kInt, 1000000},
     {"enabled", Field::kBool},
-    {"evaluator", Field::kString, 10}};
+    {"evaluator", Field::kString, 64}};
 
 // Builds a mutation's request arguments from the route and the body.
 using ArgsFn = std::function<json(const RouteParams&, const json& body)>;

@@ -94,12 +94,14 @@ void HttpMetrics::observe(const std::string& route, const std::string& method,
 
 void addMetricsRoutes(Router& router, WebContext& ctx) {
   if (!ctx.metrics) return;
-  auto sampler =
-      std::make_shared<StoreSampler>(*ctx.metrics, ctx.stateDir, ctx.storeDir);
+  std::shared_ptr<StoreSampler> sampler;
+  if (!ctx.stateDir.empty())
+    sampler = std::make_shared<StoreSampler>(*ctx.metrics, ctx.stateDir,
+                                             ctx.storeDir);
   const WebContext* c = &ctx;
   router.add(
       "GET", "/metrics", [c, sampler](const Request&, const RouteParams&) {
-        sampler->sample();
+        if (sampler) sampler->sample();
         auto families = c->metrics->Collect();
         for (auto& extra : c->extraMetrics) {
           auto more = extra->Collect();

@@ -101,11 +101,30 @@ struct Pages {
     return ctx.snapshot ? ctx.snapshot() : nullptr;
   }
 
+  // The overview is the page everyone keeps open: its model is made at most
+  // once per kOverviewTtlMs and shared (the scheduler's snapshot it shows
+  // is up to a second old anyway). Callers meanwhile wait for the one
+  // making it instead of all querying at once.
+  static constexpr int64_t kOverviewTtlMs = 1000;
+  struct OverviewCache {
+    std::mutex mu;
+    int64_t madeMs = INT64_MIN / 2;
+    json model;
+  };
+  std::shared_ptr<OverviewCache> overviewCache =
+      std::make_shared<OverviewCache>();
+
   json overview(StateView& v, const Request&, const RouteParams&) const {
+    std::lock_guard lock(overviewCache->mu);
+    int64_t now = RealClock::instance().nowMs();
+    if (now - overviewCache->madeMs < kOverviewTtlMs &&
+        now >= overviewCache->madeMs)
+      return overviewCache->model;
     auto snap = snapshot();
     if (snap) history->record(*snap);
-    return overviewModel(v, snap.get(), history.get(),
-                         RealClock::instance().nowMs());
+    overviewCache->model = overviewModel(v, snap.get(), history.get(), now);
+    overviewCache->madeMs = now;
+    return overviewCache->model;
   }
   json build(StateView& v, const Request&, const RouteParams& p) const {
     int64_t id = p.id("id");

@@ -134,6 +134,7 @@ WebServer::WebServer(WebServerConfig config, const Router& router,
   unsigned n = std::max(1u, impl_->state.config.ioThreads);
   for (unsigned i = 0; i < n; i++)
     impl_->threads.emplace_back([this] {
+      lowerThreadPriority(impl_->state.config.threadNice);
       try {
         impl_->ioc.run();
       } catch (const std::exception& e) {

@@ -1,8 +1,11 @@
 // One connection of the HTTP server (session.h).
 #include "session.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 
 #include "kiln/common/logging.h"
@@ -30,6 +33,17 @@ std::string toHex(size_t n) {
 }
 
 }  // namespace
+
+void lowerThreadPriority(int nice) {
+  thread_local bool lowered = false;
+  if (lowered || nice <= 0) return;
+  lowered = true;
+  auto tid = static_cast<id_t>(gettid());
+  errno = 0;
+  int now = getpriority(PRIO_PROCESS, tid);
+  if (errno != 0) return;
+  (void)setpriority(PRIO_PROCESS, tid, std::min(19, now + nice));
+}
 
 std::optional<std::string> parseTarget(std::string_view target, Request& req) {
   if (target.empty() || target[0] != '/')
@@ -153,6 +167,7 @@ void Session::reject(int status, const std::string& message) {
 }
 
 void Session::runHandler(const Request& req) {
+  lowerThreadPriority(state_.config.threadNice);
   auto t0 = std::chrono::steady_clock::now();
   auto match = state_.router.match(req.method, req.path);
   Response resp = state_.router.handle(req, match);
@@ -204,6 +219,7 @@ void Session::sendFileChunk() {
 // Asks the stream for its next piece on a handler thread.
 void Session::pollStream() {
   net::post(state_.handlers, [self = shared_from_this()] {
+    lowerThreadPriority(self->state_.config.threadNice);
     self->out_.clear();
     BodyStream::Next next = BodyStream::Next::kEnd;
     bool failed = false;

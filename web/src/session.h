@@ -36,6 +36,10 @@ struct ServerState {
 /// an error message when it is not a valid origin-form target.
 std::optional<std::string> parseTarget(std::string_view target, Request& req);
 
+/// Lowers the calling thread's priority by `nice` levels (capped at 19),
+/// once per thread; a failure (no permission) is ignored.
+void lowerThreadPriority(int nice);
+
 /// A connection. Create with make_shared on a socket bound to a strand;
 /// counts itself in `ServerState::connections` while it lives.
 class Session : public std::enable_shared_from_this<Session> {

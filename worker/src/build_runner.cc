@@ -9,6 +9,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
+#include "kiln/common/trace.h"
 #include "output_scan.h"
 
 namespace kiln::worker {
@@ -277,18 +278,24 @@ BuildResult BuildRunner::run(const BuildRequest& request,
     sbs.outputs.push_back(out.path->baseName());
   sbs.network = store::isFixedOutput(request.drv);
   sbs.extraPaths = command.hostPaths;
+  std::string traced(request.drvPath.baseName());
+  traceEvent("worker", "sandbox-preparing", 0, traced);
   auto sandboxed = sandbox_.prepare(sbs);
 
   BuildResult result;
   if (auto child =
           startBuilder(request, buildDir.path(), command, *sandboxed, result)) {
+    traceEvent("worker", "builder-started", 0, traced);
     superviseBuilder(*child, request, onLog, cancel, result);
     child.reset();  // reaps: everything of the build is gone
+    traceEvent("worker", "builder-exited", 0, traced);
   }
   sandboxed->finish();
+  traceEvent("worker", "sandbox-finished", 0, traced);
   if (result.errorMsg.empty() && result.waitStatus) {
     if (*result.waitStatus == 0) {
       collectOutputs(request, result);
+      traceEvent("worker", "outputs-collected", 0, traced);
     } else {
       result.status = StepStatus::kFailed;
       result.errorMsg = "builder for '" +

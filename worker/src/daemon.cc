@@ -1,5 +1,6 @@
 // The worker daemon: connection, Hello/Welcome/Refused, heartbeats,
 // reconnection and shutdown (docs/worker.md, "Daemon").
+#include <sys/eventfd.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -76,6 +77,8 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
   createDirs(tmpDir);
   createDirs(drvDir);
   createDirs(cfg.stateDir + "/build");
+  eventsWake = AutoCloseFD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!eventsWake) throwSysError("creating the worker loop's eventfd");
   client = std::make_unique<proto::Client>(cfg.client);
 }
 
@@ -201,7 +204,7 @@ void Daemon::Impl::handle(const proto::Message& msg) {
 
 void Daemon::Impl::loop() {
   while (!self.stop_.load()) {
-    if (auto m = client->receive(20ms)) {
+    if (auto m = client->receive(20ms, eventsWake.get())) {
       try {
         handle(*m);
       } catch (const WorkerRefused&) {

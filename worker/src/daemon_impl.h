@@ -11,6 +11,7 @@
 #include <thread>
 #include <variant>
 
+#include "kiln/common/file.h"
 #include "kiln/protocol/transfer.h"
 #include "kiln/store/local_store.h"
 #include "kiln/worker/build_runner.h"
@@ -127,6 +128,12 @@ struct Daemon::Impl {
 
   std::mutex eventsMutex;
   std::deque<Event> events;
+  /// An eventfd the step threads signal after queueing an event, so the
+  /// loop handles a finished build at once instead of at its next
+  /// receive timeout.
+  AutoCloseFD eventsWake;
+  /// Queues `e` from a step thread and wakes the loop.
+  void postEvent(Event e);
 };
 
 }  // namespace kiln::worker

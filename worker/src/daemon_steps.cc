@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "daemon_impl.h"
 #include "kiln/common/logging.h"
+#include "kiln/common/trace.h"
 #include "kiln/store/derivation.h"
 
 namespace kiln::worker {
@@ -109,6 +112,7 @@ void Daemon::Impl::onBuildStep(const proto::BuildStep& m) {
   }
   auto& s = *steps.emplace(m.stepId, std::make_unique<Step>()).first->second;
   s.msg = m;
+  traceEvent("worker", "received", m.stepId, m.drvPath.baseName());
   try {
     auto name = m.drvPath.name();
     if (name.size() < 5 || name.substr(name.size() - 4) != ".drv")
@@ -220,19 +224,34 @@ void Daemon::Impl::onInputReceived(const proto::TransferOutcome& o) {
 void Daemon::Impl::startBuild(Step& s) {
   s.phase = Step::Phase::kBuilding;
   uint64_t id = s.msg.stepId;
+  traceEvent("worker", "slot-started", id);
   s.thread = std::thread([this, &s, id] {
     auto onLog = [this, id](std::string_view chunk) {
-      std::lock_guard lock(eventsMutex);
-      events.push_back(LogEvent{id, std::string(chunk)});
+      postEvent(LogEvent{id, std::string(chunk)});
     };
     auto outcome = runSlot(s.request, id, runner, store, tmpDir, onLog,
                            s.cancel, clock);
-    std::lock_guard lock(eventsMutex);
-    events.push_back(DoneEvent{id, std::move(outcome)});
+    traceEvent("worker", "slot-done", id);
+    postEvent(DoneEvent{id, std::move(outcome)});
   });
 }
 
+void Daemon::Impl::postEvent(Event e) {
+  {
+    std::lock_guard lock(eventsMutex);
+    events.push_back(std::move(e));
+  }
+  uint64_t one = 1;
+  // A full counter (never in practice) still leaves the fd readable.
+  if (::write(eventsWake.get(), &one, sizeof one) < 0 && errno != EAGAIN)
+    logWarn(std::string("worker: waking the loop: ") + std::strerror(errno));
+}
+
 void Daemon::Impl::drainEvents() {
+  uint64_t n = 0;
+  if (::read(eventsWake.get(), &n, sizeof n) < 0 && errno != EAGAIN)
+    logWarn(std::string("worker: reading the loop's eventfd: ") +
+            std::strerror(errno));
   std::deque<Event> batch;
   {
     std::lock_guard lock(eventsMutex);
@@ -252,6 +271,7 @@ void Daemon::Impl::onDone(DoneEvent& d) {
   if (it == steps.end()) return;
   Step& s = *it->second;
   if (s.thread.joinable()) s.thread.join();
+  traceEvent("worker", "done-seen", d.stepId);
   if (s.dropped) {
     steps.erase(it);
     return;
@@ -300,6 +320,7 @@ void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
           auto st = steps.find(id);
           if (st == steps.end()) return;
           Step& step = *st->second;
+          traceEvent("worker", "uploaded", id, built.name);
           if (r.ok) step.result.outputs.push_back(built);
           else step.uploadError = "uploading " + built.name + ": " + r.error;
           if (--step.uploadsLeft > 0) return;
@@ -371,6 +392,7 @@ void Daemon::Impl::finish(Step& s, StepStatus status,
 
 void Daemon::Impl::report(Step& s) {
   s.phase = Step::Phase::kReporting;
+  traceEvent("worker", "result-sent", s.msg.stepId);
   if (s.result.errorMsg.size() > 60000) s.result.errorMsg.resize(60000);
   if (self.welcomed_) send(proto::Message(s.result));
 }

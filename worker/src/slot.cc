@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kiln/common/logging.h"
+#include "kiln/common/trace.h"
 #include "kiln/store/nar.h"
 
 namespace kiln::worker {
@@ -135,8 +136,10 @@ SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
       auto built = runner.run(request, onLog, &cancel);
       res.result.status = built.status;
       res.result.errorMsg = built.errorMsg;
+      traceEvent("worker", "build-returned", stepId);
       if (built.status == StepStatus::kSuccess)
         res.outputs = registerOutputs(request, built, store, tmpDir);
+      traceEvent("worker", "outputs-stored", stepId);
     }
   } catch (const std::exception& e) {
     res.outputs.clear();

@@ -44,6 +44,9 @@ output_limit = 1000000
 cached_failure_ttl = 3600
 notify = ["command:/bin/true"]
 notify_secret_file = "hook.key"
+web_private = true
+web_push_secret_file = "push.key"
+cache_compression = "xz"
 [local_workers]
 count = 3
 slots = 4
@@ -92,6 +95,9 @@ path = "../pkgset"
   EXPECT_EQ(c.scheduler.cachedFailureTtl, 3600);
   EXPECT_THAT(c.scheduler.notify, ElementsAre("command:/bin/true"));
   EXPECT_EQ(c.scheduler.notifySecretFile, "/etc/kiln/hook.key");
+  EXPECT_TRUE(c.scheduler.webPrivate);
+  EXPECT_EQ(c.scheduler.webPushSecretFile, "/etc/kiln/push.key");
+  EXPECT_EQ(c.scheduler.cacheCompression, "xz");
   EXPECT_EQ(c.workers.count, 3);
   EXPECT_EQ(c.workers.slots, 4);
   EXPECT_THAT(c.workers.systems, ElementsAre("x86_64-linux"));
@@ -184,11 +190,24 @@ TEST(FarmConfigTest, InvalidValuesAreRefused) {
   EXPECT_THAT(p[6], HasSubstr(":11:14: worker_key[0].public_key: not a"));
 }
 
+TEST(FarmConfigTest, BadWebAndCacheSettingsNameTheKey) {
+  auto p = problemsOf(
+      "[scheduler]\nweb_private = \"yes\"\ncache_compression = \"gzip\"\n"
+      "web_push_secret_file = \"\"\n");
+  ASSERT_EQ(p.size(), 3u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr("farm.toml:2:15: scheduler.web_private: must be "
+                              "true or false"));
+  EXPECT_THAT(p[1], HasSubstr("farm.toml:3:21: scheduler.cache_compression: "
+                              "must be 'zstd', 'xz' or 'none'"));
+  EXPECT_THAT(p[2],
+              HasSubstr("farm.toml:4:24: scheduler.web_push_secret_file"));
+}
+
 TEST(FarmConfigTest, JobsetsNeedANameAndOneLocation) {
   auto p = problemsOf(
       "[[project]]\nname = \"p\"\n[[project.jobset]]\npath = \".\"\n"
       "git = \"x\"\n[[project.jobset]]\nname = \"b\"\nbranch = \"main\"\n"
-      "path = \".\"\nevaluator = \"guile\"\nfile = \"../x.nix\"\n");
+      "path = \".\"\nevaluator = \"gu le\"\nfile = \"../x.nix\"\n");
   ASSERT_EQ(p.size(), 5u) << ::testing::PrintToString(p);
   EXPECT_THAT(p[0], HasSubstr(":3:1: project[0].jobset[0].name: missing"));
   EXPECT_THAT(p[1], HasSubstr(":3:1: project[0].jobset[0].path: give either "

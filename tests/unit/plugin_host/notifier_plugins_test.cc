@@ -1,6 +1,6 @@
 // The in-tree notifier plugins through the C ABI: `command` runs its
 // command with the event on stdin and fails on a non-zero exit; `webhook`
-// validates its URL; a notifier of an older minor has no deliver function.
+// validates its URL (https: webhook_tls_test.cc); a notifier of an older minor has no deliver function.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -69,10 +69,10 @@ TEST(NotifierPlugins, CommandGetsTheEventOnStdinAndFailsOnNonZeroExit) {
 TEST(NotifierPlugins, WebhookRefusesWhatIsNotAnHttpUrl) {
   PluginRegistry r;
   auto& f = notifier(r, "webhook");
-  for (auto url : {"https://example.org/", "ftp://x", "http://", ""}) {
+  for (auto url : {"ftp://x", "http://", "https://", ""}) {
     Instance bad(f, {{"url", url}});
     EXPECT_FALSE(bad.i_) << url;
-    EXPECT_THAT(bad.err.message, HasSubstr("http://HOST")) << url;
+    EXPECT_THAT(bad.err.message, HasSubstr("http(s)://HOST")) << url;
   }
   Instance noSecret(f, {{"url", "http://127.0.0.1:1/x"},
                         {"secret-file", "/nonexistent/secret"}});

@@ -180,30 +180,77 @@ TEST(EvalRequest, EachJobsetUsesItsOwnEvaluator) {
   EXPECT_EQ(svc.db().buildsOfEval(e2).at(0).job, "by-nix");
 }
 
-// A jobset whose evaluator plugin is not loaded: that evaluation fails,
-// naming the jobset and what is loaded; the service goes on.
+// jobset-create and jobset-update accept any loaded evaluator plugin and
+// refuse another name, listing the loaded ones; nothing is written.
+TEST(EvalRequest, AJobsetNamesOnlyALoadedEvaluator) {
+  TempDir dir("kiln-evalnames");
+  plugins::PluginRegistry registry;
+  registry.loadDirectories({std::string(KILN_TEST_PLUGIN_DIR) + "/good"});
+  ServiceConfig cfg = testing::testConfig(dir.path() + "/state");
+  cfg.plugins = &registry;
+  SchedulerService svc(cfg);
+  svc.applyRequest("project-create", {{"name", "p"}});
+  nlohmann::json a{{"project", "p"},
+                   {"name", "j"},
+                   {"location", dir.path()},
+                   {"evaluator", "guile"}};
+  try {
+    svc.applyRequest("jobset-create", a);
+    ADD_FAILURE() << "an evaluator that is not loaded was accepted";
+  } catch (const SchedulerStateError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("jobset 'j': no evaluator plugin named "
+                                    "'guile' (loaded evaluator plugins: "
+                                    "test-evaluator-minor3, test-evaluator;"));
+  }
+  EXPECT_FALSE(svc.db().jobsetByName("p", "j"));
+  a["evaluator"] = "test-evaluator";
+  svc.applyRequest("jobset-create", a);
+  EXPECT_EQ(svc.db().jobsetByName("p", "j")->evaluator, "test-evaluator");
+  nlohmann::json edit{{"project", "p"}, {"jobset", "j"}, {"evaluator", "nix"}};
+  EXPECT_THROW(svc.applyRequest("jobset-update", edit), SchedulerStateError);
+  EXPECT_EQ(svc.db().jobsetByName("p", "j")->evaluator, "test-evaluator");
+  edit["evaluator"] = "bad name";  // not even a plugin name: the database
+  EXPECT_THROW(svc.applyRequest("jobset-update", edit), SchedulerStateError);
+}
+
+// A jobset whose evaluator plugin is no longer loaded (chosen while it
+// was, the scheduler restarted without it): that evaluation fails, naming
+// the jobset and what is loaded; the service goes on, and the jobset's
+// other fields can still be edited.
 TEST(EvalRequest, AnEvaluatorThatIsNotLoadedFailsTheEvaluationOnly) {
   TempDir dir("kiln-evalmissing");
   std::string state = dir.path() + "/state";
+  int64_t js = 0;
+  {
+    plugins::PluginRegistry registry;
+    registry.loadDirectories({std::string(KILN_TEST_PLUGIN_DIR) + "/good"});
+    ServiceConfig cfg = testing::testConfig(state);
+    cfg.plugins = &registry;
+    SchedulerService svc(cfg);
+    svc.applyRequest("project-create", {{"name", "p"}});
+    js = svc.applyRequest("jobset-create", {{"project", "p"},
+                                            {"name", "j"},
+                                            {"location", dir.path()},
+                                            {"checkInterval", 0},
+                                            {"evaluator", "test-evaluator"}})
+             ["id"]
+                 .get<int64_t>();
+  }
   plugins::PluginRegistry none;  // nothing loaded
   ServiceConfig cfg = testing::testConfig(state);
   cfg.plugins = &none;
   cfg.inputFetcher = std::make_shared<FixedFetcher>();
   SchedulerService svc(cfg);
-  svc.applyRequest("project-create", {{"name", "p"}});
-  int64_t js = svc.applyRequest("jobset-create", {{"project", "p"},
-                                                  {"name", "j"},
-                                                  {"location", dir.path()},
-                                                  {"checkInterval", 0},
-                                                  {"evaluator", "nix"}})["id"]
-                   .get<int64_t>();
   for (int i = 0; i < 2; i++) {
     auto failed = svc.db().evaluation(svc.evaluateJobset(js, true));
     ASSERT_TRUE(failed.has_value());
     EXPECT_THAT(failed->error,
-                HasSubstr("jobset 'j': no evaluator plugin named 'nix' "
-                          "(loaded evaluator plugins: none"));
+                HasSubstr("jobset 'j': no evaluator plugin named "
+                          "'test-evaluator' (loaded evaluator plugins: none"));
   }
+  svc.applyRequest("jobset-update",
+                   {{"project", "p"}, {"jobset", "j"}, {"shares", 7}});
+  EXPECT_EQ(svc.db().jobset(js)->shares, 7);
 }
 
 }  // namespace

@@ -66,7 +66,9 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
     db.db().exec(
         "ALTER TABLE builds DROP COLUMN max_silent; "
         "ALTER TABLE builds DROP COLUMN timeout; DROP TABLE notifications; "
-        "DROP TABLE api_tokens; "
+        "DROP TABLE api_tokens; DROP TRIGGER builds_count_insert; "
+        "DROP TRIGGER builds_count_update; DROP TRIGGER builds_count_delete; "
+        "DROP TABLE eval_counts; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
         "DROP INDEX builds_eval_status; DROP INDEX builds_job; "

@@ -1,7 +1,10 @@
 // StateDb: migrations, validation, cached failures, requests.
 #include "kiln/scheduler/state_db.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "kiln/common/file.h"
 
@@ -49,8 +52,8 @@ TEST_F(StateDbTest, ProjectsAndJobsetsAreValidated) {
   j.shares = 0;
   EXPECT_THROW(db.createJobset(j), SchedulerStateError);
   j.shares = 1;
-  j.evaluator = "guile";
-  EXPECT_THROW(db.createJobset(j), SchedulerStateError);
+  j.evaluator = "gu ile";  // not a plugin name; whether one is loaded is
+  EXPECT_THROW(db.createJobset(j), SchedulerStateError);  // the service's
   j.evaluator = "nix";
   EXPECT_EQ(db.jobset(db.createJobset(j))->evaluator, "nix");
   auto got = db.jobsetByName("nixpkgs", "trunk");
@@ -91,6 +94,102 @@ TEST_F(StateDbTest, AJobsetsDeclarationIsUpdatedInPlace) {
   j.shares = 1;
   j.id = 999;
   EXPECT_THROW(db.updateJobset(j), SchedulerStateError);
+}
+
+// The jobsets table as schema 6 had it: migration 4's CHECK on the
+// evaluator. Rebuilt the way migration 7 rebuilds it (foreign keys
+// deferred to the commit), with every row.
+const char* kJobsetsOfSchema6 = R"SQL(
+BEGIN;
+PRAGMA defer_foreign_keys = ON;
+CREATE TEMP TABLE old_jobsets AS SELECT * FROM main.jobsets;
+DROP TABLE main.jobsets;
+CREATE TABLE main.jobsets (
+  id INTEGER PRIMARY KEY,
+  project INTEGER NOT NULL REFERENCES projects(id),
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('path', 'git')),
+  location TEXT NOT NULL,
+  branch TEXT NOT NULL DEFAULT '',
+  file TEXT NOT NULL DEFAULT 'default.nix',
+  attribute TEXT NOT NULL DEFAULT '',
+  arguments TEXT NOT NULL DEFAULT '{}',
+  check_interval INTEGER NOT NULL DEFAULT 300,
+  shares INTEGER NOT NULL DEFAULT 100 CHECK (shares >= 1),
+  enabled INTEGER NOT NULL DEFAULT 1,
+  last_checked INTEGER NOT NULL DEFAULT 0,
+  last_inputs TEXT NOT NULL DEFAULT '',
+  evaluator TEXT NOT NULL DEFAULT 'builtin'
+    CHECK (evaluator IN ('builtin', 'nix')),
+  UNIQUE (project, name));
+INSERT INTO main.jobsets SELECT * FROM temp.old_jobsets;
+DROP TABLE temp.old_jobsets;
+PRAGMA user_version = 6;
+COMMIT;
+)SQL";
+
+// Rows of `sql` as "a|b|c" lines.
+std::string rowsOf(SqliteDb& db, const std::string& sql) {
+  std::string out;
+  auto s = db.prepare(sql);
+  while (s.step()) {
+    for (int c = 0; c < s.columnCount(); c++)
+      out += (c ? "|" : "") + (s.isNull(c) ? "NULL" : s.getStr(c));
+    out += "\n";
+  }
+  return out;
+}
+
+TEST_F(StateDbTest, MigrationSevenKeepsEveryJobsetAndLetsAnyPluginBeNamed) {
+  std::string before, evals, builds;
+  int64_t nixJobset = 0;
+  {
+    StateDb db(path_);
+    JobsetRow j;
+    j.project = db.createProject({0, "p", "", true});
+    j.name = "ours";
+    j.location = "/src";
+    j.shares = 3;
+    db.setJobsetChecked(db.createJobset(j), 1234, std::string("sha256:abc"));
+    j.name = "theirs";
+    j.kind = "git";
+    j.branch = "main";
+    j.evaluator = "nix";
+    j.enabled = false;
+    nixJobset = db.createJobset(j);
+    EvaluationRow e;
+    e.jobset = nixJobset;
+    e.inputsHash = "git:1";
+    BuildRow b;
+    b.eval = db.createEvaluation(e, {});
+    b.jobset = nixJobset;
+    b.job = "hello";
+    b.drvPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-hello.drv";
+    db.createBuild(b);
+    db.db().exec(kJobsetsOfSchema6);
+    EXPECT_THROW(db.db().exec("UPDATE jobsets SET evaluator = 'other'"),
+                 SqliteError);  // schema 6 refuses any other name
+    before = rowsOf(db.db(), "SELECT * FROM jobsets ORDER BY id");
+    evals = rowsOf(db.db(), "SELECT * FROM evaluations ORDER BY id");
+    builds = rowsOf(db.db(), "SELECT * FROM builds ORDER BY id");
+  }
+  StateDb db(path_);
+  EXPECT_EQ(db.db().userVersion(), StateDb::schemaVersion());
+  EXPECT_EQ(rowsOf(db.db(), "SELECT * FROM jobsets ORDER BY id"), before);
+  EXPECT_THAT(before, ::testing::HasSubstr("|sha256:abc|builtin"));
+  EXPECT_EQ(rowsOf(db.db(), "SELECT * FROM evaluations ORDER BY id"), evals);
+  EXPECT_EQ(rowsOf(db.db(), "SELECT * FROM builds ORDER BY id"), builds);
+  EXPECT_EQ(rowsOf(db.db(), "PRAGMA foreign_key_check"), "");
+  EXPECT_EQ(rowsOf(db.db(), "PRAGMA integrity_check"), "ok\n");
+  EXPECT_EQ(rowsOf(db.db(), "SELECT name FROM sqlite_temp_master"), "");
+  // The rebuilt table still refers to projects and is referred to.
+  EXPECT_THROW(db.db().exec("UPDATE jobsets SET project = 99"), SqliteError);
+  EXPECT_THROW(db.db().exec("DELETE FROM jobsets"), SqliteError);
+  auto j = *db.jobset(nixJobset);
+  j.evaluator = "test-evaluator";
+  db.updateJobset(j);
+  EXPECT_EQ(db.jobset(nixJobset)->evaluator, "test-evaluator");
+  EXPECT_EQ(db.jobsetByName("p", "theirs")->branch, "main");
 }
 
 TEST_F(StateDbTest, CachedFailuresExpireAndClear) {
@@ -155,6 +254,56 @@ TEST_F(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
   EXPECT_EQ(c.all, 3);
   EXPECT_EQ(c.finished, 2);
   EXPECT_EQ(c.succeeded, 1);
+}
+
+// An evaluation's counts (kept by triggers, migration 8) follow builds
+// being created, finished, restarted and finished again, and match a count
+// of the builds table itself.
+TEST_F(StateDbTest, EvaluationCountsFollowTheBuilds) {
+  StateDb db(path_);
+  int64_t p = db.createProject({0, "local", "", true});
+  JobsetRow j;
+  j.project = p;
+  j.name = "a";
+  j.location = "/src";
+  int64_t js = db.createJobset(j);
+  EvaluationRow e;
+  e.jobset = js;
+  int64_t ev = db.createEvaluation(e, {});
+  int64_t other = db.createEvaluation(e, {});
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    BuildRow r;
+    r.eval = i < 3 ? ev : other;
+    r.jobset = js;
+    r.job = "job" + std::to_string(i);
+    r.drvPath = "/nix/store/d" + std::to_string(i) + ".drv";
+    ids.push_back(db.createBuild(r));
+  }
+  auto counts = [&](int64_t eval) {
+    auto c = db.buildCounts(eval);
+    return std::vector<int64_t>{c.all, c.finished, c.succeeded};
+  };
+  auto counted = [&](int64_t eval) {
+    auto s = db.db().prepare(
+        "SELECT count(*), coalesce(sum(finished), 0), "
+        "coalesce(sum(finished AND status = 0), 0) FROM builds WHERE eval = ?");
+    s.bind(eval);
+    EXPECT_TRUE(s.step());
+    return std::vector<int64_t>{s.getInt(0), s.getInt(1), s.getInt(2)};
+  };
+  EXPECT_EQ(counts(ev), (std::vector<int64_t>{3, 0, 0}));
+  db.finishBuild(ids[0], 0, 1, "");
+  db.finishBuild(ids[1], 1, 1, "");
+  EXPECT_EQ(counts(ev), (std::vector<int64_t>{3, 2, 1}));
+  db.reopenBuild(ids[1]);
+  EXPECT_EQ(counts(ev), (std::vector<int64_t>{3, 1, 1}));
+  db.finishBuild(ids[1], 0, 2, "");
+  db.finishBuild(ids[3], 0, 2, "");
+  EXPECT_EQ(counts(ev), (std::vector<int64_t>{3, 2, 2}));
+  EXPECT_EQ(counts(ev), counted(ev));
+  EXPECT_EQ(counts(other), counted(other));
+  EXPECT_EQ(counts(0), (std::vector<int64_t>{4, 3, 3}));
 }
 
 TEST_F(StateDbTest, RequestsAreQueuedAndCompleted) {

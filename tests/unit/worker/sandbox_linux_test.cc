@@ -101,10 +101,15 @@ TEST_F(SandboxTest, BuilderSeesOnlyItsClosureAtTheLogicalPath) {
   EXPECT_EQ(o.physicalPath, physical(*r.drv.outputs["out"].path));
   EXPECT_EQ(readFile(o.physicalPath), "the input\noutside=1\n/build /build\n");
   EXPECT_EQ(o.references, store::StorePathSet{});
-  // Nothing of the build is left in its scratch folder.
-  EXPECT_TRUE(kiln::test::nonEmptyLines(
-                  kiln::test::run({"ls", "-A", root_.path() + "/build"}).out)
-                  .empty());
+  // Nothing of the build is left in its scratch folder (the sandbox's root
+  // is removed in the background once the outputs moved out).
+  EXPECT_TRUE(kiln::test::pollUntil(
+      [&] {
+        return kiln::test::nonEmptyLines(
+                   kiln::test::run({"ls", "-A", root_.path() + "/build"}).out)
+            .empty();
+      },
+      std::chrono::seconds(30)));
 }
 
 TEST_F(SandboxTest, IdentityInsideIsAnUnprivilegedBuildUser) {

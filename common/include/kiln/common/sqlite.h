@@ -72,6 +72,8 @@ class SqliteStmt {
   int64_t getInt(int col) const;
   std::string getStr(int col) const;  ///< "" for NULL
   bool isNull(int col) const;
+  /// How many columns the statement's rows have.
+  int columnCount() const;
 
  private:
   SqliteDb* db_;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string_view>
 #include <type_traits>
@@ -27,17 +28,20 @@ namespace kiln::eval {
 template <class T>
 inline constexpr bool kArenaDestroys = !std::is_trivially_destructible_v<T>;
 
-/// A chunked bump allocator. Not thread-safe.
+/// A chunked bump allocator. One thread at a time unless made shared
+/// (setShared): then each thread bumps its own chunk and new chunks are
+/// taken under a lock.
 class Arena {
  public:
   /// A `scanned` arena's chunks are garbage-collector roots.
-  explicit Arena(bool scanned = false) : scanned_(scanned) {}
+  explicit Arena(bool scanned = false) : scanned_(scanned), id_(nextId()) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   ~Arena();
 
   /// Raw, uninitialised storage of `size` bytes aligned to `align`.
   void* allocate(size_t size, size_t align = alignof(std::max_align_t)) {
+    if (__builtin_expect(shared_, 0)) return allocateShared(size, align);
     size_t pad = (align - (reinterpret_cast<uintptr_t>(cur_) & (align - 1))) & (align - 1);
     if (pad + size > left_) return allocateSlow(size, align);
     char* p = cur_ + pad;
@@ -51,7 +55,7 @@ class Arena {
   T* make(A&&... a) {
     T* t = new (allocate(sizeof(T), alignof(T))) T(std::forward<A>(a)...);
     if constexpr (kArenaDestroys<T>)
-      if (!leftToExit_) dtors_.push_back({t, [](void* x) { static_cast<T*>(x)->~T(); }});
+      if (!leftToExit_) addDestructor(t, [](void* x) { static_cast<T*>(x)->~T(); });
     return t;
   }
 
@@ -74,6 +78,7 @@ class Arena {
   /// bytes, of which `newSize` are kept) when nothing was allocated since;
   /// otherwise does nothing. For arrays allocated at an upper bound.
   void shrinkLast(void* p, size_t oldSize, size_t newSize) {
+    if (shared_) return;  // the tail stays (another thread may own the chunk's end)
     if (static_cast<char*>(p) + oldSize != cur_ || newSize > oldSize) return;
     cur_ -= oldSize - newSize;
     left_ += oldSize - newSize;
@@ -89,8 +94,17 @@ class Arena {
   /// Total bytes obtained from the system so far.
   size_t bytesReserved() const { return reserved_; }
 
+  /// Lets several threads allocate at once (each from its own chunk) until
+  /// called with false; then only the thread that owned the arena before.
+  void setShared(bool shared) { shared_ = shared; }
+
  private:
   void* allocateSlow(size_t size, size_t align);
+  void* allocateShared(size_t size, size_t align);
+  /// A new chunk of `n` bytes (under mu_ when shared).
+  char* newChunk(size_t n);
+  void addDestructor(void* p, void (*fn)(void*));
+  static uint64_t nextId();
 
   std::vector<std::pair<std::unique_ptr<char[]>, size_t>> chunks_;  // memory, size
   bool scanned_ = false;
@@ -99,6 +113,9 @@ class Arena {
   size_t reserved_ = 0;
   std::deque<std::pair<void*, void (*)(void*)>> dtors_;  // no doubling
   bool leftToExit_ = false;
+  bool shared_ = false;
+  uint64_t id_;  // tells this arena's per-thread cursors from a dead one's
+  std::mutex mu_;  // chunks_, reserved_ and dtors_ while shared
 };
 
 }  // namespace kiln::eval

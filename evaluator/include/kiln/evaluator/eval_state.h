@@ -1,10 +1,15 @@
 #pragma once
 /// The evaluator: parses Nix files and expressions and evaluates them
 /// lazily. One EvalState owns every AST node and value it creates (in its
-/// arena); values stay valid for the state's lifetime. Not thread-safe.
+/// arena); values stay valid for the state's lifetime. One thread at a
+/// time, except between beginThreads and endThreads (threaded evaluation,
+/// docs/evaluator.md), when up to kMaxThreads threads may evaluate.
 
+#include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <set>
@@ -173,11 +178,33 @@ class EvalState {
   void eval(Expr* e, Value& v);
   /// Evaluates a file, caching the result per resolved path (import).
   void evalFile(const std::string& path, Value& v);
-  /// Evaluates a thunk or application in place; values are forced once.
+  /// Evaluates a thunk or application in place; values are forced once
+  /// (in threaded evaluation by whichever thread claims it first; the
+  /// others wait for it).
   void forceValue(Value& v, PosIdx pos) {
-    if (__builtin_expect(v.type <= VType::kBlackhole, 0)) forceThunk(v, pos);
+    if (__builtin_expect(static_cast<uint8_t>(valueState(v)) <=
+                             static_cast<uint8_t>(VType::kBlackhole), 0))
+      forceThunk(v, pos);
   }
   void forceThunk(Value& v, PosIdx pos);
+
+  // ---- threaded evaluation (docs/evaluator.md, "Threaded evaluation") ----
+  /// The most threads that may evaluate at once.
+  static constexpr uint32_t kMaxThreads = 64;
+  /// Switches to threaded evaluation: from now until endThreads, threads
+  /// that called enterThread(1..kMaxThreads) may evaluate concurrently
+  /// (each slot used by one thread at a time). Call with no evaluation
+  /// running; wraps storeWriter in a lock.
+  void beginThreads();
+  /// Back to one thread: every evaluating thread has left.
+  void endThreads();
+  /// Makes the calling thread evaluate as `slot` (1..kMaxThreads).
+  static void enterThread(uint32_t slot);
+  /// Whether threaded evaluation is on.
+  bool threaded() const { return threaded_; }
+  /// Held by the derivation family and other builtins while they touch
+  /// state shared by threads (never while evaluating).
+  std::mutex sharedMutex;
   /// Forces every reachable value (for --strict / deepSeq).
   void forceValueDeep(Value& v);
   int64_t forceInt(Value& v, PosIdx pos);
@@ -228,6 +255,13 @@ class EvalState {
   Value* allocValue() {
     if (__builtin_expect(nextValue_ != valuesEnd_, 1)) return new (nextValue_++) Value();
     return allocValueSlow();
+  }
+  /// Runs `fn` with the lock of the state's caches held when threaded.
+  template <class F>
+  auto withSharedLock(F&& fn) {
+    if (!threaded_) return fn();
+    std::lock_guard<std::mutex> lock(sharedMutex);
+    return fn();
   }
   /// A value that lives as long as this state (for caches held in memory
   /// the collector does not scan).
@@ -318,6 +352,38 @@ class EvalState {
   std::vector<std::string> allowedPaths_;
   std::set<std::string> missingEntriesWarned_;  ///< search path entries warned about
   Value* allocValueSlow();
+  Value* allocValueThreaded();
+  void forceThunkThreaded(Value& v, PosIdx pos);
+  /// Waits until `v` (claimed by another thread) is no longer a
+  /// blackhole; throws InfiniteRecursionError when the threads' waits form
+  /// a cycle.
+  void waitForThunk(Value& v, PosIdx pos);
+  bool waitCycle(uint32_t me, uint8_t owner);
+  uint32_t& depth();
+  /// One evaluating thread's own allocation state and call depth (slot 0:
+  /// the state's own thread outside threaded evaluation). In this object,
+  /// which the collector scans, so a thread's current block stays alive.
+  struct ThreadSlot {
+    Value* nextValue = nullptr;
+    Value* valuesEnd = nullptr;
+    void* freeBlocks = nullptr;
+    uint32_t callDepth = 0;
+    std::atomic<Value*> waitingFor{nullptr};
+  };
+  ThreadSlot slots_[kMaxThreads + 1];
+  bool threaded_ = false;
+  std::unique_ptr<StoreWriter> lockedWriter_;
+  StoreWriter* plainWriter_ = nullptr;
+  std::mutex waitMutex_;
+  std::condition_variable waitCv_;
+  std::atomic<uint32_t> waiters_{0};
+  std::mutex parseMutex_;
+  std::mutex cacheMutex_;          // fileCache, srcToStore, missingEntriesWarned_
+  mutable std::mutex pathsMutex_;  // allowedPaths_
+  /// A lock on `m` when threaded, none otherwise.
+  std::unique_lock<std::mutex> lockIfThreaded(std::mutex& m) const {
+    return threaded_ ? std::unique_lock<std::mutex>(m) : std::unique_lock<std::mutex>();
+  }
   /// Raw zeroed memory: collectable once the constructor is done, else
   /// from the arena.
   void* allocMemory(size_t size, size_t align);

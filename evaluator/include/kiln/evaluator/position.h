@@ -2,7 +2,10 @@
 /// Source positions (file:line:column) shared by the AST, values and errors.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -41,12 +44,17 @@ class PosTable {
   uint32_t addOrigin(std::string path, std::shared_ptr<const std::string> source,
                      bool keepText);
   /// The position of byte `offset` (at most the source's size) of `origin`.
+  /// Only the thread that added `origin` calls it while others may add.
   PosIdx at(uint32_t origin, size_t offset) const {
     return origins_[origin].base + static_cast<PosIdx>(offset);
   }
   /// Resolves `p` (not kNoPos) to origin, line and column (1-based, bytes).
   Pos get(PosIdx p) const;
-  const Origin& origin(uint32_t i) const { return origins_[i]; }
+  /// Origin `i`; the reference stays valid (origins are never moved).
+  const Origin& origin(uint32_t i) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    return origins_[i];
+  }
   /// "file:line:col", or "«none»" for kNoPos.
   std::string show(PosIdx p) const;
   /// "\n       at file:line:col:\n\n" followed by the source line and a caret,
@@ -54,7 +62,11 @@ class PosTable {
   std::string snippet(PosIdx p) const;
 
  private:
-  std::vector<Origin> origins_;
+  Pos getLocked(PosIdx p) const;
+  /// A deque: adding never moves an origin. Adds take mu_ exclusively,
+  /// lookups shared (threads may parse imports while others read).
+  std::deque<Origin> origins_;
+  mutable std::shared_mutex mu_;
 };
 
 }  // namespace kiln::eval

@@ -3,6 +3,8 @@
 /// attribute lookups and variable binding compare integers, not strings.
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -19,17 +21,21 @@ struct Symbol {
   bool operator<(const Symbol& o) const { return id < o.id; }
 };
 
-/// Owns the text of every interned name. Not thread-safe.
+/// Owns the text of every interned name. One thread at a time unless made
+/// shared (setShared): then interning takes a lock, and names are read
+/// without one (they live in chunks that never move).
 class SymbolTable {
  public:
   SymbolTable();
   /// The symbol for `name`, creating it on first use.
   Symbol intern(std::string_view name);
   /// The text of `s`; valid while the table lives.
-  std::string_view name(Symbol s) const { return names_[s.id]; }
+  std::string_view name(Symbol s) const { return chunks_[s.id >> kChunkBits][s.id & kChunkMask]; }
   /// NUL-terminated text of `s`.
-  const char* cName(Symbol s) const { return names_[s.id].data(); }
-  size_t size() const { return names_.size() - 1; }
+  const char* cName(Symbol s) const { return name(s).data(); }
+  size_t size() const { return count_ - 1; }
+  /// Makes interning safe from several threads at once (or not again).
+  void setShared(bool shared) { shared_ = shared; }
 
  private:
   /// An open-addressing slot: the name's hash and its id (0: empty).
@@ -38,9 +44,15 @@ class SymbolTable {
     uint32_t id;
   };
   void grow();
-
+  Symbol internLocked(std::string_view name);
+  static constexpr uint32_t kChunkBits = 12, kChunkMask = (1u << kChunkBits) - 1;
   Arena arena_;
-  std::vector<std::string_view> names_;
+  /// Names by id, in chunks of 2^12; the chunk list is reserved up front
+  /// (never moved), so readers need no lock.
+  std::vector<std::unique_ptr<std::string_view[]>> chunks_;
+  uint32_t count_ = 0;
+  bool shared_ = false;
+  std::mutex mu_;
   /// Linear probing over a power-of-two table kept at most half full (a
   /// node-based hash map cost a cache miss per node in large files).
   std::vector<Slot> slots_;

@@ -4,6 +4,7 @@
 /// EvalState's arena.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -28,6 +29,10 @@ enum class VType : uint8_t {
 /// A Nix value. Trivially copyable; never owns anything.
 struct Value {
   VType type = VType::kNull;
+  /// While a thread evaluates this thunk in threaded evaluation: its slot
+  /// (1-based); 0 otherwise. `type` and `owner` form one 16-bit state word
+  /// (valueState/casValueState) that threads read and claim atomically.
+  uint8_t owner = 0;
   union {
     int64_t integer;
     double fpoint;
@@ -83,6 +88,29 @@ struct Value {
   void mkPrimOpApp(Value* l, Value* r) { type = VType::kPrimOpApp; primOpApp.left = l; primOpApp.right = r; }
   std::string_view sv() const { return str.s; }
 };
+
+/// The state word of `v`: its type in the low byte, its owner in the high
+/// one, loaded with acquire ordering (a final type makes the payload the
+/// thread that published it wrote visible).
+inline uint16_t valueState(const Value& v) {
+  static_assert(offsetof(Value, type) == 0 && offsetof(Value, owner) == 1);
+  return __atomic_load_n(reinterpret_cast<const uint16_t*>(&v), __ATOMIC_ACQUIRE);
+}
+/// Compares the state word of `v` with `expected` and, if equal, sets it
+/// to `desired` (acquire-release); `expected` receives the current word.
+inline bool casValueState(Value& v, uint16_t& expected, uint16_t desired) {
+  return __atomic_compare_exchange_n(reinterpret_cast<uint16_t*>(&v), &expected, desired, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+/// Publishes a state word (release): everything written to `v` before is
+/// visible to a thread that loads it with valueState.
+inline void publishValueState(Value& v, uint16_t state) {
+  __atomic_store_n(reinterpret_cast<uint16_t*>(&v), state, __ATOMIC_RELEASE);
+}
+/// A state word from a type and an owner slot.
+constexpr uint16_t makeValueState(VType t, uint8_t owner = 0) {
+  return static_cast<uint16_t>(static_cast<uint8_t>(t) | (uint16_t{owner} << 8));
+}
 
 /// One attribute: name, where it was defined, value.
 struct Attr {

@@ -137,9 +137,11 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  /// Waits up to `timeout` for one valid message; nullopt on timeout or
-  /// when a signal handler interrupted the wait (so a stop flag is seen).
-  std::optional<Message> receive(std::chrono::milliseconds timeout);
+  /// Waits up to `timeout` for one valid message; nullopt on timeout, when
+  /// a signal handler interrupted the wait (so a stop flag is seen), or
+  /// when `wakeFd` (if not -1; the caller drains it) is readable.
+  std::optional<Message> receive(std::chrono::milliseconds timeout,
+                                 int wakeFd = -1);
   /// Queues `msg` (kept until connected, up to the high-water mark).
   /// Returns false if the queue is full. Throws FormatError if invalid.
   bool send(const Message& msg);

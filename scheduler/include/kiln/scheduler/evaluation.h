@@ -118,6 +118,14 @@ class PluginEvaluators {
   std::unique_ptr<State> state_;
 };
 
+/// Throws SchedulerStateError unless `registry` holds an evaluator plugin
+/// named `evaluator`; the message names jobset `jobset`, the name and the
+/// loaded evaluator plugins (and, like PluginRegistry::require, where they
+/// were searched and any refused library).
+void checkEvaluatorLoaded(const plugins::PluginRegistry& registry,
+                          const std::string& jobset,
+                          const std::string& evaluator);
+
 /// Imports `paths` and their closures from a Nix chroot store rooted at
 /// `nixRoot` (files under `<nixRoot>/nix/store`) into `store`, references
 /// first. Returns how many paths were added. Throws Error on failure.

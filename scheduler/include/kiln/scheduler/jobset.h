@@ -1,6 +1,7 @@
 #pragma once
 /// A jobset as evaluators see it (shared by evaluation.h and state_db.h).
 
+#include <cctype>
 #include <cstdint>
 #include <string>
 
@@ -21,14 +22,21 @@ struct JobsetSpec {
   std::string attribute;
   /// `--arg`-style arguments as a JSON object of Nix expression strings.
   std::string arguments = "{}";
-  /// Which evaluator turns it into jobs: "builtin" (`kiln eval`) or "nix"
-  /// (the real nix-instantiate, when installed).
+  /// Which evaluator plugin turns it into jobs: "builtin" (`kiln eval`),
+  /// "nix" (the real nix-instantiate, when installed) or any other loaded
+  /// evaluator plugin's name (checked by the scheduler, docs/plugin-abi.md).
   std::string evaluator = "builtin";
 };
 
-/// Whether `name` is an evaluator a jobset may choose ("builtin", "nix").
-inline bool isJobsetEvaluator(const std::string& name) {
-  return name == "builtin" || name == "nix";
+/// Whether `name` can name an evaluator plugin (1 to 64 letters, digits,
+/// '-' or '_', as the plugin loader accepts); whether one of that name is
+/// loaded is the scheduler's question (checkEvaluatorLoaded).
+inline bool isEvaluatorName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
+      return false;
+  return true;
 }
 
 }  // namespace kiln::scheduler

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -80,8 +81,10 @@ struct ServiceConfig {
   std::string kilnBinary;
   /// Where the evaluator plugins come from (not owned; must outlive the
   /// service). Null: the process's (plugins::processPlugins()). A jobset's
-  /// evaluator (JobsetSpec::evaluator) names one: "builtin" or "nix" in
-  /// the tree; an unknown name fails that evaluation, naming what exists.
+  /// evaluator (JobsetSpec::evaluator) names one ("builtin" and "nix" in
+  /// the tree): jobset-create/jobset-update refuse a name none has, and
+  /// an evaluation of a jobset whose plugin is gone fails, naming what
+  /// is loaded.
   const plugins::PluginRegistry* plugins = nullptr;
   /// Configuration of each evaluator plugin, by name.
   std::map<std::string, plugins::PluginConfig> evaluatorConfig;
@@ -198,10 +201,19 @@ class SchedulerService {
 /// the web adds its own fields.
 nlohmann::json jobsetJson(const JobsetRow& j);
 
+/// Checks the evaluator a jobset is given at create/edit: throws
+/// SchedulerStateError (naming the jobset, the name and the loaded
+/// evaluator plugins) when no evaluator of that name is available.
+using EvaluatorCheck = std::function<void(const std::string& jobset,
+                                          const std::string& evaluator)>;
+
 /// The request handlers that work on the database alone (no running
 /// scheduler); a live service wraps the ones that concern its core.
-/// Borrows `db` and `clock` for the table's lifetime.
-RequestTable offlineRequests(StateDb& db, const Clock& clock);
+/// Borrows `db` and `clock` for the table's lifetime. `checkEvaluator`
+/// (empty: checkEvaluatorLoaded against plugins::processPlugins()) is
+/// asked about a jobset's new evaluator at jobset-create/jobset-update.
+RequestTable offlineRequests(StateDb& db, const Clock& clock,
+                             EvaluatorCheck checkEvaluator = {});
 
 /// Applies a request without a running scheduler (directly to the
 /// database); `queue` then lists unfinished steps from the database. The

@@ -33,8 +33,9 @@ class HttpMetrics {
 };
 
 /// Registers `GET /metrics` on `ctx.metrics` (and `ctx.extraMetrics`),
-/// sampling the central store of `ctx.stateDir` into it at each scrape.
-/// A context without a registry gets none (the route answers 404).
+/// sampling the central store of `ctx.stateDir` into it at each scrape
+/// (none when `ctx.stateDir` is empty: a worker's). A context without a
+/// registry gets none (the route answers 404).
 void addMetricsRoutes(Router& router, WebContext& ctx);
 
 }  // namespace kiln::web

@@ -34,6 +34,10 @@ struct WebServerConfig {
   std::chrono::milliseconds streamPoll{200};
   unsigned ioThreads = 1;
   unsigned handlerThreads = 4;
+  /// How many nice levels below the process the server's threads run, so
+  /// that a busy web never takes the CPU from the scheduler's loop in the
+  /// same process (0: same priority). Failure to lower it is ignored.
+  int threadNice = 10;
 };
 
 /// Observes each answered request (for metrics); called on a handler

@@ -1,0 +1,212 @@
+// Threaded evaluation (docs/evaluator.md, "Threaded evaluation"): claiming
+// and publishing thunks through their state word, waiting for thunks other
+// threads evaluate, per-thread allocation, and the store writer's lock.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "builtins.h"
+#include "eval_threads.h"
+#include "gc_support.h"
+#include "kiln/evaluator/eval_state.h"
+
+namespace kiln::eval {
+
+namespace {
+
+thread_local uint32_t tSlot = 0;  // 0: not an evaluating thread of a threaded state
+thread_local uint64_t tWaitNanos = 0;
+
+// Serialises every call to the writer it wraps (threads share one writer).
+class LockedStoreWriter : public StoreWriter {
+ public:
+  explicit LockedStoreWriter(StoreWriter& inner) : inner_(inner) {}
+  void addText(const std::string& path, const std::string& contents,
+               const std::set<std::string>& references) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    inner_.addText(path, contents, references);
+  }
+  void addDerivation(const std::string& path, const std::string& contents,
+                     const std::set<std::string>& references,
+                     const std::map<std::string, std::string>& outputs) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    inner_.addDerivation(path, contents, references, outputs);
+  }
+  void addSource(const std::string& path, const std::string& fsPath, const PathFilter& filter,
+                 bool recursive) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    inner_.addSource(path, fsPath, filter, recursive);
+  }
+  void useDerivationHashes(const store::DrvHashCache* hashes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    inner_.useDerivationHashes(hashes);
+  }
+  void flush() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    inner_.flush();
+  }
+
+ private:
+  StoreWriter& inner_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+uint64_t threadWaitNanos() { return tWaitNanos; }
+
+void EvalState::enterThread(uint32_t slot) {
+  if (slot == 0 || slot > kMaxThreads) throw Error("evaluation thread slot out of range");
+  tSlot = slot;
+}
+
+void EvalState::beginThreads() {
+  prepareBuiltinsForThreads(*this);
+  // The single-thread value block is no longer used: every thread takes
+  // values from its own slot (allocValue's fast path finds it empty).
+  nextValue_ = valuesEnd_ = nullptr;
+  arena.setShared(true);
+  permanent.setShared(true);
+  symbols.setShared(true);
+  if (storeWriter) {
+    plainWriter_ = storeWriter;
+    lockedWriter_ = std::make_unique<LockedStoreWriter>(*storeWriter);
+    storeWriter = lockedWriter_.get();
+  }
+  threaded_ = true;
+}
+
+void EvalState::endThreads() {
+  threaded_ = false;
+  arena.setShared(false);
+  permanent.setShared(false);
+  symbols.setShared(false);
+  if (lockedWriter_) {
+    storeWriter = plainWriter_;
+    lockedWriter_.reset();
+  }
+  for (ThreadSlot& s : slots_) {
+    s.nextValue = s.valuesEnd = nullptr;
+    s.freeBlocks = nullptr;
+    s.callDepth = 0;
+  }
+}
+
+uint32_t& EvalState::depth() { return threaded_ ? slots_[tSlot].callDepth : callDepth; }
+
+Value* EvalState::allocValueThreaded() {
+  ThreadSlot& s = slots_[tSlot];
+  if (s.nextValue != s.valuesEnd) return new (s.nextValue++) Value();
+  if (!collect_) {
+    std::lock_guard<std::mutex> lock(sharedMutex);
+    return permanent.make<Value>();
+  }
+  if (!s.freeBlocks) {
+    s.freeBlocks = GC_malloc_many(sizeof(Value) * kValuesPerBlock);
+    if (!s.freeBlocks) throw std::bad_alloc();
+  }
+  void* block = s.freeBlocks;
+  s.freeBlocks = *static_cast<void**>(block);
+  *static_cast<void**>(block) = nullptr;
+  s.nextValue = static_cast<Value*>(block);
+  s.valuesEnd = s.nextValue + kValuesPerBlock;
+  return new (s.nextValue++) Value();
+}
+
+// Claims the thunk (CAS to a blackhole owned by this thread), evaluates it
+// into a temporary and publishes the result; puts the thunk back on error.
+void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
+  const uint32_t me = tSlot;
+  while (true) {
+    uint16_t st = valueState(v);
+    auto type = static_cast<VType>(st & 0xff);
+    if (type > VType::kBlackhole) return;
+    if (type == VType::kBlackhole) {
+      if ((st >> 8) == me || me == 0)
+        throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
+      waitForThunk(v, pos);
+      continue;
+    }
+    if (!casValueState(v, st, makeValueState(VType::kBlackhole, static_cast<uint8_t>(me))))
+      continue;
+    // Claimed: the payload is this thread's until it publishes.
+    Value tmp;
+    Value saved = v;
+    try {
+      if (type == VType::kThunk) saved.thunk.expr->eval(*this, *saved.thunk.env, tmp);
+      else callFunction(*saved.app.left, *saved.app.right, tmp, pos);
+      forceValue(tmp, pos);  // a result is never a thunk
+    } catch (...) {
+      publishValueState(v, makeValueState(type));
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (waiters_.load()) {
+        std::lock_guard<std::mutex> lock(waitMutex_);
+        waitCv_.notify_all();
+      }
+      throw;
+    }
+    // Payload first, then the state word (release).
+    std::memcpy(reinterpret_cast<char*>(&v) + 8, reinterpret_cast<char*>(&tmp) + 8,
+                sizeof(Value) - 8);
+    static_assert(offsetof(Value, integer) == 8 && sizeof(Value) == 24);
+    publishValueState(v, makeValueState(tmp.type));
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the publish before the load
+    if (waiters_.load()) {
+      std::lock_guard<std::mutex> lock(waitMutex_);
+      waitCv_.notify_all();
+    }
+    return;
+  }
+}
+
+// Whether the waits starting at `owner` lead back to `me`: thread `owner`
+// waits for a value owned by another, and so on.
+bool EvalState::waitCycle(uint32_t me, uint8_t owner) {
+  for (uint32_t steps = 0; owner != 0 && steps <= kMaxThreads; ++steps) {
+    if (owner == me) return true;
+    Value* w = slots_[owner].waitingFor.load();
+    if (!w) return false;
+    uint16_t st = valueState(*w);
+    if (static_cast<VType>(st & 0xff) != VType::kBlackhole) return false;
+    owner = static_cast<uint8_t>(st >> 8);
+  }
+  return false;
+}
+
+void EvalState::waitForThunk(Value& v, PosIdx pos) {
+  const uint32_t me = tSlot;
+  ThreadSlot& slot = slots_[me];
+  slot.waitingFor.store(&v);
+  struct Clear {
+    ThreadSlot& s;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Clear() {
+      s.waitingFor.store(nullptr);
+      tWaitNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    }
+  } clear{slot};
+  int cycleSeen = 0;
+  while (true) {
+    uint16_t st = valueState(v);
+    if (static_cast<VType>(st & 0xff) != VType::kBlackhole) return;
+    // A cycle read while the chain moves can be momentary; a real one stays.
+    if (waitCycle(me, static_cast<uint8_t>(st >> 8))) {
+      if (++cycleSeen >= 3)
+        throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
+    } else {
+      cycleSeen = 0;
+    }
+    waiters_.fetch_add(1);
+    {
+      std::unique_lock<std::mutex> lock(waitMutex_);
+      waitCv_.wait_for(lock, std::chrono::milliseconds(cycleSeen ? 5 : 50), [&] {
+        return static_cast<VType>(valueState(v) & 0xff) != VType::kBlackhole;
+      });
+    }
+    waiters_.fetch_sub(1);
+  }
+}
+
+}  // namespace kiln::eval

@@ -1,0 +1,111 @@
+// Job enumeration on threads sharing one EvalState (job_threads.h).
+#include "kiln/evaluator/job_threads.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+
+#include "eval_threads.h"
+#include "gc_support.h"  // GC_THREADS: pthread_create registers each thread
+
+namespace kiln::eval {
+namespace {
+
+constexpr size_t kThreadStack = size_t{512} << 20;  // as runWithLargeStack
+
+struct Shared {
+  Shared(EvalState& st, const JobRoot& r, Bindings* args, const std::string& attr, size_t n)
+      : state(st), root(r), autoArgs(args), rootAttr(attr), entries(n), results(n) {}
+  EvalState& state;
+  const JobRoot& root;
+  Bindings* autoArgs;
+  const std::string& rootAttr;
+  size_t entries;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<Job>> results;
+  std::mutex mu;
+  std::exception_ptr error;  // the first error that is not a job's
+};
+
+struct ThreadArg {
+  Shared* shared;
+  uint32_t slot;
+};
+
+void runThread(Shared& sh, uint32_t slot) {
+  EvalState::enterThread(slot);
+  while (!sh.stop.load()) {
+    size_t i = sh.next.fetch_add(1);
+    if (i >= sh.entries) return;
+    std::vector<Job> jobs;
+    enumerateJobEntry(sh.state, sh.root, i, sh.autoArgs, sh.rootAttr,
+                      [&](const Job& job) { jobs.push_back(job); });
+    sh.results[i] = std::move(jobs);  // each index is written by one thread
+  }
+}
+
+double cpuSeconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+void* threadMain(void* p) {
+  auto* a = static_cast<ThreadArg*>(p);
+  Shared& sh = *a->shared;
+  try {
+    runThread(sh, a->slot);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    if (!sh.error) sh.error = std::current_exception();
+    sh.stop.store(true);
+  }
+  // As job_workers.cc: each thread's CPU time (and here its waits for
+  // other threads' thunks), so the run's longest path is known whatever
+  // the machine's load (bench/eval_workers.sh).
+  if (std::getenv("KILN_EVAL_CPU_TIMES"))
+    std::fprintf(stderr, "kiln eval cpu: thread %u %.2f s waited %.2f s\n", a->slot,
+                 cpuSeconds(CLOCK_THREAD_CPUTIME_ID),
+                 static_cast<double>(threadWaitNanos()) / 1e9);
+  return nullptr;
+}
+
+}  // namespace
+
+void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* autoArgs,
+                           const std::string& rootAttr, unsigned threads,
+                           const std::function<void(size_t, const std::vector<Job>&)>& onEntry) {
+  if (threads == 0 || threads > EvalState::kMaxThreads)
+    throw Error("the number of evaluation threads must be between 1 and " +
+                std::to_string(EvalState::kMaxThreads));
+  Shared sh(state, root, autoArgs, rootAttr, root.isDerivation ? 1 : root.entries.size());
+  std::vector<ThreadArg> args(threads);
+  std::vector<pthread_t> ids;
+  if (std::getenv("KILN_EVAL_CPU_TIMES"))
+    std::fprintf(stderr, "kiln eval cpu: before threads %.2f s\n",
+                 cpuSeconds(CLOCK_PROCESS_CPUTIME_ID));
+  state.beginThreads();
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kThreadStack);
+  for (unsigned t = 0; t < threads; ++t) {
+    args[t] = {&sh, t + 1};
+    pthread_t id;
+    if (pthread_create(&id, &attr, threadMain, &args[t]) != 0) break;
+    ids.push_back(id);
+  }
+  pthread_attr_destroy(&attr);
+  for (pthread_t id : ids) pthread_join(id, nullptr);
+  state.endThreads();
+  if (ids.empty()) throw Error("cannot start evaluation threads");
+  if (sh.error) std::rethrow_exception(sh.error);
+  for (size_t i = 0; i < sh.entries; ++i) onEntry(i, sh.results[i]);
+}
+
+}  // namespace kiln::eval
