@@ -159,6 +159,15 @@ void check(const Hello& m) {
       std::isfinite(m.speedFactor) && m.speedFactor > 0 && m.speedFactor <= 1e6,
       "speedFactor", "must be a positive number");
   c.require(m.kilnVersion.size() <= kMaxIdent, "kilnVersion", "too long");
+  c.require(m.heldSteps.size() <= kMaxSlots, "heldSteps", "too many");
+  std::vector<uint64_t> ids;
+  for (auto& h : m.heldSteps) {
+    c.require(h.drvPath.isDerivation(), "heldSteps", "does not end in .drv");
+    ids.push_back(h.stepId);
+  }
+  std::sort(ids.begin(), ids.end());
+  c.require(std::adjacent_find(ids.begin(), ids.end()) == ids.end(),
+            "heldSteps", "a step is listed twice");
 }
 
 void put(Writer& w, const Hello& m) {
@@ -172,6 +181,11 @@ void put(Writer& w, const Hello& m) {
   w.f64(m.speedFactor);
   w.u64(m.storePathCount);
   w.str(m.kilnVersion);
+  w.u32(static_cast<uint32_t>(m.heldSteps.size()));
+  for (auto& h : m.heldSteps) {
+    w.u64(h.stepId);
+    w.str(h.drvPath.baseName());
+  }
 }
 
 void get(Reader& r, Hello& m) {
@@ -187,6 +201,11 @@ void get(Reader& r, Hello& m) {
   m.speedFactor = r.f64("speedFactor");
   m.storePathCount = r.u64("storePathCount");
   m.kilnVersion = r.str("kilnVersion", kMaxIdent);
+  m.heldSteps.resize(r.count("heldSteps", kMaxSlots, 12));
+  for (auto& h : m.heldSteps) {
+    h.stepId = r.u64("heldSteps");
+    h.drvPath = getPath(r, "heldSteps");
+  }
 }
 
 void check(const Welcome& m) {
@@ -196,16 +215,21 @@ void check(const Welcome& m) {
             "heartbeatIntervalMs", "must be 1..3600000");
   c.require(m.chunkSize >= 1 && m.chunkSize <= kMaxDataFrame, "chunkSize",
             "must be 1.." + std::to_string(kMaxDataFrame));
+  c.require(m.adoptedSteps.size() <= kMaxSlots, "adoptedSteps", "too many");
 }
 void put(Writer& w, const Welcome& m) {
   w.str(m.schedulerId);
   w.u32(m.heartbeatIntervalMs);
   w.u32(m.chunkSize);
+  w.u32(static_cast<uint32_t>(m.adoptedSteps.size()));
+  for (auto id : m.adoptedSteps) w.u64(id);
 }
 void get(Reader& r, Welcome& m) {
   m.schedulerId = r.str("schedulerId", kMaxIdent);
   m.heartbeatIntervalMs = r.u32("heartbeatIntervalMs");
   m.chunkSize = r.u32("chunkSize");
+  m.adoptedSteps.resize(r.count("adoptedSteps", kMaxSlots, 8));
+  for (auto& id : m.adoptedSteps) id = r.u64("adoptedSteps");
 }
 
 void check(const Refused& m) { Check{"Refused"}.text(m.reason, "reason"); }

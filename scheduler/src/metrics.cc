@@ -117,7 +117,21 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
               .Help("Uploads whose worker-reported references differ from "
                     "the scanned ones (the scanned ones are registered)")
               .Register(r)
-              .Add({})) {}
+              .Add({})),
+      adoptedSteps_(BuildCounter()
+                        .Name("kiln_steps_adopted_total")
+                        .Help("Steps a worker still ran when it said Hello "
+                              "again (e.g. after a scheduler restart), "
+                              "taken over instead of started again")
+                        .Register(r)
+                        .Add({})),
+      refusedClaims_(BuildCounter()
+                         .Name("kiln_step_claims_refused_total")
+                         .Help("Steps a worker's Hello claimed to hold that "
+                               "the scheduler's records do not give to it "
+                               "(refused; the worker drops them)")
+                         .Register(r)
+                         .Add({})) {}
 
 void ServiceMetrics::update(const SchedulerMetrics& m) {
   for (auto& [sys, g] : queuedBySystem_) g->Set(0);

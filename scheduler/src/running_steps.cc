@@ -3,6 +3,7 @@
 #include "running_steps.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <unordered_set>
 
@@ -132,17 +133,15 @@ const store::StorePathSet& RunningSteps::inputClosure(RunningStep& run) {
   return closure;
 }
 
-bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
-  auto row = db_.step(id);
-  if (!row) return false;
-  proto::BuildStep m;
-  m.stepId = static_cast<uint64_t>(id);
-  RunningStep run;
+bool RunningSteps::describe(const StepRow& row, StepId sid,
+                            const WorkerConn& c, proto::BuildStep& m,
+                            RunningStep& run) {
+  m.stepId = static_cast<uint64_t>(row.id);
   try {
-    auto path = store_.parsePath(row->drvPath);
+    auto path = store_.parsePath(row.drvPath);
     m.drvPath = path;
     m.drv = readFile(store_.physicalPath(path));
-    auto drv = ingestor_.loadDrv(row->drvPath);
+    auto drv = ingestor_.loadDrv(row.drvPath);
     planInputs(*drv, c, m);
     for (auto& i : m.inputs) run.sentInputs.push_back(i.path);
     run.roots = m.roots;
@@ -158,12 +157,34 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
       m.timeoutSec = static_cast<uint64_t>(owner->timeoutSec);
     }
   } catch (const std::exception& e) {
-    logError("cannot dispatch " + row->drvPath + ": " + e.what());
+    logError("cannot dispatch " + row.drvPath + ": " + e.what());
     return false;
   }
   m.logLimitBytes = config_.logLimitBytes;
   m.outputLimitBytes = config_.outputLimitBytes;
-  if (!link_.send(c.peer, m)) return false;
+  return true;
+}
+
+void RunningSteps::track(const StepRow& row, StepId sid, const WorkerConn& c,
+                         uint64_t timeoutSec, RunningStep run) {
+  run.id = row.id;
+  run.sid = sid;
+  run.peer = c.peer;
+  run.drvPath = row.drvPath;
+  run.system = row.system;
+  run.started = clock_.now();
+  if (timeoutSec)
+    run.deadline = run.started + std::chrono::seconds(timeoutSec) +
+                   config_.stepDeadlineMargin;
+  running_[row.id] = std::move(run);
+}
+
+bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
+  auto row = db_.step(id);
+  if (!row) return false;
+  proto::BuildStep m;
+  RunningStep run;
+  if (!describe(*row, sid, c, m, run) || !link_.send(c.peer, m)) return false;
   traceEvent("scheduler", "dispatched", m.stepId, c.name);
   KILN_FAIL_POINT("scheduler.step-start.before-commit");
   db_.startStep(id, c.name, clock_.nowMs());
@@ -171,18 +192,64 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
   if (notify_)
     for (auto& b : db_.unfinishedBuildsOfDrv(row->drvPath))  // its top step
       notify_({LifecycleEvent::Kind::kBuildStarted, b.jobset, b.eval, b.id});
-  run.id = id;
-  run.sid = sid;
-  run.peer = c.peer;
-  run.drvPath = row->drvPath;
-  run.system = row->system;
-  run.started = clock_.now();
-  if (m.timeoutSec)
-    run.deadline = run.started + std::chrono::seconds(m.timeoutSec) +
-                   config_.stepDeadlineMargin;
   run.attempt = row->attempts + 1;
-  running_[id] = std::move(run);
+  track(*row, sid, c, m.timeoutSec, std::move(run));
   return true;
+}
+
+// Why the scheduler's records do not give held step `held` to `c`, or ""
+// if they do: dispatched to this very worker (by name, which carries its
+// key's name), unfinished, for the same derivation.
+std::string RunningSteps::claimRefusal(const WorkerConn& c,
+                                       const proto::HeldStep& held,
+                                       const std::optional<StepRow>& row) {
+  auto id = static_cast<int64_t>(held.stepId);
+  if (auto it = running_.find(id); it != running_.end())
+    return it->second.peer == c.peer ? "" : "it runs on another connection";
+  if (!row || !ingestor_.index().coreId(id)) return "no such unfinished step";
+  if (row->finished) return "it is finished";
+  if (row->worker != c.name)
+    return "it was dispatched to " +
+           (row->worker.empty() ? std::string("no worker") : row->worker);
+  if (row->drvPath != store_.printPath(held.drvPath))
+    return "it builds " + row->drvPath + ", not " +
+           store_.printPath(held.drvPath);
+  return "";
+}
+
+std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
+  std::vector<uint64_t> adopted;
+  for (auto& held : c.hello.heldSteps) {
+    auto id = static_cast<int64_t>(held.stepId);
+    bool again = running_.count(id) > 0;  // the same connection's Hello
+    auto row = again ? std::optional<StepRow>() : db_.step(id);
+    if (auto why = claimRefusal(c, held, row); !why.empty()) {
+      logWarn("worker " + c.name + " claims step " + std::to_string(id) +
+              ", refused: " + why);
+      metrics_.countRefusedClaim();
+      continue;
+    }
+    if (again) {
+      adopted.push_back(held.stepId);
+      continue;
+    }
+    auto sid = *ingestor_.index().coreId(id);
+    if (!core_.adoptStep(sid, c.wid)) continue;  // no slot, or requeued
+    proto::BuildStep m;
+    RunningStep run;
+    if (!describe(*row, sid, c, m, run)) {
+      core_.finishStep(sid, StepResult::transient(Duration(0)));
+      continue;
+    }
+    run.attempt = std::max<int64_t>(row->attempts, 1);
+    run.adopted = true;
+    track(*row, sid, c, m.timeoutSec, std::move(run));
+    logInfo("worker " + c.name + " still runs " + row->drvPath +
+            ": adopted (attempt " + std::to_string(row->attempts) + ")");
+    metrics_.countAdoptedStep();
+    adopted.push_back(held.stepId);
+  }
+  return adopted;
 }
 
 RunningStep* RunningSteps::findOn(int64_t id, const std::string& peer) {
@@ -225,9 +292,13 @@ void RunningSteps::onNeedPaths(WorkerConn& from, const proto::NeedPaths& m) {
 int RunningSteps::openLog(RunningStep& r) {
   if (!r.log) {
     std::string path = stepLogPath(config_.stateDir, r.drvPath, r.attempt);
+    // An adopted step's attempt goes on: its log is continued.
+    int mode = r.adopted ? O_APPEND : O_TRUNC;
     r.log = AutoCloseFD(
-        open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        open(path.c_str(), O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0644));
     if (!r.log) throwSysError("opening log " + path);
+    if (off_t end = lseek(r.log.get(), 0, SEEK_END); r.adopted && end > 0)
+      r.logBytes = static_cast<uint64_t>(end);
   }
   return r.log.get();
 }

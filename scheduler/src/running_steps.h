@@ -58,6 +58,9 @@ struct RunningStep {
   /// ServiceConfig::stepDeadlineMargin); none without a timeout.
   std::optional<Clock::TimePoint> deadline;
   int64_t attempt = 1;
+  /// Taken over from a worker that reported it still ran it (after a
+  /// restart): no BuildStep was sent, its log is continued.
+  bool adopted = false;
   AutoCloseFD log;
   uint64_t logBytes = 0;
   bool logTruncated = false;
@@ -78,6 +81,10 @@ class RunningSteps {
   /// Sends the core's assignments to their workers (a step that cannot be
   /// sent goes back to the core as a transient failure).
   void dispatch();
+  /// The steps `c`'s Hello says it still holds that were dispatched to
+  /// it (same name) and are not settled: they run there from now on,
+  /// without a BuildStep. Returns their ids, for the Welcome.
+  std::vector<uint64_t> adopt(const WorkerConn& c);
   /// Tells the workers to cancel the running steps the core aborted.
   void abort(const std::vector<StepAbort>& aborts);
 
@@ -122,6 +129,19 @@ class RunningSteps {
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
+  /// Why `row` (step `held.stepId`, read from the database) is not `c`'s
+  /// to claim, or "" if it is (or already runs on `c`).
+  std::string claimRefusal(const WorkerConn& c,
+                           const protocol::HeldStep& held,
+                           const std::optional<StepRow>& row);
+  /// The BuildStep of step `row` for `c`, and what `run` keeps of it
+  /// (inputs, outputs); false (logged) if its .drv cannot be read.
+  bool describe(const StepRow& row, StepId sid, const WorkerConn& c,
+                protocol::BuildStep& m, RunningStep& run);
+  /// `run` of step `row` runs on `c` from now on (deadline after
+  /// `timeoutSec` plus the margin).
+  void track(const StepRow& row, StepId sid, const WorkerConn& c,
+             uint64_t timeoutSec, RunningStep run);
   /// Fills `m.roots` with the direct inputs of `drv` and `m.inputs` with
   /// the metadata of their closure minus what `c` is known to hold.
   void planInputs(const store::Derivation& drv, const WorkerConn& c,

@@ -129,6 +129,11 @@ std::unique_ptr<protocol::TransferTarget> SchedulerService::Impl::acceptUpload(
   return uploads.accept(from, h);
 }
 
+std::vector<uint64_t> SchedulerService::Impl::adoptHeldSteps(
+    const WorkerConn& w) {
+  return steps.adopt(w);
+}
+
 void SchedulerService::Impl::onWorkerJoined(const WorkerConn&) {
   steps.markPending();
 }
@@ -154,6 +159,29 @@ void SchedulerService::Impl::restoreFromDb() {
     logInfo("restored " + std::to_string(builds.size()) +
             " unfinished builds (" + std::to_string(ingestor.index().size()) +
             " steps)");
+  holdDispatchedSteps();
+}
+
+// A step dispatched and not settled may still run on its worker, which
+// reports it when it says Hello to this scheduler: it is not dispatched
+// again before the workers had time to come back (three heartbeat
+// intervals, as long as a silent worker is kept), then queued as usual.
+void SchedulerService::Impl::holdDispatchedSteps() {
+  auto grace = cfg.adoptionGrace.count() ? cfg.adoptionGrace
+                                         : 3 * cfg.heartbeatInterval;
+  auto until = clock.wallNow() + grace;
+  size_t held = 0;
+  for (auto& row : db.unfinishedSteps()) {
+    auto sid = ingestor.index().coreId(row.id);
+    if (row.attempts > 0 && !row.worker.empty() && sid &&
+        core.holdStep(*sid, until))
+      ++held;
+  }
+  if (held)
+    logInfo("holding " + std::to_string(held) +
+            " steps that were dispatched before the restart for " +
+            std::to_string(grace.count()) +
+            " ms: their workers may still run them");
 }
 
 void SchedulerService::Impl::startBuild(const BuildRow& b) {

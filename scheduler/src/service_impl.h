@@ -76,11 +76,15 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   void onStepMessage(WorkerConn& from, const protocol::Message& m) override;
   std::unique_ptr<protocol::TransferTarget> acceptUpload(
       const WorkerConn& from, const protocol::TransferHeader& h) override;
+  std::vector<uint64_t> adoptHeldSteps(const WorkerConn& w) override;
   void onWorkerJoined(const WorkerConn& w) override;
   void onWorkerLeft(const WorkerConn& w) override;
 
   // service.cc
   void restoreFromDb();
+  /// Holds back the restored steps that were dispatched and not settled
+  /// before the restart, for their workers to report them (adoption).
+  void holdDispatchedSteps();
   void startBuild(const BuildRow& b);
   std::vector<std::pair<std::string, std::string>> outputsOf(
       const std::string& drvPath);

@@ -79,12 +79,12 @@ bool WorkerLink::sameDescription(const proto::Hello& o, const proto::Hello& h) {
          o.speedFactor == h.speedFactor;
 }
 
-void WorkerLink::welcome(const std::string& peer) {
+void WorkerLink::welcome(WorkerConn& c) {
   sendOrWarn(
-      peer,
+      c.peer,
       proto::Welcome{options_.schedulerId,
                      static_cast<uint32_t>(options_.heartbeatInterval.count()),
-                     options_.chunkSize});
+                     options_.chunkSize, handler_.adoptHeldSteps(c)});
 }
 
 void WorkerLink::onHello(const std::string& peer, const std::string& user,
@@ -104,7 +104,10 @@ void WorkerLink::onHello(const std::string& peer, const std::string& user,
     // message sent before its Hello, or missed our Welcome). The worker
     // keeps its steps across Hellos, so the scheduler keeps them too and
     // only repeats the Welcome; a changed description replaces it.
-    if (sameDescription(known->hello, h)) return welcome(peer);
+    if (sameDescription(known->hello, h)) {
+      known->hello.heldSteps = h.heldSteps;
+      return welcome(*known);
+    }
     drop(peer, "sent Hello again with another description", true);
   }
   std::string key = user.empty() ? h.workerId : user;
@@ -126,7 +129,7 @@ void WorkerLink::onHello(const std::string& peer, const std::string& user,
                 .first->second;
   c.key = key;
   peerOf_[wid] = peer;
-  welcome(peer);
+  welcome(c);
   logInfo("worker " + spec.name + " joined with " + std::to_string(h.slots) +
           " slots");
   handler_.onWorkerJoined(c);

@@ -51,6 +51,9 @@ class WorkerLink {
     /// An upload `from` announces; throws Error to refuse it.
     virtual std::unique_ptr<protocol::TransferTarget> acceptUpload(
         const WorkerConn& from, const protocol::TransferHeader& h) = 0;
+    /// The steps of `w`'s Hello (`heldSteps`) taken as running there:
+    /// called before the Welcome that lists them, on every Hello.
+    virtual std::vector<uint64_t> adoptHeldSteps(const WorkerConn& w) = 0;
     /// A worker joined: its slots are free.
     virtual void onWorkerJoined(const WorkerConn& w) = 0;
     /// A worker is leaving (Bye, lost, a changed Hello); `w` is still
@@ -114,7 +117,8 @@ class WorkerLink {
   /// limits, or "".
   std::string overKeyLimits(const std::string& peer, const std::string& key,
                             const protocol::Hello& h) const;
-  void welcome(const std::string& peer);
+  /// Adopts `c`'s held steps, then sends Welcome listing them.
+  void welcome(WorkerConn& c);
   void drop(const std::string& peer, const std::string& why,
             bool removeFromCore);
 

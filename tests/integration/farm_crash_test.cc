@@ -199,5 +199,113 @@ TEST(FarmCrash, ASchedulerKilledMidQueueResumesWithoutRebuilding) {
   expectCleanCentralStore(farm);
 }
 
+// A collection whose `slow` appends a line to `<dir>/runs` each time its
+// builder runs, touches `<dir>/started` and waits for `<dir>/release`;
+// `after` depends on it.
+std::string countedCollection(const test::Farm& farm) {
+  return farm.writeCollection("counted", R"(let
+  slow = mk "slow" ''
+    echo run >> )" + farm.dir() + R"(/runs; touch )" + farm.dir() + R"(/started
+    while [ ! -e )" + farm.dir() + R"(/release ]; do sleep 0.05; done
+    echo slow-output > $out'' [];
+in { inherit slow; after = mk "after" "cat $deps > $out" [ slow ]; })");
+}
+
+// Kills the scheduler while `slow` runs on the only worker; `finishFirst`
+// lets the build end (and its outputs wait on the worker) before the
+// scheduler comes back. Either way the restarted scheduler adopts the
+// step: its builder ran once, its attempt count is unchanged.
+void expectAdoptedAcrossASchedulerKill(bool finishFirst) {
+  test::Farm farm(fastFarm(300ms));
+  std::string coll = countedCollection(farm);
+  farm.startScheduler();
+  farm.addWorker();
+  ASSERT_TRUE(farm.waitForWorkers(1, 60s));
+  farm.createJobset("p", "j", coll);
+  int64_t eval = farm.evaluate("p", "j");
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
+      << farm.worker(0).log();
+  farm.killScheduler();
+  EXPECT_EQ(stepNamed(farm, "-slow.drv").attempts, 1);
+  if (finishFirst) {
+    ASSERT_TRUE(test::pollUntil(
+        [&] {
+          return farm.worker(0).log().find("lost the connection") !=
+                 std::string::npos;
+        },
+        60s))
+        << farm.worker(0).log();
+    writeFile(farm.dir() + "/release", "");
+    ASSERT_TRUE(test::pollUntil(
+        [&] {
+          return farm.worker(0).log().find("built while disconnected") !=
+                 std::string::npos;
+        },
+        60s))
+        << farm.worker(0).log();
+  }
+  farm.startScheduler();
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        return farm.scheduler().log().find(": adopted (attempt 1)") !=
+               std::string::npos;
+      },
+      60s))
+      << farm.scheduler().log() << farm.worker(0).log();
+  if (!finishFirst) writeFile(farm.dir() + "/release", "");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s))
+      << farm.scheduler().log() << farm.worker(0).log();
+  for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0) << b.error;
+  EXPECT_EQ(stepNamed(farm, "-slow.drv").attempts, 1);
+  EXPECT_EQ(stepNamed(farm, "-after.drv").attempts, 1);
+  EXPECT_EQ(readFile(farm.dir() + "/runs"), "run\n");
+  EXPECT_THAT(farm.scheduler().log(), HasSubstr("holding 1 steps"));
+  expectCleanCentralStore(farm);
+}
+
+TEST(FarmCrash, AStepRunningWhenTheSchedulerIsKilledIsAdoptedNotRebuilt) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  expectAdoptedAcrossASchedulerKill(false);
+}
+
+TEST(FarmCrash, AStepBuiltWhileTheSchedulerIsDownIsUploadedWhenItReturns) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  expectAdoptedAcrossASchedulerKill(true);
+}
+
+// The worker running `slow` is SIGKILLed and started again (same name and
+// state) while the scheduler stays up: the new process holds no step, so
+// the scheduler retries it (on the same worker, the only one) and the
+// collection finishes; `slow` ran twice, its second attempt succeeded.
+TEST(FarmCrash, AWorkerRestartedWhileTheSchedulerRunsGetsItsStepAgain) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  test::Farm farm(fastFarm(300ms));
+  std::string coll = countedCollection(farm);
+  farm.startScheduler();
+  farm.addWorker();
+  ASSERT_TRUE(farm.waitForWorkers(1, 60s));
+  farm.createJobset("p", "j", coll);
+  int64_t eval = farm.evaluate("p", "j");
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
+      << farm.worker(0).log();
+  farm.killWorker(0);
+  deletePath(farm.dir() + "/started");
+  farm.startWorker(0);
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
+      << farm.scheduler().log() << farm.worker(0).log();
+  writeFile(farm.dir() + "/release", "");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s))
+      << farm.scheduler().log() << farm.worker(0).log();
+  for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0) << b.error;
+  EXPECT_EQ(stepNamed(farm, "-slow.drv").attempts, 2);
+  EXPECT_EQ(stepNamed(farm, "-after.drv").attempts, 1);
+  EXPECT_EQ(readFile(farm.dir() + "/runs"), "run\nrun\n");
+  EXPECT_EQ(farm.metric("kiln_steps_adopted_total"), 0.0);
+  expectCleanCentralStore(farm);
+}
+
 }  // namespace
 }  // namespace kiln

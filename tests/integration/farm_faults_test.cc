@@ -10,6 +10,7 @@
 
 #include "farm.h"
 #include "kiln/common/file.h"
+#include "kiln/protocol/messages.h"
 #include "kiln/store/local_store.h"
 #include "test_support.h"
 
@@ -80,12 +81,25 @@ TEST(FarmFaults, AWorkerSpeakingAnotherProtocolVersionIsRefused) {
   EXPECT_EQ(*code, 1);
   EXPECT_THAT(farm.worker(0).log(),
               HasSubstr("kiln worker: the scheduler refused this worker: "
-                        "scheduler speaks protocol 2, this worker speaks 99"));
+                        "scheduler speaks protocol " +
+                        std::to_string(protocol::kProtocolVersion) +
+                        ", this worker speaks 99"));
+  // A worker of the previous protocol (2) is told to upgrade.
+  test::WorkerOptions old;
+  old.extraArgs = {"--debug-protocol-version", "2"};
+  farm.addWorker(old);
+  code = farm.worker(1).waitExit(60s);
+  ASSERT_TRUE(code.has_value()) << farm.worker(1).log();
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(farm.worker(1).log(),
+              HasSubstr("kiln worker: the scheduler refused this worker: "
+                        "scheduler speaks protocol 3, this worker speaks 2: "
+                        "upgrade the worker"));
   EXPECT_EQ(farm.metric("kiln_workers"), 0.0);
   // A worker of the right version joins the same scheduler.
   farm.addWorker();
-  EXPECT_TRUE(farm.waitForWorkers(1, 60s)) << farm.worker(1).log();
-  EXPECT_EQ(farm.stopWorker(1), 0);
+  EXPECT_TRUE(farm.waitForWorkers(1, 60s)) << farm.worker(2).log();
+  EXPECT_EQ(farm.stopWorker(2), 0);
   EXPECT_EQ(farm.stopScheduler(), 0);
 }
 

@@ -107,6 +107,8 @@ void Daemon::Impl::sendHello() {
   h.speedFactor = cfg.speedFactor;
   h.storePathCount = store.queryAllValidPaths().size();
   h.kilnVersion = cfg.kilnVersion;
+  for (auto& [id, s] : steps)
+    if (!s->dropped) h.heldSteps.push_back({id, s->msg.drvPath});
   send(std::move(h));
   helloPending = true;
   helloSentAt = clock.now();
@@ -137,10 +139,13 @@ void Daemon::Impl::checkConnection() {
 void Daemon::Impl::onWelcome(const proto::Welcome& w) {
   logInfo("worker: welcomed by scheduler " + w.schedulerId);
   helloPending = false;
+  // The old connection's transfers end first, while nothing is sent: a
+  // step whose upload is cut short keeps its build for the scheduler.
+  self.welcomed_ = false;
+  if (xfer) xfer->abortAll("new connection");
   self.welcomed_ = true;
   heartbeatEvery = std::chrono::milliseconds(w.heartbeatIntervalMs);
   chunkSize = w.chunkSize;
-  if (xfer) xfer->abortAll("new connection");
   proto::TransferOptions opts;
   opts.chunkSize = chunkSize;
   opts.clock = &clock;
@@ -153,21 +158,10 @@ void Daemon::Impl::onWelcome(const proto::Welcome& w) {
         return acceptInput(h, upload);
       },
       [this](const proto::TransferOutcome& o) { onInputReceived(o); }, opts);
-  // Reconcile: tell what still runs. Results not acked yet are dropped:
-  // whatever the scheduler thought ran on this worker it has queued again
-  // (a new connection is a new worker to it), so an old result could only
-  // be taken for the result of a new dispatch of the same step.
-  for (auto it = steps.begin(); it != steps.end();) {
-    Step& s = *it->second;
-    if (s.phase != Step::Phase::kReporting) {
-      ++it;
-      continue;
-    }
-    logWarn("worker: dropping the unacknowledged result of step " +
-            std::to_string(it->first) + " (the scheduler requeued it)");
-    if (s.thread.joinable()) s.thread.join();
-    it = steps.erase(it);
-  }
+  // The steps the scheduler adopted go on (their results and outputs are
+  // sent again if the old connection lost them); the others are dropped:
+  // the scheduler queued them again.
+  reconcile(w.adoptedSteps);
   sendHeartbeat();
 }
 
@@ -179,7 +173,8 @@ void Daemon::Impl::sendHeartbeat() {
   if (statvfs(cfg.stateDir.c_str(), &st) == 0)
     hb.freeDiskBytes = uint64_t(st.f_bavail) * st.f_frsize;
   for (auto& [id, s] : steps)
-    if (s->phase != Step::Phase::kReporting) hb.runningSteps.push_back(id);
+    if (s->phase != Step::Phase::kReporting && !s->dropped)
+      hb.runningSteps.push_back(id);
   send(std::move(hb));
   lastHeartbeat = clock.now();
 }

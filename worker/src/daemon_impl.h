@@ -32,6 +32,14 @@ struct Step {
   protocol::StepResult result;
   size_t uploadsLeft = 0;
   std::string uploadError;
+  /// A successful build's result and outputs (in upload order), kept
+  /// until the scheduler acknowledges the step's result, so that a
+  /// restarted scheduler that adopts the step gets them uploaded again.
+  std::optional<protocol::StepResult> built;
+  std::vector<protocol::BuiltOutput> builtOutputs;
+  /// Not adopted by the scheduler: dropped, without a result, once its
+  /// build ends.
+  bool dropped = false;
 };
 
 /// Slot thread → socket thread.
@@ -76,6 +84,14 @@ struct Daemon::Impl {
   void startBuild(Step& s);
   void drainEvents();
   void onDone(DoneEvent& d);
+  /// Uploads `outputs` for `s`, then reports its result.
+  void startUploads(Step& s, std::vector<PreparedOutput> outputs);
+  /// After a Welcome: keeps the steps the scheduler adopted (resuming what
+  /// the old connection cut short) and drops the others.
+  void reconcile(const std::vector<uint64_t>& adopted);
+  /// Resumes adopted step `s`: asks again for missing inputs, uploads a
+  /// kept build again, or reports its result again.
+  void resume(Step& s);
   void finish(Step& s, protocol::StepStatus status, const std::string& error);
   void report(Step& s);
   std::unique_ptr<protocol::TransferTarget> acceptInput(

@@ -272,21 +272,40 @@ void Daemon::Impl::onDone(DoneEvent& d) {
   Step& s = *it->second;
   if (s.thread.joinable()) s.thread.join();
   traceEvent("worker", "done-seen", d.stepId);
+  if (s.dropped) {
+    steps.erase(it);
+    return;
+  }
   s.result = d.outcome.result;
   if (s.result.status != StepStatus::kSuccess) return report(s);
-  if (!xfer || !self.welcomed_)
-    return finish(s, StepStatus::kAborted,
-                  "connection to the scheduler lost before the upload");
+  s.built = s.result;
+  s.builtOutputs.clear();
+  for (auto& o : d.outcome.outputs) s.builtOutputs.push_back({o.name, o.info});
+  if (!xfer || !self.welcomed_) {
+    // Kept: a scheduler that adopts the step gets the outputs uploaded.
+    logInfo("worker: step " + std::to_string(d.stepId) +
+            " built while disconnected; its outputs wait for the scheduler");
+    s.result.status = StepStatus::kAborted;
+    s.result.errorMsg = "connection to the scheduler lost before the upload";
+    return report(s);
+  }
+  startUploads(s, std::move(d.outcome.outputs));
+}
+
+void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
+  uint64_t id = s.msg.stepId;
   s.phase = Step::Phase::kUploading;
-  s.uploadsLeft = d.outcome.outputs.size();
+  s.result = *s.built;
+  s.result.outputs.clear();
+  s.uploadError.clear();
+  s.uploadsLeft = outputs.size();
   if (s.uploadsLeft == 0) return report(s);
-  for (auto& o : d.outcome.outputs) {
+  for (auto& o : outputs) {
     proto::TransferHeader h;
-    h.stepId = d.stepId;
+    h.stepId = id;
     h.outputName = o.name;
     h.info = o.info;
     proto::BuiltOutput built{o.name, o.info};
-    uint64_t id = d.stepId;
     std::unique_ptr<Source> src =
         std::make_unique<OwnedFdSource>(std::move(o.nar));
     if (cfg.debug.corruptUploads > 0) {
@@ -312,6 +331,50 @@ void Daemon::Impl::onDone(DoneEvent& d) {
           }
           report(step);
         });
+  }
+}
+
+void Daemon::Impl::reconcile(const std::vector<uint64_t>& adopted) {
+  std::set<uint64_t> keep(adopted.begin(), adopted.end());
+  for (auto it = steps.begin(); it != steps.end();) {
+    Step& s = *it->second;
+    if (keep.count(it->first)) {
+      resume(s);
+      ++it;
+    } else if (s.phase == Step::Phase::kBuilding) {
+      s.dropped = true;  // erased when its slot thread ends
+      s.cancel.cancel(StepStatus::kCancelled);
+      ++it;
+    } else {
+      if (!s.dropped)
+        logWarn("worker: dropping step " + std::to_string(it->first) +
+                " (the scheduler did not take it back)");
+      if (s.thread.joinable()) s.thread.join();
+      it = steps.erase(it);
+    }
+  }
+}
+
+void Daemon::Impl::resume(Step& s) {
+  logInfo("worker: the scheduler took back step " +
+          std::to_string(s.msg.stepId));
+  switch (s.phase) {
+    case Step::Phase::kFetching:
+      planInputs(s);
+      if (s.missing.empty()) return startBuild(s);
+      return send(proto::NeedPaths{s.msg.stepId,
+                                   referencesFirst(s.missing, s.msg.inputs)});
+    case Step::Phase::kBuilding:
+    case Step::Phase::kUploading:
+      return;
+    case Step::Phase::kReporting:
+      if (!s.built) return report(s);
+      try {
+        return startUploads(s, prepareAgain(s.builtOutputs, store, tmpDir));
+      } catch (const std::exception& e) {
+        return finish(s, StepStatus::kAborted,
+                      std::string("preparing the outputs again: ") + e.what());
+      }
   }
 }
 

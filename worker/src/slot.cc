@@ -100,6 +100,16 @@ std::optional<std::vector<PreparedOutput>> reuseOutputs(
 
 }  // namespace
 
+std::vector<PreparedOutput> prepareAgain(
+    const std::vector<protocol::BuiltOutput>& outputs,
+    store::LocalStore& store, const std::string& tmpDir) {
+  std::vector<PreparedOutput> out;
+  for (auto& o : outputs)
+    out.push_back({o.name, o.info,
+                   dumpToTemp(store.physicalPath(o.info.path), tmpDir)});
+  return out;
+}
+
 AutoCloseFD openUnlinkedTemp(const std::string& dir) {
   AutoCloseFD fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
   if (!fd) throwSysError("creating a temporary file in " + dir);

@@ -31,6 +31,12 @@ struct SlotOutcome {
 /// An unlinked temporary file in `dir` opened read-write. Throws SysError.
 AutoCloseFD openUnlinkedTemp(const std::string& dir);
 
+/// The NARs of `outputs`, registered in `store` by an earlier runSlot, to
+/// upload them again (in the given order). Throws Error or SysError.
+std::vector<PreparedOutput> prepareAgain(
+    const std::vector<protocol::BuiltOutput>& outputs,
+    store::LocalStore& store, const std::string& tmpDir);
+
 /// Runs `request` with `runner`, then registers and prepares its outputs.
 /// Failures of any kind become the result's status: build failures keep
 /// BuildRunner's status, infrastructure errors give kAborted (the

@@ -159,6 +159,40 @@ void SchedulerCore::releaseSlot(StepId id) {
   m.freeSlot(idx);
 }
 
+bool SchedulerCore::holdStep(StepId id, TimePoint until) {
+  Impl& m = *impl_;
+  m.advance();
+  uint32_t idx = m.resolve(id);
+  Step& s = m.steps[idx];
+  if (s.state == StepState::kQueued) m.dequeue(idx);
+  if (s.state == StepState::kBackoff) until = std::max(until, s.backoffUntil);
+  if (s.state != StepState::kWaiting && s.state != StepState::kBackoff)
+    return false;
+  s.backoffUntil = until;
+  m.setState(s, StepState::kBackoff);
+  m.backoff.push(BackoffEntry{until, idx, s.generation});
+  return true;
+}
+
+bool SchedulerCore::adoptStep(StepId id, WorkerId worker) {
+  Impl& m = *impl_;
+  m.advance();
+  uint32_t idx = m.resolve(id);
+  uint32_t w = m.resolveWorker(worker);
+  Step& s = m.steps[idx];
+  const Worker& wk = m.workers[w];
+  bool runnable = s.state == StepState::kQueued ||
+                  (s.state == StepState::kBackoff && s.deps.empty() &&
+                   s.blockedDeps == 0 && s.applied.attached());
+  if (!runnable || wk.free() == 0 ||
+      std::find(wk.classes.begin(), wk.classes.end(), s.cls) ==
+          wk.classes.end())
+    return false;
+  if (s.state == StepState::kQueued) m.dequeue(idx);
+  m.start(idx, w);  // a backoff entry left behind is stale from now on
+  return true;
+}
+
 std::vector<Assignment> SchedulerCore::nextAssignments(size_t max) {
   Impl& m = *impl_;
   m.advance();

@@ -35,6 +35,7 @@ std::vector<Message> samples() {
   hello.speedFactor = 2.5;
   hello.storePathCount = 12345;
   hello.kilnVersion = "0.1.0";
+  hello.heldSteps = {{41, kDrv}, {42, kDrv}};
   BuildStep step;
   step.stepId = 42;
   step.drvPath = kDrv;
@@ -59,7 +60,7 @@ std::vector<Message> samples() {
                  1000,
                  2000};
   return {hello,
-          Welcome{"sched", 5000, 1 << 18},
+          Welcome{"sched", 5000, 1 << 18, {41}},
           Refused{1, "unknown worker"},
           Heartbeat{0.75, 1ull << 40, {1, 2, 3}},
           step,
@@ -162,7 +163,7 @@ TEST(Messages, OtherVersionIsAMismatch) {
   } catch (const VersionMismatch& e) {
     EXPECT_EQ(e.theirVersion(), kProtocolVersion + 1);
     EXPECT_THAT(e.what(),
-                HasSubstr("peer speaks protocol 3, this side speaks 2"));
+                HasSubstr("peer speaks protocol 4, this side speaks 3"));
   }
   // Refused keeps its layout, so an old worker can read a new scheduler's.
   auto refused = decode(encode(Refused{7, "go away"}, 7));
@@ -204,6 +205,14 @@ TEST(Messages, InvalidValuesAreRejectedOnBothSides) {
   h.mandatoryFeatures = {"kvm"};
   EXPECT_THROW(encode(h), FormatError);
   h.mandatoryFeatures.clear();
+  h.heldSteps = {{7, kDrv}, {7, kDrv}};
+  try {
+    encode(h);
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("field 'heldSteps': a step is listed"));
+  }
+  h.heldSteps.clear();
   h.workerId = "bad id";
   EXPECT_THROW(encode(h), FormatError);
   EXPECT_THROW(encode(Credit{0, 1}), FormatError);

@@ -64,7 +64,7 @@ TEST(Transport, AllowedKeyJoinsOverCurve) {
   ASSERT_TRUE(got);
   EXPECT_EQ(std::get<Hello>(got->msg), hello("builder-1"));
   EXPECT_EQ(got->user, "builder-1");
-  ASSERT_TRUE(farm.server->send(got->peer, Welcome{"sched", 1000, 1 << 18}));
+  ASSERT_TRUE(farm.server->send(got->peer, Welcome{"sched", 1000, 1 << 18, {}}));
   auto reply = client->receive(kDeadline);
   ASSERT_TRUE(reply);
   EXPECT_EQ(std::get<Welcome>(*reply).schedulerId, "sched");
@@ -154,24 +154,41 @@ TEST(Transport, PlaintextOnlyWhenBothSidesAskForIt) {
   EXPECT_EQ(std::get<Hello>(got->msg).workerId, "dev");
 }
 
-TEST(Transport, WrongProtocolVersionIsRefusedWithAMessage) {
+// What the server answers a Hello of protocol `version` with; it never
+// hands that Hello to the scheduler.
+Refused refusalOfVersion(uint16_t version) {
   Farm farm;
   auto client = farm.client(farm.workerKeys);
-  client->sendRaw(encode(hello("future"), kProtocolVersion + 1));
+  client->sendRaw(encode(hello("w"), version));
   std::optional<Message> reply;
   auto deadline = std::chrono::steady_clock::now() + kDeadline;
   while (!reply && std::chrono::steady_clock::now() < deadline) {
-    EXPECT_FALSE(farm.server->receive(10ms));  // never handed to the scheduler
+    EXPECT_FALSE(farm.server->receive(10ms));
     reply = client->receive(10ms);
   }
-  ASSERT_TRUE(reply);
-  auto refused = std::get<Refused>(*reply);
+  EXPECT_EQ(farm.server->droppedMessages(), 1u);
+  if (!reply) throw Error("no answer to a Hello of protocol " +
+                          std::to_string(version));
+  return std::get<Refused>(*reply);
+}
+
+TEST(Transport, WrongProtocolVersionIsRefusedWithAMessage) {
+  auto refused = refusalOfVersion(kProtocolVersion + 1);
   EXPECT_EQ(refused.schedulerVersion, kProtocolVersion);
   EXPECT_EQ(refused.reason,
             versionMismatchText(kProtocolVersion, kProtocolVersion + 1));
   EXPECT_THAT(refused.reason,
-              HasSubstr("scheduler speaks protocol 2, this worker speaks 3"));
-  EXPECT_EQ(farm.server->droppedMessages(), 1u);
+              HasSubstr("scheduler speaks protocol 3, this worker speaks 4"));
+}
+
+// A worker of the previous protocol (2: no heldSteps in Hello) is turned
+// away with a reason it can print, telling it to upgrade.
+TEST(Transport, AProtocol2WorkerIsToldToUpgrade) {
+  auto refused = refusalOfVersion(2);
+  EXPECT_EQ(refused.schedulerVersion, 3u);
+  EXPECT_EQ(refused.reason,
+            "scheduler speaks protocol 3, this worker speaks 2: upgrade the "
+            "worker so that both speak the same protocol");
 }
 
 TEST(Transport, MalformedMessagesAreDroppedAndTheConnectionLives) {

@@ -68,6 +68,7 @@ class FakeWorker {
     h.systems = std::move(systems);
     h.slots = slots;
     h.kilnVersion = "test";
+    h.heldSteps = held;
     send_(h);
   }
 
@@ -131,6 +132,10 @@ class FakeWorker {
   void heartbeat() { send_(protocol::Heartbeat{0.0, 1u << 30, {}}); }
 
   bool welcomed = false;
+  /// Hello::heldSteps of the next Hello, and the last Welcome's
+  /// adoptedSteps.
+  std::vector<protocol::HeldStep> held;
+  std::vector<uint64_t> adopted;
   bool silent = false;
   std::optional<protocol::Refused> refused;
   std::optional<protocol::Bye> bye;
@@ -188,7 +193,10 @@ class FakeWorker {
   }
 
   void onMessage(const protocol::Message& m) {
-    if (std::holds_alternative<protocol::Welcome>(m)) welcomed = true;
+    if (auto* w = std::get_if<protocol::Welcome>(&m)) {
+      welcomed = true;
+      adopted = w->adoptedSteps;
+    }
     if (auto* r = std::get_if<protocol::Refused>(&m)) refused = *r;
     if (auto* b = std::get_if<protocol::Bye>(&m)) bye = *b;
     if (auto* s = std::get_if<protocol::BuildStep>(&m)) steps.push_back(*s);

@@ -5,7 +5,10 @@
 // against the running step (inputs only from its closure), a cancelled
 // running step.
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
+#include "farm.h"
 #include "kiln/scheduler/notification_outbox.h"
 #include "memory_service.h"
 
@@ -16,7 +19,15 @@ using namespace std::chrono_literals;
 using testing::FakeWorker;
 using testing::makeDrv;
 
-using ServiceMemoryTest = testing::MemoryServiceTest;
+class ServiceMemoryTest : public testing::MemoryServiceTest {
+ protected:
+  double metric(const std::string& name) {
+    auto text = prometheus::TextSerializer().Serialize(
+        svc_->metricsRegistry()->Collect());
+    return test::prometheusSample(text, name).value_or(-1);
+  }
+  double claimsRefused() { return metric("kiln_step_claims_refused_total"); }
+};
 
 TEST_F(ServiceMemoryTest, DispatchesAndRecordsABuildWithoutSockets) {
   EXPECT_EQ(svc_->endpoint(), "memory://");
@@ -111,11 +122,70 @@ TEST_F(ServiceMemoryTest, ARestartedServiceResumesWhereItStopped) {
   w1->send(protocol::Heartbeat{});
   ASSERT_TRUE(until({w1.get()}, [&] { return w1->bye.has_value(); }));
   auto w2 = join("w2");
+  // b was dispatched to w1, which does not claim it: it is held for three
+  // heartbeat intervals (3 s), then dispatched again.
+  for (int i = 0; i < 5; ++i) until({w2.get()}, [] { return true; });
+  EXPECT_TRUE(w2->steps.empty());
+  // Past the hold in two steps, w2 beating in between (it is silent: a
+  // single step of 3 s would make it lost).
+  for (auto step : {1500ms, 1600ms}) {
+    clock_.advance(step);
+    w2->heartbeat();
+    until({w2.get()}, [] { return true; });
+  }
   ASSERT_TRUE(until({w2.get()}, [&] { return w2->steps.size() == 1; }));
   EXPECT_EQ("/nix/store/" + w2->steps[0].drvPath.baseName(), b_);
   buildLast(*w2, "b-out");
   ASSERT_TRUE(until({w2.get()}, [&] { return build(id).finished; }));
   EXPECT_EQ(build(id).status, 0);
+}
+
+// A step running when the scheduler stopped is adopted by the worker that
+// says Hello again listing it (no BuildStep, no attempt counted), not by
+// another worker naming it.
+TEST_F(ServiceMemoryTest, ARestartedServiceAdoptsTheStepItsWorkerStillRuns) {
+  int64_t id = svc_->addBuild(jobset_, "a", a_);
+  auto w1 = join("w1");
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->steps.size() == 1; }));
+  auto step = w1->steps.back();
+  svc_.reset();
+  start();
+  auto other = std::make_unique<FakeWorker>(*net_, "peer-w2", "w2");
+  other->held = {{step.stepId, step.drvPath}};
+  other->hello();
+  ASSERT_TRUE(until({other.get()}, [&] { return other->welcomed; }));
+  EXPECT_TRUE(other->adopted.empty());  // dispatched to w1, not to w2
+  EXPECT_EQ(claimsRefused(), 1.0);
+  // w1 naming another .drv for that step, or a step that does not exist,
+  // is refused too.
+  w1->welcomed = false;
+  w1->held = {{step.stepId, store::StorePath(
+                                "00000000000000000000000000000000-x.drv")},
+              {step.stepId + 100, step.drvPath}};
+  w1->hello();
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->welcomed; }));
+  EXPECT_TRUE(w1->adopted.empty());
+  EXPECT_EQ(claimsRefused(), 3.0);
+  // Its next Hello (same description) claims the right step.
+  w1->welcomed = false;
+  w1->held = {{step.stepId, step.drvPath}};
+  w1->hello();
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->welcomed; }));
+  EXPECT_EQ(w1->adopted, std::vector<uint64_t>{step.stepId});
+  buildLast(*w1, "a-out");
+  ASSERT_TRUE(
+      until({w1.get(), other.get()}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+  EXPECT_EQ(w1->steps.size(), 1u);  // no second BuildStep
+  EXPECT_TRUE(other->steps.empty());
+  EXPECT_EQ(svc_->db().stepByDrv(a_)->attempts, 1);
+  EXPECT_EQ(metric("kiln_steps_adopted_total"), 1.0);
+  // Claiming the finished step again is refused and counted.
+  w1->welcomed = false;
+  w1->hello();
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->welcomed; }));
+  EXPECT_TRUE(w1->adopted.empty());
+  EXPECT_EQ(claimsRefused(), 4.0);
 }
 
 TEST_F(ServiceMemoryTest, AWorkerThatSaysByeGivesItsStepToAnother) {

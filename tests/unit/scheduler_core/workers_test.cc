@@ -309,5 +309,40 @@ TEST(Workers, IdleStretchesEndWhenTheWorkGoesElsewhereOrTheWorkerLeaves) {
   (void)b;
 }
 
+// After a restart, a step that may still run on a worker is held back
+// until its worker reports it (adopted: it runs there, no attempt counted)
+// or the hold ends (queued as usual); a step no one can take is refused.
+TEST(Workers, AHeldStepIsAdoptedByItsWorkerOrQueuedWhenTheHoldEnds) {
+  Harness h;
+  auto a = h.step("a");
+  auto b = h.step("b");
+  auto arm = h.step("arm", {}, "aarch64-linux");
+  h.build(1, a);
+  h.build(2, b);
+  h.build(3, arm);
+  auto w = h.worker("w", 1);
+  auto until = h.clock.wallNow() + 10s;
+  EXPECT_TRUE(h.core.holdStep(a, until));
+  EXPECT_TRUE(h.core.holdStep(b, until));
+  EXPECT_TRUE(h.dispatch().empty());  // both held, `arm` has no worker
+  EXPECT_FALSE(h.core.adoptStep(arm, w));  // not a system of `w`
+  ASSERT_TRUE(h.core.adoptStep(a, w));
+  EXPECT_EQ(h.core.step(a).state, StepView::State::kRunning);
+  EXPECT_EQ(h.core.step(a).attempts, 0u);
+  EXPECT_FALSE(h.core.adoptStep(a, w));  // running already
+  auto w2 = h.worker("w2", 1);
+  EXPECT_FALSE(h.core.holdStep(a, until));  // running: not held
+  h.clock.advance(9s);
+  EXPECT_TRUE(h.dispatch().empty());
+  h.clock.advance(1s);  // the hold of b ends: it goes to the free worker
+  auto next = h.core.nextAssignments();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].step, b);
+  EXPECT_EQ(next[0].worker, w2);
+  EXPECT_FALSE(h.core.adoptStep(b, w));  // running on w2; w is full anyway
+  h.core.finishStep(a, StepResult::success(1s));
+  EXPECT_FALSE(h.core.hasBuild(1));
+}
+
 }  // namespace
 }  // namespace kiln::scheduler::test

@@ -80,7 +80,7 @@ class FakeScheduler {
   }
 
   void welcome() {
-    server.send(peer, proto::Welcome{"fake", 200, 64 << 10});
+    server.send(peer, proto::Welcome{"fake", 200, 64 << 10, adopt});
     xfer = std::make_unique<proto::TransferEndpoint>(
         [this](proto::Message&& m) { server.send(peer, m); },
         [this](const proto::TransferHeader&, bool upload)
@@ -123,6 +123,8 @@ class FakeScheduler {
   std::vector<proto::TransferOutcome> uploads;
   std::string log;
   bool autoWelcome = true;
+  /// Welcome::adoptedSteps of the next Welcomes.
+  std::vector<uint64_t> adopt;
 };
 
 class DaemonTest : public ::testing::Test {
@@ -347,6 +349,61 @@ TEST_F(DaemonTest, OnlyAByeAfterTheWelcomeTriggersANewHello) {
   ASSERT_TRUE(sched_.pumpUntil([&] { return hellos() == 2; }));
 }
 
+// A step stays held until its result is acknowledged: each Hello lists it;
+// adopted by the Welcome, its outputs are uploaded again and its result
+// sent again; not adopted, it is dropped.
+TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
+  startDaemon();
+  ASSERT_TRUE(pollUntilWelcomed());
+  auto in = sched_.store.addText("greeting", "hi", {});
+  // Shell builtins only: the builder has no PATH.
+  auto m = step(7, "greet", "read x < $input; echo \"$x\" > $out", in);
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.serve(*sched_.last<proto::NeedPaths>());
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_EQ(sched_.last<proto::StepResult>()->status,
+            proto::StepStatus::kSuccess)
+      << sched_.last<proto::StepResult>()->errorMsg;
+  ASSERT_EQ(sched_.uploads.size(), 1u);
+  // No Ack: as if the scheduler restarted. The worker says Hello again.
+  auto helloAfterBye = [&] {
+    sched_.received.clear();
+    sched_.server.send(sched_.peer,
+                       proto::Bye{"unknown worker: send Hello again"});
+    // The Welcome's Heartbeat follows the Hello (an earlier one may not).
+    EXPECT_TRUE(sched_.pumpUntil([&] {
+      auto& r = sched_.received;
+      auto h = std::find_if(r.begin(), r.end(), [](const proto::Message& x) {
+        return std::holds_alternative<proto::Hello>(x);
+      });
+      return h != r.end() &&
+             std::any_of(h, r.end(), [](const proto::Message& x) {
+               return std::holds_alternative<proto::Heartbeat>(x);
+             });
+    }));
+    auto* h = sched_.last<proto::Hello>();
+    return h ? h->heldSteps : std::vector<proto::HeldStep>{{0, m.drvPath}};
+  };
+  sched_.adopt = {7};
+  EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath}}));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_EQ(sched_.uploads.size(), 2u);
+  EXPECT_TRUE(sched_.uploads.back().ok) << sched_.uploads.back().error;
+  auto result = *sched_.last<proto::StepResult>();
+  EXPECT_EQ(result.status, proto::StepStatus::kSuccess) << result.errorMsg;
+  ASSERT_EQ(result.outputs.size(), 1u);
+  EXPECT_EQ(result.outputs[0].info.path, outPath_);
+  // Not adopted now: dropped, nothing sent again, not held any more.
+  sched_.adopt = {};
+  EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath}}));
+  EXPECT_EQ(sched_.last<proto::StepResult>(), nullptr);
+  EXPECT_EQ(helloAfterBye(), std::vector<proto::HeldStep>{});
+  EXPECT_EQ(sched_.uploads.size(), 2u);
+}
+
 TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {
   debug_.protocolVersion = 9;
   startDaemon();
@@ -354,7 +411,7 @@ TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {
   // Hello over; the worker stops with the reason.
   ASSERT_TRUE(sched_.pumpUntil([&] { return ended_.load(); }));
   thread_.join();
-  EXPECT_NE(error_.find("scheduler speaks protocol 2, this worker speaks 9"),
+  EXPECT_NE(error_.find("scheduler speaks protocol 3, this worker speaks 9"),
             std::string::npos)
       << error_;
   EXPECT_EQ(sched_.last<proto::Hello>(), nullptr);

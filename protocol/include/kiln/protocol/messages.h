@@ -27,7 +27,7 @@ namespace kiln::protocol {
 /// The version this build speaks. Bump it on any change to a message layout;
 /// peers of different versions refuse each other (only Refused keeps a frozen
 /// layout, so that the refusal can always be read).
-constexpr uint16_t kProtocolVersion = 2;
+constexpr uint16_t kProtocolVersion = 3;
 
 /// Largest data frame of a `Chunk` or `LogChunk` a decoder accepts.
 constexpr size_t kMaxDataFrame = 4 << 20;
@@ -92,6 +92,14 @@ PathInfo toPathInfo(const store::ValidPathInfo& info);
 /// store verifies the NAR against it when the path is added.
 store::ValidPathInfo toValidPathInfo(const PathInfo& info);
 
+/// A step a worker still holds when it says Hello: running, or finished
+/// with a result the scheduler has not acknowledged.
+struct HeldStep {
+  uint64_t stepId = 0;
+  store::StorePath drvPath{"00000000000000000000000000000000-x.drv"};
+  bool operator==(const HeldStep&) const = default;
+};
+
 /// Worker → scheduler, first message of a connection.
 struct Hello {
   std::string workerId;  ///< [A-Za-z0-9._@:-]{1,128}
@@ -104,6 +112,10 @@ struct Hello {
   double speedFactor = 1.0;                    ///< finite, > 0
   uint64_t storePathCount = 0;  ///< paths already in the worker's store
   std::string kilnVersion;
+  /// Steps this worker still holds (≤ 4096, ids unique): the scheduler
+  /// adopts those it dispatched to this worker and has not settled
+  /// (Welcome::adoptedSteps); the worker drops the others.
+  std::vector<HeldStep> heldSteps;
   bool operator==(const Hello&) const = default;
 };
 
@@ -112,6 +124,9 @@ struct Welcome {
   std::string schedulerId;
   uint32_t heartbeatIntervalMs = 10000;  ///< 1..3600000
   uint32_t chunkSize = 256 << 10;        ///< NAR chunk size; ≤ kMaxDataFrame
+  /// The Hello's held steps the scheduler takes as running on this
+  /// worker (their results are expected); the others are to be dropped.
+  std::vector<uint64_t> adoptedSteps;
   bool operator==(const Welcome&) const = default;
 };
 

@@ -47,6 +47,11 @@ class ServiceMetrics {
   void addBytesReceived(uint64_t n) { bytesReceived_.Increment(double(n)); }
   /// An upload whose reported references differ from the scanned ones.
   void countReferenceMismatch() { referenceMismatches_.Increment(); }
+  /// A step a reconnecting worker still ran, taken over (not restarted).
+  void countAdoptedStep() { adoptedSteps_.Increment(); }
+  /// A step a worker's Hello claimed that the scheduler's records do not
+  /// give to it (another worker, another .drv, settled, unknown).
+  void countRefusedClaim() { refusedClaims_.Increment(); }
 
  private:
   prometheus::Family<prometheus::Gauge>& queued_;
@@ -71,6 +76,8 @@ class ServiceMetrics {
   prometheus::Counter& bytesSent_;
   prometheus::Counter& bytesReceived_;
   prometheus::Counter& referenceMismatches_;
+  prometheus::Counter& adoptedSteps_;
+  prometheus::Counter& refusedClaims_;
   SchedulerMetrics last_;
 };
 

@@ -68,6 +68,10 @@ struct ServiceConfig {
   /// A running step with no result by its timeout plus this margin is
   /// taken back from its worker (CancelStep) and fails as timed out.
   std::chrono::seconds stepDeadlineMargin{600};
+  /// After a restart, how long a step that was dispatched and not settled
+  /// waits for its worker to report it still runs it (adoption) before it
+  /// is dispatched again; 0 = three heartbeat intervals.
+  std::chrono::milliseconds adoptionGrace{0};
   /// Free space of the state directory. Not owned; must outlive the
   /// service. Null: RealDiskSpace::instance().
   const DiskSpace* diskSpace = nullptr;

@@ -155,6 +155,18 @@ class SchedulerCore {
   /// Fails a step that is not running (e.g. a cached failure found at
   /// ingestion, status 8): same propagation as a permanent failure.
   void failStep(StepId step, StepStatus status);
+  /// Holds back a step that may still be running on a worker the service
+  /// lost track of (it restarted): it is not dispatched before `until`,
+  /// unless adopted, and then queues as after a backoff. Returns false
+  /// (nothing changes) unless the step is queued, waiting or in backoff.
+  /// Throws SchedulerError on a stale id.
+  bool holdStep(StepId step, TimePoint until);
+  /// `worker` reports that it is still running `step` (after a restart):
+  /// the step runs there from now on, in one of its slots, as if
+  /// dispatched (no attempt is counted). Returns false (nothing changes)
+  /// if the step is not queued or held, or the worker cannot run its
+  /// class or has no free slot. Throws SchedulerError on stale ids.
+  bool adoptStep(StepId step, WorkerId worker);
 
   // ---- outputs for the service -------------------------------------------
 
