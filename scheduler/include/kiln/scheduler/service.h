@@ -68,6 +68,10 @@ struct ServiceConfig {
   /// A running step with no result by its timeout plus this margin is
   /// taken back from its worker (CancelStep) and fails as timed out.
   std::chrono::seconds stepDeadlineMargin{600};
+  /// Whether uploads are fsynced file by file into the central store
+  /// before they are registered (store::LocalStore::ContentSync); false is
+  /// Nix's default (`kiln build` without --fsync-store).
+  bool syncStoreFiles = true;
   /// Free space of the state directory. Not owned; must outlive the
   /// service. Null: RealDiskSpace::instance().
   const DiskSpace* diskSpace = nullptr;
