@@ -116,6 +116,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t deadlineMarginSec = 600;
   std::vector<std::string> notify;
   std::string notifySecret, notifyCa;
+  std::vector<std::string> pluginDirs;
   CacheOptions cache;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&cfg.stateDir)->required(), "state directory")(

@@ -171,8 +171,8 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
   for (auto& n : s.notify) a.insert(a.end(), {"--notify", n});
   if (!s.notifyCaFile.empty())
     a.insert(a.end(), {"--notify-ca-file", s.notifyCaFile});
-  for (auto [flag, value] :
-       {std::pair{"--max-message-size", s.maxMessageSize},
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"--max-message-size", s.maxMessageSize},
         {"--max-uploads-per-connection", s.maxUploadsPerConnection},
         {"--max-queued-uploads", s.maxQueuedUploads},
         {"--max-connections-per-key", s.maxConnectionsPerKey},

@@ -2,6 +2,7 @@
 #include "serve_tokens.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
