@@ -35,6 +35,7 @@ struct Options {
   SandboxOptions sandbox;
   unsigned jobs = 0;
   bool keepGoing = false, noOutLink = false, showTrace = false;
+  bool fsyncStore = false;  ///< fsync each file added to the stores
   std::string outLink = "result";
   std::vector<std::string> substituters;  ///< space-separated lists
   std::vector<std::string> trustedKeys;   ///< space-separated lists
@@ -123,6 +124,10 @@ void linkResults(const Options& o, const std::string& stateDir,
 }
 
 int build(Options& o, const eval::EvalSettings& settings) {
+  // Like nix-build (Nix has no per-path fsync): the files of store paths
+  // are not fsynced one by one unless asked; registrations are as always.
+  if (auto* st = o.target.localStore(); st && !o.fsyncStore)
+    st->setContentSync(store::LocalStore::ContentSync::kNone);
   traceEvent("build", "evaluating", 0);
   std::vector<BuildTarget> targets = evaluate(o, settings);
   traceEvent("build", "evaluated", 0, std::to_string(targets.size()));
@@ -141,6 +146,7 @@ int build(Options& o, const eval::EvalSettings& settings) {
   fc.storeDir = settings.storeDir;
   fc.jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   fc.sandbox = o.sandbox;
+  fc.syncStoreFiles = o.fsyncStore;
   BuildOutcome outcome;
   {
     LocalFarm farm(fc);
@@ -176,6 +182,9 @@ int parseArgs(const std::vector<std::string>& argv, Options& o,
       "out-link,o", po::value(&o.outLink),
       "name of the result symlinks (default result)")(
       "no-out-link", po::bool_switch(&o.noOutLink), "make no result symlinks")(
+      "fsync-store", po::bool_switch(&o.fsyncStore),
+      "fsync every file added to the stores before registering it (by "
+      "default, as in Nix, store files are left to the kernel)")(
       "show-trace", po::bool_switch(&o.showTrace),
       "print the whole trace of an evaluation error")(
       "substituters", po::value(&o.substituters)->composing(),

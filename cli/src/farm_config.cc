@@ -214,10 +214,13 @@ std::string validNotify(const std::string& s) {
                                  : "must be KIND:ARGUMENT (webhook:http://..."
                                    " or command:CMD)";
 }
-std::string validOption(const std::string& s) {
+std::string validKeyValue(const std::string& s) {
   auto eq = s.find('=');
-  if (eq == 0 || eq == std::string::npos) return "must be KEY=VALUE";
-  return s.substr(0, eq) == "extra-paths"
+  return eq == 0 || eq == std::string::npos ? "must be KEY=VALUE" : "";
+}
+std::string validOption(const std::string& s) {
+  if (auto why = validKeyValue(s); !why.empty()) return why;
+  return s.substr(0, s.find('=')) == "extra-paths"
              ? "give extra paths as local_workers.extra_paths"
              : "";
 }
@@ -270,6 +273,16 @@ void readScheduler(Table t, SchedulerSettings& s) {
                ? ""
                : "must be 'zstd', 'xz' or 'none'";
   });
+  if (t.str("notify_ca_file", s.notifyCaFile, validPath))
+    s.notifyCaFile = t.problems().resolve(s.notifyCaFile);
+  t.integer("max_message_size", s.maxMessageSize, int64_t{1} << 20,
+            int64_t{256} << 20);
+  t.integer("max_uploads_per_connection", s.maxUploadsPerConnection, 1, 1024);
+  t.integer("max_queued_uploads", s.maxQueuedUploads, 1, 65536);
+  t.integer("max_connections_per_key", s.maxConnectionsPerKey, 0, 65536);
+  t.integer("max_slots_per_key", s.maxSlotsPerKey, 0, 1 << 20);
+  t.integer("min_free_disk", s.minFreeDisk, 0, int64_t{1} << 50);
+  t.integer("step_deadline_margin", s.stepDeadlineMargin, 0, 86400 * 7);
   t.finish();
 }
 
@@ -287,6 +300,7 @@ void readWorkers(Table t, LocalWorkerSettings& w) {
     w.extraPathsFrom = t.problems().resolve(w.extraPathsFrom);
   t.str("extra_paths_attribute", w.extraPathsAttribute, nonEmpty);
   t.strList("sandbox_options", w.sandboxOptions, validOption);
+  t.strList("platform_options", w.platformOptions, validKeyValue);
   t.finish();
 }
 
@@ -364,10 +378,47 @@ ConfiguredWorkerKey readWorkerKey(Table t) {
   return k;
 }
 
+ConfiguredToken readToken(Table t) {
+  ConfiguredToken k;
+  t.str("name", k.name, validName);
+  t.require("name");
+  t.str("scope", k.scope, [](const std::string& v) {
+    return v == "read" || v == "operate" || v == "admin"
+               ? ""
+               : "must be 'read', 'operate' or 'admin'";
+  });
+  t.require("scope");
+  if (t.str("secret_file", k.secretFile, validPath))
+    k.secretFile = t.problems().resolve(k.secretFile);
+  t.require("secret_file");
+  t.finish();
+  return k;
+}
+
+void readTokens(Table& t, FarmConfig& c) {
+  auto tokens = t.tables("token");
+  std::set<std::string> names, files;
+  for (size_t i = 0; i < tokens.size(); i++) {
+    Table tt(*tokens[i], "token[" + std::to_string(i) + "]", t.problems());
+    c.tokens.push_back(readToken(tt));
+    auto& k = c.tokens.back();
+    if (!k.name.empty() && !names.insert(k.name).second)
+      tt.bad(*tokens[i]->get("name"), "name",
+             "token '" + k.name + "' is declared twice");
+    if (!k.secretFile.empty() && !files.insert(k.secretFile).second)
+      tt.bad(*tokens[i]->get("secret_file"), "secret_file",
+             k.secretFile + " is the secret of another token too");
+  }
+}
+
 void readTop(Table t, FarmConfig& c) {
   if (t.str("state_dir", c.stateDir, validPath))
     c.stateDir = t.problems().resolve(c.stateDir);
   t.str("store_dir", c.storeDir, validStoreDir);
+  t.boolean("fsync_store", c.fsyncStore);
+  t.strList("plugin_dirs", c.pluginDirs, validPath);
+  for (auto& d : c.pluginDirs) d = t.problems().resolve(d);
+  readTokens(t, c);
   if (auto* s = t.table("scheduler"))
     readScheduler(Table(*s, "scheduler", t.problems()), c.scheduler);
   if (auto* w = t.table("local_workers"))

@@ -64,6 +64,15 @@ struct SchedulerSettings {
   bool webPrivate = false;        ///< reads on the web need a read-scope token
   std::string webPushSecretFile;  ///< push webhook's secret; abs. or ""
   std::string cacheCompression = "zstd";  ///< zstd, xz or none
+  std::string notifyCaFile;  ///< CAs of an https webhook; abs. or ""
+  // Limits (`kiln scheduler`'s flags of the same names).
+  int64_t maxMessageSize = int64_t{32} << 20;  ///< bytes per message
+  int64_t maxUploadsPerConnection = 4;
+  int64_t maxQueuedUploads = 256;
+  int64_t maxConnectionsPerKey = 16;         ///< 0 = unlimited
+  int64_t maxSlotsPerKey = 0;                ///< 0 = unlimited
+  int64_t minFreeDisk = int64_t{256} << 20;  ///< bytes an upload leaves
+  int64_t stepDeadlineMargin = 600;          ///< seconds
   bool operator==(const SchedulerSettings&) const = default;
 };
 
@@ -84,7 +93,18 @@ struct LocalWorkerSettings {
   std::string extraPathsAttribute = "sandboxPaths";
   /// Further sandbox options, KEY=VALUE.
   std::vector<std::string> sandboxOptions;
+  /// Options of the platform plugins, KEY=VALUE.
+  std::vector<std::string> platformOptions;
   bool operator==(const LocalWorkerSettings&) const = default;
+};
+
+/// An API token `kiln serve` keeps in the scheduler's state (`[[token]]`,
+/// serve_tokens.h).
+struct ConfiguredToken {
+  std::string name;            ///< unique in the file
+  std::string scope = "read";  ///< read, operate or admin
+  std::string secretFile;      ///< absolute; made (mode 0600) when missing
+  bool operator==(const ConfiguredToken&) const = default;
 };
 
 /// The whole file.
@@ -92,6 +112,12 @@ struct FarmConfig {
   std::string file;      ///< the file it was read from (absolute)
   std::string stateDir;  ///< absolute, or "" (kiln's default)
   std::string storeDir = "/nix/store";
+  /// fsync each file added to the central and the workers' stores.
+  bool fsyncStore = true;
+  /// Where the scheduler and the local workers search plugins (absolute;
+  /// with the command line's --plugin-dir, instead of the defaults).
+  std::vector<std::string> pluginDirs;
+  std::vector<ConfiguredToken> tokens;
   SchedulerSettings scheduler;
   LocalWorkerSettings workers;
   std::vector<ConfiguredWorkerKey> workerKeys;

@@ -31,6 +31,7 @@ scheduler::ServiceConfig serviceConfig(const LocalFarmConfig& c,
   s.storeDir = c.storeDir;
   s.listen = endpoint;
   s.insecurePlaintext = true;
+  s.syncStoreFiles = c.syncStoreFiles;
   s.heartbeatInterval = std::chrono::milliseconds(1000);
   s.core.retryBackoffBase = std::chrono::seconds(1);
   s.core.retryBackoffMax = std::chrono::seconds(5);
@@ -73,6 +74,7 @@ void LocalFarm::startWorker(const LocalFarmConfig& config,
   d.storeDir = config.storeDir;
   d.workerId = "local";
   d.slots = config.jobs;
+  d.syncStoreFiles = config.syncStoreFiles;
   d.kilnVersion = KILN_VERSION;
   applySandboxOptions(config.sandbox, d);
   auto w = std::make_unique<Worker>();

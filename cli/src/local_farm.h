@@ -25,6 +25,9 @@ struct LocalFarmConfig {
   std::string storeDir = "/nix/store";
   unsigned jobs = 1;  ///< builds at once (one worker, this many slots)
   SandboxOptions sandbox;
+  /// fsync each file added to the central and the worker's store
+  /// (store::LocalStore::ContentSync); false is Nix's default.
+  bool syncStoreFiles = true;
 };
 
 /// The running farm. Construction takes the scheduler lock (Error if a

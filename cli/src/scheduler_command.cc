@@ -10,6 +10,7 @@
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
 #include "kiln/plugin_host/host_services.h"
+#include "kiln/plugin_host/registry.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/store/signature.h"
 #include "kiln/web/binary_cache.h"
@@ -115,6 +116,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t deadlineMarginSec = 600;
   std::vector<std::string> notify;
   std::string notifySecret, notifyCa;
+  std::vector<std::string> pluginDirs;
   CacheOptions cache;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&cfg.stateDir)->required(), "state directory")(
@@ -141,6 +143,12 @@ int runScheduler(const std::vector<std::string>& args) {
       "compression of the binary cache's NARs: zstd (default), xz or none")(
       "store-dir", po::value(&cfg.storeDir),
       "logical store directory (default /nix/store)")(
+      "no-fsync-store",
+      "do not fsync each file of an upload before registering it in the "
+      "central store (Nix's default)")(
+      "plugin-dir", po::value(&pluginDirs)->composing(),
+      "search evaluator and notifier plugins here (repeatable; default: "
+      "$KILN_PLUGIN_PATH, the build tree, the install folder)")(
       "heartbeat-ms", po::value(&heartbeatMs),
       "heartbeat interval announced to workers (default 10000)")(
       "max-retries", po::value(&retries),
@@ -187,6 +195,8 @@ int runScheduler(const std::vector<std::string>& args) {
     }
     po::notify(vm);
     cfg.insecurePlaintext = vm.count("insecure-plaintext") > 0;
+    cfg.syncStoreFiles = vm.count("no-fsync-store") == 0;
+    plugins::configurePluginDirs(pluginDirs);
     if (!cfg.insecurePlaintext && (keyFile.empty() || allowFile.empty()))
       throw po::error(
           "give --secret-key-file and --allowed-workers, or "

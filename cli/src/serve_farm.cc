@@ -169,7 +169,27 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
   if (s.metricsPort >= 0)
     a.insert(a.end(), {"--metrics-port", std::to_string(s.metricsPort)});
   for (auto& n : s.notify) a.insert(a.end(), {"--notify", n});
+  if (!s.notifyCaFile.empty())
+    a.insert(a.end(), {"--notify-ca-file", s.notifyCaFile});
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"--max-message-size", s.maxMessageSize},
+        {"--max-uploads-per-connection", s.maxUploadsPerConnection},
+        {"--max-queued-uploads", s.maxQueuedUploads},
+        {"--max-connections-per-key", s.maxConnectionsPerKey},
+        {"--max-slots-per-key", s.maxSlotsPerKey},
+        {"--min-free-disk", s.minFreeDisk},
+        {"--step-deadline-margin", s.stepDeadlineMargin}})
+    a.insert(a.end(), {flag, std::to_string(value)});
+  if (!c.fsyncStore) a.push_back("--no-fsync-store");
+  for (auto& d : pluginDirs()) a.insert(a.end(), {"--plugin-dir", d});
   return a;
+}
+
+std::vector<std::string> ServeFarm::pluginDirs() const {
+  std::vector<std::string> dirs = s_.config.pluginDirs;
+  dirs.insert(dirs.end(), s_.sandbox.pluginDirs.begin(),
+              s_.sandbox.pluginDirs.end());
+  return dirs;
 }
 
 std::vector<std::string> ServeFarm::workerArgs(unsigned i) const {
@@ -199,9 +219,13 @@ std::vector<std::string> ServeFarm::workerArgs(unsigned i) const {
                                       : "--mandatory-features");
     a.push_back(join(*list, ","));
   }
+  if (!c.fsyncStore) a.push_back("--no-fsync-store");
   SandboxOptions sb = s_.sandbox;
   sb.name = w.sandbox;
   sb.platforms = w.platforms;
+  sb.pluginDirs = pluginDirs();
+  sb.platformOptions.insert(sb.platformOptions.begin(),
+                            w.platformOptions.begin(), w.platformOptions.end());
   std::vector<std::string> options = w.sandboxOptions;
   if (!extraPaths_.empty())
     options.push_back("extra-paths=" + join(extraPaths_, " "));
@@ -239,6 +263,8 @@ bool ServeFarm::start(const std::atomic<bool>& stop) {
   resizeWorkers(changes);
   printBanner();
   jobsets_ = std::make_unique<JobsetSync>(s_.config.stateDir, out_);
+  for (auto& line : jobsets_->applyTokens(s_.config.tokens))
+    out_ << line << std::endl;
   jobsets_->apply(s_.config.projects, true);
   return true;
 }
@@ -338,6 +364,8 @@ std::string ServeFarm::apply(ServeSettings next,
         "kept)\n";
   }
   resizeWorkers(changes);
+  for (auto& line : jobsets_->applyTokens(s_.config.tokens))
+    changes += line + "\n";
   for (auto& line : jobsets_->apply(s_.config.projects, false))
     changes += line + "\n";
   return changes;

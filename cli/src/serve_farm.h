@@ -61,6 +61,8 @@ class ServeFarm {
  private:
   std::vector<std::string> schedulerArgs() const;
   std::vector<std::string> workerArgs(unsigned index) const;
+  // The config's plugin_dirs, then the command line's --plugin-dir.
+  std::vector<std::string> pluginDirs() const;
   void writeAllowedWorkers() const;
   void makeCacheKey() const;
   void resizeWorkers(std::string& changes);

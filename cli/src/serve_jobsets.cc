@@ -5,6 +5,7 @@
 #include <set>
 
 #include "kiln/scheduler/service.h"
+#include "serve_tokens.h"
 
 namespace kiln::cli {
 
@@ -91,6 +92,28 @@ void JobsetSync::disableUndeclared(const ConfiguredProject& p,
           what);
     changes.push_back("disabled " + what + " (no longer declared)");
   }
+}
+
+std::vector<std::string> JobsetSync::applyTokens(
+    const std::vector<ConfiguredToken>& tokens) {
+  std::vector<std::pair<ConfiguredToken, std::string>> declared;
+  std::vector<std::string> lines;
+  for (auto& t : tokens) {
+    try {
+      declared.emplace_back(t, declaredTokenSecret(t));
+    } catch (const Error& e) {
+      lines.push_back(std::string("kiln serve: ") + e.what());
+    }
+  }
+  auto plan = planTokens(declared, scheduler::TokenStore(db_.db()).list(),
+                         [] { return scheduler::generateToken().salt; });
+  for (auto& [kind, args] : plan.requests)
+    queue(kind, args,
+          kind == "token-create" ? "token " + args.value("name", std::string())
+                                 : "token id " + args["id"].dump());
+  for (auto& c : plan.changes) lines.push_back(c);
+  for (auto& p : plan.problems) lines.push_back("kiln serve: " + p);
+  return lines;
 }
 
 void JobsetSync::poll() {

@@ -30,6 +30,12 @@ class JobsetSync {
   /// per jobset added, changed or disabled.
   std::vector<std::string> apply(const std::vector<ConfiguredProject>& projects,
                                  bool all);
+  /// Queues the token-create / token-revoke requests that make the
+  /// state's API tokens match `tokens` (serve_tokens.h: secrets read from
+  /// or made in their files). Returns one line per token added or revoked
+  /// and one per problem ("kiln serve: token ...").
+  std::vector<std::string> applyTokens(
+      const std::vector<ConfiguredToken>& tokens);
   /// Reports the requests answered since the last call.
   void poll();
 

@@ -103,9 +103,9 @@ int runWorker(const std::vector<std::string>& args) {
       "insecure-plaintext", "no encryption or authentication (development)")(
       "secret-key-file", po::value(&secretFile), "this worker's secret key")(
       "server-public-key-file", po::value(&serverPubFile),
-      "the scheduler's public key")(
-      "state-dir", po::value(&cfg.stateDir)->required(),
-      "the worker's store and scratch space")(
+      "the scheduler's public key")("state-dir",
+                                    po::value(&cfg.stateDir)->required(),
+                                    "the worker's store and scratch space")(
       "store-dir", po::value(&cfg.storeDir),
       "logical store directory (default /nix/store); must be STATE/store "
       "unless the store is mounted there")(
@@ -114,15 +114,18 @@ int runWorker(const std::vector<std::string>& args) {
       "private-store",
       "enter a mount namespace of this worker's own and bind-mount "
       "STATE/store on --store-dir (needs root or CAP_SYS_ADMIN); lets "
-      "several workers share one host")(
-      "worker-id", po::value(&cfg.workerId), "name (default: host name)")(
+      "several workers share one host")("worker-id", po::value(&cfg.workerId),
+                                        "name (default: host name)")(
       "systems", po::value(&systems)->multitoken(),
       "systems announced (default: those the --platforms run here)")(
       "features", po::value(&features)->multitoken(),
-      "supported system features")(
-      "mandatory-features", po::value(&mandatory)->multitoken(),
-      "features a step must require to run here")(
+      "supported system features")("mandatory-features",
+                                   po::value(&mandatory)->multitoken(),
+                                   "features a step must require to run here")(
       "slots", po::value(&cfg.slots), "builds at once (default 1)")(
+      "no-fsync-store",
+      "do not fsync each file added to this worker's store (Nix's default; "
+      "the store is a cache the scheduler's checks stand behind)")(
       "speed-factor", po::value(&cfg.speedFactor),
       "relative speed (default 1.0)")(
       "metrics-listen", po::value(&metricsListen),
@@ -162,6 +165,7 @@ int runWorker(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   cfg.storeMountedAtLogical = vm.count("store-mounted-at-logical") > 0;
+  cfg.syncStoreFiles = vm.count("no-fsync-store") == 0;
   bool privateStore = vm.count("private-store") > 0;
   if (privateStore && cfg.storeMountedAtLogical) {
     std::cerr << "kiln worker: --private-store and "

@@ -79,7 +79,11 @@ Uploads::Uploads(const ServiceConfig& config, RunningSteps& steps,
       store_(config.stateDir, store::StoreDir(config.storeDir)),
       registrar_([this](const Registration& r, Source& nar) {
         registerUpload(store_, r, nar);
-      }) {}
+      }) {
+  // Before the first submit (which synchronises with the registrar thread).
+  if (!config.syncStoreFiles)
+    store_.setContentSync(store::LocalStore::ContentSync::kNone);
+}
 
 std::unique_ptr<proto::TransferTarget> Uploads::accept(
     const WorkerConn& from, const proto::TransferHeader& h) {

@@ -182,8 +182,15 @@ void LocalStore::Impl::markValid(const StorePath& path) {
 
 // ------------------------------------------------------------------ adds
 
+void LocalStore::setContentSync(ContentSync sync) { impl_->contentSync = sync; }
+
+LocalStore::ContentSync LocalStore::contentSync() const {
+  return impl_->contentSync;
+}
+
 // A single add is a batch of one whose files are fsynced one by one (no
-// syncfs of a filesystem others may be filling).
+// syncfs of a filesystem others may be filling), unless the store is set
+// to ContentSync::kNone.
 
 void LocalStore::addFromNar(const ValidPathInfo& info, Source& nar) {
   Batch batch(*this, Batch::Sync::kEachFile);

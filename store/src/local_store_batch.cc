@@ -22,6 +22,7 @@ struct LocalStore::Batch::State {
     std::optional<std::map<std::string, StorePath>> outputs;
   };
   Sync sync;
+  bool single = false;  // made as Sync::kEachFile (fail point names)
   std::vector<Entry> entries;
   // Outputs of `.drv`s valid before this batch, registered with its commit.
   std::vector<std::pair<StorePath, std::map<std::string, StorePath>>>
@@ -109,7 +110,8 @@ void LocalStore::Batch::State::checkDrv(LocalStore& store,
 
 LocalStore::Batch::Batch(LocalStore& store, Sync sync)
     : store_(store), state_(std::make_unique<State>()) {
-  state_->sync = sync;
+  state_->single = sync == Sync::kEachFile;
+  state_->sync = store.contentSync() == ContentSync::kNone ? Sync::kNone : sync;
 }
 
 LocalStore::Batch::~Batch() { state_->clear(); }
@@ -245,7 +247,6 @@ std::vector<bool> LocalStore::Batch::State::validNow(Impl& impl) const {
 
 void LocalStore::Batch::State::failPoint(std::string_view what) const {
   // Names are literals so that docs/operations.md can list every one.
-  bool single = sync == Sync::kEachFile;
   if (what == "after-rename")
     KILN_FAIL_POINT(single ? "store.add.after-rename"
                            : "store.batch.after-rename");
@@ -290,7 +291,7 @@ void LocalStore::Batch::State::placeAndRegister(LocalStore& store,
     }
     if (fresh.empty() && validDrvOutputs.empty()) return;
     if (!fresh.empty()) {
-      syncDirectory(impl.physicalRoot);
+      if (sync != Sync::kNone) syncDirectory(impl.physicalRoot);
       failPoint("after-rename");
     }
     auto lk = impl.db.lock();

@@ -26,6 +26,7 @@ struct LocalStore::Impl {
   std::string tempRootsDir;  // <state>/temproots
   std::string locksDir;      // <state>/locks
   std::string gcLockPath;    // <state>/gc.lock
+  ContentSync contentSync = ContentSync::kDurable;
 
   Sync<std::unique_ptr<SqliteDb>> db;
   // Prepared statements of `db` by SQL text (used under db's lock;

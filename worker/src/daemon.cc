@@ -60,6 +60,8 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
       platforms(Platforms::load(cfg.platforms, cfg.platformOptions)),
       runner(runnerConfig(cfg, store, platforms), *sandbox, clock),
       helloDelay(cfg.helloRetryMin) {
+  if (!cfg.syncStoreFiles)
+    store.setContentSync(store::LocalStore::ContentSync::kNone);
   if (!sandbox->mapsStore() && !cfg.storeMountedAtLogical &&
       !cfg.launcherMapsStore &&
       store.storeDir().dir() != store.physicalRoot())

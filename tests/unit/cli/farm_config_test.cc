@@ -32,6 +32,16 @@ TEST(FarmConfigTest, ReadsEveryKey) {
   FarmConfig c = parseFarmConfig(R"(
 state_dir = "state"
 store_dir = "/kiln/store"
+fsync_store = false
+plugin_dirs = ["plugins", "/usr/lib/kiln/plugins"]
+[[token]]
+name = "ci"
+scope = "operate"
+secret_file = "tokens/ci.secret"
+[[token]]
+name = "reader"
+scope = "read"
+secret_file = "/run/kiln/reader"
 [scheduler]
 listen = "tcp://0.0.0.0:7000"
 web_listen = "0.0.0.0:8000"
@@ -47,6 +57,14 @@ notify_secret_file = "hook.key"
 web_private = true
 web_push_secret_file = "push.key"
 cache_compression = "xz"
+notify_ca_file = "ca.pem"
+max_message_size = 2097152
+max_uploads_per_connection = 2
+max_queued_uploads = 10
+max_connections_per_key = 3
+max_slots_per_key = 8
+min_free_disk = 1000
+step_deadline_margin = 60
 [local_workers]
 count = 3
 slots = 4
@@ -59,6 +77,7 @@ extra_paths = ["/usr/bin", "tarballs"]
 extra_paths_from = "pkgs/host.nix"
 extra_paths_attribute = "paths"
 sandbox_options = ["build-user=nobody"]
+platform_options = ["qemu-dir=/opt/qemu"]
 [[worker_key]]
 name = "builder1"
 public_key = ")" + key + R"("
@@ -98,6 +117,22 @@ path = "../pkgset"
   EXPECT_TRUE(c.scheduler.webPrivate);
   EXPECT_EQ(c.scheduler.webPushSecretFile, "/etc/kiln/push.key");
   EXPECT_EQ(c.scheduler.cacheCompression, "xz");
+  EXPECT_EQ(c.scheduler.notifyCaFile, "/etc/kiln/ca.pem");
+  EXPECT_EQ(c.scheduler.maxMessageSize, 2097152);
+  EXPECT_EQ(c.scheduler.maxUploadsPerConnection, 2);
+  EXPECT_EQ(c.scheduler.maxQueuedUploads, 10);
+  EXPECT_EQ(c.scheduler.maxConnectionsPerKey, 3);
+  EXPECT_EQ(c.scheduler.maxSlotsPerKey, 8);
+  EXPECT_EQ(c.scheduler.minFreeDisk, 1000);
+  EXPECT_EQ(c.scheduler.stepDeadlineMargin, 60);
+  EXPECT_FALSE(c.fsyncStore);
+  EXPECT_THAT(c.pluginDirs,
+              ElementsAre("/etc/kiln/plugins", "/usr/lib/kiln/plugins"));
+  ASSERT_EQ(c.tokens.size(), 2u);
+  EXPECT_EQ(c.tokens[0],
+            (ConfiguredToken{"ci", "operate", "/etc/kiln/tokens/ci.secret"}));
+  EXPECT_EQ(c.tokens[1],
+            (ConfiguredToken{"reader", "read", "/run/kiln/reader"}));
   EXPECT_EQ(c.workers.count, 3);
   EXPECT_EQ(c.workers.slots, 4);
   EXPECT_THAT(c.workers.systems, ElementsAre("x86_64-linux"));
@@ -110,6 +145,7 @@ path = "../pkgset"
   EXPECT_EQ(c.workers.extraPathsFrom, "/etc/kiln/pkgs/host.nix");
   EXPECT_EQ(c.workers.extraPathsAttribute, "paths");
   EXPECT_THAT(c.workers.sandboxOptions, ElementsAre("build-user=nobody"));
+  EXPECT_THAT(c.workers.platformOptions, ElementsAre("qemu-dir=/opt/qemu"));
   ASSERT_EQ(c.workerKeys.size(), 1u);
   EXPECT_EQ(c.workerKeys[0].name, "builder1");
   EXPECT_EQ(c.workerKeys[0].publicKey, key);
@@ -142,6 +178,9 @@ TEST(FarmConfigTest, AnEmptyFileGivesTheDefaults) {
   EXPECT_EQ(c.workers, LocalWorkerSettings{});
   EXPECT_TRUE(c.projects.empty());
   EXPECT_TRUE(c.workerKeys.empty());
+  EXPECT_TRUE(c.tokens.empty());
+  EXPECT_TRUE(c.pluginDirs.empty());
+  EXPECT_TRUE(c.fsyncStore);
 }
 
 TEST(FarmConfigTest, ASyntaxErrorNamesTheLine) {
@@ -229,6 +268,43 @@ TEST(FarmConfigTest, DuplicateNamesAreRefused) {
                               "is declared twice"));
   EXPECT_THAT(p[1], HasSubstr("project[1].name: project 'p' is declared "
                               "twice"));
+}
+
+TEST(FarmConfigTest, BadTokensNameFileLineAndKey) {
+  auto p = problemsOf(
+      "[[token]]\nname = \"ci\"\nscope = \"root\"\nsecret_file = \"a\"\n"
+      "[[token]]\nname = \"ci\"\nscope = \"read\"\nsecret_file = \"a\"\n"
+      "[[token]]\nscope = \"read\"\nsecret = \"kiln_x\"\n");
+  ASSERT_EQ(p.size(), 6u) << ::testing::PrintToString(p);
+  EXPECT_EQ(p[0], kFile +
+                      ":3:9: token[0].scope: must be 'read', 'operate' "
+                      "or 'admin'");
+  EXPECT_EQ(p[1], kFile + ":6:8: token[1].name: token 'ci' is declared twice");
+  EXPECT_EQ(p[2], kFile +
+                      ":8:15: token[1].secret_file: /etc/kiln/a is the "
+                      "secret of another token too");
+  EXPECT_EQ(p[3], kFile + ":9:1: token[2].name: missing (required)");
+  EXPECT_EQ(p[4], kFile + ":9:1: token[2].secret_file: missing (required)");
+  EXPECT_EQ(p[5], kFile + ":11:1: token[2].secret: unknown key");
+}
+
+TEST(FarmConfigTest, LimitsOutOfRangeNameTheKey) {
+  auto p = problemsOf(
+      "fsync_store = 1\nplugin_dirs = [\"\"]\n[scheduler]\n"
+      "max_message_size = 1000\nmax_uploads_per_connection = 0\n"
+      "step_deadline_margin = -1\n[local_workers]\n"
+      "platform_options = [\"qemu\"]\n");
+  ASSERT_EQ(p.size(), 6u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr(":1:15: fsync_store: must be true or false"));
+  EXPECT_THAT(p[1], HasSubstr(":2:16: plugin_dirs: must be a path"));
+  EXPECT_THAT(p[2], HasSubstr(":4:20: scheduler.max_message_size: must be "
+                              "1048576..268435456"));
+  EXPECT_THAT(p[3], HasSubstr(":5:30: scheduler.max_uploads_per_connection: "
+                              "must be 1..1024"));
+  EXPECT_THAT(p[4], HasSubstr(":6:24: scheduler.step_deadline_margin: must "
+                              "be 0..604800"));
+  EXPECT_THAT(p[5], HasSubstr(":8:21: local_workers.platform_options: must "
+                              "be KEY=VALUE"));
 }
 
 TEST(FarmConfigTest, AMissingFileIsRefused) {

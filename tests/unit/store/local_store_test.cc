@@ -168,6 +168,32 @@ TEST_F(CorruptNarTest, MissingReference) {
   EXPECT_TRUE(store.isValid(path_));
 }
 
+// Without content sync (kiln build's stores, Nix's default) an add skips
+// only the fsyncs: every check stays, the path is canonical and valid,
+// and batches of any kind commit.
+TEST_F(CorruptNarTest, WithoutContentSyncChecksStayAndAddsRegister) {
+  LocalStore store(state_);
+  EXPECT_EQ(store.contentSync(), LocalStore::ContentSync::kDurable);
+  store.setContentSync(LocalStore::ContentSync::kNone);
+  std::string bad = nar_;
+  bad[5000] = 'y';
+  StringSource badSrc(bad);
+  EXPECT_THROW(store.addFromNar(info_, badSrc), HashMismatchError);
+  EXPECT_TRUE(entries(state_ + "/store").empty());
+  StringSource good(nar_);
+  store.addFromNar(info_, good);
+  EXPECT_TRUE(store.isValid(path_));
+  struct stat st;
+  ASSERT_EQ(lstat(store.physicalPath(path_).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0444u);
+  EXPECT_EQ(st.st_mtime, 1);
+  LocalStore::Batch batch(store, LocalStore::Batch::Sync::kFileSystem);
+  auto t = batch.addText("t.txt", "hello", {});
+  batch.commit();
+  EXPECT_EQ(readFile(store.physicalPath(t)), "hello");
+  EXPECT_TRUE(LocalStore(state_).isValid(t));
+}
+
 TEST_F(LocalStoreTest, LeftoverUnregisteredTreeIsReplaced) {
   LocalStore store(state_);
   StorePath p = store.storeDir().makeTextPath(

@@ -1,9 +1,9 @@
 #pragma once
 // Registration of uploaded outputs in the central store, off the service
 // thread (docs/scheduler.md, "The service loop"). Adding a path fsyncs every
-// file, the store directory and the database: tens of milliseconds on a
-// busy disk, during which the service thread would read no message and
-// fill no slot.
+// file and the store directory (unless the store is set not to) and writes
+// the database: tens of milliseconds on a busy disk, during which the
+// service thread would read no message and fill no slot.
 
 #include <deque>
 #include <functional>

@@ -72,6 +72,10 @@ struct ServiceConfig {
   /// waits for its worker to report it still runs it (adoption) before it
   /// is dispatched again; 0 = three heartbeat intervals.
   std::chrono::milliseconds adoptionGrace{0};
+  /// Whether uploads are fsynced file by file into the central store
+  /// before they are registered (store::LocalStore::ContentSync); false is
+  /// Nix's default (`kiln build` without --fsync-store).
+  bool syncStoreFiles = true;
   /// Free space of the state directory. Not owned; must outlive the
   /// service. Null: RealDiskSpace::instance().
   const DiskSpace* diskSpace = nullptr;

@@ -164,6 +164,23 @@ class LocalStore {
 
   class Batch;
 
+  /// Whether adds make the files of a path durable before registering it.
+  enum class ContentSync {
+    /// Each add fsyncs every file it wrote and the store directory before
+    /// the registration commits (the default).
+    kDurable,
+    /// Nothing is fsynced for the files (Nix's default: it has no
+    /// per-path fsync either); the registration is written as always.
+    /// After a power loss a path registered shortly before may be empty
+    /// or truncated: `kiln store verify` reports it as a hash mismatch.
+    kNone,
+  };
+  /// Sets how adds sync; kNone applies to every add and Batch, whatever
+  /// its Batch::Sync. Call it before the store is shared with threads.
+  void setContentSync(ContentSync sync);
+  /// How adds sync (setContentSync; kDurable by default).
+  ContentSync contentSync() const;
+
   // ------------------------------------------------ GC roots, GC, verify
   /// Makes `path` (which must be valid) a permanent root: a symlink
   /// `<state>/gcroots/<name>` to its logical path; replaces an existing
@@ -219,8 +236,10 @@ class LocalStore::Batch {
  public:
   /// How commit() makes the files durable: kFileSystem syncs the whole
   /// filesystem once (cheap for many paths); kEachFile fsyncs every file as
-  /// it is written (cheap for one path on a filesystem others are writing).
-  enum class Sync { kFileSystem, kEachFile };
+  /// it is written (cheap for one path on a filesystem others are writing);
+  /// kNone syncs neither files nor the store directory (what every batch
+  /// of a store set to ContentSync::kNone does).
+  enum class Sync { kFileSystem, kEachFile, kNone };
   explicit Batch(LocalStore& store, Sync sync = Sync::kFileSystem);
   /// Discards what was not committed: temporaries are deleted and nothing
   /// is registered. Never throws.

@@ -50,6 +50,10 @@ struct DaemonConfig {
   /// physical store mounted on it (`storeMountedAtLogical`).
   std::string storeDir = "/nix/store";
   bool storeMountedAtLogical = false;
+  /// Whether outputs and fetched inputs are fsynced file by file into the
+  /// worker's store before they are registered
+  /// (store::LocalStore::ContentSync); false is Nix's default.
+  bool syncStoreFiles = true;
   std::string workerId;  ///< defaults to the host name
   /// The systems announced. Empty: the union of the platforms' systems
   /// (the usual case); set, it is announced as given (the operator's
