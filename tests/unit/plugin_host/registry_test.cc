@@ -40,6 +40,13 @@ std::string refusedReason(const std::string& c, const std::string& name) {
   return refused[0].reason;
 }
 
+/// The function table of the `test-current` sandbox loaded into `r`, or
+/// nullptr if it was refused.
+const kiln_sandbox_functions* currentSandbox(PluginRegistry& r) {
+  auto* p = r.loadFile(lib("good", "test-current"));
+  return p ? static_cast<const kiln_sandbox_functions*>(p->functions) : nullptr;
+}
+
 TEST(PluginRegistry, LoadsEveryGoodPluginWithItsFacts) {
   PluginRegistry r;
   r.loadDirectories({dir("good"), dir("does-not-exist")});
@@ -154,9 +161,8 @@ TEST(PluginRegistry, EvaluatorTalksThroughTheSinkWithCodes) {
 
 TEST(PluginRegistry, ExceptionsBecomeErrorCodesAtTheBoundary) {
   PluginRegistry r;
-  auto* p = r.loadFile(lib("good", "test-current"));
-  ASSERT_NE(p, nullptr);
-  auto* fns = static_cast<const kiln_sandbox_functions*>(p->functions);
+  auto* fns = currentSandbox(r);
+  ASSERT_NE(fns, nullptr);
   HostServices failing(KILN_PLUGIN_SANDBOX, "x", {{"fail-create", ""}});
   void* inst = nullptr;
   kiln_error err{};
@@ -178,9 +184,8 @@ TEST(PluginRegistry, ExceptionsBecomeErrorCodesAtTheBoundary) {
 // by key, and what it logs in kiln's log, labelled with kind and name.
 TEST(PluginRegistry, HostServicesGiveConfigurationAndLogWithTheLabel) {
   PluginRegistry r;
-  auto* p = r.loadFile(lib("good", "test-current"));
-  ASSERT_NE(p, nullptr);
-  auto* fns = static_cast<const kiln_sandbox_functions*>(p->functions);
+  auto* fns = currentSandbox(r);
+  ASSERT_NE(fns, nullptr);
   HostServices host(KILN_PLUGIN_SANDBOX, "chatty", {{"build-dir", "/b"}});
   void* inst = nullptr;
   kiln_error err{};
