@@ -1,9 +1,12 @@
-// A farm whose worker runs `kiln worker`'s default sandbox (`linux`, with
-// the default extra paths /bin /usr/bin /lib /lib64 /usr/lib): a builder
-// using host tools builds; one reading a file of the host outside those
-// paths fails, and so does one writing next to it.
+// A farm whose worker runs `kiln worker`'s default sandbox (started without
+// --sandbox: `linux`, with the default extra paths /bin /usr/bin /lib
+// /lib64 /usr/lib, as its /metrics shows, with no warning): a builder using
+// host tools builds; one reading a file of the host outside those paths
+// fails, and so does one writing next to it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "farm.h"
 #include "kiln/common/file.h"
@@ -28,8 +31,10 @@ TEST(FarmSandbox, DefaultLinuxSandboxBuildsAndIsolates) {
                                "  poke = mk \"poke\" \"echo x > " +
                                farm.dir() + "/poked && echo > $out\" []; }");
   farm.startScheduler();
-  if (auto skip = farm.addSandboxedWorker(test::WorkerOptions::withSlots(1));
-      !skip.empty())
+  int port = test::freeLoopbackPort();
+  auto worker = test::WorkerOptions::withSlots(1);
+  worker.extraArgs = {"--metrics-listen", "127.0.0.1:" + std::to_string(port)};
+  if (auto skip = farm.addSandboxedWorker(worker); !skip.empty())
     GTEST_SKIP() << skip;
   farm.createJobset("p", "sandboxed", coll);
   int64_t eval = farm.evaluate("p", "sandboxed");
@@ -40,6 +45,13 @@ TEST(FarmSandbox, DefaultLinuxSandboxBuildsAndIsolates) {
   EXPECT_EQ(status["peek"], 1);
   EXPECT_EQ(status["poke"], 1);
   EXPECT_FALSE(pathExists(farm.dir() + "/poked"));
+  // The default is the linux sandbox, and it does not warn.
+  std::string m = test::httpGet(port, "/metrics");
+  EXPECT_THAT(m, testing::HasSubstr("kiln_plugin_builds_total{kind=\"sandbox\","
+                                    "plugin=\"linux\"} 3"))
+      << m;
+  EXPECT_THAT(farm.worker(0).log(),
+              testing::Not(testing::HasSubstr("does not isolate")));
   EXPECT_EQ(farm.stopWorker(0), 0);
   EXPECT_EQ(farm.stopScheduler(), 0);
 }

@@ -30,6 +30,9 @@ TEST(WorkerMetrics, SandboxAndPlatformCountersAreOnTheWorkersMetrics) {
   o.extraArgs = {"--metrics-listen", "127.0.0.1:" + std::to_string(port)};
   farm.addWorker(o);
   ASSERT_TRUE(farm.waitForWorkers(1, 60s)) << farm.worker(0).log();
+  // The farm's workers run the `none` sandbox, which says so loudly.
+  EXPECT_THAT(farm.worker(0).log(),
+              HasSubstr("WARNING: the 'none' sandbox does not isolate builds"));
   EXPECT_THAT(farm.worker(0).log(),
               HasSubstr("worker metrics http://127.0.0.1:" +
                         std::to_string(port) + "/metrics"));

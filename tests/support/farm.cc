@@ -80,7 +80,7 @@ void Farm::startScheduler(std::chrono::milliseconds timeout) {
   args.insert(args.end(), security.begin(), security.end());
   args.insert(args.end(), options_.schedulerArgs.begin(),
               options_.schedulerArgs.end());
-  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> env = options_.schedulerEnv;
   if (!schedulerFailPoint_.empty())
     env["KILN_FAIL_POINT"] = std::exchange(schedulerFailPoint_, "");
   scheduler_.reset();
@@ -175,8 +175,9 @@ void Farm::startWorker(size_t i) {
       endpoint(),    "--private-store",
       "--state-dir", workerStateDir(i),
       "--worker-id", workerName(i),
-      "--slots",     std::to_string(w.options.slots),
-      "--sandbox",   w.options.sandbox};
+      "--slots",     std::to_string(w.options.slots)};
+  if (!w.options.sandbox.empty())
+    args.insert(args.end(), {"--sandbox", w.options.sandbox});
   if (!w.options.systems.empty())
     args.insert(args.end(), {"--systems", join(w.options.systems)});
   if (!w.options.platforms.empty())
@@ -227,7 +228,7 @@ bool Farm::waitForWorkers(size_t n, std::chrono::milliseconds timeout) {
 }
 
 std::string Farm::addSandboxedWorker(WorkerOptions options) {
-  options.sandbox = "linux";
+  options.sandbox = "";
   size_t i = addWorker(std::move(options));
   if (waitForWorkers(1, std::chrono::seconds(60))) return "";
   auto log = worker(i).log();

@@ -68,6 +68,8 @@ struct FarmOptions {
   /// The address the scheduler listens on and workers connect to (one of
   /// the scheduler namespace's addresses when `netns` is set).
   std::string host = "127.0.0.1";
+  /// Extra environment of the scheduler (e.g. KILN_PLUGIN_PATH).
+  std::map<std::string, std::string> schedulerEnv;
 };
 
 /// How one worker is run.
@@ -87,8 +89,8 @@ struct WorkerOptions {
   bool keyAllowed = true;
   /// `--sandbox`. The farm tests exercise scheduling and their builders
   /// talk to the test through files on the host (release files, pid
-  /// files), so they run unsandboxed by default; farm_sandbox_test uses
-  /// "linux", `kiln worker`'s own default.
+  /// files), so they run unsandboxed by default. Empty: no --sandbox, so
+  /// `kiln worker`'s own default (`linux`), as farm_sandbox_test runs it.
   std::string sandbox = "none";
   /// The network namespace the worker runs in ("": the test's).
   std::string netns;
@@ -165,10 +167,10 @@ class Farm {
   void resumeWorker(size_t i);  ///< SIGCONT
   /// Polls /metrics until `kiln_workers` equals `n`.
   bool waitForWorkers(size_t n, std::chrono::milliseconds timeout);
-  /// Adds a worker with options.sandbox = "linux" as the only worker and
-  /// waits for it: "" when it is up, else why the sandbox cannot run on
-  /// this host (the test skips). Throws Error with its log if it does not
-  /// come up for another reason.
+  /// Adds a worker with `kiln worker`'s default sandbox (no --sandbox) as
+  /// the only worker and waits for it: "" when it is up, else why the sandbox
+  /// cannot run on this host (the test skips). Throws Error with its log if it
+  /// does not come up for another reason.
   std::string addSandboxedWorker(WorkerOptions options);
 
   // ---- operator commands (kiln CLI with --state-dir stateDir()) ---------

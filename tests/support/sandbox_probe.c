@@ -11,6 +11,8 @@
  *   ptrace PID         PTRACE_ATTACH to PID
  *   daemon TOKEN       setsid + double fork; the grandchild (whose argv
  *                      holds TOKEN) waits forever; exits once it runs
+ *   ns TYPE LINK       whether /proc/self/ns/TYPE reads LINK (the host's
+ *                      namespace of that type, e.g. "ipc:[4026531839]")
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -98,6 +100,18 @@ static int doDaemon(const char* token) {
   return report(ok, "daemon running", token);
 }
 
+static int doNamespace(const char* type, const char* hostLink) {
+  char path[64], link[128];
+  snprintf(path, sizeof path, "/proc/self/ns/%s", type);
+  ssize_t n = readlink(path, link, sizeof link - 1);
+  if (n < 0) return 2;
+  link[n] = 0;
+  printf("%s: %s\n", type, link);
+  errno = 0;
+  return report(strcmp(link, hostLink) == 0, "shares the host's namespace",
+                type);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const char* cmd = argv[1];
@@ -115,5 +129,6 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "ptrace"))
     return report(ptrace(PTRACE_ATTACH, atoi(arg), 0, 0) == 0, cmd, arg);
   if (!strcmp(cmd, "daemon")) return doDaemon(arg);
+  if (!strcmp(cmd, "ns") && argc > 3) return doNamespace(arg, argv[3]);
   return 2;
 }

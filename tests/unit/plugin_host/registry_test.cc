@@ -4,6 +4,7 @@
 // function, a duplicate name, a library without the entry point).
 #include "kiln/plugin_host/registry.h"
 
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -37,6 +38,13 @@ std::string refusedReason(const std::string& c, const std::string& name) {
   }
   EXPECT_EQ(refused[0].file, lib(c, name));
   return refused[0].reason;
+}
+
+/// The function table of the `test-current` sandbox loaded into `r`, or
+/// nullptr if it was refused.
+const kiln_sandbox_functions* currentSandbox(PluginRegistry& r) {
+  auto* p = r.loadFile(lib("good", "test-current"));
+  return p ? static_cast<const kiln_sandbox_functions*>(p->functions) : nullptr;
 }
 
 TEST(PluginRegistry, LoadsEveryGoodPluginWithItsFacts) {
@@ -153,9 +161,8 @@ TEST(PluginRegistry, EvaluatorTalksThroughTheSinkWithCodes) {
 
 TEST(PluginRegistry, ExceptionsBecomeErrorCodesAtTheBoundary) {
   PluginRegistry r;
-  auto* p = r.loadFile(lib("good", "test-current"));
-  ASSERT_NE(p, nullptr);
-  auto* fns = static_cast<const kiln_sandbox_functions*>(p->functions);
+  auto* fns = currentSandbox(r);
+  ASSERT_NE(fns, nullptr);
   HostServices failing(KILN_PLUGIN_SANDBOX, "x", {{"fail-create", ""}});
   void* inst = nullptr;
   kiln_error err{};
@@ -171,6 +178,42 @@ TEST(PluginRegistry, ExceptionsBecomeErrorCodesAtTheBoundary) {
   EXPECT_THAT(err.message, HasSubstr("executing 'nothing'"));
   EXPECT_EQ(fns->probe(inst, &err), KILN_ERR_UNSUPPORTED);
   fns->destroy(inst);
+}
+
+// The host's services as a plugin sees them: its configuration looked up
+// by key, and what it logs in kiln's log, labelled with kind and name.
+TEST(PluginRegistry, HostServicesGiveConfigurationAndLogWithTheLabel) {
+  PluginRegistry r;
+  auto* fns = currentSandbox(r);
+  ASSERT_NE(fns, nullptr);
+  HostServices host(KILN_PLUGIN_SANDBOX, "chatty", {{"build-dir", "/b"}});
+  void* inst = nullptr;
+  kiln_error err{};
+  testing::internal::CaptureStderr();
+  auto created = fns->create(host.table(), &inst, &err);
+  std::string logged = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(created, KILN_OK) << err.message;
+  EXPECT_THAT(logged, HasSubstr("kiln: info: sandbox chatty: created\n"));
+  char buf[64];
+  ASSERT_EQ(fns->build_dir(inst, "/tmp/x", buf, sizeof buf, &err), KILN_OK);
+  EXPECT_STREQ(buf, "/b");
+  fns->destroy(inst);
+}
+
+// Loaded libraries stay mapped for the life of the process, refused ones
+// and those of a registry that is gone included.
+TEST(PluginRegistry, NeverUnloadsALibrary) {
+  {
+    PluginRegistry r;
+    ASSERT_NE(r.loadFile(lib("good", "test-current")), nullptr);
+    r.loadDirectories({dir("major")});
+    ASSERT_EQ(r.refusals().size(), 1u);
+  }
+  for (auto file : {lib("good", "test-current"), lib("major", "test-major")}) {
+    void* h = ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    EXPECT_NE(h, nullptr) << file << " was unloaded";
+    if (h) ::dlclose(h);  // drops only the reference dlopen just took
+  }
 }
 
 TEST(PluginRegistry, RefusesAnotherAbiMajor) {

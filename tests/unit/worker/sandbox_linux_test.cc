@@ -127,6 +127,23 @@ TEST_F(SandboxTest, IdentityInsideIsAnUnprivilegedBuildUser) {
             "NoNewPrivs: 1\nhost localhost pid 1\n");
 }
 
+// Every namespace the issue lists is the build's own: none is the test's
+// (a new user, mount, PID, network, IPC and UTS namespace per build).
+TEST_F(SandboxTest, EveryNamespaceIsTheBuildsOwn) {
+  std::string script = ": > $out; ";
+  std::string want;
+  for (std::string ns : {"user", "mnt", "pid", "net", "ipc", "uts"}) {
+    char link[128];
+    ssize_t n = ::readlink(("/proc/self/ns/" + ns).c_str(), link, sizeof link);
+    ASSERT_GT(n, 0) << ns;
+    script += probe(ns, "ns " + ns + " '" + std::string(link, n) + "'");
+    want += ns + "=1\n";
+  }
+  auto res = build(request("namespaces", script));
+  ASSERT_EQ(res.status, StepStatus::kSuccess) << res.errorMsg << log_;
+  EXPECT_EQ(readFile(res.outputs.at(0).physicalPath), want) << log_;
+}
+
 TEST_F(SandboxTest, CannotReadHostSecrets) {
   TempDir keys("sandbox-keys");
   writeFile(keys.path() + "/worker.key", "SECRET");
@@ -242,7 +259,7 @@ TEST(SandboxUnprivileged, EscapeTestsPassAsNobody) {
   if (r.out.find("the linux sandbox cannot run here") != std::string::npos)
     GTEST_SKIP() << "not as nobody on this host:\n" << r.out;
   EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 9 tests."));
+  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 10 tests."));
 }
 
 }  // namespace
