@@ -28,7 +28,7 @@ TEST(PluginsCli, ListsTheInTreePluginsFromTheBuildTree) {
                   "kiln-plugin-native\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("platform +qemu-user "));
   EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "notifier +webhook +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/"
+                         "notifier +webhook +1\\.1\\.0 +1\\.4 +[^ ]*/plugins/"
                          "lib/kiln-plugin-webhook\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("notifier +command "));
   EXPECT_THAT(r.out, testing::ContainsRegex(

@@ -96,9 +96,9 @@ TEST_F(StateDbTest, AJobsetsDeclarationIsUpdatedInPlace) {
   EXPECT_THROW(db.updateJobset(j), SchedulerStateError);
 }
 
-// The jobsets table as schema 6 had it: migration 4's CHECK on the
-// evaluator. Rebuilt the way migration 7 rebuilds it (foreign keys
-// deferred to the commit), with every row.
+// Back to schema 6: the jobsets table with migration 4's CHECK on the
+// evaluator (rebuilt the way migration 7 rebuilds it, foreign keys deferred
+// to the commit, with every row), and without migration 8's eval_counts.
 const char* kJobsetsOfSchema6 = R"SQL(
 BEGIN;
 PRAGMA defer_foreign_keys = ON;
@@ -124,6 +124,10 @@ CREATE TABLE main.jobsets (
   UNIQUE (project, name));
 INSERT INTO main.jobsets SELECT * FROM temp.old_jobsets;
 DROP TABLE temp.old_jobsets;
+DROP TRIGGER builds_count_insert;
+DROP TRIGGER builds_count_update;
+DROP TRIGGER builds_count_delete;
+DROP TABLE eval_counts;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";
