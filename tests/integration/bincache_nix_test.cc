@@ -127,5 +127,46 @@ TEST_F(BinaryCacheNix, NixCopiesFromKilnsCacheOnlyWithItsKey) {
   }
 }
 
+// The closure of a build the farm ran (not one registered by hand): a
+// worker builds `top`, which names `dep`; the outputs reach the central
+// store, and Nix substitutes `top` with `dep` from the scheduler's cache.
+TEST_F(BinaryCacheNix, NixSubstitutesAClosureTheFarmBuilt) {
+  if (std::string why; !test::Farm::canRun(&why)) GTEST_SKIP() << why;
+  int port = test::freeLoopbackPort();
+  std::string url = "http://127.0.0.1:" + std::to_string(port);
+  test::FarmOptions options;
+  options.schedulerArgs = {"--web-listen", "127.0.0.1:" + std::to_string(port),
+                           "--cache-secret-key-file", dir("sk")};
+  test::Farm farm(options);
+  farm.startScheduler();
+  ASSERT_TRUE(farm.scheduler().waitForLog(" web " + url, 30s))
+      << farm.scheduler().log();
+  farm.addWorker();
+  ASSERT_TRUE(farm.waitForWorkers(1, 60s));
+  farm.createJobset("p", "j", farm.writeCollection("coll", R"({
+  top = mk "top" "echo $deps > $out; cat $deps >> $out" [ (mk "dep" "echo dep-built > $out" []) ];
+})"));
+  int64_t eval = farm.evaluate("p", "j");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s));
+  auto outputs = farm.view()->outputs(eval);
+  ASSERT_EQ(outputs.size(), 1u);
+  std::string top = outputs[0].path;
+  auto got = test::run({"nix", "copy", "--from", url, "--to",
+                        "local?root=" + dir("farm-nix"), "--option",
+                        "trusted-public-keys", readFile(dir("pk")), top});
+  ASSERT_EQ(got.exitCode, 0) << got.err << farm.scheduler().log();
+  std::string target = "local?root=" + dir("farm-nix");
+  auto closure = test::run({"nix-store", "--store", target, "-qR", top});
+  EXPECT_EQ(test::nonEmptyLines(closure.out).size(), 2u) << closure.out;
+  EXPECT_THAT(closure.out, HasSubstr("-dep\n"));
+  EXPECT_EQ(test::run({"nix-store", "--store", target, "--verify",
+                       "--check-contents"})
+                .exitCode,
+            0);
+  // top names dep (so dep is in its closure) and holds what dep built.
+  EXPECT_THAT(readFile(dir("farm-nix") + top),
+              HasSubstr("-dep\ndep-built\n"));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include "kiln/web/html.h"
 #include "kiln/web/model.h"
 #include "kiln/web/pages.h"
+#include "model_cache.h"
 #include "pages_logs.h"
 
 namespace kiln::web {
@@ -45,15 +46,29 @@ Page pageArg(const Request& req, const std::string& offsetName) {
               intArg(req, "limit", 50, 1, Page::kMaxLimit)};
 }
 
+// The key of a page's model in the ModelCache: its path (the /api/ twin's
+// without the prefix) and query, without the answer's format.
+std::string cacheKey(const Request& req, bool api) {
+  std::string key = api ? req.path.substr(4) : req.path;
+  for (auto& [name, value] : req.query)
+    if (name != "format") key += "\n" + name + "=" + value;
+  return key;
+}
+
 // A page: its model as JSON when asked (or under /api/), else as HTML.
-Handler page(WebContext& ctx, ModelFn model, RenderFn render, bool api) {
-  return [&ctx, model, render, api](const Request& req, const RouteParams& p) {
+// With `cache`, the model is shared by the requests of one second.
+Handler page(WebContext& ctx, ModelFn model, RenderFn render, bool api,
+             std::shared_ptr<ModelCache> cache) {
+  return [&ctx, model, render, api, cache](const Request& req,
+                                           const RouteParams& p) {
     bool asJson = api || req.wantsJson();
     try {
       StateView* view = ctx.view();
       if (!view)
         throw HttpError(503, "the scheduler has not created its state yet");
-      json m = model(*view, req, p);
+      json m = cache ? cache->get(cacheKey(req, api),
+                                  [&] { return model(*view, req, p); })
+                     : model(*view, req, p);
       return asJson ? Response::json(m) : Response::html(render(m));
     } catch (const NotFound& e) {
       if (asJson) throw HttpError(404, e.what());
@@ -155,12 +170,14 @@ struct Pages {
   }
 };
 
-// Adds `pattern` as a page and as its JSON twin under /api.
+// Adds `pattern` as a page and as its JSON twin under /api (both sharing
+// `cache` when given).
 void addPage(Router& router, WebContext& ctx, const std::string& pattern,
-             ModelFn model, RenderFn render) {
-  router.add("GET", pattern, page(ctx, model, render, false));
+             ModelFn model, RenderFn render,
+             std::shared_ptr<ModelCache> cache = nullptr) {
+  router.add("GET", pattern, page(ctx, model, render, false, cache));
   router.add("GET", "/api" + (pattern == "/" ? "/overview" : pattern),
-             page(ctx, model, render, true));
+             page(ctx, model, render, true, cache));
 }
 
 }  // namespace
@@ -169,6 +186,12 @@ void addJobRoutes(Router& router, WebContext& ctx);
 
 void addPageRoutes(Router& router, WebContext& ctx) {
   auto pages = std::make_shared<Pages>(Pages{ctx});
+  // The pages that read thousands of rows (an evaluation's 5,000 builds
+  // for a comparison) share their model for a second, as the overview does.
+  // Not the build page: a form posted there redirects back to it and must
+  // show what it changed.
+  auto shared = std::make_shared<ModelCache>(RealClock::instance(),
+                                             std::chrono::milliseconds(1000));
   using namespace std::placeholders;
   addPage(router, ctx, "/", std::bind(&Pages::overview, pages, _1, _2, _3),
           renderOverview);
@@ -183,11 +206,13 @@ void addPageRoutes(Router& router, WebContext& ctx) {
                                pageArg(r, "evals"), pageArg(r, "jobs"),
                                int(intArg(r, "columns", 10, 1, 20)));
           },
-          renderJobset);
+          renderJobset, shared);
   addPage(router, ctx, "/eval/{id}",
-          std::bind(&Pages::evaluation, pages, _1, _2, _3), renderEvaluation);
+          std::bind(&Pages::evaluation, pages, _1, _2, _3), renderEvaluation,
+          shared);
   addPage(router, ctx, "/eval/{id}/compare",
-          std::bind(&Pages::compare, pages, _1, _2, _3), renderComparison);
+          std::bind(&Pages::compare, pages, _1, _2, _3), renderComparison,
+          shared);
   addPage(router, ctx, "/build/{id}",
           std::bind(&Pages::build, pages, _1, _2, _3), renderBuild);
   addPage(router, ctx, "/queue",
@@ -207,7 +232,7 @@ void addPageRoutes(Router& router, WebContext& ctx) {
               throw HttpError(400, "search text longer than 400 bytes");
             return searchModel(v, ctx.storeDir, q);
           },
-          renderSearch);
+          renderSearch, shared);
   addJobRoutes(router, ctx);
   addLogRoutes(router, ctx);
 }

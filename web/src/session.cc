@@ -115,14 +115,33 @@ void Session::waitRequest() {
       });
 }
 
+// The request timeout runs on timer_, not on the stream, so that a client
+// too slow to send its request (a slow-loris) still gets a 408 naming the
+// limit before the connection closes.
 void Session::readRequest() {
-  stream_.expires_after(state_.config.requestTimeout);
+  stream_.expires_never();
+  timedOut_ = false;
+  reading_ = true;
+  timer_.expires_after(state_.config.requestTimeout);
+  timer_.async_wait([self = shared_from_this(), gen = ++readGen_](ErrorCode ec) {
+    // Cancelled, or the read ended before this handler ran.
+    if (ec || !self->reading_ || gen != self->readGen_) return;
+    self->timedOut_ = true;
+    ErrorCode ignored;
+    self->stream_.socket().cancel(ignored);
+  });
   http::async_read(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](ErrorCode ec, size_t) { self->onRead(ec); });
 }
 
 void Session::onRead(ErrorCode ec) {
+  reading_ = false;
+  timer_.cancel();
+  if (timedOut_)
+    return reject(408, "the request was not complete within " +
+                           std::to_string(state_.config.requestTimeout.count()) +
+                           " ms");
   if (ec == http::error::body_limit)
     return reject(413, "the request body is larger than " +
                            std::to_string(state_.config.maxBodyBytes) +

@@ -82,6 +82,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keepAlive_ = false;
   bool http11_ = true;
   bool head_ = false;
+  bool timedOut_ = false;  // the request timeout fired during readRequest
+  bool reading_ = false;   // a request is being read
+  uint64_t readGen_ = 0;   // which read the request timer belongs to
   std::string out_;
   std::vector<char> chunk_;
 };

@@ -212,6 +212,41 @@ TEST_F(PagesTest, QueueWorkersAndSearch) {
   EXPECT_EQ(get("/search?q=" + std::string(500, 'x')).status, 400);
 }
 
+// Issue 13: each page also answers its data as JSON, three ways (Accept,
+// ?format=json, the /api/ twin), and the three carry the same data.
+TEST_F(PagesTest, EveryPageAnswersTheSameDataAsJsonThreeWays) {
+  snap_ = std::make_shared<scheduler::SchedulerSnapshot>();
+  snap_->takenMs = 1'700'000'000'000;
+  snap_->queue = {{fx_.helloStep, fx_.drv("hello"), "x86_64-linux", "waiting",
+                   "no free slot"}};
+  snap_->workers = {{"builder-1", {"x86_64-linux"}, 2, 0}};
+  std::string e = std::to_string(fx_.eval);
+  for (const std::string& path : std::vector<std::string>{
+           "/", "/projects", "/jobset/nixpkgs/trunk", "/eval/" + e,
+           "/eval/" + e + "/compare", "/build/" + std::to_string(fx_.hello),
+           "/jobset/nixpkgs/trunk/job/hello", "/queue", "/workers",
+           "/search?q=hel"}) {
+    Response html = get(path);
+    ASSERT_EQ(html.status, 200) << path << ": " << html.body;
+    EXPECT_THAT(html.contentType, HasSubstr("text/html")) << path;
+    std::string api = "/api" + (path == "/" ? "/overview" : path);
+    std::string sep = path.find('?') == std::string::npos ? "?" : "&";
+    std::vector<nlohmann::json> answers;
+    for (auto r : {get(path, true), get(path + sep + "format=json"), get(api)}) {
+      ASSERT_EQ(r.status, 200) << path << ": " << r.body;
+      EXPECT_THAT(r.contentType, HasSubstr("application/json")) << path;
+      auto m = nlohmann::json::parse(r.body);
+      // The overview's clock-relative parts move between calls.
+      for (const char* moving : {"nowMs", "failureRate", "history"})
+        m.erase(moving);
+      ASSERT_FALSE(m.empty()) << path;
+      answers.push_back(std::move(m));
+    }
+    EXPECT_EQ(answers[0], answers[1]) << path;
+    EXPECT_EQ(answers[0], answers[2]) << path;
+  }
+}
+
 TEST(Html, EscapesFormatsAndDrawsBars) {
   EXPECT_EQ(htmlEscape("<a href=\"x\">&'"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");

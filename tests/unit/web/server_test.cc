@@ -167,6 +167,7 @@ TEST_F(ServerTest, SlowLorisIsCutOffWithoutHoldingUpOthers) {
   for (int i = 0; i < 8; i++) {
     slow.push_back(std::make_unique<test::RawConnection>(port));
     ASSERT_TRUE(slow.back()->send("GET /hello HTTP/1.1\r\nHost: t\r\nX-A: "));
+    ASSERT_TRUE(slow.back()->send("b"));  // trickling
   }
   test::RawConnection idle(port);  // connects and never sends
   for (int i = 0; i < 5; i++) {
@@ -175,7 +176,11 @@ TEST_F(ServerTest, SlowLorisIsCutOffWithoutHoldingUpOthers) {
     EXPECT_EQ(a->status, 200);
   }
   for (auto& c : slow) {
-    c->send("b");  // still trickling
+    // Told why (trickling does not extend the time), then closed.
+    auto a = c->read(10s);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->status, 408);
+    EXPECT_THAT(a->body, HasSubstr("not complete within 400 ms"));
     EXPECT_TRUE(c->closedWithin(10s));
   }
   EXPECT_TRUE(idle.closedWithin(10s));

@@ -4,7 +4,7 @@
 /// page never stalls reading or writing other connections. Every input is
 /// bounded: header and body sizes (431/413), concurrent connections (503
 /// beyond), and the time to send a request or take a response (a
-/// slow-loris client is cut off without holding up others).
+/// slow-loris client gets a 408 and is cut off without holding up others).
 
 #include <chrono>
 #include <cstdint>
@@ -24,7 +24,7 @@ struct WebServerConfig {
   size_t maxBodyBytes = 1 << 20;
   size_t maxConnections = 256;
   /// Time a client has to send the rest of a request once its first byte
-  /// arrived (headers and body).
+  /// arrived (headers and body); then it is answered 408 and closed.
   std::chrono::milliseconds requestTimeout{10000};
   /// A connection with no request started is closed after this.
   std::chrono::milliseconds idleTimeout{30000};
