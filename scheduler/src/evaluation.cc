@@ -86,7 +86,7 @@ class RealInputFetcher final : public InputFetcher {
       store::dumpPath(js.location, h, [](const std::string& p) {
         return baseNameOf(p) != ".git";
       });
-      return {js.location, "sha256:" + h.finish().first.toNix32(), workDir};
+      return {js.location, h.finish().first.toNix32(), workDir};
     }
     std::string dir = workDir + "/checkout";
     if (pathExists(dir)) deletePath(dir);

@@ -367,6 +367,7 @@ void RunningSteps::takeBackOverdue() {
 }
 
 void RunningSteps::workerLeft(const WorkerConn& w) {
+  settledByPeer_.erase(w.peer);
   // A step with a held result no longer needs the worker.
   for (auto r = running_.begin(); r != running_.end();)
     r = r->second.peer == w.peer && !r->second.deferred ? running_.erase(r)
@@ -409,10 +410,15 @@ store::StorePathSet RunningSteps::referenceCandidates(int64_t id) {
   return c;
 }
 
-std::map<std::string, size_t> RunningSteps::countByPeer() const {
-  std::map<std::string, size_t> n;
-  for (auto& [id, r] : running_) n[r.peer]++;
-  return n;
+std::map<std::string, RunningSteps::PeerActivity> RunningSteps::activityByPeer()
+    const {
+  std::map<std::string, PeerActivity> out;
+  for (auto& [id, r] : running_) out[r.peer].running.push_back(r.drvPath);
+  for (auto& [peer, n] : settledByPeer_) {
+    out[peer].succeeded = n.first;
+    out[peer].failed = n.second;
+  }
+  return out;
 }
 
 void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
@@ -428,6 +434,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
   metrics_.observeStepDuration(run.system,
                                std::chrono::duration<double>(took).count());
+  auto& [succeeded, failed] = settledByPeer_[run.peer];
   if (!run.rejected.empty()) {
     // The worker's own report does not matter: what it sent is wrong.
     proto::StepResult r = m;
@@ -435,10 +442,16 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
     r.errorMsg = run.rejected;
     writeAll(openLog(run), "\n[kiln: " + run.rejected + "]\n");
     fail(run, r, took);
+    failed++;
   } else if (m.status == StepStatus::kSuccess) {
-    if (!succeed(run, took)) return;
+    if (!succeed(run, took)) {
+      failed++;
+      return;
+    }
+    succeeded++;
   } else {
     fail(run, m, took);
+    failed++;
   }
   if (auto row = db_.step(id); notify_ && row && row->finished)
     notify_({LifecycleEvent::Kind::kStepFinished, 0, 0, 0, id});

@@ -119,8 +119,15 @@ class RunningSteps {
   /// scanner's candidates): its input closure (walked once per step) and
   /// its own outputs. Empty if `id` is not running.
   store::StorePathSet referenceCandidates(int64_t id);
-  /// How many steps run on each peer.
-  std::map<std::string, size_t> countByPeer() const;
+  /// What each peer is doing and has done since it connected (the
+  /// workers page): the .drv paths it runs, its steps that succeeded and
+  /// those that failed (transient failures included).
+  struct PeerActivity {
+    std::vector<std::string> running;
+    uint64_t succeeded = 0;
+    uint64_t failed = 0;
+  };
+  std::map<std::string, PeerActivity> activityByPeer() const;
   /// Where build.started (a build's own step went out) and step.finished
   /// (a step settled) go; nothing is reported until it is set.
   void notifyWith(std::function<void(const LifecycleEvent&)> fn) {
@@ -169,6 +176,8 @@ class RunningSteps {
   ServiceMetrics& metrics_;
   const Clock& clock_;
   std::map<int64_t, RunningStep> running_;  // by database id
+  /// Settled steps per peer: succeeded, failed (see activityByPeer).
+  std::map<std::string, std::pair<uint64_t, uint64_t>> settledByPeer_;
   std::optional<Clock::TimePoint> pendingSince_;
   std::function<void(const LifecycleEvent&)> notify_;
 };

@@ -307,10 +307,13 @@ void SchedulerService::Impl::maybePublishSnapshot() {
   auto snap = std::make_shared<SchedulerSnapshot>();
   snap->takenMs = clock.nowMs();
   snap->queue = queueEntries();
-  auto runningOn = steps.countByPeer();
-  for (auto& [peer, c] : link.connections())
-    snap->workers.push_back(
-        {c.name, c.hello.systems, c.hello.slots, runningOn[peer]});
+  auto activity = steps.activityByPeer();
+  for (auto& [peer, c] : link.connections()) {
+    auto& a = activity[peer];
+    snap->workers.push_back({c.name, c.hello.systems, c.hello.slots,
+                             a.running.size(), c.hello.supportedFeatures,
+                             a.running, c.lastSeenMs, a.succeeded, a.failed});
+  }
   snap->metrics = core.metrics();
   snap->dispatches = metrics.dispatchCount();
   snap->dispatchLatencySum = metrics.dispatchLatencySum();

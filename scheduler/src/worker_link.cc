@@ -45,6 +45,7 @@ void WorkerLink::handle(const proto::Received& r) {
   try {
     if (auto* h = std::get_if<proto::Hello>(&r.msg)) {
       onHello(r.peer, r.user, *h);
+      if (WorkerConn* c = find(r.peer)) c->lastSeenMs = clock_.nowMs();
       return;
     }
     WorkerConn* c = find(r.peer);
@@ -55,6 +56,7 @@ void WorkerLink::handle(const proto::Received& r) {
         sendOrWarn(r.peer, proto::Bye{"unknown worker: send Hello again"});
       return;
     }
+    c->lastSeenMs = clock_.nowMs();
     if (c->xfer->handle(r.msg)) return;
     if (auto* hb = std::get_if<proto::Heartbeat>(&r.msg)) {
       core_.heartbeat(c->wid, hb->load / double(c->hello.slots));

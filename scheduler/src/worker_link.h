@@ -30,6 +30,8 @@ struct WorkerConn {
   std::string key;   ///< allow-list name of its key (workerId in plain text)
   WorkerId wid;      ///< the core's id
   protocol::Hello hello;
+  /// When the scheduler last heard from it (Unix ms, any message).
+  int64_t lastSeenMs = 0;
   std::unique_ptr<protocol::TransferEndpoint> xfer;
   /// Base names of paths this worker is known to hold (outputs it built,
   /// inputs it received), and so their closures: BuildStep leaves their

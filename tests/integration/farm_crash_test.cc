@@ -211,21 +211,28 @@ std::string countedCollection(const test::Farm& farm) {
 in { inherit slow; after = mk "after" "cat $deps > $out" [ slow ]; })");
 }
 
+// Starts a scheduler and one worker, evaluates the counted collection and
+// sets `eval` to that evaluation once `slow` runs.
+void startSlowOnOneWorker(test::Farm& farm, int64_t& eval) {
+  std::string coll = countedCollection(farm);
+  farm.startScheduler();
+  farm.addWorker();
+  ASSERT_TRUE(farm.waitForWorkers(1, 60s));
+  farm.createJobset("p", "j", coll);
+  eval = farm.evaluate("p", "j");
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
+      << farm.worker(0).log();
+}
+
 // Kills the scheduler while `slow` runs on the only worker; `finishFirst`
 // lets the build end (and its outputs wait on the worker) before the
 // scheduler comes back. Either way the restarted scheduler adopts the
 // step: its builder ran once, its attempt count is unchanged.
 void expectAdoptedAcrossASchedulerKill(bool finishFirst) {
   test::Farm farm(fastFarm(300ms));
-  std::string coll = countedCollection(farm);
-  farm.startScheduler();
-  farm.addWorker();
-  ASSERT_TRUE(farm.waitForWorkers(1, 60s));
-  farm.createJobset("p", "j", coll);
-  int64_t eval = farm.evaluate("p", "j");
-  ASSERT_TRUE(test::pollUntil(
-      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
-      << farm.worker(0).log();
+  int64_t eval = 0;
+  ASSERT_NO_FATAL_FAILURE(startSlowOnOneWorker(farm, eval));
   farm.killScheduler();
   EXPECT_EQ(stepNamed(farm, "-slow.drv").attempts, 1);
   if (finishFirst) {
@@ -281,15 +288,8 @@ TEST(FarmCrash, AStepBuiltWhileTheSchedulerIsDownIsUploadedWhenItReturns) {
 TEST(FarmCrash, AWorkerRestartedWhileTheSchedulerRunsGetsItsStepAgain) {
   KILN_SKIP_UNLESS_FARM_CAN_RUN();
   test::Farm farm(fastFarm(300ms));
-  std::string coll = countedCollection(farm);
-  farm.startScheduler();
-  farm.addWorker();
-  ASSERT_TRUE(farm.waitForWorkers(1, 60s));
-  farm.createJobset("p", "j", coll);
-  int64_t eval = farm.evaluate("p", "j");
-  ASSERT_TRUE(test::pollUntil(
-      [&] { return pathExists(farm.dir() + "/started"); }, 60s))
-      << farm.worker(0).log();
+  int64_t eval = 0;
+  ASSERT_NO_FATAL_FAILURE(startSlowOnOneWorker(farm, eval));
   farm.killWorker(0);
   deletePath(farm.dir() + "/started");
   farm.startWorker(0);

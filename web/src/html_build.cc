@@ -164,10 +164,42 @@ std::string workersTable(const json& rows) {
   return t + "</table>";
 }
 
+namespace {
+
+std::string joined(const json& list, const char* sep) {
+  std::string out;
+  for (auto& x : list) out += (out.empty() ? "" : sep) + htmlEscape(x.get<std::string>());
+  return out;
+}
+
+// The workers page's table: the overview's columns plus features, the
+// steps each builds now, when it was last heard from and its results.
+std::string workerDetailsTable(const json& rows) {
+  std::string t =
+      "<table><tr><th>Worker</th><th>Systems</th><th>Features</th><th "
+      "class=\"num\">Slots</th><th>Building</th><th>Last seen</th><th "
+      "class=\"num\">Succeeded</th><th class=\"num\">Failed</th></tr>";
+  for (auto& w : rows) {
+    std::string steps = joined(w["steps"], "<br>");
+    t += "<tr><td>" + esc(w["name"]) + "</td><td>" + joined(w["systems"], ", ") +
+         "</td><td>" + joined(w["features"], ", ") + "</td><td class=\"num\">" +
+         w["slots"].dump() + "</td><td class=\"mono\">" +
+         (steps.empty() ? "<span class=\"muted\">idle</span>" : steps) + "</td><td>" +
+         (w["lastSeenMs"].get<int64_t>() ? formatTime(w["lastSeenMs"]) : "never") +
+         "</td><td class=\"num\">" + w["succeededSteps"].dump() +
+         "</td><td class=\"num\">" + w["failedSteps"].dump() + "</td></tr>";
+  }
+  if (rows.empty()) t += "<tr><td colspan=\"8\" class=\"muted\">none</td></tr>";
+  return t + "</table><p class=\"muted\">Succeeded and failed count the steps " +
+         std::string("settled since each worker connected.</p>");
+}
+
+}  // namespace
+
 std::string renderWorkers(const json& m) {
   if (!m["scheduler"].get<bool>())
     return htmlPage("Workers", "<p class=\"muted\">No running scheduler.</p>");
-  return htmlPage("Workers", workersTable(m["workers"]));
+  return htmlPage("Workers", workerDetailsTable(m["workers"]));
 }
 
 std::string renderSearch(const json& m) {

@@ -119,7 +119,12 @@ json workersModel(const scheduler::SchedulerSnapshot* snap) {
                      {"systems", w.systems},
                      {"slots", w.slots},
                      {"runningSteps", w.runningSteps},
-                     {"load", w.slots ? double(w.runningSteps) / w.slots : 0}});
+                     {"load", w.slots ? double(w.runningSteps) / w.slots : 0},
+                     {"features", w.features},
+                     {"steps", w.steps},
+                     {"lastSeenMs", w.lastSeenMs},
+                     {"succeededSteps", w.succeededSteps},
+                     {"failedSteps", w.failedSteps}});
   return {{"scheduler", snap != nullptr}, {"workers", std::move(out)}};
 }
 

@@ -45,12 +45,24 @@ TEST_F(ServiceMemoryTest, DispatchesAndRecordsABuildWithoutSockets) {
   EXPECT_EQ(snap->takenMs, clock_.nowMs());
   ASSERT_EQ(snap->workers.size(), 1u);
   EXPECT_EQ(snap->workers[0].runningSteps, 1u);
+  EXPECT_EQ(snap->workers[0].steps, std::vector<std::string>{a_});
+  EXPECT_GT(snap->workers[0].lastSeenMs, 0);  // its Hello, at least
+  EXPECT_LE(snap->workers[0].lastSeenMs, clock_.nowMs());
+  EXPECT_EQ(snap->workers[0].succeededSteps, 0u);
   ASSERT_EQ(snap->queue.size(), 1u);
   EXPECT_EQ(snap->queue[0].state, "running");
   buildLast(*w, "a-out");
   ASSERT_TRUE(until({w.get()}, [&] { return build(id).finished; }));
   EXPECT_EQ(build(id).status, 0);
   EXPECT_EQ(build(id).stopMs, clock_.nowMs());
+  svc_->snapshot();
+  clock_.advance(SchedulerService::kSnapshotInterval);
+  svc_->pollOnce(0ms);
+  snap = svc_->snapshot();  // the workers page's facts after the step
+  ASSERT_EQ(snap->workers.size(), 1u);
+  EXPECT_TRUE(snap->workers[0].steps.empty());
+  EXPECT_EQ(snap->workers[0].succeededSteps, 1u);
+  EXPECT_EQ(snap->workers[0].failedSteps, 0u);
   EXPECT_EQ(svc_->coreMetrics().stepsSucceeded, 1u);
   ASSERT_EQ(sink_->events.size(), 1u);  // after the database
   EXPECT_EQ(sink_->events[0].first.kind, BuildEvent::Kind::kSucceeded);

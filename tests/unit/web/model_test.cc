@@ -50,7 +50,7 @@ TEST_F(ModelTest, OverviewWithSnapshotShowsQueueRunningAndWorkers) {
   snap.takenMs = 1'700'000'000'000 + 3'600'000 + 11'000;
   snap.queue = {{fx_.helloStep, fx_.drv("hello"), "x86_64-linux", "running",
                  "running on builder-1"}};
-  snap.workers = {{"builder-1", {"x86_64-linux"}, 4, 1}};
+  snap.workers = {{"builder-1", {"x86_64-linux"}, 4, 1, {}, {}, 0, 0, 0}};
   snap.metrics.queuedBySystem = {{"aarch64-linux", 3}};
   snap.dispatches = 4;
   snap.dispatchLatencySum = 0.02;

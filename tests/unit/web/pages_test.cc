@@ -73,13 +73,26 @@ TEST_F(PagesTest, OverviewWithSchedulerShowsRunningStepsAndWorkers) {
   snap_->takenMs = 1'700'000'000'000 + 3'600'000 + 61'000;
   snap_->queue = {{fx_.helloStep, fx_.drv("hello"), "x86_64-linux", "running",
                    "running"}};
-  snap_->workers = {{"builder-1", {"x86_64-linux", "i686-linux"}, 2, 1}};
+  snap_->workers = {{"builder-1", {"x86_64-linux", "i686-linux"}, 2, 1,
+                     {"kvm", "big-parallel"}, {fx_.drv("hello")},
+                     1'700'000'000'000, 12, 3}};
   snap_->metrics.queuedBySystem = {{"x86_64-linux", 7}};
   Response r = get("/");
   EXPECT_THAT(r.body, HasSubstr("builder-1"));
   EXPECT_THAT(r.body, HasSubstr("x86_64-linux, i686-linux"));
   EXPECT_THAT(r.body, HasSubstr("1m 00s"));  // elapsed since the start
   EXPECT_THAT(r.body, HasSubstr("<td class=\"num\">7</td>"));
+  // The workers page: features, what it builds, last seen, its results.
+  Response w = get("/workers");
+  EXPECT_THAT(w.body, HasSubstr("kvm, big-parallel"));
+  EXPECT_THAT(w.body, HasSubstr(fx_.drv("hello")));
+  EXPECT_THAT(w.body, HasSubstr("<td class=\"num\">12</td><td class=\"num\">3</td>"));
+  auto j = nlohmann::json::parse(get("/api/workers").body)["workers"][0];
+  EXPECT_EQ(j["features"], nlohmann::json({"kvm", "big-parallel"}));
+  EXPECT_EQ(j["steps"], nlohmann::json({fx_.drv("hello")}));
+  EXPECT_EQ(j["lastSeenMs"], 1'700'000'000'000);
+  EXPECT_EQ(j["succeededSteps"], 12);
+  EXPECT_EQ(j["failedSteps"], 3);
 }
 
 TEST_F(PagesTest, JobsetShowsTheMatrixAndProjectsLinkToIt) {
@@ -219,7 +232,7 @@ TEST_F(PagesTest, EveryPageAnswersTheSameDataAsJsonThreeWays) {
   snap_->takenMs = 1'700'000'000'000;
   snap_->queue = {{fx_.helloStep, fx_.drv("hello"), "x86_64-linux", "waiting",
                    "no free slot"}};
-  snap_->workers = {{"builder-1", {"x86_64-linux"}, 2, 0}};
+  snap_->workers = {{"builder-1", {"x86_64-linux"}, 2, 0, {}, {}, 0, 0, 0}};
   std::string e = std::to_string(fx_.eval);
   for (const std::string& path : std::vector<std::string>{
            "/", "/projects", "/jobset/nixpkgs/trunk", "/eval/" + e,

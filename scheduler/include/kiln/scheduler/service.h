@@ -129,6 +129,13 @@ struct WorkerEntry {
   std::vector<std::string> systems;
   unsigned slots = 0;
   size_t runningSteps = 0;
+  std::vector<std::string> features;  ///< supportedFeatures from its Hello
+  std::vector<std::string> steps;     ///< .drv paths it is building now
+  int64_t lastSeenMs = 0;             ///< last message from it (Unix ms)
+  /// Its steps settled since it connected: succeeded, and failed
+  /// (transient failures and rejected uploads included).
+  uint64_t succeededSteps = 0;
+  uint64_t failedSteps = 0;
 };
 
 /// What only the running scheduler knows, as one immutable value published
