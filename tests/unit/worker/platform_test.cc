@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "kiln/common/file.h"
 #include "sandbox_fixture.h"
@@ -32,6 +36,44 @@ TEST(Platforms, NativeRunsTheHostsSystemAsItIs) {
   EXPECT_EQ(cmd->argv, std::vector<std::string>{"b"});
   EXPECT_TRUE(cmd->hostPaths.empty());
   EXPECT_FALSE(p->command("riscv64-linux", "/b", "b"));
+}
+
+// Whether this kernel runs a 32-bit x86 program: a hand-made static i386
+// ELF that exits with 42 through int 0x80, independent of the native
+// plugin's own probe (and checked against qemu-i386-static when written).
+bool hostRuns32BitPrograms() {
+  static const unsigned char kExit42[] = {
+      0x7f, 0x45, 0x4c, 0x46, 0x01, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,
+      0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00,
+      0x54, 0x80, 0x04, 0x08, 0x34, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      0x00, 0x00, 0x00, 0x00, 0x34, 0x00, 0x20, 0x00, 0x01, 0x00, 0x00, 0x00,
+      0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      0x00, 0x80, 0x04, 0x08, 0x00, 0x80, 0x04, 0x08, 0x60, 0x00, 0x00, 0x00,
+      0x60, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00,
+      0xb8, 0x01, 0x00, 0x00, 0x00, 0xbb, 0x2a, 0x00, 0x00, 0x00, 0xcd, 0x80};
+  TempDir dir("kiln-i386");
+  std::string path = dir.path() + "/exit42";
+  writeFile(path, std::string(reinterpret_cast<const char*>(kExit42), sizeof kExit42));
+  ::chmod(path.c_str(), 0755);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(path.c_str(), "exit42", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 42;
+}
+
+// `native` announces i686-linux exactly when the host runs 32-bit programs.
+TEST(Platforms, NativeAnnouncesI686ExactlyWhenTheHostRuns32BitPrograms) {
+  if (hostSystem() != "x86_64-linux") GTEST_SKIP() << "an x86_64 host only";
+  auto p = loadTestPlatforms({"native"});
+  auto systems = p->systems();
+  bool runs = hostRuns32BitPrograms();
+  EXPECT_EQ(std::find(systems.begin(), systems.end(), "i686-linux") != systems.end(), runs)
+      << "the host " << (runs ? "runs" : "does not run") << " 32-bit programs";
+  EXPECT_EQ(p->command("i686-linux", "/nix/store/x-b/bin/b", "b").has_value(), runs);
 }
 
 TEST(Platforms, QemuUserRunsOtherCpusUnderTheStaticEmulator) {
