@@ -15,6 +15,15 @@ class StateDbTest : public ::testing::Test {
  protected:
   TempDir dir_{"kiln-statedb"};
   std::string path_ = dir_.path() + "/scheduler.sqlite";
+
+  /// Creates project "local" and path jobset "a" in it; `j` is left as
+  /// that jobset's row (without its id) for more jobsets like it.
+  static int64_t addLocalJobset(StateDb& db, JobsetRow& j) {
+    j.project = db.createProject({0, "local", "", true});
+    j.name = "a";
+    j.location = "/src";
+    return db.createJobset(j);
+  }
 };
 
 TEST_F(StateDbTest, MigratesToTheLatestVersionOnceAndInWal) {
@@ -228,12 +237,8 @@ TEST_F(StateDbTest, StepsAreSharedByDerivationAndReopenable) {
 
 TEST_F(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
   StateDb db(path_);
-  int64_t p = db.createProject({0, "local", "", true});
   JobsetRow j;
-  j.project = p;
-  j.name = "a";
-  j.location = "/src";
-  int64_t a = db.createJobset(j);
+  int64_t a = addLocalJobset(db, j);
   j.name = "b";
   int64_t b = db.createJobset(j);
   auto add = [&](int64_t jobset, const std::string& drv) {
@@ -265,12 +270,8 @@ TEST_F(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
 // of the builds table itself.
 TEST_F(StateDbTest, EvaluationCountsFollowTheBuilds) {
   StateDb db(path_);
-  int64_t p = db.createProject({0, "local", "", true});
   JobsetRow j;
-  j.project = p;
-  j.name = "a";
-  j.location = "/src";
-  int64_t js = db.createJobset(j);
+  int64_t js = addLocalJobset(db, j);
   EvaluationRow e;
   e.jobset = js;
   int64_t ev = db.createEvaluation(e, {});
