@@ -136,7 +136,7 @@ double nixBuild(const std::string& dir, std::vector<std::string> args) {
 int throughput(int n, int workers, unsigned slots) {
   test::Farm farm;
   std::string coll = farm.dir() + "/collection";
-  auto g = test::run({std::string(KILN_SOURCE_DIR) + "/bench/buildable-collection.sh",
+  auto g = test::run({test::sourceDir() + "/bench/buildable-collection.sh",
                       std::to_string(n), coll},
                      "", {"KILN_SHARED_DIR=" + test::sharedDir()});
   if (g.exitCode != 0) throw Error("buildable-collection.sh: " + g.err);

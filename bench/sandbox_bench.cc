@@ -113,7 +113,7 @@ int run(int n, int rounds) {
   createDirs(s.dir + "/build");
   instantiate(s, n);
   plugins::PluginRegistry reg;
-  reg.loadDirectories({std::string(KILN_BINARY_DIR) + "/plugins/lib"});
+  reg.loadDirectories({test::pluginBuildDir()});
   worker::PluginSandbox none(reg.require(KILN_PLUGIN_SANDBOX, "none"), {});
   worker::PluginSandbox linux(reg.require(KILN_PLUGIN_SANDBOX, "linux"),
                               {{"extra-paths", s.paths}});

@@ -56,10 +56,6 @@ function(kiln_add_unit_test module)
   target_compile_options(${module}_test PRIVATE ${KILN_WARNINGS})
   target_include_directories(${module}_test PRIVATE ${KILN_SOURCE_DIR}/tests/support)
   target_link_libraries(${module}_test PRIVATE ${ARG_DEPS} kiln_test_support GTest::gtest GTest::gmock GTest::gtest_main)
-  target_compile_definitions(${module}_test PRIVATE
-    KILN_SHARED_DIR="${KILN_SHARED_DIR}"
-    KILN_SOURCE_DIR="${KILN_SOURCE_DIR}"
-    KILN_BINARY_DIR="${CMAKE_BINARY_DIR}")
   gtest_discover_tests(${module}_test
     PROPERTIES LABELS "unit;${module}"
     DISCOVERY_TIMEOUT 60)

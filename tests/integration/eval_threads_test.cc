@@ -81,7 +81,7 @@ TEST_F(EvalThreads, SameOutputOnGeneratedPackageSets) {
   for (const char* shape : {"window", "layered"}) {
     SCOPED_TRACE(shape);
     std::string out = dir_.path() + "/set-" + shape;
-    auto gen = test::run({"python3", std::string(KILN_SOURCE_DIR) + "/bench/gen-pkgset.py",
+    auto gen = test::run({"python3", test::sourceDir() + "/bench/gen-pkgset.py",
                           "600", out, "--shape", shape, "--core", "100"});
     ASSERT_EQ(gen.exitCode, 0) << gen.err;
     expectSameForEveryN(out + "/default.nix", 601);

@@ -23,7 +23,7 @@ using namespace std::chrono_literals;
 // PATH for the builders, outputs of bounded size).
 std::string generate(const std::string& dir, int n) {
   std::string out = dir + "/collection-" + std::to_string(n);
-  auto r = test::run({std::string(KILN_SOURCE_DIR) +
+  auto r = test::run({test::sourceDir() +
                           "/bench/buildable-collection.sh",
                       std::to_string(n), out},
                      "", {"KILN_SHARED_DIR=" + test::sharedDir()});

@@ -30,7 +30,7 @@ void copyPlugins(const std::string& dir,
   for (auto& n : names) {
     std::string file = "kiln-plugin-" + n + ".so";
     std::filesystem::copy_file(
-        std::string(KILN_BINARY_DIR) + "/plugins/lib/" + file,
+        test::binaryDir() + "/plugins/lib/" + file,
         dir + "/" + file);
   }
 }

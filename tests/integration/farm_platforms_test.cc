@@ -24,7 +24,7 @@ TEST(FarmPlatforms, StepsGoOnlyToWorkersWithTheirSystemAndFeatures) {
   std::string coll = farm.dir() + "/coll";
   createDirs(coll);
   auto why = test::crossCompileAarch64(
-      std::string(KILN_SOURCE_DIR) + "/tests/support/emulated_builder.c",
+      test::sourceDir() + "/tests/support/emulated_builder.c",
       coll + "/builder-aarch64");
   if (!why.empty()) GTEST_SKIP() << why;
   writeFile(coll + "/default.nix", R"({

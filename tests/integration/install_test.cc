@@ -25,7 +25,7 @@ class Installed : public ::testing::Test {
   static void SetUpTestSuite() {
     staging_ = new TempDir("kiln-install");
     auto r = test::run(
-        {KILN_CMAKE_COMMAND, "--install", KILN_BINARY_DIR, "--prefix", "/usr"},
+        {KILN_CMAKE_COMMAND, "--install", test::binaryDir(), "--prefix", "/usr"},
         "", {"DESTDIR=" + staging_->path()});
     installLog_ = new std::string(r.out + r.err);
     installed_ = r.exitCode == 0;
@@ -84,7 +84,7 @@ TEST_F(Installed, FindsItsPluginsBesideItself) {
   for (std::string name : {"linux", "none", "native", "qemu-user", "command",
                            "webhook", "builtin", "nix"})
     EXPECT_THAT(r.out, HasSubstr(dir + "/kiln-plugin-" + name + ".so")) << name;
-  EXPECT_THAT(r.out, Not(HasSubstr(KILN_BINARY_DIR)));
+  EXPECT_THAT(r.out, Not(HasSubstr(test::binaryDir())));
 }
 
 TEST_F(Installed, InstantiatesLikeTheBuildTree) {

@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 const std::string kCollection =
-    std::string(KILN_SOURCE_DIR) + "/examples/pkgset";
+    test::sourceDir() + "/examples/pkgset";
 
 /// The host paths examples/pkgset/host.nix declares, space-separated.
 std::string declaredSandboxPaths() {

@@ -16,7 +16,7 @@ TEST(PluginsCli, ListsTheInTreePluginsFromTheBuildTree) {
   auto r =
       test::run({test::kilnBinary(), "plugins"}, "", {"KILN_PLUGIN_PATH="});
   ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr(std::string("searched: ") + KILN_BINARY_DIR +
+  EXPECT_THAT(r.out, HasSubstr("searched: " + test::binaryDir() +
                                "/plugins/lib"));
   EXPECT_THAT(r.out, testing::ContainsRegex(
                          "sandbox +linux +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/lib/"
@@ -38,7 +38,7 @@ TEST(PluginsCli, ListsTheInTreePluginsFromTheBuildTree) {
 }
 
 TEST(PluginsCli, NamesRefusedLibrariesAndFails) {
-  std::string dir = std::string(KILN_BINARY_DIR) + "/tests/plugins/major";
+  std::string dir = test::binaryDir() + "/tests/plugins/major";
   auto r = test::run({test::kilnBinary(), "plugins", "--plugin-dir", dir});
   EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("refused " + dir +
@@ -47,7 +47,7 @@ TEST(PluginsCli, NamesRefusedLibrariesAndFails) {
 }
 
 TEST(PluginsCli, ShowsEveryKindAndThePreviousMinor) {
-  std::string dir = std::string(KILN_BINARY_DIR) + "/tests/plugins/good";
+  std::string dir = test::binaryDir() + "/tests/plugins/good";
   auto r = test::run({test::kilnBinary(), "plugins", "--plugin-dir", dir});
   ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
   EXPECT_THAT(

@@ -79,7 +79,7 @@ class SandboxNix : public ::testing::Test {
 
   static plugins::PluginRegistry& registry() {
     static plugins::PluginRegistry r;
-    r.loadDirectories({std::string(KILN_BINARY_DIR) + "/plugins/lib"});
+    r.loadDirectories({test::pluginBuildDir()});
     return r;
   }
 

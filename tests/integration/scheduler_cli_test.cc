@@ -220,7 +220,7 @@ TEST(SchedulerCliEvaluators, AnEvaluatorThatIsNotLoadedFailsItsEvaluation) {
   std::string coll = writeDemoCollection(dir.path());
   ASSERT_EQ(kiln(state, {"project", "create", "demo"}).exitCode, 0);
   std::string testPlugins =
-      "KILN_PLUGIN_PATH=" + std::string(KILN_BINARY_DIR) + "/tests/plugins/good";
+      "KILN_PLUGIN_PATH=" + test::binaryDir() + "/tests/plugins/good";
   auto r = test::run({test::kilnBinary(), "jobset", "create", "--project",
                       "demo", "gone", "--location", coll, "--check-interval",
                       "0", "--evaluator", "test-evaluator", "--state-dir",

@@ -29,7 +29,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 const std::string kConfig =
-    std::string(KILN_SOURCE_DIR) + "/examples/pkgset/kiln.toml";
+    test::sourceDir() + "/examples/pkgset/kiln.toml";
 
 /// The newest evaluation's id once every build of it finished (0 if the
 /// timeout passed or `giveUp` said so first).

@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 // refuses unprivileged user namespaces, ...), or "".
 std::string linuxSandboxRefusal() {
   plugins::PluginRegistry registry;
-  registry.loadDirectories({std::string(KILN_BINARY_DIR) + "/plugins/lib"});
+  registry.loadDirectories({test::pluginBuildDir()});
   worker::PluginSandbox sandbox(
       registry.require(KILN_PLUGIN_SANDBOX, "linux"),
       {{"extra-paths", worker::kDefaultLinuxExtraPaths}});
@@ -47,7 +47,7 @@ TEST(Serve, BuildsTheExampleCollectionAndStopsCleanlyOnCtrlC) {
        "tcp://127.0.0.1:" + std::to_string(port), "--metrics-port",
        std::to_string(metrics), "--web-listen",
        "127.0.0.1:" + std::to_string(web), "--check-interval", "0",
-       std::string(KILN_SOURCE_DIR) + "/examples/hello"},
+       test::sourceDir() + "/examples/hello"},
       dir.path() + "/serve.log");
   ASSERT_TRUE(test::pollUntil(
       [&] {

@@ -47,7 +47,7 @@ class WebBrowser : public ::testing::Test {
     if (test::CdpBrowser::findChromium().empty())
       GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh "
                       "installs Debian's chromium)";
-    artifacts_ = std::string(KILN_BINARY_DIR) + "/test-artifacts/web-browser";
+    artifacts_ = test::binaryDir() + "/test-artifacts/web-browser";
     createDirs(artifacts_);
   }
 

@@ -29,6 +29,14 @@ std::string kilnBinary() {
   return KILN_CLI;
 }
 
+std::string sourceDir() { return KILN_SOURCE_DIR; }
+
+std::string binaryDir() { return KILN_BINARY_DIR; }
+
+std::string pluginBuildDir() { return binaryDir() + "/plugins/lib"; }
+
+std::string testPluginDir() { return binaryDir() + "/tests/plugins"; }
+
 RunResult run(const std::vector<std::string>& argv, const std::string& input,
               const std::vector<std::string>& env) {
   RunResult res;

@@ -15,6 +15,16 @@ std::string sharedDir();
 std::string vectorPath(const std::string& rel);
 /// The built `kiln` executable.
 std::string kilnBinary();
+/// The source tree's root (tests/data, examples/, docs/, bench/).
+std::string sourceDir();
+/// The build tree's root (plugins/lib, tests/plugins, test artifacts).
+/// These paths are functions, not macros, so that a test file's object
+/// does not depend on where the tree is and ccache shares it between trees.
+std::string binaryDir();
+/// The in-tree plugins as built: `binaryDir()/plugins/lib`.
+std::string pluginBuildDir();
+/// The test plugins (good/, major/, ...): `binaryDir()/tests/plugins`.
+std::string testPluginDir();
 
 /// Result of running a command.
 struct RunResult {

@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 
 const kiln_notifier_functions& notifier(PluginRegistry& r,
                                         const std::string& name) {
-  auto* p = r.loadFile(std::string(KILN_PLUGIN_BUILD_DIR) + "/kiln-plugin-" +
+  auto* p = r.loadFile(test::pluginBuildDir() + "/kiln-plugin-" +
                        name + ".so");
   if (!p) throw Error("cannot load notifier " + name);
   EXPECT_EQ(p->kind, KILN_PLUGIN_NOTIFIER);
@@ -86,7 +86,7 @@ TEST(NotifierPlugins, WebhookRefusesWhatIsNotAnHttpUrl) {
 
 TEST(NotifierPlugins, ANotifierOfAnOlderMinorLoadsWithoutDeliver) {
   PluginRegistry r;
-  r.loadDirectories({std::string(KILN_TEST_PLUGIN_DIR) + "/good"});
+  r.loadDirectories({test::testPluginDir() + "/good"});
   auto* p = r.find(KILN_PLUGIN_NOTIFIER, "test-notifier");
   ASSERT_TRUE(p);
   EXPECT_LT(p->functionsSize, KILN_NOTIFIER_DELIVER_MIN_SIZE);

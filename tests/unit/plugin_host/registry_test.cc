@@ -19,7 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string dir(const std::string& c) {
-  return std::string(KILN_TEST_PLUGIN_DIR) + "/" + c;
+  return test::testPluginDir() + "/" + c;
 }
 std::string lib(const std::string& c, const std::string& name) {
   return dir(c) + "/kiln-plugin-" + name + ".so";

@@ -117,7 +117,7 @@ class Webhook {
  public:
   explicit Webhook(PluginConfig config)
       : host_(KILN_PLUGIN_NOTIFIER, "webhook", std::move(config)) {
-    auto* p = registry_.loadFile(std::string(KILN_PLUGIN_BUILD_DIR) +
+    auto* p = registry_.loadFile(test::pluginBuildDir() +
                                  "/kiln-plugin-webhook.so");
     if (!p) throw Error("cannot load the webhook plugin");
     f_ = static_cast<const kiln_notifier_functions*>(p->functions);

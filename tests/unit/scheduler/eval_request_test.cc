@@ -185,7 +185,7 @@ TEST(EvalRequest, EachJobsetUsesItsOwnEvaluator) {
 TEST(EvalRequest, AJobsetNamesOnlyALoadedEvaluator) {
   TempDir dir("kiln-evalnames");
   plugins::PluginRegistry registry;
-  registry.loadDirectories({std::string(KILN_TEST_PLUGIN_DIR) + "/good"});
+  registry.loadDirectories({test::testPluginDir() + "/good"});
   ServiceConfig cfg = testing::testConfig(dir.path() + "/state");
   cfg.plugins = &registry;
   SchedulerService svc(cfg);
@@ -223,7 +223,7 @@ TEST(EvalRequest, AnEvaluatorThatIsNotLoadedFailsTheEvaluationOnly) {
   int64_t js = 0;
   {
     plugins::PluginRegistry registry;
-    registry.loadDirectories({std::string(KILN_TEST_PLUGIN_DIR) + "/good"});
+    registry.loadDirectories({test::testPluginDir() + "/good"});
     ServiceConfig cfg = testing::testConfig(state);
     cfg.plugins = &registry;
     SchedulerService svc(cfg);

@@ -17,7 +17,7 @@ using ::testing::HasSubstr;
 class PluginEvaluatorsTest : public ::testing::Test {
  protected:
   PluginEvaluatorsTest() {
-    registry_.loadDirectories({std::string(KILN_TEST_PLUGIN_DIR) + "/good"});
+    registry_.loadDirectories({test::testPluginDir() + "/good"});
     store::LocalStore store(state());
     drv_ = testing::makeDrv(store, "hello");
     createDirs(work());

@@ -17,7 +17,7 @@ namespace kiln::store {
 namespace {
 
 std::string fodDir() {
-  return std::string(KILN_SOURCE_DIR) + "/tests/data/fod";
+  return test::sourceDir() + "/tests/data/fod";
 }
 
 struct FodRow {

@@ -53,7 +53,7 @@ TEST(OpenApi, DescribesExactlyTheApiRoutes) {
   for (auto& [method, pattern] : router.routes())
     if (pattern.rfind("/api/", 0) == 0) served.insert({method, pattern});
   Routes described = openApiRoutes(
-      readFile(std::string(KILN_SOURCE_DIR) + "/docs/openapi.yaml"));
+      readFile(test::sourceDir() + "/docs/openapi.yaml"));
   ASSERT_FALSE(described.empty());
   for (auto& r : served)
     EXPECT_TRUE(described.count(r))

@@ -103,7 +103,7 @@ class EmulatedBuild : public SandboxTest {
   BuildRequest aarch64Request() {
     std::string bin = root_.path() + "/builder-aarch64";
     if (auto why = test::crossCompileAarch64(
-            std::string(KILN_SOURCE_DIR) + "/tests/support/emulated_builder.c",
+            test::sourceDir() + "/tests/support/emulated_builder.c",
             bin);
         !why.empty())
       throw Error(why);

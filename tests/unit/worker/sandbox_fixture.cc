@@ -15,7 +15,7 @@ namespace {
 
 plugins::PluginRegistry& buildTreePlugins() {
   static plugins::PluginRegistry registry;
-  registry.loadDirectories({std::string(KILN_BINARY_DIR) + "/plugins/lib"});
+  registry.loadDirectories({test::pluginBuildDir()});
   return registry;
 }
 
