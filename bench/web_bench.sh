@@ -71,34 +71,77 @@ until curl -s "$URL/metrics" | grep -q '^kiln_workers 1'; do
   sleep 0.1
 done
 
-# The value of metric sample $1 in /metrics.
-metric() { curl -s "$URL/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+# Saves /metrics in file $1.
+scrape() { curl -s "$URL/metrics" >"$1"; }
 
-# One farm round: JOBS new 0.2 s jobs evaluated and built; prints the mean
-# dispatch latency (ms), idle-with-work slot time per dispatch (ms) and the
-# longest loop turn seen so far (ms).
-round() {
-  {
-    echo 'let mk = n: derivation { name = "j${toString n}"; system = "x86_64-linux";'
-    echo "  builder = \"/bin/sh\"; args = [ \"-c\" \"sleep 0.2; echo $1 > \$out\" ]; }; in {"
-    n=0
-    while [ $n -lt "$JOBS" ]; do echo "  j$n = mk $n;"; n=$((n + 1)); done
-    echo "}"
-  } >"$TMP/coll/default.nix"
-  d0=$(metric kiln_dispatch_latency_seconds_sum); c0=$(metric kiln_dispatch_latency_seconds_count)
-  i0=$(metric kiln_slot_idle_with_work_seconds_sum)
-  eval=$("$KILN" jobset eval --project live live --state-dir "$S" --json |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["eval"])')
-  until [ "$(sqlite3 "$DB" "SELECT count(*) FROM builds WHERE eval = $eval AND finished = 0")" = 0 ]; do
-    sleep 0.2
-  done
-  d1=$(metric kiln_dispatch_latency_seconds_sum); c1=$(metric kiln_dispatch_latency_seconds_count)
-  i1=$(metric kiln_slot_idle_with_work_seconds_sum)
-  echo "$d0 $d1 $c0 $c1 $i0 $i1 $(metric kiln_scheduler_loop_turn_max_seconds)" | awk '{
-    n = $4 - $3; if (n < 1) n = 1
-    printf "%d dispatches, dispatch latency mean %.2f ms, idle-with-work %.2f ms per dispatch, longest loop turn %.1f ms\n",
-      n, ($2 - $1) * 1000 / n, ($6 - $5) * 1000 / n, $7 * 1000 }'
+# The farm's figures between scrapes $1 and $2: dispatches, their dispatch
+# latency (mean, and p50/p99 interpolated in the histogram's buckets as
+# Prometheus' histogram_quantile does), idle-with-work slot time per
+# dispatch and the p99 of its stretches, and the p99 loop turn.
+figures() {
+  python3 - "$1" "$2" <<'PY'
+import math, sys
+def load(path):
+    out = {}
+    for line in open(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        key, value = line.rsplit(" ", 1)
+        out[key] = float(value)
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+def delta(key):
+    return b.get(key, 0.0) - a.get(key, 0.0)
+def hist(name):
+    pre = name + '_bucket{le="'
+    buckets = sorted((math.inf if k[len(pre):-2] == "+Inf" else float(k[len(pre):-2]),
+                      delta(k)) for k in b if k.startswith(pre))
+    n, total = delta(name + "_count"), delta(name + "_sum")
+    def quantile(q):
+        if n <= 0:
+            return math.nan
+        rank, lo, below = q * n, 0.0, 0.0
+        for le, c in buckets:
+            if c >= rank:
+                if le == math.inf:
+                    return lo
+                return lo + (le - lo) * (rank - below) / max(c - below, 1e-9)
+            lo, below = le, c
+        return lo
+    return n, total, quantile(0.5), quantile(0.99)
+n, s, p50, p99 = hist("kiln_dispatch_latency_seconds")
+_, idle, _, idle99 = hist("kiln_slot_idle_with_work_seconds")
+_, _, _, turn99 = hist("kiln_scheduler_loop_turn_seconds")
+per = lambda x: x * 1000 / n if n else math.nan
+print("%d dispatches, latency mean %.2f ms, p50 %.2f ms, p99 %.2f ms; "
+      "idle-with-work %.2f ms per dispatch (stretch p99 %.2f ms); "
+      "loop turn p99 %.2f ms"
+      % (n, per(s), p50 * 1000, p99 * 1000, per(idle), idle99 * 1000,
+         turn99 * 1000))
+PY
 }
+
+# The farm's work for the whole run: JOBS new 0.2 s jobs in one evaluation
+# of the `live` jobset, enough to keep every slot busy through the three
+# phases (SLOTS slots dispatch at most 5 × SLOTS steps a second).
+{
+  echo 'let mk = n: derivation { name = "j${toString n}"; system = "x86_64-linux";'
+  echo '  builder = "/bin/sh"; args = [ "-c" "sleep 0.2; echo ${toString n} > $out" ]; }; in {'
+  n=0
+  while [ $n -lt "$JOBS" ]; do echo "  j$n = mk $n;"; n=$((n + 1)); done
+  echo "}"
+} >"$TMP/coll/default.nix"
+LIVE=$("$KILN" jobset eval --project live live --state-dir "$S" --json |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["eval"])')
+unfinished() {
+  sqlite3 "$DB" "SELECT count(*) FROM builds WHERE eval = $LIVE AND finished = 0"
+}
+echo "farm: $(unfinished) builds of 0.2 s queued for one worker with $SLOTS slots"
+i=0
+until [ "$(curl -s "$URL/metrics" | awk '$1 == "kiln_dispatch_latency_seconds_count" { print int($2) }')" -ge $((4 * SLOTS)) ]; do
+  i=$((i + 1)); [ "$i" -gt 600 ] && { echo "the farm does not dispatch" >&2; exit 1; }
+  sleep 0.1
+done
 
 LAST=$(sqlite3 "$DB" "SELECT max(e.id) FROM evaluations e JOIN jobsets j ON j.id = e.jobset WHERE j.name = 'main'")
 BUILD=$(sqlite3 "$DB" "SELECT max(id) FROM builds WHERE eval = $LAST")
@@ -109,9 +152,9 @@ for p in $PAGES; do
 done
 
 echo "cpus: $(nproc), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "farm round without wrk: $(round a)"
-round b >"$TMP/round-b" &
-RP=$!
+scrape "$TMP/m0"
+sleep "$PHASE"
+scrape "$TMP/m1"
 echo "page                          p50        p99   requests/s  (wrk -c16 -t2 -d${DURATION}s)"
 for p in $PAGES; do
   wrk -t2 -c16 -d"${DURATION}s" --latency "$URL$p" >"$TMP/wrk"
@@ -119,7 +162,16 @@ for p in $PAGES; do
     /Requests\/sec/ { rps = $2 } /Non-2xx/ { bad = $0 }
     END { printf "%-26s %9s %9s %10s %s\n", p, p50, p99, rps, bad }' "$TMP/wrk"
 done
+scrape "$TMP/m2"
 echo "load during: $(cut -d' ' -f1-3 /proc/loadavg)"
-wait $RP
-echo "farm round during wrk:  $(cat "$TMP/round-b")"
-echo "farm round after wrk:   $(round c)"
+sleep "$PHASE"
+scrape "$TMP/m3"
+left=$(unfinished)
+echo "farm before wrk (${PHASE} s): $(figures "$TMP/m0" "$TMP/m1")"
+echo "farm during wrk:        $(figures "$TMP/m1" "$TMP/m2")"
+echo "farm after wrk (${PHASE} s):  $(figures "$TMP/m2" "$TMP/m3")"
+if [ "$left" -eq 0 ]; then
+  echo "warning: the farm ran out of work before the end (raise JOBS)" >&2
+else
+  echo "farm: $left builds still queued at the end (every phase had work)"
+fi

@@ -391,7 +391,10 @@ void SchedulerService::Impl::setUpRequests() {
   });
 }
 
+// The snapshot is published before the answers: a caller that reads a
+// page after its answer finds the change there too.
 void SchedulerService::Impl::pollRequests() {
+  std::vector<std::pair<int64_t, std::string>> answers;
   for (auto& req : db.pendingRequests()) {
     if (req.kind == "jobset-eval") {
       if (evaluations.take(req.id)) queueEvalRequest(req);
@@ -399,9 +402,18 @@ void SchedulerService::Impl::pollRequests() {
     }
     try {
       json args = json::parse(req.args);
-      db.completeRequest(req.id, true, requests.apply(req.kind, args).dump());
+      answers.emplace_back(req.id, requests.apply(req.kind, args).dump());
     } catch (const std::exception& e) {
       failRequest(req.id, e);
+    }
+  }
+  if (answers.empty()) return;
+  publishSnapshot(core.metrics());
+  for (auto& [id, answer] : answers) {
+    try {
+      db.completeRequest(id, true, answer);
+    } catch (const std::exception& e) {
+      failRequest(id, e);
     }
   }
 }
@@ -432,17 +444,20 @@ void SchedulerService::Impl::restartBuild(int64_t id) {
   processEvents();
 }
 
+// From memory (the index and the core), not the database: the snapshot
+// is made after every turn that changed it. A failed step's record is
+// finished; it is not listed.
 std::vector<QueueEntry> SchedulerService::Impl::queueEntries() {
   static const char* names[] = {"waiting", "queued", "running", "backoff",
                                 "failed"};
   std::vector<QueueEntry> out;
-  for (auto& row : db.unfinishedSteps()) {
-    auto sid = ingestor.index().coreId(row.id);
-    if (!sid) continue;
-    auto v = core.step(*sid);
-    auto w = core.whyWaiting(*sid);
-    out.push_back({row.id, row.drvPath, row.system,
-                   names[static_cast<int>(v.state)], w.detail});
+  out.reserve(ingestor.index().size());
+  for (auto& [id, sid] : ingestor.index().byDbId()) {
+    auto v = core.step(sid);
+    if (v.state == StepView::State::kFailed) continue;
+    out.push_back({id, std::move(v.drvPath), std::move(v.system),
+                   names[static_cast<int>(v.state)],
+                   core.whyWaiting(sid).detail});
   }
   return out;
 }

@@ -74,7 +74,6 @@ void RunningSteps::dispatch() {
 void RunningSteps::abort(const std::vector<StepAbort>& aborts) {
   for (auto& a : aborts) {
     auto id = ingestor_.index().dbId(a.step);
-    ingestor_.forget(a.step);
     if (!id) continue;
     auto it = running_.find(*id);
     if (it == running_.end()) continue;
@@ -338,6 +337,7 @@ void RunningSteps::onResult(const WorkerConn& from,
   if (!r->registering.empty()) {
     r->deferred = m;
     core_.releaseSlot(r->sid);
+    markPending();  // the slot's next dispatch is measured from here
     return;
   }
   complete(r->id, m);

@@ -85,7 +85,8 @@ class RunningSteps {
   /// it (same name) and are not settled: they run there from now on,
   /// without a BuildStep. Returns their ids, for the Welcome.
   std::vector<uint64_t> adopt(const WorkerConn& c);
-  /// Tells the workers to cancel the running steps the core aborted.
+  /// Tells the workers to cancel the running steps the core aborted (the
+  /// service settles their records: SchedulerService::Impl::settleDropped).
   void abort(const std::vector<StepAbort>& aborts);
 
   /// NeedPaths: the inputs of a step running on `from` are served.

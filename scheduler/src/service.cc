@@ -134,8 +134,11 @@ std::vector<uint64_t> SchedulerService::Impl::adoptHeldSteps(
   return steps.adopt(w);
 }
 
+// Published at once (a join is rare): a reader that learns of the worker
+// anywhere (its log, /metrics) finds it in the snapshot too.
 void SchedulerService::Impl::onWorkerJoined(const WorkerConn&) {
   steps.markPending();
+  publishSnapshot(core.metrics());
 }
 
 void SchedulerService::Impl::onWorkerLeft(const WorkerConn& w) {
@@ -252,6 +255,25 @@ void SchedulerService::Impl::notify(const LifecycleEvent& ev,
 void SchedulerService::Impl::processEvents() {
   for (auto& ev : core.takeBuildEvents()) announce(ev);
   steps.abort(core.takeAborts());
+  settleDropped(core.takeDropped());
+}
+
+// Steps no build needs any more (their builds were cancelled) leave the
+// index (their core ids are stale); an unfinished one's record says
+// Cancelled, as Hydra shows such a step, so no page shows it queued.
+void SchedulerService::Impl::settleDropped(const std::vector<StepId>& gone) {
+  if (gone.empty()) return;
+  int64_t now = clock.nowMs();
+  SqliteTxn txn(db.db());
+  for (StepId sid : gone) {
+    auto id = ingestor.index().dbId(sid);
+    ingestor.forget(sid);
+    if (!id) continue;
+    if (auto row = db.step(*id); row && !row->finished)
+      db.finishStep(*id, static_cast<int>(StepStatus::kCancelled), now,
+                    "cancelled: no unfinished build needs it");
+  }
+  txn.commit();
 }
 
 // -------------------------------------------------------------------- loop
@@ -298,12 +320,46 @@ void SchedulerService::Impl::endTurn() {
   turnStart = now;
 }
 
-void SchedulerService::Impl::maybePublishSnapshot() {
-  if (!snapshotWanted.load() ||
-      clock.now() - lastSnapshot < SchedulerService::kSnapshotInterval)
+namespace {
+
+// What a snapshot shows changes with these counts (besides the clock and
+// the workers' last-seen stamps): a key that differs from the published
+// one's means the published snapshot is out of date.
+std::vector<uint64_t> snapshotKey(const SchedulerMetrics& m) {
+  std::vector<uint64_t> k = {
+      m.runningSteps, m.waitingSteps,   m.backoffSteps, m.failedSteps,
+      m.builds,       m.workers,        m.freeSlots,    m.dispatchDecisions,
+      m.retries,      m.stepsSucceeded, m.stepsFailed,  m.workersRemoved};
+  for (auto& [system, n] : m.queuedBySystem) k.push_back(n);
+  return k;
+}
+
+}  // namespace
+
+// Republished at the end of every turn that changed what it shows, unless
+// the last one is younger than 50 times what making it took (a big queue
+// under a stream of results): then at the first turn after that, so the
+// snapshot costs the loop at most 2 % of its time. A snapshot that
+// only grew old (last-seen stamps) is renewed when read, once per
+// kSnapshotInterval.
+void SchedulerService::Impl::maybePublishSnapshot(const SchedulerMetrics& m) {
+  auto age = clock.now() - lastSnapshot;
+  if (snapshotDirty || snapshotKey(m) != publishedKey) {
+    if (age < std::min<Clock::Duration>(SchedulerService::kSnapshotInterval,
+                                        50 * snapshotCost))
+      return;
+  } else if (!snapshotWanted.load() ||
+             age < SchedulerService::kSnapshotInterval) {
     return;
+  }
+  publishSnapshot(m);
+}
+
+void SchedulerService::Impl::publishSnapshot(const SchedulerMetrics& m) {
+  auto start = clock.now();
   snapshotWanted = false;
-  lastSnapshot = clock.now();
+  snapshotDirty = false;
+  publishedKey = snapshotKey(m);
   auto snap = std::make_shared<SchedulerSnapshot>();
   snap->takenMs = clock.nowMs();
   snap->queue = queueEntries();
@@ -314,10 +370,12 @@ void SchedulerService::Impl::maybePublishSnapshot() {
                              a.running.size(), c.hello.supportedFeatures,
                              a.running, c.lastSeenMs, a.succeeded, a.failed});
   }
-  snap->metrics = core.metrics();
+  snap->metrics = m;
   snap->dispatches = metrics.dispatchCount();
   snap->dispatchLatencySum = metrics.dispatchLatencySum();
   *published.lock() = std::move(snap);
+  lastSnapshot = clock.now();
+  snapshotCost = lastSnapshot - start;
 }
 
 // ------------------------------------------------------------------ public
@@ -350,8 +408,9 @@ void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
     s.processEvents();
     s.endTurn();
     s.metrics.observeIdleStretches(s.core.takeIdleStretches());
-    s.metrics.update(s.core.metrics());
-    s.maybePublishSnapshot();
+    auto m = s.core.metrics();
+    s.maybePublishSnapshot(m);  // first: /metrics is never ahead of it
+    s.metrics.update(m);
   } catch (const std::exception& e) {
     logError(std::string("scheduler loop: ") + e.what());
   }
@@ -377,8 +436,8 @@ int64_t SchedulerService::evaluateJobset(int64_t jobset, bool force) {
   return impl_->recordEvaluation(impl_->evaluations.run(*js, force));
 }
 
-json SchedulerService::applyRequest(const std::string& kind,
-                                    const json& args) {
+json SchedulerService::applyRequest(const std::string& kind, const json& args) {
+  impl_->snapshotDirty = true;
   return impl_->requests.apply(kind, args);
 }
 

@@ -66,11 +66,16 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// handlers that concern the core wrapped).
   RequestTable requests;
   /// The published snapshot (any thread reads it), whether a reader asked
-  /// for a fresh one, and when the last was taken (service thread).
+  /// for a fresh one; on the service thread: whether something it shows
+  /// changed without showing in the core's counts (a request applied), the
+  /// counts it was made from, when it was made and what that took.
   mutable Sync<std::shared_ptr<const SchedulerSnapshot>> published{
       std::make_shared<const SchedulerSnapshot>()};
   mutable std::atomic<bool> snapshotWanted{false};
+  bool snapshotDirty = true;
+  std::vector<uint64_t> publishedKey;
   Clock::TimePoint lastSnapshot{};
+  Clock::Duration snapshotCost{0};
 
   // WorkerLink::Handler: what workers say about steps goes to the parts.
   void onStepMessage(WorkerConn& from, const protocol::Message& m) override;
@@ -93,16 +98,23 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// Hands a service event to every sink (at `timeMs`, default now).
   void notify(const LifecycleEvent& ev,
               std::optional<int64_t> timeMs = std::nullopt);
-  /// The core's build events to the sinks, its aborts to the workers.
+  /// The core's build events to the sinks, its aborts to the workers, its
+  /// dropped steps to settleDropped.
   void processEvents();
+  /// Forgets the steps the core dropped and records the unfinished ones as
+  /// cancelled.
+  void settleDropped(const std::vector<StepId>& gone);
   void periodic();
   /// One turn of the loop: handles up to `max` waiting messages (each
   /// followed by events and dispatch), waiting up to `timeout` for the first.
   void serveMessages(std::chrono::milliseconds timeout, int max);
   /// Records the turn that ends now and starts the next.
   void endTurn();
-  /// Publishes a snapshot if a reader asked and the last is old enough.
-  void maybePublishSnapshot();
+  /// Publishes a snapshot if what it shows changed (`m`: the core's
+  /// metrics now), or a reader asked and the last is old (service.cc).
+  void maybePublishSnapshot(const SchedulerMetrics& m);
+  /// Makes and publishes a snapshot now.
+  void publishSnapshot(const SchedulerMetrics& m);
 
   // service_evaluations.cc
   /// Reports (eval.started) that an evaluation of `jobset` starts now.

@@ -81,12 +81,16 @@ bool WorkerLink::sameDescription(const proto::Hello& o, const proto::Hello& h) {
          o.speedFactor == h.speedFactor;
 }
 
-void WorkerLink::welcome(WorkerConn& c) {
-  sendOrWarn(
-      c.peer,
-      proto::Welcome{options_.schedulerId,
-                     static_cast<uint32_t>(options_.heartbeatInterval.count()),
-                     options_.chunkSize, handler_.adoptHeldSteps(c)});
+void WorkerLink::welcome(WorkerConn& c, bool joined) {
+  proto::Welcome w{options_.schedulerId,
+                   static_cast<uint32_t>(options_.heartbeatInterval.count()),
+                   options_.chunkSize, handler_.adoptHeldSteps(c)};
+  if (joined) {
+    logInfo("worker " + c.name + " joined with " +
+            std::to_string(c.hello.slots) + " slots");
+    handler_.onWorkerJoined(c);
+  }
+  sendOrWarn(c.peer, w);
 }
 
 void WorkerLink::onHello(const std::string& peer, const std::string& user,
@@ -108,7 +112,7 @@ void WorkerLink::onHello(const std::string& peer, const std::string& user,
     // only repeats the Welcome; a changed description replaces it.
     if (sameDescription(known->hello, h)) {
       known->hello.heldSteps = h.heldSteps;
-      return welcome(*known);
+      return welcome(*known, false);
     }
     drop(peer, "sent Hello again with another description", true);
   }
@@ -131,10 +135,7 @@ void WorkerLink::onHello(const std::string& peer, const std::string& user,
                 .first->second;
   c.key = key;
   peerOf_[wid] = peer;
-  welcome(c);
-  logInfo("worker " + spec.name + " joined with " + std::to_string(h.slots) +
-          " slots");
-  handler_.onWorkerJoined(c);
+  welcome(c, true);
 }
 
 std::string WorkerLink::overKeyLimits(const std::string& peer,

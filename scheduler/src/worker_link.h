@@ -56,7 +56,9 @@ class WorkerLink {
     /// The steps of `w`'s Hello (`heldSteps`) taken as running there:
     /// called before the Welcome that lists them, on every Hello.
     virtual std::vector<uint64_t> adoptHeldSteps(const WorkerConn& w) = 0;
-    /// A worker joined: its slots are free.
+    /// A worker joined: its slots are free. Called after its held steps
+    /// were adopted and before its Welcome is sent, so whatever the worker
+    /// does next happens after the service knew it joined.
     virtual void onWorkerJoined(const WorkerConn& w) = 0;
     /// A worker is leaving (Bye, lost, a changed Hello); `w` is still
     /// valid during the call, its transfers already aborted.
@@ -119,8 +121,9 @@ class WorkerLink {
   /// limits, or "".
   std::string overKeyLimits(const std::string& peer, const std::string& key,
                             const protocol::Hello& h) const;
-  /// Adopts `c`'s held steps, then sends Welcome listing them.
-  void welcome(WorkerConn& c);
+  /// Adopts `c`'s held steps, tells the handler of a worker that just
+  /// `joined`, then sends Welcome listing them.
+  void welcome(WorkerConn& c, bool joined);
   void drop(const std::string& peer, const std::string& why,
             bool removeFromCore);
 

@@ -135,6 +135,10 @@ std::vector<StepAbort> SchedulerCore::takeAborts() {
   return std::exchange(impl_->aborts, {});
 }
 
+std::vector<StepId> SchedulerCore::takeDropped() {
+  return std::exchange(impl_->dropped, {});
+}
+
 std::vector<Duration> SchedulerCore::takeIdleStretches() {
   return std::exchange(impl_->idleStretches, {});
 }

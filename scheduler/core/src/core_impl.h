@@ -163,6 +163,7 @@ struct SchedulerCore::Impl {
       backoff;
   std::vector<BuildEvent> events;
   std::vector<StepAbort> aborts;
+  std::vector<StepId> dropped;          // by cancellation, not yet taken
   std::vector<Duration> idleStretches;  // ended, not yet taken
   SchedulerMetrics counters;
   std::array<size_t, 5> stateCount{};

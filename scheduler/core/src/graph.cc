@@ -142,9 +142,10 @@ void SchedulerCore::Impl::syncFairness(JobsetId jobset) {
 }
 
 // Takes a step out of the queue, the backoff heap or its worker before it
-// is dropped.
+// is dropped, and reports it (takeDropped).
 void SchedulerCore::Impl::detach(uint32_t idx) {
   Step& s = steps[idx];
+  dropped.push_back(idOf(idx));
   if (s.state == StepState::kQueued) {
     dequeue(idx);
   } else if (s.state == StepState::kRunning) {

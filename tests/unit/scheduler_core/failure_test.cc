@@ -1,6 +1,8 @@
 // Failures, revival by a retried success, transient retries with backoff,
 // cancellation, whyWaiting and input validation.
 
+#include <algorithm>
+
 #include "harness.h"
 
 namespace kiln::scheduler::test {
@@ -186,6 +188,12 @@ TEST(Cancel, DropsOnlyStepsNoOtherBuildNeeds) {
   ASSERT_EQ(aborts.size(), 1u);
   EXPECT_EQ(aborts[0].drvPath, drv("own"));
   EXPECT_EQ(aborts[0].step, own);
+  // Every dropped step, running or waiting, for the service to settle.
+  auto dropped = h.core.takeDropped();
+  std::sort(dropped.begin(), dropped.end());
+  std::vector<StepId> want{own, t1};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(dropped, want);
   EXPECT_EQ(h.core.metrics().runningSteps, 1u);
   EXPECT_EQ(h.core.metrics().freeSlots, 3u);
   EXPECT_THROW(h.core.cancelBuild(1), SchedulerError);
@@ -202,6 +210,13 @@ TEST(Cancel, QueuedStepsLeaveTheQueue) {
   EXPECT_EQ(h.core.metrics().queuedBySystem.at("x86_64-linux"), 1u);
   h.core.cancelBuild(1);
   EXPECT_EQ(h.core.metrics().queuedBySystem.at("x86_64-linux"), 0u);
+  EXPECT_TRUE(h.core.takeAborts().empty());  // nothing ran
+  auto dropped = h.core.takeDropped();
+  std::sort(dropped.begin(), dropped.end());
+  std::vector<StepId> want{a, b};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(dropped, want);  // queued a, waiting b
+  EXPECT_TRUE(h.core.takeDropped().empty());
   h.worker("w");
   EXPECT_TRUE(h.core.nextAssignments().empty());
 }

@@ -31,6 +31,8 @@ class StepIndex {
   std::optional<int64_t> dbId(StepId core) const;
   std::optional<StepId> coreId(int64_t db) const;
   size_t size() const { return toDb_.size(); }
+  /// Every step, by database id (ascending).
+  const std::map<int64_t, StepId>& byDbId() const { return toCore_; }
 
  private:
   std::map<StepId, int64_t> toDb_;

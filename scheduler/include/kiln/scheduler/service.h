@@ -191,10 +191,14 @@ class SchedulerService {
   const RequestTable& requests() const;
   /// Why each unfinished step waits (running ones included).
   std::vector<QueueEntry> queue() const;
-  /// The newest published snapshot (empty, takenMs 0, before the first).
-  /// Thread-safe. Asking also asks the service thread to publish a fresh
-  /// one within `kSnapshotInterval` of its clock, so a scheduler nobody
-  /// reads spends nothing on it.
+  /// The newest published snapshot (empty, takenMs 0, before the first
+  /// turn). Thread-safe; never makes the service thread work. The service
+  /// republishes it at the end of each loop turn that changed what it
+  /// shows (throttled only when making it would take over 2 % of the
+  /// loop's time), before a joining worker's Welcome, and before the
+  /// answers of the requests it applied; a snapshot that only grew old
+  /// (workers' last-seen stamps) is renewed once read, at most once per
+  /// `kSnapshotInterval`.
   std::shared_ptr<const SchedulerSnapshot> snapshot() const;
   static constexpr std::chrono::milliseconds kSnapshotInterval{1000};
   /// The state database (read it from the service's thread only).

@@ -12,7 +12,8 @@
 ///   workers: registerWorker / heartbeat / removeWorker;
 ///   loop:   tick(); for (a : nextAssignments()) send a.step to a.worker;
 ///           on a worker's report: finishStep(step, result);
-///           persist takeBuildEvents(), kill takeAborts().
+///           persist takeBuildEvents(), kill takeAborts(), settle
+///           takeDropped().
 
 #include <memory>
 #include <span>
@@ -89,8 +90,9 @@ class SchedulerCore {
   /// stale step id.
   void addBuild(const BuildSpec& spec);
   /// Cancels a build: emits kCancelled (if it was not failed), forgets it,
-  /// and drops every step no build needs any more; dropped running steps
-  /// are reported by `takeAborts`. Throws SchedulerError if unknown.
+  /// and drops every step no build needs any more (`takeDropped`); dropped
+  /// running steps are also reported by `takeAborts`. Throws SchedulerError if
+  /// unknown.
   void cancelBuild(BuildId build);
   /// Sets a build's global priority and re-keys the steps it reaches.
   /// Throws SchedulerError if unknown.
@@ -174,6 +176,10 @@ class SchedulerCore {
   std::vector<BuildEvent> takeBuildEvents();
   /// Running steps dropped by cancellation since the last call.
   std::vector<StepAbort> takeAborts();
+  /// Every step dropped by cancellation since the last call, in any state
+  /// (waiting, queued, in backoff, running: also in takeAborts, failed):
+  /// the service settles the unfinished ones' records. Their ids are stale.
+  std::vector<StepId> takeDropped();
   /// Per-slot idle-with-work stretches (see SchedulerMetrics::
   /// longestSlotIdle) that ended since the last call, for a histogram.
   /// A stretch is recorded at the first call into the core after it ended.
