@@ -3,21 +3,28 @@
 # bench/web_fill.sql fills a fresh state directory (the real schema, made by
 # `kiln project create`) with 1,000,000 builds in 200 evaluations; then one
 # `kiln scheduler --web-listen` serves it while a small farm runs beside it
-# (one worker, a `live` jobset of short jobs), and `wrk` with 16 connections
-# loads, one after the other, the overview, an evaluation page, its
-# comparison, a build page and /api/ listings. Prints each page's p50/p99
-# and requests/s, and the farm's dispatch latency and idle-with-work time
-# (from /metrics) in a round without wrk and in a round during wrk, same
-# run. Goal: p99 < 100 ms each; the farm's figures unchanged.
+# (one worker with SLOTS slots working through one evaluation of JOBS 0.2 s
+# jobs in a `live` jobset, enough to keep every slot busy to the end), and
+# `wrk` with 16 connections loads, one after the other, the overview, an
+# evaluation page, its comparison, a build page and /api/ listings. Prints
+# each page's p50/p99 and requests/s, and the farm's dispatch latency
+# (count, mean, p50, p99) and idle-with-work time (from /metrics) in three
+# phases of the same run: PHASE seconds before wrk, while wrk runs, PHASE
+# seconds after. Goal: p99 < 100 ms each; the farm's figures unchanged.
 #   bench/web_bench.sh
 # Environment: KILN (default build/release/cli/kiln), DURATION (seconds of
-# wrk per page, default 10), JOBS (jobs per farm round, default 300).
+# wrk per page, default 10), PHASE (seconds of the phases before and after
+# wrk, default 60), SLOTS (the worker's slots, default 4), JOBS (the farm's
+# jobs, default: what SLOTS slots can dispatch in the whole run, 5 × SLOTS
+# a second, plus a quarter).
 # Needs root (the worker's --private-store), wrk and sqlite3
 # (scripts/install-deps.sh).
 set -eu
 KILN=${KILN:-build/release/cli/kiln}
 DURATION=${DURATION:-10}
-JOBS=${JOBS:-300}
+PHASE=${PHASE:-60}
+SLOTS=${SLOTS:-4}
+JOBS=${JOBS:-$(((2 * PHASE + 8 * DURATION + 30) * 5 * SLOTS * 5 / 4))}
 HERE=$(cd "$(dirname "$0")" && pwd)
 for t in wrk sqlite3 curl; do
   command -v $t >/dev/null || { echo "$t not found (scripts/install-deps.sh)" >&2; exit 1; }
@@ -61,7 +68,7 @@ until grep -q " web http" "$TMP/sched.log"; do
   sleep 0.1
 done
 "$KILN" worker --connect "tcp://127.0.0.1:$ZPORT" --private-store \
-  --state-dir "$TMP/worker" --worker-id bench-0 --slots 2 --sandbox none \
+  --state-dir "$TMP/worker" --worker-id bench-0 --slots "$SLOTS" --sandbox none \
   --systems x86_64-linux --insecure-plaintext >"$TMP/worker.log" 2>&1 &
 PIDS="$! $PIDS"
 URL="http://127.0.0.1:$WPORT"
@@ -138,7 +145,11 @@ unfinished() {
 }
 echo "farm: $(unfinished) builds of 0.2 s queued for one worker with $SLOTS slots"
 i=0
-until [ "$(curl -s "$URL/metrics" | awk '$1 == "kiln_dispatch_latency_seconds_count" { print int($2) }')" -ge $((4 * SLOTS)) ]; do
+dispatched() {
+  curl -s "$URL/metrics" |
+    awk '$1 == "kiln_dispatch_latency_seconds_count" { n = int($2) } END { print n + 0 }'
+}
+until [ "$(dispatched)" -ge $((4 * SLOTS)) ]; do
   i=$((i + 1)); [ "$i" -gt 600 ] && { echo "the farm does not dispatch" >&2; exit 1; }
   sleep 0.1
 done

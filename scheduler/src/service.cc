@@ -355,14 +355,23 @@ void SchedulerService::Impl::maybePublishSnapshot(const SchedulerMetrics& m) {
   publishSnapshot(m);
 }
 
+// Never throws: it runs inside a worker's Hello and a request's answer,
+// which must go on; a failure keeps the previous snapshot, logged.
 void SchedulerService::Impl::publishSnapshot(const SchedulerMetrics& m) {
   auto start = clock.now();
+  auto snap = std::make_shared<SchedulerSnapshot>();
+  try {
+    snap->queue = queueEntries();
+  } catch (const std::exception& e) {
+    logError(std::string("scheduler snapshot: ") + e.what());
+    lastSnapshot = clock.now();  // tried again in a second
+    snapshotCost = SchedulerService::kSnapshotInterval;
+    return;
+  }
   snapshotWanted = false;
   snapshotDirty = false;
   publishedKey = snapshotKey(m);
-  auto snap = std::make_shared<SchedulerSnapshot>();
   snap->takenMs = clock.nowMs();
-  snap->queue = queueEntries();
   auto activity = steps.activityByPeer();
   for (auto& [peer, c] : link.connections()) {
     auto& a = activity[peer];
