@@ -62,13 +62,13 @@ TEST_F(LiveSchedulerTest, ACancelledBuildsQueuedStepsShowCancelledEverywhere) {
   EXPECT_EQ(after["dependencies"][0]["statusName"], "cancelled");
   Response html = get(page);
   EXPECT_THAT(html.body, HasSubstr("st-cancelled\">Cancelled"));
-  EXPECT_THAT(html.body, Not(HasSubstr("st-queued")));
+  EXPECT_THAT(html.body, Not(HasSubstr("\"st st-queued\"")));
 
   auto eval = getJson("/eval/" + std::to_string(build(id).eval));
   ASSERT_EQ(eval["builds"]["rows"].size(), 1u);
   EXPECT_EQ(eval["builds"]["rows"][0]["statusName"], "cancelled");
   EXPECT_THAT(get("/eval/" + std::to_string(build(id).eval)).body,
-              Not(HasSubstr("st-queued")));
+              Not(HasSubstr("\"st st-queued\"")));
 
   auto queue = getJson("/queue");
   EXPECT_EQ(queue["total"], 0);
