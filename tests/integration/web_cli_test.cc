@@ -1,10 +1,14 @@
 // `kiln scheduler --web-listen`: the scheduler process serves the web front
 // end on the given address, prints its URL, answers unknown pages with a
 // clear 404 and /metrics in a text promtool accepts (plugins' counters
-// included, labelled with the plugin), and refuses a malformed address
+// included, labelled with the plugin), lists workers on the first
+// /api/workers read after they were welcomed, and refuses a malformed address
 // before starting.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "farm.h"
 #include "kiln/common/file.h"
@@ -44,6 +48,31 @@ TEST(WebCli, SchedulerServesTheWebFrontEnd) {
     EXPECT_EQ(check.exitCode, 0) << check.out << check.err;
   }
   EXPECT_EQ(sched.stop(30s), 0) << sched.log();
+}
+
+// The workers page reads the scheduler's published snapshot: the very
+// first /api/workers after workers were welcomed lists them (the snapshot
+// is published before a Welcome goes out, not when a reader asks).
+TEST(WebCli, TheFirstWorkersReadListsTheWorkersThatJoined) {
+  std::string why;
+  if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
+  int port = test::freeLoopbackPort();
+  test::FarmOptions o;
+  o.schedulerArgs = {"--web-listen", "127.0.0.1:" + std::to_string(port)};
+  test::Farm farm(o);
+  farm.startScheduler();
+  for (size_t i = 0; i < 2; ++i) {
+    farm.addWorker(test::WorkerOptions::withSlots(1));
+    ASSERT_TRUE(farm.worker(i).waitForLog("welcomed by scheduler", 60s))
+        << farm.worker(i).log();
+  }
+  auto workers = nlohmann::json::parse(test::httpGet(port, "/api/workers"));
+  std::vector<std::string> names;
+  for (auto& w : workers["workers"]) names.push_back(w["name"]);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{farm.workerName(0),
+                                             farm.workerName(1)}))
+      << workers.dump();
 }
 
 // A plugin's counter (the builtin evaluator's jobs_total, added through
