@@ -133,7 +133,7 @@ PY
 # phases (SLOTS slots dispatch at most 5 × SLOTS steps a second).
 {
   echo 'let mk = n: derivation { name = "j${toString n}"; system = "x86_64-linux";'
-  echo '  builder = "/bin/sh"; args = [ "-c" "sleep 0.2; echo ${toString n} > $out" ]; }; in {'
+  echo '  builder = "/bin/sh"; args = [ "-ec" "/bin/sleep 0.2; echo ${toString n} > $out" ]; }; in {'
   n=0
   while [ $n -lt "$JOBS" ]; do echo "  j$n = mk $n;"; n=$((n + 1)); done
   echo "}"
@@ -157,9 +157,11 @@ done
 LAST=$(sqlite3 "$DB" "SELECT max(e.id) FROM evaluations e JOIN jobsets j ON j.id = e.jobset WHERE j.name = 'main'")
 BUILD=$(sqlite3 "$DB" "SELECT max(id) FROM builds WHERE eval = $LAST")
 PAGES="/ /eval/$LAST /eval/$LAST/compare /build/$BUILD /api/eval/$LAST /api/jobset/bench/main /api/queue /api/search?q=pkgs.job01"
+echo "page                       one request alone"
 for p in $PAGES; do
-  code=$(curl -s -o /dev/null -w '%{http_code}' "$URL$p")
-  [ "$code" = 200 ] || { echo "$p answered $code" >&2; exit 1; }
+  out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' "$URL$p")
+  [ "${out% *}" = 200 ] || { echo "$p answered ${out% *}" >&2; exit 1; }
+  awk -v p="$p" -v t="${out#* }" 'BEGIN { printf "%-26s %8.2f ms\n", p, t * 1000 }'
 done
 
 echo "cpus: $(nproc), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -178,6 +180,7 @@ echo "load during: $(cut -d' ' -f1-3 /proc/loadavg)"
 sleep "$PHASE"
 scrape "$TMP/m3"
 left=$(unfinished)
+failed=$(sqlite3 "$DB" "SELECT count(*) FROM builds WHERE eval = $LIVE AND finished = 1 AND status <> 0")
 echo "farm before wrk (${PHASE} s): $(figures "$TMP/m0" "$TMP/m1")"
 echo "farm during wrk:        $(figures "$TMP/m1" "$TMP/m2")"
 echo "farm after wrk (${PHASE} s):  $(figures "$TMP/m2" "$TMP/m3")"
@@ -186,3 +189,4 @@ if [ "$left" -eq 0 ]; then
 else
   echo "farm: $left builds still queued at the end (every phase had work)"
 fi
+echo "farm: $failed builds failed"
