@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include <unistd.h>
+
 #include "kiln/common/error.h"
 
 namespace kiln::scheduler {
@@ -45,6 +47,18 @@ std::vector<std::pair<int, std::string>> stepLogFiles(
   }
   if (ec) throw SysError("reading " + dir, ec.value());
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<int, std::string>> stepLogFiles(
+    const std::string& stateDir, const std::string& drvPath,
+    int64_t attempts) {
+  std::vector<std::pair<int, std::string>> out;
+  int last = static_cast<int>(std::clamp<int64_t>(attempts, 0, 10000));
+  for (int n = 1; n <= last; ++n) {
+    std::string path = stepLogPath(stateDir, drvPath, n);
+    if (::access(path.c_str(), F_OK) == 0) out.emplace_back(n, path);
+  }
   return out;
 }
 

@@ -61,8 +61,12 @@ json buildModel(StateView& view, const std::string& stateDir, int64_t id,
   out["stepsTruncated"] = steps.truncated;
   out["outputs"] = outputsJson(view, id, sizes);
   json logs = json::array();
-  for (auto& [attempt, path] : scheduler::stepLogFiles(stateDir, b->drvPath))
-    logs.push_back({{"attempt", attempt}});
+  // Probed by attempt (the top step's count), not by reading the logs
+  // folder: it holds a file per attempt of every step ever built.
+  if (steps.top)
+    for (auto& [attempt, path] :
+         scheduler::stepLogFiles(stateDir, b->drvPath, steps.top->attempts))
+      logs.push_back({{"attempt", attempt}});
   out["logs"] = std::move(logs);
   return out;
 }

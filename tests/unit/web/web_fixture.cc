@@ -59,7 +59,8 @@ WebFixture::WebFixture() {
   s.pname = "hello";
   s.createdMs = t1;
   helloStep = db.upsertStep(s);
-  db.startStep(helloStep, "builder-1", t1 + 1000);
+  db.startStep(helloStep, "builder-1", t1);  // attempt 1 (log below)
+  db.startStep(helloStep, "builder-1", t1 + 1000);  // attempt 2
   db.finishStep(helloStep, 1, t1 + 43'000, "builder failed with exit code 2");
   db.setBuildOutputs(helloBase, {{"out", out("hello-1.0")}});
   createDirs(dir_.path() + "/logs");

@@ -18,5 +18,12 @@ std::string stepLogPath(const std::string& stateDir, const std::string& drvPath,
 /// Throws SysError if the logs folder cannot be read.
 std::vector<std::pair<int, std::string>> stepLogFiles(
     const std::string& stateDir, const std::string& drvPath);
+/// The same, looking only for attempts 1..`attempts` (the step's attempt
+/// count in the state database, which bounds its logs' numbers; at most
+/// 10,000) instead of reading the logs folder, which holds a file per
+/// attempt of every step ever built.
+std::vector<std::pair<int, std::string>> stepLogFiles(
+    const std::string& stateDir, const std::string& drvPath,
+    int64_t attempts);
 
 }  // namespace kiln::scheduler
