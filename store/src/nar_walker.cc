@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,22 @@ namespace {
 /// are then reached by full path, so descriptors stay bounded on any tree.
 constexpr size_t kHeldDepth = 32;
 constexpr size_t kDirentBufferSize = 32 << 10;
+
+/// How much nicer the walker thread is than the thread that started it.
+/// With fewer cores than threads (walker, writer, and a hashing thread
+/// behind the sink), an equal share for all three starves the hashing
+/// thread, which has the most work and cannot be split; at a third of the
+/// share the walker mostly runs when the writer or the hasher waits.
+constexpr int kWalkerNiceIncrement = 5;
+
+/// Makes the calling thread (Linux: nice values are per thread) less
+/// favoured by kWalkerNiceIncrement; best effort.
+void lowerPriority() {
+  errno = 0;
+  int nice = ::getpriority(PRIO_PROCESS, 0);
+  if (nice == -1 && errno != 0) return;
+  ::setpriority(PRIO_PROCESS, 0, std::min(nice + kWalkerNiceIncrement, 19));
+}
 
 /// Unwinds the walker thread when the consumer went away.
 struct Stopped {};
@@ -82,6 +99,7 @@ bool NarTreeWalker::next(NarWalkItem& out) {
 
 void NarTreeWalker::run() {
   // The thread's entry: every exception ends here and reaches the consumer.
+  lowerPriority();
   try {
     walk();
     finish(nullptr);

@@ -48,11 +48,14 @@ struct NarWalkItem {
 /// it, falling back to lstat where it does not or where the object changed.
 /// Errors (unsupported file types, objects that vanish, permission errors)
 /// reach the consumer, naming the path, in the position where they
-/// happened: every item before them is delivered first.
+/// happened: every item before them is delivered first. The walker thread
+/// runs at a slightly lower priority (nice + 5) than its creator, so that on
+/// a machine with fewer free cores than threads the ones it feeds come first.
 class NarTreeWalker {
  public:
-  /// Starts walking `root`. `capacity` >= 1 bounds the queue.
-  explicit NarTreeWalker(std::string root, size_t capacity = 64);
+  /// Starts walking `root`. `capacity` >= 1 bounds the queue (256: at most
+  /// 580 files open; batches of 64 items keep the threads' wake-ups rare).
+  explicit NarTreeWalker(std::string root, size_t capacity = 256);
   /// Stops the walk, joins the thread and closes every undelivered file.
   ~NarTreeWalker();
   NarTreeWalker(const NarTreeWalker&) = delete;
@@ -115,6 +118,6 @@ class NarTreeWalker {
 /// the same bytes, but the tree is walked by a NarTreeWalker ahead of the
 /// calling thread, which only reads file contents and writes the NAR.
 /// Throws like dumpPath (a throwing sink stops the walker).
-void dumpPathAhead(const std::string& path, Sink& sink, size_t capacity = 64);
+void dumpPathAhead(const std::string& path, Sink& sink, size_t capacity = 256);
 
 }  // namespace kiln::store
