@@ -53,7 +53,8 @@ void readOpenFile(int fd, const std::string& dir, std::string_view name,
   // returns the last bytes also shows whether the file has grown.
   uint64_t left = size;
   for (;;) {
-    auto [to, room] = lending ? lending->lend() : std::pair{buf.get(), kReadChunk};
+    auto [to, room] =
+        lending ? lending->lend() : std::pair{buf.get(), kReadChunk};
     size_t want = left < room ? static_cast<size_t>(left) + 1 : room;
     ssize_t n = ::read(fd, to, want);
     if (n < 0) {
@@ -62,10 +63,12 @@ void readOpenFile(int fd, const std::string& dir, std::string_view name,
     }
     auto got = static_cast<size_t>(n);
     if (got > left)
-      throw Error("file '" + joinPath(dir, name) + "' grew while it was being archived");
+      throw Error("file '" + joinPath(dir, name) +
+                  "' grew while it was being archived");
     if (got == 0) {
       if (left > 0)
-        throw Error("file '" + joinPath(dir, name) + "' shrank while it was being archived");
+        throw Error("file '" + joinPath(dir, name) +
+                    "' shrank while it was being archived");
       return;
     }
     if (lending)
@@ -197,7 +200,8 @@ namespace {
 /// directories it is in) is not empty, then closes that node unless it is
 /// a directory, whose entries follow. Reads and closes a file's descriptor.
 void writeWalkItem(NarWalkItem& item, std::vector<std::string>& dirs,
-                   const std::string& root, Sink& sink, std::unique_ptr<char[]>& buf) {
+                   const std::string& root, Sink& sink,
+                   std::unique_ptr<char[]>& buf) {
   bool entry = !dirs.empty();
   if (entry) {
     sink.write(nar::kEntryName);
@@ -207,10 +211,11 @@ void writeWalkItem(NarWalkItem& item, std::vector<std::string>& dirs,
   sink.write(nar::kNodeOpen);
   switch (item.kind) {
     case NarWalkItem::Kind::kRegular:
-      sink.write(item.executable ? nar::kRegularExecHeader : nar::kRegularHeader);
+      sink.write(item.executable ? nar::kRegularExecHeader
+                                 : nar::kRegularHeader);
       nar::writeU64(sink, item.size);
-      nar::readOpenFile(item.fd.get(), entry ? dirs.back() : root, item.name, item.size,
-                        sink, buf);
+      nar::readOpenFile(item.fd.get(), entry ? dirs.back() : root, item.name,
+                        item.size, sink, buf);
       item.fd.reset();
       nar::writePadding(sink, item.size);
       break;
@@ -223,7 +228,8 @@ void writeWalkItem(NarWalkItem& item, std::vector<std::string>& dirs,
       dirs.push_back(entry ? nar::joinPath(dirs.back(), item.name) : root);
       return;
     case NarWalkItem::Kind::kEndDirectory:
-      throw Error("internal error: unexpected end of directory in the NAR walk");
+      throw Error(
+          "internal error: unexpected end of directory in the NAR walk");
   }
   sink.write(nar::kClose);
   if (entry) sink.write(nar::kClose);
@@ -242,9 +248,10 @@ void dumpPathAhead(const std::string& path, Sink& sink, size_t capacity) {
       writeWalkItem(item, dirs, path, sink, buf);
       continue;
     }
-    if (dirs.empty()) throw Error("internal error: unbalanced directories in the NAR walk");
+    if (dirs.empty())
+      throw Error("internal error: unbalanced directories in the NAR walk");
     dirs.pop_back();
-    sink.write(nar::kClose);                      // the directory's node
+    sink.write(nar::kClose);                     // the directory's node
     if (!dirs.empty()) sink.write(nar::kClose);  // its entry
   }
 }

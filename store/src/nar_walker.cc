@@ -130,7 +130,9 @@ void NarTreeWalker::emit(NarWalkItem item) {
 
 void NarTreeWalker::publishBatch() {
   std::unique_lock lock(mutex_);
-  auto room = [&] { return stop_ || shared_.size() + batch_.size() <= capacity_; };
+  auto room = [&] {
+    return stop_ || shared_.size() + batch_.size() <= capacity_;
+  };
   if (!room()) {
     producerWaiting_ = true;
     changed_.wait(lock, room);
@@ -194,16 +196,19 @@ void NarTreeWalker::emitByLstat(const Where& w) {
 }
 
 void NarTreeWalker::emitRegular(const Where& w, bool guessed) {
-  AutoCloseFD fd(::openat(w.at, w.rel, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
+  AutoCloseFD fd(
+      ::openat(w.at, w.rel, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
     if (guessed && errno == ELOOP) return emitByLstat(w);  // now a symlink
     throwSysError("opening '" + w.path(root_) + "'");
   }
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) throwSysError("getting status of '" + w.path(root_) + "'");
+  if (::fstat(fd.get(), &st) != 0)
+    throwSysError("getting status of '" + w.path(root_) + "'");
   if (!S_ISREG(st.st_mode)) {
     if (guessed) return emitByLstat(w);
-    throw Error("'" + w.path(root_) + "' changed type while it was being archived");
+    throw Error("'" + w.path(root_) +
+                "' changed type while it was being archived");
   }
   NarWalkItem item;
   item.kind = NarWalkItem::Kind::kRegular;
@@ -219,7 +224,8 @@ void NarTreeWalker::emitSymlink(const Where& w, bool guessed) {
   for (;;) {
     ssize_t n = ::readlinkat(w.at, w.rel, target.data(), target.size());
     if (n < 0) {
-      if (guessed && errno == EINVAL) return emitByLstat(w);  // not a symlink now
+      if (guessed && errno == EINVAL)
+        return emitByLstat(w);  // not a symlink now
       throwSysError("reading symlink '" + w.path(root_) + "'");
     }
     if (static_cast<size_t>(n) < target.size()) {
@@ -236,7 +242,8 @@ void NarTreeWalker::emitSymlink(const Where& w, bool guessed) {
 }
 
 void NarTreeWalker::emitDirectory(const Where& w, bool guessed) {
-  AutoCloseFD fd(::openat(w.at, w.rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  AutoCloseFD fd(
+      ::openat(w.at, w.rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
     if (guessed && (errno == ENOTDIR || errno == ELOOP)) return emitByLstat(w);
     throwSysError("opening directory '" + w.path(root_) + "'");
@@ -255,14 +262,16 @@ void NarTreeWalker::emitDirectory(const Where& w, bool guessed) {
 
 void NarTreeWalker::listDirectory(Dir& dir) {
   for (;;) {
-    ssize_t n = ::getdents64(dir.fd.get(), direntBuffer_.data(), direntBuffer_.size());
+    ssize_t n =
+        ::getdents64(dir.fd.get(), direntBuffer_.data(), direntBuffer_.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       throwSysError("reading directory '" + dir.path + "'");
     }
     if (n == 0) break;
     for (ssize_t off = 0; off < n;) {
-      const auto* e = reinterpret_cast<const struct dirent64*>(direntBuffer_.data() + off);
+      const auto* e =
+          reinterpret_cast<const struct dirent64*>(direntBuffer_.data() + off);
       off += e->d_reclen;
       std::string_view name = e->d_name;
       if (name == "." || name == "..") continue;

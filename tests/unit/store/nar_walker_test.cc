@@ -42,7 +42,8 @@ std::string dumpAhead(const std::string& path, size_t capacity) {
 }
 
 /// "kind name" of every item, in order ("D", "R", "L", "E").
-std::vector<std::string> walkAll(const std::string& root, size_t capacity = 64) {
+std::vector<std::string> walkAll(const std::string& root,
+                                 size_t capacity = 64) {
   NarTreeWalker w(root, capacity);
   std::vector<std::string> out;
   NarWalkItem item;
@@ -89,11 +90,12 @@ TEST_F(NarWalker, EveryVectorByteForByteAtEveryCapacity) {
 }
 
 TEST_F(NarWalker, ItemsComeInNarOrder) {
-  EXPECT_EQ(walkAll(trees_ + "/t5-tree"),
-            (std::vector<std::string>{
-                "D ", "L abs-link", "R eight.txt", "R empty", "D emptydir", "E ",
-                "L link-to-odd", "R odd.txt", "R run.sh", "D sub", "R B", "R a", "R a-b",
-                "R a.b", "D deeper", "R n.txt", "E ", "E ", "E "}));
+  EXPECT_EQ(
+      walkAll(trees_ + "/t5-tree"),
+      (std::vector<std::string>{
+          "D ", "L abs-link", "R eight.txt", "R empty", "D emptydir", "E ",
+          "L link-to-odd", "R odd.txt", "R run.sh", "D sub", "R B", "R a",
+          "R a-b", "R a.b", "D deeper", "R n.txt", "E ", "E ", "E "}));
   EXPECT_EQ(walkAll(trees_ + "/t1-file"), std::vector<std::string>{"R "});
   EXPECT_EQ(walkAll(trees_ + "/t4-symlink"), std::vector<std::string>{"L "});
 }
@@ -107,14 +109,18 @@ TEST_F(NarWalker, LargeAndDeepTreeMatchesTheSequentialWriter) {
   for (int i = 0; i < 40; ++i) deep += "/d" + std::to_string(i);
   createDirs(deep);
   writeFile(deep + "/leaf", "bottom");
-  for (int i = 0; i < 300; ++i) writeFile(root + "/f" + std::to_string(i), std::to_string(i));
+  for (int i = 0; i < 300; ++i)
+    writeFile(root + "/f" + std::to_string(i), std::to_string(i));
   writeFile(root + "/\xc3\xa9t\xc3\xa9", "utf-8 name");
   writeFile(root + "/Zed", "upper");
   writeFile(root + "/large", std::string(3 << 20, 'x') + "end");
-  ASSERT_EQ(::symlink(std::string(1000, 'y').c_str(), (root + "/long-link").c_str()), 0);
+  ASSERT_EQ(
+      ::symlink(std::string(1000, 'y').c_str(), (root + "/long-link").c_str()),
+      0);
   ASSERT_EQ(::chmod((root + "/f7").c_str(), 0755), 0);
   std::string expected = dumpSequential(root);
-  for (size_t capacity : {1, 3, 64}) EXPECT_EQ(dumpAhead(root, capacity), expected);
+  for (size_t capacity : {1, 3, 64})
+    EXPECT_EQ(dumpAhead(root, capacity), expected);
   // Through a lending sink (reads land in the ring), as `kiln store hash`.
   HashingSink hashed(HashAlgo::kSha256);
   {
@@ -164,8 +170,10 @@ TEST_F(NarWalker, UnsupportedTypeArrivesInPlaceNamingThePath) {
     while (w.next(item)) seen.push_back(item.name);
     FAIL() << "FIFO accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(dir + "/c"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("FIFO"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(dir + "/c"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("FIFO"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(seen, (std::vector<std::string>{"", "a", "b"}));
   EXPECT_THROW(w.next(item), Error);  // and again
@@ -176,17 +184,19 @@ TEST_F(NarWalker, UnsupportedTypeArrivesInPlaceNamingThePath) {
 // is what the walker finds when it gets there.
 class NarWalkerRace : public NarWalker {
  protected:
-  std::string walkAfter(const std::function<void(const std::string& c)>& change) {
+  std::string walkAfter(
+      const std::function<void(const std::string& c)>& change) {
     std::string dir = fourFiles();
     NarTreeWalker w(dir, 1);
     EXPECT_TRUE(test::pollUntil([&] { return w.pending() == 1; }, 10s));
     change(dir + "/c");
     NarWalkItem item;
     std::string kinds;
-    while (w.next(item)) kinds += item.kind == Kind::kRegular ? 'R'
-                                  : item.kind == Kind::kSymlink ? 'L'
-                                  : item.kind == Kind::kDirectory ? 'D'
-                                                                  : 'E';
+    while (w.next(item))
+      kinds += item.kind == Kind::kRegular     ? 'R'
+               : item.kind == Kind::kSymlink   ? 'L'
+               : item.kind == Kind::kDirectory ? 'D'
+                                               : 'E';
     return kinds;
   }
 };
@@ -196,7 +206,8 @@ TEST_F(NarWalkerRace, VanishedFileIsAnErrorNamingIt) {
     walkAfter([](const std::string& c) { ASSERT_EQ(::unlink(c.c_str()), 0); });
     FAIL() << "vanished file not reported";
   } catch (const SysError& e) {
-    EXPECT_NE(std::string(e.what()).find("/four/c'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/four/c'"), std::string::npos)
+        << e.what();
     EXPECT_EQ(e.errNo(), ENOENT) << e.what();
   }
 }
@@ -234,7 +245,8 @@ TEST_F(NarWalker, MissingRootIsAnErrorNamingIt) {
     dumpAhead(tmp_.path() + "/nothing", 4);
     FAIL() << "missing root accepted";
   } catch (const SysError& e) {
-    EXPECT_NE(std::string(e.what()).find(tmp_.path() + "/nothing"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find(tmp_.path() + "/nothing"),
+              std::string::npos);
   }
 }
 

@@ -29,7 +29,7 @@ struct NarWalkItem {
   /// What the item is.
   enum class Kind : uint8_t { kRegular, kSymlink, kDirectory, kEndDirectory };
   Kind kind = Kind::kEndDirectory;
-  std::string name;         ///< entry name; empty for the root and kEndDirectory
+  std::string name;  ///< entry name; empty for the root and kEndDirectory
   bool executable = false;  ///< kRegular: owner-execute bit set
   uint64_t size = 0;        ///< kRegular: byte size when it was opened
   AutoCloseFD fd;           ///< kRegular: open for reading, positioned at 0
@@ -98,10 +98,10 @@ class NarTreeWalker {
 
   std::string root_;
   size_t capacity_;
-  std::deque<Dir> stack_;             ///< walker thread only
-  std::vector<NarWalkItem> batch_;    ///< walker thread only: not yet shared
-  std::vector<char> direntBuffer_;    ///< walker thread only
-  std::deque<NarWalkItem> taken_;     ///< consumer only: taken from shared_
+  std::deque<Dir> stack_;           ///< walker thread only
+  std::vector<NarWalkItem> batch_;  ///< walker thread only: not yet shared
+  std::vector<char> direntBuffer_;  ///< walker thread only
+  std::deque<NarWalkItem> taken_;   ///< consumer only: taken from shared_
 
   std::mutex mutex_;
   std::condition_variable changed_;
