@@ -15,6 +15,7 @@
 #include "kiln/common/hash.h"
 #include "kiln/common/stream.h"
 #include "kiln/store/nar.h"
+#include "kiln/store/nar_walker.h"
 
 namespace kiln::cli {
 namespace {
@@ -32,7 +33,7 @@ int storeDump(const std::vector<std::string>& args) {
   if (auto rc = parseCommandLine("store dump", opts, paths, 1, args, vm)) return *rc;
   return guarded("store dump", [&] {
     FdSink out(STDOUT_FILENO);
-    store::dumpPath(paths[0], out);
+    store::dumpPathAhead(paths[0], out);
     out.flush();
     return kExitOk;
   });
@@ -100,9 +101,10 @@ int storeHash(const std::vector<std::string>& args) {
         FdSource src(fd.get());
         src.drainInto(sink);
       } else {
-        // Reading files and hashing run on two threads.
+        // Three threads: one walks the tree (lists, stats, opens), this one
+        // reads file contents into the ring, one hashes.
         BackgroundSink bg(sink);
-        store::dumpPath(path, bg);
+        store::dumpPathAhead(path, bg);
         bg.finish();
       }
       std::cout << sink.finish().first.to(format, format == HashFormat::kSri) << "\n";

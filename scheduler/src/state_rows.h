@@ -1,6 +1,7 @@
 #pragma once
-// Column lists and row readers shared by StateDb (state_db.cc) and the read
-// model's queries (state_queries.cc), so both read a row the same way.
+// Column lists and row readers (state_rows.cc) shared by StateDb
+// (state_db.cc, state_db_steps.cc) and the read model's queries
+// (state_queries.cc), so each reads a row the same way.
 
 #include <optional>
 #include <string>
@@ -35,5 +36,24 @@ inline constexpr int kBuildColumnCount = 17;
 StepRow readStep(const SqliteStmt& s);
 /// `id, jobset, inputs_hash, time, duration, jobs, error`.
 EvaluationRow readEval(const SqliteStmt& s);
+
+/// A word list as stored (space-separated) and back.
+std::string joinWords(const std::vector<std::string>& v);
+std::vector<std::string> splitWords(const std::string& s);
+
+/// Every row `s` gives, each read with `read`.
+template <class Row, class Read>
+std::vector<Row> readAll(SqliteStmt& s, Read read) {
+  std::vector<Row> out;
+  while (s.step()) out.push_back(read(s));
+  return out;
+}
+
+/// The first row `s` gives, or nullopt.
+template <class Row, class Read>
+std::optional<Row> readOne(SqliteStmt& s, Read read) {
+  if (!s.step()) return std::nullopt;
+  return read(s);
+}
 
 }  // namespace kiln::scheduler::detail

@@ -12,12 +12,16 @@
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/store/nar.h"
+#include "kiln/store/nar_walker.h"
+#include "nar_posix.h"
 #include "nar_tokens.h"
 
 namespace kiln::store {
 namespace {
-
 constexpr size_t kReadChunk = 128 << 10;
+}  // namespace
+
+namespace nar {
 
 std::string fileTypeName(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -26,6 +30,59 @@ std::string fileTypeName(mode_t mode) {
   if (S_ISBLK(mode)) return "a block device";
   return "of unknown type";
 }
+
+void throwUnsupportedType(const std::string& path, mode_t mode) {
+  throw Error("cannot archive '" + path + "': it is " + fileTypeName(mode) +
+              " (only regular files, directories and symlinks are allowed)");
+}
+
+std::string joinPath(const std::string& dir, std::string_view name) {
+  std::string out = dir;
+  if (name.empty()) return out;
+  if (out.empty() || out.back() != '/') out += '/';
+  out += name;
+  return out;
+}
+
+void readOpenFile(int fd, const std::string& dir, std::string_view name,
+                  uint64_t size, Sink& sink, std::unique_ptr<char[]>& buf) {
+  // A lending sink (BackgroundSink) receives the data without a copy.
+  auto* lending = dynamic_cast<LendingSink*>(&sink);
+  if (!lending && !buf) buf = std::make_unique<char[]>(kReadChunk);
+  // Each read asks for one byte more than remains, so the call that
+  // returns the last bytes also shows whether the file has grown.
+  uint64_t left = size;
+  for (;;) {
+    auto [to, room] =
+        lending ? lending->lend() : std::pair{buf.get(), kReadChunk};
+    size_t want = left < room ? static_cast<size_t>(left) + 1 : room;
+    ssize_t n = ::read(fd, to, want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throwSysError("reading '" + joinPath(dir, name) + "'");
+    }
+    auto got = static_cast<size_t>(n);
+    if (got > left)
+      throw Error("file '" + joinPath(dir, name) +
+                  "' grew while it was being archived");
+    if (got == 0) {
+      if (left > 0)
+        throw Error("file '" + joinPath(dir, name) +
+                    "' shrank while it was being archived");
+      return;
+    }
+    if (lending)
+      lending->commit(got);
+    else
+      sink.write({to, got});
+    left -= got;
+    if (left == 0 && got < want) return;  // a short read: end of file
+  }
+}
+
+}  // namespace nar
+
+namespace {
 
 class PosixNarFs : public NarFs {
  public:
@@ -42,8 +99,7 @@ class PosixNarFs : public NarFs {
     } else if (S_ISLNK(st.st_mode)) {
       out.type = NarType::kSymlink;
     } else {
-      throw Error("cannot archive '" + path + "': it is " + fileTypeName(st.st_mode) +
-                  " (only regular files, directories and symlinks are allowed)");
+      nar::throwUnsupportedType(path, st.st_mode);
     }
     return out;
   }
@@ -82,33 +138,7 @@ class PosixNarFs : public NarFs {
   void readFile(const std::string& path, uint64_t size, Sink& sink) override {
     AutoCloseFD fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) throwSysError("opening '" + path + "'");
-    // A lending sink (BackgroundSink) receives the data without a copy.
-    auto* lending = dynamic_cast<LendingSink*>(&sink);
-    if (!lending && !buf_) buf_ = std::make_unique<char[]>(kReadChunk);
-    // Each read asks for one byte more than remains, so the call that
-    // returns the last bytes also shows whether the file has grown.
-    uint64_t left = size;
-    for (;;) {
-      auto [buf, room] = lending ? lending->lend() : std::pair{buf_.get(), kReadChunk};
-      size_t want = left < room ? static_cast<size_t>(left) + 1 : room;
-      ssize_t n = ::read(fd.get(), buf, want);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throwSysError("reading '" + path + "'");
-      }
-      auto got = static_cast<size_t>(n);
-      if (got > left) throw Error("file '" + path + "' grew while it was being archived");
-      if (got == 0) {
-        if (left > 0) throw Error("file '" + path + "' shrank while it was being archived");
-        return;
-      }
-      if (lending)
-        lending->commit(got);
-      else
-        sink.write({buf, got});
-      left -= got;
-      if (left == 0 && got < want) return;  // a short read: end of file
-    }
+    nar::readOpenFile(fd.get(), path, "", size, sink, buf_);
   }
 
  private:
@@ -135,9 +165,7 @@ void dumpNode(const std::string& path, Sink& sink, const NarPathFilter& filter,
       auto names = fs.readDirectory(path);
       std::sort(names.begin(), names.end());
       for (auto& name : names) {
-        std::string child = path;
-        if (child.empty() || child.back() != '/') child += '/';
-        child += name;
+        std::string child = nar::joinPath(path, name);
         if (filter && !filter(child)) continue;
         sink.write(nar::kEntryName);
         nar::writeString(sink, name);
@@ -163,6 +191,69 @@ void dumpPath(const std::string& path, Sink& sink, const NarPathFilter& filter,
               NarFs& fs) {
   sink.write(nar::kMagic);
   dumpNode(path, sink, filter, fs);
+}
+
+namespace {
+
+/// Writes the NAR of one walker item (not the end of a directory): the
+/// object's node, wrapped in an entry when `dirs` (full paths of the
+/// directories it is in) is not empty, then closes that node unless it is
+/// a directory, whose entries follow. Reads and closes a file's descriptor.
+void writeWalkItem(NarWalkItem& item, std::vector<std::string>& dirs,
+                   const std::string& root, Sink& sink,
+                   std::unique_ptr<char[]>& buf) {
+  bool entry = !dirs.empty();
+  if (entry) {
+    sink.write(nar::kEntryName);
+    nar::writeString(sink, item.name);
+    sink.write(nar::kEntryNode);
+  }
+  sink.write(nar::kNodeOpen);
+  switch (item.kind) {
+    case NarWalkItem::Kind::kRegular:
+      sink.write(item.executable ? nar::kRegularExecHeader
+                                 : nar::kRegularHeader);
+      nar::writeU64(sink, item.size);
+      nar::readOpenFile(item.fd.get(), entry ? dirs.back() : root, item.name,
+                        item.size, sink, buf);
+      item.fd.reset();
+      nar::writePadding(sink, item.size);
+      break;
+    case NarWalkItem::Kind::kSymlink:
+      sink.write(nar::kSymlinkHeader);
+      nar::writeString(sink, item.target);
+      break;
+    case NarWalkItem::Kind::kDirectory:
+      sink.write(nar::kDirectoryHeader);
+      dirs.push_back(entry ? nar::joinPath(dirs.back(), item.name) : root);
+      return;
+    case NarWalkItem::Kind::kEndDirectory:
+      throw Error(
+          "internal error: unexpected end of directory in the NAR walk");
+  }
+  sink.write(nar::kClose);
+  if (entry) sink.write(nar::kClose);
+}
+
+}  // namespace
+
+void dumpPathAhead(const std::string& path, Sink& sink, size_t capacity) {
+  NarTreeWalker walker(path, capacity);
+  std::vector<std::string> dirs;  // full paths of the directories being written
+  std::unique_ptr<char[]> buf;
+  NarWalkItem item;
+  sink.write(nar::kMagic);
+  while (walker.next(item)) {
+    if (item.kind != NarWalkItem::Kind::kEndDirectory) {
+      writeWalkItem(item, dirs, path, sink, buf);
+      continue;
+    }
+    if (dirs.empty())
+      throw Error("internal error: unbalanced directories in the NAR walk");
+    dirs.pop_back();
+    sink.write(nar::kClose);                     // the directory's node
+    if (!dirs.empty()) sink.write(nar::kClose);  // its entry
+  }
 }
 
 void dumpString(std::string_view contents, Sink& sink) {
