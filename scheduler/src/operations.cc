@@ -444,28 +444,6 @@ void SchedulerService::Impl::restartBuild(int64_t id) {
   processEvents();
 }
 
-// From memory (the index and the core), not the database: the snapshot
-// is made after every turn that changed it. A failed step's record is
-// finished; it is not listed.
-std::vector<QueueEntry> SchedulerService::Impl::queueEntries() {
-  static const char* names[] = {"waiting", "queued", "running", "backoff",
-                                "failed"};
-  std::vector<QueueEntry> out;
-  out.reserve(ingestor.index().size());
-  for (auto& [id, sid] : ingestor.index().byDbId()) {
-    auto v = core.step(sid);
-    if (v.state == StepView::State::kFailed) continue;
-    out.push_back({id, std::move(v.drvPath), std::move(v.system),
-                   names[static_cast<int>(v.state)],
-                   core.whyWaiting(sid).detail});
-  }
-  return out;
-}
-
-std::vector<QueueEntry> SchedulerService::queue() const {
-  return impl_->queueEntries();
-}
-
 int64_t queueRequest(StateDb& db, const std::string& kind, const json& args) {
   int64_t id = 0;
   retrySqlite([&] { id = db.addRequest(kind, args.dump()); });

@@ -115,6 +115,8 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   void maybePublishSnapshot(const SchedulerMetrics& m);
   /// Makes and publishes a snapshot now.
   void publishSnapshot(const SchedulerMetrics& m);
+  /// The unfinished steps the core holds and why each waits.
+  std::vector<QueueEntry> queueEntries();
 
   // service_evaluations.cc
   /// Reports (eval.started) that an evaluation of `jobset` starts now.
@@ -133,7 +135,6 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   void failRequest(int64_t id, const std::exception& e);
   void queueEvalRequest(const RequestRow& req);
   void restartBuild(int64_t id);
-  std::vector<QueueEntry> queueEntries();
 };
 
 }  // namespace kiln::scheduler
