@@ -434,7 +434,13 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
   metrics_.observeStepDuration(run.system,
                                std::chrono::duration<double>(took).count());
-  auto& [succeeded, failed] = settledByPeer_[run.peer];
+  // Counted for the workers page while the worker is connected (a held
+  // result may complete after it left: no entry is made for it again).
+  auto count = [&](bool ok) {
+    if (!link_.find(run.peer)) return;
+    auto& n = settledByPeer_[run.peer];
+    ++(ok ? n.first : n.second);
+  };
   if (!run.rejected.empty()) {
     // The worker's own report does not matter: what it sent is wrong.
     proto::StepResult r = m;
@@ -442,16 +448,16 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
     r.errorMsg = run.rejected;
     writeAll(openLog(run), "\n[kiln: " + run.rejected + "]\n");
     fail(run, r, took);
-    failed++;
+    count(false);
   } else if (m.status == StepStatus::kSuccess) {
     if (!succeed(run, took)) {
-      failed++;
+      count(false);
       return;
     }
-    succeeded++;
+    count(true);
   } else {
     fail(run, m, took);
-    failed++;
+    count(false);
   }
   if (auto row = db_.step(id); notify_ && row && row->finished)
     notify_({LifecycleEvent::Kind::kStepFinished, 0, 0, 0, id});

@@ -13,33 +13,15 @@
 
 #include "kiln/common/file.h"
 #include "kiln/store/local_store.h"
+#include "eval_jobs.h"
 #include "test_support.h"
 
 namespace kiln {
 namespace {
 
-// 300 top-level jobs (each depending on an earlier one), a nested set
-// entered through recurseForDerivations, and two broken jobs.
-const char* kCollection = R"(
-let
-  mk = name: deps: derivation {
-    inherit name; system = "x86_64-linux"; builder = "/bin/sh";
-    args = [ "-c" "echo ${toString deps} > $out" ];
-  };
-  pkgs = builtins.listToAttrs (builtins.genList (i: {
-    name = "p${toString i}";
-    value = mk "p${toString i}" (if i == 0 then [] else [ pkgs."p${toString (i / 2)}" ]);
-  }) 300);
-in pkgs // {
-  broken = throw "broken is broken";
-  nested = { recurseForDerivations = true; a = mk "nested-a" [ pkgs.p7 ];
-             bad = 1 + true; };
-}
-)";
-
 class EvalWorkers : public ::testing::Test {
  protected:
-  void SetUp() override { std::ofstream(file_) << kCollection; }
+  void SetUp() override { std::ofstream(file_) << test::evalJobsCollection(300); }
 
   test::RunResult eval(std::vector<std::string> extra, bool readOnly = true) {
     std::vector<std::string> args = {test::kilnBinary(), "eval", file_,
@@ -84,13 +66,7 @@ TEST_F(EvalWorkers, SameJobLinesForEveryNumberOfWorkers) {
 TEST_F(EvalWorkers, ErrorsStayPerJob) {
   auto r = eval({"--processes", "2"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_NE(r.out.find("{\"attr\":\"broken\",\"error\":\"broken is broken\"}"),
-            std::string::npos);
-  EXPECT_NE(r.out.find("{\"attr\":\"nested.bad\",\"error\":\"cannot add a "
-                       "Boolean to an integer"),
-            std::string::npos);
-  EXPECT_NE(r.out.find("{\"attr\":\"nested.a\",\"name\":\"nested-a\""),
-            std::string::npos);
+  test::expectPerJobErrors(r.out);
 }
 
 TEST_F(EvalWorkers, EveryReportedDerivationIsValidInTheSharedStore) {

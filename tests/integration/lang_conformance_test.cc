@@ -46,7 +46,7 @@ std::vector<std::string> listCases() {
 // name -> reason, from tests/data/lang-expected-failures.txt.
 std::map<std::string, std::string> expectedFailures() {
   std::map<std::string, std::string> out;
-  std::ifstream in(test::sourceDir() + "/tests/data/lang-expected-failures.txt");
+  std::ifstream in(kiln::test::sourceDir() + "/tests/data/lang-expected-failures.txt");
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;

@@ -7,6 +7,7 @@
 #include "kiln/common/file.h"
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/plugin_host/registry.h"
+#include "test_support.h"
 
 namespace kiln::plugins {
 namespace {

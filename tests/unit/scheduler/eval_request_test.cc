@@ -15,6 +15,7 @@
 #include "kiln/scheduler/notification_store.h"
 #include "kiln/scheduler/service.h"
 #include "service_fixture.h"
+#include "test_support.h"
 
 namespace kiln::scheduler {
 namespace {

@@ -8,6 +8,7 @@
 #include "kiln/common/file.h"
 #include "kiln/scheduler/evaluation.h"
 #include "service_fixture.h"
+#include "test_support.h"
 
 namespace kiln::scheduler {
 namespace {

@@ -12,6 +12,7 @@
 #include "kiln/common/file.h"
 #include "kiln/store/local_store.h"
 #include "local_store_fixture.h"
+#include "test_support.h"
 
 namespace kiln::store {
 namespace {

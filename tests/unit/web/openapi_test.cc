@@ -8,6 +8,7 @@
 
 #include "kiln/common/file.h"
 #include "kiln/web/routes.h"
+#include "test_support.h"
 
 namespace kiln::web {
 namespace {

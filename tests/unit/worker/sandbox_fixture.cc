@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include "kiln/common/hash.h"
+#include "test_support.h"
 
 namespace kiln::worker::sbtest {
 
 std::string sandboxTestPaths() {
-  return std::string("/bin/sh /lib /lib64? /usr/lib /probe=") +
-         KILN_SANDBOX_PROBE;
+  // Built by the kiln_sandbox_probe target (tests/unit/worker).
+  return "/bin/sh /lib /lib64? /usr/lib /probe=" + test::binaryDir() +
+         "/tests/unit/worker/kiln_sandbox_probe";
 }
 
 namespace {
