@@ -32,6 +32,12 @@ class LocalStoreAdoptTest : public LocalStoreTest {
     info.narSize = size;
     return info;
   }
+  /// A tree made by makeTree at the physical path of `out`, and its info.
+  static ValidPathInfo builtInPlace(LocalStore& store, const StorePath& out,
+                                    const std::string& text) {
+    makeTree(store.physicalPath(out), text);
+    return infoOfTree(out, store.physicalPath(out));
+  }
   /// Temporaries in the physical root.
   size_t temps() const {
     auto es = entries(state_ + "/store");
@@ -44,13 +50,11 @@ class LocalStoreAdoptTest : public LocalStoreTest {
 TEST_F(LocalStoreAdoptTest, MovesATreeAtItsPhysicalPathAndMakesItCanonical) {
   LocalStore store(state_);
   StorePath out(std::string(32, 'a') + "-tool-1.0");
+  auto info = builtInPlace(store, out, "hi");
   std::string phys = store.physicalPath(out);
-  makeTree(phys, "hi");
-  auto info = infoOfTree(out, phys);
-  ino_t inode = 0;
   struct stat st;
   ASSERT_EQ(::lstat((phys + "/README").c_str(), &st), 0);
-  inode = st.st_ino;
+  ino_t inode = st.st_ino;
 
   store.adoptTree(info, phys);
 
@@ -75,9 +79,8 @@ TEST_F(LocalStoreAdoptTest, MovesATreeAtItsPhysicalPathAndMakesItCanonical) {
 TEST_F(LocalStoreAdoptTest, AMismatchRegistersNothingAndLeavesNothing) {
   LocalStore store(state_);
   StorePath out(std::string(32, 'b') + "-out");
+  auto info = builtInPlace(store, out, "one");
   std::string phys = store.physicalPath(out);
-  makeTree(phys, "one");
-  auto info = infoOfTree(out, phys);
   writeFile(phys + "/README", "two");  // changed after it was hashed
   EXPECT_THROW(store.adoptTree(info, phys), HashMismatchError);
   EXPECT_FALSE(store.isValid(out));
@@ -136,10 +139,8 @@ TEST_F(LocalStoreAdoptTest, ABatchAdoptsOutputsReferringToEachOther) {
   LocalStore store(state_);
   StorePath lib(std::string(32, 'g') + "-lib");
   StorePath bin(std::string(32, 'h') + "-bin");
-  makeTree(store.physicalPath(lib), "lib");
-  makeTree(store.physicalPath(bin), store.printPath(lib));
-  auto libInfo = infoOfTree(lib, store.physicalPath(lib));
-  auto binInfo = infoOfTree(bin, store.physicalPath(bin));
+  auto libInfo = builtInPlace(store, lib, "lib");
+  auto binInfo = builtInPlace(store, bin, store.printPath(lib));
   binInfo.references = {lib};
   {
     LocalStore::Batch batch(store);
