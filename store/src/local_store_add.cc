@@ -44,9 +44,15 @@ void syncFileSystem(const std::string& dir) {
     throwSysError("syncing the filesystem of '" + dir + "'");
 }
 
-void canonicaliseTree(const std::string& path, bool fsyncEach) {
+void canonicaliseTree(const std::string& path, bool fsyncEach,
+                      bool takeOwnership) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) throwSysError("lstat '" + path + "'");
+  // A tree made by someone else (a build user's output): the store's owner
+  // takes it, so that user cannot change it once it is valid.
+  if (takeOwnership && (st.st_uid != ::geteuid() || st.st_gid != ::getegid()) &&
+      ::lchown(path.c_str(), ::geteuid(), ::getegid()) != 0)
+    throwSysError("taking ownership of '" + path + "'");
   const timespec times[2] = {{1, 0}, {1, 0}};  // atime, mtime = epoch + 1s
   if (S_ISLNK(st.st_mode)) {
     if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0)
@@ -55,7 +61,7 @@ void canonicaliseTree(const std::string& path, bool fsyncEach) {
   }
   if (S_ISDIR(st.st_mode)) {
     for (auto& e : std::filesystem::directory_iterator(path))
-      canonicaliseTree(e.path().string(), fsyncEach);
+      canonicaliseTree(e.path().string(), fsyncEach, takeOwnership);
   } else if (!S_ISREG(st.st_mode)) {
     throw Error("'" + path + "' is neither a file, a directory nor a symlink");
   }
@@ -195,6 +201,12 @@ LocalStore::ContentSync LocalStore::contentSync() const {
 void LocalStore::addFromNar(const ValidPathInfo& info, Source& nar) {
   Batch batch(*this, Batch::Sync::kEachFile);
   batch.addFromNar(info, nar);
+  batch.commit();
+}
+
+void LocalStore::adoptTree(const ValidPathInfo& info, const std::string& tree) {
+  Batch batch(*this, Batch::Sync::kEachFile);
+  batch.adoptTree(info, tree);
   batch.commit();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <string>
 #include <unordered_map>
 
 #include "kiln/common/fail_point.h"
@@ -123,23 +124,40 @@ bool LocalStore::Batch::queued(const StorePath& path) const {
 size_t LocalStore::Batch::size() const { return state_->entries.size(); }
 
 void LocalStore::Batch::addFromNar(const ValidPathInfo& info, Source& nar) {
-  add(info, nar, false);
+  add(info, &nar, "", false);
 }
 
-void LocalStore::Batch::add(const ValidPathInfo& info, Source& nar,
-                            bool caComputed) {
+void LocalStore::Batch::adoptTree(const ValidPathInfo& info,
+                                  const std::string& tree) {
+  // First under a temporary name of our own: the tree may be at the
+  // path's physical location, which only an adder holding the path's
+  // stripe may touch (placeTemp).
+  std::string own = store_.impl_->tempPathFor(info.path);
+  if (::rename(tree.c_str(), own.c_str()) != 0) {
+    int err = errno;
+    PathGuard discard(tree);
+    throw SysError("moving '" + tree + "' into the store" +
+                       (err == EXDEV ? " (it is on another file system)" : ""),
+                   err);
+  }
+  PathGuard guard(own);
+  if (add(info, nullptr, own, false)) guard.dismiss();
+}
+
+bool LocalStore::Batch::add(const ValidPathInfo& info, Source* nar,
+                            const std::string& adopted, bool caComputed) {
   const auto& path = info.path;
   if (info.narHash.algo() != HashAlgo::kSha256)
     throw FormatError("NAR hash of '" + store_.printPath(path) +
                       "' must be sha256");
   auto& impl = *store_.impl_;
-  if (queued(path) || impl.knownValid(path)) return;
+  if (queued(path) || impl.knownValid(path)) return false;
   // The root comes first: it keeps a collector off the temporary written
   // below and, once valid, off the path itself.
   store_.addTempRoot(path);
   if (store_.isValid(path)) {
     impl.markValid(path);
-    return;
+    return false;
   }
   for (auto& r : info.references) {
     if (r == path || queued(r) || impl.knownValid(r)) continue;
@@ -154,14 +172,17 @@ void LocalStore::Batch::add(const ValidPathInfo& info, Source& nar,
   Impl::TempChecks checks;
   checks.verifyCa = !caComputed;
   if (path.isDerivation()) checks.fileContents = &drvText;
-  std::string temp = impl.writeTemp(info, nar, state_->sync == Sync::kEachFile,
-                                    checks);
+  bool fsyncEach = state_->sync == Sync::kEachFile;
+  std::string temp = adopted;
+  if (nar) temp = impl.writeTemp(info, *nar, fsyncEach, checks);
   PathGuard guard(temp);
+  if (!nar) impl.checkAdopted(info, temp, fsyncEach, checks);
   if (path.isDerivation())
     state_->checkDrv(store_, info, drvText, caComputed);
   state_->entries.push_back({info, temp, std::nullopt});
   guard.dismiss();
   state_->index.emplace(path.baseName(), state_->entries.size() - 1);
+  return true;
 }
 
 StorePath LocalStore::Batch::addText(std::string_view name,
@@ -176,7 +197,7 @@ StorePath LocalStore::Batch::addText(std::string_view name,
   info.references = refs;
   info.ca = makeTextCa(hash);
   StringSource src(nar.s);
-  add(info, src, true);
+  add(info, &src, "", true);
   return info.path;
 }
 

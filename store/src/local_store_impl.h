@@ -95,6 +95,13 @@ struct LocalStore::Impl {
   /// HashMismatchError/ContentMismatchError/FormatError/SysError is thrown.
   std::string writeTemp(const ValidPathInfo& info, Source& nar, bool fsyncEach,
                         const TempChecks& checks);
+  /// Checks the tree a caller moved to temporary name `tmp` (from
+  /// tempPathFor) against `info` as writeTemp checks a NAR, on the NAR
+  /// dumped from it (one read, no copy), after making it canonical
+  /// (fsyncing each file if `fsyncEach`). Throws as writeTemp; the caller
+  /// removes `tmp` on failure.
+  void checkAdopted(const ValidPathInfo& info, const std::string& tmp,
+                    bool fsyncEach, const TempChecks& checks);
   /// A fresh temporary name under the physical root for adding `path`.
   std::string tempPathFor(const StorePath& path);
   /// The store path a temporary name belongs to, if it is one.
@@ -102,9 +109,12 @@ struct LocalStore::Impl {
 };
 
 /// Makes a freshly written tree canonical: files 0444 (0555 if
-/// owner-executable), directories 0555, mtime 1; with `fsyncEach` every
-/// file and directory is fsynced too (else the caller syncs later).
-void canonicaliseTree(const std::string& path, bool fsyncEach);
+/// owner-executable, so no setuid bit survives), directories 0555, mtime 1;
+/// with `fsyncEach` every file and directory is fsynced too (else the
+/// caller syncs later); with `takeOwnership` every entry owned by another
+/// user or group is given to this process's (an adopted build output).
+void canonicaliseTree(const std::string& path, bool fsyncEach,
+                      bool takeOwnership = false);
 /// Sum of the sizes of the regular files and symlinks in a tree.
 uint64_t treeSize(const std::string& path);
 /// fsyncs a directory.

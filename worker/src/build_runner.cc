@@ -311,6 +311,11 @@ BuildResult BuildRunner::run(const BuildRequest& request,
       result.keptBuildDir = buildDir.path();
     }
   }
+  if (result.keptBuildDir.empty()) {
+    // Removed off the step's path; ~BuildRunner waits for the removals.
+    buildDir.keep();
+    remover_.remove(buildDir.path());
+  }
   return result;
 }
 

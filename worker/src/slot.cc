@@ -50,36 +50,34 @@ std::vector<const BuiltOutputInfo*> referencesFirst(
   return order;
 }
 
-// Moves each built output into the store as a registered path (its NAR,
-// already hashed by the runner, is verified again by addFromNar) and keeps
-// the NAR for the upload.
+// Moves each built output into the store as a registered path, in place
+// (LocalStore adopts the tree: it is checked against the hash and size the
+// runner computed, on a NAR dumped from it, and neither copied nor
+// restored), all in one transaction, and keeps each NAR for the upload.
 std::vector<PreparedOutput> registerOutputs(const BuildRequest& request,
                                             const BuildResult& built,
                                             store::LocalStore& store,
                                             const std::string& tmpDir) {
-  std::vector<PreparedOutput> out;
-  for (auto* o : referencesFirst(built.outputs)) {
+  auto order = referencesFirst(built.outputs);
+  std::vector<store::ValidPathInfo> infos;
+  store::LocalStore::Batch batch(store,
+                                 store::LocalStore::Batch::Sync::kEachFile);
+  for (auto* o : order) {
     store::ValidPathInfo info(o->path);
     info.narHash = o->narHash;
     info.narSize = o->narSize;
     info.references = o->references;
     info.deriver = request.drvPath;
     info.ultimate = true;
-    auto nar = dumpToTemp(o->physicalPath, tmpDir);
-    std::string aside = tmpDir + "/built-" + o->path.baseName();
-    if (rename(o->physicalPath.c_str(), aside.c_str()) != 0)
-      throwSysError("moving " + o->physicalPath + " aside");
-    try {
-      FdSource src(nar.get());
-      store.addFromNar(info, src);
-    } catch (...) {
-      deletePath(aside);
-      throw;
-    }
-    deletePath(aside);
-    if (lseek(nar.get(), 0, SEEK_SET) < 0) throwSysError("lseek in " + tmpDir);
-    out.push_back({o->name, protocol::toPathInfo(info), std::move(nar)});
+    batch.adoptTree(info, o->physicalPath);
+    infos.push_back(std::move(info));
   }
+  batch.commit();
+  std::vector<PreparedOutput> out;
+  for (size_t i = 0; i < infos.size(); ++i)
+    out.push_back({order[i]->name,
+                   protocol::toPathInfo(infos[i]),
+                   dumpToTemp(store.physicalPath(infos[i].path), tmpDir)});
   return out;
 }
 

@@ -146,6 +146,16 @@ class LocalStore {
   /// bytes written, read once. A path that is already valid is left alone
   /// (the source is not read).
   void addFromNar(const ValidPathInfo& info, Source& nar);
+  /// Adds `info.path` from the finished tree at `tree` (a file, directory
+  /// or symlink on the store's file system that nothing writes any more,
+  /// e.g. a build's output, possibly already at the path's physical
+  /// location) by moving it into the store instead of copying it: it is
+  /// made canonical and checked as addFromNar checks a NAR, on the NAR
+  /// dumped from it (one read, no copy, no temporary NAR). The tree is
+  /// consumed: whatever happens, nothing is left at `tree` (a path already
+  /// valid is left alone and the tree removed). Throws as addFromNar, and
+  /// SysError when `tree` cannot be moved (another file system: EXDEV).
+  void adoptTree(const ValidPathInfo& info, const std::string& tree);
   /// Adds the file or tree at `fsPath` as a `source` path named `name`
   /// (default: its base name), like `nix-store --add`; returns the path.
   /// With `filter`, only the entries it accepts are copied (as
@@ -253,6 +263,10 @@ class LocalStore::Batch {
   /// left alone (`nar` is not read). On failure nothing of this path is
   /// queued or left on disk, and earlier adds stay queued.
   void addFromNar(const ValidPathInfo& info, Source& nar);
+  /// Queues `info.path` from the finished tree `tree`, moved and checked
+  /// as LocalStore::adoptTree does (references as addFromNar here). The
+  /// tree is consumed whatever happens.
+  void adoptTree(const ValidPathInfo& info, const std::string& tree);
   /// Queues a `text` path, as LocalStore::addText; returns it.
   StorePath addText(std::string_view name, std::string_view contents,
                     const StorePathSet& refs);
@@ -282,9 +296,13 @@ class LocalStore::Batch {
   void commit();
 
  private:
-  /// addFromNar; `caComputed`: info.ca was computed here from the content
-  /// (addText), so it is not checked again.
-  void add(const ValidPathInfo& info, Source& nar, bool caComputed);
+  /// Queues `info.path` from the NAR in `nar` or, when `nar` is null, from
+  /// the tree a caller moved to temporary name `adopted`; `caComputed`:
+  /// info.ca was computed here from the content (addText), so it is not
+  /// checked again. Returns whether it was queued (false: already valid
+  /// or queued, `nar` unread and `adopted` untouched).
+  bool add(const ValidPathInfo& info, Source* nar, const std::string& adopted,
+           bool caComputed);
 
   struct State;
   LocalStore& store_;

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/common/background_remover.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/hash.h"
 #include "kiln/common/process.h"
@@ -123,7 +124,9 @@ class CancelFlag {
 /// thread that called run().
 using LogCallback = std::function<void(std::string_view chunk)>;
 
-/// Builds derivations. Stateless between builds; one run() per thread.
+/// Builds derivations. Stateless between builds; one run() per thread. A
+/// finished build's directory is removed on a thread of the runner's own
+/// after run() returned; the destructor waits for those removals.
 class BuildRunner {
  public:
   /// Longest wait between checks of the cancel flag and the deadlines.
@@ -165,6 +168,7 @@ class BuildRunner {
   std::unique_ptr<Sandbox> ownSandbox_;  // set when given a launcher
   Sandbox& sandbox_;
   const Clock& clock_;
+  BackgroundRemover remover_;  // finished build directories; last member
 };
 
 }  // namespace kiln::worker
