@@ -41,7 +41,7 @@ std::string BuildOutcome::report(const std::string& stateDir) const {
   for (auto& s : failedSteps) {
     out << "error: builder for '" << s.drvPath << "' failed"
         << (s.error.empty() ? "" : ": " + s.error) << "\n";
-    auto logs = scheduler::stepLogFiles(stateDir, s.drvPath);
+    auto logs = scheduler::stepLogFiles(stateDir, s.drvPath, s.attempts);
     if (logs.empty()) continue;
     out << "last " << kLogLines << " log lines:\n"
         << tail(readFile(logs.back().second), kLogLines) << "\n"
@@ -165,7 +165,7 @@ BuildOutcome BuildProgress::collect(std::string stoppedBecause) {
     auto st = static_cast<StepStatus>(s.status);
     if (s.finished && s.stopMs >= startMs_ && st != StepStatus::kSuccess &&
         st != StepStatus::kDepFailed && st != StepStatus::kCancelled)
-      out.failedSteps.push_back({s.drvPath, s.error});
+      out.failedSteps.push_back({s.drvPath, s.error, s.attempts});
   }
   out.targets = targets_;
   return out;

@@ -26,6 +26,7 @@ struct BuildTarget {
 struct FailedStep {
   std::string drvPath;
   std::string error;
+  int64_t attempts = 0;  ///< the step's attempt count (bounds its logs)
 };
 
 /// What the build loop ended with.

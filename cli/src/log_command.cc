@@ -8,6 +8,7 @@
 #include "command.h"
 #include "kiln/common/error.h"
 #include "kiln/scheduler/logs.h"
+#include "kiln/scheduler/state_view.h"
 
 namespace kiln::cli {
 namespace {
@@ -24,14 +25,16 @@ int logCommand(const std::vector<std::string>& args) {
   int attempt = 0;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&stateDir)->required(),
-      "the scheduler's state directory")(
-      "attempt", po::value(&attempt), "print this attempt (1 = the first)")(
+      "the scheduler's state directory")("attempt", po::value(&attempt),
+                                         "print this attempt (1 = the first)")(
       "list", "list the attempts that have a log, one per line");
   std::vector<std::string> drvs;
   po::variables_map vm;
   if (auto rc = parseCommandLine("log", opts, drvs, 1, args, vm)) return *rc;
   return guarded("log", [&] {
-    auto files = scheduler::stepLogFiles(stateDir, drvs[0]);
+    auto view = scheduler::StateView::openIfExists(stateDir);
+    auto files = view ? scheduler::stepLogFiles(view->rows(), stateDir, drvs[0])
+                      : std::vector<std::pair<int, std::string>>{};
     if (vm.count("list")) {
       for (auto& [n, path] : files) std::cout << n << "\t" << path << "\n";
       return kExitOk;

@@ -1,7 +1,6 @@
 // StateDb's steps, their dependencies, cached failures, the request
 // queue and historical durations (the rest: state_db.cc).
 #include "kiln/scheduler/state_db.h"
-
 #include "state_rows.h"
 
 namespace kiln::scheduler {
@@ -34,6 +33,18 @@ std::optional<StepRow> StateDb::stepByDrv(const std::string& drvPath) {
                        " FROM steps WHERE drv_path = ?");
   s.bind(drvPath);
   return readOne<StepRow>(s, readStep);
+}
+
+std::optional<StepRow> StateDb::stepByBaseName(const std::string& base) {
+  // Every step of a state database is in one store: any step's folder is
+  // theirs, and the unique index on drv_path finds the full path.
+  auto any = db_.prepare("SELECT drv_path FROM steps LIMIT 1");
+  if (!any.step()) return std::nullopt;
+  std::string path = any.getStr(0);
+  any.reset();
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return std::nullopt;
+  return stepByDrv(path.substr(0, slash + 1) + base);
 }
 
 void StateDb::addStepDep(int64_t step, int64_t dep) {

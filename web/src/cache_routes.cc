@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/scheduler/logs.h"
+#include "kiln/scheduler/state_view.h"
 #include "kiln/store/store_path.h"
 #include "kiln/web/binary_cache.h"
 #include "kiln/web/context.h"
@@ -54,7 +55,10 @@ Response buildLog(const WebContext& ctx, const std::string& name) {
   }
   if (!drv->isDerivation())
     throw HttpError(400, "'" + name + "' is not a derivation (.drv) name");
-  auto files = scheduler::stepLogFiles(ctx.stateDir, drv->baseName());
+  auto* view = ctx.view();
+  auto files = view ? scheduler::stepLogFiles(view->rows(), ctx.stateDir,
+                                              drv->baseName())
+                    : std::vector<std::pair<int, std::string>>{};
   if (files.empty())
     throw HttpError(404, "no build log of '" + drv->baseName() + "'");
   // The newest attempt, as Hydra serves a derivation's log.

@@ -2,11 +2,11 @@
 // routes (history, latest redirects, badge).
 #include "pages_logs.h"
 
-#include <algorithm>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "kiln/common/file.h"
 #include "kiln/scheduler/logs.h"
@@ -48,7 +48,10 @@ class LiveLog : public BodyStream {
       : ctx_(ctx), build_(std::move(build)) {}
 
   Next next(std::string& out, size_t max) override {
-    auto files = scheduler::stepLogFiles(ctx_.stateDir, build_.drvPath);
+    auto* view = ctx_.view();
+    auto files = view ? scheduler::stepLogFiles(view->rows(), ctx_.stateDir,
+                                                build_.drvPath)
+                      : std::vector<std::pair<int, std::string>>{};
     if (!files.empty() && files.back().first != attempt_) {
       attempt_ = files.back().first;
       path_ = files.back().second;
@@ -69,7 +72,6 @@ class LiveLog : public BodyStream {
       }
       return Next::kData;
     }
-    auto* view = ctx_.view();
     auto b = view ? view->rows().build(build_.id) : std::nullopt;
     if (!b || b->finished) {
       // The last line may lack its newline: send what is left first.
@@ -79,8 +81,7 @@ class LiveLog : public BodyStream {
         out += "data: " + rest + "\n\n";
         return Next::kData;
       }
-      out += "event: end\ndata: " +
-             statusLabel(b ? b->status : -1) + "\n\n";
+      out += "event: end\ndata: " + statusLabel(b ? b->status : -1) + "\n\n";
       return Next::kEnd;
     }
     return out.empty() ? Next::kWait : Next::kData;
@@ -96,9 +97,10 @@ class LiveLog : public BodyStream {
 
 }  // namespace
 
-std::string latestLogTail(const std::string& stateDir,
+std::string latestLogTail(scheduler::StateView& view,
+                          const std::string& stateDir,
                           const std::string& drvPath, size_t maxBytes) {
-  auto files = scheduler::stepLogFiles(stateDir, drvPath);
+  auto files = scheduler::stepLogFiles(view.rows(), stateDir, drvPath);
   if (files.empty()) return "";
   const std::string& path = files.back().second;
   int64_t size = fileSize(path);
@@ -115,12 +117,13 @@ void addLogRoutes(Router& router, WebContext& ctx) {
   router.add("GET", "/build/{id}/log",
              [&ctx](const Request& req, const RouteParams& p) {
                auto b = findBuild(ctx, p.id("id"));
-               auto files = scheduler::stepLogFiles(ctx.stateDir, b.drvPath);
+               auto files = scheduler::stepLogFiles(ctx.view()->rows(),
+                                                    ctx.stateDir, b.drvPath);
                if (files.empty())
-                 throw HttpError(404, "build " + std::to_string(b.id) +
-                                          " has no log yet");
-               int64_t attempt = intArg(req, "attempt", files.back().first, 1,
-                                        1'000'000);
+                 throw HttpError(
+                     404, "build " + std::to_string(b.id) + " has no log yet");
+               int64_t attempt =
+                   intArg(req, "attempt", files.back().first, 1, 1'000'000);
                for (auto& [n, path] : files)
                  if (n == attempt)
                    return Response::file(path, "text/plain; charset=utf-8");
@@ -145,8 +148,8 @@ scheduler::JobsetRow jobsetOf(WebContext& ctx, const RouteParams& p) {
   auto js = view ? view->rows().jobsetByName(p.at("project"), p.at("jobset"))
                  : std::nullopt;
   if (!js)
-    throw HttpError(404, "jobset " + p.at("project") + ":" + p.at("jobset") +
-                             " not found");
+    throw HttpError(
+        404, "jobset " + p.at("project") + ":" + p.at("jobset") + " not found");
   return *js;
 }
 
@@ -155,8 +158,9 @@ Handler latest(WebContext& ctx, bool finishedEval) {
     auto js = jobsetOf(ctx, p);
     int64_t id = ctx.view()->latestBuild(js.id, p.at("job"), finishedEval);
     if (!id)
-      throw HttpError(404, "job " + p.at("job") + " has no successful build" +
-                               (finishedEval ? " in a finished evaluation" : ""));
+      throw HttpError(404,
+                      "job " + p.at("job") + " has no successful build" +
+                          (finishedEval ? " in a finished evaluation" : ""));
     return Response::redirect("/build/" + std::to_string(id));
   };
 }
@@ -164,11 +168,14 @@ Handler latest(WebContext& ctx, bool finishedEval) {
 Handler jobPage(WebContext& ctx, bool api) {
   return [&ctx, api](const Request& req, const RouteParams& p) {
     auto* view = ctx.view();
-    if (!view) throw HttpError(503, "the scheduler has not created its state yet");
-    scheduler::Page page{intArg(req, "offset", 0, 0, scheduler::Page::kMaxOffset),
-                         intArg(req, "limit", 50, 1, scheduler::Page::kMaxLimit)};
+    if (!view)
+      throw HttpError(503, "the scheduler has not created its state yet");
+    scheduler::Page page{
+        intArg(req, "offset", 0, 0, scheduler::Page::kMaxOffset),
+        intArg(req, "limit", 50, 1, scheduler::Page::kMaxLimit)};
     try {
-      json m = jobModel(*view, p.at("project"), p.at("jobset"), p.at("job"), page);
+      json m =
+          jobModel(*view, p.at("project"), p.at("jobset"), p.at("job"), page);
       return api || req.wantsJson() ? Response::json(m)
                                     : Response::html(renderJob(m));
     } catch (const NotFound& e) {
@@ -185,22 +192,21 @@ void addJobRoutes(Router& router, WebContext& ctx) {
   router.add("GET", "/api" + job, jobPage(ctx, true));
   router.add("GET", job + "/latest", latest(ctx, false));
   router.add("GET", job + "/latest-finished", latest(ctx, true));
-  router.add("GET", job + "/badge.svg",
-             [&ctx](const Request&, const RouteParams& p) {
-               auto js = jobsetOf(ctx, p);
-               auto h = ctx.view()->jobHistory(js.id, p.at("job"),
-                                               scheduler::Page{0, 1});
-               std::string name;
-               if (!h.rows.empty())
-                 name = statusName(h.rows[0].build.finished
-                                       ? h.rows[0].build.status
-                                       : -1);
-               Response r;
-               r.contentType = "image/svg+xml";
-               r.body = renderBadge(name);
-               r.headers.push_back({"Cache-Control", "no-cache"});
-               return r;
-             });
+  router.add(
+      "GET", job + "/badge.svg", [&ctx](const Request&, const RouteParams& p) {
+        auto js = jobsetOf(ctx, p);
+        auto h =
+            ctx.view()->jobHistory(js.id, p.at("job"), scheduler::Page{0, 1});
+        std::string name;
+        if (!h.rows.empty())
+          name = statusName(h.rows[0].build.finished ? h.rows[0].build.status
+                                                     : -1);
+        Response r;
+        r.contentType = "image/svg+xml";
+        r.body = renderBadge(name);
+        r.headers.push_back({"Cache-Control", "no-cache"});
+        return r;
+      });
 }
 
 }  // namespace kiln::web

@@ -3,14 +3,17 @@
 
 #include <string>
 
+#include "kiln/scheduler/state_view.h"
 #include "kiln/web/context.h"
 #include "kiln/web/router.h"
 
 namespace kiln::web {
 
 /// The last `maxBytes` of the newest log attempt of the step building
-/// `drvPath` ("" when there is none), cut at a line start.
-std::string latestLogTail(const std::string& stateDir,
+/// `drvPath` as `view` records the step ("" when there is none), cut at a
+/// line start.
+std::string latestLogTail(scheduler::StateView& view,
+                          const std::string& stateDir,
                           const std::string& drvPath,
                           size_t maxBytes = 64 << 10);
 /// `/build/{id}/log` (download, `?attempt=N`) and `/build/{id}/log/live`

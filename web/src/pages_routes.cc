@@ -144,7 +144,7 @@ struct Pages {
   json build(StateView& v, const Request&, const RouteParams& p) const {
     int64_t id = p.id("id");
     json m = buildModel(v, ctx.stateDir, id, sizes);
-    m["logTail"] = latestLogTail(ctx.stateDir, m["build"]["drvPath"]);
+    m["logTail"] = latestLogTail(v, ctx.stateDir, m["build"]["drvPath"]);
     return m;
   }
   json evaluation(StateView& v, const Request& r, const RouteParams& p) const {

@@ -13,6 +13,7 @@
 #include "http_client.h"
 #include "kiln/common/file.h"
 #include "kiln/scheduler/logs.h"
+#include "kiln/scheduler/state_db.h"
 #include "kiln/store/compression.h"
 #include "kiln/store/local_store.h"
 #include "kiln/store/nar.h"
@@ -158,6 +159,16 @@ TEST_F(BinaryCacheTest, UnknownPathsAndMalformedNamesAreRefused) {
   createDirs(dirNameOf(logFile));
   writeFile(logFile, "building hello\n");
   writeFile(scheduler::stepLogPath(dir.path(), drv, 2), "attempt two\n");
+  // The step's attempts in the state database say which files are its.
+  EXPECT_EQ(get("/log/" + drv).status, 404);
+  {
+    scheduler::StateDb db(dir.path() + "/scheduler.sqlite");
+    scheduler::StepRow step;
+    step.drvPath = "/nix/store/" + drv;
+    int64_t id = db.upsertStep(step);
+    db.startStep(id, "w", 1);
+    db.startStep(id, "w", 2);
+  }
   auto log = get("/log/" + drv);
   EXPECT_EQ(log.status, 200);
   EXPECT_EQ(log.body, "attempt two\n");

@@ -38,7 +38,8 @@ class PagesTest : public ::testing::Test {
         if (amp == std::string::npos) amp = rest.size();
         std::string kv = rest.substr(i, amp - i);
         auto eq = kv.find('=');
-        r.query[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+        r.query[kv.substr(0, eq)] =
+            eq == std::string::npos ? "" : kv.substr(eq + 1);
         i = amp + 1;
       }
     }
@@ -71,11 +72,17 @@ TEST_F(PagesTest, OverviewShowsEvaluationsAndChartsWithoutScheduler) {
 TEST_F(PagesTest, OverviewWithSchedulerShowsRunningStepsAndWorkers) {
   snap_ = std::make_shared<scheduler::SchedulerSnapshot>();
   snap_->takenMs = 1'700'000'000'000 + 3'600'000 + 61'000;
-  snap_->queue = {{fx_.helloStep, fx_.drv("hello"), "x86_64-linux", "running",
-                   "running"}};
-  snap_->workers = {{"builder-1", {"x86_64-linux", "i686-linux"}, 2, 1,
-                     {"kvm", "big-parallel"}, {fx_.drv("hello")},
-                     1'700'000'000'000, 12, 3}};
+  snap_->queue = {
+      {fx_.helloStep, fx_.drv("hello"), "x86_64-linux", "running", "running"}};
+  snap_->workers = {{"builder-1",
+                     {"x86_64-linux", "i686-linux"},
+                     2,
+                     1,
+                     {"kvm", "big-parallel"},
+                     {fx_.drv("hello")},
+                     1'700'000'000'000,
+                     12,
+                     3}};
   snap_->metrics.queuedBySystem = {{"x86_64-linux", 7}};
   Response r = get("/");
   EXPECT_THAT(r.body, HasSubstr("builder-1"));
@@ -86,7 +93,8 @@ TEST_F(PagesTest, OverviewWithSchedulerShowsRunningStepsAndWorkers) {
   Response w = get("/workers");
   EXPECT_THAT(w.body, HasSubstr("kvm, big-parallel"));
   EXPECT_THAT(w.body, HasSubstr(fx_.drv("hello")));
-  EXPECT_THAT(w.body, HasSubstr("<td class=\"num\">12</td><td class=\"num\">3</td>"));
+  EXPECT_THAT(w.body,
+              HasSubstr("<td class=\"num\">12</td><td class=\"num\">3</td>"));
   auto j = nlohmann::json::parse(get("/api/workers").body)["workers"][0];
   EXPECT_EQ(j["features"], nlohmann::json({"kvm", "big-parallel"}));
   EXPECT_EQ(j["steps"], nlohmann::json({fx_.drv("hello")}));
@@ -96,7 +104,8 @@ TEST_F(PagesTest, OverviewWithSchedulerShowsRunningStepsAndWorkers) {
 }
 
 TEST_F(PagesTest, JobsetShowsTheMatrixAndProjectsLinkToIt) {
-  EXPECT_THAT(get("/projects").body, HasSubstr("href=\"/jobset/nixpkgs/trunk\""));
+  EXPECT_THAT(get("/projects").body,
+              HasSubstr("href=\"/jobset/nixpkgs/trunk\""));
   Response r = get("/jobset/nixpkgs/trunk");
   ASSERT_EQ(r.status, 200);
   EXPECT_THAT(r.body, HasSubstr("/jobset/nixpkgs/trunk/job/hello"));
@@ -165,7 +174,13 @@ TEST_F(PagesTest, LogsDownloadPerAttempt) {
 }
 
 TEST_F(PagesTest, LiveLogStreamsNewLinesThenEndsWhenFinished) {
-  // bash is unfinished: give its step a log and follow it.
+  // bash is unfinished: start its step, give it a log and follow it.
+  {
+    scheduler::StateDb db(fx_.stateDir() + "/scheduler.sqlite");
+    scheduler::StepRow step;
+    step.drvPath = fx_.drv("bash");
+    db.startStep(db.upsertStep(step), "builder-1", 1);
+  }
   std::string log = scheduler::stepLogPath(fx_.stateDir(), fx_.drv("bash"), 1);
   writeFile(log, "configuring\n");
   Response r = get("/build/" + std::to_string(fx_.bash) + "/log/live");
@@ -199,7 +214,8 @@ TEST_F(PagesTest, JobHistoryRedirectsAndBadge) {
   EXPECT_THAT(h.body, HasSubstr("/build/" + std::to_string(fx_.helloBase)));
   Response latest = get(j + "/latest");
   EXPECT_EQ(latest.status, 302);
-  EXPECT_EQ(latest.header("Location"), "/build/" + std::to_string(fx_.helloBase));
+  EXPECT_EQ(latest.header("Location"),
+            "/build/" + std::to_string(fx_.helloBase));
   EXPECT_EQ(get(j + "/latest-finished").status, 302);
   EXPECT_EQ(get("/jobset/nixpkgs/trunk/job/zlib/latest-finished").status, 404);
   Response badge = get(j + "/badge.svg");
@@ -220,7 +236,8 @@ TEST_F(PagesTest, QueueWorkersAndSearch) {
   EXPECT_THAT(get("/workers").body, HasSubstr("none"));
   Response s = get("/search?q=hel");
   EXPECT_THAT(s.body, HasSubstr(">hello<"));
-  auto m = nlohmann::json::parse(get("/api/search?q=" + std::string(32, 'o')).body);
+  auto m =
+      nlohmann::json::parse(get("/api/search?q=" + std::string(32, 'o')).body);
   EXPECT_EQ(m["outputs"][0]["build"], fx_.helloBase);
   EXPECT_EQ(get("/search?q=" + std::string(500, 'x')).status, 400);
 }
@@ -245,7 +262,8 @@ TEST_F(PagesTest, EveryPageAnswersTheSameDataAsJsonThreeWays) {
     std::string api = "/api" + (path == "/" ? "/overview" : path);
     std::string sep = path.find('?') == std::string::npos ? "?" : "&";
     std::vector<nlohmann::json> answers;
-    for (auto r : {get(path, true), get(path + sep + "format=json"), get(api)}) {
+    for (auto r :
+         {get(path, true), get(path + sep + "format=json"), get(api)}) {
       ASSERT_EQ(r.status, 200) << path << ": " << r.body;
       EXPECT_THAT(r.contentType, HasSubstr("application/json")) << path;
       auto m = nlohmann::json::parse(r.body);

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/scheduler/state_db.h"
+
 namespace kiln::scheduler {
 
 /// The log file of attempt `attempt` (1-based) of the step building
@@ -13,17 +15,18 @@ namespace kiln::scheduler {
 std::string stepLogPath(const std::string& stateDir, const std::string& drvPath,
                         int attempt);
 
-/// The existing log files of the step building `drvPath`, by attempt
-/// number (oldest first). Empty when there is none (or no logs folder).
-/// Throws SysError if the logs folder cannot be read.
+/// The existing log files of attempts 1..`attempts` of the step building
+/// `drvPath` (the step's attempt count in the state database, which bounds
+/// its logs' numbers; at most 10,000), oldest first. An attempt that wrote
+/// nothing has no file and is skipped. Probes by number: the logs folder,
+/// which holds a file per attempt of every step ever built, is never read.
 std::vector<std::pair<int, std::string>> stepLogFiles(
-    const std::string& stateDir, const std::string& drvPath);
-/// The same, looking only for attempts 1..`attempts` (the step's attempt
-/// count in the state database, which bounds its logs' numbers; at most
-/// 10,000) instead of reading the logs folder, which holds a file per
-/// attempt of every step ever built.
+    const std::string& stateDir, const std::string& drvPath, int64_t attempts);
+/// The same for the step `db` records for `drvPath` (a full logical path,
+/// or a base name, resolved in the store folder of the steps `db` holds).
+/// Empty when `db` has no such step. Throws SqliteError on a broken
+/// database.
 std::vector<std::pair<int, std::string>> stepLogFiles(
-    const std::string& stateDir, const std::string& drvPath,
-    int64_t attempts);
+    StateDb& db, const std::string& stateDir, const std::string& drvPath);
 
 }  // namespace kiln::scheduler

@@ -42,8 +42,8 @@ struct EvaluationRow {
   std::string inputsHash;  ///< git revision or content hash of the folder
   int64_t timeMs = 0;
   int64_t durationMs = 0;
-  int64_t jobs = 0;    ///< builds created
-  std::string error;   ///< evaluation-wide error ("" if none)
+  int64_t jobs = 0;   ///< builds created
+  std::string error;  ///< evaluation-wide error ("" if none)
 };
 
 /// A per-job evaluation error.
@@ -62,7 +62,7 @@ struct BuildRow {
   std::string system;
   std::string drvPath;  ///< full logical path
   bool finished = false;
-  int status = -1;      ///< Hydra status; -1 while unfinished
+  int status = -1;  ///< Hydra status; -1 while unfinished
   int globalPriority = 0;
   int localPriority = 0;
   int64_t createdMs = 0;
@@ -190,9 +190,9 @@ class StateDb {
   /// Marks a finished build unfinished again (restart, revival).
   void reopenBuild(int64_t id);
   void setBuildPriority(int64_t id, int globalPriority);
-  void setBuildOutputs(int64_t id,
-                       const std::vector<std::pair<std::string, std::string>>&
-                           nameToPath);
+  void setBuildOutputs(
+      int64_t id,
+      const std::vector<std::pair<std::string, std::string>>& nameToPath);
   std::vector<std::pair<std::string, std::string>> buildOutputs(int64_t id);
 
   // ------------------------------------------------------------------ steps
@@ -200,6 +200,9 @@ class StateDb {
   int64_t upsertStep(const StepRow& s);
   std::optional<StepRow> step(int64_t id);
   std::optional<StepRow> stepByDrv(const std::string& drvPath);
+  /// The step whose derivation has base name `base` (`<hash>-<name>.drv`),
+  /// in the store folder of the steps recorded (one per state database).
+  std::optional<StepRow> stepByBaseName(const std::string& base);
   /// Records that `step` depends on `dep` (idempotent).
   void addStepDep(int64_t step, int64_t dep);
   /// The recorded dependencies of `step` (step ids).
