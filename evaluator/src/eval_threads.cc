@@ -120,6 +120,8 @@ void EvalState::enterThread(uint32_t slot) {
 void EvalState::beginThreads(uint32_t threads) {
   if (threads == 0 || threads > kMaxThreads) throw Error("evaluation thread count out of range");
   slotsInUse_ = threads;
+  helped_ = abandoned_ = 0;
+  deepestHelp_ = 0;
   prepareBuiltinsForThreads(*this);
   // The single-thread value block is no longer used: every thread takes
   // values from its own slot (allocValue's fast path finds it empty).
@@ -252,12 +254,22 @@ bool EvalState::runHelping(const std::function<void()>& fn) {
       s.callDepth = savedDepth;
     }
   } level(slot);
+  helped_.fetch_add(1, std::memory_order_relaxed);
+  uint32_t depth = static_cast<uint32_t>(tHelpStart.size());
+  uint32_t deepest = deepestHelp_.load(std::memory_order_relaxed);
+  while (depth > deepest && !deepestHelp_.compare_exchange_weak(deepest, depth)) {
+  }
   try {
     fn();
   } catch (const HelpAbort&) {
+    abandoned_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   return true;
+}
+
+EvalState::HelpStats EvalState::helpStats() const {
+  return {helped_.load(), abandoned_.load(), deepestHelp_.load()};
 }
 
 // A waiter stores what it waits for, then (after a full fence) reads the

@@ -140,6 +140,12 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
   pthread_attr_destroy(&attr);
   for (pthread_t id : ids) pthread_join(id, nullptr);
   state.helpWhileWaiting = nullptr;
+  if (std::getenv("KILN_EVAL_CPU_TIMES")) {
+    EvalState::HelpStats help = state.helpStats();
+    std::fprintf(stderr, "kiln eval cpu: helped %llu entries while waiting, %llu abandoned, %u deep\n",
+                 static_cast<unsigned long long>(help.helped),
+                 static_cast<unsigned long long>(help.abandoned), help.deepest);
+  }
   state.endThreads();
   if (ids.empty()) throw Error("cannot start evaluation threads");
   if (sh.error) std::rethrow_exception(sh.error);

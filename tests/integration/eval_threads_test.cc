@@ -36,7 +36,7 @@ class EvalThreads : public ::testing::Test {
     auto base = eval(file, {}, true, env);
     ASSERT_EQ(base.exitCode, 0) << base.err;
     ASSERT_EQ(test::nonEmptyLines(base.out).size(), jobs);
-    for (const char* n : {"1", "2", "4"}) {
+    for (const char* n : {"1", "2", "4", "8"}) {
       SCOPED_TRACE(std::string(n) + " threads");
       auto r = eval(file, {"--workers", n}, true, env);
       EXPECT_EQ(r.exitCode, 0) << r.err;
@@ -90,7 +90,7 @@ in builtins.listToAttrs (builtins.genList (i: {
   value = let self = mk "c${toString i}" other; other = mk "o${toString i}" self; in self;
 }) 50) // rec { a = mk "a" b; b = mk "b" a; }
 )";
-  for (const char* n : {"1", "2", "4"}) {
+  for (const char* n : {"1", "2", "4", "8"}) {
     SCOPED_TRACE(std::string(n) + " threads");
     auto r = eval(file, {"--workers", n});
     ASSERT_EQ(r.exitCode, 0) << r.err;

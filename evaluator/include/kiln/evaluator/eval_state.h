@@ -214,6 +214,14 @@ class EvalState {
   bool runHelping(const std::function<void()>& fn);
   /// How deeply evaluations helped with nest on one thread.
   static constexpr uint32_t kMaxHelpDepth = 4;
+  /// What help evaluations (runHelping) did since beginThreads.
+  struct HelpStats {
+    uint64_t helped = 0;     ///< evaluations run nested in a wait
+    uint64_t abandoned = 0;  ///< of those, abandoned (to be run again)
+    uint32_t deepest = 0;    ///< the deepest nesting reached on a thread
+  };
+  /// The figures so far (any thread may read them while threads run).
+  HelpStats helpStats() const;
   /// Held by the derivation family and other builtins while they touch
   /// state shared by threads (never while evaluating).
   std::mutex sharedMutex;
@@ -401,6 +409,8 @@ class EvalState {
   std::unique_ptr<StoreWriter> lockedWriter_;
   StoreWriter* plainWriter_ = nullptr;
   std::atomic<uint32_t> waiters_{0};  // threads in waitForThunk
+  std::atomic<uint64_t> helped_{0}, abandoned_{0};  // helpStats()
+  std::atomic<uint32_t> deepestHelp_{0};
   std::mutex cacheMutex_;          // fileCache, srcToStore, missingEntriesWarned_
   mutable std::mutex pathsMutex_;  // allowedPaths_
   /// A lock on `m` when threaded, none otherwise.
