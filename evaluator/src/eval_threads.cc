@@ -322,6 +322,8 @@ void EvalState::waitForThunk(Value& v, PosIdx pos) {
     Cycle cycle = waitCycle(me, static_cast<uint8_t>(valueState(v) >> 8));
     if (cycle == Cycle::kNone) {
       cycleSeen = 0;
+    } else if (cycle == Cycle::kSoft && !tHelpStart.empty()) {
+      throw HelpAbort{};  // at once: a momentary cycle only costs a retry
     } else if (++cycleSeen >= 3) {
       if (cycle == Cycle::kHard)
         throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));

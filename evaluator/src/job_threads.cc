@@ -10,6 +10,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "eval_threads.h"
 #include "gc_support.h"  // GC_THREADS: pthread_create registers each thread
@@ -54,6 +55,7 @@ bool helpOnce(Shared& sh) {
   if (!sh.state.runHelping([&] { evaluateEntry(sh, i); })) {
     std::lock_guard<std::mutex> lock(sh.mu);
     sh.retry.push_back(i);
+    return false;  // the next entries likely need the same thunks: wait
   }
   return true;
 }
@@ -127,7 +129,10 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
     std::fprintf(stderr, "kiln eval cpu: before threads %.2f s\n",
                  cpuSeconds(CLOCK_PROCESS_CPUTIME_ID));
   state.beginThreads(threads);
-  state.helpWhileWaiting = [&sh] { return helpOnce(sh); };
+  // KILN_EVAL_HELP=0: threads sleep while they wait (bench/eval_workers.sh
+  // compares the two in one run).
+  const char* help = std::getenv("KILN_EVAL_HELP");
+  if (!help || std::string(help) != "0") state.helpWhileWaiting = [&sh] { return helpOnce(sh); };
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kThreadStack);

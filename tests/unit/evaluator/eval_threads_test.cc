@@ -63,9 +63,9 @@ const PrimOp kAfter{"after", 1, primAfter};
 
 // Entries in name order, as the helping thread meets them (it runs alone
 // while the gate is closed): e00 holds the gate; e01 claims x, then waits
-// for the gate and helps: e02–e04 are cycles (level 1, errors), e05 and e06
-// wait for the gate (levels 1, 2), e07 needs x, claimed at level 0
-// (abandoned at level 3), e08 waits (level 3), e09 (level 4, the limit)
+// for the gate and helps: e02–e04 are cycles (level 1, errors), e05–e07
+// wait for the gate (levels 1–3), e08 needs x, claimed at level 0
+// (abandoned at level 4, the limit); then the thread stops helping and
 // sleeps until the gate opens. The rest run after.
 const char* kCollection = R"(
 { gate, after }:
@@ -77,13 +77,13 @@ let
   x = "${after "x"}-${g}";
   e = i: "e" + (if i < 10 then "0" else "") + toString i;
   onGate = builtins.listToAttrs (map (i: { name = e i; value = mk (e i) g; })
-    [ 0 5 6 8 9 10 11 12 13 14 15 ]);
+    [ 0 5 6 7 9 10 11 12 13 14 15 ]);
 in onGate // rec {
   e01 = mk "e01" x;
   e02 = let s = mk "e02" s.drvPath; in s;
   e03 = mk "e03" e04.drvPath;
   e04 = mk "e04" e03.drvPath;
-  e07 = mk "e07" x;
+  e08 = mk "e08" x;
 }
 )";
 
@@ -148,7 +148,7 @@ TEST(EvalThreadsHelp, OneThreadReportsEveryEntryAndTheCycles) {
     EXPECT_NE(lines[i][0].find("infinite recursion encountered"), std::string::npos)
         << lines[i][0];
   }
-  EXPECT_NE(lines[7][0].find("\"drvPath\""), std::string::npos) << lines[7][0];
+  EXPECT_NE(lines[8][0].find("\"drvPath\""), std::string::npos) << lines[8][0];
 }
 
 TEST(EvalThreadsHelp, HelpsNestedAbandonsWhatNeedsItsOwnThunksAndStopsAtTheDepthLimit) {
@@ -156,7 +156,7 @@ TEST(EvalThreadsHelp, HelpsNestedAbandonsWhatNeedsItsOwnThunksAndStopsAtTheDepth
   EvalState::HelpStats stats;
   bool sawAll = false;
   Lines lines = evaluate(2, true, [&](const EvalState::HelpStats& s) {
-    // e02..e08 helped, e07 abandoned, level 4 reached: all before the gate opens.
+    // e02..e08 helped, e08 abandoned at level 4: all before the gate opens.
     sawAll = s.helped >= 7 && s.abandoned >= 1 && s.deepest == EvalState::kMaxHelpDepth;
     return sawAll;
   }, stats);
