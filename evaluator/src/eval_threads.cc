@@ -1,7 +1,6 @@
 // Threaded evaluation (docs/evaluator.md, "Threaded evaluation"): claiming
 // and publishing thunks through their state word, waiting for thunks other
 // threads evaluate, per-thread allocation, and the store writer's lock.
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -17,26 +16,6 @@ namespace {
 
 thread_local uint32_t tSlot = 0;  // 0: not an evaluating thread of a threaded state
 thread_local uint64_t tWaitNanos = 0;
-// Help evaluations (runHelping) nest on a thread. The thunks claimed inside
-// them, and where each level's claims start, tell a blackhole of this
-// thread's current level (infinite recursion) from an outer level's.
-thread_local std::vector<const Value*> tClaims;
-thread_local std::vector<size_t> tHelpStart;
-// Where the thread's stack started (enterThread): helps nest only while
-// little of it is used, whatever the depth of the evaluations below.
-thread_local const char* tStackTop = nullptr;
-constexpr size_t kHelpStackLimit = size_t{64} << 20;
-
-// Whether the calling thread may start a help evaluation here.
-bool mayHelp() {
-  const char* here = static_cast<const char*>(__builtin_frame_address(0));
-  return tHelpStart.size() < EvalState::kMaxHelpDepth && tStackTop &&
-         static_cast<size_t>(tStackTop - here) < kHelpStackLimit;
-}
-
-// Abandons a help evaluation. Not an Error: no catch site of the evaluator
-// takes it for a Nix error (forcing puts claimed thunks back and rethrows).
-struct HelpAbort {};
 
 #if defined(__SANITIZE_THREAD__)
 #define KILN_TSAN 1
@@ -114,14 +93,11 @@ uint64_t threadWaitNanos() { return tWaitNanos; }
 void EvalState::enterThread(uint32_t slot) {
   if (slot == 0 || slot > kMaxThreads) throw Error("evaluation thread slot out of range");
   tSlot = slot;
-  tStackTop = static_cast<const char*>(__builtin_frame_address(0));
 }
 
 void EvalState::beginThreads(uint32_t threads) {
   if (threads == 0 || threads > kMaxThreads) throw Error("evaluation thread count out of range");
   slotsInUse_ = threads;
-  helped_ = abandoned_ = 0;
-  deepestHelp_ = 0;
   prepareBuiltinsForThreads(*this);
   // The single-thread value block is no longer used: every thread takes
   // values from its own slot (allocValue's fast path finds it empty).
@@ -183,15 +159,14 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
     auto type = static_cast<VType>(st & 0xff);
     if (type > VType::kBlackhole) return;
     if (type == VType::kBlackhole) {
-      if ((st >> 8) == me || me == 0) ownBlackhole(v, pos);
+      if ((st >> 8) == me || me == 0)
+        throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
       waitForThunk(v, pos);
       continue;
     }
     if (!claimValue(v, st, makeValueState(VType::kBlackhole, static_cast<uint8_t>(me))))
       continue;
     // Claimed: the payload is this thread's until it publishes.
-    const bool helping = !tHelpStart.empty();
-    if (helping) tClaims.push_back(&v);
     Value tmp;
     Value saved = v;
     try {
@@ -199,12 +174,10 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
       else callFunction(*saved.app.left, *saved.app.right, tmp, pos);
       forceValue(tmp, pos);  // a result is never a thunk
     } catch (...) {
-      if (helping) tClaims.pop_back();
       publishValueState(v, makeValueState(type));
       wakeWaiters(v);
       throw;
     }
-    if (helping) tClaims.pop_back();
     // Payload first, then the state word (release).
     std::memcpy(reinterpret_cast<char*>(&v) + 8, reinterpret_cast<char*>(&tmp) + 8,
                 sizeof(Value) - 8);
@@ -215,61 +188,18 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
   }
 }
 
-void EvalState::ownBlackhole(const Value& v, PosIdx pos) {
-  if (tSlot != 0 && !tHelpStart.empty() &&
-      std::find(tClaims.begin() + static_cast<std::ptrdiff_t>(tHelpStart.back()), tClaims.end(),
-                &v) == tClaims.end())
-    throw HelpAbort{};  // claimed outside this help: only the outer level finishes it
-  throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
-}
-
-// Thread `owner` waits for a value owned by another, and so on.
-EvalState::Cycle EvalState::waitCycle(uint32_t me, uint8_t owner) {
-  bool soft = slots_[me].helpDepth.load() > 0;
+// Whether the waits starting at `owner` lead back to `me`: thread `owner`
+// waits for a value owned by another, and so on.
+bool EvalState::waitCycle(uint32_t me, uint8_t owner) {
   for (uint32_t steps = 0; owner != 0 && steps <= kMaxThreads; ++steps) {
-    if (owner == me) return soft ? Cycle::kSoft : Cycle::kHard;
-    if (slots_[owner].helpDepth.load() > 0) soft = true;
+    if (owner == me) return true;
     Value* w = slots_[owner].waitingFor.load();
-    if (!w) return Cycle::kNone;
+    if (!w) return false;
     uint16_t st = valueState(*w);
-    if (static_cast<VType>(st & 0xff) != VType::kBlackhole) return Cycle::kNone;
+    if (static_cast<VType>(st & 0xff) != VType::kBlackhole) return false;
     owner = static_cast<uint8_t>(st >> 8);
   }
-  return Cycle::kNone;
-}
-
-bool EvalState::runHelping(const std::function<void()>& fn) {
-  ThreadSlot& slot = slots_[tSlot];
-  struct Level {
-    ThreadSlot& s;
-    uint32_t savedDepth = s.callDepth;
-    explicit Level(ThreadSlot& slot) : s(slot) {
-      s.callDepth = 0;  // the entry's own nesting counts, as on its own
-      tHelpStart.push_back(tClaims.size());
-      s.helpDepth.store(static_cast<uint32_t>(tHelpStart.size()));
-    }
-    ~Level() {
-      tHelpStart.pop_back();
-      s.helpDepth.store(static_cast<uint32_t>(tHelpStart.size()));
-      s.callDepth = savedDepth;
-    }
-  } level(slot);
-  helped_.fetch_add(1, std::memory_order_relaxed);
-  uint32_t depth = static_cast<uint32_t>(tHelpStart.size());
-  uint32_t deepest = deepestHelp_.load(std::memory_order_relaxed);
-  while (depth > deepest && !deepestHelp_.compare_exchange_weak(deepest, depth)) {
-  }
-  try {
-    fn();
-  } catch (const HelpAbort&) {
-    abandoned_.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
-  return true;
-}
-
-EvalState::HelpStats EvalState::helpStats() const {
-  return {helped_.load(), abandoned_.load(), deepestHelp_.load()};
+  return false;
 }
 
 // A waiter stores what it waits for, then (after a full fence) reads the
@@ -291,13 +221,6 @@ void EvalState::wakeWaiters(const Value& v) {
 void EvalState::waitForThunk(Value& v, PosIdx pos) {
   const uint32_t me = tSlot;
   ThreadSlot& slot = slots_[me];
-  // Rather than sleep, evaluate other entries (not waiting meanwhile: a
-  // thread that waits for this one's thunks sees it busy, not blocked).
-  if (helpWhileWaiting && mayHelp()) {
-    while (static_cast<VType>(valueState(v) & 0xff) == VType::kBlackhole && helpWhileWaiting()) {
-    }
-    if (static_cast<VType>(valueState(v) & 0xff) != VType::kBlackhole) return;
-  }
   slot.waitingFor.store(&v);
   waiters_.fetch_add(1);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the stores before the state's load
@@ -319,16 +242,11 @@ void EvalState::waitForThunk(Value& v, PosIdx pos) {
   int cycleSeen = 0;
   while (!published()) {
     // A cycle read while the chain moves can be momentary; a real one stays.
-    Cycle cycle = waitCycle(me, static_cast<uint8_t>(valueState(v) >> 8));
-    if (cycle == Cycle::kNone) {
-      cycleSeen = 0;
-    } else if (cycle == Cycle::kSoft && !tHelpStart.empty()) {
-      throw HelpAbort{};  // at once: a momentary cycle only costs a retry
-    } else if (++cycleSeen >= 3) {
-      if (cycle == Cycle::kHard)
+    if (waitCycle(me, static_cast<uint8_t>(valueState(v) >> 8))) {
+      if (++cycleSeen >= 3)
         throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
-      if (!tHelpStart.empty()) throw HelpAbort{};  // the cycle goes through this help
-      cycleSeen = 0;  // another thread's help is on it and will give up
+    } else {
+      cycleSeen = 0;
     }
     std::unique_lock<std::mutex> lock(slot.waitMutex);
     slot.waitCv.wait_for(lock, std::chrono::milliseconds(cycleSeen ? 5 : 50), published);

@@ -9,8 +9,6 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
-#include <optional>
-#include <string>
 
 #include "eval_threads.h"
 #include "gc_support.h"  // GC_THREADS: pthread_create registers each thread
@@ -33,44 +31,7 @@ struct Shared {
   std::vector<std::vector<Job>> results;
   std::mutex mu;
   std::exception_ptr error;  // the first error that is not a job's
-  std::vector<size_t> retry;  // under mu: entries whose help was abandoned
 };
-
-// Evaluates entry `i` and keeps its jobs (each index is written by one
-// thread: the one that finished it).
-void evaluateEntry(Shared& sh, size_t i) {
-  std::vector<Job> jobs;
-  enumerateJobEntry(sh.state, sh.root, i, sh.autoArgs, sh.rootAttr,
-                    [&](const Job& job) { jobs.push_back(job); });
-  sh.results[i] = std::move(jobs);
-}
-
-// EvalState::helpWhileWaiting: one fresh entry, nested in the waiting
-// thread's evaluation; one that needed that thread's own unfinished thunks
-// is left for later (retry), evaluated again when a thread is free.
-bool helpOnce(Shared& sh) {
-  if (sh.stop.load()) return false;
-  size_t i = sh.next.fetch_add(1);
-  if (i >= sh.entries) return false;
-  if (!sh.state.runHelping([&] { evaluateEntry(sh, i); })) {
-    std::lock_guard<std::mutex> lock(sh.mu);
-    sh.retry.push_back(i);
-    return false;  // the next entries likely need the same thunks: wait
-  }
-  return true;
-}
-
-// The next entry for a thread that is not helping: a fresh one, else one
-// whose help was abandoned; nullopt when none is left.
-std::optional<size_t> takeEntry(Shared& sh) {
-  size_t i = sh.next.fetch_add(1);
-  if (i < sh.entries) return i;
-  std::lock_guard<std::mutex> lock(sh.mu);
-  if (sh.retry.empty()) return std::nullopt;
-  i = sh.retry.back();
-  sh.retry.pop_back();
-  return i;
-}
 
 struct ThreadArg {
   Shared* shared;
@@ -79,12 +40,13 @@ struct ThreadArg {
 
 void runThread(Shared& sh, uint32_t slot) {
   EvalState::enterThread(slot);
-  // A thread that helped with an entry and gave it up is still here, so it
-  // takes the entry again (or another thread does) before leaving.
   while (!sh.stop.load()) {
-    std::optional<size_t> i = takeEntry(sh);
-    if (!i) return;
-    evaluateEntry(sh, *i);
+    size_t i = sh.next.fetch_add(1);
+    if (i >= sh.entries) return;
+    std::vector<Job> jobs;
+    enumerateJobEntry(sh.state, sh.root, i, sh.autoArgs, sh.rootAttr,
+                      [&](const Job& job) { jobs.push_back(job); });
+    sh.results[i] = std::move(jobs);  // each index is written by one thread
   }
 }
 
@@ -129,10 +91,6 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
     std::fprintf(stderr, "kiln eval cpu: before threads %.2f s\n",
                  cpuSeconds(CLOCK_PROCESS_CPUTIME_ID));
   state.beginThreads(threads);
-  // KILN_EVAL_HELP=0: threads sleep while they wait (bench/eval_workers.sh
-  // compares the two in one run).
-  const char* help = std::getenv("KILN_EVAL_HELP");
-  if (!help || std::string(help) != "0") state.helpWhileWaiting = [&sh] { return helpOnce(sh); };
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kThreadStack);
@@ -144,13 +102,6 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
   }
   pthread_attr_destroy(&attr);
   for (pthread_t id : ids) pthread_join(id, nullptr);
-  state.helpWhileWaiting = nullptr;
-  if (std::getenv("KILN_EVAL_CPU_TIMES")) {
-    EvalState::HelpStats help = state.helpStats();
-    std::fprintf(stderr, "kiln eval cpu: helped %llu entries while waiting, %llu abandoned, %u deep\n",
-                 static_cast<unsigned long long>(help.helped),
-                 static_cast<unsigned long long>(help.abandoned), help.deepest);
-  }
   state.endThreads();
   if (ids.empty()) throw Error("cannot start evaluation threads");
   if (sh.error) std::rethrow_exception(sh.error);

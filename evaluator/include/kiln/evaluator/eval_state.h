@@ -202,26 +202,6 @@ class EvalState {
   static void enterThread(uint32_t slot);
   /// Whether threaded evaluation is on.
   bool threaded() const { return threaded_; }
-  /// Set while threads enumerate jobs (job_threads.cc): evaluates one more
-  /// job entry on the calling thread (through runHelping) instead of
-  /// letting it sleep until another thread's thunk is done; false when no
-  /// entry is left to take.
-  std::function<bool()> helpWhileWaiting;
-  /// Runs `fn` (another entry's jobs) on the calling evaluating thread,
-  /// nested in its current evaluation. Returns false if `fn` was abandoned
-  /// because it needed a thunk that only this thread's outer evaluation
-  /// can finish (the entry must be evaluated again later, not nested).
-  bool runHelping(const std::function<void()>& fn);
-  /// How deeply evaluations helped with nest on one thread.
-  static constexpr uint32_t kMaxHelpDepth = 4;
-  /// What help evaluations (runHelping) did since beginThreads.
-  struct HelpStats {
-    uint64_t helped = 0;     ///< evaluations run nested in a wait
-    uint64_t abandoned = 0;  ///< of those, abandoned (to be run again)
-    uint32_t deepest = 0;    ///< the deepest nesting reached on a thread
-  };
-  /// The figures so far (any thread may read them while threads run).
-  HelpStats helpStats() const;
   /// Held by the derivation family and other builtins while they touch
   /// state shared by threads (never while evaluating).
   std::mutex sharedMutex;
@@ -378,14 +358,7 @@ class EvalState {
   /// blackhole; throws InfiniteRecursionError when the threads' waits form
   /// a cycle.
   void waitForThunk(Value& v, PosIdx pos);
-  /// Whether the waits starting at `owner` lead back to `me`: kNone, or
-  /// kSoft when a thread on the cycle (`me` included) waits inside a help
-  /// evaluation (which it abandons: the cycle is not the program's).
-  enum class Cycle { kNone, kHard, kSoft };
-  Cycle waitCycle(uint32_t me, uint8_t owner);
-  /// Throws for a thunk this thread claimed itself: infinite recursion, or
-  /// abandons the help evaluation when an outer evaluation claimed it.
-  [[noreturn]] void ownBlackhole(const Value& v, PosIdx pos);
+  bool waitCycle(uint32_t me, uint8_t owner);
   /// Wakes the threads waiting for `v`, which was just published or put
   /// back (only theirs: a thread's wait is not woken by other thunks).
   void wakeWaiters(const Value& v);
@@ -401,7 +374,6 @@ class EvalState {
     std::atomic<Value*> waitingFor{nullptr};
     std::mutex waitMutex;  // with waitCv: this thread's wait for waitingFor
     std::condition_variable waitCv;
-    std::atomic<uint32_t> helpDepth{0};  // nested help evaluations running
   };
   ThreadSlot slots_[kMaxThreads + 1];
   uint32_t slotsInUse_ = 0;  // slots 1..slotsInUse_ may evaluate
@@ -409,8 +381,6 @@ class EvalState {
   std::unique_ptr<StoreWriter> lockedWriter_;
   StoreWriter* plainWriter_ = nullptr;
   std::atomic<uint32_t> waiters_{0};  // threads in waitForThunk
-  std::atomic<uint64_t> helped_{0}, abandoned_{0};  // helpStats()
-  std::atomic<uint32_t> deepestHelp_{0};
   std::mutex cacheMutex_;          // fileCache, srcToStore, missingEntriesWarned_
   mutable std::mutex pathsMutex_;  // allowedPaths_
   /// A lock on `m` when threaded, none otherwise.
