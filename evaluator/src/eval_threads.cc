@@ -33,10 +33,12 @@ extern "C" void __tsan_ignore_thread_end();
 // compare-exchange as an atomic write, also one that fails
 // (tsan_interface_atomic.cpp, AtomicCAS), although a failed one only loads
 // ([atomics.types.operations]). A claim fails when another thread claimed
-// and published the thunk between this thread's load and its CAS; a third
-// thread that then reads the published value (an acquire load of the
-// state, then plain reads, as `v = *vAttrs`) has no happens-before with
-// the failed CAS, and TSan reported that read as racing with it. So under
+// and published the thunk between this thread's load and its CAS; a thread
+// that then reads the published value (its publisher, or one whose acquire
+// load saw the final state, then plain reads, as `v = *vAttrs`) has no
+// happens-before with the failed CAS, and TSan reported that read as
+// racing with it. A successful claim cannot race so: a final value is
+// never a thunk again, and a claim succeeds only on a thunk. So under
 // TSan the CAS's own access is not recorded (its acquire/release still
 // is) and a successful claim is recorded as the atomic write it is, by
 // storing the word it just wrote (it is this thread's until it publishes).
