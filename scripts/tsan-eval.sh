@@ -4,8 +4,9 @@
 # first (through the build gate on shared machines):
 #   cmake --preset tsan && /work/bin/kbuild build/tsan kiln
 #   KRUN=1 /work/bin/kbuild scripts/tsan-eval.sh [KILN]   # default build/tsan/cli/kiln
-# Evaluates a 403-job collection with shared dependencies and two failing
-# jobs, jobs in dependency cycles, and gen-pkgset.py 600 in both shapes,
+# Evaluates the threads tests' collections (tests/data/eval_threads: 403
+# jobs with shared dependencies and two failing, and jobs in dependency
+# cycles) and gen-pkgset.py 600 in both shapes,
 # with 1, 2, 4 and 8 threads (NS="2 4 8" changes the counts); checks that
 # every N prints what one thread prints (for the cycles: the same jobs
 # failing with infinite recursion, whose traces may differ) and counts
@@ -19,32 +20,8 @@ NS=${NS:-2 4 8}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export KILN_NO_GC=1 KILN_STATE_DIR=$work/state
-cat >"$work/jobs.nix" <<'EOF'
-let
-  mk = name: deps: derivation {
-    inherit name; system = "x86_64-linux"; builder = "/bin/sh";
-    args = [ "-c" "echo ${toString deps} > $out" ];
-  };
-  pkgs = builtins.listToAttrs (builtins.genList (i: {
-    name = "p${toString i}";
-    value = mk "p${toString i}" (if i == 0 then [] else [ pkgs."p${toString (i / 2)}" ]);
-  }) 400);
-in pkgs // {
-  broken = throw "broken is broken";
-  nested = { recurseForDerivations = true; a = mk "nested-a" [ pkgs.p7 ];
-             bad = 1 + true; };
-}
-EOF
-cat >"$work/cycle.nix" <<'EOF'
-let
-  mk = name: dep: derivation {
-    inherit name; system = "x86_64-linux"; builder = "/bin/sh"; d = dep.drvPath;
-  };
-in builtins.listToAttrs (builtins.genList (i: {
-  name = "c${toString i}";
-  value = let self = mk "c${toString i}" other; other = mk "o${toString i}" self; in self;
-}) 50) // rec { a = mk "a" b; b = mk "b" a; }
-EOF
+data=$here/tests/data/eval_threads
+cp "$data/jobs.nix" "$data/cycle.nix" "$work/"
 for shape in window layered; do
   python3 "$here/bench/gen-pkgset.py" 600 "$work/set-$shape" --shape "$shape" --core 100 >/dev/null
 done

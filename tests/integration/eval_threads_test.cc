@@ -79,17 +79,7 @@ TEST_F(EvalThreads, ErrorsStayPerJob) {
 // Jobs whose values need each other: whichever threads meet the cycle,
 // every job of it fails with infinite recursion and nothing hangs.
 TEST_F(EvalThreads, CyclesAcrossThreadsAreInfiniteRecursion) {
-  std::string file = dir_.path() + "/cycle.nix";
-  std::ofstream(file) << R"(
-let
-  mk = name: dep: derivation {
-    inherit name; system = "x86_64-linux"; builder = "/bin/sh"; d = dep.drvPath;
-  };
-in builtins.listToAttrs (builtins.genList (i: {
-  name = "c${toString i}";
-  value = let self = mk "c${toString i}" other; other = mk "o${toString i}" self; in self;
-}) 50) // rec { a = mk "a" b; b = mk "b" a; }
-)";
+  std::string file = test::sourceDir() + "/tests/data/eval_threads/cycle.nix";
   for (const char* n : {"1", "2", "4", "8"}) {
     SCOPED_TRACE(std::string(n) + " threads");
     auto r = eval(file, {"--workers", n});
