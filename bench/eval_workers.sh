@@ -18,7 +18,8 @@
 # for threads, the CPU time before the threads plus the largest of one
 # thread's CPU time and its waits for other threads' thunks; for processes,
 # the parent's before the fork plus the busiest worker's. Its ratio to one
-# process's CPU time is the speed-up the work's shape allows.
+# process's CPU time is the speed-up the work's shape allows. For threads
+# the line also gives the time all threads waited for others' thunks.
 set -euo pipefail
 N=${1:-50000}
 REPS=${REPS:-3}
@@ -54,6 +55,13 @@ tcritical() {
     awk '/^kiln eval cpu: before threads/ {p = $6}
          /^kiln eval cpu: thread [0-9]/ {t = $6 + $9; if (t > m) m = t}
          END {printf "%.2f\n", p + m}' "$f"
+  done | sort -n | head -1
+}
+# Threads: the smallest over runs of the time all threads waited for other
+# threads' thunks together (what a waiting thread leaves idle).
+twaits() {
+  for f in "$work"/err.$1.*; do
+    awk '/^kiln eval cpu: thread [0-9]/ {w += $9} END {printf "%.2f\n", w}' "$f"
   done | sort -n | head -1
 }
 # The smallest over the runs of NAME of: parent CPU + the busiest worker's.
@@ -95,13 +103,15 @@ nixr() { [ "$NIX" = 1 ] && echo "$(ratio "$1" "$nw")x nix wall, "; }
 echo "kiln one process     wall ${pw}s user ${pu}s cpu ${pc}s rss $((pm / 1024)) MB  ($(nixr "$pw"))"
 # report FLAG PREFIX LONGEST COUNTS...: one line per count, then 2 over 1.
 report() {
-  local flag=$1 prefix=$2 longest=$3 n w u m cp
+  local flag=$1 prefix=$2 longest=$3 n w u m cp waits
   shift 3
   for n in "$@"; do
     read -r _ w u m _ <<<"$(best "$prefix$n")"
     cp=$($longest "$prefix$n")
-    printf 'kiln %-14s wall %ss user %ss rss %s MB  (%sspeed-up %sx over one process; longest path %ss: %sx on idle cores)\n' \
-      "$flag $n" "$w" "$u" "$((m / 1024))" "$(nixr "$w")" "$(ratio "$pw" "$w")" "$cp" "$(ratio "$pc" "$cp")"
+    waits=""
+    [ "$prefix" = t ] && waits="; waits $(twaits "$prefix$n")s"
+    printf 'kiln %-14s wall %ss user %ss rss %s MB  (%sspeed-up %sx over one process; longest path %ss: %sx on idle cores%s)\n' \
+      "$flag $n" "$w" "$u" "$((m / 1024))" "$(nixr "$w")" "$(ratio "$pw" "$w")" "$cp" "$(ratio "$pc" "$cp")" "$waits"
   done
   if [ $# -ge 2 ]; then
     read -r _ w1 _ _ <<<"$(best "$prefix$1")"

@@ -17,6 +17,43 @@ namespace {
 thread_local uint32_t tSlot = 0;  // 0: not an evaluating thread of a threaded state
 thread_local uint64_t tWaitNanos = 0;
 
+#if defined(__SANITIZE_THREAD__)
+#define KILN_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KILN_TSAN 1
+#endif
+#endif
+#ifdef KILN_TSAN
+extern "C" void __tsan_ignore_thread_begin();
+extern "C" void __tsan_ignore_thread_end();
+#endif
+
+// Claims `v` (casValueState). ThreadSanitizer records every
+// compare-exchange as an atomic write, also one that fails
+// (tsan_interface_atomic.cpp, AtomicCAS), although a failed one only loads
+// ([atomics.types.operations]). A claim fails when another thread claimed
+// and published the thunk between this thread's load and its CAS; a thread
+// that then reads the published value (its publisher, or one whose acquire
+// load saw the final state, then plain reads, as `v = *vAttrs`) has no
+// happens-before with the failed CAS, and TSan reported that read as
+// racing with it. A successful claim cannot race so: a final value is
+// never a thunk again, and a claim succeeds only on a thunk. So under
+// TSan the CAS's own access is not recorded (its acquire/release still
+// is) and a successful claim is recorded as the atomic write it is, by
+// storing the word it just wrote (it is this thread's until it publishes).
+bool claimValue(Value& v, uint16_t& expected, uint16_t desired) {
+#ifdef KILN_TSAN
+  __tsan_ignore_thread_begin();
+  bool claimed = casValueState(v, expected, desired);
+  __tsan_ignore_thread_end();
+  if (claimed) __atomic_store_n(reinterpret_cast<uint16_t*>(&v), desired, __ATOMIC_RELAXED);
+  return claimed;
+#else
+  return casValueState(v, expected, desired);
+#endif
+}
+
 // Serialises every call to the writer it wraps (threads share one writer).
 class LockedStoreWriter : public StoreWriter {
  public:
@@ -129,7 +166,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
       waitForThunk(v, pos);
       continue;
     }
-    if (!casValueState(v, st, makeValueState(VType::kBlackhole, static_cast<uint8_t>(me))))
+    if (!claimValue(v, st, makeValueState(VType::kBlackhole, static_cast<uint8_t>(me))))
       continue;
     // Claimed: the payload is this thread's until it publishes.
     Value tmp;

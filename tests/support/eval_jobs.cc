@@ -2,26 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "test_support.h"
+
 namespace kiln::test {
 
 std::string evalJobsCollection(int packages) {
-  return R"(
-let
-  mk = name: deps: derivation {
-    inherit name; system = "x86_64-linux"; builder = "/bin/sh";
-    args = [ "-c" "echo ${toString deps} > $out" ];
-  };
-  pkgs = builtins.listToAttrs (builtins.genList (i: {
-    name = "p${toString i}";
-    value = mk "p${toString i}" (if i == 0 then [] else [ pkgs."p${toString (i / 2)}" ]);
-  }) )" + std::to_string(packages) +
-         R"();
-in pkgs // {
-  broken = throw "broken is broken";
-  nested = { recurseForDerivations = true; a = mk "nested-a" [ pkgs.p7 ];
-             bad = 1 + true; };
-}
-)";
+  return "import \"" + sourceDir() + "/tests/data/eval_threads/jobs.nix\" { packages = " +
+         std::to_string(packages) + "; }\n";
 }
 
 void expectPerJobErrors(const std::string& out) {

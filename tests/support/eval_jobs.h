@@ -6,6 +6,7 @@
 
 namespace kiln::test {
 
+/// An expression importing tests/data/eval_threads/jobs.nix:
 /// `packages` top-level jobs p0..p<packages-1>, each depending on the one at
 /// half its index (so parallel evaluators meet shared thunks), a nested set
 /// entered through recurseForDerivations (`nested.a`, and `nested.bad`, a
