@@ -169,6 +169,7 @@ int build(Options& o, const eval::EvalSettings& settings) {
   }
   linkResults(o, fc.stateDir, settings.storeDir, outcome.targets);
   traceEvent("build", "linked", 0);
+
   return kExitOk;
 }
 

@@ -60,8 +60,13 @@ LocalFarm::~LocalFarm() {
     for (auto& w : workers_) running = running || !w->ended.load();
     if (running) service_->pollOnce(std::chrono::milliseconds(20));
   }
+  traceEvent("build", "workers-stopped", 0);
   for (auto& w : workers_)
     if (w->thread.joinable()) w->thread.join();
+  workers_.clear();  // the daemons: their sandboxes finish their clean-up
+  traceEvent("build", "workers-destroyed", 0);
+  service_.reset();
+  traceEvent("build", "scheduler-stopped", 0);
 }
 
 void LocalFarm::startWorker(const LocalFarmConfig& config,
