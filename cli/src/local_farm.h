@@ -67,8 +67,7 @@ class LocalFarm {
     void onBuildEvent(const scheduler::BuildEvent&, int64_t) override {
       changed = true;
     }
-    void onLifecycleEvent(const scheduler::LifecycleEvent&,
-                          int64_t) override {
+    void onLifecycleEvent(const scheduler::LifecycleEvent&, int64_t) override {
       changed = true;
     }
     bool changed = true;

@@ -158,13 +158,12 @@ TEST_F(BuildCommand, BadInputGetsAClearError) {
 // evaluation error is still the one reported when both fail.
 TEST_F(BuildCommand, AFarmThatCannotStartIsReportedAfterTheEvaluation) {
   createDirs(state());
-  auto held = FileLock::tryAcquire(state() + "/scheduler.lock",
-                                   LockMode::kExclusive);
+  auto held =
+      FileLock::tryAcquire(state() + "/scheduler.lock", LockMode::kExclusive);
   ASSERT_TRUE(held);
   auto r = build({"-A", "top"});
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_NE(r.err.find("scheduler.lock is locked"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("scheduler.lock is locked"), std::string::npos) << r.err;
   auto bad = build({"-A", "nosuch"});
   EXPECT_EQ(bad.exitCode, 1);
   EXPECT_NE(bad.err.find("nosuch"), std::string::npos) << bad.err;
