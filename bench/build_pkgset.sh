@@ -7,7 +7,11 @@
 # BASE=/path/to/an/older/kiln adds it as a third tool in the same run (a
 # change's before and after, each against nix-build, under the same load).
 # KILN_ARGS adds options to the measured kiln's builds (not BASE's), e.g.
-# --fsync-store.
+# --fsync-store. BASE needs its plugins beside it, as in a build tree: copy
+# an unchanged tree's build/release/cli/kiln to DIR/cli/kiln and its
+# build/release/plugins/lib to DIR/plugins/lib, then BASE=DIR/cli/kiln.
+# Each repetition also prints its own ratios; their medians are steadier
+# than the ratio of medians when the machine's load drifts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILN=${KILN:-build/release/cli/kiln}
@@ -38,20 +42,24 @@ run_nix() {  # $1 = fresh chroot store
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-: >"$work/kiln.t"; : >"$work/nix.t"; : >"$work/base.t"
+: >"$work/kiln.t"; : >"$work/nix.t"; : >"$work/base.t"; : >"$work/kn.r"; : >"$work/kb.r"
 for i in $(seq "$REPS"); do
   t0=$(now); run_kiln "$work/k$i" || { cat "$work/kiln.err"; exit 1; }
   t1=$(now); run_nix "$work/n$i" || { cat "$work/nix.err"; exit 1; }
   t2=$(now)
   k=$(awk "BEGIN{print $t1 - $t0}"); n=$(awk "BEGIN{print $t2 - $t1}")
   echo "$k" >>"$work/kiln.t"; echo "$n" >>"$work/nix.t"
+  echo "$k $n" | awk '{print $1 / $2}' >>"$work/kn.r"
   line=$(printf 'rep %d: kiln build %.2f s, nix-build %.2f s' "$i" "$k" "$n")
   if [ -n "$BASE" ]; then
     t3=$(now); run_kiln "$work/b$i" "$BASE" || { cat "$work/kiln.err"; exit 1; }
     b=$(awk "BEGIN{print $(now) - $t3}"); echo "$b" >>"$work/base.t"
+    echo "$k $b" | awk '{print $1 / $2}' >>"$work/kb.r"
     line+=$(printf ', base kiln %.2f s' "$b")
   fi
-  echo "$line"
+  line+=$(printf ' (kiln/nix %.2f' "$(tail -1 "$work/kn.r")")
+  [ -n "$BASE" ] && line+=$(printf ', kiln/base %.2f' "$(tail -1 "$work/kb.r")")
+  echo "$line)"
 done
 km=$(median <"$work/kiln.t"); nm=$(median <"$work/nix.t")
 printf 'median: kiln build -j%s %.2f s, nix-build -j%s %.2f s, kiln/nix %.2f\n' \
@@ -61,4 +69,7 @@ if [ -n "$BASE" ]; then
   printf 'median: base kiln %.2f s, base/nix %.2f, kiln/base %.2f\n' \
     "$bm" "$(awk "BEGIN{print $bm / $nm}")" "$(awk "BEGIN{print $km / $bm}")"
 fi
+printf 'median of the repetitions'"'"' ratios: kiln/nix %.2f' "$(median <"$work/kn.r")"
+[ -n "$BASE" ] && printf ', kiln/base %.2f' "$(median <"$work/kb.r")"
+echo
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

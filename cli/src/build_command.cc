@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <future>
 #include <iostream>
 #include <sstream>
 
@@ -124,46 +125,51 @@ void linkResults(const Options& o, const std::string& stateDir,
 }
 
 int build(Options& o, const eval::EvalSettings& settings) {
-  // Like nix-build (Nix has no per-path fsync): the files of store paths
-  // are not fsynced one by one unless asked; registrations are as always.
   if (auto* st = o.target.localStore(); st && !o.fsyncStore)
     st->setContentSync(store::LocalStore::ContentSync::kNone);
+  if (logLevel() == LogLevel::kInfo) setLogLevel(LogLevel::kWarn);
+  LocalFarmConfig fc;
+  fc.stateDir = o.target.localStore()->stateDir();
+  fc.storeDir = settings.storeDir;
+  fc.jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  fc.sandbox = o.sandbox;
+  fc.syncStoreFiles = o.fsyncStore;
+  // The farm (its state, the worker's store, the sandbox's probe) starts
+  // while the expression is evaluated: neither needs the other, and it
+  // took longer than the evaluation of examples/pkgset. Whatever happens
+  // here, the future's destructor waits for it (and a farm it made is
+  // stopped) before this function returns.
+  auto farmStarting = std::async(std::launch::async, [fc] {
+    auto farm = std::make_unique<LocalFarm>(fc);
+    traceEvent("build", "farm-started", 0);
+    return farm;
+  });
   traceEvent("build", "evaluating", 0);
   std::vector<BuildTarget> targets = evaluate(o, settings);
   traceEvent("build", "evaluated", 0, std::to_string(targets.size()));
-  std::string stateDir = o.target.localStore()->stateDir();
   if (targets.empty()) {
     std::cerr << "kiln build: the expression holds no derivation\n";
     return kExitOk;
   }
   substitute(o, targets);
   traceEvent("build", "substituted", 0);
-  // The farm's own chatter (listening, joined, welcomed) is not news to
-  // someone running one build; warnings and errors still show.
-  if (logLevel() == LogLevel::kInfo) setLogLevel(LogLevel::kWarn);
-  LocalFarmConfig fc;
-  fc.stateDir = stateDir;
-  fc.storeDir = settings.storeDir;
-  fc.jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
-  fc.sandbox = o.sandbox;
-  fc.syncStoreFiles = o.fsyncStore;
   BuildOutcome outcome;
   {
-    LocalFarm farm(fc);
-    traceEvent("build", "farm-started", 0);
+    std::unique_ptr<LocalFarm> farm = farmStarting.get();
     signal(SIGINT, onInterrupt);
     signal(SIGTERM, onInterrupt);
-    BuildProgress progress(farm, targets, o.keepGoing, isatty(STDERR_FILENO));
+    BuildProgress progress(*farm, targets, o.keepGoing, isatty(STDERR_FILENO));
     outcome = progress.run(gInterrupted);
     traceEvent("build", "builds-finished", 0);
   }
   traceEvent("build", "farm-stopped", 0);
   if (!outcome.ok()) {
-    std::cerr << outcome.report(stateDir);
+    std::cerr << outcome.report(fc.stateDir);
     return kExitFailure;
   }
-  linkResults(o, stateDir, settings.storeDir, outcome.targets);
+  linkResults(o, fc.stateDir, settings.storeDir, outcome.targets);
   traceEvent("build", "linked", 0);
+
   return kExitOk;
 }
 

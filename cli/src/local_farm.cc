@@ -44,8 +44,9 @@ LocalFarm::LocalFarm(const LocalFarmConfig& config) {
   createDirs(config.stateDir);
   std::string endpoint = socketEndpoint(config.stateDir);
   traceEvent("build", "scheduler-starting", 0);
-  service_ = std::make_unique<scheduler::SchedulerService>(
-      serviceConfig(config, endpoint));
+  auto sc = serviceConfig(config, endpoint);
+  sc.eventSinks.push_back(changes_);
+  service_ = std::make_unique<scheduler::SchedulerService>(std::move(sc));
   traceEvent("build", "scheduler-started", 0);
   startWorker(config, service_->endpoint());
 }
@@ -59,8 +60,13 @@ LocalFarm::~LocalFarm() {
     for (auto& w : workers_) running = running || !w->ended.load();
     if (running) service_->pollOnce(std::chrono::milliseconds(20));
   }
+  traceEvent("build", "workers-stopped", 0);
   for (auto& w : workers_)
     if (w->thread.joinable()) w->thread.join();
+  workers_.clear();  // the daemons: their sandboxes finish their clean-up
+  traceEvent("build", "workers-destroyed", 0);
+  service_.reset();
+  traceEvent("build", "scheduler-stopped", 0);
 }
 
 void LocalFarm::startWorker(const LocalFarmConfig& config,
@@ -98,7 +104,18 @@ std::string LocalFarm::workerFailure() const {
   return "";
 }
 
+bool LocalFarm::takeBuildChanges() {
+  bool changed = changes_->changed;
+  changes_->changed = false;
+  return changed;
+}
+
 int64_t LocalFarm::jobset() {
+  if (jobset_ == 0) jobset_ = findOrCreateJobset();
+  return jobset_;
+}
+
+int64_t LocalFarm::findOrCreateJobset() {
   auto& db = service_->db();
   if (auto j = db.jobsetByName(kProject, kJobset)) return j->id;
   if (!db.projectByName(kProject)) {

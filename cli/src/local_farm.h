@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/worker/daemon.h"
 #include "sandbox_options.h"
@@ -44,8 +45,12 @@ class LocalFarm {
   /// The scheduler (serve it with pollOnce on this thread).
   scheduler::SchedulerService& scheduler() { return *service_; }
   /// The jobset `kiln build`'s builds belong to (project "cli", jobset
-  /// "kiln-build"), created when missing.
+  /// "kiln-build"), created when missing (looked up once).
   int64_t jobset();
+  /// Whether a build changed (a build event reached the database) since
+  /// the last call; true at the first. Lets the build loop read its
+  /// counts only when they can have changed.
+  bool takeBuildChanges();
   /// Why a worker thread ended early ("" while all run).
   std::string workerFailure() const;
 
@@ -56,8 +61,22 @@ class LocalFarm {
     std::string failure;  // written by the thread before it ends
     std::atomic<bool> ended{false};
   };
+  /// Notes that some build event happened (on the service's thread).
+  class ChangeSink : public scheduler::BuildEventSink {
+   public:
+    void onBuildEvent(const scheduler::BuildEvent&, int64_t) override {
+      changed = true;
+    }
+    void onLifecycleEvent(const scheduler::LifecycleEvent&, int64_t) override {
+      changed = true;
+    }
+    bool changed = true;
+  };
   void startWorker(const LocalFarmConfig& config, const std::string& endpoint);
+  int64_t findOrCreateJobset();
 
+  std::shared_ptr<ChangeSink> changes_ = std::make_shared<ChangeSink>();
+  int64_t jobset_ = 0;  // 0: not looked up yet
   std::unique_ptr<scheduler::SchedulerService> service_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };

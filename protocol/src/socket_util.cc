@@ -4,16 +4,39 @@
 
 namespace kiln::protocol::detail {
 
+namespace {
+
+// Runs one ZeroMQ call again while a signal interrupts it. A signal (the
+// SIGTERM that stops a daemon) can land inside any call, not only the
+// poll: a send or a non-blocking receive checks its command mailbox first
+// and fails with EINTR before it takes or gives a frame, so calling it
+// again loses nothing. The caller's loop sees its stop flag right after.
+template <typename F>
+auto retryOnSignal(F&& call) {
+  for (;;) {
+    try {
+      return call();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+
+}  // namespace
+
 bool sendFrames(zmq::socket_t& socket, const std::string* routingId,
                 const Frames& frames) {
+  auto sendOne = [&](zmq::const_buffer b, zmq::send_flags f) {
+    return retryOnSignal([&] { return socket.send(b, f); }).has_value();
+  };
   try {
     auto flags = zmq::send_flags::dontwait | zmq::send_flags::sndmore;
-    if (routingId && !socket.send(zmq::buffer(*routingId), flags)) return false;
+    if (routingId && !sendOne(zmq::buffer(*routingId), flags)) return false;
     for (size_t i = 0; i < frames.size(); ++i) {
       auto f = i + 1 < frames.size() ? flags : zmq::send_flags::dontwait;
       // After the first frame ZeroMQ guarantees the rest of the message
       // is accepted as a whole, so a false here cannot leave a half message.
-      if (!socket.send(zmq::buffer(frames[i]), f)) return false;
+      if (!sendOne(zmq::buffer(frames[i]), f)) return false;
     }
     return true;
   } catch (const zmq::error_t& e) {
@@ -23,11 +46,22 @@ bool sendFrames(zmq::socket_t& socket, const std::string* routingId,
 }
 
 std::optional<std::vector<zmq::message_t>> tryReceive(zmq::socket_t& socket) {
+  // Part by part rather than zmq::recv_multipart, so that a signal between
+  // two parts does not drop the parts already taken.
   std::vector<zmq::message_t> parts;
-  if (!zmq::recv_multipart(socket, std::back_inserter(parts),
-                           zmq::recv_flags::dontwait))
-    return std::nullopt;
-  return parts;
+  for (;;) {
+    zmq::message_t part;
+    auto got = retryOnSignal(
+        [&] { return socket.recv(part, zmq::recv_flags::dontwait); });
+    if (!got) {
+      if (parts.empty()) return std::nullopt;
+      // Not reached: the parts of a message arrive together.
+      throw TransportError("a multipart message ended early");
+    }
+    bool more = part.more();
+    parts.push_back(std::move(part));
+    if (!more) return parts;
+  }
 }
 
 void setKey(zmq::socket_t& socket, int option, const std::string& key) {

@@ -188,7 +188,17 @@ void LocalStore::Impl::markValid(const StorePath& path) {
 
 // ------------------------------------------------------------------ adds
 
-void LocalStore::setContentSync(ContentSync sync) { impl_->contentSync = sync; }
+void LocalStore::setContentSync(ContentSync sync) {
+  impl_->contentSync = sync;
+  // The registrations are as durable as the files they describe: with no
+  // fsync of the files, no fsync of each commit either (WAL with
+  // synchronous = NORMAL, as Nix's store). A power loss may then lose the
+  // last commits, never the database's consistency; a lost commit only
+  // unregisters a path whose files were not durable anyway.
+  (*impl_->db.lock())
+      ->exec(sync == ContentSync::kNone ? "PRAGMA synchronous = NORMAL"
+                                        : "PRAGMA synchronous = FULL");
+}
 
 LocalStore::ContentSync LocalStore::contentSync() const {
   return impl_->contentSync;

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "kiln/common/file.h"
+#include "kiln/common/file_lock.h"
 #include "kiln/scheduler/state_view.h"
 #include "test_support.h"
 
@@ -150,6 +151,23 @@ TEST_F(BuildCommand, BadInputGetsAClearError) {
   EXPECT_NE(r.err.find("nosuch"), std::string::npos) << r.err;
   auto usage = test::run({test::kilnBinary(), "build", "--jobs", "many"});
   EXPECT_EQ(usage.exitCode, 2) << usage.err;
+}
+
+// The farm starts while the expression is evaluated: a farm that cannot
+// start (another scheduler holds the state directory) is reported, and an
+// evaluation error is still the one reported when both fail.
+TEST_F(BuildCommand, AFarmThatCannotStartIsReportedAfterTheEvaluation) {
+  createDirs(state());
+  auto held =
+      FileLock::tryAcquire(state() + "/scheduler.lock", LockMode::kExclusive);
+  ASSERT_TRUE(held);
+  auto r = build({"-A", "top"});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("scheduler.lock is locked"), std::string::npos) << r.err;
+  auto bad = build({"-A", "nosuch"});
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_NE(bad.err.find("nosuch"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find("scheduler.lock"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -240,7 +240,16 @@ void Daemon::Impl::shutdown(const std::string& why) {
 }
 
 Daemon::Daemon(DaemonConfig config)
-    : impl_(std::make_unique<Impl>(*this, std::move(config))) {}
+    : impl_(std::make_unique<Impl>(*this, std::move(config))),
+      wakeFd_(impl_->eventsWake.get()) {}
+
+void Daemon::stop() {
+  stop_.store(true);
+  // Only write(2): this runs in signal handlers. The loop would see the
+  // flag within its 20 ms receive anyway; this ends the wait now.
+  uint64_t one = 1;
+  if (wakeFd_ >= 0) (void)!::write(wakeFd_, &one, sizeof one);
+}
 
 Daemon::~Daemon() {
   if (impl_) impl_->shutdown("worker destroyed");

@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "kiln/common/file.h"
 #include "kiln/protocol/transfer.h"
@@ -98,6 +100,51 @@ TEST(Transport, ASignalEndsAWaitWithoutAnError) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, 25s) << side;
   }
   sigaction(SIGALRM, &old, nullptr);
+}
+
+// Signals may land while the thread is inside any ZeroMQ call, not only
+// the poll: a send or a non-blocking receive whose internal command check
+// is interrupted fails with EINTR too. Neither side may turn that into an
+// error (a worker stopped by SIGTERM right after its Welcome exited 1).
+TEST(Transport, ASignalStormDuringSendsAndReceivesIsNoError) {
+  struct sigaction sa {}, old{};
+  sa.sa_handler = onTestAlarm;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+  Farm farm;
+  auto client = farm.client(farm.workerKeys);
+  ASSERT_TRUE(client->send(hello("builder-1")));
+  auto first = farm.server->receive(kDeadline);
+  ASSERT_TRUE(first);
+  std::atomic<bool> done{false};
+  pthread_t target = pthread_self();
+  std::thread storm([&] {
+    while (!done.load()) {
+      pthread_kill(target, SIGALRM);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  });
+  size_t got = 0;
+  auto until = std::chrono::steady_clock::now() + 1s;
+  try {
+    while (std::chrono::steady_clock::now() < until) {
+      client->send(hello("builder-1"));
+      client->connected();
+      client->receive(0ms);
+      farm.server->send(first->peer, Bye{"x"});
+      if (auto r = farm.server->receive(0ms)) {
+        EXPECT_EQ(std::get<Hello>(r->msg), hello("builder-1"));  // intact
+        got++;
+      }
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "after " << got << " messages: " << e.what();
+  }
+  done = true;
+  storm.join();
+  sigaction(SIGALRM, &old, nullptr);
+  EXPECT_GT(got, 0u);
 }
 
 // A readable wake descriptor ends the wait at once (the scheduler polls its

@@ -349,6 +349,49 @@ TEST_F(DaemonTest, OnlyAByeAfterTheWelcomeTriggersANewHello) {
   ASSERT_TRUE(sched_.pumpUntil([&] { return hellos() == 2; }));
 }
 
+extern "C" void onStormSignal(int) {}
+
+// A worker stopped while it says Hello, takes its Welcome and sends its
+// first Heartbeat ends cleanly (issue 15: `kiln worker` exited 1 when its
+// SIGTERM landed inside a ZeroMQ send or receive instead of the poll).
+// Signals at every moment of that exchange and while messages come in:
+// none may end run() with an error, and the Bye still goes out.
+TEST_F(DaemonTest, AWorkerSignalledThroughItsHandshakeStopsCleanly) {
+  struct sigaction sa {}, old{};
+  sa.sa_handler = onStormSignal;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);  // no SA_RESTART, like SIGTERM
+  sched_.autoWelcome = false;
+  startDaemon();
+  std::atomic<bool> calm{false};
+  std::thread storm([&, target = thread_.native_handle()] {
+    while (!calm.load() && !ended_.load()) {
+      pthread_kill(target, SIGALRM);
+      std::this_thread::sleep_for(50us);
+    }
+  });
+  bool hello = sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); });
+  if (hello) sched_.welcome();
+  bool beat = hello && sched_.pumpUntil(
+                           [&] { return sched_.last<proto::Heartbeat>(); });
+  // Messages keep the worker inside ZeroMQ receives (Acks of no step are
+  // ignored) while the signals come.
+  auto until = std::chrono::steady_clock::now() + 1s;
+  while (beat && !ended_.load() && std::chrono::steady_clock::now() < until)
+    sched_.server.send(sched_.peer, proto::Ack{proto::MessageType::kStepResult,
+                                               999, true, ""});
+  daemon_->stop();
+  bool bye = sched_.pumpUntil(
+      [&] { return ended_.load() && sched_.last<proto::Bye>(); });
+  calm = true;
+  storm.join();
+  thread_.join();
+  sigaction(SIGALRM, &old, nullptr);
+  EXPECT_TRUE(beat);
+  EXPECT_TRUE(bye);
+  EXPECT_EQ(error_, "");
+}
+
 // A step stays held until its result is acknowledged: each Hello lists it;
 // adopted by the Welcome, its outputs are uploaded again and its result
 // sent again; not adopted, it is dropped.

@@ -180,9 +180,11 @@ class LocalStore {
     /// the registration commits (the default).
     kDurable,
     /// Nothing is fsynced for the files (Nix's default: it has no
-    /// per-path fsync either); the registration is written as always.
-    /// After a power loss a path registered shortly before may be empty
-    /// or truncated: `kiln store verify` reports it as a hash mismatch.
+    /// per-path fsync either), and the database commits without an fsync
+    /// each (WAL, synchronous = NORMAL, as Nix's store). After a power
+    /// loss a path registered shortly before may be unregistered again, or
+    /// empty or truncated: `kiln store verify` reports it as a hash
+    /// mismatch.
     kNone,
   };
   /// Sets how adds sync; kNone applies to every add and Batch, whatever

@@ -114,8 +114,8 @@ class Daemon {
   /// reports them and says Bye. Throws WorkerRefused when the scheduler
   /// refuses the worker (running builds are aborted first).
   void run();
-  /// Asks run() to return soon. Async-signal-safe.
-  void stop() { stop_.store(true); }
+  /// Asks run() to return soon: wakes its wait at once. Async-signal-safe.
+  void stop();
   /// Whether a Welcome was received on the current connection.
   bool welcomed() const { return welcomed_.load(); }
 
@@ -124,6 +124,7 @@ class Daemon {
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> welcomed_{false};
+  int wakeFd_ = -1;  // the loop's eventfd (owned by impl_)
 };
 
 }  // namespace kiln::worker
