@@ -6,6 +6,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <thread>
 #include <vector>
@@ -194,7 +196,14 @@ TEST_F(BinaryCacheTest, CollectedPathsVanishAndTheirNarsArePrunedLater) {
   auto ni = narInfo(top);
   auto kept = cache->config().cacheDir + "/" + ni.url;
   ASSERT_TRUE(pathExists(kept));
-  writeFile(cache->config().cacheDir + "/.kiln-upload-1-0", "half");
+  std::string upload = cache->config().cacheDir + "/.kiln-upload-1-0";
+  writeFile(upload, "half");
+  // Its age is judged by the cache's (fake) clock: written "now", whatever
+  // real time the set-up took (a slow build once took over a second).
+  int64_t nowMs = clock.nowMs();
+  struct timespec times[2] = {{nowMs / 1000, (nowMs % 1000) * 1000000},
+                              {nowMs / 1000, (nowMs % 1000) * 1000000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, upload.c_str(), times, 0), 0);
   {
     store::LocalStore st(dir.path());
     auto gc = st.collectGarbage();
