@@ -10,6 +10,7 @@
 
 #include "kiln/common/file.h"
 #include "builtins.h"
+#include "kiln/evaluator/eval_stats.h"
 #include "gc_support.h"
 
 namespace kiln::eval {
@@ -17,6 +18,7 @@ namespace kiln::eval {
 namespace {
 constexpr size_t kInitialHeap = size_t{64} << 20;
 constexpr size_t kGcEvery = size_t{256} << 20;
+constexpr size_t kMarkStackEntries = size_t{1} << 18;
 }  // namespace
 
 // Collections start once kGcEvery bytes were allocated since the last one,
@@ -24,6 +26,30 @@ constexpr size_t kGcEvery = size_t{256} << 20;
 // allocated as survived: most evaluations never collect (as with Nix's
 // 384 MiB initial heap) and loops that churn memory stay within a few
 // hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
+// Grows the collector's mark stack to at least `entries` (libgc starts
+// with 4,096 entries and doubles them only after a collection that
+// overflowed them, and each overflow costs a rescan of every marked object:
+// a package set's deep graphs overflowed 8,192 entries ~450 times per
+// collection, half of its cost). A chain of nodes each holding a leaf
+// leaves one entry per level on the stack; it is lengthened before each
+// collection to just overflow the stack, which then doubles. Costs ~25 ms
+// once per process for 262,144 entries (4 MiB).
+static void growMarkStack(size_t entries) {
+  void** volatile head = nullptr;  // on the stack: a root
+  size_t length = 0;
+  for (size_t size = 4096; size < entries; size *= 2) {
+    for (; length < size + size / 4; ++length) {
+      void** node = static_cast<void**>(GC_MALLOC(2 * sizeof(void*)));
+      node[0] = GC_MALLOC(sizeof(void*));  // pushed and left on the stack
+      node[1] = head;
+      head = node;
+    }
+    GC_gcollect();
+  }
+  head = nullptr;
+  if (length) GC_gcollect();  // the chain's memory back to the free lists
+}
+
 void initGarbageCollector() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -32,6 +58,7 @@ void initGarbageCollector() {
     GC_INIT();
     GC_allow_register_threads();
     GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections
+    if (evalStatsRequested()) startCollectionTimer();
     const char* every = std::getenv("KILN_GC_EVERY");
     // A heap with free space is used before collecting: none for tests.
     if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE")) GC_expand_hp(kInitialHeap);
@@ -39,11 +66,15 @@ void initGarbageCollector() {
     GC_set_free_space_divisor(every ? 100000 : 1);
     GC_set_min_bytes_allocd(every ? std::max<size_t>(std::strtoull(every, nullptr, 10), 4096)
                                   : kGcEvery);
+    // KILN_GC_MARK_STACK=ENTRIES: another initial mark stack (0: libgc's own).
+    const char* marks = std::getenv("KILN_GC_MARK_STACK");
+    growMarkStack(marks ? std::strtoull(marks, nullptr, 10) : kMarkStackEntries);
   });
 }
 
 EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   initGarbageCollector();
+  if (evalStatsRequested()) counts_ = std::make_unique<AllocCounts>();
   if (!GC_thread_is_registered()) {
     GC_stack_base sb;
     if (GC_get_stack_base(&sb) != GC_SUCCESS || GC_register_my_thread(&sb) != GC_SUCCESS)
@@ -104,9 +135,18 @@ void* EvalState::allocMemory(size_t size, size_t align) {
   return p;
 }
 
+void EvalState::countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total,
+                           uint64_t bytes) {
+  if (__builtin_expect(!counts_, 1)) return;
+  if (bySize) __atomic_fetch_add(&bySize[AllocCounts::sizeBucket(n)], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&count, 1, __ATOMIC_RELAXED);  // threads may count at once
+  __atomic_fetch_add(&total, bytes, __ATOMIC_RELAXED);
+}
+
 Value* EvalState::allocValueSlow() {
   if (threaded_) return allocValueThreaded();
   if (!collect_) return permanent.make<Value>();
+  if (counts_) countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes, sizeof(Value) * kValuesPerBlock);
   static_assert(sizeof(Value) * kValuesPerBlock < 128);  // one 128-byte object
   if (!freeBlocks_) {
     freeBlocks_ = GC_malloc_many(sizeof(Value) * kValuesPerBlock);
@@ -121,12 +161,21 @@ Value* EvalState::allocValueSlow() {
 }
 
 Env& EvalState::allocEnv(uint32_t size) {
-  Env* e = new (allocMemory(sizeof(Env) + sizeof(Value*) * size, alignof(Env))) Env();
+  const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
+  if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
+  // An environment of one variable (a plain lambda's, most of them) is as
+  // big as a value: it takes a value's place in a block (24 bytes, where
+  // alone it would take a 32-byte granule).
+  static_assert(sizeof(Env) + sizeof(Value*) == sizeof(Value) && alignof(Env) <= alignof(Value));
+  Env* e = new (size == 1 ? static_cast<void*>(allocValue()) : allocMemory(bytes, alignof(Env))) Env();
   e->size = size;
+  if (size == 1) e->values[0] = nullptr;  // allocMemory zeroes; allocValue does not
   return *e;
 }
 
 Bindings* EvalState::allocBindings(uint32_t capacity) {
+  if (counts_)
+    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes, sizeof(Bindings) + sizeof(Attr) * capacity);
   void* p = allocMemory(sizeof(Bindings) + sizeof(Attr) * capacity, alignof(Bindings));
   Bindings* b = new (p) Bindings();
   b->capacity = capacity;
@@ -141,6 +190,10 @@ void EvalState::trimBindings(Bindings* b) {
 }
 
 Value** EvalState::allocList(size_t n) {
+  if (counts_) countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes, sizeof(Value*) * n);
+  // Empty lists (a third of a package set's lists) share one array: nothing is ever stored in it.
+  static Value* noElems[1] = {nullptr};
+  if (n == 0) return noElems;
   return static_cast<Value**>(allocMemory(sizeof(Value*) * (n ? n : 1), alignof(Value*)));
 }
 
