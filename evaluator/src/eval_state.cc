@@ -120,6 +120,8 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
 EvalState::~EvalState() {
   nextValue_ = valuesEnd_ = nullptr;
   freeBlocks_ = nullptr;
+  nextEnv_ = envsEnd_ = nullptr;
+  freeEnvBlocks_ = nullptr;
   GC_remove_roots(this, this + 1);
   if (registeredThread_) GC_unregister_my_thread();
 }
@@ -160,16 +162,32 @@ Value* EvalState::allocValueSlow() {
   return new (nextValue_++) Value();
 }
 
+void* EvalState::allocEnvSlot() {
+  if (nextEnv_ == envsEnd_) {
+    if (!freeEnvBlocks_) {
+      freeEnvBlocks_ = GC_malloc_many(kEnvSlot * kValuesPerBlock);
+      if (!freeEnvBlocks_) throw std::bad_alloc();
+    }
+    void* block = freeEnvBlocks_;
+    freeEnvBlocks_ = *static_cast<void**>(block);
+    *static_cast<void**>(block) = nullptr;  // no stale link for the scanner
+    nextEnv_ = static_cast<Env*>(block);
+    envsEnd_ = reinterpret_cast<Env*>(static_cast<char*>(block) + kEnvSlot * kValuesPerBlock);
+  }
+  void* p = nextEnv_;
+  nextEnv_ = reinterpret_cast<Env*>(reinterpret_cast<char*>(nextEnv_) + kEnvSlot);
+  return p;
+}
+
 Env& EvalState::allocEnv(uint32_t size) {
   const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
   if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
-  // An environment of one variable (a plain lambda's, most of them) is as
-  // big as a value: it takes a value's place in a block (24 bytes, where
-  // alone it would take a 32-byte granule).
-  static_assert(sizeof(Env) + sizeof(Value*) == sizeof(Value) && alignof(Env) <= alignof(Value));
-  Env* e = new (size == 1 ? static_cast<void*>(allocValue()) : allocMemory(bytes, alignof(Env))) Env();
+  // An environment of one variable (a plain lambda's: most of them) takes
+  // 24 bytes in a block of five (alone, a 32-byte granule).
+  static_assert(sizeof(Env) + sizeof(Value*) == kEnvSlot && alignof(Env) <= alignof(Value));
+  const bool slot = size == 1 && collect_ && !threaded_;
+  Env* e = new (slot ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
   e->size = size;
-  if (size == 1) e->values[0] = nullptr;  // allocMemory zeroes; allocValue does not
   return *e;
 }
 

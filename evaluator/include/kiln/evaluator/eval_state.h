@@ -409,6 +409,17 @@ class EvalState {
   Value* nextValue_ = nullptr;  // in the current block
   Value* valuesEnd_ = nullptr;
   void* freeBlocks_ = nullptr;  // from GC_malloc_many, linked by first word
+  // One-variable environments (24 bytes, as a value) come five to a block
+  // too, from blocks of their own: a block lives while any of its slots is
+  // reachable, and an environment sharing a block with newer values would
+  // keep what it refers to alive through them (a `foldl'` loop's every
+  // accumulator). One thread only; threaded evaluation uses allocMemory.
+  Env* nextEnv_ = nullptr;
+  Env* envsEnd_ = nullptr;
+  void* freeEnvBlocks_ = nullptr;
+  static constexpr size_t kEnvSlot = sizeof(Value);
+  /// A zeroed one-variable environment's memory from the env blocks.
+  void* allocEnvSlot();
   Expr* parse(std::string text, const std::string& path, const std::string& basePath,
               const StaticEnv& env);
   std::vector<std::pair<Symbol, Value*>> globals_;
