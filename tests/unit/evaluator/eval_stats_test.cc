@@ -22,13 +22,15 @@ TEST_F(EvalStatsTest, CountsAllocationsByKindAndSize) {
   ASSERT_NE(st.allocationCounts(), nullptr);
   AllocCounts before = *st.allocationCounts();
   // 2,000 calls of a one-argument lambda (one-variable envs), a set of
-  // 100 attributes, a list of 2,000 elements and 2,000 empty lists.
+  // 100 attributes, a list of 2,000 elements and 2,000 empty lists made
+  // at run time.
   EXPECT_EQ(testing::evalStrict(st, R"(
     let xs = builtins.genList (i: i) 2000;
         s = builtins.listToAttrs (map (i: { name = "a${toString i}"; value = i; })
                                       (builtins.genList (i: i) 100));
-        es = map (x: [ ]) xs;
+        es = map (x: builtins.genList (j: j) 0) xs;
     in builtins.length (builtins.attrNames s) + builtins.length es
+      + builtins.length (builtins.concatLists es)
       + builtins.foldl' (a: b: a + b) 0 xs)"),
             "2001100");
   const AllocCounts& a = *st.allocationCounts();
