@@ -47,7 +47,7 @@ static void growMarkStack(size_t entries) {
     GC_gcollect();
   }
   head = nullptr;
-  if (length) GC_gcollect();  // the chain's memory back to the free lists
+  if (length) GC_gcollect_and_unmap();  // the chain's memory back to the system
 }
 
 void initGarbageCollector() {
