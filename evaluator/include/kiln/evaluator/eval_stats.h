@@ -36,7 +36,7 @@ struct EvalStats {
   uint64_t gcHeapBytes = 0;     ///< the collector's heap (mapped)
   uint64_t gcFreeBytes = 0;     ///< of which free
   uint64_t gcTotalAllocated = 0;  ///< bytes allocated by the collector, ever
-  uint64_t collections = 0;     ///< completed collections (ours, timed)
+  uint64_t collections = 0;  ///< completed collections (the mark stack warm-up's included)
   double collectionSeconds = 0;   ///< CPU time of the collecting thread in them
   double longestCollection = 0;
   uint64_t mallocInUse = 0;     ///< malloc: bytes in use (mallinfo2)
