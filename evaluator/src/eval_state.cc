@@ -15,63 +15,6 @@
 
 namespace kiln::eval {
 
-namespace {
-constexpr size_t kInitialHeap = size_t{64} << 20;
-constexpr size_t kGcEvery = size_t{256} << 20;
-constexpr size_t kMarkStackEntries = size_t{1} << 18;
-}  // namespace
-
-// Collections start once kGcEvery bytes were allocated since the last one,
-// and then, with a free-space divisor of 1, not before as much was
-// allocated as survived: most evaluations never collect (as with Nix's
-// 384 MiB initial heap) and loops that churn memory stay within a few
-// hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
-// Grows the collector's mark stack to at least `entries` (libgc starts
-// with 4,096 entries and doubles them only after a collection that
-// overflowed them, and each overflow costs a rescan of every marked object:
-// a package set's deep graphs overflowed 8,192 entries ~450 times per
-// collection, half of its cost). A chain of nodes each holding a leaf
-// leaves one entry per level on the stack; it is lengthened before each
-// collection to just overflow the stack, which then doubles. Costs ~25 ms
-// once per process for 262,144 entries (4 MiB).
-static void growMarkStack(size_t entries) {
-  void** volatile head = nullptr;  // on the stack: a root
-  size_t length = 0;
-  for (size_t size = 4096; size < entries; size *= 2) {
-    for (; length < size + size / 4; ++length) {
-      void** node = static_cast<void**>(GC_MALLOC(2 * sizeof(void*)));
-      node[0] = GC_MALLOC(sizeof(void*));  // pushed and left on the stack
-      node[1] = head;
-      head = node;
-    }
-    GC_gcollect();
-  }
-  head = nullptr;
-  if (length) GC_gcollect_and_unmap();  // the chain's memory back to the system
-}
-
-void initGarbageCollector() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    GC_set_handle_fork(1);    // job workers fork
-    GC_set_markers_count(1);  // no marker threads: one evaluating thread
-    GC_INIT();
-    GC_allow_register_threads();
-    GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections
-    if (evalStatsRequested()) startCollectionTimer();
-    const char* every = std::getenv("KILN_GC_EVERY");
-    // A heap with free space is used before collecting: none for tests.
-    if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE")) GC_expand_hp(kInitialHeap);
-    // With KILN_GC_EVERY (tests), collect every that many bytes, whatever survived.
-    GC_set_free_space_divisor(every ? 100000 : 1);
-    GC_set_min_bytes_allocd(every ? std::max<size_t>(std::strtoull(every, nullptr, 10), 4096)
-                                  : kGcEvery);
-    // KILN_GC_MARK_STACK=ENTRIES: another initial mark stack (0: libgc's own).
-    const char* marks = std::getenv("KILN_GC_MARK_STACK");
-    growMarkStack(marks ? std::strtoull(marks, nullptr, 10) : kMarkStackEntries);
-  });
-}
-
 EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   initGarbageCollector();
   if (evalStatsRequested()) counts_ = std::make_unique<AllocCounts>();
@@ -148,7 +91,9 @@ void EvalState::countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64
 Value* EvalState::allocValueSlow() {
   if (threaded_) return allocValueThreaded();
   if (!collect_) return permanent.make<Value>();
-  if (counts_) countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes, sizeof(Value) * kValuesPerBlock);
+  if (counts_)
+    countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes,
+               sizeof(Value) * kValuesPerBlock);
   static_assert(sizeof(Value) * kValuesPerBlock < 128);  // one 128-byte object
   if (!freeBlocks_) {
     freeBlocks_ = GC_malloc_many(sizeof(Value) * kValuesPerBlock);
@@ -193,7 +138,8 @@ Env& EvalState::allocEnv(uint32_t size) {
 
 Bindings* EvalState::allocBindings(uint32_t capacity) {
   if (counts_)
-    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes, sizeof(Bindings) + sizeof(Attr) * capacity);
+    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes,
+               sizeof(Bindings) + sizeof(Attr) * capacity);
   void* p = allocMemory(sizeof(Bindings) + sizeof(Attr) * capacity, alignof(Bindings));
   Bindings* b = new (p) Bindings();
   b->capacity = capacity;
@@ -208,7 +154,8 @@ void EvalState::trimBindings(Bindings* b) {
 }
 
 Value** EvalState::allocList(size_t n) {
-  if (counts_) countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes, sizeof(Value*) * n);
+  if (counts_)
+    countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes, sizeof(Value*) * n);
   // Empty lists (a third of a package set's lists) share one array: nothing is ever stored in it.
   static Value* noElems[1] = {nullptr};
   if (n == 0) return noElems;

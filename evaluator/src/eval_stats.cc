@@ -1,6 +1,7 @@
 // KILN_EVAL_STATS: where an evaluation's memory goes (eval_stats.h).
 #include "kiln/evaluator/eval_stats.h"
 
+#include <gc/gc_mark.h>
 #include <malloc.h>
 #include <time.h>
 
@@ -13,7 +14,6 @@
 #include <string>
 
 #include "gc_support.h"
-#include <gc/gc_mark.h>
 #include "kiln/evaluator/eval_state.h"
 
 namespace kiln::eval {
@@ -52,7 +52,8 @@ void onCollectionEvent(GC_EventType e) {
 uint64_t statusBytes(const std::string& status, const char* name) {
   size_t at = status.find(name);
   if (at == std::string::npos) return 0;
-  return std::strtoull(status.c_str() + at + std::strlen(name), nullptr, 10) * 1024;
+  return std::strtoull(status.c_str() + at + std::strlen(name), nullptr, 10) *
+         1024;
 }
 
 std::string buckets(const uint64_t (&n)[AllocCounts::kBuckets]) {
@@ -68,7 +69,8 @@ std::string mb(uint64_t bytes) {
 
 namespace {
 int liveBucket(size_t bytes) {
-  if (bytes <= 128) return int((bytes + 15) / 16) - 1 < 0 ? 0 : int((bytes + 15) / 16) - 1;
+  if (bytes <= 128)
+    return int((bytes + 15) / 16) - 1 < 0 ? 0 : int((bytes + 15) / 16) - 1;
   return bytes <= 256 ? 8 : bytes <= 1024 ? 9 : 10;
 }
 
@@ -104,17 +106,17 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
   EvalStats s;
   if (collectFirst) {
     GC_gcollect();
-    GC_word heap = 0, free = 0, unmapped = 0;
-    GC_get_heap_usage_safe(&heap, &free, &unmapped, nullptr, nullptr);
-    s.liveAfterCollect = heap - free - unmapped;
+    GC_word heap = 0, free = 0;
+    GC_get_heap_usage_safe(&heap, &free, nullptr, nullptr, nullptr);
+    s.liveAfterCollect = heap - free;  // both without unmapped memory
     countReachable(s);
   }
   if (const AllocCounts* c = st.allocationCounts()) s.allocs = *c;
   s.arenaBytes = st.arena.bytesReserved();
   s.permanentBytes = st.permanent.bytesReserved();
-  GC_word heap = 0, free = 0, unmapped = 0;
-  GC_get_heap_usage_safe(&heap, &free, &unmapped, nullptr, nullptr);
-  s.gcHeapBytes = heap - unmapped;
+  GC_word heap = 0, free = 0;
+  GC_get_heap_usage_safe(&heap, &free, nullptr, nullptr, nullptr);
+  s.gcHeapBytes = heap;  // without unmapped memory
   s.gcFreeBytes = free;
   s.gcTotalAllocated = GC_get_total_bytes();
   s.collections = gCollections.load();
@@ -124,7 +126,8 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
   s.mallocInUse = mi.uordblks + mi.hblkhd;
   s.mallocMapped = mi.hblkhd;
   std::ifstream f("/proc/self/status");
-  std::string status((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string status((std::istreambuf_iterator<char>(f)),
+                     std::istreambuf_iterator<char>());
   s.rssBytes = statusBytes(status, "VmRSS:");
   s.peakRssBytes = statusBytes(status, "VmHWM:");
   return s;
@@ -133,7 +136,8 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
 void printEvalStats(const EvalStats& s, std::ostream& out) {
   const AllocCounts& a = s.allocs;
   const char* p = "kiln-eval-stats: ";
-  out << p << "rss " << mb(s.rssBytes) << ", peak " << mb(s.peakRssBytes) << "\n"
+  out << p << "rss " << mb(s.rssBytes) << ", peak " << mb(s.peakRssBytes)
+      << "\n"
       << p << "gc heap " << mb(s.gcHeapBytes) << " (free " << mb(s.gcFreeBytes)
       << "), allocated in total " << mb(s.gcTotalAllocated) << "\n"
       << p << "collections " << s.collections << ", " << s.collectionSeconds
@@ -147,14 +151,16 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
   }
   out << p << "allocated: values " << mb(a.valueBytes) << " (" << a.valueBlocks
       << " blocks), envs " << mb(a.envBytes) << " (" << a.envs << "), bindings "
-      << mb(a.bindingsBytes) << " (" << a.bindings << "), lists " << mb(a.listBytes) << " ("
-      << a.lists << ")\n"
-      << p << "by size (0,1,2,3,4,5-8,9-16,17-64,65+): envs" << buckets(a.envsBySize)
-      << "; bindings" << buckets(a.bindingsBySize) << "; lists" << buckets(a.listsBySize) << "\n"
-      << p << "arena " << mb(s.arenaBytes) << " (parsing " << mb(a.parseArenaBytes) << ")" << " (AST, strings, contexts), permanent "
-      << mb(s.permanentBytes) << "\n"
-      << p << "malloc in use " << mb(s.mallocInUse) << " (mmapped " << mb(s.mallocMapped)
-      << ")\n";
+      << mb(a.bindingsBytes) << " (" << a.bindings << "), lists "
+      << mb(a.listBytes) << " (" << a.lists << ")\n"
+      << p << "by size (0,1,2,3,4,5-8,9-16,17-64,65+): envs"
+      << buckets(a.envsBySize) << "; bindings" << buckets(a.bindingsBySize)
+      << "; lists" << buckets(a.listsBySize) << "\n"
+      << p << "arena " << mb(s.arenaBytes) << " (parsing "
+      << mb(a.parseArenaBytes) << ")"
+      << " (AST, strings, contexts), permanent " << mb(s.permanentBytes) << "\n"
+      << p << "malloc in use " << mb(s.mallocInUse) << " (mmapped "
+      << mb(s.mallocMapped) << ")\n";
 }
 
 void maybePrintEvalStats(EvalState& st) {

@@ -20,7 +20,8 @@ struct AllocCounts {
   /// Counts by size (env slots, set capacity, list length) in the buckets
   /// 0, 1, 2, 3, 4, 5-8, 9-16, 17-64, 65+ (sizeBucket).
   static constexpr int kBuckets = 9;
-  uint64_t envsBySize[kBuckets] = {}, bindingsBySize[kBuckets] = {}, listsBySize[kBuckets] = {};
+  uint64_t envsBySize[kBuckets] = {}, bindingsBySize[kBuckets] = {},
+           listsBySize[kBuckets] = {};
   uint64_t parseArenaBytes = 0;  ///< arena growth while parsing files
   /// The bucket of a size.
   static int sizeBucket(uint64_t n) {
@@ -31,18 +32,20 @@ struct AllocCounts {
 /// A snapshot of the evaluator's memory.
 struct EvalStats {
   AllocCounts allocs;
-  uint64_t arenaBytes = 0;      ///< unscanned arena: AST, strings, contexts
-  uint64_t permanentBytes = 0;  ///< scanned arena: base env, builtins, caches
-  uint64_t gcHeapBytes = 0;     ///< the collector's heap (mapped)
-  uint64_t gcFreeBytes = 0;     ///< of which free
+  uint64_t arenaBytes = 0;        ///< unscanned arena: AST, strings, contexts
+  uint64_t permanentBytes = 0;    ///< scanned arena: base env, builtins, caches
+  uint64_t gcHeapBytes = 0;       ///< the collector's heap (mapped)
+  uint64_t gcFreeBytes = 0;       ///< of which free
   uint64_t gcTotalAllocated = 0;  ///< bytes allocated by the collector, ever
-  uint64_t collections = 0;  ///< completed collections (the mark stack warm-up's included)
-  double collectionSeconds = 0;   ///< CPU time of the collecting thread in them
+  uint64_t collections =
+      0;  ///< completed collections (the mark stack warm-up's included)
+  double collectionSeconds = 0;  ///< CPU time of the collecting thread in them
   double longestCollection = 0;
-  uint64_t mallocInUse = 0;     ///< malloc: bytes in use (mallinfo2)
-  uint64_t mallocMapped = 0;    ///< of which in mmapped chunks
+  uint64_t mallocInUse = 0;   ///< malloc: bytes in use (mallinfo2)
+  uint64_t mallocMapped = 0;  ///< of which in mmapped chunks
   uint64_t rssBytes = 0, peakRssBytes = 0;  ///< /proc/self/status
-  uint64_t liveAfterCollect = 0;  ///< heap in use after a final collection (0: none made)
+  uint64_t liveAfterCollect =
+      0;  ///< heap in use after a final collection (0: none made)
   /// After a final collection: reachable objects and their bytes by object
   /// size, in the buckets 16, 32, 48, 64, 80, 96, 112, 128, 129-256,
   /// 257-1024, 1025+ bytes.
