@@ -10,6 +10,7 @@
 #include "eval_cli.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/attr_path.h"
+#include "kiln/evaluator/eval_stats.h"
 #include "kiln/evaluator/job_threads.h"
 #include "kiln/evaluator/job_workers.h"
 #include "kiln/evaluator/jobs.h"
@@ -141,6 +142,7 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
       JobCounts counts = evalJobs(o, st, selected, autoArgs);
       o.target.flush();
       std::cout.flush();
+      maybePrintEvalStats(st);  // KILN_EVAL_STATS (this process's evaluation)
       if (counts.failed)
         std::cerr << "kiln eval: " << counts.failed << " of " << counts.jobs << " jobs failed\n";
     } catch (const Error& e) {

@@ -14,6 +14,7 @@
 #include "nix_flags.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/eval_state.h"
+#include "kiln/evaluator/eval_stats.h"
 #include "kiln/evaluator/output.h"
 #include "kiln/evaluator/attr_path.h"
 
@@ -185,6 +186,7 @@ int run(Options& o, const EvalSettings& settings) {
       }
       processInputs(st, o, makeAutoArgs(st, o.autoArgs));
       o.target.flush();
+      maybePrintEvalStats(st);  // KILN_EVAL_STATS
     } catch (const Error& e) {
       try {
         o.target.flush();  // what was made before the error, as Nix keeps it

@@ -12,6 +12,7 @@
 #include "gc_support.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/eval_state.h"
+#include "kiln/evaluator/eval_stats.h"
 #include "parser.h"
 
 namespace kiln::eval {
@@ -27,9 +28,13 @@ Expr* EvalState::parse(std::string text, const std::string& path, const std::str
   // read again (-E, stdin, corepkgs) are kept.
   bool keep = !path.starts_with("/") || corepkgsFile(path);
   uint32_t origin = positions.addOrigin(path, owned, keep);
+  size_t arenaBefore = counts_ ? arena.bytesReserved() : 0;  // KILN_EVAL_STATS
   Parser p(*this, *owned, origin, basePath);
   Expr* e = p.parseAll();
   e->bindVars(*this, env);
+  if (counts_)
+    __atomic_fetch_add(&counts_->parseArenaBytes, arena.bytesReserved() - arenaBefore,
+                       __ATOMIC_RELAXED);
   return e;
 }
 

@@ -10,40 +10,14 @@
 
 #include "kiln/common/file.h"
 #include "builtins.h"
+#include "kiln/evaluator/eval_stats.h"
 #include "gc_support.h"
 
 namespace kiln::eval {
 
-namespace {
-constexpr size_t kInitialHeap = size_t{64} << 20;
-constexpr size_t kGcEvery = size_t{256} << 20;
-}  // namespace
-
-// Collections start once kGcEvery bytes were allocated since the last one,
-// and then, with a free-space divisor of 1, not before as much was
-// allocated as survived: most evaluations never collect (as with Nix's
-// 384 MiB initial heap) and loops that churn memory stay within a few
-// hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
-void initGarbageCollector() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    GC_set_handle_fork(1);    // job workers fork
-    GC_set_markers_count(1);  // no marker threads: one evaluating thread
-    GC_INIT();
-    GC_allow_register_threads();
-    GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections
-    const char* every = std::getenv("KILN_GC_EVERY");
-    // A heap with free space is used before collecting: none for tests.
-    if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE")) GC_expand_hp(kInitialHeap);
-    // With KILN_GC_EVERY (tests), collect every that many bytes, whatever survived.
-    GC_set_free_space_divisor(every ? 100000 : 1);
-    GC_set_min_bytes_allocd(every ? std::max<size_t>(std::strtoull(every, nullptr, 10), 4096)
-                                  : kGcEvery);
-  });
-}
-
 EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   initGarbageCollector();
+  if (evalStatsRequested()) counts_ = std::make_unique<AllocCounts>();
   if (!GC_thread_is_registered()) {
     GC_stack_base sb;
     if (GC_get_stack_base(&sb) != GC_SUCCESS || GC_register_my_thread(&sb) != GC_SUCCESS)
@@ -89,6 +63,8 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
 EvalState::~EvalState() {
   nextValue_ = valuesEnd_ = nullptr;
   freeBlocks_ = nullptr;
+  nextEnv_ = envsEnd_ = nullptr;
+  freeEnvBlocks_ = nullptr;
   GC_remove_roots(this, this + 1);
   if (registeredThread_) GC_unregister_my_thread();
 }
@@ -104,9 +80,20 @@ void* EvalState::allocMemory(size_t size, size_t align) {
   return p;
 }
 
+void EvalState::countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total,
+                           uint64_t bytes) {
+  if (__builtin_expect(!counts_, 1)) return;
+  if (bySize) __atomic_fetch_add(&bySize[AllocCounts::sizeBucket(n)], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&count, 1, __ATOMIC_RELAXED);  // threads may count at once
+  __atomic_fetch_add(&total, bytes, __ATOMIC_RELAXED);
+}
+
 Value* EvalState::allocValueSlow() {
   if (threaded_) return allocValueThreaded();
   if (!collect_) return permanent.make<Value>();
+  if (counts_)
+    countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes,
+               sizeof(Value) * kValuesPerBlock);
   static_assert(sizeof(Value) * kValuesPerBlock < 128);  // one 128-byte object
   if (!freeBlocks_) {
     freeBlocks_ = GC_malloc_many(sizeof(Value) * kValuesPerBlock);
@@ -120,13 +107,39 @@ Value* EvalState::allocValueSlow() {
   return new (nextValue_++) Value();
 }
 
+void* EvalState::allocEnvSlot() {
+  if (nextEnv_ == envsEnd_) {
+    if (!freeEnvBlocks_) {
+      freeEnvBlocks_ = GC_malloc_many(kEnvSlot * kValuesPerBlock);
+      if (!freeEnvBlocks_) throw std::bad_alloc();
+    }
+    void* block = freeEnvBlocks_;
+    freeEnvBlocks_ = *static_cast<void**>(block);
+    *static_cast<void**>(block) = nullptr;  // no stale link for the scanner
+    nextEnv_ = static_cast<Env*>(block);
+    envsEnd_ = reinterpret_cast<Env*>(static_cast<char*>(block) + kEnvSlot * kValuesPerBlock);
+  }
+  void* p = nextEnv_;
+  nextEnv_ = reinterpret_cast<Env*>(reinterpret_cast<char*>(nextEnv_) + kEnvSlot);
+  return p;
+}
+
 Env& EvalState::allocEnv(uint32_t size) {
-  Env* e = new (allocMemory(sizeof(Env) + sizeof(Value*) * size, alignof(Env))) Env();
+  const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
+  if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
+  // An environment of one variable (a plain lambda's: most of them) takes
+  // 24 bytes in a block of five (alone, a 32-byte granule).
+  static_assert(sizeof(Env) + sizeof(Value*) == kEnvSlot && alignof(Env) <= alignof(Value));
+  const bool slot = size == 1 && collect_ && !threaded_;
+  Env* e = new (slot ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
   e->size = size;
   return *e;
 }
 
 Bindings* EvalState::allocBindings(uint32_t capacity) {
+  if (counts_)
+    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes,
+               sizeof(Bindings) + sizeof(Attr) * capacity);
   void* p = allocMemory(sizeof(Bindings) + sizeof(Attr) * capacity, alignof(Bindings));
   Bindings* b = new (p) Bindings();
   b->capacity = capacity;
@@ -141,6 +154,11 @@ void EvalState::trimBindings(Bindings* b) {
 }
 
 Value** EvalState::allocList(size_t n) {
+  if (counts_)
+    countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes, sizeof(Value*) * n);
+  // Empty lists (a third of a package set's lists) share one array: nothing is ever stored in it.
+  static Value* noElems[1] = {nullptr};
+  if (n == 0) return noElems;
   return static_cast<Value**>(allocMemory(sizeof(Value*) * (n ? n : 1), alignof(Value*)));
 }
 

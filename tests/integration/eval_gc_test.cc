@@ -98,5 +98,30 @@ builtins.listToAttrs (builtins.genList (i: { name = "p${toString i}"; value = de
   EXPECT_EQ(test::nonEmptyLines(jobs.out).size(), 100u);
 }
 
+// KILN_EVAL_STATS=2 reports on stderr where the memory went, after a
+// final collection, and changes nothing on stdout; the mark stack size
+// (KILN_GC_MARK_STACK, 0: libgc's own) changes no result either.
+TEST_F(EvalGc, StatsReportAndMarkStackSizeChangeNoResult) {
+  std::string file = write("chain.nix", R"nix(
+let xs = builtins.genList (i: { v = i; next = if i == 0 then null else "${toString i}"; }) 20000;
+in builtins.foldl' (a: x: a + x.v) 0 xs
+)nix");
+  auto plain = kiln({"instantiate", "--eval", file});
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  EXPECT_EQ(plain.out, "199990000\n");
+  EXPECT_EQ(plain.err.find("kiln-eval-stats"), std::string::npos);
+  auto stats = kiln({"instantiate", "--eval", file}, {"KILN_EVAL_STATS=2"});
+  ASSERT_EQ(stats.exitCode, 0) << stats.err;
+  EXPECT_EQ(stats.out, plain.out);
+  for (const char* line : {"kiln-eval-stats: rss ", "kiln-eval-stats: gc heap ",
+                           "kiln-eval-stats: collections ", "live after a final collection ",
+                           "kiln-eval-stats: allocated: values ", "kiln-eval-stats: arena "})
+    EXPECT_NE(stats.err.find(line), std::string::npos) << line << " missing in " << stats.err;
+  auto small = kiln({"instantiate", "--eval", file},
+                    {"KILN_GC_MARK_STACK=0", "KILN_GC_EVERY=65536"});
+  ASSERT_EQ(small.exitCode, 0) << small.err;
+  EXPECT_EQ(small.out, plain.out);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -29,6 +29,8 @@ class DrvHashCache;
 
 namespace kiln::eval {
 
+struct AllocCounts;
+
 /// Settings an evaluation runs with.
 struct EvalSettings {
   std::string storeDir = "/nix/store";
@@ -273,6 +275,9 @@ class EvalState {
   /// collectable set keeps its tail until it is collected).
   void trimBindings(Bindings* b);
   Value** allocList(size_t n);
+  /// Collectable allocations by kind, or nullptr when not counted
+  /// (counted only with KILN_EVAL_STATS set: eval_stats.h).
+  const AllocCounts* allocationCounts() const { return counts_.get(); }
   void mkList(Value& v, size_t n) { v.mkList(n, allocList(n)); }
   void mkString(Value& v, std::string_view s, const Context& ctx = {});
   void mkPath(Value& v, std::string_view p) { v.mkPath(arena.copyString(p)); }
@@ -391,6 +396,10 @@ class EvalState {
   /// from the arena.
   void* allocMemory(size_t size, size_t align);
   bool collect_ = false;          // the constructor is done
+  std::unique_ptr<AllocCounts> counts_;  // KILN_EVAL_STATS only
+  /// Adds one allocation of `bytes` (`n` slots) to `count`, `total` and
+  /// `bySize` (when counting).
+  void countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total, uint64_t bytes);
   bool registeredThread_ = false;  // the constructor registered its thread
   // Values are handed out from collectable blocks of kValuesPerBlock:
   // alone, a 24-byte value takes a 32-byte granule; five share 128 bytes
@@ -400,6 +409,17 @@ class EvalState {
   Value* nextValue_ = nullptr;  // in the current block
   Value* valuesEnd_ = nullptr;
   void* freeBlocks_ = nullptr;  // from GC_malloc_many, linked by first word
+  // One-variable environments (24 bytes, as a value) come five to a block
+  // too, from blocks of their own: a block lives while any of its slots is
+  // reachable, and an environment sharing a block with newer values would
+  // keep what it refers to alive through them (a `foldl'` loop's every
+  // accumulator). One thread only; threaded evaluation uses allocMemory.
+  Env* nextEnv_ = nullptr;
+  Env* envsEnd_ = nullptr;
+  void* freeEnvBlocks_ = nullptr;
+  static constexpr size_t kEnvSlot = sizeof(Value);
+  /// A zeroed one-variable environment's memory from the env blocks.
+  void* allocEnvSlot();
   Expr* parse(std::string text, const std::string& path, const std::string& basePath,
               const StaticEnv& env);
   std::vector<std::pair<Symbol, Value*>> globals_;

@@ -1,0 +1,70 @@
+// The garbage collector's process-wide set-up (docs/evaluator.md,
+// "Garbage collection"): when it collects, and its mark stack.
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include "gc_support.h"
+#include "kiln/evaluator/eval_state.h"
+#include "kiln/evaluator/eval_stats.h"
+
+namespace kiln::eval {
+
+namespace {
+constexpr size_t kInitialHeap = size_t{64} << 20;
+constexpr size_t kGcEvery = size_t{256} << 20;
+constexpr size_t kMarkStackEntries = size_t{1} << 18;
+}  // namespace
+
+// Grows the collector's mark stack to at least `entries` (libgc starts
+// with 4,096 entries and doubles them only after a collection that
+// overflowed them, and each overflow costs a rescan of every marked object:
+// a package set's deep graphs overflowed 8,192 entries ~450 times per
+// collection, half of its cost). A chain of nodes each holding a leaf
+// leaves one entry per level on the stack; it is lengthened before each
+// collection to just overflow the stack, which then doubles. Costs ~16 ms
+// CPU once per process for 262,144 entries (4 MiB).
+static void growMarkStack(size_t entries) {
+  void** volatile head = nullptr;  // on the stack: a root
+  size_t length = 0;
+  for (size_t size = 4096; size < entries; size *= 2) {
+    for (; length < size + size / 4; ++length) {
+      void** node = static_cast<void**>(GC_MALLOC(2 * sizeof(void*)));
+      node[0] = GC_MALLOC(sizeof(void*));  // pushed and left on the stack
+      node[1] = head;
+      head = node;
+    }
+    GC_gcollect();
+  }
+  head = nullptr;
+  if (length) GC_gcollect_and_unmap();  // the chain's memory back to the system
+}
+
+// Collections start once kGcEvery bytes were allocated since the last one,
+// and then, with a free-space divisor of 1, not before as much was
+// allocated as survived: most evaluations never collect (as with Nix's
+// 384 MiB initial heap) and loops that churn memory stay within a few
+// hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
+void initGarbageCollector() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    GC_set_handle_fork(1);    // job workers fork
+    GC_set_markers_count(1);  // no marker threads: one evaluating thread
+    GC_INIT();
+    GC_allow_register_threads();
+    GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections
+    if (evalStatsRequested()) startCollectionTimer();
+    const char* every = std::getenv("KILN_GC_EVERY");
+    // A heap with free space is used before collecting: none for tests.
+    if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE")) GC_expand_hp(kInitialHeap);
+    // With KILN_GC_EVERY (tests), collect every that many bytes, whatever survived.
+    GC_set_free_space_divisor(every ? 100000 : 1);
+    GC_set_min_bytes_allocd(every ? std::max<size_t>(std::strtoull(every, nullptr, 10), 4096)
+                                  : kGcEvery);
+    // KILN_GC_MARK_STACK=ENTRIES: another initial mark stack (0: libgc's own).
+    const char* marks = std::getenv("KILN_GC_MARK_STACK");
+    growMarkStack(marks ? std::strtoull(marks, nullptr, 10) : kMarkStackEntries);
+  });
+}
+
+}  // namespace kiln::eval

@@ -1,0 +1,82 @@
+// KILN_EVAL_STATS: the memory report counts what an evaluation allocates,
+// by kind and size, and what a final collection finds reachable.
+#include "kiln/evaluator/eval_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "eval_test_util.h"
+
+namespace kiln::eval {
+namespace {
+
+class EvalStatsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("KILN_EVAL_STATS", "1", 1); }
+  void TearDown() override { unsetenv("KILN_EVAL_STATS"); }
+};
+
+TEST_F(EvalStatsTest, CountsAllocationsByKindAndSize) {
+  EvalState st;
+  ASSERT_NE(st.allocationCounts(), nullptr);
+  AllocCounts before = *st.allocationCounts();
+  // 2,000 calls of a one-argument lambda (one-variable envs), a set of
+  // 100 attributes, a list of 2,000 elements and 2,000 empty lists made
+  // at run time.
+  EXPECT_EQ(testing::evalStrict(st, R"(
+    let xs = builtins.genList (i: i) 2000;
+        s = builtins.listToAttrs (map (i: { name = "a${toString i}"; value = i; })
+                                      (builtins.genList (i: i) 100));
+        es = map (x: builtins.genList (j: j) 0) xs;
+    in builtins.length (builtins.attrNames s) + builtins.length es
+      + builtins.length (builtins.concatLists es)
+      + builtins.foldl' (a: b: a + b) 0 xs)"),
+            "2001100");
+  const AllocCounts& a = *st.allocationCounts();
+  EXPECT_GE(a.envsBySize[1] - before.envsBySize[1], 2000u);
+  EXPECT_GE(a.bindingsBySize[8] - before.bindingsBySize[8],
+            1u);                                            // 65+ attributes
+  EXPECT_GE(a.listsBySize[8] - before.listsBySize[8], 2u);  // 65+ elements
+  EXPECT_GE(a.listsBySize[0] - before.listsBySize[0], 2000u);
+  EXPECT_GT(a.envBytes, before.envBytes);
+  EXPECT_GT(a.valueBlocks, before.valueBlocks);
+  EXPECT_EQ(a.valueBytes % a.valueBlocks, 0u);
+}
+
+TEST_F(EvalStatsTest, SnapshotIsConsistentAfterAFinalCollection) {
+  EvalState st;
+  // The base environment is made in the arena, before collection starts:
+  // only what the evaluation allocates is in the collector's total.
+  EvalStats s0 = collectEvalStats(st);
+  testing::evalStrict(
+      st, "builtins.length (builtins.genList (i: { x = i; }) 10000)");
+EvalStats s = collectEvalStats(st, true);
+  EXPECT_GT(s.liveAfterCollect, 0u);
+  uint64_t reachable = 0;
+  for (uint64_t b : s.liveBytes) reachable += b;
+  EXPECT_GT(reachable, 0u);
+  EXPECT_LE(reachable, s.gcHeapBytes);
+  EXPECT_LE(s.gcFreeBytes, s.gcHeapBytes);
+  EXPECT_GE(s.gcTotalAllocated - s0.gcTotalAllocated,
+            (s.allocs.bindingsBytes - s0.allocs.bindingsBytes) +
+                (s.allocs.listBytes - s0.allocs.listBytes));
+  EXPECT_GT(s.arenaBytes, 0u);
+  EXPECT_GT(s.rssBytes, 0u);
+  EXPECT_GE(s.peakRssBytes, s.rssBytes);
+  std::ostringstream out;
+  printEvalStats(s, out);
+  EXPECT_NE(out.str().find("kiln-eval-stats: gc heap "), std::string::npos);
+  EXPECT_NE(out.str().find("live after a final collection"), std::string::npos);
+}
+
+TEST(EvalStatsOff, NothingIsCountedWithoutTheVariable) {
+  unsetenv("KILN_EVAL_STATS");
+  EXPECT_FALSE(evalStatsRequested());
+  EvalState st;
+  EXPECT_EQ(st.allocationCounts(), nullptr);
+}
+
+}  // namespace
+}  // namespace kiln::eval
