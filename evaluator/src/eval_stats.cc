@@ -1,6 +1,7 @@
 // KILN_EVAL_STATS: where an evaluation's memory goes (eval_stats.h).
 #include "kiln/evaluator/eval_stats.h"
 
+#include "gc_support.h"  // first: GC_THREADS before any libgc header
 #include <gc/gc_mark.h>
 #include <malloc.h>
 #include <time.h>
@@ -120,6 +121,7 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
   s.gcFreeBytes = free;
   s.gcTotalAllocated = GC_get_total_bytes();
   s.collections = gCollections.load();
+  s.markers = unsigned(GC_get_parallel()) + 1;  // helpers + the collector
   s.collectionSeconds = double(gCollectionNanos.load()) / 1e9;
   s.longestCollection = double(gLongestNanos.load()) / 1e9;
   struct mallinfo2 mi = mallinfo2();
@@ -141,7 +143,8 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
       << p << "gc heap " << mb(s.gcHeapBytes) << " (free " << mb(s.gcFreeBytes)
       << "), allocated in total " << mb(s.gcTotalAllocated) << "\n"
       << p << "collections " << s.collections << ", " << s.collectionSeconds
-      << " s CPU (longest " << s.longestCollection << " s)\n";
+      << " s CPU (longest " << s.longestCollection << " s), markers "
+      << s.markers << "\n";
   if (s.liveAfterCollect) {
     out << p << "live after a final collection " << mb(s.liveAfterCollect)
         << "; by object size (16,32,48,64,80,96,112,128,-256,-1024,more):";

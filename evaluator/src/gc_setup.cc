@@ -1,6 +1,7 @@
 // The garbage collector's process-wide set-up (docs/evaluator.md,
 // "Garbage collection"): when it collects, and its mark stack.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -11,6 +12,7 @@
 namespace kiln::eval {
 
 namespace {
+std::atomic<unsigned> markers{1};
 constexpr size_t kInitialHeap = size_t{64} << 20;
 constexpr size_t kGcEvery = size_t{256} << 20;
 constexpr size_t kMarkStackEntries = size_t{1} << 18;
@@ -45,11 +47,18 @@ static void growMarkStack(size_t entries) {
 // allocated as survived: most evaluations never collect (as with Nix's
 // 384 MiB initial heap) and loops that churn memory stay within a few
 // hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
+void setCollectorMarkers(unsigned n) {
+  markers = std::clamp(n, 1u, unsigned{EvalState::kMaxThreads});
+}
+
 void initGarbageCollector() {
   static std::once_flag once;
   std::call_once(once, [] {
     GC_set_handle_fork(1);    // job workers fork
-    GC_set_markers_count(1);  // no marker threads: one evaluating thread
+    // One marker (no helper threads) unless threaded evaluation asked for
+    // more: a collection stops every evaluating thread, so marking on one
+    // core leaves the others idle for its length.
+    GC_set_markers_count(markers.load());
     GC_INIT();
     GC_allow_register_threads();
     GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections

@@ -3,6 +3,7 @@
 // kiln process, from wait4), and collecting very often changes no result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "kiln/common/file.h"
@@ -117,10 +118,42 @@ in builtins.foldl' (a: x: a + x.v) 0 xs
                            "kiln-eval-stats: collections ", "live after a final collection ",
                            "kiln-eval-stats: allocated: values ", "kiln-eval-stats: arena "})
     EXPECT_NE(stats.err.find(line), std::string::npos) << line << " missing in " << stats.err;
+  EXPECT_NE(stats.err.find("markers 1\n"), std::string::npos) << stats.err;
   auto small = kiln({"instantiate", "--eval", file},
                     {"KILN_GC_MARK_STACK=0", "KILN_GC_EVERY=65536"});
   ASSERT_EQ(small.exitCode, 0) << small.err;
   EXPECT_EQ(small.out, plain.out);
+}
+
+// `kiln eval --workers N` marks with N threads (a collection stops every
+// evaluating thread, so one marker would leave the other cores idle), and
+// its jobs are those of one thread, with collections as often as tests make
+// them.
+TEST_F(EvalGc, ThreadedEvaluationMarksOnAsManyThreads) {
+  std::string file = write("jobs.nix", R"nix(
+builtins.listToAttrs (builtins.genList (i: {
+  name = "j${toString i}";
+  value = derivation {
+    name = "j${toString i}"; system = "x86_64-linux"; builder = "/bin/sh";
+    junk = builtins.foldl' (a: x: a // { "k${toString x}" = x; }) {} (builtins.genList (x: x) 200);
+    n = builtins.length (builtins.attrNames (builtins.foldl' (a: x: a // { "k${toString x}" = x; }) {} (builtins.genList (x: x) 200)));
+  };
+}) 100)
+)nix");
+  auto one = kiln({"eval", "--json", "--readonly-mode", file}, {"KILN_EVAL_STATS=1"});
+  ASSERT_EQ(one.exitCode, 0) << one.err;
+  EXPECT_NE(one.err.find("markers 1\n"), std::string::npos) << one.err;
+  auto two = kiln({"eval", "--json", "--readonly-mode", "--workers", "2", file},
+                  {"KILN_EVAL_STATS=1", "KILN_GC_EVERY=65536"});
+  ASSERT_EQ(two.exitCode, 0) << two.err;
+  EXPECT_NE(two.err.find("markers 2\n"), std::string::npos) << two.err;
+  auto sorted = [](std::string s) {
+    auto lines = test::nonEmptyLines(s);
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  };
+  EXPECT_EQ(sorted(two.out), sorted(one.out));
+  EXPECT_EQ(sorted(one.out).size(), 100u);
 }
 
 }  // namespace

@@ -432,6 +432,12 @@ class EvalState {
 /// workers).
 void initGarbageCollector();
 
+/// How many threads mark in a collection (1 by default; at most
+/// EvalState::kMaxThreads). Only a call before initGarbageCollector's
+/// first has an effect: `kiln eval --workers N` asks for N, so that a
+/// collection, which stops every evaluating thread, marks on N cores.
+void setCollectorMarkers(unsigned n);
+
 /// Runs `fn` on a thread with a large stack (deep but finite recursion in
 /// Nix code must not overflow the C++ stack before the depth limit).
 void runWithLargeStack(const std::function<void()>& fn, size_t stackBytes = 512u << 20);

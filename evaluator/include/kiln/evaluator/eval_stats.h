@@ -40,6 +40,7 @@ struct EvalStats {
   uint64_t collections =
       0;  ///< completed collections (the mark stack warm-up's included)
   double collectionSeconds = 0;  ///< CPU time of the collecting thread in them
+  unsigned markers = 1;          ///< threads that mark in a collection
   double longestCollection = 0;
   uint64_t mallocInUse = 0;   ///< malloc: bytes in use (mallinfo2)
   uint64_t mallocMapped = 0;  ///< of which in mmapped chunks
