@@ -125,8 +125,12 @@ void linkResults(const Options& o, const std::string& stateDir,
 }
 
 int build(Options& o, const eval::EvalSettings& settings) {
+  // Like nix-build (Nix has no per-path fsync): the files of store paths
+  // are not fsynced one by one unless asked; registrations are as always.
   if (auto* st = o.target.localStore(); st && !o.fsyncStore)
     st->setContentSync(store::LocalStore::ContentSync::kNone);
+  // The farm's own chatter (listening, joined, welcomed) is not news to
+  // someone running one build; warnings and errors still show.
   if (logLevel() == LogLevel::kInfo) setLogLevel(LogLevel::kWarn);
   LocalFarmConfig fc;
   fc.stateDir = o.target.localStore()->stateDir();
@@ -169,7 +173,6 @@ int build(Options& o, const eval::EvalSettings& settings) {
   }
   linkResults(o, fc.stateDir, settings.storeDir, outcome.targets);
   traceEvent("build", "linked", 0);
-
   return kExitOk;
 }
 

@@ -25,8 +25,8 @@ int logCommand(const std::vector<std::string>& args) {
   int attempt = 0;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&stateDir)->required(),
-      "the scheduler's state directory")("attempt", po::value(&attempt),
-                                         "print this attempt (1 = the first)")(
+      "the scheduler's state directory")(
+      "attempt", po::value(&attempt), "print this attempt (1 = the first)")(
       "list", "list the attempts that have a log, one per line");
   std::vector<std::string> drvs;
   po::variables_map vm;

@@ -159,7 +159,7 @@ Value** EvalState::allocList(size_t n) {
   // Empty lists (a third of a package set's lists) share one array: nothing is ever stored in it.
   static Value* noElems[1] = {nullptr};
   if (n == 0) return noElems;
-  return static_cast<Value**>(allocMemory(sizeof(Value*) * (n ? n : 1), alignof(Value*)));
+  return static_cast<Value**>(allocMemory(sizeof(Value*) * n, alignof(Value*)));
 }
 
 void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
