@@ -58,6 +58,13 @@ eval::Bindings* makeAutoArgs(eval::EvalState& st, const AutoArgSpec& spec) {
   return autoArgs;
 }
 
+eval::EvalState& makeProcessEvalState(const eval::EvalSettings& settings) {
+  static eval::EvalState* kept = nullptr;
+  kept = new eval::EvalState(settings);
+  kept->arena.leaveToExit();
+  return *kept;
+}
+
 void printEvalError(std::ostream& out, const std::string& what, bool showTrace) {
   // EvalError::addTrace separates trace lines with this.
   static const std::string kTrace = "\n\n       … ";

@@ -34,6 +34,15 @@ void applyNixEnvironment(eval::EvalSettings& settings);
 /// directory, lazily evaluated); owned by `state`'s arena.
 eval::Bindings* makeAutoArgs(eval::EvalState& state, const AutoArgSpec& spec);
 
+/// The one EvalState of a command that exits when its evaluation is done:
+/// deliberately never destroyed (nor its AST arena's objects registered
+/// for destruction), because freeing a large evaluation object by object
+/// costs several percent of the run, on one thread after any evaluation
+/// threads have finished (Nix leaves its heap to exit likewise). A static
+/// pointer keeps it reachable for leak checkers. Throws as EvalState's
+/// constructor.
+eval::EvalState& makeProcessEvalState(const eval::EvalSettings& settings);
+
 /// Prints an evaluation error as nix-instantiate 2.8 does: `error: ` and
 /// the message with its position and source lines; the "… while …" trace
 /// lines only with `showTrace`, otherwise (if there were any) the hint

@@ -131,7 +131,7 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
   if (o.workers > 1) setCollectorMarkers(o.workers);
   runWithLargeStack([&] {
     try {
-      EvalState st(makeSettings(o, vm));
+      EvalState& st = makeProcessEvalState(makeSettings(o, vm));  // left to exit
       st.storeWriter = o.target.writer();
       Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
       std::string path = o.file;

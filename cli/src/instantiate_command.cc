@@ -171,14 +171,7 @@ int run(Options& o, const EvalSettings& settings) {
   int rc = kExitOk;
   runWithLargeStack([&] {
     try {
-      // Deliberately never destroyed: the process ends right after, and
-      // freeing a large evaluation's arena object by object costs several
-      // percent of the run (Nix leaves its heap to exit likewise). The
-      // static pointer keeps it reachable for leak checkers.
-      static EvalState* kept = nullptr;
-      kept = new EvalState(settings);
-      EvalState& st = *kept;
-      st.arena.leaveToExit();
+      EvalState& st = makeProcessEvalState(settings);  // left to exit
       st.storeWriter = o.target.writer();
       if (o.nix.findFile) {  // --find-file: search path look-ups only
         for (auto& f : o.files) std::cout << st.findFile(f, kNoPos) << "\n";

@@ -6,7 +6,9 @@
 #include <gc/gc.h>
 #include <gc/gc_allocator.h>
 
+#include <boost/container/small_vector.hpp>
 #include <deque>
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -23,9 +25,30 @@ void adviseHugePages(void* p, size_t n);
 
 /// Containers whose storage the collector scans: for values that may be
 /// referred to from nowhere else while a builtin works (heap memory from
-/// std::allocator is invisible to the collector).
+/// std::allocator is invisible to the collector). A TracedVector keeps its
+/// first N elements inside itself, so as a local variable (on a thread's
+/// stack, which the collector scans) it allocates nothing until it grows
+/// past N: the collector's uncollectable allocations and frees take its
+/// global lock, which threaded evaluation's threads contended for (the
+/// derivation builtin made a dozen per derivation). Only for locals and
+/// for elements of other traced containers.
 template <class T>
-using TracedVector = std::vector<T, traceable_allocator<T>>;
+struct TracedAllocator {  // traceable_allocator's, minimal (Boost rebinds it to void)
+  using value_type = T;
+  TracedAllocator() = default;
+  template <class U>
+  TracedAllocator(const TracedAllocator<U>&) {}
+  T* allocate(size_t n) {
+    void* p = GC_MALLOC_UNCOLLECTABLE(n * sizeof(T));
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { GC_FREE(p); }
+  template <class U>
+  bool operator==(const TracedAllocator<U>&) const { return true; }
+};
+template <class T, size_t N = 8>
+using TracedVector = boost::container::small_vector<T, N, TracedAllocator<T>>;
 template <class T>
 using TracedDeque = std::deque<T, traceable_allocator<T>>;
 template <class K, class V>

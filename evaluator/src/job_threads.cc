@@ -4,11 +4,13 @@
 #include <pthread.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
 
 #include "eval_threads.h"
 #include "gc_support.h"  // GC_THREADS: pthread_create registers each thread
@@ -19,14 +21,21 @@ namespace {
 constexpr size_t kThreadStack = size_t{512} << 20;  // as runWithLargeStack
 
 struct Shared {
-  Shared(EvalState& st, const JobRoot& r, Bindings* args, const std::string& attr, size_t n)
-      : state(st), root(r), autoArgs(args), rootAttr(attr), entries(n), results(n) {}
+  Shared(EvalState& st, const JobRoot& r, Bindings* args, const std::string& attr, size_t n,
+         unsigned threads)
+      : state(st),
+        root(r),
+        autoArgs(args),
+        rootAttr(attr),
+        entries(n),
+        splitter(n, threads),
+        results(n) {}
   EvalState& state;
   const JobRoot& root;
   Bindings* autoArgs;
   const std::string& rootAttr;
   size_t entries;
-  std::atomic<size_t> next{0};
+  EntrySplitter splitter;
   std::atomic<bool> stop{false};
   std::vector<std::vector<Job>> results;
   std::mutex mu;
@@ -41,8 +50,9 @@ struct ThreadArg {
 void runThread(Shared& sh, uint32_t slot) {
   EvalState::enterThread(slot);
   while (!sh.stop.load()) {
-    size_t i = sh.next.fetch_add(1);
-    if (i >= sh.entries) return;
+    std::optional<size_t> next = sh.splitter.next(slot - 1);
+    if (!next) return;
+    const size_t i = *next;
     std::vector<Job> jobs;
     enumerateJobEntry(sh.state, sh.root, i, sh.autoArgs, sh.rootAttr,
                       [&](const Job& job) { jobs.push_back(job); });
@@ -76,7 +86,47 @@ void* threadMain(void* p) {
   return nullptr;
 }
 
+constexpr uint64_t kLow = 0xffffffffu;
+
+uint64_t packRange(uint64_t front, uint64_t back) { return front | (back << 32); }
+
 }  // namespace
+
+EntrySplitter::EntrySplitter(size_t n, unsigned parts)
+    : blocks_(std::make_unique<Block[]>(parts == 0 ? 1 : parts)), parts_(parts == 0 ? 1 : parts) {
+  if (n > kLow) throw std::length_error("too many entries to evaluate: " + std::to_string(n));
+  for (unsigned p = 0; p < parts_; ++p)
+    blocks_[p].range.store(packRange(n * p / parts_, n * (p + 1) / parts_));
+}
+
+std::optional<size_t> EntrySplitter::takeFront(Block& b) {
+  uint64_t r = b.range.load();
+  while ((r & kLow) < (r >> 32))
+    if (b.range.compare_exchange_weak(r, r + 1)) return r & kLow;
+  return std::nullopt;
+}
+
+std::optional<size_t> EntrySplitter::takeBack(Block& b) {
+  uint64_t r = b.range.load();
+  while ((r & kLow) < (r >> 32))
+    if (b.range.compare_exchange_weak(r, r - (uint64_t{1} << 32))) return (r >> 32) - 1;
+  return std::nullopt;
+}
+
+std::optional<size_t> EntrySplitter::next(unsigned part) {
+  if (auto i = takeFront(blocks_[part % parts_])) return i;
+  while (true) {  // steal from the back of the fullest block
+    Block* fullest = nullptr;
+    uint64_t most = 0;
+    for (unsigned p = 0; p < parts_; ++p) {
+      uint64_t r = blocks_[p].range.load();
+      uint64_t left = (r >> 32) - std::min(r & kLow, r >> 32);
+      if (left > most) most = left, fullest = &blocks_[p];
+    }
+    if (!fullest) return std::nullopt;
+    if (auto i = takeBack(*fullest)) return i;
+  }
+}
 
 void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* autoArgs,
                            const std::string& rootAttr, unsigned threads,
@@ -84,7 +134,8 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
   if (threads == 0 || threads > EvalState::kMaxThreads)
     throw Error("the number of evaluation threads must be between 1 and " +
                 std::to_string(EvalState::kMaxThreads));
-  Shared sh(state, root, autoArgs, rootAttr, root.isDerivation ? 1 : root.entries.size());
+  Shared sh(state, root, autoArgs, rootAttr, root.isDerivation ? 1 : root.entries.size(),
+            threads);
   std::vector<ThreadArg> args(threads);
   std::vector<pthread_t> ids;
   if (std::getenv("KILN_EVAL_CPU_TIMES"))

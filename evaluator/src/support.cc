@@ -101,51 +101,64 @@ void* Arena::allocateShared(size_t size, size_t align) {
   return p;
 }
 
-SymbolTable::SymbolTable() : slots_(1024, Slot{0, 0}) {
+SymbolTable::SymbolTable() : table_(std::make_unique<Table>(1024)) {
+  current_.store(table_.get());
   chunks_.reserve(size_t{1} << (32 - kChunkBits));
   chunks_.emplace_back(new std::string_view[size_t{1} << kChunkBits]);
   chunks_[0][0] = "<no symbol>";
   count_ = 1;
 }
 
-Symbol SymbolTable::intern(std::string_view name) {
-  if (!shared_) return internLocked(name);
+void SymbolTable::setShared(bool shared) {
   std::lock_guard<std::mutex> lock(mu_);
-  return internLocked(name);
+  shared_ = shared;
+  if (!shared) retired_.clear();  // no thread probes them any more
 }
 
-Symbol SymbolTable::internLocked(std::string_view name) {
-  uint32_t h = static_cast<uint32_t>(std::hash<std::string_view>()(name));
-  size_t mask = slots_.size() - 1;
-  for (size_t i = h & mask;; i = (i + 1) & mask) {
-    Slot& slot = slots_[i];
-    if (slot.id == 0) break;
-    if (slot.hash == h && this->name(Symbol{slot.id}) == name) return Symbol{slot.id};
+uint32_t SymbolTable::find(const Table& t, uint32_t hash, std::string_view name) const {
+  for (size_t i = hash & t.mask;; i = (i + 1) & t.mask) {
+    uint64_t slot = t.slots[i].load(std::memory_order_acquire);
+    if (slot == 0) return 0;
+    auto id = static_cast<uint32_t>(slot);
+    if (static_cast<uint32_t>(slot >> 32) == hash && this->name(Symbol{id}) == name) return id;
   }
+}
+
+Symbol SymbolTable::intern(std::string_view name) {
+  auto h = static_cast<uint32_t>(std::hash<std::string_view>()(name));
+  if (!shared_) return internLocked(name, h);
+  if (uint32_t id = find(*current_.load(std::memory_order_acquire), h, name)) return Symbol{id};
+  std::lock_guard<std::mutex> lock(mu_);
+  return internLocked(name, h);
+}
+
+Symbol SymbolTable::internLocked(std::string_view name, uint32_t h) {
+  if (uint32_t id = find(*table_, h, name)) return Symbol{id};
   if (count_ == UINT32_MAX) throw EvalError("too many distinct names (symbols)");
   const char* copy = arena_.copyString(name);
   uint32_t id = count_;
   if ((id & kChunkMask) == 0) chunks_.emplace_back(new std::string_view[size_t{1} << kChunkBits]);
   chunks_[id >> kChunkBits][id & kChunkMask] = std::string_view(copy, name.size());
   count_ = id + 1;
-  if (2 * size_t{count_} > slots_.size()) grow();
-  mask = slots_.size() - 1;
-  size_t i = h & mask;
-  while (slots_[i].id != 0) i = (i + 1) & mask;
-  slots_[i] = {h, id};
+  if (2 * size_t{count_} > table_->mask + 1) grow();
+  size_t i = h & table_->mask;
+  while (table_->slots[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & table_->mask;
+  table_->slots[i].store((uint64_t{h} << 32) | id, std::memory_order_release);
   return Symbol{id};
 }
 
 void SymbolTable::grow() {
-  std::vector<Slot> old(slots_.size() * 2, Slot{0, 0});
-  old.swap(slots_);
-  size_t mask = slots_.size() - 1;
-  for (const Slot& s : old) {
-    if (s.id == 0) continue;
-    size_t i = s.hash & mask;
-    while (slots_[i].id != 0) i = (i + 1) & mask;
-    slots_[i] = s;
+  auto bigger = std::make_unique<Table>(2 * (table_->mask + 1));
+  for (size_t j = 0; j <= table_->mask; ++j) {
+    uint64_t slot = table_->slots[j].load(std::memory_order_relaxed);
+    if (slot == 0) continue;
+    size_t i = (slot >> 32) & bigger->mask;
+    while (bigger->slots[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & bigger->mask;
+    bigger->slots[i].store(slot, std::memory_order_relaxed);
   }
+  current_.store(bigger.get(), std::memory_order_release);
+  if (shared_) retired_.push_back(std::move(table_));
+  table_ = std::move(bigger);
 }
 
 PosTable::PosTable() { origins_.push_back({"«none»", nullptr, 0, 0, {0}}); }

@@ -3,13 +3,43 @@
 /// evaluation, docs/evaluator.md): what one thread evaluates, the others
 /// use, so a dependency shared by many jobs is evaluated once.
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kiln/evaluator/jobs.h"
 
 namespace kiln::eval {
+
+/// Hands out the indexes 0..n-1 to `parts` threads, each index once: the
+/// range is cut into `parts` contiguous blocks, thread t takes its own
+/// block's indexes from the front, and a thread whose block is empty takes
+/// from the back of the block with the most left. Neighbouring entries of a
+/// package set tend to share dependencies, so threads that work far apart
+/// in it wait less for each other's thunks than threads taking turns on
+/// one queue. Lock-free; n < 2^32 (throws std::length_error otherwise).
+class EntrySplitter {
+ public:
+  EntrySplitter(size_t n, unsigned parts);
+  /// The next index for thread `part` (0-based, < parts), or nothing once
+  /// every index has been handed out. Safe to call from all threads.
+  std::optional<size_t> next(unsigned part);
+
+ private:
+  // One block: the front (next for its owner) in the low 32 bits, the back
+  // (one past the last left) in the high 32 bits.
+  struct alignas(64) Block {
+    std::atomic<uint64_t> range{0};
+  };
+  static std::optional<size_t> takeFront(Block& b);
+  static std::optional<size_t> takeBack(Block& b);
+  std::unique_ptr<Block[]> blocks_;
+  unsigned parts_;
+};
 
 /// Enumerates the jobs below every entry of `root` (as enumerateJobEntry)
 /// on `threads` threads (1..EvalState::kMaxThreads) that share `state`,

@@ -2,6 +2,7 @@
 /// Interned identifiers: each distinct name maps to a small integer, so that
 /// attribute lookups and variable binding compare integers, not strings.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,8 +23,10 @@ struct Symbol {
 };
 
 /// Owns the text of every interned name. One thread at a time unless made
-/// shared (setShared): then interning takes a lock, and names are read
-/// without one (they live in chunks that never move).
+/// shared (setShared): then a name already interned is found without a
+/// lock (most are: every identifier of every file parsed), a new one is
+/// added under a lock, and names are read without one (they live in chunks
+/// that never move).
 class SymbolTable {
  public:
   SymbolTable();
@@ -34,17 +37,23 @@ class SymbolTable {
   /// NUL-terminated text of `s`.
   const char* cName(Symbol s) const { return name(s).data(); }
   size_t size() const { return count_ - 1; }
-  /// Makes interning safe from several threads at once (or not again).
-  void setShared(bool shared) { shared_ = shared; }
+  /// Makes interning safe from several threads at once (or, with false,
+  /// once those threads have stopped, one thread's again).
+  void setShared(bool shared);
 
  private:
-  /// An open-addressing slot: the name's hash and its id (0: empty).
-  struct Slot {
-    uint32_t hash;
-    uint32_t id;
+  /// Open-addressing slots: a name's hash (high 32 bits) and its id (low
+  /// 32 bits; 0: empty), each written once with a release store after the
+  /// name, so a lock-free reader that sees the slot sees the name.
+  struct Table {
+    explicit Table(size_t n) : mask(n - 1), slots(new std::atomic<uint64_t>[n]()) {}
+    size_t mask;
+    std::unique_ptr<std::atomic<uint64_t>[]> slots;
   };
+  /// The id of `name` in `t`, or 0 when `t` does not hold it.
+  uint32_t find(const Table& t, uint32_t hash, std::string_view name) const;
   void grow();
-  Symbol internLocked(std::string_view name);
+  Symbol internLocked(std::string_view name, uint32_t hash);
   static constexpr uint32_t kChunkBits = 12, kChunkMask = (1u << kChunkBits) - 1;
   Arena arena_;
   /// Names by id, in chunks of 2^12; the chunk list is reserved up front
@@ -55,7 +64,12 @@ class SymbolTable {
   std::mutex mu_;
   /// Linear probing over a power-of-two table kept at most half full (a
   /// node-based hash map cost a cache miss per node in large files).
-  std::vector<Slot> slots_;
+  /// Replaced by a larger copy when it fills; while shared, the tables it
+  /// replaced stay until setShared(false), for readers still probing them
+  /// (a reader that misses there takes the lock and looks again).
+  std::unique_ptr<Table> table_;
+  std::atomic<Table*> current_{nullptr};
+  std::vector<std::unique_ptr<Table>> retired_;
 };
 
 }  // namespace kiln::eval
