@@ -9,6 +9,7 @@
 #include <span>
 
 #include "kiln/common/hash.h"
+#include "kiln/common/spin_mutex.h"
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/evaluator/output.h"
 
@@ -59,5 +60,5 @@ Hash narHashOfPath(const std::string& path, const NarFilter& filter = {});
 /// A lock on the derivation hash memo when threads evaluate (none
 /// otherwise): held around a store write the writer may check against the
 /// memo (a text file named `*.drv`), as derivation recording holds it.
-std::unique_lock<std::mutex> lockDerivationMemo(EvalState& st);
+std::unique_lock<SpinMutex> lockDerivationMemo(EvalState& st);
 }  // namespace kiln::eval

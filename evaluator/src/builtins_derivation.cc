@@ -97,7 +97,7 @@ struct DrvState : BuiltinState {
   WrapperState wrapper;
   /// Held around every use of the hash memo and the records when threads
   /// evaluate (DrvHashCache::addDerivation takes it itself).
-  std::mutex mu;
+  SpinMutex mu;  // short sections entered per derivation by every thread
 };
 
 DrvState& drvState(EvalState& st) {
@@ -107,9 +107,9 @@ DrvState& drvState(EvalState& st) {
 
 }  // namespace
 
-std::unique_lock<std::mutex> lockDerivationMemo(EvalState& st) {
+std::unique_lock<SpinMutex> lockDerivationMemo(EvalState& st) {
   if (!st.threaded()) return {};
-  return std::unique_lock<std::mutex>(drvState(st).mu);
+  return std::unique_lock<SpinMutex>(drvState(st).mu);
 }
 
 namespace {
@@ -213,10 +213,10 @@ const char* arenaConcat(Arena& arena, std::initializer_list<std::string_view> pa
 
 // Context entries become inputSrcs and inputDrvs. The records `=` entries
 // need are read holding `memoMutex` (when threads share them).
-void addInputs(DrvState& ds, const Context& ctx, Derivation& drv, std::mutex* memoMutex) {
+void addInputs(DrvState& ds, const Context& ctx, Derivation& drv, SpinMutex* memoMutex) {
   for (auto& c : ctx) {
     if (c[0] == '=') {
-      auto lock = memoMutex ? std::unique_lock<std::mutex>(*memoMutex) : std::unique_lock<std::mutex>();
+      auto lock = memoMutex ? std::unique_lock<SpinMutex>(*memoMutex) : std::unique_lock<SpinMutex>();
       store::StorePathSet refs;
       drvClosure(ds, ds.dir.parsePath(c.substr(1)), refs);
       for (auto& r : refs) {
@@ -308,9 +308,9 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   DrvState& ds = drvState(st);
   // Threads share the hash memo and the records under ds.mu, held only to
   // read and add them: the ATerms are printed and hashed unlocked.
-  std::mutex* memoMutex = st.threaded() ? &ds.mu : nullptr;
+  SpinMutex* memoMutex = st.threaded() ? &ds.mu : nullptr;
   auto drvLock = [memoMutex] {
-    return memoMutex ? std::unique_lock<std::mutex>(*memoMutex) : std::unique_lock<std::mutex>();
+    return memoMutex ? std::unique_lock<SpinMutex>(*memoMutex) : std::unique_lock<SpinMutex>();
   };
   std::optional<StorePath> drvPath;
   thread_local std::string aterm;  // reused: no buffer per derivation

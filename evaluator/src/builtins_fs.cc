@@ -142,7 +142,7 @@ void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (st.storeWriter) {
     std::set<std::string> refPaths;
     for (auto& r : refs) refPaths.insert(dir.printPath(r));
-    std::unique_lock<std::mutex> memo;
+    std::unique_lock<SpinMutex> memo;
     if (name.size() > 4 && name.ends_with(".drv")) memo = lockDerivationMemo(st);
     st.storeWriter->addText(path, contents, refPaths);
   }

@@ -195,9 +195,9 @@ void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
 StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
                                       uint32_t** tag,
                                       std::vector<uint32_t>* inputTags,
-                                      std::mutex* memoMutex) {
+                                      SpinMutex* memoMutex) {
   auto lock = [memoMutex] {
-    return memoMutex ? std::unique_lock<std::mutex>(*memoMutex) : std::unique_lock<std::mutex>();
+    return memoMutex ? std::unique_lock<SpinMutex>(*memoMutex) : std::unique_lock<SpinMutex>();
   };
   bool inputDeferred;
   detail::InputHashes inputs;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kiln/common/hash.h"
+#include "kiln/common/spin_mutex.h"
 #include "kiln/store/store_path.h"
 
 namespace kiln::store {
@@ -172,7 +173,7 @@ class DrvHashCache {
   StorePath addDerivation(Derivation& drv, std::string& aterm,
                           uint32_t** tag = nullptr,
                           std::vector<uint32_t>* inputTags = nullptr,
-                          std::mutex* memoMutex = nullptr);
+                          SpinMutex* memoMutex = nullptr);
   /// A number the caller may attach to a memoised `.drv` (an evaluator
   /// keeps the index of its own record there, so one lookup finds both),
   /// kNoTag until set; nullptr if `baseName` has no memoised hash. Valid
