@@ -75,6 +75,7 @@ void* EvalState::allocMemory(size_t size, size_t align) {
     std::memset(p, 0, size);
     return p;
   }
+  if (threaded_ && size >= kSizedMin && size <= kSizedMax) return allocSizedThreaded(size);
   void* p = GC_MALLOC(size);  // zeroed
   if (!p) throw std::bad_alloc();
   return p;

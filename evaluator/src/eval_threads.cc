@@ -1,8 +1,10 @@
 // Threaded evaluation (docs/evaluator.md, "Threaded evaluation"): claiming
 // and publishing thunks through their state word, waiting for thunks other
 // threads evaluate, per-thread allocation, and the store writer's lock.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "builtins.h"
@@ -128,6 +130,7 @@ void EvalState::endThreads() {
     s.nextValue = s.valuesEnd = nullptr;
     s.freeBlocks = nullptr;
     s.callDepth = 0;
+    std::fill(std::begin(s.sized), std::end(s.sized), nullptr);
   }
 }
 
@@ -150,6 +153,19 @@ Value* EvalState::allocValueThreaded() {
   s.nextValue = static_cast<Value*>(block);
   s.valuesEnd = s.nextValue + kValuesPerBlock;
   return new (s.nextValue++) Value();
+}
+
+void* EvalState::allocSizedThreaded(size_t size) {
+  const size_t steps = (size + kSizedStep - 1) / kSizedStep;
+  void*& list = slots_[tSlot].sized[steps];
+  if (!list) {
+    list = GC_malloc_many(steps * kSizedStep);  // zeroed but for the link
+    if (!list) throw std::bad_alloc();
+  }
+  void* p = list;
+  list = *static_cast<void**>(p);
+  *static_cast<void**>(p) = nullptr;
+  return p;
 }
 
 // Claims the thunk (CAS to a blackhole owned by this thread), evaluates it

@@ -358,6 +358,13 @@ class EvalState {
   std::set<std::string> missingEntriesWarned_;  ///< search path entries warned about
   Value* allocValueSlow();
   Value* allocValueThreaded();
+  /// Threaded evaluation's collectable memory of kSizedMin..kSizedMax
+  /// bytes, from this thread's own lists (GC_malloc_many fills one per size
+  /// in 16-byte steps, a heap block's worth at a time). Larger sets and
+  /// lists otherwise took the collector's global lock each (libgc keeps
+  /// per-thread lists only for objects of up to 384 bytes).
+  void* allocSizedThreaded(size_t size);
+  static constexpr size_t kSizedMin = 385, kSizedMax = 2048, kSizedStep = 16;
   void forceThunkThreaded(Value& v, PosIdx pos);
   /// Waits until `v` (claimed by another thread) is no longer a
   /// blackhole; throws InfiniteRecursionError when the threads' waits form
@@ -376,6 +383,7 @@ class EvalState {
     Value* valuesEnd = nullptr;
     void* freeBlocks = nullptr;
     uint32_t callDepth = 0;
+    void* sized[kSizedMax / kSizedStep + 1] = {};  // allocSizedThreaded's lists
     std::atomic<Value*> waitingFor{nullptr};
     std::mutex waitMutex;  // with waitCv: this thread's wait for waitingFor
     std::condition_variable waitCv;
