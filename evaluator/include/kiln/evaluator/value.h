@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 #include "kiln/evaluator/position.h"
@@ -119,29 +120,99 @@ struct Attr {
   Value* value = nullptr;
 };
 
-/// An attribute set: attributes sorted by symbol id for binary search.
-/// Allocated with room for `capacity` attributes (flexible array).
-struct Bindings {
-  uint32_t size = 0;
-  uint32_t capacity = 0;
-  Attr attrs[0];
+/// Iterates a set's visible attributes in symbol order. For a layered set
+/// it merges the set's own attributes with its base's, an own attribute
+/// hiding the base's of the same name; for a flat set it walks the array.
+class AttrIterator {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = Attr;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const Attr*;
+  using reference = const Attr&;
 
-  Attr* begin() { return attrs; }
-  Attr* end() { return attrs + size; }
-  const Attr* begin() const { return attrs; }
-  const Attr* end() const { return attrs + size; }
-  /// Appends without sorting; call sort() afterwards.
+  /// The end iterator.
+  AttrIterator() = default;
+  /// The first attribute of the merge of [o, oe) over [b, be).
+  AttrIterator(const Attr* o, const Attr* oe, const Attr* b, const Attr* be)
+      : o_(o), oe_(oe), b_(b), be_(be) {
+    pick();
+  }
+  const Attr& operator*() const { return *cur_; }
+  const Attr* operator->() const { return cur_; }
+  AttrIterator& operator++() {
+    if (fromOwn_) ++o_; else ++b_;
+    pick();
+    return *this;
+  }
+  bool operator==(const AttrIterator& x) const { return cur_ == x.cur_; }
+
+ private:
+  void pick() {
+    fromOwn_ = o_ != oe_;
+    if (fromOwn_) {
+      if (b_ == be_ || o_->name < b_->name) {
+        cur_ = o_;
+        return;
+      }
+      if (o_->name == b_->name) {  // hidden by the own attribute
+        ++b_;
+        cur_ = o_;
+        return;
+      }
+      fromOwn_ = false;
+    }
+    cur_ = b_ != be_ ? b_ : nullptr;
+  }
+  const Attr *o_ = nullptr, *oe_ = nullptr, *b_ = nullptr, *be_ = nullptr, *cur_ = nullptr;
+  bool fromOwn_ = false;
+};
+
+/// An attribute set: attributes sorted by symbol id for binary search,
+/// allocated with room for `capacity` own attributes (flexible array).
+/// A layered set (`base` set; made by `//` when the right side is small
+/// next to the left, docs/evaluator.md "Layered sets") holds only the
+/// attributes that replace or join those of `base`, which is always flat:
+/// lookups see the own attributes first, iteration merges both in symbol
+/// order, and `size` counts the visible attributes. Sets are immutable once
+/// made, so threads may share them without locks.
+struct Bindings {
+  uint32_t size = 0;      ///< visible attributes (own ones for a flat set)
+  uint32_t capacity = 0;  ///< room for own attributes; a layered set's own count
+  const Bindings* base = nullptr;  ///< the set under this one's own attributes, or nullptr
+  Attr own[0];            ///< own attributes, sorted by name
+
+  /// The number of own attributes (all of a flat set's).
+  uint32_t ownSize() const { return base ? capacity : size; }
+  Attr* ownBegin() { return own; }
+  Attr* ownEnd() { return own + ownSize(); }
+  const Attr* ownBegin() const { return own; }
+  const Attr* ownEnd() const { return own + ownSize(); }
+  /// Visible attributes in symbol order (see AttrIterator).
+  AttrIterator begin() const {
+    return base ? AttrIterator(own, own + capacity, base->own, base->own + base->size)
+                : AttrIterator(own, own + size, nullptr, nullptr);
+  }
+  AttrIterator end() const { return AttrIterator(); }
+  /// Appends to a flat set without sorting; call sort() afterwards.
   void push(Symbol name, Value* v, PosIdx pos = kNoPos) {
-    attrs[size++] = Attr{name, pos, v};
+    own[size++] = Attr{name, pos, v};
   }
+  /// Sorts a flat set's attributes by name.
   void sort() {
-    std::sort(begin(), end(), [](const Attr& a, const Attr& b) { return a.name < b.name; });
+    std::sort(ownBegin(), ownEnd(), [](const Attr& a, const Attr& b) { return a.name < b.name; });
   }
-  /// The attribute named `name`, or nullptr.
+  /// The own attribute named `name`, or nullptr.
+  const Attr* findOwn(Symbol name) const {
+    const Attr* e = ownEnd();
+    const Attr* a =
+        std::lower_bound(own, e, name, [](const Attr& x, Symbol n) { return x.name < n; });
+    return a != e && a->name == name ? a : nullptr;
+  }
+  /// The visible attribute named `name`, or nullptr.
   const Attr* find(Symbol name) const {
-    const Attr* a = std::lower_bound(begin(), end(), name,
-                                     [](const Attr& x, Symbol n) { return x.name < n; });
-    return a != end() && a->name == name ? a : nullptr;
+    const Attr* a = findOwn(name);
+    return a || !base ? a : base->findOwn(name);
   }
   Value* get(Symbol name) const {
     const Attr* a = find(name);

@@ -1,0 +1,86 @@
+// `//` on attribute sets and the layered sets it makes (value.h;
+// docs/evaluator.md, "Layered sets").
+#include <algorithm>
+
+#include "kiln/evaluator/eval_state.h"
+
+namespace kiln::eval {
+
+namespace {
+
+// `left // right` makes a layered set when the set under it has at least
+// this many attributes...
+constexpr uint32_t kMinLayerBase = 8;
+// ... and the layer would hold at most 1/kLayerRatio as many: a copy of the
+// left side costs its whole size, a layer only what the right side adds.
+constexpr uint32_t kLayerRatio = 2;
+
+// Merges two sorted runs into `out`, the right one winning on equal names;
+// returns how many attributes it wrote.
+template <class I, class J>
+uint32_t mergeInto(I i, I ie, J j, J je, Attr* out) {
+  Attr* o = out;
+  while (i != ie && j != je) {
+    if (i->name == j->name) {
+      *o++ = *j;
+      ++j;
+      ++i;
+    } else if (i->name < j->name) {
+      *o++ = *i;
+      ++i;
+    } else {
+      *o++ = *j;
+      ++j;
+    }
+  }
+  for (; i != ie; ++i) *o++ = *i;
+  for (; j != je; ++j) *o++ = *j;
+  return static_cast<uint32_t>(o - out);
+}
+
+// How many of `b`'s own attributes `base` has too (both sorted): a binary
+// search per attribute of the small `b`, each starting where the last ended.
+uint32_t countHidden(const Bindings& b, const Bindings& base) {
+  uint32_t hidden = 0;
+  const Attr *from = base.ownBegin(), *end = base.ownEnd();
+  for (const Attr* a = b.ownBegin(); a != b.ownEnd(); ++a) {
+    from = std::lower_bound(from, end, a->name, [](const Attr& x, Symbol n) { return x.name < n; });
+    if (from == end) break;
+    hidden += from->name == a->name;
+  }
+  return hidden;
+}
+
+template <class J>
+Bindings* update(EvalState& st, const Bindings& left, J r, J re, uint32_t rSize) {
+  const Bindings* base = left.base ? left.base : &left;
+  const uint32_t lOwn = left.base ? left.capacity : 0;
+  if (base->size >= kMinLayerBase && (lOwn + rSize) * uint64_t{kLayerRatio} <= base->size) {
+    // A layer on the left side's (flat) base: its own attributes and the
+    // right side's, so a chain of `//` stays one layer deep.
+    Bindings* b = st.allocBindings(lOwn + rSize);
+    b->size = mergeInto(left.ownBegin(), left.ownBegin() + lOwn, r, re, b->own);
+    st.trimBindings(b);  // capacity = own count
+    b->base = base;
+    b->size = base->size + b->capacity - countHidden(*b, *base);
+    return b;
+  }
+  Bindings* b = st.allocBindings(left.size + rSize);
+  b->size = left.base ? mergeInto(left.begin(), left.end(), r, re, b->own)
+                      : mergeInto(left.ownBegin(), left.ownEnd(), r, re, b->own);
+  st.trimBindings(b);  // names both sides have were counted twice
+  return b;
+}
+
+}  // namespace
+
+Bindings* EvalState::updateBindings(const Bindings& left, const Bindings& right) {
+  if (right.base) return update(*this, left, right.begin(), right.end(), right.size);
+  return update(*this, left, right.ownBegin(), right.ownEnd(), right.size);
+}
+
+Bindings* EvalState::updateBindings(const Bindings& left, const Attr* right, const Attr* rightEnd) {
+  return update(*this, left, right, rightEnd, static_cast<uint32_t>(rightEnd - right));
+}
+
+}  // namespace kiln::eval
