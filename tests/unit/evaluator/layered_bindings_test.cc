@@ -79,26 +79,58 @@ TEST(LayeredBindings, ChainsStayOneLayerDeepAndLaterOverridesWin) {
             });
 }
 
-TEST(LayeredBindings, LongChainsFlattenWhenTheLayerGrows) {
-  // 200 updates of one or two attributes each: every result is flat or one
-  // layer on a flat set, and holds what a copy would.
+TEST(LayeredBindings, LayersStackUpToTheLimitThenFlatten) {
+  // A set per step with its layer count and size: the second update is too
+  // large for the first layer, so it makes a second; the third fits in the
+  // second's own attributes; the fourth makes a third; the fifth would make
+  // a fourth and is copied flat instead.
+  std::string steps =
+      "let mk = p: n: builtins.listToAttrs (builtins.genList (i: { name = \"${p}${toString i}\"; "
+      "      value = \"${p}${toString i}\"; }) n); "
+      "    l1 = big // mk \"b\" 10; "
+      "    l2 = l1 // (mk \"c\" 7 // { a0 = \"over\"; }); "
+      "    l3 = l2 // mk \"d\" 6; "
+      "    l4 = l3 // (mk \"e\" 9 // { b1 = \"over\"; }); "
+      "    l5 = l4 // mk \"f\" 20; in ";
+  const int layers[] = {1, 2, 2, 3, 0};
+  const uint32_t sizes[] = {30, 37, 43, 52, 72};
+  for (int i = 0; i < 5; ++i) {
+    withValue(steps + "l" + std::to_string(i + 1), [&](EvalState& st, Value& v) {
+      const Bindings& b = *v.attrs;
+      EXPECT_EQ(b.layers(), layers[i]) << "l" << i + 1;
+      EXPECT_EQ(b.size, sizes[i]) << "l" << i + 1;
+      EXPECT_EQ(iterated(b).size(), sizes[i]);
+      if (i == 0) {
+        EXPECT_EQ(b.get(st.sym("a0"))->integer, 0);
+      } else {
+        EXPECT_EQ(b.get(st.sym("a0"))->sv(), "over");
+      }
+      EXPECT_EQ(b.get(st.sym("b1"))->sv(), i >= 3 ? "over" : "b1");
+      EXPECT_EQ(b.get(st.sym("f0")) != nullptr, i == 4);
+    });
+  }
+  // What every layer holds, read through all of them, equals a copy.
+  EXPECT_EQ(evalStrict(std::string(kBig) + steps +
+                       "let copy = builtins.listToAttrs (map (n: { name = n; value = l4.${n}; }) "
+                       "(builtins.attrNames l4)); in [ (l4 == copy) (builtins.attrValues l4 == "
+                       "builtins.attrValues copy) (builtins.toJSON l4 == builtins.toJSON copy) ]"),
+            "[ true true true ]");
+}
+
+TEST(LayeredBindings, LongChainsStayBounded) {
+  // 200 updates of one or two attributes each hold what copies would.
   withValue(
       "builtins.foldl' (acc: i: acc // { \"k${toString i}\" = i; a5 = i; }) big "
       "(builtins.genList (i: i) 200)",
       [](EvalState& st, Value& v) {
         const Bindings& b = *v.attrs;
-        EXPECT_TRUE(b.base == nullptr || b.base->base == nullptr);
+        EXPECT_LE(b.layers(), Bindings::kMaxLayers);
         EXPECT_EQ(b.size, 220u);
         EXPECT_EQ(iterated(b).size(), 220u);
         EXPECT_EQ(b.get(st.sym("k150"))->integer, 150);
         EXPECT_EQ(b.get(st.sym("a5"))->integer, 199);
         EXPECT_EQ(b.get(st.sym("a6"))->integer, 6);
       });
-  EXPECT_EQ(evalStrict(std::string(kBig) +
-                       "let s = builtins.foldl' (acc: i: acc // { \"k${toString i}\" = i; }) big "
-                       "(builtins.genList (i: i) 50); in "
-                       "[ (builtins.length (builtins.attrNames s)) s.k49 s.a19 ]"),
-            "[ 70 49 19 ]");
 }
 
 // Each expression on the layered `l` and on a copy with the same content,

@@ -120,9 +120,12 @@ struct Attr {
   Value* value = nullptr;
 };
 
+struct Bindings;
+
 /// Iterates a set's visible attributes in symbol order. For a layered set
-/// it merges the set's own attributes with its base's, an own attribute
-/// hiding the base's of the same name; for a flat set it walks the array.
+/// it merges the own attributes of every layer, an upper layer's attribute
+/// hiding the lower ones' of the same name; for a flat set it walks the
+/// array.
 class AttrIterator {
  public:
   using iterator_category = std::forward_iterator_tag;
@@ -130,18 +133,17 @@ class AttrIterator {
   using difference_type = std::ptrdiff_t;
   using pointer = const Attr*;
   using reference = const Attr&;
+  /// The most layers a set has (Bindings::kMaxLayers + its flat bottom).
+  static constexpr int kMaxRuns = 4;
 
   /// The end iterator.
   AttrIterator() = default;
-  /// The first attribute of the merge of [o, oe) over [b, be).
-  AttrIterator(const Attr* o, const Attr* oe, const Attr* b, const Attr* be)
-      : o_(o), oe_(oe), b_(b), be_(be) {
-    pick();
-  }
+  /// The first visible attribute of `b`.
+  explicit AttrIterator(const Bindings& b);
   const Attr& operator*() const { return *cur_; }
   const Attr* operator->() const { return cur_; }
   AttrIterator& operator++() {
-    if (fromOwn_) ++o_; else ++b_;
+    ++runs_[from_].p;
     pick();
     return *this;
   }
@@ -149,34 +151,43 @@ class AttrIterator {
 
  private:
   void pick() {
-    fromOwn_ = o_ != oe_;
-    if (fromOwn_) {
-      if (b_ == be_ || o_->name < b_->name) {
-        cur_ = o_;
-        return;
-      }
-      if (o_->name == b_->name) {  // hidden by the own attribute
-        ++b_;
-        cur_ = o_;
-        return;
-      }
-      fromOwn_ = false;
+    if (n_ == 1) {  // a flat set
+      cur_ = runs_[0].p != runs_[0].e ? runs_[0].p : nullptr;
+      return;
     }
-    cur_ = b_ != be_ ? b_ : nullptr;
+    int best = -1;  // the smallest name, the uppermost layer's on a tie
+    for (int i = 0; i < n_; ++i)
+      if (runs_[i].p != runs_[i].e && (best < 0 || runs_[i].p->name < runs_[best].p->name)) best = i;
+    if (best < 0) {
+      cur_ = nullptr;
+      return;
+    }
+    for (int i = best + 1; i < n_; ++i)  // hidden by the upper layer's
+      if (runs_[i].p != runs_[i].e && runs_[i].p->name == runs_[best].p->name) ++runs_[i].p;
+    from_ = static_cast<uint8_t>(best);
+    cur_ = runs_[best].p;
   }
-  const Attr *o_ = nullptr, *oe_ = nullptr, *b_ = nullptr, *be_ = nullptr, *cur_ = nullptr;
-  bool fromOwn_ = false;
+  struct Run {
+    const Attr* p;
+    const Attr* e;
+  };
+  Run runs_[kMaxRuns];  ///< own attributes of each layer, uppermost first
+  uint8_t n_ = 0, from_ = 0;
+  const Attr* cur_ = nullptr;
 };
 
 /// An attribute set: attributes sorted by symbol id for binary search,
 /// allocated with room for `capacity` own attributes (flexible array).
 /// A layered set (`base` set; made by `//` when the right side is small
 /// next to the left, docs/evaluator.md "Layered sets") holds only the
-/// attributes that replace or join those of `base`, which is always flat:
-/// lookups see the own attributes first, iteration merges both in symbol
-/// order, and `size` counts the visible attributes. Sets are immutable once
-/// made, so threads may share them without locks.
+/// attributes that replace or join those of `base`, itself flat or layered
+/// (at most kMaxLayers layers over a flat set): lookups see the upper
+/// layers first, iteration merges the layers in symbol order, and `size`
+/// counts the visible attributes. Sets are immutable once made, so threads
+/// share them without locks.
 struct Bindings {
+  /// The most layers over a flat set (lookups cost O(layers · log n)).
+  static constexpr int kMaxLayers = AttrIterator::kMaxRuns - 1;
   uint32_t size = 0;      ///< visible attributes (own ones for a flat set)
   uint32_t capacity = 0;  ///< room for own attributes; a layered set's own count
   const Bindings* base = nullptr;  ///< the set under this one's own attributes, or nullptr
@@ -188,11 +199,14 @@ struct Bindings {
   Attr* ownEnd() { return own + ownSize(); }
   const Attr* ownBegin() const { return own; }
   const Attr* ownEnd() const { return own + ownSize(); }
-  /// Visible attributes in symbol order (see AttrIterator).
-  AttrIterator begin() const {
-    return base ? AttrIterator(own, own + capacity, base->own, base->own + base->size)
-                : AttrIterator(own, own + size, nullptr, nullptr);
+  /// Layers over the flat set at the bottom (0 for a flat set).
+  int layers() const {
+    int n = 0;
+    for (const Bindings* b = base; b; b = b->base) ++n;
+    return n;
   }
+  /// Visible attributes in symbol order (see AttrIterator).
+  AttrIterator begin() const { return AttrIterator(*this); }
   AttrIterator end() const { return AttrIterator(); }
   /// Appends to a flat set without sorting; call sort() afterwards.
   void push(Symbol name, Value* v, PosIdx pos = kNoPos) {
@@ -211,14 +225,22 @@ struct Bindings {
   }
   /// The visible attribute named `name`, or nullptr.
   const Attr* find(Symbol name) const {
-    const Attr* a = findOwn(name);
-    return a || !base ? a : base->findOwn(name);
+    const Bindings* b = this;
+    const Attr* a;
+    while (!(a = b->findOwn(name)) && (b = b->base)) {
+    }
+    return a;
   }
   Value* get(Symbol name) const {
     const Attr* a = find(name);
     return a ? a->value : nullptr;
   }
 };
+
+inline AttrIterator::AttrIterator(const Bindings& b) {
+  for (const Bindings* l = &b; l; l = l->base) runs_[n_++] = Run{l->ownBegin(), l->ownEnd()};
+  pick();
+}
 
 /// Runtime environment: a frame of variable slots resolved at parse time.
 struct Env {
