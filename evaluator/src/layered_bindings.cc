@@ -73,13 +73,16 @@ Bindings* layer(EvalState& st, const Bindings& base, const Attr* lo, const Attr*
 template <class J>
 Bindings* update(EvalState& st, const Bindings& left, J r, J re, uint32_t rSize) {
   const uint32_t lOwn = left.base ? left.capacity : 0;
-  // Into left's own layer, so that a chain of small updates adds no layer.
-  if (left.base && (lOwn + rSize) * uint64_t{kLayerRatio} <= left.base->size)
+  const bool fitsBelow = left.base && (lOwn + rSize) * uint64_t{kLayerRatio} <= left.base->size;
+  const bool newLayer = left.size >= kMinLayerBase && rSize * uint64_t{kLayerRatio} <= left.size &&
+                        left.layers() < Bindings::kMaxLayers;
+  // Into left's own layer when that layer is no larger than the right side
+  // (a chain of small updates adds no layer) or no layer may be added;
+  // else a new layer, which copies nothing of left (on gen-pkgset 50,000
+  // this order keeps 20 MB less live than merging whenever it fits).
+  if (fitsBelow && (lOwn <= rSize || !newLayer))
     return layer(st, *left.base, left.ownBegin(), left.ownEnd(), r, re, rSize);
-  // A new layer on left.
-  if (left.size >= kMinLayerBase && rSize * uint64_t{kLayerRatio} <= left.size &&
-      left.layers() < Bindings::kMaxLayers)
-    return layer(st, left, left.ownBegin(), left.ownBegin(), r, re, rSize);
+  if (newLayer) return layer(st, left, left.ownBegin(), left.ownBegin(), r, re, rSize);
   Bindings* b = st.allocBindings(left.size + rSize);
   b->size = left.base ? mergeInto(left.begin(), left.end(), r, re, b->own)
                       : mergeInto(left.ownBegin(), left.ownEnd(), r, re, b->own);

@@ -81,9 +81,10 @@ TEST(LayeredBindings, ChainsStayOneLayerDeepAndLaterOverridesWin) {
 
 TEST(LayeredBindings, LayersStackUpToTheLimitThenFlatten) {
   // A set per step with its layer count and size: the second update is too
-  // large for the first layer, so it makes a second; the third fits in the
-  // second's own attributes; the fourth makes a third; the fifth would make
-  // a fourth and is copied flat instead.
+  // large to merge into the first layer, so it makes a second; the third is
+  // smaller than the second layer, so it makes a third; the fourth is
+  // larger than the third layer and merges into it; the fifth would make a
+  // fourth and is copied flat instead.
   std::string steps =
       "let mk = p: n: builtins.listToAttrs (builtins.genList (i: { name = \"${p}${toString i}\"; "
       "      value = \"${p}${toString i}\"; }) n); "
@@ -92,7 +93,7 @@ TEST(LayeredBindings, LayersStackUpToTheLimitThenFlatten) {
       "    l3 = l2 // mk \"d\" 6; "
       "    l4 = l3 // (mk \"e\" 9 // { b1 = \"over\"; }); "
       "    l5 = l4 // mk \"f\" 20; in ";
-  const int layers[] = {1, 2, 2, 3, 0};
+  const int layers[] = {1, 2, 3, 3, 0};
   const uint32_t sizes[] = {30, 37, 43, 52, 72};
   for (int i = 0; i < 5; ++i) {
     withValue(steps + "l" + std::to_string(i + 1), [&](EvalState& st, Value& v) {
