@@ -46,18 +46,28 @@ std::vector<Symbol> iterated(const Bindings& b) {
   return out;
 }
 
+// Checks the shape of `b` (layers, own and visible attribute counts) and
+// the integers it holds (0 in `ints`: absent).
+void expectSet(EvalState& st, const Bindings& b, int layers, uint32_t own, uint32_t size,
+               const std::map<std::string, int64_t>& ints) {
+  EXPECT_EQ(b.layers(), layers);
+  EXPECT_EQ(b.ownSize(), own);
+  EXPECT_EQ(b.size, size);
+  EXPECT_EQ(iterated(b).size(), size);
+  for (auto& [name, n] : ints) {
+    const Value* x = b.get(st.sym(name));
+    if (n == 0) {
+      EXPECT_EQ(x, nullptr) << name;
+    } else {
+      ASSERT_NE(x, nullptr) << name;
+      EXPECT_EQ(x->integer, n) << name;
+    }
+  }
+}
+
 TEST(LayeredBindings, SmallRightSideMakesALayerOnTheLeft) {
   withValue("big // { a3 = 100; new = 1; }", [](EvalState& st, Value& v) {
-    const Bindings& b = *v.attrs;
-    ASSERT_NE(b.base, nullptr);
-    EXPECT_EQ(b.base->base, nullptr);
-    EXPECT_EQ(b.ownSize(), 2u);
-    EXPECT_EQ(b.size, 21u);
-    EXPECT_EQ(b.get(st.sym("a3"))->integer, 100);
-    EXPECT_EQ(b.get(st.sym("a4"))->integer, 4);
-    EXPECT_EQ(b.get(st.sym("new"))->integer, 1);
-    EXPECT_EQ(b.get(st.sym("absent")), nullptr);
-    EXPECT_EQ(iterated(b).size(), 21u);
+    expectSet(st, *v.attrs, 1, 2, 21, {{"a3", 100}, {"a4", 4}, {"new", 1}, {"absent", 0}});
   });
   // Large right sides and small left sides still copy.
   withValue("big // big", [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base, nullptr); });
@@ -68,14 +78,7 @@ TEST(LayeredBindings, SmallRightSideMakesALayerOnTheLeft) {
 TEST(LayeredBindings, ChainsStayOneLayerDeepAndLaterOverridesWin) {
   withValue("big // { a1 = 1; x = 1; } // { x = 2; } // { a1 = 3; y = 4; }",
             [](EvalState& st, Value& v) {
-              const Bindings& b = *v.attrs;
-              ASSERT_NE(b.base, nullptr);
-              EXPECT_EQ(b.base->base, nullptr);
-              EXPECT_EQ(b.ownSize(), 3u);
-              EXPECT_EQ(b.size, 22u);
-              EXPECT_EQ(b.get(st.sym("x"))->integer, 2);
-              EXPECT_EQ(b.get(st.sym("a1"))->integer, 3);
-              EXPECT_EQ(b.get(st.sym("y"))->integer, 4);
+              expectSet(st, *v.attrs, 1, 3, 22, {{"x", 2}, {"a1", 3}, {"y", 4}, {"a2", 2}});
             });
 }
 
