@@ -45,12 +45,14 @@ uint32_t mergeInto(I i, I ie, J j, J je, Attr* out) {
 uint32_t countHidden(const Bindings& b, const Bindings& base) {
   uint32_t hidden = 0;
   if (base.base) {
-    for (const Attr* a = b.ownBegin(); a != b.ownEnd(); ++a) hidden += base.find(a->name) != nullptr;
+    for (const Attr* a = b.ownBegin(); a != b.ownEnd(); ++a)
+      hidden += base.find(a->name) != nullptr;
     return hidden;
   }
   const Attr *from = base.ownBegin(), *end = base.ownEnd();
   for (const Attr* a = b.ownBegin(); a != b.ownEnd(); ++a) {
-    from = std::lower_bound(from, end, a->name, [](const Attr& x, Symbol n) { return x.name < n; });
+    from = std::lower_bound(from, end, a->name,
+                            [](const Attr& x, Symbol n) { return x.name < n; });
     if (from == end) break;
     hidden += from->name == a->name;
   }
@@ -60,8 +62,8 @@ uint32_t countHidden(const Bindings& b, const Bindings& base) {
 // A layer on `base` whose own attributes are [lo, loe) overlaid with the
 // right side's.
 template <class J>
-Bindings* layer(EvalState& st, const Bindings& base, const Attr* lo, const Attr* loe, J r, J re,
-                uint32_t rSize) {
+Bindings* layer(EvalState& st, const Bindings& base, const Attr* lo,
+                const Attr* loe, J r, J re, uint32_t rSize) {
   Bindings* b = st.allocBindings(static_cast<uint32_t>(loe - lo) + rSize);
   b->size = mergeInto(lo, loe, r, re, b->own);
   st.trimBindings(b);  // capacity = own count
@@ -71,10 +73,13 @@ Bindings* layer(EvalState& st, const Bindings& base, const Attr* lo, const Attr*
 }
 
 template <class J>
-Bindings* update(EvalState& st, const Bindings& left, J r, J re, uint32_t rSize) {
+Bindings* update(EvalState& st, const Bindings& left, J r, J re,
+                 uint32_t rSize) {
   const uint32_t lOwn = left.base ? left.capacity : 0;
-  const bool fitsBelow = left.base && (lOwn + rSize) * uint64_t{kLayerRatio} <= left.base->size;
-  const bool newLayer = left.size >= kMinLayerBase && rSize * uint64_t{kLayerRatio} <= left.size &&
+  const bool fitsBelow =
+      left.base && (lOwn + rSize) * uint64_t{kLayerRatio} <= left.base->size;
+  const bool newLayer = left.size >= kMinLayerBase &&
+                        rSize * uint64_t{kLayerRatio} <= left.size &&
                         left.layers() < Bindings::kMaxLayers;
   // Into left's own layer when that layer is no larger than the right side
   // (a chain of small updates adds no layer) or no layer may be added;
@@ -82,23 +87,29 @@ Bindings* update(EvalState& st, const Bindings& left, J r, J re, uint32_t rSize)
   // this order keeps 20 MB less live than merging whenever it fits).
   if (fitsBelow && (lOwn <= rSize || !newLayer))
     return layer(st, *left.base, left.ownBegin(), left.ownEnd(), r, re, rSize);
-  if (newLayer) return layer(st, left, left.ownBegin(), left.ownBegin(), r, re, rSize);
+  if (newLayer)
+    return layer(st, left, left.ownBegin(), left.ownBegin(), r, re, rSize);
   Bindings* b = st.allocBindings(left.size + rSize);
-  b->size = left.base ? mergeInto(left.begin(), left.end(), r, re, b->own)
-                      : mergeInto(left.ownBegin(), left.ownEnd(), r, re, b->own);
+  b->size = left.base
+                ? mergeInto(left.begin(), left.end(), r, re, b->own)
+                : mergeInto(left.ownBegin(), left.ownEnd(), r, re, b->own);
   st.trimBindings(b);  // names both sides have were counted twice
   return b;
 }
 
 }  // namespace
 
-Bindings* EvalState::updateBindings(const Bindings& left, const Bindings& right) {
-  if (right.base) return update(*this, left, right.begin(), right.end(), right.size);
+Bindings* EvalState::updateBindings(const Bindings& left,
+                                    const Bindings& right) {
+  if (right.base)
+    return update(*this, left, right.begin(), right.end(), right.size);
   return update(*this, left, right.ownBegin(), right.ownEnd(), right.size);
 }
 
-Bindings* EvalState::updateBindings(const Bindings& left, const Attr* right, const Attr* rightEnd) {
-  return update(*this, left, right, rightEnd, static_cast<uint32_t>(rightEnd - right));
+Bindings* EvalState::updateBindings(const Bindings& left, const Attr* right,
+                                    const Attr* rightEnd) {
+  return update(*this, left, right, rightEnd,
+                static_cast<uint32_t>(rightEnd - right));
 }
 
 }  // namespace kiln::eval

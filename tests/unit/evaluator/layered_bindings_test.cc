@@ -17,7 +17,8 @@ using testing::evalStrict;
 
 // A set of 20 attributes a0..a19 = 0..19, bound as `big`.
 const char* kBig =
-    "let big = builtins.listToAttrs (builtins.genList (i: { name = \"a${toString i}\"; "
+    "let big = builtins.listToAttrs (builtins.genList (i: { name = "
+    "\"a${toString i}\"; "
     "value = i; }) 20); in ";
 
 // Evaluates `expr` (with `big` in scope) and hands its forced value to `check`.
@@ -48,8 +49,8 @@ std::vector<Symbol> iterated(const Bindings& b) {
 
 // Checks the shape of `b` (layers, own and visible attribute counts) and
 // the integers it holds (0 in `ints`: absent).
-void expectSet(EvalState& st, const Bindings& b, int layers, uint32_t own, uint32_t size,
-               const std::map<std::string, int64_t>& ints) {
+void expectSet(EvalState& st, const Bindings& b, int layers, uint32_t own,
+               uint32_t size, const std::map<std::string, int64_t>& ints) {
   EXPECT_EQ(b.layers(), layers);
   EXPECT_EQ(b.ownSize(), own);
   EXPECT_EQ(b.size, size);
@@ -67,10 +68,12 @@ void expectSet(EvalState& st, const Bindings& b, int layers, uint32_t own, uint3
 
 TEST(LayeredBindings, SmallRightSideMakesALayerOnTheLeft) {
   withValue("big // { a3 = 100; new = 1; }", [](EvalState& st, Value& v) {
-    expectSet(st, *v.attrs, 1, 2, 21, {{"a3", 100}, {"a4", 4}, {"new", 1}, {"absent", 0}});
+    expectSet(st, *v.attrs, 1, 2, 21,
+              {{"a3", 100}, {"a4", 4}, {"new", 1}, {"absent", 0}});
   });
   // Large right sides and small left sides still copy.
-  withValue("big // big", [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base, nullptr); });
+  withValue("big // big",
+            [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base, nullptr); });
   withValue("{ x = 1; } // { y = 2; }",
             [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base, nullptr); });
 }
@@ -78,7 +81,8 @@ TEST(LayeredBindings, SmallRightSideMakesALayerOnTheLeft) {
 TEST(LayeredBindings, ChainsStayOneLayerDeepAndLaterOverridesWin) {
   withValue("big // { a1 = 1; x = 1; } // { x = 2; } // { a1 = 3; y = 4; }",
             [](EvalState& st, Value& v) {
-              expectSet(st, *v.attrs, 1, 3, 22, {{"x", 2}, {"a1", 3}, {"y", 4}, {"a2", 2}});
+              expectSet(st, *v.attrs, 1, 3, 22,
+                        {{"x", 2}, {"a1", 3}, {"y", 4}, {"a2", 2}});
             });
 }
 
@@ -89,7 +93,8 @@ TEST(LayeredBindings, LayersStackUpToTheLimitThenFlatten) {
   // larger than the third layer and merges into it; the fifth would make a
   // fourth and is copied flat instead.
   std::string steps =
-      "let mk = p: n: builtins.listToAttrs (builtins.genList (i: { name = \"${p}${toString i}\"; "
+      "let mk = p: n: builtins.listToAttrs (builtins.genList (i: { name = "
+      "\"${p}${toString i}\"; "
       "      value = \"${p}${toString i}\"; }) n); "
       "    l1 = big // mk \"b\" 10; "
       "    l2 = l1 // (mk \"c\" 7 // { a0 = \"over\"; }); "
@@ -99,32 +104,37 @@ TEST(LayeredBindings, LayersStackUpToTheLimitThenFlatten) {
   const int layers[] = {1, 2, 3, 3, 0};
   const uint32_t sizes[] = {30, 37, 43, 52, 72};
   for (int i = 0; i < 5; ++i) {
-    withValue(steps + "l" + std::to_string(i + 1), [&](EvalState& st, Value& v) {
-      const Bindings& b = *v.attrs;
-      EXPECT_EQ(b.layers(), layers[i]) << "l" << i + 1;
-      EXPECT_EQ(b.size, sizes[i]) << "l" << i + 1;
-      EXPECT_EQ(iterated(b).size(), sizes[i]);
-      if (i == 0) {
-        EXPECT_EQ(b.get(st.sym("a0"))->integer, 0);
-      } else {
-        EXPECT_EQ(b.get(st.sym("a0"))->sv(), "over");
-      }
-      EXPECT_EQ(b.get(st.sym("b1"))->sv(), i >= 3 ? "over" : "b1");
-      EXPECT_EQ(b.get(st.sym("f0")) != nullptr, i == 4);
-    });
+    withValue(steps + "l" + std::to_string(i + 1),
+              [&](EvalState& st, Value& v) {
+                const Bindings& b = *v.attrs;
+                EXPECT_EQ(b.layers(), layers[i]) << "l" << i + 1;
+                EXPECT_EQ(b.size, sizes[i]) << "l" << i + 1;
+                EXPECT_EQ(iterated(b).size(), sizes[i]);
+                if (i == 0) {
+                  EXPECT_EQ(b.get(st.sym("a0"))->integer, 0);
+                } else {
+                  EXPECT_EQ(b.get(st.sym("a0"))->sv(), "over");
+                }
+                EXPECT_EQ(b.get(st.sym("b1"))->sv(), i >= 3 ? "over" : "b1");
+                EXPECT_EQ(b.get(st.sym("f0")) != nullptr, i == 4);
+              });
   }
   // What every layer holds, read through all of them, equals a copy.
   EXPECT_EQ(evalStrict(std::string(kBig) + steps +
-                       "let copy = builtins.listToAttrs (map (n: { name = n; value = l4.${n}; }) "
-                       "(builtins.attrNames l4)); in [ (l4 == copy) (builtins.attrValues l4 == "
-                       "builtins.attrValues copy) (builtins.toJSON l4 == builtins.toJSON copy) ]"),
+                       "let copy = builtins.listToAttrs (map (n: { name = n; "
+                       "value = l4.${n}; }) "
+                       "(builtins.attrNames l4)); in [ (l4 == copy) "
+                       "(builtins.attrValues l4 == "
+                       "builtins.attrValues copy) (builtins.toJSON l4 == "
+                       "builtins.toJSON copy) ]"),
             "[ true true true ]");
 }
 
 TEST(LayeredBindings, LongChainsStayBounded) {
   // 200 updates of one or two attributes each hold what copies would.
   withValue(
-      "builtins.foldl' (acc: i: acc // { \"k${toString i}\" = i; a5 = i; }) big "
+      "builtins.foldl' (acc: i: acc // { \"k${toString i}\" = i; a5 = i; }) "
+      "big "
       "(builtins.genList (i: i) 200)",
       [](EvalState& st, Value& v) {
         const Bindings& b = *v.attrs;
@@ -154,7 +164,8 @@ TEST(LayeredBindings, ReadersSeeTheSameSetACopyWouldBe) {
       "x: builtins.mapAttrs (n: v: \"${n}=${toString v}\") x",
       "x: with x; [ a2 z a11 ]",
       "x: { inherit (x) a2 z a3; }",
-      "x: ({ a2, z, ... }@args: [ a2 z (builtins.length (builtins.attrNames args)) ]) x",
+      "x: ({ a2, z, ... }@args: [ a2 z (builtins.length (builtins.attrNames "
+      "args)) ]) x",
       "x: builtins.toJSON x",
       "x: builtins.toXML x",
       "x: builtins.length (builtins.attrNames (x // { a0 = 0; y = 1; }))",
@@ -162,23 +173,28 @@ TEST(LayeredBindings, ReadersSeeTheSameSetACopyWouldBe) {
       "x: builtins.zipAttrsWith (n: vs: vs) [ x { z = 0; } ]",
       "x: x == flat",
       "x: x == big",
-      "x: (derivation (x // { name = \"n\"; system = \"s\"; builder = \"/b\"; })).drvPath",
+      "x: (derivation (x // { name = \"n\"; system = \"s\"; builder = \"/b\"; "
+      "})).drvPath",
   };
   for (const char* e : exprs) {
     SCOPED_TRACE(e);
-    EXPECT_EQ(evalStrict(defs + "(" + e + ") l"), evalStrict(defs + "(" + e + ") flat"));
+    EXPECT_EQ(evalStrict(defs + "(" + e + ") l"),
+              evalStrict(defs + "(" + e + ") flat"));
   }
   EXPECT_EQ(evalStrict(defs + "l == flat"), "true");
   EXPECT_EQ(evalStrict(defs + "(l // { z = 0; }) == flat"), "false");
-  EXPECT_EQ(evalStrict(defs + "builtins.functionArgs ({ a2, ... }: a2)"), "{ a2 = false; }");
+  EXPECT_EQ(evalStrict(defs + "builtins.functionArgs ({ a2, ... }: a2)"),
+            "{ a2 = false; }");
   // A pattern without `...` refuses the attributes of both layers it lacks.
-  EXPECT_NE(testing::evalError(defs + "({ a2, z }: a2) l").find("unexpected argument"),
+  EXPECT_NE(testing::evalError(defs + "({ a2, z }: a2) l")
+                .find("unexpected argument"),
             std::string::npos);
 }
 
 TEST(LayeredBindings, DerivationOutputsAreLayersOnTheAttributes) {
   withValue(
-      "derivation (builtins.removeAttrs (big // { name = \"n\"; system = \"s\"; "
+      "derivation (builtins.removeAttrs (big // { name = \"n\"; system = "
+      "\"s\"; "
       "builder = \"/b\"; outputs = [ \"out\" \"dev\" ]; }) [ ])",
       [](EvalState& st, Value& v) {
         const Bindings& b = *v.attrs;
@@ -196,10 +212,13 @@ TEST(LayeredBindings, DerivationOutputsAreLayersOnTheAttributes) {
 TEST(LayeredBindings, ThreadsShareLayeredSets) {
   std::string expr =
       std::string(kBig) +
-      "let mk = n: let d = derivation (big // { name = n; system = \"s\"; builder = \"/b\"; "
+      "let mk = n: let d = derivation (big // { name = n; system = \"s\"; "
+      "builder = \"/b\"; "
       "  outputs = [ \"out\" \"lib\" ]; }); "
-      "  r = d // { inherit (d) out lib; all = [ d.out d.lib ]; passthru = 1; }; "
-      "  in r // { meta = { description = n; }; override = x: r; overrideAttrs = x: r; }; in "
+      "  r = d // { inherit (d) out lib; all = [ d.out d.lib ]; passthru = 1; "
+      "}; "
+      "  in r // { meta = { description = n; }; override = x: r; overrideAttrs "
+      "= x: r; }; in "
       "builtins.listToAttrs (builtins.genList (i: { name = \"p${toString i}\"; "
       "value = mk \"p${toString i}\"; }) 64)";
   auto run = [&](unsigned threads) {
@@ -212,7 +231,8 @@ TEST(LayeredBindings, ThreadsShareLayeredSets) {
       JobRoot root = prepareJobRoot(st, v, noArgs);
       enumerateJobsThreaded(st, root, noArgs, "", threads,
                             [&](size_t, const std::vector<Job>& jobs) {
-                              for (const Job& j : jobs) out[j.attr] = jobToJson(j);
+                              for (const Job& j : jobs)
+                                out[j.attr] = jobToJson(j);
                             });
     });
     return out;
