@@ -78,11 +78,20 @@ TEST(LayeredBindings, SmallRightSideMakesALayerOnTheLeft) {
             [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base, nullptr); });
 }
 
-TEST(LayeredBindings, ChainsStayOneLayerDeepAndLaterOverridesWin) {
+TEST(LayeredBindings, LaterUpdatesWinAcrossLayers) {
+  // `//` is right-associative: the right sides merge first, one layer.
   withValue("big // { a1 = 1; x = 1; } // { x = 2; } // { a1 = 3; y = 4; }",
             [](EvalState& st, Value& v) {
               expectSet(st, *v.attrs, 1, 3, 22,
                         {{"x", 2}, {"a1", 3}, {"y", 4}, {"a2", 2}});
+            });
+  // Left-nested: the second update is smaller than the first layer, so it
+  // makes a second; the third is larger than that and merges into it.
+  withValue("((big // { a1 = 1; x = 1; }) // { x = 2; }) // { a1 = 3; y = 4; }",
+            [](EvalState& st, Value& v) {
+              expectSet(st, *v.attrs, 2, 3, 22,
+                        {{"x", 2}, {"a1", 3}, {"y", 4}, {"a2", 2}});
+              EXPECT_EQ(v.attrs->base->get(st.sym("a1"))->integer, 1);
             });
 }
 
