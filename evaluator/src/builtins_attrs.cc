@@ -66,7 +66,7 @@ void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   auto d = drop.begin();
   for (auto& a : *args[0]->attrs) {
     while (d != drop.end() && *d < a.name) ++d;
-    if (d == drop.end() || *d != a.name) b->attrs[b->size++] = a;
+    if (d == drop.end() || *d != a.name) b->own[b->size++] = a;
   }
   st.trimBindings(b);
   v.mkAttrs(b);
@@ -94,22 +94,28 @@ void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
                    [](const Attr& x, const Attr& y) { return x.name < y.name; });
   Bindings* b = st.allocBindings(n);
   for (const Attr& a : attrs)
-    if (b->size == 0 || b->attrs[b->size - 1].name != a.name) b->attrs[b->size++] = a;
+    if (b->size == 0 || b->own[b->size - 1].name != a.name) b->own[b->size++] = a;
   st.trimBindings(b);
   v.mkAttrs(b);
 }
 
 // The attributes of `big` named in `small`, in symbol order: a binary search
 // in `big` per attribute of `small`, each search starting where the last
-// one ended (both are sorted), so the cost is O(|small| log |big|).
+// one ended when `big` is flat (both are sorted), so the cost is
+// O(|small| log |big|). A layered `big` is searched through its layers.
 template <bool kTakeFromSmall>
 void intersectInto(const Bindings& small, const Bindings& big, Bindings& out) {
-  const Attr* from = big.begin();
+  if (big.base) {
+    for (const Attr& a : small)
+      if (const Attr* x = big.find(a.name)) out.own[out.size++] = kTakeFromSmall ? a : *x;
+    return;
+  }
+  const Attr* from = big.ownBegin();
+  const Attr* end = big.ownEnd();
   for (const Attr& a : small) {
-    from = std::lower_bound(from, big.end(), a.name,
-                            [](const Attr& x, Symbol n) { return x.name < n; });
-    if (from == big.end()) break;
-    if (from->name == a.name) out.attrs[out.size++] = kTakeFromSmall ? a : *from;
+    from = std::lower_bound(from, end, a.name, [](const Attr& x, Symbol n) { return x.name < n; });
+    if (from == end) break;
+    if (from->name == a.name) out.own[out.size++] = kTakeFromSmall ? a : *from;
   }
 }
 
@@ -172,7 +178,7 @@ void primMapAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
     partial->mkApp(args[0], strValue(st, st.symbols.name(a.name)));
     Value* r = st.allocValue();
     r->mkApp(partial, a.value);
-    b->attrs[b->size++] = Attr{a.name, a.pos, r};
+    b->own[b->size++] = Attr{a.name, a.pos, r};
   }
   v.mkAttrs(b);
 }

@@ -423,20 +423,15 @@ WrapperState& wrapperState(EvalState& st) {
 }
 
 // `base` overlaid with `extras` (a later extra wins over an earlier one with
-// the same name, and every extra over `base`), sorted by symbol.
+// the same name, and every extra over `base`): a layer on `base` when it is
+// large enough (EvalState::updateBindings).
 Bindings* overlay(EvalState& st, const Bindings& base, TracedVector<Attr>& extras) {
   std::stable_sort(extras.begin(), extras.end(),
                    [](const Attr& a, const Attr& b) { return a.name < b.name; });
-  Bindings* b = st.allocBindings(base.size + extras.size());
-  const Attr *i = base.begin(), *ie = base.end();
-  for (size_t j = 0; j < extras.size(); ++j) {
-    if (j + 1 < extras.size() && extras[j + 1].name == extras[j].name) continue;
-    while (i != ie && i->name < extras[j].name) b->attrs[b->size++] = *i++;
-    if (i != ie && i->name == extras[j].name) ++i;
-    b->attrs[b->size++] = extras[j];
-  }
-  while (i != ie) b->attrs[b->size++] = *i++;
-  return b;
+  size_t n = 0;  // keep the last of equal names
+  for (size_t j = 0; j < extras.size(); ++j)
+    if (j + 1 == extras.size() || extras[j + 1].name != extras[j].name) extras[n++] = extras[j];
+  return st.updateBindings(base, extras.data(), extras.data() + n);
 }
 
 // `derivation attrs`: the value Nix's derivation.nix returns, built

@@ -219,9 +219,9 @@ bool EvalState::eqValues(Value& v1, Value& v2) {
         if (a && b) return eqValues(*a, *b);
       }
       if (v1.attrs->size != v2.attrs->size) return false;
-      for (uint32_t i = 0; i < v1.attrs->size; ++i) {
-        if (v1.attrs->attrs[i].name != v2.attrs->attrs[i].name) return false;
-        if (!eqValues(*v1.attrs->attrs[i].value, *v2.attrs->attrs[i].value)) return false;
+      for (auto i = v1.attrs->begin(), j = v2.attrs->begin(); i != v1.attrs->end(); ++i, ++j) {
+        if (i->name != j->name) return false;
+        if (!eqValues(*i->value, *j->value)) return false;
       }
       return true;
     }

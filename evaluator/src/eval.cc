@@ -100,11 +100,11 @@ void ExprOpHasAttr::eval(EvalState& state, Env& env, Value& v) {
 
 static void insertSorted(Bindings* b, Symbol name, Value* v, PosIdx pos) {
   uint32_t i = b->size;
-  while (i > 0 && name < b->attrs[i - 1].name) {
-    b->attrs[i] = b->attrs[i - 1];
+  while (i > 0 && name < b->own[i - 1].name) {
+    b->own[i] = b->own[i - 1];
     --i;
   }
-  b->attrs[i] = Attr{name, pos, v};
+  b->own[i] = Attr{name, pos, v};
   b->size++;
 }
 
@@ -119,9 +119,9 @@ static Bindings* applyOverrides(EvalState& state, const ExprAttrs& e, Env& env2,
     bool found = false;
     for (uint32_t i = 0; i < e.attrs.size(); ++i)
       if (e.attrs[i].name == o.name) env2.values[i] = o.value;
-    for (auto& a : *nb)
-      if (a.name == o.name) {
-        a.value = o.value;
+    for (Attr* a = nb->ownBegin(); a != nb->ownEnd(); ++a)
+      if (a->name == o.name) {
+        a->value = o.value;
         found = true;
       }
     if (!found) nb->push(o.name, o.value, o.pos);
@@ -235,23 +235,7 @@ static void updateAttrs(EvalState& state, Value& v1, Value& v2, Value& v, PosIdx
     v = v1;
     return;
   }
-  Bindings* b = state.allocBindings(v1.attrs->size + v2.attrs->size);
-  const Attr *i = v1.attrs->begin(), *ie = v1.attrs->end();
-  const Attr *j = v2.attrs->begin(), *je = v2.attrs->end();
-  while (i != ie && j != je) {
-    if (i->name == j->name) {
-      b->attrs[b->size++] = *j++;
-      ++i;
-    } else if (i->name < j->name) {
-      b->attrs[b->size++] = *i++;
-    } else {
-      b->attrs[b->size++] = *j++;
-    }
-  }
-  while (i != ie) b->attrs[b->size++] = *i++;
-  while (j != je) b->attrs[b->size++] = *j++;
-  state.trimBindings(b);  // names both sides have were counted twice
-  v.mkAttrs(b);
+  v.mkAttrs(state.updateBindings(*v1.attrs, *v2.attrs));
 }
 
 void concatLists(EvalState& state, Value& v, size_t n, Value** lists, PosIdx pos) {

@@ -183,9 +183,10 @@ Expr* EvalState::parseWithScope(const std::string& path, Value* scope, Env*& env
   env.up = baseEnv;
   auto* senv = arena.make<StaticEnv>();
   senv->up = &staticBaseEnv;
-  for (uint32_t i = 0; i < b->size; ++i) {
-    senv->vars.push_back({b->attrs[i].name, i});
-    env.values[i] = b->attrs[i].value;
+  uint32_t i = 0;
+  for (const Attr& a : *b) {
+    senv->vars.push_back({a.name, i});
+    env.values[i++] = a.value;
   }
   senv->sort();
   Expr* e = parse(std::move(text), file, dirNameOf(file), *senv);

@@ -275,6 +275,12 @@ class EvalState {
   /// collectable set keeps its tail until it is collected).
   void trimBindings(Bindings* b);
   Value** allocList(size_t n);
+  /// `left // right`, the right side's attributes winning. A layered set
+  /// (value.h) on left's base when the result's own attributes would be
+  /// few next to the base's, else a flat copy (layered_bindings.cc).
+  Bindings* updateBindings(const Bindings& left, const Bindings& right);
+  /// The same with the right side an array sorted by name, names distinct.
+  Bindings* updateBindings(const Bindings& left, const Attr* right, const Attr* rightEnd);
   /// Collectable allocations by kind, or nullptr when not counted
   /// (counted only with KILN_EVAL_STATS set: eval_stats.h).
   const AllocCounts* allocationCounts() const { return counts_.get(); }

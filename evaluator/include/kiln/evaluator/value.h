@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 #include "kiln/evaluator/position.h"
@@ -119,35 +120,127 @@ struct Attr {
   Value* value = nullptr;
 };
 
-/// An attribute set: attributes sorted by symbol id for binary search.
-/// Allocated with room for `capacity` attributes (flexible array).
-struct Bindings {
-  uint32_t size = 0;
-  uint32_t capacity = 0;
-  Attr attrs[0];
+struct Bindings;
 
-  Attr* begin() { return attrs; }
-  Attr* end() { return attrs + size; }
-  const Attr* begin() const { return attrs; }
-  const Attr* end() const { return attrs + size; }
-  /// Appends without sorting; call sort() afterwards.
+/// Iterates a set's visible attributes in symbol order. For a layered set
+/// it merges the own attributes of every layer, an upper layer's attribute
+/// hiding the lower ones' of the same name; for a flat set it walks the
+/// array.
+class AttrIterator {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = Attr;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const Attr*;
+  using reference = const Attr&;
+  /// The most layers a set has (Bindings::kMaxLayers + its flat bottom).
+  static constexpr int kMaxRuns = 4;
+
+  /// The end iterator.
+  AttrIterator() = default;
+  /// The first visible attribute of `b`.
+  explicit AttrIterator(const Bindings& b);
+  const Attr& operator*() const { return *cur_; }
+  const Attr* operator->() const { return cur_; }
+  AttrIterator& operator++() {
+    ++runs_[from_].p;
+    pick();
+    return *this;
+  }
+  bool operator==(const AttrIterator& x) const { return cur_ == x.cur_; }
+
+ private:
+  void pick() {
+    if (n_ == 1) {  // a flat set
+      cur_ = runs_[0].p != runs_[0].e ? runs_[0].p : nullptr;
+      return;
+    }
+    int best = -1;  // the smallest name, the uppermost layer's on a tie
+    for (int i = 0; i < n_; ++i)
+      if (runs_[i].p != runs_[i].e && (best < 0 || runs_[i].p->name < runs_[best].p->name)) best = i;
+    if (best < 0) {
+      cur_ = nullptr;
+      return;
+    }
+    for (int i = best + 1; i < n_; ++i)  // hidden by the upper layer's
+      if (runs_[i].p != runs_[i].e && runs_[i].p->name == runs_[best].p->name) ++runs_[i].p;
+    from_ = static_cast<uint8_t>(best);
+    cur_ = runs_[best].p;
+  }
+  struct Run {
+    const Attr* p;
+    const Attr* e;
+  };
+  Run runs_[kMaxRuns];  ///< own attributes of each layer, uppermost first
+  uint8_t n_ = 0, from_ = 0;
+  const Attr* cur_ = nullptr;
+};
+
+/// An attribute set: attributes sorted by symbol id for binary search,
+/// allocated with room for `capacity` own attributes (flexible array).
+/// A layered set (`base` set; made by `//` when the right side is small
+/// next to the left, docs/evaluator.md "Layered sets") holds only the
+/// attributes that replace or join those of `base`, itself flat or layered
+/// (at most kMaxLayers layers over a flat set): lookups see the upper
+/// layers first, iteration merges the layers in symbol order, and `size`
+/// counts the visible attributes. Sets are immutable once made, so threads
+/// share them without locks.
+struct Bindings {
+  /// The most layers over a flat set (lookups cost O(layers · log n)).
+  static constexpr int kMaxLayers = AttrIterator::kMaxRuns - 1;
+  uint32_t size = 0;      ///< visible attributes (own ones for a flat set)
+  uint32_t capacity = 0;  ///< room for own attributes; a layered set's own count
+  const Bindings* base = nullptr;  ///< the set under this one's own attributes, or nullptr
+  Attr own[0];            ///< own attributes, sorted by name
+
+  /// The number of own attributes (all of a flat set's).
+  uint32_t ownSize() const { return base ? capacity : size; }
+  Attr* ownBegin() { return own; }
+  Attr* ownEnd() { return own + ownSize(); }
+  const Attr* ownBegin() const { return own; }
+  const Attr* ownEnd() const { return own + ownSize(); }
+  /// Layers over the flat set at the bottom (0 for a flat set).
+  int layers() const {
+    int n = 0;
+    for (const Bindings* b = base; b; b = b->base) ++n;
+    return n;
+  }
+  /// Visible attributes in symbol order (see AttrIterator).
+  AttrIterator begin() const { return AttrIterator(*this); }
+  AttrIterator end() const { return AttrIterator(); }
+  /// Appends to a flat set without sorting; call sort() afterwards.
   void push(Symbol name, Value* v, PosIdx pos = kNoPos) {
-    attrs[size++] = Attr{name, pos, v};
+    own[size++] = Attr{name, pos, v};
   }
+  /// Sorts a flat set's attributes by name.
   void sort() {
-    std::sort(begin(), end(), [](const Attr& a, const Attr& b) { return a.name < b.name; });
+    std::sort(ownBegin(), ownEnd(), [](const Attr& a, const Attr& b) { return a.name < b.name; });
   }
-  /// The attribute named `name`, or nullptr.
+  /// The own attribute named `name`, or nullptr.
+  const Attr* findOwn(Symbol name) const {
+    const Attr* e = ownEnd();
+    const Attr* a =
+        std::lower_bound(own, e, name, [](const Attr& x, Symbol n) { return x.name < n; });
+    return a != e && a->name == name ? a : nullptr;
+  }
+  /// The visible attribute named `name`, or nullptr.
   const Attr* find(Symbol name) const {
-    const Attr* a = std::lower_bound(begin(), end(), name,
-                                     [](const Attr& x, Symbol n) { return x.name < n; });
-    return a != end() && a->name == name ? a : nullptr;
+    const Bindings* b = this;
+    const Attr* a;
+    while (!(a = b->findOwn(name)) && (b = b->base)) {
+    }
+    return a;
   }
   Value* get(Symbol name) const {
     const Attr* a = find(name);
     return a ? a->value : nullptr;
   }
 };
+
+inline AttrIterator::AttrIterator(const Bindings& b) {
+  for (const Bindings* l = &b; l; l = l->base) runs_[n_++] = Run{l->ownBegin(), l->ownEnd()};
+  pick();
+}
 
 /// Runtime environment: a frame of variable slots resolved at parse time.
 struct Env {
