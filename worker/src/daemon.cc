@@ -30,6 +30,9 @@ BuildRunnerConfig runnerConfig(const DaemonConfig& c,
   r.store = {s.storeDir(), s.physicalRoot(),
              c.storeMountedAtLogical || c.launcherMapsStore};
   r.buildDirParent = c.stateDir + "/build";
+  if (auto nice = c.sessionNice ? c.sessionNice : procAutogroupNice())
+    r.cpuShares = std::make_shared<CpuShares>(
+        std::move(nice), std::thread::hardware_concurrency());
   return r;
 }
 

@@ -134,6 +134,7 @@ void Daemon::Impl::onBuildStep(const proto::BuildStep& m) {
     r.limits.timeout = std::chrono::seconds(m.timeoutSec);
     r.limits.logLimitBytes = m.logLimitBytes;
     r.limits.outputLimitBytes = m.outputLimitBytes;
+    r.rankMs = m.rankMs;
     r.buildCores = std::max(1u, std::thread::hardware_concurrency() /
                                     std::max(1u, cfg.slots));
     planInputs(s);
