@@ -24,7 +24,7 @@ class ProcAutogroupNice final : public SessionNice {
   bool set(pid_t pid, int nice) override {
     if (pid <= 0 || ::getsid(pid) != pid) return false;
     std::string path = procDir_ + "/" + std::to_string(pid) + "/autogroup";
-    AutoCloseFD fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    AutoCloseFD fd(::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
     std::string text = std::to_string(std::clamp(nice, -20, 19));
     if (fd && ::write(fd.get(), text.data(), text.size()) ==
                   static_cast<ssize_t>(text.size()))

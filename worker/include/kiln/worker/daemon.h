@@ -98,6 +98,9 @@ struct DaemonConfig {
   /// the CPUs. Null: Linux's autogroup nice where autogroups are on, else
   /// builds share the CPUs evenly.
   std::shared_ptr<SessionNice> sessionNice;
+  /// The CPUs the builders share (NIX_BUILD_CORES is this over `slots`;
+  /// CPU shares give this many builders full shares). 0: the machine's.
+  unsigned cores = 0;
   /// Heartbeats, Hello retries, build deadlines, result times. Not owned;
   /// must outlive the daemon. Null: RealClock::instance().
   const Clock* clock = nullptr;
