@@ -33,8 +33,8 @@ class ProcAutogroupNice final : public SessionNice {
     // the next start or end of a build tries again.
     if (!warned_.exchange(true))
       logDebug("worker: cannot set the CPU share of builder " +
-               std::to_string(pid) + " (" + path + "): " +
-               std::strerror(errno));
+               std::to_string(pid) + " (" + path +
+               "): " + std::strerror(errno));
     return false;
   }
 

@@ -1,6 +1,8 @@
 // CPU shares of concurrent builders (cpu_shares.h): the policy, its
 // bookkeeping against a fake SessionNice, and the /proc writer against a
 // /proc of its own.
+#include "kiln/worker/cpu_shares.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,7 +13,6 @@
 
 #include "kiln/common/file.h"
 #include "kiln/common/process.h"
-#include "kiln/worker/cpu_shares.h"
 
 namespace kiln::worker {
 namespace {
@@ -58,8 +59,7 @@ TEST(CpuShares, ReranksOnEveryStartAndEndWritingOnlyChanges) {
   auto c = shares.started(103, 1000);  // lowest: idles
   EXPECT_THAT(fake->writes, ElementsAre(Pair(103, kIdle)));
   auto d = shares.started(104, 4000);  // highest: pushes 102 out
-  EXPECT_THAT(fake->writes,
-              ElementsAre(Pair(103, kIdle), Pair(102, kIdle)));
+  EXPECT_THAT(fake->writes, ElementsAre(Pair(103, kIdle), Pair(102, kIdle)));
   fake->writes.clear();
   shares.exited(a);  // 102 (next rank) gets a core back, 103 stays idle
   EXPECT_THAT(fake->writes, ElementsAre(Pair(102, kFull)));
