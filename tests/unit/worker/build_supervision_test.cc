@@ -255,8 +255,8 @@ TEST_F(SupervisionTest, TheBuilderTakesItsCpuShareWhileItRuns) {
   ASSERT_EQ(run().status, StepStatus::kSuccess);
   using P = std::pair<pid_t, int>;
   EXPECT_EQ(whileRunning, (std::vector<P>{{1111, kIdleShareNice}}));
-  EXPECT_EQ(nice->writes, (std::vector<P>{{1111, kIdleShareNice},
-                                          {1111, kFullShareNice}}));
+  EXPECT_EQ(nice->writes,
+            (std::vector<P>{{1111, kIdleShareNice}, {1111, kFullShareNice}}));
   cpuShares_->exited(other);
 }
 

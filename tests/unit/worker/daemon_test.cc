@@ -350,13 +350,14 @@ TEST_F(DaemonTest, TheStepOfHigherRankGetsTheCpu) {
                   in);
   low.rankMs = 1000;
   sched_.server.send(sched_.peer, low);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
   ASSERT_TRUE(sched_.pumpUntil([&] { return pathExists(dir + "/low.pid"); }));
   pid_t lowPid = std::stoi(readFile(dir + "/low.pid"));
-  auto high = step(12, "high", "while [ ! -e " + dir +
-                                   "/go ]; do sleep 0.05; done; echo > $out",
-                   in);
+  auto high = step(
+      12, "high",
+      "while [ ! -e " + dir + "/go ]; do sleep 0.05; done; echo > $out", in);
   high.rankMs = 5000;
   sched_.server.send(sched_.peer, high);
   using P = std::pair<pid_t, int>;
