@@ -271,6 +271,8 @@ void check(const BuildStep& m) {
   for (auto& i : m.inputs) checkInfo(c, i);
   c.require(m.timeoutSec > 0 && m.maxSilentSec > 0, "timeoutSec",
             "timeouts must be > 0");
+  c.require(m.rankMs <= kMaxRankMs, "rankMs",
+            "must be ≤ " + std::to_string(kMaxRankMs));
 }
 void put(Writer& w, const BuildStep& m) {
   w.u64(m.stepId);
@@ -284,6 +286,7 @@ void put(Writer& w, const BuildStep& m) {
   w.u64(m.timeoutSec);
   w.u64(m.logLimitBytes);
   w.u64(m.outputLimitBytes);
+  w.u64(m.rankMs);
 }
 void get(Reader& r, BuildStep& m) {
   m.stepId = r.u64("stepId");
@@ -299,6 +302,7 @@ void get(Reader& r, BuildStep& m) {
   m.timeoutSec = r.u64("timeoutSec");
   m.logLimitBytes = r.u64("logLimitBytes");
   m.outputLimitBytes = r.u64("outputLimitBytes");
+  m.rankMs = r.u64("rankMs");
 }
 
 void check(const NeedPaths& m) {

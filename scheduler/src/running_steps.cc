@@ -37,6 +37,16 @@ void finishStepRow(StateDb& db, int64_t id, int status, int64_t nowMs,
   KILN_FAIL_POINT("scheduler.step-finish.after-commit");
 }
 
+// A step's critical path (seconds) as BuildStep.rankMs: whole ms, within
+// the protocol's bound.
+uint64_t rankMs(double criticalPathSec) {
+  double ms = criticalPathSec * 1000;
+  if (!(ms > 0)) return 0;
+  return ms >= static_cast<double>(proto::kMaxRankMs)
+             ? proto::kMaxRankMs
+             : static_cast<uint64_t>(ms);
+}
+
 }  // namespace
 
 RunningSteps::RunningSteps(const ServiceConfig& config, StateDb& db,
@@ -151,7 +161,9 @@ bool RunningSteps::describe(const StepRow& row, StepId sid,
     }
     // Limits of the owner build (the lowest build id needing the step),
     // from its job's meta.maxSilent / meta.timeout.
-    if (auto owner = db_.build(core_.step(sid).ownerBuild)) {
+    auto view = core_.step(sid);
+    m.rankMs = rankMs(view.criticalPath);
+    if (auto owner = db_.build(view.ownerBuild)) {
       m.maxSilentSec = static_cast<uint64_t>(owner->maxSilentSec);
       m.timeoutSec = static_cast<uint64_t>(owner->timeoutSec);
     }

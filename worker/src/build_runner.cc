@@ -286,8 +286,10 @@ BuildResult BuildRunner::run(const BuildRequest& request,
   if (auto child =
           startBuilder(request, buildDir.path(), command, *sandboxed, result)) {
     traceEvent("worker", "builder-started", 0, traced);
+    CpuShareHold share(config_.cpuShares.get(), child->pid(), request.rankMs);
     superviseBuilder(*child, request, onLog, cancel, result);
-    child.reset();  // reaps: everything of the build is gone
+    share.release();  // while the pid is still the builder's
+    child.reset();    // reaps: everything of the build is gone
     traceEvent("worker", "builder-exited", 0, traced);
   }
   sandboxed->finish();

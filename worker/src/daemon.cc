@@ -30,6 +30,8 @@ BuildRunnerConfig runnerConfig(const DaemonConfig& c,
   r.store = {s.storeDir(), s.physicalRoot(),
              c.storeMountedAtLogical || c.launcherMapsStore};
   r.buildDirParent = c.stateDir + "/build";
+  if (auto nice = c.sessionNice ? c.sessionNice : procAutogroupNice())
+    r.cpuShares = std::make_shared<CpuShares>(std::move(nice), c.cores);
   return r;
 }
 
@@ -43,6 +45,7 @@ DaemonConfig checked(DaemonConfig c) {
   if (c.stateDir.empty()) throw Error("worker: a state directory is needed");
   if (c.workerId.empty()) c.workerId = hostName();
   createDirs(c.stateDir);
+  if (c.cores == 0) c.cores = std::max(1u, std::thread::hardware_concurrency());
   return c;
 }
 

@@ -134,8 +134,8 @@ void Daemon::Impl::onBuildStep(const proto::BuildStep& m) {
     r.limits.timeout = std::chrono::seconds(m.timeoutSec);
     r.limits.logLimitBytes = m.logLimitBytes;
     r.limits.outputLimitBytes = m.outputLimitBytes;
-    r.buildCores = std::max(1u, std::thread::hardware_concurrency() /
-                                    std::max(1u, cfg.slots));
+    r.rankMs = m.rankMs;
+    r.buildCores = std::max(1u, cfg.cores / std::max(1u, cfg.slots));
     planInputs(s);
   } catch (const std::exception& e) {
     return finish(s, StepStatus::kFailed, e.what());

@@ -44,6 +44,7 @@ std::vector<Message> samples() {
   step.roots = {kA};
   step.inputs = {info(kA, true), info(kB)};
   step.logLimitBytes = 1 << 20;
+  step.rankMs = 4000;
   PathData pd;
   pd.transferId = 7;
   pd.stepId = 42;
@@ -163,7 +164,7 @@ TEST(Messages, OtherVersionIsAMismatch) {
   } catch (const VersionMismatch& e) {
     EXPECT_EQ(e.theirVersion(), kProtocolVersion + 1);
     EXPECT_THAT(e.what(),
-                HasSubstr("peer speaks protocol 4, this side speaks 3"));
+                HasSubstr("peer speaks protocol 5, this side speaks 4"));
   }
   // Refused keeps its layout, so an old worker can read a new scheduler's.
   auto refused = decode(encode(Refused{7, "go away"}, 7));
@@ -219,9 +220,21 @@ TEST(Messages, InvalidValuesAreRejectedOnBothSides) {
   EXPECT_THROW(encode(Chunk{1, 0, ""}), FormatError);
   EXPECT_THROW(encode(Ack{MessageType::kBye, 1, true, "not empty"}),
                FormatError);
+  // A rank beyond kMaxRankMs, patched into an encoded step (its last u64).
+  Frames frames;
+  BuildStep step;
+  step.stepId = 1;
+  step.drvPath = kDrv;
+  step.drv = "Derive([],[],[],\"x\",\"b\",[],[])";
+  step.rankMs = kMaxRankMs;
+  frames = encode(step);
+  frames[1][frames[1].size() - 6] = 1;  // big-endian: + 2^40
+  EXPECT_THAT(errorOf(frames), HasSubstr("BuildStep: field 'rankMs'"));
+  step.rankMs = kMaxRankMs + 1;
+  EXPECT_THROW(encode(step), FormatError);
 
   // A status that Hydra does not define, patched into an encoded result.
-  auto frames = encode(StepResult{1, StepStatus::kSuccess, "", {}, 0, 0});
+  frames = encode(StepResult{1, StepStatus::kSuccess, "", {}, 0, 0});
   frames[1][8] = 5;
   EXPECT_THAT(errorOf(frames),
               HasSubstr("StepResult: field 'status': unknown status 5"));

@@ -225,16 +225,16 @@ TEST(Transport, WrongProtocolVersionIsRefusedWithAMessage) {
   EXPECT_EQ(refused.reason,
             versionMismatchText(kProtocolVersion, kProtocolVersion + 1));
   EXPECT_THAT(refused.reason,
-              HasSubstr("scheduler speaks protocol 3, this worker speaks 4"));
+              HasSubstr("scheduler speaks protocol 4, this worker speaks 5"));
 }
 
-// A worker of the previous protocol (2: no heldSteps in Hello) is turned
+// A worker of the previous protocol (3: no rankMs in BuildStep) is turned
 // away with a reason it can print, telling it to upgrade.
-TEST(Transport, AProtocol2WorkerIsToldToUpgrade) {
-  auto refused = refusalOfVersion(2);
-  EXPECT_EQ(refused.schedulerVersion, 3u);
+TEST(Transport, AProtocol3WorkerIsToldToUpgrade) {
+  auto refused = refusalOfVersion(3);
+  EXPECT_EQ(refused.schedulerVersion, 4u);
   EXPECT_EQ(refused.reason,
-            "scheduler speaks protocol 3, this worker speaks 2: upgrade the "
+            "scheduler speaks protocol 4, this worker speaks 3: upgrade the "
             "worker so that both speak the same protocol");
 }
 

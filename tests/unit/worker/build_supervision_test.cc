@@ -102,6 +102,7 @@ class SupervisionTest : public ::testing::Test {
     BuildRunnerConfig c;
     c.store = {storeDir_, storeDir_.dir(), false};
     c.buildDirParent = tmp_.path();
+    c.cpuShares = cpuShares_;
     BuildRunner runner(c, launcher_, clock_);
     log_.clear();
     return runner.run(
@@ -119,6 +120,7 @@ class SupervisionTest : public ::testing::Test {
   FakeClock clock_;
   ScriptedLauncher launcher_;
   BuildRequest request_;
+  std::shared_ptr<CpuShares> cpuShares_;
   std::string outPath_;
   std::string log_;
 };
@@ -226,6 +228,36 @@ TEST_F(SupervisionTest, CancelledWhileSilent) {
   EXPECT_GE(res.duration, seconds(50));
   EXPECT_LE(res.duration, seconds(50) + BuildRunner::kPollSlice);
   EXPECT_EQ(launcher_.kills, 1);
+}
+
+/// Records each session nice written.
+class RecordingNice : public SessionNice {
+ public:
+  bool set(pid_t pid, int nice) override {
+    writes.emplace_back(pid, nice);
+    return true;
+  }
+  std::vector<std::pair<pid_t, int>> writes;
+};
+
+// The builder holds its rank's place in CpuShares from its start until it
+// ends (before it is reaped): a higher rank takes the only core from a
+// build already running, which gets it back afterwards.
+TEST_F(SupervisionTest, TheBuilderTakesItsCpuShareWhileItRuns) {
+  auto nice = std::make_shared<RecordingNice>();
+  cpuShares_ = std::make_shared<CpuShares>(nice, 1);
+  auto other = cpuShares_->started(1111, 2000);
+  request_.rankMs = 3000;
+  std::vector<std::pair<pid_t, int>> whileRunning;
+  launcher_.script = {{seconds(1), {}, [&] { whileRunning = nice->writes; }},
+                      exitWith(seconds(2), 0)};
+  launcher_.filesToCreate = {outPath_};
+  ASSERT_EQ(run().status, StepStatus::kSuccess);
+  using P = std::pair<pid_t, int>;
+  EXPECT_EQ(whileRunning, (std::vector<P>{{1111, kIdleShareNice}}));
+  EXPECT_EQ(nice->writes,
+            (std::vector<P>{{1111, kIdleShareNice}, {1111, kFullShareNice}}));
+  cpuShares_->exited(other);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
 
 #include "kiln/common/file.h"
@@ -153,6 +154,8 @@ class DaemonTest : public ::testing::Test {
     // The daemon's own logic, not a sandbox: builders run unsandboxed.
     c.launcher = std::make_shared<RealProcessLauncher>();
     c.platforms = {};  // builders run as they are (c.systems is given)
+    c.sessionNice = sessionNice_;
+    c.cores = cores_;
     daemon_ = std::make_unique<Daemon>(std::move(c));
     thread_ = std::thread([this] {
       try {
@@ -206,6 +209,8 @@ class DaemonTest : public ::testing::Test {
   std::thread thread_;
   std::string error_;
   DebugFaults debug_;
+  std::shared_ptr<SessionNice> sessionNice_;
+  unsigned cores_ = 0;
   std::atomic<bool> ended_{false};  ///< run() returned (error_ is set)
   store::StorePath outPath_{"00000000000000000000000000000000-x"};
 };
@@ -311,6 +316,67 @@ TEST_F(DaemonTest, CancelStepKillsTheBuildAndReportsCancelled) {
   int pid = std::stoi(readFile(pidFile));
   EXPECT_TRUE(test::pollUntil([&] { return kill(pid, 0) != 0; }, 10s))
       << "the builder's child survived";
+}
+
+/// Records the session nices the worker writes (from its slot threads).
+class RecordingNice : public SessionNice {
+ public:
+  bool set(pid_t pid, int nice) override {
+    std::lock_guard lock(mutex);
+    writes.emplace_back(pid, nice);
+    return true;
+  }
+  std::vector<std::pair<pid_t, int>> taken() {
+    std::lock_guard lock(mutex);
+    return writes;
+  }
+  std::mutex mutex;
+  std::vector<std::pair<pid_t, int>> writes;
+};
+
+// Two builds on one core: the step of higher rank (BuildStep.rankMs) takes
+// the core from the one already running, which gets it back at the end.
+TEST_F(DaemonTest, TheStepOfHigherRankGetsTheCpu) {
+  auto nice = std::make_shared<RecordingNice>();
+  sessionNice_ = nice;
+  cores_ = 1;
+  startDaemon();
+  ASSERT_TRUE(pollUntilWelcomed());
+  auto in = sched_.store.addText("in", "x", {});
+  auto dir = root_.path();
+  auto low = step(11, "low",
+                  "echo $$ > " + dir + "/low.pid; while [ ! -e " + dir +
+                      "/go ]; do sleep 0.05; done; echo > $out",
+                  in);
+  low.rankMs = 1000;
+  sched_.server.send(sched_.peer, low);
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.serve(*sched_.last<proto::NeedPaths>());
+  ASSERT_TRUE(sched_.pumpUntil([&] { return pathExists(dir + "/low.pid"); }));
+  pid_t lowPid = std::stoi(readFile(dir + "/low.pid"));
+  auto high = step(
+      12, "high",
+      "while [ ! -e " + dir + "/go ]; do sleep 0.05; done; echo > $out", in);
+  high.rankMs = 5000;
+  sched_.server.send(sched_.peer, high);
+  using P = std::pair<pid_t, int>;
+  ASSERT_TRUE(sched_.pumpUntil([&] { return !nice->taken().empty(); }));
+  EXPECT_EQ(nice->taken(), (std::vector<P>{{lowPid, kIdleShareNice}}));
+  writeFile(dir + "/go", "");
+  ASSERT_TRUE(sched_.pumpUntil([&] {
+    int results = 0;
+    for (auto& m : sched_.received)
+      results += std::holds_alternative<proto::StepResult>(m);
+    return results == 2;
+  }));
+  // Whichever ended first: if `high` did, `low` got the core back.
+  auto writes = nice->taken();
+  ASSERT_GE(writes.size(), 1u);
+  EXPECT_LE(writes.size(), 2u);
+  if (writes.size() == 2) {
+    EXPECT_EQ(writes[1], (P{lowPid, kFullShareNice}));
+  }
 }
 
 TEST_F(DaemonTest, RefusedWorkerStopsWithTheReason) {
@@ -454,7 +520,7 @@ TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {
   // Hello over; the worker stops with the reason.
   ASSERT_TRUE(sched_.pumpUntil([&] { return ended_.load(); }));
   thread_.join();
-  EXPECT_NE(error_.find("scheduler speaks protocol 3, this worker speaks 9"),
+  EXPECT_NE(error_.find("scheduler speaks protocol 4, this worker speaks 9"),
             std::string::npos)
       << error_;
   EXPECT_EQ(sched_.last<proto::Hello>(), nullptr);

@@ -27,12 +27,14 @@ namespace kiln::protocol {
 /// The version this build speaks. Bump it on any change to a message layout;
 /// peers of different versions refuse each other (only Refused keeps a frozen
 /// layout, so that the refusal can always be read).
-constexpr uint16_t kProtocolVersion = 3;
+constexpr uint16_t kProtocolVersion = 4;
 
 /// Largest data frame of a `Chunk` or `LogChunk` a decoder accepts.
 constexpr size_t kMaxDataFrame = 4 << 20;
 /// Largest `.drv` a `BuildStep` may carry.
 constexpr size_t kMaxDrvSize = 16 << 20;
+/// Largest `BuildStep.rankMs` (about 31 years).
+constexpr uint64_t kMaxRankMs = uint64_t{1} << 40;
 /// Largest body frame a decoder accepts (bounds every list in it).
 constexpr size_t kMaxBodyFrame = 256 << 20;
 
@@ -163,6 +165,10 @@ struct BuildStep {
   uint64_t timeoutSec = 36000;
   uint64_t logLimitBytes = 0;     ///< 0 = unlimited
   uint64_t outputLimitBytes = 0;  ///< 0 = unlimited
+  /// The step's rank: the scheduler's longest chain of expected durations
+  /// from it to a top-level build, itself included (ms, ≤ kMaxRankMs).
+  /// The worker gives its CPUs to the running builds of highest rank.
+  uint64_t rankMs = 0;
   bool operator==(const BuildStep&) const = default;
 };
 

@@ -24,6 +24,7 @@
 #include "kiln/store/derivation.h"
 #include "kiln/store/store_path.h"
 #include "kiln/worker/build_env.h"
+#include "kiln/worker/cpu_shares.h"
 #include "kiln/worker/platform.h"
 #include "kiln/worker/sandbox.h"
 
@@ -64,6 +65,9 @@ struct BuildRunnerConfig {
   /// "Platforms"). Null, or no platform for the derivation's system: the
   /// builder is executed as it is.
   std::shared_ptr<const Platforms> platforms;
+  /// Shares the CPUs among the runner's concurrent builders by rank
+  /// (BuildRequest::rankMs). Null: they share the CPUs evenly.
+  std::shared_ptr<CpuShares> cpuShares;
 };
 
 /// One build to run.
@@ -76,6 +80,9 @@ struct BuildRequest {
   BuildLimits limits;
   unsigned buildCores = 1;          ///< NIX_BUILD_CORES
   bool keepFailedBuildDir = false;  ///< leave the build dir of a failed build
+  /// The step's critical path (BuildStep.rankMs): ranks the builder's CPU
+  /// share against the others running (BuildRunnerConfig::cpuShares).
+  uint64_t rankMs = 0;
 };
 
 /// One output of a successful build. The output stays at `physicalPath`

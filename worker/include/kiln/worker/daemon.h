@@ -18,6 +18,7 @@
 #include "kiln/common/process.h"
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/protocol/transport.h"
+#include "kiln/worker/cpu_shares.h"
 
 namespace kiln::worker {
 
@@ -92,6 +93,14 @@ struct DaemonConfig {
   /// makes the physical store visible at the logical directory inside the
   /// build, so the worker accepts any store location.
   bool launcherMapsStore = false;
+  /// Sets the CPU share of each builder's session (docs/worker.md, "CPU
+  /// shares"): with more slots than CPUs, the builds of highest rank get
+  /// the CPUs. Null: Linux's autogroup nice where autogroups are on, else
+  /// builds share the CPUs evenly.
+  std::shared_ptr<SessionNice> sessionNice;
+  /// The CPUs the builders share (NIX_BUILD_CORES is this over `slots`;
+  /// CPU shares give this many builders full shares). 0: the machine's.
+  unsigned cores = 0;
   /// Heartbeats, Hello retries, build deadlines, result times. Not owned;
   /// must outlive the daemon. Null: RealClock::instance().
   const Clock* clock = nullptr;
