@@ -185,7 +185,7 @@ void primMapAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primZipAttrsWith(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceList(*args[1], pos);
-  TracedVector<std::pair<Symbol, TracedVector<Value*>>> groups;
+  TracedHeapVector<std::pair<Symbol, TracedHeapVector<Value*>>> groups;
   std::unordered_map<uint32_t, size_t> index;
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     Value& e = *args[1]->list.elems[i];

@@ -49,6 +49,10 @@ struct TracedAllocator {  // traceable_allocator's, minimal (Boost rebinds it to
 };
 template <class T, size_t N = 8>
 using TracedVector = boost::container::small_vector<T, N, TracedAllocator<T>>;
+/// A traced vector always on the collector's heap: for groups of groups
+/// (nested small vectors copy badly and trip GCC's -Wstringop-overread).
+template <class T>
+using TracedHeapVector = std::vector<T, traceable_allocator<T>>;
 template <class T>
 using TracedDeque = std::deque<T, traceable_allocator<T>>;
 template <class K, class V>
