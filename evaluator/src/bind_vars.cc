@@ -11,7 +11,6 @@ void ExprVar::bindVars(EvalState& state, const StaticEnv& env) {
     if (cur->isWith) {
       if (withLevel == -1) withLevel = static_cast<int>(l);
     } else if (auto* v = cur->find(name)) {
-      fromWith = false;
       level = l;
       displ = v->second;
       return;
@@ -20,11 +19,11 @@ void ExprVar::bindVars(EvalState& state, const StaticEnv& env) {
   if (withLevel == -1)
     throw ParseError("undefined variable '" + std::string(state.symbols.name(name)) + "'" +
                      state.positions.snippet(pos));
-  fromWith = true;
+  displ = kFromWith;
   level = static_cast<uint32_t>(withLevel);
 }
 
-static void bindPath(EvalState& state, const StaticEnv& env, AttrPath& path) {
+static void bindPath(EvalState& state, const StaticEnv& env, ArenaVec<AttrName>& path) {
   for (auto& n : path)
     if (n.expr) n.expr->bindVars(state, env);
 }
@@ -54,7 +53,6 @@ void ExprAttrs::bindVars(EvalState& state, const StaticEnv& env) {
   // source order of a set's attributes (--parse shows them by name).
   std::sort(attrs.begin(), attrs.end(),
             [](const AttrDef& x, const AttrDef& y) { return x.name < y.name; });
-  dropIndex();
   if (recursive) {
     StaticEnv inner;
     inner.up = &env;

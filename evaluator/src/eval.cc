@@ -22,7 +22,7 @@ static inline Env* envAt(Env* e, uint32_t level) {
 
 static Value* lookupVar(EvalState& state, Env& env, const ExprVar& var, bool noEval) {
   Env* e = envAt(&env, var.level);
-  if (!var.fromWith) return e->values[var.displ];
+  if (!var.fromWith()) return e->values[var.displ];
   while (true) {
     // Threads may meet the same `with` env: its type is read and set
     // atomically (both set the same value after forcing the same set).

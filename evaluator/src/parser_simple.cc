@@ -94,7 +94,8 @@ Expr* Parser::parseSimple() {
       auto* s = state_.arena.make<ExprSelect>();
       s->pos = pos;
       s->e = attrs;
-      s->path = {AttrName{state_.sBody, nullptr}};
+      AttrName body{state_.sBody, nullptr};
+      s->path.assign(state_.arena, &body, 1);
       return s;
     }
     case Tok::kRec:
@@ -111,12 +112,13 @@ Expr* Parser::parseSimple() {
       lex_.next();
       auto* l = state_.arena.make<ExprList>();
       l->pos = pos;
+      std::vector<Expr*> elems;
       while (lex_.peek().t != Tok::kRBracket) {
         if (!startsSimple(0)) unexpected(lex_.peek());
-        l->elems.push_back(parseSelect());
+        elems.push_back(parseSelect());
       }
       lex_.next();
-      l->elems.shrink_to_fit();
+      l->elems = toArena(elems);
       return l;
     }
     default:
@@ -132,7 +134,7 @@ Expr* Parser::makeStringParts(std::vector<std::pair<PosIdx, Expr*>>& parts, bool
   auto* cs = state_.arena.make<ExprConcatStrings>();
   cs->pos = parts[0].first;
   cs->forceString = true;
-  cs->parts = std::move(parts);
+  cs->parts = toArena(parts);
   return cs;
 }
 
@@ -388,7 +390,7 @@ Expr* Parser::parsePathInterp(const Token& start) {
   auto* cs = state_.arena.make<ExprConcatStrings>();
   cs->pos = pos;
   cs->forceString = false;
-  cs->parts = std::move(parts);
+  cs->parts = toArena(parts);
   return cs;
 }
 

@@ -7,7 +7,8 @@
 
 namespace kiln::eval {
 
-static void showAttrPath(const SymbolTable& st, std::ostream& out, const AttrPath& path) {
+static void showAttrPath(const SymbolTable& st, std::ostream& out,
+                         const ArenaVec<AttrName>& path) {
   bool first = true;
   for (auto& n : path) {
     if (!first) out << '.';
@@ -25,7 +26,7 @@ static void showAttrPath(const SymbolTable& st, std::ostream& out, const AttrPat
 // Bindings in source order (let) or, as Nix 2.8 shows a set, sorted by
 // name with "inherit x ;".
 static void showBindings(const SymbolTable& st, std::ostream& out,
-                         const std::vector<ExprAttrs::AttrDef>& defs, bool asSet = false) {
+                         const ArenaVec<ExprAttrs::AttrDef>& defs, bool asSet = false) {
   std::vector<const ExprAttrs::AttrDef*> attrs;
   for (auto& a : defs) attrs.push_back(&a);
   if (asSet)
