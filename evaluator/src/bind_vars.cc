@@ -130,7 +130,8 @@ void ExprBinOp::bindVars(EvalState& state, const StaticEnv& env) {
 }
 
 void ExprConcatStrings::bindVars(EvalState& state, const StaticEnv& env) {
-  for (auto& p : parts) p.second->bindVars(state, env);
+  for (auto& p : parts)
+    if (!p.literal) p.expr->bindVars(state, env);
 }
 
 }  // namespace kiln::eval

@@ -336,9 +336,13 @@ void concatSlow(EvalState& state, Env& env, Value& v,
   int64_t n = 0;
   double nf = 0;
   for (size_t i = next; i < e.parts.size(); ++i) {
-    auto& [ipos, part] = e.parts[i];
+    const StringPart& part = e.parts[i];
+    PosIdx ipos = part.pos;
     Value tmp = nextValue;
-    if (i != next) part->eval(state, env, tmp);
+    if (i != next) {
+      if (part.literal) tmp.mkString(part.text);
+      else part.expr->eval(state, env, tmp);
+    }
     if (first) firstType = tmp.type;
     if (firstType == VType::kInt) {
       if (tmp.type == VType::kInt) {
@@ -388,9 +392,15 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
   size_t total = 0;
   VType type0 = VType::kString;  // of the first part, for `+`
   for (size_t i = 0; i < count; ++i) {
+    const StringPart& part = parts[i];
+    if (part.literal) {  // a string without context
+      views[i] = part.text;
+      total += views[i].size();
+      continue;
+    }
     Value tmp;
-    parts[i].second->eval(state, env, tmp);
-    const Value* str = stringLike(state, tmp, parts[i].first);
+    part.expr->eval(state, env, tmp);
+    const Value* str = stringLike(state, tmp, part.pos);
     if (!str) {
       // Not string-like: what was seen so far goes into a buffer, and the
       // general path goes on from this part (not evaluated again).

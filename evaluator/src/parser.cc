@@ -339,7 +339,7 @@ Expr* Parser::parseOp(int minPrec) {
         case Tok::kPlus: {
           auto* c = state_.arena.make<ExprConcatStrings>();
           c->pos = opPos;
-          std::pair<PosIdx, Expr*> parts[] = {{pos, lhs}, {rhsPos, rhs}};
+          StringPart parts[] = {exprPart(pos, lhs), exprPart(rhsPos, rhs)};
           c->parts.assign(state_.arena, parts, 2);
           lhs = c;
           break;
@@ -476,7 +476,7 @@ ExprAttrs* Parser::parseBinds(Tok terminator) {
           v->name = n.symbol;
           e = v;
         }
-        attrs->attrs.pushMalloc({n.symbol, e, p, from == nullptr});
+        attrs->attrs.pushMalloc({n.symbol, p, from == nullptr, e});
       }
       lex_.next();
       continue;
@@ -519,7 +519,7 @@ void Parser::addAttr(ExprAttrs* attrs, AttrPath& path, Expr* e, PosIdx pos) {
         attrs = nested;
       } else {
         ExprAttrs* nested = newAttrs(pos);
-        attrs->attrs.pushMalloc({path[i].symbol, nested, pos, false});
+        attrs->attrs.pushMalloc({path[i].symbol, pos, false, nested});
         attrs = nested;
       }
     } else {
@@ -541,7 +541,7 @@ void Parser::addAttr(ExprAttrs* attrs, AttrPath& path, Expr* e, PosIdx pos) {
       }
       for (auto& dd : ae->dynamicAttrs) jAttrs->dynamicAttrs.pushMalloc(dd);
     } else {
-      attrs->attrs.pushMalloc({last.symbol, e, pos, false});
+      attrs->attrs.pushMalloc({last.symbol, pos, false, e});
     }
   } else {
     attrs->dynamicAttrs.pushMalloc({last.expr, e, pos});

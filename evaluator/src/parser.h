@@ -37,7 +37,16 @@ class Parser {
   Expr* parseString();
   Expr* parseIndString();
   Expr* parsePathInterp(const Token& start);
-  Expr* makeStringParts(std::vector<std::pair<PosIdx, Expr*>>& parts, bool literalOnly);
+  Expr* makeStringParts(std::vector<StringPart>& parts);
+  /// A part of a concatenation: literal text (copied into the arena).
+  StringPart textPart(PosIdx pos, std::string_view text);
+  /// A part of a concatenation: an expression.
+  static StringPart exprPart(PosIdx pos, Expr* e) {
+    StringPart p;
+    p.pos = pos;
+    p.expr = e;
+    return p;
+  }
   void addAttr(ExprAttrs* attrs, AttrPath& path, Expr* e, PosIdx pos);
   /// A new set whose arrays grow in malloc'd memory until finishSets().
   ExprAttrs* newAttrs(PosIdx pos);

@@ -190,7 +190,8 @@ void ExprConcatStrings::show(const SymbolTable& st, std::ostream& out) const {
   for (auto& p : parts) {
     if (!first) out << " + ";
     first = false;
-    p.second->show(st, out);
+    if (p.literal) printString(out, p.text, true);
+    else p.expr->show(st, out);
   }
   out << ")";
 }

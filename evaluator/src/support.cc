@@ -155,8 +155,8 @@ uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string
   std::unique_lock<std::shared_mutex> lock(mu_);
   const Origin& last = origins_.back();
   uint64_t base = uint64_t(last.base) + last.size + 1;
-  if (base + source->size() + 1 > UINT32_MAX)
-    throw EvalError("the sources of this evaluation exceed 4 GiB ('" + path + "')");
+  if (base + source->size() > kMaxPosIdx)
+    throw EvalError("the sources of this evaluation exceed 2 GiB ('" + path + "')");
   Origin o{std::move(path), nullptr, static_cast<PosIdx>(base),
            static_cast<uint32_t>(source->size()), {0}};
   const std::string& text = *source;

@@ -79,11 +79,13 @@ struct ExprOpHasAttr : Expr {
 };
 
 struct ExprAttrs : Expr {
+  /// 16 bytes: positions fit in 31 bits (PosTable keeps them below
+  /// kMaxPosIdx), the 32nd says whether the attribute was inherited.
   struct AttrDef {
     Symbol name;
+    PosIdx pos : 31;
+    PosIdx inherited : 1;
     Expr* e;
-    PosIdx pos;
-    bool inherited;
   };
   struct DynamicAttrDef {
     Expr* nameExpr;
@@ -198,10 +200,21 @@ struct ExprBinOp : Expr {
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
 
+/// One part of a concatenation: an expression, or the literal text of an
+/// interpolated string or path, which needs no node of its own.
+struct StringPart {
+  PosIdx pos = kNoPos;
+  bool literal = false;  ///< `text`, not `expr`
+  union {
+    Expr* expr = nullptr;
+    const char* text;  ///< NUL-terminated, in the arena
+  };
+};
+
 /// `a + b` (forceString = false) and string interpolation (true).
 struct ExprConcatStrings : Expr {
   bool forceString = false;
-  ArenaVec<std::pair<PosIdx, Expr*>> parts;
+  ArenaVec<StringPart> parts;
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -237,8 +250,9 @@ template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
 // Sizes the layout above is meant to keep (x86-64): a change that grows a
 // node costs megabytes on a large package set.
 static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSelect) == 40 &&
-              sizeof(ExprAttrs) == 32 && sizeof(ExprList) == 24 && sizeof(ExprCall) == 32 &&
-              sizeof(ExprConcatStrings) == 24);
+              sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
+              sizeof(ExprList) == 24 && sizeof(ExprCall) == 32 &&
+              sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
 
 /// A parse-time scope: either a `with` or a list of names with slots.
 struct StaticEnv {

@@ -16,6 +16,10 @@ namespace kiln::eval {
 /// costs no memory until it is resolved to a line and column.
 using PosIdx = uint32_t;
 constexpr PosIdx kNoPos = 0;
+/// The largest index a PosTable hands out: positions fit in 31 bits (the
+/// AST keeps a flag beside them), so one evaluation's sources are limited
+/// to 2 GiB.
+constexpr PosIdx kMaxPosIdx = 0x7fffffff;
 
 /// Where a piece of source came from.
 struct Origin {
@@ -40,7 +44,7 @@ class PosTable {
   PosTable();
   /// Registers `source` (named `path`; its text kept for error snippets
   /// only if `keepText`) and returns its origin index. Throws EvalError
-  /// when the sources of one evaluation exceed the 4 GiB index space.
+  /// when the sources of one evaluation exceed the 2 GiB index space.
   uint32_t addOrigin(std::string path, std::shared_ptr<const std::string> source,
                      bool keepText);
   /// The position of byte 0 of `origin` (byte `offset`, at most the
