@@ -23,7 +23,7 @@ void ExprVar::bindVars(EvalState& state, const StaticEnv& env) {
   level = static_cast<uint32_t>(withLevel);
 }
 
-static void bindPath(EvalState& state, const StaticEnv& env, ArenaVec<AttrName>& path) {
+static void bindPath(EvalState& state, const StaticEnv& env, std::span<AttrName> path) {
   for (auto& n : path)
     if (n.expr) n.expr->bindVars(state, env);
 }
@@ -31,12 +31,12 @@ static void bindPath(EvalState& state, const StaticEnv& env, ArenaVec<AttrName>&
 void ExprSelect::bindVars(EvalState& state, const StaticEnv& env) {
   e->bindVars(state, env);
   if (def) def->bindVars(state, env);
-  bindPath(state, env, path);
+  bindPath(state, env, path());
 }
 
 void ExprOpHasAttr::bindVars(EvalState& state, const StaticEnv& env) {
   e->bindVars(state, env);
-  bindPath(state, env, path);
+  bindPath(state, env, path());
 }
 
 void ExprAttrs::bindBodies(EvalState& state, const StaticEnv& outer, const StaticEnv& inner) {
@@ -65,7 +65,7 @@ void ExprAttrs::bindVars(EvalState& state, const StaticEnv& env) {
 }
 
 void ExprList::bindVars(EvalState& state, const StaticEnv& env) {
-  for (auto* e : elems) e->bindVars(state, env);
+  for (auto* e : elems()) e->bindVars(state, env);
 }
 
 void ExprLambda::bindVars(EvalState& state, const StaticEnv& env) {
@@ -84,7 +84,7 @@ void ExprLambda::bindVars(EvalState& state, const StaticEnv& env) {
 
 void ExprCall::bindVars(EvalState& state, const StaticEnv& env) {
   fun->bindVars(state, env);
-  for (auto* a : args) a->bindVars(state, env);
+  for (auto* a : args()) a->bindVars(state, env);
 }
 
 void ExprLet::bindVars(EvalState& state, const StaticEnv& env) {

@@ -61,7 +61,7 @@ void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
   e->eval(state, env, vTmp);
-  for (auto& n : path) {
+  for (auto& n : path()) {
     Symbol name = getName(n, state, env);
     const Attr* j = nullptr;
     if (def) {
@@ -85,7 +85,7 @@ void ExprOpHasAttr::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
   e->eval(state, env, vTmp);
-  for (auto& n : path) {
+  for (auto& n : path()) {
     state.forceValue(*vAttrs, pos);
     Symbol name = getName(n, state, env);
     const Attr* j;
@@ -173,8 +173,8 @@ void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
 }
 
 void ExprList::eval(EvalState& state, Env& env, Value& v) {
-  state.mkList(v, elems.size());
-  for (size_t i = 0; i < elems.size(); ++i) v.list.elems[i] = elems[i]->maybeThunk(state, env);
+  state.mkList(v, nElems);
+  for (size_t i = 0; i < nElems; ++i) v.list.elems[i] = elemItems[i]->maybeThunk(state, env);
 }
 
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
@@ -182,9 +182,9 @@ void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); 
 void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   Value vFun;
   fun->eval(state, env, vFun);
-  size_t n = args.size();
+  size_t n = nArgs;
   Value** vArgs = static_cast<Value**>(alloca(sizeof(Value*) * n));
-  for (size_t i = 0; i < n; ++i) vArgs[i] = args[i]->maybeThunk(state, env);
+  for (size_t i = 0; i < n; ++i) vArgs[i] = argItems[i]->maybeThunk(state, env);
   state.callFunction(vFun, n, vArgs, v, pos);
 }
 

@@ -111,7 +111,7 @@ Expr* Parser::var(const char* name, PosIdx pos) {
 Expr* Parser::call(const char* fn, const std::vector<Expr*>& args, PosIdx pos) {
   auto* c = state_.arena.make<ExprCall>();
   c->fun = var(fn, pos);
-  c->args = toArena(args);
+  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
   c->pos = pos;
   return c;
 }
@@ -301,7 +301,8 @@ Expr* Parser::parseOp(int minPrec) {
       auto* h = state_.arena.make<ExprOpHasAttr>();
       h->pos = opPos;
       h->e = lhs;
-      h->path = toArena(parseAttrPath());
+      AttrPath path = parseAttrPath();
+      h->pathItems = arenaArray(state_.arena, path.data(), path.size(), h->nPath);
       lhs = h;
     } else {
       // Where the right operand starts: a `+` error about it points there.
@@ -374,7 +375,7 @@ Expr* Parser::parseApp() {
   c->fun = f;
   std::vector<Expr*> args;
   while (startsSimple(0)) args.push_back(parseSelect());
-  c->args = toArena(args);
+  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
   return c;
 }
 
@@ -387,7 +388,8 @@ Expr* Parser::parseSelect() {
     auto* s = state_.arena.make<ExprSelect>();
     s->pos = lex_.posAt(start);
     s->e = e;
-    s->path = toArena(parseAttrPath());
+    AttrPath path = parseAttrPath();
+    s->pathItems = arenaArray(state_.arena, path.data(), path.size(), s->nPath);
     if (lex_.peek().t == Tok::kOrKw) {
       lex_.next();
       s->def = parseSelect();
@@ -401,7 +403,8 @@ Expr* Parser::parseSelect() {
     auto* c = state_.arena.make<ExprCall>();
     c->pos = lex_.posAt(start);
     c->fun = e;
-    c->args = toArena(std::vector<Expr*>{var("or", p)});
+    Expr* orVar = var("or", p);
+    c->argItems = arenaArray(state_.arena, &orVar, 1, c->nArgs);
     return c;
   }
   return e;
@@ -468,7 +471,7 @@ ExprAttrs* Parser::parseBinds(Tok terminator) {
           auto* s = state_.arena.make<ExprSelect>();
           s->pos = p;
           s->e = from;
-          s->path.assign(state_.arena, &n, 1);
+          s->pathItems = arenaArray(state_.arena, &n, 1, s->nPath);
           e = s;
         } else {
           auto* v = state_.arena.make<ExprVar>();

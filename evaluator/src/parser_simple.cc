@@ -95,7 +95,7 @@ Expr* Parser::parseSimple() {
       s->pos = pos;
       s->e = attrs;
       AttrName body{state_.sBody, nullptr};
-      s->path.assign(state_.arena, &body, 1);
+      s->pathItems = arenaArray(state_.arena, &body, 1, s->nPath);
       return s;
     }
     case Tok::kRec:
@@ -118,7 +118,7 @@ Expr* Parser::parseSimple() {
         elems.push_back(parseSelect());
       }
       lex_.next();
-      l->elems = toArena(elems);
+      l->elemItems = arenaArray(state_.arena, elems.data(), elems.size(), l->nElems);
       return l;
     }
     default:

@@ -8,7 +8,7 @@
 namespace kiln::eval {
 
 static void showAttrPath(const SymbolTable& st, std::ostream& out,
-                         const ArenaVec<AttrName>& path) {
+                         std::span<const AttrName> path) {
   bool first = true;
   for (auto& n : path) {
     if (!first) out << '.';
@@ -62,7 +62,7 @@ void ExprSelect::show(const SymbolTable& st, std::ostream& out) const {
   out << "(";
   e->show(st, out);
   out << ").";
-  showAttrPath(st, out, path);
+  showAttrPath(st, out, path());
   if (def) {
     out << " or (";
     def->show(st, out);
@@ -74,7 +74,7 @@ void ExprOpHasAttr::show(const SymbolTable& st, std::ostream& out) const {
   out << "((";
   e->show(st, out);
   out << ") ? ";
-  showAttrPath(st, out, path);
+  showAttrPath(st, out, path());
   out << ")";
 }
 
@@ -94,7 +94,7 @@ void ExprAttrs::show(const SymbolTable& st, std::ostream& out) const {
 
 void ExprList::show(const SymbolTable& st, std::ostream& out) const {
   out << "[ ";
-  for (auto* e : elems) {
+  for (auto* e : elems()) {
     out << "(";
     e->show(st, out);
     out << ") ";
@@ -129,7 +129,7 @@ void ExprLambda::show(const SymbolTable& st, std::ostream& out) const {
 void ExprCall::show(const SymbolTable& st, std::ostream& out) const {
   out << "(";
   fun->show(st, out);
-  for (auto* a : args) {
+  for (auto* a : args()) {
     out << " ";
     a->show(st, out);
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ostream>
+#include <span>
 #include <vector>
 
 #include "kiln/evaluator/value.h"
@@ -16,7 +17,8 @@ struct StaticEnv;
 /// Base of all expressions. Nodes are kept for the whole evaluation (a
 /// package set's 50,000 files make millions), so each is laid out small:
 /// a derived node's first 4-byte member fills the base's padding after
-/// `pos`, and arrays are ArenaVecs in the arena.
+/// `pos` (the element count of a fixed array the node points to, in the
+/// arena), and arrays that grow while parsing are ArenaVecs.
 struct Expr {
   PosIdx pos = kNoPos;
   virtual ~Expr() = default;
@@ -61,9 +63,22 @@ struct AttrName {
 /// An attribute path as the parser collects it.
 using AttrPath = std::vector<AttrName>;
 
+/// A copy of `n` elements at `p` in `arena` (nullptr for none), its count
+/// in `count`: the array of a node that keeps the count itself.
+template <class T>
+T* arenaArray(Arena& arena, const T* p, size_t n, uint32_t& count) {
+  count = static_cast<uint32_t>(n);
+  if (n == 0) return nullptr;
+  T* a = static_cast<T*>(arena.allocate(sizeof(T) * n, alignof(T)));
+  std::uninitialized_copy_n(p, n, a);
+  return a;
+}
+
 struct ExprSelect : Expr {
+  uint32_t nPath = 0;
   Expr* e = nullptr;
-  ArenaVec<AttrName> path;
+  AttrName* pathItems = nullptr;
+  std::span<AttrName> path() const { return {pathItems, nPath}; }
   Expr* def = nullptr;  ///< the `or` default
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
@@ -71,8 +86,10 @@ struct ExprSelect : Expr {
 };
 
 struct ExprOpHasAttr : Expr {
+  uint32_t nPath = 0;
   Expr* e = nullptr;
-  ArenaVec<AttrName> path;
+  AttrName* pathItems = nullptr;
+  std::span<AttrName> path() const { return {pathItems, nPath}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -106,7 +123,9 @@ struct ExprAttrs : Expr {
 };
 
 struct ExprList : Expr {
-  ArenaVec<Expr*> elems;
+  uint32_t nElems = 0;
+  Expr** elemItems = nullptr;
+  std::span<Expr*> elems() const { return {elemItems, nElems}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -141,8 +160,10 @@ struct ExprLambda : Expr {
 };
 
 struct ExprCall : Expr {
+  uint32_t nArgs = 0;
   Expr* fun = nullptr;
-  ArenaVec<Expr*> args;
+  Expr** argItems = nullptr;
+  std::span<Expr*> args() const { return {argItems, nArgs}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -251,7 +272,7 @@ template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
 // node costs megabytes on a large package set.
 static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSelect) == 40 &&
               sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
-              sizeof(ExprList) == 24 && sizeof(ExprCall) == 32 &&
+              sizeof(ExprList) == 24 && sizeof(ExprCall) == 32 && sizeof(ExprOpHasAttr) == 32 &&
               sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
 
 /// A parse-time scope: either a `with` or a list of names with slots.
