@@ -148,14 +148,16 @@ void SymbolTable::grow() {
   }
 }
 
-PosTable::PosTable() { origins_.push_back({"«none»", nullptr, 0, 0, {0}}); }
+PosTable::PosTable(PosIdx limit) : limit_(limit) {
+  origins_.push_back({"«none»", nullptr, 0, 0, {0}});
+}
 
 uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string> source,
                              bool keepText) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   const Origin& last = origins_.back();
   uint64_t base = uint64_t(last.base) + last.size + 1;
-  if (base + source->size() > kMaxPosIdx)
+  if (base + source->size() > limit_)
     throw EvalError("the sources of this evaluation exceed 2 GiB ('" + path + "')");
   Origin o{std::move(path), nullptr, static_cast<PosIdx>(base),
            static_cast<uint32_t>(source->size()), {0}};

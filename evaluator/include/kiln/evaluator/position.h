@@ -41,10 +41,12 @@ struct Pos {
 /// indices. Sources are appended, never removed.
 class PosTable {
  public:
-  PosTable();
+  /// Hands out indices up to `limit` (lower only in tests).
+  explicit PosTable(PosIdx limit = kMaxPosIdx);
   /// Registers `source` (named `path`; its text kept for error snippets
   /// only if `keepText`) and returns its origin index. Throws EvalError
-  /// when the sources of one evaluation exceed the 2 GiB index space.
+  /// when the sources of one evaluation exceed the 2 GiB index space
+  /// (the limit given to the constructor).
   uint32_t addOrigin(std::string path, std::shared_ptr<const std::string> source,
                      bool keepText);
   /// The position of byte 0 of `origin` (byte `offset`, at most the
@@ -71,6 +73,7 @@ class PosTable {
   /// A deque: adding never moves an origin. Adds take mu_ exclusively,
   /// lookups shared (threads may parse imports while others read).
   std::deque<Origin> origins_;
+  PosIdx limit_;
   mutable std::shared_mutex mu_;
 };
 
