@@ -214,3 +214,24 @@ TEST(Parser, InterpolatedStringsAndPathsKeepTheirLiteralText) {
   st.parseExprFromString(R"(x: "a${x}b\n")", "/tmp")->show(st.symbols, out);
   EXPECT_EQ(out.str(), R"((x: ("a" + x + "b\n")))");
 }
+
+// The compact line table gives what a scan of the text gives, at every
+// offset, across anchors and for lines of one to three varint bytes.
+TEST(Positions, LineTableMatchesAScanOfTheText) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += std::string((i * 37) % 300, 'x') + "\n";
+  text += std::string(20000, 'y') + "\n\nlast";
+  Arena arena;
+  const uint8_t* table = LineTable::make(text, arena);
+  uint32_t line = 1, start = 0;
+  for (uint32_t off = 0; off <= text.size(); ++off) {
+    if (off > 0 && text[off - 1] == '\n') {
+      ++line;
+      start = off;
+    }
+    auto [l, s] = LineTable::find(table, off);
+    ASSERT_EQ(l, line) << off;
+    ASSERT_EQ(s, start) << off;
+  }
+  EXPECT_EQ(LineTable::find(LineTable::make("", arena), 0), std::make_pair(1u, 0u));
+}
