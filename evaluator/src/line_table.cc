@@ -45,29 +45,36 @@ const uint8_t* LineTable::make(std::string_view text, Arena& arena) {
   std::vector<uint8_t> stream;
   uint32_t lines = 1, start = 0;
   anchors.push_back({0, 0});
-  for (size_t i = text.find('\n'); i != std::string_view::npos; i = text.find('\n', i + 1)) {
+  for (size_t i = text.find('\n'); i != std::string_view::npos;
+       i = text.find('\n', i + 1)) {
     putVarint(stream, static_cast<uint32_t>(i + 1) - start);
     start = static_cast<uint32_t>(i + 1);
     if (lines++ % kAnchorEvery == 0)
       anchors.push_back({start, static_cast<uint32_t>(stream.size())});
   }
-  size_t size = sizeof(Header) + sizeof(Anchor) * anchors.size() + stream.size();
+  size_t size =
+      sizeof(Header) + sizeof(Anchor) * anchors.size() + stream.size();
   auto* p = static_cast<uint8_t*>(arena.allocate(size, alignof(Header)));
   Header h{lines, static_cast<uint32_t>(anchors.size())};
   std::memcpy(p, &h, sizeof h);
   std::memcpy(p + sizeof h, anchors.data(), sizeof(Anchor) * anchors.size());
-  std::memcpy(p + sizeof h + sizeof(Anchor) * anchors.size(), stream.data(), stream.size());
+  std::memcpy(p + sizeof h + sizeof(Anchor) * anchors.size(), stream.data(),
+              stream.size());
   return p;
 }
 
-std::pair<uint32_t, uint32_t> LineTable::find(const uint8_t* table, uint32_t offset) {
+std::pair<uint32_t, uint32_t> LineTable::find(const uint8_t* table,
+                                              uint32_t offset) {
   Header h;
   std::memcpy(&h, table, sizeof h);
   const auto* anchors = reinterpret_cast<const Anchor*>(table + sizeof h);
   const uint8_t* stream = table + sizeof h + sizeof(Anchor) * h.anchors;
   // The last anchor at or before `offset` (the first is at 0).
   const Anchor* a = std::upper_bound(anchors, anchors + h.anchors, offset,
-                                     [](uint32_t o, const Anchor& x) { return o < x.start; }) - 1;
+                                     [](uint32_t o, const Anchor& x) {
+                                       return o < x.start;
+                                     }) -
+                    1;
   uint32_t line = static_cast<uint32_t>(a - anchors) * kAnchorEvery;  // 0-based
   uint32_t start = a->start;
   const uint8_t* p = stream + a->at;
