@@ -11,7 +11,6 @@ void ExprVar::bindVars(EvalState& state, const StaticEnv& env) {
     if (cur->isWith) {
       if (withLevel == -1) withLevel = static_cast<int>(l);
     } else if (auto* v = cur->find(name)) {
-      fromWith = false;
       level = l;
       displ = v->second;
       return;
@@ -20,11 +19,11 @@ void ExprVar::bindVars(EvalState& state, const StaticEnv& env) {
   if (withLevel == -1)
     throw ParseError("undefined variable '" + std::string(state.symbols.name(name)) + "'" +
                      state.positions.snippet(pos));
-  fromWith = true;
+  displ = kFromWith;
   level = static_cast<uint32_t>(withLevel);
 }
 
-static void bindPath(EvalState& state, const StaticEnv& env, AttrPath& path) {
+static void bindPath(EvalState& state, const StaticEnv& env, std::span<AttrName> path) {
   for (auto& n : path)
     if (n.expr) n.expr->bindVars(state, env);
 }
@@ -32,12 +31,12 @@ static void bindPath(EvalState& state, const StaticEnv& env, AttrPath& path) {
 void ExprSelect::bindVars(EvalState& state, const StaticEnv& env) {
   e->bindVars(state, env);
   if (def) def->bindVars(state, env);
-  bindPath(state, env, path);
+  bindPath(state, env, path());
 }
 
 void ExprOpHasAttr::bindVars(EvalState& state, const StaticEnv& env) {
   e->bindVars(state, env);
-  bindPath(state, env, path);
+  bindPath(state, env, path());
 }
 
 void ExprAttrs::bindBodies(EvalState& state, const StaticEnv& outer, const StaticEnv& inner) {
@@ -54,7 +53,6 @@ void ExprAttrs::bindVars(EvalState& state, const StaticEnv& env) {
   // source order of a set's attributes (--parse shows them by name).
   std::sort(attrs.begin(), attrs.end(),
             [](const AttrDef& x, const AttrDef& y) { return x.name < y.name; });
-  dropIndex();
   if (recursive) {
     StaticEnv inner;
     inner.up = &env;
@@ -67,7 +65,7 @@ void ExprAttrs::bindVars(EvalState& state, const StaticEnv& env) {
 }
 
 void ExprList::bindVars(EvalState& state, const StaticEnv& env) {
-  for (auto* e : elems) e->bindVars(state, env);
+  for (auto* e : elems()) e->bindVars(state, env);
 }
 
 void ExprLambda::bindVars(EvalState& state, const StaticEnv& env) {
@@ -86,7 +84,7 @@ void ExprLambda::bindVars(EvalState& state, const StaticEnv& env) {
 
 void ExprCall::bindVars(EvalState& state, const StaticEnv& env) {
   fun->bindVars(state, env);
-  for (auto* a : args) a->bindVars(state, env);
+  for (auto* a : args()) a->bindVars(state, env);
 }
 
 void ExprLet::bindVars(EvalState& state, const StaticEnv& env) {
@@ -132,7 +130,8 @@ void ExprBinOp::bindVars(EvalState& state, const StaticEnv& env) {
 }
 
 void ExprConcatStrings::bindVars(EvalState& state, const StaticEnv& env) {
-  for (auto& p : parts) p.second->bindVars(state, env);
+  for (auto& p : parts)
+    if (!p.literal) p.expr->bindVars(state, env);
 }
 
 }  // namespace kiln::eval

@@ -22,7 +22,7 @@ static inline Env* envAt(Env* e, uint32_t level) {
 
 static Value* lookupVar(EvalState& state, Env& env, const ExprVar& var, bool noEval) {
   Env* e = envAt(&env, var.level);
-  if (!var.fromWith) return e->values[var.displ];
+  if (!var.fromWith()) return e->values[var.displ];
   while (true) {
     // Threads may meet the same `with` env: its type is read and set
     // atomically (both set the same value after forcing the same set).
@@ -61,7 +61,7 @@ void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
   e->eval(state, env, vTmp);
-  for (auto& n : path) {
+  for (auto& n : path()) {
     Symbol name = getName(n, state, env);
     const Attr* j = nullptr;
     if (def) {
@@ -85,7 +85,7 @@ void ExprOpHasAttr::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
   e->eval(state, env, vTmp);
-  for (auto& n : path) {
+  for (auto& n : path()) {
     state.forceValue(*vAttrs, pos);
     Symbol name = getName(n, state, env);
     const Attr* j;
@@ -173,8 +173,8 @@ void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
 }
 
 void ExprList::eval(EvalState& state, Env& env, Value& v) {
-  state.mkList(v, elems.size());
-  for (size_t i = 0; i < elems.size(); ++i) v.list.elems[i] = elems[i]->maybeThunk(state, env);
+  state.mkList(v, nElems);
+  for (size_t i = 0; i < nElems; ++i) v.list.elems[i] = elemItems[i]->maybeThunk(state, env);
 }
 
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
@@ -182,9 +182,9 @@ void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); 
 void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   Value vFun;
   fun->eval(state, env, vFun);
-  size_t n = args.size();
+  size_t n = nArgs;
   Value** vArgs = static_cast<Value**>(alloca(sizeof(Value*) * n));
-  for (size_t i = 0; i < n; ++i) vArgs[i] = args[i]->maybeThunk(state, env);
+  for (size_t i = 0; i < n; ++i) vArgs[i] = argItems[i]->maybeThunk(state, env);
   state.callFunction(vFun, n, vArgs, v, pos);
 }
 
@@ -320,9 +320,13 @@ void concatSlow(EvalState& state, Env& env, Value& v,
   int64_t n = 0;
   double nf = 0;
   for (size_t i = next; i < e.parts.size(); ++i) {
-    auto& [ipos, part] = e.parts[i];
+    const StringPart& part = e.parts[i];
+    PosIdx ipos = part.pos;
     Value tmp = nextValue;
-    if (i != next) part->eval(state, env, tmp);
+    if (i != next) {
+      if (part.literal) tmp.mkString(part.text);
+      else part.expr->eval(state, env, tmp);
+    }
     if (first) firstType = tmp.type;
     if (firstType == VType::kInt) {
       if (tmp.type == VType::kInt) {
@@ -372,9 +376,15 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
   size_t total = 0;
   VType type0 = VType::kString;  // of the first part, for `+`
   for (size_t i = 0; i < count; ++i) {
+    const StringPart& part = parts[i];
+    if (part.literal) {  // a string without context
+      views[i] = part.text;
+      total += views[i].size();
+      continue;
+    }
     Value tmp;
-    parts[i].second->eval(state, env, tmp);
-    const Value* str = stringLike(state, tmp, parts[i].first);
+    part.expr->eval(state, env, tmp);
+    const Value* str = stringLike(state, tmp, part.pos);
     if (!str) {
       // Not string-like: what was seen so far goes into a buffer, and the
       // general path goes on from this part (not evaluated again).

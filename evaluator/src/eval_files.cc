@@ -18,7 +18,7 @@
 namespace kiln::eval {
 
 Expr* EvalState::parse(std::string text, const std::string& path, const std::string& basePath,
-                       const StaticEnv& env) {
+                       const StaticEnv& env, std::string_view* originPath) {
   // Threads parse concurrently: a parser touches only its own source's
   // positions, the symbol table (locked) and its thread's arena cursor.
   auto owned = std::make_shared<const std::string>(std::move(text));
@@ -28,6 +28,7 @@ Expr* EvalState::parse(std::string text, const std::string& path, const std::str
   // read again (-E, stdin, corepkgs) are kept.
   bool keep = !path.starts_with("/") || corepkgsFile(path);
   uint32_t origin = positions.addOrigin(path, owned, keep);
+  if (originPath) *originPath = positions.origin(origin).path;
   size_t arenaBefore = counts_ ? arena.bytesReserved() : 0;  // KILN_EVAL_STATS
   Parser p(*this, *owned, origin, basePath);
   Expr* e = p.parseAll();
@@ -53,15 +54,19 @@ static std::string resolveNixFile(const std::string& path) {
 }
 
 Expr* EvalState::parseExprFromFile(const std::string& path) {
-  std::string file = resolveNixFile(path);
-  if (const char* builtin = corepkgsFile(file)) return parse(builtin, file, "/", staticBaseEnv);
+  return parseFile(resolveNixFile(path), nullptr);
+}
+
+Expr* EvalState::parseFile(const std::string& file, std::string_view* originPath) {
+  if (const char* builtin = corepkgsFile(file))
+    return parse(builtin, file, "/", staticBaseEnv, originPath);
   std::string text;
   try {
     text = kiln::readFile(file);
   } catch (const Error& e) {
     throw EvalError(e.what());
   }
-  return parse(std::move(text), file, dirNameOf(file), staticBaseEnv);
+  return parse(std::move(text), file, dirNameOf(file), staticBaseEnv, originPath);
 }
 
 void EvalState::evalFile(const std::string& path, Value& v) {
@@ -75,9 +80,11 @@ void EvalState::evalFile(const std::string& path, Value& v) {
   if (!cached) {
     // Parsed without the lock (threads parse different files at once); of
     // two threads that parsed the same file, the first to add it wins.
-    Expr* e = parseExprFromFile(file);
+    std::string_view key;
+    Expr* e = parseFile(resolveNixFile(file), &key);
+    if (key != file) key = arena.copyString(file);  // a default.nix that is a directory
     auto lock = lockIfThreaded(cacheMutex_);
-    auto [it, added] = fileCache.emplace(file, nullptr);
+    auto [it, added] = fileCache.emplace(key, nullptr);
     if (added) {
       it->second = allocPermanentValue();  // the cache is not scanned
       it->second->mkThunk(baseEnv, e);

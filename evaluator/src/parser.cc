@@ -43,10 +43,50 @@ bool nonAssoc(int prec) { return prec == 4 || prec == 5 || prec == 11; }
 Parser::Parser(EvalState& state, const std::string& text, uint32_t origin, std::string basePath)
     : state_(state), lex_(state, text, origin), basePath_(std::move(basePath)) {}
 
+Parser::~Parser() {
+  for (ExprAttrs* a : open_) {
+    a->attrs.release();
+    a->dynamicAttrs.release();
+  }
+}
+
 Expr* Parser::parseAll() {
   Expr* e = parseExpr();
   if (lex_.peek().t != Tok::kEof) unexpected(lex_.peek());
+  finishSets();
   return e;
+}
+
+ExprAttrs* Parser::newAttrs(PosIdx pos) {
+  open_.reserve(open_.size() + 1);  // cannot throw after the make
+  auto* a = state_.arena.make<ExprAttrs>();
+  a->pos = pos;
+  open_.push_back(a);
+  return a;
+}
+
+void Parser::finishSets() {
+  for (ExprAttrs* a : open_) {
+    a->attrs.finish(state_.arena);
+    a->dynamicAttrs.finish(state_.arena);
+  }
+  open_.clear();
+  index_.clear();
+}
+
+ExprAttrs::AttrDef* Parser::find(ExprAttrs* attrs, Symbol s) {
+  constexpr size_t kLinearLimit = 16;
+  auto& defs = attrs->attrs;
+  if (defs.size() <= kLinearLimit) {
+    for (auto& a : defs)
+      if (a.name == s) return &a;
+    return nullptr;
+  }
+  auto& index = index_[attrs];  // indexes the definitions added since
+  for (size_t i = index.size(); i < defs.size(); ++i)
+    index.emplace(defs[i].name.id, static_cast<uint32_t>(i));
+  auto it = index.find(s.id);
+  return it == index.end() ? nullptr : &defs[it->second];
 }
 
 void Parser::unexpected(const Token& t) {
@@ -68,10 +108,10 @@ Expr* Parser::var(const char* name, PosIdx pos) {
   return v;
 }
 
-Expr* Parser::call(const char* fn, std::vector<Expr*> args, PosIdx pos) {
+Expr* Parser::call(const char* fn, const std::vector<Expr*>& args, PosIdx pos) {
   auto* c = state_.arena.make<ExprCall>();
   c->fun = var(fn, pos);
-  c->args = std::move(args);
+  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
   c->pos = pos;
   return c;
 }
@@ -190,24 +230,27 @@ Expr* Parser::parseLambdaWithFormals(size_t start, Symbol arg) {
 
 Formals* Parser::parseFormals() {
   auto* f = state_.arena.make<Formals>();
+  std::vector<Formal> formals;
   while (true) {
     const Token& t = lex_.peek();
     if (t.t == Tok::kEllipsis) {
       lex_.next();
       f->ellipsis = true;
-      return f;
+      break;
     }
-    if (t.t != Tok::kId) return f;
+    if (t.t != Tok::kId) break;
     Token id = lex_.next();
     Formal formal{lex_.posAt(id.start), state_.sym(id.text), nullptr};
     if (lex_.peek().t == Tok::kQuestion) {
       lex_.next();
       formal.def = parseExpr();
     }
-    f->formals.push_back(formal);
-    if (lex_.peek().t != Tok::kComma) return f;
+    formals.push_back(formal);
+    if (lex_.peek().t != Tok::kComma) break;
     lex_.next();
   }
+  f->formals = toArena(formals);
+  return f;
 }
 
 Expr* Parser::parseIf() {
@@ -258,7 +301,8 @@ Expr* Parser::parseOp(int minPrec) {
       auto* h = state_.arena.make<ExprOpHasAttr>();
       h->pos = opPos;
       h->e = lhs;
-      h->path = parseAttrPath();
+      AttrPath path = parseAttrPath();
+      h->pathItems = arenaArray(state_.arena, path.data(), path.size(), h->nPath);
       lhs = h;
     } else {
       // Where the right operand starts: a `+` error about it points there.
@@ -296,7 +340,8 @@ Expr* Parser::parseOp(int minPrec) {
         case Tok::kPlus: {
           auto* c = state_.arena.make<ExprConcatStrings>();
           c->pos = opPos;
-          c->parts = {{pos, lhs}, {rhsPos, rhs}};
+          StringPart parts[] = {exprPart(pos, lhs), exprPart(rhsPos, rhs)};
+          c->parts.assign(state_.arena, parts, 2);
           lhs = c;
           break;
         }
@@ -328,7 +373,9 @@ Expr* Parser::parseApp() {
   auto* c = state_.arena.make<ExprCall>();
   c->pos = lex_.posAt(start);
   c->fun = f;
-  while (startsSimple(0)) c->args.push_back(parseSelect());
+  std::vector<Expr*> args;
+  while (startsSimple(0)) args.push_back(parseSelect());
+  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
   return c;
 }
 
@@ -341,7 +388,8 @@ Expr* Parser::parseSelect() {
     auto* s = state_.arena.make<ExprSelect>();
     s->pos = lex_.posAt(start);
     s->e = e;
-    s->path = parseAttrPath();
+    AttrPath path = parseAttrPath();
+    s->pathItems = arenaArray(state_.arena, path.data(), path.size(), s->nPath);
     if (lex_.peek().t == Tok::kOrKw) {
       lex_.next();
       s->def = parseSelect();
@@ -355,7 +403,8 @@ Expr* Parser::parseSelect() {
     auto* c = state_.arena.make<ExprCall>();
     c->pos = lex_.posAt(start);
     c->fun = e;
-    c->args.push_back(var("or", p));
+    Expr* orVar = var("or", p);
+    c->argItems = arenaArray(state_.arena, &orVar, 1, c->nArgs);
     return c;
   }
   return e;
@@ -398,14 +447,10 @@ bool Parser::parseAttr(AttrName& out) {
 }
 
 ExprAttrs* Parser::parseBinds(Tok terminator) {
-  auto* attrs = state_.arena.make<ExprAttrs>();
-  attrs->pos = lex_.posAt(lex_.peek().start);
+  ExprAttrs* attrs = newAttrs(lex_.posAt(lex_.peek().start));
   while (true) {
     const Token& t = lex_.peek();
-    if (t.t == terminator) {
-      attrs->attrs.shrink_to_fit();  // kept for the whole evaluation
-      return attrs;
-    }
+    if (t.t == terminator) return attrs;
     if (t.t == Tok::kInherit) {
       lex_.next();
       Expr* from = nullptr;
@@ -420,13 +465,13 @@ ExprAttrs* Parser::parseBinds(Tok terminator) {
         if (!parseAttr(n)) unexpected(lex_.peek());
         if (!n.symbol) lex_.error(at, "dynamic attributes not allowed in inherit");
         PosIdx p = lex_.posAt(at);
-        if (auto* prev = attrs->find(n.symbol)) dupAttr({n}, p, prev->pos);
+        if (auto* prev = find(attrs, n.symbol)) dupAttr({n}, p, prev->pos);
         Expr* e;
         if (from) {
           auto* s = state_.arena.make<ExprSelect>();
           s->pos = p;
           s->e = from;
-          s->path = {n};
+          s->pathItems = arenaArray(state_.arena, &n, 1, s->nPath);
           e = s;
         } else {
           auto* v = state_.arena.make<ExprVar>();
@@ -434,7 +479,7 @@ ExprAttrs* Parser::parseBinds(Tok terminator) {
           v->name = n.symbol;
           e = v;
         }
-        attrs->attrs.push_back({n.symbol, e, p, from == nullptr});
+        attrs->attrs.pushMalloc({n.symbol, p, from == nullptr, e});
       }
       lex_.next();
       continue;
@@ -470,41 +515,39 @@ void Parser::dupAttr(const AttrPath& path, PosIdx pos, PosIdx prev) {
 void Parser::addAttr(ExprAttrs* attrs, AttrPath& path, Expr* e, PosIdx pos) {
   for (size_t i = 0; i + 1 < path.size(); ++i) {
     if (path[i].symbol) {
-      ExprAttrs::AttrDef* j = attrs->find(path[i].symbol);
+      ExprAttrs::AttrDef* j = find(attrs, path[i].symbol);
       if (j) {
         auto* nested = j->inherited ? nullptr : dynamic_cast<ExprAttrs*>(j->e);
         if (!nested) dupAttr(path, pos, j->pos);
         attrs = nested;
       } else {
-        auto* nested = state_.arena.make<ExprAttrs>();
-        nested->pos = pos;
-        attrs->attrs.push_back({path[i].symbol, nested, pos, false});
+        ExprAttrs* nested = newAttrs(pos);
+        attrs->attrs.pushMalloc({path[i].symbol, pos, false, nested});
         attrs = nested;
       }
     } else {
-      auto* nested = state_.arena.make<ExprAttrs>();
-      nested->pos = pos;
-      attrs->dynamicAttrs.push_back({path[i].expr, nested, pos});
+      ExprAttrs* nested = newAttrs(pos);
+      attrs->dynamicAttrs.pushMalloc({path[i].expr, nested, pos});
       attrs = nested;
     }
   }
   AttrName& last = path.back();
   if (last.symbol) {
-    ExprAttrs::AttrDef* j = attrs->find(last.symbol);
+    ExprAttrs::AttrDef* j = find(attrs, last.symbol);
     if (j) {
       auto* ae = dynamic_cast<ExprAttrs*>(e);
       auto* jAttrs = j->inherited ? nullptr : dynamic_cast<ExprAttrs*>(j->e);
       if (!ae || !jAttrs) dupAttr(path, pos, j->pos);
       for (auto& ad : ae->attrs) {
-        if (auto* j2 = jAttrs->find(ad.name)) dupAttr({AttrName{ad.name, nullptr}}, ad.pos, j2->pos);
-        jAttrs->attrs.push_back(ad);
+        if (auto* j2 = find(jAttrs, ad.name)) dupAttr({AttrName{ad.name, nullptr}}, ad.pos, j2->pos);
+        jAttrs->attrs.pushMalloc(ad);
       }
-      for (auto& dd : ae->dynamicAttrs) jAttrs->dynamicAttrs.push_back(dd);
+      for (auto& dd : ae->dynamicAttrs) jAttrs->dynamicAttrs.pushMalloc(dd);
     } else {
-      attrs->attrs.push_back({last.symbol, e, pos, false});
+      attrs->attrs.pushMalloc({last.symbol, pos, false, e});
     }
   } else {
-    attrs->dynamicAttrs.push_back({last.expr, e, pos});
+    attrs->dynamicAttrs.pushMalloc({last.expr, e, pos});
   }
 }
 

@@ -94,7 +94,8 @@ Expr* Parser::parseSimple() {
       auto* s = state_.arena.make<ExprSelect>();
       s->pos = pos;
       s->e = attrs;
-      s->path = {AttrName{state_.sBody, nullptr}};
+      AttrName body{state_.sBody, nullptr};
+      s->pathItems = arenaArray(state_.arena, &body, 1, s->nPath);
       return s;
     }
     case Tok::kRec:
@@ -111,12 +112,13 @@ Expr* Parser::parseSimple() {
       lex_.next();
       auto* l = state_.arena.make<ExprList>();
       l->pos = pos;
+      std::vector<Expr*> elems;
       while (lex_.peek().t != Tok::kRBracket) {
         if (!startsSimple(0)) unexpected(lex_.peek());
-        l->elems.push_back(parseSelect());
+        elems.push_back(parseSelect());
       }
       lex_.next();
-      l->elems.shrink_to_fit();
+      l->elemItems = arenaArray(state_.arena, elems.data(), elems.size(), l->nElems);
       return l;
     }
     default:
@@ -124,15 +126,29 @@ Expr* Parser::parseSimple() {
   }
 }
 
-Expr* Parser::makeStringParts(std::vector<std::pair<PosIdx, Expr*>>& parts, bool) {
+StringPart Parser::textPart(PosIdx pos, std::string_view text) {
+  StringPart p;
+  p.pos = pos;
+  p.literal = true;
+  p.text = state_.arena.copyString(text);
+  return p;
+}
+
+Expr* Parser::makeStringParts(std::vector<StringPart>& parts) {
   if (parts.empty()) return str("", kNoPos);
+  if (parts.size() == 1 && parts[0].literal) {
+    auto* c = state_.arena.make<ExprConst>();
+    c->v.mkString(parts[0].text);
+    c->pos = parts[0].pos;
+    return c;
+  }
   if (parts.size() == 1)
-    if (auto* c = dynamic_cast<ExprConst*>(parts[0].second); c && c->v.type == VType::kString)
+    if (auto* c = dynamic_cast<ExprConst*>(parts[0].expr); c && c->v.type == VType::kString)
       return c;
   auto* cs = state_.arena.make<ExprConcatStrings>();
-  cs->pos = parts[0].first;
+  cs->pos = parts[0].pos;
   cs->forceString = true;
-  cs->parts = std::move(parts);
+  cs->parts = toArena(parts);
   return cs;
 }
 
@@ -140,11 +156,11 @@ Expr* Parser::makeStringParts(std::vector<std::pair<PosIdx, Expr*>>& parts, bool
 Expr* Parser::parseString() {
   const std::string& s = lex_.text();
   const size_t n = s.size();
-  std::vector<std::pair<PosIdx, Expr*>> parts;
+  std::vector<StringPart> parts;
   std::string lit;
   size_t litStart = lex_.cursor();
   auto flush = [&] {
-    if (!lit.empty()) parts.push_back({lex_.posAt(litStart), str(lit, lex_.posAt(litStart))});
+    if (!lit.empty()) parts.push_back(textPart(lex_.posAt(litStart), lit));
     lit.clear();
   };
   size_t p = lex_.cursor();
@@ -169,7 +185,7 @@ Expr* Parser::parseString() {
       lex_.setCursor(p + 2);
       Expr* e = parseExpr();
       expect(Tok::kRBrace);
-      parts.push_back({lex_.posAt(at), e});
+      parts.push_back(exprPart(lex_.posAt(at), e));
       p = lex_.cursor();
       litStart = p;
     } else if (c == '$' && p + 1 < n && s[p + 1] != '"' && s[p + 1] != '\\') {
@@ -186,7 +202,7 @@ Expr* Parser::parseString() {
   }
   flush();
   lex_.setCursor(p);
-  return makeStringParts(parts, false);
+  return makeStringParts(parts);
 }
 
 // After the opening "''": indented string with ''$, ''', ''\x escapes.
@@ -291,7 +307,7 @@ Expr* Parser::parseIndString() {
       }
     }
   }
-  std::vector<std::pair<PosIdx, Expr*>> out;
+  std::vector<StringPart> out;
   std::string acc;
   PosIdx accPos = kNoPos;
   atStart = true;
@@ -301,9 +317,9 @@ Expr* Parser::parseIndString() {
     if (part.expr) {
       atStart = false;
       dropped = 0;
-      if (!acc.empty()) out.push_back({accPos, str(acc, accPos)});
+      if (!acc.empty()) out.push_back(textPart(accPos, acc));
       acc.clear();
-      out.push_back({part.pos, part.expr});
+      out.push_back(exprPart(part.pos, part.expr));
       continue;
     }
     if (!part.indent) {
@@ -339,8 +355,8 @@ Expr* Parser::parseIndString() {
     if (acc.empty()) accPos = part.pos;
     acc += s2;
   }
-  if (!acc.empty()) out.push_back({accPos, str(acc, accPos)});
-  return makeStringParts(out, false);
+  if (!acc.empty()) out.push_back(textPart(accPos, acc));
+  return makeStringParts(out);
 }
 
 // An interpolated path: `./a/${b}/c`. The start token holds the first
@@ -356,12 +372,12 @@ Expr* Parser::parsePathInterp(const Token& start) {
   bool slash = !full.empty() && full.back() == '/';
   full = canonPath(full);
   if (slash && full != "/") full += '/';
-  std::vector<std::pair<PosIdx, Expr*>> parts;
+  std::vector<StringPart> parts;
   PosIdx pos = lex_.posAt(start.start);
   auto* c = state_.arena.make<ExprConst>();
   c->pos = pos;
   c->v.mkPath(state_.arena.copyString(full));
-  parts.push_back({pos, c});
+  parts.push_back(exprPart(pos, c));
   size_t p = lex_.cursor();
   std::string lastLit = first;
   while (true) {
@@ -370,7 +386,7 @@ Expr* Parser::parsePathInterp(const Token& start) {
       lex_.setCursor(p + 2);
       Expr* e = parseExpr();
       expect(Tok::kRBrace);
-      parts.push_back({lex_.posAt(at), e});
+      parts.push_back(exprPart(lex_.posAt(at), e));
       p = lex_.cursor();
       lastLit.clear();
       continue;
@@ -379,7 +395,7 @@ Expr* Parser::parsePathInterp(const Token& start) {
     while (q < n && (isPathChar(s[q]) || s[q] == '/')) ++q;
     if (q == p) break;
     lastLit = s.substr(p, q - p);
-    parts.push_back({lex_.posAt(p), str(lastLit, lex_.posAt(p))});
+    parts.push_back(textPart(lex_.posAt(p), lastLit));
     p = q;
   }
   if (!lastLit.empty() && lastLit.back() == '/')
@@ -388,7 +404,7 @@ Expr* Parser::parsePathInterp(const Token& start) {
   auto* cs = state_.arena.make<ExprConcatStrings>();
   cs->pos = pos;
   cs->forceString = false;
-  cs->parts = std::move(parts);
+  cs->parts = toArena(parts);
   return cs;
 }
 

@@ -7,7 +7,8 @@
 
 namespace kiln::eval {
 
-static void showAttrPath(const SymbolTable& st, std::ostream& out, const AttrPath& path) {
+static void showAttrPath(const SymbolTable& st, std::ostream& out,
+                         std::span<const AttrName> path) {
   bool first = true;
   for (auto& n : path) {
     if (!first) out << '.';
@@ -25,7 +26,7 @@ static void showAttrPath(const SymbolTable& st, std::ostream& out, const AttrPat
 // Bindings in source order (let) or, as Nix 2.8 shows a set, sorted by
 // name with "inherit x ;".
 static void showBindings(const SymbolTable& st, std::ostream& out,
-                         const std::vector<ExprAttrs::AttrDef>& defs, bool asSet = false) {
+                         const ArenaVec<ExprAttrs::AttrDef>& defs, bool asSet = false) {
   std::vector<const ExprAttrs::AttrDef*> attrs;
   for (auto& a : defs) attrs.push_back(&a);
   if (asSet)
@@ -61,7 +62,7 @@ void ExprSelect::show(const SymbolTable& st, std::ostream& out) const {
   out << "(";
   e->show(st, out);
   out << ").";
-  showAttrPath(st, out, path);
+  showAttrPath(st, out, path());
   if (def) {
     out << " or (";
     def->show(st, out);
@@ -73,7 +74,7 @@ void ExprOpHasAttr::show(const SymbolTable& st, std::ostream& out) const {
   out << "((";
   e->show(st, out);
   out << ") ? ";
-  showAttrPath(st, out, path);
+  showAttrPath(st, out, path());
   out << ")";
 }
 
@@ -93,7 +94,7 @@ void ExprAttrs::show(const SymbolTable& st, std::ostream& out) const {
 
 void ExprList::show(const SymbolTable& st, std::ostream& out) const {
   out << "[ ";
-  for (auto* e : elems) {
+  for (auto* e : elems()) {
     out << "(";
     e->show(st, out);
     out << ") ";
@@ -128,7 +129,7 @@ void ExprLambda::show(const SymbolTable& st, std::ostream& out) const {
 void ExprCall::show(const SymbolTable& st, std::ostream& out) const {
   out << "(";
   fun->show(st, out);
-  for (auto* a : args) {
+  for (auto* a : args()) {
     out << " ";
     a->show(st, out);
   }
@@ -189,7 +190,8 @@ void ExprConcatStrings::show(const SymbolTable& st, std::ostream& out) const {
   for (auto& p : parts) {
     if (!first) out << " + ";
     first = false;
-    p.second->show(st, out);
+    if (p.literal) printString(out, p.text, true);
+    else p.expr->show(st, out);
   }
   out << ")";
 }

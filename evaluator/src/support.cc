@@ -161,21 +161,19 @@ void SymbolTable::grow() {
   table_ = std::move(bigger);
 }
 
-PosTable::PosTable() { origins_.push_back({"«none»", nullptr, 0, 0, {0}}); }
+PosTable::PosTable(PosIdx limit) : limit_(limit) {
+  origins_.push_back({"«none»", nullptr, 0, 0, LineTable::make("", lineTables_)});
+}
 
 uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string> source,
                              bool keepText) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   const Origin& last = origins_.back();
   uint64_t base = uint64_t(last.base) + last.size + 1;
-  if (base + source->size() + 1 > UINT32_MAX)
-    throw EvalError("the sources of this evaluation exceed 4 GiB ('" + path + "')");
+  if (base + source->size() > limit_)
+    throw EvalError("the sources of this evaluation exceed 2 GiB ('" + path + "')");
   Origin o{std::move(path), nullptr, static_cast<PosIdx>(base),
-           static_cast<uint32_t>(source->size()), {0}};
-  const std::string& text = *source;
-  for (size_t i = text.find('\n'); i != std::string::npos; i = text.find('\n', i + 1))
-    o.lineStarts.push_back(static_cast<uint32_t>(i + 1));
-  o.lineStarts.shrink_to_fit();
+           static_cast<uint32_t>(source->size()), LineTable::make(*source, lineTables_)};
   if (keepText) o.text = std::move(source);
   origins_.push_back(std::move(o));
   return static_cast<uint32_t>(origins_.size() - 1);
@@ -193,9 +191,8 @@ Pos PosTable::getLocked(PosIdx p) const {
   if (o == origins_.begin() + 1) return {};
   --o;
   uint32_t offset = p - o->base;
-  auto line = std::upper_bound(o->lineStarts.begin(), o->lineStarts.end(), offset);
-  uint32_t n = static_cast<uint32_t>(line - o->lineStarts.begin());
-  return {static_cast<uint32_t>(o - origins_.begin()), n, offset - o->lineStarts[n - 1] + 1};
+  auto [line, start] = LineTable::find(o->lines, offset);
+  return {static_cast<uint32_t>(o - origins_.begin()), line, offset - start + 1};
 }
 
 std::string PosTable::show(PosIdx p) const {

@@ -145,3 +145,93 @@ TEST(Positions, ErrorsAndCurPosPointAtTheRightLine) {
   EXPECT_EQ(evalStrict("(builtins.unsafeGetAttrPos \"b\" {\n a = 1;\n   b = 2; }).column"), "4");
   EXPECT_NE(evalError("let\n  x = 1;\nin\n  y").find("«string»:4:3"), std::string::npos);
 }
+
+// The AST keeps positions in 31 bits: the table refuses sources past its
+// limit (2 GiB; a small one here) instead of handing out larger indices.
+TEST(Positions, SourcesPastTheIndexLimitAreRefused) {
+  PosTable t(100);
+  auto text = std::make_shared<const std::string>(std::string(60, 'x'));
+  uint32_t first = t.addOrigin("/a.nix", text, false);  // indices 1..61
+  EXPECT_EQ(t.base(first), 1u);
+  try {
+    t.addOrigin("/b.nix", text, false);  // would end at 123
+    ADD_FAILURE() << "no error";
+  } catch (const EvalError& e) {
+    EXPECT_NE(std::string(e.what()).find("exceed 2 GiB ('/b.nix')"), std::string::npos) << e.what();
+  }
+  auto small = std::make_shared<const std::string>(std::string(37, 'y'));
+  uint32_t second = t.addOrigin("/c.nix", small, false);  // 62..99: fits
+  EXPECT_EQ(t.get(t.base(second) + 37).column, 38u);
+  ExprAttrs::AttrDef d{Symbol{1}, kMaxPosIdx, true, nullptr};
+  EXPECT_EQ(d.pos, kMaxPosIdx);
+  EXPECT_TRUE(d.inherited);
+}
+
+// Lines and columns are not narrowed: a file of 70,000 lines whose last
+// line is 70,000 bytes long resolves past 65,535 in both.
+TEST(Positions, LongFilesResolveLinesAndColumnsPast65535) {
+  std::string src = "{\n";
+  for (int i = 0; i < 70000; ++i) src += "  a" + std::to_string(i) + " = " + std::to_string(i) + ";\n";
+  src += std::string(70000, ' ') + "b = 1; }";
+  std::string pos = "let s = " + src + "; p = builtins.unsafeGetAttrPos; in ";
+  EXPECT_EQ(evalStrict(pos + "[ (p \"b\" s).line (p \"b\" s).column (p \"a69999\" s).line ]"),
+            "[ 70002 70001 70001 ]");
+  EXPECT_EQ(evalStrict(pos + "s.a69999 + s.b"), "70000");
+}
+
+// Sets grow while they are parsed (nested paths, a set merged into an
+// attribute path) and are stored exactly afterwards; large ones are
+// indexed for duplicate detection.
+TEST(Parser, AttributeSetsBuiltAcrossManyDefinitions) {
+  std::string nested = "{ ";
+  for (int i = 0; i < 40; ++i) nested += "a.x" + std::to_string(i) + " = " + std::to_string(i) + "; ";
+  nested += "a = { y = 1; z.w = 2; }; a.z.v = 3; inherit (builtins) true; }";
+  EXPECT_EQ(evalStrict("with " + nested + "; [ (builtins.length (builtins.attrNames a)) a.x39 "
+                       "a.y a.z.w a.z.v true ]"),
+            "[ 42 39 1 2 3 true ]");
+  std::string dup = "{\n";
+  for (int i = 0; i < 30; ++i) dup += "x" + std::to_string(i) + " = 1;\n";
+  dup += "x7 = 2; }";
+  std::string e = evalError(dup);
+  EXPECT_NE(e.find("attribute 'x7' already defined at (string):9:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("«string»:32:1"), std::string::npos) << e;
+  EXPECT_NE(evalError("{ a.b = 1; a = { b = 2; }; }").find("attribute 'b' already defined"),
+            std::string::npos);
+}
+
+// The literal text between interpolations is kept without a node of its
+// own: evaluation, the `+` of a path and `--parse` output are unchanged.
+TEST(Parser, InterpolatedStringsAndPathsKeepTheirLiteralText) {
+  EXPECT_EQ(evalStrict(R"(let v = "1.2"; n = "p"; in "https://x/${n}/${n}-${v}.tar.gz")"),
+            R"("https://x/p/p-1.2.tar.gz")");
+  EXPECT_EQ(evalStrict("let d = \"x\"; in ''\n  a ${d}\n    b\n''"), R"("a x\n  b\n")");
+  EXPECT_EQ(evalStrict("let d = \"x\"; in ./a/${d}/b.nix"), "/tmp/a/x/b.nix");
+  EXPECT_EQ(evalStrict(R"("${"only"}")"), R"("only")");
+  EXPECT_NE(evalError(R"(let f = {}; in "a${f}b")").find("cannot coerce a set to a string"),
+            std::string::npos);
+  EvalState st;
+  std::ostringstream out;
+  st.parseExprFromString(R"(x: "a${x}b\n")", "/tmp")->show(st.symbols, out);
+  EXPECT_EQ(out.str(), R"((x: ("a" + x + "b\n")))");
+}
+
+// The compact line table gives what a scan of the text gives, at every
+// offset, across anchors and for lines of one to three varint bytes.
+TEST(Positions, LineTableMatchesAScanOfTheText) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += std::string((i * 37) % 300, 'x') + "\n";
+  text += std::string(20000, 'y') + "\n\nlast";
+  Arena arena;
+  const uint8_t* table = LineTable::make(text, arena);
+  uint32_t line = 1, start = 0;
+  for (uint32_t off = 0; off <= text.size(); ++off) {
+    if (off > 0 && text[off - 1] == '\n') {
+      ++line;
+      start = off;
+    }
+    auto [l, s] = LineTable::find(table, off);
+    ASSERT_EQ(l, line) << off;
+    ASSERT_EQ(s, start) << off;
+  }
+  EXPECT_EQ(LineTable::find(LineTable::make("", arena), 0), std::make_pair(1u, 0u));
+}

@@ -9,6 +9,8 @@
 /// range, and collectable values its objects point to stay alive.
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -116,6 +118,72 @@ class Arena {
   bool shared_ = false;
   uint64_t id_;  // tells this arena's per-thread cursors from a dead one's
   std::mutex mu_;  // chunks_, reserved_ and dtors_ while shared
+};
+
+/// A growable array for the AST: one pointer (std::vector is three, and
+/// its storage a malloc block with a header and spare capacity). The
+/// elements follow an 8-byte header (size, capacity); empty is nullptr.
+/// Storage comes from an Arena (exact size, through assign) or, while a
+/// parser still adds to it, from malloc (pushMalloc) until moved into an
+/// arena with finish() or given back with release(). Never owns memory
+/// otherwise: copying copies the pointer.
+template <class T>
+class ArenaVec {
+  static_assert(std::is_trivially_destructible_v<T> &&
+                std::is_trivially_copy_constructible_v<T> && alignof(T) <= 8);
+
+ public:
+  size_t size() const { return h_ ? h_->size : 0; }
+  bool empty() const { return size() == 0; }
+  T* begin() { return data(); }
+  T* end() { return data() + size(); }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size(); }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  T& back() { return data()[size() - 1]; }
+
+  /// Makes this an exact-size copy of `n` elements at `p` in `arena`.
+  void assign(Arena& arena, const T* p, size_t n) {
+    if (n == 0) {
+      h_ = nullptr;
+      return;
+    }
+    h_ = static_cast<Header*>(arena.allocate(sizeof(Header) + sizeof(T) * n, 8));
+    h_->size = h_->capacity = static_cast<uint32_t>(n);
+    std::uninitialized_copy_n(p, n, data());
+  }
+  /// Appends `x`, growing malloc'd storage (see finish and release).
+  void pushMalloc(const T& x) {
+    if (size() == (h_ ? h_->capacity : 0)) {
+      uint32_t cap = h_ ? h_->capacity * 2 : 4;
+      auto* h = static_cast<Header*>(std::realloc(h_, sizeof(Header) + sizeof(T) * cap));
+      if (!h) throw std::bad_alloc();
+      if (!h_) h->size = 0;
+      h->capacity = cap;
+      h_ = h;
+    }
+    new (data() + h_->size++) T(x);
+  }
+  /// Moves malloc'd storage (from pushMalloc) into `arena`, exact size.
+  void finish(Arena& arena) {
+    Header* old = h_;
+    if (old) assign(arena, reinterpret_cast<T*>(old + 1), old->size);
+    std::free(old);
+  }
+  /// Frees malloc'd storage (from pushMalloc) and becomes empty.
+  void release() {
+    std::free(h_);
+    h_ = nullptr;
+  }
+
+ private:
+  struct alignas(8) Header {
+    uint32_t size;
+    uint32_t capacity;
+  };
+  T* data() const { return h_ ? reinterpret_cast<T*>(h_ + 1) : nullptr; }
+  Header* h_ = nullptr;
 };
 
 }  // namespace kiln::eval

@@ -3,9 +3,9 @@
 /// variables are resolved to (level, displacement) by bindVars() so that
 /// evaluation never searches names, except through `with`.
 
-#include <memory>
+#include <algorithm>
 #include <ostream>
-#include <unordered_map>
+#include <span>
 #include <vector>
 
 #include "kiln/evaluator/value.h"
@@ -14,7 +14,11 @@ namespace kiln::eval {
 
 struct StaticEnv;
 
-/// Base of all expressions.
+/// Base of all expressions. Nodes are kept for the whole evaluation (a
+/// package set's 50,000 files make millions), so each is laid out small:
+/// a derived node's first 4-byte member fills the base's padding after
+/// `pos` (the element count of a fixed array the node points to, in the
+/// arena), and arrays that grow while parsing are ArenaVecs.
 struct Expr {
   PosIdx pos = kNoPos;
   virtual ~Expr() = default;
@@ -40,9 +44,11 @@ struct ExprConst : Expr {
 
 struct ExprVar : Expr {
   Symbol name;
-  bool fromWith = false;
   uint32_t level = 0;
-  uint32_t displ = 0;
+  uint32_t displ = 0;  ///< kFromWith: looked up in the `with` sets
+  static constexpr uint32_t kFromWith = UINT32_MAX;
+  /// Whether the variable is not in a static scope but in a `with` set.
+  bool fromWith() const { return displ == kFromWith; }
   void eval(EvalState& state, Env& env, Value& v) override;
   Value* maybeThunk(EvalState& state, Env& env) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
@@ -54,11 +60,25 @@ struct AttrName {
   Symbol symbol;          ///< set when static
   Expr* expr = nullptr;   ///< set when dynamic
 };
+/// An attribute path as the parser collects it.
 using AttrPath = std::vector<AttrName>;
 
+/// A copy of `n` elements at `p` in `arena` (nullptr for none), its count
+/// in `count`: the array of a node that keeps the count itself.
+template <class T>
+T* arenaArray(Arena& arena, const T* p, size_t n, uint32_t& count) {
+  count = static_cast<uint32_t>(n);
+  if (n == 0) return nullptr;
+  T* a = static_cast<T*>(arena.allocate(sizeof(T) * n, alignof(T)));
+  std::uninitialized_copy_n(p, n, a);
+  return a;
+}
+
 struct ExprSelect : Expr {
+  uint32_t nPath = 0;
   Expr* e = nullptr;
-  AttrPath path;
+  AttrName* pathItems = nullptr;
+  std::span<AttrName> path() const { return {pathItems, nPath}; }
   Expr* def = nullptr;  ///< the `or` default
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
@@ -66,19 +86,23 @@ struct ExprSelect : Expr {
 };
 
 struct ExprOpHasAttr : Expr {
+  uint32_t nPath = 0;
   Expr* e = nullptr;
-  AttrPath path;
+  AttrName* pathItems = nullptr;
+  std::span<AttrName> path() const { return {pathItems, nPath}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
 
 struct ExprAttrs : Expr {
+  /// 16 bytes: positions fit in 31 bits (PosTable keeps them below
+  /// kMaxPosIdx), the 32nd says whether the attribute was inherited.
   struct AttrDef {
     Symbol name;
+    PosIdx pos : 31;
+    PosIdx inherited : 1;
     Expr* e;
-    PosIdx pos;
-    bool inherited;
   };
   struct DynamicAttrDef {
     Expr* nameExpr;
@@ -86,46 +110,22 @@ struct ExprAttrs : Expr {
     PosIdx pos;
   };
   bool recursive = false;
-  std::vector<AttrDef> attrs;
-  std::vector<DynamicAttrDef> dynamicAttrs;
-  /// The definition of `s`, or nullptr. Linear for small sets; large ones
-  /// (10,000-attribute package sets) use an index built on demand.
-  AttrDef* find(Symbol s) {
-    if (attrs.size() <= kLinearLimit) {
-      for (auto& a : attrs)
-        if (a.name == s) return &a;
-      return nullptr;
-    }
-    if (!index_) {
-      index_ = std::make_unique<std::unordered_map<uint32_t, size_t>>();
-      index_->reserve(attrs.size());
-    }
-    for (size_t i = indexed_; i < attrs.size(); ++i) index_->emplace(attrs[i].name.id, i);
-    indexed_ = attrs.size();
-    auto it = index_->find(s.id);
-    return it == index_->end() ? nullptr : &attrs[it->second];
-  }
+  /// In symbol order once bound (bindVars sorts them). While the parser
+  /// adds to them they are malloc'd (ArenaVec::pushMalloc); it moves them
+  /// into the arena when the file is parsed.
+  ArenaVec<AttrDef> attrs;
+  ArenaVec<DynamicAttrDef> dynamicAttrs;
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
-  /// Forgets the lookup index (after `attrs` was reordered).
-  void dropIndex() {
-    index_.reset();
-    indexed_ = 0;
-  }
   /// Binds the attribute bodies in the recursive scope `env` (used by let).
   void bindBodies(EvalState& state, const StaticEnv& outer, const StaticEnv& inner);
-
- private:
-  static constexpr size_t kLinearLimit = 16;
-  /// Made on the first lookup in a large set (most sets are small, and an
-  /// empty map would still cost 56 bytes in each).
-  std::unique_ptr<std::unordered_map<uint32_t, size_t>> index_;
-  uint32_t indexed_ = 0;
 };
 
 struct ExprList : Expr {
-  std::vector<Expr*> elems;
+  uint32_t nElems = 0;
+  Expr** elemItems = nullptr;
+  std::span<Expr*> elems() const { return {elemItems, nElems}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -138,7 +138,7 @@ struct Formal {
 };
 
 struct Formals {
-  std::vector<Formal> formals;  ///< sorted by symbol id after parsing
+  ArenaVec<Formal> formals;  ///< sorted by symbol id after parsing
   bool ellipsis = false;
   const Formal* find(Symbol s) const {
     for (auto& f : formals)
@@ -160,8 +160,10 @@ struct ExprLambda : Expr {
 };
 
 struct ExprCall : Expr {
+  uint32_t nArgs = 0;
   Expr* fun = nullptr;
-  std::vector<Expr*> args;
+  Expr** argItems = nullptr;
+  std::span<Expr*> args() const { return {argItems, nArgs}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -219,10 +221,21 @@ struct ExprBinOp : Expr {
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
 
+/// One part of a concatenation: an expression, or the literal text of an
+/// interpolated string or path, which needs no node of its own.
+struct StringPart {
+  PosIdx pos = kNoPos;
+  bool literal = false;  ///< `text`, not `expr`
+  union {
+    Expr* expr = nullptr;
+    const char* text;  ///< NUL-terminated, in the arena
+  };
+};
+
 /// `a + b` (forceString = false) and string interpolation (true).
 struct ExprConcatStrings : Expr {
   bool forceString = false;
-  std::vector<std::pair<PosIdx, Expr*>> parts;
+  ArenaVec<StringPart> parts;
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -235,9 +248,16 @@ struct ExprPos : Expr {
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
 
-// Nodes without members that own memory: the arena need not destroy them
-// (their destructor is the empty virtual one). Most nodes are of these.
+// No node owns memory (arrays are ArenaVecs): the arena need not destroy
+// them (their destructor is the empty virtual one).
 template <> inline constexpr bool kArenaDestroys<ExprConst> = false;
+template <> inline constexpr bool kArenaDestroys<ExprSelect> = false;
+template <> inline constexpr bool kArenaDestroys<ExprOpHasAttr> = false;
+template <> inline constexpr bool kArenaDestroys<ExprAttrs> = false;
+template <> inline constexpr bool kArenaDestroys<ExprList> = false;
+template <> inline constexpr bool kArenaDestroys<Formals> = false;
+template <> inline constexpr bool kArenaDestroys<ExprCall> = false;
+template <> inline constexpr bool kArenaDestroys<ExprConcatStrings> = false;
 template <> inline constexpr bool kArenaDestroys<ExprVar> = false;
 template <> inline constexpr bool kArenaDestroys<ExprLambda> = false;
 template <> inline constexpr bool kArenaDestroys<ExprLet> = false;
@@ -247,6 +267,13 @@ template <> inline constexpr bool kArenaDestroys<ExprAssert> = false;
 template <> inline constexpr bool kArenaDestroys<ExprOpNot> = false;
 template <> inline constexpr bool kArenaDestroys<ExprBinOp> = false;
 template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
+
+// Sizes the layout above is meant to keep (x86-64): a change that grows a
+// node costs megabytes on a large package set.
+static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSelect) == 40 &&
+              sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
+              sizeof(ExprList) == 24 && sizeof(ExprCall) == 32 && sizeof(ExprOpHasAttr) == 32 &&
+              sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
 
 /// A parse-time scope: either a `with` or a list of names with slots.
 struct StaticEnv {

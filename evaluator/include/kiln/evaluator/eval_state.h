@@ -346,7 +346,9 @@ class EvalState {
   Value vTrue, vFalse, vNull;
   uint32_t callDepth = 0;
   /// Files currently being evaluated by import, to name the cycle.
-  std::unordered_map<std::string, Value*> fileCache;
+  /// Keys are views of the files' origin paths in `positions` (which stay
+  /// put): no second copy of each path.
+  std::unordered_map<std::string_view, Value*> fileCache;
   std::map<std::string, std::string> srcToStore;
   Env* baseEnv = nullptr;
   StaticEnv staticBaseEnv;
@@ -434,8 +436,12 @@ class EvalState {
   static constexpr size_t kEnvSlot = sizeof(Value);
   /// A zeroed one-variable environment's memory from the env blocks.
   void* allocEnvSlot();
+  /// Parses and binds `text`; with `originPath`, also gives the path as
+  /// kept in `positions` (valid as long as the state).
   Expr* parse(std::string text, const std::string& path, const std::string& basePath,
-              const StaticEnv& env);
+              const StaticEnv& env, std::string_view* originPath = nullptr);
+  /// parseExprFromFile for a resolved `file`, giving its origin path.
+  Expr* parseFile(const std::string& file, std::string_view* originPath);
   std::vector<std::pair<Symbol, Value*>> globals_;
   std::vector<std::pair<Symbol, Value*>> builtinAttrs_;
 };

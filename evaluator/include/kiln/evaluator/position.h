@@ -7,7 +7,10 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "kiln/evaluator/arena.h"
 
 namespace kiln::eval {
 
@@ -16,6 +19,10 @@ namespace kiln::eval {
 /// costs no memory until it is resolved to a line and column.
 using PosIdx = uint32_t;
 constexpr PosIdx kNoPos = 0;
+/// The largest index a PosTable hands out: positions fit in 31 bits (the
+/// AST keeps a flag beside them), so one evaluation's sources are limited
+/// to 2 GiB.
+constexpr PosIdx kMaxPosIdx = 0x7fffffff;
 
 /// Where a piece of source came from.
 struct Origin {
@@ -23,7 +30,19 @@ struct Origin {
   std::shared_ptr<const std::string> text;  ///< the source, for error snippets
   PosIdx base = 0;   ///< index of byte offset 0
   uint32_t size = 0;  ///< source length in bytes
-  std::vector<uint32_t> lineStarts;  ///< offset of each line's first byte
+  const uint8_t* lines = nullptr;  ///< where its lines start (see LineTable)
+};
+
+/// Where the lines of a source start, compactly (kept for every source of
+/// an evaluation: 4 bytes a line were 8 MB for a 50,000-file package set):
+/// each line's length as a varint (one byte for lines under 128 bytes),
+/// with the start of every 64th line as an anchor, so a lookup decodes at
+/// most 64 lengths.
+struct LineTable {
+  /// The table of `text` in `arena`.
+  static const uint8_t* make(std::string_view text, Arena& arena);
+  /// 1-based line and the offset of its first byte for byte `offset`.
+  static std::pair<uint32_t, uint32_t> find(const uint8_t* table, uint32_t offset);
 };
 
 /// A resolved position.
@@ -37,10 +56,12 @@ struct Pos {
 /// indices. Sources are appended, never removed.
 class PosTable {
  public:
-  PosTable();
+  /// Hands out indices up to `limit` (lower only in tests).
+  explicit PosTable(PosIdx limit = kMaxPosIdx);
   /// Registers `source` (named `path`; its text kept for error snippets
   /// only if `keepText`) and returns its origin index. Throws EvalError
-  /// when the sources of one evaluation exceed the 4 GiB index space.
+  /// when the sources of one evaluation exceed the 2 GiB index space
+  /// (the limit given to the constructor).
   uint32_t addOrigin(std::string path, std::shared_ptr<const std::string> source,
                      bool keepText);
   /// The position of byte 0 of `origin` (byte `offset`, at most the
@@ -67,6 +88,8 @@ class PosTable {
   /// A deque: adding never moves an origin. Adds take mu_ exclusively,
   /// lookups shared (threads may parse imports while others read).
   std::deque<Origin> origins_;
+  PosIdx limit_;
+  Arena lineTables_;  // under mu_
   mutable std::shared_mutex mu_;
 };
 
