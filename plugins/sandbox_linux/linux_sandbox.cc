@@ -21,8 +21,8 @@
 #include <thread>
 
 #include "build_users.h"
-#include "root_pool.h"
 #include "kiln/plugin/plugin.hpp"
+#include "root_pool.h"
 #include "sandbox_plan.h"
 
 namespace kiln::sandbox_linux {
@@ -202,7 +202,7 @@ class LinuxSandbox {
   plugin::Host host_;
   std::vector<ExtraPath> extra_;
   BuildUserPool pool_;
-  RootPool roots_;  // before reaper_, which hands roots back to it
+  RootPool roots_;         // before reaper_, which hands roots back to it
   Reaper reaper_{roots_};  // last: finishes its queue before the rest goes
 };
 
