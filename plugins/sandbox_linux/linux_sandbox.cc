@@ -22,6 +22,7 @@
 
 #include "build_users.h"
 #include "kiln/plugin/plugin.hpp"
+#include "root_pool.h"
 #include "sandbox_plan.h"
 
 namespace kiln::sandbox_linux {
@@ -62,18 +63,37 @@ std::string defaultLockDir() {
                                      : "/tmp/kiln-build-users";
 }
 
+/// The child's stack. The child shares the worker's memory until it
+/// executes the builder (CLONE_VM), so the stack must stay mapped until
+/// the child has executed or been reaped: the owner of this object waits
+/// for either before it goes.
+class ChildStack {
+ public:
+  ChildStack() {
+    base_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (base_ == MAP_FAILED) throw Failure::sys("allocating a stack");
+  }
+  ~ChildStack() { ::munmap(base_, kStackSize); }
+  ChildStack(const ChildStack&) = delete;
+  ChildStack& operator=(const ChildStack&) = delete;
+  /// The stack's top (it grows down).
+  char* top() const { return static_cast<char*>(base_) + kStackSize; }
+
+ private:
+  void* base_;
+};
+
 /// Starts the child in its namespaces; returns its pid (host view).
-pid_t cloneChild(ChildPlan& plan, bool network) {
-  int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-              CLONE_NEWUTS | SIGCHLD;
+/// CLONE_VM: no copy of the worker's page tables and no copy-on-write
+/// faults in the child (it only makes system calls until execve, see
+/// sandbox_child.h), which made up most of a sandbox start's CPU.
+pid_t cloneChild(ChildPlan& plan, bool network, const ChildStack& stack) {
+  int flags = CLONE_VM | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+              CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
   if (!network) flags |= CLONE_NEWNET;
-  void* stack = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) throw Failure::sys("allocating a stack");
-  pid_t pid =
-      ::clone(childMain, static_cast<char*>(stack) + kStackSize, flags, &plan);
+  pid_t pid = ::clone(childMain, stack.top(), flags, &plan);
   int err = errno;
-  ::munmap(stack, kStackSize);  // the child has its own copy
   if (pid < 0)
     throw Failure(KILN_ERR_UNSUPPORTED,
                   std::string("cannot create the sandbox's namespaces "
@@ -96,10 +116,10 @@ class LinuxSandbox {
  public:
   /// One build's root, build user and outputs.
   struct Build {
-    explicit Build(const std::string& scratch) : root(scratch) {}
-    RootDir root;
+    std::unique_ptr<RootDir> root;
+    std::string poolKey;  ///< empty: the root is removed, never reused
     std::optional<BuildUser> user;
-    std::string storeInRoot, physicalStore;
+    std::string storeInRoot, tmpInRoot, physicalStore;
     std::vector<std::string> outputs;
   };
   static constexpr uint32_t kCapabilities =
@@ -116,6 +136,8 @@ class LinuxSandbox {
 
   std::string buildDir(const std::string&) { return "/build"; }
 
+  /// The layout key of `spec`'s root: everything its skeleton depends on.
+  static std::string layoutKey(const kiln_sandbox_spec& spec);
   std::unique_ptr<Build> start(const kiln_sandbox_spec& spec,
                                kiln_sandbox_process& process);
   void finish(std::unique_ptr<Build> build);
@@ -131,7 +153,7 @@ class LinuxSandbox {
   /// is left, as RootDir says).
   class Reaper {
    public:
-    Reaper() = default;
+    explicit Reaper(RootPool& pool) : pool_(pool) {}
     Reaper(const Reaper&) = delete;
     Reaper& operator=(const Reaper&) = delete;
     ~Reaper() {
@@ -158,10 +180,18 @@ class LinuxSandbox {
         auto doomed = std::move(queue_.front());
         queue_.pop_front();
         lock.unlock();
-        doomed.reset();
+        recycle(std::move(doomed));
         lock.lock();
       }
     }
+    /// A reusable root goes back to the pool, emptied where its builder
+    /// could write; the rest (the build user's lock) is released.
+    void recycle(std::unique_ptr<Build> build) {
+      if (!build->poolKey.empty())
+        pool_.give(build->poolKey, std::move(build->root),
+                   {build->tmpInRoot, build->storeInRoot});
+    }
+    RootPool& pool_;
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::unique_ptr<Build>> queue_;
@@ -172,23 +202,32 @@ class LinuxSandbox {
   plugin::Host host_;
   std::vector<ExtraPath> extra_;
   BuildUserPool pool_;
-  Reaper reaper_;  // last: finishes its queue before the rest goes
+  RootPool roots_;         // before reaper_, which hands roots back to it
+  Reaper reaper_{roots_};  // last: finishes its queue before the rest goes
 };
 
 std::unique_ptr<LinuxSandbox::Build> LinuxSandbox::start(
     const kiln_sandbox_spec& spec, kiln_sandbox_process& process) {
-  auto build = std::make_unique<Build>(spec.scratch_dir);
-  build->storeInRoot = build->root.host(spec.logical_store);
-  build->physicalStore = spec.physical_store;
-  for (auto* o = spec.outputs; o && *o; ++o) build->outputs.push_back(*o);
+  auto build = std::make_unique<Build>();
   uid_t hostUid = ::geteuid();
   gid_t hostGid = ::getegid();
+  // A build user owns nothing of the skeleton but /tmp and the store
+  // directory; a builder running as the worker's own uid owns all of it
+  // and might have changed it, so its root is never reused.
+  if (hostUid == 0) build->poolKey = layoutKey(spec);
+  build->root = build->poolKey.empty()
+                    ? std::make_unique<RootDir>(spec.scratch_dir)
+                    : roots_.take(build->poolKey, spec.scratch_dir);
+  build->storeInRoot = build->root->host(spec.logical_store);
+  build->tmpInRoot = build->root->host("/tmp");
+  build->physicalStore = spec.physical_store;
+  for (auto* o = spec.outputs; o && *o; ++o) build->outputs.push_back(*o);
   if (hostUid == 0) {  // root: a build user from the pool
     build->user = pool_.acquire();
     hostUid = hostGid = build->user->uid();
     chownTree(spec.host_build_dir, hostUid, hostGid);
   }
-  SandboxPlan plan(spec, build->root, extra_, hostGid);
+  SandboxPlan plan(spec, *build->root, extra_, hostGid);
   ps::ChildPipes pipes;
   pipes.open();
   process.pid = launch(spec, plan, hostUid, hostGid, pipes);
@@ -201,6 +240,7 @@ std::unique_ptr<LinuxSandbox::Build> LinuxSandbox::start(
 pid_t LinuxSandbox::launch(const kiln_sandbox_spec& spec,
                            const SandboxPlan& plan, uid_t hostUid,
                            gid_t hostGid, ps::ChildPipes& pipes) {
+  ChildStack stack;  // goes last, after the child executed or was reaped
   int sync[2];
   if (::pipe2(sync, O_CLOEXEC) < 0) throw Failure::sys("creating a pipe");
   ChildPlan cp;
@@ -222,7 +262,7 @@ pid_t LinuxSandbox::launch(const kiln_sandbox_spec& spec,
              pipes.statusWrite};
   pid_t pid;
   try {
-    pid = cloneChild(cp, spec.network != 0);
+    pid = cloneChild(cp, spec.network != 0, stack);
   } catch (...) {
     ::close(sync[0]);
     ::close(sync[1]);
@@ -256,6 +296,20 @@ pid_t LinuxSandbox::launch(const kiln_sandbox_spec& spec,
                           step > 0 ? stepName(step) : "starting");
   }
   return pid;
+}
+
+std::string LinuxSandbox::layoutKey(const kiln_sandbox_spec& spec) {
+  // The extra paths of the plugin's configuration are the same for every
+  // build; the spec's own (ABI minor 2) and the network's /etc files vary.
+  std::string key = std::string(spec.scratch_dir) + '\0' + spec.logical_store +
+                    '\0' + (spec.network ? "net" : "nonet");
+  if (spec.size >= offsetof(kiln_sandbox_spec, extra_paths) + sizeof(void*) &&
+      spec.extra_paths)
+    for (auto p = spec.extra_paths; *p; ++p) {
+      key += '\0';
+      key += *p;
+    }
+  return key;
 }
 
 void LinuxSandbox::finish(std::unique_ptr<Build> build) {

@@ -3,7 +3,9 @@
 // user, mount, PID, IPC, UTS and, unless the build may use the network,
 // network namespaces) and execve of the builder. Everything is prepared by
 // the parent in a ChildPlan; the child only makes system calls (it may be
-// the child of a multi-threaded process, where allocating is unsafe).
+// the child of a multi-threaded process, where allocating is unsafe, and
+// it shares the parent's memory until execve: clone(CLONE_VM), so it must
+// write nothing but its own stack).
 
 #include <sys/types.h>
 

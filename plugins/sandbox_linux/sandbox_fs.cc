@@ -95,6 +95,21 @@ void removeTree(const std::string& path) {
   }
 }
 
+void emptyDir(const std::string& path) {
+  int fd =
+      ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) throw Failure::sys("opening " + path);
+  struct stat st;
+  try {
+    if (::fstat(fd, &st) < 0) throw Failure::sys("stat " + path);
+    removeContents(fd, st.st_dev, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
 void chownTree(const std::string& path, uid_t uid, gid_t gid) {
   if (::lchown(path.c_str(), uid, gid) < 0) throw Failure::sys("chown " + path);
   int fd =

@@ -15,6 +15,10 @@ namespace kiln::sandbox_linux {
 /// directories writable first. Missing is fine. Throws plugin::Failure.
 void removeTree(const std::string& path);
 
+/// Removes everything below directory `path` (as removeTree does) and
+/// keeps `path` itself. Throws plugin::Failure.
+void emptyDir(const std::string& path);
+
 /// chown -R without following symlinks. Throws plugin::Failure.
 void chownTree(const std::string& path, uid_t uid, gid_t gid);
 
