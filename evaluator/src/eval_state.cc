@@ -96,27 +96,14 @@ Value* EvalState::allocValueSlow() {
     countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes,
                sizeof(Value) * kValuesPerBlock);
   static_assert(sizeof(Value) * kValuesPerBlock < 128);  // one 128-byte object
-  if (!freeBlocks_) {
-    freeBlocks_ = GC_malloc_many(sizeof(Value) * kValuesPerBlock);
-    if (!freeBlocks_) throw std::bad_alloc();
-  }
-  void* block = freeBlocks_;
-  freeBlocks_ = *static_cast<void**>(block);
-  *static_cast<void**>(block) = nullptr;  // no stale link for the scanner
-  nextValue_ = static_cast<Value*>(block);
+  nextValue_ = static_cast<Value*>(takeFromMany(freeBlocks_, sizeof(Value) * kValuesPerBlock));
   valuesEnd_ = nextValue_ + kValuesPerBlock;
   return new (nextValue_++) Value();
 }
 
 void* EvalState::allocEnvSlot() {
   if (nextEnv_ == envsEnd_) {
-    if (!freeEnvBlocks_) {
-      freeEnvBlocks_ = GC_malloc_many(kEnvSlot * kValuesPerBlock);
-      if (!freeEnvBlocks_) throw std::bad_alloc();
-    }
-    void* block = freeEnvBlocks_;
-    freeEnvBlocks_ = *static_cast<void**>(block);
-    *static_cast<void**>(block) = nullptr;  // no stale link for the scanner
+    void* block = takeFromMany(freeEnvBlocks_, kEnvSlot * kValuesPerBlock);
     nextEnv_ = static_cast<Env*>(block);
     envsEnd_ = reinterpret_cast<Env*>(static_cast<char*>(block) + kEnvSlot * kValuesPerBlock);
   }

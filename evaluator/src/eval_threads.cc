@@ -143,29 +143,14 @@ Value* EvalState::allocValueThreaded() {
     std::lock_guard<std::mutex> lock(sharedMutex);
     return permanent.make<Value>();
   }
-  if (!s.freeBlocks) {
-    s.freeBlocks = GC_malloc_many(sizeof(Value) * kValuesPerBlock);
-    if (!s.freeBlocks) throw std::bad_alloc();
-  }
-  void* block = s.freeBlocks;
-  s.freeBlocks = *static_cast<void**>(block);
-  *static_cast<void**>(block) = nullptr;
-  s.nextValue = static_cast<Value*>(block);
+  s.nextValue = static_cast<Value*>(takeFromMany(s.freeBlocks, sizeof(Value) * kValuesPerBlock));
   s.valuesEnd = s.nextValue + kValuesPerBlock;
   return new (s.nextValue++) Value();
 }
 
 void* EvalState::allocSizedThreaded(size_t size) {
   const size_t steps = (size + kSizedStep - 1) / kSizedStep;
-  void*& list = slots_[tSlot].sized[steps];
-  if (!list) {
-    list = GC_malloc_many(steps * kSizedStep);  // zeroed but for the link
-    if (!list) throw std::bad_alloc();
-  }
-  void* p = list;
-  list = *static_cast<void**>(p);
-  *static_cast<void**>(p) = nullptr;
-  return p;
+  return takeFromMany(slots_[tSlot].sized[steps], steps * kSizedStep);
 }
 
 // Claims the thunk (CAS to a blackhole owned by this thread), evaluates it

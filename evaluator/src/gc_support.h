@@ -23,6 +23,22 @@ void adviseHugePages();
 /// The same for the memory [p, p + n) (an arena chunk).
 void adviseHugePages(void* p, size_t n);
 
+/// The next object from `list`, a GC_malloc_many list of `bytes`-sized
+/// objects linked through their first word (refilled, a heap block's worth
+/// under the collector's lock, when empty). The object comes zeroed: its
+/// link is cleared so the scanner sees no stale pointer. Throws
+/// std::bad_alloc.
+inline void* takeFromMany(void*& list, size_t bytes) {
+  if (!list) {
+    list = GC_malloc_many(bytes);
+    if (!list) throw std::bad_alloc();
+  }
+  void* p = list;
+  list = *static_cast<void**>(p);
+  *static_cast<void**>(p) = nullptr;
+  return p;
+}
+
 /// Containers whose storage the collector scans: for values that may be
 /// referred to from nowhere else while a builtin works (heap memory from
 /// std::allocator is invisible to the collector). A TracedVector keeps its
