@@ -71,30 +71,6 @@ void chownContents(int fd, uid_t uid, gid_t gid, const std::string& where) {
 
 }  // namespace
 
-void removeTree(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) < 0) {
-    if (errno == ENOENT) return;
-    throw Failure::sys("stat " + path);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::chmod(path.c_str(), 0700);
-    int fd =
-        ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) throw Failure::sys("opening " + path);
-    try {
-      removeContents(fd, st.st_dev, path);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
-    if (::rmdir(path.c_str()) < 0) throw Failure::sys("removing " + path);
-  } else if (::unlink(path.c_str()) < 0) {
-    throw Failure::sys("removing " + path);
-  }
-}
-
 void emptyDir(const std::string& path) {
   int fd =
       ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -108,6 +84,21 @@ void emptyDir(const std::string& path) {
     throw;
   }
   ::close(fd);
+}
+
+void removeTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) < 0) {
+    if (errno == ENOENT) return;
+    throw Failure::sys("stat " + path);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::chmod(path.c_str(), 0700);
+    emptyDir(path);
+    if (::rmdir(path.c_str()) < 0) throw Failure::sys("removing " + path);
+  } else if (::unlink(path.c_str()) < 0) {
+    throw Failure::sys("removing " + path);
+  }
 }
 
 void chownTree(const std::string& path, uid_t uid, gid_t gid) {
