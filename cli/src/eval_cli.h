@@ -39,8 +39,10 @@ eval::Bindings* makeAutoArgs(eval::EvalState& state, const AutoArgSpec& spec);
 /// for destruction), because freeing a large evaluation object by object
 /// costs several percent of the run, on one thread after any evaluation
 /// threads have finished (Nix leaves its heap to exit likewise). A static
-/// pointer keeps it reachable for leak checkers. Throws as EvalState's
-/// constructor.
+/// pointer keeps it reachable for leak checkers. Sets malloc up for a
+/// process that keeps its memory to the end (large heap steps, nothing
+/// given back; KILN_MALLOC_DEFAULTS=1 leaves glibc's defaults). Throws as
+/// EvalState's constructor.
 eval::EvalState& makeProcessEvalState(const eval::EvalSettings& settings);
 
 /// Prints an evaluation error as nix-instantiate 2.8 does: `error: ` and

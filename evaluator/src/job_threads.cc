@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +61,15 @@ void runThread(Shared& sh, uint32_t slot) {
   }
 }
 
+// When the process started, near enough (static initialisation): the
+// KILN_EVAL_CPU_TIMES lines say when each phase ended, so the serial parts
+// of a run (before and after the threads) are known in wall time too.
+const auto kProcessStart = std::chrono::steady_clock::now();
+
+double wallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - kProcessStart).count();
+}
+
 double cpuSeconds(clockid_t clock) {
   timespec ts{};
   clock_gettime(clock, &ts);
@@ -80,9 +90,9 @@ void* threadMain(void* p) {
   // other threads' thunks), so the run's longest path is known whatever
   // the machine's load (bench/eval_workers.sh).
   if (std::getenv("KILN_EVAL_CPU_TIMES"))
-    std::fprintf(stderr, "kiln eval cpu: thread %u %.2f s waited %.2f s\n", a->slot,
-                 cpuSeconds(CLOCK_THREAD_CPUTIME_ID),
-                 static_cast<double>(threadWaitNanos()) / 1e9);
+    std::fprintf(stderr, "kiln eval cpu: thread %u %.2f s waited %.2f s ended at %.2f s\n",
+                 a->slot, cpuSeconds(CLOCK_THREAD_CPUTIME_ID),
+                 static_cast<double>(threadWaitNanos()) / 1e9, wallSeconds());
   return nullptr;
 }
 
@@ -139,8 +149,8 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
   std::vector<ThreadArg> args(threads);
   std::vector<pthread_t> ids;
   if (std::getenv("KILN_EVAL_CPU_TIMES"))
-    std::fprintf(stderr, "kiln eval cpu: before threads %.2f s\n",
-                 cpuSeconds(CLOCK_PROCESS_CPUTIME_ID));
+    std::fprintf(stderr, "kiln eval cpu: before threads %.2f s at %.2f s\n",
+                 cpuSeconds(CLOCK_PROCESS_CPUTIME_ID), wallSeconds());
   state.beginThreads(threads);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -157,6 +167,9 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
   if (ids.empty()) throw Error("cannot start evaluation threads");
   if (sh.error) std::rethrow_exception(sh.error);
   for (size_t i = 0; i < sh.entries; ++i) onEntry(i, sh.results[i]);
+  if (std::getenv("KILN_EVAL_CPU_TIMES"))
+    std::fprintf(stderr, "kiln eval cpu: after threads %.2f s at %.2f s\n",
+                 cpuSeconds(CLOCK_PROCESS_CPUTIME_ID), wallSeconds());
 }
 
 }  // namespace kiln::eval

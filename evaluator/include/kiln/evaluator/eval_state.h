@@ -458,6 +458,13 @@ void initGarbageCollector();
 /// collection, which stops every evaluating thread, marks on N cores.
 void setCollectorMarkers(unsigned n);
 
+/// Threaded evaluation on `threads` threads (`kiln eval --workers N`, any
+/// N): as many markers, and collections start at 512 MiB allocated instead
+/// of 256 MiB, since a collection stops every thread (docs/evaluator.md,
+/// "Garbage collection"). Only a call before initGarbageCollector's first
+/// has an effect.
+void setCollectorForThreads(unsigned threads);
+
 /// Runs `fn` on a thread with a large stack (deep but finite recursion in
 /// Nix code must not overflow the C++ stack before the depth limit).
 void runWithLargeStack(const std::function<void()>& fn, size_t stackBytes = 512u << 20);
