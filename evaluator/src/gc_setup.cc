@@ -17,8 +17,8 @@ std::atomic<bool> threaded{false};
 constexpr size_t kInitialHeap = size_t{64} << 20;
 constexpr size_t kGcEvery = size_t{256} << 20;
 // Threaded evaluation (`kiln eval --workers N`): a collection stops every
-// evaluating thread and its marking hardly runs faster on two markers
-// (deep chains), so it is serial time for the run. At gen-pkgset 50,000
+// evaluating thread (two markers mark only 1.3-1.8x faster than one on
+// these deep chains), so it is mostly serial time for the run. At gen-pkgset 50,000
 // the first collection, at 256 MiB, freed 5 MB of 266 MB in 230 ms; the
 // second, 280 MB later, freed 136 MB. From 512 MiB on, the first is the
 // one that frees.

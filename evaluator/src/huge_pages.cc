@@ -52,7 +52,8 @@ bool alreadyAdvised(uintptr_t lo, uintptr_t hi) {
 void rememberAdvised(uintptr_t lo, uintptr_t hi) {
   size_t kept = 0;  // drop the ranges inside the new one (merged mappings)
   for (size_t i = 0; i < advisedCount; ++i)
-    if (!(lo <= advised[i].lo && advised[i].hi <= hi)) advised[kept++] = advised[i];
+    if (!(lo <= advised[i].lo && advised[i].hi <= hi))
+      advised[kept++] = advised[i];
   advisedCount = kept;
   if (advisedCount < kMaxAdvised) advised[advisedCount++] = {lo, hi};
 }
