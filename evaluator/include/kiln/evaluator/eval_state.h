@@ -255,7 +255,12 @@ class EvalState {
   // allocPermanentValue makes lives in the arena, as long as the state.
   // Strings and contexts always live in the arena.
   Value* allocValue() {
-    if (__builtin_expect(nextValue_ != valuesEnd_, 1)) return new (nextValue_++) Value();
+    SlotBlocks& b = blocks_[kValueStream];
+    if (__builtin_expect(b.next != b.end, 1)) {
+      Value* v = new (b.next) Value();
+      b.next += sizeof(Value);
+      return v;
+    }
     return allocValueSlow();
   }
   /// Runs `fn` with the lock of the state's caches held when threaded.
@@ -383,13 +388,27 @@ class EvalState {
   /// back (only theirs: a thread's wait is not woken by other thunks).
   void wakeWaiters(const Value& v);
   uint32_t& depth();
+  /// This thread's slot (0 outside threaded evaluation).
+  static uint32_t threadSlot();
+  /// A stream of fixed-size slots carved from collectable blocks (one
+  /// 128-byte object each, from GC_malloc_many): values, and one-variable
+  /// environments (16 bytes, seven to a block), which come
+  /// from blocks of their own: an environment sharing a block with newer
+  /// values would keep what it refers to alive through them (a `foldl'`
+  /// loop's every accumulator). A block lives while any slot is reachable.
+  struct SlotBlocks {
+    char* next = nullptr;  // in the current block
+    char* end = nullptr;
+    void* freeBlocks = nullptr;  // from GC_malloc_many, linked by first word
+  };
+  static constexpr size_t kValueStream = 0, kEnvStream = 1, kStreams = 2;
+  /// A zeroed slot of `slot` bytes from `s`, refilled `perBlock` at a time.
+  static void* takeSlot(SlotBlocks& s, size_t slot, size_t perBlock);
   /// One evaluating thread's own allocation state and call depth (slot 0:
   /// the state's own thread outside threaded evaluation). In this object,
   /// which the collector scans, so a thread's current block stays alive.
   struct ThreadSlot {
-    Value* nextValue = nullptr;
-    Value* valuesEnd = nullptr;
-    void* freeBlocks = nullptr;
+    SlotBlocks blocks[kStreams];  // values, environments
     uint32_t callDepth = 0;
     void* sized[kSizedMax / kSizedStep + 1] = {};  // allocSizedThreaded's lists
     std::atomic<Value*> waitingFor{nullptr};
@@ -420,21 +439,13 @@ class EvalState {
   // Values are handed out from collectable blocks of kValuesPerBlock:
   // alone, a 24-byte value takes a 32-byte granule; five share 128 bytes
   // (the collector adds a byte to each object for interior pointers).
-  // A block lives while any of its values is reachable.
+  // Threaded evaluation: each thread's own (ThreadSlot), these stay empty.
   static constexpr size_t kValuesPerBlock = 5;
-  Value* nextValue_ = nullptr;  // in the current block
-  Value* valuesEnd_ = nullptr;
-  void* freeBlocks_ = nullptr;  // from GC_malloc_many, linked by first word
-  // One-variable environments (24 bytes, as a value) come five to a block
-  // too, from blocks of their own: a block lives while any of its slots is
-  // reachable, and an environment sharing a block with newer values would
-  // keep what it refers to alive through them (a `foldl'` loop's every
-  // accumulator). One thread only; threaded evaluation uses allocMemory.
-  Env* nextEnv_ = nullptr;
-  Env* envsEnd_ = nullptr;
-  void* freeEnvBlocks_ = nullptr;
-  static constexpr size_t kEnvSlot = sizeof(Value);
-  /// A zeroed one-variable environment's memory from the env blocks.
+  SlotBlocks blocks_[kStreams];
+  static constexpr size_t kEnvSlot = sizeof(Env) + sizeof(Value*);
+  static constexpr size_t kEnvsPerBlock = 7;
+  /// A zeroed one-variable environment's memory from the env blocks
+  /// (this thread's, in threaded evaluation).
   void* allocEnvSlot();
   /// Parses and binds `text`; with `originPath`, also gives the path as
   /// kept in `positions` (valid as long as the state).
