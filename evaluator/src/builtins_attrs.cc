@@ -107,7 +107,7 @@ void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 // O(|small| log |big|). A layered `big` is searched through its layers.
 template <bool kTakeFromSmall>
 void intersectInto(const Bindings& small, const Bindings& big, Bindings& out) {
-  if (big.base) {
+  if (big.layered()) {
     for (const Attr& a : small)
       if (const Attr* x = big.find(a.name)) out.own[out.size++] = kTakeFromSmall ? a : *x;
     return;

@@ -123,21 +123,28 @@ Env& EvalState::allocEnv(uint32_t size) {
   return *e;
 }
 
-Bindings* EvalState::allocBindings(uint32_t capacity) {
+// A set's bytes: the header, `n` attributes, and a layer's base pointer.
+static size_t bindingsBytes(uint32_t n, bool layered) {
+  static_assert(sizeof(Bindings) == 8 && alignof(Bindings) == alignof(Attr));
+  return sizeof(Bindings) + sizeof(Attr) * n + (layered ? sizeof(Bindings*) : 0);
+}
+
+Bindings* EvalState::allocBindings(uint32_t capacity, bool layered) {
+  if (capacity >= (1u << 31)) throw EvalError("attribute set too large");
+  const size_t bytes = bindingsBytes(capacity, layered);
   if (counts_)
-    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes,
-               sizeof(Bindings) + sizeof(Attr) * capacity);
-  void* p = allocMemory(sizeof(Bindings) + sizeof(Attr) * capacity, alignof(Bindings));
-  Bindings* b = new (p) Bindings();
-  b->capacity = capacity;
+    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes, bytes);
+  Bindings* b = new (allocMemory(bytes, alignof(Bindings))) Bindings();
+  b->setCapacity(capacity);
+  if (layered) b->setLayered();
   return b;
 }
 
 void EvalState::trimBindings(Bindings* b) {
   if (!collect_)
-    permanent.shrinkLast(b, sizeof(Bindings) + sizeof(Attr) * b->capacity,
-                         sizeof(Bindings) + sizeof(Attr) * b->size);
-  b->capacity = b->size;
+    permanent.shrinkLast(b, bindingsBytes(b->capacity(), b->layered()),
+                         bindingsBytes(b->size, b->layered()));
+  b->setCapacity(b->size);
 }
 
 Value** EvalState::allocList(size_t n) {

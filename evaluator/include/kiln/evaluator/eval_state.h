@@ -274,7 +274,9 @@ class EvalState {
   /// the collector does not scan).
   Value* allocPermanentValue() { return permanent.make<Value>(); }
   Env& allocEnv(uint32_t size);
-  Bindings* allocBindings(uint32_t capacity);
+  /// A set with room for `capacity` own attributes; `layered`: also for
+  /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.
+  Bindings* allocBindings(uint32_t capacity, bool layered = false);
   /// Lowers the capacity of `b`, the last thing allocated, to its size,
   /// giving the rest back to the arena (a set made at an upper bound; a
   /// collectable set keeps its tail until it is collected).
