@@ -93,7 +93,7 @@ Value* EvalState::allocValueSlow() {
   if (counts_ && b.next == b.end)
     countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes,
                sizeof(Value) * kValuesPerBlock);
-  static_assert(sizeof(Value) * kValuesPerBlock < 128);  // one 128-byte object
+  static_assert(sizeof(Value) * kValuesPerBlock % 16 != 0);  // the collector's byte fits
   return new (takeSlot(b, sizeof(Value), kValuesPerBlock)) Value();
 }
 

@@ -393,7 +393,7 @@ class EvalState {
   /// This thread's slot (0 outside threaded evaluation).
   static uint32_t threadSlot();
   /// A stream of fixed-size slots carved from collectable blocks (one
-  /// 128-byte object each, from GC_malloc_many): values, and one-variable
+  /// object each, from GC_malloc_many): values, and one-variable
   /// environments (16 bytes, seven to a block), which come
   /// from blocks of their own: an environment sharing a block with newer
   /// values would keep what it refers to alive through them (a `foldl'`
@@ -439,10 +439,14 @@ class EvalState {
   void countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total, uint64_t bytes);
   bool registeredThread_ = false;  // the constructor registered its thread
   // Values are handed out from collectable blocks of kValuesPerBlock:
-  // alone, a 24-byte value takes a 32-byte granule; five share 128 bytes
-  // (the collector adds a byte to each object for interior pointers).
-  // Threaded evaluation: each thread's own (ThreadSlot), these stay empty.
-  static constexpr size_t kValuesPerBlock = 5;
+  // alone, a 24-byte value takes a 32-byte granule (the collector adds a
+  // byte to each object for interior pointers); three share an 80-byte
+  // object. A block lives while any of its values does, and so does
+  // everything its dead values point to: gen-pkgset 50,000 peaks at
+  // 882 MB with blocks of two, 852 with three, 884 with four and 889 with
+  // five (docs/evaluator.md). Threaded evaluation: each thread's own
+  // (ThreadSlot), these stay empty.
+  static constexpr size_t kValuesPerBlock = 3;
   SlotBlocks blocks_[kStreams];
   static constexpr size_t kEnvSlot = sizeof(Env) + sizeof(Value*);
   static constexpr size_t kEnvsPerBlock = 7;
