@@ -9,9 +9,11 @@ namespace kiln::eval {
 
 namespace {
 
-Value* strValue(EvalState& st, std::string_view s) {
+// A string value of a name: the symbol table's own NUL-terminated text,
+// which lives as long as the state (no copy per attrNames element).
+Value* strValue(EvalState& st, Symbol name) {
   Value* v = st.allocValue();
-  st.mkString(*v, s);
+  v->mkString(st.symbols.cName(name));
   return v;
 }
 
@@ -20,7 +22,7 @@ void primAttrNames(EvalState& st, PosIdx pos, Value** args, Value& v) {
   auto sorted = st.sortedByName(args[0]->attrs);
   st.mkList(v, sorted.size());
   for (size_t i = 0; i < sorted.size(); ++i)
-    v.list.elems[i] = strValue(st, st.symbols.name(sorted[i]->name));
+    v.list.elems[i] = strValue(st, sorted[i]->name);
 }
 
 void primAttrValues(EvalState& st, PosIdx pos, Value** args, Value& v) {
@@ -105,7 +107,7 @@ void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 // O(|small| log |big|). A layered `big` is searched through its layers.
 template <bool kTakeFromSmall>
 void intersectInto(const Bindings& small, const Bindings& big, Bindings& out) {
-  if (big.base) {
+  if (big.layered()) {
     for (const Attr& a : small)
       if (const Attr* x = big.find(a.name)) out.own[out.size++] = kTakeFromSmall ? a : *x;
     return;
@@ -175,7 +177,7 @@ void primMapAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Bindings* b = st.allocBindings(args[1]->attrs->size);
   for (auto& a : *args[1]->attrs) {
     Value* partial = st.allocValue();
-    partial->mkApp(args[0], strValue(st, st.symbols.name(a.name)));
+    partial->mkApp(args[0], strValue(st, a.name));
     Value* r = st.allocValue();
     r->mkApp(partial, a.value);
     b->own[b->size++] = Attr{a.name, a.pos, r};
@@ -206,7 +208,7 @@ void primZipAttrsWith(EvalState& st, PosIdx pos, Value** args, Value& v) {
     st.mkList(*list, xs.size());
     std::copy(xs.begin(), xs.end(), list->list.elems);
     Value* partial = st.allocValue();
-    partial->mkApp(args[0], strValue(st, st.symbols.name(name)));
+    partial->mkApp(args[0], strValue(st, name));
     Value* r = st.allocValue();
     r->mkApp(partial, list);
     b->push(name, r);

@@ -26,15 +26,16 @@ static Value* lookupVar(EvalState& state, Env& env, const ExprVar& var, bool noE
   while (true) {
     // Threads may meet the same `with` env: its type is read and set
     // atomically (both set the same value after forcing the same set).
-    if (__atomic_load_n(&e->type, __ATOMIC_ACQUIRE) == Env::kHasWithExpr) {
+    WithInfo& info = withInfo(*e);
+    if (__atomic_load_n(&info.type, __ATOMIC_ACQUIRE) == WithInfo::kHasWithExpr) {
       if (noEval) return nullptr;
       state.forceAttrs(*e->values[0], var.pos);
-      __atomic_store_n(&e->type, Env::kHasWithAttrs, __ATOMIC_RELEASE);
+      __atomic_store_n(&info.type, WithInfo::kHasWithAttrs, __ATOMIC_RELEASE);
     }
     if (Value* r = e->values[0]->attrs->get(var.name)) return r;
-    if (!e->prevWith)
+    if (!info.prevWith)
       state.throwError(var.pos, "undefined variable '" + std::string(state.symbols.name(var.name)) + "'");
-    e = envAt(e, e->prevWith);
+    e = envAt(e, info.prevWith);
   }
 }
 
@@ -199,10 +200,11 @@ void ExprLet::eval(EvalState& state, Env& env, Value& v) {
 }
 
 void ExprWith::eval(EvalState& state, Env& env, Value& v) {
-  Env& env2 = state.allocEnv(1);
+  Env& env2 = state.allocEnv(2);  // the set's thunk, then its WithInfo
   env2.up = &env;
-  env2.prevWith = static_cast<uint16_t>(prevWith);
-  env2.type = Env::kHasWithExpr;
+  WithInfo& info = *new (&env2.values[1]) WithInfo();
+  info.prevWith = static_cast<uint16_t>(prevWith);
+  info.type = WithInfo::kHasWithExpr;
   env2.values[0] = attrs->maybeThunk(state, env);
   body->eval(state, env2, v);
 }

@@ -61,10 +61,7 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
 }
 
 EvalState::~EvalState() {
-  nextValue_ = valuesEnd_ = nullptr;
-  freeBlocks_ = nullptr;
-  nextEnv_ = envsEnd_ = nullptr;
-  freeEnvBlocks_ = nullptr;
+  for (SlotBlocks& b : blocks_) b = SlotBlocks();
   GC_remove_roots(this, this + 1);
   if (registeredThread_) GC_unregister_my_thread();
 }
@@ -92,23 +89,26 @@ void EvalState::countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64
 Value* EvalState::allocValueSlow() {
   if (threaded_) return allocValueThreaded();
   if (!collect_) return permanent.make<Value>();
-  if (counts_)
+  SlotBlocks& b = blocks_[kValueStream];
+  if (counts_ && b.next == b.end)
     countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes,
                sizeof(Value) * kValuesPerBlock);
-  static_assert(sizeof(Value) * kValuesPerBlock < 128);  // one 128-byte object
-  nextValue_ = static_cast<Value*>(takeFromMany(freeBlocks_, sizeof(Value) * kValuesPerBlock));
-  valuesEnd_ = nextValue_ + kValuesPerBlock;
-  return new (nextValue_++) Value();
+  static_assert(sizeof(Value) * kValuesPerBlock % 16 != 0);  // the collector's byte fits
+  return new (takeSlot(b, sizeof(Value), kValuesPerBlock)) Value();
 }
 
 void* EvalState::allocEnvSlot() {
-  if (nextEnv_ == envsEnd_) {
-    void* block = takeFromMany(freeEnvBlocks_, kEnvSlot * kValuesPerBlock);
-    nextEnv_ = static_cast<Env*>(block);
-    envsEnd_ = reinterpret_cast<Env*>(static_cast<char*>(block) + kEnvSlot * kValuesPerBlock);
+  return takeSlot(threaded_ ? slots_[threadSlot()].blocks[kEnvStream] : blocks_[kEnvStream],
+                  kEnvSlot, kEnvsPerBlock);
+}
+
+void* EvalState::takeSlot(SlotBlocks& s, size_t slot, size_t perBlock) {
+  if (s.next == s.end) {
+    s.next = static_cast<char*>(takeFromMany(s.freeBlocks, slot * perBlock));
+    s.end = s.next + slot * perBlock;
   }
-  void* p = nextEnv_;
-  nextEnv_ = reinterpret_cast<Env*>(reinterpret_cast<char*>(nextEnv_) + kEnvSlot);
+  void* p = s.next;
+  s.next += slot;
   return p;
 }
 
@@ -116,29 +116,35 @@ Env& EvalState::allocEnv(uint32_t size) {
   const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
   if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
   // An environment of one variable (a plain lambda's: most of them) takes
-  // 24 bytes in a block of five (alone, a 32-byte granule).
+  // 16 bytes in a block of seven (alone, a 32-byte granule).
   static_assert(sizeof(Env) + sizeof(Value*) == kEnvSlot && alignof(Env) <= alignof(Value));
-  const bool slot = size == 1 && collect_ && !threaded_;
-  Env* e = new (slot ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
-  e->size = size;
+  static_assert(kEnvSlot * kEnvsPerBlock < 128);  // one 128-byte object with the collector's byte
+  Env* e = new (size == 1 && collect_ ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
   return *e;
 }
 
-Bindings* EvalState::allocBindings(uint32_t capacity) {
+// A set's bytes: the header, `n` attributes, and a layer's base pointer.
+static size_t bindingsBytes(uint32_t n, bool layered) {
+  static_assert(sizeof(Bindings) == 8 && alignof(Bindings) == alignof(Attr));
+  return sizeof(Bindings) + sizeof(Attr) * n + (layered ? sizeof(Bindings*) : 0);
+}
+
+Bindings* EvalState::allocBindings(uint32_t capacity, bool layered) {
+  if (capacity >= (1u << 31)) throw EvalError("attribute set too large");
+  const size_t bytes = bindingsBytes(capacity, layered);
   if (counts_)
-    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes,
-               sizeof(Bindings) + sizeof(Attr) * capacity);
-  void* p = allocMemory(sizeof(Bindings) + sizeof(Attr) * capacity, alignof(Bindings));
-  Bindings* b = new (p) Bindings();
-  b->capacity = capacity;
+    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes, bytes);
+  Bindings* b = new (allocMemory(bytes, alignof(Bindings))) Bindings();
+  b->setCapacity(capacity);
+  if (layered) b->setLayered();
   return b;
 }
 
 void EvalState::trimBindings(Bindings* b) {
   if (!collect_)
-    permanent.shrinkLast(b, sizeof(Bindings) + sizeof(Attr) * b->capacity,
-                         sizeof(Bindings) + sizeof(Attr) * b->size);
-  b->capacity = b->size;
+    permanent.shrinkLast(b, bindingsBytes(b->capacity(), b->layered()),
+                         bindingsBytes(b->size, b->layered()));
+  b->setCapacity(b->size);
 }
 
 Value** EvalState::allocList(size_t n) {

@@ -105,7 +105,7 @@ void EvalState::beginThreads(uint32_t threads) {
   prepareBuiltinsForThreads(*this);
   // The single-thread value block is no longer used: every thread takes
   // values from its own slot (allocValue's fast path finds it empty).
-  nextValue_ = valuesEnd_ = nullptr;
+  for (SlotBlocks& b : blocks_) b.next = b.end = nullptr;
   arena.setShared(true);
   permanent.setShared(true);
   symbols.setShared(true);
@@ -127,8 +127,7 @@ void EvalState::endThreads() {
     lockedWriter_.reset();
   }
   for (ThreadSlot& s : slots_) {
-    s.nextValue = s.valuesEnd = nullptr;
-    s.freeBlocks = nullptr;
+    for (SlotBlocks& b : s.blocks) b = SlotBlocks();
     s.callDepth = 0;
     std::fill(std::begin(s.sized), std::end(s.sized), nullptr);
   }
@@ -137,16 +136,14 @@ void EvalState::endThreads() {
 uint32_t& EvalState::depth() { return threaded_ ? slots_[tSlot].callDepth : callDepth; }
 
 Value* EvalState::allocValueThreaded() {
-  ThreadSlot& s = slots_[tSlot];
-  if (s.nextValue != s.valuesEnd) return new (s.nextValue++) Value();
   if (!collect_) {
     std::lock_guard<std::mutex> lock(sharedMutex);
     return permanent.make<Value>();
   }
-  s.nextValue = static_cast<Value*>(takeFromMany(s.freeBlocks, sizeof(Value) * kValuesPerBlock));
-  s.valuesEnd = s.nextValue + kValuesPerBlock;
-  return new (s.nextValue++) Value();
+  return new (takeSlot(slots_[tSlot].blocks[kValueStream], sizeof(Value), kValuesPerBlock)) Value();
 }
+
+uint32_t EvalState::threadSlot() { return tSlot; }
 
 void* EvalState::allocSizedThreaded(size_t size) {
   const size_t steps = (size + kSizedStep - 1) / kSizedStep;

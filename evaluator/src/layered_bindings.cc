@@ -44,7 +44,7 @@ uint32_t mergeInto(I i, I ie, J j, J je, Attr* out) {
 // ended (both are sorted).
 uint32_t countHidden(const Bindings& b, const Bindings& base) {
   uint32_t hidden = 0;
-  if (base.base) {
+  if (base.layered()) {
     for (const Attr* a = b.ownBegin(); a != b.ownEnd(); ++a)
       hidden += base.find(a->name) != nullptr;
     return hidden;
@@ -64,20 +64,20 @@ uint32_t countHidden(const Bindings& b, const Bindings& base) {
 template <class J>
 Bindings* layer(EvalState& st, const Bindings& base, const Attr* lo,
                 const Attr* loe, J r, J re, uint32_t rSize) {
-  Bindings* b = st.allocBindings(static_cast<uint32_t>(loe - lo) + rSize);
+  Bindings* b = st.allocBindings(static_cast<uint32_t>(loe - lo) + rSize, true);
   b->size = mergeInto(lo, loe, r, re, b->own);
   st.trimBindings(b);  // capacity = own count
-  b->base = &base;
-  b->size = base.size + b->capacity - countHidden(*b, base);
+  b->setBase(&base);
+  b->size = base.size + b->capacity() - countHidden(*b, base);
   return b;
 }
 
 template <class J>
 Bindings* update(EvalState& st, const Bindings& left, J r, J re,
                  uint32_t rSize) {
-  const uint32_t lOwn = left.base ? left.capacity : 0;
-  const bool fitsBelow =
-      left.base && (lOwn + rSize) * uint64_t{kLayerRatio} <= left.base->size;
+  const Bindings* leftBase = left.base();
+  const uint32_t lOwn = leftBase ? left.capacity() : 0;
+  const bool fitsBelow = leftBase && (lOwn + rSize) * uint64_t{kLayerRatio} <= leftBase->size;
   const bool newLayer = left.size >= kMinLayerBase &&
                         rSize * uint64_t{kLayerRatio} <= left.size &&
                         left.layers() < Bindings::kMaxLayers;
@@ -86,11 +86,11 @@ Bindings* update(EvalState& st, const Bindings& left, J r, J re,
   // else a new layer, which copies nothing of left (on gen-pkgset 50,000
   // this order keeps 20 MB less live than merging whenever it fits).
   if (fitsBelow && (lOwn <= rSize || !newLayer))
-    return layer(st, *left.base, left.ownBegin(), left.ownEnd(), r, re, rSize);
+    return layer(st, *leftBase, left.ownBegin(), left.ownEnd(), r, re, rSize);
   if (newLayer)
     return layer(st, left, left.ownBegin(), left.ownBegin(), r, re, rSize);
   Bindings* b = st.allocBindings(left.size + rSize);
-  b->size = left.base
+  b->size = leftBase
                 ? mergeInto(left.begin(), left.end(), r, re, b->own)
                 : mergeInto(left.ownBegin(), left.ownEnd(), r, re, b->own);
   st.trimBindings(b);  // names both sides have were counted twice
@@ -101,7 +101,7 @@ Bindings* update(EvalState& st, const Bindings& left, J r, J re,
 
 Bindings* EvalState::updateBindings(const Bindings& left,
                                     const Bindings& right) {
-  if (right.base)
+  if (right.layered())
     return update(*this, left, right.begin(), right.end(), right.size);
   return update(*this, left, right.ownBegin(), right.ownEnd(), right.size);
 }

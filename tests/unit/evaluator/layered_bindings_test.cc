@@ -73,9 +73,9 @@ TEST(LayeredBindings, SmallRightSideMakesALayerOnTheLeft) {
   });
   // Large right sides and small left sides still copy.
   withValue("big // big",
-            [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base, nullptr); });
+            [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base(), nullptr); });
   withValue("{ x = 1; } // { y = 2; }",
-            [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base, nullptr); });
+            [](EvalState&, Value& v) { EXPECT_EQ(v.attrs->base(), nullptr); });
 }
 
 TEST(LayeredBindings, LaterUpdatesWinAcrossLayers) {
@@ -91,7 +91,7 @@ TEST(LayeredBindings, LaterUpdatesWinAcrossLayers) {
             [](EvalState& st, Value& v) {
               expectSet(st, *v.attrs, 2, 3, 22,
                         {{"x", 2}, {"a1", 3}, {"y", 4}, {"a2", 2}});
-              EXPECT_EQ(v.attrs->base->get(st.sym("a1"))->integer, 1);
+              EXPECT_EQ(v.attrs->base()->get(st.sym("a1"))->integer, 1);
             });
 }
 
@@ -207,8 +207,8 @@ TEST(LayeredBindings, DerivationOutputsAreLayersOnTheAttributes) {
       "builder = \"/b\"; outputs = [ \"out\" \"dev\" ]; }) [ ])",
       [](EvalState& st, Value& v) {
         const Bindings& b = *v.attrs;
-        ASSERT_NE(b.base, nullptr);
-        EXPECT_EQ(b.base->base, nullptr);
+        ASSERT_NE(b.base(), nullptr);
+        EXPECT_EQ(b.base()->base(), nullptr);
         EXPECT_EQ(b.get(st.sType)->sv(), "derivation");
         EXPECT_NE(b.get(st.sym("dev")), nullptr);
         EXPECT_EQ(b.get(st.sym("a4"))->integer, 4);

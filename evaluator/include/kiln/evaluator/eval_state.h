@@ -255,7 +255,12 @@ class EvalState {
   // allocPermanentValue makes lives in the arena, as long as the state.
   // Strings and contexts always live in the arena.
   Value* allocValue() {
-    if (__builtin_expect(nextValue_ != valuesEnd_, 1)) return new (nextValue_++) Value();
+    SlotBlocks& b = blocks_[kValueStream];
+    if (__builtin_expect(b.next != b.end, 1)) {
+      Value* v = new (b.next) Value();
+      b.next += sizeof(Value);
+      return v;
+    }
     return allocValueSlow();
   }
   /// Runs `fn` with the lock of the state's caches held when threaded.
@@ -269,7 +274,9 @@ class EvalState {
   /// the collector does not scan).
   Value* allocPermanentValue() { return permanent.make<Value>(); }
   Env& allocEnv(uint32_t size);
-  Bindings* allocBindings(uint32_t capacity);
+  /// A set with room for `capacity` own attributes; `layered`: also for
+  /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.
+  Bindings* allocBindings(uint32_t capacity, bool layered = false);
   /// Lowers the capacity of `b`, the last thing allocated, to its size,
   /// giving the rest back to the arena (a set made at an upper bound; a
   /// collectable set keeps its tail until it is collected).
@@ -383,13 +390,27 @@ class EvalState {
   /// back (only theirs: a thread's wait is not woken by other thunks).
   void wakeWaiters(const Value& v);
   uint32_t& depth();
+  /// This thread's slot (0 outside threaded evaluation).
+  static uint32_t threadSlot();
+  /// A stream of fixed-size slots carved from collectable blocks (one
+  /// object each, from GC_malloc_many): values, and one-variable
+  /// environments (16 bytes, seven to a block), which come
+  /// from blocks of their own: an environment sharing a block with newer
+  /// values would keep what it refers to alive through them (a `foldl'`
+  /// loop's every accumulator). A block lives while any slot is reachable.
+  struct SlotBlocks {
+    char* next = nullptr;  // in the current block
+    char* end = nullptr;
+    void* freeBlocks = nullptr;  // from GC_malloc_many, linked by first word
+  };
+  static constexpr size_t kValueStream = 0, kEnvStream = 1, kStreams = 2;
+  /// A zeroed slot of `slot` bytes from `s`, refilled `perBlock` at a time.
+  static void* takeSlot(SlotBlocks& s, size_t slot, size_t perBlock);
   /// One evaluating thread's own allocation state and call depth (slot 0:
   /// the state's own thread outside threaded evaluation). In this object,
   /// which the collector scans, so a thread's current block stays alive.
   struct ThreadSlot {
-    Value* nextValue = nullptr;
-    Value* valuesEnd = nullptr;
-    void* freeBlocks = nullptr;
+    SlotBlocks blocks[kStreams];  // values, environments
     uint32_t callDepth = 0;
     void* sized[kSizedMax / kSizedStep + 1] = {};  // allocSizedThreaded's lists
     std::atomic<Value*> waitingFor{nullptr};
@@ -418,23 +439,19 @@ class EvalState {
   void countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total, uint64_t bytes);
   bool registeredThread_ = false;  // the constructor registered its thread
   // Values are handed out from collectable blocks of kValuesPerBlock:
-  // alone, a 24-byte value takes a 32-byte granule; five share 128 bytes
-  // (the collector adds a byte to each object for interior pointers).
-  // A block lives while any of its values is reachable.
-  static constexpr size_t kValuesPerBlock = 5;
-  Value* nextValue_ = nullptr;  // in the current block
-  Value* valuesEnd_ = nullptr;
-  void* freeBlocks_ = nullptr;  // from GC_malloc_many, linked by first word
-  // One-variable environments (24 bytes, as a value) come five to a block
-  // too, from blocks of their own: a block lives while any of its slots is
-  // reachable, and an environment sharing a block with newer values would
-  // keep what it refers to alive through them (a `foldl'` loop's every
-  // accumulator). One thread only; threaded evaluation uses allocMemory.
-  Env* nextEnv_ = nullptr;
-  Env* envsEnd_ = nullptr;
-  void* freeEnvBlocks_ = nullptr;
-  static constexpr size_t kEnvSlot = sizeof(Value);
-  /// A zeroed one-variable environment's memory from the env blocks.
+  // alone, a 24-byte value takes a 32-byte granule (the collector adds a
+  // byte to each object for interior pointers); three share an 80-byte
+  // object. A block lives while any of its values does, and so does
+  // everything its dead values point to: gen-pkgset 50,000 peaks at
+  // 882 MB with blocks of two, 852 with three, 884 with four and 889 with
+  // five (docs/evaluator.md). Threaded evaluation: each thread's own
+  // (ThreadSlot), these stay empty.
+  static constexpr size_t kValuesPerBlock = 3;
+  SlotBlocks blocks_[kStreams];
+  static constexpr size_t kEnvSlot = sizeof(Env) + sizeof(Value*);
+  static constexpr size_t kEnvsPerBlock = 7;
+  /// A zeroed one-variable environment's memory from the env blocks
+  /// (this thread's, in threaded evaluation).
   void* allocEnvSlot();
   /// Parses and binds `text`; with `originPath`, also gives the path as
   /// kept in `positions` (valid as long as the state).
