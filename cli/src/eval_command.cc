@@ -2,6 +2,7 @@
 // one JSON line per job (Hydra-style enumeration).
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
@@ -107,12 +108,20 @@ JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* aut
   size_t entries = root.isDerivation ? 1 : root.entries.size();
   JobCounts counts;
   if (o.workers > 0 && !root.isDerivation) {
-    // Lines are printed once every entry is evaluated, in entry order (the
-    // writer is shared by the threads until then).
-    enumerateJobsThreaded(st, root, autoArgs, o.attrPath, o.workers,
-                          [&](size_t, const std::vector<Job>& jobs) {
-                            for (const Job& job : jobs) printJob(o.target, job, o.json, counts);
-                          });
+    // Lines are made on the threads and printed once every entry is
+    // evaluated, in entry order (the writer is shared by the threads until
+    // then).
+    std::atomic<size_t> jobs{0}, failed{0};
+    enumerateJobsThreaded(
+        st, root, autoArgs, o.attrPath, o.workers,
+        [&](const Job& job, std::string& text) {
+          jobs.fetch_add(1, std::memory_order_relaxed);
+          if (!job.error.empty()) failed.fetch_add(1, std::memory_order_relaxed);
+          text += formatJob(job, o.json);
+        },
+        [&](size_t, const std::string& text) { o.target.print(text); });
+    counts.jobs = jobs.load();
+    counts.failed = failed.load();
     return counts;
   }
   if (o.processes == 0 || root.isDerivation) {

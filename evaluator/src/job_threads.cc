@@ -23,12 +23,13 @@ constexpr size_t kThreadStack = size_t{512} << 20;  // as runWithLargeStack
 
 struct Shared {
   Shared(EvalState& st, const JobRoot& r, Bindings* args, const std::string& attr, size_t n,
-         unsigned threads)
+         unsigned threads, const JobRenderer& render)
       : state(st),
         root(r),
         autoArgs(args),
         rootAttr(attr),
         entries(n),
+        render(render),
         splitter(n, threads),
         results(n) {}
   EvalState& state;
@@ -36,9 +37,10 @@ struct Shared {
   Bindings* autoArgs;
   const std::string& rootAttr;
   size_t entries;
+  const JobRenderer& render;
   EntrySplitter splitter;
   std::atomic<bool> stop{false};
-  std::vector<std::vector<Job>> results;
+  std::vector<std::string> results;  // each entry's rendered jobs
   std::mutex mu;
   std::exception_ptr error;  // the first error that is not a job's
 };
@@ -54,10 +56,10 @@ void runThread(Shared& sh, uint32_t slot) {
     std::optional<size_t> next = sh.splitter.next(slot - 1);
     if (!next) return;
     const size_t i = *next;
-    std::vector<Job> jobs;
+    std::string text;
     enumerateJobEntry(sh.state, sh.root, i, sh.autoArgs, sh.rootAttr,
-                      [&](const Job& job) { jobs.push_back(job); });
-    sh.results[i] = std::move(jobs);  // each index is written by one thread
+                      [&](const Job& job) { sh.render(job, text); });
+    sh.results[i] = std::move(text);  // each index is written by one thread
   }
 }
 
@@ -140,12 +142,13 @@ std::optional<size_t> EntrySplitter::next(unsigned part) {
 
 void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* autoArgs,
                            const std::string& rootAttr, unsigned threads,
-                           const std::function<void(size_t, const std::vector<Job>&)>& onEntry) {
+                           const JobRenderer& render,
+                           const std::function<void(size_t, const std::string&)>& onEntry) {
   if (threads == 0 || threads > EvalState::kMaxThreads)
     throw Error("the number of evaluation threads must be between 1 and " +
                 std::to_string(EvalState::kMaxThreads));
   Shared sh(state, root, autoArgs, rootAttr, root.isDerivation ? 1 : root.entries.size(),
-            threads);
+            threads, render);
   std::vector<ThreadArg> args(threads);
   std::vector<pthread_t> ids;
   if (std::getenv("KILN_EVAL_CPU_TIMES"))

