@@ -106,6 +106,18 @@ class Walker {
 
   void describe(Value& drv, const std::string& attr) { onJob_(describeDerivation(st_, drv, attr)); }
 
+  // The attributes visit(v0) would walk into, or empty when it would not
+  // enter v0 (a derivation, not a set, no recurseForDerivations).
+  std::vector<const Attr*> entered(Value& v0) {
+    st_.forceValue(v0, kNoPos);
+    if (v0.type != VType::kAttrs) return {};  // functions are left to visit (auto-called once)
+    Value v = force(v0);
+    if (st_.isDerivation(v) || v.type != VType::kAttrs) return {};
+    Value* r = v.attrs->get(st_.sRecurseForDerivations);
+    if (!r || !st_.forceBool(*r, kNoPos)) return {};
+    return st_.sortedByName(v.attrs);
+  }
+
  private:
   EvalState& st_;
   Bindings* autoArgs_;
@@ -135,6 +147,22 @@ void enumerateJobEntry(EvalState& st, const JobRoot& root, size_t index, Binding
   if (!root.isDerivation) return w.visitGuarded(*root.entries.at(index), rootAttr);
   Value drv = root.value;
   w.describe(drv, rootAttr);
+}
+
+std::vector<const Attr*> jobEntrySubEntries(EvalState& st, const JobRoot& root, size_t index,
+                                            Bindings* autoArgs) {
+  if (root.isDerivation) return {};
+  std::function<void(const Job&)> none;
+  try {
+    return Walker(st, autoArgs, none).entered(*root.entries.at(index)->value);
+  } catch (const EvalError&) {
+    return {};  // enumerateJobEntry reports it
+  }
+}
+
+void enumerateJobSubEntry(EvalState& st, const Attr& attr, const std::string& prefix,
+                          Bindings* autoArgs, const std::function<void(const Job&)>& onJob) {
+  Walker(st, autoArgs, onJob).visitGuarded(attr, prefix);
 }
 
 std::string jobEntryAttr(EvalState& st, const JobRoot& root, size_t index,

@@ -57,6 +57,21 @@ JobRoot prepareJobRoot(EvalState& state, Value& root, Bindings* autoArgs);
 void enumerateJobEntry(EvalState& state, const JobRoot& root, size_t index, Bindings* autoArgs,
                        const std::string& rootAttr, const std::function<void(const Job&)>& onJob);
 
+/// The attributes, in name order, of entry `index` of a set `root` when
+/// that entry is a set the walk enters (not a derivation, with
+/// `recurseForDerivations = true`: a package scope such as
+/// `pythonPackages`); empty otherwise, and when forcing the entry fails
+/// (enumerateJobEntry then reports the error). Walking each of them with
+/// enumerateJobSubEntry, in order, gives enumerateJobEntry's calls, so
+/// threads can share one large entry.
+std::vector<const Attr*> jobEntrySubEntries(EvalState& state, const JobRoot& root, size_t index,
+                                            Bindings* autoArgs);
+
+/// Calls `onJob` for the jobs below `attr`, an attribute of the entered
+/// set at `prefix` (the entry's jobEntryAttr), as enumerateJobEntry would.
+void enumerateJobSubEntry(EvalState& state, const Attr& attr, const std::string& prefix,
+                          Bindings* autoArgs, const std::function<void(const Job&)>& onJob);
+
 /// The dotted attribute path of entry `index` of `root` (`rootAttr` itself
 /// for a derivation root).
 std::string jobEntryAttr(EvalState& state, const JobRoot& root, size_t index,
