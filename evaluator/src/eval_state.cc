@@ -89,12 +89,11 @@ void EvalState::countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64
 Value* EvalState::allocValueSlow() {
   if (threaded_) return allocValueThreaded();
   if (!collect_) return permanent.make<Value>();
-  SlotBlocks& b = blocks_[kValueStream];
-  if (counts_ && b.next == b.end)
+  if (counts_)  // the fast path found the block empty: a new one is taken
     countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes,
                sizeof(Value) * kValuesPerBlock);
   static_assert(sizeof(Value) * kValuesPerBlock % 16 != 0);  // the collector's byte fits
-  return new (takeSlot(b, sizeof(Value), kValuesPerBlock)) Value();
+  return new (takeSlot(blocks_[kValueStream], sizeof(Value), kValuesPerBlock)) Value();
 }
 
 void* EvalState::allocEnvSlot() {

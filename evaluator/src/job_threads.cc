@@ -85,7 +85,6 @@ struct Shared {
   std::vector<size_t> order;                   // entries by source position (walkOrder)
 };
 
-
 struct ThreadArg {
   Shared* shared;
   uint32_t slot;

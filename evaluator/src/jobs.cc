@@ -86,10 +86,7 @@ class Walker {
       onJob_(describeDerivation(st_, v, attr));
       return;
     }
-    if (v.type != VType::kAttrs) return;
-    Value* r = v.attrs->get(st_.sRecurseForDerivations);
-    if (!r || !st_.forceBool(*r, kNoPos)) return;
-    for (const Attr* a : st_.sortedByName(v.attrs)) visitGuarded(*a, attr);
+    for (const Attr* a : enteredAttrs(v)) visitGuarded(*a, attr);
   }
 
   void visitGuarded(const Attr& a, const std::string& prefix) {
@@ -108,17 +105,23 @@ class Walker {
 
   // The attributes visit(v0) would walk into, or empty when it would not
   // enter v0 (a derivation, not a set, no recurseForDerivations).
+  // Functions and functors are left to visit, which auto-calls them once.
   std::vector<const Attr*> entered(Value& v0) {
     st_.forceValue(v0, kNoPos);
-    if (v0.type != VType::kAttrs) return {};  // functions are left to visit (auto-called once)
-    Value v = force(v0);
-    if (st_.isDerivation(v) || v.type != VType::kAttrs) return {};
+    if (v0.type != VType::kAttrs || v0.attrs->get(st_.sFunctor) || st_.isDerivation(v0)) return {};
+    return enteredAttrs(v0);
+  }
+
+ private:
+  // The attributes of `v` (forced, not a derivation) the walk enters, in
+  // name order: none unless it is a set with `recurseForDerivations = true`.
+  std::vector<const Attr*> enteredAttrs(Value& v) {
+    if (v.type != VType::kAttrs) return {};
     Value* r = v.attrs->get(st_.sRecurseForDerivations);
     if (!r || !st_.forceBool(*r, kNoPos)) return {};
     return st_.sortedByName(v.attrs);
   }
 
- private:
   EvalState& st_;
   Bindings* autoArgs_;
   const std::function<void(const Job&)>& onJob_;

@@ -13,7 +13,8 @@ namespace kiln::eval {
 namespace {
 
 // Top-level packages defined in reverse name order, a scope of 40 jobs
-// (two failing, one nested scope, one set the walk does not enter), a
+// (two failing, one nested scope, one set the walk does not enter), the
+// same behind a functor (auto-called once, by the walk, not split), a
 // small scope that is not split, a function entry and a failing entry.
 const char* kCollection = R"(
 let
@@ -32,6 +33,7 @@ in {
   small = { recurseForDerivations = true; a = drv "small-a"; };
   mid = drv "mid";
   fn = { x ? 1 }: drv "fn";
+  functor = { __functor = self: { x ? 1 }: scope "functor"; };
   bad = throw "bad entry";
   alpha = drv "alpha";
   big = scope "big";
@@ -62,8 +64,9 @@ std::string lines(unsigned threads) {
 
 TEST(JobThreads, SplitScopesPrintWhatOneThreadPrints) {
   const std::string serial = lines(0);
-  // 5 top-level jobs (fn auto-called, bad failing), 2 x (40 + 2 inner), small-a.
-  EXPECT_EQ(std::count(serial.begin(), serial.end(), '\n'), 5 + 2 * 42 + 1);
+  // 5 top-level jobs (fn auto-called, bad failing), 3 x (40 + 2 inner), small-a.
+  EXPECT_EQ(std::count(serial.begin(), serial.end(), '\n'), 5 + 3 * 42 + 1);
+  EXPECT_NE(serial.find("\"attr\":\"functor.functor39\""), std::string::npos);
   EXPECT_NE(serial.find("\"attr\":\"big.big23\",\"error\""), std::string::npos);
   EXPECT_NE(serial.find("\"attr\":\"py.inner.y\""), std::string::npos);
   EXPECT_EQ(serial.find("hidden"), std::string::npos);
