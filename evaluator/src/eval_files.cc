@@ -73,9 +73,10 @@ void EvalState::evalFile(const std::string& path, Value& v) {
   // Checked before and after adding default.nix (it may be a symlink).
   std::string file = canonPath(checkSourcePath(resolveNixFile(checkSourcePath(path))));
   Value* cached = nullptr;
+  FileCacheShard& shard = fileCache[std::hash<std::string_view>{}(file) % kFileCacheShards];
   {
-    auto lock = lockIfThreaded(cacheMutex_);
-    if (auto it = fileCache.find(file); it != fileCache.end()) cached = it->second;
+    auto lock = lockIfThreaded(shard.mu);
+    if (auto it = shard.files.find(file); it != shard.files.end()) cached = it->second;
   }
   if (!cached) {
     // Parsed without the lock (threads parse different files at once); of
@@ -83,8 +84,8 @@ void EvalState::evalFile(const std::string& path, Value& v) {
     std::string_view key;
     Expr* e = parseFile(resolveNixFile(file), &key);
     if (key != file) key = arena.copyString(file);  // a default.nix that is a directory
-    auto lock = lockIfThreaded(cacheMutex_);
-    auto [it, added] = fileCache.emplace(key, nullptr);
+    auto lock = lockIfThreaded(shard.mu);
+    auto [it, added] = shard.files.emplace(key, nullptr);
     if (added) {
       it->second = allocPermanentValue();  // the cache is not scanned
       it->second->mkThunk(baseEnv, e);

@@ -72,7 +72,12 @@ void* EvalState::allocMemory(size_t size, size_t align) {
     std::memset(p, 0, size);
     return p;
   }
-  if (threaded_ && size >= kSizedMin && size <= kSizedMax) return allocSizedThreaded(size);
+  if (threaded_) {
+    if (size <= kSizedMax) return allocSizedThreaded(size);
+    void* p = withCollectorGate([&] { return GC_MALLOC(size); });  // zeroed
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
   void* p = GC_MALLOC(size);  // zeroed
   if (!p) throw std::bad_alloc();
   return p;

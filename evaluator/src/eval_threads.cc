@@ -146,8 +146,8 @@ Value* EvalState::allocValueThreaded() {
 uint32_t EvalState::threadSlot() { return tSlot; }
 
 void* EvalState::allocSizedThreaded(size_t size) {
-  const size_t steps = (size + kSizedStep - 1) / kSizedStep;
-  return takeFromMany(slots_[tSlot].sized[steps], steps * kSizedStep);
+  const size_t steps = size == 0 ? 1 : (size + kSizedStep - 1) / kSizedStep;
+  return takeFromMany(slots_[tSlot].sized[steps], manyRequestFor(steps * kSizedStep));
 }
 
 // Claims the thunk (CAS to a blackhole owned by this thread), evaluates it

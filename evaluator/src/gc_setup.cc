@@ -12,13 +12,11 @@
 namespace kiln::eval {
 
 namespace {
-std::atomic<unsigned> markers{1};
 std::atomic<bool> threaded{false};
 constexpr size_t kInitialHeap = size_t{64} << 20;
 constexpr size_t kGcEvery = size_t{256} << 20;
 // Threaded evaluation (`kiln eval --workers N`): a collection stops every
-// evaluating thread (two markers mark only 1.3-1.8x faster than one on
-// these deep chains), so it is mostly serial time for the run. At gen-pkgset 50,000
+// evaluating thread, so it is serial time for the run. At gen-pkgset 50,000
 // the first collection, at 256 MiB, freed 5 MB of 266 MB in 230 ms; the
 // second, 280 MB later, freed 136 MB. From 512 MiB on, the first is the
 // one that frees.
@@ -50,28 +48,27 @@ static void growMarkStack(size_t entries) {
   if (length) GC_gcollect_and_unmap();  // the chain's memory back to the system
 }
 
+void setCollectorForThreads(unsigned) {
+  // One marker still: libgc's parallel marking was slower on these heaps.
+  // gen-pkgset 50,000 at 2 threads, its one collection (GC_PRINT_STATS):
+  // world-stopped marking 590-740 ms on two markers ("No room to copy back
+  // mark stack", hundreds of times: the helpers' stacks overflowed the
+  // shared one, which drops marks to find again) against 380-420 ms on one,
+  // and the helper's CPU on top.
+  threaded = true;
+}
+
 // Collections start once kGcEvery bytes were allocated since the last one,
 // and then, with a free-space divisor of 1, not before as much was
 // allocated as survived: most evaluations never collect (as with Nix's
 // 384 MiB initial heap) and loops that churn memory stay within a few
 // hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
-void setCollectorMarkers(unsigned n) {
-  markers = std::clamp(n, 1u, unsigned{EvalState::kMaxThreads});
-}
-
-void setCollectorForThreads(unsigned threads) {
-  setCollectorMarkers(threads);
-  threaded = true;
-}
-
 void initGarbageCollector() {
   static std::once_flag once;
   std::call_once(once, [] {
     GC_set_handle_fork(1);    // job workers fork
-    // One marker (no helper threads) unless threaded evaluation asked for
-    // more: a collection stops every evaluating thread, so marking on one
-    // core leaves the others idle for its length.
-    GC_set_markers_count(markers.load());
+    // One marker, no helper threads (see setCollectorForThreads).
+    GC_set_markers_count(1);
     GC_INIT();
     GC_allow_register_threads();
     GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections

@@ -23,14 +23,39 @@ void adviseHugePages();
 /// The same for the memory [p, p + n) (an arena chunk).
 void adviseHugePages(void* p, size_t n);
 
+/// Runs `fn` (a call into the collector's allocator) while no other
+/// evaluating thread of this process is in one: see gc_gate.cc. The
+/// collector's own lock is a plain mutex that puts a contending thread to
+/// sleep; this gate spins a few microseconds first, which is how long the
+/// collector holds its lock for a refill.
+void lockCollectorGate();
+/// Ends lockCollectorGate's hold.
+void unlockCollectorGate();
+template <class F>
+auto withCollectorGate(F&& fn) {
+  struct Hold {
+    Hold() { lockCollectorGate(); }
+    ~Hold() { unlockCollectorGate(); }
+  } hold;
+  return fn();
+}
+
+/// The size to ask GC_malloc_many for so that its objects take exactly
+/// `bytes` (a multiple of the 16-byte granule): the collector adds one byte
+/// to every request when it recognises interior pointers, which pushed a
+/// request of a whole number of granules into the next one.
+inline size_t manyRequestFor(size_t bytes) {
+  return bytes - (GC_get_all_interior_pointers() ? 1 : 0);
+}
+
 /// The next object from `list`, a GC_malloc_many list of `bytes`-sized
 /// objects linked through their first word (refilled, a heap block's worth
-/// under the collector's lock, when empty). The object comes zeroed: its
-/// link is cleared so the scanner sees no stale pointer. Throws
+/// under the collector's lock and the gate, when empty). The object comes
+/// zeroed: its link is cleared so the scanner sees no stale pointer. Throws
 /// std::bad_alloc.
 inline void* takeFromMany(void*& list, size_t bytes) {
   if (!list) {
-    list = GC_malloc_many(bytes);
+    list = withCollectorGate([&] { return GC_malloc_many(bytes); });
     if (!list) throw std::bad_alloc();
   }
   void* p = list;
@@ -55,11 +80,16 @@ struct TracedAllocator {  // traceable_allocator's, minimal (Boost rebinds it to
   template <class U>
   TracedAllocator(const TracedAllocator<U>&) {}
   T* allocate(size_t n) {
-    void* p = GC_MALLOC_UNCOLLECTABLE(n * sizeof(T));
+    void* p = withCollectorGate([&] { return GC_MALLOC_UNCOLLECTABLE(n * sizeof(T)); });
     if (!p) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
-  void deallocate(T* p, size_t) { GC_FREE(p); }
+  void deallocate(T* p, size_t) {
+    withCollectorGate([&] {
+      GC_FREE(p);
+      return 0;
+    });
+  }
   template <class U>
   bool operator==(const TracedAllocator<U>&) const { return true; }
 };

@@ -41,6 +41,18 @@ uint32_t getVarint(const uint8_t*& p) {
 }  // namespace
 
 const uint8_t* LineTable::make(std::string_view text, Arena& arena) {
+  return place(encode(text), arena);
+}
+
+const uint8_t* LineTable::place(const std::vector<uint8_t>& table,
+                                Arena& arena) {
+  auto* p =
+      static_cast<uint8_t*>(arena.allocate(table.size(), alignof(Header)));
+  std::memcpy(p, table.data(), table.size());
+  return p;
+}
+
+std::vector<uint8_t> LineTable::encode(std::string_view text) {
   std::vector<Anchor> anchors;
   std::vector<uint8_t> stream;
   uint32_t lines = 1, start = 0;
@@ -52,15 +64,16 @@ const uint8_t* LineTable::make(std::string_view text, Arena& arena) {
     if (lines++ % kAnchorEvery == 0)
       anchors.push_back({start, static_cast<uint32_t>(stream.size())});
   }
-  size_t size =
-      sizeof(Header) + sizeof(Anchor) * anchors.size() + stream.size();
-  auto* p = static_cast<uint8_t*>(arena.allocate(size, alignof(Header)));
+  std::vector<uint8_t> out(sizeof(Header) + sizeof(Anchor) * anchors.size() +
+                           stream.size());
+  uint8_t* p = out.data();
   Header h{lines, static_cast<uint32_t>(anchors.size())};
   std::memcpy(p, &h, sizeof h);
   std::memcpy(p + sizeof h, anchors.data(), sizeof(Anchor) * anchors.size());
-  std::memcpy(p + sizeof h + sizeof(Anchor) * anchors.size(), stream.data(),
-              stream.size());
-  return p;
+  if (!stream.empty())
+    std::memcpy(p + sizeof h + sizeof(Anchor) * anchors.size(), stream.data(),
+                stream.size());
+  return out;
 }
 
 std::pair<uint32_t, uint32_t> LineTable::find(const uint8_t* table,

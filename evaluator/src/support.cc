@@ -162,37 +162,46 @@ void SymbolTable::grow() {
 }
 
 PosTable::PosTable(PosIdx limit) : limit_(limit) {
-  origins_.push_back({"«none»", nullptr, 0, 0, LineTable::make("", lineTables_)});
+  chunks_.reserve((uint64_t(limit) + 1) / (kChunkMask + 1) + 2);
+  chunks_.push_back(std::make_unique<Origin[]>(kChunkMask + 1));
+  chunks_[0][0] = {"«none»", nullptr, 0, 0, LineTable::make("", lineTables_)};
+  count_.store(1, std::memory_order_release);
 }
 
 uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string> source,
                              bool keepText) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  const Origin& last = origins_.back();
+  // Built before the lock: it reads the whole source.
+  std::vector<uint8_t> lines = LineTable::encode(*source);
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t n = count_.load(std::memory_order_relaxed);
+  const Origin& last = at(n - 1);
   uint64_t base = uint64_t(last.base) + last.size + 1;
   if (base + source->size() > limit_)
     throw EvalError("the sources of this evaluation exceed 2 GiB ('" + path + "')");
-  Origin o{std::move(path), nullptr, static_cast<PosIdx>(base),
-           static_cast<uint32_t>(source->size()), LineTable::make(*source, lineTables_)};
+  if ((n & kChunkMask) == 0) chunks_.push_back(std::make_unique<Origin[]>(kChunkMask + 1));
+  Origin& o = chunks_[n >> kChunkBits][n & kChunkMask];
+  o = {std::move(path), nullptr, static_cast<PosIdx>(base),
+       static_cast<uint32_t>(source->size()), LineTable::place(lines, lineTables_)};
   if (keepText) o.text = std::move(source);
-  origins_.push_back(std::move(o));
-  return static_cast<uint32_t>(origins_.size() - 1);
+  count_.store(n + 1, std::memory_order_release);
+  return n;
 }
 
 Pos PosTable::get(PosIdx p) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  return getLocked(p);
-}
-
-Pos PosTable::getLocked(PosIdx p) const {
-  // The last origin whose range starts at or before p.
-  auto o = std::upper_bound(origins_.begin() + 1, origins_.end(), p,
-                            [](PosIdx x, const Origin& org) { return x < org.base; });
-  if (o == origins_.begin() + 1) return {};
-  --o;
-  uint32_t offset = p - o->base;
-  auto [line, start] = LineTable::find(o->lines, offset);
-  return {static_cast<uint32_t>(o - origins_.begin()), line, offset - start + 1};
+  // The last origin (from 1) whose range starts at or before p.
+  uint32_t lo = 1, hi = count_.load(std::memory_order_acquire);
+  while (lo < hi) {  // first origin starting after p
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (p < at(mid).base)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  if (lo == 1) return {};
+  const Origin& o = at(lo - 1);
+  uint32_t offset = p - o.base;
+  auto [line, start] = LineTable::find(o.lines, offset);
+  return {lo - 1, line, offset - start + 1};
 }
 
 std::string PosTable::show(PosIdx p) const {

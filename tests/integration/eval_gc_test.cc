@@ -125,11 +125,10 @@ in builtins.foldl' (a: x: a + x.v) 0 xs
   EXPECT_EQ(small.out, plain.out);
 }
 
-// `kiln eval --workers N` marks with N threads (a collection stops every
-// evaluating thread, so one marker would leave the other cores idle), and
-// its jobs are those of one thread, with collections as often as tests make
-// them.
-TEST_F(EvalGc, ThreadedEvaluationMarksOnAsManyThreads) {
+// `kiln eval --workers N` marks on one thread (libgc's parallel marking was
+// slower on package sets' heaps: gc_setup.cc), and its jobs are those of
+// one thread, with collections as often as tests make them.
+TEST_F(EvalGc, ThreadedEvaluationCollectsWithOneMarker) {
   std::string file = write("jobs.nix", R"nix(
 builtins.listToAttrs (builtins.genList (i: {
   name = "j${toString i}";
@@ -146,7 +145,7 @@ builtins.listToAttrs (builtins.genList (i: {
   auto two = kiln({"eval", "--json", "--readonly-mode", "--workers", "2", file},
                   {"KILN_EVAL_STATS=1", "KILN_GC_EVERY=65536"});
   ASSERT_EQ(two.exitCode, 0) << two.err;
-  EXPECT_NE(two.err.find("markers 2\n"), std::string::npos) << two.err;
+  EXPECT_NE(two.err.find("markers 1\n"), std::string::npos) << two.err;
   auto sorted = [](std::string s) {
     auto lines = test::nonEmptyLines(s);
     std::sort(lines.begin(), lines.end());

@@ -5,6 +5,7 @@
 /// time, except between beginThreads and endThreads (threaded evaluation,
 /// docs/evaluator.md), when up to kMaxThreads threads may evaluate.
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -352,10 +353,18 @@ class EvalState {
   Value vEmptyAttrs;
   Value vTrue, vFalse, vNull;
   uint32_t callDepth = 0;
-  /// Files currently being evaluated by import, to name the cycle.
-  /// Keys are views of the files' origin paths in `positions` (which stay
-  /// put): no second copy of each path.
-  std::unordered_map<std::string_view, Value*> fileCache;
+  /// Imported files' values by path, in shards by the path's hash, each
+  /// with its own lock (used only while threaded): threads import
+  /// thousands of files at once, and one lock around one map was the most
+  /// contended of threaded evaluation's own. Keys are views of the files'
+  /// origin paths in `positions` (which stay put): no second copy of each
+  /// path.
+  struct alignas(64) FileCacheShard {
+    std::mutex mu;
+    std::unordered_map<std::string_view, Value*> files;
+  };
+  static constexpr size_t kFileCacheShards = 16;
+  std::array<FileCacheShard, kFileCacheShards> fileCache;
   std::map<std::string, std::string> srcToStore;
   Env* baseEnv = nullptr;
   StaticEnv staticBaseEnv;
@@ -373,13 +382,14 @@ class EvalState {
   std::set<std::string> missingEntriesWarned_;  ///< search path entries warned about
   Value* allocValueSlow();
   Value* allocValueThreaded();
-  /// Threaded evaluation's collectable memory of kSizedMin..kSizedMax
-  /// bytes, from this thread's own lists (GC_malloc_many fills one per size
-  /// in 16-byte steps, a heap block's worth at a time). Larger sets and
-  /// lists otherwise took the collector's global lock each (libgc keeps
-  /// per-thread lists only for objects of up to 384 bytes).
+  /// Threaded evaluation's collectable memory of up to kSizedMax bytes,
+  /// from this thread's own lists (GC_malloc_many fills one per size in
+  /// 16-byte steps, a heap block's worth at a time, behind the collector
+  /// gate of gc_support.h, as every other refill of threaded evaluation).
+  /// libgc keeps per-thread lists only up to 384 bytes, and refills them
+  /// under its lock alone, where contending threads slept.
   void* allocSizedThreaded(size_t size);
-  static constexpr size_t kSizedMin = 385, kSizedMax = 2048, kSizedStep = 16;
+  static constexpr size_t kSizedMax = 2048, kSizedStep = 16;
   void forceThunkThreaded(Value& v, PosIdx pos);
   /// Waits until `v` (claimed by another thread) is no longer a
   /// blackhole; throws InfiniteRecursionError when the threads' waits form
@@ -409,7 +419,7 @@ class EvalState {
   /// One evaluating thread's own allocation state and call depth (slot 0:
   /// the state's own thread outside threaded evaluation). In this object,
   /// which the collector scans, so a thread's current block stays alive.
-  struct ThreadSlot {
+  struct alignas(64) ThreadSlot {  // no cache line shared by two threads' slots
     SlotBlocks blocks[kStreams];  // values, environments
     uint32_t callDepth = 0;
     void* sized[kSizedMax / kSizedStep + 1] = {};  // allocSizedThreaded's lists
@@ -423,7 +433,7 @@ class EvalState {
   std::unique_ptr<StoreWriter> lockedWriter_;
   StoreWriter* plainWriter_ = nullptr;
   std::atomic<uint32_t> waiters_{0};  // threads in waitForThunk
-  std::mutex cacheMutex_;          // fileCache, srcToStore, missingEntriesWarned_
+  std::mutex cacheMutex_;          // srcToStore, missingEntriesWarned_
   mutable std::mutex pathsMutex_;  // allowedPaths_
   /// A lock on `m` when threaded, none otherwise.
   std::unique_lock<std::mutex> lockIfThreaded(std::mutex& m) const {
@@ -469,15 +479,9 @@ class EvalState {
 /// workers).
 void initGarbageCollector();
 
-/// How many threads mark in a collection (1 by default; at most
-/// EvalState::kMaxThreads). Only a call before initGarbageCollector's
-/// first has an effect: `kiln eval --workers N` asks for N, so that a
-/// collection, which stops every evaluating thread, marks on N cores.
-void setCollectorMarkers(unsigned n);
-
 /// Threaded evaluation on `threads` threads (`kiln eval --workers N`, any
-/// N): as many markers, and collections start at 512 MiB allocated instead
-/// of 256 MiB, since a collection stops every thread (docs/evaluator.md,
+/// N): collections start at 512 MiB allocated instead of 256 MiB, since a
+/// collection stops every thread; one marker still (docs/evaluator.md,
 /// "Garbage collection"). Only a call before initGarbageCollector's first
 /// has an effect.
 void setCollectorForThreads(unsigned threads);

@@ -1,11 +1,10 @@
 #pragma once
 /// Source positions (file:line:column) shared by the AST, values and errors.
 
+#include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +40,11 @@ struct Origin {
 struct LineTable {
   /// The table of `text` in `arena`.
   static const uint8_t* make(std::string_view text, Arena& arena);
+  /// The table of `text`, built in memory of its own (no arena: threads
+  /// build theirs without a lock), to copy into an arena with place().
+  static std::vector<uint8_t> encode(std::string_view text);
+  /// A copy of `table` (from encode()) in `arena`.
+  static const uint8_t* place(const std::vector<uint8_t>& table, Arena& arena);
   /// 1-based line and the offset of its first byte for byte `offset`.
   static std::pair<uint32_t, uint32_t> find(const uint8_t* table, uint32_t offset);
 };
@@ -66,17 +70,13 @@ class PosTable {
                      bool keepText);
   /// The position of byte 0 of `origin` (byte `offset`, at most the
   /// source's size, is at base + offset). Safe while other threads add.
-  PosIdx base(uint32_t origin) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    return origins_[origin].base;
-  }
+  PosIdx base(uint32_t origin) const { return at(origin).base; }
   /// Resolves `p` (not kNoPos) to origin, line and column (1-based, bytes).
+  /// Safe while other threads add, without a lock.
   Pos get(PosIdx p) const;
-  /// Origin `i`; the reference stays valid (origins are never moved).
-  const Origin& origin(uint32_t i) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    return origins_[i];
-  }
+  /// Origin `i` (one addOrigin returned); the reference stays valid
+  /// (origins are never moved).
+  const Origin& origin(uint32_t i) const { return at(i); }
   /// "file:line:col", or "«none»" for kNoPos.
   std::string show(PosIdx p) const;
   /// "\n       at file:line:col:\n\n" followed by the source line and a caret,
@@ -84,13 +84,17 @@ class PosTable {
   std::string snippet(PosIdx p) const;
 
  private:
-  Pos getLocked(PosIdx p) const;
-  /// A deque: adding never moves an origin. Adds take mu_ exclusively,
-  /// lookups shared (threads may parse imports while others read).
-  std::deque<Origin> origins_;
+  static constexpr uint32_t kChunkBits = 12, kChunkMask = (1u << kChunkBits) - 1;
+  const Origin& at(uint32_t i) const { return chunks_[i >> kChunkBits][i & kChunkMask]; }
+  /// Origins in chunks of 2^12; the chunk list is reserved up front for
+  /// every origin the index space allows (each takes at least one index),
+  /// so it never moves and readers need no lock: an origin is written
+  /// before count_ (release) counts it, and never changes after.
+  std::vector<std::unique_ptr<Origin[]>> chunks_;
+  std::atomic<uint32_t> count_{0};
   PosIdx limit_;
   Arena lineTables_;  // under mu_
-  mutable std::shared_mutex mu_;
+  std::mutex mu_;     // adders
 };
 
 }  // namespace kiln::eval
