@@ -13,7 +13,6 @@ namespace kiln::eval {
 
 namespace {
 std::atomic<bool> threaded{false};
-int unclearedKindId = 0;  // GC_new_kind's, set once at start-up
 constexpr size_t kInitialHeap = size_t{64} << 20;
 constexpr size_t kGcEvery = size_t{256} << 20;
 // Threaded evaluation (`kiln eval --workers N`): a collection stops every
@@ -49,8 +48,6 @@ static void growMarkStack(size_t entries) {
   if (length) GC_gcollect_and_unmap();  // the chain's memory back to the system
 }
 
-int unclearedKind() { return unclearedKindId; }
-
 void setCollectorForThreads(unsigned) {
   // One marker still: libgc's parallel marking was slower on these heaps.
   // gen-pkgset 50,000 at 2 threads, its one collection (GC_PRINT_STATS):
@@ -74,8 +71,6 @@ void initGarbageCollector() {
     GC_set_markers_count(1);
     GC_INIT();
     GC_allow_register_threads();
-    // Scanned whole, as the normal kind; not cleared (takeFromMany clears).
-    unclearedKindId = static_cast<int>(GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 0));
     GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections
     if (evalStatsRequested()) startCollectionTimer();
     const char* every = std::getenv("KILN_GC_EVERY");

@@ -5,11 +5,8 @@
 #define GC_THREADS
 #include <gc/gc.h>
 #include <gc/gc_allocator.h>
-#include <gc/gc_inline.h>
-#include <gc/gc_mark.h>
 
 #include <boost/container/small_vector.hpp>
-#include <cstring>
 #include <deque>
 #include <new>
 #include <unordered_map>
@@ -51,39 +48,19 @@ inline size_t manyRequestFor(size_t bytes) {
   return bytes - (GC_get_all_interior_pointers() ? 1 : 0);
 }
 
-/// The collector's kind for takeFromMany's objects: scanned as its normal
-/// objects are, but not cleared when a free list is built or a block swept
-/// (gc_setup.cc makes it at start-up). With one marker the collector
-/// builds free lists under its lock, and clearing each new 4 KiB block
-/// there was most of the time other threads waited for it; each object is
-/// cleared by the thread that takes it instead.
-int unclearedKind();
-
-/// The bytes of a collector object asked for with `bytes`, as
-/// GC_malloc_many rounds them: the collector's extra byte (interior
-/// pointers), up to the 16-byte granule.
-inline size_t gcObjectBytes(size_t bytes) {
-  return (bytes + (GC_get_all_interior_pointers() ? 1 : 0) + 15) & ~size_t{15};
-}
-
-/// The next object from `list`, a list of `bytes`-sized objects of
-/// unclearedKind() linked through their first word (refilled, a heap
-/// block's worth under the collector's lock and the gate, when empty). The
-/// object comes zeroed, all of it, so the scanner sees no stale pointer.
-/// Objects still on a list may hold stale words (a block's worth per list).
-/// Throws std::bad_alloc.
+/// The next object from `list`, a GC_malloc_many list of `bytes`-sized
+/// objects linked through their first word (refilled, a heap block's worth
+/// under the collector's lock and the gate, when empty). The object comes
+/// zeroed: its link is cleared so the scanner sees no stale pointer. Throws
+/// std::bad_alloc.
 inline void* takeFromMany(void*& list, size_t bytes) {
-  const size_t size = gcObjectBytes(bytes);
   if (!list) {
-    withCollectorGate([&] {
-      GC_generic_malloc_many(size, unclearedKind(), &list);
-      return 0;
-    });
+    list = withCollectorGate([&] { return GC_malloc_many(bytes); });
     if (!list) throw std::bad_alloc();
   }
   void* p = list;
   list = *static_cast<void**>(p);
-  std::memset(p, 0, size);
+  *static_cast<void**>(p) = nullptr;
   return p;
 }
 
