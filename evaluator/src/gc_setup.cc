@@ -48,7 +48,7 @@ static void growMarkStack(size_t entries) {
   if (length) GC_gcollect_and_unmap();  // the chain's memory back to the system
 }
 
-void setCollectorForThreads(unsigned) {
+void setCollectorForThreads() {
   // One marker still: libgc's parallel marking was slower on these heaps.
   // gen-pkgset 50,000 at 2 threads, its one collection (GC_PRINT_STATS):
   // world-stopped marking 590-740 ms on two markers ("No room to copy back

@@ -479,12 +479,11 @@ class EvalState {
 /// workers).
 void initGarbageCollector();
 
-/// Threaded evaluation on `threads` threads (`kiln eval --workers N`, any
-/// N): collections start at 512 MiB allocated instead of 256 MiB, since a
-/// collection stops every thread; one marker still (docs/evaluator.md,
-/// "Garbage collection"). Only a call before initGarbageCollector's first
-/// has an effect.
-void setCollectorForThreads(unsigned threads);
+/// Threaded evaluation (`kiln eval --workers N`, any N): collections start
+/// at 512 MiB allocated instead of 256 MiB, since a collection stops every
+/// thread; one marker still (docs/evaluator.md, "Garbage collection").
+/// Only a call before initGarbageCollector's first has an effect.
+void setCollectorForThreads();
 
 /// Runs `fn` on a thread with a large stack (deep but finite recursion in
 /// Nix code must not overflow the C++ stack before the depth limit).
