@@ -146,7 +146,13 @@ Value* EvalState::allocValueThreaded() {
 uint32_t EvalState::threadSlot() { return tSlot; }
 
 void* EvalState::allocSizedThreaded(size_t size) {
-  const size_t steps = size == 0 ? 1 : (size + kSizedStep - 1) / kSizedStep;
+  // As GC_MALLOC(size) sizes it: room for the collector's extra byte, so a
+  // pointer just past the last byte asked for (a loop's end pointer, kept
+  // in a register) still points into the object and keeps it alive. Sizes
+  // without that byte freed objects still in use (a `//` loop crashed with
+  // two threads and frequent collections).
+  const size_t extra = GC_get_all_interior_pointers() ? 1 : 0;
+  const size_t steps = std::max<size_t>(1, (size + extra + kSizedStep - 1) / kSizedStep);
   return takeFromMany(slots_[tSlot].sized[steps], manyRequestFor(steps * kSizedStep));
 }
 

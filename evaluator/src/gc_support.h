@@ -42,8 +42,8 @@ auto withCollectorGate(F&& fn) {
 
 /// The size to ask GC_malloc_many for so that its objects take exactly
 /// `bytes` (a multiple of the 16-byte granule): the collector adds one byte
-/// to every request when it recognises interior pointers, which pushed a
-/// request of a whole number of granules into the next one.
+/// to every request when it recognises interior pointers. The caller
+/// leaves that byte free itself (allocSizedThreaded).
 inline size_t manyRequestFor(size_t bytes) {
   return bytes - (GC_get_all_interior_pointers() ? 1 : 0);
 }

@@ -2,6 +2,8 @@
 // scopes split into per-attribute tasks, output the same as one thread's.
 #include <gtest/gtest.h>
 
+#include <gc/gc.h>
+
 #include <algorithm>
 #include <string>
 
@@ -72,6 +74,27 @@ TEST(JobThreads, SplitScopesPrintWhatOneThreadPrints) {
   EXPECT_EQ(serial.find("hidden"), std::string::npos);
   EXPECT_LT(serial.find("\"attr\":\"alpha\""), serial.find("\"attr\":\"zeta\""));
   for (unsigned threads : {1u, 2u, 4u}) EXPECT_EQ(lines(threads), serial) << threads << " threads";
+}
+
+// Threads take sets and lists from their own free lists. Each object keeps
+// the byte past what was asked for, as GC_MALLOC's do: a pointer just past
+// its end (a loop's end pointer) must still keep it alive. Without it a
+// `//` loop freed sets still in use when collections were frequent.
+TEST(JobThreads, ThreadedObjectsKeepTheByteAfterTheirEnd) {
+  runWithLargeStack([] {
+    EvalState st;
+    st.beginThreads(1);
+    EvalState::enterThread(1);
+    for (size_t n = 1; n <= 300; ++n) {
+      Value** list = st.allocList(n);
+      const size_t asked = n * sizeof(Value*);
+      EXPECT_GE(GC_size(list), asked + (GC_get_all_interior_pointers() ? 1 : 0)) << n;
+      // No more than GC_MALLOC takes (GC_malloc_many rounds the last
+      // granules below 2 KiB up by one more).
+      EXPECT_LE(GC_size(list), GC_size(GC_MALLOC(asked)) + (asked > 2016 ? 16 : 0)) << n;
+    }
+    st.endThreads();
+  });
 }
 
 }  // namespace

@@ -422,7 +422,7 @@ class EvalState {
   struct alignas(64) ThreadSlot {  // no cache line shared by two threads' slots
     SlotBlocks blocks[kStreams];  // values, environments
     uint32_t callDepth = 0;
-    void* sized[kSizedMax / kSizedStep + 1] = {};  // allocSizedThreaded's lists
+    void* sized[kSizedMax / kSizedStep + 2] = {};  // allocSizedThreaded's lists, by granules
     std::atomic<Value*> waitingFor{nullptr};
     std::mutex waitMutex;  // with waitCv: this thread's wait for waitingFor
     std::condition_variable waitCv;
