@@ -115,9 +115,12 @@ void EvalState::beginThreads(uint32_t threads) {
     storeWriter = lockedWriter_.get();
   }
   threaded_ = true;
+  // One thread waits for no other's page clearing: no warmer.
+  if (threads > 1) startHeapWarmer();
 }
 
 void EvalState::endThreads() {
+  stopHeapWarmer();
   threaded_ = false;
   arena.setShared(false);
   permanent.setShared(false);

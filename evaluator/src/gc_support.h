@@ -23,6 +23,18 @@ void adviseHugePages();
 /// The same for the memory [p, p + n) (an arena chunk).
 void adviseHugePages(void* p, size_t n);
 
+/// Starts the heap warmer (heap_warmer.cc): a helper thread that populates
+/// new heap sections, so that the collector does not clear their pages
+/// under its lock while other evaluating threads wait. For threaded
+/// evaluation with two or more threads; a no-op with KILN_NO_HEAP_WARMER
+/// set, when running, or when no thread can be started.
+void startHeapWarmer();
+/// Stops and joins the warmer (a no-op when it does not run).
+void stopHeapWarmer();
+/// Queues [lo, hi), collector heap that is new, for the warmer (from the
+/// heap-resize callback: allocates nothing). Ignored when it does not run.
+void queueHeapWarming(uintptr_t lo, uintptr_t hi);
+
 /// Runs `fn` (a call into the collector's allocator) while no other
 /// evaluating thread of this process is in one: see gc_gate.cc. The
 /// collector's own lock is a plain mutex that puts a contending thread to

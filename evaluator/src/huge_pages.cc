@@ -27,6 +27,39 @@ bool disabled() {
   return off;
 }
 
+struct Advised {
+  uintptr_t lo, hi;
+};
+
+// A set of address ranges, fixed-size (no allocation under the collector).
+struct RangeList {
+  static constexpr size_t kMax = 1024;
+  Advised ranges[kMax];
+  size_t count = 0;
+
+  bool covers(uintptr_t lo, uintptr_t hi) const {
+    for (size_t i = 0; i < count; ++i)
+      if (ranges[i].lo <= lo && hi <= ranges[i].hi) return true;
+    return false;
+  }
+  // [lo, hi) less the ranges that overlap either end of it (a mapping the
+  // kernel merged with a new one next to it).
+  Advised uncovered(uintptr_t lo, uintptr_t hi) const {
+    for (size_t i = 0; i < count; ++i) {
+      if (ranges[i].lo <= lo && lo < ranges[i].hi) lo = ranges[i].hi;
+      if (ranges[i].lo < hi && hi <= ranges[i].hi) hi = ranges[i].lo;
+    }
+    return {lo, hi < lo ? lo : hi};
+  }
+  void remember(uintptr_t lo, uintptr_t hi) {
+    size_t kept = 0;  // drop the ranges inside the new one (merged mappings)
+    for (size_t i = 0; i < count; ++i)
+      if (!(lo <= ranges[i].lo && ranges[i].hi <= hi)) ranges[kept++] = ranges[i];
+    count = kept;
+    if (count < kMax) ranges[count++] = {lo, hi};
+  }
+};
+
 // The mappings advised since the last collection, so that a heap growth
 // advises only what is new: every growth (~85 at gen-pkgset 50,000, each
 // under the collector's lock) advised every mapping again, ~6,800 madvise
@@ -35,27 +68,17 @@ bool disabled() {
 // blocks and map them again without the advice, so the list is forgotten
 // when the collection count changes. Only the collector's heap-resize
 // callback uses it (under the collector's lock): no lock of its own.
-struct Advised {
-  uintptr_t lo, hi;
-};
-constexpr size_t kMaxAdvised = 1024;
-Advised advised[kMaxAdvised];
-size_t advisedCount = 0;
+RangeList advised;
 GC_word advisedAtCollection = ~GC_word{0};
+// Every mapping seen so far, never forgotten: what is not in it is new,
+// and the part of it that is the collector's heap goes to the warmer.
+RangeList seen;
 
-bool alreadyAdvised(uintptr_t lo, uintptr_t hi) {
-  for (size_t i = 0; i < advisedCount; ++i)
-    if (advised[i].lo <= lo && hi <= advised[i].hi) return true;
-  return false;
-}
-
-void rememberAdvised(uintptr_t lo, uintptr_t hi) {
-  size_t kept = 0;  // drop the ranges inside the new one (merged mappings)
-  for (size_t i = 0; i < advisedCount; ++i)
-    if (!(lo <= advised[i].lo && advised[i].hi <= hi))
-      advised[kept++] = advised[i];
-  advisedCount = kept;
-  if (advisedCount < kMaxAdvised) advised[advisedCount++] = {lo, hi};
+// Hands new memory [lo, hi) to the heap warmer when it is a section of
+// the collector's heap (whose first block has a header; the blocks of a
+// free section after it have none yet).
+void warmHeap(uintptr_t lo, uintptr_t hi) {
+  if (hi > lo && GC_is_heap_ptr(reinterpret_cast<void*>(lo))) queueHeapWarming(lo, hi);
 }
 
 // One line of /proc/self/maps: advises an anonymous private read-write
@@ -74,10 +97,15 @@ void adviseMapping(char* line) {
       inode == 0 && (*path == 0 || std::strcmp(path, "[heap]") == 0);
   if (!anonymous || std::strcmp(perms, "rw-p") != 0 || hi - lo < kHugePage)
     return;
-  if (alreadyAdvised(lo, hi)) return;
+  if (!seen.covers(lo, hi)) {
+    Advised part = seen.uncovered(lo, hi);
+    warmHeap(part.lo, part.hi);
+    seen.remember(lo, hi);
+  }
+  if (advised.covers(lo, hi)) return;
   ::madvise(reinterpret_cast<void*>(lo), hi - lo,
             MADV_HUGEPAGE);  // a hint: errors ignored
-  rememberAdvised(lo, hi);
+  advised.remember(lo, hi);
 }
 
 }  // namespace
@@ -89,7 +117,7 @@ void adviseHugePages() {
   // GC_get_gc_no reads the count without the collector's lock (held here).
   if (GC_get_gc_no() != advisedAtCollection) {
     advisedAtCollection = GC_get_gc_no();
-    advisedCount = 0;
+    advised.count = 0;
   }
   int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;

@@ -264,9 +264,14 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
     for (const std::string& part : sh.parts[i]) text += part;
     onEntry(i, text);
   }
-  if (std::getenv("KILN_EVAL_CPU_TIMES"))
+  if (std::getenv("KILN_EVAL_CPU_TIMES")) {
     std::fprintf(stderr, "kiln eval cpu: after threads %.2f s at %.2f s\n",
                  cpuSeconds(CLOCK_PROCESS_CPUTIME_ID), wallSeconds());
+    HeapWarmerStats warm = heapWarmerStats();
+    std::fprintf(stderr, "kiln eval cpu: heap warmer populated %llu MiB, grew the heap by %llu MiB\n",
+                 static_cast<unsigned long long>(warm.populatedBytes >> 20),
+                 static_cast<unsigned long long>(warm.grownBytes >> 20));
+  }
 }
 
 }  // namespace kiln::eval

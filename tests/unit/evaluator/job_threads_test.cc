@@ -5,6 +5,8 @@
 #include <gc/gc.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "kiln/evaluator/eval_state.h"
@@ -94,6 +96,53 @@ TEST(JobThreads, ThreadedObjectsKeepTheByteAfterTheirEnd) {
       EXPECT_LE(GC_size(list), GC_size(GC_MALLOC(asked)) + (asked > 2016 ? 16 : 0)) << n;
     }
     st.endThreads();
+  });
+}
+
+// Allocates 2 KiB lists on thread slot 1 until `done` or `limit` bytes.
+template <class Done>
+size_t allocateUntil(EvalState& st, size_t limit, Done done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  size_t allocated = 0;
+  while (allocated < limit && !done() && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 64; ++i) st.allocList(250);
+    allocated += 64 * 250 * sizeof(Value*);
+  }
+  return allocated;
+}
+
+// With two threads, the heap warmer grows the heap ahead of the allocator
+// and populates the new sections; it stops with the threads.
+TEST(JobThreads, HeapWarmerPopulatesNewHeapAheadOfTheAllocator) {
+  if (std::getenv("KILN_GC_EVERY")) GTEST_SKIP() << "collections too often to grow ahead";
+  runWithLargeStack([] {
+    EvalState st;
+    HeapWarmerStats before = heapWarmerStats();
+    st.beginThreads(2);
+    EvalState::enterThread(1);
+    allocateUntil(st, size_t{1} << 30,
+                  [&] { return heapWarmerStats().populatedBytes > before.populatedBytes; });
+    st.endThreads();
+    HeapWarmerStats after = heapWarmerStats();
+    EXPECT_GT(after.grownBytes, before.grownBytes);
+    EXPECT_GT(after.populatedBytes, before.populatedBytes);
+    // Stopped: more allocation finds nothing populated ahead.
+    allocateUntil(st, size_t{128} << 20, [] { return false; });
+    EXPECT_EQ(heapWarmerStats().populatedBytes, after.populatedBytes);
+  });
+}
+
+// One thread waits for no other's page faults: no warmer.
+TEST(JobThreads, NoHeapWarmerForOneThread) {
+  runWithLargeStack([] {
+    EvalState st;
+    HeapWarmerStats before = heapWarmerStats();
+    st.beginThreads(1);
+    EvalState::enterThread(1);
+    allocateUntil(st, size_t{128} << 20, [] { return false; });
+    st.endThreads();
+    EXPECT_EQ(heapWarmerStats().populatedBytes, before.populatedBytes);
+    EXPECT_EQ(heapWarmerStats().grownBytes, before.grownBytes);
   });
 }
 

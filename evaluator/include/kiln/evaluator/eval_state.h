@@ -485,6 +485,16 @@ void initGarbageCollector();
 /// Only a call before initGarbageCollector's first has an effect.
 void setCollectorForThreads();
 
+/// What the heap warmer did in this process so far (threaded evaluation
+/// with two or more threads; docs/evaluator.md, "Parallel evaluation"):
+/// bytes of new heap it populated before the allocator reached them, and
+/// bytes it grew the heap by ahead of need.
+struct HeapWarmerStats {
+  uint64_t populatedBytes = 0;
+  uint64_t grownBytes = 0;
+};
+HeapWarmerStats heapWarmerStats();
+
 /// Runs `fn` on a thread with a large stack (deep but finite recursion in
 /// Nix code must not overflow the C++ stack before the depth limit).
 void runWithLargeStack(const std::function<void()>& fn, size_t stackBytes = 512u << 20);
