@@ -62,10 +62,14 @@ std::string formatJob(const Job& job, bool json) {
   return job.attr + " " + job.drvPath + "\n";
 }
 
+// A job that reports an error is a failed one (the exit status and the
+// summary line count them).
+bool jobFailed(const Job& job) { return !job.error.empty(); }
+
 // Lines are held until the job's .drv is committed (EvalStoreTarget::print).
 void printJob(EvalStoreTarget& out, const Job& job, bool json, JobCounts& counts) {
   ++counts.jobs;
-  if (!job.error.empty()) ++counts.failed;
+  if (jobFailed(job)) ++counts.failed;
   out.print(formatJob(job, json));
 }
 
@@ -116,7 +120,7 @@ JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* aut
         st, root, autoArgs, o.attrPath, o.workers,
         [&](const Job& job, std::string& text) {
           jobs.fetch_add(1, std::memory_order_relaxed);
-          if (!job.error.empty()) failed.fetch_add(1, std::memory_order_relaxed);
+          if (jobFailed(job)) failed.fetch_add(1, std::memory_order_relaxed);
           text += formatJob(job, o.json);
         },
         [&](size_t, const std::string& text) { o.target.print(text); });
