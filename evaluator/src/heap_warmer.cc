@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "gc_support.h"
@@ -122,8 +123,8 @@ void run(Warmer& w) {
   uintptr_t next = 0;  // cur's first page not populated
   size_t base = 0;
   for (;;) {
-    Usage u = usage();  // before w.mu: the heap-resize callback nests them the
-                        // other way
+    // Before w.mu: the heap-resize callback takes them the other way round.
+    Usage u = usage();
     growAhead(w, u);
     std::unique_lock<std::mutex> lock(w.mu);
     if (w.stop) return;
