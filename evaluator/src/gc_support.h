@@ -31,8 +31,9 @@ void adviseHugePages(void* p, size_t n);
 void startHeapWarmer();
 /// Stops and joins the warmer (a no-op when it does not run).
 void stopHeapWarmer();
-/// Queues [lo, hi), collector heap that is new, for the warmer (from the
-/// heap-resize callback: allocates nothing). Ignored when it does not run.
+/// Hands [lo, hi), a new section of the collector's heap, to the warmer in
+/// place of any section it was given before (from the heap-resize
+/// callback: allocates nothing). Ignored when it does not run.
 void queueHeapWarming(uintptr_t lo, uintptr_t hi);
 
 /// Runs `fn` (a call into the collector's allocator) while no other

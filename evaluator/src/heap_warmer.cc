@@ -40,12 +40,10 @@ constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
 // section exists: the warmer starts after it.
 constexpr uintptr_t kLead = kHugePage;
 // How far ahead of the allocator the warmer goes: a section's tail the
-// allocator never reaches would only add to the peak RSS. The allocator's
-// place is estimated from the heap's bytes in use, which grow as it takes
-// new blocks.
-constexpr size_t kAhead = size_t{32} << 20;
+// allocator never reaches would only add to the peak RSS.
+constexpr size_t kAhead = size_t{16} << 20;
 // The heap is grown by kStep at a time when less than kLow of it is free.
-constexpr size_t kLow = size_t{32} << 20;
+constexpr size_t kLow = size_t{16} << 20;
 constexpr size_t kStep = size_t{64} << 20;
 constexpr auto kPoll = std::chrono::milliseconds(5);
 
@@ -53,14 +51,12 @@ struct Range {
   uintptr_t lo, hi;
 };
 
-// The queue between the heap-resize callback (an allocating thread, under
-// the collector's lock: must not allocate) and the warmer thread.
+// What the heap-resize callback (an allocating thread, under the
+// collector's lock: must not allocate) hands the warmer thread.
 struct Warmer {
   std::mutex mu;
   std::condition_variable wake;
-  static constexpr size_t kMaxQueued = 64;
-  Range queue[kMaxQueued];
-  size_t queued = 0;
+  Range pending{0, 0};  // the newest section not yet taken (empty: none)
   bool running = false;
   bool stop = false;
   bool unsupported = false;  // MADV_POPULATE_WRITE refused: kernel < 5.14
@@ -81,14 +77,15 @@ bool disabled() {
 // The collector's figures the warmer works from (its lock, briefly, behind
 // the gate like every evaluating thread's calls).
 struct Usage {
-  size_t inUse = 0, free = 0, sinceCollection = 0;
+  size_t free = 0, sinceCollection = 0;
 };
 
 Usage usage() {
-  GC_word heap = 0, free = 0, since = 0;
-  withCollectorGate(
-      [&] { GC_get_heap_usage_safe(&heap, &free, nullptr, &since, nullptr); });
-  return {heap > free ? heap - free : 0, free, since};
+  GC_word free = 0, since = 0;
+  withCollectorGate([&] {
+    GC_get_heap_usage_safe(nullptr, &free, nullptr, &since, nullptr);
+  });
+  return {free, since};
 }
 
 // Grows the heap by kStep when little of it is free and the collector,
@@ -114,43 +111,51 @@ bool populatePage(uintptr_t p, size_t n) {
   return errno != EINVAL;
 }
 
+// Whether the allocator has reached [p, p + 64 KiB) of a section: one of
+// its blocks holds an object (a few, in case one is black-listed and
+// skipped). Under the gate, where the headers it reads do not change.
+bool allocatorReached(uintptr_t p) {
+  return withCollectorGate([p] {
+    for (uintptr_t q = p; q < p + (uintptr_t{64} << 10); q += 4096)
+      if (GC_base(reinterpret_cast<void*>(q))) return true;
+    return false;
+  });
+}
+
 // The warmer's loop: every kPoll, grows the heap ahead when needed and
-// populates the queued sections up to kAhead past the allocator, whose
-// place in the section it works on is estimated from the bytes in use
-// (`base` of them when it took the section; growth adds no bytes in use).
+// populates the newest section, at most kAhead past the allocator. libgc
+// puts a new section first in its free list and allocates from it at
+// once, from its start, leaving what is left of older ones for later: the
+// warmer drops those, as populating them would only add to the peak RSS
+// for now.
 void run(Warmer& w) {
   Range cur{0, 0};
   uintptr_t next = 0;  // cur's first page not populated
-  size_t base = 0;
   for (;;) {
     // Before w.mu: the heap-resize callback takes them the other way round.
-    Usage u = usage();
-    growAhead(w, u);
+    growAhead(w, usage());
     std::unique_lock<std::mutex> lock(w.mu);
     if (w.stop) return;
-    if (next >= cur.hi && w.queued > 0) {
-      cur = w.queue[0];
-      std::copy(w.queue + 1, w.queue + w.queued, w.queue);
-      --w.queued;
+    if (w.pending.hi > w.pending.lo) {  // the allocator is there now
+      cur = w.pending;
+      w.pending = {0, 0};
       next = cur.lo;
-      base = u.inUse;
-    }
-    uintptr_t reach = cur.lo + (u.inUse > base ? u.inUse - base : 0) + kAhead;
-    if (next >= cur.hi || next >= reach) {
-      w.wake.wait_for(lock, kPoll);
-      continue;
     }
     lock.unlock();
-    for (; next < cur.hi && next < reach; next += kHugePage) {
+    for (; next < cur.hi; next += kHugePage) {
+      if (next >= cur.lo + kAhead && !allocatorReached(next - kAhead)) break;
       size_t n = std::min<uintptr_t>(kHugePage, cur.hi - next);
       if (populatePage(next, n)) {
         w.populated.fetch_add(n, std::memory_order_relaxed);
         continue;
       }
       lock.lock();
-      w.unsupported = true;  // the queue is not looked at again
+      w.unsupported = true;  // nothing is handed to it again
       return;
     }
+    lock.lock();
+    if (w.stop) return;
+    w.wake.wait_for(lock, kPoll);
   }
 }
 
@@ -162,7 +167,7 @@ void startHeapWarmer() {
   std::lock_guard<std::mutex> lock(w.mu);
   if (w.running || w.unsupported) return;
   w.stop = false;
-  w.queued = 0;
+  w.pending = {0, 0};
   try {
     w.thread = std::thread([&w] { run(w); });
   } catch (const std::system_error&) {
@@ -195,8 +200,8 @@ void queueHeapWarming(uintptr_t lo, uintptr_t hi) {
   if (hi <= lo) return;
   {
     std::lock_guard<std::mutex> lock(w.mu);
-    if (!w.running || w.unsupported || w.queued == Warmer::kMaxQueued) return;
-    w.queue[w.queued++] = {lo, hi};
+    if (!w.running || w.unsupported) return;
+    w.pending = {lo, hi};
   }
   w.wake.notify_one();
 }
