@@ -34,7 +34,7 @@ void stopHeapWarmer();
 /// Hands [lo, hi), a new section of the collector's heap, to the warmer in
 /// place of any section it was given before (from the heap-resize
 /// callback: allocates nothing). Ignored when it does not run.
-void queueHeapWarming(uintptr_t lo, uintptr_t hi);
+void warmHeapSection(uintptr_t lo, uintptr_t hi);
 
 /// Runs `fn` (a call into the collector's allocator) while no other
 /// evaluating thread of this process is in one: see gc_gate.cc. The

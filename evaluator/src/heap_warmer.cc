@@ -97,8 +97,8 @@ void growAhead(Warmer& w, const Usage& u) {
   size_t collectAfter = GC_get_min_bytes_allocd();
   if (u.free >= kLow || u.sinceCollection + kStep + kLow >= collectAfter)
     return;
-  if (withCollectorGate(
-          [] { return GC_expand_hp(kStep); }))  // queues the section
+  // The heap-resize callback passes the new section to warmHeapSection.
+  if (withCollectorGate([] { return GC_expand_hp(kStep); }))
     w.grown.fetch_add(kStep, std::memory_order_relaxed);
 }
 
@@ -194,7 +194,7 @@ HeapWarmerStats heapWarmerStats() {
           w.grown.load(std::memory_order_relaxed)};
 }
 
-void queueHeapWarming(uintptr_t lo, uintptr_t hi) {
+void warmHeapSection(uintptr_t lo, uintptr_t hi) {
   Warmer& w = warmer();
   lo = (lo + kLead + kHugePage - 1) & ~(kHugePage - 1);
   if (hi <= lo) return;

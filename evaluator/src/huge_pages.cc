@@ -54,7 +54,8 @@ struct RangeList {
   void remember(uintptr_t lo, uintptr_t hi) {
     size_t kept = 0;  // drop the ranges inside the new one (merged mappings)
     for (size_t i = 0; i < count; ++i)
-      if (!(lo <= ranges[i].lo && ranges[i].hi <= hi)) ranges[kept++] = ranges[i];
+      if (!(lo <= ranges[i].lo && ranges[i].hi <= hi))
+        ranges[kept++] = ranges[i];
     count = kept;
     if (count < kMax) ranges[count++] = {lo, hi};
   }
@@ -78,7 +79,8 @@ RangeList seen;
 // the collector's heap (whose first block has a header; the blocks of a
 // free section after it have none yet).
 void warmHeap(uintptr_t lo, uintptr_t hi) {
-  if (hi > lo && GC_is_heap_ptr(reinterpret_cast<void*>(lo))) queueHeapWarming(lo, hi);
+  if (hi > lo && GC_is_heap_ptr(reinterpret_cast<void*>(lo)))
+    warmHeapSection(lo, hi);
 }
 
 // One line of /proc/self/maps: advises an anonymous private read-write
