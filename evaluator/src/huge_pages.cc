@@ -27,14 +27,14 @@ bool disabled() {
   return off;
 }
 
-struct Advised {
+struct AddressRange {
   uintptr_t lo, hi;
 };
 
 // A set of address ranges, fixed-size (no allocation under the collector).
 struct RangeList {
   static constexpr size_t kMax = 1024;
-  Advised ranges[kMax];
+  AddressRange ranges[kMax];
   size_t count = 0;
 
   bool covers(uintptr_t lo, uintptr_t hi) const {
@@ -44,7 +44,7 @@ struct RangeList {
   }
   // [lo, hi) less the ranges that overlap either end of it (a mapping the
   // kernel merged with a new one next to it).
-  Advised uncovered(uintptr_t lo, uintptr_t hi) const {
+  AddressRange uncovered(uintptr_t lo, uintptr_t hi) const {
     for (size_t i = 0; i < count; ++i) {
       if (ranges[i].lo <= lo && lo < ranges[i].hi) lo = ranges[i].hi;
       if (ranges[i].lo < hi && hi <= ranges[i].hi) hi = ranges[i].lo;
@@ -75,14 +75,6 @@ GC_word advisedAtCollection = ~GC_word{0};
 // and the part of it that is the collector's heap goes to the warmer.
 RangeList seen;
 
-// Hands new memory [lo, hi) to the heap warmer when it is a section of
-// the collector's heap (whose first block has a header; the blocks of a
-// free section after it have none yet).
-void warmHeap(uintptr_t lo, uintptr_t hi) {
-  if (hi > lo && GC_is_heap_ptr(reinterpret_cast<void*>(lo)))
-    warmHeapSection(lo, hi);
-}
-
 // One line of /proc/self/maps: advises an anonymous private read-write
 // mapping of at least one huge page (the collector's heap sections, the
 // arenas' chunks, malloc's heaps), not the main stack.
@@ -100,8 +92,12 @@ void adviseMapping(char* line) {
   if (!anonymous || std::strcmp(perms, "rw-p") != 0 || hi - lo < kHugePage)
     return;
   if (!seen.covers(lo, hi)) {
-    Advised part = seen.uncovered(lo, hi);
-    warmHeap(part.lo, part.hi);
+    // New memory: to the heap warmer when it is a section of the
+    // collector's heap (its first block has a header; the blocks of a
+    // free section after it have none yet).
+    AddressRange part = seen.uncovered(lo, hi);
+    if (part.hi > part.lo && GC_is_heap_ptr(reinterpret_cast<void*>(part.lo)))
+      warmHeapSection(part.lo, part.hi);
     seen.remember(lo, hi);
   }
   if (advised.covers(lo, hi)) return;
