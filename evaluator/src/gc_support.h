@@ -31,6 +31,10 @@ void adviseHugePages(void* p, size_t n);
 void startHeapWarmer();
 /// Stops and joins the warmer (a no-op when it does not run).
 void stopHeapWarmer();
+/// Whether the warmer is growing the heap now and new memory of `bytes`
+/// can hold the section it adds (for the heap-resize callback, which that
+/// growth calls).
+bool heapWarmerGrowsBy(size_t bytes);
 /// Hands [lo, hi), a new section of the collector's heap, to the warmer in
 /// place of any section it was given before (from the heap-resize
 /// callback: allocates nothing). Ignored when it does not run.

@@ -74,6 +74,8 @@ bool disabled() {
   return off;
 }
 
+std::atomic<bool> growing{false};  // growAhead is in GC_expand_hp
+
 // The collector's figures the warmer works from (its lock, briefly, behind
 // the gate like every evaluating thread's calls).
 struct Usage {
@@ -98,7 +100,13 @@ void growAhead(Warmer& w, const Usage& u) {
   if (u.free >= kLow || u.sinceCollection + kStep + kLow >= collectAfter)
     return;
   // The heap-resize callback passes the new section to warmHeapSection.
-  if (withCollectorGate([] { return GC_expand_hp(kStep); }))
+  // Under the gate no other thread grows the heap meanwhile.
+  if (withCollectorGate([] {
+        growing.store(true, std::memory_order_relaxed);
+        int grew = GC_expand_hp(kStep);
+        growing.store(false, std::memory_order_relaxed);
+        return grew;
+      }))
     w.grown.fetch_add(kStep, std::memory_order_relaxed);
 }
 
@@ -186,6 +194,10 @@ void stopHeapWarmer() {
   }
   w.wake.notify_one();
   w.thread.join();
+}
+
+bool heapWarmerGrowsBy(size_t bytes) {
+  return growing.load(std::memory_order_relaxed) && bytes >= kStep;
 }
 
 HeapWarmerStats heapWarmerStats() {

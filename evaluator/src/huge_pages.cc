@@ -71,9 +71,11 @@ struct RangeList {
 // callback uses it (under the collector's lock): no lock of its own.
 RangeList advised;
 GC_word advisedAtCollection = ~GC_word{0};
-// Every mapping seen so far, never forgotten: what is not in it is new,
-// and the part of it that is the collector's heap goes to the warmer.
-RangeList seen;
+// The mappings of the last scan (`seen`) and of this one (`current`): what
+// the last scan did not have is new, and the part of it that is the
+// collector's heap goes to the warmer. Only mappings present at the last
+// scan count: an address unmapped since may hold a new heap section.
+RangeList seen, current;
 
 // One line of /proc/self/maps: advises an anonymous private read-write
 // mapping of at least one huge page (the collector's heap sections, the
@@ -93,13 +95,17 @@ void adviseMapping(char* line) {
     return;
   if (!seen.covers(lo, hi)) {
     // New memory: to the heap warmer when it is a section of the
-    // collector's heap (its first block has a header; the blocks of a
-    // free section after it have none yet).
+    // collector's heap: its first block has a header, or the warmer is
+    // growing the heap by at least its size (a section mapped right after
+    // the last one joins that one's free tail, whose first block alone has
+    // a header, and the kernel may merge the mapping with its neighbours).
     AddressRange part = seen.uncovered(lo, hi);
-    if (part.hi > part.lo && GC_is_heap_ptr(reinterpret_cast<void*>(part.lo)))
+    if (part.hi > part.lo &&
+        (GC_is_heap_ptr(reinterpret_cast<void*>(part.lo)) ||
+         heapWarmerGrowsBy(part.hi - part.lo)))
       warmHeapSection(part.lo, part.hi);
-    seen.remember(lo, hi);
   }
+  current.remember(lo, hi);
   if (advised.covers(lo, hi)) return;
   ::madvise(reinterpret_cast<void*>(lo), hi - lo,
             MADV_HUGEPAGE);  // a hint: errors ignored
@@ -119,6 +125,7 @@ void adviseHugePages() {
   }
   int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
+  current.count = 0;
   char buf[16384];
   size_t have = 0;
   for (;;) {
@@ -138,6 +145,7 @@ void adviseHugePages() {
     have -= start;
   }
   ::close(fd);
+  seen = current;
 }
 
 void adviseHugePages(void* p, size_t n) {
