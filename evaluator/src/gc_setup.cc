@@ -21,32 +21,8 @@ constexpr size_t kGcEvery = size_t{256} << 20;
 // second, 280 MB later, freed 136 MB. From 512 MiB on, the first is the
 // one that frees.
 constexpr size_t kGcEveryThreaded = size_t{512} << 20;
-constexpr size_t kMarkStackEntries = size_t{1} << 18;
+constexpr size_t kMarkStackEntries = size_t{1} << 20;
 }  // namespace
-
-// Grows the collector's mark stack to at least `entries` (libgc starts
-// with 4,096 entries and doubles them only after a collection that
-// overflowed them, and each overflow costs a rescan of every marked object:
-// a package set's deep graphs overflowed 8,192 entries ~450 times per
-// collection, half of its cost). A chain of nodes each holding a leaf
-// leaves one entry per level on the stack; it is lengthened before each
-// collection to just overflow the stack, which then doubles. Costs ~16 ms
-// CPU once per process for 262,144 entries (4 MiB).
-static void growMarkStack(size_t entries) {
-  void** volatile head = nullptr;  // on the stack: a root
-  size_t length = 0;
-  for (size_t size = 4096; size < entries; size *= 2) {
-    for (; length < size + size / 4; ++length) {
-      void** node = static_cast<void**>(GC_MALLOC(2 * sizeof(void*)));
-      node[0] = GC_MALLOC(sizeof(void*));  // pushed and left on the stack
-      node[1] = head;
-      head = node;
-    }
-    GC_gcollect();
-  }
-  head = nullptr;
-  if (length) GC_gcollect_and_unmap();  // the chain's memory back to the system
-}
 
 void setCollectorForThreads() {
   // One marker still: libgc's parallel marking was slower on these heaps.

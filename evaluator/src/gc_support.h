@@ -40,6 +40,12 @@ bool heapWarmerGrowsBy(size_t bytes);
 /// callback: allocates nothing). Ignored when it does not run.
 void warmHeapSection(uintptr_t lo, uintptr_t hi);
 
+/// Grows the collector's mark stack to at least `entries` (rounded up to
+/// 4,096 times a power of two) with a few small collections, and from then
+/// on gives its pages back after each collection's marking (mark_stack.cc).
+/// Call once, right after GC_INIT, before other threads allocate.
+void growMarkStack(size_t entries);
+
 /// Runs `fn` (a call into the collector's allocator) while no other
 /// evaluating thread of this process is in one: see gc_gate.cc. The
 /// collector's own lock is a plain mutex that puts a contending thread to

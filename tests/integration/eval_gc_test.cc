@@ -114,15 +114,56 @@ in builtins.foldl' (a: x: a + x.v) 0 xs
   auto stats = kiln({"instantiate", "--eval", file}, {"KILN_EVAL_STATS=2"});
   ASSERT_EQ(stats.exitCode, 0) << stats.err;
   EXPECT_EQ(stats.out, plain.out);
-  for (const char* line : {"kiln-eval-stats: rss ", "kiln-eval-stats: gc heap ",
-                           "kiln-eval-stats: collections ", "live after a final collection ",
-                           "kiln-eval-stats: allocated: values ", "kiln-eval-stats: arena "})
-    EXPECT_NE(stats.err.find(line), std::string::npos) << line << " missing in " << stats.err;
+  for (const char* line :
+       {"kiln-eval-stats: rss ", "kiln-eval-stats: gc heap ",
+        "kiln-eval-stats: collections ", "live after a final collection ",
+        "kiln-eval-stats: allocated: values ", "kiln-eval-stats: arena "})
+    EXPECT_NE(stats.err.find(line), std::string::npos)
+        << line << " missing in " << stats.err;
   EXPECT_NE(stats.err.find("markers 1\n"), std::string::npos) << stats.err;
   auto small = kiln({"instantiate", "--eval", file},
                     {"KILN_GC_MARK_STACK=0", "KILN_GC_EVERY=65536"});
   ASSERT_EQ(small.exitCode, 0) << small.err;
   EXPECT_EQ(small.out, plain.out);
+}
+
+// The mark stack is grown at start (mark_stack.cc) with one overflow per
+// doubling, up to 1,048,576 entries, and a deep structure marked in later
+// collections then overflows it no more; with a small stack it does (the
+// same structure, so the check can fail). GC_PRINT_STATS is libgc's log.
+TEST_F(EvalGc, MarkStackIsGrownAtStartAndDeepStructuresDoNotOverflowIt) {
+  std::string file = write("deep.nix", R"nix(
+let
+  chain = builtins.foldl' (acc: i: { a = { v = i; }; next = acc; z = { v = i; }; }) null
+    (builtins.genList (i: i) 100000);
+  churn = builtins.foldl' (s: i: s + builtins.length [ { x = i; } { y = i; } ]) 0
+    (builtins.genList (i: i) 300000);
+in builtins.seq chain (chain.a.v + churn)
+)nix");
+  auto count = [](const std::string& log, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos;
+         at = log.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  auto grown = kiln({"instantiate", "--eval", file},
+                    {"GC_PRINT_STATS=1", "KILN_GC_EVERY=16000000"});
+  ASSERT_EQ(grown.exitCode, 0) << grown.err;
+  EXPECT_EQ(grown.out, "699999\n");
+  EXPECT_NE(grown.err.find("Grew mark stack to 1048576 frames"),
+            std::string::npos);
+  EXPECT_GT(count(grown.err, "Marking for collection"),
+            9u);  // 8 to grow, then real ones
+  EXPECT_EQ(count(grown.err, "Mark stack overflow"), 8u);
+  EXPECT_EQ(count(grown.err, "Grew mark stack to"), 8u);
+  auto small = kiln({"instantiate", "--eval", file},
+                    {"GC_PRINT_STATS=1", "KILN_GC_EVERY=16000000",
+                     "KILN_GC_MARK_STACK=16384"});
+  ASSERT_EQ(small.exitCode, 0) << small.err;
+  EXPECT_EQ(small.out, grown.out);
+  EXPECT_GT(count(small.err, "Mark stack overflow"),
+            count(small.err, "Grew mark stack to"));
 }
 
 // `kiln eval --workers N` marks on one thread (libgc's parallel marking was
@@ -139,7 +180,8 @@ builtins.listToAttrs (builtins.genList (i: {
   };
 }) 100)
 )nix");
-  auto one = kiln({"eval", "--json", "--readonly-mode", file}, {"KILN_EVAL_STATS=1"});
+  auto one =
+      kiln({"eval", "--json", "--readonly-mode", file}, {"KILN_EVAL_STATS=1"});
   ASSERT_EQ(one.exitCode, 0) << one.err;
   EXPECT_NE(one.err.find("markers 1\n"), std::string::npos) << one.err;
   auto two = kiln({"eval", "--json", "--readonly-mode", "--workers", "2", file},

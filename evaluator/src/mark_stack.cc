@@ -1,0 +1,151 @@
+// The collector's mark stack (docs/evaluator.md, "Garbage collection"):
+// grown at start to the size a package set's deep graphs need, and its
+// pages given back after each collection's marking.
+//
+// libgc 8.2 starts with 4,096 entries and doubles them only after a
+// collection that overflowed them; each overflow drops entries and costs a
+// rescan of every marked object. gen-pkgset 50,000 overflowed 262,144
+// entries 10-30 times in its main collection (730-810 ms of marking, 450
+// ms without overflows). There is no setting for the initial size, so the
+// stack is overflowed on purpose in small collections at start, once
+// each, by a filler object of a kind of its own: its mark procedure fills
+// the free part of the stack with entries that scan nothing, then pushes
+// one real object, which finds the stack full and reports the overflow.
+// That costs a few ms and no heap objects (the outgrown stacks become heap
+// blocks). A stack used deep stays resident, so after each marking the
+// pages of the stack are given back (MADV_DONTNEED): its entries are dead
+// by then, and peak RSS does not grow by the deepest marking's stack.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <bit>
+#include <cstdint>
+
+#include "gc_support.h"
+// gc_support.h first: it sets GC_THREADS for every collector header.
+#include <gc/gc_mark.h>
+
+namespace kiln::eval {
+
+namespace {
+constexpr GC_word kFillerMagic = 0x6b696c6e6d61726bULL;    // "kilnmark"
+constexpr GC_word kMeasureMagic = 0x6b696c6e73697a65ULL;   // "kilnsize"
+constexpr GC_word kObserverMagic = 0x6b696c6e6f627376ULL;  // "kilnobsv"
+constexpr GC_word kHide = 0x5a5a5a5a5a5a5a5aULL;
+
+// An object of the filler kind. Its first word says what its mark
+// procedure does (an object on a free list has a link there, or zero).
+struct Filler {
+  GC_word magic;
+  GC_word leaf;  // the object pushed last, xor kHide: no scan finds it first
+};
+
+// libgc's mark stack entry (gc_pmark.h, not installed): start, descriptor.
+struct MarkEntry {
+  void* start;
+  GC_word descr;
+};
+static_assert(sizeof(MarkEntry) == 2 * sizeof(GC_word));
+
+std::atomic<GC_word> filledInCollection{~GC_word{0}};
+std::atomic<size_t> measuredEntries{0};  // the stack's size, once measured
+std::atomic<uintptr_t> stackLimit{0};    // its end, seen in this marking
+std::atomic<bool> limitSeen{false};
+// A root (static data: volatile, so the store is kept), marked every
+// collection.
+Filler* volatile observer = nullptr;
+GC_on_collection_event_proc previousOnEvent = nullptr;
+
+// Fills [top + 1, limit - 1] with entries that scan nothing; returns the
+// new top.
+GC_ms_entry* fill(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit) {
+  auto* entry = reinterpret_cast<MarkEntry*>(top);
+  auto* end = reinterpret_cast<MarkEntry*>(limit);
+  while (entry + 1 < end)
+    *++entry = MarkEntry{addr, GC_DS_BITMAP};  // no pointer words
+  return reinterpret_cast<GC_ms_entry*>(entry);
+}
+
+GC_ms_entry* markFiller(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit,
+                        GC_word) {
+  auto* filler = reinterpret_cast<Filler*>(addr);
+  switch (filler->magic) {
+    case kObserverMagic:
+      stackLimit.store(reinterpret_cast<uintptr_t>(limit),
+                       std::memory_order_relaxed);
+      limitSeen.store(true, std::memory_order_relaxed);
+      return top;
+    case kMeasureMagic: {
+      // The stack's size is a power of two times 4,096 entries; only a few
+      // root entries are below the top this early.
+      // Under-counting the size only gives back less.
+      size_t free = static_cast<size_t>(reinterpret_cast<MarkEntry*>(limit) -
+                                        reinterpret_cast<MarkEntry*>(top) - 1);
+      measuredEntries.store(std::bit_ceil(free), std::memory_order_relaxed);
+      return top;
+    }
+    case kFillerMagic: {
+      GC_word now = GC_get_gc_no();
+      if (filledInCollection.exchange(now) != now) top = fill(addr, top, limit);
+      void* leaf = reinterpret_cast<void*>(filler->leaf ^ kHide);
+      return GC_mark_and_push(leaf, top, limit, reinterpret_cast<void**>(addr));
+    }
+    default:
+      return top;
+  }
+}
+
+// A new filler of `kind` with a new leaf, made where no pointer to the leaf
+// stays in a register or stack slot that the collection scans.
+__attribute__((noinline)) Filler* makeFiller(unsigned kind, GC_word magic) {
+  auto* filler = static_cast<Filler*>(GC_generic_malloc(sizeof(Filler), kind));
+  filler->leaf = reinterpret_cast<GC_word>(GC_MALLOC(sizeof(void*))) ^ kHide;
+  filler->magic = magic;
+  return filler;
+}
+
+// After marking: gives back the pages of the stack's known part. A stack
+// grown in this very marking was recycled into the heap (its old range is
+// heap then, and skipped); a bigger one contains the range below its end.
+void releaseStackPages() {
+  size_t entries = measuredEntries.load(std::memory_order_relaxed);
+  uintptr_t end = stackLimit.load(std::memory_order_relaxed);
+  if (!limitSeen.load(std::memory_order_relaxed) || entries < 65536 ||
+      GC_get_parallel())
+    return;
+  uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t lo = (end - entries * sizeof(MarkEntry) + page - 1) & ~(page - 1);
+  uintptr_t hi = end & ~(page - 1);
+  if (lo >= hi || GC_is_heap_ptr(reinterpret_cast<void*>(lo)) ||
+      GC_is_heap_ptr(reinterpret_cast<void*>(hi - 1)))
+    return;
+  madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
+void onCollectionEvent(GC_EventType event) {
+  if (event == GC_EVENT_MARK_START)
+    limitSeen.store(false, std::memory_order_relaxed);
+  if (event == GC_EVENT_MARK_END) releaseStackPages();
+  if (previousOnEvent) previousOnEvent(event);
+}
+}  // namespace
+
+void growMarkStack(size_t entries) {
+  unsigned kind = GC_new_kind(GC_new_free_list(),
+                              GC_MAKE_PROC(GC_new_proc(markFiller), 0), 0, 1);
+  for (size_t size = 4096; size < entries; size *= 2) {
+    Filler* volatile filler = makeFiller(kind, kFillerMagic);
+    GC_gcollect();
+    filler->magic = 0;
+  }
+  if (entries <= 4096) return;
+  Filler* volatile measure = makeFiller(kind, kMeasureMagic);
+  GC_gcollect();
+  measure->magic = 0;
+  observer = makeFiller(kind, kObserverMagic);
+  previousOnEvent = GC_get_on_collection_event();
+  GC_set_on_collection_event(onCollectionEvent);
+}
+
+}  // namespace kiln::eval
