@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <bit>
 #include <cstdint>
 
 #include "gc_support.h"
@@ -49,7 +48,7 @@ struct MarkEntry {
 static_assert(sizeof(MarkEntry) == 2 * sizeof(GC_word));
 
 std::atomic<GC_word> filledInCollection{~GC_word{0}};
-std::atomic<size_t> measuredEntries{0};  // the stack's size, once measured
+std::atomic<size_t> measuredEntries{0};  // its free part, measured at start
 std::atomic<uintptr_t> stackLimit{0};    // its end, seen in this marking
 std::atomic<bool> limitSeen{false};
 // A root (static data: volatile, so the store is kept), marked every
@@ -77,12 +76,12 @@ GC_ms_entry* markFiller(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit,
       limitSeen.store(true, std::memory_order_relaxed);
       return top;
     case kMeasureMagic: {
-      // The stack's size is a power of two times 4,096 entries; only a few
-      // root entries are below the top this early.
-      // Under-counting the size only gives back less.
-      size_t free = static_cast<size_t>(reinterpret_cast<MarkEntry*>(limit) -
-                                        reinterpret_cast<MarkEntry*>(top) - 1);
-      measuredEntries.store(std::bit_ceil(free), std::memory_order_relaxed);
+      // The free part now: all of it lies in the stack, whatever else
+      // libgc keeps below its top or after its limit.
+      measuredEntries.store(
+          static_cast<size_t>(reinterpret_cast<MarkEntry*>(limit) -
+                              reinterpret_cast<MarkEntry*>(top) - 1),
+          std::memory_order_relaxed);
       return top;
     }
     case kFillerMagic: {
@@ -105,7 +104,8 @@ __attribute__((noinline)) Filler* makeFiller(unsigned kind, GC_word magic) {
   return filler;
 }
 
-// After marking: gives back the pages of the stack's known part. A stack
+// After marking: gives back the pages of the stack's part measured free at
+// start, below the end seen in this marking. A stack
 // grown in this very marking was recycled into the heap (its old range is
 // heap then, and skipped); a bigger one contains the range below its end.
 void releaseStackPages() {
