@@ -132,6 +132,11 @@ void SandboxPlan::addDev() {
   for (const char* d : {"/dev/full", "/dev/null", "/dev/random", "/dev/tty",
                         "/dev/urandom", "/dev/zero"})
     if (root_.makeMountPoint(d, d)) bind(d, d, false);
+  // Nix 2.8 also shows /dev/kvm when its `kvm` system feature is on, which
+  // by default it is when the device is usable (read and write).
+  if (::access("/dev/kvm", R_OK | W_OK) == 0 &&
+      root_.makeMountPoint("/dev/kvm", "/dev/kvm"))
+    bind("/dev/kvm", "/dev/kvm", false);
   root_.makeDir("/dev/shm", 01777);
   special_.push_back(
       {"none", keep(root_.host("/dev/shm")), "tmpfs", 0, "size=50%"});
