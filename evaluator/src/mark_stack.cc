@@ -49,8 +49,7 @@ static_assert(sizeof(MarkEntry) == 2 * sizeof(GC_word));
 
 std::atomic<GC_word> filledInCollection{~GC_word{0}};
 std::atomic<size_t> measuredEntries{0};  // its free part, measured at start
-std::atomic<uintptr_t> stackLimit{0};    // its end, seen in this marking
-std::atomic<bool> limitSeen{false};
+std::atomic<uintptr_t> stackLimit{0};  // its end, seen in this marking (0: not)
 // A root (static data: volatile, so the store is kept), marked every
 // collection.
 Filler* volatile observer = nullptr;
@@ -73,7 +72,6 @@ GC_ms_entry* markFiller(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit,
     case kObserverMagic:
       stackLimit.store(reinterpret_cast<uintptr_t>(limit),
                        std::memory_order_relaxed);
-      limitSeen.store(true, std::memory_order_relaxed);
       return top;
     case kMeasureMagic: {
       // The free part now: all of it lies in the stack, whatever else
@@ -95,11 +93,12 @@ GC_ms_entry* markFiller(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit,
   }
 }
 
-// A new filler of `kind` with a new leaf, made where no pointer to the leaf
-// stays in a register or stack slot that the collection scans.
+// A new object of `kind`; a filler gets a new leaf, made where no pointer
+// to it stays in a register or stack slot that the collection scans.
 __attribute__((noinline)) Filler* makeFiller(unsigned kind, GC_word magic) {
   auto* filler = static_cast<Filler*>(GC_generic_malloc(sizeof(Filler), kind));
-  filler->leaf = reinterpret_cast<GC_word>(GC_MALLOC(sizeof(void*))) ^ kHide;
+  if (magic == kFillerMagic)
+    filler->leaf = reinterpret_cast<GC_word>(GC_MALLOC(sizeof(void*))) ^ kHide;
   filler->magic = magic;
   return filler;
 }
@@ -111,9 +110,7 @@ __attribute__((noinline)) Filler* makeFiller(unsigned kind, GC_word magic) {
 void releaseStackPages() {
   size_t entries = measuredEntries.load(std::memory_order_relaxed);
   uintptr_t end = stackLimit.load(std::memory_order_relaxed);
-  if (!limitSeen.load(std::memory_order_relaxed) || entries < 65536 ||
-      GC_get_parallel())
-    return;
+  if (end == 0 || entries < 65536 || GC_get_parallel()) return;
   uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   uintptr_t lo = (end - entries * sizeof(MarkEntry) + page - 1) & ~(page - 1);
   uintptr_t hi = end & ~(page - 1);
@@ -125,7 +122,7 @@ void releaseStackPages() {
 
 void onCollectionEvent(GC_EventType event) {
   if (event == GC_EVENT_MARK_START)
-    limitSeen.store(false, std::memory_order_relaxed);
+    stackLimit.store(0, std::memory_order_relaxed);
   if (event == GC_EVENT_MARK_END) releaseStackPages();
   if (previousOnEvent) previousOnEvent(event);
 }
