@@ -53,8 +53,11 @@ const uint8_t* LineTable::place(const std::vector<uint8_t>& table,
 }
 
 std::vector<uint8_t> LineTable::encode(std::string_view text) {
-  std::vector<Anchor> anchors;
-  std::vector<uint8_t> stream;
+  // Reused: growing them for every file cost a dozen allocations each.
+  thread_local std::vector<Anchor> anchors;
+  thread_local std::vector<uint8_t> stream;
+  anchors.clear();
+  stream.clear();
   uint32_t lines = 1, start = 0;
   anchors.push_back({0, 0});
   for (size_t i = text.find('\n'); i != std::string_view::npos;

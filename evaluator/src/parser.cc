@@ -86,11 +86,39 @@ ExprAttrs::AttrDef* Parser::find(ExprAttrs* attrs, Symbol s) {
       if (a.name == s) return &a;
     return nullptr;
   }
-  auto& index = index_[attrs];  // indexes the definitions added since
+  SetIndex& index = index_[attrs];  // indexes the definitions added since
   for (size_t i = index.size(); i < defs.size(); ++i)
-    index.emplace(defs[i].name.id, static_cast<uint32_t>(i));
-  auto it = index.find(s.id);
-  return it == index.end() ? nullptr : &defs[it->second];
+    index.add(defs[i].name.id, static_cast<uint32_t>(i));
+  int64_t i = index.find(s.id);
+  return i < 0 ? nullptr : &defs[i];
+}
+
+namespace {
+size_t slotOf(uint32_t id, size_t mask) { return (id * 0x9E3779B1u) & mask; }
+}  // namespace
+
+void SetIndex::add(uint32_t id, uint32_t i) {
+  if ((count_ + 1) * 2 > slots_.size()) {  // at most half full
+    std::vector<uint64_t> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(64, old.size() * 2), 0);
+    count_ = 0;
+    for (uint64_t e : old)
+      if (e) add(static_cast<uint32_t>(e >> 32) - 1, static_cast<uint32_t>(e));
+  }
+  size_t mask = slots_.size() - 1;
+  size_t k = slotOf(id, mask);
+  while (slots_[k]) k = (k + 1) & mask;
+  slots_[k] = (uint64_t(id) + 1) << 32 | i;
+  ++count_;
+}
+
+int64_t SetIndex::find(uint32_t id) const {
+  if (slots_.empty()) return -1;
+  size_t mask = slots_.size() - 1;
+  uint64_t want = uint64_t(id) + 1;
+  for (size_t k = slotOf(id, mask); slots_[k]; k = (k + 1) & mask)
+    if (slots_[k] >> 32 == want) return static_cast<uint32_t>(slots_[k]);
+  return -1;
 }
 
 void Parser::unexpected(const Token& t) {
@@ -234,7 +262,7 @@ Expr* Parser::parseLambdaWithFormals(size_t start, Symbol arg) {
 
 Formals* Parser::parseFormals() {
   auto* f = state_.arena.make<Formals>();
-  std::vector<Formal> formals;
+  ScratchVec<Formal> formals;
   while (true) {
     const Token& t = lex_.peek();
     if (t.t == Tok::kEllipsis) {
@@ -377,7 +405,7 @@ Expr* Parser::parseApp() {
   auto* c = state_.arena.make<ExprCall>();
   c->pos = lex_.posAt(start);
   c->fun = f;
-  std::vector<Expr*> args;
+  ScratchVec<Expr*, 4> args;
   while (startsSimple(0)) args.push_back(parseSelect());
   c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
   return c;

@@ -3,13 +3,36 @@
 // precedence and associativity). Produces arena-allocated Expr trees; the
 // caller binds variables afterwards.
 
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "lexer.h"
 
 namespace kiln::eval {
+
+/// A parser's temporary array: its first N elements need no malloc (most
+/// argument lists, attribute paths and string parts are short).
+template <class T, size_t N = 8>
+using ScratchVec = boost::container::small_vector<T, N>;
+
+/// Symbol id to definition index, for one large set being parsed: open
+/// addressing in one array (a node-based map allocated per attribute).
+class SetIndex {
+ public:
+  size_t size() const { return count_; }
+  /// Adds `id` (not yet present) at definition index `i`.
+  void add(uint32_t id, uint32_t i);
+  /// The definition index of `id`, or -1.
+  int64_t find(uint32_t id) const;
+
+ private:
+  std::vector<uint64_t> slots_;  // (id + 1) << 32 | index; 0 is empty
+  size_t count_ = 0;
+};
 
 class Parser {
  public:
@@ -37,7 +60,7 @@ class Parser {
   Expr* parseString();
   Expr* parseIndString();
   Expr* parsePathInterp(const Token& start);
-  Expr* makeStringParts(std::vector<StringPart>& parts);
+  Expr* makeStringParts(std::span<const StringPart> parts);
   /// A part of a concatenation: literal text (copied into the arena).
   StringPart textPart(PosIdx pos, std::string_view text);
   /// A part of a concatenation: an expression.
@@ -56,10 +79,10 @@ class Parser {
   /// Linear for small sets; large ones (10,000-attribute package sets)
   /// use an index built on demand.
   ExprAttrs::AttrDef* find(ExprAttrs* attrs, Symbol s);
-  /// An arena array with the contents of `v`.
-  template <class T>
-  ArenaVec<T> toArena(const std::vector<T>& v) {
-    ArenaVec<T> a;
+  /// An arena array with the contents of `v` (a contiguous container).
+  template <class C>
+  auto toArena(const C& v) {
+    ArenaVec<typename C::value_type> a;
     a.assign(state_.arena, v.data(), v.size());
     return a;
   }
@@ -78,8 +101,10 @@ class Parser {
   int depth_ = 0;
   /// Sets whose arrays are still malloc'd (see newAttrs).
   std::vector<ExprAttrs*> open_;
+  /// Scratch for path literals (joined, then canonicalised).
+  std::string pathJoined_, pathCanon_;
   /// Lookup indexes of large sets, by set: symbol id to position.
-  std::unordered_map<const ExprAttrs*, std::unordered_map<uint32_t, uint32_t>> index_;
+  std::unordered_map<const ExprAttrs*, SetIndex> index_;
 };
 
 }  // namespace kiln::eval

@@ -55,16 +55,24 @@ Expr* Parser::parseSimple() {
     case Tok::kPath:
     case Tok::kHPath: {
       lex_.next();
-      std::string p(t.text);
+      std::string_view p = t.text;
       if (p.size() > 1 && p.back() == '/')
-        lex_.error(t.start, "path '" + p + "' has a trailing slash");
-      std::string full;
-      if (t.t == Tok::kHPath) full = homeDir() + p.substr(1);
-      else if (p[0] == '/') full = p;
-      else full = basePath_ + "/" + p;
+        lex_.error(t.start, "path '" + std::string(p) + "' has a trailing slash");
+      std::string& full = pathJoined_;  // no allocation once grown
+      if (t.t == Tok::kHPath) {
+        full = homeDir();
+        full += p.substr(1);
+      } else if (p[0] == '/') {
+        full = p;
+      } else {
+        full = basePath_;
+        full += '/';
+        full += p;
+      }
+      canonPathInto(full, pathCanon_);
       auto* c = state_.arena.make<ExprConst>();
       c->pos = pos;
-      c->v.mkPath(state_.arena.copyString(canonPath(full)));
+      c->v.mkPath(state_.arena.copyString(pathCanon_));
       return c;
     }
     case Tok::kPathStart:
@@ -112,7 +120,7 @@ Expr* Parser::parseSimple() {
       lex_.next();
       auto* l = state_.arena.make<ExprList>();
       l->pos = pos;
-      std::vector<Expr*> elems;
+      ScratchVec<Expr*, 16> elems;
       while (lex_.peek().t != Tok::kRBracket) {
         if (!startsSimple(0)) unexpected(lex_.peek());
         elems.push_back(parseSelect());
@@ -134,7 +142,7 @@ StringPart Parser::textPart(PosIdx pos, std::string_view text) {
   return p;
 }
 
-Expr* Parser::makeStringParts(std::vector<StringPart>& parts) {
+Expr* Parser::makeStringParts(std::span<const StringPart> parts) {
   if (parts.empty()) return str("", kNoPos);
   if (parts.size() == 1 && parts[0].literal) {
     auto* c = state_.arena.make<ExprConst>();
@@ -152,33 +160,40 @@ Expr* Parser::makeStringParts(std::vector<StringPart>& parts) {
   return cs;
 }
 
-// After the opening '"': literal runs with escapes and ${...}.
+// After the opening '"': literal runs with escapes and ${...}. A run
+// without escapes is copied from the source as it stands; `lit` collects
+// only runs that have them.
 Expr* Parser::parseString() {
   const std::string& s = lex_.text();
   const size_t n = s.size();
-  std::vector<StringPart> parts;
-  std::string lit;
+  ScratchVec<StringPart, 4> parts;
+  std::string lit;  // the run so far, up to `from`, when it had escapes
   size_t litStart = lex_.cursor();
+  size_t p = litStart, from = litStart;  // [from, p) is unescaped source
   auto flush = [&] {
-    if (!lit.empty()) parts.push_back(textPart(lex_.posAt(litStart), lit));
-    lit.clear();
+    std::string_view tail(s.data() + from, p - from);
+    if (lit.empty()) {
+      if (!tail.empty()) parts.push_back(textPart(lex_.posAt(litStart), tail));
+    } else {
+      lit += tail;
+      parts.push_back(textPart(lex_.posAt(litStart), lit));
+      lit.clear();
+    }
   };
-  size_t p = lex_.cursor();
+  auto escape = [&](char c, size_t width) {  // replaces `width` source bytes
+    lit.append(s, from, p - from);
+    lit += c;
+    p += width;
+    from = p;
+  };
   while (true) {
     if (p >= n) lex_.error(p, "syntax error, unexpected end of file, expecting '\"'");
     char c = s[p];
-    if (c == '"') {
-      ++p;
-      break;
-    }
+    if (c == '"') break;
     if (c == '\\') {
       if (p + 1 >= n) lex_.error(p, "syntax error, unexpected end of file");
       char e = s[p + 1];
-      if (e == 'n') lit += '\n';
-      else if (e == 'r') lit += '\r';
-      else if (e == 't') lit += '\t';
-      else lit += e;
-      p += 2;
+      escape(e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e, 2);
     } else if (c == '$' && p + 1 < n && s[p + 1] == '{') {
       flush();
       size_t at = p;
@@ -186,23 +201,18 @@ Expr* Parser::parseString() {
       Expr* e = parseExpr();
       expect(Tok::kRBrace);
       parts.push_back(exprPart(lex_.posAt(at), e));
-      p = lex_.cursor();
-      litStart = p;
+      p = from = litStart = lex_.cursor();
     } else if (c == '$' && p + 1 < n && s[p + 1] != '"' && s[p + 1] != '\\') {
-      lit += c;
-      lit += s[p + 1];
-      p += 2;
+      p += 2;  // `$x` is itself
     } else if (c == '\r') {
-      lit += '\n';
-      p += (p + 1 < n && s[p + 1] == '\n') ? 2 : 1;
+      escape('\n', (p + 1 < n && s[p + 1] == '\n') ? 2 : 1);
     } else {
-      lit += c;
       ++p;
     }
   }
   flush();
-  lex_.setCursor(p);
-  return makeStringParts(parts);
+  lex_.setCursor(p + 1);
+  return makeStringParts({parts.data(), parts.size()});
 }
 
 // After the opening "''": indented string with ''$, ''', ''\x escapes.
@@ -217,7 +227,7 @@ Expr* Parser::parseIndString() {
     std::string lit;
     bool indent;
   };
-  std::vector<Part> parts;
+  ScratchVec<Part, 4> parts;
   auto addLit = [&](size_t at, std::string text, bool indent) {
     parts.push_back({lex_.posAt(at), nullptr, std::move(text), indent});
   };
@@ -307,7 +317,7 @@ Expr* Parser::parseIndString() {
       }
     }
   }
-  std::vector<StringPart> out;
+  ScratchVec<StringPart> out;
   std::string acc;
   PosIdx accPos = kNoPos;
   atStart = true;
@@ -356,7 +366,7 @@ Expr* Parser::parseIndString() {
     acc += s2;
   }
   if (!acc.empty()) out.push_back(textPart(accPos, acc));
-  return makeStringParts(out);
+  return makeStringParts({out.data(), out.size()});
 }
 
 // An interpolated path: `./a/${b}/c`. The start token holds the first
@@ -372,7 +382,7 @@ Expr* Parser::parsePathInterp(const Token& start) {
   bool slash = !full.empty() && full.back() == '/';
   full = canonPath(full);
   if (slash && full != "/") full += '/';
-  std::vector<StringPart> parts;
+  ScratchVec<StringPart, 4> parts;
   PosIdx pos = lex_.posAt(start.start);
   auto* c = state_.arena.make<ExprConst>();
   c->pos = pos;

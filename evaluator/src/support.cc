@@ -270,8 +270,9 @@ std::string PosTable::snippet(PosIdx p) const {
   return out.str();
 }
 
-std::string canonPath(std::string_view path) {
-  std::string out;
+void canonPathInto(std::string_view path, std::string& out) {
+  out.clear();
+  out.reserve(path.size() + 1);
   size_t i = 0;
   const size_t n = path.size();
   while (i < n) {
@@ -290,7 +291,13 @@ std::string canonPath(std::string_view path) {
     }
     i = j;
   }
-  return out.empty() ? "/" : out;
+  if (out.empty()) out = "/";
+}
+
+std::string canonPath(std::string_view path) {
+  std::string out;
+  canonPathInto(path, out);
+  return out;
 }
 
 }  // namespace kiln::eval

@@ -31,6 +31,24 @@ TEST(Parser, StringsAndEscapes) {
   EXPECT_EQ(evalStrict("''a'''b''$c''\\nd''"), R"("a''b$c\nd")");
 }
 
+TEST(Parser, StringRunsAroundEscapesCarriageReturnsAndDollars) {
+  // Unescaped runs are copied from the source; escapes split them.
+  EXPECT_EQ(evalStrict(R"("long run before\tan escape, and a long run after it")"),
+            R"("long run before\tan escape, and a long run after it")");
+  EXPECT_EQ(evalStrict(R"(let x = "X"; in "ab\"${x}\"cd${x}ef\\")"), R"("ab\"X\"cdXef\\")");
+  EXPECT_EQ(evalStrict("\"a\r\nb\rc\""), R"("a\nb\nc")");
+  EXPECT_EQ(evalStrict(R"("$" + "a$" + "$$x" + "$\n" + "\$")"), R"("$a$$$x$\n$")");
+  EXPECT_EQ(evalStrict(R"("${"a"}" + "")"), R"("a")");
+}
+
+TEST(Parser, LargeSetsFindDuplicatesAndNestedPaths) {
+  std::string set = "{ ";
+  for (int i = 0; i < 300; ++i) set += "a" + std::to_string(i) + ".x = " + std::to_string(i) + "; ";
+  EXPECT_EQ(evalStrict(set + "a299.y = 1; }.a299"), "{ x = 299; y = 1; }");
+  EXPECT_NE(evalError(set + "a17.x = 0; }").find("attribute 'a17.x' already defined"),
+            std::string::npos);
+}
+
 TEST(Parser, IndentedStringEscapesDoNotCountAsIndentation) {
   EXPECT_EQ(evalStrict("''\n    x ''\\n y\n    z\n  ''"), R"("x \n y\nz\n")");
 }

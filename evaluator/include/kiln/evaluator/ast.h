@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "kiln/evaluator/value.h"
 
 namespace kiln::eval {
@@ -61,7 +63,7 @@ struct AttrName {
   Expr* expr = nullptr;   ///< set when dynamic
 };
 /// An attribute path as the parser collects it.
-using AttrPath = std::vector<AttrName>;
+using AttrPath = boost::container::small_vector<AttrName, 4>;
 
 /// A copy of `n` elements at `p` in `arena` (nullptr for none), its count
 /// in `count`: the array of a node that keeps the count itself.

@@ -507,5 +507,7 @@ std::optional<std::string> resolveSearchPath(const std::string& prefix, const st
 /// Canonicalises an absolute path: removes ".", "..", doubled and trailing
 /// slashes (no symlink resolution).
 std::string canonPath(std::string_view path);
+/// canonPath into `out` (replacing its contents), reusing its capacity.
+void canonPathInto(std::string_view path, std::string& out);
 
 }  // namespace kiln::eval
