@@ -14,7 +14,7 @@ PACKAGES=(
   time ccache
   help2man clang-14
   qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-  libgc-dev
+  libgc-dev libgoogle-perftools-dev
   curl
   prometheus
   chromium wrk

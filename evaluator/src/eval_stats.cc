@@ -17,6 +17,11 @@
 #include "gc_support.h"
 #include "kiln/evaluator/eval_state.h"
 
+// tcmalloc's statistics, when the executable links it (cli/CMakeLists.txt):
+// weak, so that programs on glibc's malloc (the tests) link without it.
+extern "C" int MallocExtension_GetNumericProperty(const char* property, size_t* value)
+    __attribute__((weak));
+
 namespace kiln::eval {
 
 namespace {
@@ -124,9 +129,16 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
   s.markers = unsigned(GC_get_parallel()) + 1;  // helpers + the collector
   s.collectionSeconds = double(gCollectionNanos.load()) / 1e9;
   s.longestCollection = double(gLongestNanos.load()) / 1e9;
-  struct mallinfo2 mi = mallinfo2();
-  s.mallocInUse = mi.uordblks + mi.hblkhd;
-  s.mallocMapped = mi.hblkhd;
+  size_t tcInUse = 0;
+  if (MallocExtension_GetNumericProperty &&
+      MallocExtension_GetNumericProperty("generic.current_allocated_bytes", &tcInUse)) {
+    s.mallocInUse = tcInUse;  // the kiln executable's tcmalloc
+    s.mallocName = "tcmalloc";
+  } else {
+    struct mallinfo2 mi = mallinfo2();
+    s.mallocInUse = mi.uordblks + mi.hblkhd;
+    s.mallocMapped = mi.hblkhd;
+  }
   std::ifstream f("/proc/self/status");
   std::string status((std::istreambuf_iterator<char>(f)),
                      std::istreambuf_iterator<char>());
@@ -162,7 +174,7 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
       << p << "arena " << mb(s.arenaBytes) << " (parsing "
       << mb(a.parseArenaBytes) << ")"
       << " (AST, strings, contexts), permanent " << mb(s.permanentBytes) << "\n"
-      << p << "malloc in use " << mb(s.mallocInUse) << " (mmapped "
+      << p << "malloc (" << s.mallocName << ") in use " << mb(s.mallocInUse) << " (mmapped "
       << mb(s.mallocMapped) << ")\n";
 }
 

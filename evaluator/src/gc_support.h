@@ -15,12 +15,13 @@
 
 namespace kiln::eval {
 
-/// Asks the kernel for transparent huge pages on every anonymous private
-/// read-write mapping of at least 2 MiB (huge_pages.cc): the collector's
-/// heap calls it whenever it grows. Allocates nothing; a no-op where huge
-/// pages are unavailable or with KILN_NO_HUGE_PAGES set.
+/// Called by the collector's heap-resize callback whenever its heap grows
+/// (huge_pages.cc): hands new heap sections to the heap warmer, and with
+/// KILN_HUGE_PAGES=1 asks the kernel for transparent huge pages on every
+/// anonymous private read-write mapping of at least 2 MiB. Allocates
+/// nothing; errors are ignored (both are hints).
 void adviseHugePages();
-/// The same for the memory [p, p + n) (an arena chunk).
+/// With KILN_HUGE_PAGES=1, huge pages for [p, p + n) (an arena chunk).
 void adviseHugePages(void* p, size_t n);
 
 /// Starts the heap warmer (heap_warmer.cc): a helper thread that populates
@@ -31,6 +32,8 @@ void adviseHugePages(void* p, size_t n);
 void startHeapWarmer();
 /// Stops and joins the warmer (a no-op when it does not run).
 void stopHeapWarmer();
+/// Whether the warmer runs (and the kernel can populate memory for it).
+bool heapWarmerRunning();
 /// Whether the warmer is growing the heap now and new memory of `bytes`
 /// can hold the section it adds (for the heap-resize callback, which that
 /// growth calls).

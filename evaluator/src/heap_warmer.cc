@@ -196,6 +196,12 @@ void stopHeapWarmer() {
   w.thread.join();
 }
 
+bool heapWarmerRunning() {
+  Warmer& w = warmer();
+  std::lock_guard<std::mutex> lock(w.mu);
+  return w.running && !w.unsupported;
+}
+
 bool heapWarmerGrowsBy(size_t bytes) {
   return growing.load(std::memory_order_relaxed) && bytes >= kStep;
 }

@@ -43,7 +43,8 @@ struct EvalStats {
   unsigned markers = 1;          ///< threads that mark in a collection
   double longestCollection = 0;
   uint64_t mallocInUse = 0;   ///< malloc: bytes in use (mallinfo2)
-  uint64_t mallocMapped = 0;  ///< of which in mmapped chunks
+  uint64_t mallocMapped = 0;  ///< of which in mmapped chunks (glibc)
+  const char* mallocName = "glibc";  ///< the allocator in use (static string)
   uint64_t rssBytes = 0, peakRssBytes = 0;  ///< /proc/self/status
   uint64_t liveAfterCollect =
       0;  ///< heap in use after a final collection (0: none made)
