@@ -34,13 +34,19 @@ int base64Value(char c) {
 
 }  // namespace
 
+void appendBase16(std::string& out, std::string_view bytes) {
+  size_t at = out.size();
+  out.resize(at + bytes.size() * 2);
+  char* w = out.data() + at;
+  for (unsigned char c : bytes) {
+    *w++ = kHex[c >> 4];
+    *w++ = kHex[c & 15];
+  }
+}
+
 std::string base16Encode(std::string_view bytes) {
   std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
+  appendBase16(out, bytes);
   return out;
 }
 
@@ -59,18 +65,24 @@ std::string base16Decode(std::string_view text) {
   return out;
 }
 
-std::string nix32Encode(std::string_view bytes) {
+void appendNix32(std::string& out, std::string_view bytes) {
   size_t n = bytes.size();
   size_t len = nix32Length(n);
-  std::string out;
-  out.reserve(len);
+  size_t at = out.size();
+  out.resize(at + len);
+  char* w = out.data() + at;
   auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
   for (size_t k = len; k-- > 0;) {
     size_t b = k * 5, i = b / 8, j = b % 8;
     unsigned v = byte(i) >> j;
     if (i + 1 < n) v |= byte(i + 1) << (8 - j);
-    out.push_back(kNix32[v & 31]);
+    *w++ = kNix32[v & 31];
   }
+}
+
+std::string nix32Encode(std::string_view bytes) {
+  std::string out;
+  appendNix32(out, bytes);
   return out;
 }
 

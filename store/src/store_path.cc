@@ -1,5 +1,8 @@
 #include "kiln/store/store_path.h"
 
+#include <array>
+#include <cstdint>
+
 #include "kiln/common/encoding.h"
 #include "kiln/common/error.h"
 
@@ -8,19 +11,25 @@ namespace {
 
 constexpr size_t kMaxNameLen = 211;
 
-bool validNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' ||
-         c == '_' || c == '?' || c == '=';
-}
+// Character classes by byte: bit 1 a valid name character, bit 2 a nix32
+// digit (0-9, a-z without e, o, t, u). 32 such digits are exactly 160
+// bits, so every 32-digit hash part decodes to 20 bytes: checking the
+// characters is the whole validation.
+constexpr uint8_t kNameChar = 1, kNix32Digit = 2;
+constexpr auto kCharClass = [] {
+  std::array<uint8_t, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    bool lower = c >= 'a' && c <= 'z', digit = c >= '0' && c <= '9';
+    if (lower || digit || (c >= 'A' && c <= 'Z') || c == '+' || c == '-' || c == '.' ||
+        c == '_' || c == '?' || c == '=')
+      t[c] |= kNameChar;
+    if (digit || (lower && c != 'e' && c != 'o' && c != 't' && c != 'u')) t[c] |= kNix32Digit;
+  }
+  return t;
+}();
 
-// Whether `c` is in nix32's alphabet (0-9, a-z without e, o, t, u). 32
-// such digits are exactly 160 bits, so every 32-digit hash part decodes to
-// 20 bytes: checking the characters is the whole validation.
-bool isNix32Digit(char c) {
-  return (c >= '0' && c <= '9') ||
-         (c >= 'a' && c <= 'z' && c != 'e' && c != 'o' && c != 't' && c != 'u');
-}
+bool validNameChar(char c) { return kCharClass[static_cast<uint8_t>(c)] & kNameChar; }
+bool isNix32Digit(char c) { return kCharClass[static_cast<uint8_t>(c)] & kNix32Digit; }
 
 }  // namespace
 
@@ -39,7 +48,12 @@ void checkStorePathName(std::string_view name) {
       throw bad("contains illegal character '" + std::string(1, c) + "'");
 }
 
-StorePath::StorePath(std::string_view baseName) : baseName_(baseName) {
+StorePath::StorePath(std::string_view baseName) : baseName_(baseName) { check(); }
+
+StorePath::StorePath(std::string&& baseName) : baseName_(std::move(baseName)) { check(); }
+
+void StorePath::check() const {
+  std::string_view baseName = baseName_;
   if (baseName.size() < kHashLen + 2 || baseName[kHashLen] != '-')
     throw FormatError("'" + std::string(baseName) +
                       "' is not a store path base name (<hash>-<name>)");
@@ -79,7 +93,10 @@ bool StoreDir::isStorePath(std::string_view full) const {
 }
 
 std::string StoreDir::printPath(const StorePath& p) const {
-  return dir_ + "/" + p.baseName();
+  std::string out;
+  out.reserve(dir_.size() + 1 + p.baseName().size());
+  out.append(dir_).append("/").append(p.baseName());
+  return out;
 }
 
 StorePath StoreDir::toStorePath(std::string_view full) const {
@@ -93,10 +110,21 @@ StorePath StoreDir::toStorePath(std::string_view full) const {
 StorePath StoreDir::makeStorePath(std::string_view type, const Hash& inner,
                                   std::string_view name) const {
   checkStorePathName(name);
-  std::string fingerprint = std::string(type) + ":sha256:" + inner.toHex() +
-                            ":" + dir_ + ":" + std::string(name);
-  auto h = hashString(HashAlgo::kSha256, fingerprint);
-  return StorePath(nix32Encode(foldHash(h, 20)) + "-" + std::string(name));
+  // Built in a reused buffer: this runs several times per derivation.
+  thread_local std::string fingerprint;
+  fingerprint.clear();
+  fingerprint.append(type).append(":sha256:");
+  appendBase16(fingerprint, inner.bytes());
+  fingerprint.append(":").append(dir_).append(":").append(name);
+  Hash h = hashString(HashAlgo::kSha256, fingerprint);
+  char folded[20] = {};  // foldHash(h, 20)
+  std::string_view full = h.bytes();
+  for (size_t i = 0; i < full.size(); ++i) folded[i % 20] ^= full[i];
+  std::string base;
+  base.reserve(StorePath::kHashLen + 1 + name.size());
+  appendNix32(base, std::string_view(folded, sizeof folded));
+  base.append("-").append(name);
+  return StorePath(std::move(base));
 }
 
 std::string StoreDir::makeType(std::string type, const StorePathSet& refs,
@@ -135,8 +163,10 @@ StorePath StoreDir::makeFixedOutputPath(std::string_view name, bool recursive,
 StorePath StoreDir::makeOutputPath(std::string_view output, const Hash& drvHash,
                                    std::string_view drvName) const {
   std::string name(drvName);
-  if (output != "out") name += "-" + std::string(output);
-  return makeStorePath("output:" + std::string(output), drvHash, name);
+  if (output != "out") name.append("-").append(output);
+  std::string type("output:");
+  type.append(output);
+  return makeStorePath(type, drvHash, name);
 }
 
 std::string makeFixedCa(bool recursive, const Hash& hash) {

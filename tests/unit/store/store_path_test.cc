@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/common/error.h"
+#include "kiln/store/derivation.h"
 #include "test_support.h"
 
 namespace kiln::store {
@@ -60,6 +61,20 @@ TEST(StorePath, RejectsBadNamesAndPaths) {
   EXPECT_NO_THROW(StorePath("0123456789abcdfghijklmnpqrsvwxyz-x"));
   EXPECT_EQ(sd.toStorePath("/nix/store/5akl8zsmda0yrr63v4khwgskih2g2hsh-greeting/bin/sh").name(),
             "greeting");
+}
+
+TEST(StorePath, DerivationNamesLeaveRoomForDotDrv) {
+  EXPECT_NO_THROW(checkDerivationName(std::string(207, 'a')));
+  try {
+    checkDerivationName(std::string(208, 'a'));
+    ADD_FAILURE() << "a 208-byte derivation name was accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::string(208, 'a') + ".drv' is longer than 211"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(checkDerivationName("x.drv"), FormatError);
+  EXPECT_THROW(checkDerivationName("a b"), FormatError);
 }
 
 TEST(StorePath, StoreDirEntersTheHash) {

@@ -9,12 +9,16 @@ namespace kiln {
 
 /// Lowercase hexadecimal.
 std::string base16Encode(std::string_view bytes);
+/// Appends base16Encode(bytes) to `out` (no temporary string).
+void appendBase16(std::string& out, std::string_view bytes);
 /// Accepts upper and lower case; throws on odd length or a non-hex digit.
 std::string base16Decode(std::string_view text);
 
 /// Nix's base-32: alphabet without e, o, t, u; little-endian bit order,
 /// most significant digit first. Output length is ceil(8n/5).
 std::string nix32Encode(std::string_view bytes);
+/// Appends nix32Encode(bytes) to `out` (no temporary string).
+void appendNix32(std::string& out, std::string_view bytes);
 /// Decodes `text` into exactly `size` bytes; throws on a character outside
 /// the alphabet or bits beyond `size` bytes.
 std::string nix32Decode(std::string_view text, size_t size);

@@ -20,6 +20,9 @@ class StorePath {
   /// Parses a base name; throws FormatError if the hash part is not 32
   /// nix32 characters or the name is invalid.
   explicit StorePath(std::string_view baseName);
+  /// The same, taking the string (no copy).
+  explicit StorePath(std::string&& baseName);
+  explicit StorePath(const char* baseName) : StorePath(std::string_view(baseName)) {}
 
   /// `<hashpart>-<name>`.
   const std::string& baseName() const { return baseName_; }
@@ -35,6 +38,7 @@ class StorePath {
   auto operator<=>(const StorePath& o) const = default;
 
  private:
+  void check() const;  // throws FormatError as the constructors say
   std::string baseName_;
 };
 
