@@ -1,6 +1,8 @@
 // String builtins: toString, substring, replaceStrings, versions, names.
 #include <optional>
 
+#include <boost/container/small_vector.hpp>
+
 #include "builtins.h"
 #include "scratch_string.h"
 
@@ -35,30 +37,40 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceList(*args[1], pos);
   if (args[0]->list.size != args[1]->list.size)
     st.throwError(pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
-  std::vector<std::string> from;
+  // Views of the arguments' own strings (they stay in the arena).
+  boost::container::small_vector<std::string_view, 8> from;
   for (size_t i = 0; i < args[0]->list.size; ++i)
-    from.emplace_back(st.forceString(*args[0]->list.elems[i], pos));
-  std::vector<std::optional<std::string>> to(from.size());
+    from.push_back(st.forceString(*args[0]->list.elems[i], pos));
+  // Like Nix 2.8, every replacement is forced, in order, before the
+  // subject; a replacement's context joins the result's only when used.
+  boost::container::small_vector<std::string_view, 8> to;
+  for (size_t i = 0; i < args[1]->list.size; ++i)
+    to.push_back(st.forceString(*args[1]->list.elems[i], pos));
   Context ctx;
-  std::string s(st.forceString(*args[2], ctx, pos));
-  std::string res;
-  for (size_t p = 0; p <= s.size();) {
+  std::string_view s = st.forceString(*args[2], ctx, pos);
+  ScratchString scratch;
+  std::string& res = scratch.str();
+  const size_t n = s.size();
+  for (size_t p = 0; p <= n;) {
     bool found = false;
     for (size_t i = 0; i < from.size(); ++i) {
-      if (s.compare(p, from[i].size(), from[i]) != 0) continue;
+      std::string_view f = from[i];
+      // The first byte rules most patterns out without a comparison.
+      if (!f.empty() && (p >= n || s[p] != f[0])) continue;
+      if (s.compare(p, f.size(), f) != 0) continue;
       found = true;
-      if (!to[i]) to[i] = std::string(st.forceString(*args[1]->list.elems[i], ctx, pos));
-      res += *to[i];
-      if (from[i].empty()) {
-        if (p < s.size()) res += s[p];
+      res += to[i];
+      EvalState::copyContext(*args[1]->list.elems[i], ctx);
+      if (f.empty()) {
+        if (p < n) res += s[p];
         ++p;
       } else {
-        p += from[i].size();
+        p += f.size();
       }
       break;
     }
     if (!found) {
-      if (p < s.size()) res += s[p];
+      if (p < n) res += s[p];
       ++p;
     }
   }

@@ -125,7 +125,13 @@ std::string EvalState::coerceToString(PosIdx pos, Value& v, Context& ctx, bool c
         std::string r;
         for (size_t n = 0; n < v.list.size; ++n) {
           Value& e = *v.list.elems[n];
-          r += coerceToString(pos, e, ctx, coerceMore, copyToStore);
+          forceValue(e, pos);
+          if (e.type == VType::kString) {  // the common case, without a temporary
+            r += e.str.s;
+            copyContext(e, ctx);
+          } else {
+            r += coerceToString(pos, e, ctx, coerceMore, copyToStore);
+          }
           if (n + 1 < v.list.size && (e.type != VType::kList || e.list.size != 0)) r += " ";
         }
         return r;

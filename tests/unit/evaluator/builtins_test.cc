@@ -17,6 +17,23 @@ std::string bigSet(int n) {
          std::to_string(n) + "))";
 }
 
+TEST(Builtins, ReplaceStringsAsNix) {
+  // Expected values are nix-instantiate 2.8's.
+  EXPECT_EQ(evalStrict(R"(builtins.replaceStrings ["ab" "" "b"] ["X" "-" "Y"] "abcabb")"),
+            R"("X-cX-b-")");
+  EXPECT_EQ(evalStrict(R"(builtins.replaceStrings [""] ["-"] "")"), R"("-")");
+  EXPECT_EQ(evalStrict(R"(builtins.replaceStrings ["a" "aa"] ["1" "2"] "aaa")"), R"("111")");
+  EXPECT_EQ(evalStrict(R"(builtins.replaceStrings [] [] "xyz")"), R"("xyz")");
+  EXPECT_EQ(evalStrict(R"(builtins.replaceStrings ["${"x"}y" "z"] ["Q" "W"] "xyzxy")"), R"("QWQ")");
+  // Every replacement is forced, found or not; only those used add context.
+  EXPECT_NE(evalError(R"(builtins.replaceStrings ["q" "a"] [(throw "no") "b"] "aa")").find("no"),
+            std::string::npos);
+  EXPECT_EQ(evalStrict(R"(builtins.getContext (builtins.replaceStrings ["q" "a"]
+              ["${derivation { name = "d"; system = "x"; builder = "/b"; }}" "b"] "aa"))"),
+            "{ }");
+  EXPECT_EQ(evalStrict(R"(toString [ "a" 1 [ ] [ "b" ] null true "c" ])"), R"("a 1 b  1 c")");
+}
+
 TEST(Builtins, IntersectAttrsTakesValuesFromTheSecondSetWhicheverIsSmaller) {
   // Small names, big values (callPackage's case) and the other way round.
   EXPECT_EQ(
