@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kiln/common/encoding.h"
@@ -134,11 +135,16 @@ Hash hashString(HashAlgo algo, std::string_view data) {
   return h;
 }
 
-std::string foldHash(const Hash& hash, size_t size) {
-  std::string out(size, '\0');
+void foldHashInto(const Hash& hash, std::span<char> out) {
+  std::fill(out.begin(), out.end(), '\0');
   auto in = hash.bytes();
   for (size_t i = 0; i < in.size(); ++i)
-    out[i % size] = static_cast<char>(out[i % size] ^ in[i]);
+    out[i % out.size()] = static_cast<char>(out[i % out.size()] ^ in[i]);
+}
+
+std::string foldHash(const Hash& hash, size_t size) {
+  std::string out(size, '\0');
+  foldHashInto(hash, out);
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "kiln/common/encoding.h"
 #include "kiln/common/error.h"
+#include "kiln/common/hash.h"
 
 namespace kiln::store {
 namespace {
@@ -117,9 +118,8 @@ StorePath StoreDir::makeStorePath(std::string_view type, const Hash& inner,
   appendBase16(fingerprint, inner.bytes());
   fingerprint.append(":").append(dir_).append(":").append(name);
   Hash h = hashString(HashAlgo::kSha256, fingerprint);
-  char folded[20] = {};  // foldHash(h, 20)
-  std::string_view full = h.bytes();
-  for (size_t i = 0; i < full.size(); ++i) folded[i % 20] ^= full[i];
+  char folded[20];
+  foldHashInto(h, folded);
   std::string base;
   base.reserve(StorePath::kHashLen + 1 + name.size());
   appendNix32(base, std::string_view(folded, sizeof folded));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -73,6 +74,8 @@ Hash hashString(HashAlgo algo, std::string_view data);
 /// XOR-folds `hash` into `size` bytes (Nix's compressHash); store paths use
 /// 20 bytes.
 std::string foldHash(const Hash& hash, size_t size = 20);
+/// foldHash into `out` (its size is the folded size), without a string.
+void foldHashInto(const Hash& hash, std::span<char> out);
 
 /// Incremental hashing; feed with update(), then finish() once.
 class HashSink {
