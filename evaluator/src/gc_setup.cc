@@ -47,7 +47,7 @@ void initGarbageCollector() {
     GC_set_markers_count(1);
     GC_INIT();
     GC_allow_register_threads();
-    GC_set_on_heap_resize([](GC_word) { adviseHugePages(); });  // new heap sections
+    GC_set_on_heap_resize([](GC_word) { onHeapGrowth(); });  // new heap sections
     if (evalStatsRequested()) startCollectionTimer();
     const char* every = std::getenv("KILN_GC_EVERY");
     // A heap with free space is used before collecting: none for tests.

@@ -7,6 +7,7 @@
 #include <gc/gc_allocator.h>
 
 #include <boost/container/small_vector.hpp>
+#include <cstdint>
 #include <deque>
 #include <new>
 #include <unordered_map>
@@ -15,12 +16,17 @@
 
 namespace kiln::eval {
 
-/// Called by the collector's heap-resize callback whenever its heap grows
+/// An address range [lo, hi).
+struct AddressRange {
+  uintptr_t lo, hi;
+};
+
+/// The collector's heap-resize callback, whenever its heap grows
 /// (huge_pages.cc): hands new heap sections to the heap warmer, and with
 /// KILN_HUGE_PAGES=1 asks the kernel for transparent huge pages on every
 /// anonymous private read-write mapping of at least 2 MiB. Allocates
 /// nothing; errors are ignored (both are hints).
-void adviseHugePages();
+void onHeapGrowth();
 /// With KILN_HUGE_PAGES=1, huge pages for [p, p + n) (an arena chunk).
 void adviseHugePages(void* p, size_t n);
 

@@ -47,16 +47,12 @@ constexpr size_t kLow = size_t{16} << 20;
 constexpr size_t kStep = size_t{64} << 20;
 constexpr auto kPoll = std::chrono::milliseconds(5);
 
-struct Range {
-  uintptr_t lo, hi;
-};
-
 // What the heap-resize callback (an allocating thread, under the
 // collector's lock: must not allocate) hands the warmer thread.
 struct Warmer {
   std::mutex mu;
   std::condition_variable wake;
-  Range pending{0, 0};  // the newest section not yet taken (empty: none)
+  AddressRange pending{0, 0};  // the newest section not yet taken (empty: none)
   bool running = false;
   bool stop = false;
   bool unsupported = false;  // MADV_POPULATE_WRITE refused: kernel < 5.14
@@ -137,7 +133,7 @@ bool allocatorReached(uintptr_t p) {
 // warmer drops those, as populating them would only add to the peak RSS
 // for now.
 void run(Warmer& w) {
-  Range cur{0, 0};
+  AddressRange cur{0, 0};
   uintptr_t next = 0;  // cur's first page not populated
   for (;;) {
     // Before w.mu: the heap-resize callback takes them the other way round.

@@ -35,10 +35,6 @@ bool wanted() {
   return on;
 }
 
-struct AddressRange {
-  uintptr_t lo, hi;
-};
-
 // A set of address ranges, fixed-size (no allocation under the collector).
 struct RangeList {
   static constexpr size_t kMax = 1024;
@@ -122,7 +118,7 @@ void adviseMapping(char* line) {
 
 }  // namespace
 
-void adviseHugePages() {
+void onHeapGrowth() {
   if (!wanted() && !heapWarmerRunning()) return;
   // Runs inside the collector (its heap-resize callback): plain system
   // calls and a stack buffer, no allocation.
