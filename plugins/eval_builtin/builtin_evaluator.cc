@@ -4,7 +4,7 @@
 // central store. A child rather than the evaluator linked in: a plugin links
 // no kiln library, and the memory a long evaluation never frees goes back
 // to the system when it exits. Restricted, as Hydra evaluates jobsets: only
-// the checkout may be read.
+// the checkout may be read, and the child gets a clean environment.
 #include <algorithm>
 #include <sstream>
 #include <string>
@@ -17,6 +17,7 @@
 namespace {
 
 using kiln::plugin::Failure;
+using kiln::plugin_support::cleanEnvironment;
 using kiln::plugin_support::runCapture;
 using kiln::plugin_support::tailOf;
 
@@ -45,7 +46,9 @@ class BuiltinEvaluator {
   }
 
   void evaluate(const kiln_eval_request& req, kiln::plugin::EvalSink& sink) {
-    auto r = runCapture(command(req), req.collection_dir);
+    auto env = environment(req);
+    auto r =
+        runCapture(command(req), req.collection_dir, size_t{256} << 20, &env);
     if (r.exitCode != 0)
       throw Failure(KILN_ERR_FAILED, std::string("evaluation of ") + req.file +
                                          " failed (kiln eval exit " +
@@ -76,6 +79,18 @@ class BuiltinEvaluator {
     cmd.insert(cmd.end(),
                {"--restrict-eval", "--allow-path", req.collection_dir});
     return cmd;
+  }
+
+  /// What `kiln eval` sees of the scheduler's environment: its search
+  /// path, locale and the evaluator's own tuning and debugging variables;
+  /// nothing else (no token, key or credential the scheduler was given).
+  static std::vector<std::string> environment(const kiln_eval_request& req) {
+    return cleanEnvironment(
+        {"PATH", "NIX_PATH", "TMPDIR", "LANG", "LC_ALL", "TZ", "KILN_LOG",
+         "KILN_TRACE", "KILN_FAIL_POINT", "KILN_GC_*", "KILN_NO_GC",
+         "KILN_NO_HEAP_WARMER", "KILN_HUGE_PAGES", "KILN_NO_HUGE_PAGES",
+         "KILN_MALLOC_DEFAULTS", "KILN_EVAL_*", "GC_*", "TCMALLOC_*"},
+        {std::string("HOME=") + req.work_dir});
   }
 
   /// kiln eval's limit on --workers (EvalState::kMaxThreads).

@@ -4,6 +4,10 @@
 // --eval`, instantiates them in batches into a Nix chroot store under the
 // jobset's work folder, has the host import the `.drv` closures into the
 // central store, and reports each job with its integer meta attributes.
+// Restricted as the builtin evaluator is (a jobset is untrusted code):
+// every nix-instantiate runs with restrict-eval (files only inside the
+// checkout and the NIX_PATH entries), no URI allowed to fetchers, no
+// import from derivation, no builtins.exec, in a clean environment.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -19,6 +23,7 @@
 namespace {
 
 using kiln::plugin::Failure;
+using kiln::plugin_support::cleanEnvironment;
 using kiln::plugin_support::runCapture;
 using kiln::plugin_support::tailOf;
 using nlohmann::json;
@@ -31,7 +36,35 @@ struct Evaluation {
   std::vector<std::string> argArgs;  ///< --arg name expr ...
   std::string attribute;
   std::string root;  ///< the Nix chroot store's root
+  /// The options every nix-instantiate gets: restricted evaluation with
+  /// the checkout as the one extra allowed path.
+  std::vector<std::string> restrictArgs;
+  /// Its environment: only what Nix needs to find its store and search
+  /// path (getEnv gives "" in restricted mode anyway; this keeps the
+  /// scheduler's secrets out of reach of anything Nix might run).
+  std::vector<std::string> env;
 };
+
+/// Restricted evaluation, as Hydra evaluates jobsets and as the builtin
+/// evaluator's `kiln eval --restrict-eval`: options given on the command
+/// line override the host's nix.conf and NIX_CONFIG (which the clean
+/// environment drops too).
+std::vector<std::string> restrictionOf(const kiln_eval_request& req) {
+  return {"--option", "restrict-eval", "true",
+          "--option", "pure-eval", "false",
+          "--option", "allowed-uris", "",
+          "--option", "allow-import-from-derivation", "false",
+          "--option", "allow-unsafe-native-code-during-evaluation", "false",
+          "-I", std::string("kiln-jobset-checkout=") + req.collection_dir};
+}
+
+/// What nix-instantiate may see of the scheduler's environment.
+std::vector<std::string> environmentOf(const kiln_eval_request& req) {
+  return cleanEnvironment(
+      {"PATH", "NIX_PATH", "NIX_REMOTE", "NIX_STORE_DIR", "NIX_STATE_DIR",
+       "NIX_CONF_DIR", "NIX_LOG_DIR", "TMPDIR", "LANG", "LC_ALL", "TZ"},
+      {std::string("HOME=") + req.work_dir});
+}
 
 Evaluation evaluationOf(const kiln_eval_request& req) {
   Evaluation e;
@@ -47,16 +80,27 @@ Evaluation evaluationOf(const kiln_eval_request& req) {
   }
   e.argsExpr += "}";
   e.root = std::string(req.work_dir) + "/nix-root";
+  e.restrictArgs = restrictionOf(req);
+  e.env = environmentOf(req);
   return e;
+}
+
+// nix-instantiate with `args`, restricted, in the clean environment.
+kiln::plugin_support::CaptureResult nixInstantiate(
+    const Evaluation& e, std::vector<std::string> args) {
+  args.insert(args.begin(), e.restrictArgs.begin(), e.restrictArgs.end());
+  args.insert(args.begin(), "nix-instantiate");
+  return runCapture(args, "", size_t{256} << 20, &e.env);
 }
 
 // The jobs' names: the attributes of the (selected) collection.
 std::vector<std::string> listJobs(const Evaluation& e) {
-  auto r = runCapture({"nix-instantiate", "--eval", "--json", "--strict", "-E",
-                       "{ f, args }: builtins.attrNames ((let v = import f; in "
-                       "if builtins.isFunction v then v args else v)" +
-                           e.select + ")",
-                       "--arg", "f", e.file, "--arg", "args", e.argsExpr});
+  auto r = nixInstantiate(
+      e, {"--eval", "--json", "--strict", "-E",
+          "{ f, args }: builtins.attrNames ((let v = import (/. + f); in "
+          "if builtins.isFunction v then v args else v)" +
+              e.select + ")",
+          "--argstr", "f", e.file, "--arg", "args", e.argsExpr});
   if (r.exitCode != 0)
     throw Failure(KILN_ERR_FAILED,
                   "evaluation of " + e.file + " failed: " + tailOf(r.err));
@@ -76,13 +120,12 @@ std::vector<std::string> listJobs(const Evaluation& e) {
 // attribute, in order, and fails as a whole if any of them fails.
 kiln::nix_eval::BatchOutcome instantiate(
     const Evaluation& e, const std::vector<std::string>& attrs) {
-  std::vector<std::string> cmd = {"nix-instantiate", "--store",
-                                  "local?root=" + e.root, e.file};
+  std::vector<std::string> cmd = {"--store", "local?root=" + e.root, e.file};
   for (auto& a : attrs)
     cmd.insert(cmd.end(),
                {"-A", e.attribute.empty() ? a : e.attribute + "." + a});
   cmd.insert(cmd.end(), e.argArgs.begin(), e.argArgs.end());
-  auto r = runCapture(cmd);
+  auto r = nixInstantiate(e, cmd);
   kiln::nix_eval::BatchOutcome o;
   std::istringstream lines(r.out);
   for (std::string l; std::getline(lines, l);)
@@ -96,9 +139,10 @@ kiln::nix_eval::BatchOutcome instantiate(
 // meta attributes; a job whose meta throws gets {}. If the whole query
 // fails (an `abort` somewhere), no job gets meta and a warning is logged.
 json readMeta(const Evaluation& e, const kiln::plugin::Host& host) {
-  auto r = runCapture(
-      {"nix-instantiate", "--eval", "--json", "--strict", "-E",
-       "{ f, args }: let v = import f; "
+  auto r = nixInstantiate(
+      e,
+      {"--eval", "--json", "--strict", "-E",
+       "{ f, args }: let v = import (/. + f); "
        "s = (if builtins.isFunction v then v args else v)" +
            e.select +
            "; "
@@ -111,7 +155,7 @@ json readMeta(const Evaluation& e, const kiln::plugin::Host& host) {
            "in builtins.mapAttrs (n: j: let m = meta j; in pick m "
            "\"maxSilent\" // pick m \"timeout\" // pick m "
            "\"schedulingPriority\") s",
-       "--arg", "f", e.file, "--arg", "args", e.argsExpr});
+       "--argstr", "f", e.file, "--arg", "args", e.argsExpr});
   if (r.exitCode == 0) try {
       json j = json::parse(r.out);
       if (j.is_object()) return j;

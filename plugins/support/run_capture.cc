@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string_view>
 
 #include "kiln/plugin/plugin.hpp"
 
@@ -41,7 +42,7 @@ struct SpawnSetup {
 };
 
 pid_t spawn(const std::vector<std::string>& argv, const std::string& cwd,
-            Pipe& out, Pipe& err) {
+            const std::vector<std::string>* env, Pipe& out, Pipe& err) {
   SpawnSetup s;
   posix_spawn_file_actions_addopen(&s.actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&s.actions, out.fd[1], 1);
@@ -51,9 +52,14 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& cwd,
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> envp;
+  if (env) {
+    for (auto& e : *env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
   pid_t pid = -1;
   int rc = posix_spawnp(&pid, argv[0].c_str(), &s.actions, nullptr, args.data(),
-                        environ);
+                        env ? envp.data() : environ);
   if (rc != 0) throw Failure::sys("running " + argv[0], rc);
   return pid;
 }
@@ -88,10 +94,11 @@ void drain(Pipe& out, Pipe& err, size_t limit, CaptureResult& r) {
 }  // namespace
 
 CaptureResult runCapture(const std::vector<std::string>& argv,
-                         const std::string& cwd, size_t limit) {
+                         const std::string& cwd, size_t limit,
+                         const std::vector<std::string>* env) {
   if (argv.empty()) throw Failure(KILN_ERR_INVALID, "runCapture: no command");
   Pipe out, err;
-  pid_t pid = spawn(argv, cwd, out, err);
+  pid_t pid = spawn(argv, cwd, env, out, err);
   out.closeEnd(1);
   err.closeEnd(1);
   CaptureResult r;
@@ -108,6 +115,33 @@ CaptureResult runCapture(const std::vector<std::string>& argv,
   }
   r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+std::vector<std::string> cleanEnvironment(
+    const std::vector<std::string>& keep, const std::vector<std::string>& set) {
+  auto kept = [&](std::string_view name) {
+    for (auto& k : keep) {
+      if (!k.empty() && k.back() == '*'
+              ? name.substr(0, k.size() - 1) == std::string_view(k).substr(
+                                                    0, k.size() - 1)
+              : name == k)
+        return true;
+    }
+    return false;
+  };
+  auto nameOf = [](std::string_view entry) {
+    return entry.substr(0, entry.find('='));
+  };
+  std::vector<std::string> out;
+  for (char** e = environ; *e; e++) {
+    std::string_view entry(*e), name = nameOf(entry);
+    if (!kept(name)) continue;
+    bool replaced = false;
+    for (auto& s : set) replaced = replaced || nameOf(s) == name;
+    if (!replaced) out.emplace_back(entry);
+  }
+  out.insert(out.end(), set.begin(), set.end());
+  return out;
 }
 
 std::string tailOf(const std::string& text, size_t maxBytes) {

@@ -1,16 +1,20 @@
-// Jobsets are evaluated restricted (as Hydra's restrict-eval): a jobset
-// that tries to read the scheduler's secret key, /etc/passwd or an
-// environment variable of the scheduler gets Nix's "forbidden in
-// restricted mode" error (or "" for getEnv), its inputs stay readable, and
-// nothing of those secrets reaches the central store.
+// Jobsets are evaluated restricted (as Hydra's restrict-eval) by every
+// evaluator plugin: a jobset that tries to read the scheduler's secret
+// key, a secret file, /etc/passwd, an environment variable of the
+// scheduler or a URL gets Nix's "forbidden in restricted mode" error (or ""
+// for getEnv), its inputs stay readable, and nothing of those secrets
+// reaches the evaluation errors or the central store.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln_process.h"
 #include "test_support.h"
@@ -54,14 +58,32 @@ bool anyFileContains(const std::string& dir, const std::string& needle) {
   return false;
 }
 
-TEST(JobsetRestrict, SecretsAreRefusedAndNeverReachTheStore) {
+// Each job's evaluation error by attribute.
+std::map<std::string, std::string> errorsByAttr(const std::string& state) {
+  auto r = test::run({"python3", "-c",
+                      "import json, sqlite3, sys\n"
+                      "print(json.dumps(dict(sqlite3.connect(sys.argv[1])."
+                      "execute('select attr, error from eval_errors'))))",
+                      state + "/scheduler.sqlite"});
+  if (r.exitCode != 0) throw Error("reading eval_errors failed: " + r.err);
+  return nlohmann::json::parse(r.out).get<std::map<std::string, std::string>>();
+}
+
+// Both evaluator plugins (kiln's own `kiln eval` and Nix's
+// `nix-instantiate`) evaluate a jobset restricted.
+class JobsetRestrict : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(JobsetRestrict, SecretsAreRefusedAndNeverReachTheStore) {
+  if (GetParam() == "nix" && !test::haveProgram("nix-instantiate"))
+    GTEST_SKIP() << "no Nix";
   TempDir dir;
   std::string state = dir.path() + "/state", keys = dir.path() + "/keys",
-              coll = dir.path() + "/coll";
+              coll = dir.path() + "/coll", secret = dir.path() + "/secret";
   auto r = test::run({test::kilnBinary(), "key", "generate", "--out", keys,
                       "--name", "scheduler"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   writeFile(keys + "/allowed-workers", "");
+  writeFile(secret, "kiln-file-secret-7c4a8d09ca3762af");
   std::string key = keys + "/scheduler.key", secretKey = readFile(key);
   createDirs(coll);
   writeFile(coll + "/input.txt", "an input of the jobset");
@@ -74,12 +96,16 @@ in {
   keydir = mk "keydir" (builtins.toJSON (builtins.readDir )" +
                                        keys + R"());
   passwd = mk "passwd" (builtins.readFile /etc/passwd);
+  leak = throw ("secret:" + builtins.readFile )" +
+                                       secret + R"();
   env = mk "env" (builtins.getEnv "KILN_JOBSET_SECRET");
+  path = throw ("path:" + builtins.getEnv "PATH");
+  fetch = mk "fetch" (builtins.readFile (builtins.fetchurl "http://127.0.0.1:9/x"));
   input = mk "input" (builtins.readFile ./input.txt);
 })");
   ASSERT_EQ(kiln(state, {"project", "create", "p"}).exitCode, 0);
   r = kiln(state, {"jobset", "create", "--project", "p", "j", "--location",
-                   coll, "--check-interval", "0"});
+                   coll, "--check-interval", "0", "--evaluator", GetParam()});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   std::string log = dir.path() + "/scheduler.log";
   test::KilnProcess sched = startScheduler(state, keys, log);
@@ -87,22 +113,34 @@ in {
   r = kiln(state, {"jobset", "eval", "--project", "p", "j", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
 
-  std::string errors = test::evalErrors(state);
+  auto errors = errorsByAttr(state);
+  std::string all = test::evalErrors(state);
   for (auto [attr, path] : {std::pair{"key", key},
                             {"keycopy", key},
                             {"keydir", keys},
-                            {"passwd", std::string("/etc/passwd")}})
-    EXPECT_THAT(errors,
-                HasSubstr(std::string(attr) + ": access to absolute path '" +
-                          path + "' is forbidden in restricted mode"))
-        << errors;
-  EXPECT_THAT(
-      errors,
-      HasSubstr("allow paths with --allow-path PATH"));  // what allows it
-  EXPECT_THAT(errors, Not(HasSubstr("env:")));  // getEnv gives "", no error
-  EXPECT_THAT(
-      errors,
-      Not(HasSubstr("input:")));  // the jobset's own inputs are readable
+                            {"passwd", std::string("/etc/passwd")},
+                            {"leak", secret}})
+    EXPECT_THAT(errors[attr],
+                HasSubstr("access to absolute path '" + path +
+                          "' is forbidden in restricted mode"))
+        << attr << "\n" << all;
+  EXPECT_THAT(errors["fetch"],
+              HasSubstr("access to URI 'http://127.0.0.1:9/x' is forbidden in "
+                        "restricted mode"))
+      << all;
+  if (GetParam() == "builtin") {  // what allows it
+    EXPECT_THAT(all, HasSubstr("allow paths with --allow-path PATH"));
+  }
+  // getEnv gives "": no error for `env`, and `path` throws "path:" alone.
+  EXPECT_FALSE(errors.count("env")) << all;
+  EXPECT_THAT(errors["path"], HasSubstr("path:")) << all;
+  std::string schedulerPath = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ASSERT_FALSE(schedulerPath.empty());
+  EXPECT_THAT(all, Not(HasSubstr(schedulerPath)));
+  EXPECT_THAT(all, Not(HasSubstr("kiln-file-secret")));
+  EXPECT_THAT(all, Not(HasSubstr(kEnvSecret)));
+  // The jobset's own inputs are readable.
+  EXPECT_FALSE(errors.count("input")) << all;
 
   // Two jobs (env, input) got derivations; no secret is in the store.
   r = kiln(state, {"queue", "--json"});
@@ -112,8 +150,16 @@ in {
   EXPECT_TRUE(anyFileContains(state + "/store", "an input of the jobset"));
   EXPECT_FALSE(anyFileContains(state + "/store", secretKey));
   EXPECT_FALSE(anyFileContains(state + "/store", kEnvSecret));
+  EXPECT_FALSE(anyFileContains(state + "/store", "kiln-file-secret"));
   EXPECT_FALSE(anyFileContains(state + "/store", readFile("/etc/passwd")));
 }
+
+INSTANTIATE_TEST_SUITE_P(Evaluators, JobsetRestrict,
+                         ::testing::Values("builtin", "nix"),
+                         [](const auto& info) {
+                           return info.param == "builtin" ? "KilnEval"
+                                                          : "NixInstantiate";
+                         });
 
 }  // namespace
 }  // namespace kiln
