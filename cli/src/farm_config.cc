@@ -252,6 +252,16 @@ std::string validKey(const std::string& s) {
   }
 }
 
+// A host name for web_hosts: letters, digits, '-' and '.', or "*".
+std::string validHostName(const std::string& v) {
+  if (v == "*") return "";
+  if (v.empty() || v.size() > 253 ||
+      v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                          "0123456789-.") != std::string::npos)
+    return "not a host name (letters, digits, '-' and '.', or \"*\" for any)";
+  return "";
+}
+
 void readScheduler(Table t, SchedulerSettings& s) {
   t.str("listen", s.listen, validEndpoint);
   t.str("web_listen", s.webListen);
@@ -266,6 +276,7 @@ void readScheduler(Table t, SchedulerSettings& s) {
   if (t.str("notify_secret_file", s.notifySecretFile, validPath))
     s.notifySecretFile = t.problems().resolve(s.notifySecretFile);
   t.boolean("web_private", s.webPrivate);
+  t.strList("web_hosts", s.webHosts, validHostName);
   if (t.str("web_push_secret_file", s.webPushSecretFile, validPath))
     s.webPushSecretFile = t.problems().resolve(s.webPushSecretFile);
   t.str("cache_compression", s.cacheCompression, [](const std::string& v) {

@@ -62,6 +62,7 @@ struct SchedulerSettings {
   std::vector<std::string> notify;       ///< KIND:ARG, as --notify
   std::string notifySecretFile;          ///< absolute, or ""
   bool webPrivate = false;        ///< reads on the web need a read-scope token
+  std::vector<std::string> webHosts;  ///< host names the web answers for
   std::string webPushSecretFile;  ///< push webhook's secret; abs. or ""
   std::string cacheCompression = "zstd";  ///< zstd, xz or none
   std::string notifyCaFile;  ///< CAs of an https webhook; abs. or ""

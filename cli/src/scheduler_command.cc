@@ -9,6 +9,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
+#include "kiln/common/process.h"
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/plugin_host/registry.h"
 #include "kiln/scheduler/service.h"
@@ -60,6 +61,7 @@ std::shared_ptr<web::BinaryCache> makeBinaryCache(
 struct WebAccess {
   bool privateReads = false;
   std::string pushSecretFile;
+  std::vector<std::string> hosts;  ///< --web-host, with this host's name
 };
 
 SchedulerWeb startWeb(
@@ -86,12 +88,14 @@ SchedulerWeb startWeb(
   web::WebServerConfig wc;
   if (!listen.empty()) {
     wc.listen = listen;
+    wc.hosts = access.hosts;
     web::WebContext all = ctx;
     all.binaryCache = makeBinaryCache(cfg, cache);
     web.all = std::make_unique<web::WebFrontend>(wc, std::move(all));
   }
   if (metricsPort >= 0) {
     wc.listen = "127.0.0.1:" + std::to_string(metricsPort);
+    wc.hosts = {"*"};  // metrics only: scraped by any name the host has
     web.metrics = std::make_unique<web::WebFrontend>(
         wc, ctx, web::RouteSet::kMetricsOnly);
   }
@@ -133,6 +137,11 @@ int runScheduler(const std::vector<std::string>& args) {
       "serve the web front end (dashboard, JSON API, binary cache) on "
       "HOST:PORT")(
       "web-private", "reads on the web need a read-scope API token too")(
+      "web-host", po::value(&webAccess.hosts)->composing(),
+      "a host name the web answers for (repeatable; IP addresses, "
+      "localhost and this machine's name always are; '*' = any). Requests "
+      "for other names get 421, which keeps web pages from reaching the "
+      "farm through DNS rebinding")(
       "web-push-secret-file", po::value(&webAccess.pushSecretFile),
       "file holding the HMAC-SHA256 key of the push webhook "
       "(/api/push/PROJECT/JOBSET; without it every push is refused)")(
@@ -247,6 +256,7 @@ int runScheduler(const std::vector<std::string>& args) {
     scheduler::SchedulerService svc(cfg);
     notifiers.start(cfg.stateDir + "/scheduler.sqlite", RealClock::instance());
     webAccess.privateReads = vm.count("web-private") > 0;
+    webAccess.hosts.push_back(hostName());
     auto web = startWeb(webListen, metricsPort, cfg, svc, extraMetrics,
                         webAccess, cache);
     std::cout << "listening " << svc.endpoint();

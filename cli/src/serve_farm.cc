@@ -162,6 +162,7 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
                              "--cache-compression",
                              s.cacheCompression};
   if (s.webPrivate) a.push_back("--web-private");
+  for (auto& h : s.webHosts) a.insert(a.end(), {"--web-host", h});
   if (!s.webPushSecretFile.empty())
     a.insert(a.end(), {"--web-push-secret-file", s.webPushSecretFile});
   if (!s.notifySecretFile.empty())

@@ -11,6 +11,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
+#include "kiln/common/process.h"
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/protocol/keys.h"
 #include "kiln/worker/daemon.h"
@@ -45,11 +46,6 @@ std::vector<std::string> splitList(const std::vector<std::string>& in) {
   return out;
 }
 
-std::string hostName() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof name - 1) == 0 ? name : "";
-}
-
 // `/metrics` of this worker on `listen` (HOST:PORT, port 0: any): the
 // counters of the plugins loaded here (sandbox, platform; labelled kind
 // and plugin), the requests answered, and kiln_worker_info. Logs its URL.
@@ -69,6 +65,7 @@ std::unique_ptr<web::WebFrontend> serveWorkerMetrics(
   ctx.extraMetrics = {plugins::pluginMetrics()};
   web::WebServerConfig wc;
   wc.listen = listen;
+  wc.hosts = {"*"};  // metrics only: scraped by any name the host has
   auto web = std::make_unique<web::WebFrontend>(wc, std::move(ctx),
                                                 web::RouteSet::kMetricsOnly);
   logInfo("worker metrics " + web->url() + "/metrics");

@@ -376,4 +376,9 @@ bool processAlive(pid_t pid) {
   return state != 'Z' && state != 'X';
 }
 
+std::string hostName() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? name : "";
+}
+
 }  // namespace kiln

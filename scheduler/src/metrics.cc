@@ -16,6 +16,17 @@ Histogram::BucketBoundaries latencyBuckets() {
           0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 }
 
+// Systems Nix knows by name: labelled as themselves even before a worker
+// for them joins (steps for them wait, and operators want to see that).
+const std::set<std::string>& wellKnownSystems() {
+  static const std::set<std::string> known = {
+      "x86_64-linux",  "i686-linux",     "aarch64-linux", "armv6l-linux",
+      "armv7l-linux",  "riscv64-linux",  "powerpc64le-linux",
+      "s390x-linux",   "mips64el-linux", "x86_64-darwin", "aarch64-darwin",
+      "x86_64-freebsd", "i686-freebsd",  "builtin"};
+  return known;
+}
+
 Histogram::BucketBoundaries durationBuckets() {
   return {0.1, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 36000};
 }
@@ -133,12 +144,34 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
                          .Register(r)
                          .Add({})) {}
 
+const std::string& ServiceMetrics::systemLabel(const std::string& system) {
+  static const std::string other = "other";
+  if (ownLabels_.count(system)) return system;
+  if (ownLabels_.size() >= kMaxSystemLabels ||
+      (!wellKnownSystems().count(system) && !workerSystems_.count(system)))
+    return other;
+  ownLabels_.insert(system);
+  return system;
+}
+
 void ServiceMetrics::update(const SchedulerMetrics& m) {
-  for (auto& [sys, g] : queuedBySystem_) g->Set(0);
-  for (auto& [sys, n] : m.queuedBySystem) {
-    auto it = queuedBySystem_.find(sys);
+  workerSystems_ = m.workerSystems;
+  std::map<std::string, size_t> byLabel;
+  for (auto& [sys, n] : m.queuedBySystem)
+    if (n) byLabel[systemLabel(sys)] += n;
+  for (auto it = queuedBySystem_.begin(); it != queuedBySystem_.end();) {
+    if (byLabel.count(it->first)) {
+      ++it;
+      continue;
+    }
+    queued_.Remove(it->second);
+    it = queuedBySystem_.erase(it);
+  }
+  for (auto& [label, n] : byLabel) {
+    auto it = queuedBySystem_.find(label);
     if (it == queuedBySystem_.end())
-      it = queuedBySystem_.emplace(sys, &queued_.Add({{"system", sys}})).first;
+      it = queuedBySystem_.emplace(label, &queued_.Add({{"system", label}}))
+               .first;
     it->second->Set(double(n));
   }
   running_.Set(double(m.runningSteps));
@@ -182,7 +215,8 @@ void ServiceMetrics::observeLoopTurn(double seconds) {
 
 void ServiceMetrics::observeStepDuration(const std::string& system,
                                          double seconds) {
-  stepDuration_.Add({{"system", system}}, durationBuckets()).Observe(seconds);
+  stepDuration_.Add({{"system", systemLabel(system)}}, durationBuckets())
+      .Observe(seconds);
 }
 
 }  // namespace kiln::scheduler

@@ -1,15 +1,19 @@
 // Evaluations from the API (api_request.h): the operate-scope trigger, the
 // status of a queued request, and the push webhook, which triggers a
-// jobset's evaluation when the body's HMAC-SHA256 signature (GitHub's
-// `X-Hub-Signature-256: sha256=<hex>`) matches the farm's push secret.
+// jobset's evaluation when its HMAC-SHA256 signature under the farm's push
+// secret covers a recent timestamp, the jobset and the body, and was not
+// used before (docs/web.md, "Push webhook").
 // Evaluations take long, so these only queue the request (202) and the
 // scheduler applies it when it runs.
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <charconv>
+
 #include "api_request.h"
 #include "kiln/common/encoding.h"
+#include "push_replay.h"
 
 namespace kiln::web {
 
@@ -37,15 +41,15 @@ Response queueEval(const WebContext& ctx, const RouteParams& p,
       {{"request", id}, {"status", "/api/request/" + std::to_string(id)}}, 202);
 }
 
-// Whether `header` is "sha256=<hex HMAC-SHA256 of body under key>".
-bool signatureMatches(const std::string& key, const std::string& body,
+// Whether `header` is "sha256=<hex HMAC-SHA256 of message under key>".
+bool signatureMatches(const std::string& key, const std::string& message,
                       const std::string& header) {
   if (key.empty() || header.rfind("sha256=", 0) != 0) return false;
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-            reinterpret_cast<const unsigned char*>(body.data()), body.size(),
-            mac, &len))
+            reinterpret_cast<const unsigned char*>(message.data()),
+            message.size(), mac, &len))
     return false;
   std::string want =
       base16Encode(std::string_view(reinterpret_cast<char*>(mac), len));
@@ -55,18 +59,44 @@ bool signatureMatches(const std::string& key, const std::string& body,
          CRYPTO_memcmp(got.data(), want.data(), want.size()) == 0;
 }
 
+// The `X-Kiln-Timestamp` header as Unix seconds; 403 when it is missing
+// or not a number.
+int64_t pushTimestamp(const Request& req) {
+  std::string text = req.header("x-kiln-timestamp");
+  int64_t t = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), t);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    throw HttpError(403,
+                    "missing or malformed X-Kiln-Timestamp (Unix seconds)");
+  return t;
+}
+
 Response pushHook(const WebContext& ctx, const Request& req,
                   const RouteParams& p) {
   if (req.body.size() > kMaxApiBody)
     throw HttpError(413, "the body is larger than " +
                              std::to_string(kMaxApiBody) + " bytes");
-  std::string sig = req.header("x-hub-signature-256");
+  std::string sig = req.header("x-kiln-signature-256");
   if (sig.empty())
-    throw HttpError(403, "missing X-Hub-Signature-256 (sha256=<hex HMAC>)");
-  if (!signatureMatches(ctx.pushSecret, req.body, sig))
-    throw HttpError(403, "the push signature does not match");
-  // GitHub's ping event only checks the hook.
-  if (req.header("x-github-event") == "ping")
+    throw HttpError(403,
+                    "missing X-Kiln-Signature-256 (sha256=<hex HMAC-SHA256 of "
+                    "\"TIMESTAMP\\nPROJECT\\nJOBSET\\nBODY\">)");
+  int64_t stamp = pushTimestamp(req);
+  std::string message = std::to_string(stamp) + "\n" + p.at("project") +
+                        "\n" + p.at("jobset") + "\n" + req.body;
+  if (!signatureMatches(ctx.pushSecret, message, sig))
+    throw HttpError(403,
+                    "the push signature does not match (it covers "
+                    "\"TIMESTAMP\\nPROJECT\\nJOBSET\\nBODY\")");
+  const Clock& clock = ctx.clock ? *ctx.clock : RealClock::instance();
+  int64_t now = clock.nowMs() / 1000;
+  if (!ctx.pushReplay->fresh(stamp, now))
+    throw HttpError(403, "the push's X-Kiln-Timestamp is more than " +
+                             std::to_string(ctx.pushReplay->windowSec()) +
+                             " s from the server's clock");
+  if (!ctx.pushReplay->firstUse(sig, stamp, now))
+    throw HttpError(403, "this push was already received (a replay)");
+  if (req.header("x-kiln-event") == "ping")  // only checks the hook
     return Response::json({{"pong", true}});
   return queueEval(ctx, p, true);
 }
@@ -103,13 +133,16 @@ void addEvalRoutes(Router& router, WebContext& ctx) {
         Response r = queueEval(ctx, p, body.value("ifChanged", false));
         if (isFormPost(req))
           return Response::redirect(
-              "/jobset/" + p.at("project") + "/" + p.at("jobset"), 303);
+              "/jobset/" + percentEncodeSegment(p.at("project")) + "/" +
+                  percentEncodeSegment(p.at("jobset")),
+              303);
         return r;
       });
   router.add("GET", "/api/request/{id}",
              [&ctx](const Request&, const RouteParams& p) {
                return requestStatus(ctx, p);
              });
+  if (!ctx.pushReplay) ctx.pushReplay = std::make_shared<PushReplayGuard>();
   router.add("POST", "/api/push/{project}/{jobset}",
              [&ctx](const Request& req, const RouteParams& p) {
                return pushHook(ctx, req, p);

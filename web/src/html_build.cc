@@ -18,15 +18,6 @@ std::string stepsTable(const json& steps) {
   return t + "</table>";
 }
 
-// Appends server-sent log lines to #log while the build runs; the page
-// works without it (the log is rendered at load and downloadable).
-constexpr const char* kLiveScript = R"JS(<script>
-(function(){var pre=document.getElementById('log');if(!pre||!window.EventSource)return;
-var es=new EventSource(pre.dataset.live);
-es.onmessage=function(e){pre.textContent+=e.data+'\n';pre.scrollTop=pre.scrollHeight;};
-es.addEventListener('end',function(e){es.close();var s=document.getElementById('status');
-if(s)s.textContent=e.data;});})();
-</script>)JS";
 
 // One action on the build: a form posting its API token (operate scope)
 // to the write API, which redirects back here; no JavaScript needed.
@@ -65,10 +56,10 @@ std::string renderBuild(const json& m) {
       "<table><tr><th>Status</th><td id=\"status\">" + statusBadge(b) +
       (b["status"].is_null() ? "" : " (" + b["status"].dump() + ")") +
       "</td></tr><tr><th>Job</th><td><a href=\"" +
-      htmlEscape("/jobset/" + percentEncodePath(m["project"].get<std::string>()) + "/" +
-                 percentEncodePath(m["jobset"].get<std::string>()) + "/job/" +
-                 percentEncodePath(b["job"].get<std::string>())) +
-      "\">" + esc(b["job"]) + "</a></td></tr><tr><th>Jobset</th><td>" +
+      htmlEscape("/jobset/" + percentEncodeSegment(m["project"].get<std::string>()) + "/" +
+                 percentEncodeSegment(m["jobset"].get<std::string>()) + "/job/" +
+                 percentEncodeSegment(b["job"].get<std::string>())) +
+      "\">" + nameText(b["job"]) + "</a></td></tr><tr><th>Jobset</th><td>" +
       jobsetLink(m["project"], m["jobset"]) + "</td></tr><tr><th>Evaluation"
       "</th><td>" + evalLink(b["eval"]) + "</td></tr><tr><th>System</th><td>" +
       esc(b["system"]) + "</td></tr><tr><th>Derivation</th><td "
@@ -106,15 +97,15 @@ std::string renderBuild(const json& m) {
                     : " data-live=\"/build/" + std::to_string(id) +
                           "/log/live\"") +
           ">" + htmlEscape(tail) + "</pre>";
-  if (!finished) body += kLiveScript;
+  if (!finished) body += liveLogScript();
   return htmlPage("Build " + std::to_string(id), body);
 }
 
 std::string renderJob(const json& m) {
   std::string project = m["project"], jobset = m["jobset"], job = m["job"];
-  std::string self = "/jobset/" + percentEncodePath(project) + "/" +
-                     percentEncodePath(jobset) + "/job/" +
-                     percentEncodePath(job);
+  std::string self = "/jobset/" + percentEncodeSegment(project) + "/" +
+                     percentEncodeSegment(jobset) + "/job/" +
+                     percentEncodeSegment(job);
   std::string b = "<p>" + jobsetLink(project, jobset) +
                   " · <a href=\"" + htmlEscape(self) + "/latest\">latest</a> · "
                   "<a href=\"" + htmlEscape(self) + "/latest-finished\">latest "
@@ -206,7 +197,7 @@ std::string renderSearch(const json& m) {
   std::string b = "<h2>Jobs</h2><table><tr><th>Job</th><th>Jobset</th><th>"
                   "Latest build</th></tr>";
   for (auto& j : m["jobs"])
-    b += "<tr><td>" + esc(j["job"]) + "</td><td>" +
+    b += "<tr><td>" + nameText(j["job"]) + "</td><td>" +
          jobsetLink(j["project"], j["jobset"]) + "</td><td>" +
          buildLink(j["latestBuild"]) + "</td></tr>";
   b += "</table><h2>Builds by derivation</h2>" + buildsTable(m["builds"]);

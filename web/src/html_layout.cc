@@ -3,15 +3,53 @@
 #include <cstdio>
 #include <ctime>
 
+#include "kiln/common/encoding.h"
+#include "kiln/common/hash.h"
 #include "kiln/web/html.h"
 
 namespace kiln::web {
 
+namespace {
+
+// The length of the bidirectional control character (U+061C, U+200E,
+// U+200F, U+202A to U+202E, U+2066 to U+2069) starting at `s[i]`, or 0.
+size_t bidiControlAt(std::string_view s, size_t i) {
+  auto at = [&](size_t k) {
+    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u;
+  };
+  if (at(0) == 0xD8 && at(1) == 0x9C) return 2;
+  if (at(0) != 0xE2) return 0;
+  unsigned b1 = at(1), b2 = at(2);
+  if (b1 == 0x80 && (b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE)))
+    return 3;
+  if (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9) return 3;
+  return 0;
+}
+
+// "U+202E" of the UTF-8 sequence `seq` (2 or 3 bytes).
+std::string codePointName(std::string_view seq) {
+  auto b = [&](size_t k) { return static_cast<unsigned>(
+                               static_cast<unsigned char>(seq[k])); };
+  unsigned cp = seq.size() == 2 ? ((b(0) & 0x1F) << 6) | (b(1) & 0x3F)
+                                : ((b(0) & 0x0F) << 12) |
+                                      ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "U+%04X", cp);
+  return buf;
+}
+
+}  // namespace
+
 std::string htmlEscape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
+  for (size_t i = 0; i < s.size(); i++) {
+    if (size_t n = bidiControlAt(s, i)) {
+      out += "[" + codePointName(s.substr(i, n)) + "]";
+      i += n - 1;
+      continue;
+    }
+    switch (char c = s[i]) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
@@ -21,6 +59,19 @@ std::string htmlEscape(std::string_view s) {
     }
   }
   return out;
+}
+
+std::string htmlName(std::string_view name, size_t maxChars) {
+  size_t cut = 0, chars = 0;
+  while (cut < name.size() && chars < maxChars) {
+    cut++;
+    while (cut < name.size() && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
+      cut++;
+    chars++;
+  }
+  if (cut == name.size()) return htmlEscape(name);
+  return "<span title=\"" + htmlEscape(name) + "\">" +
+         htmlEscape(name.substr(0, cut)) + "…</span>";
 }
 
 std::string formatTime(int64_t ms) {
@@ -101,7 +152,7 @@ header{background:#1d2330;color:#fff;padding:.6em 1.2em;display:flex;gap:1.2em;a
 header a{color:#dfe6f3;text-decoration:none}header a.brand{font-weight:700;color:#fff}
 header form{margin-left:auto}header input{padding:.25em .5em;border-radius:4px;border:0;min-width:18em}
 main{padding:1em 1.4em;max-width:1200px}
-h1{font-size:1.4em;margin:.2em 0 .6em}h2{font-size:1.1em;margin:1.4em 0 .5em}
+h1{font-size:1.4em;margin:.2em 0 .6em;overflow-wrap:anywhere}h2{font-size:1.1em;margin:1.4em 0 .5em}
 table{border-collapse:collapse;background:#fff;margin:.3em 0 1em;width:100%}
 th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #e3e6ec;vertical-align:top}
 th{background:#eef1f6;font-weight:600}
@@ -120,7 +171,37 @@ nav.tabs a{margin-right:1em}nav.tabs a.on{font-weight:700;text-decoration:none;c
 form.op{display:inline-block;margin-right:.6em}
 )CSS";
 
+// Appends server-sent log lines to #log while the build runs; the page
+// works without it (the log is rendered at load and downloadable). Its
+// text is set as text, never parsed as HTML.
+constexpr const char* kLiveScript = R"JS(
+(function(){var pre=document.getElementById('log');if(!pre||!window.EventSource)return;
+var es=new EventSource(pre.dataset.live);
+es.onmessage=function(e){pre.textContent+=e.data+'\n';pre.scrollTop=pre.scrollHeight;};
+es.addEventListener('end',function(e){es.close();var s=document.getElementById('status');
+if(s)s.textContent=e.data;});})();
+)JS";
+
+// 'sha256-<base64>' of an inline script's or style's text, for the CSP.
+std::string cspHash(std::string_view text) {
+  return "'sha256-" +
+         base64Encode(hashString(HashAlgo::kSha256, text).bytes()) + "'";
+}
+
 }  // namespace
+
+std::string liveLogScript() {
+  return std::string("<script>") + kLiveScript + "</script>";
+}
+
+const std::string& contentSecurityPolicy() {
+  static const std::string policy =
+      "default-src 'none'; style-src " + cspHash(kStyle) + "; script-src " +
+      cspHash(kLiveScript) +
+      "; img-src 'self'; connect-src 'self'; form-action 'self'; "
+      "base-uri 'none'; frame-ancestors 'none'";
+  return policy;
+}
 
 std::string htmlPage(const std::string& title, const std::string& body) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -133,7 +214,7 @@ std::string htmlPage(const std::string& title, const std::string& body) {
          "<form action=\"/search\" method=\"get\"><input name=\"q\" "
          "type=\"search\" placeholder=\"job, .drv or output path\" "
          "aria-label=\"Search\"></form></header><main><h1>" +
-         htmlEscape(title) + "</h1>\n" + body + "\n</main></body></html>\n";
+         htmlName(title, 160) + "</h1>\n" + body + "\n</main></body></html>\n";
 }
 
 std::string renderError(int status, const std::string& message) {

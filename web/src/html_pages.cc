@@ -21,9 +21,9 @@ std::string evalLink(int64_t id) {
 }
 
 std::string jobsetLink(const std::string& project, const std::string& jobset) {
-  return "<a href=\"/jobset/" + htmlEscape(percentEncodePath(project)) + "/" +
-         htmlEscape(percentEncodePath(jobset)) + "\">" + htmlEscape(project) +
-         ":" + htmlEscape(jobset) + "</a>";
+  return "<a href=\"/jobset/" + htmlEscape(percentEncodeSegment(project)) + "/" +
+         htmlEscape(percentEncodeSegment(jobset)) + "\">" + htmlName(project) +
+         ":" + htmlName(jobset) + "</a>";
 }
 
 std::string pager(const json& page, const std::string& base,
@@ -137,7 +137,7 @@ std::string renderProjects(const json& m) {
     std::string js;
     for (auto& j : p["jobsets"])
       js += jobsetLink(p["name"], j["name"]) + " ";
-    b += "<tr><td>" + esc(p["name"]) + "</td><td>" +
+    b += "<tr><td>" + nameText(p["name"]) + "</td><td>" +
          esc(p["description"]) + "</td><td>" + js + "</td></tr>";
   }
   return htmlPage("Projects", b + "</table>");
@@ -146,8 +146,8 @@ std::string renderProjects(const json& m) {
 std::string renderJobset(const json& m) {
   auto& js = m["jobset"];
   std::string project = m["project"], name = js["name"];
-  std::string self = "/jobset/" + percentEncodePath(project) + "/" +
-                     percentEncodePath(name);
+  std::string self = "/jobset/" + percentEncodeSegment(project) + "/" +
+                     percentEncodeSegment(name);
   std::string b = "<p>" + esc(js["kind"]) + " <code>" +
                   esc(js["location"]) + "</code>, file <code>" +
                   esc(js["file"]) + "</code>, checked every " +
@@ -160,8 +160,8 @@ std::string renderJobset(const json& m) {
   b += "</tr>";
   for (auto& row : m["matrix"]["jobs"]["rows"]) {
     b += "<tr><td><a href=\"" +
-         htmlEscape(self + "/job/" + percentEncodePath(row["job"].get<std::string>())) + "\">" +
-         esc(row["job"]) + "</a></td>";
+         htmlEscape(self + "/job/" + percentEncodeSegment(row["job"].get<std::string>())) + "\">" +
+         nameText(row["job"]) + "</a></td>";
     for (auto& c : row["cells"])
       b += c.is_null() ? "<td class=\"muted\">—</td>"
                        : "<td><a class=\"st st-" + esc(c["statusName"]) +
@@ -177,7 +177,7 @@ std::string buildsTable(const json& rows) {
   std::string t = "<table><tr><th>Build</th><th>Job</th><th>System</th><th>"
                   "Status</th><th>Finished</th></tr>";
   for (auto& r : rows)
-    t += "<tr><td>" + buildLink(r["id"]) + "</td><td>" + esc(r["job"]) +
+    t += "<tr><td>" + buildLink(r["id"]) + "</td><td>" + nameText(r["job"]) +
          "</td><td>" + esc(r["system"]) + "</td><td>" + statusBadge(r) +
          "</td><td>" + formatTime(r["stopMs"]) + "</td></tr>";
   if (rows.empty()) t += "<tr><td colspan=\"5\" class=\"muted\">none</td></tr>";
@@ -240,7 +240,7 @@ std::string renderComparison(const json& m) {
                          : "<td>" + buildLink(x["id"]) + " " + statusBadge(x) +
                                "</td>";
     };
-    b += "<tr><td>" + esc(r["job"]) + "</td>" + cell(r["before"]) +
+    b += "<tr><td>" + nameText(r["job"]) + "</td>" + cell(r["before"]) +
          cell(r["after"]) + "</tr>";
   }
   if (m["changes"]["rows"].empty())

@@ -16,6 +16,11 @@ using nlohmann::json;
 inline std::string esc(const json& j) {
   return htmlEscape(j.is_string() ? j.get<std::string>() : j.dump());
 }
+/// A name from a model (job, project, jobset) for HTML text: escaped, and
+/// a very long one cut with the whole name on hover (htmlName).
+inline std::string nameText(const json& j) {
+  return htmlName(j.is_string() ? j.get<std::string>() : j.dump());
+}
 /// A status label coloured by its name (from a build or step model row).
 std::string statusBadge(const json& row);
 /// Links to a build, an evaluation, a jobset.

@@ -157,6 +157,8 @@ std::string_view reasonPhrase(int status) {
       return "URI Too Long";
     case 416:
       return "Range Not Satisfiable";
+    case 421:
+      return "Misdirected Request";
     case 422:
       return "Unprocessable Entity";
     case 429:
@@ -195,12 +197,11 @@ std::optional<std::string> percentDecode(std::string_view in,
   return out;
 }
 
-std::string percentEncodePath(std::string_view in) {
+std::string percentEncodeSegment(std::string_view in) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : in) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        c == '/') {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
       out += static_cast<char>(c);
     } else {
       out += '%';

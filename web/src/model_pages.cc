@@ -76,7 +76,7 @@ json overviewModel(StateView& view, const scheduler::SchedulerSnapshot* snap,
   json queue = json::array();
   if (snap) {
     for (auto& [system, n] : snap->metrics.queuedBySystem)
-      queue.push_back({{"system", system}, {"queued", n}});
+      if (n) queue.push_back({{"system", system}, {"queued", n}});
     out["running"] = runningSteps(view, *snap);
     out["workers"] = workersModel(snap)["workers"];
     out["metrics"] = metricsJson(*snap);

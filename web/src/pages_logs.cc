@@ -32,6 +32,23 @@ int64_t fileSize(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
 }
 
+}  // namespace
+
+void appendEventData(std::string& out, std::string_view text) {
+  size_t i = 0;
+  for (;;) {
+    size_t j = text.find_first_of("\r\n", i);
+    out += "data: ";
+    out += text.substr(i, j - i);
+    out += "\n\n";
+    if (j == std::string_view::npos) return;
+    i = j + (text.compare(j, 2, "\r\n") == 0 ? 2 : 1);
+    if (i == text.size()) return;
+  }
+}
+
+namespace {
+
 scheduler::BuildRow findBuild(WebContext& ctx, int64_t id) {
   auto* view = ctx.view();
   auto b = view ? view->rows().build(id) : std::nullopt;
@@ -39,13 +56,39 @@ scheduler::BuildRow findBuild(WebContext& ctx, int64_t id) {
   return *b;
 }
 
+// Where a reconnecting EventSource left off: its `Last-Event-ID`,
+// "ATTEMPT:OFFSET" as LiveLog sends them; {0, 0} (from the start) when
+// absent or malformed.
+std::pair<int, int64_t> resumePoint(const Request& req) {
+  std::string id = req.header("last-event-id");
+  auto colon = id.find(':');
+  if (colon == std::string::npos || id.size() > 40) return {0, 0};
+  try {
+    size_t used = 0;
+    int attempt = std::stoi(id.substr(0, colon), &used);
+    if (used != colon) return {0, 0};
+    std::string rest = id.substr(colon + 1);
+    int64_t offset = std::stoll(rest, &used);
+    if (used != rest.size() || attempt < 1 || offset < 0) return {0, 0};
+    return {attempt, offset};
+  } catch (const std::exception&) {
+    return {0, 0};
+  }
+}
+
 // Streams the newest log attempt of a build's step as server-sent events
 // (one `data:` per line), switching to a newer attempt when one appears,
-// and ends with an `end` event carrying the build's status label.
+// and ends with an `end` event carrying the build's status label. After
+// each batch of lines an `id:` ("ATTEMPT:OFFSET") lets a reconnecting
+// browser resume there (the server ends idle streams).
 class LiveLog : public BodyStream {
  public:
-  LiveLog(WebContext& ctx, scheduler::BuildRow build)
-      : ctx_(ctx), build_(std::move(build)) {}
+  LiveLog(WebContext& ctx, scheduler::BuildRow build,
+          std::pair<int, int64_t> resume)
+      : ctx_(ctx),
+        build_(std::move(build)),
+        resumeAttempt_(resume.first),
+        resumeOffset_(resume.second) {}
 
   Next next(std::string& out, size_t max) override {
     auto* view = ctx_.view();
@@ -56,20 +99,18 @@ class LiveLog : public BodyStream {
       attempt_ = files.back().first;
       path_ = files.back().second;
       offset_ = 0;
-      out += "event: attempt\ndata: " + std::to_string(attempt_) + "\n\n";
+      if (attempt_ == resumeAttempt_)  // a reconnect: what it has, skipped
+        offset_ = std::min(resumeOffset_, fileSize(path_));
+      else
+        out += "event: attempt\ndata: " + std::to_string(attempt_) + "\n\n";
     }
     std::string chunk = path_.empty() ? "" : readFrom(path_, offset_, max / 2);
     size_t end = chunk.rfind('\n');
     if (end != std::string::npos) {
       chunk.resize(end + 1);
       offset_ += int64_t(chunk.size());
-      size_t i = 0;
-      while (i < chunk.size()) {
-        size_t j = chunk.find('\n', i);
-        out += "data: " + chunk.substr(i, j - i) + "\n";
-        out += "\n";
-        i = j + 1;
-      }
+      appendEventData(out, chunk);
+      appendId(out);
       return Next::kData;
     }
     auto b = view ? view->rows().build(build_.id) : std::nullopt;
@@ -78,7 +119,8 @@ class LiveLog : public BodyStream {
       std::string rest = path_.empty() ? "" : readFrom(path_, offset_, max / 2);
       if (!rest.empty()) {
         offset_ += int64_t(rest.size());
-        out += "data: " + rest + "\n\n";
+        appendEventData(out, rest);
+        appendId(out);
         return Next::kData;
       }
       out += "event: end\ndata: " + statusLabel(b ? b->status : -1) + "\n\n";
@@ -88,8 +130,17 @@ class LiveLog : public BodyStream {
   }
 
  private:
+  // An event with an id and no data: it moves the browser's last event
+  // id without dispatching anything.
+  void appendId(std::string& out) const {
+    out += "id: " + std::to_string(attempt_) + ":" + std::to_string(offset_) +
+           "\n\n";
+  }
+
   WebContext& ctx_;
   scheduler::BuildRow build_;
+  int resumeAttempt_;
+  int64_t resumeOffset_;
   int attempt_ = 0;
   std::string path_;
   int64_t offset_ = 0;
@@ -132,10 +183,11 @@ void addLogRoutes(Router& router, WebContext& ctx) {
                                         std::to_string(attempt));
              });
   router.add("GET", "/build/{id}/log/live",
-             [&ctx](const Request&, const RouteParams& p) {
+             [&ctx](const Request& req, const RouteParams& p) {
                auto b = findBuild(ctx, p.id("id"));
-               auto r = Response::streamed(std::make_shared<LiveLog>(ctx, b),
-                                           "text/event-stream");
+               auto r = Response::streamed(
+                   std::make_shared<LiveLog>(ctx, b, resumePoint(req)),
+                   "text/event-stream");
                r.headers.push_back({"Cache-Control", "no-cache"});
                return r;
              });

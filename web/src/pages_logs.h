@@ -2,6 +2,7 @@
 // Build logs on the web (pages_logs.cc) and helpers the page routes share.
 
 #include <string>
+#include <string_view>
 
 #include "kiln/scheduler/state_view.h"
 #include "kiln/web/context.h"
@@ -16,6 +17,11 @@ std::string latestLogTail(scheduler::StateView& view,
                           const std::string& stateDir,
                           const std::string& drvPath,
                           size_t maxBytes = 64 << 10);
+/// Appends `text` (log lines) to `out` as server-sent events' data: one
+/// `data:` event per line, where "\n", "\r\n" and a lone "\r" each end
+/// a line, so that no byte of a log can start a field or an event of its
+/// own (`event: end`). A last line without its end is sent as a line.
+void appendEventData(std::string& out, std::string_view text);
 /// `/build/{id}/log` (download, `?attempt=N`) and `/build/{id}/log/live`
 /// (server-sent events while the build runs).
 void addLogRoutes(Router& router, WebContext& ctx);

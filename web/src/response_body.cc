@@ -6,6 +6,8 @@
 
 #include <charconv>
 
+#include "kiln/web/html.h"
+
 namespace kiln::web {
 namespace {
 
@@ -91,6 +93,10 @@ std::string headerText(const Response& resp, uint64_t length, bool chunked,
                   std::string(reasonPhrase(resp.status)) + "\r\n";
   h += "Server: kiln\r\n";
   h += "Content-Type: " + clean(resp.contentType) + "\r\n";
+  h += "X-Content-Type-Options: nosniff\r\n";
+  h += "X-Frame-Options: DENY\r\n";
+  h += "Referrer-Policy: same-origin\r\n";
+  h += "Content-Security-Policy: " + contentSecurityPolicy() + "\r\n";
   for (auto& [k, v] : resp.headers) h += clean(k) + ": " + clean(v) + "\r\n";
   if (chunked)
     h += "Transfer-Encoding: chunked\r\n";

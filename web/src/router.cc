@@ -11,7 +11,7 @@ namespace kiln::web {
 namespace {
 
 // "/a/b" -> {"a", "b"}; "/" -> {""}.
-std::vector<std::string> splitPath(const std::string& path) {
+std::vector<std::string> splitPattern(const std::string& path) {
   std::vector<std::string> parts;
   size_t start = 1;
   for (;;) {
@@ -19,6 +19,19 @@ std::vector<std::string> splitPath(const std::string& path) {
     parts.push_back(path.substr(start, slash - start));
     if (slash == std::string::npos) break;
     start = slash + 1;
+  }
+  return parts;
+}
+
+// The segments of a path as received, each percent-decoded on its own, so
+// that an encoded '/' ("%2F") stays inside its segment; nullopt when an
+// escape is malformed or decodes to NUL.
+std::optional<std::vector<std::string>> splitRawPath(const std::string& raw) {
+  std::vector<std::string> parts = splitPattern(raw);
+  for (auto& part : parts) {
+    auto decoded = percentDecode(part, false);
+    if (!decoded) return std::nullopt;
+    part = std::move(*decoded);
   }
   return parts;
 }
@@ -68,7 +81,7 @@ void Router::add(const std::string& method, const std::string& pattern,
                  Handler handler) {
   if (pattern.empty() || pattern[0] != '/')
     throw Error("route pattern '" + pattern + "' must start with '/'");
-  Route r{method, pattern, splitPath(pattern), std::move(handler)};
+  Route r{method, pattern, splitPattern(pattern), std::move(handler)};
   for (size_t i = 0; i < r.segments.size(); i++) {
     const std::string& seg = r.segments[i];
     if (auto sc = suffixCapture(seg)) {
@@ -128,7 +141,9 @@ Router::Match Router::match(const std::string& method,
   Match m;
   m.status = 404;
   if (path.empty() || path[0] != '/') return m;
-  auto parts = splitPath(path);
+  auto split = splitRawPath(path);
+  if (!split) return m;
+  const std::vector<std::string>& parts = *split;
   std::set<std::string> allowed;
   std::map<std::string, std::string> caps;
   const Route* fallback = nullptr;  // GET route for a HEAD request

@@ -55,7 +55,7 @@ struct WebServer::Impl {
   void listen();
   void accept();
   void onAccept(boost::system::error_code ec, tcp::socket socket);
-  void refuseBusy(tcp::socket socket);
+  void refuseBusy(tcp::socket socket, const std::string& client);
 
   net::thread_pool handlers;
   ServerState state;
@@ -96,24 +96,33 @@ void WebServer::Impl::onAccept(boost::system::error_code ec,
     });
     return;
   }
-  if (state.connections.load() >= state.config.maxConnections) {
-    refuseBusy(std::move(socket));
-  } else {
-    state.connections++;
-    std::make_shared<Session>(state, std::move(socket))->start();
-  }
+  boost::system::error_code bad;
+  auto peer = socket.remote_endpoint(bad);
+  std::string client = bad ? "" : peer.address().to_string();
+  ClientSlot slot(state.connections, client);
+  if (!slot.taken())
+    refuseBusy(std::move(socket), client);
+  else
+    std::make_shared<Session>(state, std::move(socket), std::move(slot))
+        ->start();
   accept();
 }
 
 // Answers 503 to a connection beyond the limit and closes it (bounded by
 // a short write timeout; the socket's send buffer normally takes it).
-void WebServer::Impl::refuseBusy(tcp::socket socket) {
+void WebServer::Impl::refuseBusy(tcp::socket socket,
+                                 const std::string& client) {
   auto stream = std::make_shared<boost::beast::tcp_stream>(std::move(socket));
-  Response r = Response::error(503,
-                               "too many connections (" +
-                                   std::to_string(state.config.maxConnections) +
-                                   "); try again later",
-                               false);
+  bool mine = state.connections.of(client) >= state.config.maxConnectionsPerClient;
+  Response r = Response::error(
+      503,
+      mine ? "too many connections from " + client + " (" +
+                 std::to_string(state.config.maxConnectionsPerClient) +
+                 " per client); close some or try again later"
+           : "too many connections (" +
+                 std::to_string(state.config.maxConnections) +
+                 "); try again later",
+      false);
   r.headers.emplace_back("Retry-After", "1");
   auto text = std::make_shared<std::string>(
       headerText(r, r.body.size(), false, false, true) + r.body);
@@ -169,7 +178,9 @@ std::string WebServer::url() const {
 }
 
 size_t WebServer::connections() const {
-  return impl_->state.connections.load();
+  return impl_->state.connections.total();
 }
+
+size_t WebServer::streams() const { return impl_->state.streams.total(); }
 
 }  // namespace kiln::web

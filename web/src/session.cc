@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 
@@ -34,6 +35,32 @@ std::string toHex(size_t n) {
 
 }  // namespace
 
+bool hostAllowed(const std::string& host,
+                 const std::vector<std::string>& hosts) {
+  if (host.empty()) return true;
+  std::string name = host;
+  if (name.front() == '[') {  // "[v6]" or "[v6]:port"
+    auto close = name.find(']');
+    if (close == std::string::npos) return false;
+    name = name.substr(1, close - 1);
+  } else if (auto colon = name.rfind(':'); colon != std::string::npos) {
+    name.resize(colon);
+  }
+  for (char& c : name) c = static_cast<char>(std::tolower((unsigned char)c));
+  if (!name.empty() && name.back() == '.') name.pop_back();
+  boost::system::error_code ec;
+  net::ip::make_address(name, ec);
+  if (!ec) return true;
+  if (name == "localhost" || name.ends_with(".localhost")) return true;
+  for (auto& h : hosts) {
+    if (h == "*") return true;
+    std::string want = h;
+    for (char& c : want) c = static_cast<char>(std::tolower((unsigned char)c));
+    if (want == name) return true;
+  }
+  return false;
+}
+
 void lowerThreadPriority(int nice) {
   thread_local bool lowered = false;
   if (lowered || nice <= 0) return;
@@ -50,9 +77,10 @@ std::optional<std::string> parseTarget(std::string_view target, Request& req) {
     return "the request target must be a path starting with '/'";
   req.target = std::string(target);
   auto q = target.find('?');
-  auto path = percentDecode(target.substr(0, q), false);
-  if (!path) return "the path has a malformed %-escape or a NUL byte";
-  req.path = std::move(*path);
+  std::string_view path = target.substr(0, q);
+  if (!percentDecode(path, false))
+    return "the path has a malformed %-escape or a NUL byte";
+  req.path = std::string(path);
   if (q == std::string_view::npos) return std::nullopt;
   std::string_view rest = target.substr(q + 1);
   while (!rest.empty()) {
@@ -71,16 +99,19 @@ std::optional<std::string> parseTarget(std::string_view target, Request& req) {
   return std::nullopt;
 }
 
-Session::Session(ServerState& state, net::ip::tcp::socket&& socket)
+Session::Session(ServerState& state, net::ip::tcp::socket&& socket,
+                 ClientSlot slot)
     : state_(state),
       stream_(std::move(socket)),
-      timer_(stream_.get_executor()) {
+      timer_(stream_.get_executor()),
+      connSlot_(std::move(slot)) {
   beast::error_code ec;
   auto ep = stream_.socket().remote_endpoint(ec);
-  if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  if (!ec) {
+    client_ = ep.address().to_string();
+    remote_ = client_ + ":" + std::to_string(ep.port());
+  }
 }
-
-Session::~Session() { state_.connections--; }
 
 void Session::start() {
   net::dispatch(stream_.get_executor(),
@@ -155,6 +186,12 @@ void Session::onRead(ErrorCode ec) {
     return reject(400, "malformed request: " + ec.message());
   if (ec) return;  // timeout (the stream is closed), reset, end of stream
   auto& msg = parser_->get();
+  std::string host(msg[http::field::host]);
+  if (!hostAllowed(host, state_.config.hosts))
+    return reject(421, "this server does not answer for host '" + host +
+                           "'; it answers IP addresses, localhost and the "
+                           "host names it is configured with (kiln "
+                           "scheduler --web-host NAME, serve's web_hosts)");
   Request req;
   auto target = msg.target();
   if (auto err = parseTarget({target.data(), target.size()}, req))
@@ -190,6 +227,20 @@ void Session::runHandler(const Request& req) {
   auto t0 = std::chrono::steady_clock::now();
   auto match = state_.router.match(req.method, req.path);
   Response resp = state_.router.handle(req, match);
+  if (resp.stream) {
+    streamSlot_ = ClientSlot(state_.streams, client_);
+    if (!streamSlot_.taken()) {
+      resp = Response::error(
+          429,
+          "too many live streams (at most " +
+              std::to_string(state_.config.maxStreamsPerClient) +
+              " per client and " + std::to_string(state_.config.maxStreams) +
+              " in all); close one, or reload later",
+          req.wantsJson());
+      resp.headers.emplace_back("Retry-After", "10");
+      keepAlive_ = false;
+    }
+  }
   std::optional<FileBody> file;
   if (!resp.filePath.empty() && !resp.stream) file = openFileBody(req, resp);
   if (state_.observer) {
@@ -216,7 +267,10 @@ void Session::send() {
 void Session::afterHeaderOk() {
   if (head_) return finish();
   if (file_) return sendFileChunk();
-  if (resp_.stream) return pollStream();
+  if (resp_.stream) {
+    streamActive_ = std::chrono::steady_clock::now();
+    return pollStream();
+  }
   finish();
 }
 
@@ -258,14 +312,18 @@ void Session::onStreamPiece(BodyStream::Next next, bool failed) {
   std::string framed;
   if (!out_.empty())
     framed = http11_ ? toHex(out_.size()) + "\r\n" + out_ + "\r\n" : out_;
-  if (next == BodyStream::Next::kEnd) {
-    if (http11_) framed += "0\r\n\r\n";
-    out_ = std::move(framed);
-    return write(net::buffer(out_), &Session::finish);
-  }
+  if (next == BodyStream::Next::kEnd) return endStream(std::move(framed));
   if (!framed.empty()) {
+    streamActive_ = std::chrono::steady_clock::now();
     out_ = std::move(framed);
     return write(net::buffer(out_), &Session::pollStream);
+  }
+  // Idle too long (a build that waits forever): end it and close; a
+  // browser's EventSource reconnects and resumes.
+  if (std::chrono::steady_clock::now() - streamActive_ >=
+      state_.config.streamIdleLifetime) {
+    keepAlive_ = false;
+    return endStream("");
   }
   timer_.expires_after(state_.config.streamPoll);
   timer_.async_wait([self = shared_from_this()](ErrorCode ec) {
@@ -273,7 +331,15 @@ void Session::onStreamPiece(BodyStream::Next next, bool failed) {
   });
 }
 
+// Writes the stream's last piece and its end.
+void Session::endStream(std::string last) {
+  if (http11_) last += "0\r\n\r\n";
+  out_ = std::move(last);
+  write(net::buffer(out_), &Session::finish);
+}
+
 void Session::finish() {
+  streamSlot_.release();
   resp_ = Response();
   file_.reset();
   if (keepAlive_) return waitRequest();
@@ -283,6 +349,8 @@ void Session::finish() {
 // Sends FIN, then reads and drops what the client still sends for a short
 // while, so that it reads our answer before the connection resets.
 void Session::closeGracefully() {
+  connSlot_.release();  // closing: no longer counted against the limits
+  streamSlot_.release();
   ErrorCode ec;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   stream_.expires_after(kLingerTimeout);

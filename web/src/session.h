@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "client_limits.h"
 #include "kiln/web/server.h"
 #include "response_body.h"
 
@@ -25,11 +26,20 @@ namespace kiln::web {
 
 /// What every session of a server shares.
 struct ServerState {
+  ServerState(WebServerConfig c, const Router& r, RequestObserver o,
+              boost::asio::thread_pool& h)
+      : config(std::move(c)),
+        router(r),
+        observer(std::move(o)),
+        handlers(h),
+        connections(config.maxConnections, config.maxConnectionsPerClient),
+        streams(config.maxStreams, config.maxStreamsPerClient) {}
   WebServerConfig config;
   const Router& router;
   RequestObserver observer;
   boost::asio::thread_pool& handlers;
-  std::atomic<size_t> connections{0};
+  ClientCounter connections;  ///< open connections by client address
+  ClientCounter streams;      ///< streamed answers by client address
 };
 
 /// The target of a request ("/path?query") split and decoded into `req`;
@@ -40,12 +50,13 @@ std::optional<std::string> parseTarget(std::string_view target, Request& req);
 /// once per thread; a failure (no permission) is ignored.
 void lowerThreadPriority(int nice);
 
-/// A connection. Create with make_shared on a socket bound to a strand;
-/// counts itself in `ServerState::connections` while it lives.
+/// A connection. Create with make_shared on a socket bound to a strand,
+/// with the connection slot its client took (given back once the session
+/// starts closing).
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(ServerState& state, boost::asio::ip::tcp::socket&& socket);
-  ~Session();
+  Session(ServerState& state, boost::asio::ip::tcp::socket&& socket,
+          ClientSlot slot);
   /// Starts reading the first request.
   void start();
 
@@ -61,6 +72,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void sendFileChunk();
   void pollStream();
   void onStreamPiece(BodyStream::Next next, bool failed);
+  void endStream(std::string last);
   void finish();
   void closeGracefully();
   void drain();
@@ -74,7 +86,11 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<
       boost::beast::http::request_parser<boost::beast::http::string_body>>
       parser_;
-  std::string remote_;
+  std::string remote_;  // "ip:port"
+  std::string client_;  // "ip": what the limits per client count
+  ClientSlot connSlot_;
+  ClientSlot streamSlot_;  // while a streamed answer is sent
+  std::chrono::steady_clock::time_point streamActive_;  // its last data
   // The response being written (set by the handler thread before it posts
   // back to the strand).
   Response resp_;

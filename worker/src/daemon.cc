@@ -9,18 +9,13 @@
 
 #include "daemon_impl.h"
 #include "kiln/common/logging.h"
+#include "kiln/common/process.h"
 
 namespace kiln::worker {
 namespace {
 
 using namespace std::chrono_literals;
 namespace proto = protocol;
-
-std::string hostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "worker";
-  return buf;
-}
 
 BuildRunnerConfig runnerConfig(const DaemonConfig& c,
                                const store::LocalStore& s,
@@ -44,6 +39,7 @@ std::string joinSystems(const std::vector<std::string>& systems) {
 DaemonConfig checked(DaemonConfig c) {
   if (c.stateDir.empty()) throw Error("worker: a state directory is needed");
   if (c.workerId.empty()) c.workerId = hostName();
+  if (c.workerId.empty()) c.workerId = "worker";
   createDirs(c.stateDir);
   if (c.cores == 0) c.cores = std::max(1u, std::thread::hardware_concurrency());
   return c;

@@ -190,6 +190,7 @@ SchedulerMetrics SchedulerCore::metrics() const {
   for (const Worker& w : m.workers) {
     if (!w.alive) continue;
     ++r.workers;
+    r.workerSystems.insert(w.spec.systems.begin(), w.spec.systems.end());
     r.totalSlots += w.spec.slots;
     r.freeSlots += w.free();
   }

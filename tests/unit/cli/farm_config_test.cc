@@ -55,6 +55,7 @@ cached_failure_ttl = 3600
 notify = ["command:/bin/true"]
 notify_secret_file = "hook.key"
 web_private = true
+web_hosts = ["farm.example.org", "*"]
 web_push_secret_file = "push.key"
 cache_compression = "xz"
 notify_ca_file = "ca.pem"
@@ -115,6 +116,8 @@ path = "../pkgset"
   EXPECT_THAT(c.scheduler.notify, ElementsAre("command:/bin/true"));
   EXPECT_EQ(c.scheduler.notifySecretFile, "/etc/kiln/hook.key");
   EXPECT_TRUE(c.scheduler.webPrivate);
+  EXPECT_EQ(c.scheduler.webHosts,
+            (std::vector<std::string>{"farm.example.org", "*"}));
   EXPECT_EQ(c.scheduler.webPushSecretFile, "/etc/kiln/push.key");
   EXPECT_EQ(c.scheduler.cacheCompression, "xz");
   EXPECT_EQ(c.scheduler.notifyCaFile, "/etc/kiln/ca.pem");
@@ -232,14 +235,15 @@ TEST(FarmConfigTest, InvalidValuesAreRefused) {
 TEST(FarmConfigTest, BadWebAndCacheSettingsNameTheKey) {
   auto p = problemsOf(
       "[scheduler]\nweb_private = \"yes\"\ncache_compression = \"gzip\"\n"
-      "web_push_secret_file = \"\"\n");
-  ASSERT_EQ(p.size(), 3u) << ::testing::PrintToString(p);
+      "web_push_secret_file = \"\"\nweb_hosts = [\"evil.example/x\"]\n");
+  ASSERT_EQ(p.size(), 4u) << ::testing::PrintToString(p);
   EXPECT_THAT(p[0], HasSubstr("farm.toml:2:15: scheduler.web_private: must be "
                               "true or false"));
   EXPECT_THAT(p[1], HasSubstr("farm.toml:3:21: scheduler.cache_compression: "
                               "must be 'zstd', 'xz' or 'none'"));
   EXPECT_THAT(p[2],
               HasSubstr("farm.toml:4:24: scheduler.web_push_secret_file"));
+  EXPECT_THAT(p[3], HasSubstr("scheduler.web_hosts: not a host name"));
 }
 
 TEST(FarmConfigTest, JobsetsNeedANameAndOneLocation) {

@@ -219,28 +219,69 @@ std::string sign(const std::string& key, const std::string& body) {
   return "sha256=" + base16Encode(std::string_view((char*)mac, len));
 }
 
-TEST_F(ApiTest, PushWebhookTriggersOnlyWithAValidSignature) {
+// A push is signed over its timestamp, its jobset and its body: a valid
+// one triggers once; the same signature again (a replay), on another
+// jobset (retargeted), with an old timestamp or a body-only signature
+// (GitHub's) is refused and triggers nothing.
+TEST_F(ApiTest, PushWebhookTriggersOnlyWithAFreshSignatureForItsJobset) {
+  FakeClock clock(WallTime(std::chrono::seconds(1'800'000'000)));
+  ctx_.clock = &clock;
+  scheduler::submitRequest(ctx_.stateDir, "jobset-create",
+                           {{"project", "nixpkgs"},
+                            {"name", "staging"},
+                            {"location", "/src/nixpkgs"}});
   std::string body = R"({"ref": "refs/heads/main"})";
-  std::string p = "/api/push/nixpkgs/trunk";
-  auto push = [&](const std::string& sig) {
+  auto push = [&](const std::string& jobset, const std::string& stamp,
+                  const std::string& sig) {
     Request r;
     r.method = "POST";
-    r.path = p;
+    r.path = "/api/push/nixpkgs/" + jobset;
     r.body = body;
-    if (!sig.empty()) r.headers["x-hub-signature-256"] = sig;
+    if (!sig.empty()) r.headers["x-kiln-signature-256"] = sig;
+    if (!stamp.empty()) r.headers["x-kiln-timestamp"] = stamp;
     return router_.handle(r);
   };
-  EXPECT_EQ(push("").status, 403);
-  EXPECT_EQ(push(sign("other-key", body)).status, 403);
-  EXPECT_EQ(push("sha256=zz").status, 403);
+  auto message = [&](const std::string& stamp, const std::string& jobset) {
+    return stamp + "\nnixpkgs\n" + jobset + "\n" + body;
+  };
+  std::string now = "1800000000";
+  std::string good = sign("push-key", message(now, "trunk"));
+  EXPECT_EQ(push("trunk", now, "").status, 403);
+  EXPECT_EQ(push("trunk", "", good).status, 403);
+  EXPECT_EQ(push("trunk", now, sign("other-key", message(now, "trunk"))).status,
+            403);
+  EXPECT_EQ(push("trunk", now, "sha256=zz").status, 403);
+  Response bodyOnly = push("trunk", now, sign("push-key", body));
+  EXPECT_EQ(bodyOnly.status, 403);
+  EXPECT_THAT(bodyOnly.body, HasSubstr("does not match"));
+  // Retargeted: trunk's signature on staging.
+  EXPECT_EQ(push("staging", now, good).status, 403);
+  // A timestamp changed after signing, and one too old though signed.
+  EXPECT_EQ(push("trunk", "1800000001", good).status, 403);
+  std::string old = "1799999000";
+  Response stale = push("trunk", old, sign("push-key", message(old, "trunk")));
+  EXPECT_EQ(stale.status, 403);
+  EXPECT_THAT(stale.body, HasSubstr("from the server's clock"));
   EXPECT_TRUE(db().pendingRequests().empty());
-  Response r = push(sign("push-key", body));
+
+  Response r = push("trunk", now, good);
   ASSERT_EQ(r.status, 202) << r.body;
   auto pending = db().pendingRequests();
   ASSERT_EQ(pending.size(), 1u);
   EXPECT_EQ(json::parse(pending[0].args)["ifChanged"], true);
+  EXPECT_EQ(json::parse(pending[0].args)["jobset"], "trunk");
+  Response replay = push("trunk", now, good);
+  EXPECT_EQ(replay.status, 403);
+  EXPECT_THAT(replay.body, HasSubstr("replay"));
+  // A new push a little later is its own, for either jobset.
+  clock.advance(std::chrono::seconds(30));
+  std::string later = "1800000030";
+  EXPECT_EQ(push("staging", later, sign("push-key", message(later, "staging")))
+                .status,
+            202);
+  EXPECT_EQ(db().pendingRequests().size(), 2u);
   ctx_.pushSecret.clear();  // no secret: every push is refused
-  EXPECT_EQ(push(sign("", body)).status, 403);
+  EXPECT_EQ(push("trunk", later, sign("", message(later, "trunk"))).status, 403);
 }
 
 TEST_F(ApiTest, PrivateReadsNeedAReadToken) {

@@ -118,7 +118,7 @@ TEST_F(BinaryCacheTest, NarFilesAnswerRangesAndHead) {
   EXPECT_EQ(part.body, whole.substr(4, 10));
   auto head = test::exchange(web->port(),
                              "HEAD /" + ni.url +
-                                 " HTTP/1.1\r\nHost: t\r\nConnection: "
+                                 " HTTP/1.1\r\nHost: localhost\r\nConnection: "
                                  "close\r\n\r\n",
                              true);
   ASSERT_TRUE(head);
@@ -127,7 +127,7 @@ TEST_F(BinaryCacheTest, NarFilesAnswerRangesAndHead) {
   EXPECT_TRUE(head->body.empty());
   auto headInfo = test::exchange(web->port(),
                                  "HEAD " + narInfoPath(dep) +
-                                     " HTTP/1.1\r\nHost: t\r\nConnection: "
+                                     " HTTP/1.1\r\nHost: localhost\r\nConnection: "
                                      "close\r\n\r\n",
                                  true);
   ASSERT_TRUE(headInfo);

@@ -144,7 +144,7 @@ std::optional<HttpAnswer> exchange(int port, const std::string& request,
 
 std::optional<HttpAnswer> webGet(int port, const std::string& path,
                                  const std::string& extraHeaders) {
-  return exchange(port, "GET " + path + " HTTP/1.1\r\nHost: t\r\n" +
+  return exchange(port, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n" +
                             extraHeaders + "Connection: close\r\n\r\n");
 }
 

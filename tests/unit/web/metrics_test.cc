@@ -54,7 +54,7 @@ TEST_F(MetricsTest, FarmStoreAndRequestsInOneRegistry) {
   start();
   test::webGet(web->port(), "/no/such/page");
   test::exchange(web->port(),
-                 "BREW /metrics HTTP/1.1\r\nHost: t\r\n"
+                 "BREW /metrics HTTP/1.1\r\nHost: localhost\r\n"
                  "Connection: close\r\n\r\n");
   scrape();
   std::string text = scrape();

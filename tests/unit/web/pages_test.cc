@@ -194,14 +194,15 @@ TEST_F(PagesTest, LiveLogStreamsNewLinesThenEndsWhenFinished) {
   EXPECT_EQ(r.stream->next(out, 4096), BodyStream::Next::kWait);
   writeFile(log, "configuring\nbuilding\npartial");
   EXPECT_EQ(r.stream->next(out, 4096), BodyStream::Next::kData);
-  EXPECT_EQ(out, "data: building\n\n");  // the partial line waits
+  // The partial line waits; the id says where a reconnect resumes.
+  EXPECT_EQ(out, "data: building\n\nid: 1:21\n\n");
   {
     scheduler::StateDb db(fx_.stateDir() + "/scheduler.sqlite");
     db.finishBuild(fx_.bash, 4, 1, "cancelled");
   }
   out.clear();
   EXPECT_EQ(r.stream->next(out, 4096), BodyStream::Next::kData);
-  EXPECT_EQ(out, "data: partial\n\n");  // the last line, at the end
+  EXPECT_EQ(out, "data: partial\n\nid: 1:28\n\n");  // the last line, at the end
   out.clear();
   EXPECT_EQ(r.stream->next(out, 4096), BodyStream::Next::kEnd);
   EXPECT_THAT(out, HasSubstr("event: end\ndata: Cancelled\n\n"));

@@ -53,6 +53,22 @@ TEST_F(RouterTest, RestCaptureTakesSlashesButNotNothing) {
   EXPECT_EQ(router.handle(get("/log")).status, 404);
 }
 
+// Routes match on the path as received: an encoded '/' stays inside its
+// segment, so a job named "a/b" or "x/latest" has its own page and is not
+// taken for job "a" or for x's `latest`.
+TEST_F(RouterTest, EncodedSlashStaysInItsSegment) {
+  router.add("GET", "/job/{job}", echo("job"));
+  router.add("GET", "/job/{job}/latest", echo("latest"));
+  EXPECT_EQ(router.handle(get("/job/a%2Fb")).body, "job job=a/b");
+  EXPECT_EQ(router.handle(get("/job/x%2Flatest")).body, "job job=x/latest");
+  EXPECT_EQ(router.handle(get("/job/x/latest")).body, "latest job=x");
+  EXPECT_EQ(router.handle(get("/job/a%2Fb/latest")).body, "latest job=a/b");
+  EXPECT_EQ(router.handle(get("/job/a%20b")).body, "job job=a b");
+  EXPECT_EQ(router.handle(get("/job/a/b")).status, 404);
+  EXPECT_EQ(router.handle(get("/job/a%zz")).status, 404);  // malformed
+  EXPECT_EQ(router.handle(get("/log/a%2Fb/c.drv")).body, "rest drv=a/b/c.drv");
+}
+
 TEST_F(RouterTest, CaptureWithASuffixMatchesOnlyThatSuffix) {
   router.add("GET", "/{hash}.narinfo", echo("narinfo"));
   EXPECT_EQ(router.handle(get("/abc.narinfo")).body, "narinfo hash=abc");
@@ -143,7 +159,8 @@ TEST(Http, PercentDecoding) {
   EXPECT_FALSE(percentDecode("%2", false));
   EXPECT_FALSE(percentDecode("%zz", false));
   EXPECT_FALSE(percentDecode("a%00b", false));
-  EXPECT_EQ(percentEncodePath("/nix/store/a b"), "/nix/store/a%20b");
+  EXPECT_EQ(percentEncodeSegment("/nix/store/a b"), "%2Fnix%2Fstore%2Fa%20b");
+  EXPECT_EQ(percentEncodeSegment("x/latest"), "x%2Flatest");
 }
 
 TEST(Http, ByteRanges) {

@@ -83,13 +83,13 @@ class ServerTest : public ::testing::Test {
 TEST_F(ServerTest, AnswersAndKeepsTheConnectionAlive) {
   start();
   test::RawConnection c(port);
-  ASSERT_TRUE(c.send("GET /hello?who=a%20b HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_TRUE(c.send("GET /hello?who=a%20b HTTP/1.1\r\nHost: localhost\r\n\r\n"));
   auto a = c.read(10s);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->status, 200);
   EXPECT_EQ(a->body, "hello a b");
   ASSERT_TRUE(
-      c.send("POST /echo HTTP/1.1\r\nHost: t\r\nX-Type: t1\r\n"
+      c.send("POST /echo HTTP/1.1\r\nHost: localhost\r\nX-Type: t1\r\n"
              "Content-Length: 3\r\n\r\nabc"));
   auto b = c.read(10s);
   ASSERT_TRUE(b);
@@ -119,14 +119,14 @@ TEST_F(ServerTest, OversizedBodyIs413) {
   start(cfg);
   // Announced too large: refused from the headers alone.
   auto a = test::exchange(port,
-                          "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: "
+                          "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: "
                           "5000000\r\n\r\nxx");
   ASSERT_TRUE(a);
   EXPECT_EQ(a->status, 413);
   EXPECT_THAT(a->body, HasSubstr("larger than 1000 bytes"));
   // Chunked, growing past the limit while it arrives.
   std::string chunked =
-      "POST /echo HTTP/1.1\r\nHost: t\r\n"
+      "POST /echo HTTP/1.1\r\nHost: localhost\r\n"
       "Transfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 3; i++)
     chunked += "200\r\n" + std::string(512, 'x') + "\r\n";
@@ -141,14 +141,14 @@ TEST_F(ServerTest, MalformedRequestsAre400Or431) {
   start(cfg);
   for (const char* bad : {"GARBAGE\r\n\r\n", "GET /x HTTP/9\r\n\r\n",
                           "GET /hello HTTP/1.1\r\nBad Header\r\n\r\n",
-                          "GET http://x/hello HTTP/1.1\r\nHost: t\r\n\r\n",
-                          "GET /a%zz HTTP/1.1\r\nHost: t\r\n\r\n"}) {
+                          "GET http://x/hello HTTP/1.1\r\nHost: localhost\r\n\r\n",
+                          "GET /a%zz HTTP/1.1\r\nHost: localhost\r\n\r\n"}) {
     auto a = test::exchange(port, bad);
     ASSERT_TRUE(a) << bad;
     EXPECT_EQ(a->status, 400) << bad;
     EXPECT_THAT(a->body, HasSubstr("400 Bad Request: ")) << bad;
   }
-  auto big = test::exchange(port, "GET /hello HTTP/1.1\r\nHost: t\r\nX: " +
+  auto big = test::exchange(port, "GET /hello HTTP/1.1\r\nHost: localhost\r\nX: " +
                                       std::string(4096, 'y') + "\r\n\r\n");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 431);
@@ -166,7 +166,7 @@ TEST_F(ServerTest, SlowLorisIsCutOffWithoutHoldingUpOthers) {
   std::vector<std::unique_ptr<test::RawConnection>> slow;
   for (int i = 0; i < 8; i++) {
     slow.push_back(std::make_unique<test::RawConnection>(port));
-    ASSERT_TRUE(slow.back()->send("GET /hello HTTP/1.1\r\nHost: t\r\nX-A: "));
+    ASSERT_TRUE(slow.back()->send("GET /hello HTTP/1.1\r\nHost: localhost\r\nX-A: "));
     ASSERT_TRUE(slow.back()->send("b"));  // trickling
   }
   test::RawConnection idle(port);  // connects and never sends
@@ -198,7 +198,7 @@ TEST_F(ServerTest, ConnectionsBeyondTheLimitGet503) {
   EXPECT_EQ(c->status, 503);
   EXPECT_THAT(c->body, HasSubstr("too many connections (2)"));
   ASSERT_TRUE(
-      a.send("GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+      a.send("GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
   ASSERT_TRUE(a.read(10s));
   EXPECT_TRUE(a.closedWithin(10s));
   ASSERT_TRUE(test::pollUntil([&] { return server->connections() == 1; }, 10s));
@@ -225,7 +225,7 @@ TEST_F(ServerTest, FilesWithRangesAndHead) {
   EXPECT_EQ(past->status, 416);
   EXPECT_EQ(past->header("content-range"), "bytes */10");
   auto head = test::exchange(
-      port, "HEAD /file HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+      port, "HEAD /file HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
       true);
   ASSERT_TRUE(head);
   EXPECT_EQ(head->status, 200);

@@ -154,4 +154,7 @@ std::string describeWaitStatus(int status);
 /// /proc/<pid>/stat. Used to check that a killed tree is really gone.
 bool processAlive(pid_t pid);
 
+/// This machine's host name (gethostname), or "" when it has none.
+std::string hostName();
+
 }  // namespace kiln

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,15 @@ class ServiceMetrics {
   /// Registers the families in `registry`, which must outlive this object.
   explicit ServiceMetrics(prometheus::Registry& registry);
 
-  /// Copies the core's gauges and the growth of its counters.
+  /// Copies the core's gauges and the growth of its counters. Queued steps
+  /// are labelled by system only for systems a worker announces or that
+  /// are well known (x86_64-linux, aarch64-darwin, ...), at most
+  /// kMaxSystemLabels of them; any other system (a jobset chooses its
+  /// systems) counts under `system="other"`. A system with no queued step
+  /// has no series.
   void update(const SchedulerMetrics& m);
+  /// Systems that get a label of their own (the rest are "other").
+  static constexpr size_t kMaxSystemLabels = 64;
   /// Time from the service event that made an assignment possible (a step
   /// result, an ingestion, a worker joining) to its BuildStep being sent.
   void observeDispatchLatency(double seconds);
@@ -54,8 +62,13 @@ class ServiceMetrics {
   void countRefusedClaim() { refusedClaims_.Increment(); }
 
  private:
+  /// The label of `system`: itself, or "other" (see update()).
+  const std::string& systemLabel(const std::string& system);
+
   prometheus::Family<prometheus::Gauge>& queued_;
-  std::map<std::string, prometheus::Gauge*> queuedBySystem_;
+  std::map<std::string, prometheus::Gauge*> queuedBySystem_;  ///< by label
+  std::set<std::string> ownLabels_;      ///< systems labelled as themselves
+  std::set<std::string> workerSystems_;  ///< as of the last update
   prometheus::Gauge& running_;
   prometheus::Gauge& workers_;
   prometheus::Gauge& freeSlots_;

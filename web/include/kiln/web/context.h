@@ -18,6 +18,7 @@ class Registry;
 #include <string>
 #include <vector>
 
+#include "kiln/common/clock.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_view.h"
 #include "kiln/scheduler/tokens.h"
@@ -25,6 +26,7 @@ class Registry;
 namespace kiln::web {
 
 class BinaryCache;
+class PushReplayGuard;
 
 /// Shared by every handler; filled before the server starts, then only
 /// read (its functions must be safe to call from several threads).
@@ -56,6 +58,13 @@ struct WebContext {
   /// The key of the push webhook's HMAC-SHA256 signatures (one for every
   /// jobset); empty: the webhook refuses every push.
   std::string pushSecret;
+  /// Remembers the pushes already accepted, so that none is accepted
+  /// twice; shared by the copies of this context. Made when the push
+  /// route is added, if null.
+  std::shared_ptr<PushReplayGuard> pushReplay;
+  /// The wall clock pushes' timestamps are checked against; null: the
+  /// real one.
+  const Clock* clock = nullptr;
 
   /// The registry served on `/metrics` (the scheduler's, which the web
   /// adds its own families to); null: no metrics.

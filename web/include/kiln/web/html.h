@@ -13,8 +13,22 @@
 
 namespace kiln::web {
 
-/// `s` with &, <, >, " and ' escaped for HTML text and attribute values.
+/// `s` with &, <, >, " and ' escaped for HTML text and attribute values,
+/// and each bidirectional control character (U+202E and its kin, which
+/// would reorder what follows: a name that reads as another) shown as
+/// its code, "[U+202E]".
 std::string htmlEscape(std::string_view s);
+/// A name (job, project, jobset) escaped for HTML text; one longer than
+/// `maxChars` characters is cut there with "…" and shown whole on hover
+/// (a `title`), so that no name pushes a table off the screen.
+std::string htmlName(std::string_view name, size_t maxChars = 80);
+/// The live log's script element (a running build's page): follows
+/// `/build/{id}/log/live` into `<pre id="log" data-live=...>`.
+std::string liveLogScript();
+/// The Content-Security-Policy of every answer: nothing loads from
+/// elsewhere, the pages' one inline style and one inline script run (by
+/// their SHA-256), no other script, no framing, forms post to this site.
+const std::string& contentSecurityPolicy();
 /// A Unix-ms time as "2026-12-04 19:49:18 UTC" ("—" for 0).
 std::string formatTime(int64_t ms);
 /// A duration in ms as "42s", "3m 05s", "2h 01m" ("—" when negative).

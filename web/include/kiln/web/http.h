@@ -22,7 +22,9 @@ namespace kiln::web {
 /// A parsed request. Header names are kept in lower case.
 struct Request {
   std::string method;  ///< "GET", "HEAD", "POST", ...
-  std::string path;    ///< percent-decoded, without the query
+  /// The path as received (still percent-encoded, its escapes checked),
+  /// without the query; the router decodes it segment by segment.
+  std::string path;
   std::string target;  ///< the raw request target, as received
   /// Query arguments, percent-decoded ('+' is a space); the last of
   /// repeated names wins.
@@ -114,7 +116,8 @@ std::string_view reasonPhrase(int status);
 /// escape is malformed or decodes to a NUL byte.
 std::optional<std::string> percentDecode(std::string_view in, bool plusIsSpace);
 
-/// Percent-encodes everything but unreserved characters and '/'.
-std::string percentEncodePath(std::string_view in);
+/// Percent-encodes everything but unreserved characters, '/' included:
+/// one segment of a path (a project, jobset or job name).
+std::string percentEncodeSegment(std::string_view in);
 
 }  // namespace kiln::web

@@ -64,7 +64,10 @@ class Router {
     int status = 200;     ///< 404 or 405 when `handler` is null
     std::string allow;    ///< for 405: the methods of the path
   };
-  /// The route for `method` and the decoded `path`.
+  /// The route for `method` and `path` as received (percent-encoded):
+  /// routes match on its '/'-separated segments, each decoded on its own,
+  /// so a capture may hold a '/' sent as "%2F" (a job named "a/b" is
+  /// `/job/a%2Fb`). A malformed escape matches nothing (404).
   Match match(const std::string& method, const std::string& path) const;
   /// Runs the matching handler, turning a missing route into 404/405, an
   /// HttpError into its status and any other exception into a logged 500.

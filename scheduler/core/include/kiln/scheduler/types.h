@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,8 @@ struct WaitReason {
 struct SchedulerMetrics {
   /// Queued (runnable, not running) steps per system type.
   std::map<std::string, size_t> queuedBySystem;
+  /// The systems the registered workers announce.
+  std::set<std::string> workerSystems;
   /// Steps running on workers.
   size_t runningSteps = 0;
   /// Steps waiting for dependencies (or dormant: no build needs them yet).
