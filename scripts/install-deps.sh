@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
-# Installs every Debian package kiln, its tests and its benchmarks need.
-# Idempotent: packages already present are left alone. Needs root (or sudo).
+# Installs the Debian packages kiln needs. Idempotent: packages already
+# present are left alone. Needs root (or sudo).
+#   scripts/install-deps.sh         # everything: kiln, its tests, benchmarks
+#   scripts/install-deps.sh --run   # only what building and running kiln
+#                                   # needs (README's command one)
 set -euo pipefail
 
-PACKAGES=(
-  build-essential cmake ninja-build pkg-config git python3 clang-format
-  libgtest-dev libgmock-dev libbenchmark-dev
-  libssl-dev libsqlite3-dev sqlite3 liblzma-dev libzstd-dev xz-utils zstd
+# Building kiln and running the example farm (its builds use the host's
+# compiler and curl).
+RUN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git python3
+  libssl-dev libsqlite3-dev liblzma-dev libzstd-dev xz-utils zstd
   libzmq3-dev cppzmq-dev
   libboost-dev libboost-program-options-dev libboost-system-dev
   nlohmann-json3-dev prometheus-cpp-dev libtomlplusplus-dev
-  nix-bin
-  time ccache
-  help2man clang-14
-  qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   libgc-dev libgoogle-perftools-dev
-  curl
-  prometheus
-  chromium wrk
+  ccache curl
 )
+# The tests and benchmarks: the oracle (Nix), a second compiler, the
+# emulated platform, the browser, promtool, wrk.
+TEST_PACKAGES=(
+  clang-format libgtest-dev libgmock-dev libbenchmark-dev sqlite3
+  nix-bin time help2man clang-14
+  qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+  prometheus chromium wrk
+)
+
+PACKAGES=("${RUN_PACKAGES[@]}")
+case "${1:-}" in
+  --run) ;;
+  "") PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: scripts/install-deps.sh [--run]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

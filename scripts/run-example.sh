@@ -9,9 +9,11 @@
 #   scripts/run-example.sh [CONFIG]   (default: examples/pkgset/kiln.toml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-cmake --preset release >/dev/null
-cmake --build --preset release
+# Only what this command runs: kiln and its plugins (not the tests, which
+# scripts/test.sh builds in the same folder).
+scripts/install-deps.sh --run
+cmake --preset release -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCH=OFF >/dev/null
+cmake --build --preset release --target kiln
 config="${1:-examples/pkgset/kiln.toml}"
 state="${KILN_STATE_DIR:-$PWD/.kiln-state}"
 exec build/release/cli/kiln serve --state-dir "$state" --config "$config"

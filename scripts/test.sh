@@ -16,6 +16,7 @@ if [ "${KILN_TEST_CLANG:-1}" != 0 ]; then
   cmake --build --preset clang-release
   ctest --preset clang-release -L unit
 fi
-cmake --preset release >/dev/null
+# The tests on: scripts/run-example.sh configures this folder without them.
+cmake --preset release -DKILN_BUILD_TESTS=ON -DKILN_BUILD_BENCH=ON >/dev/null
 cmake --build --preset release
 ctest --preset release "$@"

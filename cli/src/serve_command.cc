@@ -8,11 +8,13 @@
 // back-off (serve_supervisor.h); the scheduler and the workers
 // authenticate each other with CurveZMQ keys kept in the state directory.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <boost/program_options.hpp>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <iostream>
 #include <thread>
@@ -21,7 +23,6 @@
 #include "command.h"
 #include "farm_config.h"
 #include "kiln/common/file.h"
-#include "kiln/scheduler/state_view.h"
 #include "notify_options.h"
 #include "serve_farm.h"
 #include "store_cli.h"
@@ -51,40 +52,6 @@ struct ServeFlags {
   SandboxOptions sandbox;
   po::variables_map vm;
   bool given(const char* name) const { return vm.count(name) > 0; }
-};
-
-// Prints a line whenever the builds' counts change, and a summary once
-// they all finished.
-class Progress {
- public:
-  explicit Progress(const std::string& stateDir)
-      : stateDir_(stateDir), start_(std::chrono::steady_clock::now()) {}
-  void report() {
-    if (!view_) view_ = scheduler::StateView::openIfExists(stateDir_);
-    if (!view_) return;
-    auto counts = view_->buildCounts();
-    int64_t all = counts.all, done = counts.finished, ok = counts.succeeded;
-    if (all == all_ && done == done_) return;
-    all_ = all;
-    done_ = done;
-    std::cout << "builds: " << done << "/" << all << " finished, " << ok
-              << " succeeded, " << done - ok << " failed"
-              << (all > 0 && done == all ? " (all builds finished)" : "")
-              << std::endl;
-    if (all == 0 || done != all) return;
-    auto secs = std::chrono::duration_cast<std::chrono::seconds>(
-        std::chrono::steady_clock::now() - start_);
-    std::cout << "summary: " << all << " jobs, " << ok << " succeeded, "
-              << done - ok << " failed, " << secs.count()
-              << " s since kiln serve started (still serving; Ctrl-C stops)"
-              << std::endl;
-  }
-
- private:
-  std::string stateDir_;
-  std::chrono::steady_clock::time_point start_;
-  std::unique_ptr<scheduler::StateView> view_;  // read-only, own connection
-  int64_t all_ = -1, done_ = -1;
 };
 
 // The jobset's name: the collection folder's name made a valid one.
@@ -162,8 +129,23 @@ void reload(const ServeFlags& flags, ServeFarm& farm) {
   }
 }
 
+// Refuses a state directory that is not a writable folder.
+void checkStateDir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;  // made by ServeFarm
+    throwSysError("state directory " + dir);
+  }
+  if (!S_ISDIR(st.st_mode) || ::access(dir.c_str(), R_OK | W_OK | X_OK) != 0)
+    throw Error("the state directory " + dir +
+                " is not a folder kiln serve can read and write; choose "
+                "another with --state-dir, state_dir in the config or "
+                "KILN_STATE_DIR");
+}
+
 int serve(const ServeFlags& flags) {
   ServeSettings settings = settingsOf(flags);
+  checkStateDir(settings.config.stateDir);
   if (geteuid() != 0 && settings.config.workers.count > 0)
     throw Error(
         "the local workers use --private-store (a mount namespace "
@@ -172,10 +154,8 @@ int serve(const ServeFlags& flags) {
         "), which needs root; run kiln serve as root, set "
         "local_workers.count = 0 (or --workers 0) and run `kiln worker` "
         "yourself (docs/operations.md)");
-  std::string stateDir = settings.config.stateDir;
   ServeFarm farm(std::move(settings), std::cout);
   if (farm.start(gStop)) {
-    Progress progress(stateDir);
     while (!gStop) {
       if (gReload.exchange(false)) {
         if (flags.configFile.empty())
@@ -185,7 +165,6 @@ int serve(const ServeFlags& flags) {
           reload(flags, farm);
       }
       farm.poll();
-      progress.report();
       std::this_thread::sleep_for(200ms);
     }
   }
@@ -233,7 +212,12 @@ int serveCommand(const std::vector<std::string>& args) {
   if (auto rc = parseCommandLine("serve", opts, paths, 1, args, f.vm, 0))
     return *rc;
   if (paths.empty() && f.configFile.empty()) {
-    std::cerr << "kiln serve: give --config FILE, a COLLECTION, or both\n";
+    std::cerr << "kiln serve: give --config FILE (a farm's TOML file), a "
+                 "COLLECTION (a folder with default.nix), or both; for "
+                 "example, from kiln's source folder:\n"
+                 "  kiln serve --config examples/pkgset/kiln.toml   "
+                 "(what scripts/run-example.sh runs)\n"
+                 "  kiln serve examples/hello\n";
     return kExitUsage;
   }
   if ((f.given("slots") && f.slots == 0) || f.workers > 64) {
@@ -244,7 +228,9 @@ int serveCommand(const std::vector<std::string>& args) {
     if (!paths.empty()) {
       f.collection = absPath(paths[0]);
       if (!pathExists(f.collection + "/default.nix"))
-        throw SysError("collection '" + f.collection + "/default.nix'", ENOENT);
+        throw Error("the collection " + f.collection +
+                    " has no default.nix: give a folder holding one (for "
+                    "example examples/hello)");
     }
     if (!f.configFile.empty()) f.configFile = absPath(f.configFile);
     signal(SIGINT, onServeSignal);

@@ -1,10 +1,16 @@
 // The farm `kiln serve` runs (serve_farm.h).
 #include "serve_farm.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -51,6 +57,63 @@ std::string runKiln(const std::vector<std::string>& args) {
     return out;
   }
   throw Error("kiln " + join(args, " ") + " ran longer than a minute");
+}
+
+// Why `host`:`port` cannot be listened on ("" when it can): binds a socket
+// there (SO_REUSEADDR, as the servers do) and closes it.
+std::string bindProblem(const std::string& host, int port) {
+  if (port == 0) return "";
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof *v4;
+  } else if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof *v6;
+  } else {
+    return "";  // a name: the scheduler resolves and reports it
+  }
+  AutoCloseFD fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return "";
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) == 0) return "";
+  return std::strerror(errno);
+}
+
+// Refuses to start when an address serve's scheduler must listen on is
+// taken (another kiln serve, say): one line naming it and what to do.
+void checkAddressesFree(const SchedulerSettings& s) {
+  struct Wanted {
+    std::string address, setting;
+  };
+  std::vector<Wanted> wanted;
+  if (s.listen.rfind("tcp://", 0) == 0)
+    wanted.push_back({s.listen.substr(6), "scheduler.listen, --listen"});
+  if (!s.webListen.empty())
+    wanted.push_back({s.webListen, "scheduler.web_listen, --web-listen"});
+  if (s.metricsPort > 0)
+    wanted.push_back({"127.0.0.1:" + std::to_string(s.metricsPort),
+                      "scheduler.metrics_port, --metrics-port"});
+  for (auto& w : wanted) {
+    auto colon = w.address.rfind(':');
+    if (colon == std::string::npos) continue;  // the scheduler refuses it
+    std::string host = w.address.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    if (host.empty() || host == "localhost") host = "127.0.0.1";
+    if (host == "*") host = "0.0.0.0";
+    int port = std::atoi(w.address.c_str() + colon + 1);
+    if (std::string why = bindProblem(host, port); !why.empty())
+      throw Error("cannot listen on " + w.address + " (" + w.setting +
+                  "): " + why +
+                  "; is another kiln serve running? Stop it, or choose "
+                  "another address");
+  }
 }
 
 }  // namespace
@@ -236,15 +299,22 @@ std::vector<std::string> ServeFarm::workerArgs(unsigned i) const {
   return a;
 }
 
-bool ServeFarm::waitReady(const std::atomic<bool>& stop) {
+// Waits until the scheduler listens. At serve's start (`failFast`) one
+// that exits first is not restarted: what it printed is the reason, and
+// serve stops with it; later (a reload) it is restarted as usual.
+bool ServeFarm::waitReady(const std::atomic<bool>& stop, bool failFast) {
   auto deadline = std::chrono::steady_clock::now() + 5min;
   while (!stop) {
-    if (sched_->running() &&
-        sched_->logSinceStart().find("listening ") != std::string::npos)
-      return true;
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::string text = sched_->logSinceStart();
-      throw Error("the scheduler did not start; see " + sched_->log() + ":\n" +
+    bool running = sched_->running();
+    std::string text = sched_->logSinceStart();
+    if (running && text.find("listening ") != std::string::npos) return true;
+    bool late = std::chrono::steady_clock::now() > deadline;
+    if (late || (failFast && !running)) {
+      sched_->stop(5s);
+      throw Error(std::string("the scheduler ") +
+                  (late ? "did not start within 5 minutes"
+                        : "stopped before it listened") +
+                  " (its log: " + sched_->log() + "):\n" +
                   text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
     }
     if (auto line = sched_->supervise(); !line.empty())
@@ -255,11 +325,12 @@ bool ServeFarm::waitReady(const std::atomic<bool>& stop) {
 }
 
 bool ServeFarm::start(const std::atomic<bool>& stop) {
+  checkAddressesFree(s_.config.scheduler);
   sched_ = std::make_unique<SupervisedChild>("scheduler", schedulerArgs(),
                                              logs_ + "/scheduler.log",
                                              RealClock::instance());
   sched_->start();
-  if (!waitReady(stop)) return false;
+  if (!waitReady(stop, true)) return false;
   std::string changes;
   resizeWorkers(changes);
   printBanner();
@@ -267,7 +338,17 @@ bool ServeFarm::start(const std::atomic<bool>& stop) {
   for (auto& line : jobsets_->applyTokens(s_.config.tokens))
     out_ << line << std::endl;
   jobsets_->apply(s_.config.projects, true);
+  console_ = std::make_unique<ServeConsole>(s_.config.stateDir, webUrl_, out_);
   return true;
+}
+
+std::vector<ServedJobset> ServeFarm::servedJobsets() const {
+  std::vector<ServedJobset> out;
+  for (auto& p : s_.config.projects)
+    for (auto& j : p.jobsets)
+      if (j.enabled)
+        out.push_back({p.name, j.name, jobsets_->evaluating(p.name, j.name)});
+  return out;
 }
 
 // Starts, stops or restarts local workers so that `count` run with the
@@ -304,8 +385,10 @@ void ServeFarm::resizeWorkers(std::string& changes) {
 void ServeFarm::printBanner() {
   const FarmConfig& c = s_.config;
   std::string log = sched_->logSinceStart(), url = "(not started)";
+  webUrl_.clear();
   if (auto at = log.find(" web http://"); at != std::string::npos)
-    url = log.substr(at + 5, log.find_first_of(" \n", at + 5) - at - 5);
+    url = webUrl_ =
+        log.substr(at + 5, log.find_first_of(" \n", at + 5) - at - 5);
   std::string pids = "scheduler " + std::to_string(sched_->pid());
   for (auto& w : workers_)
     pids += ", " + w->name() + " " + std::to_string(w->pid());
@@ -338,6 +421,7 @@ void ServeFarm::poll() {
     if (auto line = w->supervise(); !line.empty())
       out_ << "kiln serve: " << line << std::endl;
   if (jobsets_) jobsets_->poll();
+  if (console_) console_->report(servedJobsets());
 }
 
 std::string ServeFarm::apply(ServeSettings next,
@@ -359,7 +443,7 @@ std::string ServeFarm::apply(ServeSettings next,
                                                logs_ + "/scheduler.log",
                                                RealClock::instance());
     sched_->start();
-    if (!waitReady(stop)) return changes;
+    if (!waitReady(stop, false)) return changes;
     changes +=
         "restarted the scheduler with its new settings (its queue is "
         "kept)\n";

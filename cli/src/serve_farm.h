@@ -13,6 +13,7 @@
 
 #include "farm_config.h"
 #include "sandbox_options.h"
+#include "serve_console.h"
 #include "serve_jobsets.h"
 #include "serve_supervisor.h"
 
@@ -42,11 +43,12 @@ class ServeFarm {
 
   /// Starts the scheduler, waits until it listens, starts the workers,
   /// prints the banner and queues the declared projects and jobsets.
-  /// False if `stop` was set first; throws Error if the scheduler does not
-  /// start within 5 minutes.
+  /// False if `stop` was set first; throws Error (nothing left running)
+  /// if an address it needs is taken, or the scheduler exits before it
+  /// listens or does not listen within 5 minutes.
   bool start(const std::atomic<bool>& stop);
   /// One turn of the loop: restarts dead children, reports answered
-  /// requests, evaluations and the builds' progress.
+  /// requests, evaluations and the builds' progress (serve_console.h).
   void poll();
   /// Applies `next`: jobsets created, changed or disabled; the scheduler
   /// restarted (its queue is kept in its database) only if its flags or
@@ -66,8 +68,11 @@ class ServeFarm {
   void writeAllowedWorkers() const;
   void makeCacheKey() const;
   void resizeWorkers(std::string& changes);
-  bool waitReady(const std::atomic<bool>& stop);
+  bool waitReady(const std::atomic<bool>& stop, bool failFast);
   void printBanner();
+  // The declared, enabled jobsets, each marked while its evaluation is
+  // awaited.
+  std::vector<ServedJobset> servedJobsets() const;
 
   ServeSettings s_;
   std::ostream& out_;
@@ -77,6 +82,8 @@ class ServeFarm {
   std::vector<std::unique_ptr<SupervisedChild>> workers_;
   std::vector<std::vector<std::string>> workerArgs_;  // of the running ones
   std::unique_ptr<JobsetSync> jobsets_;
+  std::string webUrl_;  // "http://HOST:PORT", "" without a web
+  std::unique_ptr<ServeConsole> console_;
 };
 
 /// The sandbox's extra paths a FarmConfig declares: `extraPaths`, then the

@@ -1,6 +1,7 @@
 // The declared projects and jobsets of `kiln serve` (serve_jobsets.h).
 #include "serve_jobsets.h"
 
+#include <algorithm>
 #include <ostream>
 #include <set>
 
@@ -40,7 +41,19 @@ JobsetSync::JobsetSync(const std::string& stateDir, std::ostream& out)
 
 void JobsetSync::queue(const std::string& kind, const json& args,
                        const std::string& what) {
-  pending_.push_back({scheduler::queueRequest(db_, kind, args), kind, what});
+  std::string jobset;
+  if (kind == "jobset-eval")
+    jobset = args["project"].get<std::string>() + "/" +
+             args["jobset"].get<std::string>();
+  pending_.push_back(
+      {scheduler::queueRequest(db_, kind, args), kind, what, jobset});
+}
+
+bool JobsetSync::evaluating(const std::string& project,
+                            const std::string& jobset) const {
+  std::string key = project + "/" + jobset;
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [&](const Pending& p) { return p.jobset == key; });
 }
 
 std::vector<std::string> JobsetSync::apply(

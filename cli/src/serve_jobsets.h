@@ -38,12 +38,16 @@ class JobsetSync {
       const std::vector<ConfiguredToken>& tokens);
   /// Reports the requests answered since the last call.
   void poll();
+  /// Whether an evaluation of jobset `project`:`jobset` was asked for and
+  /// is not answered yet.
+  bool evaluating(const std::string& project, const std::string& jobset) const;
 
  private:
   struct Pending {
     int64_t id;
     std::string kind;
-    std::string what;  // "project P, jobset J"
+    std::string what;     // "project P, jobset J"
+    std::string jobset;   // "P/J" for jobset-eval, else ""
   };
   void queue(const std::string& kind, const nlohmann::json& args,
              const std::string& what);
