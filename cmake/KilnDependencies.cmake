@@ -11,6 +11,8 @@ pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
 pkg_check_modules(LZMA REQUIRED IMPORTED_TARGET liblzma)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(BDWGC REQUIRED IMPORTED_TARGET bdw-gc)
+# The linux sandbox's system-call filter (Debian: libseccomp-dev).
+pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 if(KILN_TCMALLOC AND NOT KILN_SANITIZE AND NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize")
   pkg_check_modules(TCMALLOC IMPORTED_TARGET libtcmalloc_minimal)
   if(NOT TCMALLOC_FOUND)

@@ -24,6 +24,7 @@
 #include "kiln/plugin/plugin.hpp"
 #include "root_pool.h"
 #include "sandbox_plan.h"
+#include "seccomp_filter.h"
 
 namespace kiln::sandbox_linux {
 namespace {
@@ -56,6 +57,23 @@ unsigned long configNumber(const plugin::Host& host, const char* key,
     throw Failure(KILN_ERR_INVALID, std::string("sandbox option ") + key +
                                         ": not a number: " + *v);
   }
+}
+
+// The system-call filter, unless the option `seccomp` is "false" (for
+// debugging only: docs/worker.md).
+std::unique_ptr<SeccompFilter> filterOf(const plugin::Host& host) {
+  std::string v = host.config("seccomp").value_or("true");
+  if (v == "false") {
+    host.log(KILN_LOG_WARN,
+             "the linux sandbox runs builds without its system-call filter "
+             "(seccomp=false): builds may make setuid files; for debugging "
+             "only");
+    return nullptr;
+  }
+  if (v != "true")
+    throw Failure(KILN_ERR_INVALID,
+                  "sandbox option seccomp: 'true' or 'false', not '" + v + "'");
+  return std::make_unique<SeccompFilter>();
 }
 
 std::string defaultLockDir() {
@@ -132,7 +150,8 @@ class LinuxSandbox {
             static_cast<uid_t>(
                 configNumber(host, "build-users-first", 872415232)),
             static_cast<unsigned>(configNumber(host, "build-users-count", 128)),
-            host.config("build-users-lock-dir").value_or(defaultLockDir())) {}
+            host.config("build-users-lock-dir").value_or(defaultLockDir())),
+        filter_(filterOf(host)) {}
 
   std::string buildDir(const std::string&) { return "/build"; }
 
@@ -202,6 +221,7 @@ class LinuxSandbox {
   plugin::Host host_;
   std::vector<ExtraPath> extra_;
   BuildUserPool pool_;
+  std::unique_ptr<SeccompFilter> filter_;  // null: seccomp=false
   RootPool roots_;         // before reaper_, which hands roots back to it
   Reaper reaper_{roots_};  // last: finishes its queue before the rest goes
 };
@@ -252,6 +272,7 @@ pid_t LinuxSandbox::launch(const kiln_sandbox_spec& spec,
   cp.dropGroups = ::geteuid() == 0;
   cp.uid = kInsideUid;
   cp.gid = kInsideGid;
+  cp.seccomp = filter_ ? filter_->program() : nullptr;
   cp.exec = {spec.program,
              const_cast<char* const*>(spec.argv),
              const_cast<char* const*>(spec.envp),

@@ -1,6 +1,7 @@
 #include "sandbox_child.h"
 
 #include <linux/capability.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -102,6 +103,8 @@ const char* stepName(int step) {
       return "dropping capabilities";
     case kStepParent:
       return "the worker went away";
+    case kStepSeccomp:
+      return "installing the system-call filter (seccomp)";
     default:
       return "an unknown step";
   }
@@ -129,6 +132,11 @@ int childMain(void* arg) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) fail(p, kStepParent);
   struct pollfd pfd = {p.exec.statusWrite, POLLOUT, 0};
   if (::poll(&pfd, 1, 0) < 0 || (pfd.revents & POLLERR)) fail(p, kStepParent);
+  // Last: from here on the builder's system calls are filtered
+  // (no_new_privs, which the kernel requires for it, is set above).
+  if (p.seccomp &&
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p.seccomp, 0, 0) < 0)
+    fail(p, kStepSeccomp);
   ps::execBuilder(p.exec);
 }
 

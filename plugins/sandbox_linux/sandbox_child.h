@@ -7,6 +7,7 @@
 // it shares the parent's memory until execve: clone(CLONE_VM), so it must
 // write nothing but its own stack).
 
+#include <linux/filter.h>
 #include <sys/types.h>
 
 #include <vector>
@@ -26,6 +27,7 @@ enum SandboxStep : int {
   kStepIdentity,      ///< dropping groups, setgid, setuid
   kStepCapabilities,  ///< bounding set, ambient set, no_new_privs, capset
   kStepParent,        ///< the parent died before the builder started
+  kStepSeccomp,       ///< installing the system-call filter
 };
 
 /// A human name for a step (parent side, for error messages).
@@ -55,6 +57,8 @@ struct ChildPlan {
   bool dropGroups = true;  ///< setgroups allowed (the worker is root)
   uid_t uid = 1000;        ///< inside the namespace
   gid_t gid = 100;
+  /// The system-call filter installed last (seccomp_filter.h); null: none.
+  const sock_fprog* seccomp = nullptr;
   plugin_support::ExecPlan exec;  ///< paths as seen inside the new root
 };
 
