@@ -82,6 +82,8 @@ SchedulerWeb startWeb(
   ctx.stateDir = cfg.stateDir;
   ctx.storeDir = cfg.storeDir;
   ctx.snapshot = [&svc] { return svc.snapshot(); };
+  ctx.checkEvaluator =
+      scheduler::loadedEvaluatorCheck(plugins::processPlugins());
   ctx.metrics = svc.metricsRegistry();
   ctx.extraMetrics = std::move(extra);
   SchedulerWeb web;

@@ -236,6 +236,12 @@ void checkEvaluatorLoaded(const plugins::PluginRegistry& registry,
   }
 }
 
+EvaluatorCheck loadedEvaluatorCheck(const plugins::PluginRegistry& registry) {
+  return [&registry](const std::string& jobset, const std::string& name) {
+    checkEvaluatorLoaded(registry, jobset, name);
+  };
+}
+
 EvalRunner& PluginEvaluators::get(const std::string& name) {
   std::lock_guard lock(state_->mu);
   auto& slot = state_->runners[name];

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "kiln/scheduler/request_queue.h"
+
 namespace kiln::web {
 
 uint64_t WebContext::nextSerial() {
@@ -25,7 +27,8 @@ scheduler::StateView* WebContext::view() const {
 nlohmann::json WebContext::apply(const std::string& kind,
                                  const nlohmann::json& args) const {
   if (submit) return submit(kind, args);
-  return scheduler::submitRequest(stateDir, kind, args);
+  return scheduler::submitRequest(stateDir, kind, args,
+                                  scheduler::kRequestTimeout, checkEvaluator);
 }
 
 int64_t WebContext::queue(const std::string& kind,

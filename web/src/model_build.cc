@@ -1,6 +1,7 @@
 // The page models of a build, a job, the queue, the workers and search
 // (model.h).
 #include "kiln/scheduler/logs.h"
+#include "kiln/scheduler/offline_requests.h"
 #include "kiln/web/model.h"
 #include "model_util.h"
 

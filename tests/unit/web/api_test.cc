@@ -12,6 +12,7 @@
 
 #include "api_request.h"
 #include "kiln/common/encoding.h"
+#include "kiln/plugin_host/registry.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/tokens.h"
 #include "kiln/web/pages.h"
@@ -28,6 +29,8 @@ class ApiTest : public ::testing::Test {
   void SetUp() override {
     ctx_.stateDir = fx_.stateDir();
     ctx_.pushSecret = "push-key";
+    ctx_.checkEvaluator =
+        scheduler::loadedEvaluatorCheck(plugins::processPlugins());
     addPageRoutes(router_, ctx_);
     addApiRoutes(router_, ctx_);
     for (auto scope : {"read", "operate", "admin"}) {

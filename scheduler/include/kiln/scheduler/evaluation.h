@@ -21,6 +21,7 @@
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/plugin_host/registry.h"
 #include "kiln/scheduler/jobset.h"
+#include "kiln/scheduler/offline_requests.h"
 #include "kiln/store/local_store.h"
 
 namespace kiln::scheduler {
@@ -125,6 +126,11 @@ class PluginEvaluators {
 void checkEvaluatorLoaded(const plugins::PluginRegistry& registry,
                           const std::string& jobset,
                           const std::string& evaluator);
+
+/// checkEvaluatorLoaded against `registry` (not owned; must outlive the
+/// check), as the request handlers of the state layer take it
+/// (offline_requests.h).
+EvaluatorCheck loadedEvaluatorCheck(const plugins::PluginRegistry& registry);
 
 /// Imports `paths` and their closures from a Nix chroot store rooted at
 /// `nixRoot` (files under `<nixRoot>/nix/store`) into `store`, references

@@ -26,7 +26,10 @@ class Registry;
 #include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/core.h"
 #include "kiln/scheduler/evaluation.h"
+#include "kiln/scheduler/offline_requests.h"
+#include "kiln/scheduler/request_queue.h"
 #include "kiln/scheduler/requests.h"
+#include "kiln/scheduler/snapshot.h"
 #include "kiln/scheduler/state_db.h"
 
 namespace kiln::scheduler {
@@ -114,43 +117,6 @@ struct ServiceConfig {
   std::shared_ptr<prometheus::Registry> metricsRegistry;
 };
 
-/// One waiting or running step, as `kiln queue` shows it.
-struct QueueEntry {
-  int64_t stepId = 0;
-  std::string drvPath;
-  std::string system;
-  std::string state;   ///< "running", "ready", "waiting", "failed", ...
-  std::string reason;  ///< the core's explanation
-};
-
-/// A connected worker, as the running scheduler sees it.
-struct WorkerEntry {
-  std::string name;  ///< workerId (and key name)
-  std::vector<std::string> systems;
-  unsigned slots = 0;
-  size_t runningSteps = 0;
-  std::vector<std::string> features;  ///< supportedFeatures from its Hello
-  std::vector<std::string> steps;     ///< .drv paths it is building now
-  int64_t lastSeenMs = 0;             ///< last message from it (Unix ms)
-  /// Its steps settled since it connected: succeeded, and failed
-  /// (transient failures and rejected uploads included).
-  uint64_t succeededSteps = 0;
-  uint64_t failedSteps = 0;
-};
-
-/// What only the running scheduler knows, as one immutable value published
-/// from its thread for readers on others (web pages, a live `kiln queue`).
-struct SchedulerSnapshot {
-  int64_t takenMs = 0;             ///< Unix ms (the service's clock)
-  std::vector<QueueEntry> queue;   ///< unfinished steps and why they wait
-  std::vector<WorkerEntry> workers;
-  SchedulerMetrics metrics;        ///< the core's gauges and counters
-  /// Steps dispatched since the service started, and the sum of their
-  /// dispatch latencies (seconds; see ServiceMetrics).
-  uint64_t dispatches = 0;
-  double dispatchLatencySum = 0;
-};
-
 /// The running scheduler. Construction opens the state (migrating it),
 /// takes `<state>/scheduler.lock` (Error if another scheduler holds it),
 /// rebuilds the DAG from the unfinished builds and binds the endpoint.
@@ -211,60 +177,12 @@ class SchedulerService {
   std::unique_ptr<Impl> impl_;
 };
 
-/// A jobset's settings as the requests answer them (id, name, kind,
-/// location, branch, file, attribute, checkInterval, shares, evaluator);
-/// the web adds its own fields.
-nlohmann::json jobsetJson(const JobsetRow& j);
-
-/// Checks the evaluator a jobset is given at create/edit: throws
-/// SchedulerStateError (naming the jobset, the name and the loaded
-/// evaluator plugins) when no evaluator of that name is available.
-using EvaluatorCheck = std::function<void(const std::string& jobset,
-                                          const std::string& evaluator)>;
-
-/// The request handlers that work on the database alone (no running
-/// scheduler); a live service wraps the ones that concern its core.
-/// Borrows `db` and `clock` for the table's lifetime. `checkEvaluator`
-/// (empty: checkEvaluatorLoaded against plugins::processPlugins()) is
-/// asked about a jobset's new evaluator at jobset-create/jobset-update.
-RequestTable offlineRequests(StateDb& db, const Clock& clock,
-                             EvaluatorCheck checkEvaluator = {});
-
-/// Applies a request without a running scheduler (directly to the
-/// database); `queue` then lists unfinished steps from the database. The
-/// caller must hold the scheduler lock (see `withSchedulerLock`).
-nlohmann::json applyRequestOffline(StateDb& db, const std::string& kind,
-                                   const nlohmann::json& args);
-
-/// Creates an evaluation ("manual" inputs) of `jobset` holding one
-/// unfinished build of `drvPath`; returns the build row. The scheduler
-/// ingests it (at once when live, at its next start otherwise). Throws
-/// SchedulerStateError for an unknown jobset or a non-.drv path.
-BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
-                           const std::string& drvPath, int localPriority,
-                           const Clock& clock = RealClock::instance());
-
-/// Queues a request in the requests table of `db` (a scheduler's state
-/// database) without waiting and without looking for a live scheduler: the
-/// scheduler applies pending requests while it runs and when it (re)starts.
-/// Returns the request's id. Throws SqliteError.
-int64_t queueRequest(StateDb& db, const std::string& kind,
-                     const nlohmann::json& args);
-
-/// The answer to request `id` of `db`, or nullopt while it is pending.
-/// Throws SchedulerStateError if the request itself was wrong (or is
-/// unknown), Error with the scheduler's reason if it failed.
-std::optional<nlohmann::json> requestAnswer(StateDb& db, int64_t id);
-
-/// Submits a request for the scheduler of `stateDir`: if no scheduler holds
-/// `<state>/scheduler.lock`, applies it at once (holding the lock);
-/// otherwise queues it in the requests table and waits up to `timeout` for
-/// the scheduler's answer. Returns the result; throws Error with the
-/// reason if it failed or timed out.
-nlohmann::json submitRequest(const std::string& stateDir,
-                             const std::string& kind,
-                             const nlohmann::json& args,
-                             std::chrono::milliseconds timeout =
-                                 std::chrono::seconds(30));
+/// submitRequest (request_queue.h) checking, when it applies the request
+/// itself, a jobset's new evaluator against the process's evaluator
+/// plugins (plugins::processPlugins(), loadedEvaluatorCheck).
+nlohmann::json submitRequest(
+    const std::string& stateDir, const std::string& kind,
+    const nlohmann::json& args,
+    std::chrono::milliseconds timeout = kRequestTimeout);
 
 }  // namespace kiln::scheduler

@@ -19,7 +19,8 @@ class Registry;
 #include <vector>
 
 #include "kiln/common/clock.h"
-#include "kiln/scheduler/service.h"
+#include "kiln/scheduler/offline_requests.h"
+#include "kiln/scheduler/snapshot.h"
 #include "kiln/scheduler/state_view.h"
 #include "kiln/scheduler/tokens.h"
 
@@ -44,6 +45,11 @@ struct WebContext {
   /// Default (when null): scheduler::submitRequest on `stateDir`.
   std::function<nlohmann::json(const std::string&, const nlohmann::json&)>
       submit;
+  /// What the default `submit` asks about a jobset's new evaluator when it
+  /// applies a request itself (no scheduler holds the state directory's
+  /// lock): the CLI passes the process's evaluator plugins
+  /// (scheduler::loadedEvaluatorCheck). Null: any well-formed name.
+  scheduler::EvaluatorCheck checkEvaluator;
   /// Queues a request without waiting for it (the scheduler applies it
   /// when it runs, e.g. an evaluation); returns the request's id. Throws
   /// Error. Default (when null): scheduler::queueRequest on `stateDir`.

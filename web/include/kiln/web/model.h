@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kiln/common/error.h"
-#include "kiln/scheduler/service.h"
+#include "kiln/scheduler/snapshot.h"
 #include "kiln/scheduler/state_view.h"
 
 namespace kiln::web {

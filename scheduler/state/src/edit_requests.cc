@@ -2,7 +2,7 @@
 // arguments given change.
 #include "edit_requests.h"
 
-#include "kiln/scheduler/service.h"
+#include "kiln/scheduler/requests.h"
 
 namespace kiln::scheduler {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The request that edits a project (`project-edit`), added to the offline
-// table by operations.cc; jobsets are edited by `jobset-update` there.
+// table by offline_requests.cc; jobsets are edited by `jobset-update` there.
 
 #include "kiln/scheduler/requests.h"
 #include "kiln/scheduler/state_db.h"

@@ -1,0 +1,47 @@
+#pragma once
+/// The `requests` table as clients use it (docs/scheduler.md,
+/// "Operations"): the CLI and the web queue a request there and wait for
+/// the scheduler's answer, or apply it themselves when no scheduler holds
+/// the state directory's lock. The one write a client makes to the state.
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "kiln/scheduler/offline_requests.h"
+#include "kiln/scheduler/state_db.h"
+
+namespace kiln::scheduler {
+
+/// Queues a request in the requests table of `db` (a scheduler's state
+/// database) without waiting and without looking for a live scheduler: the
+/// scheduler applies pending requests while it runs and when it (re)starts.
+/// Returns the request's id. Throws SqliteError.
+int64_t queueRequest(StateDb& db, const std::string& kind,
+                     const nlohmann::json& args);
+
+/// The answer to request `id` of `db`, or nullopt while it is pending.
+/// Throws SchedulerStateError if the request itself was wrong (or is
+/// unknown), Error with the scheduler's reason if it failed.
+std::optional<nlohmann::json> requestAnswer(StateDb& db, int64_t id);
+
+/// How long submitRequest waits for a running scheduler's answer unless
+/// told otherwise.
+inline constexpr std::chrono::seconds kRequestTimeout{30};
+
+/// Submits a request for the scheduler of `stateDir`: if no scheduler holds
+/// `<state>/scheduler.lock`, applies it at once (holding the lock; with
+/// `checkEvaluator`, see applyRequestOffline); otherwise queues it in the
+/// requests table and waits up to `timeout` for the scheduler's answer.
+/// Returns the result; throws Error with the reason if it failed or timed
+/// out. service.h has the form that checks the process's evaluator
+/// plugins.
+nlohmann::json submitRequest(const std::string& stateDir,
+                             const std::string& kind,
+                             const nlohmann::json& args,
+                             std::chrono::milliseconds timeout,
+                             EvaluatorCheck checkEvaluator);
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,59 @@
+// The requests table as clients use it (request_queue.h): queue a request
+// for the running scheduler and wait for its answer, or apply it at once
+// when none holds the state directory's lock.
+#include "kiln/scheduler/request_queue.h"
+
+#include <thread>
+
+#include "kiln/common/file.h"
+#include "kiln/common/file_lock.h"
+
+namespace kiln::scheduler {
+
+using nlohmann::json;
+
+int64_t queueRequest(StateDb& db, const std::string& kind, const json& args) {
+  int64_t id = 0;
+  retrySqlite([&] { id = db.addRequest(kind, args.dump()); });
+  return id;
+}
+
+std::optional<json> requestAnswer(StateDb& db, int64_t id) {
+  auto r = db.request(id);
+  if (!r) throw SchedulerStateError("no request " + std::to_string(id));
+  if (!r->done) return std::nullopt;
+  if (!r->ok) {
+    // {"error": text, "caller": true when the request itself was wrong}
+    json err = json::parse(r->result, nullptr, false);
+    std::string msg =
+        err.is_object() ? err.value("error", r->result) : r->result;
+    if (err.is_object() && err.value("caller", false))
+      throw SchedulerStateError(msg);
+    throw Error(msg);
+  }
+  return json::parse(r->result);
+}
+
+json submitRequest(const std::string& stateDir, const std::string& kind,
+                   const json& args, std::chrono::milliseconds timeout,
+                   EvaluatorCheck checkEvaluator) {
+  createDirs(stateDir);
+  if (auto lock = FileLock::tryAcquire(stateDir + "/scheduler.lock",
+                                       LockMode::kExclusive)) {
+    StateDb db(stateDir + "/scheduler.sqlite");
+    return applyRequestOffline(db, kind, args, std::move(checkEvaluator));
+  }
+  StateDb db(stateDir + "/scheduler.sqlite");
+  int64_t id = queueRequest(db, kind, args);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto wait = std::chrono::milliseconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto answer = requestAnswer(db, id)) return *answer;
+    std::this_thread::sleep_for(wait);
+    wait = std::min(wait * 2, std::chrono::milliseconds(200));
+  }
+  throw Error("the scheduler did not answer request " + std::to_string(id) +
+              " within " + std::to_string(timeout.count()) + " ms");
+}
+
+}  // namespace kiln::scheduler
