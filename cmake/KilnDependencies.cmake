@@ -7,7 +7,17 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(tomlplusplus 3 CONFIG REQUIRED)
-pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+# libzmq: linked only. Its pkg-config Cflags name the headers of its own
+# optional dependencies (pgm, libxml2, an `-isystem` for krb5), which
+# zmq.h does not include; CMake files that `-isystem` under the include
+# directories at the first configure and under the compile options at the
+# next, so every file including zmq.h was compiled again whenever CMake
+# ran again (the second run of scripts/run-example.sh rebuilt half the
+# tree). zmq.h is in the default include path.
+pkg_check_modules(ZMQ REQUIRED libzmq)
+add_library(kiln_zmq INTERFACE IMPORTED)
+set_target_properties(kiln_zmq PROPERTIES
+  INTERFACE_LINK_LIBRARIES "${ZMQ_LINK_LIBRARIES}")
 pkg_check_modules(LZMA REQUIRED IMPORTED_TARGET liblzma)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(BDWGC REQUIRED IMPORTED_TARGET bdw-gc)
