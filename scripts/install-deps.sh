@@ -18,12 +18,14 @@ RUN_PACKAGES=(
   ccache curl
 )
 # The tests and benchmarks: the oracle (Nix), a second compiler, the
-# emulated platform, the browser, promtool, wrk.
+# emulated platform, the browser, promtool, wrk, an S3 object store (Ceph's
+# gateway: scripts/start-object-store.sh).
 TEST_PACKAGES=(
   clang-format libgtest-dev libgmock-dev libbenchmark-dev sqlite3
   nix-bin time help2man clang-14
   qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   prometheus chromium wrk
+  radosgw ceph-mon ceph-osd
 )
 
 PACKAGES=("${RUN_PACKAGES[@]}")
