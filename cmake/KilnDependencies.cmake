@@ -3,6 +3,8 @@ find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(OpenSSL 3 REQUIRED)
 find_package(SQLite3 REQUIRED)
+# S3 caches: libcurl signs requests (AWS SigV4). Debian: libcurl4-openssl-dev.
+find_package(CURL 7.75 REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(prometheus-cpp CONFIG REQUIRED)

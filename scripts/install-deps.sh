@@ -14,7 +14,7 @@ RUN_PACKAGES=(
   libzmq3-dev cppzmq-dev
   libboost-dev libboost-program-options-dev libboost-system-dev
   nlohmann-json3-dev prometheus-cpp-dev libtomlplusplus-dev
-  libgc-dev libgoogle-perftools-dev libseccomp-dev
+  libgc-dev libgoogle-perftools-dev libseccomp-dev libcurl4-openssl-dev
   ccache curl
 )
 # The tests and benchmarks: the oracle (Nix), a second compiler, the

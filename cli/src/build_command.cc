@@ -198,7 +198,8 @@ int parseArgs(const std::vector<std::string>& argv, Options& o,
       "print the whole trace of an evaluation error")(
       "substituters", po::value(&o.substituters)->composing(),
       "binary caches to fetch outputs from before building "
-      "(http://HOST[:PORT] or file:///DIR; space-separated, repeatable)")(
+      "(http://HOST[:PORT], file:///DIR or s3://BUCKET?endpoint=URL; "
+      "space-separated, repeatable)")(
       "trusted-public-keys", po::value(&o.trustedKeys)->composing(),
       "keys whose signatures make a cache's paths trusted (NAME:BASE64; "
       "space-separated, repeatable)")(

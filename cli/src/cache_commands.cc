@@ -102,7 +102,10 @@ int copyToCache(const std::vector<std::string>& args) {
   std::string to, compression = "xz", skFile;
   int level = -1;
   opts.add_options()("help,h", "show this help")(
-      "to", po::value(&to)->required(), "the cache, file:///DIR")(
+      "to", po::value(&to)->required(),
+      "the cache: file:///DIR, or s3://BUCKET?endpoint=http://HOST:PORT"
+      "[&region=R] (credentials: AWS_ACCESS_KEY_ID and "
+      "AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials)")(
       "compression", po::value(&compression), "none, xz (default) or zstd")(
       "compression-level", po::value(&level),
       "codec level (default: xz 6, zstd 3)")(
@@ -147,7 +150,10 @@ int copyFromCache(const std::vector<std::string>& args) {
   std::string from;
   std::vector<std::string> keyFiles, keys;
   opts.add_options()("help,h", "show this help")(
-      "from", po::value(&from)->required(), "the cache, file:///DIR")(
+      "from", po::value(&from)->required(),
+      "the cache: file:///DIR, http://HOST[:PORT][/PATH], or "
+      "s3://BUCKET?endpoint=http://HOST:PORT[&region=R] (credentials as "
+      "for copy-to-cache)")(
       "trusted-public-key-file", po::value(&keyFiles)->composing(),
       "trust signatures by this public key file (repeatable)")(
       "trusted-public-key", po::value(&keys)->composing(),

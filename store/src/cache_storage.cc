@@ -134,11 +134,13 @@ std::unique_ptr<CacheStorage> openCacheStorage(std::string_view uri) {
   constexpr std::string_view kFile = "file://";
   if (uri.starts_with("http://"))
     return std::make_unique<HttpCacheStorage>(std::string(uri));
+  if (uri.starts_with("s3://"))
+    return std::make_unique<S3CacheStorage>(std::string(uri));
   if (!uri.starts_with(kFile))
     throw FormatError(
         "cache URI '" + std::string(uri) +
-        "' is not supported (kiln reads and writes file:///DIR and reads "
-        "http://HOST[:PORT])");
+        "' is not supported (kiln reads and writes file:///DIR and "
+        "s3://BUCKET?endpoint=..., and reads http://HOST[:PORT])");
   auto path = uri.substr(kFile.size());
   if (path.empty() || path[0] != '/')
     throw FormatError("cache URI '" + std::string(uri) +

@@ -104,9 +104,42 @@ class HttpCacheStorage : public CacheStorage {
   HttpCacheLimits limits_;
 };
 
-/// Opens a cache URI: `file:///absolute/dir` or `http://HOST[:PORT][/PATH]`
-/// (read-only). FormatError naming the URI otherwise; query parameters are
-/// rejected too.
+/// A cache in a bucket of an S3 object store:
+/// `s3://BUCKET?endpoint=http(s)://HOST[:PORT][&region=REGION]` (region
+/// default us-east-1), path-style requests signed with AWS SigV4 by
+/// libcurl. Credentials come from AWS_ACCESS_KEY_ID and
+/// AWS_SECRET_ACCESS_KEY, else the shared credentials file
+/// (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials; profile
+/// AWS_PROFILE or `default`), never from the URI. Bodies go through
+/// anonymous temporary files (memory stays bounded); a NAR is uploaded in
+/// one PUT at commit (no multipart yet). 404 means missing; 403 and other
+/// statuses and network failures throw Error naming the URI and what to
+/// check.
+class S3CacheStorage : public CacheStorage {
+ public:
+  /// Parses `uri` (FormatError naming it) and finds the credentials
+  /// (Error when there are none). Connects on first use.
+  explicit S3CacheStorage(std::string uri, HttpCacheLimits limits = {});
+  bool exists(const std::string& rel) override;
+  std::optional<std::string> get(const std::string& rel) override;
+  std::unique_ptr<Source> open(const std::string& rel) override;
+  void put(const std::string& rel, std::string_view data) override;
+  std::unique_ptr<CacheUpload> upload() override;
+  std::string uri() const override { return uri_; }
+  /// PUTs the whole of file descriptor `fd` at `rel` (an upload's commit).
+  void putFile(const std::string& rel, int fd);
+
+ private:
+  long request(const std::string& method, const std::string& rel, int in,
+               int out, std::string* small);
+  std::string uri_, bucket_, endpoint_, region_ = "us-east-1";
+  std::string accessKey_, secretKey_;
+  HttpCacheLimits limits_;
+};
+
+/// Opens a cache URI: `file:///absolute/dir`, `http://HOST[:PORT][/PATH]`
+/// (read-only) or `s3://BUCKET?endpoint=...` (S3CacheStorage). FormatError
+/// naming the URI otherwise; query parameters of the others are rejected.
 std::unique_ptr<CacheStorage> openCacheStorage(std::string_view uri);
 
 /// The `nix-cache-info` file.

@@ -1,0 +1,281 @@
+// CacheStorage on an S3 object store (binary_cache.h): path-style requests
+// signed by libcurl's AWS SigV4 (no signing of ours), bodies through
+// anonymous temporary files so that memory stays bounded.
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+
+#include "kiln/common/error.h"
+#include "kiln/common/file.h"
+#include "kiln/store/binary_cache.h"
+
+namespace kiln::store {
+namespace {
+
+using Curl = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
+using Headers = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
+
+// An unnamed temporary file (gone when closed).
+AutoCloseFD tempFile() {
+  const char* dir = std::getenv("TMPDIR");
+  std::string d = dir && *dir ? dir : "/tmp";
+  AutoCloseFD fd(::open(d.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd) throwSysError("creating a temporary file in " + d);
+  return fd;
+}
+
+// `rel` with every byte but unreserved ones and '/' percent-encoded.
+std::string encodePath(const std::string& rel) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : rel) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        c == '/') {
+      out += char(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+size_t toFd(char* data, size_t size, size_t n, void* fd) {
+  const char* p = data;
+  size_t left = size * n;
+  while (left > 0) {
+    ssize_t w = ::write(*static_cast<int*>(fd), p, left);
+    if (w <= 0) return 0;  // curl fails the transfer
+    p += w;
+    left -= size_t(w);
+  }
+  return size * n;
+}
+
+size_t fromFd(char* data, size_t size, size_t n, void* fd) {
+  ssize_t r = ::read(*static_cast<int*>(fd), data, size * n);
+  return r < 0 ? CURL_READFUNC_ABORT : size_t(r);
+}
+
+// An FdSource that owns its descriptor.
+class TempFileSource : public Source {
+ public:
+  explicit TempFileSource(AutoCloseFD fd)
+      : fd_(std::move(fd)), src_(fd_.get()) {}
+  size_t read(char* d, size_t len) override { return src_.read(d, len); }
+
+ private:
+  AutoCloseFD fd_;
+  FdSource src_;
+};
+
+// An upload into a temporary file, PUT at commit.
+class S3Upload : public CacheUpload {
+ public:
+  explicit S3Upload(S3CacheStorage& s3)
+      : s3_(s3), fd_(tempFile()), sink_(fd_.get()) {}
+  void write(std::string_view data) override { sink_.write(data); }
+  void commit(const std::string& rel) override {
+    sink_.flush();
+    s3_.putFile(rel, fd_.get());
+  }
+
+ private:
+  S3CacheStorage& s3_;
+  AutoCloseFD fd_;
+  FdSink sink_;
+};
+
+// The credentials: the environment's AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY, else the shared credentials file's profile.
+std::pair<std::string, std::string> credentials(const std::string& uri) {
+  const char* id = std::getenv("AWS_ACCESS_KEY_ID");
+  const char* secret = std::getenv("AWS_SECRET_ACCESS_KEY");
+  if (id && *id && secret && *secret) return {id, secret};
+  const char* file = std::getenv("AWS_SHARED_CREDENTIALS_FILE");
+  const char* home = std::getenv("HOME");
+  std::string path = file && *file ? file
+                     : home        ? std::string(home) + "/.aws/credentials"
+                                   : "";
+  const char* profile = std::getenv("AWS_PROFILE");
+  std::string want =
+      "[" + std::string(profile && *profile ? profile : "default") + "]";
+  std::ifstream in(path);
+  std::map<std::string, std::string> keys;
+  bool inProfile = false;
+  for (std::string line; std::getline(in, line);) {
+    line.erase(0, line.find_first_not_of(" \t"));
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r'))
+      line.pop_back();
+    if (!line.empty() && line[0] == '[') inProfile = line == want;
+    auto eq = line.find('=');
+    if (!inProfile || eq == std::string::npos) continue;
+    std::string k = line.substr(0, line.find_last_not_of(" \t", eq - 1) + 1);
+    std::string v =
+        line.substr(line.find_first_not_of(" \t", eq + 1) == std::string::npos
+                        ? line.size()
+                        : line.find_first_not_of(" \t", eq + 1));
+    keys[k] = v;
+  }
+  if (!keys["aws_access_key_id"].empty() &&
+      !keys["aws_secret_access_key"].empty())
+    return {keys["aws_access_key_id"], keys["aws_secret_access_key"]};
+  throw Error("no S3 credentials for " + uri +
+              ": set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or give them "
+              "in a credentials file (AWS_SHARED_CREDENTIALS_FILE, default "
+              "~/.aws/credentials, profile AWS_PROFILE or 'default')");
+}
+
+}  // namespace
+
+S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
+    : uri_(std::move(uri)), limits_(limits) {
+  static const std::regex re(
+      R"(s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(\?(.*))?)");
+  std::smatch m;
+  if (!std::regex_match(uri_, m, re))
+    throw FormatError("'" + uri_ +
+                      "' is not s3://BUCKET?endpoint=http://HOST:PORT"
+                      "[&region=REGION] (a bucket of 3-63 lower-case letters, "
+                      "digits, '.' and '-')");
+  bucket_ = m[1];
+  std::string query = m[3];
+  size_t pos = 0;
+  while (pos < query.size()) {
+    size_t amp = query.find('&', pos);
+    std::string pair = query.substr(pos, amp - pos);
+    pos = amp == std::string::npos ? query.size() : amp + 1;
+    auto eq = pair.find('=');
+    std::string k = pair.substr(0, eq),
+                v = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    if (k == "endpoint")
+      endpoint_ = v;
+    else if (k == "region")
+      region_ = v;
+    else
+      throw FormatError("'" + uri_ + "': unknown parameter '" + k +
+                        "' (endpoint and region are known)");
+  }
+  if (!(endpoint_.starts_with("http://") || endpoint_.starts_with("https://")))
+    throw FormatError("'" + uri_ + "' needs endpoint=http(s)://HOST[:PORT]");
+  while (endpoint_.size() > 8 && endpoint_.back() == '/') endpoint_.pop_back();
+  if (region_.empty() ||
+      region_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
+          std::string::npos)
+    throw FormatError("'" + uri_ + "': region '" + region_ +
+                      "' is not a region name");
+  static std::once_flag init;
+  std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  std::tie(accessKey_, secretKey_) = credentials(uri_);
+}
+
+// One request; the response body goes to `out` (a file descriptor, or -1:
+// into `small`, at most maxSmallFileBytes); `in` (or -1) is the body sent.
+long S3CacheStorage::request(const std::string& method, const std::string& rel,
+                             int in, int out, std::string* small) {
+  checkCacheRelPath(rel);
+  Curl c(curl_easy_init(), &curl_easy_cleanup);
+  if (!c) throw Error("curl_easy_init failed");
+  std::string url = endpoint_ + "/" + bucket_ + "/" + encodePath(rel);
+  std::string sigv4 = "aws:amz:" + region_ + ":s3";
+  std::string user = accessKey_ + ":" + secretKey_;
+  Headers h(
+      curl_slist_append(nullptr, "x-amz-content-sha256: UNSIGNED-PAYLOAD"),
+      &curl_slist_free_all);
+  curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c.get(), CURLOPT_AWS_SIGV4, sigv4.c_str());
+  curl_easy_setopt(c.get(), CURLOPT_USERPWD, user.c_str());
+  curl_easy_setopt(c.get(), CURLOPT_HTTPHEADER, h.get());
+  curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c.get(), CURLOPT_CONNECTTIMEOUT,
+                   long(limits_.timeout.count()));
+  curl_easy_setopt(c.get(), CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(c.get(), CURLOPT_LOW_SPEED_TIME,
+                   long(limits_.timeout.count()));
+  curl_easy_setopt(
+      c.get(), CURLOPT_MAXFILESIZE_LARGE,
+      curl_off_t(out >= 0 ? limits_.maxFileBytes : limits_.maxSmallFileBytes));
+  AutoCloseFD smallFd;
+  if (out < 0) {
+    smallFd = tempFile();
+    out = smallFd.get();
+  }
+  curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, toFd);
+  curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &out);
+  if (method == "HEAD") curl_easy_setopt(c.get(), CURLOPT_NOBODY, 1L);
+  if (method == "PUT") {
+    curl_easy_setopt(c.get(), CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c.get(), CURLOPT_READFUNCTION, fromFd);
+    curl_easy_setopt(c.get(), CURLOPT_READDATA, &in);
+    curl_off_t size = ::lseek(in, 0, SEEK_END);
+    ::lseek(in, 0, SEEK_SET);
+    curl_easy_setopt(c.get(), CURLOPT_INFILESIZE_LARGE, size);
+  }
+  CURLcode rc = curl_easy_perform(c.get());
+  if (rc != CURLE_OK)
+    throw Error(method + " " + rel + " in " + uri_ + ": " +
+                curl_easy_strerror(rc));
+  long status = 0;
+  curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &status);
+  if (smallFd) {
+    ::lseek(smallFd.get(), 0, SEEK_SET);
+    StringSink sink;
+    FdSource(smallFd.get()).drainInto(sink);
+    if (small) *small = std::move(sink.s);
+  }
+  if (status == 404 && small &&
+      small->find("<Code>NoSuchBucket</Code>") != std::string::npos)
+    throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
+                endpoint_);
+  if (status == 403)
+    throw Error(method + " " + rel + " in " + uri_ +
+                ": access denied (403): check the credentials "
+                "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) and the bucket");
+  if (status != 200 && status != 404)
+    throw Error(method + " " + rel + " in " + uri_ + ": HTTP status " +
+                std::to_string(status) +
+                (small && !small->empty() ? ": " + small->substr(0, 500) : ""));
+  return status;
+}
+
+bool S3CacheStorage::exists(const std::string& rel) {
+  return request("HEAD", rel, -1, -1, nullptr) == 200;
+}
+
+std::optional<std::string> S3CacheStorage::get(const std::string& rel) {
+  std::string body;
+  if (request("GET", rel, -1, -1, &body) == 404) return std::nullopt;
+  return body;
+}
+
+std::unique_ptr<Source> S3CacheStorage::open(const std::string& rel) {
+  AutoCloseFD fd = tempFile();
+  if (request("GET", rel, -1, fd.get(), nullptr) == 404) return nullptr;
+  ::lseek(fd.get(), 0, SEEK_SET);
+  return std::make_unique<TempFileSource>(std::move(fd));
+}
+
+void S3CacheStorage::put(const std::string& rel, std::string_view data) {
+  auto up = upload();
+  up->write(data);
+  up->commit(rel);
+}
+
+std::unique_ptr<CacheUpload> S3CacheStorage::upload() {
+  return std::make_unique<S3Upload>(*this);
+}
+
+void S3CacheStorage::putFile(const std::string& rel, int fd) {
+  if (request("PUT", rel, fd, -1, nullptr) != 200)
+    throw Error("PUT " + rel + " in " + uri_ + ": the bucket does not exist");
+}
+
+}  // namespace kiln::store
