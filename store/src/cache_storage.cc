@@ -120,7 +120,7 @@ std::unique_ptr<Source> FileCacheStorage::open(const std::string& rel) {
   return std::make_unique<OwnedFdSource>(std::move(fd));
 }
 
-void FileCacheStorage::put(const std::string& rel, std::string_view data) {
+void CacheStorage::put(const std::string& rel, std::string_view data) {
   auto up = upload();
   up->write(data);
   up->commit(rel);

@@ -263,12 +263,6 @@ std::unique_ptr<Source> S3CacheStorage::open(const std::string& rel) {
   return std::make_unique<TempFileSource>(std::move(fd));
 }
 
-void S3CacheStorage::put(const std::string& rel, std::string_view data) {
-  auto up = upload();
-  up->write(data);
-  up->commit(rel);
-}
-
 std::unique_ptr<CacheUpload> S3CacheStorage::upload() {
   return std::make_unique<S3Upload>(*this);
 }

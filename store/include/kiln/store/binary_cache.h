@@ -45,8 +45,8 @@ class CacheStorage {
   virtual std::optional<std::string> get(const std::string& rel) = 0;
   /// A stream over `rel`, or nullptr if it does not exist.
   virtual std::unique_ptr<Source> open(const std::string& rel) = 0;
-  /// Publishes `data` at `rel` atomically.
-  virtual void put(const std::string& rel, std::string_view data) = 0;
+  /// Publishes `data` at `rel` atomically (by default through upload()).
+  virtual void put(const std::string& rel, std::string_view data);
   /// Starts a streamed upload.
   virtual std::unique_ptr<CacheUpload> upload() = 0;
   /// The cache's URI, for messages (`file:///srv/cache`).
@@ -65,7 +65,6 @@ class FileCacheStorage : public CacheStorage {
   bool exists(const std::string& rel) override;
   std::optional<std::string> get(const std::string& rel) override;
   std::unique_ptr<Source> open(const std::string& rel) override;
-  void put(const std::string& rel, std::string_view data) override;
   std::unique_ptr<CacheUpload> upload() override;
   std::string uri() const override { return "file://" + root_; }
   const std::string& root() const { return root_; }
@@ -123,7 +122,6 @@ class S3CacheStorage : public CacheStorage {
   bool exists(const std::string& rel) override;
   std::optional<std::string> get(const std::string& rel) override;
   std::unique_ptr<Source> open(const std::string& rel) override;
-  void put(const std::string& rel, std::string_view data) override;
   std::unique_ptr<CacheUpload> upload() override;
   std::string uri() const override { return uri_; }
   /// PUTs the whole of file descriptor `fd` at `rel` (an upload's commit).
