@@ -111,6 +111,9 @@ int copyToCache(const std::vector<std::string>& args) {
       "codec level (default: xz 6, zstd 3)")(
       "secret-key-file", po::value(&skFile), "sign narinfos with this key")(
       "write-nar-listing", "also write <hash>.ls listings")(
+      "public-read",
+      "s3:// only: let anyone read the bucket, so that it serves as a plain "
+      "HTTP cache (nix copy --from http://HOST:PORT/BUCKET)")(
       "json", "print {\"copied\":[...],\"alreadyPresent\":N}");
   so.addOptions(opts);
   std::vector<std::string> paths;
@@ -120,6 +123,11 @@ int copyToCache(const std::vector<std::string>& args) {
     std::optional<SecretKey> key;
     if (!skFile.empty()) key = readSecretKeyFile(skFile);
     auto storage = openCacheStorage(to);
+    if (vm.count("public-read")) {
+      auto* s3 = dynamic_cast<S3CacheStorage*>(storage.get());
+      if (!s3) throw Error("--public-read is for s3:// caches, not " + to);
+      s3->makePublicRead();
+    }
     auto store = so.open();
     auto roots = storePaths(*store, name, paths, true);
     if (!roots) return int(kExitNotFound);

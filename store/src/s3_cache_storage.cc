@@ -177,14 +177,20 @@ S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
   std::tie(accessKey_, secretKey_) = credentials(uri_);
 }
 
-// One request; the response body goes to `out` (a file descriptor, or -1:
-// into `small`, at most maxSmallFileBytes); `in` (or -1) is the body sent.
 long S3CacheStorage::request(const std::string& method, const std::string& rel,
                              int in, int out, std::string* small) {
   checkCacheRelPath(rel);
+  return send(method, "/" + encodePath(rel), in, out, small);
+}
+
+// One request on `target` (below the bucket: "/key", or "?policy="); the
+// response body goes to `out` (a file descriptor, or -1: into `small`, at
+// most maxSmallFileBytes); `in` (or -1) is the body sent.
+long S3CacheStorage::send(const std::string& method, const std::string& rel,
+                          int in, int out, std::string* small) {
   Curl c(curl_easy_init(), &curl_easy_cleanup);
   if (!c) throw Error("curl_easy_init failed");
-  std::string url = endpoint_ + "/" + bucket_ + "/" + encodePath(rel);
+  std::string url = endpoint_ + "/" + bucket_ + rel;
   std::string sigv4 = "aws:amz:" + region_ + ":s3";
   std::string user = accessKey_ + ":" + secretKey_;
   Headers h(
@@ -239,7 +245,7 @@ long S3CacheStorage::request(const std::string& method, const std::string& rel,
     throw Error(method + " " + rel + " in " + uri_ +
                 ": access denied (403): check the credentials "
                 "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) and the bucket");
-  if (status != 200 && status != 404)
+  if ((status < 200 || status > 299) && status != 404)
     throw Error(method + " " + rel + " in " + uri_ + ": HTTP status " +
                 std::to_string(status) +
                 (small && !small->empty() ? ": " + small->substr(0, 500) : ""));
@@ -247,7 +253,7 @@ long S3CacheStorage::request(const std::string& method, const std::string& rel,
 }
 
 bool S3CacheStorage::exists(const std::string& rel) {
-  return request("HEAD", rel, -1, -1, nullptr) == 200;
+  return request("HEAD", rel, -1, -1, nullptr) != 404;
 }
 
 std::optional<std::string> S3CacheStorage::get(const std::string& rel) {
@@ -267,8 +273,26 @@ std::unique_ptr<CacheUpload> S3CacheStorage::upload() {
   return std::make_unique<S3Upload>(*this);
 }
 
+void S3CacheStorage::makePublicRead() {
+  std::string arn = "arn:aws:s3:::" + bucket_;
+  std::string policy =
+      R"({"Version":"2012-10-17","Statement":[{"Effect":"Allow",)"
+      R"("Principal":"*","Action":["s3:GetObject","s3:ListBucket"],)"
+      R"("Resource":[")" +
+      arn + R"(",")" + arn + R"(/*"]}]})";
+  AutoCloseFD fd = tempFile();
+  FdSink sink(fd.get());
+  sink.write(policy);
+  sink.flush();
+  std::string answer;
+  // "?policy=" (with '='): what radosgw expects curl's SigV4 to sign.
+  if (send("PUT", "?policy=", fd.get(), -1, &answer) == 404)
+    throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
+                endpoint_);
+}
+
 void S3CacheStorage::putFile(const std::string& rel, int fd) {
-  if (request("PUT", rel, fd, -1, nullptr) != 200)
+  if (request("PUT", rel, fd, -1, nullptr) == 404)
     throw Error("PUT " + rel + " in " + uri_ + ": the bucket does not exist");
 }
 

@@ -126,10 +126,16 @@ class S3CacheStorage : public CacheStorage {
   std::string uri() const override { return uri_; }
   /// PUTs the whole of file descriptor `fd` at `rel` (an upload's commit).
   void putFile(const std::string& rel, int fd);
+  /// Gives the bucket a policy that lets anyone read and list it (not
+  /// write), so that it serves as a plain HTTP binary cache:
+  /// `nix copy --from http://HOST:PORT/BUCKET`. Throws Error if refused.
+  void makePublicRead();
 
  private:
   long request(const std::string& method, const std::string& rel, int in,
                int out, std::string* small);
+  long send(const std::string& method, const std::string& target, int in,
+            int out, std::string* small);
   std::string uri_, bucket_, endpoint_, region_ = "us-east-1";
   std::string accessKey_, secretKey_;
   HttpCacheLimits limits_;
