@@ -3,8 +3,10 @@
 // anonymous temporary files so that memory stays bounded.
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -60,9 +62,37 @@ size_t toFd(char* data, size_t size, size_t n, void* fd) {
   return size * n;
 }
 
-size_t fromFd(char* data, size_t size, size_t n, void* fd) {
-  ssize_t r = ::read(*static_cast<int*>(fd), data, size * n);
-  return r < 0 ? CURL_READFUNC_ABORT : size_t(r);
+// Reads the request body from its range of a file.
+size_t fromRange(char* data, size_t size, size_t n, void* p) {
+  auto* b = static_cast<S3CacheStorage::Body*>(p);
+  size_t want = size_t(std::min<off_t>(off_t(size * n), b->length));
+  if (want == 0) return 0;
+  ssize_t r = ::pread(b->fd, data, want, b->offset);
+  if (r <= 0) return CURL_READFUNC_ABORT;
+  b->offset += r;
+  b->length -= r;
+  return size_t(r);
+}
+
+// Keeps the response's ETag header (a multipart upload's part).
+size_t etagHeader(char* data, size_t size, size_t n, void* p) {
+  std::string line(data, size * n);
+  if (line.size() > 5 && strncasecmp(line.c_str(), "etag:", 5) == 0) {
+    auto v = line.substr(5);
+    v.erase(0, v.find_first_not_of(" \t"));
+    while (!v.empty() && (v.back() == '\r' || v.back() == '\n')) v.pop_back();
+    *static_cast<std::string*>(p) = v;
+  }
+  return size * n;
+}
+
+// The contents of the first <tag>...</tag> of `xml`, or "".
+std::string xmlValue(const std::string& xml, const std::string& tag) {
+  auto open = xml.find("<" + tag + ">");
+  auto close = xml.find("</" + tag + ">");
+  if (open == std::string::npos || close == std::string::npos) return "";
+  open += tag.size() + 2;
+  return close > open ? xml.substr(open, close - open) : "";
 }
 
 // An FdSource that owns its descriptor.
@@ -178,7 +208,7 @@ S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
 }
 
 long S3CacheStorage::request(const std::string& method, const std::string& rel,
-                             int in, int out, std::string* small) {
+                             Body* in, int out, std::string* small) {
   checkCacheRelPath(rel);
   return send(method, "/" + encodePath(rel), in, out, small);
 }
@@ -187,7 +217,8 @@ long S3CacheStorage::request(const std::string& method, const std::string& rel,
 // response body goes to `out` (a file descriptor, or -1: into `small`, at
 // most maxSmallFileBytes); `in` (or -1) is the body sent.
 long S3CacheStorage::send(const std::string& method, const std::string& rel,
-                          int in, int out, std::string* small) {
+                          Body* in, int out, std::string* small,
+                          std::string* etag) {
   Curl c(curl_easy_init(), &curl_easy_cleanup);
   if (!c) throw Error("curl_easy_init failed");
   std::string url = endpoint_ + "/" + bucket_ + rel;
@@ -217,13 +248,20 @@ long S3CacheStorage::send(const std::string& method, const std::string& rel,
   curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, toFd);
   curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &out);
   if (method == "HEAD") curl_easy_setopt(c.get(), CURLOPT_NOBODY, 1L);
-  if (method == "PUT") {
+  if (in) {
     curl_easy_setopt(c.get(), CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(c.get(), CURLOPT_READFUNCTION, fromFd);
-    curl_easy_setopt(c.get(), CURLOPT_READDATA, &in);
-    curl_off_t size = ::lseek(in, 0, SEEK_END);
-    ::lseek(in, 0, SEEK_SET);
-    curl_easy_setopt(c.get(), CURLOPT_INFILESIZE_LARGE, size);
+    curl_easy_setopt(c.get(), CURLOPT_READFUNCTION, fromRange);
+    curl_easy_setopt(c.get(), CURLOPT_READDATA, in);
+    curl_easy_setopt(c.get(), CURLOPT_INFILESIZE_LARGE, curl_off_t(in->length));
+  } else if (method == "POST") {
+    curl_easy_setopt(c.get(), CURLOPT_POST, 1L);
+    curl_easy_setopt(c.get(), CURLOPT_POSTFIELDSIZE, 0L);
+  }
+  if (method != "GET" && method != "HEAD" && method != "PUT")
+    curl_easy_setopt(c.get(), CURLOPT_CUSTOMREQUEST, method.c_str());
+  if (etag) {
+    curl_easy_setopt(c.get(), CURLOPT_HEADERFUNCTION, etagHeader);
+    curl_easy_setopt(c.get(), CURLOPT_HEADERDATA, etag);
   }
   CURLcode rc = curl_easy_perform(c.get());
   if (rc != CURLE_OK)
@@ -253,18 +291,18 @@ long S3CacheStorage::send(const std::string& method, const std::string& rel,
 }
 
 bool S3CacheStorage::exists(const std::string& rel) {
-  return request("HEAD", rel, -1, -1, nullptr) != 404;
+  return request("HEAD", rel, nullptr, -1, nullptr) != 404;
 }
 
 std::optional<std::string> S3CacheStorage::get(const std::string& rel) {
   std::string body;
-  if (request("GET", rel, -1, -1, &body) == 404) return std::nullopt;
+  if (request("GET", rel, nullptr, -1, &body) == 404) return std::nullopt;
   return body;
 }
 
 std::unique_ptr<Source> S3CacheStorage::open(const std::string& rel) {
   AutoCloseFD fd = tempFile();
-  if (request("GET", rel, -1, fd.get(), nullptr) == 404) return nullptr;
+  if (request("GET", rel, nullptr, fd.get(), nullptr) == 404) return nullptr;
   ::lseek(fd.get(), 0, SEEK_SET);
   return std::make_unique<TempFileSource>(std::move(fd));
 }
@@ -285,15 +323,69 @@ void S3CacheStorage::makePublicRead() {
   sink.write(policy);
   sink.flush();
   std::string answer;
+  Body body{fd.get(), 0, off_t(policy.size())};
   // "?policy=" (with '='): what radosgw expects curl's SigV4 to sign.
-  if (send("PUT", "?policy=", fd.get(), -1, &answer) == 404)
+  if (send("PUT", "?policy=", &body, -1, &answer) == 404)
     throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
                 endpoint_);
 }
 
 void S3CacheStorage::putFile(const std::string& rel, int fd) {
-  if (request("PUT", rel, fd, -1, nullptr) == 404)
+  checkCacheRelPath(rel);
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < 0) throwSysError("measuring an upload to " + uri_);
+  if (uint64_t(size) > limits_.multipartThreshold)
+    return putMultipart(rel, fd, size);
+  Body body{fd, 0, size};
+  if (request("PUT", rel, &body, -1, nullptr) == 404)
     throw Error("PUT " + rel + " in " + uri_ + ": the bucket does not exist");
+}
+
+// A large file in parts of limits_.partBytes: each part's memory is only
+// curl's buffer; a failure aborts the upload, so no part is left behind.
+void S3CacheStorage::putMultipart(const std::string& rel, int fd, off_t size) {
+  std::string key = "/" + encodePath(rel), answer;
+  if (send("POST", key + "?uploads=", nullptr, -1, &answer) == 404)
+    throw Error("PUT " + rel + " in " + uri_ + ": the bucket does not exist");
+  std::string id = xmlValue(answer, "UploadId");
+  if (id.empty() || id.find_first_of("&?# \"<>") != std::string::npos)
+    throw Error("starting a multipart upload of " + rel + " in " + uri_ +
+                ": no usable UploadId in the answer");
+  std::string target = key + "?uploadId=" + encodePath(id);
+  try {
+    std::string parts;
+    off_t part = off_t(std::max<uint64_t>(limits_.partBytes, 5 << 20));
+    int number = 0;
+    for (off_t at = 0; at < size; at += part) {
+      Body b{fd, at, std::min(part, size - at)};
+      std::string etag, ignored;
+      send("PUT",
+           key + "?partNumber=" + std::to_string(++number) +
+               "&uploadId=" + encodePath(id),
+           &b, -1, &ignored, &etag);
+      if (etag.empty())
+        throw Error("part " + std::to_string(number) + " of " + rel + " in " +
+                    uri_ + " came back without an ETag");
+      parts += "<Part><PartNumber>" + std::to_string(number) +
+               "</PartNumber><ETag>" + etag + "</ETag></Part>";
+    }
+    std::string xml =
+        "<CompleteMultipartUpload>" + parts + "</CompleteMultipartUpload>";
+    AutoCloseFD xfd = tempFile();
+    FdSink(xfd.get()).write(xml);
+    Body done{xfd.get(), 0, off_t(xml.size())};
+    send("POST", target, &done, -1, &answer);
+    // S3 may answer 200 and still report an error in the body.
+    if (answer.find("<Error>") != std::string::npos)
+      throw Error("completing the upload of " + rel + " in " + uri_ + ": " +
+                  xmlValue(answer, "Message"));
+  } catch (...) {
+    try {
+      send("DELETE", target, nullptr, -1, nullptr);
+    } catch (const Error&) {  // the original failure is what matters
+    }
+    throw;
+  }
 }
 
 }  // namespace kiln::store

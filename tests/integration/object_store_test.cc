@@ -135,6 +135,20 @@ TEST(ObjectStore, KilnCachesInABucket) {
   StringSink back;
   s3.open("nar/big+name.nar")->drainInto(back);
   EXPECT_TRUE(back.s == big);
+  // Past the threshold: a multipart upload (5 MiB parts, three of them).
+  store::HttpCacheLimits small;
+  small.multipartThreshold = 6 << 20;
+  small.partBytes = 5 << 20;
+  store::S3CacheStorage parts(uri, small);
+  std::string huge(12 << 20, 'y');
+  for (size_t i = 0; i < huge.size(); i += 1000) huge[i] = char('A' + i % 26);
+  auto up2 = parts.upload();
+  up2->write(huge);
+  up2->commit("nar/huge.nar");
+  StringSink back2;
+  parts.open("nar/huge.nar")->drainInto(back2);
+  EXPECT_EQ(back2.s.size(), huge.size());
+  EXPECT_TRUE(back2.s == huge);
   EXPECT_THROW(s3.get("../escape"), FormatError);
   EXPECT_THROW(store::S3CacheStorage("s3://cache"), FormatError);
   EXPECT_THROW(store::S3CacheStorage(uri + "&secret=x"), FormatError);

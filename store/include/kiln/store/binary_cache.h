@@ -9,6 +9,8 @@
 /// is compressed while it is hashed and decompressed while it is verified,
 /// so memory stays bounded whatever its size.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -79,6 +81,10 @@ struct HttpCacheLimits {
   std::chrono::seconds timeout{60};
   uint64_t maxSmallFileBytes = 16 << 20;       ///< get(): narinfo, cache info
   uint64_t maxFileBytes = uint64_t{64} << 30;  ///< open(): a NAR file
+  /// S3: files larger than this are uploaded in parts of `partBytes`
+  /// (at least 5 MiB, S3's smallest part).
+  uint64_t multipartThreshold = uint64_t{64} << 20;
+  uint64_t partBytes = uint64_t{16} << 20;
 };
 
 /// A read-only cache served over HTTP (`http://HOST[:PORT][/PATH]`, e.g.
@@ -110,8 +116,9 @@ class HttpCacheStorage : public CacheStorage {
 /// AWS_SECRET_ACCESS_KEY, else the shared credentials file
 /// (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials; profile
 /// AWS_PROFILE or `default`), never from the URI. Bodies go through
-/// anonymous temporary files (memory stays bounded); a NAR is uploaded in
-/// one PUT at commit (no multipart yet). 404 means missing; 403 and other
+/// anonymous temporary files (memory stays bounded); at commit a file is
+/// PUT whole, or, past HttpCacheLimits::multipartThreshold, in a multipart
+/// upload (aborted if any part fails). 404 means missing; 403 and other
 /// statuses and network failures throw Error naming the URI and what to
 /// check.
 class S3CacheStorage : public CacheStorage {
@@ -131,11 +138,20 @@ class S3CacheStorage : public CacheStorage {
   /// `nix copy --from http://HOST:PORT/BUCKET`. Throws Error if refused.
   void makePublicRead();
 
+  /// A request body: `length` bytes of `fd` from `offset` (advanced as
+  /// it is sent).
+  struct Body {
+    int fd = -1;
+    off_t offset = 0;
+    off_t length = 0;
+  };
+
  private:
-  long request(const std::string& method, const std::string& rel, int in,
+  long request(const std::string& method, const std::string& rel, Body* in,
                int out, std::string* small);
-  long send(const std::string& method, const std::string& target, int in,
-            int out, std::string* small);
+  long send(const std::string& method, const std::string& target, Body* in,
+            int out, std::string* small, std::string* etag = nullptr);
+  void putMultipart(const std::string& rel, int fd, off_t size);
   std::string uri_, bucket_, endpoint_, region_ = "us-east-1";
   std::string accessKey_, secretKey_;
   HttpCacheLimits limits_;
