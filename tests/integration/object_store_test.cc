@@ -179,10 +179,10 @@ TEST(ObjectStore, KilnCachesInABucket) {
                  {})
                 .exitCode,
             0);
-  auto to = kiln(
-      {"store", "copy-to-cache", "--state-dir", a, "--to", uri, "--compression",
-       "zstd", "--secret-key-file", dir.path() + "/k.sec", path},
-      env);
+  auto to = kiln({"store", "copy-to-cache", "--state-dir", a, "--to", uri,
+                  "--compression", "zstd", "--secret-key-file",
+                  dir.path() + "/k.sec", "--public-read", path},
+                 env);
   ASSERT_EQ(to.exitCode, 0) << to.err;
   auto from = kiln({"store", "copy-from-cache", "--state-dir", b, "--from", uri,
                     "--trusted-public-key-file", dir.path() + "/k.pub", path},
@@ -196,6 +196,51 @@ TEST(ObjectStore, KilnCachesInABucket) {
   EXPECT_NE(denied.exitCode, 0);
   EXPECT_THAT(denied.err,
               HasSubstr("access denied (403): check the credentials"));
+  // Credentials from a shared credentials file instead of the environment.
+  writeFile(
+      dir.path() + "/credentials",
+      "[other]\naws_access_key_id = nobody\n[kiln]\naws_access_key_id = " +
+          vars["AWS_ACCESS_KEY_ID"] +
+          "\naws_secret_access_key = " + vars["AWS_SECRET_ACCESS_KEY"] + "\n");
+  auto fromFile = test::run(
+      {"env", "-u", "AWS_ACCESS_KEY_ID", "-u", "AWS_SECRET_ACCESS_KEY",
+       "AWS_SHARED_CREDENTIALS_FILE=" + dir.path() + "/credentials",
+       "AWS_PROFILE=kiln", test::kilnBinary(), "store", "copy-from-cache",
+       "--state-dir", dir.path() + "/d", "--from", uri,
+       "--trusted-public-key-file", dir.path() + "/k.pub", path});
+  EXPECT_EQ(fromFile.exitCode, 0) << fromFile.err;
+  auto none = test::run(
+      {"env", "-u", "AWS_ACCESS_KEY_ID", "-u", "AWS_SECRET_ACCESS_KEY",
+       "AWS_SHARED_CREDENTIALS_FILE=/nonexistent", test::kilnBinary(), "store",
+       "copy-from-cache", "--state-dir", dir.path() + "/e", "--from", uri,
+       path});
+  EXPECT_NE(none.exitCode, 0);
+  EXPECT_THAT(none.err, HasSubstr("no S3 credentials for " + uri));
+  // Public-read: the real nix substitutes the closure over plain HTTP with
+  // unsigned requests; nobody may write.
+  std::string http = vars["KILN_S3_ENDPOINT"] + "/cache";
+  if (test::haveProgram("nix")) {
+    auto copied = test::run(
+        {"nix", "copy", "--from", http, "--to",
+         "local?root=" + dir.path() + "/nixroot", "--option",
+         "trusted-public-keys", readFile(dir.path() + "/k.pub"), path},
+        "",
+        {"NIX_CONFIG=build-users-group =\nexperimental-features = "
+         "nix-command\nsubstituters =\nrequire-sigs = true\n",
+         "XDG_CACHE_HOME=" + dir.path() + "/xdg"});
+    EXPECT_EQ(copied.exitCode, 0) << copied.err;
+    EXPECT_EQ(readFile(dir.path() + "/nixroot" + path),
+              "hello from a bucket\n");
+  }
+  auto anonPut =
+      test::run({"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X",
+                 "PUT", "--data", "x", http + "/evil"});
+  EXPECT_EQ(anonPut.out, "403");
+  auto notS3 = kiln({"store", "copy-to-cache", "--state-dir", a, "--to",
+                     "file://" + dir.path() + "/fc", "--public-read", path},
+                    {});
+  EXPECT_NE(notS3.exitCode, 0);
+  EXPECT_THAT(notS3.err, HasSubstr("--public-read is for s3:// caches"));
   EXPECT_EQ(test::run({script, "stop", store}).exitCode, 0);
 }
 
