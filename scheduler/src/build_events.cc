@@ -8,7 +8,7 @@ namespace kiln::scheduler {
 void StateDbSink::finishSucceeded(int64_t id, const std::string& drvPath,
                                   int64_t timeMs) {
   auto outputs = outputsOf_(drvPath);
-  SqliteTxn txn(db_.db());
+  StateDb::Transaction txn(db_);
   db_.setBuildOutputs(id, outputs);
   db_.finishBuild(id, 0, timeMs, "");
   KILN_FAIL_POINT("scheduler.build-finish.before-commit");

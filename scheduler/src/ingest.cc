@@ -134,7 +134,7 @@ struct Ingestor::Frame {
 
 IngestResult Ingestor::ingest(const std::string& topPath) {
   IngestResult r;
-  SqliteTxn txn(db_.db());
+  StateDb::Transaction txn(db_);
   // Per derivation: its step, or nullopt when its outputs are valid.
   std::map<std::string, std::optional<StepId>> done;
   std::vector<Frame> stack;

@@ -9,7 +9,6 @@
 
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
-#include "kiln/common/sqlite.h"
 #include "kiln/common/trace.h"
 #include "kiln/scheduler/logs.h"
 #include "kiln/store/content_check.h"
@@ -29,7 +28,7 @@ bool isTransient(StepStatus s) {
 void finishStepRow(StateDb& db, int64_t id, int status, int64_t nowMs,
                    const std::string& error,
                    const std::optional<CachedFailureRow>& cached) {
-  SqliteTxn txn(db.db());
+  StateDb::Transaction txn(db);
   db.finishStep(id, status, nowMs, error);
   if (cached) db.addCachedFailure(*cached);
   KILN_FAIL_POINT("scheduler.step-finish.before-commit");

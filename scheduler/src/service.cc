@@ -227,7 +227,7 @@ SchedulerService::Impl::outputsOf(const std::string& drvPath) {
 // notifier's sink writes (its outbox) commit together.
 void SchedulerService::Impl::announce(const BuildEvent& ev) {
   int64_t now = clock.nowMs();
-  SqliteTxn txn(db.db());
+  StateDb::Transaction txn(db);
   for (auto& sink : sinks) {
     try {
       sink->onBuildEvent(ev, now);
@@ -264,7 +264,7 @@ void SchedulerService::Impl::processEvents() {
 void SchedulerService::Impl::settleDropped(const std::vector<StepId>& gone) {
   if (gone.empty()) return;
   int64_t now = clock.nowMs();
-  SqliteTxn txn(db.db());
+  StateDb::Transaction txn(db);
   for (StepId sid : gone) {
     auto id = ingestor.index().dbId(sid);
     ingestor.forget(sid);

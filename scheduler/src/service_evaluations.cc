@@ -4,7 +4,6 @@
 // "Evaluations").
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
-#include "kiln/common/sqlite.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -38,7 +37,7 @@ BuildRow buildRowOf(const Job& j, int64_t evalId, int64_t jobset,
 // builds at restart (restoreFromDb). Ingestion, which takes seconds for
 // thousands of builds, comes after the commit.
 int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
-  SqliteTxn txn(db.db());
+  StateDb::Transaction txn(db);
   db.setJobsetChecked(o.jobset, o.timeMs,
                       o.skipped || !o.error.empty()
                           ? std::nullopt
@@ -120,7 +119,7 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
 }
 
 void SchedulerService::Impl::evaluationStarted(int64_t jobset) {
-  SqliteTxn txn(db.db());
+  StateDb::Transaction txn(db);
   notify({LifecycleEvent::Kind::kEvalStarted, jobset});
   txn.commit();
 }

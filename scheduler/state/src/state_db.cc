@@ -51,6 +51,10 @@ StateDb::StateDb(const std::string& path, ReadOnly)
 
 int64_t StateDb::schemaVersion() { return stateMigrations().back().version; }
 
+StateDb::Transaction::Transaction(StateDb& db) : txn_(db.db_) {}
+
+void StateDb::Transaction::commit() { txn_.commit(); }
+
 int64_t StateDb::createProject(const ProjectRow& p) {
   checkName("project", p.name);
   if (projectByName(p.name))

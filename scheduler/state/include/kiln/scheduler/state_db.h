@@ -135,7 +135,32 @@ class StateDb {
 
   /// The schema version this code migrates to.
   static int64_t schemaVersion();
+  /// The SQLite connection: for the state layer's own code, tests and
+  /// SQLite-only settings (the service turns off automatic WAL
+  /// checkpoints); writes go through the typed methods, grouped by a
+  /// Transaction.
   SqliteDb& db() { return db_; }
+
+  /// A write transaction on this database (RAII): begun on construction,
+  /// taking the write lock up front (SQLite's BEGIN IMMEDIATE); commit()
+  /// makes it durable; the destructor rolls it back if commit() was not
+  /// called, so an exception leaves the state unchanged. Opened while
+  /// another Transaction of the same StateDb is open (or a typed method
+  /// runs one), it is a nested part of it: its commit keeps its changes
+  /// for the outer one to commit, its rollback undoes only its own.
+  class Transaction {
+   public:
+    /// Begins a transaction (or a nested one) on `db`, which must outlive
+    /// it. Throws SqliteError if the write lock cannot be had in time.
+    explicit Transaction(StateDb& db);
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    /// Commits (a nested one: keeps its changes in the outer one).
+    void commit();
+
+   private:
+    SqliteTxn txn_;
+  };
 
   // -------------------------------------------------- projects and jobsets
   /// Inserts a project; throws if the name is taken or invalid.
