@@ -118,7 +118,7 @@ std::vector<std::string> JobsetSync::applyTokens(
       lines.push_back(std::string("kiln serve: ") + e.what());
     }
   }
-  auto plan = planTokens(declared, scheduler::TokenStore(db_.db()).list(),
+  auto plan = planTokens(declared, scheduler::TokenStore(db_).list(),
                          [] { return scheduler::generateToken().salt; });
   for (auto& [kind, args] : plan.requests)
     queue(kind, args,

@@ -39,7 +39,7 @@ NotificationOutbox::NotificationOutbox(std::vector<std::string> targets,
 
 void NotificationOutbox::attach(StateDb& db) {
   db_ = &db;
-  store_.emplace(db.db());
+  store_.emplace(db);
 }
 
 // A random (version 4) UUID: receivers drop a notification whose id they

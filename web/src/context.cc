@@ -43,7 +43,7 @@ std::optional<scheduler::TokenScope> WebContext::scopeOf(
   if (tokenScope) return tokenScope(token);
   scheduler::StateView* v = view();
   if (!v) return std::nullopt;
-  return scheduler::TokenStore(v->rows().db()).check(token);
+  return scheduler::TokenStore(v->rows()).check(token);
 }
 
 }  // namespace kiln::web

@@ -1,6 +1,8 @@
 // The notification outbox table (notification_store.h).
 #include "kiln/scheduler/notification_store.h"
 
+#include "kiln/scheduler/state_db.h"
+
 namespace kiln::scheduler {
 namespace {
 
@@ -25,6 +27,8 @@ NotificationRow readRow(const SqliteStmt& s) {
 }
 
 }  // namespace
+
+NotificationStore::NotificationStore(StateDb& db) : db_(db.db()) {}
 
 int64_t NotificationStore::add(const std::string& target,
                                const std::string& orderingKey,

@@ -75,7 +75,7 @@ json createToken(StateDb& db, const Clock& clock, const json& a) {
   if (t.name.size() > kMaxName)
     throw SchedulerStateError("token name longer than 200 bytes");
   t.createdMs = clock.nowMs();
-  t.id = TokenStore(db.db()).add(t);
+  t.id = TokenStore(db).add(t);
   return tokenJson(t);
 }
 
@@ -113,6 +113,8 @@ NewToken generateToken() {
   t.hash = hashTokenSecret(t.salt, t.secret);
   return t;
 }
+
+TokenStore::TokenStore(StateDb& db) : db_(db.db()) {}
 
 int64_t TokenStore::add(const TokenRow& t) {
   if (byKey(t.keyId))
@@ -183,7 +185,7 @@ void addTokenRequests(RequestTable& t, StateDb& db, const Clock& clock) {
          {},
          [&db](const json&) {
            json out = json::array();
-           for (auto& row : TokenStore(db.db()).list())
+           for (auto& row : TokenStore(db).list())
              out.push_back(tokenJson(row));
            return out;
          }});
@@ -192,7 +194,7 @@ void addTokenRequests(RequestTable& t, StateDb& db, const Clock& clock) {
          {{"id", ArgType::kInt, true, "the token's id (kiln token list)"}},
          [&db, &clock](const json& a) {
            int64_t id = intArg(a, "id");
-           if (!TokenStore(db.db()).revoke(id, clock.nowMs()))
+           if (!TokenStore(db).revoke(id, clock.nowMs()))
              throw SchedulerStateError("no unrevoked token with id " +
                                        std::to_string(id));
            return json{{"id", id}, {"revoked", true}};

@@ -43,7 +43,7 @@ class NotificationTest : public ::testing::Test {
   // Queues a raw row for `target` under `key`, its body marked `mark`.
   int64_t queue(const std::string& key, const std::string& mark,
                 const std::string& target = "hook") {
-    NotificationStore s(db_.db());
+    NotificationStore s(db_);
     return s.add(target, key, "test", json{{"mark", mark}, {"key", key}}.dump(),
                  clock_.nowMs());
   }
@@ -78,7 +78,7 @@ TEST_F(NotificationTest, FailuresBackOffExponentiallyUpToTheCap) {
   hook_->down = true;
   int64_t start = clock_.nowMs();
   EXPECT_EQ(d->deliverDue(), 0u);
-  NotificationStore s(db_.db());
+  NotificationStore s(db_);
   EXPECT_EQ(s.row(id)->attempts, 1);
   EXPECT_EQ(s.row(id)->nextAttemptMs, start + 1000);
   EXPECT_EQ(s.row(id)->lastError, "listener down");
@@ -142,7 +142,7 @@ TEST_F(NotificationTest, RowsForAnUnconfiguredNotifierStayPending) {
   queue("build:1", "y");
   auto d = delivery();
   EXPECT_EQ(d->deliverDue(), 1u);
-  NotificationStore s(db_.db());
+  NotificationStore s(db_);
   auto pending = s.pendingSummary();
   ASSERT_EQ(pending.size(), 1u);
   EXPECT_EQ(pending[0].target, "gone");
@@ -157,7 +157,7 @@ TEST_F(NotificationTest, TheThreadDeliversWhatIsQueued) {
   ASSERT_TRUE(test::pollUntil(
       [&] {
         return !d->registry()->Collect().empty() &&
-               NotificationStore(db_.db()).pendingSummary().empty();
+               NotificationStore(db_).pendingSummary().empty();
       },
       10s));
   d.reset();  // joins the thread
@@ -190,7 +190,7 @@ TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {
       {b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess, b.drvPath},
       20);
   EXPECT_EQ(woken, 2);
-  auto rows = NotificationStore(db_.db()).pending(100);
+  auto rows = NotificationStore(db_).pending(100);
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0].target, "hook");
   EXPECT_EQ(rows[1].target, "cmd");

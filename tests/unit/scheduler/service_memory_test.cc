@@ -70,7 +70,7 @@ TEST_F(ServiceMemoryTest, DispatchesAndRecordsABuildWithoutSockets) {
   // The notifier's outbox holds the build's life, in order, with facts.
   std::vector<std::string> events;
   nlohmann::json last;
-  for (auto& row : NotificationStore(svc_->db().db()).pending(100)) {
+  for (auto& row : NotificationStore(svc_->db()).pending(100)) {
     events.push_back(row.event);
     last = nlohmann::json::parse(row.payload);
   }

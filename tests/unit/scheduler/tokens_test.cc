@@ -26,7 +26,7 @@ class TokensTest : public ::testing::Test {
   }
   std::optional<TokenScope> check(const std::string& secret) {
     StateDb db(dir_.path() + "/scheduler.sqlite", StateDb::ReadOnly{});
-    return TokenStore(db.db()).check(secret);
+    return TokenStore(db).check(secret);
   }
   TempDir dir_{"kiln-tokens"};
 };

@@ -15,6 +15,8 @@
 
 namespace kiln::scheduler {
 
+class StateDb;
+
 /// One pending or delivered notification for one notifier.
 struct NotificationRow {
   int64_t id = 0;           ///< delivery order (per ordering key)
@@ -36,12 +38,16 @@ struct PendingSummary {
   int64_t oldestMs = 0;
 };
 
-/// Typed access to the `notifications` table over a borrowed connection
-/// (which must outlive this object; the schema must be migrated, i.e. a
-/// StateDb opened the file once). Not thread-safe, like the connection.
-/// Every failure throws SqliteError.
+/// Typed access to the `notifications` table of a borrowed state database
+/// or connection (which must outlive this object). Not thread-safe, like
+/// the connection. Every failure throws SqliteError.
 class NotificationStore {
  public:
+  /// Works on `db`'s connection (the service thread's outbox writes, in
+  /// its transactions).
+  explicit NotificationStore(StateDb& db);
+  /// Works on a connection of its own (the delivery thread's); the schema
+  /// must be migrated, i.e. a StateDb opened the file once.
   explicit NotificationStore(SqliteDb& db) : db_(db) {}
 
   /// Queues `payload` (event kind `event`) for notifier `target` under

@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "kiln/common/clock.h"
-#include "kiln/common/sqlite.h"
+
+namespace kiln {
+class SqliteDb;
+}  // namespace kiln
 
 namespace kiln::scheduler {
 
@@ -59,13 +62,14 @@ struct TokenRow {
   int64_t revokedMs = 0;  ///< 0 while valid
 };
 
-/// The `api_tokens` table (schema migration 6) over a borrowed connection
-/// (read-only ones may check tokens). Not thread-safe, like the
-/// connection. Throws SqliteError; SchedulerStateError for a duplicate key
+/// The `api_tokens` table (schema migration 6) of a borrowed state
+/// database (a read-only one may check tokens). Not thread-safe, like the
+/// database. Throws SqliteError; SchedulerStateError for a duplicate key
 /// id or malformed row fields.
 class TokenStore {
  public:
-  explicit TokenStore(SqliteDb& db) : db_(db) {}
+  /// Works on `db`, which must outlive this object.
+  explicit TokenStore(StateDb& db);
   /// Inserts `t` (its id is ignored); returns the new id.
   int64_t add(const TokenRow& t);
   /// Every token, revoked ones too, by id (at most 10,000).
