@@ -167,9 +167,9 @@ static std::string keyPair(const std::string& dir, const std::string& name) {
 void ServeFarm::makeCacheKey() const {
   std::string dir = logs_ + "/keys", secret = dir + "/cache.secret";
   if (pathExists(secret)) return;
-  char host[256] = "localhost";
-  ::gethostname(host, sizeof host - 1);
-  auto key = store::SecretKey::generate(std::string(host) + "-kiln-1");
+  std::string host = hostName();
+  if (host.empty()) host = "localhost";
+  auto key = store::SecretKey::generate(host + "-kiln-1");
   writeFile(secret + ".tmp", key.toString(), true);
   if (::chmod((secret + ".tmp").c_str(), 0600) != 0)
     throwSysError("chmod " + secret + ".tmp");

@@ -53,18 +53,6 @@ class FileUpload : public CacheUpload {
   bool committed_ = false;
 };
 
-/// An FdSource that owns its descriptor.
-class OwnedFdSource : public Source {
- public:
-  explicit OwnedFdSource(AutoCloseFD fd)
-      : fd_(std::move(fd)), src_(fd_.get()) {}
-  size_t read(char* d, size_t len) override { return src_.read(d, len); }
-
- private:
-  AutoCloseFD fd_;
-  FdSource src_;
-};
-
 bool parseInt(std::string_view v, int& out) {
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   return !v.empty() && ec == std::errc() && end == v.data() + v.size();

@@ -95,18 +95,6 @@ std::string xmlValue(const std::string& xml, const std::string& tag) {
   return close > open ? xml.substr(open, close - open) : "";
 }
 
-// An FdSource that owns its descriptor.
-class TempFileSource : public Source {
- public:
-  explicit TempFileSource(AutoCloseFD fd)
-      : fd_(std::move(fd)), src_(fd_.get()) {}
-  size_t read(char* d, size_t len) override { return src_.read(d, len); }
-
- private:
-  AutoCloseFD fd_;
-  FdSource src_;
-};
-
 // An upload into a temporary file, PUT at commit.
 class S3Upload : public CacheUpload {
  public:
@@ -304,7 +292,7 @@ std::unique_ptr<Source> S3CacheStorage::open(const std::string& rel) {
   AutoCloseFD fd = tempFile();
   if (request("GET", rel, nullptr, fd.get(), nullptr) == 404) return nullptr;
   ::lseek(fd.get(), 0, SEEK_SET);
-  return std::make_unique<TempFileSource>(std::move(fd));
+  return std::make_unique<OwnedFdSource>(std::move(fd));
 }
 
 std::unique_ptr<CacheUpload> S3CacheStorage::upload() {

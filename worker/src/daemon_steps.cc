@@ -37,17 +37,6 @@ class InputTarget final : public proto::TransferTarget {
   AutoCloseFD fd_;
 };
 
-// A Source that owns its file descriptor.
-class OwnedFdSource final : public Source {
- public:
-  explicit OwnedFdSource(AutoCloseFD fd) : fd_(std::move(fd)), src_(fd_.get()) {}
-  size_t read(char* data, size_t len) override { return src_.read(data, len); }
-
- private:
-  AutoCloseFD fd_;
-  FdSource src_;
-};
-
 // Fault injection (DebugFaults::corruptUploads): flips one byte of the
 // first read, so the receiver's NAR hash check must refuse the transfer.
 class CorruptingSource final : public Source {

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "kiln/common/file.h"
 #include "kiln/common/hash.h"
 
 namespace kiln {
@@ -78,6 +80,18 @@ class FdSource : public Source {
   int fd_;
   std::string buf_ = std::string(65536, '\0');
   size_t pos_ = 0, end_ = 0;
+};
+
+/// An FdSource that owns its descriptor (closed when it goes).
+class OwnedFdSource final : public Source {
+ public:
+  explicit OwnedFdSource(AutoCloseFD fd)
+      : fd_(std::move(fd)), src_(fd_.get()) {}
+  size_t read(char* data, size_t len) override { return src_.read(data, len); }
+
+ private:
+  AutoCloseFD fd_;
+  FdSource src_;
 };
 
 /// Hashes everything written to it.
