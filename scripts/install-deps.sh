@@ -7,10 +7,10 @@
 set -euo pipefail
 
 # Building kiln and running the example farm (its builds use the host's
-# compiler and curl).
+# compiler and curl). libpq-dev: the state layer's PostgreSQL client.
 RUN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git python3
-  libssl-dev libsqlite3-dev liblzma-dev libzstd-dev xz-utils zstd
+  libssl-dev libsqlite3-dev libpq-dev liblzma-dev libzstd-dev xz-utils zstd
   libzmq3-dev cppzmq-dev
   libboost-dev libboost-program-options-dev libboost-system-dev
   nlohmann-json3-dev prometheus-cpp-dev libtomlplusplus-dev
@@ -19,13 +19,15 @@ RUN_PACKAGES=(
 )
 # The tests and benchmarks: the oracle (Nix), a second compiler, the
 # emulated platform, the browser, promtool, wrk, an S3 object store (Ceph's
-# gateway: scripts/start-object-store.sh).
+# gateway: scripts/start-object-store.sh), a PostgreSQL server
+# (scripts/start-postgres.sh).
 TEST_PACKAGES=(
   clang-format libgtest-dev libgmock-dev libbenchmark-dev sqlite3
   nix-bin time help2man clang-14
   qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   prometheus chromium wrk
   radosgw ceph-mon ceph-osd
+  postgresql
 )
 
 PACKAGES=("${RUN_PACKAGES[@]}")
