@@ -22,6 +22,8 @@ set_target_properties(kiln_zmq PROPERTIES
   INTERFACE_LINK_LIBRARIES "${ZMQ_LINK_LIBRARIES}")
 pkg_check_modules(LZMA REQUIRED IMPORTED_TARGET liblzma)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+# The state layer's PostgreSQL client (Debian libpq-dev).
+pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
 pkg_check_modules(BDWGC REQUIRED IMPORTED_TARGET bdw-gc)
 # The linux sandbox's system-call filter (Debian: libseccomp-dev).
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)

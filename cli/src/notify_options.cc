@@ -152,12 +152,13 @@ SchedulerNotifiers::SchedulerNotifiers(const std::vector<std::string>& specs,
 
 SchedulerNotifiers::~SchedulerNotifiers() { wake_->store(nullptr); }
 
-void SchedulerNotifiers::start(const std::string& dbPath, const Clock& clock) {
+void SchedulerNotifiers::start(const scheduler::DatabaseSpec& database,
+                               const Clock& clock) {
   if (!outbox_) return;
   scheduler::DeliveryOptions o;
   o.registry = registry_;
   delivery_ = std::make_unique<scheduler::NotificationDelivery>(
-      dbPath, notifiers_, clock, o);
+      database, notifiers_, clock, o);
   delivery_->start();
   wake_->store(delivery_.get());
 }

@@ -60,8 +60,8 @@ class SchedulerNotifiers {
   }
   /// The delivery metrics, for the web's /metrics (WebContext::extraMetrics).
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
-  /// Starts delivering from `dbPath` (after the service migrated it).
-  void start(const std::string& dbPath, const Clock& clock);
+  /// Starts delivering from `database` (after the service migrated it).
+  void start(const scheduler::DatabaseSpec& database, const Clock& clock);
 
  private:
   std::map<std::string, std::shared_ptr<scheduler::Notifier>> notifiers_;

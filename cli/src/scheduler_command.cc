@@ -256,7 +256,7 @@ int runScheduler(const std::vector<std::string>& args) {
       extraMetrics.push_back(notifiers.registry());
     }
     scheduler::SchedulerService svc(cfg);
-    notifiers.start(cfg.stateDir + "/scheduler.sqlite", RealClock::instance());
+    notifiers.start(cfg.database(), RealClock::instance());
     webAccess.privateReads = vm.count("web-private") > 0;
     webAccess.hosts.push_back(hostName());
     auto web = startWeb(webListen, metricsPort, cfg, svc, extraMetrics,

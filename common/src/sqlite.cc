@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "kiln/common/retry.h"
+
 namespace kiln {
 
 bool SqliteError::isBusy() const {
@@ -201,18 +203,9 @@ void SqliteTxn::commit() {
 
 void retrySqlite(const std::function<void()>& fn,
                  std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto delay = std::chrono::milliseconds(1);
-  for (;;) {
-    try {
-      fn();
-      return;
-    } catch (const SqliteError& e) {
-      if (!e.isBusy() || std::chrono::steady_clock::now() >= deadline) throw;
-    }
-    std::this_thread::sleep_for(delay);
-    delay = std::min(delay * 2, std::chrono::milliseconds(100));
-  }
+  retryWithBackoff<SqliteError>(
+      fn, [](const SqliteError& e) { return e.isBusy(); }, timeout,
+      std::chrono::milliseconds(100));
 }
 
 // -------------------------------------------------------------- migrations

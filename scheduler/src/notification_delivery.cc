@@ -7,21 +7,11 @@
 #include "kiln/common/logging.h"
 
 namespace kiln::scheduler {
-namespace {
-
-SqliteOptions deliveryDbOptions() {
-  SqliteOptions o;
-  o.create = false;
-  return o;
-}
-
-}  // namespace
-
 NotificationDelivery::NotificationDelivery(
-    const std::string& dbPath,
+    const DatabaseSpec& database,
     std::map<std::string, std::shared_ptr<Notifier>> notifiers,
     const Clock& clock, DeliveryOptions options)
-    : db_(dbPath, deliveryDbOptions()),
+    : db_(database, StateDb::Existing{}),
       store_(db_),
       notifiers_(std::move(notifiers)),
       clock_(clock),

@@ -72,9 +72,7 @@ SchedulerService::Impl::Impl(ServiceConfig c)
     : cfg(withDefaults(std::move(c))),
       clock(cfg.clock ? *cfg.clock : RealClock::instance()),
       lock(takeLock(cfg.stateDir)),
-      db(cfg.stateDir + "/scheduler.sqlite"),
-      checkpointer(cfg.stateDir + "/scheduler.sqlite",
-                   std::chrono::milliseconds(500)),
+      db(cfg.database()),
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       dbSink(std::make_shared<StateDbSink>(
           db, [this](const std::string& d) { return outputsOf(d); })),
@@ -95,7 +93,11 @@ SchedulerService::Impl::Impl(ServiceConfig c)
                    cfg.inputFetcher,
                    [this](const JobsetRow& js) { evaluationStarted(js.id); }},
                   clock) {
-  db.db().exec("PRAGMA wal_autocheckpoint = 0");  // the checkpointer's job
+  if (db.dialect() == SqlDialect::kSqlite) {
+    db.db().exec("PRAGMA wal_autocheckpoint = 0");  // the checkpointer's job
+    checkpointer = std::make_unique<Checkpointer>(
+        cfg.database().sqlitePath, std::chrono::milliseconds(500));
+  }
   // Transfer temporaries are unlinked right after creation; a scheduler
   // killed in between leaves one behind. We hold the lock: none is live.
   if (pathExists(cfg.stateDir + "/tmp")) deletePath(cfg.stateDir + "/tmp");

@@ -41,7 +41,7 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   StateDb db;
   /// WAL checkpoints of `db` on a thread of their own (the service's
   /// connection never checkpoints).
-  Checkpointer checkpointer;
+  std::unique_ptr<Checkpointer> checkpointer;  ///< SQLite only
   store::LocalStore store;
   /// Build events go to `sinks`: the database first, then
   /// ServiceConfig::eventSinks.

@@ -336,20 +336,6 @@ in { all = mk "all" "cat $deps > $out" parts; })";
          count + ")";
 }
 
-int freeLoopbackPort() {
-  AutoCloseFD fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) throwSysError("socket");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    throwSysError("bind 127.0.0.1:0");
-  socklen_t len = sizeof a;
-  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    throwSysError("getsockname");
-  return ntohs(a.sin_port);
-}
-
 namespace {
 std::string httpGetHere(int port, const std::string& path) {
   AutoCloseFD fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -250,8 +250,6 @@ class Farm {
 /// `partsAreJobs` each part is a job of its own too.
 std::string partsCollection(int n, bool partsAreJobs);
 
-/// A free TCP port on 127.0.0.1 (bound to 0 and released).
-int freeLoopbackPort();
 
 /// GET http://127.0.0.1:<port><path>; the body, or throws Error. With
 /// `netns`, from a thread that entered that named network namespace

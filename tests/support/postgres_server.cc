@@ -7,7 +7,6 @@
 
 #include <sstream>
 
-#include "farm.h"
 #include "kiln/common/error.h"
 
 namespace kiln::test {

@@ -1,5 +1,8 @@
 #include "test_support.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -141,6 +144,20 @@ std::string evalErrors(const std::string& stateDir) {
                 stateDir + "/scheduler.sqlite"});
   if (r.exitCode != 0) throw Error("reading eval_errors failed: " + r.err);
   return r.out;
+}
+
+int freeLoopbackPort() {
+  AutoCloseFD fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) throwSysError("socket");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    throwSysError("bind 127.0.0.1:0");
+  socklen_t len = sizeof a;
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throwSysError("getsockname");
+  return ntohs(a.sin_port);
 }
 
 }  // namespace kiln::test

@@ -73,4 +73,7 @@ std::vector<std::vector<std::string>> readTsv(const std::string& path);
 /// python3's sqlite3, so the test sees the file as an operator would).
 std::string evalErrors(const std::string& stateDir);
 
+/// A free TCP port on 127.0.0.1 (bound to 0 and released).
+int freeLoopbackPort();
+
 }  // namespace kiln::test

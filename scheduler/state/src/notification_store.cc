@@ -2,6 +2,7 @@
 #include "kiln/scheduler/notification_store.h"
 
 #include "kiln/scheduler/state_db.h"
+#include "state_rows.h"
 
 namespace kiln::scheduler {
 namespace {
@@ -11,7 +12,7 @@ constexpr const char* kCols =
     "next_attempt, last_error, delivered";
 constexpr size_t kMaxError = 1000;
 
-NotificationRow readRow(const SqliteStmt& s) {
+NotificationRow readRow(const SqlStmt& s) {
   NotificationRow r;
   r.id = s.getInt(0);
   r.target = s.getStr(1);
@@ -34,16 +35,15 @@ int64_t NotificationStore::add(const std::string& target,
                                const std::string& orderingKey,
                                const std::string& event,
                                const std::string& payload, int64_t createdMs) {
-  db_.prepare(
-         "INSERT INTO notifications (target, ordering_key, event, payload, "
-         "created) VALUES (?, ?, ?, ?, ?)")
-      .bind(target)
-      .bind(orderingKey)
-      .bind(event)
-      .bind(payload)
-      .bind(createdMs)
-      .exec();
-  return db_.lastInsertRowId();
+  return detail::insertedId(
+      db_.prepare(
+             "INSERT INTO notifications (target, ordering_key, event, payload, "
+             "created) VALUES (?, ?, ?, ?, ?) RETURNING id")
+          .bind(target)
+          .bind(orderingKey)
+          .bind(event)
+          .bind(payload)
+          .bind(createdMs));
 }
 
 std::vector<NotificationRow> NotificationStore::pending(int64_t limit) {

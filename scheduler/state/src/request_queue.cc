@@ -14,7 +14,7 @@ using nlohmann::json;
 
 int64_t queueRequest(StateDb& db, const std::string& kind, const json& args) {
   int64_t id = 0;
-  retrySqlite([&] { id = db.addRequest(kind, args.dump()); });
+  retryTransient([&] { id = db.addRequest(kind, args.dump()); });
   return id;
 }
 

@@ -35,7 +35,7 @@ const char* changeCondition(ChangeKind kind) {
     case ChangeKind::kRemovedJob:
       break;
   }
-  return "0";
+  return "1 = 0";
 }
 
 }  // namespace
@@ -49,11 +49,13 @@ ChangeCounts StateView::compareCounts(int64_t eval, int64_t base) {
       sql += "0, ";
       continue;
     }
-    sql += std::string("coalesce(sum(") + changeCondition(kind) + "), 0), ";
+    sql += std::string("coalesce(sum(CASE WHEN ") + changeCondition(kind) +
+           " THEN 1 ELSE 0 END), 0), ";
   }
   sql.resize(sql.size() - 2);
-  sql += " FROM builds a LEFT JOIN builds b ON b.eval = ? AND b.job = a.job "
-         "WHERE a.eval = ?";
+  sql +=
+      " FROM builds a LEFT JOIN builds b ON b.eval = ? AND b.job = a.job "
+      "WHERE a.eval = ?";
   auto s = db_.db().prepare(sql);
   s.bind(base).bind(eval);
   if (s.step())
@@ -73,8 +75,8 @@ Paged<BuildChange> StateView::compare(int64_t eval, int64_t base,
   std::string sql =
       "SELECT " + buildColumnsOf("b") + ", " + buildColumnsOf("a") +
       " FROM builds a LEFT JOIN builds b ON b.eval = ? AND b.job = a.job "
-      "WHERE a.eval = ? AND " + changeCondition(kind) +
-      " ORDER BY a.job LIMIT ? OFFSET ?";
+      "WHERE a.eval = ? AND " +
+      changeCondition(kind) + " ORDER BY a.job LIMIT ? OFFSET ?";
   if (removed)
     sql = "SELECT " + buildColumnsOf("b") + ", " + buildColumnsOf("a") +
           " FROM builds b LEFT JOIN builds a ON a.eval = ? AND a.job = b.job "

@@ -23,56 +23,22 @@ void checkName(const std::string& what, const std::string& name) {
 
 using namespace detail;
 
-namespace {
-SqliteOptions stateDbOptions() {
-  SqliteOptions o;
-  o.fullSync = false;
-  return o;
-}
-}  // namespace
-
-StateDb::StateDb(const std::string& path) : db_(path, stateDbOptions()) {
-  migrateSchema(db_, stateMigrations());
-}
-
-StateDb::StateDb(const std::string& path, ReadOnly)
-    : db_(path, [] {
-        SqliteOptions o;
-        o.readOnly = true;
-        return o;
-      }()) {
-  auto s = db_.prepare("PRAGMA user_version");
-  int64_t v = s.step() ? s.getInt(0) : 0;
-  if (v != schemaVersion())
-    throw SchemaError(path + " has schema version " + std::to_string(v) +
-                      ", this kiln reads version " +
-                      std::to_string(schemaVersion()));
-}
-
-int64_t StateDb::schemaVersion() { return stateMigrations().back().version; }
-
-StateDb::Transaction::Transaction(StateDb& db) : txn_(db.db_) {}
-
-void StateDb::Transaction::commit() { txn_.commit(); }
-
 int64_t StateDb::createProject(const ProjectRow& p) {
   checkName("project", p.name);
   if (projectByName(p.name))
     throw SchedulerStateError("project '" + p.name + "' already exists");
-  db_.prepare(
-         "INSERT INTO projects (name, description, enabled) VALUES (?, ?, ?)")
-      .bind(p.name)
-      .bind(p.description)
-      .bind(int64_t{p.enabled})
-      .exec();
-  return db_.lastInsertRowId();
+  return insertedId(db_->prepare("INSERT INTO projects (name, description, "
+                                 "enabled) VALUES (?, ?, ?) RETURNING id")
+                        .bind(p.name)
+                        .bind(p.description)
+                        .bind(int64_t{p.enabled}));
 }
 
 std::optional<ProjectRow> StateDb::projectByName(const std::string& name) {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT id, name, description, enabled FROM projects WHERE name = ?");
   s.bind(name);
-  return readOne<ProjectRow>(s, [](const SqliteStmt& r) {
+  return readOne<ProjectRow>(s, [](const SqlStmt& r) {
     return ProjectRow{r.getInt(0), r.getStr(1), r.getStr(2), r.getInt(3) != 0};
   });
 }
@@ -101,7 +67,7 @@ void checkJobset(const JobsetRow& j) {
 }
 
 // Binds the declaration of `j` (kind ... evaluator, in the columns' order).
-SqliteStmt& bindJobsetDeclaration(SqliteStmt& s, const JobsetRow& j) {
+SqlStmt& bindJobsetDeclaration(SqlStmt& s, const JobsetRow& j) {
   return s.bind(j.kind)
       .bind(j.location)
       .bind(j.branch)
@@ -118,75 +84,74 @@ SqliteStmt& bindJobsetDeclaration(SqliteStmt& s, const JobsetRow& j) {
 
 int64_t StateDb::createJobset(const JobsetRow& j) {
   checkJobset(j);
-  auto s = db_.prepare("SELECT 1 FROM jobsets WHERE project = ? AND name = ?");
+  auto s = db_->prepare("SELECT 1 FROM jobsets WHERE project = ? AND name = ?");
   s.bind(j.project).bind(j.name);
   if (s.step())
     throw SchedulerStateError("jobset '" + j.name + "' already exists");
-  auto ins = db_.prepare(
+  auto ins = db_->prepare(
       "INSERT INTO jobsets (project, name, kind, location, branch, file, "
       "attribute, arguments, check_interval, shares, enabled, evaluator) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
   ins.bind(j.project).bind(j.name);
-  bindJobsetDeclaration(ins, j).exec();
-  return db_.lastInsertRowId();
+  return insertedId(bindJobsetDeclaration(ins, j));
 }
 
 void StateDb::updateJobset(const JobsetRow& j) {
   checkJobset(j);
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "UPDATE jobsets SET kind = ?, location = ?, branch = ?, file = ?, "
       "attribute = ?, arguments = ?, check_interval = ?, shares = ?, "
       "enabled = ?, evaluator = ? WHERE id = ?");
   bindJobsetDeclaration(s, j).bind(j.id).exec();
-  if (db_.changes() == 0)
+  if (db_->changes() == 0)
     throw SchedulerStateError("no jobset with id " + std::to_string(j.id));
 }
 
 void StateDb::updateProject(const ProjectRow& p) {
-  db_.prepare("UPDATE projects SET description = ?, enabled = ? WHERE id = ?")
+  db_->prepare("UPDATE projects SET description = ?, enabled = ? WHERE id = ?")
       .bind(p.description)
       .bind(int64_t{p.enabled})
       .bind(p.id)
       .exec();
-  if (db_.changes() == 0)
+  if (db_->changes() == 0)
     throw SchedulerStateError("no project with id " + std::to_string(p.id));
 }
 
 std::optional<JobsetRow> StateDb::jobset(int64_t id) {
-  auto s = db_.prepare(std::string("SELECT ") + kJobsetColumns +
-                       " FROM jobsets WHERE id = ?");
+  auto s = db_->prepare(std::string("SELECT ") + kJobsetColumns +
+                        " FROM jobsets WHERE id = ?");
   s.bind(id);
   return readOne<JobsetRow>(s, readJobset);
 }
 
 std::optional<JobsetRow> StateDb::jobsetByName(const std::string& project,
                                                const std::string& name) {
-  auto s =
-      db_.prepare(std::string("SELECT j.") +
-                  std::regex_replace(kJobsetColumns, std::regex(", "), ", j.") +
-                  " FROM jobsets j JOIN projects p ON j.project = p.id "
-                  "WHERE p.name = ? AND j.name = ?");
+  auto s = db_->prepare(
+      std::string("SELECT j.") +
+      std::regex_replace(kJobsetColumns, std::regex(", "), ", j.") +
+      " FROM jobsets j JOIN projects p ON j.project = p.id "
+      "WHERE p.name = ? AND j.name = ?");
   s.bind(project).bind(name);
   return readOne<JobsetRow>(s, readJobset);
 }
 
 std::vector<JobsetRow> StateDb::jobsets() {
-  auto s = db_.prepare(std::string("SELECT ") + kJobsetColumns +
-                       " FROM jobsets ORDER BY id");
+  auto s = db_->prepare(std::string("SELECT ") + kJobsetColumns +
+                        " FROM jobsets ORDER BY id");
   return readAll<JobsetRow>(s, readJobset);
 }
 
 void StateDb::setJobsetChecked(int64_t id, int64_t timeMs,
                                const std::optional<std::string>& inputs) {
   if (inputs)
-    db_.prepare(
+    db_->prepare(
            "UPDATE jobsets SET last_checked = ?, last_inputs = ? WHERE id = ?")
         .bind(timeMs)
         .bind(*inputs)
         .bind(id)
         .exec();
   else
-    db_.prepare("UPDATE jobsets SET last_checked = ? WHERE id = ?")
+    db_->prepare("UPDATE jobsets SET last_checked = ? WHERE id = ?")
         .bind(timeMs)
         .bind(id)
         .exec();
@@ -194,19 +159,18 @@ void StateDb::setJobsetChecked(int64_t id, int64_t timeMs,
 
 int64_t StateDb::createEvaluation(const EvaluationRow& e,
                                   const std::vector<EvalErrorRow>& errors) {
-  SqliteTxn txn(db_);
-  db_.prepare(
-         "INSERT INTO evaluations (jobset, inputs_hash, time, duration, jobs, "
-         "error) VALUES (?, ?, ?, ?, ?, ?)")
-      .bind(e.jobset)
-      .bind(e.inputsHash)
-      .bind(e.timeMs)
-      .bind(e.durationMs)
-      .bind(e.jobs)
-      .bind(e.error)
-      .exec();
-  int64_t id = db_.lastInsertRowId();
-  auto ins = db_.prepare(
+  SqlConnection::Txn txn(*db_);
+  int64_t id =
+      insertedId(db_->prepare("INSERT INTO evaluations (jobset, inputs_hash, "
+                              "time, duration, jobs, "
+                              "error) VALUES (?, ?, ?, ?, ?, ?) RETURNING id")
+                     .bind(e.jobset)
+                     .bind(e.inputsHash)
+                     .bind(e.timeMs)
+                     .bind(e.durationMs)
+                     .bind(e.jobs)
+                     .bind(e.error));
+  auto ins = db_->prepare(
       "INSERT INTO eval_errors (eval, attr, error) VALUES (?, ?, ?)");
   for (auto& err : errors) ins.bind(id).bind(err.attr).bind(err.error).exec();
   txn.commit();
@@ -214,7 +178,7 @@ int64_t StateDb::createEvaluation(const EvaluationRow& e,
 }
 
 std::optional<EvaluationRow> StateDb::evaluation(int64_t id) {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT id, jobset, inputs_hash, time, duration, jobs, error FROM "
       "evaluations WHERE id = ?");
   s.bind(id);
@@ -222,7 +186,7 @@ std::optional<EvaluationRow> StateDb::evaluation(int64_t id) {
 }
 
 std::vector<EvaluationRow> StateDb::evaluations(int64_t jobset) {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT id, jobset, inputs_hash, time, duration, jobs, error FROM "
       "evaluations WHERE jobset = ? ORDER BY id");
   s.bind(jobset);
@@ -230,63 +194,64 @@ std::vector<EvaluationRow> StateDb::evaluations(int64_t jobset) {
 }
 
 std::vector<EvalErrorRow> StateDb::evaluationErrors(int64_t eval) {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT attr, error FROM eval_errors WHERE eval = ? ORDER BY attr");
   s.bind(eval);
-  return readAll<EvalErrorRow>(s, [](const SqliteStmt& r) {
+  return readAll<EvalErrorRow>(s, [](const SqlStmt& r) {
     return EvalErrorRow{r.getStr(0), r.getStr(1)};
   });
 }
 
 int64_t StateDb::createBuild(const BuildRow& b) {
-  db_.prepare(
-         "INSERT INTO builds (eval, jobset, job, nix_name, system, drv_path, "
-         "finished, status, global_priority, local_priority, created, "
-         "stop_time, error, reused_from, max_silent, timeout) VALUES "
-         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind(b.eval)
-      .bind(b.jobset)
-      .bind(b.job)
-      .bind(b.nixName)
-      .bind(b.system)
-      .bind(b.drvPath)
-      .bind(int64_t{b.finished})
-      .bind(b.finished ? std::optional<std::string>(std::to_string(b.status))
-                       : std::nullopt)
-      .bind(int64_t{b.globalPriority})
-      .bind(int64_t{b.localPriority})
-      .bind(b.createdMs)
-      .bind(b.stopMs)
-      .bind(b.error)
-      .bind(b.reusedFrom)
-      .bind(b.maxSilentSec)
-      .bind(b.timeoutSec)
-      .exec();
-  return db_.lastInsertRowId();
+  return insertedId(
+      db_->prepare(
+             "INSERT INTO builds (eval, jobset, job, nix_name, system, "
+             "drv_path, "
+             "finished, status, global_priority, local_priority, created, "
+             "stop_time, error, reused_from, max_silent, timeout) VALUES "
+             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id")
+          .bind(b.eval)
+          .bind(b.jobset)
+          .bind(b.job)
+          .bind(b.nixName)
+          .bind(b.system)
+          .bind(b.drvPath)
+          .bind(int64_t{b.finished})
+          .bind(b.finished
+                    ? std::optional<std::string>(std::to_string(b.status))
+                    : std::nullopt)
+          .bind(int64_t{b.globalPriority})
+          .bind(int64_t{b.localPriority})
+          .bind(b.createdMs)
+          .bind(b.stopMs)
+          .bind(b.error)
+          .bind(b.reusedFrom)
+          .bind(b.maxSilentSec)
+          .bind(b.timeoutSec));
 }
 
 std::optional<BuildRow> StateDb::build(int64_t id) {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
-                       " FROM builds WHERE id = ?");
+  auto s = db_->prepare(std::string("SELECT ") + kBuildColumns +
+                        " FROM builds WHERE id = ?");
   s.bind(id);
   return readOne<BuildRow>(s, readBuild);
 }
 
 std::vector<BuildRow> StateDb::unfinishedBuilds() {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
-                       " FROM builds WHERE finished = 0 ORDER BY id");
+  auto s = db_->prepare(std::string("SELECT ") + kBuildColumns +
+                        " FROM builds WHERE finished = 0 ORDER BY id");
   return readAll<BuildRow>(s, readBuild);
 }
 
 std::vector<BuildRow> StateDb::allBuilds() {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
-                       " FROM builds ORDER BY id");
+  auto s = db_->prepare(std::string("SELECT ") + kBuildColumns +
+                        " FROM builds ORDER BY id");
   return readAll<BuildRow>(s, readBuild);
 }
 
 namespace {
 /// The (all, finished, succeeded) row of a count query.
-BuildCounts readCounts(SqliteStmt& s) {
+BuildCounts readCounts(SqlStmt& s) {
   BuildCounts c;
   if (s.step()) {
     c.all = s.getInt(0);
@@ -299,7 +264,7 @@ BuildCounts readCounts(SqliteStmt& s) {
 
 BuildCounts StateDb::buildCounts(int64_t eval) {
   // eval_counts: kept by triggers on builds (migration 8).
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT coalesce(sum(builds), 0), coalesce(sum(finished), 0), "
       "coalesce(sum(succeeded), 0) FROM eval_counts" +
       std::string(eval ? " WHERE eval = ?" : " WHERE ? = 0"));
@@ -309,40 +274,41 @@ BuildCounts StateDb::buildCounts(int64_t eval) {
 
 BuildCounts StateDb::buildCountsInRange(int64_t jobset, int64_t firstId,
                                         int64_t lastId) {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT count(*), coalesce(sum(finished), 0), "
-      "coalesce(sum(finished AND status = 0), 0) FROM builds "
+      "coalesce(sum(CASE WHEN finished = 1 AND status = 0 THEN 1 ELSE 0 END), "
+      "0) FROM builds "
       "WHERE id BETWEEN ? AND ? AND jobset = ?");
   s.bind(firstId).bind(lastId).bind(jobset);
   return readCounts(s);
 }
 
 std::vector<BuildRow> StateDb::buildsOfEval(int64_t eval) {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
-                       " FROM builds WHERE eval = ? ORDER BY id");
+  auto s = db_->prepare(std::string("SELECT ") + kBuildColumns +
+                        " FROM builds WHERE eval = ? ORDER BY id");
   s.bind(eval);
   return readAll<BuildRow>(s, readBuild);
 }
 
 std::optional<BuildRow> StateDb::finishedBuildOfDrv(const std::string& drv) {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
-                       " FROM builds WHERE drv_path = ? AND finished = 1 "
-                       "ORDER BY id DESC LIMIT 1");
+  auto s = db_->prepare(std::string("SELECT ") + kBuildColumns +
+                        " FROM builds WHERE drv_path = ? AND finished = 1 "
+                        "ORDER BY id DESC LIMIT 1");
   s.bind(drv);
   return readOne<BuildRow>(s, readBuild);
 }
 
 std::vector<BuildRow> StateDb::unfinishedBuildsOfDrv(const std::string& drv) {
-  auto s = db_.prepare(std::string("SELECT ") + kBuildColumns +
-                       " FROM builds WHERE drv_path = ? AND finished = 0 "
-                       "ORDER BY id");
+  auto s = db_->prepare(std::string("SELECT ") + kBuildColumns +
+                        " FROM builds WHERE drv_path = ? AND finished = 0 "
+                        "ORDER BY id");
   s.bind(drv);
   return readAll<BuildRow>(s, readBuild);
 }
 
 void StateDb::finishBuild(int64_t id, int status, int64_t timeMs,
                           const std::string& error) {
-  db_.prepare(
+  db_->prepare(
          "UPDATE builds SET finished = 1, status = ?, stop_time = ?, error = ? "
          "WHERE id = ?")
       .bind(int64_t{status})
@@ -353,7 +319,7 @@ void StateDb::finishBuild(int64_t id, int status, int64_t timeMs,
 }
 
 void StateDb::reopenBuild(int64_t id) {
-  db_.prepare(
+  db_->prepare(
          "UPDATE builds SET finished = 0, status = NULL, stop_time = 0, "
          "error = '', reused_from = 0 WHERE id = ?")
       .bind(id)
@@ -361,7 +327,7 @@ void StateDb::reopenBuild(int64_t id) {
 }
 
 void StateDb::setBuildPriority(int64_t id, int globalPriority) {
-  db_.prepare("UPDATE builds SET global_priority = ? WHERE id = ?")
+  db_->prepare("UPDATE builds SET global_priority = ? WHERE id = ?")
       .bind(int64_t{globalPriority})
       .bind(id)
       .exec();
@@ -370,20 +336,19 @@ void StateDb::setBuildPriority(int64_t id, int globalPriority) {
 void StateDb::setBuildOutputs(
     int64_t id,
     const std::vector<std::pair<std::string, std::string>>& nameToPath) {
-  auto s = db_.prepare(
-      "INSERT OR REPLACE INTO build_outputs (build, name, path) VALUES "
-      "(?, ?, ?)");
+  auto s = db_->prepare(
+      "INSERT INTO build_outputs (build, name, path) VALUES (?, ?, ?) "
+      "ON CONFLICT (build, name) DO UPDATE SET path = excluded.path");
   for (auto& [n, p] : nameToPath) s.bind(id).bind(n).bind(p).exec();
 }
 
 std::vector<std::pair<std::string, std::string>> StateDb::buildOutputs(
     int64_t id) {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT name, path FROM build_outputs WHERE build = ? ORDER BY name");
   s.bind(id);
   return readAll<std::pair<std::string, std::string>>(
-      s,
-      [](const SqliteStmt& r) { return std::pair(r.getStr(0), r.getStr(1)); });
+      s, [](const SqlStmt& r) { return std::pair(r.getStr(0), r.getStr(1)); });
 }
 
 }  // namespace kiln::scheduler

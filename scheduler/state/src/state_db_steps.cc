@@ -9,28 +9,27 @@ using namespace detail;
 
 int64_t StateDb::upsertStep(const StepRow& r) {
   if (auto existing = stepByDrv(r.drvPath)) return existing->id;
-  db_.prepare(
-         "INSERT INTO steps (drv_path, system, pname, features, created) "
-         "VALUES (?, ?, ?, ?, ?)")
-      .bind(r.drvPath)
-      .bind(r.system)
-      .bind(r.pname)
-      .bind(joinWords(r.features))
-      .bind(r.createdMs)
-      .exec();
-  return db_.lastInsertRowId();
+  return insertedId(
+      db_->prepare(
+             "INSERT INTO steps (drv_path, system, pname, features, created) "
+             "VALUES (?, ?, ?, ?, ?) RETURNING id")
+          .bind(r.drvPath)
+          .bind(r.system)
+          .bind(r.pname)
+          .bind(joinWords(r.features))
+          .bind(r.createdMs));
 }
 
 std::optional<StepRow> StateDb::step(int64_t id) {
-  auto s = db_.prepare(std::string("SELECT ") + kStepColumns +
-                       " FROM steps WHERE id = ?");
+  auto s = db_->prepare(std::string("SELECT ") + kStepColumns +
+                        " FROM steps WHERE id = ?");
   s.bind(id);
   return readOne<StepRow>(s, readStep);
 }
 
 std::optional<StepRow> StateDb::stepByDrv(const std::string& drvPath) {
-  auto s = db_.prepare(std::string("SELECT ") + kStepColumns +
-                       " FROM steps WHERE drv_path = ?");
+  auto s = db_->prepare(std::string("SELECT ") + kStepColumns +
+                        " FROM steps WHERE drv_path = ?");
   s.bind(drvPath);
   return readOne<StepRow>(s, readStep);
 }
@@ -38,7 +37,7 @@ std::optional<StepRow> StateDb::stepByDrv(const std::string& drvPath) {
 std::optional<StepRow> StateDb::stepByBaseName(const std::string& base) {
   // Every step of a state database is in one store: any step's folder is
   // theirs, and the unique index on drv_path finds the full path.
-  auto any = db_.prepare("SELECT drv_path FROM steps LIMIT 1");
+  auto any = db_->prepare("SELECT drv_path FROM steps LIMIT 1");
   if (!any.step()) return std::nullopt;
   std::string path = any.getStr(0);
   any.reset();
@@ -48,14 +47,16 @@ std::optional<StepRow> StateDb::stepByBaseName(const std::string& base) {
 }
 
 void StateDb::addStepDep(int64_t step, int64_t dep) {
-  db_.prepare("INSERT OR IGNORE INTO step_deps (step, dep) VALUES (?, ?)")
+  db_->prepare(
+         "INSERT INTO step_deps (step, dep) VALUES (?, ?) "
+         "ON CONFLICT DO NOTHING")
       .bind(step)
       .bind(dep)
       .exec();
 }
 
 std::vector<int64_t> StateDb::stepDeps(int64_t step) {
-  auto s = db_.prepare("SELECT dep FROM step_deps WHERE step = ?");
+  auto s = db_->prepare("SELECT dep FROM step_deps WHERE step = ?");
   s.bind(step);
   std::vector<int64_t> out;
   while (s.step()) out.push_back(s.getInt(0));
@@ -63,19 +64,19 @@ std::vector<int64_t> StateDb::stepDeps(int64_t step) {
 }
 
 std::vector<StepRow> StateDb::allSteps() {
-  auto s = db_.prepare(std::string("SELECT ") + kStepColumns +
-                       " FROM steps ORDER BY id");
+  auto s = db_->prepare(std::string("SELECT ") + kStepColumns +
+                        " FROM steps ORDER BY id");
   return readAll<StepRow>(s, readStep);
 }
 
 std::vector<StepRow> StateDb::unfinishedSteps() {
-  auto s = db_.prepare(std::string("SELECT ") + kStepColumns +
-                       " FROM steps WHERE finished = 0 ORDER BY id");
+  auto s = db_->prepare(std::string("SELECT ") + kStepColumns +
+                        " FROM steps WHERE finished = 0 ORDER BY id");
   return readAll<StepRow>(s, readStep);
 }
 
 void StateDb::startStep(int64_t id, const std::string& worker, int64_t timeMs) {
-  db_.prepare(
+  db_->prepare(
          "UPDATE steps SET worker = ?, start_time = ?, attempts = attempts + 1 "
          "WHERE id = ?")
       .bind(worker)
@@ -86,7 +87,7 @@ void StateDb::startStep(int64_t id, const std::string& worker, int64_t timeMs) {
 
 void StateDb::finishStep(int64_t id, int status, int64_t timeMs,
                          const std::string& error) {
-  db_.prepare(
+  db_->prepare(
          "UPDATE steps SET finished = 1, status = ?, stop_time = ?, error = ? "
          "WHERE id = ?")
       .bind(int64_t{status})
@@ -97,7 +98,7 @@ void StateDb::finishStep(int64_t id, int status, int64_t timeMs,
 }
 
 void StateDb::reopenStep(int64_t id) {
-  db_.prepare(
+  db_->prepare(
          "UPDATE steps SET finished = 0, status = NULL, error = '' WHERE id = "
          "?")
       .bind(id)
@@ -105,9 +106,10 @@ void StateDb::reopenStep(int64_t id) {
 }
 
 void StateDb::addCachedFailure(const CachedFailureRow& f) {
-  db_.prepare(
-         "INSERT OR REPLACE INTO cached_failures (drv_path, status, time, "
-         "expires) VALUES (?, ?, ?, ?)")
+  db_->prepare(
+         "INSERT INTO cached_failures (drv_path, status, time, expires) "
+         "VALUES (?, ?, ?, ?) ON CONFLICT (drv_path) DO UPDATE SET status = "
+         "excluded.status, time = excluded.time, expires = excluded.expires")
       .bind(f.drvPath)
       .bind(int64_t{f.status})
       .bind(f.timeMs)
@@ -115,14 +117,14 @@ void StateDb::addCachedFailure(const CachedFailureRow& f) {
       .exec();
 }
 
-static CachedFailureRow readFailure(const SqliteStmt& r) {
+static CachedFailureRow readFailure(const SqlStmt& r) {
   return CachedFailureRow{r.getStr(0), static_cast<int>(r.getInt(1)),
                           r.getInt(2), r.getInt(3)};
 }
 
 std::optional<CachedFailureRow> StateDb::cachedFailure(
     const std::string& drvPath, int64_t nowMs) {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT drv_path, status, time, expires FROM cached_failures WHERE "
       "drv_path = ? AND (expires = 0 OR expires > ?)");
   s.bind(drvPath).bind(nowMs);
@@ -130,7 +132,7 @@ std::optional<CachedFailureRow> StateDb::cachedFailure(
 }
 
 std::vector<CachedFailureRow> StateDb::cachedFailures() {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT drv_path, status, time, expires FROM cached_failures ORDER BY "
       "drv_path");
   return readAll<CachedFailureRow>(s, readFailure);
@@ -138,44 +140,44 @@ std::vector<CachedFailureRow> StateDb::cachedFailures() {
 
 int64_t StateDb::clearCachedFailures(const std::string& drvPath) {
   if (drvPath.empty()) {
-    db_.exec("DELETE FROM cached_failures");
+    db_->exec("DELETE FROM cached_failures");
   } else {
-    db_.prepare("DELETE FROM cached_failures WHERE drv_path = ?")
+    db_->prepare("DELETE FROM cached_failures WHERE drv_path = ?")
         .bind(drvPath)
         .exec();
   }
-  return db_.changes();
+  return db_->changes();
 }
 
 int64_t StateDb::addRequest(const std::string& kind, const std::string& args) {
-  db_.prepare("INSERT INTO requests (kind, args) VALUES (?, ?)")
-      .bind(kind)
-      .bind(args)
-      .exec();
-  return db_.lastInsertRowId();
+  return insertedId(
+      db_->prepare(
+             "INSERT INTO requests (kind, args) VALUES (?, ?) RETURNING id")
+          .bind(kind)
+          .bind(args));
 }
 
-static RequestRow readRequest(const SqliteStmt& r) {
+static RequestRow readRequest(const SqlStmt& r) {
   return RequestRow{r.getInt(0),      r.getStr(1),      r.getStr(2),
                     r.getInt(3) != 0, r.getInt(4) != 0, r.getStr(5)};
 }
 
 std::vector<RequestRow> StateDb::pendingRequests() {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT id, kind, args, done, ok, result FROM requests WHERE done = 0 "
       "ORDER BY id");
   return readAll<RequestRow>(s, readRequest);
 }
 
 std::optional<RequestRow> StateDb::request(int64_t id) {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT id, kind, args, done, ok, result FROM requests WHERE id = ?");
   s.bind(id);
   return readOne<RequestRow>(s, readRequest);
 }
 
 void StateDb::completeRequest(int64_t id, bool ok, const std::string& result) {
-  db_.prepare("UPDATE requests SET done = 1, ok = ?, result = ? WHERE id = ?")
+  db_->prepare("UPDATE requests SET done = 1, ok = ?, result = ? WHERE id = ?")
       .bind(int64_t{ok})
       .bind(result)
       .bind(id)
@@ -183,12 +185,12 @@ void StateDb::completeRequest(int64_t id, bool ok, const std::string& result) {
 }
 
 std::vector<std::pair<std::string, double>> StateDb::historicalDurations() {
-  auto s = db_.prepare(
-      "SELECT pname, CAST(AVG(stop_time - start_time) AS INTEGER) FROM steps "
+  auto s = db_->prepare(
+      "SELECT pname, CAST(AVG(stop_time - start_time) AS BIGINT) FROM steps "
       "WHERE "
       "finished = 1 AND status = 0 AND pname <> '' AND stop_time > start_time "
       "AND start_time > 0 GROUP BY pname");
-  return readAll<std::pair<std::string, double>>(s, [](const SqliteStmt& r) {
+  return readAll<std::pair<std::string, double>>(s, [](const SqlStmt& r) {
     return std::pair(r.getStr(0),
                      std::max(0.001, static_cast<double>(r.getInt(1)) / 1000));
   });

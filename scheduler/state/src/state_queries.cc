@@ -28,7 +28,7 @@ namespace {
 // Reads at most page.limit rows of `s` (which selected limit + 1) with
 // `read`; `more` tells whether the extra row came.
 template <class Row, class Read>
-Paged<Row> readPage(SqliteStmt& s, const Page& page, Read read) {
+Paged<Row> readPage(SqlStmt& s, const Page& page, Read read) {
   Paged<Row> out;
   while (s.step()) {
     if (static_cast<int64_t>(out.rows.size()) == page.limit) {
@@ -40,11 +40,22 @@ Paged<Row> readPage(SqliteStmt& s, const Page& page, Read read) {
   return out;
 }
 
-// The exclusive upper bound of the strings starting with `prefix` (0xff
-// never occurs in UTF-8, and SQLite compares bytes).
-std::string prefixEnd(const std::string& prefix) { return prefix + "\xff"; }
+// The exclusive upper bound of the strings starting with `prefix`, both
+// backends comparing bytes (PostgreSQL's columns are COLLATE "C"): 0xff
+// never occurs in UTF-8; PostgreSQL refuses it in text, so there the
+// bound is the largest code point, U+10FFFF.
+std::string prefixEnd(const SqlConnection& db, const std::string& prefix) {
+  return prefix +
+         (db.dialect() == SqlDialect::kPostgres ? "\xf4\x8f\xbf\xbf" : "\xff");
+}
 
-ProjectRow readProject(const SqliteStmt& s) {
+// Whether `s` may be compared with stored text: PostgreSQL refuses bytes
+// that are not UTF-8 (a search or filter with them matches nothing).
+bool comparable(const SqlConnection& db, std::string_view s) {
+  return db.dialect() != SqlDialect::kPostgres || isUtf8(s);
+}
+
+ProjectRow readProject(const SqlStmt& s) {
   return {s.getInt(0), s.getStr(1), s.getStr(2), s.getInt(3) != 0};
 }
 
@@ -84,12 +95,11 @@ std::vector<JobsetRow> StateView::jobsetsOf(int64_t project) {
 
 Paged<EvaluationSummary> StateView::evaluations(int64_t jobset,
                                                 const Page& page) {
-  auto s = db_.db().prepare(
-      std::string(kEvalSummarySql) +
-      (jobset ? "WHERE e.jobset = ? " : "WHERE ? = 0 ") +
-      "ORDER BY e.id DESC LIMIT ? OFFSET ?");
+  auto s = db_.db().prepare(std::string(kEvalSummarySql) +
+                            (jobset ? "WHERE e.jobset = ? " : "WHERE ? = 0 ") +
+                            "ORDER BY e.id DESC LIMIT ? OFFSET ?");
   s.bind(jobset).bind(page.limit + 1).bind(page.offset);
-  auto out = readPage<EvaluationSummary>(s, page, [](const SqliteStmt& r) {
+  auto out = readPage<EvaluationSummary>(s, page, [](const SqlStmt& r) {
     return EvaluationSummary{readEval(r), r.getStr(7), r.getStr(8), {}};
   });
   for (auto& e : out.rows) e.counts = db_.buildCounts(e.eval.id);
@@ -119,7 +129,7 @@ Paged<EvalErrorRow> StateView::evaluationErrors(int64_t eval,
       "SELECT attr, error FROM eval_errors WHERE eval = ? ORDER BY attr "
       "LIMIT ? OFFSET ?");
   s.bind(eval).bind(page.limit + 1).bind(page.offset);
-  return readPage<EvalErrorRow>(s, page, [](const SqliteStmt& r) {
+  return readPage<EvalErrorRow>(s, page, [](const SqlStmt& r) {
     return EvalErrorRow{r.getStr(0), r.getStr(1)};
   });
 }
@@ -127,13 +137,20 @@ Paged<EvalErrorRow> StateView::evaluationErrors(int64_t eval,
 Paged<BuildRow> StateView::evaluationBuilds(int64_t eval,
                                             const BuildFilter& filter,
                                             const Page& page) {
-  std::string sql = std::string("SELECT ") + kBuildColumns +
-                    " FROM builds WHERE eval = ?";
+  std::string sql =
+      std::string("SELECT ") + kBuildColumns + " FROM builds WHERE eval = ?";
   switch (filter.state) {
-    case BuildState::kAll: break;
-    case BuildState::kSucceeded: sql += " AND finished = 1 AND status = 0"; break;
-    case BuildState::kFailed: sql += " AND finished = 1 AND status <> 0"; break;
-    case BuildState::kUnfinished: sql += " AND finished = 0"; break;
+    case BuildState::kAll:
+      break;
+    case BuildState::kSucceeded:
+      sql += " AND finished = 1 AND status = 0";
+      break;
+    case BuildState::kFailed:
+      sql += " AND finished = 1 AND status <> 0";
+      break;
+    case BuildState::kUnfinished:
+      sql += " AND finished = 0";
+      break;
   }
   if (!filter.jobPrefix.empty()) sql += " AND job >= ? AND job < ?";
   if (!filter.system.empty()) sql += " AND system = ?";
@@ -141,7 +158,7 @@ Paged<BuildRow> StateView::evaluationBuilds(int64_t eval,
   auto s = db_.db().prepare(sql);
   s.bind(eval);
   if (!filter.jobPrefix.empty())
-    s.bind(filter.jobPrefix).bind(prefixEnd(filter.jobPrefix));
+    s.bind(filter.jobPrefix).bind(prefixEnd(db_.db(), filter.jobPrefix));
   if (!filter.system.empty()) s.bind(filter.system);
   s.bind(page.limit + 1).bind(page.offset);
   return readPage<BuildRow>(s, page, readBuild);
@@ -155,7 +172,7 @@ Paged<BuildTimes> StateView::jobHistory(int64_t jobset, const std::string& job,
       "LEFT JOIN steps s ON s.drv_path = b.drv_path WHERE b.job = ? AND "
       "b.jobset = ? ORDER BY b.id DESC LIMIT ? OFFSET ?");
   s.bind(job).bind(jobset).bind(page.limit + 1).bind(page.offset);
-  return readPage<BuildTimes>(s, page, [](const SqliteStmt& r) {
+  return readPage<BuildTimes>(s, page, [](const SqlStmt& r) {
     return BuildTimes{readBuild(r), r.getInt(17), r.getInt(18)};
   });
 }
@@ -194,11 +211,19 @@ BuildSteps StateView::buildSteps(const BuildRow& build, int cap) {
   // The closure walk stops after kWalk steps (a stdenv closure is a few
   // hundred); what ran for this build started after it was created.
   constexpr int64_t kWalk = 20000;
+  // SQLite bounds the walk inside the recursive query; PostgreSQL cannot,
+  // but runs it only as far as the outer LIMIT reads (w is computed once).
   auto s = db_.db().prepare(
-      "WITH RECURSIVE c(id) AS (SELECT ? UNION SELECT d.dep FROM step_deps d "
-      "JOIN c ON d.step = c.id LIMIT ?) SELECT (SELECT count(*) FROM c), id "
-      "FROM steps WHERE id IN c AND start_time >= ? ORDER BY start_time, id "
-      "LIMIT ?");
+      db_.dialect() == SqlDialect::kSqlite
+          ? "WITH RECURSIVE c(id) AS (SELECT ? UNION SELECT d.dep FROM "
+            "step_deps d JOIN c ON d.step = c.id LIMIT ?) SELECT (SELECT "
+            "count(*) FROM c), id FROM steps WHERE id IN c AND start_time >= "
+            "? ORDER BY start_time, id LIMIT ?"
+          : "WITH RECURSIVE c(id) AS (SELECT CAST(? AS BIGINT) UNION SELECT "
+            "d.dep FROM step_deps d JOIN c ON d.step = c.id), w AS (SELECT id "
+            "FROM c LIMIT ?) SELECT (SELECT count(*) FROM w), id FROM steps "
+            "WHERE id IN (SELECT id FROM w) AND start_time >= ? ORDER BY "
+            "start_time, id LIMIT ?");
   s.bind(out.top->id).bind(kWalk).bind(build.createdMs).bind(int64_t{cap} + 1);
   std::vector<int64_t> ran;
   while (s.step()) {
@@ -227,13 +252,14 @@ BuildSteps StateView::buildSteps(const BuildRow& build, int cap) {
 SearchResults StateView::search(const std::string& query,
                                 const std::string& storeDir, int cap) {
   SearchResults out;
-  if (query.empty()) return out;
+  if (query.empty() || !comparable(db_.db(), query)) return out;
   auto j = db_.db().prepare(
       "SELECT b.job, p.name, j.name, max(b.id) FROM builds b JOIN jobsets j "
       "ON j.id = b.jobset JOIN projects p ON p.id = j.project WHERE b.job >= "
-      "? AND b.job < ? GROUP BY b.job, b.jobset ORDER BY b.job, b.jobset "
+      "? AND b.job < ? GROUP BY b.job, b.jobset, p.name, j.name ORDER BY "
+      "b.job, b.jobset "
       "LIMIT ?");
-  j.bind(query).bind(prefixEnd(query)).bind(int64_t{cap});
+  j.bind(query).bind(prefixEnd(db_.db(), query)).bind(int64_t{cap});
   while (j.step())
     out.jobs.push_back({j.getStr(1), j.getStr(2), j.getStr(0), j.getInt(3)});
   // A path, or a hash or name under the store directory.
@@ -241,13 +267,14 @@ SearchResults StateView::search(const std::string& query,
   auto b = db_.db().prepare(std::string("SELECT ") + kBuildColumns +
                             " FROM builds WHERE drv_path >= ? AND drv_path < "
                             "? ORDER BY drv_path, id DESC LIMIT ?");
-  b.bind(path).bind(prefixEnd(path)).bind(int64_t{cap});
+  b.bind(path).bind(prefixEnd(db_.db(), path)).bind(int64_t{cap});
   while (b.step()) out.builds.push_back(readBuild(b));
   auto o = db_.db().prepare(
       "SELECT build, name, path FROM build_outputs WHERE path >= ? AND path "
       "< ? ORDER BY path, build DESC LIMIT ?");
-  o.bind(path).bind(prefixEnd(path)).bind(int64_t{cap});
-  while (o.step()) out.outputs.push_back({o.getInt(0), o.getStr(1), o.getStr(2)});
+  o.bind(path).bind(prefixEnd(db_.db(), path)).bind(int64_t{cap});
+  while (o.step())
+    out.outputs.push_back({o.getInt(0), o.getStr(1), o.getStr(2)});
   return out;
 }
 
@@ -255,11 +282,13 @@ std::vector<FailureBucket> StateView::failureRate(int64_t nowMs,
                                                   int64_t bucketMs,
                                                   int buckets) {
   if (bucketMs <= 0 || buckets <= 0 || buckets > 1000)
-    throw SchedulerStateError("failure rate needs a positive bucket width "
-                              "and 1..1000 buckets");
+    throw SchedulerStateError(
+        "failure rate needs a positive bucket width "
+        "and 1..1000 buckets");
   int64_t start = nowMs - bucketMs * buckets;
   std::vector<FailureBucket> out(static_cast<size_t>(buckets));
-  for (int i = 0; i < buckets; ++i) out[size_t(i)].startMs = start + i * bucketMs;
+  for (int i = 0; i < buckets; ++i)
+    out[size_t(i)].startMs = start + i * bucketMs;
   auto s = db_.db().prepare(
       "SELECT stop_time, status FROM builds WHERE finished = 1 AND stop_time "
       ">= ? AND stop_time < ? ORDER BY stop_time DESC LIMIT 20000");

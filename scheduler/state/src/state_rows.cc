@@ -25,7 +25,7 @@ const char* const kJobsetColumns =
     "id, project, name, kind, location, branch, file, attribute, arguments, "
     "check_interval, shares, enabled, last_checked, last_inputs, evaluator";
 
-JobsetRow readJobset(const SqliteStmt& s) {
+JobsetRow readJobset(const SqlStmt& s) {
   JobsetRow j;
   j.id = s.getInt(0);
   j.project = s.getInt(1);
@@ -50,9 +50,9 @@ const char* const kBuildColumns =
     "global_priority, local_priority, created, stop_time, error, reused_from, "
     "max_silent, timeout";
 
-BuildRow readBuild(const SqliteStmt& s) { return *readBuildAt(s, 0); }
+BuildRow readBuild(const SqlStmt& s) { return *readBuildAt(s, 0); }
 
-std::optional<BuildRow> readBuildAt(const SqliteStmt& s, int c) {
+std::optional<BuildRow> readBuildAt(const SqlStmt& s, int c) {
   if (s.isNull(c)) return std::nullopt;
   BuildRow b;
   b.id = s.getInt(c);
@@ -91,7 +91,7 @@ const char* const kStepColumns =
     "id, drv_path, system, pname, features, finished, status, error, "
     "attempts, worker, created, start_time, stop_time";
 
-StepRow readStep(const SqliteStmt& s) {
+StepRow readStep(const SqlStmt& s) {
   StepRow r;
   r.id = s.getInt(0);
   r.drvPath = s.getStr(1);
@@ -109,7 +109,7 @@ StepRow readStep(const SqliteStmt& s) {
   return r;
 }
 
-EvaluationRow readEval(const SqliteStmt& s) {
+EvaluationRow readEval(const SqlStmt& s) {
   return {s.getInt(0), s.getInt(1), s.getStr(2), s.getInt(3),
           s.getInt(4), s.getInt(5), s.getStr(6)};
 }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/common/sqlite.h"
+#include "kiln/common/sqlite.h"  // SqliteMigration
 #include "kiln/scheduler/state_db.h"
 
 namespace kiln::scheduler::detail {
@@ -15,6 +15,14 @@ namespace kiln::scheduler::detail {
 /// The state database's migrations, oldest first (state_schema.cc); the
 /// last one's version is StateDb::schemaVersion().
 const std::vector<SqliteMigration>& stateMigrations();
+/// PostgreSQL's whole schema at kPostgresBaselineVersion (state_schema.cc).
+const char* postgresBaseline();
+inline constexpr int64_t kPostgresBaselineVersion = 8;
+/// Brings `db` to StateDb::schemaVersion() in one transaction (serialized
+/// between hosts on PostgreSQL), returning the version it had. Unless
+/// `upgrade`, only an empty PostgreSQL database is migrated. Throws
+/// SchemaError for a newer schema or (PostgreSQL, !upgrade) an older one.
+int64_t migrateState(SqlConnection& db, bool upgrade);
 
 /// Columns of `jobsets` in the order readJobset expects.
 extern const char* const kJobsetColumns;
@@ -24,26 +32,34 @@ extern const char* const kBuildColumns;
 extern const char* const kStepColumns;
 
 /// The row under `s` (selected with the matching column list).
-JobsetRow readJobset(const SqliteStmt& s);
-BuildRow readBuild(const SqliteStmt& s);
+JobsetRow readJobset(const SqlStmt& s);
+BuildRow readBuild(const SqlStmt& s);
 /// The build whose kBuildColumns start at column `first`; nullopt when its
 /// id is NULL (the missing side of an outer join).
-std::optional<BuildRow> readBuildAt(const SqliteStmt& s, int first);
+std::optional<BuildRow> readBuildAt(const SqlStmt& s, int first);
 /// kBuildColumns, each prefixed with `alias` and a dot.
 std::string buildColumnsOf(const std::string& alias);
 /// How many columns kBuildColumns has.
 inline constexpr int kBuildColumnCount = 17;
-StepRow readStep(const SqliteStmt& s);
+StepRow readStep(const SqlStmt& s);
 /// `id, jobset, inputs_hash, time, duration, jobs, error`.
-EvaluationRow readEval(const SqliteStmt& s);
+EvaluationRow readEval(const SqlStmt& s);
 
 /// A word list as stored (space-separated) and back.
 std::string joinWords(const std::vector<std::string>& v);
 std::vector<std::string> splitWords(const std::string& s);
 
+/// Runs the INSERT … RETURNING id under `s`; the new row's id.
+inline int64_t insertedId(SqlStmt& s) {
+  if (!s.step()) throw Error("an INSERT … RETURNING id returned no row");
+  int64_t id = s.getInt(0);
+  s.reset();
+  return id;
+}
+
 /// Every row `s` gives, each read with `read`.
 template <class Row, class Read>
-std::vector<Row> readAll(SqliteStmt& s, Read read) {
+std::vector<Row> readAll(SqlStmt& s, Read read) {
   std::vector<Row> out;
   while (s.step()) out.push_back(read(s));
   return out;
@@ -51,7 +67,7 @@ std::vector<Row> readAll(SqliteStmt& s, Read read) {
 
 /// The first row `s` gives, or nullopt.
 template <class Row, class Read>
-std::optional<Row> readOne(SqliteStmt& s, Read read) {
+std::optional<Row> readOne(SqlStmt& s, Read read) {
   if (!s.step()) return std::nullopt;
   return read(s);
 }

@@ -6,12 +6,24 @@
 namespace kiln::scheduler {
 
 StateView::StateView(const std::string& stateDir)
-    : db_(stateDir + "/scheduler.sqlite", StateDb::ReadOnly{}) {}
+    : StateView(DatabaseSpec::inStateDir(stateDir)) {}
+
+StateView::StateView(const DatabaseSpec& database)
+    : db_(database, StateDb::ReadOnly{}) {}
 
 std::unique_ptr<StateView> StateView::openIfExists(
     const std::string& stateDir) {
-  if (!pathExists(stateDir + "/scheduler.sqlite")) return nullptr;
-  return std::make_unique<StateView>(stateDir);
+  return openIfExists(DatabaseSpec::inStateDir(stateDir));
+}
+
+std::unique_ptr<StateView> StateView::openIfExists(
+    const DatabaseSpec& database) {
+  if (!database.isPostgres()) {
+    if (!pathExists(database.sqlitePath)) return nullptr;
+  } else if (StateDb::storedVersion(database) == 0) {
+    return nullptr;  // no scheduler has created the schema yet
+  }
+  return std::make_unique<StateView>(database);
 }
 
 std::vector<BuildRow> StateView::builds(int64_t eval) {

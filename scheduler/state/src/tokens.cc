@@ -10,6 +10,7 @@
 #include "kiln/common/hash.h"
 #include "kiln/scheduler/requests.h"
 #include "kiln/scheduler/state_db.h"
+#include "state_rows.h"
 
 namespace kiln::scheduler {
 
@@ -36,7 +37,7 @@ bool isHex(std::string_view s, size_t size) {
   return true;
 }
 
-TokenRow readRow(const SqliteStmt& s) {
+TokenRow readRow(const SqlStmt& s) {
   TokenRow r;
   r.id = s.getInt(0);
   r.keyId = s.getStr(1);
@@ -120,17 +121,16 @@ int64_t TokenStore::add(const TokenRow& t) {
   if (byKey(t.keyId))
     throw SchedulerStateError("a token with key id " + t.keyId +
                               " already exists");
-  db_.prepare(
-         "INSERT INTO api_tokens (key_id, name, scope, salt, hash, created) "
-         "VALUES (?, ?, ?, ?, ?, ?)")
-      .bind(t.keyId)
-      .bind(t.name)
-      .bind(std::string(tokenScopeName(t.scope)))
-      .bind(t.salt)
-      .bind(t.hash)
-      .bind(t.createdMs)
-      .exec();
-  return db_.lastInsertRowId();
+  return detail::insertedId(
+      db_.prepare("INSERT INTO api_tokens (key_id, name, scope, salt, hash, "
+                  "created) "
+                  "VALUES (?, ?, ?, ?, ?, ?) RETURNING id")
+          .bind(t.keyId)
+          .bind(t.name)
+          .bind(std::string(tokenScopeName(t.scope)))
+          .bind(t.salt)
+          .bind(t.hash)
+          .bind(t.createdMs));
 }
 
 std::vector<TokenRow> TokenStore::list() {

@@ -65,7 +65,7 @@ class FixedFetcher : public InputFetcher {
 // The events of the outbox rows in `state`'s database, in order (read on
 // a connection of its own while the service runs).
 std::vector<std::string> outboxEvents(const std::string& state) {
-  SqliteDb db(state + "/scheduler.sqlite");
+  StateDb db(state + "/scheduler.sqlite", StateDb::ReadOnly{});
   std::vector<std::string> out;
   for (auto& r : NotificationStore(db).pending(100)) out.push_back(r.event);
   return out;

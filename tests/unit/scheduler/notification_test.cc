@@ -52,7 +52,7 @@ class NotificationTest : public ::testing::Test {
     o.initialBackoff = 1000ms;
     o.maxBackoff = 8000ms;
     return std::make_unique<NotificationDelivery>(
-        path_,
+        DatabaseSpec{"", "", path_},
         std::map<std::string, std::shared_ptr<Notifier>>{{"hook", hook_}},
         clock_, o);
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/common/file.h"
+#include "state_backends.h"
 
 namespace kiln::scheduler {
 namespace {
@@ -37,9 +38,11 @@ TEST(StepLogs, ProbesAttemptsUpToTheStepsCount) {
 // Through the state database: the step's recorded attempts bound the
 // probe, by full path or base name; a step the database does not know, or
 // a database without steps, has no logs, whatever the folder holds.
-TEST(StepLogs, FindsAStepsLogsThroughTheStateDatabase) {
+class StepLogsInState : public ::testing::TestWithParam<test::StateBackend> {};
+
+TEST_P(StepLogsInState, FindsAStepsLogsThroughTheStateDatabase) {
   TempDir dir("kiln-logs");
-  StateDb db(dir.path() + "/scheduler.sqlite");
+  StateDb db(test::freshStateDatabase(GetParam(), dir.path()));
   const std::string drv = "/nix/store/abc-x.drv";
   EXPECT_TRUE(stepLogFiles(db, dir.path(), drv).empty());
   EXPECT_TRUE(stepLogFiles(db, dir.path(), "abc-x.drv").empty());
@@ -61,6 +64,9 @@ TEST(StepLogs, FindsAStepsLogsThroughTheStateDatabase) {
   EXPECT_TRUE(stepLogFiles(db, dir.path(), "abc-xy.drv").empty());
   EXPECT_TRUE(stepLogFiles(db, dir.path(), "/other/store/abc-x.drv").empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, StepLogsInState, test::allStateBackends(),
+                         test::stateBackendName);
 
 }  // namespace
 }  // namespace kiln::scheduler

@@ -7,14 +7,16 @@
 #include <vector>
 
 #include "kiln/common/file.h"
+#include "state_backends.h"
 
 namespace kiln::scheduler {
 namespace {
 
-class StateDbTest : public ::testing::Test {
+// The backend-neutral tests run against SQLite and PostgreSQL alike.
+class StateDbTest : public ::testing::TestWithParam<test::StateBackend> {
  protected:
   TempDir dir_{"kiln-statedb"};
-  std::string path_ = dir_.path() + "/scheduler.sqlite";
+  DatabaseSpec spec_ = test::freshStateDatabase(GetParam(), dir_.path());
 
   /// Creates project "local" and path jobset "a" in it; `j` is left as
   /// that jobset's row (without its id) for more jobsets like it.
@@ -26,7 +28,17 @@ class StateDbTest : public ::testing::Test {
   }
 };
 
-TEST_F(StateDbTest, MigratesToTheLatestVersionOnceAndInWal) {
+INSTANTIATE_TEST_SUITE_P(Backends, StateDbTest, test::allStateBackends(),
+                         test::stateBackendName);
+
+// SQLite's own: WAL, its migrations from older files.
+class SqliteStateDbTest : public ::testing::Test {
+ protected:
+  TempDir dir_{"kiln-statedb"};
+  std::string path_ = dir_.path() + "/scheduler.sqlite";
+};
+
+TEST_F(SqliteStateDbTest, MigratesToTheLatestVersionOnceAndInWal) {
   { StateDb db(path_); }
   StateDb db(path_);
   EXPECT_EQ(db.db().userVersion(), StateDb::schemaVersion());
@@ -35,16 +47,26 @@ TEST_F(StateDbTest, MigratesToTheLatestVersionOnceAndInWal) {
   EXPECT_EQ(s.getStr(0), "wal");
 }
 
-TEST_F(StateDbTest, RefusesADatabaseFromANewerKiln) {
-  { StateDb db(path_); db.db().exec("PRAGMA user_version = 999"); }
-  EXPECT_THROW(StateDb db(path_), SchemaError);
+TEST_P(StateDbTest, RefusesADatabaseFromANewerKiln) {
+  {
+    StateDb db(spec_);
+    EXPECT_EQ(db.db().userVersion(), StateDb::schemaVersion());
+    db.db().setUserVersion(999);
+  }
+  EXPECT_THROW(StateDb db(spec_), SchemaError);
+  EXPECT_THROW(StateDb::migrate(spec_), SchemaError);
+  try {
+    StateDb db(spec_, StateDb::ReadOnly{});
+    FAIL() << "a newer schema was read";
+  } catch (const SchemaError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("999"));
+  }
 }
 
-TEST_F(StateDbTest, ProjectsAndJobsetsAreValidated) {
-  StateDb db(path_);
+TEST_P(StateDbTest, ProjectsAndJobsetsAreValidated) {
+  StateDb db(spec_);
   int64_t p = db.createProject({0, "nixpkgs", "the packages", true});
-  EXPECT_THROW(db.createProject({0, "nixpkgs", "", true}),
-               SchedulerStateError);
+  EXPECT_THROW(db.createProject({0, "nixpkgs", "", true}), SchedulerStateError);
   EXPECT_THROW(db.createProject({0, "bad name", "", true}),
                SchedulerStateError);
   JobsetRow j;
@@ -76,8 +98,8 @@ TEST_F(StateDbTest, ProjectsAndJobsetsAreValidated) {
   EXPECT_EQ(db.jobset(id)->lastCheckedMs, 1234);
 }
 
-TEST_F(StateDbTest, AJobsetsDeclarationIsUpdatedInPlace) {
-  StateDb db(path_);
+TEST_P(StateDbTest, AJobsetsDeclarationIsUpdatedInPlace) {
+  StateDb db(spec_);
   JobsetRow j;
   j.project = db.createProject({0, "p", "", true});
   j.name = "trunk";
@@ -142,7 +164,7 @@ COMMIT;
 )SQL";
 
 // Rows of `sql` as "a|b|c" lines.
-std::string rowsOf(SqliteDb& db, const std::string& sql) {
+std::string rowsOf(SqlConnection& db, const std::string& sql) {
   std::string out;
   auto s = db.prepare(sql);
   while (s.step()) {
@@ -153,7 +175,8 @@ std::string rowsOf(SqliteDb& db, const std::string& sql) {
   return out;
 }
 
-TEST_F(StateDbTest, MigrationSevenKeepsEveryJobsetAndLetsAnyPluginBeNamed) {
+TEST_F(SqliteStateDbTest,
+       MigrationSevenKeepsEveryJobsetAndLetsAnyPluginBeNamed) {
   std::string before, evals, builds;
   int64_t nixJobset = 0;
   {
@@ -181,7 +204,7 @@ TEST_F(StateDbTest, MigrationSevenKeepsEveryJobsetAndLetsAnyPluginBeNamed) {
     db.createBuild(b);
     db.db().exec(kJobsetsOfSchema6);
     EXPECT_THROW(db.db().exec("UPDATE jobsets SET evaluator = 'other'"),
-                 SqliteError);  // schema 6 refuses any other name
+                 SqlError);  // schema 6 refuses any other name
     before = rowsOf(db.db(), "SELECT * FROM jobsets ORDER BY id");
     evals = rowsOf(db.db(), "SELECT * FROM evaluations ORDER BY id");
     builds = rowsOf(db.db(), "SELECT * FROM builds ORDER BY id");
@@ -196,8 +219,8 @@ TEST_F(StateDbTest, MigrationSevenKeepsEveryJobsetAndLetsAnyPluginBeNamed) {
   EXPECT_EQ(rowsOf(db.db(), "PRAGMA integrity_check"), "ok\n");
   EXPECT_EQ(rowsOf(db.db(), "SELECT name FROM sqlite_temp_master"), "");
   // The rebuilt table still refers to projects and is referred to.
-  EXPECT_THROW(db.db().exec("UPDATE jobsets SET project = 99"), SqliteError);
-  EXPECT_THROW(db.db().exec("DELETE FROM jobsets"), SqliteError);
+  EXPECT_THROW(db.db().exec("UPDATE jobsets SET project = 99"), SqlError);
+  EXPECT_THROW(db.db().exec("DELETE FROM jobsets"), SqlError);
   auto j = *db.jobset(nixJobset);
   j.evaluator = "test-evaluator";
   db.updateJobset(j);
@@ -205,8 +228,8 @@ TEST_F(StateDbTest, MigrationSevenKeepsEveryJobsetAndLetsAnyPluginBeNamed) {
   EXPECT_EQ(db.jobsetByName("p", "theirs")->branch, "main");
 }
 
-TEST_F(StateDbTest, CachedFailuresExpireAndClear) {
-  StateDb db(path_);
+TEST_P(StateDbTest, CachedFailuresExpireAndClear) {
+  StateDb db(spec_);
   db.addCachedFailure({"/nix/store/a.drv", 1, 100, 0});
   db.addCachedFailure({"/nix/store/b.drv", 7, 100, 500});
   EXPECT_TRUE(db.cachedFailure("/nix/store/a.drv", 10000));
@@ -218,8 +241,8 @@ TEST_F(StateDbTest, CachedFailuresExpireAndClear) {
   EXPECT_TRUE(db.cachedFailures().empty());
 }
 
-TEST_F(StateDbTest, StepsAreSharedByDerivationAndReopenable) {
-  StateDb db(path_);
+TEST_P(StateDbTest, StepsAreSharedByDerivationAndReopenable) {
+  StateDb db(spec_);
   StepRow s;
   s.drvPath = "/nix/store/x.drv";
   s.system = "x86_64-linux";
@@ -235,8 +258,8 @@ TEST_F(StateDbTest, StepsAreSharedByDerivationAndReopenable) {
   ASSERT_EQ(db.unfinishedSteps().size(), 1u);
 }
 
-TEST_F(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
-  StateDb db(path_);
+TEST_P(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
+  StateDb db(spec_);
   JobsetRow j;
   int64_t a = addLocalJobset(db, j);
   j.name = "b";
@@ -268,8 +291,8 @@ TEST_F(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
 // An evaluation's counts (kept by triggers, migration 8) follow builds
 // being created, finished, restarted and finished again, and match a count
 // of the builds table itself.
-TEST_F(StateDbTest, EvaluationCountsFollowTheBuilds) {
-  StateDb db(path_);
+TEST_P(StateDbTest, EvaluationCountsFollowTheBuilds) {
+  StateDb db(spec_);
   JobsetRow j;
   int64_t js = addLocalJobset(db, j);
   EvaluationRow e;
@@ -292,7 +315,9 @@ TEST_F(StateDbTest, EvaluationCountsFollowTheBuilds) {
   auto counted = [&](int64_t eval) {
     auto s = db.db().prepare(
         "SELECT count(*), coalesce(sum(finished), 0), "
-        "coalesce(sum(finished AND status = 0), 0) FROM builds WHERE eval = ?");
+        "coalesce(sum(CASE WHEN finished = 1 AND status = 0 THEN 1 ELSE 0 "
+        "END), "
+        "0) FROM builds WHERE eval = ?");
     s.bind(eval);
     EXPECT_TRUE(s.step());
     return std::vector<int64_t>{s.getInt(0), s.getInt(1), s.getInt(2)};
@@ -311,8 +336,8 @@ TEST_F(StateDbTest, EvaluationCountsFollowTheBuilds) {
   EXPECT_EQ(counts(0), (std::vector<int64_t>{4, 3, 3}));
 }
 
-TEST_F(StateDbTest, RequestsAreQueuedAndCompleted) {
-  StateDb db(path_);
+TEST_P(StateDbTest, RequestsAreQueuedAndCompleted) {
+  StateDb db(spec_);
   int64_t r = db.addRequest("queue", "{}");
   ASSERT_EQ(db.pendingRequests().size(), 1u);
   db.completeRequest(r, false, "no");

@@ -5,6 +5,7 @@
 
 #include "kiln/common/file.h"
 #include "kiln/scheduler/state_view.h"
+#include "state_backends.h"
 
 namespace kiln::scheduler {
 namespace {
@@ -15,10 +16,10 @@ std::string drv(const std::string& name) {
   return kStore + "/" + std::string(32, name[0]) + "-" + name + ".drv";
 }
 
-class StateQueriesTest : public ::testing::Test {
+class StateQueriesTest : public ::testing::TestWithParam<test::StateBackend> {
  protected:
   void SetUp() override {
-    StateDb db(dir_.path() + "/scheduler.sqlite");
+    StateDb db(spec_);
     int64_t p = db.createProject({0, "nixpkgs", "packages", true});
     JobsetRow j;
     j.project = p;
@@ -50,8 +51,8 @@ class StateQueriesTest : public ::testing::Test {
     int64_t dep2 = step(db, drv("dep2"), 500, 900);
     db.addStepDep(top, dep1);
     db.addStepDep(dep1, dep2);
-    db.setBuildOutputs(aBuild_, {{"out", kStore + "/" + std::string(32, 'o') +
-                                             "-a-1.0"}});
+    db.setBuildOutputs(
+        aBuild_, {{"out", kStore + "/" + std::string(32, 'o') + "-a-1.0"}});
   }
 
   int64_t addBuild(StateDb& db, int64_t eval, const std::string& job,
@@ -87,10 +88,14 @@ class StateQueriesTest : public ::testing::Test {
   }
 
   TempDir dir_{"kiln-queries"};
+  DatabaseSpec spec_ = test::freshStateDatabase(GetParam(), dir_.path());
   int64_t jobset_ = 0, base_ = 0, eval_ = 0, aBuild_ = 0;
 };
 
-TEST_F(StateQueriesTest, PagesAreBoundedWithAClearError) {
+INSTANTIATE_TEST_SUITE_P(Backends, StateQueriesTest, test::allStateBackends(),
+                         test::stateBackendName);
+
+TEST_P(StateQueriesTest, PagesAreBoundedWithAClearError) {
   EXPECT_THROW(Page::checked(0, 0), SchedulerStateError);
   EXPECT_THROW(Page::checked(0, Page::kMaxLimit + 1), SchedulerStateError);
   EXPECT_THROW(Page::checked(-1, 10), SchedulerStateError);
@@ -103,8 +108,8 @@ TEST_F(StateQueriesTest, PagesAreBoundedWithAClearError) {
   EXPECT_EQ(Page::checked(20, 10).offset, 20);
 }
 
-TEST_F(StateQueriesTest, EvaluationsAreListedNewestFirstWithCounts) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, EvaluationsAreListedNewestFirstWithCounts) {
+  StateView v(spec_);
   auto page = v.evaluations(jobset_, Page::checked(0, 1));
   ASSERT_EQ(page.rows.size(), 1u);
   EXPECT_TRUE(page.more);
@@ -125,8 +130,8 @@ TEST_F(StateQueriesTest, EvaluationsAreListedNewestFirstWithCounts) {
   EXPECT_EQ(v.jobsetsOf(v.projects().at(0).id).at(0).name, "trunk");
 }
 
-TEST_F(StateQueriesTest, EvaluationErrorsArePaged) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, EvaluationErrorsArePaged) {
+  StateView v(spec_);
   auto first = v.evaluationErrors(eval_, Page::checked(0, 1));
   ASSERT_EQ(first.rows.size(), 1u);
   EXPECT_EQ(first.rows[0].attr, "x.broken");
@@ -137,8 +142,8 @@ TEST_F(StateQueriesTest, EvaluationErrorsArePaged) {
   EXPECT_FALSE(second.more);
 }
 
-TEST_F(StateQueriesTest, EvaluationBuildsAreFiltered) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, EvaluationBuildsAreFiltered) {
+  StateView v(spec_);
   auto names = [&](BuildFilter f) {
     std::vector<std::string> out;
     for (auto& b : v.evaluationBuilds(eval_, f, Page::checked(0, 50)).rows)
@@ -158,8 +163,8 @@ TEST_F(StateQueriesTest, EvaluationBuildsAreFiltered) {
   EXPECT_TRUE(page.more);
 }
 
-TEST_F(StateQueriesTest, ComparesTwoEvaluationsByJob) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, ComparesTwoEvaluationsByJob) {
+  StateView v(spec_);
   auto counts = v.compareCounts(eval_, base_);
   using K = ChangeKind;
   EXPECT_EQ(counts[size_t(K::kNewlyFailing)], 1);
@@ -186,8 +191,8 @@ TEST_F(StateQueriesTest, ComparesTwoEvaluationsByJob) {
   EXPECT_EQ(jobs(v.compare(eval_, base_, K::kUnfinished, page)), V{"e"});
 }
 
-TEST_F(StateQueriesTest, JobMatrixHasOneColumnPerEvaluation) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, JobMatrixHasOneColumnPerEvaluation) {
+  StateView v(spec_);
   auto m = v.jobMatrix(jobset_, 5, Page::checked(0, 3));
   ASSERT_EQ(m.evals.size(), 2u);
   EXPECT_EQ(m.evals[0].id, eval_);
@@ -202,8 +207,8 @@ TEST_F(StateQueriesTest, JobMatrixHasOneColumnPerEvaluation) {
   EXPECT_EQ(rest.cells[1][1].build, 0);  // f did not exist before
 }
 
-TEST_F(StateQueriesTest, JobHistoryAndLatestRedirects) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, JobHistoryAndLatestRedirects) {
+  StateView v(spec_);
   auto h = v.jobHistory(jobset_, "a", Page::checked(0, 10));
   ASSERT_EQ(h.rows.size(), 2u);
   EXPECT_EQ(h.rows[0].build.id, aBuild_);
@@ -216,8 +221,8 @@ TEST_F(StateQueriesTest, JobHistoryAndLatestRedirects) {
   EXPECT_EQ(v.latestBuild(jobset_, "nope", false), 0);
 }
 
-TEST_F(StateQueriesTest, BuildStepsAreWhatRanForItAndDirectDependencies) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, BuildStepsAreWhatRanForItAndDirectDependencies) {
+  StateView v(spec_);
   auto steps = v.buildSteps(*v.rows().build(aBuild_));
   ASSERT_TRUE(steps.top);
   EXPECT_EQ(steps.top->drvPath, drv("a"));
@@ -233,8 +238,8 @@ TEST_F(StateQueriesTest, BuildStepsAreWhatRanForItAndDirectDependencies) {
   EXPECT_TRUE(capped.truncated);
 }
 
-TEST_F(StateQueriesTest, SearchFindsJobsDerivationsAndOutputs) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, SearchFindsJobsDerivationsAndOutputs) {
+  StateView v(spec_);
   auto byJob = v.search("a", kStore);
   ASSERT_EQ(byJob.jobs.size(), 1u);
   EXPECT_EQ(byJob.jobs[0].latestBuild, aBuild_);
@@ -249,8 +254,8 @@ TEST_F(StateQueriesTest, SearchFindsJobsDerivationsAndOutputs) {
   EXPECT_TRUE(v.search("zzz", kStore).jobs.empty());
 }
 
-TEST_F(StateQueriesTest, FailureRateCountsPerBucket) {
-  StateView v(dir_.path());
+TEST_P(StateQueriesTest, FailureRateCountsPerBucket) {
+  StateView v(spec_);
   // Builds stopped at 150 (base) and 2050 (second): buckets of 1000 ms.
   auto rate = v.failureRate(3000, 1000, 3);
   ASSERT_EQ(rate.size(), 3u);

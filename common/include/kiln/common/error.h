@@ -15,6 +15,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+/// A database whose schema this kiln version cannot use (newer, or older
+/// than it may migrate by itself); the message says what to run.
+class SchemaError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Input that does not follow its format (hash strings, store paths, .drv,
 /// NAR, narinfo, protocol messages, config).
 class FormatError : public Error {

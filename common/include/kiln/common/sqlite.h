@@ -32,12 +32,6 @@ class SqliteError : public Error {
   int code_;
 };
 
-/// The database is newer (or otherwise unusable) for this kiln version.
-class SchemaError : public Error {
- public:
-  using Error::Error;
-};
-
 class SqliteDb;
 
 /// A prepared statement owned by the caller; finalized on destruction.

@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "kiln/common/clock.h"
-#include "kiln/common/sqlite.h"
 #include "kiln/common/sync.h"
 #include "kiln/scheduler/notification_store.h"
+#include "kiln/scheduler/state_db.h"
 
 namespace kiln::scheduler {
 
@@ -57,10 +57,10 @@ struct DeliveryOptions {
 /// target name). Rows for a target that is not configured stay pending.
 class NotificationDelivery {
  public:
-  /// Opens `dbPath` (migrated by a StateDb already; SqliteError if it is
-  /// missing). Borrows `clock`, which must outlive this object.
+  /// Opens `database` (migrated by the scheduler already: SchemaError
+  /// otherwise; SqlError if it is missing or unreachable). Borrows `clock`, which must outlive this object.
   NotificationDelivery(
-      const std::string& dbPath,
+      const DatabaseSpec& database,
       std::map<std::string, std::shared_ptr<Notifier>> notifiers,
       const Clock& clock, DeliveryOptions options = {});
   /// Stops the thread (after the delivery in progress, if any).
@@ -94,7 +94,7 @@ class NotificationDelivery {
   void updateGauges();
   void run() noexcept;
 
-  SqliteDb db_;
+  StateDb db_;
   NotificationStore store_;
   std::map<std::string, std::shared_ptr<Notifier>> notifiers_;
   const Clock& clock_;

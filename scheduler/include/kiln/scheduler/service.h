@@ -39,6 +39,15 @@ namespace kiln::scheduler {
 /// `tmp/`, `eval/`, `scheduler.lock`.
 struct ServiceConfig {
   std::string stateDir;
+  /// The state database: PostgreSQL when databaseUrl is set (the password
+  /// from databasePasswordFile or PGPASSFILE), else `scheduler.sqlite`.
+  std::string databaseUrl;
+  std::string databasePasswordFile;
+  /// The database these name.
+  DatabaseSpec database() const {
+    return DatabaseSpec::inStateDir(stateDir, databaseUrl,
+                                    databasePasswordFile);
+  }
   std::string storeDir = "/nix/store";
   std::string listen = "tcp://127.0.0.1:7470";
   bool insecurePlaintext = false;

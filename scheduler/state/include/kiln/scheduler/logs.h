@@ -24,7 +24,7 @@ std::vector<std::pair<int, std::string>> stepLogFiles(
     const std::string& stateDir, const std::string& drvPath, int64_t attempts);
 /// The same for the step `db` records for `drvPath` (a full logical path,
 /// or a base name, resolved in the store folder of the steps `db` holds).
-/// Empty when `db` has no such step. Throws SqliteError on a broken
+/// Empty when `db` has no such step. Throws SqlError on a broken
 /// database.
 std::vector<std::pair<int, std::string>> stepLogFiles(
     StateDb& db, const std::string& stateDir, const std::string& drvPath);

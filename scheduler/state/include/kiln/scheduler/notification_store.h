@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/common/sqlite.h"
+#include "kiln/scheduler/sql.h"
 
 namespace kiln::scheduler {
 
@@ -40,7 +40,7 @@ struct PendingSummary {
 
 /// Typed access to the `notifications` table of a borrowed state database
 /// or connection (which must outlive this object). Not thread-safe, like
-/// the connection. Every failure throws SqliteError.
+/// the connection. Every failure throws SqlError.
 class NotificationStore {
  public:
   /// Works on `db`'s connection (the service thread's outbox writes, in
@@ -48,7 +48,7 @@ class NotificationStore {
   explicit NotificationStore(StateDb& db);
   /// Works on a connection of its own (the delivery thread's); the schema
   /// must be migrated, i.e. a StateDb opened the file once.
-  explicit NotificationStore(SqliteDb& db) : db_(db) {}
+  explicit NotificationStore(SqlConnection& db) : db_(db) {}
 
   /// Queues `payload` (event kind `event`) for notifier `target` under
   /// `orderingKey`, pending; returns the new row's id.
@@ -71,7 +71,7 @@ class NotificationStore {
   std::string projectName(int64_t id);
 
  private:
-  SqliteDb& db_;
+  SqlConnection& db_;
 };
 
 }  // namespace kiln::scheduler

@@ -18,7 +18,7 @@ namespace kiln::scheduler {
 /// Queues a request in the requests table of `db` (a scheduler's state
 /// database) without waiting and without looking for a live scheduler: the
 /// scheduler applies pending requests while it runs and when it (re)starts.
-/// Returns the request's id. Throws SqliteError.
+/// Returns the request's id. Throws SqlError.
 int64_t queueRequest(StateDb& db, const std::string& kind,
                      const nlohmann::json& args);
 

@@ -1,18 +1,22 @@
 #pragma once
 /// The scheduler's persistent state (design decision 3): projects, jobsets,
 /// evaluations, builds, steps, build outputs, cached failures and the
-/// operator request queue, in SQLite (`<state>/scheduler.sqlite`, WAL,
-/// numbered migrations). Only the scheduler process writes it; the one
-/// exception is `requests`, where CLI commands insert rows the scheduler
-/// applies (docs/scheduler.md, "Operations"). Status numbers are Hydra's.
+/// operator request queue, in SQLite (`<state>/scheduler.sqlite`, WAL) or
+/// PostgreSQL (`--database postgresql://…`), through one SqlConnection
+/// (sql.h), with numbered migrations for each. Only the scheduler writes
+/// it; the one exception is `requests`, where CLI commands and web front
+/// ends insert rows the scheduler applies (docs/scheduler.md,
+/// "Operations"). Status numbers are Hydra's.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "kiln/common/sqlite.h"
+#include "kiln/common/error.h"
 #include "kiln/scheduler/jobset.h"
+#include "kiln/scheduler/sql.h"
 
 namespace kiln::scheduler {
 
@@ -119,27 +123,67 @@ struct BuildCounts {
   int64_t succeeded = 0;
 };
 
+/// Where a farm's state is: a PostgreSQL database, or the SQLite file
+/// `<state-dir>/scheduler.sqlite`. Copied freely; holds no password.
+struct DatabaseSpec {
+  std::string url;           ///< postgresql://…; empty: SQLite at sqlitePath
+  std::string passwordFile;  ///< PostgreSQL password file; "" = PGPASSFILE
+  std::string sqlitePath;    ///< the SQLite file when url is empty
+
+  /// The state of `stateDir`: `url` when given, else its SQLite file.
+  static DatabaseSpec inStateDir(const std::string& stateDir,
+                                 const std::string& url = "",
+                                 const std::string& passwordFile = "");
+  bool isPostgres() const { return !url.empty(); }
+  /// The URL or the file, for messages.
+  const std::string& describe() const { return url.empty() ? sqlitePath : url; }
+  /// A new connection. Throws SqlError.
+  std::unique_ptr<SqlConnection> connect(SqlAccess access) const;
+};
+
 /// Typed access to the scheduler database. One connection; not thread-safe.
-/// Every failure throws SqliteError (database) or SchedulerStateError
-/// (an unknown name or id, a constraint the caller broke).
+/// Every failure throws SqlError (database; transient() when repeating
+/// the transaction may work), SchemaError (a schema this kiln does not
+/// read) or SchedulerStateError (an unknown name or id, a constraint the
+/// caller broke).
 class StateDb {
  public:
-  /// Opens or creates `path`, applying the migrations. SchemaError if the
-  /// file was made by a newer kiln.
+  /// Opens or creates the SQLite file `path`, applying the migrations.
+  /// SchemaError if the file was made by a newer kiln.
   explicit StateDb(const std::string& path);
-  /// Read-only access to an existing database (no migration; its own
-  /// connection, which in WAL mode never blocks the writer). SqliteError
-  /// if the file is missing, SchemaError if its schema is not this kiln's.
+  /// Opens `spec` for writing. SQLite: creates the file, applies the
+  /// migrations. PostgreSQL: creates the schema in an empty database, but
+  /// leaves an older one to `kiln db migrate` (other hosts may still run
+  /// the kiln it belongs to) and throws SchemaError saying so.
+  explicit StateDb(const DatabaseSpec& spec);
+  /// Access to an existing database without migrating it (SQLite: its own
+  /// read-only connection, which in WAL mode never blocks the writer;
+  /// PostgreSQL: an ordinary connection). SqlError if it is missing or
+  /// unreachable, SchemaError if its schema is not this kiln's (saying
+  /// which version each has and what to run).
   struct ReadOnly {};
   StateDb(const std::string& path, ReadOnly);
+  StateDb(const DatabaseSpec& spec, ReadOnly);
+  /// As ReadOnly, but the connection writes too (for the delivery thread,
+  /// web front ends, CLI commands that queue requests).
+  struct Existing {};
+  StateDb(const DatabaseSpec& spec, Existing);
+  /// Brings `spec` to this kiln's schema (`kiln db migrate`); returns the
+  /// version it had. SchemaError if it is newer than this kiln.
+  static int64_t migrate(const DatabaseSpec& spec);
+  /// The schema version `spec` has (0: none yet), on a connection of its
+  /// own. SqlError if it is unreachable (SQLite: missing).
+  static int64_t storedVersion(const DatabaseSpec& spec);
 
   /// The schema version this code migrates to.
   static int64_t schemaVersion();
-  /// The SQLite connection: for the state layer's own code, tests and
-  /// SQLite-only settings (the service turns off automatic WAL
+  /// The connection: for the state layer's own code, tests and
+  /// backend-only settings (the service turns off SQLite's automatic WAL
   /// checkpoints); writes go through the typed methods, grouped by a
   /// Transaction.
-  SqliteDb& db() { return db_; }
+  SqlConnection& db() { return *db_; }
+  /// Which backend this is.
+  SqlDialect dialect() const { return db_->dialect(); }
 
   /// A write transaction on this database (RAII): begun on construction,
   /// taking the write lock up front (SQLite's BEGIN IMMEDIATE); commit()
@@ -151,7 +195,7 @@ class StateDb {
   class Transaction {
    public:
     /// Begins a transaction (or a nested one) on `db`, which must outlive
-    /// it. Throws SqliteError if the write lock cannot be had in time.
+    /// it. Throws SqlError if the write lock cannot be had in time.
     explicit Transaction(StateDb& db);
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;
@@ -159,7 +203,7 @@ class StateDb {
     void commit();
 
    private:
-    SqliteTxn txn_;
+    SqlConnection::Txn txn_;
   };
 
   // -------------------------------------------------- projects and jobsets
@@ -264,7 +308,11 @@ class StateDb {
   std::vector<std::pair<std::string, double>> historicalDurations();
 
  private:
-  SqliteDb db_;
+  explicit StateDb(std::unique_ptr<SqlConnection> db) : db_(std::move(db)) {}
+  /// Throws SchemaError unless the database is at schemaVersion().
+  void requireCurrentSchema();
+
+  std::unique_ptr<SqlConnection> db_;
 };
 
 /// A caller error against the state (unknown project, duplicate name...).

@@ -22,11 +22,16 @@ namespace kiln::scheduler {
 /// per thread.
 class StateView {
  public:
-  /// Opens `<stateDir>/scheduler.sqlite` read-only. SqliteError if it
+  /// Opens `<stateDir>/scheduler.sqlite` read-only. SqlError if it
   /// does not exist, SchemaError if another kiln version made it.
   explicit StateView(const std::string& stateDir);
+  /// Opens `database` (read-only on SQLite). SqlError if it does not
+  /// exist or cannot be reached, SchemaError if its schema is not this
+  /// kiln's.
+  explicit StateView(const DatabaseSpec& database);
   /// The view, or nullptr if the scheduler has not created its database.
   static std::unique_ptr<StateView> openIfExists(const std::string& stateDir);
+  static std::unique_ptr<StateView> openIfExists(const DatabaseSpec& database);
 
   /// How many builds exist, are finished, succeeded (of evaluation `eval`,
   /// or of all when 0).
@@ -100,7 +105,7 @@ class StateView {
                                          int buckets);
 
   /// Typed reads of everything else (jobsets, evaluations, requests) on
-  /// the same read-only connection; a write throws SqliteError.
+  /// the same read-only connection; a write throws SqlError on SQLite.
   StateDb& rows() { return db_; }
 
  private:

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "kiln/common/clock.h"
+#include "kiln/scheduler/sql.h"
 
 namespace kiln {
-class SqliteDb;
 }  // namespace kiln
 
 namespace kiln::scheduler {
@@ -64,7 +64,7 @@ struct TokenRow {
 
 /// The `api_tokens` table (schema migration 6) of a borrowed state
 /// database (a read-only one may check tokens). Not thread-safe, like the
-/// database. Throws SqliteError; SchedulerStateError for a duplicate key
+/// database. Throws SqlError; SchedulerStateError for a duplicate key
 /// id or malformed row fields.
 class TokenStore {
  public:
@@ -83,7 +83,7 @@ class TokenStore {
 
  private:
   std::optional<TokenRow> byKey(const std::string& keyId);
-  SqliteDb& db_;
+  SqlConnection& db_;
 };
 
 /// Adds `token-create` (scope, keyId, salt, hash, name), `token-list` and

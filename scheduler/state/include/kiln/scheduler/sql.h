@@ -1,0 +1,189 @@
+#pragma once
+/// The state layer's database connection, one interface over two backends
+/// (docs/scheduler.md, "State"): SQLite (a file under `--state-dir`, the
+/// embedded default) and PostgreSQL (libpq; `--database postgresql://…`).
+/// The state code writes one SQL text for both, with `?` placeholders; the
+/// few spellings that differ ask dialect(). Every failure throws SqlError,
+/// whose transient() says whether repeating the whole transaction may work
+/// (a busy SQLite file, a lost PostgreSQL connection, a serialization
+/// failure or deadlock, a server shutting down or starting up).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kiln/common/error.h"
+
+namespace kiln::scheduler {
+
+/// A failing database call on either backend, naming the database (file or
+/// URL without password) and the statement.
+class SqlError : public Error {
+ public:
+  SqlError(const std::string& msg, bool transient)
+      : Error(msg), transient_(transient) {}
+  /// Whether the same transaction may succeed if run again.
+  bool transient() const { return transient_; }
+
+ private:
+  bool transient_;
+};
+
+/// Which SQL the connection speaks.
+enum class SqlDialect { kSqlite, kPostgres };
+
+/// A backend's statement (sql_sqlite.cc, sql_postgres.cc).
+class SqlStmtImpl {
+ public:
+  virtual ~SqlStmtImpl() = default;
+  virtual void bindInt(int64_t v) = 0;
+  virtual void bindText(std::string_view v) = 0;
+  virtual void bindNull() = 0;
+  virtual bool step() = 0;
+  virtual void reset() = 0;
+  virtual int64_t getInt(int col) const = 0;
+  virtual double getDouble(int col) const = 0;
+  virtual std::string getStr(int col) const = 0;
+  virtual bool isNull(int col) const = 0;
+  virtual int columnCount() const = 0;
+};
+
+/// A prepared statement owned by the caller. Bind parameters with the
+/// chained bind() calls (positional, in the order of the `?`s), then
+/// step() through the rows or exec() a statement without rows.
+class SqlStmt {
+ public:
+  explicit SqlStmt(std::unique_ptr<SqlStmtImpl> impl)
+      : impl_(std::move(impl)) {}
+
+  /// Binds the next parameter.
+  SqlStmt& bind(int64_t v) {
+    impl_->bindInt(v);
+    return *this;
+  }
+  SqlStmt& bind(int v) { return bind(int64_t{v}); }
+  SqlStmt& bind(std::string_view v) {
+    impl_->bindText(v);
+    return *this;
+  }
+  SqlStmt& bind(const char* v) { return bind(std::string_view(v)); }
+  SqlStmt& bind(const std::string& v) { return bind(std::string_view(v)); }
+  /// Binds NULL when `v` is empty.
+  SqlStmt& bind(const std::optional<std::string>& v) {
+    return v ? bind(*v) : bindNull();
+  }
+  SqlStmt& bindNull() {
+    impl_->bindNull();
+    return *this;
+  }
+
+  /// Advances to the next row (runs the statement on the first call);
+  /// false when done. Throws SqlError.
+  bool step() { return impl_->step(); }
+  /// Runs a statement that returns no rows, then resets it.
+  void exec() {
+    while (step()) {
+    }
+    reset();
+  }
+  /// Clears bindings and rewinds.
+  void reset() { impl_->reset(); }
+
+  /// Column accessors for the current row (0-based). getInt reads a
+  /// boolean as 0 or 1; getStr gives "" for NULL.
+  int64_t getInt(int col) const { return impl_->getInt(col); }
+  double getDouble(int col) const { return impl_->getDouble(col); }
+  std::string getStr(int col) const { return impl_->getStr(col); }
+  bool isNull(int col) const { return impl_->isNull(col); }
+  int columnCount() const { return impl_->columnCount(); }
+
+ private:
+  std::unique_ptr<SqlStmtImpl> impl_;
+};
+
+/// One connection to the state database; not shared between threads.
+/// Transactions nest (an inner one is a savepoint).
+class SqlConnection {
+ public:
+  virtual ~SqlConnection() = default;
+  virtual SqlDialect dialect() const = 0;
+  /// The database for messages: the SQLite file, or the URL (which never
+  /// holds a password).
+  virtual const std::string& describe() const = 0;
+  /// Prepares `sql` (one statement, `?` placeholders).
+  virtual SqlStmt prepare(std::string_view sql) = 0;
+  /// Runs one or more statements without parameters or results.
+  virtual void exec(std::string_view sql) = 0;
+  /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.
+  virtual int64_t changes() = 0;
+  /// The schema version recorded in the database (0: none yet).
+  virtual int64_t userVersion() = 0;
+  /// Records `v` as the schema version, inside the migration transaction.
+  virtual void setUserVersion(int64_t v) = 0;
+  /// Whether the connection is in a transaction.
+  bool inTransaction() const { return depth_ > 0; }
+
+  /// A transaction (RAII): begun on construction, taking the write lock up
+  /// front on SQLite; rolled back on destruction unless commit() ran, so an
+  /// exception leaves the state unchanged. Inside another one it is a
+  /// savepoint: its commit keeps its changes for the outer commit.
+  class Txn {
+   public:
+    explicit Txn(SqlConnection& c);
+    ~Txn();
+    Txn(const Txn&) = delete;
+    Txn& operator=(const Txn&) = delete;
+    void commit();
+
+   private:
+    SqlConnection& c_;
+    std::string savepoint_;  ///< empty: a transaction of its own
+    bool active_ = true;
+  };
+
+ protected:
+  /// The statement that opens an outermost write transaction.
+  virtual std::string_view beginSql() const = 0;
+  /// Called when an outermost transaction ends (commit or rollback).
+  virtual void transactionEnded() {}
+
+ private:
+  int depth_ = 0;
+  uint64_t savepoints_ = 0;
+};
+
+/// How a connection may use its database.
+enum class SqlAccess {
+  kCreate,  ///< read and write; SQLite creates the file if missing
+  kWrite,   ///< read and write an existing database
+  kRead,    ///< read only (SQLite: a read-only connection)
+};
+
+/// Opens the SQLite file `path`, WAL mode, foreign keys on. Throws
+/// SqlError naming the file.
+std::unique_ptr<SqlConnection> openSqliteConnection(const std::string& path,
+                                                    SqlAccess access);
+
+/// Opens a PostgreSQL connection to `url` (`postgresql://user@host:port/db`
+/// or `postgres://…`). A password in the URL is refused (it would show in
+/// process listings); libpq reads it from PGPASSFILE (or ~/.pgpass), or
+/// from `passwordFile` when not empty (its first line). Throws SqlError.
+std::unique_ptr<SqlConnection> openPostgresConnection(
+    const std::string& url, const std::string& passwordFile = "");
+
+/// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+/// points past U+10FFFF): all PostgreSQL's text columns take.
+bool isUtf8(std::string_view s);
+
+/// Calls `fn` until it returns without a transient SqlError, backing off
+/// (1 ms doubling to 1 s) for at most `timeout`; the last error
+/// propagates. `fn` must be safe to repeat (e.g. a whole transaction).
+void retryTransient(
+    const std::function<void()>& fn,
+    std::chrono::milliseconds timeout = std::chrono::minutes(2));
+
+}  // namespace kiln::scheduler
