@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "command.h"
+#include "database_options.h"
 #include "kiln/common/error.h"
 #include "kiln/scheduler/state_view.h"
 #include "serve_console.h"
@@ -39,19 +40,29 @@ void printText(const scheduler::EvaluationSummary& s,
 
 int evaluationShow(const std::vector<std::string>& args) {
   po::options_description opts(
-      "Usage: kiln evaluation show --state-dir DIR [--json] EVAL\n\n"
+      "Usage: kiln evaluation show --state-dir DIR | --database URL [--json] "
+      "EVAL\n\n"
       "Prints evaluation EVAL (its id, as `kiln serve` and the dashboard\n"
       "show it): its jobset, inputs and build counts, the whole error of an\n"
       "evaluation that failed, and every job that did not evaluate with\n"
       "its error.\n\nOptions");
   std::string stateDir;
+  DatabaseOptions database;
   opts.add_options()("help,h", "show this help")(
-      "state-dir", po::value(&stateDir)->required(),
-      "the scheduler's state directory")("json", "print it as JSON");
+      "state-dir", po::value(&stateDir),
+      "the scheduler's state directory (its SQLite database)")(
+      "json", "print it as JSON");
+  database.add(opts);
   std::vector<std::string> ids;
   po::variables_map vm;
   if (auto rc = parseCommandLine("evaluation show", opts, ids, 1, args, vm))
     return *rc;
+  if (stateDir.empty() && database.url.empty()) {
+    std::cerr << "kiln evaluation show: give --state-dir DIR or --database "
+                 "URL\n"
+              << opts;
+    return kExitUsage;
+  }
   int64_t id = 0;
   try {
     size_t used = 0;
@@ -63,11 +74,12 @@ int evaluationShow(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   return guarded("evaluation show", [&] {
-    auto view = scheduler::StateView::openIfExists(stateDir);
+    auto view = scheduler::StateView::openIfExists(database.spec(stateDir));
     auto summary = view ? view->evaluationSummary(id) : std::nullopt;
     if (!summary) {
       std::cerr << "kiln evaluation show: no evaluation " << id << " in "
-                << stateDir << " (the dashboard lists them)\n";
+                << database.spec(stateDir).describe()
+                << " (the dashboard lists them)\n";
       return kExitNotFound;
     }
     auto errors = allEvaluationErrors(*view, id);

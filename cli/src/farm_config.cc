@@ -198,6 +198,14 @@ std::string validWord(const std::string& s) {
 std::string validPath(const std::string& s) {
   return s.empty() || s.find('\0') != std::string::npos ? "must be a path" : "";
 }
+std::string validDatabaseUrl(const std::string& s) {
+  try {
+    scheduler::checkDatabaseUrl(s);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
 std::string validStoreDir(const std::string& s) {
   return s.size() > 1 && s[0] == '/' && s.back() != '/'
              ? ""
@@ -426,6 +434,9 @@ void readTop(Table t, FarmConfig& c) {
   if (t.str("state_dir", c.stateDir, validPath))
     c.stateDir = t.problems().resolve(c.stateDir);
   t.str("store_dir", c.storeDir, validStoreDir);
+  t.str("database", c.database, validDatabaseUrl);
+  if (t.str("database_password_file", c.databasePasswordFile, validPath))
+    c.databasePasswordFile = t.problems().resolve(c.databasePasswordFile);
   t.boolean("fsync_store", c.fsyncStore);
   t.strList("plugin_dirs", c.pluginDirs, validPath);
   for (auto& d : c.pluginDirs) d = t.problems().resolve(d);

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/scheduler/state_db.h"
 #include "kiln/common/error.h"
 
 namespace kiln::cli {
@@ -112,6 +113,16 @@ struct ConfiguredToken {
 struct FarmConfig {
   std::string file;      ///< the file it was read from (absolute)
   std::string stateDir;  ///< absolute, or "" (kiln's default)
+  /// The farm's state in PostgreSQL (`database = "postgresql://…"`; the
+  /// password from PGPASSFILE or database_password_file); "": SQLite under
+  /// stateDir.
+  std::string database;
+  std::string databasePasswordFile;  ///< absolute, or ""
+  /// The state database these name.
+  scheduler::DatabaseSpec databaseSpec() const {
+    return scheduler::DatabaseSpec::inStateDir(stateDir, database,
+                                               databasePasswordFile);
+  }
   std::string storeDir = "/nix/store";
   /// fsync each file added to the central and the workers' stores.
   bool fsyncStore = true;

@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "command.h"
+#include "database_options.h"
 #include "kiln/common/error.h"
 #include "kiln/scheduler/logs.h"
 #include "kiln/scheduler/state_view.h"
@@ -20,19 +21,22 @@ int logCommand(const std::vector<std::string>& args) {
       "Usage: kiln log --state-dir DIR [--attempt N | --list] DRV\n\n"
       "Prints the build log of the step that builds DRV (a .drv path or its\n"
       "base name), as the scheduler received it from the worker: the last\n"
-      "attempt by default.\n\nOptions");
+      "attempt by default. With --database, the step is looked up there\n"
+      "and its logs are still read from --state-dir.\n\nOptions");
   std::string stateDir;
+  DatabaseOptions database;
   int attempt = 0;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&stateDir)->required(),
       "the scheduler's state directory")(
       "attempt", po::value(&attempt), "print this attempt (1 = the first)")(
       "list", "list the attempts that have a log, one per line");
+  database.add(opts);
   std::vector<std::string> drvs;
   po::variables_map vm;
   if (auto rc = parseCommandLine("log", opts, drvs, 1, args, vm)) return *rc;
   return guarded("log", [&] {
-    auto view = scheduler::StateView::openIfExists(stateDir);
+    auto view = scheduler::StateView::openIfExists(database.spec(stateDir));
     auto files = view ? scheduler::stepLogFiles(view->rows(), stateDir, drvs[0])
                       : std::vector<std::pair<int, std::string>>{};
     if (vm.count("list")) {

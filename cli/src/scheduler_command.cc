@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "database_options.h"
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
@@ -80,6 +81,8 @@ SchedulerWeb startWeb(
       throw Error(access.pushSecretFile + " holds no push secret");
   }
   ctx.stateDir = cfg.stateDir;
+  ctx.databaseUrl = cfg.databaseUrl;
+  ctx.databasePasswordFile = cfg.databasePasswordFile;
   ctx.storeDir = cfg.storeDir;
   ctx.snapshot = [&svc] { return svc.snapshot(); };
   ctx.checkEvaluator =
@@ -111,7 +114,8 @@ int runScheduler(const std::vector<std::string>& args) {
       "--allowed-workers FILE)\n"
       "         [--metrics-port P] [--web-listen HOST:PORT] [options]\n\n"
       "Runs the scheduler: workers dial in on --listen; state, central store\n"
-      "and logs live in --state-dir. Stops on SIGINT or SIGTERM.\n\nOptions");
+      "and logs live in --state-dir (the state in PostgreSQL with\n"
+      "--database). Stops on SIGINT or SIGTERM.\n\nOptions");
   scheduler::ServiceConfig cfg;
   std::string keyFile, allowFile, webListen;
   WebAccess webAccess;
@@ -197,6 +201,8 @@ int runScheduler(const std::vector<std::string>& args) {
       "notify-ca-file", po::value(&notifyCa),
       "PEM file of the CAs an https webhook's certificate must chain to "
       "(default: the system's CAs)");
+  DatabaseOptions database;
+  database.add(opts);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -208,6 +214,13 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.insecurePlaintext = vm.count("insecure-plaintext") > 0;
     cfg.syncStoreFiles = vm.count("no-fsync-store") == 0;
     plugins::configurePluginDirs(pluginDirs);
+    try {
+      database.spec(cfg.stateDir);
+    } catch (const Error& e) {
+      throw po::error(e.what());
+    }
+    cfg.databaseUrl = database.url;
+    cfg.databasePasswordFile = database.passwordFile;
     if (!cfg.insecurePlaintext && (keyFile.empty() || allowFile.empty()))
       throw po::error(
           "give --secret-key-file and --allowed-workers, or "

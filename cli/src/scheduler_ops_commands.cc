@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "database_options.h"
 #include "kiln/common/error.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_db.h"
@@ -39,19 +40,22 @@ struct OpCommand {
 };
 
 int runOp(const OpCommand& cmd, const std::vector<std::string>& argv) {
-  po::options_description opts("Usage: kiln " + cmd.name +
-                               " --state-dir DIR [options]\n\n" + cmd.summary +
-                               "\n\nOptions");
+  po::options_description opts(
+      "Usage: kiln " + cmd.name +
+      " --state-dir DIR | --database URL [options]\n\n" + cmd.summary +
+      "\n\nOptions");
   std::string stateDir;
+  DatabaseOptions database;
   int timeoutSec = cmd.defaultTimeoutSec;
   std::string timeoutHelp =
       "seconds to wait for a running scheduler's answer (default " +
       std::to_string(timeoutSec) + ")";
   opts.add_options()("help,h", "show this help")(
-      "state-dir", po::value(&stateDir)->required(),
-      "the scheduler's state directory")(
+      "state-dir", po::value(&stateDir),
+      "the scheduler's state directory (its SQLite database)")(
       "timeout", po::value(&timeoutSec), timeoutHelp.c_str())(
       "json", "print the result as JSON");
+  database.add(opts);
   po::positional_options_description pos;
   for (auto& a : cmd.args) {
     if (a.type == ArgType::kFlag)
@@ -90,9 +94,16 @@ int runOp(const OpCommand& cmd, const std::vector<std::string>& argv) {
     std::cerr << "kiln " << cmd.name << ": " << e.what() << "\n" << opts;
     return kExitUsage;
   }
+  if (stateDir.empty() && database.url.empty()) {
+    std::cerr << "kiln " << cmd.name
+              << ": give --state-dir DIR or --database URL\n"
+              << opts;
+    return kExitUsage;
+  }
   try {
-    json r = scheduler::submitRequest(stateDir, cmd.kind, args,
-                                      std::chrono::seconds(timeoutSec));
+    json r =
+        scheduler::submitRequest(database.spec(stateDir), stateDir, cmd.kind,
+                                 args, std::chrono::seconds(timeoutSec));
     if (vm.count("json") || !r.is_array()) {
       std::cout << r.dump() << "\n";
     } else {
@@ -116,15 +127,18 @@ int runOp(const OpCommand& cmd, const std::vector<std::string>& argv) {
 }
 
 const OpArg kBuild{"build", "build", ArgType::kInt, "the build id", true, true};
-const OpArg kProject{"project", "project", ArgType::kString, "project name",
-                     false, true};
+const OpArg kProject{"project",      "project", ArgType::kString,
+                     "project name", false,     true};
 
 const std::vector<OpCommand>& opCommands() {
   static const std::vector<OpCommand> cmds = {
-      {"project create", "create a project", "project-create",
+      {"project create",
+       "create a project",
+       "project-create",
        {{"name", "name", ArgType::kString, "project name", true, true},
         {"description", "description", ArgType::kString, "description"}}},
-      {"jobset create", "create a jobset: a collection to evaluate",
+      {"jobset create",
+       "create a jobset: a collection to evaluate",
        "jobset-create",
        {kProject,
         {"name", "name", ArgType::kString, "jobset name", true, true},
@@ -143,25 +157,34 @@ const std::vector<OpCommand>& opCommands() {
         {"evaluator", "evaluator", ArgType::kString,
          "the evaluator plugin: 'builtin' (default: kiln's own), 'nix' "
          "(nix-instantiate) or another loaded one (`kiln plugins`)"}}},
-      {"jobset eval", "evaluate a jobset now", "jobset-eval",
+      {"jobset eval",
+       "evaluate a jobset now",
+       "jobset-eval",
        {kProject,
         {"jobset", "jobset", ArgType::kString, "jobset name", true, true},
         {"if-changed", "ifChanged", ArgType::kFlag,
          "skip when the inputs did not change"}},
        3600},
-      {"build add", "add a build of a .drv in the central store", "build-add",
+      {"build add",
+       "add a build of a .drv in the central store",
+       "build-add",
        {kProject,
         {"jobset", "jobset", ArgType::kString, "jobset name", false, true},
         {"drv", "drvPath", ArgType::kString, "full .drv path", true, true},
         {"job", "job", ArgType::kString, "job name (default: the .drv name)"}}},
       {"build-cancel", "cancel a build", "build-cancel", {kBuild}},
-      {"build-restart", "restart a failed build (clears its cached failures)",
-       "build-restart", {kBuild}},
-      {"build-bump", "raise a build's global priority", "build-bump",
+      {"build-restart",
+       "restart a failed build (clears its cached failures)",
+       "build-restart",
+       {kBuild}},
+      {"build-bump",
+       "raise a build's global priority",
+       "build-bump",
        {kBuild,
         {"priority", "priority", ArgType::kInt, "new priority (default 100)"}}},
       {"queue", "why each unfinished step waits", "queue", {}},
-      {"cached-failure clear", "forget cached failures",
+      {"cached-failure clear",
+       "forget cached failures",
        "cached-failure-clear",
        {{"drv", "drvPath", ArgType::kString, "one .drv path (default: all)",
          true}}},
@@ -172,9 +195,9 @@ const std::vector<OpCommand>& opCommands() {
 struct Registrar {
   Registrar() {
     for (auto& c : opCommands()) {
-      RegisterCommand(c.name, c.summary, [&c](const std::vector<std::string>& a) {
-        return runOp(c, a);
-      });
+      RegisterCommand(
+          c.name, c.summary,
+          [&c](const std::vector<std::string>& a) { return runOp(c, a); });
     }
   }
 } registrar;

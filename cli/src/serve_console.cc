@@ -55,15 +55,17 @@ std::vector<scheduler::EvalErrorRow> allEvaluationErrors(
   return out;
 }
 
-ServeConsole::ServeConsole(std::string stateDir, std::string webUrl,
+ServeConsole::ServeConsole(std::string stateDir,
+                           scheduler::DatabaseSpec database, std::string webUrl,
                            std::ostream& out)
     : stateDir_(std::move(stateDir)),
+      database_(std::move(database)),
       webUrl_(std::move(webUrl)),
       out_(out),
       start_(std::chrono::steady_clock::now()) {}
 
 void ServeConsole::report(const std::vector<ServedJobset>& jobsets) {
-  if (!view_) view_ = scheduler::StateView::openIfExists(stateDir_);
+  if (!view_) view_ = scheduler::StateView::openIfExists(database_);
   if (!view_) return;
   ServeTotals t = totals(jobsets);
   if (t.finished - t.succeeded != failedSeen_) {
@@ -146,7 +148,7 @@ void ServeConsole::announceFailedBuilds(const std::vector<int64_t>& evals) {
         named++;
         out_ << "build " << b.id << " (job " << b.job << ") "
              << statusText(b.status) << "; log: kiln log --state-dir "
-             << stateDir_ << " " << b.drvPath;
+             << stateDir_ << databaseFlag() << " " << b.drvPath;
         if (!webUrl_.empty())
           out_ << "; page: " << webUrl_ << "/build/" << b.id;
         out_ << std::endl;
@@ -162,9 +164,13 @@ void ServeConsole::announceFailedBuilds(const std::vector<int64_t>& evals) {
   }
 }
 
+std::string ServeConsole::databaseFlag() const {
+  return database_.isPostgres() ? " --database " + database_.url : "";
+}
+
 std::string ServeConsole::evalPointer(int64_t eval) const {
   std::string p = "kiln evaluation show " + std::to_string(eval) +
-                  " --state-dir " + stateDir_;
+                  " --state-dir " + stateDir_ + databaseFlag();
   if (!webUrl_.empty())
     p += ", or " + webUrl_ + "/eval/" + std::to_string(eval);
   return p;

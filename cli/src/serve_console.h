@@ -55,9 +55,10 @@ class ServeConsole {
  public:
   /// `webUrl` ("http://HOST:PORT", or "" without a web) is used in the
   /// pointers to pages.
-  ServeConsole(std::string stateDir, std::string webUrl, std::ostream& out);
+  ServeConsole(std::string stateDir, scheduler::DatabaseSpec database,
+               std::string webUrl, std::ostream& out);
 
-  /// One turn over the served `jobsets`. Throws SqliteError if the
+  /// One turn over the served `jobsets`. Throws SqlError if the
   /// state cannot be read.
   void report(const std::vector<ServedJobset>& jobsets);
 
@@ -71,7 +72,11 @@ class ServeConsole {
   std::string evalPointer(int64_t eval) const;
   std::string counts(const ServeTotals& t) const;
 
+  /// " --database URL" for the commands it suggests, "" on SQLite.
+  std::string databaseFlag() const;
+
   std::string stateDir_;
+  scheduler::DatabaseSpec database_;
   std::string webUrl_;
   std::ostream& out_;
   std::chrono::steady_clock::time_point start_;

@@ -224,6 +224,9 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
                              keys + "/cache.secret",
                              "--cache-compression",
                              s.cacheCompression};
+  if (!c.database.empty()) a.insert(a.end(), {"--database", c.database});
+  if (!c.databasePasswordFile.empty())
+    a.insert(a.end(), {"--database-password-file", c.databasePasswordFile});
   if (s.webPrivate) a.push_back("--web-private");
   for (auto& h : s.webHosts) a.insert(a.end(), {"--web-host", h});
   if (!s.webPushSecretFile.empty())
@@ -334,11 +337,12 @@ bool ServeFarm::start(const std::atomic<bool>& stop) {
   std::string changes;
   resizeWorkers(changes);
   printBanner();
-  jobsets_ = std::make_unique<JobsetSync>(s_.config.stateDir, out_);
+  jobsets_ = std::make_unique<JobsetSync>(s_.config.databaseSpec(), out_);
   for (auto& line : jobsets_->applyTokens(s_.config.tokens))
     out_ << line << std::endl;
   jobsets_->apply(s_.config.projects, true);
-  console_ = std::make_unique<ServeConsole>(s_.config.stateDir, webUrl_, out_);
+  console_ = std::make_unique<ServeConsole>(
+      s_.config.stateDir, s_.config.databaseSpec(), webUrl_, out_);
   return true;
 }
 
@@ -406,8 +410,10 @@ void ServeFarm::printBanner() {
   if (c.scheduler.metricsPort >= 0)
     out_ << "  metrics:    http://127.0.0.1:" << c.scheduler.metricsPort
          << "/metrics\n";
-  out_ << "  queue:      kiln queue --state-dir " << c.stateDir << "\n"
-       << "  logs:       kiln log --state-dir " << c.stateDir << " DRV, and "
+  std::string db = c.database.empty() ? "" : " --database " + c.database;
+  out_ << "  queue:      kiln queue --state-dir " << c.stateDir << db << "\n"
+       << "  logs:       kiln log --state-dir " << c.stateDir << db
+       << " DRV, and "
        << logs_ << "/\n"
        << "  processes:  " << pids << " (restarted if they die)\n"
        << "Ctrl-C stops everything; SIGHUP re-reads the config file."
@@ -427,8 +433,12 @@ void ServeFarm::poll() {
 std::string ServeFarm::apply(ServeSettings next,
                              const std::atomic<bool>& stop) {
   if (next.config.stateDir != s_.config.stateDir ||
-      next.config.storeDir != s_.config.storeDir)
-    throw Error("state_dir and store_dir cannot change while kiln serve runs");
+      next.config.storeDir != s_.config.storeDir ||
+      next.config.database != s_.config.database ||
+      next.config.databasePasswordFile != s_.config.databasePasswordFile)
+    throw Error(
+        "state_dir, store_dir and database cannot change while kiln serve "
+        "runs");
   auto paths = resolveExtraPaths(next.config.workers);
   bool keysChanged = next.config.workerKeys != s_.config.workerKeys ||
                      next.config.workers.count != s_.config.workers.count;

@@ -36,8 +36,9 @@ bool sameJobset(const scheduler::JobsetRow& row, const ConfiguredJobset& j) {
          row.enabled == j.enabled && row.evaluator == j.evaluator;
 }
 
-JobsetSync::JobsetSync(const std::string& stateDir, std::ostream& out)
-    : db_(stateDir + "/scheduler.sqlite"), out_(out) {}
+JobsetSync::JobsetSync(const scheduler::DatabaseSpec& database,
+                       std::ostream& out)
+    : db_(database), out_(out) {}
 
 void JobsetSync::queue(const std::string& kind, const json& args,
                        const std::string& what) {

@@ -18,9 +18,9 @@ namespace kiln::cli {
 /// and jobsets, and reports their answers. Not thread-safe.
 class JobsetSync {
  public:
-  /// Opens `<stateDir>/scheduler.sqlite` (creating it). `out` receives a
-  /// line per evaluation and per refused request.
-  JobsetSync(const std::string& stateDir, std::ostream& out);
+  /// Opens `database` (creating the schema). `out` receives a line per
+  /// evaluation and per refused request.
+  JobsetSync(const scheduler::DatabaseSpec& database, std::ostream& out);
 
   /// Queues: project-create for each project (one that exists is kept),
   /// jobset-create for a new jobset, jobset-update for one whose

@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "command.h"
+#include "database_options.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/tokens.h"
 
@@ -22,16 +23,19 @@ std::optional<int> parseTokenArgs(const std::string& name,
                                   po::options_description& opts,
                                   std::vector<std::string>& paths, int maxPaths,
                                   const std::vector<std::string>& args,
-                                  po::variables_map& vm,
-                                  std::string& stateDir) {
+                                  po::variables_map& vm, std::string& stateDir,
+                                  DatabaseOptions& database) {
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&stateDir), "the scheduler's state directory")(
       "json", "print JSON");
+  database.add(opts);
   if (auto rc =
           parseCommandLine(name, opts, paths, maxPaths, args, vm, maxPaths))
     return rc;
-  if (stateDir.empty()) {
-    std::cerr << "kiln " << name << ": --state-dir is required\n" << opts;
+  if (stateDir.empty() && database.url.empty()) {
+    std::cerr << "kiln " << name
+              << ": give --state-dir DIR|--database URL or --database URL\n"
+              << opts;
     return kExitUsage;
   }
   return std::nullopt;
@@ -39,19 +43,21 @@ std::optional<int> parseTokenArgs(const std::string& name,
 
 int tokenCreate(const std::vector<std::string>& args) {
   po::options_description opts(
-      "Usage: kiln token create --state-dir DIR --scope read|operate|admin "
+      "Usage: kiln token create --state-dir DIR|--database URL --scope "
+      "read|operate|admin "
       "[--name N] [--json]\n\n"
       "Makes an API token and prints its secret (shown only this once). The\n"
       "scheduler keeps only a salted hash of it.\n\nOptions");
   std::string stateDir, scope, name;
+  DatabaseOptions database;
   opts.add_options()("scope", po::value(&scope),
                      "read, operate (builds, evaluations) or admin "
                      "(projects, jobsets)")("name", po::value(&name),
                                             "what the token is for (listings)");
   po::variables_map vm;
   std::vector<std::string> none;
-  if (auto rc =
-          parseTokenArgs("token create", opts, none, 0, args, vm, stateDir))
+  if (auto rc = parseTokenArgs("token create", opts, none, 0, args, vm,
+                               stateDir, database))
     return *rc;
   if (!scheduler::parseTokenScope(scope)) {
     std::cerr << "kiln token create: --scope must be read, operate or admin\n";
@@ -59,7 +65,8 @@ int tokenCreate(const std::vector<std::string>& args) {
   }
   return guarded("token create", [&] {
     auto t = scheduler::generateToken();
-    json r = scheduler::submitRequest(stateDir, "token-create",
+    json r = scheduler::submitRequest(database.spec(stateDir), stateDir,
+                                      "token-create",
                                       {{"scope", scope},
                                        {"name", name},
                                        {"keyId", t.keyId},
@@ -79,16 +86,19 @@ int tokenCreate(const std::vector<std::string>& args) {
 
 int tokenList(const std::vector<std::string>& args) {
   po::options_description opts(
-      "Usage: kiln token list --state-dir DIR [--json]\n\n"
+      "Usage: kiln token list --state-dir DIR|--database URL [--json]\n\n"
       "Lists API tokens: id, scope, key id, state, name (never "
       "secrets).\n\nOptions");
   std::string stateDir;
+  DatabaseOptions database;
   po::variables_map vm;
   std::vector<std::string> none;
-  if (auto rc = parseTokenArgs("token list", opts, none, 0, args, vm, stateDir))
+  if (auto rc = parseTokenArgs("token list", opts, none, 0, args, vm, stateDir,
+                               database))
     return *rc;
   return guarded("token list", [&] {
-    json r = scheduler::submitRequest(stateDir, "token-list", json::object());
+    json r = scheduler::submitRequest(database.spec(stateDir), stateDir,
+                                      "token-list", json::object());
     if (vm.count("json")) {
       std::cout << r.dump() << "\n";
       return kExitOk;
@@ -104,14 +114,15 @@ int tokenList(const std::vector<std::string>& args) {
 
 int tokenRevoke(const std::vector<std::string>& args) {
   po::options_description opts(
-      "Usage: kiln token revoke --state-dir DIR ID [--json]\n\n"
+      "Usage: kiln token revoke --state-dir DIR|--database URL ID [--json]\n\n"
       "Revokes API token ID (from kiln token list): the web refuses it at "
       "once.\n\nOptions");
   std::string stateDir;
+  DatabaseOptions database;
   po::variables_map vm;
   std::vector<std::string> ids;
-  if (auto rc =
-          parseTokenArgs("token revoke", opts, ids, 1, args, vm, stateDir))
+  if (auto rc = parseTokenArgs("token revoke", opts, ids, 1, args, vm, stateDir,
+                               database))
     return *rc;
   int64_t id = 0;
   try {
@@ -124,7 +135,8 @@ int tokenRevoke(const std::vector<std::string>& args) {
   }
   return guarded("token revoke", [&] {
     try {
-      json r = scheduler::submitRequest(stateDir, "token-revoke", {{"id", id}});
+      json r = scheduler::submitRequest(database.spec(stateDir), stateDir,
+                                        "token-revoke", {{"id", id}});
       if (vm.count("json")) std::cout << r.dump() << "\n";
       return kExitOk;
     } catch (const scheduler::SchedulerStateError& e) {

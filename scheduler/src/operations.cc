@@ -17,6 +17,13 @@ json submitRequest(const std::string& stateDir, const std::string& kind,
                        loadedEvaluatorCheck(plugins::processPlugins()));
 }
 
+json submitRequest(const DatabaseSpec& database, const std::string& stateDir,
+                   const std::string& kind, const json& args,
+                   std::chrono::milliseconds timeout) {
+  return submitRequest(database, stateDir, kind, args, timeout,
+                       loadedEvaluatorCheck(plugins::processPlugins()));
+}
+
 // An evaluation can take minutes: it runs off the service thread, and the
 // request that asked for it is answered when it ends, so workers keep being
 // served meanwhile.

@@ -14,14 +14,17 @@ using nlohmann::json;
 
 namespace {
 
-FileLock takeLock(const std::string& stateDir) {
-  createDirs(stateDir);
-  auto l = FileLock::tryAcquire(stateDir + "/scheduler.lock",
-                                LockMode::kExclusive);
+std::unique_ptr<SchedulerLock> takeLock(const ServiceConfig& c) {
+  createDirs(c.stateDir);
+  auto l = SchedulerLock::tryAcquire(c.database(), c.stateDir);
   if (!l)
-    throw Error("another scheduler is running on state directory " +
-                stateDir + " (" + stateDir + "/scheduler.lock is locked)");
-  return std::move(*l);
+    throw Error(c.database().isPostgres()
+                    ? "another scheduler is running on database " +
+                          c.databaseUrl + " (it holds the farm's lock)"
+                    : "another scheduler is running on state directory " +
+                          c.stateDir + " (" + c.stateDir +
+                          "/scheduler.lock is locked)");
+  return l;
 }
 
 SchedulerConfig coreConfig(const ServiceConfig& c) {
@@ -71,7 +74,7 @@ WorkerLink::Options linkOptions(const ServiceConfig& c) {
 SchedulerService::Impl::Impl(ServiceConfig c)
     : cfg(withDefaults(std::move(c))),
       clock(cfg.clock ? *cfg.clock : RealClock::instance()),
-      lock(takeLock(cfg.stateDir)),
+      lock(takeLock(cfg)),
       db(cfg.database()),
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       dbSink(std::make_shared<StateDbSink>(
@@ -285,13 +288,48 @@ void SchedulerService::Impl::periodic() {
   link.expireTransfers();
   steps.takeBackOverdue();
   auto now = clock.now();
-  if (now - lastRequestPoll >= std::chrono::milliseconds(100)) {
-    lastRequestPoll = now;
-    pollRequests();
+  // Reading requests and jobsets needs the database; while it is away the
+  // turn goes on (workers are served and steps dispatched from memory).
+  try {
+    if (now - lastRequestPoll >= std::chrono::milliseconds(100)) {
+      lastRequestPoll = now;
+      pollRequests();
+    }
+    if (now - lastJobsetCheck >= std::chrono::seconds(1)) {
+      lastJobsetCheck = now;
+      checkJobsets();
+    }
+  } catch (const SqlError& e) {
+    if (!e.transient()) throw;
+    if (now - lastDatabaseWarning >= std::chrono::seconds(10)) {
+      lastDatabaseWarning = now;
+      logWarn(std::string("the state database is unavailable (retrying): ") +
+              e.what());
+    }
   }
-  if (now - lastJobsetCheck >= std::chrono::seconds(1)) {
-    lastJobsetCheck = now;
-    checkJobsets();
+  if (now - lastLockCheck >= std::chrono::seconds(1)) {
+    lastLockCheck = now;
+    checkLock();
+  }
+}
+
+void SchedulerService::Impl::checkLock() {
+  if (lock->held()) return;
+  try {
+    auto again = SchedulerLock::tryAcquire(cfg.database(), cfg.stateDir);
+    if (again) {
+      logWarn("the farm's scheduler lock was lost (" + lock->describe() +
+                 ") and is held again");
+      lock = std::move(again);
+      return;
+    }
+    logError("another scheduler holds the farm's lock (" + lock->describe() +
+             "): this one stops scheduling");
+    lockLost = true;
+  } catch (const std::exception& e) {
+    // The database is away: keep dispatching from memory, try again.
+    logWarn(std::string("cannot check the farm's scheduler lock: ") +
+               e.what());
   }
 }
 
@@ -428,7 +466,11 @@ std::shared_ptr<prometheus::Registry> SchedulerService::metricsRegistry()
 }
 
 void SchedulerService::run(const std::atomic<bool>& stop) {
-  while (!stop.load()) pollOnce(std::chrono::milliseconds(50));
+  while (!stop.load() && !impl_->lockLost)
+    pollOnce(std::chrono::milliseconds(50));
+  if (impl_->lockLost)
+    throw Error("another scheduler took over the farm (" +
+                impl_->lock->describe() + ")");
 }
 
 void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {

@@ -16,6 +16,7 @@
 #include "evaluations.h"
 #include "input_server.h"
 #include "kiln/common/file_lock.h"
+#include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/common/sync.h"
 #include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/checkpointer.h"
@@ -37,7 +38,7 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   ServiceConfig cfg;  ///< with the default runner and fetcher filled in
   /// The injected clock (ServiceConfig::clock).
   const Clock& clock;
-  FileLock lock;
+  std::unique_ptr<SchedulerLock> lock;  ///< this process schedules the farm
   StateDb db;
   /// WAL checkpoints of `db` on a thread of their own (the service's
   /// connection never checkpoints).
@@ -62,6 +63,14 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   Clock::TimePoint turnStart = clock.now();
   Clock::TimePoint lastRequestPoll{};
   Clock::TimePoint lastJobsetCheck{};
+  Clock::TimePoint lastLockCheck{};
+  Clock::TimePoint lastDatabaseWarning{};
+  /// Set when the farm's lock was lost to another scheduler: run() ends.
+  bool lockLost = false;
+  /// Checks that this process still holds the farm's scheduler lock
+  /// (PostgreSQL drops it with the lock's connection), taking it again if
+  /// nobody else has; sets lockLost if another scheduler took it.
+  void checkLock();
   /// Operator requests (operations.cc: the offline table, with the
   /// handlers that concern the core wrapped).
   RequestTable requests;

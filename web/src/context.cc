@@ -20,21 +20,21 @@ scheduler::StateView* WebContext::view() const {
                                   std::unique_ptr<scheduler::StateView>>
       views;
   auto& slot = views[serial];
-  if (!slot) slot = scheduler::StateView::openIfExists(stateDir);
+  if (!slot) slot = scheduler::StateView::openIfExists(database());
   return slot.get();
 }
 
 nlohmann::json WebContext::apply(const std::string& kind,
                                  const nlohmann::json& args) const {
   if (submit) return submit(kind, args);
-  return scheduler::submitRequest(stateDir, kind, args,
+  return scheduler::submitRequest(database(), stateDir, kind, args,
                                   scheduler::kRequestTimeout, checkEvaluator);
 }
 
 int64_t WebContext::queue(const std::string& kind,
                           const nlohmann::json& args) const {
   if (enqueue) return enqueue(kind, args);
-  scheduler::StateDb db(stateDir + "/scheduler.sqlite");
+  scheduler::StateDb db(database());
   return scheduler::queueRequest(db, kind, args);
 }
 

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "kiln/common/file.h"
-#include "kiln/common/file_lock.h"
+#include "kiln/scheduler/scheduler_lock.h"
 
 namespace kiln::scheduler {
 
@@ -37,13 +37,19 @@ std::optional<json> requestAnswer(StateDb& db, int64_t id) {
 json submitRequest(const std::string& stateDir, const std::string& kind,
                    const json& args, std::chrono::milliseconds timeout,
                    EvaluatorCheck checkEvaluator) {
-  createDirs(stateDir);
-  if (auto lock = FileLock::tryAcquire(stateDir + "/scheduler.lock",
-                                       LockMode::kExclusive)) {
-    StateDb db(stateDir + "/scheduler.sqlite");
+  return submitRequest(DatabaseSpec::inStateDir(stateDir), stateDir, kind,
+                       args, timeout, std::move(checkEvaluator));
+}
+
+json submitRequest(const DatabaseSpec& database, const std::string& stateDir,
+                   const std::string& kind, const json& args,
+                   std::chrono::milliseconds timeout,
+                   EvaluatorCheck checkEvaluator) {
+  if (auto lock = SchedulerLock::tryAcquire(database, stateDir)) {
+    StateDb db(database);
     return applyRequestOffline(db, kind, args, std::move(checkEvaluator));
   }
-  StateDb db(stateDir + "/scheduler.sqlite");
+  StateDb db(database, StateDb::Existing{});
   int64_t id = queueRequest(db, kind, args);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto wait = std::chrono::milliseconds(5);

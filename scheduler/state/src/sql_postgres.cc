@@ -298,8 +298,10 @@ int64_t PostgresStmt::getInt(int col) const {
   return n;
 }
 
-// Refuses a URL that carries a password, and anything but a PostgreSQL URL.
-void checkUrl(const std::string& url) {
+}  // namespace
+
+void checkDatabaseUrl(const std::string& url) {
+  if (url.empty()) return;
   if (!url.starts_with("postgresql://") && !url.starts_with("postgres://"))
     throw SqlError("database URL '" + url +
                        "' is not a PostgreSQL URL (postgresql://user@host:"
@@ -325,11 +327,11 @@ void checkUrl(const std::string& url) {
         false);
 }
 
-}  // namespace
 
 std::unique_ptr<SqlConnection> openPostgresConnection(
     const std::string& url, const std::string& passwordFile) {
-  checkUrl(url);
+  if (url.empty()) throw SqlError("no PostgreSQL URL", false);
+  checkDatabaseUrl(url);
   std::string password;
   if (!passwordFile.empty()) {
     std::string text = readFile(passwordFile);

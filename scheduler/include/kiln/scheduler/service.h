@@ -143,6 +143,8 @@ class SchedulerService {
   std::shared_ptr<prometheus::Registry> metricsRegistry() const;
 
   /// Serves until `stop` becomes true (checked at least every 100 ms).
+  /// Throws Error if another scheduler took the farm's lock (PostgreSQL:
+  /// after this one's lock connection was lost).
   void run(const std::atomic<bool>& stop);
   /// One iteration: waits up to `timeout` for a message, handles what
   /// arrived, applies requests, evaluates due jobsets, dispatches.
@@ -192,6 +194,10 @@ class SchedulerService {
 nlohmann::json submitRequest(
     const std::string& stateDir, const std::string& kind,
     const nlohmann::json& args,
+    std::chrono::milliseconds timeout = kRequestTimeout);
+nlohmann::json submitRequest(
+    const DatabaseSpec& database, const std::string& stateDir,
+    const std::string& kind, const nlohmann::json& args,
     std::chrono::milliseconds timeout = kRequestTimeout);
 
 }  // namespace kiln::scheduler

@@ -35,6 +35,16 @@ struct WebContext {
   /// The scheduler's state directory (`scheduler.sqlite`, `store/`,
   /// `logs/`, ...).
   std::string stateDir;
+  /// The state database when it is PostgreSQL (`--database`; the
+  /// password from databasePasswordFile or PGPASSFILE); empty: the SQLite
+  /// file under stateDir.
+  std::string databaseUrl;
+  std::string databasePasswordFile;
+  /// The state database these name.
+  scheduler::DatabaseSpec database() const {
+    return scheduler::DatabaseSpec::inStateDir(stateDir, databaseUrl,
+                                               databasePasswordFile);
+  }
   /// The logical store directory of the central store.
   std::string storeDir = "/nix/store";
   /// The running scheduler's newest snapshot; null function or null result

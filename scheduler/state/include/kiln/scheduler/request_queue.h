@@ -43,5 +43,14 @@ nlohmann::json submitRequest(const std::string& stateDir,
                              const nlohmann::json& args,
                              std::chrono::milliseconds timeout,
                              EvaluatorCheck checkEvaluator);
+/// The same for the farm whose state is `database` (the scheduler lock of
+/// scheduler_lock.h says whether a scheduler runs; `stateDir` holds the
+/// SQLite lock file and may be "" on PostgreSQL).
+nlohmann::json submitRequest(const DatabaseSpec& database,
+                             const std::string& stateDir,
+                             const std::string& kind,
+                             const nlohmann::json& args,
+                             std::chrono::milliseconds timeout,
+                             EvaluatorCheck checkEvaluator);
 
 }  // namespace kiln::scheduler

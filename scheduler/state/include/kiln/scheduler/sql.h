@@ -179,6 +179,10 @@ std::unique_ptr<SqlConnection> openPostgresConnection(
 /// points past U+10FFFF): all PostgreSQL's text columns take.
 bool isUtf8(std::string_view s);
 
+/// Throws SqlError unless `url` is empty or a PostgreSQL URL without a
+/// password (checked without connecting).
+void checkDatabaseUrl(const std::string& url);
+
 /// Calls `fn` until it returns without a transient SqlError, backing off
 /// (1 ms doubling to 1 s) for at most `timeout`; the last error
 /// propagates. `fn` must be safe to repeat (e.g. a whole transaction).

@@ -1,0 +1,68 @@
+// The farm's scheduler lock (scheduler_lock.h).
+#include "kiln/scheduler/scheduler_lock.h"
+
+#include "kiln/common/file.h"
+#include "kiln/common/file_lock.h"
+
+namespace kiln::scheduler {
+namespace {
+
+// The advisory lock key of the farm's scheduler (one farm per database;
+// migrations use 7164350).
+constexpr int64_t kSchedulerLockKey = 7164351;
+
+class FileSchedulerLock : public SchedulerLock {
+ public:
+  FileSchedulerLock(FileLock lock, std::string path)
+      : lock_(std::move(lock)), path_(std::move(path)) {}
+  bool held() override { return true; }
+  std::string describe() const override { return path_; }
+
+ private:
+  FileLock lock_;
+  std::string path_;
+};
+
+class AdvisorySchedulerLock : public SchedulerLock {
+ public:
+  explicit AdvisorySchedulerLock(std::unique_ptr<SqlConnection> c)
+      : c_(std::move(c)) {}
+  bool held() override {
+    try {
+      auto s = c_->prepare(
+          "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+          "pid = pg_backend_pid() AND objid = ? AND granted");
+      s.bind(kSchedulerLockKey);
+      return s.step() && s.getInt(0) > 0;
+    } catch (const SqlError&) {
+      return false;  // the connection, and the lock with it, is gone
+    }
+  }
+  std::string describe() const override {
+    return "advisory lock " + std::to_string(kSchedulerLockKey) + " in " +
+           c_->describe();
+  }
+
+ private:
+  std::unique_ptr<SqlConnection> c_;
+};
+
+}  // namespace
+
+std::unique_ptr<SchedulerLock> SchedulerLock::tryAcquire(
+    const DatabaseSpec& database, const std::string& stateDir) {
+  if (!database.isPostgres()) {
+    createDirs(stateDir);
+    std::string path = stateDir + "/scheduler.lock";
+    auto l = FileLock::tryAcquire(path, LockMode::kExclusive);
+    if (!l) return nullptr;
+    return std::make_unique<FileSchedulerLock>(std::move(*l), path);
+  }
+  auto c = database.connect(SqlAccess::kWrite);
+  auto s = c->prepare("SELECT pg_try_advisory_lock(?)");
+  s.bind(kSchedulerLockKey);
+  if (!s.step() || s.getInt(0) == 0) return nullptr;
+  return std::make_unique<AdvisorySchedulerLock>(std::move(c));
+}
+
+}  // namespace kiln::scheduler

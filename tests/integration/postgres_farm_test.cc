@@ -1,0 +1,145 @@
+// A farm whose state is in PostgreSQL (issue 31): the operator commands
+// and `kiln scheduler --database URL` on a real server, a worker building
+// the jobs, the farm's scheduler lock held in the database (a second
+// scheduler is refused; a CLI command applies requests itself only while
+// none runs), and a PostgreSQL restart the scheduler lives through.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "kiln/common/file.h"
+#include "kiln_process.h"
+#include "postgres_server.h"
+#include "test_support.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+class PostgresFarm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KILN_SKIP_UNLESS_POSTGRES();
+    pg_ = std::make_unique<test::PostgresServer>();
+    setenv("PGPASSFILE", pg_->passFile().c_str(), 1);
+    url_ = pg_->createDatabase("farm");
+    coll_ = dir_.path() + "/coll";
+    createDirs(coll_);
+    writeFile(coll_ + "/default.nix", R"({
+  a = derivation { name = "a"; system = "x86_64-linux"; builder = "/bin/sh";
+                   args = [ "-c" "echo a > $out" ]; };
+  b = derivation { name = "b"; system = "x86_64-linux"; builder = "/bin/sh";
+                   args = [ "-c" "echo b > $out" ]; };
+  broken = throw "this job is broken";
+})");
+  }
+
+  // `kiln ARGS --database URL`.
+  test::RunResult kiln(std::vector<std::string> args) {
+    args.insert(args.begin(), test::kilnBinary());
+    args.insert(args.end(), {"--database", url_});
+    return test::run(args);
+  }
+
+  std::unique_ptr<test::KilnProcess> scheduler(const std::string& name) {
+    return std::make_unique<test::KilnProcess>(
+        std::vector<std::string>{
+            "scheduler", "--state-dir", dir_.path() + "/" + name, "--database",
+            url_, "--listen", "tcp://127.0.0.1:*", "--insecure-plaintext"},
+        dir_.path() + "/" + name + ".log");
+  }
+
+  nlohmann::json evaluation(int64_t id) {
+    auto r = kiln({"evaluation", "show", std::to_string(id), "--json"});
+    if (r.exitCode != 0) return nullptr;
+    return nlohmann::json::parse(r.out);
+  }
+
+  TempDir dir_{"kiln-pgfarm"};
+  std::unique_ptr<test::PostgresServer> pg_;
+  std::string url_, coll_;
+};
+
+TEST_F(PostgresFarm, BuildsAJobsetWithItsStateInPostgres) {
+  auto r = kiln({"project", "create", "demo"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  r = kiln({"jobset", "create", "--project", "demo", "main", "--location",
+            coll_, "--check-interval", "0"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  // No scheduler yet: the CLI holds the farm's lock and says so.
+  r = kiln({"jobset", "eval", "--project", "demo", "main"});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_THAT(r.err, HasSubstr("no scheduler is running"));
+
+  auto sched = scheduler("s1");
+  ASSERT_TRUE(sched->waitForLog("listening tcp://", 30s)) << sched->log();
+  std::string endpoint = sched->log();
+  endpoint = endpoint.substr(endpoint.find("listening tcp://") + 10);
+  endpoint = endpoint.substr(0, endpoint.find_first_of("\n "));
+  // A second scheduler on the same database is refused.
+  auto second = scheduler("s2");
+  ASSERT_TRUE(second->waitExit(30s)) << second->log();
+  EXPECT_THAT(second->log(), HasSubstr("another scheduler is running on "
+                                       "database"));
+
+  r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"eval\":1"));
+  test::KilnProcess worker(
+      {"worker", "--connect", endpoint, "--insecure-plaintext", "--state-dir",
+       dir_.path() + "/w", "--private-store"},
+      dir_.path() + "/w.log");
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        auto e = evaluation(1);
+        return e.is_object() && e.value("finished", 0) == 2;
+      },
+      60s))
+      << evaluation(1).dump() << sched->log() << worker.log();
+  auto e = evaluation(1);
+  EXPECT_EQ(e.value("succeeded", 0), 2) << e.dump();
+  r = kiln({"evaluation", "show", "1"});
+  EXPECT_THAT(r.out, HasSubstr("this job is broken"));
+  EXPECT_EQ(pg_->psql("SELECT count(*) FROM build_outputs", url_).out, "2\n");
+
+  // PostgreSQL goes away and comes back: the scheduler lives on, holds the
+  // farm's lock again, and answers requests.
+  pg_->stop();
+  ASSERT_TRUE(sched->waitForLog("state database is unavailable", 30s))
+      << sched->log();
+  pg_->start();
+  ASSERT_TRUE(sched->waitForLog("is held again", 30s)) << sched->log();
+  EXPECT_TRUE(sched->running());
+  r = kiln({"queue", "--json"});
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  r = kiln({"cached-failure", "clear", "--json"});
+  EXPECT_EQ(r.exitCode, 0) << r.err << sched->log();
+  EXPECT_THAT(r.out, HasSubstr("\"cleared\":0"));
+  EXPECT_EQ(worker.stop(), 0);
+  EXPECT_EQ(sched->stop(), 0) << sched->log();
+}
+
+TEST_F(PostgresFarm, RefusesAPasswordInTheUrlAndAForeignUrl) {
+  auto r = test::run({test::kilnBinary(), "queue", "--database",
+                      "postgresql://kiln:secret@127.0.0.1:1/kiln"});
+  EXPECT_NE(r.exitCode, 0);
+  EXPECT_THAT(r.err, HasSubstr("PGPASSFILE"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("secret@")));
+  r = test::run(
+      {test::kilnBinary(), "queue", "--database", "mysql://127.0.0.1/kiln"});
+  EXPECT_NE(r.exitCode, 0);
+  EXPECT_THAT(r.err, HasSubstr("not a PostgreSQL URL"));
+  r = test::run({test::kilnBinary(), "scheduler", "--state-dir",
+                 dir_.path() + "/s", "--listen", "tcp://127.0.0.1:*",
+                 "--insecure-plaintext", "--database",
+                 "postgresql://kiln:secret@127.0.0.1:1/kiln"});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("PGPASSFILE"));
+}
+
+}  // namespace
+}  // namespace kiln
