@@ -4,6 +4,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "command.h"
 #include "database_options.h"
@@ -107,6 +108,32 @@ SchedulerWeb startWeb(
   return web;
 }
 
+// A standby's wait: the farm's lock once no other scheduler holds it, or
+// null if SIGINT/SIGTERM came first. Polls every second (the lock is free
+// as soon as the active scheduler's session ends).
+std::shared_ptr<scheduler::SchedulerLock> waitForFarmLock(
+    const scheduler::ServiceConfig& cfg) {
+  bool announced = false;
+  while (!gStop.load()) {
+    try {
+      if (auto l = scheduler::SchedulerLock::tryAcquire(cfg.database(),
+                                                        cfg.stateDir)) {
+        if (announced) logInfo("standby: the farm's lock is free; taking over");
+        return l;
+      }
+      if (!announced)
+        logInfo("standby: another scheduler holds the farm (" +
+                cfg.databaseUrl + "); waiting to take over");
+      announced = true;
+    } catch (const scheduler::SqlError& e) {
+      logWarn(std::string("standby: ") + e.what());
+    }
+    for (int i = 0; i < 10 && !gStop.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return nullptr;
+}
+
 int runScheduler(const std::vector<std::string>& args) {
   po::options_description opts(
       "Usage: kiln scheduler --state-dir DIR --listen tcp://HOST:PORT\n"
@@ -203,6 +230,10 @@ int runScheduler(const std::vector<std::string>& args) {
       "(default: the system's CAs)");
   DatabaseOptions database;
   database.add(opts);
+  opts.add_options()(
+      "standby",
+      "with --database: while another scheduler holds the farm, wait and "
+      "take over when it stops (fail-over)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -221,6 +252,8 @@ int runScheduler(const std::vector<std::string>& args) {
     }
     cfg.databaseUrl = database.url;
     cfg.databasePasswordFile = database.passwordFile;
+    if (vm.count("standby") && database.url.empty())
+      throw po::error("--standby needs --database (a PostgreSQL farm)");
     if (!cfg.insecurePlaintext && (keyFile.empty() || allowFile.empty()))
       throw po::error(
           "give --secret-key-file and --allowed-workers, or "
@@ -268,6 +301,12 @@ int runScheduler(const std::vector<std::string>& args) {
       cfg.eventSinks.push_back(outbox);
       extraMetrics.push_back(notifiers.registry());
     }
+    std::signal(SIGINT, onSignal);
+    std::signal(SIGTERM, onSignal);
+    if (vm.count("standby")) {
+      cfg.heldLock = waitForFarmLock(cfg);
+      if (!cfg.heldLock) return kExitOk;  // stopped while standing by
+    }
     scheduler::SchedulerService svc(cfg);
     notifiers.start(cfg.database(), RealClock::instance());
     webAccess.privateReads = vm.count("web-private") > 0;
@@ -278,8 +317,6 @@ int runScheduler(const std::vector<std::string>& args) {
     if (web.metrics) std::cout << " metrics " << web.metrics->port();
     if (web.all) std::cout << " web " << web.all->url();
     std::cout << std::endl;
-    std::signal(SIGINT, onSignal);
-    std::signal(SIGTERM, onSignal);
     svc.run(gStop);
     logInfo("scheduler stopping");
     return kExitOk;

@@ -14,8 +14,9 @@ using nlohmann::json;
 
 namespace {
 
-std::unique_ptr<SchedulerLock> takeLock(const ServiceConfig& c) {
+std::shared_ptr<SchedulerLock> takeLock(const ServiceConfig& c) {
   createDirs(c.stateDir);
+  if (c.heldLock) return c.heldLock;
   auto l = SchedulerLock::tryAcquire(c.database(), c.stateDir);
   if (!l)
     throw Error(c.database().isPostgres()
@@ -313,14 +314,30 @@ void SchedulerService::Impl::periodic() {
   }
 }
 
+// How long the lock may go unconfirmed before dispatching pauses: well
+// under the time PostgreSQL takes to drop a silent lock holder's session
+// (scheduler_lock.cc's keepalives), so two schedulers never dispatch at
+// once.
+constexpr auto kLockGrace = std::chrono::seconds(5);
+
+bool SchedulerService::Impl::mayDispatch() const {
+  // A state directory's flock cannot lapse while the process lives.
+  return db.dialect() == SqlDialect::kSqlite ||
+         clock.now() - lockConfirmed < kLockGrace;
+}
+
 void SchedulerService::Impl::checkLock() {
-  if (lock->held()) return;
+  if (lock->held()) {
+    lockConfirmed = clock.now();
+    return;
+  }
   try {
     auto again = SchedulerLock::tryAcquire(cfg.database(), cfg.stateDir);
     if (again) {
       logWarn("the farm's scheduler lock was lost (" + lock->describe() +
                  ") and is held again");
       lock = std::move(again);
+      lockConfirmed = clock.now();
       return;
     }
     logError("another scheduler holds the farm's lock (" + lock->describe() +
@@ -346,7 +363,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
     // A result frees a slot: fill it now, not after the rest of the batch
     // (serving inputs, receiving uploads) is handled. When nothing can be
     // assigned this costs one O(classes) check.
-    steps.dispatch();
+    if (mayDispatch()) steps.dispatch();
     endTurn();
     if (!r) return;
     r = link.receive(std::chrono::milliseconds(0), uploads.wakeFd());
@@ -479,7 +496,7 @@ void SchedulerService::pollOnce(std::chrono::milliseconds timeout) {
     s.serveMessages(timeout, 1000);
     s.periodic();
     s.processEvents();
-    s.steps.dispatch();
+    if (s.mayDispatch()) s.steps.dispatch();
     s.processEvents();
     s.endTurn();
     s.metrics.observeIdleStretches(s.core.takeIdleStretches());

@@ -38,7 +38,7 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   ServiceConfig cfg;  ///< with the default runner and fetcher filled in
   /// The injected clock (ServiceConfig::clock).
   const Clock& clock;
-  std::unique_ptr<SchedulerLock> lock;  ///< this process schedules the farm
+  std::shared_ptr<SchedulerLock> lock;  ///< this process schedules the farm
   StateDb db;
   /// WAL checkpoints of `db` on a thread of their own (the service's
   /// connection never checkpoints).
@@ -65,6 +65,11 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   Clock::TimePoint lastJobsetCheck{};
   Clock::TimePoint lastLockCheck{};
   Clock::TimePoint lastDatabaseWarning{};
+  /// When the farm's lock was last known held. New steps are dispatched
+  /// only while that is recent (kLockGrace): a scheduler cut off from the
+  /// database stops before a standby can take the lock over.
+  Clock::TimePoint lockConfirmed = clock.now();
+  bool mayDispatch() const;
   /// Set when the farm's lock was lost to another scheduler: run() ends.
   bool lockLost = false;
   /// Checks that this process still holds the farm's scheduler lock

@@ -123,6 +123,32 @@ TEST_F(PostgresFarm, BuildsAJobsetWithItsStateInPostgres) {
   EXPECT_EQ(sched->stop(), 0) << sched->log();
 }
 
+// A standby scheduler on the same database waits while the active one
+// holds the farm's lock and takes over within 10 s of its SIGKILL.
+TEST_F(PostgresFarm, AStandbyTakesOverWhenTheActiveSchedulerDies) {
+  auto r = kiln({"project", "create", "demo"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto active = scheduler("s1");
+  ASSERT_TRUE(active->waitForLog("listening tcp://", 30s)) << active->log();
+  test::KilnProcess standby(
+      {"scheduler", "--state-dir", dir_.path() + "/s2", "--database", url_,
+       "--listen", "tcp://127.0.0.1:*", "--insecure-plaintext", "--standby"},
+      dir_.path() + "/s2.log");
+  ASSERT_TRUE(standby.waitForLog("waiting to take over", 30s)) << standby.log();
+  EXPECT_FALSE(standby.log().find("listening tcp://") != std::string::npos);
+  active->kill();
+  auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(standby.waitForLog("listening tcp://", 30s)) << standby.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 10s);
+  EXPECT_THAT(standby.log(), HasSubstr("taking over"));
+  r = kiln({"jobset", "create", "--project", "demo", "main", "--location",
+            coll_, "--check-interval", "0"});
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
+  EXPECT_EQ(r.exitCode, 0) << r.err << standby.log();
+  EXPECT_EQ(standby.stop(), 0) << standby.log();
+}
+
 TEST_F(PostgresFarm, RefusesAPasswordInTheUrlAndAForeignUrl) {
   auto r = test::run({test::kilnBinary(), "queue", "--database",
                       "postgresql://kiln:secret@127.0.0.1:1/kiln"});

@@ -59,6 +59,12 @@ std::unique_ptr<SchedulerLock> SchedulerLock::tryAcquire(
     return std::make_unique<FileSchedulerLock>(std::move(*l), path);
   }
   auto c = database.connect(SqlAccess::kWrite);
+  // The server drops a silent holder's session (and so the lock) after
+  // 6 + 3 * 2 = 12 s: a standby takes over a scheduler whose host died,
+  // which pauses dispatching after 5 s without the lock (service.cc).
+  c->exec(
+      "SET tcp_keepalives_idle = 6; SET tcp_keepalives_interval = 2; "
+      "SET tcp_keepalives_count = 3");
   auto s = c->prepare("SELECT pg_try_advisory_lock(?)");
   s.bind(kSchedulerLockKey);
   if (!s.step() || s.getInt(0) == 0) return nullptr;

@@ -29,6 +29,7 @@ class Registry;
 #include "kiln/scheduler/offline_requests.h"
 #include "kiln/scheduler/request_queue.h"
 #include "kiln/scheduler/requests.h"
+#include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/scheduler/snapshot.h"
 #include "kiln/scheduler/state_db.h"
 
@@ -43,6 +44,10 @@ struct ServiceConfig {
   /// from databasePasswordFile or PGPASSFILE), else `scheduler.sqlite`.
   std::string databaseUrl;
   std::string databasePasswordFile;
+  /// The farm's scheduler lock, already taken (a standby that waited for
+  /// it); null: the service takes it, and refuses to start if another
+  /// process holds it.
+  std::shared_ptr<SchedulerLock> heldLock;
   /// The database these name.
   DatabaseSpec database() const {
     return DatabaseSpec::inStateDir(stateDir, databaseUrl,
