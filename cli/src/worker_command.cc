@@ -14,8 +14,9 @@
 #include "kiln/common/process.h"
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/protocol/keys.h"
-#include "kiln/worker/daemon.h"
 #include "kiln/web/routes.h"
+#include "kiln/worker/daemon.h"
+#include "kiln/worker/endpoint_list.h"
 #include "kiln/worker/private_store.h"
 #include "sandbox_options.h"
 
@@ -74,7 +75,8 @@ std::unique_ptr<web::WebFrontend> serveWorkerMetrics(
 
 int runWorker(const std::vector<std::string>& args) {
   po::options_description opts(
-      "Usage: kiln worker --connect tcp://HOST:PORT --state-dir DIR\n"
+      "Usage: kiln worker --connect tcp://HOST:PORT[,tcp://HOST:PORT..]\n"
+      "         --state-dir DIR\n"
       "         (--insecure-plaintext | --secret-key-file F "
       "--server-public-key-file G)\n"
       "         [--systems S,..] [--features F,..] [--mandatory-features "
@@ -87,16 +89,22 @@ int runWorker(const std::vector<std::string>& args) {
       "Connects to a kiln scheduler and builds the steps it is given until\n"
       "SIGINT/SIGTERM, each in a sandbox (default linux: namespaces, only\n"
       "the input closure, a build user, no network; docs/worker.md).\n"
+      "Given several schedulers (an active one and standbys), it follows\n"
+      "the first that answers and moves to the next, round-robin, when it\n"
+      "loses it (docs/worker.md, \"Fail-over\").\n"
       "Exits 1 if the scheduler refuses the worker or the sandbox cannot\n"
       "run here.\n\n"
       "Options");
   worker::DaemonConfig cfg;
   std::string secretFile, serverPubFile;
+  std::vector<std::string> connect;
   std::vector<std::string> systems, features, mandatory;
   std::string metricsListen;
   opts.add_options()("help,h", "show this help")(
-      "connect", po::value(&cfg.client.connect)->required(),
-      "scheduler endpoint, e.g. tcp://sched.example.org:7470")(
+      "connect", po::value(&connect)->required()->composing(),
+      "scheduler endpoint, e.g. tcp://sched.example.org:7470; repeat it or "
+      "separate endpoints by commas to list standby schedulers, tried in "
+      "order (all with the same --server-public-key-file)")(
       "insecure-plaintext", "no encryption or authentication (development)")(
       "secret-key-file", po::value(&secretFile), "this worker's secret key")(
       "server-public-key-file", po::value(&serverPubFile),
@@ -150,6 +158,10 @@ int runWorker(const std::vector<std::string>& args) {
     if (debugVersion > 0xffff)
       throw po::error("--debug-protocol-version must be 0..65535");
     cfg.debug.protocolVersion = static_cast<uint16_t>(debugVersion);
+    cfg.schedulers = worker::EndpointList::parse(connect);
+  } catch (const Error& e) {
+    std::cerr << "kiln worker: --connect: " << e.what() << "\n";
+    return kExitUsage;
   } catch (const po::error& e) {
     std::cerr << "kiln worker: " << e.what() << "\n" << opts;
     return kExitUsage;

@@ -114,6 +114,8 @@ std::string Client::handshakeError() {
   return impl_->handshakeError;
 }
 
+void Client::dropUnsent() { impl_->socket.set(zmq::sockopt::linger, 0); }
+
 zmq::socket_t& Client::socket() { return impl_->socket; }
 
 std::optional<Message> Client::receive(std::chrono::milliseconds timeout,

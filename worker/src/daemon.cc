@@ -1,5 +1,6 @@
 // The worker daemon: connection, Hello/Welcome/Refused, heartbeats,
 // reconnection and shutdown (docs/worker.md, "Daemon").
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -42,7 +43,12 @@ DaemonConfig checked(DaemonConfig c) {
   if (c.workerId.empty()) c.workerId = "worker";
   createDirs(c.stateDir);
   if (c.cores == 0) c.cores = std::max(1u, std::thread::hardware_concurrency());
+  if (!c.schedulers.empty()) c.schedulers = EndpointList::parse(c.schedulers);
   return c;
+}
+
+std::string millis(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
 }
 
 }  // namespace
@@ -58,6 +64,9 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
                            : openSandbox(cfg.sandbox, cfg.sandboxOptions)),
       platforms(Platforms::load(cfg.platforms, cfg.platformOptions)),
       runner(runnerConfig(cfg, store, platforms), *sandbox, clock),
+      endpoints(cfg.schedulers.empty() ? std::vector{cfg.client.connect}
+                                       : cfg.schedulers,
+                cfg.client.reconnectMin, cfg.client.reconnectMax),
       helloDelay(cfg.helloRetryMin) {
   if (!cfg.syncStoreFiles)
     store.setContentSync(store::LocalStore::ContentSync::kNone);
@@ -80,10 +89,25 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
   createDirs(cfg.stateDir + "/build");
   eventsWake = AutoCloseFD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!eventsWake) throwSysError("creating the worker loop's eventfd");
-  client = std::make_unique<proto::Client>(cfg.client);
+  client = connectCurrent();
+  attemptSince = clock.now();
+}
+
+std::unique_ptr<proto::Client> Daemon::Impl::connectCurrent() {
+  proto::ClientOptions o = cfg.client;
+  o.connect = endpoints.current();
+  if (endpoints.size() > 1) logInfo("worker: trying scheduler " + o.connect);
+  return std::make_unique<proto::Client>(o);
 }
 
 void Daemon::Impl::send(proto::Message&& msg) {
+  if (!client) {
+    // Between two schedulers: what matters is sent again after the next
+    // Welcome (held steps are resumed).
+    logDebug("worker: no scheduler to send " +
+             proto::messageTypeName(proto::typeOf(msg)) + " to");
+    return;
+  }
   bool queued = cfg.debug.protocolVersion
                     ? client->sendRaw(proto::encode(msg, cfg.debug.protocolVersion))
                     : client->send(msg);
@@ -111,24 +135,33 @@ void Daemon::Impl::sendHello() {
   for (auto& [id, s] : steps)
     if (!s->dropped) h.heldSteps.push_back({id, s->msg.drvPath});
   send(std::move(h));
+  if (!helloPending) attemptSince = clock.now();
   helloPending = true;
   helloSentAt = clock.now();
 }
 
 void Daemon::Impl::checkConnection() {
+  if (!client) return checkFailover(false);
   auto refused = client->handshakeError();
   if (!refused.empty()) throw WorkerRefused(refused);
   bool now = client->connected();
+  bool lost = !now && wasConnected;
   if (now && !wasConnected) {
-    logInfo("worker: connected to " + cfg.client.connect);
+    logInfo("worker: connected to " + endpoints.current());
     helloDelay = cfg.helloRetryMin;
     sendHello();
-  } else if (!now && wasConnected) {
-    logWarn("worker: lost the connection to the scheduler; reconnecting");
+  } else if (lost) {
+    logWarn(endpoints.size() > 1
+                ? "worker: lost the connection to the scheduler at " +
+                      endpoints.current()
+                : "worker: lost the connection to the scheduler; "
+                  "reconnecting");
     self.welcomed_ = false;
     if (xfer) xfer->abortAll("connection to the scheduler lost");
   }
   wasConnected = now;
+  if (endpoints.size() > 1) checkFailover(lost);
+  if (!client) return;
   if (now && helloPending &&
       clock.now() - helloSentAt > helloDelay) {
     helloDelay = std::min(helloDelay * 2, cfg.helloRetryMax);
@@ -137,8 +170,42 @@ void Daemon::Impl::checkConnection() {
   }
 }
 
+void Daemon::Impl::checkFailover(bool lost) {
+  if (!client) {
+    if (clock.now() < connectAt) return;
+    client = connectCurrent();
+    attemptSince = clock.now();
+    return;
+  }
+  if (lost) return followNext("was lost");
+  if (self.welcomed_ && !helloPending) return;
+  if (clock.now() - attemptSince < cfg.failoverAfter) return;
+  followNext(std::string(wasConnected ? "did not answer Hello"
+                                      : "did not accept the connection") +
+             " within " + millis(cfg.failoverAfter));
+}
+
+void Daemon::Impl::followNext(const std::string& why) {
+  std::string from = endpoints.current();
+  auto pause = endpoints.next();
+  logWarn("worker: scheduler " + from + " " + why +
+          "; next: " + endpoints.current() +
+          (pause.count() ? " in " + millis(pause) : std::string()));
+  // As after a lost connection: the transfers end, the held steps stay
+  // for the Hello to the next scheduler, which may adopt them.
+  self.welcomed_ = false;
+  helloPending = false;
+  wasConnected = false;
+  if (xfer) xfer->abortAll("left the scheduler at " + from);
+  client->dropUnsent();
+  client.reset();
+  connectAt = clock.now() + pause;
+}
+
 void Daemon::Impl::onWelcome(const proto::Welcome& w) {
   logInfo("worker: welcomed by scheduler " + w.schedulerId);
+  logInfo("worker: following scheduler " + endpoints.current());
+  endpoints.answered();
   helloPending = false;
   // The old connection's transfers end first, while nothing is sent: a
   // step whose upload is cut short keeps its build for the scheduler.
@@ -205,7 +272,7 @@ void Daemon::Impl::handle(const proto::Message& msg) {
 
 void Daemon::Impl::loop() {
   while (!self.stop_.load()) {
-    if (auto m = client->receive(20ms, eventsWake.get())) {
+    if (auto m = receive()) {
       try {
         handle(*m);
       } catch (const WorkerRefused&) {
@@ -220,6 +287,15 @@ void Daemon::Impl::loop() {
       sendHeartbeat();
     if (xfer) xfer->expireIdle();
   }
+}
+
+std::optional<proto::Message> Daemon::Impl::receive() {
+  if (client) return client->receive(20ms, eventsWake.get());
+  // Pausing between two rounds of the schedulers: only the step threads
+  // and stop() can wake the loop.
+  pollfd wake{eventsWake.get(), POLLIN, 0};
+  (void)::poll(&wake, 1, 20);
+  return std::nullopt;
 }
 
 void Daemon::Impl::shutdown(const std::string& why) {

@@ -5,10 +5,10 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
-#include <unordered_map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 #include <variant>
 
 #include "kiln/common/file.h"
@@ -16,6 +16,7 @@
 #include "kiln/store/local_store.h"
 #include "kiln/worker/build_runner.h"
 #include "kiln/worker/daemon.h"
+#include "kiln/worker/endpoint_list.h"
 #include "slot.h"
 
 namespace kiln::worker {
@@ -58,7 +59,21 @@ struct Daemon::Impl {
 
   // daemon.cc
   void loop();
+  /// One message from the scheduler, or nullopt after up to 20 ms (at
+  /// once when a step thread or stop() signals `eventsWake`).
+  std::optional<protocol::Message> receive();
   void checkConnection();
+  /// With several schedulers: moves to the next one if the current one
+  /// was lost (`lost`) or has not answered within `failoverAfter`, and
+  /// connects to it once its pause is over.
+  void checkFailover(bool lost);
+  /// Leaves the current scheduler (`why` for the log): aborts the
+  /// connection's transfers, drops its unsent messages and closes it.
+  /// Held steps stay for the next Hello.
+  void followNext(const std::string& why);
+  /// A client for endpoints.current(), with `cfg.client`'s keys; throws
+  /// as protocol::Client does.
+  std::unique_ptr<protocol::Client> connectCurrent();
   void sendHello();
   void handle(const protocol::Message& msg);
   void onWelcome(const protocol::Welcome& w);
@@ -110,7 +125,17 @@ struct Daemon::Impl {
   /// Run builders of each system (DaemonConfig::platforms).
   std::shared_ptr<Platforms> platforms;
   BuildRunner runner;
+  /// The schedulers (DaemonConfig::schedulers or `client.connect`).
+  EndpointList endpoints;
+  /// The connection to endpoints.current(); null while pausing between
+  /// two rounds of the endpoints (until `connectAt`).
   std::unique_ptr<protocol::Client> client;
+  /// When the pause before the next try ends (while `client` is null).
+  Clock::TimePoint connectAt;
+  /// When the current wait for an answer began (the try's connection, or
+  /// the first Hello of a wait for a Welcome): with several schedulers,
+  /// the worker moves on `failoverAfter` later.
+  Clock::TimePoint attemptSince;
   std::unique_ptr<protocol::TransferEndpoint> xfer;
 
   bool wasConnected = false;

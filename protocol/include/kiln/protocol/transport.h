@@ -152,6 +152,10 @@ class Client {
   /// Why the scheduler rejected the handshake (unknown key, mechanism
   /// mismatch), or "" if it did not.
   std::string handshakeError();
+  /// Drops the messages not sent yet when this client is destroyed
+  /// (instead of waiting up to `linger` to send them): for a client the
+  /// worker gives up on, to follow another scheduler.
+  void dropUnsent();
   /// The socket, to poll it together with others (ZMQ_POLLIN).
   zmq::socket_t& socket();
 

@@ -45,6 +45,16 @@ struct DebugFaults {
 /// Everything the daemon needs to know.
 struct DaemonConfig {
   protocol::ClientOptions client;  ///< where and how to connect
+  /// The schedulers to follow, in order (docs/worker.md, "Fail-over"),
+  /// each connected with `client`'s keys and timings; `client.connect` is
+  /// then ignored. Empty: `client.connect` alone. With one endpoint the
+  /// worker stays with it and ZeroMQ reconnects; with several it moves
+  /// round-robin to the next one that does not answer (EndpointList).
+  std::vector<std::string> schedulers;
+  /// With several `schedulers`: how long one may take to complete the
+  /// handshake, and then to answer Hello with Welcome, before the worker
+  /// tries the next (one ZeroMQ heartbeat interval).
+  std::chrono::milliseconds failoverAfter{5000};
   std::string stateDir;            ///< holds the store, drvs, build dirs
   /// The logical store directory. Unless the sandbox maps paths, builders
   /// write to it directly, so it must be `<stateDir>/store` or have the
@@ -111,9 +121,10 @@ struct DaemonConfig {
 /// handler (it only sets a flag).
 class Daemon {
  public:
-  /// Opens the store under `config.stateDir` and the client socket.
-  /// Throws Error for an unusable configuration (no systems, bad layout, a
-  /// sandbox or platform that cannot be loaded).
+  /// Opens the store under `config.stateDir` and the client socket (to
+  /// the first scheduler). Throws Error for an unusable configuration (no
+  /// systems, bad layout, a sandbox or platform that cannot be loaded, a
+  /// malformed or repeated scheduler endpoint).
   explicit Daemon(DaemonConfig config);
   ~Daemon();
   Daemon(const Daemon&) = delete;
