@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "kiln/common/logging.h"
+#include "kiln/scheduler/snapshot_store.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -311,6 +312,23 @@ void SchedulerService::Impl::periodic() {
   if (now - lastLockCheck >= std::chrono::seconds(1)) {
     lastLockCheck = now;
     checkLock();
+    storeSnapshotForFrontEnds();
+  }
+}
+
+void SchedulerService::Impl::storeSnapshotForFrontEnds() {
+  // Front ends on other hosts (kiln web) read it from PostgreSQL; on
+  // SQLite the web runs in this process and reads `published`.
+  if (db.dialect() != SqlDialect::kPostgres) return;
+  auto snap = *published.lock();
+  if (!snap) return;
+  try {
+    // An unchanged snapshot is only vouched for again.
+    storeSnapshot(db, snap == storedSnapshot ? nullptr : snap.get(),
+                  clock.nowMs());
+    storedSnapshot = snap;
+  } catch (const SqlError& e) {
+    if (!e.transient()) logWarn(std::string("storing the snapshot: ") + e.what());
   }
 }
 

@@ -76,6 +76,10 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// (PostgreSQL drops it with the lock's connection), taking it again if
   /// nobody else has; sets lockLost if another scheduler took it.
   void checkLock();
+  /// Writes the newest published snapshot to the state database for web
+  /// front ends on other hosts (PostgreSQL only; failures are logged).
+  void storeSnapshotForFrontEnds();
+  std::shared_ptr<const SchedulerSnapshot> storedSnapshot;
   /// Operator requests (operations.cc: the offline table, with the
   /// handlers that concern the core wrapped).
   RequestTable requests;

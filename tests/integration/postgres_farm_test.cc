@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "farm.h"
 #include "kiln/common/file.h"
 #include "kiln_process.h"
 #include "postgres_server.h"
@@ -105,6 +106,36 @@ TEST_F(PostgresFarm, BuildsAJobsetWithItsStateInPostgres) {
   r = kiln({"evaluation", "show", "1"});
   EXPECT_THAT(r.out, HasSubstr("this job is broken"));
   EXPECT_EQ(pg_->psql("SELECT count(*) FROM build_outputs", url_).out, "2\n");
+
+  // Two web front ends of their own: the builds, and the scheduler's
+  // workers from the snapshot it stores; one killed, the other answers.
+  auto web = [&](const std::string& name) {
+    auto p = std::make_unique<test::KilnProcess>(
+        std::vector<std::string>{"web", "--database", url_, "--listen",
+                                 "127.0.0.1:0", "--state-dir",
+                                 dir_.path() + "/s1"},
+        dir_.path() + "/" + name + ".log");
+    EXPECT_TRUE(p->waitForLog("web http://", 30s)) << p->log();
+    std::string log = p->log();
+    auto at = log.find("web http://127.0.0.1:") + 21;
+    return std::pair(std::move(p), std::stoi(log.substr(at)));
+  };
+  auto [web1, port1] = web("web1");
+  auto [web2, port2] = web("web2");
+  for (int port : {port1, port2}) {
+    EXPECT_THAT(test::httpGet(port, "/api/eval/1"), HasSubstr("\"a\""));
+    std::string workers;
+    EXPECT_TRUE(test::pollUntil(
+        [&] {
+          workers = test::httpGet(port, "/api/workers");
+          return workers.find("\"slots\"") != std::string::npos;
+        },
+        30s))
+        << workers;
+  }
+  web1->kill();
+  EXPECT_THAT(test::httpGet(port2, "/api/eval/1"), HasSubstr("\"a\""));
+  EXPECT_EQ(web2->stop(), 0) << web2->log();
 
   // PostgreSQL goes away and comes back: the scheduler lives on, holds the
   // farm's lock again, and answers requests.

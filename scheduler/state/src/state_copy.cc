@@ -96,6 +96,7 @@ const std::vector<TableSpec>& tables() {
        {"id", "created", "revoked"},
        {"key_id", "name", "scope", "salt", "hash"},
        ""},
+      {"scheduler_snapshot", "id", {"id", "taken"}, {"body"}, ""},
       {"eval_counts",
        "eval",
        {"eval", "builds", "finished", "succeeded"},

@@ -29,7 +29,11 @@ void applyMigrations(SqlConnection& db, int64_t before) {
                       " has schema version " + std::to_string(before) +
                       ", which no kiln makes on PostgreSQL");
   }
-  // Versions past the baseline will list their PostgreSQL steps here.
+  for (auto& m : postgresMigrations()) {
+    if (m.version <= before) continue;
+    db.exec(m.sql);
+    db.setUserVersion(m.version);
+  }
 }
 }  // namespace
 

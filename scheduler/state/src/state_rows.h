@@ -18,6 +18,14 @@ const std::vector<SqliteMigration>& stateMigrations();
 /// PostgreSQL's whole schema at kPostgresBaselineVersion (state_schema.cc).
 const char* postgresBaseline();
 inline constexpr int64_t kPostgresBaselineVersion = 8;
+/// A PostgreSQL step past the baseline: version N from N-1.
+struct PostgresMigration {
+  int64_t version;
+  const char* sql;
+};
+/// PostgreSQL's steps past the baseline, in order; each version has its
+/// SQLite step in stateMigrations() too.
+const std::vector<PostgresMigration>& postgresMigrations();
 /// Brings `db` to StateDb::schemaVersion() in one transaction (serialized
 /// between hosts on PostgreSQL), returning the version it had. Unless
 /// `upgrade`, only an empty PostgreSQL database is migrated. Throws

@@ -415,14 +415,30 @@ CREATE TRIGGER builds_count AFTER INSERT OR DELETE OR UPDATE OF finished,
   status, eval ON builds FOR EACH ROW EXECUTE FUNCTION kiln_eval_counts();
 )SQL";
 
+// Migration 9, both backends: the running scheduler's snapshot, for web
+// front ends on other hosts (snapshot_store.h). One row.
+const char* kSchemaV9 = R"SQL(
+CREATE TABLE scheduler_snapshot (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  taken BIGINT NOT NULL,
+  body TEXT NOT NULL
+);
+)SQL";
+
 }  // namespace
 
 const char* postgresBaseline() { return kPostgresV8; }
 
+const std::vector<PostgresMigration>& postgresMigrations() {
+  static const std::vector<PostgresMigration> m = {{9, kSchemaV9}};
+  return m;
+}
+
 const std::vector<SqliteMigration>& stateMigrations() {
   static const std::vector<SqliteMigration> m = {
       {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
-      {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7}, {8, kSchemaV8}};
+      {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7}, {8, kSchemaV8},
+      {9, kSchemaV9}};
   return m;
 }
 

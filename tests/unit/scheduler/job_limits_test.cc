@@ -68,7 +68,7 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "ALTER TABLE builds DROP COLUMN timeout; DROP TABLE notifications; "
         "DROP TABLE api_tokens; DROP TRIGGER builds_count_insert; "
         "DROP TRIGGER builds_count_update; DROP TRIGGER builds_count_delete; "
-        "DROP TABLE eval_counts; "
+        "DROP TABLE eval_counts; DROP TABLE scheduler_snapshot; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
         "DROP INDEX builds_eval_status; DROP INDEX builds_job; "

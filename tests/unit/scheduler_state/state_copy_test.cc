@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 const std::vector<std::string> kTables = {
     "api_tokens",  "build_outputs", "builds",  "cached_failures", "eval_counts",
     "eval_errors", "evaluations",   "jobsets", "notifications",   "projects",
-    "requests",    "step_deps",     "steps"};
+    "requests",    "scheduler_snapshot", "step_deps", "steps"};
 
 // Each table's rows as text (NULL spelled out), sorted: equal dumps mean
 // equal tables whatever the backend.

@@ -159,6 +159,7 @@ DROP TRIGGER builds_count_insert;
 DROP TRIGGER builds_count_update;
 DROP TRIGGER builds_count_delete;
 DROP TABLE eval_counts;
+DROP TABLE scheduler_snapshot;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";
