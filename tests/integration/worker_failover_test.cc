@@ -49,7 +49,9 @@ class WorkerFailover : public ::testing::Test {
         args, dir_.path() + "/" + name + ".log");
     bool standby =
         std::find(extra.begin(), extra.end(), "--standby") != extra.end();
-    if (!standby) EXPECT_TRUE(p->waitForLog("listening ", 30s)) << p->log();
+    if (!standby) {
+      EXPECT_TRUE(p->waitForLog("listening ", 30s)) << p->log();
+    }
     return p;
   }
 
