@@ -76,6 +76,8 @@ void Farm::startScheduler(std::chrono::milliseconds timeout) {
                                    std::to_string(options_.heartbeat.count()),
                                    "--max-retries",
                                    std::to_string(options_.maxRetries)};
+  if (!options_.database.empty())
+    args.insert(args.end(), {"--database", options_.database});
   auto security = schedulerSecurityArgs();
   args.insert(args.end(), security.begin(), security.end());
   args.insert(args.end(), options_.schedulerArgs.begin(),
@@ -243,6 +245,8 @@ RunResult Farm::kiln(std::vector<std::string> args) const {
   args.insert(args.begin(), kilnBinary());
   args.push_back("--state-dir");
   args.push_back(stateDir());
+  if (!options_.database.empty())
+    args.insert(args.end(), {"--database", options_.database});
   return run(args);
 }
 
@@ -282,8 +286,12 @@ int64_t Farm::evaluate(const std::string& project, const std::string& jobset,
 
 // ---------------------------------------------------------------- state
 
+scheduler::DatabaseSpec Farm::database() const {
+  return scheduler::DatabaseSpec::inStateDir(stateDir(), options_.database);
+}
+
 std::unique_ptr<scheduler::StateView> Farm::view() const {
-  return scheduler::StateView::openIfExists(stateDir());
+  return scheduler::StateView::openIfExists(database());
 }
 
 std::vector<FarmBuild> Farm::builds(int64_t eval) const {
@@ -298,10 +306,20 @@ std::vector<FarmStep> Farm::steps() const {
 
 bool Farm::waitForBuilds(int64_t eval,
                          std::chrono::milliseconds timeout) const {
+  // On PostgreSQL one view serves the whole wait: a new connection each
+  // poll would start a server process and authenticate 20 times a second,
+  // CPU the farm under test would lose. SQLite opens the file each poll.
+  std::unique_ptr<scheduler::StateView> kept;
   return pollUntil(
       [&] {
-        auto v = view();
-        if (!v) return false;
+        std::unique_ptr<scheduler::StateView> fresh;
+        scheduler::StateView* v = kept.get();
+        if (!v) {
+          fresh = view();
+          v = fresh.get();
+          if (!v) return false;
+          if (!options_.database.empty()) kept = std::move(fresh);
+        }
         auto c = v->buildCounts(eval);
         return c.all > 0 && c.finished == c.all;
       },

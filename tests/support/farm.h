@@ -4,7 +4,8 @@
 /// `kiln worker --private-store` processes, each with its own state
 /// directory under one temporary folder, plus helpers to drive the
 /// scheduler (operator commands) and to watch its state (its SQLite
-/// database opened read-only, its /metrics endpoint).
+/// database opened read-only, or its PostgreSQL database with
+/// FarmOptions::database; its /metrics endpoint).
 ///
 /// Typical use:
 ///
@@ -70,6 +71,12 @@ struct FarmOptions {
   std::string host = "127.0.0.1";
   /// Extra environment of the scheduler (e.g. KILN_PLUGIN_PATH).
   std::map<std::string, std::string> schedulerEnv;
+  /// The farm's state in PostgreSQL: a `postgresql://USER@HOST:PORT/DB`
+  /// URL (e.g. a PostgresServer's createDatabase()) given as `--database`
+  /// to the scheduler and to every kiln() command, and opened by view().
+  /// The password comes from PGPASSFILE in the environment the processes
+  /// inherit. Empty (the default): SQLite under stateDir().
+  std::string database;
 };
 
 /// How one worker is run.
@@ -127,6 +134,9 @@ class Farm {
   const std::string& dir() const { return dir_->path(); }
   /// The scheduler's state directory (central store, scheduler.sqlite).
   std::string stateDir() const { return dir() + "/scheduler"; }
+  /// Where the farm's state is: FarmOptions::database, else the SQLite
+  /// file in stateDir().
+  scheduler::DatabaseSpec database() const;
   /// `tcp://HOST:PORT` (FarmOptions::host), the same across restarts.
   std::string endpoint() const;
   int metricsPort() const { return metricsPort_; }
@@ -175,7 +185,8 @@ class Farm {
 
   // ---- operator commands (kiln CLI with --state-dir stateDir()) ---------
 
-  /// Runs `kiln ARGS... --state-dir stateDir()`.
+  /// Runs `kiln ARGS... --state-dir stateDir()` (and `--database URL` with
+  /// FarmOptions::database).
   RunResult kiln(std::vector<std::string> args) const;
   /// Same with `--json`; throws Error (stderr included) unless it exits 0.
   nlohmann::json kilnJson(std::vector<std::string> args) const;
@@ -197,7 +208,7 @@ class Farm {
   int64_t evaluate(const std::string& project, const std::string& jobset,
                    std::chrono::seconds timeout = std::chrono::seconds(600));
 
-  // ---- state (scheduler.sqlite, through scheduler::StateView) -----------
+  // ---- state (database(), through scheduler::StateView) ----------------
 
   /// Builds of evaluation `eval` (every build when 0), by id.
   std::vector<FarmBuild> builds(int64_t eval = 0) const;
