@@ -21,14 +21,19 @@
 # runs at the nice of the web's own threads: on a 2-core box it then takes
 # CPU from the web server, as remote clients' requests do, and not from the
 # scheduler's loop and the builds; WRK_NICE=0 lets it compete with them.
+# DATABASE=postgres: the filled state is copied into a PostgreSQL started
+# for the run (scripts/start-postgres.sh, `kiln db copy`), the scheduler
+# runs with --database, and the pages are served by a `kiln web` front end
+# of its own (the scheduler's web still serves /metrics). Default: sqlite.
 # Needs root (the worker's --private-store), wrk and sqlite3
-# (scripts/install-deps.sh).
+# (scripts/install-deps.sh); PostgreSQL for DATABASE=postgres.
 set -eu
 KILN=${KILN:-build/release/cli/kiln}
 DURATION=${DURATION:-10}
 PHASE=${PHASE:-60}
 WRK_NICE=${WRK_NICE:-10}
 SLOTS=${SLOTS:-4}
+DATABASE=${DATABASE:-sqlite}
 JOBS=${JOBS:-$(((2 * PHASE + 8 * DURATION + 30) * 5 * SLOTS * 5 / 4))}
 HERE=$(cd "$(dirname "$0")" && pwd)
 for t in wrk sqlite3 curl; do
@@ -40,6 +45,7 @@ TMP=$(mktemp -d)
 PIDS=
 cleanup() {
   for p in $PIDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  [ -d "$TMP/pg" ] && "$HERE/../scripts/start-postgres.sh" stop "$TMP/pg"
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -60,11 +66,27 @@ echo "filled: $(sqlite3 "$DB" 'SELECT count(*) FROM builds') builds in" \
 mkdir -p "$TMP/coll"
 "$KILN" jobset create --project live live --location "$TMP/coll" \
   --check-interval 0 --state-dir "$S" >/dev/null
+DBARGS=
+# One SQL query's answer, from whichever database the farm uses.
+sql() { sqlite3 "$DB" "$1"; }
+if [ "$DATABASE" = postgres ]; then
+  chmod 0755 "$TMP"  # the server runs as the postgres user
+  PG_ENV=$("$HERE/../scripts/start-postgres.sh" "$TMP/pg" "$(port)")
+  eval "$PG_ENV"
+  export PGPASSFILE
+  start=$(date +%s)
+  "$KILN" db copy --from "$S" --to "$KILN_DATABASE_URL" 2>/dev/null | tail -1
+  echo "copied into PostgreSQL in $(($(date +%s) - start)) s"
+  mv "$DB" "$DB.copied"
+  DBARGS="--database $KILN_DATABASE_URL"
+  sql() { psql -qAt "$KILN_DATABASE_URL" -c "$1"; }
+fi
 
 # ---- scheduler (with the web) and one worker
 ZPORT=$(port)
 WPORT=$(port)
-"$KILN" scheduler --state-dir "$S" --listen "tcp://127.0.0.1:$ZPORT" \
+# shellcheck disable=SC2086
+"$KILN" scheduler --state-dir "$S" $DBARGS --listen "tcp://127.0.0.1:$ZPORT" \
   --insecure-plaintext --web-listen "127.0.0.1:$WPORT" >"$TMP/sched.log" 2>&1 &
 PIDS="$!"
 i=0
@@ -77,6 +99,19 @@ done
   --systems x86_64-linux --insecure-plaintext >"$TMP/worker.log" 2>&1 &
 PIDS="$! $PIDS"
 URL="http://127.0.0.1:$WPORT"
+PAGE_URL=$URL
+if [ "$DATABASE" = postgres ]; then
+  FPORT=$(port)
+  "$KILN" web $DBARGS --state-dir "$S" --listen "127.0.0.1:$FPORT" \
+    >"$TMP/web.log" 2>&1 &
+  PIDS="$! $PIDS"
+  PAGE_URL="http://127.0.0.1:$FPORT"
+  i=0
+  until grep -q "^web http" "$TMP/web.log"; do
+    i=$((i + 1)); [ "$i" -gt 600 ] && { cat "$TMP/web.log"; exit 1; }
+    sleep 0.1
+  done
+fi
 i=0
 until curl -s "$URL/metrics" | grep -q '^kiln_workers 1'; do
   i=$((i + 1)); [ "$i" -gt 600 ] && { cat "$TMP/worker.log"; exit 1; }
@@ -143,10 +178,11 @@ PY
   while [ $n -lt "$JOBS" ]; do echo "  j$n = mk $n;"; n=$((n + 1)); done
   echo "}"
 } >"$TMP/coll/default.nix"
-LIVE=$("$KILN" jobset eval --project live live --state-dir "$S" --json |
+# shellcheck disable=SC2086
+LIVE=$("$KILN" jobset eval --project live live --state-dir "$S" $DBARGS --json |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["eval"])')
 unfinished() {
-  sqlite3 "$DB" "SELECT count(*) FROM builds WHERE eval = $LIVE AND finished = 0"
+  sql "SELECT count(*) FROM builds WHERE eval = $LIVE AND finished = 0"
 }
 echo "farm: $(unfinished) builds of 0.2 s queued for one worker with $SLOTS slots"
 i=0
@@ -159,23 +195,23 @@ until [ "$(dispatched)" -ge $((4 * SLOTS)) ]; do
   sleep 0.1
 done
 
-LAST=$(sqlite3 "$DB" "SELECT max(e.id) FROM evaluations e JOIN jobsets j ON j.id = e.jobset WHERE j.name = 'main'")
-BUILD=$(sqlite3 "$DB" "SELECT max(id) FROM builds WHERE eval = $LAST")
+LAST=$(sql "SELECT max(e.id) FROM evaluations e JOIN jobsets j ON j.id = e.jobset WHERE j.name = 'main'")
+BUILD=$(sql "SELECT max(id) FROM builds WHERE eval = $LAST")
 PAGES="/ /eval/$LAST /eval/$LAST/compare /build/$BUILD /api/eval/$LAST /api/jobset/bench/main /api/queue /api/search?q=pkgs.job01"
 echo "page                       one request alone"
 for p in $PAGES; do
-  out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' "$URL$p")
+  out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' "$PAGE_URL$p")
   [ "${out% *}" = 200 ] || { echo "$p answered ${out% *}" >&2; exit 1; }
   awk -v p="$p" -v t="${out#* }" 'BEGIN { printf "%-26s %8.2f ms\n", p, t * 1000 }'
 done
 
-echo "cpus: $(nproc), wrk at nice $WRK_NICE, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "database: $DATABASE; cpus: $(nproc), wrk at nice $WRK_NICE, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 scrape "$TMP/m0"
 sleep "$PHASE"
 scrape "$TMP/m1"
 echo "page                          p50        p99   requests/s  (wrk -c16 -t2 -d${DURATION}s)"
 for p in $PAGES; do
-  nice -n "$WRK_NICE" wrk -t2 -c16 -d"${DURATION}s" --latency "$URL$p" >"$TMP/wrk"
+  nice -n "$WRK_NICE" wrk -t2 -c16 -d"${DURATION}s" --latency "$PAGE_URL$p" >"$TMP/wrk"
   awk -v p="$p" '/^ +50%/ { p50 = $2 } /^ +99%/ { p99 = $2 }
     /Requests\/sec/ { rps = $2 } /Non-2xx/ { bad = $0 }
     END { printf "%-26s %9s %9s %10s %s\n", p, p50, p99, rps, bad }' "$TMP/wrk"
@@ -185,7 +221,7 @@ echo "load during: $(cut -d' ' -f1-3 /proc/loadavg)"
 sleep "$PHASE"
 scrape "$TMP/m3"
 left=$(unfinished)
-failed=$(sqlite3 "$DB" "SELECT count(*) FROM builds WHERE eval = $LIVE AND finished = 1 AND status <> 0")
+failed=$(sql "SELECT count(*) FROM builds WHERE eval = $LIVE AND finished = 1 AND status <> 0")
 echo "farm before wrk (${PHASE} s): $(figures "$TMP/m0" "$TMP/m1")"
 echo "farm during wrk:        $(figures "$TMP/m1" "$TMP/m2")"
 echo "farm after wrk (${PHASE} s):  $(figures "$TMP/m2" "$TMP/m3")"

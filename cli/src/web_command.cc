@@ -9,6 +9,7 @@
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "cli_common.h"
@@ -35,21 +36,36 @@ std::atomic<bool> gWebStop{false};
 void onWebSignal(int) { gWebStop = true; }
 
 // The scheduler's stored snapshot, read on a connection of each thread's
-// own; null when the scheduler has not vouched for it in 10 s.
+// own; null when the scheduler has not vouched for it in 10 s. Decoded
+// once a second for the whole process (a queue of thousands of steps is
+// hundreds of kB of JSON: not for every page).
 std::function<std::shared_ptr<const scheduler::SchedulerSnapshot>()>
 storedSnapshot(const scheduler::DatabaseSpec& database) {
-  return [database]() -> std::shared_ptr<const scheduler::SchedulerSnapshot> {
+  struct Cache {
+    std::mutex mutex;
+    std::chrono::steady_clock::time_point readAt{};
+    std::shared_ptr<const scheduler::SchedulerSnapshot> snap;
+  };
+  auto cache = std::make_shared<Cache>();
+  return [database,
+          cache]() -> std::shared_ptr<const scheduler::SchedulerSnapshot> {
+    std::lock_guard lock(cache->mutex);
+    auto now = std::chrono::steady_clock::now();
+    if (now - cache->readAt < std::chrono::seconds(1)) return cache->snap;
     thread_local std::unique_ptr<scheduler::StateView> view;
     try {
       if (!view) view = scheduler::StateView::openIfExists(database);
-      if (!view) return nullptr;
-      return scheduler::loadSnapshot(view->rows(),
-                                     RealClock::instance().nowMs(), 10000);
+      cache->snap =
+          view ? scheduler::loadSnapshot(view->rows(),
+                                         RealClock::instance().nowMs(), 10000)
+               : nullptr;
     } catch (const std::exception& e) {
       view.reset();  // a fresh connection next time
       logWarn(std::string("reading the scheduler's snapshot: ") + e.what());
-      return nullptr;
+      cache->snap = nullptr;
     }
+    cache->readAt = now;
+    return cache->snap;
   };
 }
 
