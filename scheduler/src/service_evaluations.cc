@@ -91,28 +91,41 @@ int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
 
 // The build rows of evaluation `evalId`: a job whose derivation succeeded
 // before (or has a cached failure) gets a finished build reusing that
-// result; the others are returned, unfinished, to be ingested.
+// result; the others are returned, unfinished, to be ingested. The
+// earlier builds are looked up and the rows inserted a few hundred per
+// statement: one statement per job cost a round trip each on PostgreSQL.
 std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
                                                            int64_t evalId) {
-  std::vector<BuildRow> toStart;
+  std::vector<std::string> drvs;
+  for (auto& j : o.jobs)
+    if (j.error.empty()) drvs.push_back(j.drvPath);
+  auto previous = db.finishedBuildsOfDrvs(drvs);
+  std::vector<BuildRow> rows;
   for (auto& j : o.jobs) {
     if (!j.error.empty()) continue;
     BuildRow b = buildRowOf(j, evalId, o.jobset, clock.nowMs());
-    auto prev = db.finishedBuildOfDrv(j.drvPath);
-    if (prev &&
-        (prev->status == 0 || db.cachedFailure(j.drvPath, clock.nowMs()))) {
+    auto prev = previous.find(j.drvPath);
+    if (prev != previous.end() &&
+        (prev->second.status == 0 ||
+         db.cachedFailure(j.drvPath, clock.nowMs()))) {
       b.finished = true;
-      b.status = prev->status;
+      b.status = prev->second.status;
       b.stopMs = b.createdMs;
-      b.reusedFrom = prev->id;
-      b.id = db.createBuild(b);
-      db.setBuildOutputs(b.id, db.buildOutputs(prev->id));
-      notify({LifecycleEvent::Kind::kBuildQueued, b.jobset, evalId, b.id});
+      b.reusedFrom = prev->second.id;
+    }
+    rows.push_back(std::move(b));
+  }
+  auto ids = db.createBuilds(rows);
+  std::vector<BuildRow> toStart;
+  for (size_t i = 0; i < rows.size(); i++) {
+    BuildRow& b = rows[i];
+    b.id = ids[i];
+    notify({LifecycleEvent::Kind::kBuildQueued, b.jobset, evalId, b.id});
+    if (b.reusedFrom) {
+      db.setBuildOutputs(b.id, db.buildOutputs(b.reusedFrom));
       notify({LifecycleEvent::Kind::kBuildFinished, b.jobset, evalId, b.id});
       continue;
     }
-    b.id = db.createBuild(b);
-    notify({LifecycleEvent::Kind::kBuildQueued, b.jobset, evalId, b.id});
     toStart.push_back(std::move(b));
   }
   return toStart;

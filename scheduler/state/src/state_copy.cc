@@ -331,15 +331,16 @@ void requireEmpty(SqlConnection& dst) {
   }
 }
 
-// On PostgreSQL, turns off the trigger that counts builds into
-// eval_counts (it costs more than the INSERT itself) until resumeCounting;
+// On PostgreSQL, turns off the triggers that count builds into
+// eval_counts (they cost more than the INSERT itself) until resumeCounting;
 // eval_counts is copied anyway. Only the tables' owner may: for anyone
-// else the trigger keeps counting. Returns whether it was turned off.
+// else the triggers keep counting. Returns whether they were turned off.
 bool pauseCounting(SqlConnection& dst) {
   if (dst.dialect() != SqlDialect::kPostgres) return false;
   try {
     SqlConnection::Txn savepoint(dst);
     dst.exec("ALTER TABLE builds DISABLE TRIGGER builds_count");
+    dst.exec("ALTER TABLE builds DISABLE TRIGGER builds_count_inserted");
     savepoint.commit();
     return true;
   } catch (const SqlError&) {
@@ -349,6 +350,7 @@ bool pauseCounting(SqlConnection& dst) {
 
 void resumeCounting(SqlConnection& dst) {
   dst.exec("ALTER TABLE builds ENABLE TRIGGER builds_count");
+  dst.exec("ALTER TABLE builds ENABLE TRIGGER builds_count_inserted");
 }
 
 // Fresh planner statistics after the copy, so the first pages are not

@@ -4,6 +4,7 @@
 #include "kiln/scheduler/state_db.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
 
 #include "state_rows.h"
@@ -202,15 +203,63 @@ std::vector<EvalErrorRow> StateDb::evaluationErrors(int64_t eval) {
   });
 }
 
+namespace {
+
+// Statements over many rows take them in chunks of these sizes, largest
+// first, so that a connection prepares at most five such texts (each
+// PostgreSQL connection keeps every text it prepared) and 256 builds'
+// 16 parameters stay under both backends' limits (SQLite: 32,766).
+constexpr size_t kChunkSizes[] = {256, 64, 16, 4, 1};
+
+// Calls fn(first, count) for consecutive chunks covering [0, n).
+template <class Fn>
+void forEachChunk(size_t n, Fn fn) {
+  for (size_t at = 0; at < n;) {
+    size_t count = 1;
+    for (size_t c : kChunkSizes)
+      if (n - at >= c) {
+        count = c;
+        break;
+      }
+    fn(at, count);
+    at += count;
+  }
+}
+
+// "(?, ?, ...)" with `n` placeholders, `rows` times, comma-separated.
+std::string placeholderRows(size_t rows, size_t n) {
+  std::string row = "(?";
+  for (size_t i = 1; i < n; i++) row += ", ?";
+  row += ")";
+  std::string out;
+  for (size_t i = 0; i < rows; i++) out += (i ? ", " : "") + row;
+  return out;
+}
+
+}  // namespace
+
 int64_t StateDb::createBuild(const BuildRow& b) {
-  return insertedId(
-      db_->prepare(
-             "INSERT INTO builds (eval, jobset, job, nix_name, system, "
-             "drv_path, "
-             "finished, status, global_priority, local_priority, created, "
-             "stop_time, error, reused_from, max_silent, timeout) VALUES "
-             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id")
-          .bind(b.eval)
+  return createBuilds({b}).front();
+}
+
+// A few multi-row INSERTs instead of one per build: on PostgreSQL each
+// statement is a round trip to the server (and each INSERT statement one
+// update of the evaluation's eval_counts row, migration 10).
+std::vector<int64_t> StateDb::createBuilds(
+    const std::vector<BuildRow>& builds) {
+  std::vector<int64_t> ids(builds.size());
+  forEachChunk(builds.size(), [&](size_t first, size_t count) {
+    auto s = db_->prepare(
+        "INSERT INTO builds (eval, jobset, job, nix_name, system, drv_path, "
+        "finished, status, global_priority, local_priority, created, "
+        "stop_time, error, reused_from, max_silent, timeout) VALUES " +
+        placeholderRows(count, 16) + " RETURNING id, eval, job");
+    // RETURNING's order is not promised: (eval, job) is unique.
+    std::map<std::pair<int64_t, std::string>, size_t> index;
+    for (size_t i = first; i < first + count; i++) {
+      const BuildRow& b = builds[i];
+      index[{b.eval, b.job}] = i;
+      s.bind(b.eval)
           .bind(b.jobset)
           .bind(b.job)
           .bind(b.nixName)
@@ -227,7 +276,21 @@ int64_t StateDb::createBuild(const BuildRow& b) {
           .bind(b.error)
           .bind(b.reusedFrom)
           .bind(b.maxSilentSec)
-          .bind(b.timeoutSec));
+          .bind(b.timeoutSec);
+    }
+    size_t returned = 0;
+    while (s.step()) {
+      auto it = index.find({s.getInt(1), s.getStr(2)});
+      if (it == index.end())
+        throw Error("an INSERT … RETURNING gave a build it did not insert");
+      ids[it->second] = s.getInt(0);
+      returned++;
+    }
+    if (returned != count)
+      throw Error("an INSERT of " + std::to_string(count) +
+                  " builds returned " + std::to_string(returned));
+  });
+  return ids;
 }
 
 std::optional<BuildRow> StateDb::build(int64_t id) {
@@ -296,6 +359,24 @@ std::optional<BuildRow> StateDb::finishedBuildOfDrv(const std::string& drv) {
                         "ORDER BY id DESC LIMIT 1");
   s.bind(drv);
   return readOne<BuildRow>(s, readBuild);
+}
+
+std::map<std::string, BuildRow> StateDb::finishedBuildsOfDrvs(
+    const std::vector<std::string>& drvPaths) {
+  std::map<std::string, BuildRow> out;
+  forEachChunk(drvPaths.size(), [&](size_t first, size_t count) {
+    auto s = db_->prepare(
+        std::string("SELECT ") + kBuildColumns +
+        " FROM builds WHERE id IN (SELECT max(id) FROM builds WHERE "
+        "finished = 1 AND drv_path IN " +
+        placeholderRows(1, count) + " GROUP BY drv_path)");
+    for (size_t i = first; i < first + count; i++) s.bind(drvPaths[i]);
+    while (s.step()) {
+      BuildRow b = readBuild(s);
+      out.insert_or_assign(b.drvPath, std::move(b));
+    }
+  });
+  return out;
 }
 
 std::vector<BuildRow> StateDb::unfinishedBuildsOfDrv(const std::string& drv) {

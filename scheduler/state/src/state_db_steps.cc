@@ -7,17 +7,22 @@ namespace kiln::scheduler {
 
 using namespace detail;
 
+// The INSERT first: the ingestor, the one caller, upserts mostly new
+// steps (it looked the row up just before), and a statement less per step
+// is a round trip less on PostgreSQL. An existing row is read after the
+// INSERT that did nothing (on PostgreSQL that costs an id of the sequence).
 int64_t StateDb::upsertStep(const StepRow& r) {
+  auto ins = db_->prepare(
+      "INSERT INTO steps (drv_path, system, pname, features, created) "
+      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (drv_path) DO NOTHING RETURNING id");
+  ins.bind(r.drvPath)
+      .bind(r.system)
+      .bind(r.pname)
+      .bind(joinWords(r.features))
+      .bind(r.createdMs);
+  if (ins.step()) return ins.getInt(0);
   if (auto existing = stepByDrv(r.drvPath)) return existing->id;
-  return insertedId(
-      db_->prepare(
-             "INSERT INTO steps (drv_path, system, pname, features, created) "
-             "VALUES (?, ?, ?, ?, ?) RETURNING id")
-          .bind(r.drvPath)
-          .bind(r.system)
-          .bind(r.pname)
-          .bind(joinWords(r.features))
-          .bind(r.createdMs));
+  throw Error("the step of " + r.drvPath + " is neither inserted nor found");
 }
 
 std::optional<StepRow> StateDb::step(int64_t id) {

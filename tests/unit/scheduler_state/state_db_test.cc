@@ -337,6 +337,57 @@ TEST_P(StateDbTest, EvaluationCountsFollowTheBuilds) {
   EXPECT_EQ(counts(0), (std::vector<int64_t>{4, 3, 3}));
 }
 
+// An evaluation's builds inserted a few hundred per statement get their
+// ids in order and are counted (migration 10's statement-level trigger on
+// PostgreSQL); the latest finished build of each derivation is found in
+// bulk as finishedBuildOfDrv finds it alone.
+TEST_P(StateDbTest, BuildsAreCreatedAndLookedUpInBulk) {
+  StateDb db(spec_);
+  JobsetRow j;
+  BuildRow r;
+  r.jobset = addLocalJobset(db, j);
+  r.eval = db.createEvaluation({0, r.jobset, "", 0, 0, 0, ""}, {});
+  int64_t ev = r.eval;
+  std::vector<BuildRow> rows;
+  for (int i = 0; i < 300; ++i) {  // chunks of 256, 16, 16, 4, 4, 4
+    r.job = "job" + std::to_string(i);
+    r.drvPath = "/nix/store/d" + std::to_string(i % 150) + ".drv";
+    r.finished = i % 3 == 0;
+    r.status = r.finished ? i % 2 : -1;
+    rows.push_back(r);
+  }
+  std::vector<int64_t> ids;
+  {
+    StateDb::Transaction txn(db);
+    ids = db.createBuilds(rows);
+    txn.commit();
+  }
+  ASSERT_EQ(ids.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto b = db.build(ids[i]);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->job, rows[i].job);
+    EXPECT_EQ(b->finished, rows[i].finished);
+  }
+  auto c = db.buildCounts(ev);
+  EXPECT_EQ(c.all, 300);
+  EXPECT_EQ(c.finished, 100);
+  EXPECT_EQ(c.succeeded, 50);
+  std::vector<std::string> drvs;
+  for (int i = 0; i < 160; ++i)  // 10 without any build
+    drvs.push_back("/nix/store/d" + std::to_string(i) + ".drv");
+  auto found = db.finishedBuildsOfDrvs(drvs);
+  for (auto& d : drvs) {
+    auto one = db.finishedBuildOfDrv(d);
+    auto it = found.find(d);
+    ASSERT_EQ(one.has_value(), it != found.end()) << d;
+    if (one) {
+      EXPECT_EQ(it->second.id, one->id) << d;
+    }
+  }
+  EXPECT_EQ(found.size(), 50u);  // d0, d3, ... d147
+}
+
 TEST_P(StateDbTest, RequestsAreQueuedAndCompleted) {
   StateDb db(spec_);
   int64_t r = db.addRequest("queue", "{}");

@@ -9,6 +9,7 @@
 /// "Operations"). Status numbers are Hydra's.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -236,7 +237,12 @@ class StateDb {
   std::vector<EvaluationRow> evaluations(int64_t jobset);
 
   // ----------------------------------------------------------------- builds
+  /// Inserts build `b` (its id is ignored); returns the new id.
   int64_t createBuild(const BuildRow& b);
+  /// Inserts `builds` (ids ignored) as createBuild would, in a few
+  /// multi-row statements; returns their new ids in the same order. Call
+  /// it in a Transaction for all or none (one statement inserts up to 256).
+  std::vector<int64_t> createBuilds(const std::vector<BuildRow>& builds);
   std::optional<BuildRow> build(int64_t id);
   /// Unfinished builds, oldest first.
   std::vector<BuildRow> unfinishedBuilds();
@@ -251,6 +257,10 @@ class StateDb {
                                  int64_t lastId);
   /// The latest finished build of `drvPath`, if any (for result reuse).
   std::optional<BuildRow> finishedBuildOfDrv(const std::string& drvPath);
+  /// finishedBuildOfDrv of each of `drvPaths` in a few statements, by
+  /// derivation (those without a finished build are absent).
+  std::map<std::string, BuildRow> finishedBuildsOfDrvs(
+      const std::vector<std::string>& drvPaths);
   /// The unfinished builds whose top derivation is `drvPath`, by id.
   std::vector<BuildRow> unfinishedBuildsOfDrv(const std::string& drvPath);
   /// Marks a build finished with `status` (and error text).
