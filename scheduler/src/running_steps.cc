@@ -71,7 +71,16 @@ void RunningSteps::dispatch() {
   for (auto& a : core_.nextAssignments()) {
     auto id = ingestor_.index().dbId(a.step);
     WorkerConn* c = link_.find(a.worker);
-    if (!id || !c || !sendBuildStep(*id, a.step, *c))
+    bool sent = false;
+    try {
+      sent = id && c && sendBuildStep(*id, a.step, *c);
+    } catch (const std::exception& e) {
+      // Not sent (the state database is away): the core offers it again;
+      // the rest of the batch is still dispatched.
+      logError("cannot dispatch step " + std::to_string(id.value_or(0)) +
+               ": " + e.what());
+    }
+    if (!sent)
       core_.finishStep(a.step, StepResult::transient(Duration(0)));
     else if (pendingSince_)
       metrics_.observeDispatchLatency(
@@ -197,11 +206,20 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
   if (!describe(*row, sid, c, m, run) || !link_.send(c.peer, m)) return false;
   traceEvent("scheduler", "dispatched", m.stepId, c.name);
   KILN_FAIL_POINT("scheduler.step-start.before-commit");
-  db_.startStep(id, c.name, clock_.nowMs());
-  KILN_FAIL_POINT("scheduler.step-start.after-commit");
-  if (notify_)
-    for (auto& b : db_.unfinishedBuildsOfDrv(row->drvPath))  // its top step
-      notify_({LifecycleEvent::Kind::kBuildStarted, b.jobset, b.eval, b.id});
+  try {
+    db_.startStep(id, c.name, clock_.nowMs());
+    KILN_FAIL_POINT("scheduler.step-start.after-commit");
+    if (notify_)
+      for (auto& b : db_.unfinishedBuildsOfDrv(row->drvPath))  // its top step
+        notify_({LifecycleEvent::Kind::kBuildStarted, b.jobset, b.eval, b.id});
+  } catch (const SqlError& e) {
+    // The worker has the step: track it, so its result is taken, even
+    // though the database could not record the start (it records the
+    // result, or the step is built again after a restart).
+    if (!e.transient()) throw;
+    logWarn("step " + std::to_string(id) + " sent to " + c.name +
+            " without recording its start: " + e.what());
+  }
   run.attempt = row->attempts + 1;
   track(*row, sid, c, m.timeoutSec, std::move(run));
   return true;
