@@ -11,6 +11,7 @@
 namespace kiln::cli {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -184,6 +185,25 @@ TEST(FarmConfigTest, AnEmptyFileGivesTheDefaults) {
   EXPECT_TRUE(c.tokens.empty());
   EXPECT_TRUE(c.pluginDirs.empty());
   EXPECT_TRUE(c.fsyncStore);
+}
+
+// `database` puts the farm's state in PostgreSQL; a URL with a password
+// (it would reach the scheduler's command line) or of another kind is
+// refused before anything starts.
+TEST(FarmConfigTest, TheDatabaseIsAPostgresUrlWithoutAPassword) {
+  FarmConfig c = parseFarmConfig(
+      "state_dir = \"s\"\ndatabase = \"postgresql://kiln@db:5432/kiln\"\n"
+      "database_password_file = \"pw\"\n",
+      kFile);
+  EXPECT_EQ(c.database, "postgresql://kiln@db:5432/kiln");
+  EXPECT_TRUE(c.databasePasswordFile.ends_with("/pw"));
+  EXPECT_TRUE(c.databaseSpec().isPostgres());
+  EXPECT_EQ(parseFarmConfig("", kFile).databaseSpec().isPostgres(), false);
+  EXPECT_THAT(problemsOf("database = \"postgresql://kiln:secret@db/kiln\"\n"),
+              ElementsAre(AllOf(HasSubstr("database"),
+                                HasSubstr("PGPASSFILE"))));
+  EXPECT_THAT(problemsOf("database = \"mysql://db/kiln\"\n"),
+              ElementsAre(HasSubstr("not a PostgreSQL URL")));
 }
 
 TEST(FarmConfigTest, ASyntaxErrorNamesTheLine) {
