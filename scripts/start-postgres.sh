@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real PostgreSQL server for kiln's tests (the state layer's second
-# backend) and for trying it by hand: one server listening only on
-# 127.0.0.1, everything under DIR, no systemd and no Debian cluster
-# (Debian's postgresql; scripts/install-deps.sh installs it).
+# backend) and for trying it by hand: one server listening on 127.0.0.1
+# (and KILN_PG_LISTEN's address, below), everything under DIR, no
+# systemd and no Debian cluster (Debian's postgresql;
+# scripts/install-deps.sh installs it).
 #
 #   eval "$(scripts/start-postgres.sh DIR PORT)"   # starts it; prints
 #       export KILN_DATABASE_URL=postgresql://kiln@127.0.0.1:PORT/kiln
@@ -24,6 +25,12 @@
 # user. The server's log is DIR/log/postgres.log, initdb's DIR/log/setup.log.
 # The programs are the newest /usr/lib/postgresql/VERSION/bin's, or those
 # in $KILN_PG_BINDIR.
+#
+# With KILN_PG_LISTEN=ADDR (an IPv4 address of this host, e.g. a test's
+# bridge in a network namespace) it listens on ADDR too, pg_hba.conf lets
+# clients of the subnets this host is on (samenet) in with the password
+# (scram-sha-256), the URL printed names ADDR and DIR/pgpass holds the
+# password for both addresses. Without it (the default), 127.0.0.1 only.
 #
 # Measured on 2 busy cores: a first start (initdb included) takes 1.1 to
 # 1.5 s, a start of an initialized DIR 0.2 s, a stop 0.13 s.
@@ -91,6 +98,9 @@ esac
 [ $# -eq 2 ] || die "usage: $0 DIR PORT | $0 stop DIR | $0 check"
 command -v od >/dev/null || die "od is missing (Debian: coreutils)"
 port=$2
+listen=${KILN_PG_LISTEN:-}
+[ -z "$listen" ] || [[ "$listen" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] ||
+  die "KILN_PG_LISTEN must be an IPv4 address, not '$listen'"
 [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -gt 0 ] && [ "$port" -lt 65536 ] ||
   die "PORT must be a number from 1 to 65535, not '$port'"
 dir=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -124,10 +134,18 @@ else
   password=$(head -n 1 "$dir/pgpass" | cut -d: -f5-)
 fi
 
-# Regenerated on each start: the port may change.
+# Clients on the host's subnets (the bridge KILN_PG_LISTEN is on) log in
+# with the password. Kept once added: without KILN_PG_LISTEN the server
+# listens on 127.0.0.1 alone, which 127.0.0.1/32's line covers.
+hba="host all all samenet scram-sha-256"
+if [ -n "$listen" ] && ! grep -qxF "$hba" "$dir/data/pg_hba.conf"; then
+  echo "$hba" | owner sh -c "cat >> '$dir/data/pg_hba.conf'"
+fi
+
+# Regenerated on each start: the port and KILN_PG_LISTEN may change.
 owner sh -c "cat > '$dir/data/kiln.conf'" <<EOF
 # Written by scripts/start-postgres.sh on each start.
-listen_addresses = '127.0.0.1'
+listen_addresses = '127.0.0.1${listen:+, $listen}'
 port = $port
 unix_socket_directories = '$dir/run'
 unix_socket_permissions = 0700
@@ -138,7 +156,9 @@ full_page_writes = off
 shared_buffers = 16MB
 max_connections = 50
 EOF
-(umask 077 && printf '127.0.0.1:%s:*:kiln:%s\n' "$port" "$password" > "$dir/pgpass")
+(umask 077 && for host in 127.0.0.1 $listen; do
+  printf '%s:%s:*:kiln:%s\n' "$host" "$port" "$password"
+done > "$dir/pgpass")
 chmod 0600 "$dir/pgpass"
 
 owner "$bindir/pg_ctl" start -D "$dir/data" -l "$dir/log/postgres.log" -w -t 60 \
@@ -148,9 +168,9 @@ if $fresh; then
   owner "$bindir/createdb" -h "$dir/run" -p "$port" -U kiln kiln >>"$dir/log/setup.log" 2>&1 ||
     { stop "$dir"; die "createdb kiln failed (see $dir/log/setup.log)"; }
 fi
-url=postgresql://kiln@127.0.0.1:$port/kiln
+url=postgresql://kiln@${listen:-127.0.0.1}:$port/kiln
 answer=$(PGPASSFILE=$dir/pgpass PGCONNECT_TIMEOUT=10 "$bindir/psql" -w -X -q -A -t \
   -d "$url" -c 'SELECT 1' 2>&1) ||
-  { stop "$dir"; die "the server does not answer on 127.0.0.1:$port: $answer"; }
+  { stop "$dir"; die "the server does not answer on ${listen:-127.0.0.1}:$port: $answer"; }
 [ "$answer" = 1 ] || { stop "$dir"; die "SELECT 1 answered '$answer'"; }
 echo "export KILN_DATABASE_URL=$url PGPASSFILE=$dir/pgpass"

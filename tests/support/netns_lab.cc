@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <cctype>
+
 #include "kiln/common/error.h"
 #include "kiln/common/logging.h"
 #include "test_support.h"
@@ -11,7 +13,8 @@ namespace kiln::test {
 namespace {
 
 constexpr const char* kBridge = "kbr0";
-constexpr const char* kWorkerLink = "eth0";
+// A worker's or host's end of its veth pair.
+constexpr const char* kHostLink = "eth0";
 
 std::string prefix() { return "kiln-" + std::to_string(getpid()) + "-"; }
 
@@ -46,7 +49,20 @@ bool NetnsLab::canRun(std::string* why) {
   return true;
 }
 
-NetnsLab::NetnsLab(size_t workers) {
+NetnsLab::NetnsLab(size_t workers) : NetnsLab(workers, {}) {}
+
+NetnsLab::NetnsLab(size_t workers, const std::vector<std::string>& hosts)
+    : workers_(workers), hosts_(hosts) {
+  if (hosts.size() > 100) throw Error("netns lab: more than 100 hosts");
+  for (size_t i = 0; i < hosts.size(); i++) {
+    bool valid = !hosts[i].empty();
+    for (char c : hosts[i])
+      valid =
+          valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '-');
+    if (!valid || hostIndex(hosts[i]) != i)
+      throw Error("netns lab: '" + hosts[i] +
+                  "' is not a host name of its own");
+  }
   try {
     std::string s = prefix() + "sched";
     ip({"netns", "add", s});
@@ -55,7 +71,12 @@ NetnsLab::NetnsLab(size_t workers) {
     ip({"-n", s, "link", "add", kBridge, "type", "bridge"});
     ip({"-n", s, "addr", "add", schedulerAddress() + "/24", "dev", kBridge});
     ip({"-n", s, "link", "set", kBridge, "up"});
-    for (size_t i = 0; i < workers; i++) addWorkerNamespace(i);
+    for (size_t i = 0; i < workers; i++)
+      addNamespace(prefix() + "w" + std::to_string(i), "vw" + std::to_string(i),
+                   workerAddress(i));
+    for (size_t i = 0; i < hosts.size(); i++)
+      addNamespace(prefix() + "h-" + hosts[i], "vh" + std::to_string(i),
+                   hostAddress(hosts[i]));
   } catch (...) {
     deleteAll();
     throw;
@@ -63,23 +84,37 @@ NetnsLab::NetnsLab(size_t workers) {
 }
 
 // The veth pair is made inside the scheduler's namespace (its bridge end
-// "vw<i>") with the worker's end moved into the worker's namespace.
-void NetnsLab::addWorkerNamespace(size_t i) {
-  std::string w = prefix() + "w" + std::to_string(i);
-  std::string bridgeEnd = "vw" + std::to_string(i);
-  ip({"netns", "add", w});
-  namespaces_.push_back(w);
-  ip({"-n", w, "link", "set", "lo", "up"});
+// `bridgeEnd`) with the other end moved into the new namespace.
+void NetnsLab::addNamespace(const std::string& name,
+                            const std::string& bridgeEnd,
+                            const std::string& address) {
+  ip({"netns", "add", name});
+  namespaces_.push_back(name);
+  ip({"-n", name, "link", "set", "lo", "up"});
   ip({"-n", schedulerNetns(), "link", "add", bridgeEnd, "type", "veth", "peer",
-      "name", kWorkerLink, "netns", w});
+      "name", kHostLink, "netns", name});
   ip({"-n", schedulerNetns(), "link", "set", bridgeEnd, "master", kBridge});
   ip({"-n", schedulerNetns(), "link", "set", bridgeEnd, "up"});
-  ip({"-n", w, "addr", "add", workerAddress(i) + "/24", "dev", kWorkerLink});
-  ip({"-n", w, "link", "set", kWorkerLink, "up"});
+  ip({"-n", name, "addr", "add", address + "/24", "dev", kHostLink});
+  ip({"-n", name, "link", "set", kHostLink, "up"});
+}
+
+size_t NetnsLab::hostIndex(const std::string& name) const {
+  for (size_t i = 0; i < hosts_.size(); i++)
+    if (hosts_[i] == name) return i;
+  throw Error("netns lab: no host named '" + name + "'");
+}
+
+const std::string& NetnsLab::hostNetns(const std::string& name) const {
+  return namespaces_.at(1 + workers_ + hostIndex(name));
+}
+
+std::string NetnsLab::hostAddress(const std::string& name) const {
+  return "10.213.0." + std::to_string(100 + hostIndex(name));
 }
 
 void NetnsLab::setWorkerLink(size_t i, bool up) {
-  ip({"-n", workerNetns(i), "link", "set", kWorkerLink, up ? "up" : "down"});
+  ip({"-n", workerNetns(i), "link", "set", kHostLink, up ? "up" : "down"});
 }
 
 NetnsLab::~NetnsLab() { deleteAll(); }

@@ -50,7 +50,10 @@ bool PostgresServer::available(std::string* why) {
   return false;
 }
 
-PostgresServer::PostgresServer() {
+PostgresServer::PostgresServer() : PostgresServer("", "") {}
+
+PostgresServer::PostgresServer(std::string netns, std::string listenAddress)
+    : netns_(std::move(netns)), listen_(std::move(listenAddress)) {
   auto check = run({scriptPath(), "check"});
   if (check.exitCode != 0)
     throw Error("PostgreSQL cannot run here: " + check.err);
@@ -64,7 +67,7 @@ PostgresServer::PostgresServer() {
     startScript();
   } catch (const Error&) {
     // The destructor will not run: leave no server behind.
-    run({scriptPath(), "stop", dir_->path()});
+    runThere({scriptPath(), "stop", dir_->path()});
     throw;
   }
 }
@@ -90,7 +93,7 @@ RunResult PostgresServer::script(const std::vector<std::string>& args,
                                  const std::string& what) const {
   std::vector<std::string> argv = {scriptPath()};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto r = run(argv);
+  auto r = runThere(argv);
   if (r.exitCode != 0)
     throw Error("PostgresServer: " + what + " failed (exit " +
                 std::to_string(r.exitCode) + "): " + r.err + "\nserver log:\n" +
@@ -138,19 +141,28 @@ std::string PostgresServer::createDatabase(const std::string& name) {
   if (!validDatabaseName(name))
     throw Error("PostgresServer: '" + name +
                 "' is not a database name this helper makes");
-  auto r = run({bindir_ + "/createdb", "-w", "-h", "127.0.0.1", "-p",
-                std::to_string(port_), "-U", "kiln", name},
-               "", {"PGPASSFILE=" + passFile_, "PGCONNECT_TIMEOUT=10"});
+  auto r = runThere({bindir_ + "/createdb", "-w", "-h", "127.0.0.1", "-p",
+                     std::to_string(port_), "-U", "kiln", name});
   if (r.exitCode != 0)
     throw Error("PostgresServer: createdb " + name + " failed: " + r.err);
-  return "postgresql://kiln@127.0.0.1:" + std::to_string(port_) + "/" + name;
+  return "postgresql://kiln@" + (listen_.empty() ? "127.0.0.1" : listen_) +
+         ":" + std::to_string(port_) + "/" + name;
 }
 
 RunResult PostgresServer::psql(const std::string& sql,
                                const std::string& url) const {
-  return run({bindir_ + "/psql", "-w", "-X", "-q", "-A", "-t", "-v",
-              "ON_ERROR_STOP=1", "-d", url.empty() ? url_ : url, "-c", sql},
-             "", {"PGPASSFILE=" + passFile_, "PGCONNECT_TIMEOUT=10"});
+  return runThere({bindir_ + "/psql", "-w", "-X", "-q", "-A", "-t", "-v",
+                   "ON_ERROR_STOP=1", "-d", url.empty() ? url_ : url, "-c",
+                   sql});
+}
+
+RunResult PostgresServer::runThere(std::vector<std::string> argv) const {
+  if (!netns_.empty())
+    argv.insert(argv.begin(), {"ip", "netns", "exec", netns_});
+  std::vector<std::string> env = {"PGCONNECT_TIMEOUT=10"};
+  if (!passFile_.empty()) env.push_back("PGPASSFILE=" + passFile_);
+  if (!listen_.empty()) env.push_back("KILN_PG_LISTEN=" + listen_);
+  return run(argv, "", env);
 }
 
 std::string PostgresServer::logTail() const {

@@ -1,7 +1,9 @@
 #pragma once
 /// A real PostgreSQL server for a test (the state layer's second backend):
 /// scripts/start-postgres.sh under a temporary folder, on a free loopback
-/// port, with a `kiln` superuser whose password only a PGPASSFILE holds.
+/// port, with a `kiln` superuser whose password only a PGPASSFILE holds;
+/// optionally in a network namespace, listening on an address of its own
+/// there too (a database host of tests/support/netns_lab.h).
 
 #include <memory>
 #include <string>
@@ -13,8 +15,9 @@
 namespace kiln::test {
 
 /// One server, started by the constructor and stopped (its folder
-/// removed) by the destructor. Listens on 127.0.0.1 only; TCP clients give
-/// the password in passFile(). Not thread-safe.
+/// removed) by the destructor. Listens on 127.0.0.1 (and the address given
+/// to the constructor); TCP clients give the password in passFile(). Not
+/// thread-safe.
 class PostgresServer {
  public:
   /// Whether a server can run here (PostgreSQL is installed, and as root
@@ -25,17 +28,24 @@ class PostgresServer {
   /// Makes a fresh cluster and starts it; throws Error with the script's
   /// message and the server's log tail if it cannot.
   PostgresServer();
+  /// The same in the named network namespace `netns` ("": this one), the
+  /// script and psql run there (`ip netns exec`), listening on
+  /// `listenAddress` (one of the namespace's IPv4 addresses; "": 127.0.0.1
+  /// only) too, which url() and createDatabase()'s URLs name; clients on
+  /// its subnet give the password (KILN_PG_LISTEN of the script).
+  PostgresServer(std::string netns, std::string listenAddress);
   /// Stops the server (fast, else immediate, else SIGKILL) and removes its
   /// folder. Never throws.
   ~PostgresServer();
   PostgresServer(const PostgresServer&) = delete;
   PostgresServer& operator=(const PostgresServer&) = delete;
 
-  /// `postgresql://kiln@127.0.0.1:PORT/kiln`: the `kiln` database.
+  /// `postgresql://kiln@HOST:PORT/kiln`: the `kiln` database on 127.0.0.1
+  /// or the listen address.
   const std::string& url() const { return url_; }
   /// The PGPASSFILE with the `kiln` role's password (mode 0600, ours).
   const std::string& passFile() const { return passFile_; }
-  /// The TCP port on 127.0.0.1.
+  /// The TCP port on 127.0.0.1 (and the listen address).
   int port() const { return port_; }
   /// The cluster's data directory (PGDATA; postmaster.pid is there).
   std::string dataDir() const { return dir_->path() + "/data"; }
@@ -58,8 +68,9 @@ class PostgresServer {
   std::string createDatabase(const std::string& name);
 
   /// Runs `sql` with psql over TCP with the password from passFile(), on
-  /// `url` (default: url()), unaligned, tuples only, stopping at the first
-  /// error (ON_ERROR_STOP). Does not throw for SQL errors: see exitCode.
+  /// `url` (default: url()), in the server's namespace, unaligned, tuples only,
+  /// stopping at the first error (ON_ERROR_STOP). Does not throw for SQL
+  /// errors: see exitCode.
   RunResult psql(const std::string& sql, const std::string& url = "") const;
 
   /// The last lines of the server's log (DIR/log/postgres.log), for
@@ -72,7 +83,12 @@ class PostgresServer {
                    const std::string& what) const;
   /// Runs `DIR PORT` and takes the URL and PGPASSFILE it prints.
   void startScript();
+  /// test::run of `argv` in the server's namespace with PGPASSFILE and a
+  /// connect timeout in its environment.
+  RunResult runThere(std::vector<std::string> argv) const;
 
+  std::string netns_;   ///< "": the test's
+  std::string listen_;  ///< KILN_PG_LISTEN, "" for 127.0.0.1 only
   std::string bindir_;
   std::unique_ptr<TempDir> dir_;
   int port_ = 0;
