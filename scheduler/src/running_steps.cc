@@ -75,10 +75,13 @@ void RunningSteps::dispatch() {
     try {
       sent = id && c && sendBuildStep(*id, a.step, *c);
     } catch (const std::exception& e) {
-      // Not sent (the state database is away): the core offers it again;
-      // the rest of the batch is still dispatched.
+      // Not sent (the state database is away): the core offers it again
+      // after a pause, without counting an attempt; the rest of the batch
+      // is still dispatched.
       logError("cannot dispatch step " + std::to_string(id.value_or(0)) +
                ": " + e.what());
+      core_.finishStep(a.step, StepResult::notStarted());
+      continue;
     }
     if (!sent)
       core_.finishStep(a.step, StepResult::transient(Duration(0)));

@@ -129,6 +129,11 @@ void SchedulerCore::Impl::endAttempt(uint32_t idx, const StepResult& result) {
     case StepResult::Kind::kTransient:
       retryOrFail(idx, result);
       break;
+    case StepResult::Kind::kNotStarted:
+      s.backoffUntil = clock.wallNow() + config.retryBackoffBase;
+      setState(s, StepState::kBackoff);
+      backoff.push(BackoffEntry{s.backoffUntil, idx, s.generation});
+      break;
   }
 }
 

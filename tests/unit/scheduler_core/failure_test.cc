@@ -135,6 +135,30 @@ TEST(Retry, TransientFailuresBackOffExponentiallyThenFail) {
   EXPECT_EQ(h.core.metrics().retries, 2u);
 }
 
+// A step the service could not send (its database away) is offered again
+// after the base backoff however often that happens: no attempt counts.
+TEST(Retry, AStepNeverSentIsOfferedAgainWithoutUsingItsRetries) {
+  SchedulerConfig cfg;
+  cfg.maxRetries = 1;
+  cfg.retryBackoffBase = 10s;
+  Harness h(cfg);
+  h.worker("w");
+  auto s = h.step("unsent");
+  h.build(1, s);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(runOne(h), s);
+    h.core.finishStep(s, StepResult::notStarted());
+    EXPECT_EQ(h.core.whyWaiting(s).kind, WaitReason::Kind::kBackoff);
+    EXPECT_EQ(h.core.whyWaiting(s).until, h.clock.wallNow() + 10s);
+    EXPECT_TRUE(h.core.nextAssignments().empty());
+    h.clock.advance(10s);
+  }
+  ASSERT_EQ(runOne(h), s);
+  h.core.finishStep(s, StepResult::success(1s));
+  EXPECT_EQ(events(h), (std::vector<Ev>{{1, K::kSucceeded, 0}}));
+  EXPECT_EQ(h.core.metrics().retries, 0u);
+}
+
 TEST(Retry, BackoffIsCapped) {
   SchedulerConfig cfg;
   cfg.maxRetries = 10;

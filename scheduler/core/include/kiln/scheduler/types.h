@@ -114,6 +114,10 @@ struct StepResult {
     kSuccess,    ///< outputs built and registered
     kPermanent,  ///< a real build failure: fails dependent builds
     kTransient,  ///< worker lost, transfer or hash error: retried
+    /// Never reached the worker (the service could not send it, e.g. its
+    /// state database was away): queued again after the base backoff,
+    /// no attempt counted.
+    kNotStarted,
   };
   Kind kind = Kind::kSuccess;
   /// Status recorded when the step fails for good (permanent failures, and
@@ -130,6 +134,9 @@ struct StepResult {
   }
   static StepResult transient(Duration d) {
     return {Kind::kTransient, StepStatus::kAborted, d};
+  }
+  static StepResult notStarted() {
+    return {Kind::kNotStarted, StepStatus::kAborted, Duration{0}};
   }
 };
 
