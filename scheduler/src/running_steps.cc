@@ -49,12 +49,13 @@ uint64_t rankMs(double criticalPathSec) {
 }  // namespace
 
 RunningSteps::RunningSteps(const ServiceConfig& config, StateDb& db,
-                           store::LocalStore& store, Ingestor& ingestor,
-                           SchedulerCore& core, WorkerLink& link,
-                           InputServer& inputs, ServiceMetrics& metrics,
-                           const Clock& clock)
+                           DeferredWrites& deferred, store::LocalStore& store,
+                           Ingestor& ingestor, SchedulerCore& core,
+                           WorkerLink& link, InputServer& inputs,
+                           ServiceMetrics& metrics, const Clock& clock)
     : config_(config),
       db_(db),
+      deferred_(deferred),
       store_(store),
       ingestor_(ingestor),
       core_(core),
@@ -78,8 +79,8 @@ void RunningSteps::dispatch() {
       // Not sent (the state database is away): the core offers it again
       // after a pause, without counting an attempt; the rest of the batch
       // is still dispatched.
-      logError("cannot dispatch step " + std::to_string(id.value_or(0)) +
-               ": " + e.what());
+      logError("cannot dispatch step " + std::to_string(id.value_or(0)) + ": " +
+               e.what());
       core_.finishStep(a.step, StepResult::notStarted());
       continue;
     }
@@ -153,9 +154,8 @@ const store::StorePathSet& RunningSteps::inputClosure(RunningStep& run) {
   return closure;
 }
 
-bool RunningSteps::describe(const StepRow& row, StepId sid,
-                            const WorkerConn& c, proto::BuildStep& m,
-                            RunningStep& run) {
+bool RunningSteps::describe(const StepRow& row, StepId sid, const WorkerConn& c,
+                            proto::BuildStep& m, RunningStep& run) {
   m.stepId = static_cast<uint64_t>(row.id);
   try {
     auto path = store_.parsePath(row.drvPath);
@@ -209,19 +209,21 @@ bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
   if (!describe(*row, sid, c, m, run) || !link_.send(c.peer, m)) return false;
   traceEvent("scheduler", "dispatched", m.stepId, c.name);
   KILN_FAIL_POINT("scheduler.step-start.before-commit");
+  // The worker has the step: it is tracked whatever the database says, so
+  // its result is taken; the start is recorded now or, the database being
+  // away, before anything recorded after it.
+  deferred_.run([&db = db_, id, worker = c.name, now = clock_.nowMs()] {
+    db.startStep(id, worker, now);
+  });
+  KILN_FAIL_POINT("scheduler.step-start.after-commit");
   try {
-    db_.startStep(id, c.name, clock_.nowMs());
-    KILN_FAIL_POINT("scheduler.step-start.after-commit");
     if (notify_)
       for (auto& b : db_.unfinishedBuildsOfDrv(row->drvPath))  // its top step
         notify_({LifecycleEvent::Kind::kBuildStarted, b.jobset, b.eval, b.id});
   } catch (const SqlError& e) {
-    // The worker has the step: track it, so its result is taken, even
-    // though the database could not record the start (it records the
-    // result, or the step is built again after a restart).
     if (!e.transient()) throw;
-    logWarn("step " + std::to_string(id) + " sent to " + c.name +
-            " without recording its start: " + e.what());
+    logWarn("step " + std::to_string(id) + ": no start notification (" +
+            e.what() + ")");
   }
   run.attempt = row->attempts + 1;
   track(*row, sid, c, m.timeoutSec, std::move(run));
@@ -512,7 +514,9 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took) {
     for (auto& p : run.sentInputs) c->present.insert(p.baseName());
     for (auto& [name, path] : run.expected) c->present.insert(path.baseName());
   }
-  finishStepRow(db_, run.id, 0, clock_.nowMs(), "", std::nullopt);
+  deferred_.run([&db = db_, id = run.id, now = clock_.nowMs()] {
+    finishStepRow(db, id, 0, now, "", std::nullopt);
+  });
   core_.finishStep(run.sid, StepResult::success(took));
   traceEvent("scheduler", "succeeded", static_cast<uint64_t>(run.id));
   ingestor_.forget(run.sid);
@@ -524,8 +528,11 @@ void RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
   if (isTransient(m.status)) {
     core_.finishStep(run.sid, StepResult::transient(took));
     if (core_.step(run.sid).state == StepView::State::kFailed)
-      finishStepRow(db_, run.id, static_cast<int>(m.status), clock_.nowMs(),
-                    m.errorMsg, std::nullopt);
+      deferred_.run([&db = db_, id = run.id,
+                     status = static_cast<int>(m.status), now = clock_.nowMs(),
+                     error = m.errorMsg] {
+        finishStepRow(db, id, status, now, error, std::nullopt);
+      });
     return;
   }
   std::optional<CachedFailureRow> cached;
@@ -535,8 +542,10 @@ void RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
         CachedFailureRow{run.drvPath, static_cast<int>(m.status),
                          clock_.nowMs(), ttl ? clock_.nowMs() + ttl * 1000 : 0};
   }
-  finishStepRow(db_, run.id, static_cast<int>(m.status), clock_.nowMs(),
-                m.errorMsg, cached);
+  deferred_.run([&db = db_, id = run.id, status = static_cast<int>(m.status),
+                 now = clock_.nowMs(), error = m.errorMsg, cached] {
+    finishStepRow(db, id, status, now, error, cached);
+  });
   core_.finishStep(run.sid, StepResult::permanent(m.status, took));
 }
 

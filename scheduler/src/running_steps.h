@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "deferred_writes.h"
 #include "input_server.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
@@ -71,9 +72,10 @@ struct RunningStep {
 class RunningSteps {
  public:
   RunningSteps(const ServiceConfig& config, StateDb& db,
-               store::LocalStore& store, Ingestor& ingestor,
-               SchedulerCore& core, WorkerLink& link, InputServer& inputs,
-               ServiceMetrics& metrics, const Clock& clock);
+               DeferredWrites& deferred, store::LocalStore& store,
+               Ingestor& ingestor, SchedulerCore& core, WorkerLink& link,
+               InputServer& inputs, ServiceMetrics& metrics,
+               const Clock& clock);
 
   /// Something may be assignable from now on (a new build, a free slot, a
   /// new worker): the next dispatch's latency is measured from here.
@@ -169,6 +171,8 @@ class RunningSteps {
 
   const ServiceConfig& config_;
   StateDb& db_;
+  /// Where a step's start and end go while the database is away.
+  DeferredWrites& deferred_;
   store::LocalStore& store_;
   Ingestor& ingestor_;
   SchedulerCore& core_;

@@ -31,8 +31,8 @@ std::shared_ptr<SchedulerLock> takeLock(const ServiceConfig& c) {
 
 SchedulerConfig coreConfig(const ServiceConfig& c) {
   SchedulerConfig s = c.core;
-  s.heartbeatTimeout = 3 * std::chrono::duration_cast<Duration>(
-                               c.heartbeatInterval);
+  s.heartbeatTimeout =
+      3 * std::chrono::duration_cast<Duration>(c.heartbeatInterval);
   return s;
 }
 
@@ -83,13 +83,13 @@ SchedulerService::Impl::Impl(ServiceConfig c)
           db, [this](const std::string& d) { return outputsOf(d); })),
       core(clock, coreConfig(cfg)),
       ingestor(db, store, core, clock),
-      registry(cfg.metricsRegistry
-                   ? cfg.metricsRegistry
-                   : std::make_shared<prometheus::Registry>()),
+      registry(cfg.metricsRegistry ? cfg.metricsRegistry
+                                   : std::make_shared<prometheus::Registry>()),
       metrics(*registry),
       link(transportOf(cfg), linkOptions(cfg), core, clock, *this),
       inputs(store, link, metrics, cfg.stateDir + "/tmp"),
-      steps(cfg, db, store, ingestor, core, link, inputs, metrics, clock),
+      steps(cfg, db, deferred, store, ingestor, core, link, inputs, metrics,
+            clock),
       uploads(cfg, steps, metrics),
       evaluations({cfg.stateDir, cfg.storeDir, cfg.evalRunners, cfg.evalRunner,
                    std::make_shared<PluginEvaluators>(
@@ -177,8 +177,8 @@ void SchedulerService::Impl::restoreFromDb() {
 // again before the workers had time to come back (three heartbeat
 // intervals, as long as a silent worker is kept), then queued as usual.
 void SchedulerService::Impl::holdDispatchedSteps() {
-  auto grace = cfg.adoptionGrace.count() ? cfg.adoptionGrace
-                                         : 3 * cfg.heartbeatInterval;
+  auto grace =
+      cfg.adoptionGrace.count() ? cfg.adoptionGrace : 3 * cfg.heartbeatInterval;
   auto until = clock.wallNow() + grace;
   size_t held = 0;
   for (auto& row : db.unfinishedSteps()) {
@@ -206,8 +206,8 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
     return;
   }
   if (!r.top) {  // every output valid: built already
-    announce({b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess,
-              b.drvPath});
+    announce(
+        {b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess, b.drvPath});
     return;
   }
   BuildSpec spec;
@@ -233,17 +233,25 @@ SchedulerService::Impl::outputsOf(const std::string& drvPath) {
 // Every sink in one transaction: the database's change and the rows a
 // notifier's sink writes (its outbox) commit together.
 void SchedulerService::Impl::announce(const BuildEvent& ev) {
-  int64_t now = clock.nowMs();
-  StateDb::Transaction txn(db);
-  for (auto& sink : sinks) {
-    try {
-      sink->onBuildEvent(ev, now);
-    } catch (const std::exception& e) {
-      logError("build " + std::to_string(ev.build) + ": a build event sink "
-               "failed: " + e.what());
+  // While the database is away the whole event waits (deferred.h): a
+  // transient failure of a sink's write ends the transaction, to be run
+  // again, in order, when the database is back.
+  deferred.run([this, ev, now = clock.nowMs()] {
+    StateDb::Transaction txn(db);
+    for (auto& sink : sinks) {
+      try {
+        sink->onBuildEvent(ev, now);
+      } catch (const SqlError& e) {
+        if (e.transient()) throw;
+        logError("build " + std::to_string(ev.build) +
+                 ": a build event sink failed: " + e.what());
+      } catch (const std::exception& e) {
+        logError("build " + std::to_string(ev.build) +
+                 ": a build event sink failed: " + e.what());
+      }
     }
-  }
-  txn.commit();
+    txn.commit();
+  });
 }
 
 void SchedulerService::Impl::notify(const LifecycleEvent& ev,
@@ -270,20 +278,25 @@ void SchedulerService::Impl::processEvents() {
 // Cancelled, as Hydra shows such a step, so no page shows it queued.
 void SchedulerService::Impl::settleDropped(const std::vector<StepId>& gone) {
   if (gone.empty()) return;
-  int64_t now = clock.nowMs();
-  StateDb::Transaction txn(db);
+  std::vector<int64_t> ids;
   for (StepId sid : gone) {
-    auto id = ingestor.index().dbId(sid);
+    if (auto id = ingestor.index().dbId(sid)) ids.push_back(*id);
     ingestor.forget(sid);
-    if (!id) continue;
-    if (auto row = db.step(*id); row && !row->finished)
-      db.finishStep(*id, static_cast<int>(StepStatus::kCancelled), now,
-                    "cancelled: no unfinished build needs it");
   }
-  txn.commit();
+  deferred.run([this, ids, now = clock.nowMs()] {
+    StateDb::Transaction txn(db);
+    for (int64_t id : ids)
+      if (auto row = db.step(id); row && !row->finished)
+        db.finishStep(id, static_cast<int>(StepStatus::kCancelled), now,
+                      "cancelled: no unfinished build needs it");
+    txn.commit();
+  });
 }
 
 // -------------------------------------------------------------------- loop
+
+// How often deferred writes are tried again while they wait.
+constexpr auto kFlushPause = std::chrono::milliseconds(200);
 
 void SchedulerService::Impl::periodic() {
   link.dropLost(core.tick());
@@ -314,6 +327,12 @@ void SchedulerService::Impl::periodic() {
     checkLock();
     storeSnapshotForFrontEnds();
   }
+  // Writes kept while the database was away, once this process is known
+  // to schedule the farm still (another may have taken over meanwhile).
+  if (deferred.pending() > 0 && now - lastDeferredFlush >= kFlushPause) {
+    lastDeferredFlush = now;
+    if (lock->held()) deferred.flush();
+  }
 }
 
 void SchedulerService::Impl::storeSnapshotForFrontEnds() {
@@ -328,7 +347,8 @@ void SchedulerService::Impl::storeSnapshotForFrontEnds() {
                   clock.nowMs());
     storedSnapshot = snap;
   } catch (const SqlError& e) {
-    if (!e.transient()) logWarn(std::string("storing the snapshot: ") + e.what());
+    if (!e.transient())
+      logWarn(std::string("storing the snapshot: ") + e.what());
   }
 }
 
@@ -353,7 +373,7 @@ void SchedulerService::Impl::checkLock() {
     auto again = SchedulerLock::tryAcquire(cfg.database(), cfg.stateDir);
     if (again) {
       logWarn("the farm's scheduler lock was lost (" + lock->describe() +
-                 ") and is held again");
+              ") and is held again");
       lock = std::move(again);
       lockConfirmed = clock.now();
       return;
@@ -363,8 +383,7 @@ void SchedulerService::Impl::checkLock() {
     lockLost = true;
   } catch (const std::exception& e) {
     // The database is away: keep dispatching from memory, try again.
-    logWarn(std::string("cannot check the farm's scheduler lock: ") +
-               e.what());
+    logWarn(std::string("cannot check the farm's scheduler lock: ") + e.what());
   }
 }
 

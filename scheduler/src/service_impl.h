@@ -24,6 +24,7 @@
 #include "kiln/scheduler/metrics.h"
 #include "kiln/scheduler/requests.h"
 #include "kiln/scheduler/service.h"
+#include "deferred_writes.h"
 #include "running_steps.h"
 #include "uploads.h"
 #include "worker_link.h"
@@ -40,6 +41,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   const Clock& clock;
   std::shared_ptr<SchedulerLock> lock;  ///< this process schedules the farm
   StateDb db;
+  /// State writes waiting for the database (it was away); flushed each
+  /// turn, in order.
+  DeferredWrites deferred{clock};
   /// WAL checkpoints of `db` on a thread of their own (the service's
   /// connection never checkpoints).
   std::unique_ptr<Checkpointer> checkpointer;  ///< SQLite only
@@ -65,6 +69,7 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   Clock::TimePoint lastJobsetCheck{};
   Clock::TimePoint lastLockCheck{};
   Clock::TimePoint lastDatabaseWarning{};
+  Clock::TimePoint lastDeferredFlush{};
   /// When the farm's lock was last known held. New steps are dispatched
   /// only while that is recent (kLockGrace): a scheduler cut off from the
   /// database stops before a standby can take the lock over.

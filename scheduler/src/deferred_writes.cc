@@ -1,0 +1,51 @@
+#include "deferred_writes.h"
+
+#include "kiln/common/logging.h"
+#include "kiln/scheduler/sql.h"
+
+namespace kiln::scheduler {
+
+void DeferredWrites::warn(const char* what) {
+  auto now = clock_.now();
+  if (now - lastWarning_ < std::chrono::seconds(10)) return;
+  lastWarning_ = now;
+  logWarn(std::string(what) + " (" + std::to_string(queue_.size()) +
+          " state writes wait for the database)");
+}
+
+void DeferredWrites::run(std::function<void()> write) {
+  if (queue_.empty()) {
+    try {
+      write();
+      return;
+    } catch (const SqlError& e) {
+      if (!e.transient()) throw;
+      queue_.push_back(std::move(write));
+      warn(e.what());
+      return;
+    }
+  }
+  queue_.push_back(std::move(write));
+}
+
+size_t DeferredWrites::flush() {
+  while (!queue_.empty()) {
+    try {
+      queue_.front()();
+    } catch (const SqlError& e) {
+      if (e.transient()) {
+        warn(e.what());
+        return queue_.size();
+      }
+      logError(std::string("a deferred state write failed for good: ") +
+               e.what());
+    } catch (const std::exception& e) {
+      logError(std::string("a deferred state write failed for good: ") +
+               e.what());
+    }
+    queue_.pop_front();
+  }
+  return 0;
+}
+
+}  // namespace kiln::scheduler
