@@ -6,6 +6,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cache_options.h"
 #include "command.h"
 #include "database_options.h"
 #include "kiln/common/error.h"
@@ -15,7 +16,6 @@
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/plugin_host/registry.h"
 #include "kiln/scheduler/service.h"
-#include "kiln/store/signature.h"
 #include "kiln/web/binary_cache.h"
 #include "kiln/web/routes.h"
 #include "notify_options.h"
@@ -37,23 +37,6 @@ struct SchedulerWeb {
 };
 
 // How the web serves the central store as a binary cache.
-struct CacheOptions {
-  std::string compression = "zstd";
-  std::string secretKeyFile;  ///< the farm's narinfo signing key, if any
-};
-
-// The binary cache of the central store of `cfg`, pruned every 10 minutes.
-std::shared_ptr<web::BinaryCache> makeBinaryCache(
-    const scheduler::ServiceConfig& cfg, const CacheOptions& o) {
-  web::BinaryCacheConfig bc;
-  bc.stateDir = cfg.stateDir;
-  bc.storeDir = cfg.storeDir;
-  bc.compression = o.compression;
-  if (!o.secretKeyFile.empty())
-    bc.signingKey = store::readSecretKeyFile(o.secretKeyFile);
-  bc.pruneInterval = std::chrono::minutes(10);
-  return std::make_shared<web::BinaryCache>(std::move(bc));
-}
 
 // Starts the front ends of `svc`: pages read the state through their own
 // connections and the service's snapshot, and queue requests for it like
@@ -96,7 +79,7 @@ SchedulerWeb startWeb(
     wc.listen = listen;
     wc.hosts = access.hosts;
     web::WebContext all = ctx;
-    all.binaryCache = makeBinaryCache(cfg, cache);
+    all.binaryCache = makeBinaryCache(cfg.stateDir, cfg.storeDir, cache, true);
     web.all = std::make_unique<web::WebFrontend>(wc, std::move(all));
   }
   if (metricsPort >= 0) {
@@ -168,8 +151,8 @@ int runScheduler(const std::vector<std::string>& args) {
       "serve Prometheus /metrics on 127.0.0.1:P")(
       "web-listen", po::value(&webListen),
       "serve the web front end (dashboard, JSON API, binary cache) on "
-      "HOST:PORT")(
-      "web-private", "reads on the web need a read-scope API token too")(
+      "HOST:PORT")("web-private",
+                   "reads on the web need a read-scope API token too")(
       "web-host", po::value(&webAccess.hosts)->composing(),
       "a host name the web answers for (repeatable; IP addresses, "
       "localhost and this machine's name always are; '*' = any). Requests "
@@ -178,11 +161,6 @@ int runScheduler(const std::vector<std::string>& args) {
       "web-push-secret-file", po::value(&webAccess.pushSecretFile),
       "file holding the HMAC-SHA256 key of the push webhook "
       "(/api/push/PROJECT/JOBSET; without it every push is refused)")(
-      "cache-secret-key-file", po::value(&cache.secretKeyFile),
-      "sign the binary cache's narinfos with this key (kiln store "
-      "generate-key)")(
-      "cache-compression", po::value(&cache.compression),
-      "compression of the binary cache's NARs: zstd (default), xz or none")(
       "store-dir", po::value(&cfg.storeDir),
       "logical store directory (default /nix/store)")(
       "no-fsync-store",
@@ -228,6 +206,7 @@ int runScheduler(const std::vector<std::string>& args) {
       "notify-ca-file", po::value(&notifyCa),
       "PEM file of the CAs an https webhook's certificate must chain to "
       "(default: the system's CAs)");
+  cache.add(opts);
   DatabaseOptions database;
   database.add(opts);
   opts.add_options()(
@@ -269,9 +248,7 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--max-message-size must be 1 MiB..256 MiB");
     if (cfg.maxConcurrentUploads < 1)
       throw po::error("--max-uploads-per-connection must be at least 1");
-    if (cache.compression != "zstd" && cache.compression != "xz" &&
-        cache.compression != "none")
-      throw po::error("--cache-compression must be zstd, xz or none");
+    cache.check();
     try {
       parseNotifyOptions(notify, notifySecret, notifyCa);
     } catch (const Error& e) {

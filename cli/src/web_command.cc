@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cache_options.h"
 #include "cli_common.h"
 #include "command.h"
 #include "database_options.h"
@@ -23,8 +24,6 @@
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/snapshot_store.h"
 #include "kiln/scheduler/state_view.h"
-#include "kiln/store/signature.h"
-#include "kiln/web/binary_cache.h"
 #include "kiln/web/routes.h"
 
 namespace kiln::cli {
@@ -71,7 +70,7 @@ storedSnapshot(const scheduler::DatabaseSpec& database) {
 
 struct WebOptions {
   std::string listen, stateDir, storeDir = "/nix/store";
-  std::string cacheKeyFile, compression = "zstd";
+  CacheOptions cache;
   std::vector<std::string> hosts;
   DatabaseOptions database;
 };
@@ -86,15 +85,9 @@ std::unique_ptr<web::WebFrontend> startFrontEnd(const WebOptions& o,
   ctx.storeDir = o.storeDir;
   ctx.snapshot = storedSnapshot(ctx.database());
   ctx.metrics = std::make_shared<prometheus::Registry>();
-  if (!o.stateDir.empty()) {
-    web::BinaryCacheConfig bc;
-    bc.stateDir = o.stateDir;
-    bc.storeDir = o.storeDir;
-    bc.compression = o.compression;
-    if (!o.cacheKeyFile.empty())
-      bc.signingKey = store::readSecretKeyFile(o.cacheKeyFile);
-    ctx.binaryCache = std::make_shared<web::BinaryCache>(std::move(bc));
-  }
+  // The scheduler prunes the cache's folder; front ends sharing it do not.
+  if (!o.stateDir.empty())
+    ctx.binaryCache = makeBinaryCache(o.stateDir, o.storeDir, o.cache, false);
   web::WebServerConfig wc;
   wc.listen = o.listen;
   wc.hosts = o.hosts;
@@ -124,11 +117,8 @@ int runWeb(const std::vector<std::string>& args) {
       "web-host", po::value(&o.hosts),
       "a Host name the pages answer to besides IPs, localhost and this "
       "machine's name (repeatable)")("web-private",
-                                     "reading pages needs a read token too")(
-      "cache-secret-key-file", po::value(&o.cacheKeyFile),
-      "sign narinfos with this key (as the scheduler's cache does)")(
-      "cache-compression", po::value(&o.compression),
-      "zstd, xz or none (default zstd)");
+                                     "reading pages needs a read token too");
+  o.cache.add(opts);
   o.database.add(opts);
   po::variables_map vm;
   try {
@@ -138,6 +128,7 @@ int runWeb(const std::vector<std::string>& args) {
       return kExitOk;
     }
     po::notify(vm);
+    o.cache.check();
     if (o.database.url.empty())
       throw po::error(
           "--database is required: kiln web serves a farm whose state is in "

@@ -196,6 +196,14 @@ TEST_F(PostgresFarm, RefusesAPasswordInTheUrlAndAForeignUrl) {
                  "postgresql://kiln:secret@127.0.0.1:1/kiln"});
   EXPECT_EQ(r.exitCode, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("PGPASSFILE"));
+  // kiln web checks its options before it connects.
+  r = test::run({test::kilnBinary(), "web", "--database", url_, "--listen",
+                 "127.0.0.1:0", "--cache-compression", "lz4"});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--cache-compression must be zstd, xz or none"));
+  r = test::run({test::kilnBinary(), "web", "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--database is required"));
 }
 
 }  // namespace
