@@ -193,8 +193,10 @@ TEST(PostgresServer, DestructorLeavesNoProcessAndNoFolder) {
     dataDir = pg.dataDir();
     procs = serverProcesses(dataDir);
     // The postmaster and its helpers (checkpointer, walwriter, ...).
+    // Children come and go (a backend ending, an autovacuum worker), so only
+    // the postmaster is required alive here; all must be gone afterwards.
     ASSERT_GE(procs.size(), 3u);
-    for (const auto& p : procs) EXPECT_TRUE(alive(p)) << p.first;
+    EXPECT_TRUE(alive(procs.front())) << procs.front().first;
   }
   EXPECT_TRUE(test::pollUntil(
       [&] {
