@@ -27,4 +27,13 @@ scheduler::DatabaseSpec DatabaseOptions::spec(
   return scheduler::DatabaseSpec::inStateDir(stateDir, url, passwordFile);
 }
 
+void DatabaseOptions::requireCurrentSchema() const {
+  auto version = scheduler::StateDb::storedVersion(spec(""));
+  if (version != scheduler::StateDb::schemaVersion())
+    throw Error("database " + url + " has schema version " +
+                std::to_string(version) + ", this kiln reads " +
+                std::to_string(scheduler::StateDb::schemaVersion()) +
+                ": run `kiln db migrate --database " + url + "`");
+}
+
 }  // namespace kiln::cli

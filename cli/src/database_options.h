@@ -23,6 +23,9 @@ struct DatabaseOptions {
   /// The database of `stateDir` these options name. Throws Error for a URL
   /// that is not PostgreSQL's or that holds a password (before connecting).
   scheduler::DatabaseSpec spec(const std::string& stateDir) const;
+  /// Throws Error, saying to run `kiln db migrate`, unless the PostgreSQL
+  /// database has this kiln's schema version (SqlError if unreachable).
+  void requireCurrentSchema() const;
 };
 
 }  // namespace kiln::cli

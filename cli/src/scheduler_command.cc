@@ -138,6 +138,7 @@ int runScheduler(const std::vector<std::string>& args) {
   std::string notifySecret, notifyCa;
   std::vector<std::string> pluginDirs;
   CacheOptions cache;
+  std::string evaluationsWhere;
   opts.add_options()("help,h", "show this help")(
       "state-dir", po::value(&cfg.stateDir)->required(), "state directory")(
       "listen", po::value(&cfg.listen)->required(),
@@ -212,7 +213,10 @@ int runScheduler(const std::vector<std::string>& args) {
   opts.add_options()(
       "standby",
       "with --database: while another scheduler holds the farm, wait and "
-      "take over when it stops (fail-over)");
+      "take over when it stops (fail-over)")(
+      "evaluations", po::value(&evaluationsWhere)->default_value("local"),
+      "local: evaluate jobsets in this process; remote: leave them to "
+      "`kiln evaluator` hosts and record what they publish");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -231,6 +235,10 @@ int runScheduler(const std::vector<std::string>& args) {
     }
     cfg.databaseUrl = database.url;
     cfg.databasePasswordFile = database.passwordFile;
+    if (evaluationsWhere != "local" && evaluationsWhere != "remote")
+      throw po::error("--evaluations must be local or remote, not '" +
+                      evaluationsWhere + "'");
+    cfg.remoteEvaluations = evaluationsWhere == "remote";
     if (vm.count("standby") && database.url.empty())
       throw po::error("--standby needs --database (a PostgreSQL farm)");
     if (!cfg.insecurePlaintext && (keyFile.empty() || allowFile.empty()))

@@ -141,12 +141,7 @@ int runWeb(const std::vector<std::string>& args) {
   }
   return guarded("web", [&] {
     // The schema must be this kiln's before anything is served.
-    auto version = scheduler::StateDb::storedVersion(o.database.spec(""));
-    if (version != scheduler::StateDb::schemaVersion())
-      throw Error("database " + o.database.url + " has schema version " +
-                  std::to_string(version) + ", this kiln reads " +
-                  std::to_string(scheduler::StateDb::schemaVersion()) +
-                  ": run `kiln db migrate --database " + o.database.url + "`");
+    o.database.requireCurrentSchema();
     auto web = startFrontEnd(o, vm.count("web-private") > 0);
     std::cout << "web " << web->url() << std::endl;
     std::signal(SIGINT, onWebSignal);

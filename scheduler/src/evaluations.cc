@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "eval_transfer.h"
 #include "kiln/common/file.h"
 #include "kiln/store/local_store.h"
 
@@ -78,7 +79,8 @@ std::optional<Evaluations::Finished> Evaluations::takeFinished() {
   if (!running_ ||
       running_->wait_for(std::chrono::seconds(0)) != std::future_status::ready)
     return std::nullopt;
-  Finished f{running_->get(), std::exchange(runningRequest_, std::nullopt)};
+  Finished f{running_->get(), std::exchange(runningRequest_, std::nullopt),
+             std::exchange(runningResult_, std::nullopt)};
   running_.reset();
   if (f.request) taken_.erase(*f.request);
   return f;
@@ -98,6 +100,60 @@ void Evaluations::start(const JobsetRow& js, bool force,
   runningRequest_ = request;
   running_ = std::async(std::launch::async,
                         [this, js, force] { return run(js, force); });
+}
+
+void Evaluations::startImport(const EvalResultRow& row) {
+  runningRequest_ = row.request;
+  runningResult_ = row.id;
+  running_ = std::async(std::launch::async, [this, row] { return import(row); });
+}
+
+// What the evaluator host sent is added to the central store as the store
+// checks uploads; the jobs are then read as a local evaluation's are.
+EvalOutcome Evaluations::import(const EvalResultRow& row) const {
+  EvalOutcome o;
+  try {
+    StateDb db(config_.database, StateDb::Existing{});
+    EvalResultReader reader(db, row);
+    store::LocalStore central(config_.stateDir,
+                              store::StoreDir(config_.storeDir));
+    o = readEvalStream(reader, central);
+    finishJobs(o, central);
+  } catch (const std::exception& e) {
+    o.drvs.reset();
+    o.jobs.clear();
+    o.skipped = false;
+    o.error = "the result of evaluator " + row.evaluator +
+              " could not be imported: " + e.what();
+  }
+  o.jobset = row.jobset;
+  return o;
+}
+
+// Temp roots, the parsed closure and the dependency order of `o`'s jobs;
+// a job whose .drv is not valid or did not parse gets an error, and its
+// outputs are the ones its .drv names.
+void Evaluations::finishJobs(EvalOutcome& o, store::LocalStore& store) {
+  std::vector<std::string> roots;
+  for (auto& j : o.jobs) {
+    if (!j.error.empty()) continue;
+    roots.push_back(j.drvPath);
+    store.addTempRoot(store.parsePath(j.drvPath));
+  }
+  o.drvs = prefetchDrvs(store, roots);
+  for (auto& j : o.jobs) {
+    if (!j.error.empty()) continue;
+    auto it = o.drvs->find(j.drvPath);
+    if (it == o.drvs->end()) {
+      j.error = "its derivation " + j.drvPath +
+                " did not arrive valid from the evaluator";
+      continue;
+    }
+    j.outputs.clear();
+    for (auto& [name, out] : it->second->outputs)
+      if (out.path) j.outputs[name] = store.printPath(*out.path);
+  }
+  orderJobsByDepth(o.jobs, *o.drvs, store.storeDir());
 }
 
 }  // namespace kiln::scheduler

@@ -17,6 +17,7 @@
 
 #include "kiln/common/clock.h"
 #include "kiln/scheduler/drv_prefetch.h"
+#include "kiln/scheduler/eval_queue.h"
 #include "kiln/scheduler/evaluation.h"
 #include "kiln/scheduler/state_db.h"
 
@@ -54,6 +55,8 @@ class Evaluations {
     /// Called on the calling (service) thread as an evaluation of a jobset
     /// starts, before its inputs are fetched (may be empty).
     std::function<void(const JobsetRow&)> started;
+    /// The state database, which import threads open for themselves.
+    DatabaseSpec database;
   };
   Evaluations(Config config, const Clock& clock);
   ~Evaluations();
@@ -73,6 +76,8 @@ class Evaluations {
   struct Finished {
     EvalOutcome outcome;
     std::optional<int64_t> request;
+    /// The remote result it was imported from (eval_queue.h), if any.
+    std::optional<int64_t> result;
   };
   /// The running evaluation's result if it ended (it no longer runs then).
   std::optional<Finished> takeFinished();
@@ -84,6 +89,13 @@ class Evaluations {
   void startScheduled(const JobsetRow& jobset) {
     start(jobset, false, std::nullopt);
   }
+  /// Starts importing `row`, an evaluator host's result, into the central
+  /// store (a thread with its own database connection and store handle);
+  /// its outcome ends as an evaluation's does. A result that cannot be
+  /// read or checked ends as a failed evaluation saying why.
+  void startImport(const EvalResultRow& row);
+  /// Imports `row` on the calling thread (startImport's work).
+  EvalOutcome import(const EvalResultRow& row) const;
 
  private:
   /// The runner of `js`'s evaluator (an override, else its plugin); throws
@@ -91,6 +103,7 @@ class Evaluations {
   EvalRunner& runnerOf(const JobsetSpec& js) const;
   void start(const JobsetRow& jobset, bool force,
              std::optional<int64_t> request);
+  static void finishJobs(EvalOutcome& o, store::LocalStore& store);
 
   struct Pending {
     JobsetRow jobset;
@@ -101,6 +114,7 @@ class Evaluations {
   const Clock& clock_;
   std::optional<std::future<EvalOutcome>> running_;
   std::optional<int64_t> runningRequest_;
+  std::optional<int64_t> runningResult_;
   std::deque<Pending> queue_;
   std::set<int64_t> taken_;
 };

@@ -104,7 +104,9 @@ void SchedulerService::Impl::pollRequests() {
   std::vector<std::pair<int64_t, std::string>> answers;
   for (auto& req : db.pendingRequests()) {
     if (req.kind == "jobset-eval") {
-      if (evaluations.take(req.id)) queueEvalRequest(req);
+      // With remote evaluations an evaluator host takes it.
+      if (!cfg.remoteEvaluations && evaluations.take(req.id))
+        queueEvalRequest(req);
       continue;
     }
     try {

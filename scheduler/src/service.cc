@@ -96,7 +96,8 @@ SchedulerService::Impl::Impl(ServiceConfig c)
                        cfg.plugins ? *cfg.plugins : plugins::processPlugins(),
                        cfg.evaluatorConfig),
                    cfg.inputFetcher,
-                   [this](const JobsetRow& js) { evaluationStarted(js.id); }},
+                   [this](const JobsetRow& js) { evaluationStarted(js.id); },
+                   cfg.database()},
                   clock) {
   if (db.dialect() == SqlDialect::kSqlite) {
     db.db().exec("PRAGMA wal_autocheckpoint = 0");  // the checkpointer's job

@@ -36,8 +36,10 @@ BuildRow buildRowOf(const Job& j, int64_t evalId, int64_t jobset,
 // next check evaluates again), one killed after it finds the unfinished
 // builds at restart (restoreFromDb). Ingestion, which takes seconds for
 // thousands of builds, comes after the commit.
-int64_t SchedulerService::Impl::recordEvaluation(const EvalOutcome& o) {
+int64_t SchedulerService::Impl::recordEvaluation(
+    const EvalOutcome& o, std::optional<int64_t> result) {
   StateDb::Transaction txn(db);
+  if (result) deleteEvalResult(db, *result);  // recorded exactly once
   db.setJobsetChecked(o.jobset, o.timeMs,
                       o.skipped || !o.error.empty()
                           ? std::nullopt
@@ -140,20 +142,57 @@ void SchedulerService::Impl::evaluationStarted(int64_t jobset) {
 void SchedulerService::Impl::finishEvaluation(Evaluations::Finished& done) {
   const EvalOutcome& o = done.outcome;
   try {
-    int64_t id = recordEvaluation(o);
+    int64_t id = recordEvaluation(o, done.result);
     if (done.request)
       db.completeRequest(*done.request, true, json{{"eval", id}}.dump());
+  } catch (const SqlError& e) {
+    // The database is away: a remote result stays and is imported again.
+    if (!e.transient() || !done.result) return finishFailed(done, e);
+    logWarn("recording the evaluation of jobset " + std::to_string(o.jobset) +
+            " failed (retrying): " + e.what());
   } catch (const std::exception& e) {
-    logError("recording the evaluation of jobset " + std::to_string(o.jobset) +
-             " failed: " + e.what());
-    if (done.request) failRequest(*done.request, e);
+    finishFailed(done, e);
   }
+}
+
+void SchedulerService::Impl::finishFailed(const Evaluations::Finished& done,
+                                          const std::exception& e) {
+  logError("recording the evaluation of jobset " +
+           std::to_string(done.outcome.jobset) + " failed: " + e.what());
+  try {
+    if (done.result) deleteEvalResult(db, *done.result);
+    if (done.request) failRequest(*done.request, e);
+  } catch (const std::exception& again) {
+    logError(std::string("and answering for it failed: ") + again.what());
+  }
+}
+
+// Remote evaluations: a claim new since the last look is an evaluation
+// that started (eval.started); the oldest published result is imported
+// off this thread.
+void SchedulerService::Impl::checkRemoteEvaluations() {
+  std::set<std::pair<int64_t, int64_t>> claims;
+  for (auto& c : evalClaims(db)) {
+    claims.emplace(c.jobset, c.claimedMs);
+    if (!remoteClaimsSeen.count({c.jobset, c.claimedMs}))
+      evaluationStarted(c.jobset);
+  }
+  remoteClaimsSeen = std::move(claims);
+  if (evaluations.busy()) return;
+  auto results = evalResults(db);
+  if (results.empty()) return;
+  logInfo("importing evaluation result " + std::to_string(results[0].id) +
+          " of jobset " + std::to_string(results[0].jobset) + " from " +
+          results[0].evaluator + " (" + std::to_string(results[0].bytes) +
+          " bytes)");
+  evaluations.startImport(results[0]);
 }
 
 // One evaluation at a time, off the service thread: on-demand ones first,
 // then jobsets whose check interval passed.
 void SchedulerService::Impl::checkJobsets() {
   if (auto done = evaluations.takeFinished()) finishEvaluation(*done);
+  if (cfg.remoteEvaluations) return checkRemoteEvaluations();
   if (evaluations.busy() || evaluations.startQueued()) return;
   int64_t now = clock.nowMs();
   for (auto& js : db.jobsets()) {

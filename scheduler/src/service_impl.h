@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -144,11 +145,16 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   // service_evaluations.cc
   /// Reports (eval.started) that an evaluation of `jobset` starts now.
   void evaluationStarted(int64_t jobset);
-  int64_t recordEvaluation(const EvalOutcome& o);
+  int64_t recordEvaluation(const EvalOutcome& o,
+                           std::optional<int64_t> result = std::nullopt);
   /// The build rows of evaluation `evalId`; returns those to ingest.
   std::vector<BuildRow> createBuilds(const EvalOutcome& o, int64_t evalId);
   void checkJobsets();
   void finishEvaluation(Evaluations::Finished& done);
+  void finishFailed(const Evaluations::Finished& done, const std::exception& e);
+  void checkRemoteEvaluations();
+  /// Claims of evaluator hosts seen at the last look (jobset, claimed).
+  std::set<std::pair<int64_t, int64_t>> remoteClaimsSeen;
 
   // operations.cc
   void pollRequests();

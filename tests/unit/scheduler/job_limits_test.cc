@@ -69,6 +69,8 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "DROP TABLE api_tokens; DROP TRIGGER builds_count_insert; "
         "DROP TRIGGER builds_count_update; DROP TRIGGER builds_count_delete; "
         "DROP TABLE eval_counts; DROP TABLE scheduler_snapshot; "
+        "DROP TABLE eval_claims; DROP TABLE eval_results; "
+        "DROP TABLE eval_result_chunks; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
         "DROP INDEX builds_eval_status; DROP INDEX builds_job; "

@@ -26,9 +26,12 @@ using ::testing::HasSubstr;
 
 // Every table of the schema (checked against SQLite's catalogue below).
 const std::vector<std::string> kTables = {
-    "api_tokens",  "build_outputs", "builds",  "cached_failures", "eval_counts",
-    "eval_errors", "evaluations",   "jobsets", "notifications",   "projects",
-    "requests",    "scheduler_snapshot", "step_deps", "steps"};
+    "api_tokens",         "build_outputs", "builds",
+    "cached_failures",    "eval_claims",   "eval_counts",
+    "eval_errors",        "eval_result_chunks", "eval_results",
+    "evaluations",        "jobsets",       "notifications",
+    "projects",           "requests",      "scheduler_snapshot",
+    "step_deps",          "steps"};
 
 // Each table's rows as text (NULL spelled out), sorted: equal dumps mean
 // equal tables whatever the backend.

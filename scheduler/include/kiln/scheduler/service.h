@@ -113,6 +113,10 @@ struct ServiceConfig {
   std::map<std::string, std::shared_ptr<EvalRunner>> evalRunners;
   /// If set, evaluates every jobset whatever its evaluator (tests).
   std::shared_ptr<EvalRunner> evalRunner;
+  /// Evaluations run on `kiln evaluator` hosts (evaluator_role.h): this
+  /// scheduler starts none, leaves `jobset-eval` requests to them and
+  /// imports and records the results they publish.
+  bool remoteEvaluations = false;
   /// The input fetcher; the real one when null.
   std::shared_ptr<InputFetcher> inputFetcher;
   /// The service's time (loop timers, durations, timestamps, the core).

@@ -1,0 +1,234 @@
+// `kiln evaluator` hosts (evaluator_role.h).
+#include "kiln/scheduler/evaluator_role.h"
+
+#include <unistd.h>
+
+#include <future>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "eval_transfer.h"
+#include "evaluations.h"
+#include "kiln/common/error.h"
+#include "kiln/common/file.h"
+#include "kiln/common/logging.h"
+#include "kiln/common/process.h"
+#include "kiln/scheduler/eval_queue.h"
+#include "kiln/scheduler/offline_requests.h"
+#include "kiln/scheduler/requests.h"
+
+namespace kiln::scheduler {
+
+using nlohmann::json;
+
+namespace {
+
+Evaluations::Config evaluationsConfig(const EvaluatorRoleConfig& c) {
+  auto configs = c.evaluatorConfig;
+  auto& builtin = configs["builtin"];
+  if (!builtin.count("kiln"))
+    builtin["kiln"] = c.kilnBinary.empty() ? "kiln" : c.kilnBinary;
+  Evaluations::Config e;
+  e.stateDir = c.stateDir;
+  e.storeDir = c.storeDir;
+  e.runner = c.evalRunner;
+  e.plugins = std::make_shared<PluginEvaluators>(
+      c.plugins ? *c.plugins : plugins::processPlugins(), configs);
+  e.fetcher = c.inputFetcher ? c.inputFetcher : makeInputFetcher();
+  e.database = c.database;
+  return e;
+}
+
+}  // namespace
+
+struct EvaluatorRole::Impl {
+  EvaluatorRoleConfig cfg;
+  const Clock& clock;
+  Evaluations evaluations;
+  std::unique_ptr<StateDb> db;
+
+  explicit Impl(EvaluatorRoleConfig c)
+      : cfg(std::move(c)),
+        clock(cfg.clock ? *cfg.clock : RealClock::instance()),
+        evaluations(evaluationsConfig(cfg), clock) {
+    if (cfg.name.empty())
+      cfg.name = hostName() + ":" + std::to_string(::getpid());
+    createDirs(cfg.stateDir + "/eval");
+  }
+
+  StateDb& state() {
+    if (!db) db = std::make_unique<StateDb>(cfg.database, StateDb::Existing{});
+    return *db;
+  }
+
+  EvalClaim claimOf(int64_t jobset, std::optional<int64_t> request,
+                    bool force) const {
+    int64_t now = clock.nowMs();
+    return {jobset, cfg.name, request, force, now, now + cfg.lease.count()};
+  }
+
+  std::optional<EvalClaim> claimRequested();
+  std::optional<EvalClaim> claimScheduled();
+  void evaluate(const EvalClaim& claim);
+  void publish(const EvalClaim& claim, const EvalOutcome& o);
+};
+
+// The oldest `jobset-eval` request no evaluator took yet; a request naming
+// no jobset is answered here with the reason.
+std::optional<EvalClaim> EvaluatorRole::Impl::claimRequested() {
+  StateDb& s = state();
+  std::set<int64_t> taken;
+  for (auto& c : evalClaims(s))
+    if (c.request) taken.insert(*c.request);
+  for (auto& r : evalResults(s))
+    if (r.request) taken.insert(*r.request);
+  for (auto& req : s.pendingRequests()) {
+    if (req.kind != "jobset-eval" || taken.count(req.id)) continue;
+    int64_t jobset = 0;
+    bool force = true;
+    try {
+      json a = json::parse(req.args);
+      jobset = jobsetIdOf(s, a);
+      force = !boolArg(a, "ifChanged", false);
+    } catch (const std::exception& e) {
+      json answer{{"error", e.what()}, {"caller", true}};
+      s.completeRequest(req.id, false, answer.dump());
+      continue;
+    }
+    auto claim = claimOf(jobset, req.id, force);
+    if (claimEvaluation(s, claim, claim.claimedMs)) return claim;
+  }
+  return std::nullopt;
+}
+
+// A jobset whose check interval passed, that no evaluator holds and whose
+// last result the scheduler has recorded.
+std::optional<EvalClaim> EvaluatorRole::Impl::claimScheduled() {
+  StateDb& s = state();
+  std::set<int64_t> waiting;
+  for (auto& r : evalResults(s)) waiting.insert(r.jobset);
+  int64_t now = clock.nowMs();
+  for (auto& js : s.jobsets()) {
+    if (!js.enabled || js.checkIntervalSec <= 0 || waiting.count(js.id))
+      continue;
+    if (now - js.lastCheckedMs < js.checkIntervalSec * 1000) continue;
+    auto claim = claimOf(js.id, std::nullopt, false);
+    if (!claimEvaluation(s, claim, now)) continue;
+    s.setJobsetChecked(js.id, now, std::nullopt);
+    return claim;
+  }
+  return std::nullopt;
+}
+
+// Evaluates on a thread of its own, renewing the claim meanwhile; a claim
+// lost (this host was cut off longer than the lease) drops the result.
+void EvaluatorRole::Impl::evaluate(const EvalClaim& claim) {
+  auto js = state().jobset(claim.jobset);
+  if (!js) {
+    releaseEvalClaim(state(), claim.jobset, cfg.name);
+    return;
+  }
+  logInfo("evaluating jobset " + js->name + " (" + std::to_string(js->id) +
+          (claim.request ? ", request " + std::to_string(*claim.request) : "") +
+          ")");
+  auto running = std::async(std::launch::async,
+                            [&] { return evaluations.run(*js, claim.force); });
+  bool mine = true;
+  auto renewEvery = cfg.lease / 4;
+  while (running.wait_for(renewEvery) != std::future_status::ready) {
+    try {
+      if (mine)
+        mine = renewEvalClaim(state(), claim.jobset, cfg.name,
+                              clock.nowMs() + cfg.lease.count());
+    } catch (const SqlError& e) {
+      db.reset();  // reconnects on the next use
+      logWarn(std::string("renewing the claim failed (retrying): ") +
+              e.what());
+    }
+  }
+  EvalOutcome o = running.get();
+  if (!mine) {
+    logWarn("the claim on jobset " + js->name +
+            " passed to another evaluator; dropping this result");
+    return;
+  }
+  retryTransient([&] {
+    try {
+      publish(claim, o);
+    } catch (const SqlError&) {
+      db.reset();
+      throw;
+    }
+  });
+}
+
+// One transaction: the result, its chunks and the claim's end.
+void EvaluatorRole::Impl::publish(const EvalClaim& claim,
+                                  const EvalOutcome& o) {
+  auto start = clock.now();
+  StateDb& s = state();
+  store::LocalStore own(cfg.stateDir, store::StoreDir(cfg.storeDir));
+  StateDb::Transaction txn(s);
+  if (!renewEvalClaim(s, claim.jobset, cfg.name,
+                      clock.nowMs() + cfg.lease.count())) {
+    logWarn("the claim on jobset " + std::to_string(claim.jobset) +
+            " passed to another evaluator; dropping this result");
+    return;
+  }
+  EvalResultWriter out(s, {0, claim.jobset, claim.request, cfg.name,
+                           clock.nowMs(), 0, 0});
+  writeEvalStream(o, own, out);
+  int64_t id = out.finish();
+  releaseEvalClaim(s, claim.jobset, cfg.name);
+  txn.commit();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                clock.now() - start)
+                .count();
+  logInfo("published evaluation result " + std::to_string(id) +
+          " of jobset " + std::to_string(claim.jobset) + ": " +
+          std::to_string(o.jobs.size()) + " jobs" +
+          (o.error.empty() ? "" : " (failed: " + o.error + ")") +
+          (o.skipped ? " (inputs unchanged)" : "") + " in " +
+          std::to_string(ms) + " ms");
+}
+
+EvaluatorRole::EvaluatorRole(EvaluatorRoleConfig config)
+    : impl_(std::make_unique<Impl>(std::move(config))) {}
+EvaluatorRole::~EvaluatorRole() = default;
+
+const std::string& EvaluatorRole::name() const { return impl_->cfg.name; }
+
+bool EvaluatorRole::runOnce(const std::atomic<bool>& stop) {
+  auto claim = impl_->claimRequested();
+  if (!claim) claim = impl_->claimScheduled();
+  if (!claim) return false;
+  (void)stop;  // an evaluation that started is finished and published
+  impl_->evaluate(*claim);
+  return true;
+}
+
+void EvaluatorRole::run(const std::atomic<bool>& stop) {
+  auto warned = impl_->clock.now() - std::chrono::hours(1);
+  while (!stop) {
+    bool worked = false;
+    try {
+      worked = runOnce(stop);
+    } catch (const SchemaError&) {
+      throw;
+    } catch (const std::exception& e) {
+      impl_->db.reset();
+      if (impl_->clock.now() - warned >= std::chrono::seconds(10)) {
+        warned = impl_->clock.now();
+        logWarn(std::string("evaluator: ") + e.what() + " (retrying)");
+      }
+    }
+    if (worked) continue;
+    auto until = std::chrono::steady_clock::now() + impl_->cfg.poll;
+    while (!stop && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace kiln::scheduler
