@@ -1,8 +1,10 @@
-// A PostgreSQL farm on eight hosts (issue 31, "Real components in tests"):
+// A PostgreSQL farm on nine hosts (issue 31, "Real components in tests"):
 // a database host, two scheduler hosts (an active one and a `--standby`),
-// two `kiln web` hosts and three worker hosts, each a network namespace of
-// its own on one bridge (tests/support/netns_lab.h). The schedulers share
-// one state directory, as on hosts mounting one shared path. In turn:
+// two `kiln web` hosts, an evaluator host (`kiln evaluator`; the
+// schedulers run `--evaluations remote`) and three worker hosts, each a
+// network namespace of its own on one bridge (tests/support/netns_lab.h).
+// The schedulers share one state directory, as on hosts mounting one
+// shared path; the evaluator has its own. In turn:
 //   1. an example-like collection builds on the workers, every build
 //      succeeds, and both web hosts serve its evaluation;
 //   2. the active scheduler is SIGKILLed while builds run: the standby
@@ -119,7 +121,7 @@ class FarmNetnsPostgres : public ::testing::Test {
     for (const char* tool : {"nix-instantiate", "curl"})
       if (!test::haveProgram(tool)) GTEST_SKIP() << tool << " is not on PATH";
     lab_ = std::make_unique<test::NetnsLab>(
-        3, Args{"db", "sched-a", "sched-b", "web-a", "web-b"});
+        3, Args{"db", "sched-a", "sched-b", "web-a", "web-b", "eval"});
     pg_ = std::make_unique<test::PostgresServer>(lab_->hostNetns("db"),
                                                  lab_->hostAddress("db"));
     // Every kiln process inherits it, wherever it runs.
@@ -173,7 +175,9 @@ class FarmNetnsPostgres : public ::testing::Test {
                  "--heartbeat-ms",
                  "1000",
                  "--retry-backoff-ms",
-                 "100"};
+                 "100",
+                 "--evaluations",
+                 "remote"};
     if (standby) args.push_back("--standby");
     return start(host, lab_->hostNetns(host), args);
   }
@@ -275,6 +279,11 @@ class FarmNetnsPostgres : public ::testing::Test {
           << logs();
     startWeb("web-a");
     startWeb("web-b");
+    auto& evaluator = start(
+        "eval", lab_->hostNetns("eval"),
+        {"evaluator", "--database", url_, "--state-dir",
+         dir_.path() + "/evalhost", "--name", "eval-host", "--lease", "10"});
+    ASSERT_TRUE(evaluator.waitForLog("waiting for work", 30s)) << logs();
   }
 
   // Polls until the three steps of generation `gen` that wait for a
@@ -377,6 +386,9 @@ TEST_F(FarmNetnsPostgres, BuildsFailsOverAndLivesThroughADatabaseOutage) {
   auto e = evaluation(first);
   EXPECT_EQ(e.value("builds", 0), int(kJobs)) << e.dump();
   EXPECT_EQ(e.value("succeeded", 0), int(kJobs)) << e.dump();
+  // It was evaluated on the evaluator's host, not the scheduler's.
+  EXPECT_TRUE(pathExists(dir_.path() + "/evalhost/eval/1"));
+  EXPECT_FALSE(pathExists(dir_.path() + "/state/eval/1"));
   for (const char* web : {"web-a", "web-b"}) {
     std::string body = webGet(web, "/api/eval/1");
     EXPECT_NE(body.find("\"banner\""), std::string::npos)
