@@ -5,6 +5,7 @@
 
 #include "eval_transfer.h"
 #include "kiln/common/file.h"
+#include "kiln/common/logging.h"
 #include "kiln/store/local_store.h"
 
 namespace kiln::scheduler {
@@ -112,6 +113,7 @@ void Evaluations::startImport(const EvalResultRow& row) {
 // checks uploads; the jobs are then read as a local evaluation's are.
 EvalOutcome Evaluations::import(const EvalResultRow& row) const {
   EvalOutcome o;
+  auto start = clock_.now();
   try {
     StateDb db(config_.database, StateDb::Existing{});
     EvalResultReader reader(db, row);
@@ -119,6 +121,13 @@ EvalOutcome Evaluations::import(const EvalResultRow& row) const {
                               store::StoreDir(config_.storeDir));
     o = readEvalStream(reader, central);
     finishJobs(o, central);
+    logInfo("imported evaluation result " + std::to_string(row.id) + ": " +
+            std::to_string(o.jobs.size()) + " jobs, " +
+            std::to_string(o.drvs->size()) + " derivations in " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               clock_.now() - start)
+                               .count()) +
+            " ms");
   } catch (const std::exception& e) {
     o.drvs.reset();
     o.jobs.clear();
