@@ -99,6 +99,13 @@ SchedulerService::Impl::Impl(ServiceConfig c)
                    [this](const JobsetRow& js) { evaluationStarted(js.id); },
                    cfg.database()},
                   clock) {
+  // Nothing an earlier scheduler writes may land after this one has read
+  // the state, and none of this one's once it has lost the farm.
+  auto fenceStart = clock.now();
+  lock->waitForEarlierWriters();
+  if (clock.now() - fenceStart > std::chrono::seconds(1))
+    logInfo("waited for the previous scheduler's database sessions to end");
+  lock->fence(db.db());
   if (db.dialect() == SqlDialect::kSqlite) {
     db.db().exec("PRAGMA wal_autocheckpoint = 0");  // the checkpointer's job
     checkpointer = std::make_unique<Checkpointer>(
@@ -373,6 +380,7 @@ void SchedulerService::Impl::checkLock() {
   try {
     auto again = SchedulerLock::tryAcquire(cfg.database(), cfg.stateDir);
     if (again) {
+      again->fence(db.db());  // this process's writer: no wait for it
       logWarn("the farm's scheduler lock was lost (" + lock->describe() +
               ") and is held again");
       lock = std::move(again);

@@ -37,9 +37,16 @@ BuildRow buildRowOf(const Job& j, int64_t evalId, int64_t jobset,
 // builds at restart (restoreFromDb). Ingestion, which takes seconds for
 // thousands of builds, comes after the commit.
 int64_t SchedulerService::Impl::recordEvaluation(
-    const EvalOutcome& o, std::optional<int64_t> result) {
+    const EvalOutcome& o, std::optional<int64_t> result,
+    std::optional<int64_t> request) {
   StateDb::Transaction txn(db);
   if (result) deleteEvalResult(db, *result);  // recorded exactly once
+  // The request is answered in the same transaction: an evaluator host
+  // must never see it unanswered once its result is gone.
+  auto answer = [&](int64_t evalId) {
+    if (request)
+      db.completeRequest(*request, true, json{{"eval", evalId}}.dump());
+  };
   db.setJobsetChecked(o.jobset, o.timeMs,
                       o.skipped || !o.error.empty()
                           ? std::nullopt
@@ -48,6 +55,7 @@ int64_t SchedulerService::Impl::recordEvaluation(
     // Its eval.started was sent: say that it ended without a new one.
     notify({LifecycleEvent::Kind::kEvalFinished, o.jobset},
            o.timeMs + o.durationMs);
+    answer(0);
     txn.commit();
     return 0;
   }
@@ -72,6 +80,7 @@ int64_t SchedulerService::Impl::recordEvaluation(
           o.jobset, evalId},
          o.timeMs + o.durationMs);
   std::vector<BuildRow> toStart = createBuilds(o, evalId);
+  answer(evalId);
   KILN_FAIL_POINT("scheduler.eval.before-commit");
   txn.commit();
   KILN_FAIL_POINT("scheduler.eval.after-commit");
@@ -142,9 +151,7 @@ void SchedulerService::Impl::evaluationStarted(int64_t jobset) {
 void SchedulerService::Impl::finishEvaluation(Evaluations::Finished& done) {
   const EvalOutcome& o = done.outcome;
   try {
-    int64_t id = recordEvaluation(o, done.result);
-    if (done.request)
-      db.completeRequest(*done.request, true, json{{"eval", id}}.dump());
+    recordEvaluation(o, done.result, done.request);
   } catch (const SqlError& e) {
     // The database is away: a remote result stays and is imported again.
     if (!e.transient() || !done.result) return finishFailed(done, e);

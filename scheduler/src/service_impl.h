@@ -145,8 +145,11 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   // service_evaluations.cc
   /// Reports (eval.started) that an evaluation of `jobset` starts now.
   void evaluationStarted(int64_t jobset);
+  /// Records `o` (deleting remote result `result` and answering request
+  /// `request` in the same transaction), then ingests its builds.
   int64_t recordEvaluation(const EvalOutcome& o,
-                           std::optional<int64_t> result = std::nullopt);
+                           std::optional<int64_t> result = std::nullopt,
+                           std::optional<int64_t> request = std::nullopt);
   /// The build rows of evaluation `evalId`; returns those to ingest.
   std::vector<BuildRow> createBuilds(const EvalOutcome& o, int64_t evalId);
   void checkJobsets();

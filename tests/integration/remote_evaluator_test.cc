@@ -123,6 +123,8 @@ TEST_F(RemoteEvaluator, EvaluatesOnItsOwnHostAndTheSchedulerBuilds) {
   EXPECT_EQ(sql("SELECT count(*) FROM eval_results"), "0\n");
   EXPECT_EQ(sql("SELECT count(*) FROM eval_result_chunks"), "0\n");
   EXPECT_EQ(sql("SELECT count(*) FROM eval_claims"), "0\n");
+  // One request, one evaluation: it was answered with the result's record.
+  EXPECT_EQ(sql("SELECT count(*) FROM evaluations"), "1\n");
 
   // Scheduled checks: a changed collection is evaluated on its own.
   writeFile(coll_ + "/msg", "a new message\n");

@@ -23,10 +23,61 @@ class FileSchedulerLock : public SchedulerLock {
   std::string path_;
 };
 
+// Held shared by each session of the active scheduler's state connection,
+// taken exclusively by a scheduler about to read the state.
+constexpr int64_t kWriterFenceKey = 7164352;
+
+// The server drops a silent client's session (and its locks) after
+// 6 + 3 * 2 = 12 s.
+constexpr const char* kKeepalives =
+    "SET tcp_keepalives_idle = 6; SET tcp_keepalives_interval = 2; "
+    "SET tcp_keepalives_count = 3";
+
+// The backend pid of the session holding the farm's lock, or 0.
+int64_t farmLockHolder(SqlConnection& c) {
+  auto s = c.prepare(
+      "SELECT coalesce(max(pid), 0) FROM pg_locks WHERE locktype = "
+      "'advisory' AND objid = ? AND granted AND mode = 'ExclusiveLock'");
+  s.bind(kSchedulerLockKey);
+  return s.step() ? s.getInt(0) : 0;
+}
+
 class AdvisorySchedulerLock : public SchedulerLock {
  public:
   explicit AdvisorySchedulerLock(std::unique_ptr<SqlConnection> c)
-      : c_(std::move(c)) {}
+      : c_(std::move(c)) {
+    auto s = c_->prepare("SELECT pg_backend_pid()");
+    pid_ = s.step() ? s.getInt(0) : 0;
+  }
+
+  void waitForEarlierWriters() override {
+    c_->prepare("SELECT pg_advisory_lock(?)").bind(kWriterFenceKey).exec();
+    c_->prepare("SELECT pg_advisory_unlock(?)").bind(kWriterFenceKey).exec();
+  }
+
+  void fence(SqlConnection& writer) override {
+    int64_t mine = pid_;
+    std::string what = describe();
+    writer.setSessionSetup([mine, what](SqlConnection& c) {
+      c.exec(kKeepalives);
+      auto shared = c.prepare("SELECT pg_try_advisory_lock_shared(?)");
+      shared.bind(kWriterFenceKey);
+      if (!shared.step() || shared.getInt(0) == 0)
+        throw SqlError("another scheduler is taking over the farm (" + what +
+                           "): this one no longer writes",
+                       false);
+      shared.reset();
+      int64_t holder = farmLockHolder(c);
+      if (holder == 0)
+        throw SqlError("the farm's lock (" + what +
+                           ") is not held: not writing until it is again",
+                       true);
+      if (holder != mine)
+        throw SqlError("another scheduler holds the farm's lock (" + what +
+                           "): this one no longer writes",
+                       false);
+    });
+  }
   bool held() override {
     try {
       auto s = c_->prepare(
@@ -45,6 +96,7 @@ class AdvisorySchedulerLock : public SchedulerLock {
 
  private:
   std::unique_ptr<SqlConnection> c_;
+  int64_t pid_ = 0;
 };
 
 }  // namespace
@@ -60,11 +112,9 @@ std::unique_ptr<SchedulerLock> SchedulerLock::tryAcquire(
   }
   auto c = database.connect(SqlAccess::kWrite);
   // The server drops a silent holder's session (and so the lock) after
-  // 6 + 3 * 2 = 12 s: a standby takes over a scheduler whose host died,
-  // which pauses dispatching after 5 s without the lock (service.cc).
-  c->exec(
-      "SET tcp_keepalives_idle = 6; SET tcp_keepalives_interval = 2; "
-      "SET tcp_keepalives_count = 3");
+  // 12 s: a standby takes over a scheduler whose host died, which pauses
+  // dispatching after 5 s without the lock (service.cc).
+  c->exec(kKeepalives);
   auto s = c->prepare("SELECT pg_try_advisory_lock(?)");
   s.bind(kSchedulerLockKey);
   if (!s.step() || s.getInt(0) == 0) return nullptr;

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -195,6 +196,14 @@ class PostgresConnection : public SqlConnection {
     return r;
   }
 
+  void setSessionSetup(std::function<void(SqlConnection&)> setup) override {
+    setup_ = std::move(setup);
+    if (conn_ && PQstatus(conn_) == CONNECTION_OK)
+      runSetup();
+    else
+      ensureUsable("the session's setup");  // connects, with the setup
+  }
+
  protected:
   std::string_view beginSql() const override { return "BEGIN"; }
   void transactionEnded() override { lostInTransaction_ = false; }
@@ -222,6 +231,20 @@ class PostgresConnection : public SqlConnection {
     PQsetNoticeProcessor(
         conn_, [](void*, const char*) {}, nullptr);
     names_.clear();
+    runSetup();
+  }
+
+  // The session's setup; a failing one drops the session again.
+  void runSetup() {
+    if (!setup_) return;
+    try {
+      setup_(*this);
+    } catch (...) {
+      PQfinish(conn_);
+      conn_ = nullptr;
+      names_.clear();
+      throw;
+    }
   }
 
   // Re-opens a lost connection between transactions; inside one, refuses.
@@ -258,6 +281,7 @@ class PostgresConnection : public SqlConnection {
 
   std::string url_, password_;
   PGconn* conn_ = nullptr;
+  std::function<void(SqlConnection&)> setup_;
   struct Prepared {
     std::string name;  ///< the server-side statement
     int params = 0;

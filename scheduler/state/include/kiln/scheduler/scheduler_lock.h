@@ -30,6 +30,22 @@ class SchedulerLock {
   /// What holds it, for messages ("<dir>/scheduler.lock", "advisory lock
   /// 7164351 in postgresql://…").
   virtual std::string describe() const = 0;
+  /// Waits until no session of an earlier scheduler of the farm can still
+  /// write (PostgreSQL: takes the writers' fence, advisory lock 7164352,
+  /// exclusively and releases it; a dead scheduler's sessions end at once,
+  /// a silent host's within 12 s, a live one exits within a second of
+  /// losing the farm's lock). Call it before reading the state. SQLite:
+  /// nothing (the lock file is enough on one host). Throws SqlError.
+  virtual void waitForEarlierWriters() {}
+  /// Fences `writer`, the scheduler's own state connection: every session
+  /// of it (PostgreSQL, re-opened ones included) holds the writers' fence
+  /// shared and checks that this lock's session holds the farm's lock, so
+  /// no write of this scheduler lands once another one may have read the
+  /// state. A session that finds the farm's lock held by another process,
+  /// or a newer scheduler waiting, fails with a SqlError that is not
+  /// transient; one that finds it held by nobody (the database restarted,
+  /// the lock not taken again yet) with a transient one. SQLite: nothing.
+  virtual void fence(SqlConnection& writer) { (void)writer; }
 };
 
 }  // namespace kiln::scheduler

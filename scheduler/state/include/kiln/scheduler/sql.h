@@ -126,6 +126,15 @@ class SqlConnection {
   virtual void setUserVersion(int64_t v) = 0;
   /// Whether the connection is in a transaction.
   bool inTransaction() const { return depth_ > 0; }
+  /// Runs `setup` on this connection now and, on PostgreSQL, again on
+  /// every session a lost connection is re-opened with, before any other
+  /// statement; what it throws fails the statement that re-opened it (and
+  /// the session is dropped, so the next statement tries again). Replaces
+  /// an earlier setup. Used by the scheduler to fence its writes
+  /// (scheduler_lock.h).
+  virtual void setSessionSetup(std::function<void(SqlConnection&)> setup) {
+    setup(*this);
+  }
 
   /// A transaction (RAII): begun on construction, taking the write lock up
   /// front on SQLite; rolled back on destruction unless commit() ran, so an
