@@ -232,7 +232,8 @@ EvalOutcome readEvalStream(Source& raw, store::LocalStore& store,
     if (++paths > limits.maxPaths)
       throw FormatError("evaluation result: too many store paths");
     importPath(getJson(*in, r), *in, store, batch, limits);
-    if (batch.size() >= 1000) batch.commit();
+    // Each commit syncs the file system once: few, large ones.
+    if (batch.size() >= 25000) batch.commit();
   }
   batch.commit();
   for (; r.tag == 'J'; r = getRecordHead(*in)) {

@@ -328,8 +328,9 @@ class FarmNetnsPostgres : public ::testing::Test {
   bool waitForLockHolder() {
     return pollSlowly(
         [&] {
+          // The farm's lock (7164351), not the writers' fence.
           return sql("SELECT count(*) FROM pg_locks WHERE locktype = "
-                     "'advisory' AND granted") == "1";
+                     "'advisory' AND objid = 7164351 AND granted") == "1";
         },
         60s);
   }
