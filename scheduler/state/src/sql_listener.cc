@@ -105,19 +105,26 @@ void PostgresListener::run() noexcept {
   bool away = false;  // an outage is being retried (logged once)
   while (!stopping()) {
     try {
+      auto start = std::chrono::steady_clock::now();
       connectAndServe();
-      backoff = options_.minBackoff;
-      if (!stopping()) logInfo("lost the connection listening on " + url_);
+      if (stopping()) break;
+      logInfo("lost the connection listening on " + url_);
       away = false;
+      // Lost after a while: try again at once. Lost at once: back off, so
+      // a server that drops every connection is not hammered.
+      if (std::chrono::steady_clock::now() - start >= options_.maxBackoff) {
+        backoff = options_.minBackoff;
+        continue;
+      }
     } catch (const std::exception& e) {
       listening_ = false;
       if (!away)
         logWarn("cannot listen for " + channel_ + " on the state database " +
                 "(retrying; polling meanwhile): " + e.what());
       away = true;
-      if (waitForStop(backoff)) break;
-      backoff = std::min(backoff * 2, options_.maxBackoff);
     }
+    if (waitForStop(backoff)) break;
+    backoff = std::min(backoff * 2, options_.maxBackoff);
   }
   listening_ = false;
 }
