@@ -130,7 +130,7 @@ int runScheduler(const std::vector<std::string>& args) {
   std::string keyFile, allowFile, webListen;
   WebAccess webAccess;
   int metricsPort = -1;
-  int64_t heartbeatMs = 10000, ttl = 0;
+  int64_t heartbeatMs = 10000, ttl = 0, requestPollMs = 2000;
   unsigned retries = 3;
   int64_t backoffMs = 30000;
   int64_t deadlineMarginSec = 600;
@@ -172,6 +172,9 @@ int runScheduler(const std::vector<std::string>& args) {
       "$KILN_PLUGIN_PATH, the build tree, the install folder)")(
       "heartbeat-ms", po::value(&heartbeatMs),
       "heartbeat interval announced to workers (default 10000)")(
+      "request-poll-ms", po::value(&requestPollMs),
+      "with --database: how often the requests table is read besides the "
+      "LISTEN/NOTIFY wake-ups (default 2000)")(
       "max-retries", po::value(&retries),
       "retries of transient failures (default 3)")(
       "retry-backoff-ms", po::value(&backoffMs),
@@ -247,6 +250,8 @@ int runScheduler(const std::vector<std::string>& args) {
           "--insecure-plaintext for local development");
     if (heartbeatMs < 1 || heartbeatMs > 3600000)
       throw po::error("--heartbeat-ms must be 1..3600000");
+    if (requestPollMs < 100 || requestPollMs > 3600000)
+      throw po::error("--request-poll-ms must be 100..3600000");
     if (backoffMs < 0 || backoffMs > 86400000)
       throw po::error("--retry-backoff-ms must be 0..86400000");
     if (deadlineMarginSec < 0 || deadlineMarginSec > 86400 * 7)
@@ -272,6 +277,7 @@ int runScheduler(const std::vector<std::string>& args) {
       cfg.allowed = protocol::AllowList::readFile(allowFile);
     }
     cfg.heartbeatInterval = std::chrono::milliseconds(heartbeatMs);
+    cfg.requestSafetyPoll = std::chrono::milliseconds(requestPollMs);
     cfg.core.maxRetries = retries;
     cfg.core.retryBackoffBase = std::chrono::milliseconds(backoffMs);
     cfg.cachedFailureTtlSec = ttl;

@@ -98,6 +98,25 @@ void SchedulerService::Impl::setUpRequests() {
   });
 }
 
+// Without a listening connection the table is read this often.
+constexpr auto kRequestPoll = std::chrono::milliseconds(100);
+
+void SchedulerService::Impl::pollRequestsWhenDue(Clock::TimePoint now) {
+  bool woken = requestWakeups && requestWakeups->take();
+  bool listening = requestWakeups && requestWakeups->listening();
+  auto since = now - lastRequestPoll;
+  // A wake-up is read at once; one whose read failed (the database away)
+  // is read again at the fallback pace until a read succeeds.
+  bool due = since >= (listening ? std::max<Clock::Duration>(
+                                       cfg.requestSafetyPoll, kRequestPoll)
+                                 : kRequestPoll);
+  requestsWanted = requestsWanted || woken;
+  if (!woken && !due && !(requestsWanted && since >= kRequestPoll)) return;
+  lastRequestPoll = now;
+  pollRequests();
+  requestsWanted = false;
+}
+
 // The snapshot is published before the answers: a caller that reads a
 // page after its answer finds the change there too.
 void SchedulerService::Impl::pollRequests() {

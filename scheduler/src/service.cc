@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "kiln/common/logging.h"
+#include "kiln/scheduler/request_queue.h"
 #include "kiln/scheduler/snapshot_store.h"
 #include "service_impl.h"
 
@@ -122,6 +123,9 @@ SchedulerService::Impl::Impl(ServiceConfig c)
     sinks.push_back(s);
   }
   steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
+  loopWake.add(uploads.wakeFd());
+  requestWakeups = listenForRequests(cfg.database());
+  if (requestWakeups) loopWake.add(requestWakeups->wakeFd());
   setUpRequests();
   restoreFromDb();
   logInfo("scheduler listening on " + link.endpoint());
@@ -314,10 +318,7 @@ void SchedulerService::Impl::periodic() {
   // Reading requests and jobsets needs the database; while it is away the
   // turn goes on (workers are served and steps dispatched from memory).
   try {
-    if (now - lastRequestPoll >= std::chrono::milliseconds(100)) {
-      lastRequestPoll = now;
-      pollRequests();
-    }
+    pollRequestsWhenDue(now);
     if (now - lastJobsetCheck >= std::chrono::seconds(1)) {
       lastJobsetCheck = now;
       checkJobsets();
@@ -398,9 +399,10 @@ void SchedulerService::Impl::checkLock() {
 
 void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
                                            int max) {
-  // The registrar's eventfd ends the wait too: a registered output may
-  // complete a held result, which frees a slot.
-  auto r = link.receive(timeout, uploads.wakeFd());
+  // The registrar's eventfd ends the wait too (a registered output may
+  // complete a held result, which frees a slot), and so does a request
+  // notified on PostgreSQL.
+  auto r = link.receive(timeout, loopWake.fd());
   turnStart = clock.now();
   for (int n = 0; n < max; n++) {
     if (r) link.handle(*r);
@@ -412,7 +414,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
     if (mayDispatch()) steps.dispatch();
     endTurn();
     if (!r) return;
-    r = link.receive(std::chrono::milliseconds(0), uploads.wakeFd());
+    r = link.receive(std::chrono::milliseconds(0), loopWake.fd());
   }
 }
 

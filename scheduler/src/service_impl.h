@@ -24,10 +24,12 @@
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
 #include "kiln/scheduler/requests.h"
+#include "kiln/scheduler/sql_listener.h"
 #include "kiln/scheduler/service.h"
 #include "deferred_writes.h"
 #include "running_steps.h"
 #include "uploads.h"
+#include "wake_fds.h"
 #include "worker_link.h"
 
 namespace kiln::scheduler {
@@ -67,6 +69,14 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// Start of the loop's current turn (ServiceMetrics::observeLoopTurn).
   Clock::TimePoint turnStart = clock.now();
   Clock::TimePoint lastRequestPoll{};
+  /// Wakes the loop when a request is queued (PostgreSQL; null on
+  /// SQLite), and whether one may wait unread (a wake-up whose read of
+  /// the table failed).
+  std::unique_ptr<SqlListener> requestWakeups;
+  bool requestsWanted = false;
+  /// The loop's wait ends when any of these is readable: the registrar's
+  /// reports, the request listener.
+  WakeFds loopWake;
   Clock::TimePoint lastJobsetCheck{};
   Clock::TimePoint lastLockCheck{};
   Clock::TimePoint lastDatabaseWarning{};
@@ -160,6 +170,8 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   std::set<std::pair<int64_t, int64_t>> remoteClaimsSeen;
 
   // operations.cc
+  /// Reads the requests table when a wake-up came or a poll is due.
+  void pollRequestsWhenDue(Clock::TimePoint now);
   void pollRequests();
   void setUpRequests();
   /// Answers request `id` with `e`'s message (marked as the caller's

@@ -18,6 +18,13 @@ int64_t queueRequest(StateDb& db, const std::string& kind, const json& args) {
   return id;
 }
 
+std::unique_ptr<SqlListener> listenForRequests(const DatabaseSpec& database,
+                                               SqlListenerOptions options) {
+  if (!database.isPostgres()) return nullptr;
+  return listenPostgres(database.url, database.passwordFile, kRequestsChannel,
+                        options);
+}
+
 std::optional<json> requestAnswer(StateDb& db, int64_t id) {
   auto r = db.request(id);
   if (!r) throw SchedulerStateError("no request " + std::to_string(id));

@@ -4,8 +4,6 @@
 // transaction is re-opened on the next call; lost inside one, every call
 // fails (transient) until the transaction ends, so no statement of it runs
 // on a fresh connection outside it.
-#include <libpq-fe.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
@@ -15,6 +13,7 @@
 #include "kiln/common/file.h"
 #include "kiln/scheduler/sql.h"
 #include "kiln/scheduler/state_db.h"  // SchedulerStateError
+#include "pg_connect.h"
 
 namespace kiln::scheduler {
 namespace {
@@ -162,6 +161,10 @@ class PostgresConnection : public SqlConnection {
 
   int64_t changes() override { return changes_; }
 
+  void notify(std::string_view channel) override {
+    prepare("SELECT pg_notify(?, '')").bind(channel).exec();
+  }
+
   int64_t userVersion() override {
     auto exists = prepare("SELECT to_regclass('kiln_schema') IS NOT NULL");
     if (!exists.step() || exists.getInt(0) == 0) return 0;
@@ -210,26 +213,7 @@ class PostgresConnection : public SqlConnection {
 
  private:
   void connect() {
-    std::vector<const char*> keys = {"dbname", "connect_timeout",
-                                     "application_name"};
-    std::vector<const char*> vals = {url_.c_str(), "10", "kiln"};
-    if (!password_.empty()) {
-      keys.push_back("password");
-      vals.push_back(password_.c_str());
-    }
-    keys.push_back(nullptr);
-    vals.push_back(nullptr);
-    conn_ = PQconnectdbParams(keys.data(), vals.data(), 1);
-    if (!conn_) throw SqlError("PostgreSQL " + url_ + ": out of memory", true);
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      std::string msg = PQerrorMessage(conn_);
-      PQfinish(conn_);
-      conn_ = nullptr;
-      while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-      throw SqlError("cannot connect to PostgreSQL " + url_ + ": " + msg, true);
-    }
-    PQsetNoticeProcessor(
-        conn_, [](void*, const char*) {}, nullptr);
+    conn_ = connectPostgres(url_, password_).release();
     names_.clear();
     runSetup();
   }
@@ -351,19 +335,49 @@ void checkDatabaseUrl(const std::string& url) {
         false);
 }
 
+PgConn connectPostgres(
+    const std::string& url, const std::string& password,
+    const std::vector<std::pair<const char*, const char*>>& extra) {
+  std::vector<const char*> keys = {"dbname", "connect_timeout",
+                                   "application_name"};
+  std::vector<const char*> vals = {url.c_str(), "10", "kiln"};
+  if (!password.empty()) {
+    keys.push_back("password");
+    vals.push_back(password.c_str());
+  }
+  for (auto& [k, v] : extra) {
+    keys.push_back(k);
+    vals.push_back(v);
+  }
+  keys.push_back(nullptr);
+  vals.push_back(nullptr);
+  PgConn conn(PQconnectdbParams(keys.data(), vals.data(), 1));
+  if (!conn) throw SqlError("PostgreSQL " + url + ": out of memory", true);
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    std::string msg = PQerrorMessage(conn.get());
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    throw SqlError("cannot connect to PostgreSQL " + url + ": " + msg, true);
+  }
+  PQsetNoticeProcessor(
+      conn.get(), [](void*, const char*) {}, nullptr);
+  return conn;
+}
+
+std::string readPostgresPassword(const std::string& passwordFile) {
+  if (passwordFile.empty()) return "";
+  std::string text = readFile(passwordFile);
+  std::string password = text.substr(0, text.find('\n'));
+  if (password.empty())
+    throw SqlError("password file " + passwordFile + " is empty", false);
+  return password;
+}
 
 std::unique_ptr<SqlConnection> openPostgresConnection(
     const std::string& url, const std::string& passwordFile) {
   if (url.empty()) throw SqlError("no PostgreSQL URL", false);
   checkDatabaseUrl(url);
-  std::string password;
-  if (!passwordFile.empty()) {
-    std::string text = readFile(passwordFile);
-    password = text.substr(0, text.find('\n'));
-    if (password.empty())
-      throw SqlError("password file " + passwordFile + " is empty", false);
-  }
-  return std::make_unique<PostgresConnection>(url, password);
+  return std::make_unique<PostgresConnection>(
+      url, readPostgresPassword(passwordFile));
 }
 
 }  // namespace kiln::scheduler

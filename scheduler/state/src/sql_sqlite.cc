@@ -61,6 +61,7 @@ class SqliteConnection : public SqlConnection {
     }
   }
   int64_t changes() override { return db_.changes(); }
+  void notify(std::string_view) override {}
   int64_t userVersion() override { return db_.userVersion(); }
   void setUserVersion(int64_t v) override {
     exec("PRAGMA user_version = " + std::to_string(v));

@@ -155,11 +155,16 @@ int64_t StateDb::clearCachedFailures(const std::string& drvPath) {
 }
 
 int64_t StateDb::addRequest(const std::string& kind, const std::string& args) {
-  return insertedId(
+  // The notification is delivered when the row is committed, never before.
+  Transaction txn(*this);
+  int64_t id = insertedId(
       db_->prepare(
              "INSERT INTO requests (kind, args) VALUES (?, ?) RETURNING id")
           .bind(kind)
           .bind(args));
+  db_->notify(kRequestsChannel);
+  txn.commit();
+  return id;
 }
 
 static RequestRow readRequest(const SqlStmt& r) {

@@ -89,6 +89,12 @@ struct ServiceConfig {
   /// waits for its worker to report it still runs it (adoption) before it
   /// is dispatched again; 0 = three heartbeat intervals.
   std::chrono::milliseconds adoptionGrace{0};
+  /// On PostgreSQL, how often the requests table is read while the
+  /// request listener is connected (a safety net: a queued request
+  /// notifies it and wakes the loop at once, LISTEN/NOTIFY). Without a
+  /// listener (SQLite; PostgreSQL while it reconnects) the table is read
+  /// every 100 ms.
+  std::chrono::milliseconds requestSafetyPoll{2000};
   /// Whether uploads are fsynced file by file into the central store
   /// before they are registered (store::LocalStore::ContentSync); false is
   /// Nix's default (`kiln build` without --fsync-store).

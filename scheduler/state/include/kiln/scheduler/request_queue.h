@@ -6,11 +6,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "kiln/scheduler/offline_requests.h"
+#include "kiln/scheduler/sql_listener.h"
 #include "kiln/scheduler/state_db.h"
 
 namespace kiln::scheduler {
@@ -21,6 +23,13 @@ namespace kiln::scheduler {
 /// Returns the request's id. Throws SqlError.
 int64_t queueRequest(StateDb& db, const std::string& kind,
                      const nlohmann::json& args);
+
+/// Wakes the scheduler of `database` when a request is queued there
+/// (StateDb::addRequest notifies kRequestsChannel): a listener on
+/// PostgreSQL (sql_listener.h), nullptr on SQLite, where the scheduler
+/// polls the table. Throws as listenPostgres does.
+std::unique_ptr<SqlListener> listenForRequests(const DatabaseSpec& database,
+                                               SqlListenerOptions options = {});
 
 /// The answer to request `id` of `db`, or nullopt while it is pending.
 /// Throws SchedulerStateError if the request itself was wrong (or is

@@ -124,6 +124,12 @@ class SqlConnection {
   virtual int64_t userVersion() = 0;
   /// Records `v` as the schema version, inside the migration transaction.
   virtual void setUserVersion(int64_t v) = 0;
+  /// Sends a notification on `channel` (an SQL identifier) to the
+  /// database's listeners (sql_listener.h): PostgreSQL's pg_notify,
+  /// delivered when the surrounding transaction commits (and dropped if it
+  /// rolls back), at once outside one. A no-op on SQLite, whose only
+  /// writer polls.
+  virtual void notify(std::string_view channel) = 0;
   /// Whether the connection is in a transaction.
   bool inTransaction() const { return depth_ > 0; }
   /// Runs `setup` on this connection now and, on PostgreSQL, again on

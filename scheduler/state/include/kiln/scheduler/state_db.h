@@ -124,6 +124,10 @@ struct BuildCounts {
   int64_t succeeded = 0;
 };
 
+/// The channel StateDb::addRequest notifies (SqlConnection::notify) and
+/// the scheduler listens on (listenForRequests, request_queue.h).
+inline constexpr const char* kRequestsChannel = "kiln_requests";
+
 /// Where a farm's state is: a PostgreSQL database, or the SQLite file
 /// `<state-dir>/scheduler.sqlite`. Copied freely; holds no password.
 struct DatabaseSpec {
@@ -306,7 +310,8 @@ class StateDb {
   int64_t clearCachedFailures(const std::string& drvPath);
 
   // --------------------------------------------------------------- requests
-  /// Queues a request (the one write clients make). Returns its id.
+  /// Queues a request (the one write clients make) and notifies
+  /// kRequestsChannel when it commits. Returns its id.
   int64_t addRequest(const std::string& kind, const std::string& args);
   /// Requests not yet applied, oldest first.
   std::vector<RequestRow> pendingRequests();
