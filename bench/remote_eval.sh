@@ -9,7 +9,8 @@
 # %M` of the scheduler: itself or its `kiln eval` child), the scheduler's
 # CPU time, and for remote mode the evaluator's peak, the result's size in
 # the database, the evaluator's publish time and the scheduler's import.
-# KILN= runs another kiln binary. Needs PostgreSQL (scripts/install-deps.sh).
+# KILN= runs another kiln binary; PERF=FILE records the scheduler with perf
+# into FILE.local and FILE.remote. Needs PostgreSQL (scripts/install-deps.sh).
 set -euo pipefail
 SIZES=${*:-10000 50000}
 KILN=$(realpath "${KILN:-build/release/cli/kiln}")
@@ -44,7 +45,7 @@ run() {
   "$KILN" jobset create --project demo main --location "$work/set" \
     --check-interval 0 --database "$url" >/dev/null
   /usr/bin/time -f "%e %U %S %M" -o "$d/sched.time" \
-    "$KILN" scheduler --state-dir "$d/s" --database "$url" \
+    ${PERF:+perf record -F 999 -g -o "$PERF.$mode" --} "$KILN" scheduler --state-dir "$d/s" --database "$url" \
     --listen tcp://127.0.0.1:* --insecure-plaintext --evaluations "$mode" \
     >"$d/sched.log" 2>&1 &
   local timepid=$!
@@ -62,14 +63,14 @@ run() {
   "$KILN" jobset eval --project demo main --json --timeout 3600 \
     --database "$url" >"$d/answer"
   t1=$(date +%s.%N)
-  pkill -TERM -P "$timepid"
+  pkill -TERM -f "scheduler --state-dir $d/s "
   wait "$timepid" || true
   if [ -n "$evalpid" ]; then pkill -TERM -P "$evalpid"; wait "$evalpid" || true; fi
-  read -r _ su ss sm <"$d/sched.time"
+  read -r _ su ss sm < <(tail -1 "$d/sched.time")
   printf 'N=%s %-6s jobset eval %.2f s; scheduler side: largest process %d MB, scheduler CPU %.2f s\n' \
     "$n" "$mode" "$(echo "$t1 - $t0" | bc)" $((sm / 1024)) "$(echo "$su + $ss" | bc)"
   if [ "$mode" = remote ]; then
-    read -r _ eu es em <"$d/eval.time"
+    read -r _ eu es em < <(tail -1 "$d/eval.time")
     local bytes published
     bytes=$(grep -o 'from [^ ]* ([0-9]* bytes)' "$d/sched.log" | grep -o '[0-9]* bytes' | head -1)
     published=$(grep -o 'published evaluation result.*' "$d/eval.log" | head -1)

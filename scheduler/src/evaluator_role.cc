@@ -1,6 +1,7 @@
 // `kiln evaluator` hosts (evaluator_role.h).
 #include "kiln/scheduler/evaluator_role.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <future>
@@ -17,6 +18,7 @@
 #include "kiln/common/process.h"
 #include "kiln/scheduler/eval_queue.h"
 #include "kiln/scheduler/offline_requests.h"
+#include "kiln/scheduler/request_queue.h"
 #include "kiln/scheduler/requests.h"
 
 namespace kiln::scheduler {
@@ -73,6 +75,9 @@ struct EvaluatorRole::Impl {
   std::optional<EvalClaim> claimScheduled();
   void evaluate(const EvalClaim& claim);
   void publish(const EvalClaim& claim, const EvalOutcome& o);
+  void waitForWork(const std::atomic<bool>& stop);
+  /// Wakes the loop when a request is queued (PostgreSQL; else null).
+  std::unique_ptr<SqlListener> requests;
 };
 
 // The oldest `jobset-eval` request no evaluator took yet; a request naming
@@ -225,9 +230,28 @@ void EvaluatorRole::run(const std::atomic<bool>& stop) {
       }
     }
     if (worked) continue;
-    auto until = std::chrono::steady_clock::now() + impl_->cfg.poll;
-    while (!stop && std::chrono::steady_clock::now() < until)
+    impl_->waitForWork(stop);
+  }
+}
+
+// Until the poll interval passed, a `jobset-eval` request was queued (a
+// PostgreSQL notification) or `stop` was set.
+void EvaluatorRole::Impl::waitForWork(const std::atomic<bool>& stop) {
+  if (!requests) {
+    try {
+      requests = listenForRequests(cfg.database);
+    } catch (const std::exception& e) {
+      logWarn(std::string("evaluator: no request wake-ups: ") + e.what());
+    }
+  }
+  auto until = std::chrono::steady_clock::now() + cfg.poll;
+  while (!stop && std::chrono::steady_clock::now() < until) {
+    if (!requests) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    pollfd p{requests->wakeFd(), POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0 && requests->take()) return;
   }
 }
 
