@@ -20,7 +20,7 @@ chmod 0755 "$work"  # the server runs as the postgres user
 cleanup() {
   pkill -TERM -f "$work/" 2>/dev/null || true
   [ -d "$work/pg" ] && "$here/../scripts/start-postgres.sh" stop "$work/pg" >/dev/null 2>&1 || true
-  rm -rf "$work"
+  if [ -n "${KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -63,7 +63,7 @@ run() {
   "$KILN" jobset eval --project demo main --json --timeout 3600 \
     --database "$url" >"$d/answer"
   t1=$(date +%s.%N)
-  pkill -TERM -f "scheduler --state-dir $d/s "
+  pkill -TERM -f "^$KILN scheduler --state-dir $d/s "
   wait "$timepid" || true
   if [ -n "$evalpid" ]; then pkill -TERM -P "$evalpid"; wait "$evalpid" || true; fi
   read -r _ su ss sm < <(tail -1 "$d/sched.time")

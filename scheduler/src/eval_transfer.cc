@@ -2,6 +2,7 @@
 #include "eval_transfer.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -42,29 +43,37 @@ json jobJson(const Job& j) {
 }
 
 // The closure of `roots` in `store`, every path after its references.
+// Iterative post-order: a path is marked when it is expanded, not when it
+// is pushed (a path pushed by two parents is expanded once, where it is
+// met first); a self-reference is skipped.
 std::vector<store::ValidPathInfo> closureInOrder(
     store::LocalStore& store, const std::vector<store::StorePath>& roots) {
   std::vector<store::ValidPathInfo> out;
-  std::set<store::StorePath> seen;
-  // Depth first, post-order, without recursion.
-  // One root at a time, so a path seen but not yet written is one on the
-  // stack (an ancestor: only a self-reference, as references are acyclic).
-  std::vector<std::pair<store::ValidPathInfo, bool>> todo;
+  std::set<store::StorePath> done, expanded;
+  struct Frame {
+    store::StorePath path;
+    std::optional<store::ValidPathInfo> info;  // set once expanded
+  };
+  std::vector<Frame> todo;
   for (auto& root : roots) {
-    if (!seen.insert(root).second) continue;
-    todo.emplace_back(store.requirePathInfo(root), false);
+    todo.push_back({root, std::nullopt});
     while (!todo.empty()) {
-      if (todo.back().second) {
-        out.push_back(std::move(todo.back().first));
+      Frame& f = todo.back();
+      if (f.info) {
+        done.insert(f.path);
+        out.push_back(std::move(*f.info));
         todo.pop_back();
         continue;
       }
-      todo.back().second = true;
-      std::vector<store::StorePath> refs(todo.back().first.references.begin(),
-                                         todo.back().first.references.end());
-      for (auto& r : refs)
-        if (seen.insert(r).second)
-          todo.emplace_back(store.requirePathInfo(r), false);
+      if (done.count(f.path) || !expanded.insert(f.path).second) {
+        todo.pop_back();  // written already, or an ancestor (a cycle)
+        continue;
+      }
+      f.info = store.requirePathInfo(f.path);
+      std::vector<store::StorePath> refs;
+      for (auto& r : f.info->references)
+        if (!(r == f.path) && !done.count(r)) refs.push_back(r);
+      for (auto& r : refs) todo.push_back({r, std::nullopt});
     }
   }
   return out;

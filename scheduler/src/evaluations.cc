@@ -49,6 +49,10 @@ EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
     }
     o.jobs = runnerOf(spec).evaluate(
         spec, co, EvalStore{config_.stateDir, config_.storeDir});
+    if (!config_.prefetch) {
+      finished(o, start);
+      return o;
+    }
     // A store handle of this thread: LocalStore is safe across processes
     // and threads, and the service's own instance stays on its thread. Its
     // temporary roots protect the jobs' .drvs while they are read.
@@ -65,10 +69,14 @@ EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
   } catch (const std::exception& e) {
     o.error = e.what();
   }
+  finished(o, start);
+  return o;
+}
+
+void Evaluations::finished(EvalOutcome& o, Clock::TimePoint start) const {
   o.durationMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                      clock_.now() - start)
                      .count();
-  return o;
 }
 
 void Evaluations::enqueue(const JobsetRow& jobset, bool force,
@@ -134,6 +142,7 @@ EvalOutcome Evaluations::import(const EvalResultRow& row) const {
     o.skipped = false;
     o.error = "the result of evaluator " + row.evaluator +
               " could not be imported: " + e.what();
+    logWarn(o.error);
   }
   o.jobset = row.jobset;
   return o;

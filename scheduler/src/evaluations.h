@@ -57,6 +57,9 @@ class Evaluations {
     std::function<void(const JobsetRow&)> started;
     /// The state database, which import threads open for themselves.
     DatabaseSpec database;
+    /// Whether run() parses the jobs' closures and orders the jobs (the
+    /// scheduler ingests them); an evaluator host only sends them.
+    bool prefetch = true;
   };
   Evaluations(Config config, const Clock& clock);
   ~Evaluations();
@@ -104,6 +107,8 @@ class Evaluations {
   void start(const JobsetRow& jobset, bool force,
              std::optional<int64_t> request);
   static void finishJobs(EvalOutcome& o, store::LocalStore& store);
+  /// Sets `o`'s duration: the time since `start`.
+  void finished(EvalOutcome& o, Clock::TimePoint start) const;
 
   struct Pending {
     JobsetRow jobset;

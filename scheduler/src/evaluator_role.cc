@@ -40,6 +40,7 @@ Evaluations::Config evaluationsConfig(const EvaluatorRoleConfig& c) {
       c.plugins ? *c.plugins : plugins::processPlugins(), configs);
   e.fetcher = c.inputFetcher ? c.inputFetcher : makeInputFetcher();
   e.database = c.database;
+  e.prefetch = false;  // the scheduler parses what it imports
   return e;
 }
 

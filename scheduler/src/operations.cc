@@ -101,7 +101,7 @@ void SchedulerService::Impl::setUpRequests() {
 // Without a listening connection the table is read this often.
 constexpr auto kRequestPoll = std::chrono::milliseconds(100);
 
-void SchedulerService::Impl::pollRequestsWhenDue(Clock::TimePoint now) {
+bool SchedulerService::Impl::pollRequestsWhenDue(Clock::TimePoint now) {
   bool woken = requestWakeups && requestWakeups->take();
   bool listening = requestWakeups && requestWakeups->listening();
   auto since = now - lastRequestPoll;
@@ -111,10 +111,12 @@ void SchedulerService::Impl::pollRequestsWhenDue(Clock::TimePoint now) {
                                        cfg.requestSafetyPoll, kRequestPoll)
                                  : kRequestPoll);
   requestsWanted = requestsWanted || woken;
-  if (!woken && !due && !(requestsWanted && since >= kRequestPoll)) return;
+  if (!woken && !due && !(requestsWanted && since >= kRequestPoll))
+    return false;
   lastRequestPoll = now;
   pollRequests();
   requestsWanted = false;
+  return woken;
 }
 
 // The snapshot is published before the answers: a caller that reads a

@@ -318,8 +318,10 @@ void SchedulerService::Impl::periodic() {
   // Reading requests and jobsets needs the database; while it is away the
   // turn goes on (workers are served and steps dispatched from memory).
   try {
-    pollRequestsWhenDue(now);
-    if (now - lastJobsetCheck >= std::chrono::seconds(1)) {
+    bool woken = pollRequestsWhenDue(now);
+    // An evaluator host's result notifies the requests' channel too.
+    if ((woken && cfg.remoteEvaluations) ||
+        now - lastJobsetCheck >= std::chrono::seconds(1)) {
       lastJobsetCheck = now;
       checkJobsets();
     }

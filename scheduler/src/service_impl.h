@@ -171,7 +171,8 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
 
   // operations.cc
   /// Reads the requests table when a wake-up came or a poll is due.
-  void pollRequestsWhenDue(Clock::TimePoint now);
+  /// Returns whether a notification woke it.
+  bool pollRequestsWhenDue(Clock::TimePoint now);
   void pollRequests();
   void setUpRequests();
   /// Answers request `id` with `e`'s message (marked as the caller's

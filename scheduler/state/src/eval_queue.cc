@@ -144,6 +144,8 @@ int64_t EvalResultWriter::finish() {
       .bind(bytes_)
       .bind(id_)
       .exec();
+  // Wakes the scheduler (at commit), which reads results when woken.
+  db_.db().notify(kRequestsChannel);
   return id_;
 }
 

@@ -92,6 +92,28 @@ TEST_F(EvalTransferTest, WhatArrivesIsWhatWasSent) {
   EXPECT_EQ(readEvalStream(again, to_).jobs.size(), 3u);
 }
 
+// Jobs in any order, and a diamond (d needs b and c, c needs b): every
+// path still arrives after its references.
+TEST_F(EvalTransferTest, ReferencesComeFirstWhateverTheJobsOrder) {
+  auto b = makeDrv(from_, "b");
+  auto c = makeDrv(from_, "c", {b});
+  auto d = makeDrv(from_, "d", {b, c});
+  EvalOutcome o;
+  for (auto& [attr, drv] : std::vector<std::pair<std::string, std::string>>{
+           {"d", d}, {"c", c}, {"b", b}}) {
+    Job j;
+    j.attr = attr;
+    j.name = attr;
+    j.system = "x86_64-linux";
+    j.drvPath = drv;
+    o.jobs.push_back(j);
+  }
+  std::string s = stream(o);
+  StringSource in(s);
+  EXPECT_EQ(readEvalStream(in, to_).jobs.size(), 3u);
+  for (auto& p : {b, c, d}) EXPECT_TRUE(to_.isValid(to_.parsePath(p))) << p;
+}
+
 TEST_F(EvalTransferTest, ANarThatIsNotThePathsIsRefused) {
   std::string s = edited(stream(outcome()), [](std::string& raw) {
     auto at = raw.find("echo b > $out");

@@ -76,7 +76,9 @@ class EvalResultWriter : public Sink {
   /// `row.id`, `chunks` and `bytes` are ignored.
   EvalResultWriter(StateDb& db, const EvalResultRow& row);
   void write(std::string_view data) override;
-  /// Stores what is buffered; returns the result's id.
+  /// Stores what is buffered and notifies kRequestsChannel (delivered at
+  /// commit: the scheduler looks for results when woken); returns the
+  /// result's id.
   int64_t finish();
 
  private:
