@@ -122,6 +122,14 @@ SchedulerService::Impl::Impl(ServiceConfig c)
     sinks.push_back(s);
   }
   steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
+  if (db.dialect() == SqlDialect::kPostgres) {
+    LogMirror::Options o;
+    o.stateDir = cfg.stateDir;
+    // The log limit, plus room for the notes kiln adds to a log.
+    if (cfg.logLimitBytes) o.maxLogBytes = cfg.logLimitBytes + (64 << 10);
+    logMirror = std::make_unique<LogMirror>(cfg.database(), o, clock);
+    steps.mirrorLogsTo(logMirror.get());
+  }
   setUpRequests();
   restoreFromDb();
   logInfo("scheduler listening on " + link.endpoint());
