@@ -18,11 +18,9 @@ namespace {
 // does not take a whole turn's budget.
 constexpr size_t kAttemptTurnBytes = 1 << 20;
 
-
 }  // namespace
 
-LogMirror::LogMirror(DatabaseSpec database, Options options,
-                     const Clock& clock)
+LogMirror::LogMirror(DatabaseSpec database, Options options, const Clock& clock)
     : spec_(std::move(database)), options_(options), clock_(clock) {
   if (options_.thread) thread_ = std::thread([this] { run(); });
 }
@@ -69,9 +67,10 @@ void LogMirror::warn(const std::string& what) {
   auto now = clock_.now();
   if (now - lastWarning_ < std::chrono::seconds(10)) return;
   lastWarning_ = now;
-  logWarn("build logs wait for the state database (they are in the log "
-          "files meanwhile): " +
-          what);
+  logWarn(
+      "build logs wait for the state database (they are in the log "
+      "files meanwhile): " +
+      what);
 }
 
 void LogMirror::takeCommands() {
@@ -160,10 +159,10 @@ bool LogMirror::appendPieces() {
     if (t.finished) continue;  // stored whole below
     uint64_t cap = options_.maxLogBytes ? options_.maxLogBytes : UINT64_MAX;
     if (static_cast<uint64_t>(t.written) >= cap) continue;
-    size_t want = std::min({kAttemptTurnBytes, budget,
-                            static_cast<size_t>(std::min<uint64_t>(
-                                cap - static_cast<uint64_t>(t.written),
-                                SIZE_MAX))});
+    size_t want =
+        std::min({kAttemptTurnBytes, budget,
+                  static_cast<size_t>(std::min<uint64_t>(
+                      cap - static_cast<uint64_t>(t.written), SIZE_MAX))});
     StepLog file{int(key.second), StepLog::Where::kFile, key.first, t.path};
     std::string data = StepLogReader(file).read(*db_, t.written, want);
     if (want == 0 || data.size() == want) all = false;  // more may wait

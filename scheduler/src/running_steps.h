@@ -17,7 +17,6 @@
 
 #include "deferred_writes.h"
 #include "input_server.h"
-#include "log_mirror.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/protocol/messages.h"
@@ -27,6 +26,7 @@
 #include "kiln/scheduler/metrics.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_db.h"
+#include "log_mirror.h"
 #include "worker_link.h"
 
 namespace kiln::scheduler {

@@ -51,8 +51,10 @@ class StreamingGet {
       if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
       char buf[65536];
       ssize_t n = read(fd_.get(), buf, sizeof buf);
-      if (n <= 0) closed_ = true;
-      else got_.append(buf, static_cast<size_t>(n));
+      if (n <= 0)
+        closed_ = true;
+      else
+        got_.append(buf, static_cast<size_t>(n));
     }
     return got_.find(text) != std::string::npos;
   }
@@ -75,13 +77,14 @@ class PostgresLogs : public ::testing::Test {
     createDirs(coll_);
     // The builder says one line, waits for the test's word (a file), says
     // another and ends: its log is seen while it runs.
-    writeFile(coll_ + "/default.nix",
-              "{ talk = derivation { name = \"talk\"; system = "
-              "\"x86_64-linux\"; builder = \"/bin/sh\"; args = [ \"-c\" "
-              "\"echo first-live-line; while [ ! -e " +
-                  dir_.path() +
-                  "/go ]; do /bin/sleep 0.05; done; echo second-line; echo done > "
-                  "$out\" ]; }; }\n");
+    writeFile(
+        coll_ + "/default.nix",
+        "{ talk = derivation { name = \"talk\"; system = "
+        "\"x86_64-linux\"; builder = \"/bin/sh\"; args = [ \"-c\" "
+        "\"echo first-live-line; while [ ! -e " +
+            dir_.path() +
+            "/go ]; do /bin/sleep 0.05; done; echo second-line; echo done > "
+            "$out\" ]; }; }\n");
   }
 
   test::RunResult kiln(std::vector<std::string> args) {
@@ -107,8 +110,8 @@ class PostgresLogs : public ::testing::Test {
 
 TEST_F(PostgresLogs, AFrontEndOnAnotherStateDirShowsLiveAndFinishedLogs) {
   ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
-  ASSERT_EQ(kiln({"jobset", "create", "--project", "demo", "main",
-                  "--location", coll_, "--check-interval", "0"})
+  ASSERT_EQ(kiln({"jobset", "create", "--project", "demo", "main", "--location",
+                  coll_, "--check-interval", "0"})
                 .exitCode,
             0);
   test::KilnProcess sched(
@@ -156,8 +159,7 @@ TEST_F(PostgresLogs, AFrontEndOnAnotherStateDirShowsLiveAndFinishedLogs) {
       },
       30s))
       << sched.log();
-  EXPECT_EQ(pg_->psql("SELECT count(*) FROM step_log_chunks", url_).out,
-            "0\n");
+  EXPECT_EQ(pg_->psql("SELECT count(*) FROM step_log_chunks", url_).out, "0\n");
   std::string log = test::httpGet(port, "/build/1/log");
   EXPECT_EQ(log, "first-live-line\nsecond-line\n");
   std::string base = drv.substr(drv.rfind('/') + 1);

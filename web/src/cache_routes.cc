@@ -57,9 +57,9 @@ Response buildLog(const WebContext& ctx, const std::string& name) {
   if (!drv->isDerivation())
     throw HttpError(400, "'" + name + "' is not a derivation (.drv) name");
   auto* view = ctx.view();
-  auto logs = view ? scheduler::stepLogs(view->rows(), ctx.stateDir,
-                                         drv->baseName())
-                   : std::vector<scheduler::StepLog>{};
+  auto logs =
+      view ? scheduler::stepLogs(view->rows(), ctx.stateDir, drv->baseName())
+           : std::vector<scheduler::StepLog>{};
   if (logs.empty())
     throw HttpError(404, "no build log of '" + drv->baseName() + "'");
   // The newest attempt, as Hydra serves a derivation's log.

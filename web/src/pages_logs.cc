@@ -211,8 +211,7 @@ class LiveLog : public BodyStream {
   // Whether the newest attempt's log is the database's pieces of a
   // finished build, within kStoreWait of first seeing it finished.
   bool awaitingStoredLog() {
-    if (!reader_ || reader_->log().where != StepLog::Where::kLive)
-      return false;
+    if (!reader_ || reader_->log().where != StepLog::Where::kLive) return false;
     const Clock& clock = ctx_.clock ? *ctx_.clock : RealClock::instance();
     if (!finishedSeen_) finishedSeen_ = clock.now();
     return clock.now() - *finishedSeen_ < kStoreWait;
@@ -261,8 +260,8 @@ void addLogRoutes(Router& router, WebContext& ctx) {
   router.add("GET", "/build/{id}/log",
              [&ctx](const Request& req, const RouteParams& p) {
                auto b = findBuild(ctx, p.id("id"));
-               auto logs = scheduler::stepLogs(ctx.view()->rows(),
-                                               ctx.stateDir, b.drvPath);
+               auto logs = scheduler::stepLogs(ctx.view()->rows(), ctx.stateDir,
+                                               b.drvPath);
                if (logs.empty())
                  throw HttpError(
                      404, "build " + std::to_string(b.id) + " has no log yet");

@@ -44,19 +44,22 @@ std::vector<StepLog> stepLogs(StateDb& db, const std::string& stateDir,
   stored.bind(step.id);
   while (stored.step())
     inDb[stored.getInt(0)] = {static_cast<int>(stored.getInt(0)),
-                              StepLog::Where::kStored, step.id, "",
-                              stored.getInt(1), stored.getInt(2)};
+                              StepLog::Where::kStored,
+                              step.id,
+                              "",
+                              stored.getInt(1),
+                              stored.getInt(2)};
   auto live = db.db().prepare(
       "SELECT attempt, max(pos + length(data)) FROM step_log_chunks WHERE "
       "step = ? GROUP BY attempt");
   live.bind(step.id);
   while (live.step())
-    inDb.try_emplace(live.getInt(0),
-                     StepLog{static_cast<int>(live.getInt(0)),
-                             StepLog::Where::kLive, step.id, "",
-                             live.getInt(1), 0});
+    inDb.try_emplace(live.getInt(0), StepLog{static_cast<int>(live.getInt(0)),
+                                             StepLog::Where::kLive, step.id, "",
+                                             live.getInt(1), 0});
   // The database may know an attempt whose start is not recorded yet.
-  int64_t last = std::max(step.attempts, inDb.empty() ? 0 : inDb.rbegin()->first);
+  int64_t last =
+      std::max(step.attempts, inDb.empty() ? 0 : inDb.rbegin()->first);
   last = std::clamp<int64_t>(last, 0, kMaxAttempts);
   std::vector<StepLog> out;
   for (int n = 1; n <= last; ++n) {
@@ -147,8 +150,7 @@ void StepLogReader::corrupt(const std::string& why) const {
                         " is corrupt: " + why);
 }
 
-std::string StepLogReader::readStored(StateDb& db, int64_t offset,
-                                      size_t max) {
+std::string StepLogReader::readStored(StateDb& db, int64_t offset, size_t max) {
   if (!dctx_ || offset < outPos_) restart();
   for (;;) {
     int64_t end = outPos_ + static_cast<int64_t>(out_.size());

@@ -61,8 +61,8 @@ std::string chunkInsertSql(SqlDialect d, size_t rows) {
 }  // namespace
 
 void appendLogChunks(StateDb& db, const std::vector<LogChunk>& chunks) {
-  size_t per = db.dialect() == SqlDialect::kPostgres ? kPostgresChunksPerInsert
-                                                     : 1;
+  size_t per =
+      db.dialect() == SqlDialect::kPostgres ? kPostgresChunksPerInsert : 1;
   for (size_t first = 0; first < chunks.size(); first += per) {
     size_t rows = std::min(per, chunks.size() - first);
     auto s = db.db().prepare(chunkInsertSql(db.dialect(), rows));

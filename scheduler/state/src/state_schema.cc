@@ -502,43 +502,31 @@ const char* kPostgresV11 = KILN_EVAL_QUEUE_TABLES(
 // uncompressed bytes) and its pieces are deleted. The scheduler writes
 // them only on PostgreSQL; SQLite has the tables so that `kiln db copy`
 // keeps them both ways.
-const char* kSqliteV12 = R"SQL(
-CREATE TABLE step_logs (
-  step INTEGER NOT NULL REFERENCES steps(id),
-  attempt INTEGER NOT NULL,
-  size INTEGER NOT NULL,
-  body BLOB NOT NULL,
-  PRIMARY KEY (step, attempt)
-);
-CREATE TABLE step_log_chunks (
-  step INTEGER NOT NULL REFERENCES steps(id),
-  attempt INTEGER NOT NULL,
-  pos INTEGER NOT NULL,
-  data BLOB NOT NULL,
-  PRIMARY KEY (step, attempt, pos)
-);
-)SQL";
-
-// Migration 12, PostgreSQL. The compressed body is stored EXTERNAL (out of
-// line, not compressed again): readers fetch it in slices with substr(),
-// which then reads only the slice's TOAST chunks.
-const char* kPostgresV12 = R"SQL(
-CREATE TABLE step_logs (
-  step BIGINT NOT NULL REFERENCES steps(id),
-  attempt BIGINT NOT NULL,
-  size BIGINT NOT NULL,
-  body BYTEA NOT NULL,
-  PRIMARY KEY (step, attempt)
-);
-ALTER TABLE step_logs ALTER COLUMN body SET STORAGE EXTERNAL;
-CREATE TABLE step_log_chunks (
-  step BIGINT NOT NULL REFERENCES steps(id),
-  attempt BIGINT NOT NULL,
-  pos BIGINT NOT NULL,
-  data BYTEA NOT NULL,
-  PRIMARY KEY (step, attempt, pos)
-);
-)SQL";
+// PostgreSQL stores the compressed body EXTERNAL (out of line, not
+// compressed again): readers fetch it in slices with substr(), which then
+// reads only the slice's TOAST chunks.
+// clang-format off
+#define KILN_STEP_LOG_TABLES(INT, BYTES, BODY_STORAGE)    \
+  "CREATE TABLE step_logs (\n"                             \
+  "  step " INT " NOT NULL REFERENCES steps(id),\n"        \
+  "  attempt " INT " NOT NULL,\n"                          \
+  "  size " INT " NOT NULL,\n"                             \
+  "  body " BYTES " NOT NULL,\n"                           \
+  "  PRIMARY KEY (step, attempt)\n"                        \
+  ");\n" BODY_STORAGE                                      \
+  "CREATE TABLE step_log_chunks (\n"                       \
+  "  step " INT " NOT NULL REFERENCES steps(id),\n"        \
+  "  attempt " INT " NOT NULL,\n"                          \
+  "  pos " INT " NOT NULL,\n"                              \
+  "  data " BYTES " NOT NULL,\n"                           \
+  "  PRIMARY KEY (step, attempt, pos)\n"                   \
+  ");\n"
+// clang-format on
+const char* kSqliteV12 = KILN_STEP_LOG_TABLES("INTEGER", "BLOB", "");
+const char* kPostgresV12 = KILN_STEP_LOG_TABLES(
+    "BIGINT", "BYTEA",
+    "ALTER TABLE step_logs ALTER COLUMN body SET STORAGE EXTERNAL;\n");
+#undef KILN_STEP_LOG_TABLES
 
 }  // namespace
 
@@ -554,10 +542,9 @@ const std::vector<PostgresMigration>& postgresMigrations() {
 
 const std::vector<SqliteMigration>& stateMigrations() {
   static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1}, {2, kSchemaV2},  {3, kSchemaV3}, {4, kSchemaV4},
-      {5, kSchemaV5}, {6, kSchemaV6},  {7, kSchemaV7}, {8, kSchemaV8},
-      {9, kSchemaV9}, {10, kSqliteV10}, {11, kSqliteV11},
-      {12, kSqliteV12}};
+      {1, kSchemaV1}, {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
+      {5, kSchemaV5}, {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
+      {9, kSchemaV9}, {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12}};
   return m;
 }
 

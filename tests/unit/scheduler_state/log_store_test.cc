@@ -15,7 +15,8 @@ namespace {
 std::string someLog(size_t bytes) {
   std::string out;
   for (uint64_t n = 0; out.size() < bytes; ++n)
-    out += "line " + std::to_string(n * 2654435761u % 1000003) + " of the log\n";
+    out +=
+        "line " + std::to_string(n * 2654435761u % 1000003) + " of the log\n";
   out.resize(bytes);
   return out;
 }
@@ -154,7 +155,8 @@ TEST_P(LogStoreTest, ACorruptStoredLogIsAClearError) {
     }
   };
   expectCorrupt({10, "not zstd at all"});
-  expectCorrupt({int64_t(text.size()), good.body.substr(0, good.body.size() / 2)});
+  expectCorrupt(
+      {int64_t(text.size()), good.body.substr(0, good.body.size() / 2)});
   expectCorrupt({int64_t(text.size()) + 1, good.body});
   CompressedLog flipped = good;
   flipped.body[flipped.body.size() / 2] ^= 0x55;

@@ -273,8 +273,8 @@ TEST_F(PagesTest, LiveLogFollowsTheDatabasesPiecesUntilTheLogIsStored) {
   EXPECT_EQ(r.stream->next(out, 4096), BodyStream::Next::kWait);
   {
     scheduler::StateDb db(fx_.stateDir() + "/scheduler.sqlite");
-    scheduler::storeFinishedLog(
-        db, step, 1, scheduler::compressLog("configuring\nbuilt\n"));
+    scheduler::storeFinishedLog(db, step, 1,
+                                scheduler::compressLog("configuring\nbuilt\n"));
   }
   out = drain(*r.stream);
   EXPECT_THAT(out, HasSubstr("data: built\n\n"));

@@ -101,10 +101,10 @@ class StepLogReader {
   };
   StepLog log_;
   std::unique_ptr<ZSTD_DCtx_s, DCtxFree> dctx_;
-  std::string in_;         ///< the compressed slice being decoded
-  size_t inUsed_ = 0;      ///< of in_
-  int64_t fetched_ = 0;    ///< compressed bytes fetched so far
-  std::string out_;        ///< decoded bytes from outPos_
+  std::string in_;       ///< the compressed slice being decoded
+  size_t inUsed_ = 0;    ///< of in_
+  int64_t fetched_ = 0;  ///< compressed bytes fetched so far
+  std::string out_;      ///< decoded bytes from outPos_
   int64_t outPos_ = 0;
   bool frameDone_ = false;
 };
