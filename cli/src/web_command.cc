@@ -100,9 +100,10 @@ int runWeb(const std::vector<std::string>& args) {
       "Usage: kiln web --database postgresql://USER@HOST:PORT/DB --listen "
       "HOST:PORT\n"
       "         [--state-dir DIR] [--web-host NAME ..] [--web-private]\n\n"
-      "Serves the dashboard, the JSON API and (with --state-dir, a shared\n"
-      "path to the scheduler's state directory) the binary cache and build\n"
-      "logs, for a farm whose state is in PostgreSQL. It keeps no state of\n"
+      "Serves the dashboard, the JSON API, build logs (live and finished,\n"
+      "from the database) and (with --state-dir, a shared path to the\n"
+      "scheduler's state directory) the binary cache, for a farm whose\n"
+      "state is in PostgreSQL. It keeps no state of\n"
       "its own: run several behind a load balancer. What operators change\n"
       "(restart, cancel, evaluate, tokens) reaches the scheduler through\n"
       "the database. Stops on SIGINT or SIGTERM.\n\nOptions");

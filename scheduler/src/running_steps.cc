@@ -102,6 +102,7 @@ void RunningSteps::abort(const std::vector<StepAbort>& aborts) {
     link_.sendOrWarn(
         it->second.peer,
         proto::CancelStep{static_cast<uint64_t>(*id), "build cancelled"});
+    ended(it->second);
     running_.erase(it);
   }
 }
@@ -332,8 +333,19 @@ int RunningSteps::openLog(RunningStep& r) {
     if (!r.log) throwSysError("opening log " + path);
     if (off_t end = lseek(r.log.get(), 0, SEEK_END); r.adopted && end > 0)
       r.logBytes = static_cast<uint64_t>(end);
+    if (mirror_) mirror_->begin(r.id, r.attempt, path, r.adopted);
   }
   return r.log.get();
+}
+
+void RunningSteps::ended(const RunningStep& r) {
+  if (!mirror_) return;
+  // An adopted attempt that wrote nothing since still has its pieces.
+  if (!r.log && !r.adopted) return;
+  if (!r.log)
+    mirror_->begin(r.id, r.attempt,
+                   stepLogPath(config_.stateDir, r.drvPath, r.attempt), true);
+  mirror_->finish(r.id, r.attempt);
 }
 
 void RunningSteps::onLog(const WorkerConn& from, const proto::LogChunk& l) {
@@ -403,9 +415,14 @@ void RunningSteps::takeBackOverdue() {
 void RunningSteps::workerLeft(const WorkerConn& w) {
   settledByPeer_.erase(w.peer);
   // A step with a held result no longer needs the worker.
-  for (auto r = running_.begin(); r != running_.end();)
-    r = r->second.peer == w.peer && !r->second.deferred ? running_.erase(r)
-                                                        : std::next(r);
+  for (auto r = running_.begin(); r != running_.end();) {
+    if (r->second.peer != w.peer || r->second.deferred) {
+      ++r;
+      continue;
+    }
+    ended(r->second);
+    r = running_.erase(r);
+  }
 }
 
 void RunningSteps::outputRegistering(int64_t id, const std::string& output) {
@@ -463,6 +480,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
     core_.step(run.sid);
   } catch (const SchedulerError&) {
     ingestor_.forget(run.sid);
+    ended(run);
     return;  // cancelled while its outputs were being registered
   }
   auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
@@ -486,6 +504,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   } else if (m.status == StepStatus::kSuccess) {
     if (!succeed(run, took)) {
       count(false);
+      ended(run);
       return;
     }
     count(true);
@@ -493,6 +512,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
     fail(run, m, took);
     count(false);
   }
+  ended(run);  // after the notes written to its log above
   if (auto row = db_.step(id); notify_ && row && row->finished)
     notify_({LifecycleEvent::Kind::kStepFinished, 0, 0, 0, id});
   markPending();

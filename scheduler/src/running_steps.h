@@ -26,6 +26,7 @@
 #include "kiln/scheduler/metrics.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/state_db.h"
+#include "log_mirror.h"
 #include "worker_link.h"
 
 namespace kiln::scheduler {
@@ -136,6 +137,9 @@ class RunningSteps {
   void notifyWith(std::function<void(const LifecycleEvent&)> fn) {
     notify_ = std::move(fn);
   }
+  /// Where each attempt's start and end go, for its log to reach the
+  /// state database (borrowed; null: the files only).
+  void mirrorLogsTo(LogMirror* mirror) { mirror_ = mirror; }
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
@@ -166,6 +170,9 @@ class RunningSteps {
   RunningStep* findOn(int64_t id, const std::string& peer);
   /// `run`'s log file, opened (truncated) at the first call.
   int openLog(RunningStep& run);
+  /// `run`'s attempt ended (settled, aborted or its worker lost): its log
+  /// is complete.
+  void ended(const RunningStep& run);
   /// `run`'s input closure (walked once, then kept).
   const store::StorePathSet& inputClosure(RunningStep& run);
 
@@ -185,6 +192,7 @@ class RunningSteps {
   std::map<std::string, std::pair<uint64_t, uint64_t>> settledByPeer_;
   std::optional<Clock::TimePoint> pendingSince_;
   std::function<void(const LifecycleEvent&)> notify_;
+  LogMirror* mirror_ = nullptr;
 };
 
 }  // namespace kiln::scheduler

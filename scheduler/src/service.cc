@@ -126,6 +126,14 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   loopWake.add(uploads.wakeFd());
   requestWakeups = listenForRequests(cfg.database());
   if (requestWakeups) loopWake.add(requestWakeups->wakeFd());
+  if (db.dialect() == SqlDialect::kPostgres) {
+    LogMirror::Options o;
+    o.stateDir = cfg.stateDir;
+    // The log limit, plus room for the notes kiln adds to a log.
+    if (cfg.logLimitBytes) o.maxLogBytes = cfg.logLimitBytes + (64 << 10);
+    logMirror = std::make_unique<LogMirror>(cfg.database(), o, clock);
+    steps.mirrorLogsTo(logMirror.get());
+  }
   setUpRequests();
   restoreFromDb();
   logInfo("scheduler listening on " + link.endpoint());

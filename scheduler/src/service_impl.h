@@ -27,6 +27,7 @@
 #include "kiln/scheduler/sql_listener.h"
 #include "kiln/scheduler/service.h"
 #include "deferred_writes.h"
+#include "log_mirror.h"
 #include "running_steps.h"
 #include "uploads.h"
 #include "wake_fds.h"
@@ -63,6 +64,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// The worker connections (ServiceConfig::transport, or ZeroMQ).
   WorkerLink link;
   InputServer inputs;
+  /// Build logs into the database for front ends on other hosts
+  /// (PostgreSQL only; made in the constructor).
+  std::unique_ptr<LogMirror> logMirror;
   RunningSteps steps;
   Uploads uploads;
   Evaluations evaluations;

@@ -8,6 +8,7 @@
 #include "kiln/web/binary_cache.h"
 #include "kiln/web/context.h"
 #include "kiln/web/router.h"
+#include "pages_logs.h"
 
 namespace kiln::web {
 namespace {
@@ -56,13 +57,13 @@ Response buildLog(const WebContext& ctx, const std::string& name) {
   if (!drv->isDerivation())
     throw HttpError(400, "'" + name + "' is not a derivation (.drv) name");
   auto* view = ctx.view();
-  auto files = view ? scheduler::stepLogFiles(view->rows(), ctx.stateDir,
-                                              drv->baseName())
-                    : std::vector<std::pair<int, std::string>>{};
-  if (files.empty())
+  auto logs =
+      view ? scheduler::stepLogs(view->rows(), ctx.stateDir, drv->baseName())
+           : std::vector<scheduler::StepLog>{};
+  if (logs.empty())
     throw HttpError(404, "no build log of '" + drv->baseName() + "'");
   // The newest attempt, as Hydra serves a derivation's log.
-  return Response::file(files.back().second, "text/plain; charset=utf-8");
+  return logResponse(ctx, logs.back());
 }
 
 }  // namespace

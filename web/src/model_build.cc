@@ -65,9 +65,8 @@ json buildModel(StateView& view, const std::string& stateDir, int64_t id,
   // Probed by attempt (the top step's count), not by reading the logs
   // folder: it holds a file per attempt of every step ever built.
   if (steps.top)
-    for (auto& [attempt, path] :
-         scheduler::stepLogFiles(stateDir, b->drvPath, steps.top->attempts))
-      logs.push_back({{"attempt", attempt}});
+    for (auto& log : scheduler::stepLogs(view.rows(), stateDir, *steps.top))
+      logs.push_back({{"attempt", log.attempt}});
   out["logs"] = std::move(logs);
   return out;
 }

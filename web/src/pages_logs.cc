@@ -2,13 +2,11 @@
 // routes (history, latest redirects, badge).
 #include "pages_logs.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
 
-#include "kiln/common/file.h"
 #include "kiln/scheduler/logs.h"
 #include "kiln/web/html.h"
 #include "kiln/web/model.h"
@@ -17,22 +15,73 @@ namespace kiln::web {
 
 namespace {
 
-// Reads up to `max` bytes of `path` from `offset` ("" at or past its end).
-std::string readFrom(const std::string& path, int64_t offset, size_t max) {
-  AutoCloseFD fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return "";
-  std::string out(max, '\0');
-  ssize_t n = ::pread(fd.get(), out.data(), max, offset);
-  out.resize(n > 0 ? size_t(n) : 0);
-  return out;
-}
+using scheduler::StepLog;
+using scheduler::StepLogReader;
 
-int64_t fileSize(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
-}
+const char* const kLogType = "text/plain; charset=utf-8";
+
+// A log the database holds, streamed as it is decompressed (or as its
+// pieces are read, for a running attempt: what is there now).
+class DatabaseLogBody : public BodyStream {
+ public:
+  DatabaseLogBody(const WebContext& ctx, StepLog log)
+      : ctx_(ctx), reader_(std::move(log)) {}
+
+  // Reads the first piece now, so that a log that does not decompress is
+  // an error response rather than a cut body.
+  void start() {
+    try {
+      first_ = read(kFirstBytes);
+    } catch (const scheduler::CorruptLogError& e) {
+      throw HttpError(500, e.what());
+    }
+  }
+
+  Next next(std::string& out, size_t max) override {
+    if (!first_.empty()) {
+      size_t n = std::min(max, first_.size());
+      out.append(first_, 0, n);
+      first_.erase(0, n);
+      return Next::kData;
+    }
+    std::string piece;
+    try {
+      piece = read(max);
+    } catch (const scheduler::CorruptLogError& e) {
+      out += "\n[kiln: " + std::string(e.what()) + "]\n";
+      return Next::kEnd;
+    }
+    if (piece.empty()) return Next::kEnd;
+    out += piece;
+    return Next::kData;
+  }
+
+ private:
+  static constexpr size_t kFirstBytes = 64 << 10;
+
+  std::string read(size_t max) {
+    auto* view = ctx_.view();
+    if (!view) return "";
+    std::string piece = reader_.read(view->rows(), offset_, max);
+    offset_ += static_cast<int64_t>(piece.size());
+    return piece;
+  }
+
+  const WebContext& ctx_;
+  StepLogReader reader_;
+  int64_t offset_ = 0;
+  std::string first_;
+};
 
 }  // namespace
+
+Response logResponse(const WebContext& ctx, const scheduler::StepLog& log) {
+  if (log.where == StepLog::Where::kFile)
+    return Response::file(log.path, kLogType);
+  auto body = std::make_shared<DatabaseLogBody>(ctx, log);
+  body->start();
+  return Response::streamed(body, kLogType);
+}
 
 void appendEventData(std::string& out, std::string_view text) {
   size_t i = 0;
@@ -91,20 +140,46 @@ class LiveLog : public BodyStream {
         resumeOffset_(resume.second) {}
 
   Next next(std::string& out, size_t max) override {
-    auto* view = ctx_.view();
-    auto files = view ? scheduler::stepLogFiles(view->rows(), ctx_.stateDir,
-                                                build_.drvPath)
-                      : std::vector<std::pair<int, std::string>>{};
-    if (!files.empty() && files.back().first != attempt_) {
-      attempt_ = files.back().first;
-      path_ = files.back().second;
+    try {
+      return nextPiece(out, max);
+    } catch (const scheduler::CorruptLogError& e) {
+      appendEventData(out, "[kiln: " + std::string(e.what()) + "]");
+      auto* view = ctx_.view();
+      auto b = view ? view->rows().build(build_.id) : std::nullopt;
+      out += "event: end\ndata: " +
+             statusLabel(b && b->finished ? b->status : -1) + "\n\n";
+      return Next::kEnd;
+    }
+  }
+
+ private:
+  // The newest attempt's log, from the database or its file; a reader of
+  // it (again when it moved from the database's pieces to its row).
+  void follow(scheduler::StateView& view, std::string& out) {
+    auto logs = scheduler::stepLogs(view.rows(), ctx_.stateDir, build_.drvPath);
+    if (logs.empty()) return;
+    const StepLog& newest = logs.back();
+    if (newest.attempt != attempt_) {
+      attempt_ = newest.attempt;
       offset_ = 0;
       if (attempt_ == resumeAttempt_)  // a reconnect: what it has, skipped
-        offset_ = std::min(resumeOffset_, fileSize(path_));
+        offset_ = std::min(resumeOffset_, newest.size);
       else
         out += "event: attempt\ndata: " + std::to_string(attempt_) + "\n\n";
+    } else if (reader_ && reader_->log().where == newest.where) {
+      return;
     }
-    std::string chunk = path_.empty() ? "" : readFrom(path_, offset_, max / 2);
+    reader_ = std::make_unique<StepLogReader>(newest);
+  }
+
+  std::string readFrom(scheduler::StateView* view, size_t max) {
+    return view && reader_ ? reader_->read(view->rows(), offset_, max) : "";
+  }
+
+  Next nextPiece(std::string& out, size_t max) {
+    auto* view = ctx_.view();
+    if (view) follow(*view, out);
+    std::string chunk = readFrom(view, max / 2);
     size_t end = chunk.rfind('\n');
     if (end != std::string::npos) {
       chunk.resize(end + 1);
@@ -116,20 +191,32 @@ class LiveLog : public BodyStream {
     auto b = view ? view->rows().build(build_.id) : std::nullopt;
     if (!b || b->finished) {
       // The last line may lack its newline: send what is left first.
-      std::string rest = path_.empty() ? "" : readFrom(path_, offset_, max / 2);
+      std::string rest = readFrom(view, max / 2);
       if (!rest.empty()) {
         offset_ += int64_t(rest.size());
         appendEventData(out, rest);
         appendId(out);
         return Next::kData;
       }
+      // The scheduler stores a finished attempt's log in the database a
+      // moment after the build's row: until it has (or for a while, in
+      // case it never does), its last pieces may still come.
+      if (awaitingStoredLog()) return out.empty() ? Next::kWait : Next::kData;
       out += "event: end\ndata: " + statusLabel(b ? b->status : -1) + "\n\n";
       return Next::kEnd;
     }
     return out.empty() ? Next::kWait : Next::kData;
   }
 
- private:
+  // Whether the newest attempt's log is the database's pieces of a
+  // finished build, within kStoreWait of first seeing it finished.
+  bool awaitingStoredLog() {
+    if (!reader_ || reader_->log().where != StepLog::Where::kLive) return false;
+    const Clock& clock = ctx_.clock ? *ctx_.clock : RealClock::instance();
+    if (!finishedSeen_) finishedSeen_ = clock.now();
+    return clock.now() - *finishedSeen_ < kStoreWait;
+  }
+
   // An event with an id and no data: it moves the browser's last event
   // id without dispatching anything.
   void appendId(std::string& out) const {
@@ -142,8 +229,10 @@ class LiveLog : public BodyStream {
   int resumeAttempt_;
   int64_t resumeOffset_;
   int attempt_ = 0;
-  std::string path_;
+  std::unique_ptr<StepLogReader> reader_;
   int64_t offset_ = 0;
+  std::optional<Clock::TimePoint> finishedSeen_;
+  static constexpr auto kStoreWait = std::chrono::seconds(10);
 };
 
 }  // namespace
@@ -151,12 +240,15 @@ class LiveLog : public BodyStream {
 std::string latestLogTail(scheduler::StateView& view,
                           const std::string& stateDir,
                           const std::string& drvPath, size_t maxBytes) {
-  auto files = scheduler::stepLogFiles(view.rows(), stateDir, drvPath);
-  if (files.empty()) return "";
-  const std::string& path = files.back().second;
-  int64_t size = fileSize(path);
-  int64_t from = std::max<int64_t>(0, size - int64_t(maxBytes));
-  std::string tail = readFrom(path, from, maxBytes);
+  auto logs = scheduler::stepLogs(view.rows(), stateDir, drvPath);
+  if (logs.empty()) return "";
+  int64_t from = std::max<int64_t>(0, logs.back().size - int64_t(maxBytes));
+  std::string tail;
+  try {
+    tail = StepLogReader(logs.back()).read(view.rows(), from, maxBytes);
+  } catch (const scheduler::CorruptLogError& e) {
+    return "[kiln: " + std::string(e.what()) + "]\n";
+  }
   if (from > 0) {
     size_t nl = tail.find('\n');
     tail = nl == std::string::npos ? "" : tail.substr(nl + 1);
@@ -168,16 +260,15 @@ void addLogRoutes(Router& router, WebContext& ctx) {
   router.add("GET", "/build/{id}/log",
              [&ctx](const Request& req, const RouteParams& p) {
                auto b = findBuild(ctx, p.id("id"));
-               auto files = scheduler::stepLogFiles(ctx.view()->rows(),
-                                                    ctx.stateDir, b.drvPath);
-               if (files.empty())
+               auto logs = scheduler::stepLogs(ctx.view()->rows(), ctx.stateDir,
+                                               b.drvPath);
+               if (logs.empty())
                  throw HttpError(
                      404, "build " + std::to_string(b.id) + " has no log yet");
                int64_t attempt =
-                   intArg(req, "attempt", files.back().first, 1, 1'000'000);
-               for (auto& [n, path] : files)
-                 if (n == attempt)
-                   return Response::file(path, "text/plain; charset=utf-8");
+                   intArg(req, "attempt", logs.back().attempt, 1, 1'000'000);
+               for (auto& log : logs)
+                 if (log.attempt == attempt) return logResponse(ctx, log);
                throw HttpError(404, "build " + std::to_string(b.id) +
                                         " has no log attempt " +
                                         std::to_string(attempt));

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/scheduler/logs.h"
 #include "kiln/scheduler/state_view.h"
 #include "kiln/web/context.h"
 #include "kiln/web/router.h"
@@ -22,6 +23,9 @@ std::string latestLogTail(scheduler::StateView& view,
 /// a line, so that no byte of a log can start a field or an event of its
 /// own (`event: end`). A last line without its end is sent as a line.
 void appendEventData(std::string& out, std::string_view text);
+/// The response that downloads `log`: its file, or the database's copy
+/// streamed as it is decompressed (HttpError 500 if it does not).
+Response logResponse(const WebContext& ctx, const scheduler::StepLog& log);
 /// `/build/{id}/log` (download, `?attempt=N`) and `/build/{id}/log/live`
 /// (server-sent events while the build runs).
 void addLogRoutes(Router& router, WebContext& ctx);

@@ -1,6 +1,7 @@
 // The PostgreSQL backend of sql.h, over libpq. Statements are prepared once
 // per connection (named server-side statements, `?` rewritten to `$n`) and
-// run with text parameters and text results. A connection lost outside a
+// run with text parameters (binary for bytes: bindBlob) and text results
+// (BYTEA's text form is decoded by getBlob). A connection lost outside a
 // transaction is re-opened on the next call; lost inside one, every call
 // fails (transient) until the transaction ends, so no statement of it runs
 // on a fresh connection outside it.
@@ -63,6 +64,12 @@ std::string numberPlaceholders(std::string_view sql, int& count) {
 
 class PostgresConnection;
 
+// A bound parameter: its text (or bytes, when `binary`), or NULL.
+struct Param {
+  std::optional<std::string> value;
+  bool binary = false;
+};
+
 class PostgresStmt : public SqlStmtImpl {
  public:
   PostgresStmt(PostgresConnection& c, std::string sql, int params)
@@ -79,6 +86,10 @@ class PostgresStmt : public SqlStmtImpl {
     push(std::string(v));
   }
   void bindNull() override { push(std::nullopt); }
+  void bindBlob(std::string_view v) override {
+    push(std::string(v));
+    values_.back().binary = true;
+  }
   bool step() override;
   void reset() override {
     values_.clear();
@@ -94,6 +105,7 @@ class PostgresStmt : public SqlStmtImpl {
     return std::string(PQgetvalue(res_.get(), row_, col),
                        PQgetlength(res_.get(), row_, col));
   }
+  std::string getBlob(int col) const override;
   bool isNull(int col) const override {
     check(col);
     return PQgetisnull(res_.get(), row_, col) != 0;
@@ -104,7 +116,7 @@ class PostgresStmt : public SqlStmtImpl {
   void push(std::optional<std::string> v) {
     if (static_cast<int>(values_.size()) >= params_)
       throw SqlError("too many parameters bound to '" + sql_ + "'", false);
-    values_.push_back(std::move(v));
+    values_.push_back({std::move(v), false});
   }
   void check(int col) const {
     if (!res_ || row_ < 0 || row_ >= PQntuples(res_.get()) || col < 0 ||
@@ -116,7 +128,7 @@ class PostgresStmt : public SqlStmtImpl {
   PostgresConnection& c_;
   std::string sql_;
   int params_;
-  std::vector<std::optional<std::string>> values_;
+  std::vector<Param> values_;
   Result res_;
   int row_ = -1;
 };
@@ -180,8 +192,7 @@ class PostgresConnection : public SqlConnection {
 
   /// Runs `sql`, prepared on this connection (again if it was re-opened
   /// since), with `values` (for PostgresStmt).
-  Result run(const std::string& sql,
-             const std::vector<std::optional<std::string>>& values) {
+  Result run(const std::string& sql, const std::vector<Param>& values) {
     ensureUsable(sql);
     if (!names_.count(sql)) {
       // Re-opened since the statement was prepared: prepare it again.
@@ -189,10 +200,14 @@ class PostgresConnection : public SqlConnection {
     }
     const std::string& current = names_.at(sql).name;
     std::vector<const char*> v;
-    v.reserve(values.size());
-    for (auto& x : values) v.push_back(x ? x->c_str() : nullptr);
+    std::vector<int> lengths, formats;
+    for (auto& x : values) {
+      v.push_back(x.value ? x.value->data() : nullptr);
+      lengths.push_back(x.value ? static_cast<int>(x.value->size()) : 0);
+      formats.push_back(x.binary ? 1 : 0);
+    }
     Result r(PQexecPrepared(conn_, current.c_str(), static_cast<int>(v.size()),
-                            v.data(), nullptr, nullptr, 0));
+                            v.data(), lengths.data(), formats.data(), 0));
     checkResult(r.get(), "running '" + sql + "'");
     const char* n = PQcmdTuples(r.get());
     if (n && *n) changes_ = std::strtoll(n, nullptr, 10);
@@ -288,6 +303,23 @@ bool PostgresStmt::step() {
     ++row_;
   }
   return row_ < PQntuples(res_.get());
+}
+
+std::string PostgresStmt::getBlob(int col) const {
+  check(col);
+  if (PQgetisnull(res_.get(), row_, col)) return "";
+  // BYTEA's text form (hex, or the old escape format): libpq decodes both.
+  size_t n = 0;
+  auto* text =
+      reinterpret_cast<const unsigned char*>(PQgetvalue(res_.get(), row_, col));
+  unsigned char* bytes = PQunescapeBytea(text, &n);
+  if (!bytes)
+    throw SqlError("column " + std::to_string(col) + " of '" + sql_ +
+                       "' is not BYTEA (or memory ran out)",
+                   false);
+  std::string out(reinterpret_cast<const char*>(bytes), n);
+  PQfreemem(bytes);
+  return out;
 }
 
 int64_t PostgresStmt::getInt(int col) const {

@@ -19,6 +19,8 @@ class SqliteStmtImpl : public SqlStmtImpl {
   void bindInt(int64_t v) override { s_.bind(v); }
   void bindText(std::string_view v) override { s_.bind(v); }
   void bindNull() override { s_.bindNull(); }
+  // The statement casts the parameter to a BLOB (blobParam).
+  void bindBlob(std::string_view v) override { s_.bind(v); }
   bool step() override {
     try {
       return s_.step();
@@ -32,6 +34,7 @@ class SqliteStmtImpl : public SqlStmtImpl {
     return std::strtod(s_.getStr(col).c_str(), nullptr);
   }
   std::string getStr(int col) const override { return s_.getStr(col); }
+  std::string getBlob(int col) const override { return s_.getStr(col); }
   bool isNull(int col) const override { return s_.isNull(col); }
   int columnCount() const override { return s_.columnCount(); }
 

@@ -22,25 +22,37 @@ constexpr size_t kPageRows = 5000;  // rows read per SELECT
 constexpr size_t kPostgresRowsPerInsert = 500;
 constexpr int64_t kProgressRows = 50000;
 
-// A table as copied: its integer columns, then its text columns (the order
-// of the SELECT and the INSERT), and the column pages are cut at (the
-// leading column of an index; not necessarily unique).
+// A column's type as copied.
+enum class Kind { kInt, kText, kBlob };
+
+// A table as copied: its integer columns, then its text columns, then its
+// byte columns (the order of the SELECT and the INSERT), the column pages
+// are cut at (the leading column of an index; not necessarily unique), and
+// the rows per page (fewer for tables of large rows: logs).
 struct TableSpec {
   std::string name;
   std::string key;
   std::vector<std::string> ints;
   std::vector<std::string> texts;
   std::string onConflict;  // appended to the INSERT
+  std::vector<std::string> blobs = {};
+  size_t pageRows = kPageRows;
 
-  size_t cols() const { return ints.size() + texts.size(); }
-  bool isText(size_t col) const { return col >= ints.size(); }
-  bool keyIsText() const {
-    return std::find(texts.begin(), texts.end(), key) != texts.end();
+  size_t cols() const { return ints.size() + texts.size() + blobs.size(); }
+  Kind kind(size_t col) const {
+    return col < ints.size()                  ? Kind::kInt
+           : col < ints.size() + texts.size() ? Kind::kText
+                                              : Kind::kBlob;
+  }
+  Kind keyKind() const {
+    return std::find(texts.begin(), texts.end(), key) != texts.end()
+               ? Kind::kText
+               : Kind::kInt;
   }
   bool hasId() const { return key == "id"; }
   std::string columnList() const {
     std::string out;
-    for (auto* v : {&ints, &texts})
+    for (auto* v : {&ints, &texts, &blobs})
       for (auto& c : *v) out += (out.empty() ? "" : ", ") + c;
     return out;
   }
@@ -80,6 +92,15 @@ const std::vector<TableSpec>& tables() {
        {"drv_path", "system", "pname", "features", "error", "worker"},
        ""},
       {"step_deps", "step", {"step", "dep"}, {}, ""},
+      // Build logs (migration 12): a page holds every attempt of a step.
+      {"step_logs", "step", {"step", "attempt", "size"}, {}, "", {"body"}, 16},
+      {"step_log_chunks",
+       "step",
+       {"step", "attempt", "pos"},
+       {},
+       "",
+       {"data"},
+       64},
       {"cached_failures",
        "drv_path",
        {"status", "time", "expires"},
@@ -126,22 +147,26 @@ struct Value {
   bool operator==(const Value&) const = default;
 };
 
-Value readValue(const SqlStmt& s, int col, bool text) {
+Value readValue(const SqlStmt& s, int col, Kind kind) {
   Value v;
   if (s.isNull(col))
     v.null = true;
-  else if (text)
+  else if (kind == Kind::kText)
     v.s = s.getStr(col);
+  else if (kind == Kind::kBlob)
+    v.s = s.getBlob(col);
   else
     v.i = s.getInt(col);
   return v;
 }
 
-void bindValue(SqlStmt& s, const Value& v, bool text) {
+void bindValue(SqlStmt& s, const Value& v, Kind kind) {
   if (v.null)
     s.bindNull();
-  else if (text)
+  else if (kind == Kind::kText)
     s.bind(std::string_view(v.s));
+  else if (kind == Kind::kBlob)
+    s.bindBlob(v.s);
   else
     s.bind(v.i);
 }
@@ -162,19 +187,19 @@ class PageReader {
     std::string after = after_ ? " WHERE " + t_.key + " > ?" : "";
     auto bound =
         db_.prepare("SELECT " + t_.key + from + after + " ORDER BY " + t_.key +
-                    " LIMIT 1 OFFSET " + std::to_string(kPageRows - 1));
-    if (after_) bindValue(bound, *after_, t_.keyIsText());
+                    " LIMIT 1 OFFSET " + std::to_string(t_.pageRows - 1));
+    if (after_) bindValue(bound, *after_, t_.keyKind());
     std::optional<Value> upto;
-    if (bound.step()) upto = readValue(bound, 0, t_.keyIsText());
+    if (bound.step()) upto = readValue(bound, 0, t_.keyKind());
     std::string upper =
         upto ? (after_ ? " AND " : " WHERE ") + t_.key + " <= ?" : "";
     auto s = db_.prepare("SELECT " + t_.columnList() + from + after + upper +
                          " ORDER BY " + t_.key);
-    if (after_) bindValue(s, *after_, t_.keyIsText());
-    if (upto) bindValue(s, *upto, t_.keyIsText());
+    if (after_) bindValue(s, *after_, t_.keyKind());
+    if (upto) bindValue(s, *upto, t_.keyKind());
     while (s.step())
       for (size_t c = 0; c < t_.cols(); ++c)
-        rows.push_back(readValue(s, static_cast<int>(c), t_.isText(c)));
+        rows.push_back(readValue(s, static_cast<int>(c), t_.kind(c)));
     done_ = !upto;
     after_ = std::move(upto);
     return rows.size() / t_.cols();
@@ -196,7 +221,7 @@ class TableWriter {
       : db_(db),
         t_(t),
         perInsert_(db.dialect() == SqlDialect::kPostgres
-                       ? kPostgresRowsPerInsert
+                       ? std::min(kPostgresRowsPerInsert, t.pageRows)
                        : 1) {}
 
   // Queues the rows of `page` (moved from), inserting every full batch.
@@ -220,12 +245,14 @@ class TableWriter {
       it = stmts_.emplace(rows, db_.prepare(insertSql(rows))).first;
     SqlStmt& s = it->second;
     for (size_t k = 0; k < rows * t_.cols(); ++k)
-      bindValue(s, queued_[first + k], t_.isText(k % t_.cols()));
+      bindValue(s, queued_[first + k], t_.kind(k % t_.cols()));
     s.exec();
   }
   std::string insertSql(size_t rows) const {
-    std::string one = "(?";
-    for (size_t c = 1; c < t_.cols(); ++c) one += ", ?";
+    std::string one = "(";
+    for (size_t c = 0; c < t_.cols(); ++c)
+      one += std::string(c ? ", " : "") +
+             (t_.kind(c) == Kind::kBlob ? blobParam(db_.dialect()) : "?");
     one += ")";
     std::string sql =
         "INSERT INTO " + t_.name + " (" + t_.columnList() + ") VALUES " + one;

@@ -71,6 +71,7 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "DROP TABLE eval_counts; DROP TABLE scheduler_snapshot; "
         "DROP TABLE eval_claims; DROP TABLE eval_results; "
         "DROP TABLE eval_result_chunks; "
+        "DROP TABLE step_log_chunks; DROP TABLE step_logs; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
         "DROP INDEX builds_eval_status; DROP INDEX builds_job; "

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "kiln/common/file.h"
+#include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/notification_store.h"
 #include "kiln/scheduler/tokens.h"
 #include "postgres_server.h"
@@ -31,7 +32,14 @@ const std::vector<std::string> kTables = {
     "eval_errors",        "eval_result_chunks", "eval_results",
     "evaluations",        "jobsets",       "notifications",
     "projects",           "requests",      "scheduler_snapshot",
-    "step_deps",          "steps"};
+    "step_deps",          "step_log_chunks", "step_logs",
+    "steps"};
+
+// Whether column `col` of `table` holds bytes (read with getBlob: PostgreSQL
+// spells BYTEA out in hex as text).
+bool isBlob(const std::string& table, int col) {
+  return (table == "step_logs" || table == "step_log_chunks") && col == 3;
+}
 
 // Each table's rows as text (NULL spelled out), sorted: equal dumps mean
 // equal tables whatever the backend.
@@ -46,7 +54,10 @@ Dump dumpOf(const DatabaseSpec& spec) {
     while (s.step()) {
       std::string row;
       for (int c = 0; c < s.columnCount(); ++c)
-        row += (s.isNull(c) ? std::string("<NULL>") : s.getStr(c)) + "|";
+        row += (s.isNull(c)       ? std::string("<NULL>")
+                : isBlob(t, c) ? s.getBlob(c)
+                               : s.getStr(c)) +
+               "|";
       rows.push_back(row);
     }
     std::sort(rows.begin(), rows.end());
@@ -130,6 +141,11 @@ void fillFarm(StateDb& db) {
   int64_t n = notes.add("webhook", "k", "build.finished", "{\"a\": 1}", 5);
   notes.markDelivered(n, 6);
   notes.add("mail", "k2", "eval.done", "{}", 7);
+  // Logs: a finished one (compressed) and a running one's pieces, bytes
+  // that are not UTF-8 included.
+  storeFinishedLog(db, s2, 1, compressLog("built\n\xff\x00ok\n"));
+  appendLogChunks(db, {{s1, 1, 0, std::string("a\xfe\0", 3)},
+                       {s1, 1, 3, "b\n"}});
   TokenStore tokens(db);
   TokenRow t;
   t.keyId = "0123456789abcdef";

@@ -163,6 +163,8 @@ DROP TABLE scheduler_snapshot;
 DROP TABLE eval_claims;
 DROP TABLE eval_results;
 DROP TABLE eval_result_chunks;
+DROP TABLE step_log_chunks;
+DROP TABLE step_logs;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";

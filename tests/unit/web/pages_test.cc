@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/common/file.h"
+#include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/logs.h"
 #include "kiln/web/html.h"
 #include "web_fixture.h"
@@ -206,6 +207,78 @@ TEST_F(PagesTest, LiveLogStreamsNewLinesThenEndsWhenFinished) {
   out.clear();
   EXPECT_EQ(r.stream->next(out, 4096), BodyStream::Next::kEnd);
   EXPECT_THAT(out, HasSubstr("event: end\ndata: Cancelled\n\n"));
+}
+
+// Everything a streamed body gives (kWait counts as done: nothing more now).
+std::string drain(BodyStream& stream) {
+  std::string out, piece;
+  BodyStream::Next next;
+  do {
+    piece.clear();
+    next = stream.next(piece, 4096);
+    out += piece;
+  } while (next == BodyStream::Next::kData);
+  return out;
+}
+
+// On a PostgreSQL farm the scheduler stores logs in the database
+// (log_store.h; SQLite holds the same tables): the download streams the
+// stored copy over the file, a corrupt one is a 500 naming it.
+TEST_F(PagesTest, LogsStoredInTheDatabaseAreServedOverTheFiles) {
+  {
+    scheduler::StateDb db(fx_.stateDir() + "/scheduler.sqlite");
+    scheduler::storeFinishedLog(db, fx_.helloStep, 2,
+                                scheduler::compressLog("from the database\n"));
+  }
+  std::string l = "/build/" + std::to_string(fx_.hello) + "/log";
+  Response r = get(l);
+  ASSERT_EQ(r.status, 200);
+  ASSERT_TRUE(r.stream);
+  EXPECT_THAT(r.contentType, HasSubstr("text/plain"));
+  EXPECT_EQ(drain(*r.stream), "from the database\n");
+  EXPECT_EQ(get(l + "?attempt=1").filePath,  // not stored: its file
+            scheduler::stepLogPath(fx_.stateDir(), fx_.drv("hello"), 1));
+  {
+    scheduler::StateDb db(fx_.stateDir() + "/scheduler.sqlite");
+    scheduler::storeFinishedLog(db, fx_.helloStep, 2, {18, "not zstd"});
+  }
+  Response bad = get(l);
+  EXPECT_EQ(bad.status, 500);
+  EXPECT_THAT(bad.body, HasSubstr("attempt 2 is corrupt"));
+  EXPECT_THAT(get("/build/" + std::to_string(fx_.hello)).body,
+              HasSubstr("is corrupt"));  // the page's tail says so
+}
+
+// The live log follows a running attempt's pieces in the database, and
+// after the build finished waits for the stored row to send the rest.
+TEST_F(PagesTest, LiveLogFollowsTheDatabasesPiecesUntilTheLogIsStored) {
+  int64_t step = 0;
+  {
+    scheduler::StateDb db(fx_.stateDir() + "/scheduler.sqlite");
+    scheduler::StepRow row;
+    row.drvPath = fx_.drv("bash");
+    step = db.upsertStep(row);
+    db.startStep(step, "builder-1", 1);
+    scheduler::appendLogChunks(db, {{step, 1, 0, "configuring\n"}});
+  }
+  Response r = get("/build/" + std::to_string(fx_.bash) + "/log/live");
+  ASSERT_TRUE(r.stream);
+  std::string out = drain(*r.stream);
+  EXPECT_THAT(out, HasSubstr("data: configuring\n\n"));
+  {
+    scheduler::StateDb db(fx_.stateDir() + "/scheduler.sqlite");
+    db.finishBuild(fx_.bash, 0, 1, "");
+  }
+  out.clear();
+  EXPECT_EQ(r.stream->next(out, 4096), BodyStream::Next::kWait);
+  {
+    scheduler::StateDb db(fx_.stateDir() + "/scheduler.sqlite");
+    scheduler::storeFinishedLog(db, step, 1,
+                                scheduler::compressLog("configuring\nbuilt\n"));
+  }
+  out = drain(*r.stream);
+  EXPECT_THAT(out, HasSubstr("data: built\n\n"));
+  EXPECT_THAT(out, HasSubstr("event: end\ndata: Succeeded"));
 }
 
 TEST_F(PagesTest, JobHistoryRedirectsAndBadge) {

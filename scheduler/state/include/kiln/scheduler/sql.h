@@ -43,11 +43,13 @@ class SqlStmtImpl {
   virtual void bindInt(int64_t v) = 0;
   virtual void bindText(std::string_view v) = 0;
   virtual void bindNull() = 0;
+  virtual void bindBlob(std::string_view v) = 0;
   virtual bool step() = 0;
   virtual void reset() = 0;
   virtual int64_t getInt(int col) const = 0;
   virtual double getDouble(int col) const = 0;
   virtual std::string getStr(int col) const = 0;
+  virtual std::string getBlob(int col) const = 0;
   virtual bool isNull(int col) const = 0;
   virtual int columnCount() const = 0;
 };
@@ -80,6 +82,12 @@ class SqlStmt {
     impl_->bindNull();
     return *this;
   }
+  /// Binds bytes for a BLOB (SQLite) or BYTEA (PostgreSQL) column; the
+  /// statement spells the parameter blobParam(dialect).
+  SqlStmt& bindBlob(std::string_view v) {
+    impl_->bindBlob(v);
+    return *this;
+  }
 
   /// Advances to the next row (runs the statement on the first call);
   /// false when done. Throws SqlError.
@@ -98,6 +106,8 @@ class SqlStmt {
   int64_t getInt(int col) const { return impl_->getInt(col); }
   double getDouble(int col) const { return impl_->getDouble(col); }
   std::string getStr(int col) const { return impl_->getStr(col); }
+  /// The bytes of a BLOB (BYTEA) column; "" for NULL.
+  std::string getBlob(int col) const { return impl_->getBlob(col); }
   bool isNull(int col) const { return impl_->isNull(col); }
   int columnCount() const { return impl_->columnCount(); }
 
@@ -170,6 +180,13 @@ class SqlConnection {
   int depth_ = 0;
   uint64_t savepoints_ = 0;
 };
+
+/// How a statement spells a parameter bound with bindBlob: on SQLite the
+/// bytes are bound as text and cast (byte for byte) to a BLOB, so that
+/// length() and substr() count bytes; on PostgreSQL they are sent binary.
+inline const char* blobParam(SqlDialect d) {
+  return d == SqlDialect::kSqlite ? "CAST(? AS BLOB)" : "?";
+}
 
 /// How a connection may use its database.
 enum class SqlAccess {
