@@ -113,7 +113,10 @@ SchedulerService::Impl::Impl(ServiceConfig c)
     s->attach(db);
     sinks.push_back(s);
   }
-  steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
+  // Only notifiers read the rows a step's events name: without one the
+  // dispatch path reads nothing for them.
+  if (sinks.size() > 1)
+    steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   setUpRequests();
   restoreFromDb();
   logInfo("scheduler listening on " + link.endpoint());
@@ -210,6 +213,7 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
         {b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess, b.drvPath});
     return;
   }
+  steps.setBuildLimits(b);
   BuildSpec spec;
   spec.id = b.id;
   spec.jobset = b.jobset;
@@ -268,7 +272,13 @@ void SchedulerService::Impl::notify(const LifecycleEvent& ev,
 }
 
 void SchedulerService::Impl::processEvents() {
-  for (auto& ev : core.takeBuildEvents()) announce(ev);
+  for (auto& ev : core.takeBuildEvents()) {
+    // A failed build stays in the core (a retried step may revive it).
+    if (ev.kind == BuildEvent::Kind::kSucceeded ||
+        ev.kind == BuildEvent::Kind::kCancelled)
+      steps.buildEnded(ev.build);
+    announce(ev);
+  }
   steps.abort(core.takeAborts());
   settleDropped(core.takeDropped());
 }
@@ -394,13 +404,18 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   auto r = link.receive(timeout, uploads.wakeFd());
   turnStart = clock.now();
   for (int n = 0; n < max; n++) {
-    if (r) link.handle(*r);
-    uploads.takeRegistrations();
-    processEvents();
-    // A result frees a slot: fill it now, not after the rest of the batch
-    // (serving inputs, receiving uploads) is handled. When nothing can be
-    // assigned this costs one O(classes) check.
-    if (mayDispatch()) steps.dispatch();
+    {
+      // The state writes the message causes (a step's end, its builds',
+      // the next step's start) are made after the dispatch, in order.
+      DeferredWrites::Hold hold(deferred);
+      if (r) link.handle(*r);
+      uploads.takeRegistrations();
+      processEvents();
+      // A result frees a slot: fill it now, not after the rest of the
+      // batch (serving inputs, receiving uploads) is handled. When nothing
+      // can be assigned this costs one O(classes) check.
+      if (mayDispatch()) steps.dispatch();
+    }
     endTurn();
     if (!r) return;
     r = link.receive(std::chrono::milliseconds(0), uploads.wakeFd());

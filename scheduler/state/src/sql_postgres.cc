@@ -4,11 +4,21 @@
 // transaction is re-opened on the next call; lost inside one, every call
 // fails (transient) until the transaction ends, so no statement of it runs
 // on a fresh connection outside it.
+//
+// Inside a transaction the statements whose results nobody reads (BEGIN,
+// SAVEPOINT, writes run by SqlStmt::exec) go out in libpq's pipeline mode
+// without waiting; their results are read, in order, before the next
+// statement whose rows are wanted, at RELEASE SAVEPOINT, at COMMIT and
+// every kMaxQueued statements. A transaction of writes then costs one
+// round trip instead of one per statement, and a failing write is
+// reported by the commit of its innermost transaction at the latest.
 #include <libpq-fe.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <deque>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/common/file.h"
@@ -80,6 +90,7 @@ class PostgresStmt : public SqlStmtImpl {
   }
   void bindNull() override { push(std::nullopt); }
   bool step() override;
+  void execute() override;
   void reset() override {
     values_.clear();
     res_.reset();
@@ -122,6 +133,12 @@ class PostgresStmt : public SqlStmtImpl {
 };
 
 class PostgresConnection : public SqlConnection {
+  struct Statement {
+    std::string name;      ///< the server-side statement
+    std::string numbered;  ///< the text with `$n` placeholders
+    int params = 0;
+  };
+
  public:
   PostgresConnection(std::string url, std::string password)
       : url_(std::move(url)), password_(std::move(password)) {
@@ -136,15 +153,12 @@ class PostgresConnection : public SqlConnection {
 
   SqlStmt prepare(std::string_view sql) override {
     std::string text(sql);
-    auto it = names_.find(text);
-    if (it == names_.end()) {
-      ensureUsable(text);
-      int params = 0;
-      std::string numbered = numberPlaceholders(sql, params);
-      Prepared p{"k" + std::to_string(names_.size() + 1), params};
-      Result r(PQprepare(conn_, p.name.c_str(), numbered.c_str(), 0, nullptr));
-      checkResult(r.get(), "preparing '" + text + "'");
-      it = names_.emplace(text, p).first;
+    auto it = statements_.find(text);
+    if (it == statements_.end()) {
+      Statement st;
+      st.numbered = numberPlaceholders(sql, st.params);
+      st.name = "k" + std::to_string(statements_.size() + 1);
+      it = statements_.emplace(text, std::move(st)).first;
     }
     return SqlStmt(
         std::make_unique<PostgresStmt>(*this, text, it->second.params));
@@ -152,6 +166,27 @@ class PostgresConnection : public SqlConnection {
 
   void exec(std::string_view sql) override {
     std::string text(sql);
+    if (text == "BEGIN" || text.starts_with("SAVEPOINT ")) {
+      sendCommand(text);  // opens the pipeline
+      return;
+    }
+    if (pipeline_) {
+      if (text.starts_with("RELEASE SAVEPOINT ")) {
+        sendCommand(text);
+        readQueued();  // the savepoint's writes succeeded, or it throws
+        return;
+      }
+      if (text == "COMMIT") {
+        sendCommand(text);
+        leavePipeline();
+        return;
+      }
+      if (text.starts_with("ROLLBACK")) {
+        abortPipeline();  // what is queued is undone anyway
+      } else {
+        leavePipeline();
+      }
+    }
     ensureUsable(text);
     Result r(PQexec(conn_, text.c_str()));
     checkResult(r.get(), "executing '" + text + "'");
@@ -159,7 +194,10 @@ class PostgresConnection : public SqlConnection {
     changes_ = n && *n ? std::strtoll(n, nullptr, 10) : 0;
   }
 
-  int64_t changes() override { return changes_; }
+  int64_t changes() override {
+    if (pipeline_) readQueued();
+    return changes_;
+  }
 
   int64_t userVersion() override {
     auto exists = prepare("SELECT to_regclass('kiln_schema') IS NOT NULL");
@@ -174,25 +212,35 @@ class PostgresConnection : public SqlConnection {
          ")");
   }
 
-  /// Runs `sql`, prepared on this connection (again if it was re-opened
-  /// since), with `values` (for PostgresStmt).
+  /// Runs `sql` (prepared by prepare()) with `values` and returns its
+  /// result (for PostgresStmt::step): in the pipeline, after the results
+  /// queued before it.
   Result run(const std::string& sql,
              const std::vector<std::optional<std::string>>& values) {
-    ensureUsable(sql);
-    if (!names_.count(sql)) {
-      // Re-opened since the statement was prepared: prepare it again.
-      prepare(sql);
+    if (pipeline_) {
+      sendPrepared(sql, values);
+      return readQueued(true);
     }
-    const std::string& current = names_.at(sql).name;
-    std::vector<const char*> v;
-    v.reserve(values.size());
-    for (auto& x : values) v.push_back(x ? x->c_str() : nullptr);
-    Result r(PQexecPrepared(conn_, current.c_str(), static_cast<int>(v.size()),
+    ensureUsable(sql);
+    const Statement& st = preparedOnServer(sql);
+    auto v = pointers(values);
+    Result r(PQexecPrepared(conn_, st.name.c_str(), static_cast<int>(v.size()),
                             v.data(), nullptr, nullptr, 0));
     checkResult(r.get(), "running '" + sql + "'");
-    const char* n = PQcmdTuples(r.get());
-    if (n && *n) changes_ = std::strtoll(n, nullptr, 10);
+    noteChanges(r.get());
     return r;
+  }
+
+  /// Runs `sql` with `values` when nobody reads its rows: inside a
+  /// transaction it is queued in the pipeline (PostgresStmt::execute).
+  void runWithoutRows(const std::string& sql,
+                      const std::vector<std::optional<std::string>>& values) {
+    if (!inTransaction()) {
+      run(sql, values);
+      return;
+    }
+    sendPrepared(sql, values);
+    if (queued_.size() >= kMaxQueued) readQueued();
   }
 
  protected:
@@ -200,6 +248,137 @@ class PostgresConnection : public SqlConnection {
   void transactionEnded() override { lostInTransaction_ = false; }
 
  private:
+  /// Statements queued in the pipeline before their results are read:
+  /// the server's replies to them must fit the socket's buffers.
+  static constexpr size_t kMaxQueued = 128;
+
+  static std::vector<const char*> pointers(
+      const std::vector<std::optional<std::string>>& values) {
+    std::vector<const char*> v;
+    v.reserve(values.size());
+    for (auto& x : values) v.push_back(x ? x->c_str() : nullptr);
+    return v;
+  }
+
+  void noteChanges(PGresult* r) {
+    const char* n = PQcmdTuples(r);
+    if (n && *n) changes_ = std::strtoll(n, nullptr, 10);
+  }
+
+  // `sql`'s statement, prepared on this connection (again if it was
+  // re-opened since): synchronously, or queued in the pipeline.
+  const Statement& preparedOnServer(const std::string& sql) {
+    const Statement& st = statements_.at(sql);
+    if (onServer_.count(st.name)) return st;
+    if (pipeline_) {
+      if (!PQsendPrepare(conn_, st.name.c_str(), st.numbered.c_str(), 0,
+                         nullptr))
+        failSend("preparing '" + sql + "'");
+      queued_.push_back("preparing '" + sql + "'");
+    } else {
+      Result r(
+          PQprepare(conn_, st.name.c_str(), st.numbered.c_str(), 0, nullptr));
+      checkResult(r.get(), "preparing '" + sql + "'");
+    }
+    onServer_.insert(st.name);
+    return st;
+  }
+
+  void enterPipeline() {
+    if (pipeline_) return;
+    if (PQenterPipelineMode(conn_) != 1) failSend("entering pipeline mode");
+    pipeline_ = true;
+  }
+
+  // Queues `sql`, a command without parameters or rows.
+  void sendCommand(const std::string& sql) {
+    ensureUsable(sql);
+    enterPipeline();
+    if (!PQsendQueryParams(conn_, sql.c_str(), 0, nullptr, nullptr, nullptr,
+                           nullptr, 0))
+      failSend("sending '" + sql + "'");
+    queued_.push_back("executing '" + sql + "'");
+  }
+
+  void sendPrepared(const std::string& sql,
+                    const std::vector<std::optional<std::string>>& values) {
+    ensureUsable(sql);
+    enterPipeline();
+    const Statement& st = preparedOnServer(sql);
+    auto v = pointers(values);
+    if (!PQsendQueryPrepared(conn_, st.name.c_str(), static_cast<int>(v.size()),
+                             v.data(), nullptr, nullptr, 0))
+      failSend("sending '" + sql + "'");
+    queued_.push_back("running '" + sql + "'");
+  }
+
+  // Reads the queued results in order (returning the last one's when
+  // `keepLast`); the first failure ends the pipeline and throws.
+  Result readQueued(bool keepLast = false) {
+    if (!PQsendFlushRequest(conn_) || PQflush(conn_) != 0)
+      failSend("flushing the pipeline");
+    Result last;
+    while (!queued_.empty()) {
+      Result r(PQgetResult(conn_));
+      ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+      if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        std::string what = queued_.front();
+        abortPipeline();
+        checkResult(r.get(), what);
+        throw SqlError("PostgreSQL " + url_ + ": " + what + ": no result",
+                       true);
+      }
+      while (Result more{PQgetResult(conn_)}) {
+      }  // the NULL that ends the statement's results
+      noteChanges(r.get());
+      queued_.pop_front();
+      if (queued_.empty() && keepLast) last = std::move(r);
+    }
+    return last;
+  }
+
+  // Commits the pipeline's results: a sync, every result read, pipeline
+  // mode left. Throws the first failure.
+  void leavePipeline() {
+    if (!pipeline_) return;
+    readQueued();
+    if (!PQpipelineSync(conn_)) failSend("syncing the pipeline");
+    waitForSync();
+  }
+
+  // After a failure: the server skipped everything queued up to the sync.
+  void abortPipeline() {
+    if (!pipeline_) return;
+    queued_.clear();
+    if (PQstatus(conn_) == CONNECTION_OK && PQpipelineSync(conn_)) {
+      waitForSync();
+    } else {
+      pipeline_ = false;  // the connection is re-opened (ensureUsable)
+    }
+  }
+
+  void waitForSync() {
+    while (PQstatus(conn_) == CONNECTION_OK) {
+      Result r(PQgetResult(conn_));
+      if (r && PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) break;
+    }
+    PQexitPipelineMode(conn_);
+    pipeline_ = false;
+  }
+
+  [[noreturn]] void failSend(const std::string& what) {
+    std::string msg = PQerrorMessage(conn_);
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    // What the server did of the queued statements is unknown: the
+    // connection is dropped (re-opened between transactions).
+    PQfinish(conn_);
+    conn_ = nullptr;
+    if (inTransaction()) lostInTransaction_ = true;
+    queued_.clear();
+    pipeline_ = false;
+    throw SqlError("PostgreSQL " + url_ + ": " + what + ": " + msg, true);
+  }
+
   void connect() {
     std::vector<const char*> keys = {"dbname", "connect_timeout",
                                      "application_name"};
@@ -221,7 +400,9 @@ class PostgresConnection : public SqlConnection {
     }
     PQsetNoticeProcessor(
         conn_, [](void*, const char*) {}, nullptr);
-    names_.clear();
+    onServer_.clear();
+    queued_.clear();
+    pipeline_ = false;
   }
 
   // Re-opens a lost connection between transactions; inside one, refuses.
@@ -258,11 +439,12 @@ class PostgresConnection : public SqlConnection {
 
   std::string url_, password_;
   PGconn* conn_ = nullptr;
-  struct Prepared {
-    std::string name;  ///< the server-side statement
-    int params = 0;
-  };
-  std::unordered_map<std::string, Prepared> names_;  ///< by SQL text
+  /// By SQL text: its server-side name, `$n` text and parameter count.
+  std::unordered_map<std::string, Statement> statements_;
+  /// The statements prepared on the current connection, by name.
+  std::unordered_set<std::string> onServer_;
+  bool pipeline_ = false;           ///< in libpq's pipeline mode
+  std::deque<std::string> queued_;  ///< sent, result unread (for messages)
   int64_t changes_ = 0;
   bool lostInTransaction_ = false;
 };
@@ -280,6 +462,16 @@ bool PostgresStmt::step() {
     ++row_;
   }
   return row_ < PQntuples(res_.get());
+}
+
+void PostgresStmt::execute() {
+  if (static_cast<int>(values_.size()) != params_)
+    throw SqlError("'" + sql_ + "' has " + std::to_string(params_) +
+                       " parameters, " + std::to_string(values_.size()) +
+                       " bound",
+                   false);
+  c_.runWithoutRows(sql_, values_);
+  reset();
 }
 
 int64_t PostgresStmt::getInt(int col) const {
@@ -326,7 +518,6 @@ void checkDatabaseUrl(const std::string& url) {
         "file option",
         false);
 }
-
 
 std::unique_ptr<SqlConnection> openPostgresConnection(
     const std::string& url, const std::string& passwordFile) {
