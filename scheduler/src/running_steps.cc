@@ -178,6 +178,10 @@ bool RunningSteps::describe(const StepRow& row, StepId sid, const WorkerConn& c,
       m.maxSilentSec = static_cast<uint64_t>(limits->first);
       m.timeoutSec = static_cast<uint64_t>(limits->second);
     }
+  } catch (const SqlError& e) {
+    if (e.transient()) throw;  // offered again without counting an attempt
+    logError("cannot dispatch " + row.drvPath + ": " + e.what());
+    return false;
   } catch (const std::exception& e) {
     logError("cannot dispatch " + row.drvPath + ": " + e.what());
     return false;
