@@ -4,10 +4,10 @@
 // restarting, a lost connection), the scheduler has already told the
 // worker and the core; the write is kept, in order, and done again each
 // turn until the database takes it. Later writes queue behind it, so the
-// rows change in the order the scheduler decided. While a message is
-// handled and the slots it freed are filled, writes are held (Hold) and
-// made right after the dispatch, in the same turn: a BuildStep never waits
-// for a round trip to the database. Service thread only.
+// rows change in the order the scheduler decided. While messages are
+// handled and the slots they freed are filled, writes are held (Hold) and
+// made after the dispatch, once no further message waits: a BuildStep
+// never waits for a round trip to the database. Service thread only.
 
 #include <cstddef>
 #include <deque>

@@ -397,28 +397,35 @@ void SchedulerService::Impl::checkLock() {
   }
 }
 
+// How many messages in a row, each followed by its dispatch, may hold
+// their state writes while further messages wait.
+constexpr int kHeldMessages = 16;
+
 void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
                                            int max) {
   // The registrar's eventfd ends the wait too: a registered output may
   // complete a held result, which frees a slot.
   auto r = link.receive(timeout, uploads.wakeFd());
   turnStart = clock.now();
+  // The state writes the messages cause (a step's end, its builds', the
+  // next step's start) are made after their dispatch, in order: once no
+  // further message waits, or after kHeldMessages of them.
+  std::optional<DeferredWrites::Hold> hold;
   for (int n = 0; n < max; n++) {
-    {
-      // The state writes the message causes (a step's end, its builds',
-      // the next step's start) are made after the dispatch, in order.
-      DeferredWrites::Hold hold(deferred);
-      if (r) link.handle(*r);
-      uploads.takeRegistrations();
-      processEvents();
-      // A result frees a slot: fill it now, not after the rest of the
-      // batch (serving inputs, receiving uploads) is handled. When nothing
-      // can be assigned this costs one O(classes) check.
-      if (mayDispatch()) steps.dispatch();
-    }
+    if (!hold) hold.emplace(deferred);
+    if (r) link.handle(*r);
+    uploads.takeRegistrations();
+    processEvents();
+    // A result frees a slot: fill it now, not after the rest of the batch
+    // (serving inputs, receiving uploads) is handled. When nothing can be
+    // assigned this costs one O(classes) check.
+    if (mayDispatch()) steps.dispatch();
+    bool more = r.has_value();
+    if (more) r = link.receive(std::chrono::milliseconds(0), uploads.wakeFd());
+    if (!more || !r || (n + 1) % kHeldMessages == 0 || n + 1 == max)
+      hold.reset();
     endTurn();
-    if (!r) return;
-    r = link.receive(std::chrono::milliseconds(0), uploads.wakeFd());
+    if (!more) return;
   }
 }
 
