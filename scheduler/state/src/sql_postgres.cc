@@ -240,7 +240,7 @@ class PostgresConnection : public SqlConnection {
       if (!PQsendPrepare(conn_, st.name.c_str(), st.numbered.c_str(), 0,
                          nullptr))
         failSend("preparing '" + sql + "'");
-      queued_.push_back("preparing '" + sql + "'");
+      queued_.push_back({"preparing '" + sql + "'", st.name});
     } else {
       Result r(
           PQprepare(conn_, st.name.c_str(), st.numbered.c_str(), 0, nullptr));
@@ -263,7 +263,7 @@ class PostgresConnection : public SqlConnection {
     if (!PQsendQueryParams(conn_, sql.c_str(), 0, nullptr, nullptr, nullptr,
                            nullptr, 0))
       failSend("sending '" + sql + "'");
-    queued_.push_back("executing '" + sql + "'");
+    queued_.push_back({"executing '" + sql + "'", ""});
   }
 
   void sendPrepared(const std::string& sql,
@@ -275,7 +275,7 @@ class PostgresConnection : public SqlConnection {
     if (!PQsendQueryPrepared(conn_, st.name.c_str(), static_cast<int>(v.size()),
                              v.data(), nullptr, nullptr, 0))
       failSend("sending '" + sql + "'");
-    queued_.push_back("running '" + sql + "'");
+    queued_.push_back({"running '" + sql + "'", ""});
   }
 
   // Reads the queued results in order (returning the last one's when
@@ -288,7 +288,7 @@ class PostgresConnection : public SqlConnection {
       Result r(PQgetResult(conn_));
       ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
       if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        std::string what = queued_.front();
+        std::string what = queued_.front().what;
         abortPipeline();
         checkResult(r.get(), what);
         throw SqlError("PostgreSQL " + url_ + ": " + what + ": no result",
@@ -315,7 +315,7 @@ class PostgresConnection : public SqlConnection {
   // After a failure: the server skipped everything queued up to the sync.
   void abortPipeline() {
     if (!pipeline_) return;
-    queued_.clear();
+    forgetQueued();
     if (PQstatus(conn_) == CONNECTION_OK && PQpipelineSync(conn_)) {
       waitForSync();
     } else {
@@ -332,6 +332,14 @@ class PostgresConnection : public SqlConnection {
     pipeline_ = false;
   }
 
+  // Forgets the queued statements: the server skips what follows a
+  // failure, a statement's preparation too.
+  void forgetQueued() {
+    for (auto& q : queued_)
+      if (!q.prepares.empty()) onServer_.erase(q.prepares);
+    queued_.clear();
+  }
+
   [[noreturn]] void failSend(const std::string& what) {
     std::string msg = PQerrorMessage(conn_);
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
@@ -340,7 +348,7 @@ class PostgresConnection : public SqlConnection {
     PQfinish(conn_);
     conn_ = nullptr;
     if (inTransaction()) lostInTransaction_ = true;
-    queued_.clear();
+    forgetQueued();
     pipeline_ = false;
     throw SqlError("PostgreSQL " + url_ + ": " + what + ": " + msg, true);
   }
@@ -409,8 +417,13 @@ class PostgresConnection : public SqlConnection {
   std::unordered_map<std::string, Statement> statements_;
   /// The statements prepared on the current connection, by name.
   std::unordered_set<std::string> onServer_;
-  bool pipeline_ = false;           ///< in libpq's pipeline mode
-  std::deque<std::string> queued_;  ///< sent, result unread (for messages)
+  bool pipeline_ = false;  ///< in libpq's pipeline mode
+  /// A statement sent whose result is unread.
+  struct Queued {
+    std::string what;      ///< for messages
+    std::string prepares;  ///< the statement it prepares, if it does
+  };
+  std::deque<Queued> queued_;
   int64_t changes_ = 0;
   bool lostInTransaction_ = false;
 };

@@ -58,12 +58,19 @@ TEST_P(SqlPipelineTest, AFailedWriteFailsItsTransactionByTheCommit) {
         insert(2, 2);
         insert(1, 3);  // the key is taken
         insert(4, 4);
+        // First used here: the server skips its preparation too.
+        db_.db()
+            .prepare("UPDATE pipeline_t SET v = 9 WHERE k = ?")
+            .bind(1)
+            .exec();
         txn.commit();
       },
       SqlError);
   EXPECT_EQ(count(), 1);
   insert(5, 5);  // the connection is usable again
   EXPECT_EQ(count(), 2);
+  db_.db().prepare("UPDATE pipeline_t SET v = 9 WHERE k = ?").bind(1).exec();
+  EXPECT_EQ(db_.db().changes(), 1);
 }
 
 TEST_P(SqlPipelineTest, AFailedSavepointIsUndoneAloneByItsCommit) {
