@@ -18,7 +18,11 @@ void StateDbSink::finishSucceeded(int64_t id, const std::string& drvPath,
 void StateDbSink::onBuildEvent(const BuildEvent& ev, int64_t timeMs) {
   switch (ev.kind) {
     case BuildEvent::Kind::kSucceeded:
-      if (auto b = db_.build(ev.build)) finishSucceeded(b->id, b->drvPath, timeMs);
+      // The cause of a success is the build's own derivation: no read.
+      if (!ev.causeDrvPath.empty())
+        finishSucceeded(ev.build, ev.causeDrvPath, timeMs);
+      else if (auto b = db_.build(ev.build))
+        finishSucceeded(b->id, b->drvPath, timeMs);
       break;
     case BuildEvent::Kind::kFailed:
       db_.finishBuild(ev.build, static_cast<int>(ev.status), timeMs,

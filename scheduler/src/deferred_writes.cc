@@ -14,18 +14,34 @@ void DeferredWrites::warn(const char* what) {
 }
 
 void DeferredWrites::run(std::function<void()> write) {
-  if (queue_.empty()) {
+  if (queue_.empty() && !held_) {
     try {
       write();
       return;
     } catch (const SqlError& e) {
       if (!e.transient()) throw;
       queue_.push_back(std::move(write));
+      stalled_ = true;
       warn(e.what());
       return;
     }
   }
   queue_.push_back(std::move(write));
+}
+
+DeferredWrites::Hold::Hold(DeferredWrites& writes) : writes_(writes) {
+  writes_.held_ = true;
+}
+
+DeferredWrites::Hold::~Hold() {
+  writes_.held_ = false;
+  // While the database is away, the periodic flush paces the retries.
+  if (writes_.stalled_) return;
+  try {
+    writes_.flush();
+  } catch (const std::exception& e) {
+    logError(std::string("state writes: ") + e.what());
+  }
 }
 
 size_t DeferredWrites::flush() {
@@ -34,6 +50,7 @@ size_t DeferredWrites::flush() {
       queue_.front()();
     } catch (const SqlError& e) {
       if (e.transient()) {
+        stalled_ = true;
         warn(e.what());
         return queue_.size();
       }
@@ -45,6 +62,7 @@ size_t DeferredWrites::flush() {
     }
     queue_.pop_front();
   }
+  stalled_ = false;
   return 0;
 }
 

@@ -4,7 +4,10 @@
 // restarting, a lost connection), the scheduler has already told the
 // worker and the core; the write is kept, in order, and done again each
 // turn until the database takes it. Later writes queue behind it, so the
-// rows change in the order the scheduler decided. Service thread only.
+// rows change in the order the scheduler decided. While messages are
+// handled and the slots they freed are filled, writes are held (Hold) and
+// made after the dispatch, once no further message waits: a BuildStep
+// never waits for a round trip to the database. Service thread only.
 
 #include <cstddef>
 #include <deque>
@@ -19,8 +22,9 @@ class DeferredWrites {
   /// `clock` (borrowed) paces the warnings.
   explicit DeferredWrites(const Clock& clock) : clock_(clock) {}
 
-  /// Runs `write` (a whole transaction) now if nothing waits, else queues
-  /// it; a transient SqlError queues it too. Any other error propagates.
+  /// Runs `write` (a whole transaction) now if nothing waits and no Hold
+  /// is open, else queues it; a transient SqlError queues it too. Any
+  /// other error propagates.
   void run(std::function<void()> write);
   /// Runs the queued writes in order until one fails transiently (it stays
   /// first); one failing otherwise is logged and dropped. Returns how many
@@ -29,12 +33,29 @@ class DeferredWrites {
   /// How many writes wait.
   size_t pending() const { return queue_.size(); }
 
+  /// Holds the writes run() is given while it lives (RAII; not nested):
+  /// they are queued, and made in order when it ends, unless the database
+  /// was away (then the service's periodic flush tries them again).
+  class Hold {
+   public:
+    /// Starts holding the writes of `writes`, which must outlive it.
+    explicit Hold(DeferredWrites& writes);
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    DeferredWrites& writes_;
+  };
+
  private:
   void warn(const char* what);
 
   const Clock& clock_;
   std::deque<std::function<void()>> queue_;
   Clock::TimePoint lastWarning_{};
+  bool held_ = false;     ///< a Hold is open
+  bool stalled_ = false;  ///< the first queued write failed transiently
 };
 
 }  // namespace kiln::scheduler

@@ -6,16 +6,27 @@
 
 namespace kiln::scheduler {
 
-void StepIndex::add(StepId core, int64_t db) {
+void StepIndex::add(StepId core, int64_t db, int64_t attempts) {
   toDb_[core] = db;
   toCore_[db] = core;
+  attempts_[db] = attempts;
 }
 
 void StepIndex::erase(StepId core) {
   auto it = toDb_.find(core);
   if (it == toDb_.end()) return;
   toCore_.erase(it->second);
+  attempts_.erase(it->second);
   toDb_.erase(it);
+}
+
+int64_t StepIndex::attempts(int64_t db) const {
+  auto it = attempts_.find(db);
+  return it == attempts_.end() ? 0 : it->second;
+}
+
+void StepIndex::countAttempt(int64_t db) {
+  if (auto it = attempts_.find(db); it != attempts_.end()) ++it->second;
 }
 
 std::optional<int64_t> StepIndex::dbId(StepId core) const {
@@ -88,7 +99,8 @@ StepSpec Ingestor::specOf(const std::string& drvPath,
 
 StepId Ingestor::addStepRow(const std::string& drvPath,
                             const store::Derivation& drv,
-                            const std::vector<StepId>& deps) {
+                            const std::vector<StepId>& deps,
+                            const std::optional<StepRow>& existing) {
   StepSpec spec = specOf(drvPath, drv);
   StepRow row;
   row.drvPath = drvPath;
@@ -96,13 +108,12 @@ StepId Ingestor::addStepRow(const std::string& drvPath,
   row.pname = spec.pname;
   row.features = spec.requiredFeatures;
   row.createdMs = clock_.nowMs();
-  auto existing = db_.stepByDrv(drvPath);
-  int64_t id = db_.upsertStep(row);
+  int64_t id = existing ? existing->id : db_.upsertStep(row);
   if (existing && existing->finished) db_.reopenStep(id);
   if (existing) spec.created = TimePoint(Duration(existing->createdMs));
   for (auto d : deps) db_.addStepDep(id, *index_.dbId(d));
   StepId sid = core_.addStep(spec, deps);
-  index_.add(sid, id);
+  index_.add(sid, id, existing ? existing->attempts : 0);
   return sid;
 }
 
@@ -130,6 +141,7 @@ struct Ingestor::Frame {
   std::shared_ptr<const store::Derivation> drv;
   std::vector<std::string> children;
   size_t next = 0;
+  std::optional<StepRow> existing;  ///< its step's row, if recorded
 };
 
 IngestResult Ingestor::ingest(const std::string& topPath) {
@@ -158,8 +170,9 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
       r.validDerivations++;
       return;
     }
-    if (auto cf = db_.cachedFailure(drvPath, now)) {
-      StepId s = addStepRow(drvPath, *drv, {});
+    auto found = db_.lookUpStep(drvPath, now);
+    if (found.failure) {
+      StepId s = addStepRow(drvPath, *drv, {}, found.step);
       r.newSteps++;
       db_.finishStep(*index_.dbId(s),
                      static_cast<int>(StepStatus::kCachedFailure), now,
@@ -168,7 +181,7 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
       done[drvPath] = s;
       return;
     }
-    Frame f{drvPath, std::move(drv), {}, 0};
+    Frame f{drvPath, std::move(drv), {}, 0, std::move(found.step)};
     for (auto& [in, outs] : f.drv->inputDrvs)
       f.children.push_back(store_.printPath(in));
     stack.push_back(std::move(f));
@@ -188,7 +201,7 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
     std::vector<StepId> deps;
     for (auto& c : f.children)
       if (auto s = done.at(c)) deps.push_back(*s);
-    StepId s = addStepRow(f.drvPath, *f.drv, deps);
+    StepId s = addStepRow(f.drvPath, *f.drv, deps, f.existing);
     r.newSteps++;
     done[f.drvPath] = s;
     stack.pop_back();

@@ -175,10 +175,14 @@ bool RunningSteps::describe(const StepRow& row, StepId sid, const WorkerConn& c,
     // from its job's meta.maxSilent / meta.timeout.
     auto view = core_.step(sid);
     m.rankMs = rankMs(view.criticalPath);
-    if (auto owner = db_.build(view.ownerBuild)) {
-      m.maxSilentSec = static_cast<uint64_t>(owner->maxSilentSec);
-      m.timeoutSec = static_cast<uint64_t>(owner->timeoutSec);
+    if (auto limits = buildLimits(view.ownerBuild)) {
+      m.maxSilentSec = static_cast<uint64_t>(limits->first);
+      m.timeoutSec = static_cast<uint64_t>(limits->second);
     }
+  } catch (const SqlError& e) {
+    if (e.transient()) throw;  // offered again without counting an attempt
+    logError("cannot dispatch " + row.drvPath + ": " + e.what());
+    return false;
   } catch (const std::exception& e) {
     logError("cannot dispatch " + row.drvPath + ": " + e.what());
     return false;
@@ -202,32 +206,52 @@ void RunningSteps::track(const StepRow& row, StepId sid, const WorkerConn& c,
   running_[row.id] = std::move(run);
 }
 
+std::optional<std::pair<int64_t, int64_t>> RunningSteps::buildLimits(
+    int64_t build) {
+  if (auto it = limits_.find(build); it != limits_.end()) return it->second;
+  if (auto b = db_.build(build))
+    return std::pair(b->maxSilentSec, b->timeoutSec);
+  return std::nullopt;
+}
+
+void RunningSteps::notifyBuildsStarted(int64_t id, const std::string& drvPath) {
+  if (!notify_) return;
+  deferred_.run([this, id, drvPath] {
+    try {
+      for (auto& b : db_.unfinishedBuildsOfDrv(drvPath))  // its top step
+        notify_({LifecycleEvent::Kind::kBuildStarted, b.jobset, b.eval, b.id});
+    } catch (const SqlError& e) {
+      if (!e.transient()) throw;
+      logWarn("step " + std::to_string(id) + ": no start notification (" +
+              e.what() + ")");
+    }
+  });
+}
+
 bool RunningSteps::sendBuildStep(int64_t id, StepId sid, WorkerConn& c) {
-  auto row = db_.step(id);
-  if (!row) return false;
+  // From memory (the core and the index): a dispatch reads no row.
+  StepView view = core_.step(sid);
+  StepRow row;
+  row.id = id;
+  row.drvPath = std::move(view.drvPath);
+  row.system = std::move(view.system);
+  row.attempts = ingestor_.index().attempts(id);
   proto::BuildStep m;
   RunningStep run;
-  if (!describe(*row, sid, c, m, run) || !link_.send(c.peer, m)) return false;
+  if (!describe(row, sid, c, m, run) || !link_.send(c.peer, m)) return false;
   traceEvent("scheduler", "dispatched", m.stepId, c.name);
-  KILN_FAIL_POINT("scheduler.step-start.before-commit");
   // The worker has the step: it is tracked whatever the database says, so
-  // its result is taken; the start is recorded now or, the database being
-  // away, before anything recorded after it.
+  // its result is taken; the start is recorded after the turn's dispatch
+  // or, the database being away, before anything recorded after it.
   deferred_.run([&db = db_, id, worker = c.name, now = clock_.nowMs()] {
+    KILN_FAIL_POINT("scheduler.step-start.before-commit");
     db.startStep(id, worker, now);
+    KILN_FAIL_POINT("scheduler.step-start.after-commit");
   });
-  KILN_FAIL_POINT("scheduler.step-start.after-commit");
-  try {
-    if (notify_)
-      for (auto& b : db_.unfinishedBuildsOfDrv(row->drvPath))  // its top step
-        notify_({LifecycleEvent::Kind::kBuildStarted, b.jobset, b.eval, b.id});
-  } catch (const SqlError& e) {
-    if (!e.transient()) throw;
-    logWarn("step " + std::to_string(id) + ": no start notification (" +
-            e.what() + ")");
-  }
-  run.attempt = row->attempts + 1;
-  track(*row, sid, c, m.timeoutSec, std::move(run));
+  ingestor_.countAttempt(id);
+  notifyBuildsStarted(id, row.drvPath);
+  run.attempt = row.attempts + 1;
+  track(row, sid, c, m.timeoutSec, std::move(run));
   return true;
 }
 
@@ -493,13 +517,14 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
     auto& n = settledByPeer_[run.peer];
     ++(ok ? n.first : n.second);
   };
+  bool finished = true;  // the step's row says it ended
   if (!run.rejected.empty()) {
     // The worker's own report does not matter: what it sent is wrong.
     proto::StepResult r = m;
     r.status = StepStatus::kFailed;
     r.errorMsg = run.rejected;
     writeAll(openLog(run), "\n[kiln: " + run.rejected + "]\n");
-    fail(run, r, took);
+    finished = fail(run, r, took);
     count(false);
   } else if (m.status == StepStatus::kSuccess) {
     if (!succeed(run, took)) {
@@ -509,12 +534,15 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
     }
     count(true);
   } else {
-    fail(run, m, took);
+    finished = fail(run, m, took);
     count(false);
   }
   ended(run);  // after the notes written to its log above
-  if (auto row = db_.step(id); notify_ && row && row->finished)
-    notify_({LifecycleEvent::Kind::kStepFinished, 0, 0, 0, id});
+  // After the row's write (the notifier reads it), in order with it.
+  if (notify_ && finished)
+    deferred_.run([this, id] {
+      notify_({LifecycleEvent::Kind::kStepFinished, 0, 0, 0, id});
+    });
   markPending();
 }
 
@@ -543,17 +571,16 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took) {
   return true;
 }
 
-void RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
+bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
                         Duration took) {
   if (isTransient(m.status)) {
     core_.finishStep(run.sid, StepResult::transient(took));
-    if (core_.step(run.sid).state == StepView::State::kFailed)
-      deferred_.run([&db = db_, id = run.id,
-                     status = static_cast<int>(m.status), now = clock_.nowMs(),
-                     error = m.errorMsg] {
-        finishStepRow(db, id, status, now, error, std::nullopt);
-      });
-    return;
+    if (core_.step(run.sid).state != StepView::State::kFailed) return false;
+    deferred_.run([&db = db_, id = run.id, status = static_cast<int>(m.status),
+                   now = clock_.nowMs(), error = m.errorMsg] {
+      finishStepRow(db, id, status, now, error, std::nullopt);
+    });
+    return true;
   }
   std::optional<CachedFailureRow> cached;
   if (m.status != StepStatus::kDepFailed) {
@@ -567,6 +594,7 @@ void RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
     finishStepRow(db, id, status, now, error, cached);
   });
   core_.finishStep(run.sid, StepResult::permanent(m.status, took));
+  return true;
 }
 
 }  // namespace kiln::scheduler

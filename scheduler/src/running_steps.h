@@ -12,7 +12,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "deferred_writes.h"
@@ -140,13 +142,18 @@ class RunningSteps {
   /// Where each attempt's start and end go, for its log to reach the
   /// state database (borrowed; null: the files only).
   void mirrorLogsTo(LogMirror* mirror) { mirror_ = mirror; }
+  /// Keeps build `b`'s limits for its steps' dispatch (no row read then).
+  void setBuildLimits(const BuildRow& b) {
+    limits_[b.id] = {b.maxSilentSec, b.timeoutSec};
+  }
+  /// Build `build` ended: its limits are forgotten.
+  void buildEnded(int64_t build) { limits_.erase(build); }
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
   /// Why `row` (step `held.stepId`, read from the database) is not `c`'s
   /// to claim, or "" if it is (or already runs on `c`).
-  std::string claimRefusal(const WorkerConn& c,
-                           const protocol::HeldStep& held,
+  std::string claimRefusal(const WorkerConn& c, const protocol::HeldStep& held,
                            const std::optional<StepRow>& row);
   /// The BuildStep of step `row` for `c`, and what `run` keeps of it
   /// (inputs, outputs); false (logged) if its .drv cannot be read.
@@ -165,8 +172,15 @@ class RunningSteps {
   void complete(int64_t id, const protocol::StepResult& r);
   /// False if an output is missing (the step is retried instead).
   bool succeed(const RunningStep& run, Duration took);
-  void fail(const RunningStep& run, const protocol::StepResult& r,
+  /// Whether the step's row is recorded as ended (not when it is retried).
+  bool fail(const RunningStep& run, const protocol::StepResult& r,
             Duration took);
+  /// Build `build`'s limits (max silent, timeout; seconds): from memory
+  /// (setBuildLimits), else its row.
+  std::optional<std::pair<int64_t, int64_t>> buildLimits(int64_t build);
+  /// Reports build.started for the builds whose own step `id` (of
+  /// `drvPath`) went out, after the turn's dispatch.
+  void notifyBuildsStarted(int64_t id, const std::string& drvPath);
   RunningStep* findOn(int64_t id, const std::string& peer);
   /// `run`'s log file, opened (truncated) at the first call.
   int openLog(RunningStep& run);
@@ -193,6 +207,8 @@ class RunningSteps {
   std::optional<Clock::TimePoint> pendingSince_;
   std::function<void(const LifecycleEvent&)> notify_;
   LogMirror* mirror_ = nullptr;
+  /// Limits of the unfinished builds (setBuildLimits), by build id.
+  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> limits_;
 };
 
 }  // namespace kiln::scheduler

@@ -122,7 +122,10 @@ SchedulerService::Impl::Impl(ServiceConfig c)
     s->attach(db);
     sinks.push_back(s);
   }
-  steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
+  // Only notifiers read the rows a step's events name: without one the
+  // dispatch path reads nothing for them.
+  if (sinks.size() > 1)
+    steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   loopWake.add(uploads.wakeFd());
   requestWakeups = listenForRequests(cfg.database());
   if (requestWakeups) loopWake.add(requestWakeups->wakeFd());
@@ -230,6 +233,7 @@ void SchedulerService::Impl::startBuild(const BuildRow& b) {
         {b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess, b.drvPath});
     return;
   }
+  steps.setBuildLimits(b);
   BuildSpec spec;
   spec.id = b.id;
   spec.jobset = b.jobset;
@@ -288,7 +292,13 @@ void SchedulerService::Impl::notify(const LifecycleEvent& ev,
 }
 
 void SchedulerService::Impl::processEvents() {
-  for (auto& ev : core.takeBuildEvents()) announce(ev);
+  for (auto& ev : core.takeBuildEvents()) {
+    // A failed build stays in the core (a retried step may revive it).
+    if (ev.kind == BuildEvent::Kind::kSucceeded ||
+        ev.kind == BuildEvent::Kind::kCancelled)
+      steps.buildEnded(ev.build);
+    announce(ev);
+  }
   steps.abort(core.takeAborts());
   settleDropped(core.takeDropped());
 }
@@ -407,6 +417,10 @@ void SchedulerService::Impl::checkLock() {
   }
 }
 
+// How many messages in a row, each followed by its dispatch, may hold
+// their state writes while further messages wait.
+constexpr int kHeldMessages = 16;
+
 void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
                                            int max) {
   // The registrar's eventfd ends the wait too (a registered output may
@@ -414,7 +428,12 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   // notified on PostgreSQL.
   auto r = link.receive(timeout, loopWake.fd());
   turnStart = clock.now();
+  // The state writes the messages cause (a step's end, its builds', the
+  // next step's start) are made after their dispatch, in order: once no
+  // further message waits, or after kHeldMessages of them.
+  std::optional<DeferredWrites::Hold> hold;
   for (int n = 0; n < max; n++) {
+    if (!hold) hold.emplace(deferred);
     if (r) link.handle(*r);
     uploads.takeRegistrations();
     processEvents();
@@ -422,9 +441,12 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
     // (serving inputs, receiving uploads) is handled. When nothing can be
     // assigned this costs one O(classes) check.
     if (mayDispatch()) steps.dispatch();
+    bool more = r.has_value();
+    if (more) r = link.receive(std::chrono::milliseconds(0), loopWake.fd());
+    if (!more || !r || (n + 1) % kHeldMessages == 0 || n + 1 == max)
+      hold.reset();
     endTurn();
-    if (!r) return;
-    r = link.receive(std::chrono::milliseconds(0), loopWake.fd());
+    if (!more) return;
   }
 }
 

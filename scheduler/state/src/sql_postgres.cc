@@ -5,62 +5,40 @@
 // transaction is re-opened on the next call; lost inside one, every call
 // fails (transient) until the transaction ends, so no statement of it runs
 // on a fresh connection outside it.
+//
+// Inside a transaction the statements whose results nobody reads (BEGIN,
+// SAVEPOINT, writes run by SqlStmt::exec) go out in libpq's pipeline mode
+// without waiting; their results are read, in order, before the next
+// statement whose rows are wanted, at RELEASE SAVEPOINT, at COMMIT and
+// every kMaxQueued statements. A transaction of writes then costs one
+// round trip instead of one per statement, and a failing write is
+// reported by the commit of its innermost transaction at the latest.
+#include <libpq-fe.h>
+
 #include <cerrno>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/common/file.h"
 #include "kiln/scheduler/sql.h"
 #include "kiln/scheduler/state_db.h"  // SchedulerStateError
 #include "pg_connect.h"
+#include "postgres_text.h"
 
 namespace kiln::scheduler {
 namespace {
+
+using detail::numberPlaceholders;
+using detail::transientState;
 
 struct ResultFree {
   void operator()(PGresult* r) const { PQclear(r); }
 };
 using Result = std::unique_ptr<PGresult, ResultFree>;
-
-// Whether SQLSTATE `state` names a failure worth running the transaction
-// again for: connection exceptions (08), serialization failure, deadlock,
-// too many connections, and a server shutting down or starting up.
-bool transientState(const std::string& state) {
-  return state.starts_with("08") || state == "40001" || state == "40P01" ||
-         state == "53300" || state == "57P01" || state == "57P02" ||
-         state == "57P03";
-}
-
-// `sql` with each `?` outside quotes, identifiers and comments as `$1`,
-// `$2`, …; `count` receives how many.
-std::string numberPlaceholders(std::string_view sql, int& count) {
-  std::string out;
-  out.reserve(sql.size() + 16);
-  count = 0;
-  char quote = 0;
-  for (size_t i = 0; i < sql.size(); ++i) {
-    char c = sql[i];
-    if (quote) {
-      out += c;
-      if (c == quote) quote = 0;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-      out += c;
-    } else if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
-      size_t end = sql.find('\n', i);
-      if (end == std::string_view::npos) end = sql.size();
-      out.append(sql.substr(i, end - i));
-      i = end - 1;
-    } else if (c == '?') {
-      out += '$' + std::to_string(++count);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 class PostgresConnection;
 
@@ -91,6 +69,7 @@ class PostgresStmt : public SqlStmtImpl {
     values_.back().binary = true;
   }
   bool step() override;
+  void execute() override;
   void reset() override {
     values_.clear();
     res_.reset();
@@ -105,12 +84,12 @@ class PostgresStmt : public SqlStmtImpl {
     return std::string(PQgetvalue(res_.get(), row_, col),
                        PQgetlength(res_.get(), row_, col));
   }
-  std::string getBlob(int col) const override;
   bool isNull(int col) const override {
     check(col);
     return PQgetisnull(res_.get(), row_, col) != 0;
   }
   int columnCount() const override { return res_ ? PQnfields(res_.get()) : 0; }
+  std::string getBlob(int col) const override;
 
  private:
   void push(std::optional<std::string> v) {
@@ -134,6 +113,12 @@ class PostgresStmt : public SqlStmtImpl {
 };
 
 class PostgresConnection : public SqlConnection {
+  struct Statement {
+    std::string name;      ///< the server-side statement
+    std::string numbered;  ///< the text with `$n` placeholders
+    int params = 0;
+  };
+
  public:
   PostgresConnection(std::string url, std::string password)
       : url_(std::move(url)), password_(std::move(password)) {
@@ -148,15 +133,12 @@ class PostgresConnection : public SqlConnection {
 
   SqlStmt prepare(std::string_view sql) override {
     std::string text(sql);
-    auto it = names_.find(text);
-    if (it == names_.end()) {
-      ensureUsable(text);
-      int params = 0;
-      std::string numbered = numberPlaceholders(sql, params);
-      Prepared p{"k" + std::to_string(names_.size() + 1), params};
-      Result r(PQprepare(conn_, p.name.c_str(), numbered.c_str(), 0, nullptr));
-      checkResult(r.get(), "preparing '" + text + "'");
-      it = names_.emplace(text, p).first;
+    auto it = statements_.find(text);
+    if (it == statements_.end()) {
+      Statement st;
+      st.numbered = numberPlaceholders(sql, st.params);
+      st.name = "k" + std::to_string(statements_.size() + 1);
+      it = statements_.emplace(text, std::move(st)).first;
     }
     return SqlStmt(
         std::make_unique<PostgresStmt>(*this, text, it->second.params));
@@ -164,6 +146,27 @@ class PostgresConnection : public SqlConnection {
 
   void exec(std::string_view sql) override {
     std::string text(sql);
+    if (text == "BEGIN" || text.starts_with("SAVEPOINT ")) {
+      sendCommand(text);  // opens the pipeline
+      return;
+    }
+    if (pipeline_) {
+      if (text.starts_with("RELEASE SAVEPOINT ")) {
+        sendCommand(text);
+        readQueued();  // the savepoint's writes succeeded, or it throws
+        return;
+      }
+      if (text == "COMMIT") {
+        sendCommand(text);
+        leavePipeline();
+        return;
+      }
+      if (text.starts_with("ROLLBACK")) {
+        abortPipeline();  // what is queued is undone anyway
+      } else {
+        leavePipeline();
+      }
+    }
     ensureUsable(text);
     Result r(PQexec(conn_, text.c_str()));
     checkResult(r.get(), "executing '" + text + "'");
@@ -171,10 +174,13 @@ class PostgresConnection : public SqlConnection {
     changes_ = n && *n ? std::strtoll(n, nullptr, 10) : 0;
   }
 
-  int64_t changes() override { return changes_; }
-
   void notify(std::string_view channel) override {
     prepare("SELECT pg_notify(?, '')").bind(channel).exec();
+  }
+
+  int64_t changes() override {
+    if (pipeline_) readQueued();
+    return changes_;
   }
 
   int64_t userVersion() override {
@@ -190,28 +196,34 @@ class PostgresConnection : public SqlConnection {
          ")");
   }
 
-  /// Runs `sql`, prepared on this connection (again if it was re-opened
-  /// since), with `values` (for PostgresStmt).
+  /// Runs `sql` (prepared by prepare()) with `values` and returns its
+  /// result (for PostgresStmt::step): in the pipeline, after the results
+  /// queued before it.
   Result run(const std::string& sql, const std::vector<Param>& values) {
+    if (pipeline_) {
+      sendPrepared(sql, values);
+      return readQueued(true);
+    }
     ensureUsable(sql);
-    if (!names_.count(sql)) {
-      // Re-opened since the statement was prepared: prepare it again.
-      prepare(sql);
-    }
-    const std::string& current = names_.at(sql).name;
-    std::vector<const char*> v;
-    std::vector<int> lengths, formats;
-    for (auto& x : values) {
-      v.push_back(x.value ? x.value->data() : nullptr);
-      lengths.push_back(x.value ? static_cast<int>(x.value->size()) : 0);
-      formats.push_back(x.binary ? 1 : 0);
-    }
-    Result r(PQexecPrepared(conn_, current.c_str(), static_cast<int>(v.size()),
-                            v.data(), lengths.data(), formats.data(), 0));
+    const Statement& st = preparedOnServer(sql);
+    Params p(values);
+    Result r(PQexecPrepared(conn_, st.name.c_str(), p.count(), p.values.data(),
+                            p.lengths.data(), p.formats.data(), 0));
     checkResult(r.get(), "running '" + sql + "'");
-    const char* n = PQcmdTuples(r.get());
-    if (n && *n) changes_ = std::strtoll(n, nullptr, 10);
+    noteChanges(r.get());
     return r;
+  }
+
+  /// Runs `sql` with `values` when nobody reads its rows: inside a
+  /// transaction it is queued in the pipeline (PostgresStmt::execute).
+  void runWithoutRows(const std::string& sql,
+                      const std::vector<Param>& values) {
+    if (!inTransaction()) {
+      run(sql, values);
+      return;
+    }
+    sendPrepared(sql, values);
+    if (queued_.size() >= kMaxQueued) readQueued();
   }
 
   void setSessionSetup(std::function<void(SqlConnection&)> setup) override {
@@ -227,9 +239,156 @@ class PostgresConnection : public SqlConnection {
   void transactionEnded() override { lostInTransaction_ = false; }
 
  private:
+  /// Statements queued in the pipeline before their results are read:
+  /// the server's replies to them must fit the socket's buffers.
+  static constexpr size_t kMaxQueued = 128;
+
+  // The arrays libpq takes for `values`.
+  struct Params {
+    explicit Params(const std::vector<Param>& values) {
+      for (auto& x : values) {
+        this->values.push_back(x.value ? x.value->data() : nullptr);
+        lengths.push_back(x.value ? static_cast<int>(x.value->size()) : 0);
+        formats.push_back(x.binary ? 1 : 0);
+      }
+    }
+    int count() const { return static_cast<int>(values.size()); }
+    std::vector<const char*> values;
+    std::vector<int> lengths, formats;
+  };
+
+  void noteChanges(PGresult* r) {
+    const char* n = PQcmdTuples(r);
+    if (n && *n) changes_ = std::strtoll(n, nullptr, 10);
+  }
+
+  // `sql`'s statement, prepared on this connection (again if it was
+  // re-opened since): synchronously, or queued in the pipeline.
+  const Statement& preparedOnServer(const std::string& sql) {
+    const Statement& st = statements_.at(sql);
+    if (onServer_.count(st.name)) return st;
+    if (pipeline_) {
+      if (!PQsendPrepare(conn_, st.name.c_str(), st.numbered.c_str(), 0,
+                         nullptr))
+        failSend("preparing '" + sql + "'");
+      queued_.push_back({"preparing '" + sql + "'", st.name});
+    } else {
+      Result r(
+          PQprepare(conn_, st.name.c_str(), st.numbered.c_str(), 0, nullptr));
+      checkResult(r.get(), "preparing '" + sql + "'");
+    }
+    onServer_.insert(st.name);
+    return st;
+  }
+
+  void enterPipeline() {
+    if (pipeline_) return;
+    if (PQenterPipelineMode(conn_) != 1) failSend("entering pipeline mode");
+    pipeline_ = true;
+  }
+
+  // Queues `sql`, a command without parameters or rows.
+  void sendCommand(const std::string& sql) {
+    ensureUsable(sql);
+    enterPipeline();
+    if (!PQsendQueryParams(conn_, sql.c_str(), 0, nullptr, nullptr, nullptr,
+                           nullptr, 0))
+      failSend("sending '" + sql + "'");
+    queued_.push_back({"executing '" + sql + "'", ""});
+  }
+
+  void sendPrepared(const std::string& sql, const std::vector<Param>& values) {
+    ensureUsable(sql);
+    enterPipeline();
+    const Statement& st = preparedOnServer(sql);
+    Params p(values);
+    if (!PQsendQueryPrepared(conn_, st.name.c_str(), p.count(),
+                             p.values.data(), p.lengths.data(),
+                             p.formats.data(), 0))
+      failSend("sending '" + sql + "'");
+    queued_.push_back({"running '" + sql + "'", ""});
+  }
+
+  // Reads the queued results in order (returning the last one's when
+  // `keepLast`); the first failure ends the pipeline and throws.
+  Result readQueued(bool keepLast = false) {
+    if (!PQsendFlushRequest(conn_) || PQflush(conn_) != 0)
+      failSend("flushing the pipeline");
+    Result last;
+    while (!queued_.empty()) {
+      Result r(PQgetResult(conn_));
+      ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+      if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        std::string what = queued_.front().what;
+        abortPipeline();
+        checkResult(r.get(), what);
+        throw SqlError("PostgreSQL " + url_ + ": " + what + ": no result",
+                       true);
+      }
+      while (Result more{PQgetResult(conn_)}) {
+      }  // the NULL that ends the statement's results
+      noteChanges(r.get());
+      queued_.pop_front();
+      if (queued_.empty() && keepLast) last = std::move(r);
+    }
+    return last;
+  }
+
+  // Commits the pipeline's results: a sync, every result read, pipeline
+  // mode left. Throws the first failure.
+  void leavePipeline() {
+    if (!pipeline_) return;
+    readQueued();
+    if (!PQpipelineSync(conn_)) failSend("syncing the pipeline");
+    waitForSync();
+  }
+
+  // After a failure: the server skipped everything queued up to the sync.
+  void abortPipeline() {
+    if (!pipeline_) return;
+    forgetQueued();
+    if (PQstatus(conn_) == CONNECTION_OK && PQpipelineSync(conn_)) {
+      waitForSync();
+    } else {
+      pipeline_ = false;  // the connection is re-opened (ensureUsable)
+    }
+  }
+
+  void waitForSync() {
+    while (PQstatus(conn_) == CONNECTION_OK) {
+      Result r(PQgetResult(conn_));
+      if (r && PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) break;
+    }
+    PQexitPipelineMode(conn_);
+    pipeline_ = false;
+  }
+
+  // Forgets the queued statements: the server skips what follows a
+  // failure, a statement's preparation too.
+  void forgetQueued() {
+    for (auto& q : queued_)
+      if (!q.prepares.empty()) onServer_.erase(q.prepares);
+    queued_.clear();
+  }
+
+  [[noreturn]] void failSend(const std::string& what) {
+    std::string msg = PQerrorMessage(conn_);
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    // What the server did of the queued statements is unknown: the
+    // connection is dropped (re-opened between transactions).
+    PQfinish(conn_);
+    conn_ = nullptr;
+    if (inTransaction()) lostInTransaction_ = true;
+    forgetQueued();
+    pipeline_ = false;
+    throw SqlError("PostgreSQL " + url_ + ": " + what + ": " + msg, true);
+  }
+
   void connect() {
     conn_ = connectPostgres(url_, password_).release();
-    names_.clear();
+    onServer_.clear();
+    queued_.clear();
+    pipeline_ = false;
     runSetup();
   }
 
@@ -239,9 +398,12 @@ class PostgresConnection : public SqlConnection {
     try {
       setup_(*this);
     } catch (...) {
+      if (pipeline_) abortPipeline();
       PQfinish(conn_);
       conn_ = nullptr;
-      names_.clear();
+      onServer_.clear();
+      queued_.clear();
+      pipeline_ = false;
       throw;
     }
   }
@@ -281,11 +443,17 @@ class PostgresConnection : public SqlConnection {
   std::string url_, password_;
   PGconn* conn_ = nullptr;
   std::function<void(SqlConnection&)> setup_;
-  struct Prepared {
-    std::string name;  ///< the server-side statement
-    int params = 0;
+  /// By SQL text: its server-side name, `$n` text and parameter count.
+  std::unordered_map<std::string, Statement> statements_;
+  /// The statements prepared on the current connection, by name.
+  std::unordered_set<std::string> onServer_;
+  bool pipeline_ = false;  ///< in libpq's pipeline mode
+  /// A statement sent whose result is unread.
+  struct Queued {
+    std::string what;      ///< for messages
+    std::string prepares;  ///< the statement it prepares, if it does
   };
-  std::unordered_map<std::string, Prepared> names_;  ///< by SQL text
+  std::deque<Queued> queued_;
   int64_t changes_ = 0;
   bool lostInTransaction_ = false;
 };
@@ -303,6 +471,16 @@ bool PostgresStmt::step() {
     ++row_;
   }
   return row_ < PQntuples(res_.get());
+}
+
+void PostgresStmt::execute() {
+  if (static_cast<int>(values_.size()) != params_)
+    throw SqlError("'" + sql_ + "' has " + std::to_string(params_) +
+                       " parameters, " + std::to_string(values_.size()) +
+                       " bound",
+                   false);
+  c_.runWithoutRows(sql_, values_);
+  reset();
 }
 
 std::string PostgresStmt::getBlob(int col) const {
@@ -339,70 +517,6 @@ int64_t PostgresStmt::getInt(int col) const {
 }
 
 }  // namespace
-
-void checkDatabaseUrl(const std::string& url) {
-  if (url.empty()) return;
-  if (!url.starts_with("postgresql://") && !url.starts_with("postgres://"))
-    throw SqlError("database URL '" + url +
-                       "' is not a PostgreSQL URL (postgresql://user@host:"
-                       "port/database)",
-                   false);
-  char* err = nullptr;
-  PQconninfoOption* opts = PQconninfoParse(url.c_str(), &err);
-  if (!opts) {
-    std::string msg = err ? err : "cannot parse it";
-    PQfreemem(err);
-    throw SqlError("database URL: " + msg, false);
-  }
-  bool hasPassword = false;
-  for (auto* o = opts; o->keyword; ++o)
-    if (std::string_view(o->keyword) == "password" && o->val && *o->val)
-      hasPassword = true;
-  PQconninfoFree(opts);
-  if (hasPassword)
-    throw SqlError(
-        "database URL holds a password: take it out of the URL and put it "
-        "in a PGPASSFILE (host:port:database:user:password) or a password "
-        "file option",
-        false);
-}
-
-PgConn connectPostgres(
-    const std::string& url, const std::string& password,
-    const std::vector<std::pair<const char*, const char*>>& extra) {
-  std::vector<const char*> keys = {"dbname", "connect_timeout",
-                                   "application_name"};
-  std::vector<const char*> vals = {url.c_str(), "10", "kiln"};
-  if (!password.empty()) {
-    keys.push_back("password");
-    vals.push_back(password.c_str());
-  }
-  for (auto& [k, v] : extra) {
-    keys.push_back(k);
-    vals.push_back(v);
-  }
-  keys.push_back(nullptr);
-  vals.push_back(nullptr);
-  PgConn conn(PQconnectdbParams(keys.data(), vals.data(), 1));
-  if (!conn) throw SqlError("PostgreSQL " + url + ": out of memory", true);
-  if (PQstatus(conn.get()) != CONNECTION_OK) {
-    std::string msg = PQerrorMessage(conn.get());
-    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-    throw SqlError("cannot connect to PostgreSQL " + url + ": " + msg, true);
-  }
-  PQsetNoticeProcessor(
-      conn.get(), [](void*, const char*) {}, nullptr);
-  return conn;
-}
-
-std::string readPostgresPassword(const std::string& passwordFile) {
-  if (passwordFile.empty()) return "";
-  std::string text = readFile(passwordFile);
-  std::string password = text.substr(0, text.find('\n'));
-  if (password.empty())
-    throw SqlError("password file " + passwordFile + " is empty", false);
-  return password;
-}
 
 std::unique_ptr<SqlConnection> openPostgresConnection(
     const std::string& url, const std::string& passwordFile) {

@@ -305,6 +305,7 @@ int64_t copyTable(SqlConnection& src, SqlConnection& dst, const TableSpec& t,
       }
     }
     writer.flush();
+    dst.changes();  // reads what was pipelined: a failure names this table
     if (progress) progress(t.name, rows);
     return rows;
   });

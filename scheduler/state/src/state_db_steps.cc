@@ -39,6 +39,27 @@ std::optional<StepRow> StateDb::stepByDrv(const std::string& drvPath) {
   return readOne<StepRow>(s, readStep);
 }
 
+StateDb::StepLookup StateDb::lookUpStep(const std::string& drvPath,
+                                        int64_t nowMs) {
+  // One row whatever exists: the step's columns (NULL when it has none),
+  // then its cached failure's status, time and expiry.
+  auto s = db_->prepare(
+      std::string("SELECT s.*, f.status, f.time, f.expires FROM (SELECT 1 "
+                  "AS one) o LEFT JOIN (SELECT ") +
+      kStepColumns +
+      " FROM steps WHERE drv_path = ?) s ON 1 = 1 LEFT JOIN cached_failures "
+      "f ON f.drv_path = ? AND (f.expires = 0 OR f.expires > ?)");
+  s.bind(drvPath).bind(drvPath).bind(nowMs);
+  StepLookup out;
+  if (!s.step()) return out;
+  int first = s.columnCount() - 3;
+  if (!s.isNull(0)) out.step = readStep(s);
+  if (!s.isNull(first))
+    out.failure = CachedFailureRow{drvPath, static_cast<int>(s.getInt(first)),
+                                   s.getInt(first + 1), s.getInt(first + 2)};
+  return out;
+}
+
 std::optional<StepRow> StateDb::stepByBaseName(const std::string& base) {
   // Every step of a state database is in one store: any step's folder is
   // theirs, and the unique index on drv_path finds the full path.

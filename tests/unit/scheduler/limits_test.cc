@@ -136,6 +136,10 @@ TEST_F(LimitsTest, AStepWithoutResultPastItsTimeoutIsTakenBack) {
   int64_t id = svc_->addBuild(jobset_, "a", a_);
   svc_->db().db().exec("UPDATE builds SET timeout = 10 WHERE id = " +
                        std::to_string(id));
+  // The scheduler keeps a build's limits from when it ingested the row: a
+  // restart reads the changed row.
+  svc_.reset();
+  start();
   auto w = join("w1");
   auto w2 = join("w2");
   ASSERT_TRUE(until({w.get(), w2.get()},

@@ -25,11 +25,17 @@ namespace kiln::scheduler {
 /// core (Ingestor::forget).
 class StepIndex {
  public:
-  void add(StepId core, int64_t db);
+  /// Pairs `core` with row `db`, whose `attempts` were counted so far.
+  void add(StepId core, int64_t db, int64_t attempts = 0);
   /// Forgets a step that left the core.
   void erase(StepId core);
   std::optional<int64_t> dbId(StepId core) const;
   std::optional<StepId> coreId(int64_t db) const;
+  /// The attempts row `db` counts (its column `attempts`, kept here so a
+  /// dispatch need not read the row), 0 if unknown.
+  int64_t attempts(int64_t db) const;
+  /// Counts an attempt of row `db` (as StateDb::startStep does).
+  void countAttempt(int64_t db);
   size_t size() const { return toDb_.size(); }
   /// Every step, by database id (ascending).
   const std::map<int64_t, StepId>& byDbId() const { return toCore_; }
@@ -37,6 +43,7 @@ class StepIndex {
  private:
   std::map<StepId, int64_t> toDb_;
   std::map<int64_t, StepId> toCore_;
+  std::map<int64_t, int64_t> attempts_;  ///< by database id
 };
 
 /// What ingesting one build's derivation gave.
@@ -59,6 +66,8 @@ class Ingestor {
 
   /// The database id of each core step it made, and back.
   const StepIndex& index() const { return index_; }
+  /// Counts an attempt of step row `db` in the index (it was dispatched).
+  void countAttempt(int64_t db) { index_.countAttempt(db); }
   /// Forgets the ids of a step that left the core (built, aborted, or
   /// cancelled): a later ingestion of its .drv pairs a new core step with
   /// the same row.
@@ -91,7 +100,8 @@ class Ingestor {
  private:
   struct Frame;
   StepId addStepRow(const std::string& drvPath, const store::Derivation& drv,
-                    const std::vector<StepId>& deps);
+                    const std::vector<StepId>& deps,
+                    const std::optional<StepRow>& existing);
   void refreshFailedStep(StepId step, const std::string& drvPath,
                          int64_t nowMs);
 

@@ -46,6 +46,13 @@ class SqlStmtImpl {
   virtual void bindBlob(std::string_view v) = 0;
   virtual bool step() = 0;
   virtual void reset() = 0;
+  /// Runs a statement whose rows nobody reads, then resets it (a backend
+  /// may send it without waiting for its result: sql_postgres.cc).
+  virtual void execute() {
+    while (step()) {
+    }
+    reset();
+  }
   virtual int64_t getInt(int col) const = 0;
   virtual double getDouble(int col) const = 0;
   virtual std::string getStr(int col) const = 0;
@@ -92,12 +99,10 @@ class SqlStmt {
   /// Advances to the next row (runs the statement on the first call);
   /// false when done. Throws SqlError.
   bool step() { return impl_->step(); }
-  /// Runs a statement that returns no rows, then resets it.
-  void exec() {
-    while (step()) {
-    }
-    reset();
-  }
+  /// Runs a statement that returns no rows, then resets it. Inside a
+  /// transaction, PostgreSQL may report its failure later, by the commit
+  /// of the innermost transaction at the latest.
+  void exec() { impl_->execute(); }
   /// Clears bindings and rewinds.
   void reset() { impl_->reset(); }
 

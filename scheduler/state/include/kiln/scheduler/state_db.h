@@ -286,6 +286,13 @@ class StateDb {
   /// The step whose derivation has base name `base` (`<hash>-<name>.drv`),
   /// in the store folder of the steps recorded (one per state database).
   std::optional<StepRow> stepByBaseName(const std::string& base);
+  /// What the ingestor needs of a derivation before it makes its step.
+  struct StepLookup {
+    std::optional<StepRow> step;              ///< its row, if recorded
+    std::optional<CachedFailureRow> failure;  ///< unexpired at `nowMs`
+  };
+  /// stepByDrv and cachedFailure of `drvPath` in one statement.
+  StepLookup lookUpStep(const std::string& drvPath, int64_t nowMs);
   /// Records that `step` depends on `dep` (idempotent).
   void addStepDep(int64_t step, int64_t dep);
   /// The recorded dependencies of `step` (step ids).

@@ -1,0 +1,123 @@
+// Transactions whose writes PostgreSQL pipelines (sql_postgres.cc): what a
+// caller sees is what it saw before (SQLite runs the same tests): reads
+// see the transaction's earlier writes, changes() counts the last one, a
+// failing write is reported by its savepoint's or transaction's commit at
+// the latest, and undoing a savepoint keeps the rest.
+#include <gtest/gtest.h>
+
+#include "kiln/common/file.h"
+#include "kiln/scheduler/state_db.h"
+#include "state_backends.h"
+
+namespace kiln::scheduler {
+namespace {
+
+class SqlPipelineTest : public ::testing::TestWithParam<test::StateBackend> {
+ protected:
+  void SetUp() override {
+    db_.db().exec(
+        "CREATE TABLE pipeline_t (k INTEGER PRIMARY KEY, v INTEGER NOT NULL)");
+  }
+  void insert(int64_t k, int64_t v) {
+    db_.db()
+        .prepare("INSERT INTO pipeline_t (k, v) VALUES (?, ?)")
+        .bind(k)
+        .bind(v)
+        .exec();
+  }
+  int64_t count() {
+    auto s = db_.db().prepare("SELECT count(*) FROM pipeline_t");
+    return s.step() ? s.getInt(0) : -1;
+  }
+
+  TempDir dir_{"kiln-pipeline"};
+  StateDb db_{test::freshStateDatabase(GetParam(), dir_.path())};
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, SqlPipelineTest, test::allStateBackends(),
+                         test::stateBackendName);
+
+TEST_P(SqlPipelineTest, ReadsSeeEarlierWritesAndChangesCountTheLast) {
+  StateDb::Transaction txn(db_);
+  for (int k = 0; k < 300; k++) insert(k, k);  // more than one batch
+  EXPECT_EQ(count(), 300);
+  db_.db()
+      .prepare("UPDATE pipeline_t SET v = v + 1 WHERE k < ?")
+      .bind(7)
+      .exec();
+  EXPECT_EQ(db_.db().changes(), 7);
+  txn.commit();
+  EXPECT_EQ(count(), 300);
+}
+
+TEST_P(SqlPipelineTest, AFailedWriteFailsItsTransactionByTheCommit) {
+  insert(1, 1);
+  EXPECT_THROW(
+      {
+        StateDb::Transaction txn(db_);
+        insert(2, 2);
+        insert(1, 3);  // the key is taken
+        insert(4, 4);
+        // First used here: the server skips its preparation too.
+        db_.db()
+            .prepare("UPDATE pipeline_t SET v = 9 WHERE k = ?")
+            .bind(1)
+            .exec();
+        txn.commit();
+      },
+      SqlError);
+  EXPECT_EQ(count(), 1);
+  insert(5, 5);  // the connection is usable again
+  EXPECT_EQ(count(), 2);
+  db_.db().prepare("UPDATE pipeline_t SET v = 9 WHERE k = ?").bind(1).exec();
+  EXPECT_EQ(db_.db().changes(), 1);
+}
+
+TEST_P(SqlPipelineTest, AFailedSavepointIsUndoneAloneByItsCommit) {
+  StateDb::Transaction txn(db_);
+  insert(1, 1);
+  bool failed = false;
+  try {
+    StateDb::Transaction inner(db_);
+    insert(2, 2);
+    insert(1, 3);  // the key is taken
+    inner.commit();
+  } catch (const SqlError& e) {
+    failed = true;
+    EXPECT_FALSE(e.transient()) << e.what();
+  }
+  EXPECT_TRUE(failed);
+  insert(3, 3);
+  txn.commit();
+  EXPECT_EQ(count(), 2);  // 1 and 3
+}
+
+TEST_P(SqlPipelineTest, LooksUpAStepAndItsCachedFailureAtOnce) {
+  auto none = db_.lookUpStep("/nix/store/a.drv", 10);
+  EXPECT_FALSE(none.step);
+  EXPECT_FALSE(none.failure);
+  StepRow s;
+  s.drvPath = "/nix/store/a.drv";
+  s.system = "x86_64-linux";
+  int64_t id = db_.upsertStep(s);
+  db_.startStep(id, "w", 5);
+  auto step = db_.lookUpStep("/nix/store/a.drv", 10);
+  ASSERT_TRUE(step.step);
+  EXPECT_EQ(step.step->id, id);
+  EXPECT_EQ(step.step->attempts, 1);
+  EXPECT_FALSE(step.failure);
+  db_.addCachedFailure({"/nix/store/a.drv", 7, 100, 500});
+  db_.addCachedFailure({"/nix/store/b.drv", 1, 100, 0});
+  auto both = db_.lookUpStep("/nix/store/a.drv", 10);
+  ASSERT_TRUE(both.step && both.failure);
+  EXPECT_EQ(both.failure->status, 7);
+  EXPECT_EQ(both.failure->expiresMs, 500);
+  EXPECT_FALSE(db_.lookUpStep("/nix/store/a.drv", 500).failure);  // expired
+  auto failure = db_.lookUpStep("/nix/store/b.drv", 10);
+  EXPECT_FALSE(failure.step);
+  ASSERT_TRUE(failure.failure);
+  EXPECT_EQ(failure.failure->status, 1);
+}
+
+}  // namespace
+}  // namespace kiln::scheduler
