@@ -19,6 +19,15 @@ namespace kiln::scheduler {
 
 using nlohmann::json;
 
+std::map<std::string, plugins::PluginConfig> withBuiltinKiln(
+    std::map<std::string, plugins::PluginConfig> configs,
+    const std::string& kilnBinary) {
+  auto& builtin = configs["builtin"];
+  if (!builtin.count("kiln"))
+    builtin["kiln"] = kilnBinary.empty() ? "kiln" : kilnBinary;
+  return configs;
+}
+
 Job parseJobLine(const std::string& line, bool needSystem) {
   json j;
   try {

@@ -54,17 +54,10 @@ EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
       return o;
     }
     // A store handle of this thread: LocalStore is safe across processes
-    // and threads, and the service's own instance stays on its thread. Its
-    // temporary roots protect the jobs' .drvs while they are read.
+    // and threads, and the service's own instance stays on its thread.
     store::LocalStore evalStore(config_.stateDir,
                                 store::StoreDir(config_.storeDir));
-    std::vector<std::string> roots;
-    for (auto& j : o.jobs) {
-      roots.push_back(j.drvPath);
-      if (j.error.empty())
-        evalStore.addTempRoot(evalStore.parsePath(j.drvPath));
-    }
-    o.drvs = prefetchDrvs(evalStore, roots);
+    readClosure(o, evalStore);
     orderJobsByDepth(o.jobs, *o.drvs, evalStore.storeDir());
   } catch (const std::exception& e) {
     o.error = e.what();
@@ -148,10 +141,8 @@ EvalOutcome Evaluations::import(const EvalResultRow& row) const {
   return o;
 }
 
-// Temp roots, the parsed closure and the dependency order of `o`'s jobs;
-// a job whose .drv is not valid or did not parse gets an error, and its
-// outputs are the ones its .drv names.
-void Evaluations::finishJobs(EvalOutcome& o, store::LocalStore& store) {
+// The temporary roots protect the jobs' .drvs while they are read.
+void Evaluations::readClosure(EvalOutcome& o, store::LocalStore& store) {
   std::vector<std::string> roots;
   for (auto& j : o.jobs) {
     if (!j.error.empty()) continue;
@@ -159,6 +150,13 @@ void Evaluations::finishJobs(EvalOutcome& o, store::LocalStore& store) {
     store.addTempRoot(store.parsePath(j.drvPath));
   }
   o.drvs = prefetchDrvs(store, roots);
+}
+
+// The closure and dependency order as for a local evaluation; a job whose
+// .drv is not valid or did not parse gets an error, and its outputs are
+// the ones its .drv names.
+void Evaluations::finishJobs(EvalOutcome& o, store::LocalStore& store) {
+  readClosure(o, store);
   for (auto& j : o.jobs) {
     if (!j.error.empty()) continue;
     auto it = o.drvs->find(j.drvPath);

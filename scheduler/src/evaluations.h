@@ -106,6 +106,11 @@ class Evaluations {
   EvalRunner& runnerOf(const JobsetSpec& js) const;
   void start(const JobsetRow& jobset, bool force,
              std::optional<int64_t> request);
+  /// Takes temporary roots on `o`'s jobs' .drvs in `store` and sets
+  /// `o.drvs` to their parsed closure.
+  static void readClosure(EvalOutcome& o, store::LocalStore& store);
+  /// readClosure, then checks the jobs against it and orders them (an
+  /// imported result).
   static void finishJobs(EvalOutcome& o, store::LocalStore& store);
   /// Sets `o`'s duration: the time since `start`.
   void finished(EvalOutcome& o, Clock::TimePoint start) const;

@@ -28,16 +28,13 @@ using nlohmann::json;
 namespace {
 
 Evaluations::Config evaluationsConfig(const EvaluatorRoleConfig& c) {
-  auto configs = c.evaluatorConfig;
-  auto& builtin = configs["builtin"];
-  if (!builtin.count("kiln"))
-    builtin["kiln"] = c.kilnBinary.empty() ? "kiln" : c.kilnBinary;
   Evaluations::Config e;
   e.stateDir = c.stateDir;
   e.storeDir = c.storeDir;
   e.runner = c.evalRunner;
   e.plugins = std::make_shared<PluginEvaluators>(
-      c.plugins ? *c.plugins : plugins::processPlugins(), configs);
+      c.plugins ? *c.plugins : plugins::processPlugins(),
+      withBuiltinKiln(c.evaluatorConfig, c.kilnBinary));
   e.fetcher = c.inputFetcher ? c.inputFetcher : makeInputFetcher();
   e.database = c.database;
   e.prefetch = false;  // the scheduler parses what it imports
@@ -206,11 +203,10 @@ EvaluatorRole::~EvaluatorRole() = default;
 
 const std::string& EvaluatorRole::name() const { return impl_->cfg.name; }
 
-bool EvaluatorRole::runOnce(const std::atomic<bool>& stop) {
+bool EvaluatorRole::runOnce() {
   auto claim = impl_->claimRequested();
   if (!claim) claim = impl_->claimScheduled();
   if (!claim) return false;
-  (void)stop;  // an evaluation that started is finished and published
   impl_->evaluate(*claim);
   return true;
 }
@@ -220,7 +216,7 @@ void EvaluatorRole::run(const std::atomic<bool>& stop) {
   while (!stop) {
     bool worked = false;
     try {
-      worked = runOnce(stop);
+      worked = runOnce();
     } catch (const SchemaError&) {
       throw;
     } catch (const std::exception& e) {

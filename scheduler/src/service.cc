@@ -40,9 +40,8 @@ SchedulerConfig coreConfig(const ServiceConfig& c) {
 // `c` with the builtin evaluator's executable and the input fetcher
 // filled in.
 ServiceConfig withDefaults(ServiceConfig c) {
-  auto& builtin = c.evaluatorConfig["builtin"];
-  if (!builtin.count("kiln"))
-    builtin["kiln"] = c.kilnBinary.empty() ? "kiln" : c.kilnBinary;
+  c.evaluatorConfig = withBuiltinKiln(std::move(c.evaluatorConfig),
+                                      c.kilnBinary);
   if (!c.inputFetcher) c.inputFetcher = makeInputFetcher();
   return c;
 }

@@ -119,6 +119,13 @@ class PluginEvaluators {
   std::unique_ptr<State> state_;
 };
 
+/// `configs` with the builtin evaluator plugin's `kiln` setting (the
+/// executable it runs) filled in from `kilnBinary` ("" = `kiln` on PATH)
+/// unless it is set already.
+std::map<std::string, plugins::PluginConfig> withBuiltinKiln(
+    std::map<std::string, plugins::PluginConfig> configs,
+    const std::string& kilnBinary);
+
 /// Throws SchedulerStateError unless `registry` holds an evaluator plugin
 /// named `evaluator`; the message names jobset `jobset`, the name and the
 /// loaded evaluator plugins (and, like PluginRegistry::require, where they

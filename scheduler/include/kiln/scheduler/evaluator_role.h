@@ -62,9 +62,10 @@ class EvaluatorRole {
   /// evaluations are logged and retried; throws only for a schema this
   /// kiln cannot use (SchemaError).
   void run(const std::atomic<bool>& stop);
-  /// Claims and evaluates at most one jobset; returns whether it did.
-  /// Throws SqlError when the database fails.
-  bool runOnce(const std::atomic<bool>& stop);
+  /// Claims, evaluates and publishes at most one jobset (an evaluation
+  /// that started is always finished); returns whether it did. Throws
+  /// SqlError when the database fails.
+  bool runOnce();
   /// This evaluator's name in claims and results.
   const std::string& name() const;
 
