@@ -5,7 +5,8 @@
 # For each N: checks both print the same .drv paths, prints the best wall and
 # user time and peak RSS of each and the kiln/nix ratios; at the end, kiln's
 # user time per package at the largest N over the smallest (goal <= 1.3).
-# KILN= runs another kiln binary; NICE=N runs both under `nice -n N`.
+# KILN= runs another kiln binary; NICE=N runs both under `nice -n N`;
+# GEN=strings|overrides|files|scopes uses bench/gen-GEN.py (eval_shapes.sh).
 set -euo pipefail
 SIZES=${*:-10000 20000 50000}
 REPS=${REPS:-3}
@@ -22,7 +23,7 @@ first_n="" first_per=""
 last_n="" last_per=""
 for n in $SIZES; do
   rm -rf "$work/set" "$work"/time.*
-  python3 "$here/gen-pkgset.py" "$n" "$work/set"
+  python3 "$here/gen-${GEN:-pkgset}.py" "$n" "$work/set"
   echo "N=$n load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   for i in $(seq "$REPS"); do
     nice -n "$NICE" /usr/bin/time -f "kiln %e %U %M" -o "$work/time.k.$i" \

@@ -11,7 +11,8 @@
 # processes that compete with others for the cores means little.
 # KILN= runs another kiln binary; WORKERS="1 2 3" changes the thread counts,
 # PROCESSES="1 2" the process counts ("" leaves them out); GEN=collection
-# uses gen-collection.py instead, GEN_ARGS passes options to the generator
+# uses gen-collection.py instead, GEN=strings|overrides|files|scopes
+# bench/gen-GEN.py (eval_shapes.sh), GEN_ARGS passes options to the generator
 # (e.g. "--deps 0" or "--shape layered"), NIX=0 leaves nix-instantiate out.
 # kiln reports CPU times (KILN_EVAL_CPU_TIMES), so each run's longest path
 # is known, what its wall time would be on idle cores, whatever the load:
@@ -36,7 +37,7 @@ mkdir -p "$NIX_CONF_DIR" && echo "build-users-group =" >"$NIX_CONF_DIR/nix.conf"
 if [ "$GEN" = collection ]; then
   python3 "${KILN_SHARED_DIR:-$here/../../shared}/bench/gen-collection.py" "$N" "$work/set" ${GEN_ARGS:-} >/dev/null
 else
-  python3 "$here/gen-pkgset.py" "$N" "$work/set" ${GEN_ARGS:-} >/dev/null
+  python3 "$here/gen-$GEN.py" "$N" "$work/set" ${GEN_ARGS:-} >/dev/null
 fi
 set_file=$work/set/default.nix
 run() {  # run NAME CMD...: time it; keep its .drv paths, sorted
