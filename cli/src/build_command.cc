@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "build_progress.h"
+#include "cli_common.h"
 #include "command.h"
 #include "eval_cli.h"
 #include "kiln/common/file.h"
@@ -42,22 +43,12 @@ struct Options {
   std::vector<std::string> trustedKeys;   ///< space-separated lists
 };
 
-// The words of space-separated lists (Nix's list settings).
-std::vector<std::string> words(const std::vector<std::string>& lists) {
-  std::vector<std::string> out;
-  for (auto& l : lists) {
-    std::istringstream in(l);
-    for (std::string w; in >> w;) out.push_back(w);
-  }
-  return out;
-}
-
 // Fetches what the substituters have of `targets` into the store.
 void substitute(Options& o, const std::vector<BuildTarget>& targets) {
   SubstituteOptions so;
-  so.urls = words(o.substituters);
+  so.urls = listWords(o.substituters);
   if (so.urls.empty()) return;
-  for (auto& k : words(o.trustedKeys))
+  for (auto& k : listWords(o.trustedKeys))
     so.trust.keys.add(store::PublicKey::parse(k));
   auto& st = *o.target.localStore();
   std::vector<store::StorePath> drvs;

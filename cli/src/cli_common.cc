@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <iostream>
+#include <sstream>
 
 #include "command.h"
 #include "kiln/common/error.h"
@@ -52,6 +53,15 @@ int guarded(const std::string& name, const std::function<int()>& body) {
     std::cerr << "kiln " << name << ": " << e.what() << "\n";
     return kExitFailure;
   }
+}
+
+std::vector<std::string> listWords(const std::vector<std::string>& lists) {
+  std::vector<std::string> out;
+  for (auto& l : lists) {
+    std::istringstream in(l);
+    for (std::string w; in >> w;) out.push_back(w);
+  }
+  return out;
 }
 
 }  // namespace kiln::cli

@@ -23,4 +23,8 @@ std::optional<int> parseCommandLine(
 /// an invalid store path → kExitNotFound, anything else → kExitFailure.
 int guarded(const std::string& name, const std::function<int()>& body);
 
+/// The words of space-separated lists (Nix's list settings, such as
+/// `--substituters "A B"` given once or more).
+std::vector<std::string> listWords(const std::vector<std::string>& lists);
+
 }  // namespace kiln::cli

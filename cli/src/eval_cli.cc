@@ -210,8 +210,13 @@ void EvalStoreTarget::close() {
 }
 
 void EvalStoreTarget::releaseHeld() {
-  std::cout << held_;
+  if (held_.empty()) return;
+  std::string text = transform_ ? transform_(held_) : std::move(held_);
   held_.clear();
+  if (sink_)
+    sink_(text);
+  else
+    std::cout << text;
 }
 
 store::LocalStore* EvalStoreTarget::localStore() {

@@ -5,6 +5,7 @@
 /// objects are written.
 
 #include <boost/program_options.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -89,6 +90,14 @@ class EvalStoreTarget {
   /// queued, else right after its next commit (flush() at the latest), so
   /// a line never names a `.drv` that a crash could still lose.
   void print(const std::string& text);
+  /// Passes every text print() releases through `transform` (whole lines;
+  /// runs when the text's `.drv` files are committed) before it is
+  /// written. Null: unchanged.
+  void setTransform(std::function<std::string(const std::string&)> transform) {
+    transform_ = std::move(transform);
+  }
+  /// Writes released text to `sink` instead of stdout (null: stdout).
+  void setSink(std::function<void(const std::string&)> sink) { sink_ = std::move(sink); }
   /// Commits what the writer has queued and prints what print() held.
   /// Throws Error when the commit fails (the held output is then dropped).
   void flush();
@@ -112,6 +121,8 @@ class EvalStoreTarget {
   std::unique_ptr<eval::StoreWriter> writer_;
   LazyWriter* lazy_ = nullptr;  // writer_ when it is the LocalStore's
   std::string held_;            // print()ed, waiting for a commit
+  std::function<std::string(const std::string&)> transform_;
+  std::function<void(const std::string&)> sink_;
 };
 
 }  // namespace kiln::cli

@@ -8,7 +8,9 @@
 #include <optional>
 
 #include "command.h"
+#include "cli_common.h"
 #include "eval_cli.h"
+#include "eval_output.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/attr_path.h"
 #include "kiln/evaluator/eval_stats.h"
@@ -28,7 +30,13 @@ struct EvalOptions {
   std::vector<std::string> includes;
   AutoArgSpec autoArgs;
   EvalStoreTarget target;
-  bool json = false;
+  bool json = false;           // --json: --format json
+  std::string formatName;      // --format
+  JobFormat format = JobFormat::kLines;
+  bool meta = false;           // --meta (nix-eval-jobs format)
+  JobWalkOptions walk;         // --force-recurse, --constituents
+  bool checkCacheStatus = false;
+  std::vector<std::string> substituters;  // caches for --check-cache-status
   bool showTrace = false;
   uint32_t maxCallDepth = 10000;
   unsigned workers = 0;     ///< >0: evaluate on this many threads (one heap)
@@ -56,36 +64,32 @@ EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
   return s;
 }
 
-std::string formatJob(const Job& job, bool json) {
-  if (json) return jobToJson(job) + "\n";
-  if (!job.error.empty()) return job.attr + ": error: " + job.error + "\n";
-  return job.attr + " " + job.drvPath + "\n";
-}
-
 // A job that reports an error is a failed one (the exit status and the
 // summary line count them).
 bool jobFailed(const Job& job) { return !job.error.empty(); }
 
 // Lines are held until the job's .drv is committed (EvalStoreTarget::print).
-void printJob(EvalStoreTarget& out, const Job& job, bool json, JobCounts& counts) {
+void printJob(EvalOptions& o, const Job& job, JobCounts& counts) {
   ++counts.jobs;
   if (jobFailed(job)) ++counts.failed;
-  out.print(formatJob(job, json));
+  o.target.print(formatJob(job, o.format, o.meta));
 }
 
 // The top-level entries evaluated in worker processes (--processes).
 class EvalWorkerHooks final : public JobWorkerHooks {
  public:
-  EvalWorkerHooks(EvalOptions& o, EvalState& st, const JobRoot& root, Bindings* autoArgs)
-      : o_(o), st_(st), root_(root), autoArgs_(autoArgs) {}
+  EvalWorkerHooks(EvalOptions& o, EvalState& st, const JobRoot& root, Bindings* autoArgs,
+                  JobOutputStage& stage)
+      : o_(o), st_(st), root_(root), autoArgs_(autoArgs), stage_(stage) {}
   void startWorker() override {
     o_.target.detachAfterFork();
+    stage_.afterFork();
     st_.storeWriter = o_.target.writer();
   }
   JobCounts evaluate(size_t index) override {
     JobCounts c;
     enumerateJobEntry(st_, root_, index, autoArgs_, o_.attrPath,
-                      [&](const Job& job) { printJob(o_.target, job, o_.json, c); });
+                      [&](const Job& job) { printJob(o_, job, c); });
     return c;
   }
   void print(const std::string& marker) override { o_.target.print(marker); }
@@ -97,7 +101,7 @@ class EvalWorkerHooks final : public JobWorkerHooks {
     Job job;
     job.attr = jobEntryAttr(st_, root_, index, o_.attrPath);
     job.error = why;
-    return formatJob(job, o_.json);
+    return formatJob(job, o_.format, o_.meta);
   }
 
  private:
@@ -105,10 +109,12 @@ class EvalWorkerHooks final : public JobWorkerHooks {
   EvalState& st_;
   const JobRoot& root_;
   Bindings* autoArgs_;
+  JobOutputStage& stage_;
 };
 
-JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* autoArgs) {
-  JobRoot root = prepareJobRoot(st, selected, autoArgs);
+JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* autoArgs,
+                   JobOutputStage& stage) {
+  JobRoot root = prepareJobRoot(st, selected, autoArgs, o.walk);
   size_t entries = root.isDerivation ? 1 : root.entries.size();
   JobCounts counts;
   if (o.workers > 0 && !root.isDerivation) {
@@ -121,7 +127,7 @@ JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* aut
         [&](const Job& job, std::string& text) {
           jobs.fetch_add(1, std::memory_order_relaxed);
           if (jobFailed(job)) failed.fetch_add(1, std::memory_order_relaxed);
-          text += formatJob(job, o.json);
+          text += formatJob(job, o.format, o.meta);
         },
         [&](size_t, const std::string& text) { o.target.print(text); });
     counts.jobs = jobs.load();
@@ -131,12 +137,15 @@ JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* aut
   if (o.processes == 0 || root.isDerivation) {
     for (size_t i = 0; i < entries; ++i)
       enumerateJobEntry(st, root, i, autoArgs, o.attrPath,
-                        [&](const Job& job) { printJob(o.target, job, o.json, counts); });
+                        [&](const Job& job) { printJob(o, job, counts); });
     return counts;
   }
   o.target.flush();  // a worker starts with nothing queued or held
-  EvalWorkerHooks hooks(o, st, root, autoArgs);
-  return runJobWorkers(entries, {o.processes, o.maxMemoryMiB << 20}, hooks, STDOUT_FILENO);
+  EvalWorkerHooks hooks(o, st, root, autoArgs, stage);
+  JobCounts counts2 =
+      runJobWorkers(entries, {o.processes, o.maxMemoryMiB << 20}, hooks, stage.workerOutputFd());
+  stage.collectWorkers();
+  return counts2;
 }
 
 int runEval(EvalOptions& o, const po::variables_map& vm) {
@@ -146,6 +155,8 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
     try {
       EvalState& st = makeProcessEvalState(makeSettings(o, vm));  // left to exit
       st.storeWriter = o.target.writer();
+      JobOutputStage stage(o.target, o.checkCacheStatus, listWords(o.substituters),
+                           o.walk.constituents);
       Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
       std::string path = o.file;
       if (path.size() > 2 && path.front() == '<' && path.back() == '>')
@@ -153,8 +164,9 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
       Value root;
       st.eval(st.parseExprFromFile(st.checkSourcePath(absPath(path))), root);
       Value& selected = *findAlongAttrPath(st, o.attrPath, autoArgs, root);
-      JobCounts counts = evalJobs(o, st, selected, autoArgs);
+      JobCounts counts = evalJobs(o, st, selected, autoArgs, stage);
       o.target.flush();
+      counts.failed += stage.finish();
       std::cout.flush();
       maybePrintEvalStats(st);  // KILN_EVAL_STATS (this process's evaluation)
       if (counts.failed)
@@ -184,7 +196,18 @@ int evalCommand(const std::vector<std::string>& argv) {
   opts.add_options()("help,h", "show this help")(
       "attr,A", po::value(&o.attrPath), "enumerate jobs below this attribute path only")(
       "include,I", po::value(&o.includes), "add a search path entry (prefix=path or path)")(
-      "json", po::bool_switch(&o.json), "one JSON object per line")(
+      "json", po::bool_switch(&o.json), "one JSON object per line (--format json)")(
+      "format", po::value(&o.formatName),
+      "lines (default), json (kiln's JSON lines) or nix-eval-jobs (the field names and meanings of nix-eval-jobs, docs/formats.md)")(
+      "meta", po::bool_switch(&o.meta), "with --format nix-eval-jobs: include `meta`")(
+      "force-recurse", po::bool_switch(&o.walk.forceRecurse),
+      "enter every attribute set, not only those with recurseForDerivations = true")(
+      "constituents", po::bool_switch(&o.walk.constituents),
+      "aggregate jobs (_hydraAggregate = true): list their constituents' .drv paths, job names resolved once every job is known (aggregates are printed last)")(
+      "check-cache-status", po::bool_switch(&o.checkCacheStatus),
+      "say of each job whether its outputs are in kiln's store (local), in a --substituters cache (cached) or neither (notBuilt), with what must be built and fetched (JSON formats; not --readonly-mode)")(
+      "substituters", po::value(&o.substituters)->composing(),
+      "binary caches --check-cache-status looks in (http://HOST[:PORT], file:///DIR or s3://BUCKET?endpoint=URL; space-separated, repeatable)")(
       "show-trace", po::bool_switch(&o.showTrace),
       "print the whole trace of an error that stops the evaluation\n"
       "(per-job errors always carry it)")(
@@ -230,6 +253,24 @@ int evalCommand(const std::vector<std::string>& argv) {
     }
     po::notify(vm);
     if (o.file.empty()) throw po::error("a FILE to evaluate is required");
+    if (o.json && !o.formatName.empty() && o.formatName != "json")
+      throw po::error("--json and --format " + o.formatName + " exclude each other");
+    o.format = o.json ? JobFormat::kJson : JobFormat::kLines;
+    if (!o.formatName.empty()) {
+      try {
+        o.format = parseJobFormat(o.formatName);
+      } catch (const Error& e) {
+        throw po::error(e.what());
+      }
+    }
+    if ((o.checkCacheStatus || o.walk.constituents) && o.format == JobFormat::kLines)
+      throw po::error(
+          "--check-cache-status and --constituents add JSON fields: use --format "
+          "nix-eval-jobs or --json");
+    if (o.checkCacheStatus && vm["readonly-mode"].as<bool>())
+      throw po::error(
+          "--check-cache-status reads the jobs' .drv files from the store: it cannot be "
+          "used with --readonly-mode");
     if (o.workers > 0 && o.processes > 0)
       throw po::error("--workers and --processes exclude each other");
     if (o.workers > EvalState::kMaxThreads)

@@ -125,7 +125,7 @@ void runThread(Shared& sh, uint32_t slot) {
   while (!sh.stop.load()) {
     if (auto t = nextSub(sh, entriesLeft)) {
       std::string text;
-      enumerateJobSubEntry(sh.state, *t->attr, sh.prefixes[t->entry], sh.autoArgs,
+      enumerateJobSubEntry(sh.state, sh.root, *t->attr, sh.prefixes[t->entry], sh.autoArgs,
                            [&](const Job& job) { sh.render(job, text); });
       sh.parts[t->entry][t->part] = std::move(text);  // one writer per part
       continue;

@@ -1,6 +1,7 @@
 // Hydra-style job enumeration over an evaluated collection.
 #include "kiln/evaluator/jobs.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "kiln/evaluator/output.h"
@@ -55,7 +56,35 @@ void describeMeta(EvalState& st, Value& drv, Job& job) {
   }
 }
 
-Job describeDerivation(EvalState& st, Value& drv, const std::string& attr) {
+// An aggregate job (`_hydraAggregate = true`): the derivations its
+// `constituents` list holds (from the string context of the list coerced
+// to a string, as nix-eval-jobs reads them) and the job names in it.
+void describeConstituents(EvalState& st, Value& drv, Job& job) {
+  Value* flag = drv.attrs->get(st.sym("_hydraAggregate"));
+  if (!flag || !st.forceBool(*flag, kNoPos)) return;
+  job.aggregate = true;
+  Value* list = drv.attrs->get(st.sym("constituents"));
+  if (!list) throw EvalError("aggregate job '" + job.attr + "' has no 'constituents' attribute");
+  Context ctx;
+  st.coerceToString(kNoPos, *list, ctx, true, false);
+  for (std::string_view c : ctx) {
+    if (c.empty() || c[0] != '!') continue;  // only derivations' outputs
+    size_t bang = c.find('!', 1);
+    if (bang != std::string_view::npos) job.constituents.emplace_back(c.substr(bang + 1));
+  }
+  std::sort(job.constituents.begin(), job.constituents.end());
+  job.constituents.erase(std::unique(job.constituents.begin(), job.constituents.end()),
+                         job.constituents.end());
+  st.forceList(*list, kNoPos);
+  for (size_t i = 0; i < list->list.size; ++i) {
+    Value& e = *list->list.elems[i];
+    st.forceValue(e, kNoPos);
+    if (e.type == VType::kString) job.namedConstituents.emplace_back(st.forceStringNoCtx(e, kNoPos));
+  }
+}
+
+Job describeDerivation(EvalState& st, Value& drv, const std::string& attr,
+                       const JobWalkOptions& options) {
   Job job;
   job.attr = attr;
   job.name = stringAttr(st, drv, st.sName, "name");
@@ -63,13 +92,15 @@ Job describeDerivation(EvalState& st, Value& drv, const std::string& attr) {
   job.drvPath = stringAttr(st, drv, st.sDrvPath, "drvPath");
   describeOutputs(st, drv, job);
   describeMeta(st, drv, job);
+  if (options.constituents) describeConstituents(st, drv, job);
   return job;
 }
 
 class Walker {
  public:
-  Walker(EvalState& st, Bindings* autoArgs, const std::function<void(const Job&)>& onJob)
-      : st_(st), autoArgs_(autoArgs), onJob_(onJob) {}
+  Walker(EvalState& st, Bindings* autoArgs, const JobWalkOptions& options,
+         const std::function<void(const Job&)>& onJob)
+      : st_(st), autoArgs_(autoArgs), options_(options), onJob_(onJob) {}
 
   // The value of `v0` after auto-calling and forcing it.
   Value force(Value& v0) {
@@ -83,7 +114,7 @@ class Walker {
   void visit(Value& v0, const std::string& attr) {
     Value v = force(v0);
     if (st_.isDerivation(v)) {
-      onJob_(describeDerivation(st_, v, attr));
+      onJob_(describeDerivation(st_, v, attr, options_));
       return;
     }
     for (const Attr* a : enteredAttrs(v)) visitGuarded(*a, attr);
@@ -101,7 +132,9 @@ class Walker {
     }
   }
 
-  void describe(Value& drv, const std::string& attr) { onJob_(describeDerivation(st_, drv, attr)); }
+  void describe(Value& drv, const std::string& attr) {
+    onJob_(describeDerivation(st_, drv, attr, options_));
+  }
 
   // The attributes visit(v0) would walk into, or empty when it would not
   // enter v0 (a derivation, not a set, no recurseForDerivations).
@@ -114,9 +147,11 @@ class Walker {
 
  private:
   // The attributes of `v` (forced, not a derivation) the walk enters, in
-  // name order: none unless it is a set with `recurseForDerivations = true`.
+  // name order: none unless it is a set with `recurseForDerivations = true`
+  // (or any set, with forceRecurse).
   std::vector<const Attr*> enteredAttrs(Value& v) {
     if (v.type != VType::kAttrs) return {};
+    if (options_.forceRecurse) return st_.sortedByName(v.attrs);
     Value* r = v.attrs->get(st_.sRecurseForDerivations);
     if (!r || !st_.forceBool(*r, kNoPos)) return {};
     return st_.sortedByName(v.attrs);
@@ -124,15 +159,18 @@ class Walker {
 
   EvalState& st_;
   Bindings* autoArgs_;
+  const JobWalkOptions& options_;
   const std::function<void(const Job&)>& onJob_;
 };
 
 }  // namespace
 
-JobRoot prepareJobRoot(EvalState& st, Value& root, Bindings* autoArgs) {
+JobRoot prepareJobRoot(EvalState& st, Value& root, Bindings* autoArgs,
+                       const JobWalkOptions& options) {
   std::function<void(const Job&)> none;
   JobRoot r;
-  r.value = Walker(st, autoArgs, none).force(root);
+  r.options = options;
+  r.value = Walker(st, autoArgs, r.options, none).force(root);
   if (st.isDerivation(r.value)) {
     r.isDerivation = true;
     return r;
@@ -146,7 +184,7 @@ JobRoot prepareJobRoot(EvalState& st, Value& root, Bindings* autoArgs) {
 
 void enumerateJobEntry(EvalState& st, const JobRoot& root, size_t index, Bindings* autoArgs,
                        const std::string& rootAttr, const std::function<void(const Job&)>& onJob) {
-  Walker w(st, autoArgs, onJob);
+  Walker w(st, autoArgs, root.options, onJob);
   if (!root.isDerivation) return w.visitGuarded(*root.entries.at(index), rootAttr);
   Value drv = root.value;
   w.describe(drv, rootAttr);
@@ -157,15 +195,16 @@ std::vector<const Attr*> jobEntrySubEntries(EvalState& st, const JobRoot& root, 
   if (root.isDerivation) return {};
   std::function<void(const Job&)> none;
   try {
-    return Walker(st, autoArgs, none).entered(*root.entries.at(index)->value);
+    return Walker(st, autoArgs, root.options, none).entered(*root.entries.at(index)->value);
   } catch (const EvalError&) {
     return {};  // enumerateJobEntry reports it
   }
 }
 
-void enumerateJobSubEntry(EvalState& st, const Attr& attr, const std::string& prefix,
-                          Bindings* autoArgs, const std::function<void(const Job&)>& onJob) {
-  Walker(st, autoArgs, onJob).visitGuarded(attr, prefix);
+void enumerateJobSubEntry(EvalState& st, const JobRoot& root, const Attr& attr,
+                          const std::string& prefix, Bindings* autoArgs,
+                          const std::function<void(const Job&)>& onJob) {
+  Walker(st, autoArgs, root.options, onJob).visitGuarded(attr, prefix);
 }
 
 std::string jobEntryAttr(EvalState& st, const JobRoot& root, size_t index,
@@ -210,7 +249,20 @@ std::string jobToJson(const Job& job) {
     jsonString(out, job.meta[i].first);
     out << ":" << job.meta[i].second;
   }
-  out << "}}";
+  out << "}";
+  if (job.aggregate) {
+    auto list = [&](const char* name, const std::vector<std::string>& items) {
+      out << ",\"" << name << "\":[";
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i) out << ",";
+        jsonString(out, items[i]);
+      }
+      out << "]";
+    };
+    list("constituents", job.constituents);
+    list("namedConstituents", job.namedConstituents);
+  }
+  out << "}";
   return out.str();
 }
 

@@ -25,6 +25,24 @@ struct Job {
   /// `meta` attributes that exist and convert to JSON: name → JSON text,
   /// sorted by name.
   std::vector<std::pair<std::string, std::string>> meta;
+  /// With JobWalkOptions::constituents, for a derivation with
+  /// `_hydraAggregate = true` (Hydra's aggregate job): the `.drv` paths of
+  /// the derivations in its `constituents` list, in path order...
+  std::vector<std::string> constituents;
+  /// ...and the strings in it, names of other jobs (resolved to their
+  /// `.drv` paths once every job is known: the caller's part).
+  std::vector<std::string> namedConstituents;
+  bool aggregate = false;  ///< `_hydraAggregate = true` was seen
+};
+
+/// How a job walk treats what it finds (nix-eval-jobs' options).
+struct JobWalkOptions {
+  /// Enter every attribute set below the top level, not only those with
+  /// `recurseForDerivations = true` (`--force-recurse`).
+  bool forceRecurse = false;
+  /// Read aggregate jobs' `constituents` (`--constituents`); an aggregate
+  /// without the attribute is that job's error.
+  bool constituents = false;
 };
 
 /// Enumerates the jobs in `root` (already selected with -A, if any) and
@@ -44,12 +62,14 @@ struct JobRoot {
   Value value;                       ///< the root, forced
   bool isDerivation = false;         ///< the root is itself the only job
   std::vector<const Attr*> entries;  ///< top-level attributes, in name order
+  JobWalkOptions options;            ///< for every walk below this root
 };
 
 /// Auto-calls and forces `root` as enumerateJobs does; throws EvalError when
 /// it fails or is neither a set nor a derivation. The entries point into
 /// `state`'s memory.
-JobRoot prepareJobRoot(EvalState& state, Value& root, Bindings* autoArgs);
+JobRoot prepareJobRoot(EvalState& state, Value& root, Bindings* autoArgs,
+                       const JobWalkOptions& options = {});
 
 /// Calls `onJob` for the jobs below entry `index` of `root` (or, for a
 /// derivation root, for the root itself), in attribute-name order; errors
@@ -68,9 +88,11 @@ std::vector<const Attr*> jobEntrySubEntries(EvalState& state, const JobRoot& roo
                                             Bindings* autoArgs);
 
 /// Calls `onJob` for the jobs below `attr`, an attribute of the entered
-/// set at `prefix` (the entry's jobEntryAttr), as enumerateJobEntry would.
-void enumerateJobSubEntry(EvalState& state, const Attr& attr, const std::string& prefix,
-                          Bindings* autoArgs, const std::function<void(const Job&)>& onJob);
+/// set at `prefix` (the entry's jobEntryAttr) of `root`, as
+/// enumerateJobEntry would.
+void enumerateJobSubEntry(EvalState& state, const JobRoot& root, const Attr& attr,
+                          const std::string& prefix, Bindings* autoArgs,
+                          const std::function<void(const Job&)>& onJob);
 
 /// The dotted attribute path of entry `index` of `root` (`rootAttr` itself
 /// for a derivation root).
@@ -78,7 +100,9 @@ std::string jobEntryAttr(EvalState& state, const JobRoot& root, size_t index,
                          const std::string& rootAttr);
 
 /// The job as one JSON object (no trailing newline): {"attr", "name",
-/// "system", "drvPath", "outputs": {...}, "meta": {...}} or {"attr", "error"}.
+/// "system", "drvPath", "outputs": {...}, "meta": {...}} or {"attr", "error"};
+/// an aggregate (Job::aggregate) also has "constituents" and
+/// "namedConstituents".
 std::string jobToJson(const Job& job);
 
 }  // namespace kiln::eval
