@@ -44,16 +44,25 @@ void copyPathMeta(const From& from, To& to) {
 CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
                               const StorePathSet& paths) {
   writer.init();
+  StorePathSet known;
+  return copyClosureToCache(store, writer, paths, known);
+}
+
+CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
+                              const StorePathSet& paths, StorePathSet& known) {
   std::map<StorePath, StorePathSet> refs;
   std::map<StorePath, ValidPathInfo> infos;
+  for (auto& p : paths) store.addTempRoot(p);
   for (auto& p : store.queryRequisites(paths)) {
+    store.addTempRoot(p);
     auto info = store.requirePathInfo(p);
     refs[p] = info.references;
     infos.emplace(p, std::move(info));
   }
   CopyResult result;
   for (auto& p : referencesFirst(refs)) {
-    if (writer.hasPath(p)) {
+    if (known.count(p) || writer.hasPath(p)) {
+      known.insert(p);
       ++result.alreadyPresent;
       continue;
     }
@@ -63,6 +72,7 @@ CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
     copyPathMeta(info, meta);
     auto physical = store.physicalPath(p);
     writer.addPath(meta, [&](Sink& sink) { dumpPath(physical, sink); });
+    known.insert(p);
     result.copied.push_back(p);
   }
   return result;

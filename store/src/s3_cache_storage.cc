@@ -154,17 +154,24 @@ std::pair<std::string, std::string> credentials(const std::string& uri) {
 
 }  // namespace
 
-S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
-    : uri_(std::move(uri)), limits_(limits) {
+namespace {
+
+// The parts of an `s3://` URI.
+struct S3Uri {
+  std::string bucket, endpoint, region = "us-east-1";
+};
+
+S3Uri parseS3Uri(const std::string& uri) {
   static const std::regex re(
       R"(s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(\?(.*))?)");
   std::smatch m;
-  if (!std::regex_match(uri_, m, re))
-    throw FormatError("'" + uri_ +
+  if (!std::regex_match(uri, m, re))
+    throw FormatError("'" + uri +
                       "' is not s3://BUCKET?endpoint=http://HOST:PORT"
                       "[&region=REGION] (a bucket of 3-63 lower-case letters, "
                       "digits, '.' and '-')");
-  bucket_ = m[1];
+  S3Uri out;
+  out.bucket = m[1];
   std::string query = m[3];
   size_t pos = 0;
   while (pos < query.size()) {
@@ -175,21 +182,35 @@ S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
     std::string k = pair.substr(0, eq),
                 v = eq == std::string::npos ? "" : pair.substr(eq + 1);
     if (k == "endpoint")
-      endpoint_ = v;
+      out.endpoint = v;
     else if (k == "region")
-      region_ = v;
+      out.region = v;
     else
-      throw FormatError("'" + uri_ + "': unknown parameter '" + k +
+      throw FormatError("'" + uri + "': unknown parameter '" + k +
                         "' (endpoint and region are known)");
   }
-  if (!(endpoint_.starts_with("http://") || endpoint_.starts_with("https://")))
-    throw FormatError("'" + uri_ + "' needs endpoint=http(s)://HOST[:PORT]");
-  while (endpoint_.size() > 8 && endpoint_.back() == '/') endpoint_.pop_back();
-  if (region_.empty() ||
-      region_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
+  auto& ep = out.endpoint;
+  if (!(ep.starts_with("http://") || ep.starts_with("https://")))
+    throw FormatError("'" + uri + "' needs endpoint=http(s)://HOST[:PORT]");
+  while (ep.size() > 8 && ep.back() == '/') ep.pop_back();
+  if (out.region.empty() ||
+      out.region.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
           std::string::npos)
-    throw FormatError("'" + uri_ + "': region '" + region_ +
+    throw FormatError("'" + uri + "': region '" + out.region +
                       "' is not a region name");
+  return out;
+}
+
+}  // namespace
+
+void S3CacheStorage::checkUri(const std::string& uri) { parseS3Uri(uri); }
+
+S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
+    : uri_(std::move(uri)), limits_(limits) {
+  auto parsed = parseS3Uri(uri_);
+  bucket_ = parsed.bucket;
+  endpoint_ = parsed.endpoint;
+  region_ = parsed.region;
   static std::once_flag init;
   std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   std::tie(accessKey_, secretKey_) = credentials(uri_);
@@ -270,7 +291,8 @@ long S3CacheStorage::send(const std::string& method, const std::string& rel,
   if (status == 403)
     throw Error(method + " " + rel + " in " + uri_ +
                 ": access denied (403): check the credentials "
-                "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) and the bucket");
+                "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) and the bucket '" +
+                bucket_ + "' at " + endpoint_);
   if ((status < 200 || status > 299) && status != 404)
     throw Error(method + " " + rel + " in " + uri_ + ": HTTP status " +
                 std::to_string(status) +

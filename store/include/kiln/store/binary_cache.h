@@ -126,6 +126,9 @@ class S3CacheStorage : public CacheStorage {
   /// Parses `uri` (FormatError naming it) and finds the credentials
   /// (Error when there are none). Connects on first use.
   explicit S3CacheStorage(std::string uri, HttpCacheLimits limits = {});
+  /// Throws FormatError (naming `uri`) unless it is a well-formed
+  /// `s3://` URI; reads no credentials and connects nowhere.
+  static void checkUri(const std::string& uri);
   bool exists(const std::string& rel) override;
   std::optional<std::string> get(const std::string& rel) override;
   std::unique_ptr<Source> open(const std::string& rel) override;

@@ -30,6 +30,14 @@ struct CopyResult {
 CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
                               const StorePathSet& paths);
 
+/// The same for a long-running publisher that already called
+/// writer.init(): paths in `known` (the cache has them) are skipped without
+/// asking the cache, and every path found there or published is added to
+/// `known`. Each path of the closure gets a temporary root in `store`
+/// before it is read (a collector leaves it alone).
+CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
+                              const StorePathSet& paths, StorePathSet& known);
+
 /// How an import checks what it reads.
 struct ImportOptions {
   CacheTrust trust;
