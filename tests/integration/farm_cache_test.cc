@@ -15,7 +15,9 @@
 #include "kiln/common/file.h"
 #include "kiln/store/binary_cache.h"
 #include "kiln/store/signature.h"
+#include "kiln_process.h"
 #include "object_store.h"
+#include "postgres_server.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -127,6 +129,36 @@ TEST_F(FarmCache, PublishesWhatItBuildsAndNixSubstitutesIt) {
   }
   EXPECT_THAT(test::httpGet(webPort_, "/nix-cache-info"),
               HasSubstr("StoreDir: /nix/store"));
+  try {
+    test::httpGet(webPort_, "/" + std::string(32, '0') + ".narinfo");
+    ADD_FAILURE() << "a narinfo the bucket lacks was served";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("404"));
+  }
+
+  // `kiln web` on another host: no state directory, the cache read from
+  // the bucket (its pages need a PostgreSQL farm; an empty one will do).
+  if (test::PostgresServer::available()) {
+    test::PostgresServer pg;
+    std::string db = pg.createDatabase("web");
+    auto migrated =
+        test::run({test::kilnBinary(), "db", "migrate", "--database", db}, "",
+                  {"PGPASSFILE=" + pg.passFile()});
+    ASSERT_EQ(migrated.exitCode, 0) << migrated.err;
+    test::KilnProcess web({"web", "--database", db, "--listen", "127.0.0.1:0",
+                           "--cache", s3_->uri("farm")},
+                          dir_.path() + "/web.log",
+                          {{"PGPASSFILE", pg.passFile()},
+                           {"AWS_ACCESS_KEY_ID", s3_->accessKey()},
+                           {"AWS_SECRET_ACCESS_KEY", s3_->secretKey()}});
+    ASSERT_TRUE(web.waitForLog("web http://", 30s)) << web.log();
+    std::string log = web.log();
+    int port = std::stoi(log.substr(log.find("web http://127.0.0.1:") + 21));
+    for (auto& p : paths) {
+      std::string name = baseNameOf(p).substr(0, 32) + ".narinfo";
+      EXPECT_EQ(test::httpGet(port, "/" + name), *s3.get(name));
+    }
+  }
 
   // The real nix substitutes app's closure from the public-read bucket.
   if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";

@@ -33,8 +33,10 @@ CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
 /// The same for a long-running publisher that already called
 /// writer.init(): paths in `known` (the cache has them) are skipped without
 /// asking the cache, and every path found there or published is added to
-/// `known`. Each path of the closure gets a temporary root in `store`
-/// before it is read (a collector leaves it alone).
+/// `known`. The closure is walked from `paths` and not past a path the
+/// cache has (its narinfo means its closure is there: writers publish
+/// references first), so the cost is what is new. Each path read gets a
+/// temporary root in `store` first (a collector leaves it alone).
 CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
                               const StorePathSet& paths, StorePathSet& known);
 
