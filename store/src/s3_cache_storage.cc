@@ -17,6 +17,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/store/binary_cache.h"
+#include "kiln/store/s3_presign.h"
 
 namespace kiln::store {
 namespace {
@@ -35,19 +36,7 @@ AutoCloseFD tempFile() {
 
 // `rel` with every byte but unreserved ones and '/' percent-encoded.
 std::string encodePath(const std::string& rel) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : rel) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        c == '/') {
-      out += char(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
+  return s3UriEncode(rel, true);
 }
 
 size_t toFd(char* data, size_t size, size_t n, void* fd) {
@@ -227,7 +216,7 @@ long S3CacheStorage::request(const std::string& method, const std::string& rel,
 // most maxSmallFileBytes); `in` (or -1) is the body sent.
 long S3CacheStorage::send(const std::string& method, const std::string& rel,
                           Body* in, int out, std::string* small,
-                          std::string* etag) {
+                          std::string* etag, const std::string& extraHeader) {
   Curl c(curl_easy_init(), &curl_easy_cleanup);
   if (!c) throw Error("curl_easy_init failed");
   std::string url = endpoint_ + "/" + bucket_ + rel;
@@ -236,6 +225,8 @@ long S3CacheStorage::send(const std::string& method, const std::string& rel,
   Headers h(
       curl_slist_append(nullptr, "x-amz-content-sha256: UNSIGNED-PAYLOAD"),
       &curl_slist_free_all);
+  if (!extraHeader.empty())
+    h.reset(curl_slist_append(h.release(), extraHeader.c_str()));
   curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(c.get(), CURLOPT_AWS_SIGV4, sigv4.c_str());
   curl_easy_setopt(c.get(), CURLOPT_USERPWD, user.c_str());
@@ -338,6 +329,44 @@ void S3CacheStorage::makePublicRead() {
   if (send("PUT", "?policy=", &body, -1, &answer) == 404)
     throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
                 endpoint_);
+}
+
+void S3CacheStorage::copy(const std::string& from, const std::string& to) {
+  checkCacheRelPath(from);
+  checkCacheRelPath(to);
+  std::string answer;
+  // An empty body makes curl PUT (without one it would GET); the answer is
+  // bounded by the small-file limit: the object is copied, not fetched.
+  Body none{-1, 0, 0};
+  long status = send("PUT", "/" + encodePath(to), &none, -1, &answer, nullptr,
+                     "x-amz-copy-source: /" + bucket_ + "/" + encodePath(from));
+  if (status == 404)
+    throw Error("copying " + from + " to " + to + " in " + uri_ + ": " + from +
+                " does not exist");
+  // S3 may answer 200 and still report an error in the body.
+  if (answer.find("<Error>") != std::string::npos)
+    throw Error("copying " + from + " to " + to + " in " + uri_ + ": " +
+                xmlValue(answer, "Message"));
+}
+
+void S3CacheStorage::remove(const std::string& rel) {
+  request("DELETE", rel, nullptr, -1, nullptr);
+}
+
+std::string S3CacheStorage::presignPut(const std::string& rel,
+                                       std::chrono::seconds expiry,
+                                       int64_t nowSec) const {
+  checkCacheRelPath(rel);
+  PresignRequest r;
+  r.method = "PUT";
+  r.endpoint = endpoint_;
+  r.path = "/" + bucket_ + "/" + rel;
+  r.region = region_;
+  r.accessKey = accessKey_;
+  r.secretKey = secretKey_;
+  r.amzDate = amzDate(nowSec);
+  r.expiresSec = expiry.count();
+  return presignUrl(r);
 }
 
 void S3CacheStorage::putFile(const std::string& rel, int fd) {

@@ -2,6 +2,8 @@
 // Ceph cluster and its S3 gateway start under a folder, take a signed PUT
 // and GET (curl's SigV4, as kiln's S3 storage will sign), refuse anonymous
 // and wrongly signed requests, and stop leaving no daemon behind.
+#include "object_store.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +15,7 @@
 #include "kiln/common/file.h"
 #include "kiln/common/stream.h"
 #include "kiln/store/binary_cache.h"
+#include "kiln/store/s3_presign.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -242,6 +245,66 @@ TEST(ObjectStore, KilnCachesInABucket) {
   EXPECT_NE(notS3.exitCode, 0);
   EXPECT_THAT(notS3.err, HasSubstr("--public-read is for s3:// caches"));
   EXPECT_EQ(test::run({script, "stop", store}).exitCode, 0);
+}
+
+// A presigned PUT (store/s3_presign.h, stage 2 of issue 32) against the
+// real gateway: anyone holding the URL may upload that one key, with no
+// credentials, until it expires; another key, another method or an
+// expired URL is refused.
+TEST(ObjectStore, PresignedPutsNeedNoCredentials) {
+  std::string why;
+  if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
+  TempDir dir("kiln-s3");
+  test::ObjectStoreServer s3(dir.path() + "/s3");
+  s3.start();
+  s3.createBucket("farm", false);
+  store::PresignRequest r;
+  r.method = "PUT";
+  r.endpoint = s3.endpoint();
+  r.path = "/farm/staging/step-1/out.nar.zst";
+  r.accessKey = s3.accessKey();
+  r.secretKey = s3.secretKey();
+  r.amzDate = store::amzDate(::time(nullptr));
+  r.expiresSec = 300;
+  std::string url = store::presignUrl(r);
+  std::string file = dir.path() + "/body";
+  writeFile(file, "a staged NAR\n");
+  auto put = [&](const std::string& u, const std::string& method) {
+    std::vector<std::string> cmd = {"curl",      "-sS",  "-o",
+                                    "/dev/null", "-w",   "%{http_code}",
+                                    "-X",        method, u};
+    if (method == "PUT") cmd.insert(cmd.end(), {"-T", file});
+    return test::run(cmd).out;
+  };
+  EXPECT_EQ(put(url, "PUT"), "200");
+  ::setenv("AWS_ACCESS_KEY_ID", s3.accessKey().c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", s3.secretKey().c_str(), 1);
+  store::S3CacheStorage bucket(s3.uri("farm"));
+  EXPECT_EQ(bucket.get("staging/step-1/out.nar.zst"), "a staged NAR\n");
+  // The signature covers the key and the method.
+  std::string other = url;
+  other.replace(other.find("out.nar.zst"), 3, "xxx");
+  EXPECT_EQ(put(other, "PUT"), "403");
+  EXPECT_EQ(put(url, "DELETE"), "403");
+  // Signed an hour ago for a minute: expired.
+  r.amzDate = store::amzDate(::time(nullptr) - 3600);
+  r.expiresSec = 60;
+  EXPECT_EQ(put(store::presignUrl(r), "PUT"), "403");
+
+  // The storage presigns with its own credentials; a staged object moves
+  // to its final key on the store's side and the staged one goes.
+  std::string staged = "staging/step-2/out.nar.zst";
+  EXPECT_EQ(
+      put(bucket.presignPut(staged, std::chrono::seconds(60), ::time(nullptr)),
+          "PUT"),
+      "200");
+  bucket.copy(staged, "nar/final.nar.zst");
+  bucket.remove(staged);
+  EXPECT_FALSE(bucket.exists(staged));
+  EXPECT_EQ(bucket.get("nar/final.nar.zst"), "a staged NAR\n");
+  bucket.remove(staged);  // already gone: not an error
+  EXPECT_THROW(bucket.copy(staged, "nar/other.nar.zst"), Error);
+  s3.stop();
 }
 
 }  // namespace

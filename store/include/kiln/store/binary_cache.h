@@ -140,6 +140,18 @@ class S3CacheStorage : public CacheStorage {
   /// write), so that it serves as a plain HTTP binary cache:
   /// `nix copy --from http://HOST:PORT/BUCKET`. Throws Error if refused.
   void makePublicRead();
+  /// Copies `from` to `to` inside the bucket on the object store's side
+  /// (S3 CopyObject: no byte passes through here). Throws Error if `from`
+  /// is missing or the copy fails; objects past 5 GiB (CopyObject's limit)
+  /// are refused.
+  void copy(const std::string& from, const std::string& to);
+  /// Deletes `rel` (a missing one is not an error).
+  void remove(const std::string& rel);
+  /// A URL that lets its holder, with no credentials, PUT `rel` (and only
+  /// that) for `expiry` from `nowSec` (Unix seconds): SigV4 query-string
+  /// presigning with this storage's credentials (s3_presign.h).
+  std::string presignPut(const std::string& rel, std::chrono::seconds expiry,
+                         int64_t nowSec) const;
 
   /// A request body: `length` bytes of `fd` from `offset` (advanced as
   /// it is sent).
@@ -153,7 +165,8 @@ class S3CacheStorage : public CacheStorage {
   long request(const std::string& method, const std::string& rel, Body* in,
                int out, std::string* small);
   long send(const std::string& method, const std::string& target, Body* in,
-            int out, std::string* small, std::string* etag = nullptr);
+            int out, std::string* small, std::string* etag = nullptr,
+            const std::string& extraHeader = "");
   void putMultipart(const std::string& rel, int fd, off_t size);
   std::string uri_, bucket_, endpoint_, region_ = "us-east-1";
   std::string accessKey_, secretKey_;
