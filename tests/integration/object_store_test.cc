@@ -15,7 +15,12 @@
 #include "kiln/common/file.h"
 #include "kiln/common/stream.h"
 #include "kiln/store/binary_cache.h"
+#include "kiln/store/compression.h"
+#include "kiln/store/content_address.h"
+#include "kiln/store/content_check.h"
+#include "kiln/store/nar.h"
 #include "kiln/store/s3_presign.h"
+#include "kiln/store/staged_upload.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -304,6 +309,105 @@ TEST(ObjectStore, PresignedPutsNeedNoCredentials) {
   EXPECT_EQ(bucket.get("nar/final.nar.zst"), "a staged NAR\n");
   bucket.remove(staged);  // already gone: not an error
   EXPECT_THROW(bucket.copy(staged, "nar/other.nar.zst"), Error);
+  s3.stop();
+}
+
+// What a worker stages (store/staged_upload.h) is read once and checked
+// before anything is published: a good NAR moves to its final key on the
+// gateway's side with a signed narinfo; a corrupt object, a wrong NarHash
+// or a fixed output whose content is not its declared hash is refused.
+TEST(ObjectStore, StagedUploadsAreVerifiedBeforeTheyArePublished) {
+  std::string why;
+  if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
+  TempDir dir("kiln-s3");
+  test::ObjectStoreServer s3(dir.path() + "/s3");
+  s3.start();
+  s3.createBucket("farm", false);
+  ::setenv("AWS_ACCESS_KEY_ID", s3.accessKey().c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", s3.secretKey().c_str(), 1);
+  store::S3CacheStorage bucket(s3.uri("farm"));
+  store::StoreDir sd;
+  // An output whose file names a candidate reference.
+  store::StorePath dep(std::string(32, 'a') + "-dep");
+  auto narOf = [](const std::string& contents) {
+    StringSink nar;
+    store::dumpString(contents, nar);
+    HashingSink h(HashAlgo::kSha256);
+    h.write(nar.s);
+    auto [hash, size] = h.finish();
+    return std::tuple(nar.s, hash, size);
+  };
+  auto [nar, narHash, narSize] = narOf("uses " + sd.printPath(dep) + "\n");
+  // The worker's part: compress, PUT to the presigned staging URL.
+  auto stage = [&](const std::string& key, const std::string& bytes) {
+    StringSink zst;
+    auto c = store::makeCompressionSink("zstd", zst);
+    c->write(bytes);
+    c->finish();
+    std::string file = dir.path() + "/upload";
+    writeFile(file, zst.s);
+    auto url =
+        bucket.presignPut(key, std::chrono::seconds(60), ::time(nullptr));
+    return test::run({"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                      "-T", file, url})
+        .out;
+  };
+  store::StagedOutput st;
+  st.key = "staging/step-7/out.nar.zst";
+  st.claimed =
+      store::ValidPathInfo(store::StorePath(std::string(32, 'b') + "-out"));
+  st.claimed.narHash = narHash;
+  st.claimed.narSize = narSize;
+  st.candidates = {dep};
+  ASSERT_EQ(stage(st.key, nar), "200");
+  auto verdict = store::verifyStaged(bucket, sd, st);
+  EXPECT_EQ(verdict.references, store::StorePathSet{dep});
+  auto key = store::SecretKey::generate("farm-1");
+  auto ni = store::publishStaged(bucket, sd, st, verdict, &key);
+  EXPECT_FALSE(bucket.exists(st.key));
+  store::BinaryCacheReader reader(bucket, sd);
+  auto back = reader.queryNarInfo(st.claimed.path);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->url, ni.url);
+  store::PublicKeys keys;
+  keys.add(key.toPublicKey());
+  EXPECT_TRUE(reader.hasValidSignature(*back, keys));
+  StringSink served;
+  reader.narSource(*back)->drainInto(served);
+  EXPECT_TRUE(served.s == nar);
+
+  // Refused: garbage, a wrong NarHash.
+  auto bad = st;
+  bad.key = "staging/step-8/out.nar.zst";
+  ASSERT_EQ(stage(bad.key, "not a NAR at all"), "200");
+  EXPECT_THROW(store::verifyStaged(bucket, sd, bad), FormatError);
+  ASSERT_EQ(stage(bad.key, nar), "200");
+  bad.claimed.narSize = narSize + 1;
+  EXPECT_THROW(store::verifyStaged(bucket, sd, bad),
+               store::ContentMismatchError);
+  // A fixed output (flat sha256): its content must be its declared hash.
+  auto [fod, fodHash, fodSize] = narOf("fetched bytes\n");
+  auto caOf = [](const std::string& contents) {
+    HashingSink h(HashAlgo::kSha256);
+    h.write(contents);
+    return store::ContentAddress{store::CaMethod::kFlat, h.finish().first};
+  };
+  for (auto declared : {"fetched bytes\n", "something else"}) {
+    auto ca = caOf(declared);
+    bad.claimed = store::ValidPathInfo(ca.makePath(sd, "f.txt", {}, false));
+    bad.claimed.narHash = fodHash;
+    bad.claimed.narSize = fodSize;
+    bad.claimed.ca = ca.render();
+    ASSERT_EQ(stage(bad.key, fod), "200");
+    if (std::string(declared) == "fetched bytes\n")
+      EXPECT_TRUE(store::verifyStaged(bucket, sd, bad).references.empty());
+    else
+      EXPECT_THROW(store::verifyStaged(bucket, sd, bad),
+                   store::ContentMismatchError);
+  }
+  bucket.remove(bad.key);
+  bad.key = "staging/missing";
+  EXPECT_THROW(store::verifyStaged(bucket, sd, bad), Error);
   s3.stop();
 }
 
