@@ -252,27 +252,37 @@ TEST(ObjectStore, KilnCachesInABucket) {
   EXPECT_EQ(test::run({script, "stop", store}).exitCode, 0);
 }
 
+// A running gateway with an empty private bucket "farm" and its
+// credentials in this process's environment.
+class FarmBucket : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
+    s3_.start();
+    s3_.createBucket("farm", false);
+    ::setenv("AWS_ACCESS_KEY_ID", s3_.accessKey().c_str(), 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", s3_.secretKey().c_str(), 1);
+  }
+  TempDir dir_{"kiln-s3"};
+  test::ObjectStoreServer s3_{dir_.path() + "/s3"};
+};
+
 // A presigned PUT (store/s3_presign.h, stage 2 of issue 32) against the
 // real gateway: anyone holding the URL may upload that one key, with no
 // credentials, until it expires; another key, another method or an
 // expired URL is refused.
-TEST(ObjectStore, PresignedPutsNeedNoCredentials) {
-  std::string why;
-  if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
-  TempDir dir("kiln-s3");
-  test::ObjectStoreServer s3(dir.path() + "/s3");
-  s3.start();
-  s3.createBucket("farm", false);
+TEST_F(FarmBucket, PresignedPutsNeedNoCredentials) {
   store::PresignRequest r;
   r.method = "PUT";
-  r.endpoint = s3.endpoint();
+  r.endpoint = s3_.endpoint();
   r.path = "/farm/staging/step-1/out.nar.zst";
-  r.accessKey = s3.accessKey();
-  r.secretKey = s3.secretKey();
+  r.accessKey = s3_.accessKey();
+  r.secretKey = s3_.secretKey();
   r.amzDate = store::amzDate(::time(nullptr));
   r.expiresSec = 300;
   std::string url = store::presignUrl(r);
-  std::string file = dir.path() + "/body";
+  std::string file = dir_.path() + "/body";
   writeFile(file, "a staged NAR\n");
   auto put = [&](const std::string& u, const std::string& method) {
     std::vector<std::string> cmd = {"curl",      "-sS",  "-o",
@@ -282,9 +292,7 @@ TEST(ObjectStore, PresignedPutsNeedNoCredentials) {
     return test::run(cmd).out;
   };
   EXPECT_EQ(put(url, "PUT"), "200");
-  ::setenv("AWS_ACCESS_KEY_ID", s3.accessKey().c_str(), 1);
-  ::setenv("AWS_SECRET_ACCESS_KEY", s3.secretKey().c_str(), 1);
-  store::S3CacheStorage bucket(s3.uri("farm"));
+  store::S3CacheStorage bucket(s3_.uri("farm"));
   EXPECT_EQ(bucket.get("staging/step-1/out.nar.zst"), "a staged NAR\n");
   // The signature covers the key and the method.
   std::string other = url;
@@ -309,23 +317,15 @@ TEST(ObjectStore, PresignedPutsNeedNoCredentials) {
   EXPECT_EQ(bucket.get("nar/final.nar.zst"), "a staged NAR\n");
   bucket.remove(staged);  // already gone: not an error
   EXPECT_THROW(bucket.copy(staged, "nar/other.nar.zst"), Error);
-  s3.stop();
+  s3_.stop();
 }
 
 // What a worker stages (store/staged_upload.h) is read once and checked
 // before anything is published: a good NAR moves to its final key on the
 // gateway's side with a signed narinfo; a corrupt object, a wrong NarHash
 // or a fixed output whose content is not its declared hash is refused.
-TEST(ObjectStore, StagedUploadsAreVerifiedBeforeTheyArePublished) {
-  std::string why;
-  if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
-  TempDir dir("kiln-s3");
-  test::ObjectStoreServer s3(dir.path() + "/s3");
-  s3.start();
-  s3.createBucket("farm", false);
-  ::setenv("AWS_ACCESS_KEY_ID", s3.accessKey().c_str(), 1);
-  ::setenv("AWS_SECRET_ACCESS_KEY", s3.secretKey().c_str(), 1);
-  store::S3CacheStorage bucket(s3.uri("farm"));
+TEST_F(FarmBucket, StagedUploadsAreVerifiedBeforeTheyArePublished) {
+  store::S3CacheStorage bucket(s3_.uri("farm"));
   store::StoreDir sd;
   // An output whose file names a candidate reference.
   store::StorePath dep(std::string(32, 'a') + "-dep");
@@ -344,7 +344,7 @@ TEST(ObjectStore, StagedUploadsAreVerifiedBeforeTheyArePublished) {
     auto c = store::makeCompressionSink("zstd", zst);
     c->write(bytes);
     c->finish();
-    std::string file = dir.path() + "/upload";
+    std::string file = dir_.path() + "/upload";
     writeFile(file, zst.s);
     auto url =
         bucket.presignPut(key, std::chrono::seconds(60), ::time(nullptr));
@@ -408,7 +408,7 @@ TEST(ObjectStore, StagedUploadsAreVerifiedBeforeTheyArePublished) {
   bucket.remove(bad.key);
   bad.key = "staging/missing";
   EXPECT_THROW(store::verifyStaged(bucket, sd, bad), Error);
-  s3.stop();
+  s3_.stop();
 }
 
 }  // namespace
