@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -82,6 +83,29 @@ std::string xmlValue(const std::string& xml, const std::string& tag) {
   if (open == std::string::npos || close == std::string::npos) return "";
   open += tag.size() + 2;
   return close > open ? xml.substr(open, close - open) : "";
+}
+
+// `text` with the five XML entities decoded (a listing's keys).
+std::string xmlUnescape(const std::string& text) {
+  static const std::pair<const char*, char> kEntities[] = {{"&amp;", '&'},
+                                                           {"&lt;", '<'},
+                                                           {"&gt;", '>'},
+                                                           {"&quot;", '"'},
+                                                           {"&apos;", '\''}};
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    bool replaced = false;
+    for (auto& [name, c] : kEntities) {
+      if (text.compare(i, std::strlen(name), name) == 0) {
+        out += c;
+        i += std::strlen(name);
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += text[i++];
+  }
+  return out;
 }
 
 // An upload into a temporary file, PUT at commit.
@@ -351,6 +375,42 @@ void S3CacheStorage::copy(const std::string& from, const std::string& to) {
 
 void S3CacheStorage::remove(const std::string& rel) {
   request("DELETE", rel, nullptr, -1, nullptr);
+}
+
+std::vector<std::string> S3CacheStorage::list(const std::string& prefix,
+                                              size_t limit) {
+  std::vector<std::string> keys;
+  std::string token;
+  while (keys.size() < limit) {
+    std::string query =
+        "?list-type=2&max-keys=1000&prefix=" + s3UriEncode(prefix, false);
+    if (!token.empty())
+      query += "&continuation-token=" + s3UriEncode(token, false);
+    std::string answer;
+    if (send("GET", query, nullptr, -1, &answer) == 404)
+      throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
+                  endpoint_);
+    for (size_t at = answer.find("<Key>"); at != std::string::npos;
+         at = answer.find("<Key>", at + 5)) {
+      auto end = answer.find("</Key>", at);
+      if (end == std::string::npos) break;
+      keys.push_back(xmlUnescape(answer.substr(at + 5, end - at - 5)));
+      if (keys.size() == limit) break;
+    }
+    if (xmlValue(answer, "IsTruncated") != "true") break;
+    token = xmlUnescape(xmlValue(answer, "NextContinuationToken"));
+    if (token.empty()) break;
+  }
+  return keys;
+}
+
+size_t S3CacheStorage::removePrefix(const std::string& prefix) {
+  size_t n = 0;
+  for (auto& key : list(prefix)) {
+    remove(key);
+    ++n;
+  }
+  return n;
 }
 
 std::string S3CacheStorage::presignPut(const std::string& rel,

@@ -317,6 +317,17 @@ TEST_F(FarmBucket, PresignedPutsNeedNoCredentials) {
   EXPECT_EQ(bucket.get("nar/final.nar.zst"), "a staged NAR\n");
   bucket.remove(staged);  // already gone: not an error
   EXPECT_THROW(bucket.copy(staged, "nar/other.nar.zst"), Error);
+  // An abandoned step's staging objects go, and nothing else.
+  for (auto k : {"staging/step-3/a.nar.zst", "staging/step-3/b&c.nar.zst",
+                 "staging/step-30/x.nar.zst"})
+    bucket.put(k, "x");
+  EXPECT_EQ(bucket.list("staging/step-3/"),
+            (std::vector<std::string>{"staging/step-3/a.nar.zst",
+                                      "staging/step-3/b&c.nar.zst"}));
+  EXPECT_EQ(bucket.removePrefix("staging/step-3/"), 2u);
+  EXPECT_TRUE(bucket.list("staging/step-3/").empty());
+  EXPECT_TRUE(bucket.exists("staging/step-30/x.nar.zst"));
+  EXPECT_TRUE(bucket.exists("nar/final.nar.zst"));
   s3_.stop();
 }
 

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/common/stream.h"
 #include "kiln/store/compression.h"
@@ -147,6 +148,13 @@ class S3CacheStorage : public CacheStorage {
   void copy(const std::string& from, const std::string& to);
   /// Deletes `rel` (a missing one is not an error).
   void remove(const std::string& rel);
+  /// The keys that start with `prefix` (S3 ListObjectsV2, page by page),
+  /// at most `limit` of them, in the store's (lexical) order.
+  std::vector<std::string> list(const std::string& prefix,
+                                size_t limit = 100000);
+  /// Deletes every key that starts with `prefix` (a failed or abandoned
+  /// step's staging objects); returns how many.
+  size_t removePrefix(const std::string& prefix);
   /// A URL that lets its holder, with no credentials, PUT `rel` (and only
   /// that) for `expiry` from `nowSec` (Unix seconds): SigV4 query-string
   /// presigning with this storage's credentials (s3_presign.h).
