@@ -10,8 +10,8 @@
 # The closure: the entries of SRC of at least 1 MiB (no symlinks), added
 # with `kiln store add` until LIMIT_MB. Environment: KILN (default
 # build/release/cli/kiln), LIMIT_MB (default 1024), COMPRESSIONS (default
-# "zstd"; "zstd xz" adds xz, which takes minutes per GiB). Not a test: prints figures; fails only if a copy fails. The
-# direct-upload side (workers PUTting to presigned staging keys) is to be
+# "zstd"; "zstd xz" adds xz, which takes minutes per GiB). Not a test:
+# prints figures; fails only if a copy fails. The direct-upload side (workers PUTting to presigned staging keys) is to be
 # added here when it exists.
 set -eu
 SRC=${1:-/usr/lib/x86_64-linux-gnu}
