@@ -11,8 +11,8 @@
 # with `kiln store add` until LIMIT_MB. Environment: KILN (default
 # build/release/cli/kiln), LIMIT_MB (default 1024), COMPRESSIONS (default
 # "zstd"; "zstd xz" adds xz, which takes minutes per GiB). Not a test:
-# prints figures; fails only if a copy fails. The direct-upload side (workers PUTting to presigned staging keys) is to be
-# added here when it exists.
+# prints figures; fails only if a copy fails. The direct-upload side
+# (workers PUTting to presigned staging keys) is to be added here.
 set -eu
 SRC=${1:-/usr/lib/x86_64-linux-gnu}
 KILN=${KILN:-build/release/cli/kiln}
@@ -30,19 +30,7 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 1" INT TERM
 
-total=0
-: >"$TMP/list"
-for f in "$SRC"/*; do
-  [ -L "$f" ] && continue
-  kb=$(du -sk "$f" | cut -f1)
-  [ "$kb" -lt 1024 ] && continue
-  echo "$f" >>"$TMP/list"
-  total=$((total + kb))
-  [ "$total" -ge $((LIMIT_MB * 1024)) ] && break
-done
-xargs "$KILN" store add --state-dir "$TMP/state" <"$TMP/list" >"$TMP/paths"
-echo "closure: $(wc -l <"$TMP/paths") paths, $((total / 1024)) MiB of files"
-echo "cpus: $(nproc), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+. "$HERE/bench/closure_files.sh"
 "$KILN" store generate-key bench-1 "$TMP/sk" "$TMP/pk" >/dev/null
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
