@@ -125,14 +125,18 @@ void CachePublisher::pause(std::chrono::milliseconds d, bool wakeable) {
 }
 
 size_t CachePublisher::publishBatch() {
-  // A store handle per batch: its temporary roots (which keep a collector
-  // off the paths being read) end with it.
-  store::LocalStore st(cfg_.stateDir, store::StoreDir(cfg_.storeDir));
-  auto outputs = st.queryBuiltPathsAfter(mark_, cfg_.batch);
-  uint64_t waiting = outputs.empty() ? 0 : st.countBuiltPathsAfter(mark_);
+  // The thread's own handle looks (once a poll); a handle per batch reads
+  // the paths: its temporary roots (which keep a collector off them) end
+  // with it.
+  if (!looker_)
+    looker_ = std::make_unique<store::LocalStore>(
+        cfg_.stateDir, store::StoreDir(cfg_.storeDir));
+  auto outputs = looker_->queryBuiltPathsAfter(mark_, cfg_.batch);
+  uint64_t waiting = outputs.empty() ? 0 : looker_->countBuiltPathsAfter(mark_);
   shared_.lock()->status.waiting = waiting;
   if (metrics_) metrics_->waiting.Set(double(waiting));
   if (outputs.empty()) return 0;
+  store::LocalStore st(cfg_.stateDir, store::StoreDir(cfg_.storeDir));
   store::CacheWriteOptions opts;
   opts.compression = cfg_.compression;
   if (cfg_.signingKey) opts.signingKey = &*cfg_.signingKey;

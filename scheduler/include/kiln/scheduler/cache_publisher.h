@@ -33,6 +33,10 @@ namespace prometheus {
 class Registry;
 }
 
+namespace kiln::store {
+class LocalStore;
+}
+
 namespace kiln::scheduler {
 
 /// How a publisher runs.
@@ -115,7 +119,9 @@ class CachePublisher {
   const Clock& clock_;
   std::unique_ptr<Metrics> metrics_;
   std::string markFile_;
-  int64_t mark_ = 0;           ///< publisher thread only
+  int64_t mark_ = 0;  ///< publisher thread only
+  /// The publisher thread's handle on the central store for its polls.
+  std::unique_ptr<store::LocalStore> looker_;
   store::StorePathSet known_;  ///< publisher thread only
   Clock::TimePoint lastWarning_{};
   mutable Sync<Shared> shared_;
