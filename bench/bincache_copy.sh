@@ -33,19 +33,7 @@ NIX_CONFIG=$(printf 'build-users-group =\nexperimental-features = nix-command\ns
 export NIX_CONFIG
 
 # The closure.
-total=0
-: >"$TMP/list"
-for f in "$SRC"/*; do
-  [ -L "$f" ] && continue
-  kb=$(du -sk "$f" | cut -f1)
-  [ "$kb" -lt 1024 ] && continue
-  echo "$f" >>"$TMP/list"
-  total=$((total + kb))
-  [ "$total" -ge $((LIMIT_MB * 1024)) ] && break
-done
-xargs "$KILN" store add --state-dir "$TMP/state" <"$TMP/list" >"$TMP/paths"
-echo "closure: $(wc -l <"$TMP/paths") paths, $((total / 1024)) MiB of files"
-echo "cpus: $(nproc), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+. "$(dirname "$0")/closure_files.sh"
 "$KILN" store generate-key bench-1 --secret-key-file "$TMP/sk" \
   --public-key-file "$TMP/pk" >/dev/null
 PK=$(cat "$TMP/pk")

@@ -7,7 +7,8 @@
 #
 #   eval "$(scripts/start-object-store.sh DIR PORT)"   # starts it; prints
 #       export KILN_S3_ENDPOINT=http://127.0.0.1:PORT AWS_ACCESS_KEY_ID=...
-#       AWS_SECRET_ACCESS_KEY=...  (an S3 user made for the occasion)
+#       AWS_SECRET_ACCESS_KEY=...  (an S3 user made for the occasion; its
+#       keys are KILN_S3_ACCESS_KEY / KILN_S3_SECRET_KEY when both are set)
 #   scripts/start-object-store.sh stop DIR             # stops it
 #
 # Everything it writes is under DIR; the daemons' logs are in DIR/log. The
@@ -121,8 +122,14 @@ for _ in $(seq 600); do
 done
 curl -s -o /dev/null "http://127.0.0.1:$port/" ||
   { stop "$dir"; die "radosgw does not answer on 127.0.0.1:$port (see $dir/log/client.rgw.a.log)"; }
+# KILN_S3_ACCESS_KEY and KILN_S3_SECRET_KEY, when both are set, are the
+# user's keys (a gateway started again keeps its clients' credentials).
+fixed_keys=()
+if [ -n "${KILN_S3_ACCESS_KEY:-}" ] && [ -n "${KILN_S3_SECRET_KEY:-}" ]; then
+  fixed_keys=(--access-key="$KILN_S3_ACCESS_KEY" --secret-key="$KILN_S3_SECRET_KEY")
+fi
 user=$(radosgw-admin -c "$conf" -n client.rgw.a --admin-socket "$dir/run/admin.asok" \
-  user create --uid=kiln --display-name=kiln 2>>"$dir/log/setup.log") ||
+  user create --uid=kiln --display-name=kiln "${fixed_keys[@]}" 2>>"$dir/log/setup.log") ||
   { stop "$dir"; die "radosgw-admin could not make the S3 user (see $dir/log/setup.log)"; }
 keys=$(python3 -c 'import json,sys; k=json.load(sys.stdin)["keys"][0]; print(k["access_key"], k["secret_key"])' <<<"$user")
 read -r access secret <<<"$keys"

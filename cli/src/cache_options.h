@@ -15,12 +15,24 @@ namespace kiln::cli {
 struct CacheOptions {
   std::string compression = "zstd";
   std::string secretKeyFile;  ///< the farm's narinfo signing key, if any
+  /// `--cache`: where the farm's cache lives. `s3://BUCKET?endpoint=…`: a
+  /// bucket the scheduler publishes every built output to and the web
+  /// serves from; a directory or `file:///DIR`: the web's compress-on-
+  /// request folder (default `<state>/binary-cache/<compression>`).
+  std::string uri;
 
-  /// Adds --cache-secret-key-file and --cache-compression to `opts`.
+  /// Adds --cache, --cache-secret-key-file and --cache-compression to
+  /// `opts`.
   void add(boost::program_options::options_description& opts);
   /// Throws boost::program_options::error unless the compression is zstd,
-  /// xz or none.
+  /// xz or none and the cache URI is one of the above (credentials are
+  /// never part of it).
   void check() const;
+  /// Whether the cache is on an object store (`s3://`).
+  bool objectStore() const { return uri.starts_with("s3://"); }
+  /// The compress-on-request folder `uri` names, or "" (the default one,
+  /// or an object store).
+  std::string directory() const;
 };
 
 /// The binary cache of the central store under `stateDir`. With `prune`,

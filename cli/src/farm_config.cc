@@ -13,6 +13,7 @@
 
 #include "kiln/common/file.h"
 #include "kiln/protocol/keys.h"
+#include "kiln/store/binary_cache.h"
 
 namespace kiln::cli {
 namespace {
@@ -291,6 +292,21 @@ void readScheduler(Table t, SchedulerSettings& s) {
     return v == "zstd" || v == "xz" || v == "none"
                ? ""
                : "must be 'zstd', 'xz' or 'none'";
+  });
+  t.str("cache", s.cache, [](const std::string& v) -> std::string {
+    if (v.starts_with("s3://")) {
+      try {
+        store::S3CacheStorage::checkUri(v);
+      } catch (const FormatError& e) {
+        return e.what();
+      }
+      return "";
+    }
+    return v.starts_with("file:///") || v.starts_with("/")
+               ? ""
+               : "must be s3://BUCKET?endpoint=..., file:///DIR or an "
+                 "absolute directory (credentials come from the "
+                 "environment or a credentials file, never from here)";
   });
   if (t.str("notify_ca_file", s.notifyCaFile, validPath))
     s.notifyCaFile = t.problems().resolve(s.notifyCaFile);

@@ -66,6 +66,9 @@ struct SchedulerSettings {
   std::vector<std::string> webHosts;  ///< host names the web answers for
   std::string webPushSecretFile;  ///< push webhook's secret; abs. or ""
   std::string cacheCompression = "zstd";  ///< zstd, xz or none
+  /// The farm's binary cache (`--cache`): s3://BUCKET?endpoint=…, or a
+  /// directory; "" = `<state>/binary-cache/<compression>`.
+  std::string cache;
   std::string notifyCaFile;  ///< CAs of an https webhook; abs. or ""
   // Limits (`kiln scheduler`'s flags of the same names).
   int64_t maxMessageSize = int64_t{32} << 20;  ///< bytes per message

@@ -16,6 +16,7 @@
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/plugin_host/registry.h"
 #include "kiln/scheduler/service.h"
+#include "kiln/store/signature.h"
 #include "kiln/web/binary_cache.h"
 #include "kiln/web/routes.h"
 #include "notify_options.h"
@@ -282,6 +283,16 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.core.retryBackoffBase = std::chrono::milliseconds(backoffMs);
     cfg.cachedFailureTtlSec = ttl;
     cfg.stepDeadlineMargin = std::chrono::seconds(deadlineMarginSec);
+    if (cache.objectStore()) {
+      cfg.cacheUri = cache.uri;
+      cfg.cacheCompression = cache.compression;
+      if (!cache.secretKeyFile.empty())
+        cfg.cacheSigningKey = store::readSecretKeyFile(cache.secretKeyFile);
+      else
+        logWarn("--cache " + cache.uri +
+                " without --cache-secret-key-file: outputs are published "
+                "unsigned");
+    }
     // Evaluations run this very executable as `kiln eval`.
     cfg.kilnBinary = std::filesystem::read_symlink("/proc/self/exe").string();
     SchedulerNotifiers notifiers(notify, notifySecret, notifyCa);

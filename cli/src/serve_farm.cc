@@ -227,6 +227,7 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
   if (!c.database.empty()) a.insert(a.end(), {"--database", c.database});
   if (!c.databasePasswordFile.empty())
     a.insert(a.end(), {"--database-password-file", c.databasePasswordFile});
+  if (!s.cache.empty()) a.insert(a.end(), {"--cache", s.cache});
   if (s.webPrivate) a.push_back("--web-private");
   for (auto& h : s.webHosts) a.insert(a.end(), {"--web-host", h});
   if (!s.webPushSecretFile.empty())

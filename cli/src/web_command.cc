@@ -86,7 +86,7 @@ std::unique_ptr<web::WebFrontend> startFrontEnd(const WebOptions& o,
   ctx.snapshot = storedSnapshot(ctx.database());
   ctx.metrics = std::make_shared<prometheus::Registry>();
   // The scheduler prunes the cache's folder; front ends sharing it do not.
-  if (!o.stateDir.empty())
+  if (!o.stateDir.empty() || o.cache.objectStore())
     ctx.binaryCache = makeBinaryCache(o.stateDir, o.storeDir, o.cache, false);
   web::WebServerConfig wc;
   wc.listen = o.listen;

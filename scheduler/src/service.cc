@@ -126,6 +126,15 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   if (sinks.size() > 1)
     steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   loopWake.add(uploads.wakeFd());
+  if (!cfg.cacheUri.empty()) {
+    CachePublisherConfig pc;
+    pc.stateDir = cfg.stateDir;
+    pc.storeDir = cfg.storeDir;
+    pc.compression = cfg.cacheCompression;
+    pc.signingKey = cfg.cacheSigningKey;
+    publisher = std::make_unique<CachePublisher>(
+        std::move(pc), store::openCacheStorage(cfg.cacheUri), registry.get());
+  }
   requestWakeups = listenForRequests(cfg.database());
   if (requestWakeups) loopWake.add(requestWakeups->wakeFd());
   if (db.dialect() == SqlDialect::kPostgres) {
@@ -434,7 +443,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   for (int n = 0; n < max; n++) {
     if (!hold) hold.emplace(deferred);
     if (r) link.handle(*r);
-    uploads.takeRegistrations();
+    if (uploads.takeRegistrations() > 0 && publisher) publisher->wake();
     processEvents();
     // A result frees a slot: fill it now, not after the rest of the batch
     // (serving inputs, receiving uploads) is handled. When nothing can be
@@ -494,11 +503,32 @@ void SchedulerService::Impl::maybePublishSnapshot(const SchedulerMetrics& m) {
 // From memory (the index and the core), not the database: the snapshot
 // is made after every turn that changed it. A failed step's record is
 // finished; it is not listed.
+namespace {
+
+// What the queue says of a publisher that has outputs waiting.
+std::string publishingReason(const CachePublisherStatus& st) {
+  std::string r = std::to_string(st.waiting) +
+                  " built outputs wait to be published to " + st.uri;
+  if (!st.lastError.empty())
+    r += ": the cache fails (" + std::to_string(st.failures) +
+         " attempts so far): " + st.lastError;
+  return r;
+}
+
+}  // namespace
+
 std::vector<QueueEntry> SchedulerService::Impl::queueEntries() {
   static const char* names[] = {"waiting", "queued", "running", "backoff",
                                 "failed"};
   std::vector<QueueEntry> out;
-  out.reserve(ingestor.index().size());
+  out.reserve(ingestor.index().size() + 1);
+  // Outputs waiting for the farm's binary cache head the queue (step 0,
+  // state "publishing"), so `kiln queue` and the dashboard say why.
+  if (publisher) {
+    auto st = publisher->status();
+    if (st.waiting > 0 || !st.lastError.empty())
+      out.push_back({0, "", "", "publishing", publishingReason(st)});
+  }
   for (auto& [id, sid] : ingestor.index().byDbId()) {
     auto v = core.step(sid);
     if (v.state == StepView::State::kFailed) continue;

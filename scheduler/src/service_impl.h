@@ -20,6 +20,7 @@
 #include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/common/sync.h"
 #include "kiln/scheduler/build_events.h"
+#include "kiln/scheduler/cache_publisher.h"
 #include "kiln/scheduler/checkpointer.h"
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
@@ -69,6 +70,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   std::unique_ptr<LogMirror> logMirror;
   RunningSteps steps;
   Uploads uploads;
+  /// Publishes registered outputs to ServiceConfig::cacheUri (null
+  /// without one), on a thread of its own.
+  std::unique_ptr<CachePublisher> publisher;
   Evaluations evaluations;
   /// Start of the loop's current turn (ServiceMetrics::observeLoopTurn).
   Clock::TimePoint turnStart = clock.now();

@@ -160,7 +160,8 @@ void Uploads::commit(int64_t step, const proto::TransferHeader& h,
   registrar_.submit({step, h.outputName, std::move(info), std::move(nar)});
 }
 
-void Uploads::takeRegistrations() {
+size_t Uploads::takeRegistrations() {
+  size_t registered = 0;
   for (auto& d : registrar_.takeDone()) {
     if (d.rejected) {
       logError("output " + d.output + " of step " + std::to_string(d.step) +
@@ -172,7 +173,9 @@ void Uploads::takeRegistrations() {
       logError("registering output " + d.output + " of step " +
                std::to_string(d.step) + ": " + d.error);
     steps_.outputRegistered(d.step, d.output, d.error.empty());
+    if (d.error.empty()) ++registered;
   }
+  return registered;
 }
 
 }  // namespace kiln::scheduler

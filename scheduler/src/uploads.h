@@ -39,8 +39,9 @@ class Uploads {
   /// reserve (ServiceConfig::minFreeDiskBytes) is free on the disk.
   std::unique_ptr<protocol::TransferTarget> accept(
       const WorkerConn& from, const protocol::TransferHeader& h);
-  /// Hands the registrar's reports to the running steps.
-  void takeRegistrations();
+  /// Hands the registrar's reports to the running steps; returns how many
+  /// outputs were registered.
+  size_t takeRegistrations();
   /// Readable while registrar reports wait (poll it with the transport).
   int wakeFd() const { return registrar_.wakeFd(); }
 

@@ -2,6 +2,8 @@
 
 #include <functional>
 #include <map>
+#include <set>
+#include <vector>
 
 #include "kiln/store/nar.h"
 
@@ -39,6 +41,16 @@ void copyPathMeta(const From& from, To& to) {
   to.ca = from.ca;
 }
 
+// Publishes `info`'s path (valid in `store`) through `writer`.
+void publishPath(LocalStore& store, BinaryCacheWriter& writer,
+                 const ValidPathInfo& info) {
+  NarInfo meta;
+  meta.path = info.path;
+  copyPathMeta(info, meta);
+  auto physical = store.physicalPath(info.path);
+  writer.addPath(meta, [&](Sink& sink) { dumpPath(physical, sink); });
+}
+
 }  // namespace
 
 CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
@@ -57,12 +69,45 @@ CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
       ++result.alreadyPresent;
       continue;
     }
-    auto& info = infos.at(p);
-    NarInfo meta;
-    meta.path = p;
-    copyPathMeta(info, meta);
-    auto physical = store.physicalPath(p);
-    writer.addPath(meta, [&](Sink& sink) { dumpPath(physical, sink); });
+    publishPath(store, writer, infos.at(p));
+    result.copied.push_back(p);
+  }
+  return result;
+}
+
+CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
+                              const StorePathSet& paths, StorePathSet& known) {
+  // Walked from the roots, stopping at paths the cache has: a narinfo in
+  // the cache means its closure is there (every writer publishes
+  // references first), so a new output costs what is new in its closure.
+  std::map<StorePath, StorePathSet> refs;
+  std::map<StorePath, ValidPathInfo> infos;
+  std::vector<StorePath> todo(paths.begin(), paths.end());
+  std::set<StorePath> seen;
+  CopyResult result;
+  while (!todo.empty()) {
+    auto p = todo.back();
+    todo.pop_back();
+    if (!seen.insert(p).second) continue;
+    if (known.count(p)) {
+      ++result.alreadyPresent;
+      continue;
+    }
+    store.addTempRoot(p);
+    auto info = store.requirePathInfo(p);
+    if (writer.hasPath(p)) {
+      known.insert(p);
+      ++result.alreadyPresent;
+      continue;
+    }
+    for (auto& r : info.references)
+      if (r != p) todo.push_back(r);
+    refs[p] = info.references;
+    infos.emplace(p, std::move(info));
+  }
+  for (auto& p : referencesFirst(refs)) {
+    publishPath(store, writer, infos.at(p));
+    known.insert(p);
     result.copied.push_back(p);
   }
   return result;

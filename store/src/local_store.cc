@@ -269,6 +269,35 @@ StorePathSet LocalStore::queryAllValidPaths() {
   return out;
 }
 
+std::vector<LocalStore::BuiltPath> LocalStore::queryBuiltPathsAfter(
+    int64_t afterId, size_t limit) {
+  auto lk = impl_->db.lock();
+  // The primary key's range: only rows past `afterId` are read.
+  auto& st = impl_->statement(
+      **lk,
+      "select id, path from ValidPaths where id > ? and deriver is not null "
+      "and deriver != '' order by id limit ?");
+  st.bind(afterId);
+  st.bind(static_cast<int64_t>(limit));
+  std::vector<BuiltPath> out;
+  while (st.step())
+    out.push_back({st.getInt(0), impl_->storeDir.parsePath(st.getStr(1))});
+  st.reset();
+  return out;
+}
+
+uint64_t LocalStore::countBuiltPathsAfter(int64_t afterId) {
+  auto lk = impl_->db.lock();
+  auto& st = impl_->statement(
+      **lk,
+      "select count(*) from ValidPaths where id > ? and deriver is not null "
+      "and deriver != ''");
+  st.bind(afterId);
+  uint64_t n = st.step() ? static_cast<uint64_t>(st.getInt(0)) : 0;
+  st.reset();
+  return n;
+}
+
 LocalStore::Summary LocalStore::summary() {
   auto lk = impl_->db.lock();
   auto st = (*lk)->prepare("select count(*), sum(narSize) from ValidPaths");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/store/binary_cache.h"
+#include "kiln/store/s3_presign.h"
 
 namespace kiln::store {
 namespace {
@@ -35,19 +37,7 @@ AutoCloseFD tempFile() {
 
 // `rel` with every byte but unreserved ones and '/' percent-encoded.
 std::string encodePath(const std::string& rel) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : rel) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        c == '/') {
-      out += char(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
+  return s3UriEncode(rel, true);
 }
 
 size_t toFd(char* data, size_t size, size_t n, void* fd) {
@@ -93,6 +83,29 @@ std::string xmlValue(const std::string& xml, const std::string& tag) {
   if (open == std::string::npos || close == std::string::npos) return "";
   open += tag.size() + 2;
   return close > open ? xml.substr(open, close - open) : "";
+}
+
+// `text` with the five XML entities decoded (a listing's keys).
+std::string xmlUnescape(const std::string& text) {
+  static const std::pair<const char*, char> kEntities[] = {{"&amp;", '&'},
+                                                           {"&lt;", '<'},
+                                                           {"&gt;", '>'},
+                                                           {"&quot;", '"'},
+                                                           {"&apos;", '\''}};
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    bool replaced = false;
+    for (auto& [name, c] : kEntities) {
+      if (text.compare(i, std::strlen(name), name) == 0) {
+        out += c;
+        i += std::strlen(name);
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += text[i++];
+  }
+  return out;
 }
 
 // An upload into a temporary file, PUT at commit.
@@ -154,17 +167,24 @@ std::pair<std::string, std::string> credentials(const std::string& uri) {
 
 }  // namespace
 
-S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
-    : uri_(std::move(uri)), limits_(limits) {
+namespace {
+
+// The parts of an `s3://` URI.
+struct S3Uri {
+  std::string bucket, endpoint, region = "us-east-1";
+};
+
+S3Uri parseS3Uri(const std::string& uri) {
   static const std::regex re(
       R"(s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(\?(.*))?)");
   std::smatch m;
-  if (!std::regex_match(uri_, m, re))
-    throw FormatError("'" + uri_ +
+  if (!std::regex_match(uri, m, re))
+    throw FormatError("'" + uri +
                       "' is not s3://BUCKET?endpoint=http://HOST:PORT"
                       "[&region=REGION] (a bucket of 3-63 lower-case letters, "
                       "digits, '.' and '-')");
-  bucket_ = m[1];
+  S3Uri out;
+  out.bucket = m[1];
   std::string query = m[3];
   size_t pos = 0;
   while (pos < query.size()) {
@@ -175,21 +195,35 @@ S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
     std::string k = pair.substr(0, eq),
                 v = eq == std::string::npos ? "" : pair.substr(eq + 1);
     if (k == "endpoint")
-      endpoint_ = v;
+      out.endpoint = v;
     else if (k == "region")
-      region_ = v;
+      out.region = v;
     else
-      throw FormatError("'" + uri_ + "': unknown parameter '" + k +
+      throw FormatError("'" + uri + "': unknown parameter '" + k +
                         "' (endpoint and region are known)");
   }
-  if (!(endpoint_.starts_with("http://") || endpoint_.starts_with("https://")))
-    throw FormatError("'" + uri_ + "' needs endpoint=http(s)://HOST[:PORT]");
-  while (endpoint_.size() > 8 && endpoint_.back() == '/') endpoint_.pop_back();
-  if (region_.empty() ||
-      region_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
+  auto& ep = out.endpoint;
+  if (!(ep.starts_with("http://") || ep.starts_with("https://")))
+    throw FormatError("'" + uri + "' needs endpoint=http(s)://HOST[:PORT]");
+  while (ep.size() > 8 && ep.back() == '/') ep.pop_back();
+  if (out.region.empty() ||
+      out.region.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
           std::string::npos)
-    throw FormatError("'" + uri_ + "': region '" + region_ +
+    throw FormatError("'" + uri + "': region '" + out.region +
                       "' is not a region name");
+  return out;
+}
+
+}  // namespace
+
+void S3CacheStorage::checkUri(const std::string& uri) { parseS3Uri(uri); }
+
+S3CacheStorage::S3CacheStorage(std::string uri, HttpCacheLimits limits)
+    : uri_(std::move(uri)), limits_(limits) {
+  auto parsed = parseS3Uri(uri_);
+  bucket_ = parsed.bucket;
+  endpoint_ = parsed.endpoint;
+  region_ = parsed.region;
   static std::once_flag init;
   std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   std::tie(accessKey_, secretKey_) = credentials(uri_);
@@ -206,7 +240,7 @@ long S3CacheStorage::request(const std::string& method, const std::string& rel,
 // most maxSmallFileBytes); `in` (or -1) is the body sent.
 long S3CacheStorage::send(const std::string& method, const std::string& rel,
                           Body* in, int out, std::string* small,
-                          std::string* etag) {
+                          std::string* etag, const std::string& extraHeader) {
   Curl c(curl_easy_init(), &curl_easy_cleanup);
   if (!c) throw Error("curl_easy_init failed");
   std::string url = endpoint_ + "/" + bucket_ + rel;
@@ -215,6 +249,8 @@ long S3CacheStorage::send(const std::string& method, const std::string& rel,
   Headers h(
       curl_slist_append(nullptr, "x-amz-content-sha256: UNSIGNED-PAYLOAD"),
       &curl_slist_free_all);
+  if (!extraHeader.empty())
+    h.reset(curl_slist_append(h.release(), extraHeader.c_str()));
   curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(c.get(), CURLOPT_AWS_SIGV4, sigv4.c_str());
   curl_easy_setopt(c.get(), CURLOPT_USERPWD, user.c_str());
@@ -270,7 +306,8 @@ long S3CacheStorage::send(const std::string& method, const std::string& rel,
   if (status == 403)
     throw Error(method + " " + rel + " in " + uri_ +
                 ": access denied (403): check the credentials "
-                "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) and the bucket");
+                "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) and the bucket '" +
+                bucket_ + "' at " + endpoint_);
   if ((status < 200 || status > 299) && status != 404)
     throw Error(method + " " + rel + " in " + uri_ + ": HTTP status " +
                 std::to_string(status) +
@@ -316,6 +353,80 @@ void S3CacheStorage::makePublicRead() {
   if (send("PUT", "?policy=", &body, -1, &answer) == 404)
     throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
                 endpoint_);
+}
+
+void S3CacheStorage::copy(const std::string& from, const std::string& to) {
+  checkCacheRelPath(from);
+  checkCacheRelPath(to);
+  std::string answer;
+  // An empty body makes curl PUT (without one it would GET); the answer is
+  // bounded by the small-file limit: the object is copied, not fetched.
+  Body none{-1, 0, 0};
+  long status = send("PUT", "/" + encodePath(to), &none, -1, &answer, nullptr,
+                     "x-amz-copy-source: /" + bucket_ + "/" + encodePath(from));
+  if (status == 404)
+    throw Error("copying " + from + " to " + to + " in " + uri_ + ": " + from +
+                " does not exist");
+  // S3 may answer 200 and still report an error in the body.
+  if (answer.find("<Error>") != std::string::npos)
+    throw Error("copying " + from + " to " + to + " in " + uri_ + ": " +
+                xmlValue(answer, "Message"));
+}
+
+void S3CacheStorage::remove(const std::string& rel) {
+  request("DELETE", rel, nullptr, -1, nullptr);
+}
+
+std::vector<std::string> S3CacheStorage::list(const std::string& prefix,
+                                              size_t limit) {
+  std::vector<std::string> keys;
+  std::string token;
+  while (keys.size() < limit) {
+    std::string query =
+        "?list-type=2&max-keys=1000&prefix=" + s3UriEncode(prefix, false);
+    if (!token.empty())
+      query += "&continuation-token=" + s3UriEncode(token, false);
+    std::string answer;
+    if (send("GET", query, nullptr, -1, &answer) == 404)
+      throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
+                  endpoint_);
+    for (size_t at = answer.find("<Key>"); at != std::string::npos;
+         at = answer.find("<Key>", at + 5)) {
+      auto end = answer.find("</Key>", at);
+      if (end == std::string::npos) break;
+      keys.push_back(xmlUnescape(answer.substr(at + 5, end - at - 5)));
+      if (keys.size() == limit) break;
+    }
+    if (xmlValue(answer, "IsTruncated") != "true") break;
+    token = xmlUnescape(xmlValue(answer, "NextContinuationToken"));
+    if (token.empty()) break;
+  }
+  return keys;
+}
+
+size_t S3CacheStorage::removePrefix(const std::string& prefix) {
+  size_t n = 0;
+  for (auto& key : list(prefix)) {
+    remove(key);
+    ++n;
+  }
+  return n;
+}
+
+std::string S3CacheStorage::presignPut(const std::string& rel,
+                                       std::chrono::seconds expiry,
+                                       int64_t nowSec) const {
+  checkCacheRelPath(rel);
+  PresignRequest r;
+  r.method = "PUT";
+  r.endpoint = endpoint_;
+  r.path = "/" + bucket_ + "/" + rel;
+  r.region = region_;
+  r.accessKey = accessKey_;
+  r.secretKey = secretKey_;
+  r.amzDate = amzDate(nowSec);
+  r.expiresSec = expiry.count();
+  return presignUrl(r);
 }
 
 void S3CacheStorage::putFile(const std::string& rel, int fd) {

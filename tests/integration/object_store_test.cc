@@ -2,6 +2,8 @@
 // Ceph cluster and its S3 gateway start under a folder, take a signed PUT
 // and GET (curl's SigV4, as kiln's S3 storage will sign), refuse anonymous
 // and wrongly signed requests, and stop leaving no daemon behind.
+#include "object_store.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +15,12 @@
 #include "kiln/common/file.h"
 #include "kiln/common/stream.h"
 #include "kiln/store/binary_cache.h"
+#include "kiln/store/compression.h"
+#include "kiln/store/content_address.h"
+#include "kiln/store/content_check.h"
+#include "kiln/store/nar.h"
+#include "kiln/store/s3_presign.h"
+#include "kiln/store/staged_upload.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -242,6 +250,176 @@ TEST(ObjectStore, KilnCachesInABucket) {
   EXPECT_NE(notS3.exitCode, 0);
   EXPECT_THAT(notS3.err, HasSubstr("--public-read is for s3:// caches"));
   EXPECT_EQ(test::run({script, "stop", store}).exitCode, 0);
+}
+
+// A running gateway with an empty private bucket "farm" and its
+// credentials in this process's environment.
+class FarmBucket : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
+    s3_.start();
+    s3_.createBucket("farm", false);
+    ::setenv("AWS_ACCESS_KEY_ID", s3_.accessKey().c_str(), 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", s3_.secretKey().c_str(), 1);
+  }
+  TempDir dir_{"kiln-s3"};
+  test::ObjectStoreServer s3_{dir_.path() + "/s3"};
+};
+
+// A presigned PUT (store/s3_presign.h, stage 2 of issue 32) against the
+// real gateway: anyone holding the URL may upload that one key, with no
+// credentials, until it expires; another key, another method or an
+// expired URL is refused.
+TEST_F(FarmBucket, PresignedPutsNeedNoCredentials) {
+  store::PresignRequest r;
+  r.method = "PUT";
+  r.endpoint = s3_.endpoint();
+  r.path = "/farm/staging/step-1/out.nar.zst";
+  r.accessKey = s3_.accessKey();
+  r.secretKey = s3_.secretKey();
+  r.amzDate = store::amzDate(::time(nullptr));
+  r.expiresSec = 300;
+  std::string url = store::presignUrl(r);
+  std::string file = dir_.path() + "/body";
+  writeFile(file, "a staged NAR\n");
+  auto put = [&](const std::string& u, const std::string& method) {
+    std::vector<std::string> cmd = {"curl",      "-sS",  "-o",
+                                    "/dev/null", "-w",   "%{http_code}",
+                                    "-X",        method, u};
+    if (method == "PUT") cmd.insert(cmd.end(), {"-T", file});
+    return test::run(cmd).out;
+  };
+  EXPECT_EQ(put(url, "PUT"), "200");
+  store::S3CacheStorage bucket(s3_.uri("farm"));
+  EXPECT_EQ(bucket.get("staging/step-1/out.nar.zst"), "a staged NAR\n");
+  // The signature covers the key and the method.
+  std::string other = url;
+  other.replace(other.find("out.nar.zst"), 3, "xxx");
+  EXPECT_EQ(put(other, "PUT"), "403");
+  EXPECT_EQ(put(url, "DELETE"), "403");
+  // Signed an hour ago for a minute: expired.
+  r.amzDate = store::amzDate(::time(nullptr) - 3600);
+  r.expiresSec = 60;
+  EXPECT_EQ(put(store::presignUrl(r), "PUT"), "403");
+
+  // The storage presigns with its own credentials; a staged object moves
+  // to its final key on the store's side and the staged one goes.
+  std::string staged = "staging/step-2/out.nar.zst";
+  EXPECT_EQ(
+      put(bucket.presignPut(staged, std::chrono::seconds(60), ::time(nullptr)),
+          "PUT"),
+      "200");
+  bucket.copy(staged, "nar/final.nar.zst");
+  bucket.remove(staged);
+  EXPECT_FALSE(bucket.exists(staged));
+  EXPECT_EQ(bucket.get("nar/final.nar.zst"), "a staged NAR\n");
+  bucket.remove(staged);  // already gone: not an error
+  EXPECT_THROW(bucket.copy(staged, "nar/other.nar.zst"), Error);
+  // An abandoned step's staging objects go, and nothing else.
+  for (auto k : {"staging/step-3/a.nar.zst", "staging/step-3/b&c.nar.zst",
+                 "staging/step-30/x.nar.zst"})
+    bucket.put(k, "x");
+  EXPECT_EQ(bucket.list("staging/step-3/"),
+            (std::vector<std::string>{"staging/step-3/a.nar.zst",
+                                      "staging/step-3/b&c.nar.zst"}));
+  EXPECT_EQ(bucket.removePrefix("staging/step-3/"), 2u);
+  EXPECT_TRUE(bucket.list("staging/step-3/").empty());
+  EXPECT_TRUE(bucket.exists("staging/step-30/x.nar.zst"));
+  EXPECT_TRUE(bucket.exists("nar/final.nar.zst"));
+  s3_.stop();
+}
+
+// What a worker stages (store/staged_upload.h) is read once and checked
+// before anything is published: a good NAR moves to its final key on the
+// gateway's side with a signed narinfo; a corrupt object, a wrong NarHash
+// or a fixed output whose content is not its declared hash is refused.
+TEST_F(FarmBucket, StagedUploadsAreVerifiedBeforeTheyArePublished) {
+  store::S3CacheStorage bucket(s3_.uri("farm"));
+  store::StoreDir sd;
+  // An output whose file names a candidate reference.
+  store::StorePath dep(std::string(32, 'a') + "-dep");
+  auto narOf = [](const std::string& contents) {
+    StringSink nar;
+    store::dumpString(contents, nar);
+    HashingSink h(HashAlgo::kSha256);
+    h.write(nar.s);
+    auto [hash, size] = h.finish();
+    return std::tuple(nar.s, hash, size);
+  };
+  auto [nar, narHash, narSize] = narOf("uses " + sd.printPath(dep) + "\n");
+  // The worker's part: compress, PUT to the presigned staging URL.
+  auto stage = [&](const std::string& key, const std::string& bytes) {
+    StringSink zst;
+    auto c = store::makeCompressionSink("zstd", zst);
+    c->write(bytes);
+    c->finish();
+    std::string file = dir_.path() + "/upload";
+    writeFile(file, zst.s);
+    auto url =
+        bucket.presignPut(key, std::chrono::seconds(60), ::time(nullptr));
+    return test::run({"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                      "-T", file, url})
+        .out;
+  };
+  store::StagedOutput st;
+  st.key = "staging/step-7/out.nar.zst";
+  st.claimed =
+      store::ValidPathInfo(store::StorePath(std::string(32, 'b') + "-out"));
+  st.claimed.narHash = narHash;
+  st.claimed.narSize = narSize;
+  st.candidates = {dep};
+  ASSERT_EQ(stage(st.key, nar), "200");
+  auto verdict = store::verifyStaged(bucket, sd, st);
+  EXPECT_EQ(verdict.references, store::StorePathSet{dep});
+  auto key = store::SecretKey::generate("farm-1");
+  auto ni = store::publishStaged(bucket, sd, st, verdict, &key);
+  EXPECT_FALSE(bucket.exists(st.key));
+  store::BinaryCacheReader reader(bucket, sd);
+  auto back = reader.queryNarInfo(st.claimed.path);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->url, ni.url);
+  store::PublicKeys keys;
+  keys.add(key.toPublicKey());
+  EXPECT_TRUE(reader.hasValidSignature(*back, keys));
+  StringSink served;
+  reader.narSource(*back)->drainInto(served);
+  EXPECT_TRUE(served.s == nar);
+
+  // Refused: garbage, a wrong NarHash.
+  auto bad = st;
+  bad.key = "staging/step-8/out.nar.zst";
+  ASSERT_EQ(stage(bad.key, "not a NAR at all"), "200");
+  EXPECT_THROW(store::verifyStaged(bucket, sd, bad), FormatError);
+  ASSERT_EQ(stage(bad.key, nar), "200");
+  bad.claimed.narSize = narSize + 1;
+  EXPECT_THROW(store::verifyStaged(bucket, sd, bad),
+               store::ContentMismatchError);
+  // A fixed output (flat sha256): its content must be its declared hash.
+  auto [fod, fodHash, fodSize] = narOf("fetched bytes\n");
+  auto caOf = [](const std::string& contents) {
+    HashingSink h(HashAlgo::kSha256);
+    h.write(contents);
+    return store::ContentAddress{store::CaMethod::kFlat, h.finish().first};
+  };
+  for (auto declared : {"fetched bytes\n", "something else"}) {
+    auto ca = caOf(declared);
+    bad.claimed = store::ValidPathInfo(ca.makePath(sd, "f.txt", {}, false));
+    bad.claimed.narHash = fodHash;
+    bad.claimed.narSize = fodSize;
+    bad.claimed.ca = ca.render();
+    ASSERT_EQ(stage(bad.key, fod), "200");
+    if (std::string(declared) == "fetched bytes\n")
+      EXPECT_TRUE(store::verifyStaged(bucket, sd, bad).references.empty());
+    else
+      EXPECT_THROW(store::verifyStaged(bucket, sd, bad),
+                   store::ContentMismatchError);
+  }
+  bucket.remove(bad.key);
+  bad.key = "staging/missing";
+  EXPECT_THROW(store::verifyStaged(bucket, sd, bad), Error);
+  s3_.stop();
 }
 
 }  // namespace

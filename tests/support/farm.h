@@ -153,6 +153,15 @@ class Farm {
   void armSchedulerFailPoint(const std::string& point) {
     schedulerFailPoint_ = point;
   }
+  /// Sets (or, with nullopt, removes) variable `name` of the scheduler's
+  /// environment (FarmOptions::schedulerEnv) from its next start on.
+  void setSchedulerEnv(const std::string& name,
+                       const std::optional<std::string>& value) {
+    if (value)
+      options_.schedulerEnv[name] = *value;
+    else
+      options_.schedulerEnv.erase(name);
+  }
   /// The current scheduler process; throws Error if none was started.
   KilnProcess& scheduler();
   /// SIGKILLs the scheduler (its state stays for a restart).

@@ -61,12 +61,47 @@ void touch(const std::string& path, int64_t ms) {
   ::utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW);
 }
 
+// Throws FormatError unless `hashPart` is 32 nix32 characters.
+void checkHashPart(std::string_view hashPart) {
+  try {
+    if (hashPart.size() != store::StorePath::kHashLen)
+      throw FormatError("length");
+    store::StorePath probe(std::string(hashPart) + "-x");
+  } catch (const FormatError&) {
+    throw FormatError("'" + std::string(hashPart) +
+                      "' is not a store path hash part (32 nix32 characters)");
+  }
+}
+
+// Throws FormatError unless `fileName` is `<52 nix32 characters><ext>` for
+// one of `exts`.
+void checkNarFileName(std::string_view fileName,
+                      const std::vector<std::string>& exts) {
+  auto bad = [&](const std::string& why) {
+    return FormatError("'" + std::string(fileName) + "' " + why);
+  };
+  std::string_view hash;
+  for (auto& ext : exts)
+    if (fileName.ends_with(ext))
+      hash = fileName.substr(0, fileName.size() - ext.size());
+  if (hash.empty())
+    throw bad("is not a NAR file of this cache (<file hash>" + exts.front() +
+              ")");
+  if (hash.size() != 52) throw bad("does not start with a 52-character hash");
+  try {
+    Hash::parseBare(hash, HashAlgo::kSha256);
+  } catch (const FormatError&) {
+    throw bad("does not start with a nix32 sha256 hash");
+  }
+}
+
 }  // namespace
 
 BinaryCache::BinaryCache(BinaryCacheConfig config)
     : config_(std::move(config)),
       clock_(config_.clock ? *config_.clock : RealClock::instance()) {
   store::checkCompression(config_.compression);
+  if (config_.remote) return;  // nothing local to keep or prune
   if (config_.cacheDir.empty())
     config_.cacheDir =
         config_.stateDir + "/binary-cache/" + config_.compression;
@@ -113,6 +148,10 @@ std::shared_ptr<std::mutex> BinaryCache::pathLock(const std::string& hashPart) {
 }
 
 std::optional<std::string> BinaryCache::narInfo(std::string_view hashPart) {
+  if (config_.remote) {
+    checkHashPart(hashPart);
+    return config_.remote->get(std::string(hashPart) + ".narinfo");
+  }
   auto st = store();
   if (!st) return std::nullopt;
   auto path = st->queryPathFromHashPart(hashPart);
@@ -184,20 +223,17 @@ NarInfo BinaryCache::compress(const ValidPathInfo& info) {
 }
 
 std::string BinaryCache::narFile(std::string_view fileName) const {
-  std::string ext = ".nar" + store::compressionExtension(config_.compression);
-  auto bad = [&](const std::string& why) {
-    return FormatError("'" + std::string(fileName) + "' " + why);
-  };
-  if (!fileName.ends_with(ext))
-    throw bad("is not a NAR file of this cache (<file hash>" + ext + ")");
-  auto hash = fileName.substr(0, fileName.size() - ext.size());
-  if (hash.size() != 52) throw bad("does not start with a 52-character hash");
-  try {
-    Hash::parseBare(hash, HashAlgo::kSha256);
-  } catch (const FormatError&) {
-    throw bad("does not start with a nix32 sha256 hash");
-  }
+  checkNarFileName(fileName,
+                   {".nar" + store::compressionExtension(config_.compression)});
   return config_.cacheDir + "/nar/" + std::string(fileName);
+}
+
+std::unique_ptr<Source> BinaryCache::openRemoteNar(
+    std::string_view fileName) const {
+  if (!config_.remote) throw Error("this binary cache has no remote store");
+  // Whatever compression the publisher used.
+  checkNarFileName(fileName, {".nar", ".nar.xz", ".nar.zst", ".nar.bz2"});
+  return config_.remote->open("nar/" + std::string(fileName));
 }
 
 size_t BinaryCache::pruneNarInfos(store::LocalStore& st) {
@@ -227,6 +263,7 @@ size_t BinaryCache::pruneNarInfos(store::LocalStore& st) {
 
 PruneResult BinaryCache::prune() {
   PruneResult r;
+  if (config_.remote) return r;  // the object store's lifecycle, not ours
   auto st = store();
   if (!st) return r;
   std::unique_lock lk(pruneMu_);

@@ -2,6 +2,7 @@
 // NAR files and build logs, each name checked before any file is touched.
 #include <algorithm>
 
+#include "kiln/common/stream.h"
 #include "kiln/scheduler/logs.h"
 #include "kiln/scheduler/state_view.h"
 #include "kiln/store/store_path.h"
@@ -30,13 +31,47 @@ Response narInfo(BinaryCache& cache, const std::string& hash) {
     throw HttpError(400, "malformed narinfo name: " + std::string(e.what()));
   }
   if (!text)
-    throw HttpError(404, "no valid store path has hash part '" + hash + "'");
+    throw HttpError(404,
+                    cache.remote()
+                        ? "the cache has no narinfo '" + hash + "'"
+                        : "no valid store path has hash part '" + hash + "'");
   Response r = Response::text(*text);
   r.contentType = "text/x-nix-narinfo";
   return r;
 }
 
+// A source's bytes as a chunked body.
+class SourceBody : public BodyStream {
+ public:
+  explicit SourceBody(std::unique_ptr<Source> src) : src_(std::move(src)) {}
+  Next next(std::string& out, size_t max) override {
+    size_t at = out.size();
+    out.resize(at + max);
+    size_t n = src_->read(out.data() + at, max);
+    out.resize(at + n);
+    return n == 0 ? Next::kEnd : Next::kData;
+  }
+
+ private:
+  std::unique_ptr<Source> src_;
+};
+
+// A NAR file of the remote cache, passed through (the object store
+// checked nothing; the client checks FileHash and NarHash as always).
+Response remoteNarFile(const BinaryCache& cache, const std::string& name) {
+  std::unique_ptr<Source> src;
+  try {
+    src = cache.openRemoteNar(singleName(name, "NAR file"));
+  } catch (const FormatError& e) {
+    throw HttpError(400, "malformed NAR file name: " + std::string(e.what()));
+  }
+  if (!src) throw HttpError(404, "the cache has no NAR file '" + name + "'");
+  return Response::streamed(std::make_shared<SourceBody>(std::move(src)),
+                            "application/x-nix-nar");
+}
+
 Response narFile(const BinaryCache& cache, const std::string& name) {
+  if (cache.remote()) return remoteNarFile(cache, name);
   std::string file;
   try {
     file = cache.narFile(singleName(name, "NAR file"));

@@ -266,6 +266,27 @@ TEST(FarmConfigTest, BadWebAndCacheSettingsNameTheKey) {
   EXPECT_THAT(p[3], HasSubstr("scheduler.web_hosts: not a host name"));
 }
 
+TEST(FarmConfigTest, TheCacheIsABucketOrADirectoryWithoutCredentials) {
+  auto c = parseFarmConfig(
+      "[scheduler]\ncache = \"s3://farm?endpoint=http://s3:8480\"\n", kFile);
+  EXPECT_EQ(c.scheduler.cache, "s3://farm?endpoint=http://s3:8480");
+  EXPECT_EQ(parseFarmConfig("[scheduler]\ncache = \"/srv/cache\"\n", kFile)
+                .scheduler.cache,
+            "/srv/cache");
+  EXPECT_EQ(parseFarmConfig("", kFile).scheduler.cache, "");
+  // Credentials have no place in the file: an unknown parameter is refused.
+  auto p = problemsOf(
+      "[scheduler]\ncache = "
+      "\"s3://farm?endpoint=http://s3:8480&secret=abc\"\n");
+  ASSERT_EQ(p.size(), 1u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0],
+              HasSubstr("scheduler.cache: 's3://farm?endpoint=http://"
+                        "s3:8480&secret=abc': unknown parameter 'secret'"));
+  p = problemsOf("[scheduler]\ncache = \"http://cache.example.org\"\n");
+  ASSERT_EQ(p.size(), 1u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr("scheduler.cache: must be s3://BUCKET"));
+}
+
 TEST(FarmConfigTest, JobsetsNeedANameAndOneLocation) {
   auto p = problemsOf(
       "[[project]]\nname = \"p\"\n[[project.jobset]]\npath = \".\"\n"

@@ -32,6 +32,7 @@ class Registry;
 #include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/scheduler/snapshot.h"
 #include "kiln/scheduler/state_db.h"
+#include "kiln/store/signature.h"
 
 namespace kiln::scheduler {
 
@@ -95,6 +96,15 @@ struct ServiceConfig {
   /// listener (SQLite; PostgreSQL while it reconnects) the table is read
   /// every 100 ms.
   std::chrono::milliseconds requestSafetyPoll{2000};
+  /// The farm's binary cache (cache_publisher.h): a cache URI
+  /// (store::openCacheStorage: `s3://BUCKET?endpoint=…`, `file:///DIR`)
+  /// that every verified and registered output is published to, its
+  /// closure first, compressed with `cacheCompression` and signed with
+  /// `cacheSigningKey`. Empty: none (the web front end compresses from the
+  /// central store on request).
+  std::string cacheUri;
+  std::string cacheCompression = "zstd";
+  std::optional<store::SecretKey> cacheSigningKey;
   /// Whether uploads are fsynced file by file into the central store
   /// before they are registered (store::LocalStore::ContentSync); false is
   /// Nix's default (`kiln build` without --fsync-store).

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/common/stream.h"
 #include "kiln/store/compression.h"
@@ -126,6 +127,9 @@ class S3CacheStorage : public CacheStorage {
   /// Parses `uri` (FormatError naming it) and finds the credentials
   /// (Error when there are none). Connects on first use.
   explicit S3CacheStorage(std::string uri, HttpCacheLimits limits = {});
+  /// Throws FormatError (naming `uri`) unless it is a well-formed
+  /// `s3://` URI; reads no credentials and connects nowhere.
+  static void checkUri(const std::string& uri);
   bool exists(const std::string& rel) override;
   std::optional<std::string> get(const std::string& rel) override;
   std::unique_ptr<Source> open(const std::string& rel) override;
@@ -137,6 +141,25 @@ class S3CacheStorage : public CacheStorage {
   /// write), so that it serves as a plain HTTP binary cache:
   /// `nix copy --from http://HOST:PORT/BUCKET`. Throws Error if refused.
   void makePublicRead();
+  /// Copies `from` to `to` inside the bucket on the object store's side
+  /// (S3 CopyObject: no byte passes through here). Throws Error if `from`
+  /// is missing or the copy fails; objects past 5 GiB (CopyObject's limit)
+  /// are refused.
+  void copy(const std::string& from, const std::string& to);
+  /// Deletes `rel` (a missing one is not an error).
+  void remove(const std::string& rel);
+  /// The keys that start with `prefix` (S3 ListObjectsV2, page by page),
+  /// at most `limit` of them, in the store's (lexical) order.
+  std::vector<std::string> list(const std::string& prefix,
+                                size_t limit = 100000);
+  /// Deletes every key that starts with `prefix` (a failed or abandoned
+  /// step's staging objects); returns how many.
+  size_t removePrefix(const std::string& prefix);
+  /// A URL that lets its holder, with no credentials, PUT `rel` (and only
+  /// that) for `expiry` from `nowSec` (Unix seconds): SigV4 query-string
+  /// presigning with this storage's credentials (s3_presign.h).
+  std::string presignPut(const std::string& rel, std::chrono::seconds expiry,
+                         int64_t nowSec) const;
 
   /// A request body: `length` bytes of `fd` from `offset` (advanced as
   /// it is sent).
@@ -150,7 +173,8 @@ class S3CacheStorage : public CacheStorage {
   long request(const std::string& method, const std::string& rel, Body* in,
                int out, std::string* small);
   long send(const std::string& method, const std::string& target, Body* in,
-            int out, std::string* small, std::string* etag = nullptr);
+            int out, std::string* small, std::string* etag = nullptr,
+            const std::string& extraHeader = "");
   void putMultipart(const std::string& rel, int fd, off_t size);
   std::string uri_, bucket_, endpoint_, region_ = "us-east-1";
   std::string accessKey_, secretKey_;

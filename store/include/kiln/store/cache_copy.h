@@ -30,6 +30,16 @@ struct CopyResult {
 CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
                               const StorePathSet& paths);
 
+/// The same for a long-running publisher that already called
+/// writer.init(): paths in `known` (the cache has them) are skipped without
+/// asking the cache, and every path found there or published is added to
+/// `known`. The closure is walked from `paths` and not past a path the
+/// cache has (its narinfo means its closure is there: writers publish
+/// references first), so the cost is what is new. Each path read gets a
+/// temporary root in `store` first (a collector leaves it alone).
+CopyResult copyClosureToCache(LocalStore& store, BinaryCacheWriter& writer,
+                              const StorePathSet& paths, StorePathSet& known);
+
 /// How an import checks what it reads.
 struct ImportOptions {
   CacheTrust trust;

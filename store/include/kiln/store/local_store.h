@@ -127,6 +127,18 @@ class LocalStore {
   std::map<std::string, StorePath> queryDerivationOutputs(const StorePath& drv);
   /// Every valid path.
   StorePathSet queryAllValidPaths();
+  /// A built path (one registered with a deriver) and its registration
+  /// row's id, which only grows: later registrations have larger ids.
+  struct BuiltPath {
+    int64_t id = 0;
+    StorePath path;
+  };
+  /// At most `limit` valid paths with a deriver whose row id is above
+  /// `afterId`, by id: what a publisher that got as far as `afterId`
+  /// still has to publish.
+  std::vector<BuiltPath> queryBuiltPathsAfter(int64_t afterId, size_t limit);
+  /// How many valid paths with a deriver have a row id above `afterId`.
+  uint64_t countBuiltPathsAfter(int64_t afterId);
   /// How many paths are valid and the sum of their NAR sizes.
   struct Summary {
     uint64_t paths = 0;

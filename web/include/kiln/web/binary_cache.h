@@ -28,7 +28,12 @@
 #include "kiln/common/clock.h"
 #include "kiln/store/signature.h"
 
+namespace kiln {
+class Source;
+}
+
 namespace kiln::store {
+class CacheStorage;
 class LocalStore;
 struct NarInfo;
 struct ValidPathInfo;
@@ -66,6 +71,13 @@ struct BinaryCacheConfig {
   std::chrono::seconds pruneInterval{0};
   /// The clock of pruning (file ages); null: RealClock.
   const Clock* clock = nullptr;
+  /// The farm's cache on an object store (`--cache s3://…`), which the
+  /// scheduler publishes to (scheduler/cache_publisher.h). When set, the
+  /// narinfos and NAR files are read from it and passed through as they
+  /// are (already signed); the central store, `cacheDir` and pruning are
+  /// not used. Must be safe to call from several threads at once (the
+  /// S3 storage is).
+  std::shared_ptr<store::CacheStorage> remote;
 };
 
 /// What one `prune` removed.
@@ -101,6 +113,12 @@ class BinaryCache {
   /// `<52 nix32 characters>.nar<this cache's extension>`. The file may be
   /// missing (never compressed, or pruned).
   std::string narFile(std::string_view fileName) const;
+  /// With a remote cache: the NAR file `nar/<fileName>` read from it, or
+  /// null when it lacks it; FormatError unless `fileName` is `<52 nix32
+  /// characters>.nar[.xz|.zst|.bz2]`.
+  std::unique_ptr<Source> openRemoteNar(std::string_view fileName) const;
+  /// Whether narinfos and NARs come from a remote cache (config().remote).
+  bool remote() const { return config_.remote != nullptr; }
   /// Removes narinfos of paths that are no longer valid (or were
   /// re-registered with other contents), then NAR files no narinfo names
   /// and unfinished uploads, once older than `pruneGrace`.

@@ -1,0 +1,88 @@
+#include "object_store.h"
+
+#include <cstdlib>
+
+#include "kiln/common/error.h"
+#include "kiln/common/file.h"
+#include "kiln/store/binary_cache.h"
+#include "test_support.h"
+
+namespace kiln::test {
+namespace {
+
+const char* kScript = "/scripts/start-object-store.sh";
+
+}  // namespace
+
+bool ObjectStoreServer::canRun(std::string* why) {
+  for (const char* tool : {"radosgw", "ceph-mon", "ceph-osd", "curl"})
+    if (!haveProgram(tool)) {
+      if (why)
+        *why = std::string(tool) + " is missing (scripts/install-deps.sh)";
+      return false;
+    }
+  return true;
+}
+
+ObjectStoreServer::ObjectStoreServer(std::string dir, int port)
+    : dir_(std::move(dir)),
+      port_(port ? port : freeLoopbackPort()),
+      // radosgw's own key shapes: 20 upper-case characters, 40 of base64.
+      accessKey_("KILNTESTACCESSKEY001"),
+      secretKey_("kilnTestSecretKey0000000000000000000001") {}
+
+ObjectStoreServer::~ObjectStoreServer() {
+  try {
+    stop();
+  } catch (const std::exception&) {  // a destructor must not throw
+  }
+}
+
+void ObjectStoreServer::start() {
+  if (running_) throw Error("the object store already runs");
+  current_ = dir_ + "/gateway-" + std::to_string(++starts_);
+  auto r = run(
+      {sourceDir() + kScript, current_, std::to_string(port_)}, "",
+      {"KILN_S3_ACCESS_KEY=" + accessKey_, "KILN_S3_SECRET_KEY=" + secretKey_});
+  if (r.exitCode != 0)
+    throw Error("start-object-store.sh failed: " + r.out + r.err);
+  running_ = true;
+}
+
+void ObjectStoreServer::stop() {
+  if (!running_) return;
+  running_ = false;
+  auto r = run({sourceDir() + kScript, "stop", current_});
+  if (r.exitCode != 0)
+    throw Error("start-object-store.sh stop failed: " + r.out + r.err);
+}
+
+std::string ObjectStoreServer::endpoint() const {
+  return "http://127.0.0.1:" + std::to_string(port_);
+}
+
+std::vector<std::string> ObjectStoreServer::env() const {
+  return {"AWS_ACCESS_KEY_ID=" + accessKey_,
+          "AWS_SECRET_ACCESS_KEY=" + secretKey_};
+}
+
+std::string ObjectStoreServer::uri(const std::string& bucket) const {
+  return "s3://" + bucket + "?endpoint=" + endpoint();
+}
+
+void ObjectStoreServer::createBucket(const std::string& bucket,
+                                     bool publicRead) const {
+  auto r = run({"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                accessKey_ + ":" + secretKey_, "-H",
+                "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", "PUT",
+                endpoint() + "/" + bucket});
+  if (r.exitCode != 0 || r.out != "200")
+    throw Error("creating bucket " + bucket + ": " + r.out + r.err);
+  if (!publicRead) return;
+  ::setenv("AWS_ACCESS_KEY_ID", accessKey_.c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", secretKey_.c_str(), 1);
+  store::S3CacheStorage(uri(bucket)).makePublicRead();
+}
+
+}  // namespace kiln::test

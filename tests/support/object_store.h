@@ -1,0 +1,55 @@
+#pragma once
+/// The real S3 gateway of scripts/start-object-store.sh (Ceph's radosgw on
+/// loopback) for integration tests: started under a folder, with fixed
+/// credentials so that a gateway started again (its objects are gone, it
+/// keeps nothing) still accepts the clients that were given them.
+
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+/// One gateway. Not thread-safe. The destructor stops it.
+class ObjectStoreServer {
+ public:
+  /// Whether radosgw, ceph-mon, ceph-osd and curl are installed; `why`
+  /// says what is missing otherwise (for GTEST_SKIP()).
+  static bool canRun(std::string* why = nullptr);
+  /// A gateway whose state folders go under `dir`, to listen on `port`
+  /// (0: a free loopback port, kept across restarts). Starts nothing.
+  explicit ObjectStoreServer(std::string dir, int port = 0);
+  ~ObjectStoreServer();
+  ObjectStoreServer(const ObjectStoreServer&) = delete;
+  ObjectStoreServer& operator=(const ObjectStoreServer&) = delete;
+
+  /// Starts a fresh, empty store (a new folder under `dir`) on the port;
+  /// throws Error with the script's output if it does not come up.
+  void start();
+  /// Stops it (nothing when it does not run).
+  void stop();
+  bool running() const { return running_; }
+
+  /// `http://127.0.0.1:PORT`.
+  std::string endpoint() const;
+  int port() const { return port_; }
+  const std::string& accessKey() const { return accessKey_; }
+  const std::string& secretKey() const { return secretKey_; }
+  /// `AWS_ACCESS_KEY_ID=…` and `AWS_SECRET_ACCESS_KEY=…`, for a process's
+  /// environment.
+  std::vector<std::string> env() const;
+  /// `s3://BUCKET?endpoint=http://127.0.0.1:PORT`.
+  std::string uri(const std::string& bucket) const;
+  /// Creates `bucket` (a signed PUT); with `publicRead`, lets anyone read
+  /// and list it. Throws Error if refused.
+  void createBucket(const std::string& bucket, bool publicRead) const;
+
+ private:
+  std::string dir_;
+  int port_;
+  int starts_ = 0;
+  bool running_ = false;
+  std::string accessKey_, secretKey_;
+  std::string current_;  ///< the running store's folder
+};
+
+}  // namespace kiln::test
