@@ -23,6 +23,9 @@ std::string statusLabel(int status) {
     case StepStatus::kLogLimitExceeded: return "Log limit exceeded";
     case StepStatus::kOutputLimitExceeded: return "Output limit exceeded";
     case StepStatus::kNotDeterministic: return "Non-deterministic build";
+    case StepStatus::kOutOfMemory: return "Out of memory";
+    case StepStatus::kProcessLimitExceeded: return "Process limit exceeded";
+    case StepStatus::kDiskLimitExceeded: return "Disk limit exceeded";
   }
   return "Unknown";
 }
