@@ -97,6 +97,9 @@ TEST(Messages, EveryTruncationIsRejected) {
   for (auto& m : samples()) {
     auto frames = encode(m);
     for (size_t cut = 0; cut < frames[1].size(); ++cut) {
+      // StepResult's usage fields are optional, as a whole (below).
+      if (typeOf(m) == MessageType::kStepResult && cut == frames[1].size() - 24)
+        continue;
       auto bad = frames;
       bad[1].resize(cut);
       try {
