@@ -510,6 +510,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
   metrics_.observeStepDuration(run.system,
                                std::chrono::duration<double>(took).count());
+  recordUsage(run.system, id, m);
   // Counted for the workers page while the worker is connected (a held
   // result may complete after it left: no entry is made for it again).
   auto count = [&](bool ok) {
@@ -544,6 +545,18 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
       notify_({LifecycleEvent::Kind::kStepFinished, 0, 0, 0, id});
     });
   markPending();
+}
+
+void RunningSteps::recordUsage(const std::string& system, int64_t id,
+                               const proto::StepResult& m) {
+  if (!m.peakMemoryBytes && !m.cpuTimeUs && !m.buildDirBytes) return;
+  metrics_.observeStepUsage(system, m.peakMemoryBytes, m.cpuTimeUs,
+                            m.buildDirBytes);
+  // Before the row's finish (queued after this), in order with it.
+  deferred_.run([&db = db_, id, peak = int64_t(m.peakMemoryBytes),
+                 cpu = int64_t(m.cpuTimeUs), dir = int64_t(m.buildDirBytes)] {
+    db.setStepUsage(id, peak, cpu, dir);
+  });
 }
 
 bool RunningSteps::succeed(const RunningStep& run, Duration took) {

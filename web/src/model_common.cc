@@ -78,7 +78,10 @@ json stepJson(const scheduler::StepRow& s) {
             {"worker", s.worker},
             {"createdMs", s.createdMs},
             {"startMs", s.startMs},
-            {"stopMs", s.stopMs}};
+            {"stopMs", s.stopMs},
+            {"peakMemoryBytes", s.peakMemoryBytes},
+            {"cpuTimeUs", s.cpuTimeUs},
+            {"buildDirBytes", s.buildDirBytes}};
   j["durationMs"] = s.startMs && s.stopMs >= s.startMs
                         ? json(s.stopMs - s.startMs)
                         : json(nullptr);

@@ -264,6 +264,22 @@ TEST_P(StateDbTest, StepsAreSharedByDerivationAndReopenable) {
   ASSERT_EQ(db.unfinishedSteps().size(), 1u);
 }
 
+TEST_P(StateDbTest, StepUsageIsRecorded) {
+  StateDb db(spec_);
+  StepRow s;
+  s.drvPath = "/nix/store/m.drv";
+  s.system = "x86_64-linux";
+  int64_t a = db.upsertStep(s);
+  EXPECT_EQ(db.step(a)->peakMemoryBytes, 0);  // not measured
+  db.setStepUsage(a, int64_t{5} << 30, 12345678, 4096);
+  db.finishStep(a, 13, 20, "build ran out of memory");
+  auto r = db.step(a);
+  EXPECT_EQ(r->status, 13);
+  EXPECT_EQ(r->peakMemoryBytes, int64_t{5} << 30);
+  EXPECT_EQ(r->cpuTimeUs, 12345678);
+  EXPECT_EQ(r->buildDirBytes, 4096);
+}
+
 TEST_P(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {
   StateDb db(spec_);
   JobsetRow j;
