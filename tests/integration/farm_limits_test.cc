@@ -69,7 +69,9 @@ TEST(FarmLimits, BombsEndWithTheirOwnStatusBesideNeighbours) {
                   << s.peakMemoryBytes << " B, CPU " << s.cpuTimeUs
                   << " us, build dir " << s.buildDirBytes << " B, "
                   << (s.stopMs - s.startMs) << " ms\n";
-        if (std::string(name) == "n1") EXPECT_GT(s.cpuTimeUs, 0);
+        if (std::string(name) == "n1") {
+          EXPECT_GT(s.cpuTimeUs, 0);
+        }
       }
   }
   EXPECT_THAT(errors["membomb"], HasSubstr("memory limit of 100M"));
