@@ -208,6 +208,8 @@ class RunningSteps {
   std::map<int64_t, RunningStep> running_;  // by database id
   /// Settled steps per peer: succeeded, failed (see activityByPeer).
   std::map<std::string, std::pair<uint64_t, uint64_t>> settledByPeer_;
+  /// Steps (row ids) already retried once after running out of memory.
+  std::set<int64_t> oomRetried_;
   std::optional<Clock::TimePoint> pendingSince_;
   std::function<void(const LifecycleEvent&)> notify_;
   LogMirror* mirror_ = nullptr;
