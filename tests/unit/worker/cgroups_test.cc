@@ -6,6 +6,7 @@
 
 #include "fake_cgroups.h"
 #include "kiln/worker/cgroups.h"
+#include "kiln/worker/limit_watch.h"
 
 namespace kiln::worker {
 namespace {
@@ -163,6 +164,19 @@ TEST(CgroupsTest, NoUsableControllersSaysWhy) {
   std::string why;
   EXPECT_FALSE(detectCgroups(fs, kV2Mounts, kV2Self, false, why));
   EXPECT_NE(why.find("memory and pids"), std::string::npos) << why;
+}
+
+TEST(CgroupsTest, BigParallelBuildsGetTheBigLimits) {
+  ResourceLimits normal{1 << 30, 512, 0, 1 << 30};
+  ResourceLimits big{uint64_t{16} << 30, 0, 0, 0};
+  store::Derivation drv;
+  EXPECT_EQ(limitsFor(normal, big, drv), normal);
+  drv.env["requiredSystemFeatures"] = "kvm big-parallel";
+  EXPECT_EQ(limitsFor(normal, big, drv),
+            (ResourceLimits{uint64_t{16} << 30, 512, 0, 1 << 30}));
+  EXPECT_EQ(limitsFor(normal, std::nullopt, drv), normal);
+  drv.env["requiredSystemFeatures"] = "big-parallelism";
+  EXPECT_EQ(limitsFor(normal, big, drv), normal);
 }
 
 TEST(CgroupsTest, NamesAreUniquePerProcess) {
