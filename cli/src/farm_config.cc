@@ -337,11 +337,14 @@ void readWorkers(Table t, LocalWorkerSettings& w) {
   t.strList("sandbox_options", w.sandboxOptions, validOption);
   t.strList("platform_options", w.platformOptions, validKeyValue);
   auto& l = w.limits;
-  t.str("build_memory_max", l.memoryMax, validLimit(&BuildLimitOptions::memoryMax));
+  t.str("build_memory_max", l.memoryMax,
+        validLimit(&BuildLimitOptions::memoryMax));
   t.str("build_pids_max", l.pidsMax, validLimit(&BuildLimitOptions::pidsMax));
-  t.str("build_cpu_weight", l.cpuWeight, validLimit(&BuildLimitOptions::cpuWeight));
+  t.str("build_cpu_weight", l.cpuWeight,
+        validLimit(&BuildLimitOptions::cpuWeight));
   t.str("build_disk_max", l.diskMax, validLimit(&BuildLimitOptions::diskMax));
-  t.str("big_build_limits", l.bigBuild, validLimit(&BuildLimitOptions::bigBuild));
+  t.str("big_build_limits", l.bigBuild,
+        validLimit(&BuildLimitOptions::bigBuild));
   t.finish();
 }
 

@@ -12,9 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/scheduler/state_db.h"
 #include "kiln/common/error.h"
-
+#include "kiln/scheduler/state_db.h"
 #include "limit_options.h"
 
 namespace kiln::cli {

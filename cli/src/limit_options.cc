@@ -18,8 +18,10 @@ uint64_t parseCount(const std::string& text, const std::string& what,
     if (ok) v = v * 10 + static_cast<uint64_t>(c - '0');
   }
   if (!ok || v == 0 || v > max)
-    throw Error(what + ": invalid value '" + text + "' (a whole number from "
-                "1 to " + std::to_string(max) + ")");
+    throw Error(what + ": invalid value '" + text +
+                "' (a whole number from "
+                "1 to " +
+                std::to_string(max) + ")");
   return v;
 }
 
@@ -64,12 +66,11 @@ void addBuildLimitOptions(po::options_description& opts,
 
 std::vector<std::string> buildLimitArgs(const BuildLimitOptions& o) {
   std::vector<std::string> a;
-  for (auto [flag, value] :
-       {std::pair{"--build-memory-max", &o.memoryMax},
-        {"--build-pids-max", &o.pidsMax},
-        {"--build-cpu-weight", &o.cpuWeight},
-        {"--build-disk-max", &o.diskMax},
-        {"--big-build-limits", &o.bigBuild}})
+  for (auto [flag, value] : {std::pair{"--build-memory-max", &o.memoryMax},
+                             {"--build-pids-max", &o.pidsMax},
+                             {"--build-cpu-weight", &o.cpuWeight},
+                             {"--build-disk-max", &o.diskMax},
+                             {"--big-build-limits", &o.bigBuild}})
     if (!value->empty()) a.insert(a.end(), {flag, *value});
   return a;
 }

@@ -14,7 +14,8 @@ constexpr char kUnits[] = "KMGT";
 uint64_t parseByteSize(std::string_view text, std::string_view what) {
   auto bad = [&](const std::string& why) {
     return Error(std::string(what) + ": invalid size '" + std::string(text) +
-                 "': " + why + " (write a number of bytes, or one with K, M, "
+                 "': " + why +
+                 " (write a number of bytes, or one with K, M, "
                  "G or T, e.g. 512M or 2G)");
   };
   size_t digits = 0;

@@ -240,8 +240,8 @@ void ServiceMetrics::observeStepUsage(const std::string& system,
                                       uint64_t buildDirBytes) {
   // 1 MiB to 64 GiB, by powers of 4.
   static const prometheus::Histogram::BucketBoundaries bytes = {
-      1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4.0 * (1 << 30),
-      16.0 * (1 << 30), 64.0 * (1 << 30)};
+      1 << 20, 4 << 20,         16 << 20,         64 << 20,        256 << 20,
+      1 << 30, 4.0 * (1 << 30), 16.0 * (1 << 30), 64.0 * (1 << 30)};
   const auto& label = systemLabel(system);
   if (peakMemoryBytes)
     stepPeakMemory_.Add({{"system", label}}, bytes)

@@ -588,8 +588,8 @@ bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
                         Duration took) {
   // Out of memory: tried once more before it counts (docs/worker.md,
   // "Limits per build"); a second time it fails for good.
-  bool oomRetry = m.status == StepStatus::kOutOfMemory &&
-                  oomRetried_.insert(run.id).second;
+  bool oomRetry =
+      m.status == StepStatus::kOutOfMemory && oomRetried_.insert(run.id).second;
   if (isTransient(m.status) || oomRetry) {
     core_.finishStep(run.sid, StepResult::transient(took));
     if (core_.step(run.sid).state != StepView::State::kFailed) return false;

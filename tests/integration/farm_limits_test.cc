@@ -4,12 +4,11 @@
 // fill beside neighbour builds. Each bomb ends with its own status and
 // message; the neighbours succeed; the worker stays up and builds the next
 // evaluation's step. The memory bomb is tried a second time before it
-// fails (out of memory is retried once). Every bomb is bounded on its own (400 MB, 400
-// processes, 60 MB) in case a limit failed, and the limits are in place
+// fails (out of memory is retried once). Every bomb is bounded on its own (400
+// MB, 400 processes, 60 MB) in case a limit failed, and the limits are in place
 // before any builder runs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <iostream>
@@ -43,11 +42,12 @@ TEST(FarmLimits, BombsEndWithTheirOwnStatusBesideNeighbours) {
   options.schedulerArgs = {"--retry-backoff-ms", "100"};
   test::Farm farm(options);
   auto probes = farm.writeCollection("probes", kProbes);
-  auto next = farm.writeCollection("next", "{ next = mk \"next\" \"echo next > $out\" []; }");
+  auto next = farm.writeCollection(
+      "next", "{ next = mk \"next\" \"echo next > $out\" []; }");
   farm.startScheduler();
   auto worker = test::WorkerOptions::withSlots(2);
   worker.extraArgs = {"--build-memory-max", "100M", "--build-pids-max", "64",
-                      "--build-disk-max", "20M"};
+                      "--build-disk-max",   "20M"};
   if (auto skip = farm.addSandboxedWorker(worker); !skip.empty())
     GTEST_SKIP() << skip;
   ASSERT_THAT(farm.worker(0).log(), HasSubstr("one control group per build"));
@@ -66,7 +66,8 @@ TEST(FarmLimits, BombsEndWithTheirOwnStatusBesideNeighbours) {
   std::map<std::string, std::string> errors;
   for (auto& s : farm.steps()) {
     for (auto name : {"membomb", "forkbomb", "diskfill", "n1"})
-      if (s.drvPath.find(std::string("-") + name + ".drv") != std::string::npos) {
+      if (s.drvPath.find(std::string("-") + name + ".drv") !=
+          std::string::npos) {
         errors[name] = s.error;
         // Out of memory is tried once more (the one worker here runs out
         // again); the other limits are not retried.

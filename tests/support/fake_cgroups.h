@@ -40,11 +40,22 @@ class FakeCgroupSystem : public worker::CgroupSystem {
     return true;
   }
   void kill(pid_t pid) override { killed.push_back(pid); }
+  std::vector<std::string> subdirs(const std::string& dir) override {
+    std::vector<std::string> out;
+    for (auto& d : dirs)
+      if (d.size() > dir.size() + 1 &&
+          d.compare(0, dir.size() + 1, dir + "/") == 0 &&
+          d.find('/', dir.size() + 1) == std::string::npos)
+        out.push_back(d.substr(dir.size() + 1));
+    return out;
+  }
+  bool exists(pid_t pid) override { return alive.count(pid) > 0; }
   void pause() override { ++pauses; }
 
   std::map<std::string, std::string> files;
   std::set<std::string> dirs;
   std::set<std::string> failWrites;
+  std::set<pid_t> alive;  ///< exists()
   std::vector<std::string> writes, removed;
   std::vector<pid_t> killed;
   int busyRemovals = 0, pauses = 0;
@@ -70,6 +81,7 @@ class FakeCgroups : public worker::Cgroups {
     state->limits.push_back(limits);
     return std::make_unique<Group>(state, name);
   }
+  size_t sweep() override { return 0; }
   std::shared_ptr<FakeGroupState> state = std::make_shared<FakeGroupState>();
 
  private:

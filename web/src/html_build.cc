@@ -6,10 +6,11 @@ namespace kiln::web {
 namespace {
 
 std::string stepsTable(const json& steps) {
-  std::string t = "<table><tr><th>Step</th><th>Status</th><th>Worker</th>"
-                  "<th>Attempts</th><th>Duration</th><th class=\"num\">Peak "
-                  "memory</th><th class=\"num\">CPU</th><th class=\"num\">"
-                  "Build dir</th></tr>";
+  std::string t =
+      "<table><tr><th>Step</th><th>Status</th><th>Worker</th>"
+      "<th>Attempts</th><th>Duration</th><th class=\"num\">Peak "
+      "memory</th><th class=\"num\">CPU</th><th class=\"num\">"
+      "Build dir</th></tr>";
   // What the last attempt used (docs/worker.md, "Limits per build").
   auto measured = [](const json& v, bool bytes) -> std::string {
     if (!v.is_number() || v.get<int64_t>() <= 0) return "—";
@@ -30,7 +31,8 @@ std::string stepsTable(const json& steps) {
          "</td><td class=\"num\">" + measured(s["buildDirBytes"], true) +
          "</td></tr>";
   }
-  if (steps.empty()) t += "<tr><td colspan=\"8\" class=\"muted\">none</td></tr>";
+  if (steps.empty())
+    t += "<tr><td colspan=\"8\" class=\"muted\">none</td></tr>";
   return t + "</table>";
 }
 

@@ -204,9 +204,10 @@ std::unique_ptr<BuildCgroup> BuildRunner::makeCgroup(
   const auto& r = request.limits.resources;
   if (!config_.cgroups) {
     if (r.memoryMaxBytes || r.pidsMax || r.cpuWeight)
-      throw Error("cannot limit the memory, processes or CPU of a build "
-                  "without control groups (docs/worker.md, \"Limits per "
-                  "build\")");
+      throw Error(
+          "cannot limit the memory, processes or CPU of a build "
+          "without control groups (docs/worker.md, \"Limits per "
+          "build\")");
     return nullptr;
   }
   return config_.cgroups->create(nextCgroupName(),

@@ -1,4 +1,5 @@
 // The real CgroupSystem: the cgroup file systems, kill(2), a short sleep.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -40,6 +41,18 @@ class RealCgroupSystem : public CgroupSystem {
     throwSysError("removing the control group " + path);
   }
   void kill(pid_t pid) override { ::kill(pid, SIGKILL); }
+  std::vector<std::string> subdirs(const std::string& dir) override {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d))
+      if (e->d_type == DT_DIR && e->d_name[0] != '.') out.push_back(e->d_name);
+    ::closedir(d);
+    return out;
+  }
+  bool exists(pid_t pid) override {
+    return ::kill(pid, 0) == 0 || errno == EPERM;
+  }
   void pause() override {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -60,7 +60,8 @@ std::map<std::string, std::string> parseSelfCgroup(const std::string& text) {
     auto a = line.find(':');
     auto b = a == std::string::npos ? a : line.find(':', a + 1);
     if (b == std::string::npos) continue;
-    std::string names = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string names = line.substr(a + 1, b - a - 1),
+                path = line.substr(b + 1);
     if (names.empty()) {
       own[""] = path;
       continue;
@@ -76,7 +77,8 @@ std::optional<std::pair<std::string, bool>> v2Root(
   auto line = own.find("");
   if (line == own.end()) return std::nullopt;
   for (auto& m : mounts)
-    if (m.v2) return std::make_pair(dirOf(m, line->second), line->second == "/");
+    if (m.v2)
+      return std::make_pair(dirOf(m, line->second), line->second == "/");
   return std::nullopt;
 }
 
@@ -99,9 +101,10 @@ std::optional<V1Bases> v1Bases(const std::vector<CgroupMount>& mounts,
                                const std::map<std::string, std::string>& own,
                                std::string& missing) {
   V1Bases b;
-  for (auto [controller, field] :
-       {std::pair{"memory", &b.memory}, {"pids", &b.pids}, {"cpu", &b.cpu},
-        {"cpuacct", &b.cpuacct}}) {
+  for (auto [controller, field] : {std::pair{"memory", &b.memory},
+                                   {"pids", &b.pids},
+                                   {"cpu", &b.cpu},
+                                   {"cpuacct", &b.cpuacct}}) {
     auto* m = v1MountOf(mounts, controller);
     auto path = own.find(controller);
     if (m && path != own.end()) *field = dirOf(*m, path->second);

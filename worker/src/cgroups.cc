@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 
@@ -49,6 +50,25 @@ void killListed(CgroupSystem& sys, const std::string& procsFile) {
     if (pid > 0) sys.kill(static_cast<pid_t>(pid));
 }
 
+/// The pid in a group name "kiln-build-<pid>-<n>", or 0.
+pid_t ownerOf(const std::string& name) {
+  static const std::string kPrefix = "kiln-build-";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return 0;
+  long pid = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
+  return pid > 0 ? static_cast<pid_t>(pid) : 0;
+}
+
+/// The names of the groups in `base` whose worker is gone.
+std::vector<std::string> staleGroups(CgroupSystem& sys,
+                                     const std::string& base) {
+  std::vector<std::string> out;
+  for (auto& name : sys.subdirs(base)) {
+    pid_t owner = ownerOf(name);
+    if (owner && owner != ::getpid() && !sys.exists(owner)) out.push_back(name);
+  }
+  return out;
+}
+
 /// A v2 group: one directory with every controller.
 class V2Build : public BuildCgroup {
  public:
@@ -90,6 +110,11 @@ class V2Cgroups : public Cgroups {
     enableControllers(isRootGroup);
   }
   std::string describe() const override { return "cgroup v2 at " + root_; }
+  size_t sweep() override {
+    auto stale = staleGroups(*sys_, root_);
+    for (auto& name : stale) V2Build(sys_, root_ + "/" + name);  // destroyed
+    return stale.size();
+  }
   std::unique_ptr<BuildCgroup> create(const std::string& name,
                                       const CgroupLimits& lim) override {
     std::string dir = root_ + "/" + name;
@@ -158,8 +183,8 @@ class V1Build : public BuildCgroup {
     CgroupUsage u;
     u.memoryPeakBytes =
         readNumber(*sys_, dirs_.memory + "/memory.max_usage_in_bytes");
-    u.oomKills =
-        keyedValue(sys_->read(dirs_.memory + "/memory.oom_control"), "oom_kill");
+    u.oomKills = keyedValue(sys_->read(dirs_.memory + "/memory.oom_control"),
+                            "oom_kill");
     u.pidsMaxHits = keyedValue(sys_->read(dirs_.pids + "/pids.events"), "max");
     if (!dirs_.cpuacct.empty())
       u.cpuTimeUs = readNumber(*sys_, dirs_.cpuacct + "/cpuacct.usage") / 1000;
@@ -182,6 +207,12 @@ class V1Cgroups : public Cgroups {
       : sys_(std::move(sys)), bases_(std::move(bases)), wantCpu_(wantCpu) {}
   std::string describe() const override {
     return "cgroup v1 at " + bases_.memory + " and " + bases_.pids;
+  }
+  size_t sweep() override {
+    // The pids hierarchy holds every group (its limit, the kills).
+    auto stale = staleGroups(*sys_, bases_.pids);
+    for (auto& name : stale) V1Build(sys_, bases_.dirsFor(name, true));
+    return stale.size();
   }
   std::unique_ptr<BuildCgroup> create(const std::string& name,
                                       const CgroupLimits& lim) override {
@@ -222,14 +253,14 @@ std::shared_ptr<Cgroups> detectCgroups(std::shared_ptr<CgroupSystem> sys,
     auto controllers = sys->read(v2->first + "/cgroup.controllers");
     std::string want = wantCpu ? "memory pids cpu" : "memory pids";
     if (controllers && hasWords(*controllers, want))
-      return std::make_shared<V2Cgroups>(std::move(sys), v2->first,
-                                         v2->second, wantCpu);
+      return std::make_shared<V2Cgroups>(std::move(sys), v2->first, v2->second,
+                                         wantCpu);
   }
   std::string missing;
   if (auto bases = v1Bases(mounts, own, missing))
     return std::make_shared<V1Cgroups>(std::move(sys), *bases, wantCpu);
-  why = "no cgroup v2 mount with the memory and pids controllers, and " +
-        missing;
+  why =
+      "no cgroup v2 mount with the memory and pids controllers, and " + missing;
   return nullptr;
 }
 
@@ -243,7 +274,11 @@ std::shared_ptr<Cgroups> hostCgroups(bool wantCpu, std::string& why) {
   }
   try {
     auto groups = detectCgroups(sys, *mountinfo, *self, wantCpu, why);
-    if (groups) groups->create(nextCgroupName(), {});  // may we? (removed)
+    if (!groups) return nullptr;
+    if (size_t n = groups->sweep())
+      logInfo("removed " + std::to_string(n) +
+              " control groups of builds of workers that are gone");
+    groups->create(nextCgroupName(), {});  // may we? (removed at once)
     return groups;
   } catch (const Error& e) {
     why = e.what();

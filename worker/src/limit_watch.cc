@@ -18,8 +18,8 @@ namespace {
 class RealDirectorySize : public DirectorySize {
  public:
   uint64_t measure(const std::string& dir, uint64_t stopAbove) override {
-    AutoCloseFD fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC |
-                                           O_NOFOLLOW));
+    AutoCloseFD fd(
+        ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd) return 0;
     struct stat st;
     if (::fstat(fd.get(), &st) < 0) return 0;
@@ -104,7 +104,8 @@ std::optional<LimitBreach> LimitWatch::checkGroup() {
   if (u.oomKills && limits_.memoryMaxBytes)
     return LimitBreach{StepStatus::kOutOfMemory,
                        "build ran out of memory: killed at its memory limit "
-                       "of " + formatByteSize(limits_.memoryMaxBytes) +
+                       "of " +
+                           formatByteSize(limits_.memoryMaxBytes) +
                            " (--build-memory-max)"};
   if (u.pidsMaxHits && limits_.pidsMax)
     return LimitBreach{StepStatus::kProcessLimitExceeded,
@@ -120,10 +121,10 @@ std::optional<LimitBreach> LimitWatch::checkDisk() {
   uint64_t size = sizer_->measure(buildDir_, max);
   if (size > peakDir_) peakDir_ = size;
   if (max && size > max)
-    return LimitBreach{StepStatus::kDiskLimitExceeded,
-                       "build directory grew past its limit of " +
-                           formatByteSize(max) + " (--build-disk-max): " +
-                           formatByteSize(size) + " or more"};
+    return LimitBreach{
+        StepStatus::kDiskLimitExceeded,
+        "build directory grew past its limit of " + formatByteSize(max) +
+            " (--build-disk-max): " + formatByteSize(size) + " or more"};
   return std::nullopt;
 }
 

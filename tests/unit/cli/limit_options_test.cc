@@ -14,14 +14,13 @@ using ::testing::HasSubstr;
 TEST(LimitOptionsTest, ParsesEachLimit) {
   BuildLimitOptions o{"512M", "1000", "50", "2G", ""};
   auto r = parseBuildLimits(o);
-  EXPECT_EQ(r, (worker::ResourceLimits{512u << 20, 1000, 50,
-                                       uint64_t{2} << 30}));
+  EXPECT_EQ(r,
+            (worker::ResourceLimits{512u << 20, 1000, 50, uint64_t{2} << 30}));
   EXPECT_FALSE(parseBigBuildLimits(o));
   EXPECT_EQ(buildLimitArgs(o),
-            (std::vector<std::string>{"--build-memory-max", "512M",
-                                      "--build-pids-max", "1000",
-                                      "--build-cpu-weight", "50",
-                                      "--build-disk-max", "2G"}));
+            (std::vector<std::string>{
+                "--build-memory-max", "512M", "--build-pids-max", "1000",
+                "--build-cpu-weight", "50", "--build-disk-max", "2G"}));
 }
 
 TEST(LimitOptionsTest, BigBuildLimits) {

@@ -20,9 +20,9 @@ TEST(ByteSizeTest, ParsesDigitsWithAnOptionalUnit) {
 }
 
 TEST(ByteSizeTest, RefusesEverythingElseNamingTheOption) {
-  for (const char* bad : {"", "0", "0M", "-1", "+5", "1.5G", "2GB", "2g",
-                          " 2G", "2G ", "G", "2X", "99999999999999999999",
-                          "9000000T"}) {
+  for (const char* bad :
+       {"", "0", "0M", "-1", "+5", "1.5G", "2GB", "2g", " 2G", "2G ", "G", "2X",
+        "99999999999999999999", "9000000T"}) {
     try {
       parseByteSize(bad, "--build-memory-max");
       ADD_FAILURE() << "accepted '" << bad << "'";

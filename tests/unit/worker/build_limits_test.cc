@@ -33,7 +33,8 @@ class BuildLimitsTest : public ::testing::Test {
     c.buildDirParent = root_.path() + "/tmp";
     c.impureEnv = {};
     c.cgroups = groups_;
-    runner_ = std::make_unique<BuildRunner>(c, launcher_, RealClock::instance());
+    runner_ =
+        std::make_unique<BuildRunner>(c, launcher_, RealClock::instance());
   }
 
   /// Unsandboxed: the host's tools, through PATH.

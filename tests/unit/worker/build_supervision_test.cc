@@ -295,9 +295,9 @@ TEST_F(SupervisionTest, BuilderKilledByTheKernelIsOutOfMemoryToo) {
   cgroups_ = std::make_shared<testing::FakeCgroups>();
   request_.limits.resources.memoryMaxBytes = 1 << 30;
   // The OOM killer took the builder itself: it exits before any poll.
-  launcher_.script = {{seconds(1),
-                       {ProcessEvent::Kind::kExited, "", 9},
-                       [&] { cgroups_->state->usage.oomKills = 1; }}};
+  launcher_.script = {{seconds(1), {ProcessEvent::Kind::kExited, "", 9}, [&] {
+                         cgroups_->state->usage.oomKills = 1;
+                       }}};
   auto res = run();
   EXPECT_EQ(res.status, StepStatus::kOutOfMemory);
   EXPECT_NE(res.errorMsg.find("1G"), std::string::npos);

@@ -1,11 +1,13 @@
 // The control groups of builds, v1 and v2, over a fake file system
 // (tests/support/fake_cgroups.h); the real ones are in build_limits_test.
+#include "kiln/worker/cgroups.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 
 #include "fake_cgroups.h"
-#include "kiln/worker/cgroups.h"
 #include "kiln/worker/limit_watch.h"
 
 namespace kiln::worker {
@@ -29,7 +31,8 @@ constexpr const char* kV1Self =
 constexpr const char* kV2Mounts =
     "25 30 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
 constexpr const char* kV2Self = "0::/system.slice/kiln-worker.service\n";
-constexpr const char* kV2Root = "/sys/fs/cgroup/system.slice/kiln-worker.service";
+constexpr const char* kV2Root =
+    "/sys/fs/cgroup/system.slice/kiln-worker.service";
 
 bool wrote(const FakeCgroupSystem& fs, const std::string& entry) {
   return std::find(fs.writes.begin(), fs.writes.end(), entry) !=
@@ -47,13 +50,14 @@ TEST(CgroupsTest, V1GroupInEveryHierarchyWithItsLimits) {
     auto g = groups->create("b1", {100 << 20, 64, 0});
     // cpuacct (a hierarchy of its own) measures; cpu is left alone
     // without a weight, so autogroup CPU shares keep working.
-    EXPECT_EQ(g->procsFiles(),
-              (std::vector<std::string>{
-                  "/sys/fs/cgroup/memory/job/7/b1/cgroup.procs",
-                  "/sys/fs/cgroup/pids/b1/cgroup.procs",
-                  "/sys/fs/cgroup/cpuacct/b1/cgroup.procs"}));
-    EXPECT_TRUE(wrote(*fs, "/sys/fs/cgroup/memory/job/7/b1/"
-                           "memory.limit_in_bytes=104857600"));
+    EXPECT_EQ(
+        g->procsFiles(),
+        (std::vector<std::string>{"/sys/fs/cgroup/memory/job/7/b1/cgroup.procs",
+                                  "/sys/fs/cgroup/pids/b1/cgroup.procs",
+                                  "/sys/fs/cgroup/cpuacct/b1/cgroup.procs"}));
+    EXPECT_TRUE(wrote(*fs,
+                      "/sys/fs/cgroup/memory/job/7/b1/"
+                      "memory.limit_in_bytes=104857600"));
     EXPECT_TRUE(wrote(*fs, "/sys/fs/cgroup/pids/b1/pids.max=64"));
     fs->files["/sys/fs/cgroup/memory/job/7/b1/memory.oom_control"] =
         "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
@@ -103,8 +107,7 @@ TEST(CgroupsTest, V2MovesTheWorkerToALeafAndDelegatesControllers) {
   fs->files[dir + "/memory.oom.group"] = "0";
   {
     auto g = groups->create("b3", {2ull << 30, 1000, 200});
-    EXPECT_EQ(g->procsFiles(),
-              std::vector<std::string>{dir + "/cgroup.procs"});
+    EXPECT_EQ(g->procsFiles(), std::vector<std::string>{dir + "/cgroup.procs"});
     EXPECT_TRUE(wrote(*fs, dir + "/memory.max=2147483648"));
     EXPECT_TRUE(wrote(*fs, dir + "/memory.swap.max=0"));
     EXPECT_TRUE(wrote(*fs, dir + "/memory.oom.group=1"));
@@ -164,6 +167,27 @@ TEST(CgroupsTest, NoUsableControllersSaysWhy) {
   std::string why;
   EXPECT_FALSE(detectCgroups(fs, kV2Mounts, kV2Self, false, why));
   EXPECT_NE(why.find("memory and pids"), std::string::npos) << why;
+}
+
+TEST(CgroupsTest, SweepRemovesTheGroupsOfWorkersThatAreGone) {
+  auto fs = std::make_shared<FakeCgroupSystem>();
+  std::string why;
+  auto groups = detectCgroups(fs, kV1Mounts, kV1Self, false, why);
+  ASSERT_TRUE(groups);
+  std::string mine = "kiln-build-" + std::to_string(::getpid()) + "-1";
+  for (auto name : {"kiln-build-999999-3", "kiln-build-4242-1", mine.c_str(),
+                    "someone-else"}) {
+    fs->dirs.insert(std::string("/sys/fs/cgroup/pids/") + name);
+    fs->dirs.insert(std::string("/sys/fs/cgroup/memory/job/7/") + name);
+  }
+  fs->alive = {4242};
+  fs->files["/sys/fs/cgroup/pids/kiln-build-999999-3/cgroup.procs"] = "55\n";
+  EXPECT_EQ(groups->sweep(), 1u);
+  EXPECT_FALSE(fs->dirs.count("/sys/fs/cgroup/pids/kiln-build-999999-3"));
+  EXPECT_FALSE(
+      fs->dirs.count("/sys/fs/cgroup/memory/job/7/kiln-build-999999-3"));
+  EXPECT_EQ(fs->killed, std::vector<pid_t>{55});
+  EXPECT_EQ(fs->dirs.size(), 6u);  // the live worker's, ours, someone's
 }
 
 TEST(CgroupsTest, BigParallelBuildsGetTheBigLimits) {

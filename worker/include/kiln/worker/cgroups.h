@@ -50,6 +50,10 @@ class CgroupSystem {
   virtual bool removeDir(const std::string& path) = 0;
   /// Sends SIGKILL to `pid` (gone already is fine).
   virtual void kill(pid_t pid) = 0;
+  /// The names of the directories in `dir` (empty when it cannot be read).
+  virtual std::vector<std::string> subdirs(const std::string& dir) = 0;
+  /// Whether process `pid` exists.
+  virtual bool exists(pid_t pid) = 0;
   /// Waits a little (while a killed group empties).
   virtual void pause() = 0;
 };
@@ -81,6 +85,10 @@ class Cgroups {
   /// with `limits`. Throws Error when it cannot be made.
   virtual std::unique_ptr<BuildCgroup> create(const std::string& name,
                                               const CgroupLimits& limits) = 0;
+  /// Kills and removes the groups a worker that is gone left behind
+  /// ("kiln-build-<pid>-<n>" of a pid that no longer exists); returns how
+  /// many.
+  virtual size_t sweep() = 0;
 };
 
 /// Which control groups the host has, from the text of
@@ -93,7 +101,9 @@ std::shared_ptr<Cgroups> detectCgroups(std::shared_ptr<CgroupSystem> sys,
                                        const std::string& selfCgroup,
                                        bool wantCpu, std::string& why);
 
-/// detectCgroups over this process's /proc files and the real system.
+/// detectCgroups over this process's /proc files and the real system;
+/// sweeps what a crashed worker left (Cgroups::sweep) and makes a probe
+/// group.
 std::shared_ptr<Cgroups> hostCgroups(bool wantCpu, std::string& why);
 
 /// A unique name for a build's group: "kiln-build-<pid>-<n>".
