@@ -99,7 +99,8 @@ LimitWatch::LimitWatch(const ResourceLimits& limits, BuildCgroup* group,
       nextDisk_(clock.now() + diskEvery) {}
 
 std::optional<LimitBreach> LimitWatch::checkGroup() {
-  if (!group_) return std::nullopt;
+  if (!group_ || (!limits_.memoryMaxBytes && !limits_.pidsMax))
+    return std::nullopt;
   auto u = group_->usage();
   if (u.oomKills && limits_.memoryMaxBytes)
     return LimitBreach{StepStatus::kOutOfMemory,
