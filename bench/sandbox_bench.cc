@@ -5,9 +5,12 @@
 //     sandbox (same process, same drvs; outputs removed between rounds),
 //   - by `nix-store --realise -j1` with sandbox = false and sandbox = true
 //     (outputs deleted between the two),
-// alternating ROUNDS times (default 2) in the same run. Prints per-build
-// wall times and the sandbox's setup cost: kiln linux - kiln none against
-// Nix sandbox - Nix no sandbox (goal: kiln's at most half of Nix's).
+// alternating ROUNDS times (default 2) in the same run; and, where the
+// worker may make control groups, in the `linux` sandbox with limits per
+// build (issue 33: a group each, 1G memory, 1024 processes, a 1G build
+// directory checked every second). Prints per-build wall times and the
+// sandbox's setup cost: kiln linux - kiln none against Nix sandbox - Nix
+// no sandbox (goal: kiln's at most half of Nix's).
 //
 //   sandbox_bench [N] [ROUNDS]      (needs root for Nix's sandbox here)
 #include <unistd.h>
@@ -20,6 +23,7 @@
 #include "kiln/common/file.h"
 #include "kiln/store/derivation.h"
 #include "kiln/worker/build_runner.h"
+#include "kiln/worker/cgroups.h"
 #include "test_support.h"
 
 namespace kiln::bench {
@@ -58,19 +62,23 @@ void instantiate(Setup& s, int n) {
   }
 }
 
-/// Seconds per build of every drv in `sandbox`.
-double kilnRound(const Setup& s, worker::Sandbox& sandbox) {
+/// Seconds per build of every drv in `sandbox`, each in a control group
+/// of `groups` with limits when it is not null.
+double kilnRound(const Setup& s, worker::Sandbox& sandbox,
+                 std::shared_ptr<worker::Cgroups> groups = nullptr) {
   store::StoreDir sd(s.storeDir);
   worker::BuildRunnerConfig cfg;
   cfg.store = {sd, s.storeDir, false};
   cfg.buildDirParent = s.dir + "/build";
   cfg.impureEnv = {};
+  cfg.cgroups = groups;
   worker::BuildRunner runner(cfg, sandbox, RealClock::instance());
   std::vector<worker::BuildRequest> reqs;
   for (auto& d : s.drvs) {
     worker::BuildRequest r;
     r.drvPath = sd.parsePath(d);
     r.drv = store::readDerivationFile(sd, d);
+    if (groups) r.limits.resources = {1 << 30, 1024, 0, 1 << 30};
     reqs.push_back(std::move(r));
   }
   double total = 0;
@@ -117,17 +125,29 @@ int run(int n, int rounds) {
   worker::PluginSandbox none(reg.require(KILN_PLUGIN_SANDBOX, "none"), {});
   worker::PluginSandbox linux(reg.require(KILN_PLUGIN_SANDBOX, "linux"),
                               {{"extra-paths", s.paths}});
+  std::string why;
+  auto groups = worker::hostCgroups(false, why);
+  if (!groups) std::printf("no limits round: %s\n", why.c_str());
   double kn = 1e9, kl = 1e9, nn = 1e9, ns = 1e9;  // best round of each
+  double kg = 1e9;                                // linux with limits
   for (int i = 0; i < rounds; ++i) {
     double a = kilnRound(s, none), b = kilnRound(s, linux);
+    double g = groups ? kilnRound(s, linux, groups) : 0;
     double c = nixRound(s, false), d = nixRound(s, true);
     std::printf(
-        "round %d: kiln none %.2f ms, kiln linux %.2f ms, nix "
-        "no-sandbox %.2f ms, nix sandbox %.2f ms per build\n",
-        i + 1, a * 1e3, b * 1e3, c * 1e3, d * 1e3);
+        "round %d: kiln none %.2f ms, kiln linux %.2f ms, kiln linux with "
+        "limits %.2f ms, nix no-sandbox %.2f ms, nix sandbox %.2f ms per "
+        "build\n",
+        i + 1, a * 1e3, b * 1e3, g * 1e3, c * 1e3, d * 1e3);
     kn = std::min(kn, a), kl = std::min(kl, b), nn = std::min(nn, c),
-    ns = std::min(ns, d);
+    ns = std::min(ns, d), kg = std::min(kg, g);
   }
+  if (groups)
+    std::printf(
+        "  with limits (%s): kiln linux %.2f ms, sandbox setup %.2f ms, "
+        "ratio kiln/nix %.2f\n",
+        groups->describe().c_str(), kg * 1e3, (kg - kn) * 1e3,
+        (kg - kn) / (ns - nn));
   double kOver = kl - kn, nOver = ns - nn;
   std::printf(
       "best of %d rounds, %d builds each (ms per build):\n"

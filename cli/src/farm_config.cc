@@ -227,6 +227,22 @@ std::string validKeyValue(const std::string& s) {
   auto eq = s.find('=');
   return eq == 0 || eq == std::string::npos ? "must be KEY=VALUE" : "";
 }
+// A build limit as `kiln worker` parses it: "" or the problem.
+std::function<std::string(const std::string&)> validLimit(
+    std::string BuildLimitOptions::*field) {
+  return [field](const std::string& v) {
+    BuildLimitOptions o;
+    o.*field = v;
+    try {
+      parseBuildLimits(o);
+      parseBigBuildLimits(o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+}
+
 std::string validOption(const std::string& s) {
   if (auto why = validKeyValue(s); !why.empty()) return why;
   return s.substr(0, s.find('=')) == "extra-paths"
@@ -336,6 +352,15 @@ void readWorkers(Table t, LocalWorkerSettings& w) {
   t.str("extra_paths_attribute", w.extraPathsAttribute, nonEmpty);
   t.strList("sandbox_options", w.sandboxOptions, validOption);
   t.strList("platform_options", w.platformOptions, validKeyValue);
+  auto& l = w.limits;
+  t.str("build_memory_max", l.memoryMax,
+        validLimit(&BuildLimitOptions::memoryMax));
+  t.str("build_pids_max", l.pidsMax, validLimit(&BuildLimitOptions::pidsMax));
+  t.str("build_cpu_weight", l.cpuWeight,
+        validLimit(&BuildLimitOptions::cpuWeight));
+  t.str("build_disk_max", l.diskMax, validLimit(&BuildLimitOptions::diskMax));
+  t.str("big_build_limits", l.bigBuild,
+        validLimit(&BuildLimitOptions::bigBuild));
   t.finish();
 }
 

@@ -12,8 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/scheduler/state_db.h"
 #include "kiln/common/error.h"
+#include "kiln/scheduler/state_db.h"
+#include "limit_options.h"
 
 namespace kiln::cli {
 
@@ -100,6 +101,10 @@ struct LocalWorkerSettings {
   std::vector<std::string> sandboxOptions;
   /// Options of the platform plugins, KEY=VALUE.
   std::vector<std::string> platformOptions;
+  /// Limits per build: build_memory_max, build_pids_max, build_cpu_weight,
+  /// build_disk_max, big_build_limits (as kiln worker's --build-* flags,
+  /// which override them).
+  BuildLimitOptions limits;
   bool operator==(const LocalWorkerSettings&) const = default;
 };
 

@@ -25,6 +25,7 @@ void addSandboxOptions(po::options_description& opts, SandboxOptions& out) {
       "plugin-dir", po::value(&out.pluginDirs)->composing(),
       "search plugins here (repeatable; default: $KILN_PLUGIN_PATH, the "
       "build tree, the install folder)");
+  addBuildLimitOptions(opts, out.limits);
 }
 
 std::vector<std::string> sandboxArgs(const SandboxOptions& o) {
@@ -34,6 +35,8 @@ std::vector<std::string> sandboxArgs(const SandboxOptions& o) {
   args.insert(args.end(), {"--platforms", o.platforms});
   for (auto& kv : o.platformOptions)
     args.insert(args.end(), {"--platform-option", kv});
+  auto limits = buildLimitArgs(o.limits);
+  args.insert(args.end(), limits.begin(), limits.end());
   return args;
 }
 
@@ -64,6 +67,8 @@ void applySandboxOptions(const SandboxOptions& o, worker::DaemonConfig& cfg) {
       cfg.platforms.push_back(o.platforms.substr(start, end - start));
     start = end + 1;
   }
+  cfg.buildLimits = parseBuildLimits(o.limits);
+  cfg.bigBuildLimits = parseBigBuildLimits(o.limits);
   plugins::configurePluginDirs(o.pluginDirs);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/worker/daemon.h"
+#include "limit_options.h"
 
 namespace kiln::cli {
 
@@ -20,10 +21,12 @@ struct SandboxOptions {
   /// The platform plugins, comma-separated (docs/worker.md, "Platforms").
   std::string platforms = "native,qemu-user";
   std::vector<std::string> platformOptions;  ///< KEY=VALUE
+  /// The builds' resource limits (docs/worker.md, "Limits per build").
+  BuildLimitOptions limits;
 };
 
-/// Adds --sandbox, --sandbox-option, --platforms, --platform-option and
-/// --plugin-dir to `opts`.
+/// Adds --sandbox, --sandbox-option, --platforms, --platform-option,
+/// --plugin-dir and the build limits (limit_options.h) to `opts`.
 void addSandboxOptions(boost::program_options::options_description& opts,
                        SandboxOptions& out);
 
@@ -31,8 +34,9 @@ void addSandboxOptions(boost::program_options::options_description& opts,
 std::vector<std::string> sandboxArgs(const SandboxOptions& o);
 
 /// Puts the chosen sandbox, platforms and their options into `cfg` (the
-/// daemon loads them) and configures the plugin directories. Throws Error
-/// for a malformed --sandbox-option or --platform-option.
+/// daemon loads them), the build limits, and configures the plugin
+/// directories. Throws Error for a malformed --sandbox-option,
+/// --platform-option or limit.
 void applySandboxOptions(const SandboxOptions& o, worker::DaemonConfig& cfg);
 
 }  // namespace kiln::cli

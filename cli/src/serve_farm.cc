@@ -290,6 +290,10 @@ std::vector<std::string> ServeFarm::workerArgs(unsigned i) const {
   if (!c.fsyncStore) a.push_back("--no-fsync-store");
   SandboxOptions sb = s_.sandbox;
   sb.name = w.sandbox;
+  for (auto field : {&BuildLimitOptions::memoryMax, &BuildLimitOptions::pidsMax,
+                     &BuildLimitOptions::cpuWeight, &BuildLimitOptions::diskMax,
+                     &BuildLimitOptions::bigBuild})
+    if ((sb.limits.*field).empty()) sb.limits.*field = w.limits.*field;
   sb.platforms = w.platforms;
   sb.pluginDirs = pluginDirs();
   sb.platformOptions.insert(sb.platformOptions.begin(),

@@ -27,7 +27,7 @@ using std::chrono::steady_clock;
 constexpr auto kDrainGrace = std::chrono::seconds(2);
 
 /// Steps of the child between fork and exec; reported on failure.
-enum ChildStage : int { kSetsid = 1, kStdio, kChdir, kExec };
+enum ChildStage : int { kSetsid = 1, kStdio, kChdir, kExec, kCgroup };
 
 /// Everything the child needs, prepared before fork (after fork only
 /// async-signal-safe calls are allowed).
@@ -44,6 +44,7 @@ struct ChildSetup {
   int errWrite;     // the status pipe
   int deathSignal;
   pid_t parent;
+  const char* const* cgroupProcs;  // NULL-terminated
 };
 
 [[noreturn]] void childFail(int errFd, int stage) {
@@ -54,6 +55,11 @@ struct ChildSetup {
 }
 
 [[noreturn]] void childMain(const ChildSetup& s) {
+  for (auto* f = s.cgroupProcs; *f; ++f) {
+    int fd = ::open(*f, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, "0", 1) != 1) childFail(s.errWrite, kCgroup);
+    ::close(fd);
+  }
   if (::setsid() < 0) childFail(s.errWrite, kSetsid);
   // The child dies with the thread that started it (and so with a killed
   // worker) instead of building on unsupervised; the check closes the race
@@ -90,6 +96,8 @@ std::string stageMessage(int stage, const ProcessSpec& spec) {
     case kChdir:
       return "changing to working directory '" + spec.workDir + "' for '" +
              spec.program + "'";
+    case kCgroup:
+      return "joining the control group of '" + spec.program + "'";
     default:
       return "executing '" + spec.program + "'";
   }
@@ -168,6 +176,8 @@ Process::Process(const ProcessSpec& spec) {
   }
   auto argv = cStrings(args);
   auto envp = cStrings(env);
+  std::vector<std::string> groupFiles = spec.cgroupProcs;
+  auto groups = cStrings(groupFiles);
   std::string program =
       spec.searchPath ? resolveProgram(spec.program) : spec.program;
 
@@ -192,7 +202,8 @@ Process::Process(const ProcessSpec& spec) {
       output.errWrite ? output.errWrite.get() : output.outWrite.get(),
       errWrite.get(),
       spec.deathSignal,
-      ::getpid()};
+      ::getpid(),
+      groups.data()};
   pid_t pid = ::fork();
   if (pid < 0) throwSysError("fork for '" + spec.program + "'");
   if (pid == 0) childMain(setup);

@@ -6,7 +6,7 @@
 namespace kiln {
 namespace {
 
-constexpr std::array<std::pair<StepStatus, std::string_view>, 12> kNames{{
+constexpr std::array<std::pair<StepStatus, std::string_view>, 15> kNames{{
     {StepStatus::kSuccess, "success"},
     {StepStatus::kFailed, "failed"},
     {StepStatus::kDepFailed, "dependency-failed"},
@@ -19,11 +19,14 @@ constexpr std::array<std::pair<StepStatus, std::string_view>, 12> kNames{{
     {StepStatus::kLogLimitExceeded, "log-limit-exceeded"},
     {StepStatus::kOutputLimitExceeded, "output-limit-exceeded"},
     {StepStatus::kNotDeterministic, "not-deterministic"},
+    {StepStatus::kOutOfMemory, "out-of-memory"},
+    {StepStatus::kProcessLimitExceeded, "process-limit-exceeded"},
+    {StepStatus::kDiskLimitExceeded, "disk-limit-exceeded"},
 }};
 
 }  // namespace
 
-bool isValidStepStatus(uint8_t s) { return s <= 12 && s != 5; }
+bool isValidStepStatus(uint8_t s) { return s <= 15 && s != 5; }
 
 std::string_view stepStatusName(StepStatus status) {
   for (auto& [s, n] : kNames)

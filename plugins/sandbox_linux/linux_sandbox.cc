@@ -298,6 +298,8 @@ pid_t LinuxSandbox::launch(const kiln_sandbox_spec& spec,
     writeProcFile(
         pid, "gid_map",
         std::to_string(kInsideGid) + " " + std::to_string(hostGid) + " 1");
+    // The child waits for the sync byte: it has started nothing yet.
+    ps::joinCgroups(ps::cgroupProcsOf(spec), pid);
   } catch (...) {
     ::close(sync[1]);
     killAndReap(pid);

@@ -42,9 +42,12 @@ class NoneSandbox {
     plan.outWrite = pipes.outWrite;
     plan.statusWrite = pipes.statusWrite;
     pid_t parent = ::getpid();
+    const char* const* groups = ps::cgroupProcsOf(spec);
     pid_t pid = ::fork();
     if (pid < 0) throw kiln::plugin::Failure::sys("fork");
     if (pid == 0) {
+      if (!ps::joinCgroupsSelf(groups))
+        ps::childFail(plan.statusWrite, ps::kStageCgroup);
       if (::setsid() < 0) ps::childFail(plan.statusWrite, ps::kStageSession);
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != parent)
         ps::childFail(plan.statusWrite, ps::kStageSession);

@@ -18,6 +18,37 @@ CStringArray::CStringArray(std::vector<std::string> strings)
   ptrs_.push_back(nullptr);
 }
 
+const char* const* cgroupProcsOf(const kiln_sandbox_spec& spec) {
+  if (spec.size < offsetof(kiln_sandbox_spec, cgroup_procs) + sizeof(void*))
+    return nullptr;
+  return spec.cgroup_procs;
+}
+
+void joinCgroups(const char* const* files, pid_t pid) {
+  std::string text = std::to_string(pid);
+  for (auto f = files; f && *f; ++f) {
+    int fd = ::open(*f, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw plugin::Failure::sys(std::string("opening ") + *f);
+    ssize_t n = ::write(fd, text.data(), text.size());
+    int err = errno;
+    ::close(fd);
+    if (n != static_cast<ssize_t>(text.size()))
+      throw plugin::Failure::sys("moving the builder to " + std::string(*f),
+                                 err);
+  }
+}
+
+bool joinCgroupsSelf(const char* const* files) {
+  for (auto f = files; f && *f; ++f) {
+    int fd = ::open(*f, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool ok = ::write(fd, "0", 1) == 1;
+    ::close(fd);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 void childFail(int statusFd, int stage) {
   int msg[2] = {stage, errno};
   ssize_t n = ::write(statusFd, msg, sizeof msg);
@@ -89,6 +120,9 @@ void throwStageFailure(int stage, int err, const std::string& program,
           "changing to the working directory for '" + program + "'", err);
     case kStageStdio:
       throw plugin::Failure::sys("redirecting stdio of '" + program + "'", err);
+    case kStageCgroup:
+      throw plugin::Failure::sys(
+          "joining the build's control group for '" + program + "'", err);
     default:
       throw plugin::Failure(KILN_ERR_FAILED,
                             "setting up the sandbox for '" + program +

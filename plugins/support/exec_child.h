@@ -20,6 +20,7 @@ enum Stage : int {
   kStageStdio,
   kStageChdir,
   kStageExec,
+  kStageCgroup,         ///< joining the build's control group
   kStageSandbox = 100,  ///< + the sandbox's own step number
 };
 
@@ -50,6 +51,16 @@ struct ExecPlan {
   int outWrite = -1;     ///< becomes stdout and stderr
   int statusWrite = -1;  ///< CLOEXEC: closes on a successful exec
 };
+
+/// The spec's control-group files (ABI minor 5), or null when the host's
+/// spec is older or names none.
+const char* const* cgroupProcsOf(const kiln_sandbox_spec& spec);
+/// Parent side: writes `pid` to each of `files` (null: none). Throws
+/// kiln::plugin::Failure.
+void joinCgroups(const char* const* files, pid_t pid);
+/// Child side (async-signal-safe): the calling process joins each of
+/// `files`; false (errno set) on failure.
+bool joinCgroupsSelf(const char* const* files);
 
 /// Writes {stage, errno} to `statusFd` and exits 127.
 [[noreturn]] void childFail(int statusFd, int stage);

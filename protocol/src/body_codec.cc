@@ -408,6 +408,9 @@ void put(Writer& w, const StepResult& m) {
   }
   w.i64(m.startTimeMs);
   w.i64(m.stopTimeMs);
+  w.u64(m.peakMemoryBytes);
+  w.u64(m.cpuTimeUs);
+  w.u64(m.buildDirBytes);
 }
 void get(Reader& r, StepResult& m) {
   m.stepId = r.u64("stepId");
@@ -420,6 +423,10 @@ void get(Reader& r, StepResult& m) {
   }
   m.startTimeMs = r.i64("startTimeMs");
   m.stopTimeMs = r.i64("stopTimeMs");
+  if (r.atEnd()) return;  // usage fields are optional
+  m.peakMemoryBytes = r.u64("peakMemoryBytes");
+  m.cpuTimeUs = r.u64("cpuTimeUs");
+  m.buildDirBytes = r.u64("buildDirBytes");
 }
 
 void check(const CancelStep& m) {

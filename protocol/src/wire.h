@@ -50,6 +50,8 @@ class Reader {
   uint32_t count(const char* field, uint32_t max, size_t minElemSize = 1);
   /// Throws unless every byte was consumed.
   void finish();
+  /// Whether every byte was consumed (optional trailing fields follow).
+  bool atEnd() const { return pos_ >= data_.size(); }
   /// Throws FormatError "protocol: <msg>: field '<field>': <problem>".
   [[noreturn]] void fail(const char* field, const std::string& problem) const;
 

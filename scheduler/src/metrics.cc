@@ -112,6 +112,21 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r)
                         .Name("kiln_step_duration_seconds")
                         .Help("Duration of finished step attempts")
                         .Register(r)),
+      stepPeakMemory_(BuildHistogram()
+                          .Name("kiln_step_peak_memory_bytes")
+                          .Help("Peak memory of finished step attempts "
+                                "(their control group's)")
+                          .Register(r)),
+      stepCpu_(BuildHistogram()
+                   .Name("kiln_step_cpu_seconds")
+                   .Help("CPU time of finished step attempts, every "
+                         "process of the build")
+                   .Register(r)),
+      stepBuildDir_(BuildHistogram()
+                        .Name("kiln_step_build_dir_bytes")
+                        .Help("Largest build directory of finished step "
+                              "attempts")
+                        .Register(r)),
       bytesSent_(BuildCounter()
                      .Name("kiln_transfer_bytes_sent_total")
                      .Help("NAR bytes sent to workers (inputs)")
@@ -217,6 +232,26 @@ void ServiceMetrics::observeStepDuration(const std::string& system,
                                          double seconds) {
   stepDuration_.Add({{"system", systemLabel(system)}}, durationBuckets())
       .Observe(seconds);
+}
+
+void ServiceMetrics::observeStepUsage(const std::string& system,
+                                      uint64_t peakMemoryBytes,
+                                      uint64_t cpuTimeUs,
+                                      uint64_t buildDirBytes) {
+  // 1 MiB to 64 GiB, by powers of 4.
+  static const prometheus::Histogram::BucketBoundaries bytes = {
+      1 << 20, 4 << 20,         16 << 20,         64 << 20,        256 << 20,
+      1 << 30, 4.0 * (1 << 30), 16.0 * (1 << 30), 64.0 * (1 << 30)};
+  const auto& label = systemLabel(system);
+  if (peakMemoryBytes)
+    stepPeakMemory_.Add({{"system", label}}, bytes)
+        .Observe(double(peakMemoryBytes));
+  if (cpuTimeUs)
+    stepCpu_.Add({{"system", label}}, durationBuckets())
+        .Observe(double(cpuTimeUs) / 1e6);
+  if (buildDirBytes)
+    stepBuildDir_.Add({{"system", label}}, bytes)
+        .Observe(double(buildDirBytes));
 }
 
 }  // namespace kiln::scheduler

@@ -510,6 +510,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
   metrics_.observeStepDuration(run.system,
                                std::chrono::duration<double>(took).count());
+  recordUsage(run.system, id, m);
   // Counted for the workers page while the worker is connected (a held
   // result may complete after it left: no entry is made for it again).
   auto count = [&](bool ok) {
@@ -546,6 +547,18 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   markPending();
 }
 
+void RunningSteps::recordUsage(const std::string& system, int64_t id,
+                               const proto::StepResult& m) {
+  if (!m.peakMemoryBytes && !m.cpuTimeUs && !m.buildDirBytes) return;
+  metrics_.observeStepUsage(system, m.peakMemoryBytes, m.cpuTimeUs,
+                            m.buildDirBytes);
+  // Before the row's finish (queued after this), in order with it.
+  deferred_.run([&db = db_, id, peak = int64_t(m.peakMemoryBytes),
+                 cpu = int64_t(m.cpuTimeUs), dir = int64_t(m.buildDirBytes)] {
+    db.setStepUsage(id, peak, cpu, dir);
+  });
+}
+
 bool RunningSteps::succeed(const RunningStep& run, Duration took) {
   // Each output and its DerivationOutputs row were registered by the
   // registrar; an output missing here was not uploaded or not registered.
@@ -573,7 +586,11 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took) {
 
 bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
                         Duration took) {
-  if (isTransient(m.status)) {
+  // Out of memory: tried once more before it counts (docs/worker.md,
+  // "Limits per build"); a second time it fails for good.
+  bool oomRetry =
+      m.status == StepStatus::kOutOfMemory && oomRetried_.insert(run.id).second;
+  if (isTransient(m.status) || oomRetry) {
     core_.finishStep(run.sid, StepResult::transient(took));
     if (core_.step(run.sid).state != StepView::State::kFailed) return false;
     deferred_.run([&db = db_, id = run.id, status = static_cast<int>(m.status),

@@ -172,6 +172,10 @@ class RunningSteps {
   void complete(int64_t id, const protocol::StepResult& r);
   /// False if an output is missing (the step is retried instead).
   bool succeed(const RunningStep& run, Duration took);
+  /// Records what the attempt used (StepResult's usage fields): metrics
+  /// and the step's row.
+  void recordUsage(const std::string& system, int64_t id,
+                   const protocol::StepResult& m);
   /// Whether the step's row is recorded as ended (not when it is retried).
   bool fail(const RunningStep& run, const protocol::StepResult& r,
             Duration took);
@@ -204,6 +208,8 @@ class RunningSteps {
   std::map<int64_t, RunningStep> running_;  // by database id
   /// Settled steps per peer: succeeded, failed (see activityByPeer).
   std::map<std::string, std::pair<uint64_t, uint64_t>> settledByPeer_;
+  /// Steps (row ids) already retried once after running out of memory.
+  std::set<int64_t> oomRetried_;
   std::optional<Clock::TimePoint> pendingSince_;
   std::function<void(const LifecycleEvent&)> notify_;
   LogMirror* mirror_ = nullptr;

@@ -6,15 +6,33 @@ namespace kiln::web {
 namespace {
 
 std::string stepsTable(const json& steps) {
-  std::string t = "<table><tr><th>Step</th><th>Status</th><th>Worker</th>"
-                  "<th>Attempts</th><th>Duration</th></tr>";
-  for (auto& s : steps)
+  std::string t =
+      "<table><tr><th>Step</th><th>Status</th><th>Worker</th>"
+      "<th>Attempts</th><th>Duration</th><th class=\"num\">Peak "
+      "memory</th><th class=\"num\">CPU</th><th class=\"num\">"
+      "Build dir</th></tr>";
+  // What the last attempt used (docs/worker.md, "Limits per build").
+  auto measured = [](const json& v, bool bytes) -> std::string {
+    if (!v.is_number() || v.get<int64_t>() <= 0) return "—";
+    return bytes ? formatBytes(v) : formatDuration(v.get<int64_t>() / 1000);
+  };
+  for (auto& s : steps) {
+    std::string error = s.value("error", "");
     t += "<tr><td class=\"mono\">" + esc(s["drvPath"]) + "</td><td>" +
-         statusBadge(s) + "</td><td>" + esc(s["worker"]) +
-         "</td><td class=\"num\">" + s["attempts"].dump() + "</td><td>" +
+         statusBadge(s) +
+         (error.empty() || !s["status"].is_number() || s["status"] == 0
+              ? std::string()
+              : " <span class=\"muted\">" + htmlEscape(error) + "</span>") +
+         "</td><td>" + esc(s["worker"]) + "</td><td class=\"num\">" +
+         s["attempts"].dump() + "</td><td>" +
          (s["durationMs"].is_null() ? "—" : formatDuration(s["durationMs"])) +
+         "</td><td class=\"num\">" + measured(s["peakMemoryBytes"], true) +
+         "</td><td class=\"num\">" + measured(s["cpuTimeUs"], false) +
+         "</td><td class=\"num\">" + measured(s["buildDirBytes"], true) +
          "</td></tr>";
-  if (steps.empty()) t += "<tr><td colspan=\"5\" class=\"muted\">none</td></tr>";
+  }
+  if (steps.empty())
+    t += "<tr><td colspan=\"8\" class=\"muted\">none</td></tr>";
   return t + "</table>";
 }
 

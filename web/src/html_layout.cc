@@ -160,7 +160,8 @@ td.num,th.num{text-align:right}code,.mono{font-family:ui-monospace,monospace;fon
 .st{display:inline-block;padding:0 .45em;border-radius:3px;font-size:.88em;font-weight:600;color:#fff}
 .st-success{background:#2e7d32}.st-queued{background:#6b7280}.st-running{background:#1565c0}
 .st-failed,.st-dependency-failed,.st-aborted,.st-timed-out,.st-cached-failure,.st-log-limit-exceeded,
-.st-output-limit-exceeded,.st-failed-with-output,.st-not-deterministic,.st-unsupported{background:#c62828}
+.st-output-limit-exceeded,.st-failed-with-output,.st-not-deterministic,.st-unsupported,
+.st-out-of-memory,.st-process-limit-exceeded,.st-disk-limit-exceeded{background:#c62828}
 .st-cancelled{background:#8d6e63}
 .chart rect{fill:#c62828}.chart rect.axis{fill:#9aa3b2}.chart.lat rect{fill:#1565c0}
 .chart.idle rect{fill:#ef6c00}.cards{display:flex;gap:1em;flex-wrap:wrap}

@@ -23,6 +23,9 @@ std::string statusLabel(int status) {
     case StepStatus::kLogLimitExceeded: return "Log limit exceeded";
     case StepStatus::kOutputLimitExceeded: return "Output limit exceeded";
     case StepStatus::kNotDeterministic: return "Non-deterministic build";
+    case StepStatus::kOutOfMemory: return "Out of memory";
+    case StepStatus::kProcessLimitExceeded: return "Process limit exceeded";
+    case StepStatus::kDiskLimitExceeded: return "Disk limit exceeded";
   }
   return "Unknown";
 }
@@ -75,7 +78,10 @@ json stepJson(const scheduler::StepRow& s) {
             {"worker", s.worker},
             {"createdMs", s.createdMs},
             {"startMs", s.startMs},
-            {"stopMs", s.stopMs}};
+            {"stopMs", s.stopMs},
+            {"peakMemoryBytes", s.peakMemoryBytes},
+            {"cpuTimeUs", s.cpuTimeUs},
+            {"buildDirBytes", s.buildDirBytes}};
   j["durationMs"] = s.startMs && s.stopMs >= s.startMs
                         ? json(s.stopMs - s.startMs)
                         : json(nullptr);

@@ -63,6 +63,12 @@ std::string findOutputCycle(const std::vector<BuiltOutputInfo>& outputs) {
   return "";
 }
 
+bool isLimitStatus(StepStatus s) {
+  return s == StepStatus::kOutOfMemory ||
+         s == StepStatus::kProcessLimitExceeded ||
+         s == StepStatus::kDiskLimitExceeded;
+}
+
 }  // namespace
 
 BuildRunner::BuildRunner(BuildRunnerConfig config, ProcessLauncher& launcher,
@@ -124,7 +130,7 @@ struct BuildRunner::Supervision {
 void BuildRunner::superviseBuilder(ChildProcess& child,
                                    const BuildRequest& request,
                                    const LogCallback& onLog,
-                                   const CancelFlag* cancel,
+                                   const CancelFlag* cancel, LimitWatch& watch,
                                    BuildResult& result) {
   const auto& lim = request.limits;
   Supervision s;
@@ -133,12 +139,15 @@ void BuildRunner::superviseBuilder(ChildProcess& child,
     s.stop = status;
     s.why = std::move(why);
     child.killTree();
+    watch.killGroup();  // processes that left the builder's process group
   };
   for (;;) {
     auto now = clock_.now();
     auto wait = kPollSlice;
     if (!s.stop) {
-      if (auto c = cancel ? cancel->requested() : std::nullopt) {
+      if (auto breach = watch.check()) {
+        stop(breach->status, std::move(breach->message));
+      } else if (auto c = cancel ? cancel->requested() : std::nullopt) {
         stop(*c, *c == StepStatus::kCancelled ? "build cancelled"
                                               : "build aborted");
       } else if (lim.timeout.count() && now - s.start >= lim.timeout) {
@@ -177,10 +186,32 @@ void BuildRunner::superviseBuilder(ChildProcess& child,
                std::to_string(lim.logLimitBytes) + " bytes");
   }
   result.duration = clock_.now() - s.start;
+  auto breach = watch.finalCheck(result.usage);
+  // A limit the kernel enforced (an OOM kill, a refused fork) shows only
+  // in the group's counters; it explains a builder that failed.
+  if (!s.stop && breach && result.waitStatus && *result.waitStatus != 0) {
+    s.stop = breach->status;
+    s.why = std::move(breach->message);
+  }
   if (s.stop) {
     result.status = *s.stop;
     result.errorMsg = s.why;
   }
+}
+
+std::unique_ptr<BuildCgroup> BuildRunner::makeCgroup(
+    const BuildRequest& request) const {
+  const auto& r = request.limits.resources;
+  if (!config_.cgroups) {
+    if (r.memoryMaxBytes || r.pidsMax || r.cpuWeight)
+      throw Error(
+          "cannot limit the memory, processes or CPU of a build "
+          "without control groups (docs/worker.md, \"Limits per "
+          "build\")");
+    return nullptr;
+  }
+  return config_.cgroups->create(nextCgroupName(),
+                                 {r.memoryMaxBytes, r.pidsMax, r.cpuWeight});
 }
 
 void BuildRunner::collectOutputs(const BuildRequest& request,
@@ -268,7 +299,10 @@ BuildResult BuildRunner::run(const BuildRequest& request,
 
   TempDir buildDir("nix-build-" + std::string(request.drvPath.name()),
                    config_.buildDirParent);
+  // Before the builder starts; destroyed (killed whole, removed) last.
+  auto group = makeCgroup(request);
   SandboxBuildSpec sbs;
+  if (group) sbs.cgroupProcs = group->procsFiles();
   sbs.hostBuildDir = buildDir.path();
   sbs.scratchDir = dirNameOf(buildDir.path());
   sbs.logicalStore = layout.logical.dir();
@@ -287,9 +321,14 @@ BuildResult BuildRunner::run(const BuildRequest& request,
           startBuilder(request, buildDir.path(), command, *sandboxed, result)) {
     traceEvent("worker", "builder-started", 0, traced);
     CpuShareHold share(config_.cpuShares.get(), child->pid(), request.rankMs);
-    superviseBuilder(*child, request, onLog, cancel, result);
+    LimitWatch watch(request.limits.resources, group.get(),
+                     config_.dirSize.get(), buildDir.path(), clock_);
+    superviseBuilder(*child, request, onLog, cancel, watch, result);
+    if (isLimitStatus(result.status))  // the log says which limit, too
+      onLog("\nkiln: " + result.errorMsg + "\n");
     share.release();  // while the pid is still the builder's
-    child.reset();    // reaps: everything of the build is gone
+    if (group) group->killAll();  // what left the builder's process group
+    child.reset();                // reaps: everything of the build is gone
     traceEvent("worker", "builder-exited", 0, traced);
   }
   sandboxed->finish();

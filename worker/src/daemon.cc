@@ -18,6 +18,31 @@ namespace {
 using namespace std::chrono_literals;
 namespace proto = protocol;
 
+bool limitsNeedGroups(const ResourceLimits& l) {
+  return l.memoryMaxBytes || l.pidsMax || l.cpuWeight;
+}
+
+/// The control groups of the builds: given, or the host's. Throws Error
+/// when limits need them and the host has none.
+std::shared_ptr<Cgroups> buildCgroups(const DaemonConfig& c) {
+  if (c.cgroups || !c.useCgroups) return c.cgroups;
+  bool needed = limitsNeedGroups(c.buildLimits) ||
+                (c.bigBuildLimits && limitsNeedGroups(*c.bigBuildLimits));
+  bool wantCpu = c.buildLimits.cpuWeight ||
+                 (c.bigBuildLimits && c.bigBuildLimits->cpuWeight);
+  std::string why;
+  auto groups = hostCgroups(wantCpu, why);
+  if (groups) {
+    logInfo("worker: one control group per build, " + groups->describe());
+  } else if (needed) {
+    throw Error("worker: the build limits need control groups, but " + why +
+                " (docs/operations.md, \"Limits per build\")");
+  } else {
+    logDebug("worker: builds run without control groups: " + why);
+  }
+  return groups;
+}
+
 BuildRunnerConfig runnerConfig(const DaemonConfig& c,
                                const store::LocalStore& s,
                                std::shared_ptr<const Platforms> platforms) {
@@ -28,6 +53,7 @@ BuildRunnerConfig runnerConfig(const DaemonConfig& c,
   r.buildDirParent = c.stateDir + "/build";
   if (auto nice = c.sessionNice ? c.sessionNice : procAutogroupNice())
     r.cpuShares = std::make_shared<CpuShares>(std::move(nice), c.cores);
+  r.cgroups = buildCgroups(c);
   return r;
 }
 
@@ -127,6 +153,10 @@ void Daemon::Impl::sendHello() {
     if (std::find(h.supportedFeatures.begin(), h.supportedFeatures.end(),
                   f) == h.supportedFeatures.end())
       h.supportedFeatures.push_back(f);
+  if (cfg.bigBuildLimits &&
+      std::find(h.supportedFeatures.begin(), h.supportedFeatures.end(),
+                kBigBuildFeature) == h.supportedFeatures.end())
+    h.supportedFeatures.push_back(kBigBuildFeature);
   h.mandatoryFeatures = cfg.mandatoryFeatures;
   h.slots = cfg.slots;
   h.speedFactor = cfg.speedFactor;

@@ -123,6 +123,7 @@ void Daemon::Impl::onBuildStep(const proto::BuildStep& m) {
     r.limits.timeout = std::chrono::seconds(m.timeoutSec);
     r.limits.logLimitBytes = m.logLimitBytes;
     r.limits.outputLimitBytes = m.outputLimitBytes;
+    r.limits.resources = limitsFor(cfg.buildLimits, cfg.bigBuildLimits, r.drv);
     r.rankMs = m.rankMs;
     r.buildCores = std::max(1u, cfg.cores / std::max(1u, cfg.slots));
     planInputs(s);

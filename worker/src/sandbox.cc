@@ -1,8 +1,12 @@
 #include "kiln/worker/sandbox.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "kiln/common/error.h"
+#include "kiln/common/file.h"
 #include "kiln/common/logging.h"
 #include "plugin_instance.h"
 
@@ -12,14 +16,19 @@ namespace {
 /// Starts through a plain launcher; nothing to finish.
 class UnsandboxedBuild : public SandboxedBuild {
  public:
-  explicit UnsandboxedBuild(ProcessLauncher& l) : launcher_(l) {}
+  UnsandboxedBuild(ProcessLauncher& l, std::vector<std::string> cgroupProcs)
+      : launcher_(l), cgroupProcs_(std::move(cgroupProcs)) {}
   std::unique_ptr<ChildProcess> start(const ProcessSpec& spec) override {
-    return launcher_.start(spec);
+    if (cgroupProcs_.empty()) return launcher_.start(spec);
+    ProcessSpec joined = spec;
+    joined.cgroupProcs = cgroupProcs_;
+    return launcher_.start(joined);
   }
   void finish() override {}
 
  private:
   ProcessLauncher& launcher_;
+  std::vector<std::string> cgroupProcs_;
 };
 
 /// Throws the kiln error for a plugin's failure: SysError for a failed
@@ -50,8 +59,8 @@ struct CStrings {
 }  // namespace
 
 std::unique_ptr<SandboxedBuild> UnsandboxedLauncher::prepare(
-    const SandboxBuildSpec&) {
-  return std::make_unique<UnsandboxedBuild>(launcher_);
+    const SandboxBuildSpec& spec) {
+  return std::make_unique<UnsandboxedBuild>(launcher_, spec.cgroupProcs);
 }
 
 /// One build of a plugin sandbox.
@@ -67,6 +76,7 @@ class PluginSandbox::Build : public SandboxedBuild {
     }
   }
   std::unique_ptr<ChildProcess> start(const ProcessSpec& spec) override;
+  void joinGroups(pid_t pid);
   void finish() override {
     if (!handle_) return;
     kiln_error err{};
@@ -89,7 +99,7 @@ std::unique_ptr<ChildProcess> PluginSandbox::Build::start(
   if (args.empty()) args.push_back(ps.program);
   for (auto& [k, v] : ps.env) env.push_back(k + "=" + v);
   CStrings argv(args), envp(env), inputs(spec_.inputs), outputs(spec_.outputs),
-      extra(spec_.extraPaths);
+      extra(spec_.extraPaths), groups(spec_.cgroupProcs);
   kiln_sandbox_spec s{};
   s.size = sizeof s;
   s.program = ps.program.c_str();
@@ -105,13 +115,28 @@ std::unique_ptr<ChildProcess> PluginSandbox::Build::start(
   s.outputs = outputs.p.data();
   s.network = spec_.network ? 1 : 0;
   s.extra_paths = extra.p.data();
+  s.cgroup_procs = groups.p.data();
   kiln_sandbox_process proc{};
   proc.size = sizeof proc;
   kiln_error err{};
   if (sandbox_.fns().start(sandbox_.instance_, &s, &handle_, &proc, &err) !=
       KILN_OK)
     throwPluginError("sandbox " + sandbox_.name() + ": ", err);
-  return std::make_unique<Process>(proc.pid, AutoCloseFD(proc.output_fd));
+  auto child = std::make_unique<Process>(proc.pid, AutoCloseFD(proc.output_fd));
+  if (sandbox_.plugin_.abiMinor < 5) joinGroups(proc.pid);
+  return child;
+}
+
+void PluginSandbox::Build::joinGroups(pid_t pid) {
+  // A plugin older than ABI 1.5 does not know cgroup_procs: the builder
+  // joins once it runs (what it started meanwhile stays outside).
+  for (auto& file : spec_.cgroupProcs) {
+    AutoCloseFD fd(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+    std::string text = std::to_string(pid);
+    if (!fd || ::write(fd.get(), text.data(), text.size()) < 0)
+      logWarn("cannot move builder " + text + " to " + file + ": " +
+              std::strerror(errno));
+  }
 }
 
 PluginSandbox::PluginSandbox(const plugins::PluginInfo& plugin,

@@ -134,6 +134,9 @@ SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
       auto built = runner.run(request, onLog, &cancel);
       res.result.status = built.status;
       res.result.errorMsg = built.errorMsg;
+      res.result.peakMemoryBytes = built.usage.peakMemoryBytes;
+      res.result.cpuTimeUs = built.usage.cpuTimeUs;
+      res.result.buildDirBytes = built.usage.buildDirBytes;
       traceEvent("worker", "build-returned", stepId);
       if (built.status == StepStatus::kSuccess)
         res.outputs = registerOutputs(request, built, store, tmpDir);

@@ -88,7 +88,7 @@ const std::vector<TableSpec>& tables() {
       {"steps",
        "id",
        {"id", "finished", "status", "attempts", "created", "start_time",
-        "stop_time"},
+        "stop_time", "peak_memory", "cpu_time_us", "build_dir_bytes"},
        {"drv_path", "system", "pname", "features", "error", "worker"},
        ""},
       {"step_deps", "step", {"step", "dep"}, {}, ""},

@@ -123,6 +123,18 @@ void StateDb::finishStep(int64_t id, int status, int64_t timeMs,
       .exec();
 }
 
+void StateDb::setStepUsage(int64_t id, int64_t peakMemoryBytes,
+                           int64_t cpuTimeUs, int64_t buildDirBytes) {
+  db_->prepare(
+         "UPDATE steps SET peak_memory = ?, cpu_time_us = ?, "
+         "build_dir_bytes = ? WHERE id = ?")
+      .bind(peakMemoryBytes)
+      .bind(cpuTimeUs)
+      .bind(buildDirBytes)
+      .bind(id)
+      .exec();
+}
+
 void StateDb::reopenStep(int64_t id) {
   db_->prepare(
          "UPDATE steps SET finished = 0, status = NULL, error = '' WHERE id = "

@@ -89,7 +89,8 @@ std::string buildColumnsOf(const std::string& alias) {
 
 const char* const kStepColumns =
     "id, drv_path, system, pname, features, finished, status, error, "
-    "attempts, worker, created, start_time, stop_time";
+    "attempts, worker, created, start_time, stop_time, peak_memory, "
+    "cpu_time_us, build_dir_bytes";
 
 StepRow readStep(const SqlStmt& s) {
   StepRow r;
@@ -106,6 +107,9 @@ StepRow readStep(const SqlStmt& s) {
   r.createdMs = s.getInt(10);
   r.startMs = s.getInt(11);
   r.stopMs = s.getInt(12);
+  r.peakMemoryBytes = s.getInt(13);
+  r.cpuTimeUs = s.getInt(14);
+  r.buildDirBytes = s.getInt(15);
   return r;
 }
 

@@ -528,6 +528,18 @@ const char* kPostgresV12 = KILN_STEP_LOG_TABLES(
     "ALTER TABLE step_logs ALTER COLUMN body SET STORAGE EXTERNAL;\n");
 #undef KILN_STEP_LOG_TABLES
 
+// Migration 13, both backends: what each step's last attempt used, as
+// its worker measured it (docs/worker.md, "Limits per build"); 0 when
+// not measured.
+#define KILN_STEP_USAGE_COLUMNS(INT)              \
+  "ALTER TABLE steps ADD COLUMN peak_memory " INT \
+  " NOT NULL DEFAULT 0;\n"                        \
+  "ALTER TABLE steps ADD COLUMN cpu_time_us " INT \
+  " NOT NULL DEFAULT 0;\n"                        \
+  "ALTER TABLE steps ADD COLUMN build_dir_bytes " INT " NOT NULL DEFAULT 0;\n"
+const char* kSqliteV13 = KILN_STEP_USAGE_COLUMNS("INTEGER");
+const char* kPostgresV13 = KILN_STEP_USAGE_COLUMNS("BIGINT");
+
 }  // namespace
 
 const char* postgresBaseline() { return kPostgresV8; }
@@ -536,15 +548,17 @@ const std::vector<PostgresMigration>& postgresMigrations() {
   static const std::vector<PostgresMigration> m = {{9, kSchemaV9},
                                                    {10, kPostgresV10},
                                                    {11, kPostgresV11},
-                                                   {12, kPostgresV12}};
+                                                   {12, kPostgresV12},
+                                                   {13, kPostgresV13}};
   return m;
 }
 
 const std::vector<SqliteMigration>& stateMigrations() {
   static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1}, {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
-      {5, kSchemaV5}, {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
-      {9, kSchemaV9}, {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12}};
+      {1, kSchemaV1},  {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
+      {5, kSchemaV5},  {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
+      {9, kSchemaV9},  {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12},
+      {13, kSqliteV13}};
   return m;
 }
 

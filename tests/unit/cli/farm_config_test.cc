@@ -80,6 +80,11 @@ extra_paths_from = "pkgs/host.nix"
 extra_paths_attribute = "paths"
 sandbox_options = ["build-user=nobody"]
 platform_options = ["qemu-dir=/opt/qemu"]
+build_memory_max = "4G"
+build_pids_max = "2048"
+build_cpu_weight = "100"
+build_disk_max = "20G"
+big_build_limits = "memory-max=16G"
 [[worker_key]]
 name = "builder1"
 public_key = ")" + key + R"("
@@ -144,6 +149,8 @@ path = "../pkgset"
   EXPECT_THAT(c.workers.mandatoryFeatures, ElementsAre("benchmark"));
   EXPECT_EQ(c.workers.sandbox, "none");
   EXPECT_EQ(c.workers.platforms, "native");
+  EXPECT_EQ(c.workers.limits,
+            (BuildLimitOptions{"4G", "2048", "100", "20G", "memory-max=16G"}));
   EXPECT_THAT(c.workers.extraPaths,
               ElementsAre("/usr/bin", "/etc/kiln/tarballs"));
   EXPECT_EQ(c.workers.extraPathsFrom, "/etc/kiln/pkgs/host.nix");
@@ -250,6 +257,16 @@ TEST(FarmConfigTest, InvalidValuesAreRefused) {
   EXPECT_THAT(p[4], HasSubstr(":7:9: local_workers.slots: must be 1..256"));
   EXPECT_THAT(p[5], HasSubstr(":8:20: local_workers.sandbox_options: give"));
   EXPECT_THAT(p[6], HasSubstr(":11:14: worker_key[0].public_key: not a"));
+}
+
+TEST(FarmConfigTest, BadBuildLimitsNameTheKey) {
+  auto p = problemsOf(
+      "[local_workers]\nbuild_memory_max = \"2GB\"\n"
+      "big_build_limits = \"pids-max=0\"\n");
+  ASSERT_EQ(p.size(), 2u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr("local_workers.build_memory_max: "
+                              "--build-memory-max: invalid size '2GB'"));
+  EXPECT_THAT(p[1], HasSubstr("local_workers.big_build_limits: "));
 }
 
 TEST(FarmConfigTest, BadWebAndCacheSettingsNameTheKey) {

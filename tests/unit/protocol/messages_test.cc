@@ -59,7 +59,10 @@ std::vector<Message> samples() {
                  "builder failed",
                  {{"out", info(kA)}},
                  1000,
-                 2000};
+                 2000,
+                 100 << 20,
+                 4500000,
+                 1 << 20};
   return {hello,
           Welcome{"sched", 5000, 1 << 18, {41}},
           Refused{1, "unknown worker"},
@@ -94,6 +97,9 @@ TEST(Messages, EveryTruncationIsRejected) {
   for (auto& m : samples()) {
     auto frames = encode(m);
     for (size_t cut = 0; cut < frames[1].size(); ++cut) {
+      // StepResult's usage fields are optional, as a whole (below).
+      if (typeOf(m) == MessageType::kStepResult && cut == frames[1].size() - 24)
+        continue;
       auto bad = frames;
       bad[1].resize(cut);
       try {
@@ -238,6 +244,15 @@ TEST(Messages, InvalidValuesAreRejectedOnBothSides) {
   frames[1][8] = 5;
   EXPECT_THAT(errorOf(frames),
               HasSubstr("StepResult: field 'status': unknown status 5"));
+  // The usage fields are optional at the end of the body: a result
+  // without them (24 bytes shorter) decodes with zeros.
+  StepResult withUsage{7, StepStatus::kOutOfMemory, "oom", {}, 1, 2, 3, 4, 5};
+  frames = encode(withUsage);
+  EXPECT_EQ(std::get<StepResult>(decode(frames)), withUsage);
+  frames[1].resize(frames[1].size() - 24);
+  auto bare = std::get<StepResult>(decode(frames));
+  EXPECT_EQ(bare.status, StepStatus::kOutOfMemory);
+  EXPECT_EQ(bare.peakMemoryBytes + bare.cpuTimeUs + bare.buildDirBytes, 0u);
   // An invalid store path name.
   frames = encode(NeedPaths{1, {kA}});
   frames[1][16 + 33] = '/';

@@ -132,6 +132,7 @@ void fillFarm(StateDb& db) {
   int64_t s2 = db.upsertStep(s);
   db.addStepDep(s1, s2);
   db.startStep(s2, "worker-1", 70);
+  db.setStepUsage(s2, 100 << 20, 2500, 8192);
   db.finishStep(s2, 0, 80, "");
   db.addCachedFailure({drv("cf"), 1, 90, 0});
   int64_t r = db.addRequest("build-cancel", R"({"build": 1})");

@@ -165,6 +165,9 @@ DROP TABLE eval_results;
 DROP TABLE eval_result_chunks;
 DROP TABLE step_log_chunks;
 DROP TABLE step_logs;
+ALTER TABLE steps DROP COLUMN peak_memory;
+ALTER TABLE steps DROP COLUMN cpu_time_us;
+ALTER TABLE steps DROP COLUMN build_dir_bytes;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";
@@ -262,6 +265,22 @@ TEST_P(StateDbTest, StepsAreSharedByDerivationAndReopenable) {
   EXPECT_EQ(db.step(a)->attempts, 1);
   db.reopenStep(a);
   ASSERT_EQ(db.unfinishedSteps().size(), 1u);
+}
+
+TEST_P(StateDbTest, StepUsageIsRecorded) {
+  StateDb db(spec_);
+  StepRow s;
+  s.drvPath = "/nix/store/m.drv";
+  s.system = "x86_64-linux";
+  int64_t a = db.upsertStep(s);
+  EXPECT_EQ(db.step(a)->peakMemoryBytes, 0);  // not measured
+  db.setStepUsage(a, int64_t{5} << 30, 12345678, 4096);
+  db.finishStep(a, 13, 20, "build ran out of memory");
+  auto r = db.step(a);
+  EXPECT_EQ(r->status, 13);
+  EXPECT_EQ(r->peakMemoryBytes, int64_t{5} << 30);
+  EXPECT_EQ(r->cpuTimeUs, 12345678);
+  EXPECT_EQ(r->buildDirBytes, 4096);
 }
 
 TEST_P(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {

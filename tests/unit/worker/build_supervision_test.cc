@@ -5,6 +5,7 @@
 
 #include <deque>
 
+#include "fake_cgroups.h"
 #include "kiln/common/file.h"
 #include "kiln/worker/build_runner.h"
 
@@ -103,6 +104,8 @@ class SupervisionTest : public ::testing::Test {
     c.store = {storeDir_, storeDir_.dir(), false};
     c.buildDirParent = tmp_.path();
     c.cpuShares = cpuShares_;
+    c.cgroups = cgroups_;
+    if (dirSize_) c.dirSize = dirSize_;
     BuildRunner runner(c, launcher_, clock_);
     log_.clear();
     return runner.run(
@@ -121,6 +124,8 @@ class SupervisionTest : public ::testing::Test {
   ScriptedLauncher launcher_;
   BuildRequest request_;
   std::shared_ptr<CpuShares> cpuShares_;
+  std::shared_ptr<testing::FakeCgroups> cgroups_;
+  std::shared_ptr<testing::FakeDirectorySize> dirSize_;
   std::string outPath_;
   std::string log_;
 };
@@ -258,6 +263,90 @@ TEST_F(SupervisionTest, TheBuilderTakesItsCpuShareWhileItRuns) {
   EXPECT_EQ(nice->writes,
             (std::vector<P>{{1111, kIdleShareNice}, {1111, kFullShareNice}}));
   cpuShares_->exited(other);
+}
+
+// Limits per build: the group is made before the builder starts, the
+// builder joins it, a breach stops the build with its own status and says
+// so in the log; the group goes after the build.
+TEST_F(SupervisionTest, MemoryBreachEndsOutOfMemory) {
+  cgroups_ = std::make_shared<testing::FakeCgroups>();
+  request_.limits.resources.memoryMaxBytes = 100 << 20;
+  request_.limits.resources.pidsMax = 50;
+  launcher_.script = {
+      {seconds(2), {}, [&] { cgroups_->state->usage.oomKills = 1; }},
+      exitWith(hours(1), 0)};
+  auto res = run();
+  EXPECT_EQ(res.status, StepStatus::kOutOfMemory);
+  EXPECT_EQ(res.errorMsg,
+            "build ran out of memory: killed at its memory limit of 100M "
+            "(--build-memory-max)");
+  EXPECT_NE(log_.find("kiln: build ran out of memory"), std::string::npos);
+  EXPECT_EQ(launcher_.kills, 1);
+  EXPECT_GE(cgroups_->state->kills, 1);
+  ASSERT_EQ(launcher_.specs.size(), 1u);
+  EXPECT_EQ(launcher_.specs[0].cgroupProcs,
+            std::vector<std::string>{"/fake/" + cgroups_->state->created[0] +
+                                     "/cgroup.procs"});
+  EXPECT_EQ(cgroups_->state->limits[0], (CgroupLimits{100 << 20, 50, 0}));
+  EXPECT_EQ(cgroups_->state->destroyed, cgroups_->state->created);
+}
+
+TEST_F(SupervisionTest, BuilderKilledByTheKernelIsOutOfMemoryToo) {
+  cgroups_ = std::make_shared<testing::FakeCgroups>();
+  request_.limits.resources.memoryMaxBytes = 1 << 30;
+  // The OOM killer took the builder itself: it exits before any poll.
+  launcher_.script = {{seconds(1), {ProcessEvent::Kind::kExited, "", 9}, [&] {
+                         cgroups_->state->usage.oomKills = 1;
+                       }}};
+  auto res = run();
+  EXPECT_EQ(res.status, StepStatus::kOutOfMemory);
+  EXPECT_NE(res.errorMsg.find("1G"), std::string::npos);
+}
+
+TEST_F(SupervisionTest, ProcessLimitReached) {
+  cgroups_ = std::make_shared<testing::FakeCgroups>();
+  request_.limits.resources.pidsMax = 64;
+  launcher_.script = {
+      {seconds(1), {}, [&] { cgroups_->state->usage.pidsMaxHits = 3; }},
+      exitWith(hours(1), 0)};
+  auto res = run();
+  EXPECT_EQ(res.status, StepStatus::kProcessLimitExceeded);
+  EXPECT_EQ(res.errorMsg,
+            "build reached its process limit of 64 processes and threads "
+            "(--build-pids-max)");
+}
+
+TEST_F(SupervisionTest, DiskLimitCheckedEverySecond) {
+  dirSize_ = std::make_shared<testing::FakeDirectorySize>();
+  request_.limits.resources.diskMaxBytes = 20 << 20;
+  launcher_.script = {
+      {milliseconds(4500), {}, [&] { dirSize_->bytes = 21 << 20; }},
+      exitWith(hours(1), 0)};
+  auto res = run();
+  EXPECT_EQ(res.status, StepStatus::kDiskLimitExceeded);
+  EXPECT_EQ(res.errorMsg,
+            "build directory grew past its limit of 20M (--build-disk-max): "
+            "21M or more");
+  EXPECT_EQ(res.duration, seconds(5));  // the next check after the growth
+  EXPECT_EQ(res.usage.buildDirBytes, 21u << 20);
+}
+
+TEST_F(SupervisionTest, UsageIsReportedOnSuccess) {
+  cgroups_ = std::make_shared<testing::FakeCgroups>();
+  dirSize_ = std::make_shared<testing::FakeDirectorySize>();
+  dirSize_->bytes = 4096;
+  cgroups_->state->usage = {123 << 20, 4500000, 0, 0};
+  launcher_.script = {exitWith(seconds(3), 0)};
+  launcher_.filesToCreate = {outPath_};
+  auto res = run();
+  ASSERT_EQ(res.status, StepStatus::kSuccess) << res.errorMsg;
+  EXPECT_EQ(res.usage, (BuildUsage{123 << 20, 4500000, 4096}));
+  EXPECT_EQ(dirSize_->calls, 1);  // no disk limit: measured once, at the end
+}
+
+TEST_F(SupervisionTest, LimitsWithoutControlGroupsAreRefused) {
+  request_.limits.resources.memoryMaxBytes = 1 << 30;
+  EXPECT_THROW(run(), Error);
 }
 
 }  // namespace

@@ -105,6 +105,7 @@ BuildResult SandboxTest::build(const BuildRequest& r) {
   c.buildDirParent = root_.path() + "/build";
   c.impureEnv = {};
   c.platforms = platforms_;
+  c.cgroups = cgroups_;
   BuildRunner runner(c, *sandbox_, RealClock::instance());
   log_.clear();
   return runner.run(r, [&](std::string_view chunk) { log_ += chunk; });

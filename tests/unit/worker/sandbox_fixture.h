@@ -63,6 +63,7 @@ class SandboxTest : public ::testing::Test {
   std::string physicalDir_;
   std::unique_ptr<PluginSandbox> sandbox_;
   std::shared_ptr<const Platforms> platforms_;  ///< null: none (build())
+  std::shared_ptr<Cgroups> cgroups_;  ///< the builds' groups; null: none
   std::string log_;
 };
 

@@ -50,6 +50,9 @@ struct ProcessSpec {
   std::string inputFile;
   /// Sent to the child when the thread that started it ends.
   int deathSignal = SIGKILL;
+  /// Control groups (their `cgroup.procs` files) the child joins first,
+  /// before it runs anything: everything it starts belongs to them.
+  std::vector<std::string> cgroupProcs;
 };
 
 /// This process's environment, for a child that should inherit it.

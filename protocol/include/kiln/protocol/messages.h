@@ -244,6 +244,12 @@ struct StepResult {
   std::vector<BuiltOutput> outputs;
   int64_t startTimeMs = 0;  ///< Unix time
   int64_t stopTimeMs = 0;   ///< ≥ startTimeMs
+  /// What the build used (docs/worker.md, "Limits per build"); 0: not
+  /// measured. Optional at the end of the body: a body without them
+  /// decodes with zeros.
+  uint64_t peakMemoryBytes = 0;  ///< its control group's peak
+  uint64_t cpuTimeUs = 0;        ///< CPU time of all its processes
+  uint64_t buildDirBytes = 0;    ///< largest build directory seen
   bool operator==(const StepResult&) const = default;
 };
 

@@ -42,6 +42,10 @@ class ServiceMetrics {
   double dispatchLatencySum() const { return dispatchLatencySum_; }
   /// Wall time of a finished step attempt.
   void observeStepDuration(const std::string& system, double seconds);
+  /// What a finished step attempt used, as its worker measured it
+  /// (docs/worker.md, "Limits per build"); a 0 (not measured) is skipped.
+  void observeStepUsage(const std::string& system, uint64_t peakMemoryBytes,
+                        uint64_t cpuTimeUs, uint64_t buildDirBytes);
   /// Per-slot idle-with-work stretches that ended (SchedulerCore::
   /// takeIdleStretches): a histogram and their maximum.
   void observeIdleStretches(const std::vector<Duration>& stretches);
@@ -86,6 +90,9 @@ class ServiceMetrics {
   prometheus::Gauge& loopTurnMax_;
   double longestLoopTurn_ = 0;
   prometheus::Family<prometheus::Histogram>& stepDuration_;
+  prometheus::Family<prometheus::Histogram>& stepPeakMemory_;
+  prometheus::Family<prometheus::Histogram>& stepCpu_;
+  prometheus::Family<prometheus::Histogram>& stepBuildDir_;
   prometheus::Counter& bytesSent_;
   prometheus::Counter& bytesReceived_;
   prometheus::Counter& referenceMismatches_;

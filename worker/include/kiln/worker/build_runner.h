@@ -24,7 +24,9 @@
 #include "kiln/store/derivation.h"
 #include "kiln/store/store_path.h"
 #include "kiln/worker/build_env.h"
+#include "kiln/worker/cgroups.h"
 #include "kiln/worker/cpu_shares.h"
+#include "kiln/worker/limit_watch.h"
 #include "kiln/worker/platform.h"
 #include "kiln/worker/sandbox.h"
 
@@ -36,6 +38,9 @@ struct BuildLimits {
   std::chrono::seconds timeout{36000};   ///< running this long → status 7
   uint64_t logLimitBytes = 0;            ///< more log than this → status 10
   uint64_t outputLimitBytes = 0;  ///< total NAR size of the outputs → status 11
+  /// Memory, processes, CPU weight, build directory size (statuses 13 to
+  /// 15); memory, processes and CPU need BuildRunnerConfig::cgroups.
+  ResourceLimits resources;
 };
 
 /// Where the store is, for the builder and for the runner.
@@ -68,6 +73,13 @@ struct BuildRunnerConfig {
   /// Shares the CPUs among the runner's concurrent builders by rank
   /// (BuildRequest::rankMs). Null: they share the CPUs evenly.
   std::shared_ptr<CpuShares> cpuShares;
+  /// One control group per build (docs/worker.md, "Limits per build"):
+  /// every process of the build runs in it, its limits apply, it is
+  /// measured, killed and removed as a whole. Null: no groups (then
+  /// BuildLimits::resources may only set diskMaxBytes).
+  std::shared_ptr<Cgroups> cgroups;
+  /// Measures build directories (the disk limit and the peak size).
+  std::shared_ptr<DirectorySize> dirSize = realDirectorySize();
 };
 
 /// One build to run.
@@ -105,6 +117,7 @@ struct BuildResult {
   uint64_t logBytes = 0;                 ///< log bytes passed to the callback
   Clock::Duration duration{};            ///< builder start to end
   std::string keptBuildDir;  ///< set when a failed build dir was kept
+  BuildUsage usage;          ///< peaks, whatever the status
 };
 
 /// Asks a running build to stop; thread-safe. The runner notices within
@@ -166,7 +179,8 @@ class BuildRunner {
                                              BuildResult& result);
   void superviseBuilder(ChildProcess& child, const BuildRequest& request,
                         const LogCallback& onLog, const CancelFlag* cancel,
-                        BuildResult& result);
+                        LimitWatch& watch, BuildResult& result);
+  std::unique_ptr<BuildCgroup> makeCgroup(const BuildRequest& request) const;
   void collectOutputs(const BuildRequest& request, BuildResult& result);
   std::string physicalPath(const store::StorePath& path) const;
   void removeOutputs(const BuildRequest& request) const;

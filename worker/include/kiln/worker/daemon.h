@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,9 @@
 #include "kiln/common/process.h"
 #include "kiln/plugin_host/host_services.h"
 #include "kiln/protocol/transport.h"
+#include "kiln/worker/cgroups.h"
 #include "kiln/worker/cpu_shares.h"
+#include "kiln/worker/limit_watch.h"
 
 namespace kiln::worker {
 
@@ -111,6 +114,17 @@ struct DaemonConfig {
   /// The CPUs the builders share (NIX_BUILD_CORES is this over `slots`;
   /// CPU shares give this many builders full shares). 0: the machine's.
   unsigned cores = 0;
+  /// Limits of every build (docs/worker.md, "Limits per build"). Memory,
+  /// processes and CPU weight need control groups: the daemon refuses to
+  /// start when it sets them and the host offers none.
+  ResourceLimits buildLimits;
+  /// Set: the worker announces the system feature kBigBuildFeature and
+  /// builds requiring it get these limits (0 fields: `buildLimits`').
+  std::optional<ResourceLimits> bigBuildLimits;
+  /// The builds' control groups. Null: detected on the host
+  /// (hostCgroups), unless `useCgroups` is false.
+  std::shared_ptr<Cgroups> cgroups;
+  bool useCgroups = true;
   /// Heartbeats, Hello retries, build deadlines, result times. Not owned;
   /// must outlive the daemon. Null: RealClock::instance().
   const Clock* clock = nullptr;

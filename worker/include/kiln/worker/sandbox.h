@@ -29,6 +29,9 @@ struct SandboxBuildSpec {
   /// Host files the builder needs besides the closure (a platform's
   /// emulator): shown read-only at the same path.
   std::vector<std::string> extraPaths;
+  /// The build's control group: `cgroup.procs` files the builder is
+  /// written to before it runs anything (empty: none).
+  std::vector<std::string> cgroupProcs;
 };
 
 /// One prepared build: start the builder once, then finish().

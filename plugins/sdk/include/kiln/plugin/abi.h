@@ -36,8 +36,9 @@ extern "C" {
  * kiln_sandbox_functions.probe; minor 2 appended kiln_sandbox_spec.
  * extra_paths and defined the platform table (systems, command); minor 3
  * appended kiln_notifier_functions.deliver; minor 4 gave evaluators their
- * table (evaluate, with kiln_eval_request and kiln_eval_sink). */
-#define KILN_PLUGIN_ABI_MINOR_LATEST 4
+ * table (evaluate, with kiln_eval_request and kiln_eval_sink); minor 5
+ * appended kiln_sandbox_spec.cgroup_procs. */
+#define KILN_PLUGIN_ABI_MINOR_LATEST 5
 
 /** A plugin may build against an older minor by defining this before the
  * include (the tables then end where that minor's ended). */
@@ -139,6 +140,15 @@ typedef struct kiln_sandbox_spec {
    * emulator a platform runs it under), NULL-terminated; shown read-only at
    * the same path. A plugin reads it only when `size` covers it. */
   const char* const* extra_paths;
+#endif
+#if KILN_PLUGIN_ABI_MINOR >= 5
+  /** Minor 5: the build's control group, as `cgroup.procs` files (one per
+   * hierarchy), NULL-terminated; NULL or empty: none. The sandbox writes
+   * the builder's pid to each before the builder runs anything (so that
+   * every process of the build is in the group). A plugin reads it only
+   * when `size` covers it; for an older plugin the host moves the builder
+   * itself once `start` returned. */
+  const char* const* cgroup_procs;
 #endif
 } kiln_sandbox_spec;
 

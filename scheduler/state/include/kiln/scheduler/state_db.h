@@ -95,6 +95,11 @@ struct StepRow {
   int64_t createdMs = 0;
   int64_t startMs = 0;
   int64_t stopMs = 0;
+  /// What its last attempt used (docs/worker.md, "Limits per build");
+  /// 0: not measured.
+  int64_t peakMemoryBytes = 0;
+  int64_t cpuTimeUs = 0;
+  int64_t buildDirBytes = 0;
 };
 
 /// A cached failure: a derivation that failed for good.
@@ -304,6 +309,9 @@ class StateDb {
   void startStep(int64_t id, const std::string& worker, int64_t timeMs);
   void finishStep(int64_t id, int status, int64_t timeMs,
                   const std::string& error);
+  /// Records what the step's last attempt used (StepRow's usage fields).
+  void setStepUsage(int64_t id, int64_t peakMemoryBytes, int64_t cpuTimeUs,
+                    int64_t buildDirBytes);
   /// Marks a finished step unfinished (operator restart).
   void reopenStep(int64_t id);
 
