@@ -197,6 +197,7 @@ void RunningSteps::track(const StepRow& row, StepId sid, const WorkerConn& c,
   run.id = row.id;
   run.sid = sid;
   run.peer = c.peer;
+  run.worker = c.name;
   run.drvPath = row.drvPath;
   run.system = row.system;
   run.started = clock_.now();
@@ -279,6 +280,10 @@ std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
   std::vector<uint64_t> adopted;
   for (auto& held : c.hello.heldSteps) {
     auto id = static_cast<int64_t>(held.stepId);
+    if (adoptUnacknowledged(c, id)) {
+      adopted.push_back(held.stepId);
+      continue;
+    }
     bool again = running_.count(id) > 0;  // the same connection's Hello
     auto row = again ? std::optional<StepRow>() : db_.step(id);
     if (auto why = claimRefusal(c, held, row); !why.empty()) {
@@ -390,15 +395,27 @@ void RunningSteps::onLog(const WorkerConn& from, const proto::LogChunk& l) {
 
 void RunningSteps::onResult(const WorkerConn& from,
                             const proto::StepResult& m) {
-  RunningStep* r = findOn(static_cast<int64_t>(m.stepId), from.peer);
+  auto id = static_cast<int64_t>(m.stepId);
+  RunningStep* r = findOn(id, from.peer);
   if (!r) {
+    // Sent again (after a reconnection) while the first one's record has
+    // not committed: acknowledged with it, recorded once.
+    auto u = unacked_.find(id);
+    if (u != unacked_.end() && u->second.worker == from.name) {
+      u->second.peer = from.peer;
+      return;
+    }
     link_.sendOrWarn(
         from.peer, proto::Ack{proto::MessageType::kStepResult, m.stepId, false,
                               "step not running on this worker"});
     return;
   }
-  link_.sendOrWarn(from.peer, proto::Ack{proto::MessageType::kStepResult,
-                                         m.stepId, true, ""});
+  // Its Ack waits until the result is durable (complete → acknowledge):
+  // a worker forgets a result once acknowledged, and a result this
+  // scheduler cannot record any more (another one took the farm over)
+  // must reach the next one.
+  if (!r->resultFrom.empty()) return;  // sent again: the first one counts
+  r->resultFrom = from.peer;
   traceEvent("scheduler", "result", m.stepId,
              r->registering.empty() ? "" : "outputs still registering");
   // Its outputs arrived before the result; their registration may not
@@ -496,15 +513,53 @@ std::map<std::string, RunningSteps::PeerActivity> RunningSteps::activityByPeer()
   return out;
 }
 
+DeferredWrites::Done RunningSteps::ackWhenRecorded(const RunningStep& run) {
+  if (run.resultFrom.empty()) return nullptr;
+  unacked_[run.id] = Unacked{run.worker, run.resultFrom};
+  return [this, id = run.id](bool committed) { acknowledge(id, committed); };
+}
+
+void RunningSteps::acknowledge(int64_t id, bool recorded) {
+  auto it = unacked_.find(id);
+  if (it == unacked_.end()) return;
+  if (recorded) {
+    link_.sendOrWarn(it->second.peer,
+                     proto::Ack{proto::MessageType::kStepResult,
+                                static_cast<uint64_t>(id), true, ""});
+    traceEvent("scheduler", "acknowledged", static_cast<uint64_t>(id));
+  } else {
+    logWarn("the result of step " + std::to_string(id) +
+            " was not recorded: not acknowledged, worker " +
+            it->second.worker + " keeps it");
+  }
+  unacked_.erase(it);
+}
+
+bool RunningSteps::adoptUnacknowledged(const WorkerConn& c, int64_t id) {
+  auto it = unacked_.find(id);
+  if (it == unacked_.end() || it->second.worker != c.name) return false;
+  it->second.peer = c.peer;
+  logInfo("worker " + c.name + " holds step " + std::to_string(id) +
+          ", whose result is being recorded: acknowledged once it is");
+  return true;
+}
+
 void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   auto it = running_.find(id);
   RunningStep run = std::move(it->second);
   running_.erase(it);
+  // Acknowledges the worker's result once its row committed; where no row
+  // is written (the step is retried, or was cancelled), at once.
+  DeferredWrites::Done ack = ackWhenRecorded(run);
+  auto ackNow = [&] {
+    if (ack) ack(true);
+  };
   try {
     core_.step(run.sid);
   } catch (const SchedulerError&) {
     ingestor_.forget(run.sid);
     ended(run);
+    ackNow();
     return;  // cancelled while its outputs were being registered
   }
   auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
@@ -524,19 +579,21 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
     r.status = StepStatus::kFailed;
     r.errorMsg = run.rejected;
     writeAll(openLog(run), "\n[kiln: " + run.rejected + "]\n");
-    finished = fail(run, r, took);
+    finished = fail(run, r, took, ack);
     count(false);
   } else if (m.status == StepStatus::kSuccess) {
-    if (!succeed(run, took)) {
+    if (!succeed(run, took, ack)) {
       count(false);
       ended(run);
+      ackNow();
       return;
     }
     count(true);
   } else {
-    finished = fail(run, m, took);
+    finished = fail(run, m, took, ack);
     count(false);
   }
+  if (!finished) ackNow();  // retried: nothing to record
   ended(run);  // after the notes written to its log above
   // After the row's write (the notifier reads it), in order with it.
   if (notify_ && finished)
@@ -546,7 +603,8 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   markPending();
 }
 
-bool RunningSteps::succeed(const RunningStep& run, Duration took) {
+bool RunningSteps::succeed(const RunningStep& run, Duration took,
+                           const DeferredWrites::Done& ack) {
   // Each output and its DerivationOutputs row were registered by the
   // registrar; an output missing here was not uploaded or not registered.
   for (auto& [name, path] : run.expected) {
@@ -562,9 +620,11 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took) {
     for (auto& p : run.sentInputs) c->present.insert(p.baseName());
     for (auto& [name, path] : run.expected) c->present.insert(path.baseName());
   }
-  deferred_.run([&db = db_, id = run.id, now = clock_.nowMs()] {
-    finishStepRow(db, id, 0, now, "", std::nullopt);
-  });
+  deferred_.run(
+      [&db = db_, id = run.id, now = clock_.nowMs()] {
+        finishStepRow(db, id, 0, now, "", std::nullopt);
+      },
+      ack);
   core_.finishStep(run.sid, StepResult::success(took));
   traceEvent("scheduler", "succeeded", static_cast<uint64_t>(run.id));
   ingestor_.forget(run.sid);
@@ -572,14 +632,16 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took) {
 }
 
 bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
-                        Duration took) {
+                        Duration took, const DeferredWrites::Done& ack) {
   if (isTransient(m.status)) {
     core_.finishStep(run.sid, StepResult::transient(took));
     if (core_.step(run.sid).state != StepView::State::kFailed) return false;
-    deferred_.run([&db = db_, id = run.id, status = static_cast<int>(m.status),
-                   now = clock_.nowMs(), error = m.errorMsg] {
-      finishStepRow(db, id, status, now, error, std::nullopt);
-    });
+    deferred_.run(
+        [&db = db_, id = run.id, status = static_cast<int>(m.status),
+         now = clock_.nowMs(), error = m.errorMsg] {
+          finishStepRow(db, id, status, now, error, std::nullopt);
+        },
+        ack);
     return true;
   }
   std::optional<CachedFailureRow> cached;
@@ -589,10 +651,12 @@ bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
         CachedFailureRow{run.drvPath, static_cast<int>(m.status),
                          clock_.nowMs(), ttl ? clock_.nowMs() + ttl * 1000 : 0};
   }
-  deferred_.run([&db = db_, id = run.id, status = static_cast<int>(m.status),
-                 now = clock_.nowMs(), error = m.errorMsg, cached] {
-    finishStepRow(db, id, status, now, error, cached);
-  });
+  deferred_.run(
+      [&db = db_, id = run.id, status = static_cast<int>(m.status),
+       now = clock_.nowMs(), error = m.errorMsg, cached] {
+        finishStepRow(db, id, status, now, error, cached);
+      },
+      ack);
   core_.finishStep(run.sid, StepResult::permanent(m.status, took));
   return true;
 }

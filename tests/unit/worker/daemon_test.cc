@@ -324,7 +324,7 @@ TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {
   // Hello over; the worker stops with the reason.
   ASSERT_TRUE(sched_.pumpUntil([&] { return ended_.load(); }));
   thread_.join();
-  EXPECT_NE(error_.find("scheduler speaks protocol 4, this worker speaks 9"),
+  EXPECT_NE(error_.find("scheduler speaks protocol 5, this worker speaks 9"),
             std::string::npos)
       << error_;
   EXPECT_EQ(sched_.last<proto::Hello>(), nullptr);
