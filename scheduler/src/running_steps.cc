@@ -297,7 +297,11 @@ std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
       continue;
     }
     auto sid = *ingestor_.index().coreId(id);
-    if (!core_.adoptStep(sid, c.wid)) continue;  // no slot, or requeued
+    if (!core_.adoptStep(sid, c.wid)) {
+      logWarn("worker " + c.name + " claims step " + std::to_string(id) +
+              ", not adopted: no free slot, or it was queued again");
+      continue;
+    }
     proto::BuildStep m;
     RunningStep run;
     if (!describe(*row, sid, c, m, run)) {

@@ -347,9 +347,13 @@ class FarmNetnsPostgres : public ::testing::Test {
     auto runs = runsOf(gen);
     EXPECT_EQ(runs.size(), kJobs) << readFile(runs_) << logs();
     EXPECT_EQ(std::set<std::string>(runs.begin(), runs.end()).size(), kJobs);
-    EXPECT_EQ(sql("SELECT max(attempts) FROM steps WHERE drv_path LIKE '%-" +
-                  std::to_string(gen) + ".drv'"),
-              "1")
+    std::string ofGen =
+        "FROM steps WHERE drv_path LIKE '%-" + std::to_string(gen) + ".drv'";
+    EXPECT_EQ(sql("SELECT max(attempts) " + ofGen), "1")
+        << sql("SELECT string_agg(id || ' ' || substr(drv_path, 45) || "
+               "' attempts ' || attempts || ' finished ' || finished || ' on ' "
+               "|| worker, '; ' ORDER BY id) " +
+               ofGen)
         << logs();
   }
 

@@ -91,7 +91,8 @@ TEST_F(ResultAckTest, AWorkerBackBeforeTheRecordGetsTheAckOnItsNewConnection) {
   again->hello();
   again->result(step.stepId, protocol::StepStatus::kSuccess);
   svc_->pollOnce(0ms);
-  ASSERT_TRUE(until({again.get()}, [&] { return !resultAcks(*again).empty(); }));
+  ASSERT_TRUE(
+      until({again.get()}, [&] { return !resultAcks(*again).empty(); }));
   serviceTurns(3);
   again->pump(0ms);
   w->pump(0ms);

@@ -74,8 +74,8 @@ TEST_F(DaemonTest, AStepHeldWhenItsSchedulerIsLostIsAdoptedByTheNext) {
 
   // Recorded by this one, and acknowledged: the worker forgets the step,
   // its next Hello holds nothing.
-  sched_.server.send(sched_.peer, proto::Ack{proto::MessageType::kStepResult,
-                                             7, true, ""});
+  sched_.server.send(sched_.peer,
+                     proto::Ack{proto::MessageType::kStepResult, 7, true, ""});
   sched_.received.clear();
   sched_.server.send(sched_.peer,
                      proto::Bye{"unknown worker: send Hello again"});
