@@ -4,7 +4,9 @@
 // keeps each running step until its result, writes its log, settles its
 // result in the database and the core, and cancels what the core aborts.
 // A running step is known by its database id (the protocol's stepId);
-// the core's id travels with it. Service thread only.
+// the core's id travels with it. Service thread only. running_steps.cc
+// sends and adopts steps, serves their inputs and writes their logs;
+// running_steps_results.cc settles their ends.
 
 #include <chrono>
 #include <functional>
