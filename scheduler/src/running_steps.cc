@@ -261,46 +261,54 @@ std::string RunningSteps::claimRefusal(const WorkerConn& c,
 }
 
 std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
+  // Steps whose build ended first: each takes a slot for a moment only,
+  // so the worker's slots still hold every build it runs (its result
+  // waiting for an Ack since the last scheduler gave that slot away).
   std::vector<uint64_t> adopted;
-  for (auto& held : c.hello.heldSteps) {
-    auto id = static_cast<int64_t>(held.stepId);
-    if (adoptUnacknowledged(c, id)) {
-      adopted.push_back(held.stepId);
-      continue;
-    }
-    bool again = running_.count(id) > 0;  // the same connection's Hello
-    auto row = again ? std::optional<StepRow>() : db_.step(id);
-    if (auto why = claimRefusal(c, held, row); !why.empty()) {
-      logWarn("worker " + c.name + " claims step " + std::to_string(id) +
-              ", refused: " + why);
-      metrics_.countRefusedClaim();
-      continue;
-    }
-    if (again) {
-      adopted.push_back(held.stepId);
-      continue;
-    }
-    auto sid = *ingestor_.index().coreId(id);
-    if (!core_.adoptStep(sid, c.wid)) {
-      logWarn("worker " + c.name + " claims step " + std::to_string(id) +
-              ", not adopted: no free slot, or it was queued again");
-      continue;
-    }
-    proto::BuildStep m;
-    RunningStep run;
-    if (!describe(*row, sid, c, m, run)) {
-      core_.finishStep(sid, StepResult::transient(Duration(0)));
-      continue;
-    }
-    run.attempt = std::max<int64_t>(row->attempts, 1);
-    run.adopted = true;
-    track(*row, sid, c, m.timeoutSec, std::move(run));
-    logInfo("worker " + c.name + " still runs " + row->drvPath +
-            ": adopted (attempt " + std::to_string(row->attempts) + ")");
-    metrics_.countAdoptedStep();
-    adopted.push_back(held.stepId);
-  }
+  for (bool ready : {true, false})
+    for (auto& held : c.hello.heldSteps)
+      if (held.resultReady == ready && adoptOne(c, held))
+        adopted.push_back(held.stepId);
   return adopted;
+}
+
+bool RunningSteps::adoptOne(const WorkerConn& c, const proto::HeldStep& held) {
+  auto id = static_cast<int64_t>(held.stepId);
+  if (adoptUnacknowledged(c, id)) return true;
+  bool again = running_.count(id) > 0;  // the same connection's Hello
+  auto row = again ? std::optional<StepRow>() : db_.step(id);
+  if (auto why = claimRefusal(c, held, row); !why.empty()) {
+    logWarn("worker " + c.name + " claims step " + std::to_string(id) +
+            ", refused: " + why);
+    metrics_.countRefusedClaim();
+    return false;
+  }
+  if (again) return true;
+  auto sid = *ingestor_.index().coreId(id);
+  if (!core_.adoptStep(sid, c.wid)) {
+    logWarn("worker " + c.name + " claims step " + std::to_string(id) +
+            ", not adopted: no free slot, or it was queued again");
+    return false;
+  }
+  proto::BuildStep m;
+  RunningStep run;
+  if (!describe(*row, sid, c, m, run)) {
+    core_.finishStep(sid, StepResult::transient(Duration(0)));
+    return false;
+  }
+  run.attempt = std::max<int64_t>(row->attempts, 1);
+  run.adopted = true;
+  track(*row, sid, c, m.timeoutSec, std::move(run));
+  if (held.resultReady) {
+    core_.releaseSlot(sid);
+    running_.at(id).slotReleased = true;
+  }
+  logInfo("worker " + c.name +
+          (held.resultReady ? " holds the result of " : " still runs ") +
+          row->drvPath + ": adopted (attempt " + std::to_string(row->attempts) +
+          ")");
+  metrics_.countAdoptedStep();
+  return true;
 }
 
 RunningStep* RunningSteps::findOn(int64_t id, const std::string& peer) {
@@ -389,6 +397,11 @@ void RunningSteps::workerLeft(const WorkerConn& w) {
       ++r;
       continue;
     }
+    // One adopted with its result ready gave its slot back: the core,
+    // which no longer ties it to the worker, offers it again (the worker
+    // may claim it when it is back).
+    if (r->second.slotReleased)
+      core_.finishStep(r->second.sid, StepResult::notStarted());
     ended(r->second);
     r = running_.erase(r);
   }

@@ -63,6 +63,9 @@ struct RunningStep {
   /// The connection whose StepResult was taken (empty until then): it is
   /// acknowledged once the result is durable.
   std::string resultFrom;
+  /// The worker's slot was given back to the core (SchedulerCore::
+  /// releaseSlot): its result is held, or was ready when it was adopted.
+  bool slotReleased = false;
   Clock::TimePoint started;
   /// When the scheduler takes the step back (its timeout plus
   /// ServiceConfig::stepDeadlineMargin); none without a timeout.
@@ -94,7 +97,8 @@ class RunningSteps {
   void dispatch();
   /// The steps `c`'s Hello says it still holds that were dispatched to
   /// it (same name) and are not settled: they run there from now on,
-  /// without a BuildStep. Returns their ids, for the Welcome.
+  /// without a BuildStep; those whose result is ready first, each giving
+  /// its slot back at once. Returns their ids, for the Welcome.
   std::vector<uint64_t> adopt(const WorkerConn& c);
   /// Tells the workers to cancel the running steps the core aborted (the
   /// service settles their records: SchedulerService::Impl::settleDropped).
@@ -161,6 +165,9 @@ class RunningSteps {
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
+  /// Adopts held step `held` of `c` if the records give it to `c` (see
+  /// adopt); false, logged, if not.
+  bool adoptOne(const WorkerConn& c, const protocol::HeldStep& held);
   /// Why `row` (step `held.stepId`, read from the database) is not `c`'s
   /// to claim, or "" if it is (or already runs on `c`).
   std::string claimRefusal(const WorkerConn& c, const protocol::HeldStep& held,

@@ -62,7 +62,8 @@ void RunningSteps::onResult(const WorkerConn& from,
   // while they finish.
   if (!r->registering.empty()) {
     r->deferred = m;
-    core_.releaseSlot(r->sid);
+    if (!r->slotReleased) core_.releaseSlot(r->sid);
+    r->slotReleased = true;
     markPending();  // the slot's next dispatch is measured from here
     return;
   }

@@ -35,7 +35,7 @@ std::vector<Message> samples() {
   hello.speedFactor = 2.5;
   hello.storePathCount = 12345;
   hello.kilnVersion = "0.1.0";
-  hello.heldSteps = {{41, kDrv}, {42, kDrv}};
+  hello.heldSteps = {{41, kDrv}, {42, kDrv, true}};
   BuildStep step;
   step.stepId = 42;
   step.drvPath = kDrv;

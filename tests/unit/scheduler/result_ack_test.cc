@@ -4,6 +4,8 @@
 // back on a new connection meanwhile gets the Ack there.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "kiln/store/local_store.h"
 #include "memory_service.h"
 
@@ -107,6 +109,55 @@ TEST_F(ResultAckTest, AWorkerBackBeforeTheRecordGetsTheAckOnItsNewConnection) {
   EXPECT_TRUE(row->finished);
   EXPECT_EQ(row->status, 0);
   EXPECT_EQ(row->attempts, 1);
+}
+
+// A worker back at a restarted scheduler (or a standby that took over)
+// holds two steps in one slot: one whose result the old scheduler took
+// without recording it (it gave the slot to the next step at once), and
+// that next step, still building. Both are adopted, the one whose result
+// is ready first and without keeping a slot: neither is built twice.
+TEST_F(ResultAckTest, AHeldResultIsAdoptedBesideTheBuildThatTookItsSlot) {
+  std::string c;
+  {
+    store::LocalStore store(state_);
+    c = testing::makeDrv(store, "c");
+  }
+  svc_->addBuild(jobset_, "a", a_);
+  svc_->addBuild(jobset_, "c", c);
+  auto w = std::make_unique<FakeWorker>(*net_, "peer-w1", "w1");
+  w->silent = true;
+  w->hello(2);
+  ASSERT_TRUE(until({w.get()}, [&] { return w->steps.size() == 2; }));
+  svc_.reset();
+  start();
+  auto back = std::make_unique<FakeWorker>(*net_, "peer-w1-back", "w1");
+  back->silent = true;
+  auto ready = w->steps[0], building = w->steps[1];
+  // The building one first: a scheduler taking them in that order would
+  // have no slot left for the other.
+  back->held = {{building.stepId, building.drvPath, false},
+                {ready.stepId, ready.drvPath, true}};
+  back->hello(1);
+  ASSERT_TRUE(until({back.get()}, [&] { return back->welcomed; }));
+  std::set<uint64_t> adopted(back->adopted.begin(), back->adopted.end());
+  EXPECT_EQ(adopted, (std::set<uint64_t>{ready.stepId, building.stepId}));
+  serviceTurns(3);
+  back->pump(0ms);
+  EXPECT_TRUE(back->steps.empty());  // no BuildStep: nothing starts again
+  // The ready one's outputs come again, then its result: recorded once.
+  back->steps = {ready};
+  buildLast(*back, "out");
+  ASSERT_TRUE(until({back.get()}, [&] { return !resultAcks(*back).empty(); }));
+  EXPECT_TRUE(resultAcks(*back)[0].ok);
+  back->steps = {building};
+  buildLast(*back, "out");
+  ASSERT_TRUE(
+      until({back.get()}, [&] { return resultAcks(*back).size() == 2; }));
+  for (auto id : {ready.stepId, building.stepId}) {
+    auto row = svc_->db().step(static_cast<int64_t>(id));
+    EXPECT_TRUE(row->finished);
+    EXPECT_EQ(row->attempts, 1);
+  }
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ TEST_F(DaemonTest, AStepHeldWhenItsSchedulerIsLostIsAdoptedByTheNext) {
   })) << error_;
   ASSERT_NE(sched_.last<proto::Hello>(), nullptr);
   EXPECT_EQ(sched_.last<proto::Hello>()->heldSteps,
-            (std::vector<proto::HeldStep>{{7, m.drvPath}}));
+            (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
   auto result = *sched_.last<proto::StepResult>();
   EXPECT_EQ(result.status, proto::StepStatus::kSuccess) << result.errorMsg;
   ASSERT_EQ(result.outputs.size(), 1u);

@@ -100,6 +100,9 @@ store::ValidPathInfo toValidPathInfo(const PathInfo& info);
 struct HeldStep {
   uint64_t stepId = 0;
   store::StorePath drvPath{"00000000000000000000000000000000-x.drv"};
+  /// Its build ended: the worker holds its result (and outputs) for the
+  /// scheduler to record, and no slot for it (since protocol 5).
+  bool resultReady = false;
   bool operator==(const HeldStep&) const = default;
 };
 
