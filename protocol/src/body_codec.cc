@@ -185,6 +185,7 @@ void put(Writer& w, const Hello& m) {
   for (auto& h : m.heldSteps) {
     w.u64(h.stepId);
     w.str(h.drvPath.baseName());
+    w.boolean(h.resultReady);
   }
 }
 
@@ -201,10 +202,11 @@ void get(Reader& r, Hello& m) {
   m.speedFactor = r.f64("speedFactor");
   m.storePathCount = r.u64("storePathCount");
   m.kilnVersion = r.str("kilnVersion", kMaxIdent);
-  m.heldSteps.resize(r.count("heldSteps", kMaxSlots, 12));
+  m.heldSteps.resize(r.count("heldSteps", kMaxSlots, 13));
   for (auto& h : m.heldSteps) {
     h.stepId = r.u64("heldSteps");
     h.drvPath = getPath(r, "heldSteps");
+    h.resultReady = r.boolean("heldSteps");
   }
 }
 

@@ -13,20 +13,37 @@ void DeferredWrites::warn(const char* what) {
           " state writes wait for the database)");
 }
 
-void DeferredWrites::run(std::function<void()> write) {
+void DeferredWrites::finished(const Write& w, bool committed) {
+  if (!w.done) return;
+  try {
+    w.done(committed);
+  } catch (const std::exception& e) {
+    logError(std::string("after a state write: ") + e.what());
+  }
+}
+
+void DeferredWrites::run(std::function<void()> write, Done done) {
+  Write w{std::move(write), std::move(done)};
   if (queue_.empty() && !held_) {
     try {
-      write();
-      return;
+      w.write();
     } catch (const SqlError& e) {
-      if (!e.transient()) throw;
-      queue_.push_back(std::move(write));
+      if (!e.transient()) {
+        finished(w, false);
+        throw;
+      }
+      queue_.push_back(std::move(w));
       stalled_ = true;
       warn(e.what());
       return;
+    } catch (...) {
+      finished(w, false);
+      throw;
     }
+    finished(w, true);
+    return;
   }
-  queue_.push_back(std::move(write));
+  queue_.push_back(std::move(w));
 }
 
 DeferredWrites::Hold::Hold(DeferredWrites& writes) : writes_(writes) {
@@ -46,8 +63,10 @@ DeferredWrites::Hold::~Hold() {
 
 size_t DeferredWrites::flush() {
   while (!queue_.empty()) {
+    bool committed = false;
     try {
-      queue_.front()();
+      queue_.front().write();
+      committed = true;
     } catch (const SqlError& e) {
       if (e.transient()) {
         stalled_ = true;
@@ -60,7 +79,10 @@ size_t DeferredWrites::flush() {
       logError(std::string("a deferred state write failed for good: ") +
                e.what());
     }
+    // Off the queue before `done` runs: it may queue writes of its own.
+    Write w = std::move(queue_.front());
     queue_.pop_front();
+    finished(w, committed);
   }
   stalled_ = false;
   return 0;

@@ -7,7 +7,9 @@
 // rows change in the order the scheduler decided. While messages are
 // handled and the slots they freed are filled, writes are held (Hold) and
 // made after the dispatch, once no further message waits: a BuildStep
-// never waits for a round trip to the database. Service thread only.
+// never waits for a round trip to the database. A write may carry what
+// waits for it to be durable (a worker's result is acknowledged only once
+// its row committed: docs/protocol.md, "Results"). Service thread only.
 
 #include <cstddef>
 #include <deque>
@@ -22,10 +24,15 @@ class DeferredWrites {
   /// `clock` (borrowed) paces the warnings.
   explicit DeferredWrites(const Clock& clock) : clock_(clock) {}
 
+  /// Called once a write ended: true after it committed, false if it
+  /// failed for good (dropped; another scheduler may hold the farm now).
+  using Done = std::function<void(bool committed)>;
+
   /// Runs `write` (a whole transaction) now if nothing waits and no Hold
   /// is open, else queues it; a transient SqlError queues it too. Any
-  /// other error propagates.
-  void run(std::function<void()> write);
+  /// other error propagates, after `done(false)`. `done` (optional) is
+  /// called once the write committed or was dropped, never before.
+  void run(std::function<void()> write, Done done = nullptr);
   /// Runs the queued writes in order until one fails transiently (it stays
   /// first); one failing otherwise is logged and dropped. Returns how many
   /// still wait.
@@ -49,10 +56,16 @@ class DeferredWrites {
   };
 
  private:
+  struct Write {
+    std::function<void()> write;
+    Done done;
+  };
   void warn(const char* what);
+  /// Tells `w.done` (if any) how `w` ended; what it throws is logged.
+  static void finished(const Write& w, bool committed);
 
   const Clock& clock_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Write> queue_;
   Clock::TimePoint lastWarning_{};
   bool held_ = false;     ///< a Hold is open
   bool stalled_ = false;  ///< the first queued write failed transiently

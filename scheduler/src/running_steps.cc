@@ -1,5 +1,6 @@
-// Running steps and dispatch (running_steps.h): BuildStep out, logs and
-// results in (docs/protocol.md, docs/scheduler.md).
+// Running steps and dispatch (running_steps.h): BuildStep out, adoption,
+// inputs and logs (docs/protocol.md, docs/scheduler.md); their results in
+// running_steps_results.cc.
 #include "running_steps.h"
 
 #include <fcntl.h>
@@ -18,23 +19,6 @@ namespace kiln::scheduler {
 namespace proto = protocol;
 
 namespace {
-
-bool isTransient(StepStatus s) {
-  return s == StepStatus::kAborted || s == StepStatus::kCancelled;
-}
-
-// Finishes step row `id` (with its cached failure, if any) in one
-// transaction, between the step-finish fail points.
-void finishStepRow(StateDb& db, int64_t id, int status, int64_t nowMs,
-                   const std::string& error,
-                   const std::optional<CachedFailureRow>& cached) {
-  StateDb::Transaction txn(db);
-  db.finishStep(id, status, nowMs, error);
-  if (cached) db.addCachedFailure(*cached);
-  KILN_FAIL_POINT("scheduler.step-finish.before-commit");
-  txn.commit();
-  KILN_FAIL_POINT("scheduler.step-finish.after-commit");
-}
 
 // A step's critical path (seconds) as BuildStep.rankMs: whole ms, within
 // the protocol's bound.
@@ -197,6 +181,7 @@ void RunningSteps::track(const StepRow& row, StepId sid, const WorkerConn& c,
   run.id = row.id;
   run.sid = sid;
   run.peer = c.peer;
+  run.worker = c.name;
   run.drvPath = row.drvPath;
   run.system = row.system;
   run.started = clock_.now();
@@ -276,38 +261,54 @@ std::string RunningSteps::claimRefusal(const WorkerConn& c,
 }
 
 std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
+  // Steps whose build ended first: each takes a slot for a moment only,
+  // so the worker's slots still hold every build it runs (its result
+  // waiting for an Ack since the last scheduler gave that slot away).
   std::vector<uint64_t> adopted;
-  for (auto& held : c.hello.heldSteps) {
-    auto id = static_cast<int64_t>(held.stepId);
-    bool again = running_.count(id) > 0;  // the same connection's Hello
-    auto row = again ? std::optional<StepRow>() : db_.step(id);
-    if (auto why = claimRefusal(c, held, row); !why.empty()) {
-      logWarn("worker " + c.name + " claims step " + std::to_string(id) +
-              ", refused: " + why);
-      metrics_.countRefusedClaim();
-      continue;
-    }
-    if (again) {
-      adopted.push_back(held.stepId);
-      continue;
-    }
-    auto sid = *ingestor_.index().coreId(id);
-    if (!core_.adoptStep(sid, c.wid)) continue;  // no slot, or requeued
-    proto::BuildStep m;
-    RunningStep run;
-    if (!describe(*row, sid, c, m, run)) {
-      core_.finishStep(sid, StepResult::transient(Duration(0)));
-      continue;
-    }
-    run.attempt = std::max<int64_t>(row->attempts, 1);
-    run.adopted = true;
-    track(*row, sid, c, m.timeoutSec, std::move(run));
-    logInfo("worker " + c.name + " still runs " + row->drvPath +
-            ": adopted (attempt " + std::to_string(row->attempts) + ")");
-    metrics_.countAdoptedStep();
-    adopted.push_back(held.stepId);
-  }
+  for (bool ready : {true, false})
+    for (auto& held : c.hello.heldSteps)
+      if (held.resultReady == ready && adoptOne(c, held))
+        adopted.push_back(held.stepId);
   return adopted;
+}
+
+bool RunningSteps::adoptOne(const WorkerConn& c, const proto::HeldStep& held) {
+  auto id = static_cast<int64_t>(held.stepId);
+  if (adoptUnacknowledged(c, id)) return true;
+  bool again = running_.count(id) > 0;  // the same connection's Hello
+  auto row = again ? std::optional<StepRow>() : db_.step(id);
+  if (auto why = claimRefusal(c, held, row); !why.empty()) {
+    logWarn("worker " + c.name + " claims step " + std::to_string(id) +
+            ", refused: " + why);
+    metrics_.countRefusedClaim();
+    return false;
+  }
+  if (again) return true;
+  auto sid = *ingestor_.index().coreId(id);
+  if (!core_.adoptStep(sid, c.wid)) {
+    logWarn("worker " + c.name + " claims step " + std::to_string(id) +
+            ", not adopted: no free slot, or it was queued again");
+    return false;
+  }
+  proto::BuildStep m;
+  RunningStep run;
+  if (!describe(*row, sid, c, m, run)) {
+    core_.finishStep(sid, StepResult::transient(Duration(0)));
+    return false;
+  }
+  run.attempt = std::max<int64_t>(row->attempts, 1);
+  run.adopted = true;
+  track(*row, sid, c, m.timeoutSec, std::move(run));
+  if (held.resultReady) {
+    core_.releaseSlot(sid);
+    running_.at(id).slotReleased = true;
+  }
+  logInfo("worker " + c.name +
+          (held.resultReady ? " holds the result of " : " still runs ") +
+          row->drvPath + ": adopted (attempt " + std::to_string(row->attempts) +
+          ")");
+  metrics_.countAdoptedStep();
+  return true;
 }
 
 RunningStep* RunningSteps::findOn(int64_t id, const std::string& peer) {
@@ -388,54 +389,6 @@ void RunningSteps::onLog(const WorkerConn& from, const proto::LogChunk& l) {
     writeAll(r->log.get(), "\n[kiln: log truncated at the size limit]\n");
 }
 
-void RunningSteps::onResult(const WorkerConn& from,
-                            const proto::StepResult& m) {
-  RunningStep* r = findOn(static_cast<int64_t>(m.stepId), from.peer);
-  if (!r) {
-    link_.sendOrWarn(
-        from.peer, proto::Ack{proto::MessageType::kStepResult, m.stepId, false,
-                              "step not running on this worker"});
-    return;
-  }
-  link_.sendOrWarn(from.peer, proto::Ack{proto::MessageType::kStepResult,
-                                         m.stepId, true, ""});
-  traceEvent("scheduler", "result", m.stepId,
-             r->registering.empty() ? "" : "outputs still registering");
-  // Its outputs arrived before the result; their registration may not
-  // have finished yet. The worker's slot is free either way: fill it
-  // while they finish.
-  if (!r->registering.empty()) {
-    r->deferred = m;
-    core_.releaseSlot(r->sid);
-    markPending();  // the slot's next dispatch is measured from here
-    return;
-  }
-  complete(r->id, m);
-}
-
-void RunningSteps::takeBackOverdue() {
-  auto now = clock_.now();
-  std::vector<int64_t> overdue;
-  for (auto& [id, r] : running_)
-    if (r.deadline && now > *r.deadline && !r.deferred && r.registering.empty())
-      overdue.push_back(id);
-  for (int64_t id : overdue) {
-    RunningStep& r = running_.at(id);
-    std::string why =
-        "no result within the step's timeout plus the scheduler's margin of " +
-        std::to_string(config_.stepDeadlineMargin.count()) +
-        " s: taken back from worker " + r.peer;
-    logWarn(r.drvPath + ": " + why);
-    link_.sendOrWarn(r.peer, proto::CancelStep{static_cast<uint64_t>(id), why});
-    writeAll(openLog(r), "\n[kiln: " + why + "]\n");
-    proto::StepResult res;
-    res.stepId = static_cast<uint64_t>(id);
-    res.status = StepStatus::kTimedOut;
-    res.errorMsg = why;
-    complete(id, res);
-  }
-}
-
 void RunningSteps::workerLeft(const WorkerConn& w) {
   settledByPeer_.erase(w.peer);
   // A step with a held result no longer needs the worker.
@@ -444,37 +397,14 @@ void RunningSteps::workerLeft(const WorkerConn& w) {
       ++r;
       continue;
     }
+    // One adopted with its result ready gave its slot back: the core,
+    // which no longer ties it to the worker, offers it again (the worker
+    // may claim it when it is back).
+    if (r->second.slotReleased)
+      core_.finishStep(r->second.sid, StepResult::notStarted());
     ended(r->second);
     r = running_.erase(r);
   }
-}
-
-void RunningSteps::outputRegistering(int64_t id, const std::string& output) {
-  auto it = running_.find(id);
-  if (it != running_.end()) it->second.registering.insert(output);
-}
-
-void RunningSteps::outputRegistered(int64_t id, const std::string& output,
-                                    bool ok) {
-  auto it = running_.find(id);
-  if (it == running_.end()) return;
-  RunningStep& run = it->second;
-  run.registering.erase(output);
-  if (ok) run.uploaded.insert(output);
-  traceEvent("scheduler", "registered", static_cast<uint64_t>(id), output);
-  if (run.registering.empty() && run.deferred) {
-    auto result = std::move(*run.deferred);
-    complete(id, result);
-  }
-}
-
-void RunningSteps::outputRejected(int64_t id, const std::string& output,
-                                  const std::string& why) {
-  auto it = running_.find(id);
-  if (it == running_.end()) return;
-  if (!it->second.rejected.empty()) it->second.rejected += "; ";
-  it->second.rejected += why;
-  outputRegistered(id, output, false);
 }
 
 store::StorePathSet RunningSteps::referenceCandidates(int64_t id) {
@@ -494,124 +424,6 @@ std::map<std::string, RunningSteps::PeerActivity> RunningSteps::activityByPeer()
     out[peer].failed = n.second;
   }
   return out;
-}
-
-void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
-  auto it = running_.find(id);
-  RunningStep run = std::move(it->second);
-  running_.erase(it);
-  try {
-    core_.step(run.sid);
-  } catch (const SchedulerError&) {
-    ingestor_.forget(run.sid);
-    ended(run);
-    return;  // cancelled while its outputs were being registered
-  }
-  auto took = std::chrono::duration_cast<Duration>(clock_.now() - run.started);
-  metrics_.observeStepDuration(run.system,
-                               std::chrono::duration<double>(took).count());
-  recordUsage(run.system, id, m);
-  // Counted for the workers page while the worker is connected (a held
-  // result may complete after it left: no entry is made for it again).
-  auto count = [&](bool ok) {
-    if (!link_.find(run.peer)) return;
-    auto& n = settledByPeer_[run.peer];
-    ++(ok ? n.first : n.second);
-  };
-  bool finished = true;  // the step's row says it ended
-  if (!run.rejected.empty()) {
-    // The worker's own report does not matter: what it sent is wrong.
-    proto::StepResult r = m;
-    r.status = StepStatus::kFailed;
-    r.errorMsg = run.rejected;
-    writeAll(openLog(run), "\n[kiln: " + run.rejected + "]\n");
-    finished = fail(run, r, took);
-    count(false);
-  } else if (m.status == StepStatus::kSuccess) {
-    if (!succeed(run, took)) {
-      count(false);
-      ended(run);
-      return;
-    }
-    count(true);
-  } else {
-    finished = fail(run, m, took);
-    count(false);
-  }
-  ended(run);  // after the notes written to its log above
-  // After the row's write (the notifier reads it), in order with it.
-  if (notify_ && finished)
-    deferred_.run([this, id] {
-      notify_({LifecycleEvent::Kind::kStepFinished, 0, 0, 0, id});
-    });
-  markPending();
-}
-
-void RunningSteps::recordUsage(const std::string& system, int64_t id,
-                               const proto::StepResult& m) {
-  if (!m.peakMemoryBytes && !m.cpuTimeUs && !m.buildDirBytes) return;
-  metrics_.observeStepUsage(system, m.peakMemoryBytes, m.cpuTimeUs,
-                            m.buildDirBytes);
-  // Before the row's finish (queued after this), in order with it.
-  deferred_.run([&db = db_, id, peak = int64_t(m.peakMemoryBytes),
-                 cpu = int64_t(m.cpuTimeUs), dir = int64_t(m.buildDirBytes)] {
-    db.setStepUsage(id, peak, cpu, dir);
-  });
-}
-
-bool RunningSteps::succeed(const RunningStep& run, Duration took) {
-  // Each output and its DerivationOutputs row were registered by the
-  // registrar; an output missing here was not uploaded or not registered.
-  for (auto& [name, path] : run.expected) {
-    if (!run.uploaded.count(name) && !store_.isValid(path)) {
-      logWarn(run.drvPath + ": success reported but output " + name +
-              " was not uploaded; retrying");
-      core_.finishStep(run.sid, StepResult::transient(took));
-      return false;
-    }
-  }
-  // The worker held every input to build, and holds the outputs now.
-  if (WorkerConn* c = link_.find(run.peer)) {
-    for (auto& p : run.sentInputs) c->present.insert(p.baseName());
-    for (auto& [name, path] : run.expected) c->present.insert(path.baseName());
-  }
-  deferred_.run([&db = db_, id = run.id, now = clock_.nowMs()] {
-    finishStepRow(db, id, 0, now, "", std::nullopt);
-  });
-  core_.finishStep(run.sid, StepResult::success(took));
-  traceEvent("scheduler", "succeeded", static_cast<uint64_t>(run.id));
-  ingestor_.forget(run.sid);
-  return true;
-}
-
-bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
-                        Duration took) {
-  // Out of memory: tried once more before it counts (docs/worker.md,
-  // "Limits per build"); a second time it fails for good.
-  bool oomRetry =
-      m.status == StepStatus::kOutOfMemory && oomRetried_.insert(run.id).second;
-  if (isTransient(m.status) || oomRetry) {
-    core_.finishStep(run.sid, StepResult::transient(took));
-    if (core_.step(run.sid).state != StepView::State::kFailed) return false;
-    deferred_.run([&db = db_, id = run.id, status = static_cast<int>(m.status),
-                   now = clock_.nowMs(), error = m.errorMsg] {
-      finishStepRow(db, id, status, now, error, std::nullopt);
-    });
-    return true;
-  }
-  std::optional<CachedFailureRow> cached;
-  if (m.status != StepStatus::kDepFailed) {
-    int64_t ttl = config_.cachedFailureTtlSec;
-    cached =
-        CachedFailureRow{run.drvPath, static_cast<int>(m.status),
-                         clock_.nowMs(), ttl ? clock_.nowMs() + ttl * 1000 : 0};
-  }
-  deferred_.run([&db = db_, id = run.id, status = static_cast<int>(m.status),
-                 now = clock_.nowMs(), error = m.errorMsg, cached] {
-    finishStepRow(db, id, status, now, error, cached);
-  });
-  core_.finishStep(run.sid, StepResult::permanent(m.status, took));
-  return true;
 }
 
 }  // namespace kiln::scheduler

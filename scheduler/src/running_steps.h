@@ -4,7 +4,9 @@
 // keeps each running step until its result, writes its log, settles its
 // result in the database and the core, and cancels what the core aborts.
 // A running step is known by its database id (the protocol's stepId);
-// the core's id travels with it. Service thread only.
+// the core's id travels with it. Service thread only. running_steps.cc
+// sends and adopts steps, serves their inputs and writes their logs;
+// running_steps_results.cc settles their ends.
 
 #include <chrono>
 #include <functional>
@@ -38,6 +40,7 @@ struct RunningStep {
   int64_t id = 0;  ///< database id (the protocol's stepId)
   StepId sid;      ///< the core's id
   std::string peer;
+  std::string worker;  ///< its name (WorkerConn::name)
   std::string drvPath;
   std::string system;
   std::map<std::string, store::StorePath> expected;  ///< output name → path
@@ -57,6 +60,12 @@ struct RunningStep {
   std::optional<store::StorePathSet> inputClosure;
   /// The worker's result, held while outputs are still being registered.
   std::optional<protocol::StepResult> deferred;
+  /// The connection whose StepResult was taken (empty until then): it is
+  /// acknowledged once the result is durable.
+  std::string resultFrom;
+  /// The worker's slot was given back to the core (SchedulerCore::
+  /// releaseSlot): its result is held, or was ready when it was adopted.
+  bool slotReleased = false;
   Clock::TimePoint started;
   /// When the scheduler takes the step back (its timeout plus
   /// ServiceConfig::stepDeadlineMargin); none without a timeout.
@@ -88,7 +97,8 @@ class RunningSteps {
   void dispatch();
   /// The steps `c`'s Hello says it still holds that were dispatched to
   /// it (same name) and are not settled: they run there from now on,
-  /// without a BuildStep. Returns their ids, for the Welcome.
+  /// without a BuildStep; those whose result is ready first, each giving
+  /// its slot back at once. Returns their ids, for the Welcome.
   std::vector<uint64_t> adopt(const WorkerConn& c);
   /// Tells the workers to cancel the running steps the core aborted (the
   /// service settles their records: SchedulerService::Impl::settleDropped).
@@ -99,8 +109,12 @@ class RunningSteps {
   /// A piece of a running step's log (bounded by the log limit).
   void onLog(const WorkerConn& from, const protocol::LogChunk& m);
   /// The worker's result, settled now or held until the step's outputs are
-  /// registered.
+  /// registered; acknowledged once its record is durable (a result sent
+  /// again meanwhile is acknowledged with the first, recorded once).
   void onResult(const WorkerConn& from, const protocol::StepResult& m);
+  /// How many results were taken and wait for their record to commit
+  /// before their Ack goes out.
+  size_t unacknowledged() const { return unacked_.size(); }
   /// Takes back every step past its deadline whose result is not held:
   /// CancelStep to its worker, and the step fails as timed out (status 7)
   /// with the reason in its log.
@@ -151,6 +165,9 @@ class RunningSteps {
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
+  /// Adopts held step `held` of `c` if the records give it to `c` (see
+  /// adopt); false, logged, if not.
+  bool adoptOne(const WorkerConn& c, const protocol::HeldStep& held);
   /// Why `row` (step `held.stepId`, read from the database) is not `c`'s
   /// to claim, or "" if it is (or already runs on `c`).
   std::string claimRefusal(const WorkerConn& c, const protocol::HeldStep& held,
@@ -170,15 +187,28 @@ class RunningSteps {
   /// Settles running step `id` with the worker's result `r` (its uploads
   /// registered, or failed).
   void complete(int64_t id, const protocol::StepResult& r);
-  /// False if an output is missing (the step is retried instead).
-  bool succeed(const RunningStep& run, Duration took);
   /// Records what the attempt used (StepResult's usage fields): metrics
   /// and the step's row.
   void recordUsage(const std::string& system, int64_t id,
                    const protocol::StepResult& m);
+  /// What acknowledges `run`'s result once its record committed (null if
+  /// no worker sent one: taken back); the result waits in `unacked_`.
+  DeferredWrites::Done ackWhenRecorded(const RunningStep& run);
+  /// Step `id`'s result was recorded (`recorded`), or nothing needed
+  /// recording: Ack to the connection that sent it last; else its worker
+  /// keeps it (a scheduler that may no longer hold the farm).
+  void acknowledge(int64_t id, bool recorded);
+  /// A held step that `c` claims whose result this scheduler took and has
+  /// not recorded yet: its Ack goes to `c` from now on. False if `id` is
+  /// no such step.
+  bool adoptUnacknowledged(const WorkerConn& c, int64_t id);
+  /// False if an output is missing (the step is retried instead). `ack`
+  /// goes with the row's write (see ackWhenRecorded).
+  bool succeed(const RunningStep& run, Duration took,
+               const DeferredWrites::Done& ack);
   /// Whether the step's row is recorded as ended (not when it is retried).
   bool fail(const RunningStep& run, const protocol::StepResult& r,
-            Duration took);
+            Duration took, const DeferredWrites::Done& ack);
   /// Build `build`'s limits (max silent, timeout; seconds): from memory
   /// (setBuildLimits), else its row.
   std::optional<std::pair<int64_t, int64_t>> buildLimits(int64_t build);
@@ -206,6 +236,13 @@ class RunningSteps {
   ServiceMetrics& metrics_;
   const Clock& clock_;
   std::map<int64_t, RunningStep> running_;  // by database id
+  /// A result taken whose record has not committed yet: its worker's name
+  /// and the connection its Ack goes to.
+  struct Unacked {
+    std::string worker;
+    std::string peer;
+  };
+  std::map<int64_t, Unacked> unacked_;  // by database id
   /// Settled steps per peer: succeeded, failed (see activityByPeer).
   std::map<std::string, std::pair<uint64_t, uint64_t>> settledByPeer_;
   /// Steps (row ids) already retried once after running out of memory.

@@ -84,16 +84,16 @@ TEST(FarmFaults, AWorkerSpeakingAnotherProtocolVersionIsRefused) {
                         "scheduler speaks protocol " +
                         std::to_string(protocol::kProtocolVersion) +
                         ", this worker speaks 99"));
-  // A worker of the previous protocol (3) is told to upgrade.
+  // A worker of the previous protocol (4) is told to upgrade.
   test::WorkerOptions old;
-  old.extraArgs = {"--debug-protocol-version", "3"};
+  old.extraArgs = {"--debug-protocol-version", "4"};
   farm.addWorker(old);
   code = farm.worker(1).waitExit(60s);
   ASSERT_TRUE(code.has_value()) << farm.worker(1).log();
   EXPECT_EQ(*code, 1);
   EXPECT_THAT(farm.worker(1).log(),
               HasSubstr("kiln worker: the scheduler refused this worker: "
-                        "scheduler speaks protocol 4, this worker speaks 3: "
+                        "scheduler speaks protocol 5, this worker speaks 4: "
                         "upgrade the worker"));
   EXPECT_EQ(farm.metric("kiln_workers"), 0.0);
   // A worker of the right version joins the same scheduler.

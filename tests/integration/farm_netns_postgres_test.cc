@@ -13,9 +13,9 @@
 //      (its steps outlast the outage): the scheduler holds the farm's lock
 //      again, every build finishes, nothing is lost;
 //   4. a web host is killed: the other still answers.
-// A second test (FarmNetnsPostgresKnownBugs, skipped unless
-// KILN_TEST_KNOWN_BUGS is set) has a standby and results and dispatches
-// falling within the outage.
+// A second test (FarmNetnsPostgresOutages) has a standby winning the lock
+// after an outage while the old active may still take results, and
+// results and dispatches falling within an outage.
 // Operator commands and HTTP requests are made from the database host.
 // Needs root (namespaces, --private-store), PostgreSQL, nix-instantiate
 // and curl; skips saying why otherwise.
@@ -347,9 +347,13 @@ class FarmNetnsPostgres : public ::testing::Test {
     auto runs = runsOf(gen);
     EXPECT_EQ(runs.size(), kJobs) << readFile(runs_) << logs();
     EXPECT_EQ(std::set<std::string>(runs.begin(), runs.end()).size(), kJobs);
-    EXPECT_EQ(sql("SELECT max(attempts) FROM steps WHERE drv_path LIKE '%-" +
-                  std::to_string(gen) + ".drv'"),
-              "1")
+    std::string ofGen =
+        "FROM steps WHERE drv_path LIKE '%-" + std::to_string(gen) + ".drv'";
+    EXPECT_EQ(sql("SELECT max(attempts) " + ofGen), "1")
+        << sql("SELECT string_agg(id || ' ' || substr(drv_path, 45) || "
+               "' attempts ' || attempts || ' finished ' || finished || ' on ' "
+               "|| worker, '; ' ORDER BY id) " +
+               ofGen)
         << logs();
   }
 
@@ -418,8 +422,8 @@ TEST_F(FarmNetnsPostgres, BuildsFailsOverAndLivesThroughADatabaseOutage) {
   // its steps, one on each worker, wait for a release file written once
   // the scheduler holds the farm's lock again; no other step is between
   // dispatch and result when the server stops, and no standby runs (the
-  // dead host's scheduler is not back): FarmNetnsPostgresKnownBugs below
-  // shows what kiln still gets wrong in those two cases.
+  // dead host's scheduler is not back): FarmNetnsPostgresOutages below
+  // covers those two cases.
   int64_t third = evaluate(3, gate(3));
   ASSERT_EQ(third, 3);
   ASSERT_TRUE(waitForOnlyGatedSteps(3)) << logs();
@@ -448,42 +452,30 @@ TEST_F(FarmNetnsPostgres, BuildsFailsOverAndLivesThroughADatabaseOutage) {
 }
 
 // Two PostgreSQL outages with a standby and results falling within them
-// (issue 31). They failed before the scheduler kept its writes while the
-// database was away (scheduler/src/deferred_writes.h) and a dispatch it
-// could not send stopped counting as an attempt. Since the writers' fence
-// (scheduler_lock.h) the old active can no longer write after the standby
-// has read the state, but a result it acknowledges to a worker between the
-// standby's take-over and its own exit (about a second) is refused by the
-// fence and so lost: the new active builds that step again (seen once in 4
-// runs: attempts 2). Closing it needs results acknowledged only once
-// durable (a protocol change). Opt-in (KILN_TEST_KNOWN_BUGS) until then.
-class FarmNetnsPostgresKnownBugs : public FarmNetnsPostgres {
- protected:
-  void SetUp() override {
-    if (!std::getenv("KILN_TEST_KNOWN_BUGS"))
-      GTEST_SKIP() << "opt-in (a standby winning the lock while the old "
-                      "active may still record results): set "
-                      "KILN_TEST_KNOWN_BUGS to run";
-    FarmNetnsPostgres::SetUp();
-  }
-};
+// (issue 31). Each needs one of these: the writers' fence
+// (scheduler_lock.h: once a standby read the state, the old active writes
+// nothing), writes kept while the database is away
+// (scheduler/src/deferred_writes.h), a dispatch failing on the database
+// not counted as an attempt, and a worker's result acknowledged only once
+// its record committed (docs/protocol.md, "Results"; protocol 5): the
+// worker keeps it until then and gives it to whichever scheduler it
+// follows next.
+class FarmNetnsPostgresOutages : public FarmNetnsPostgres {};
 
-TEST_F(FarmNetnsPostgresKnownBugs, OutagesWithAStandbyOrResultsDuringThem) {
+TEST_F(FarmNetnsPostgresOutages, AStandbyTakingOverAndResultsDuringThem) {
   startFarm();
   if (HasFatalFailure()) return;
 
-  // KNOWN KILN BUG 1 (issue 31): the outage of the test above's step 3
-  // with a standby running. When PostgreSQL returns, the standby may
-  // win the lock (it polls each second, as the active's checkLock does).
-  // The old active learns of it only at its next checkLock (up to 1 s)
-  // and meanwhile records the results of steps released then: results
-  // are not fenced by the lock (only dispatch is, Impl::mayDispatch). The
-  // new active restored its state (Impl::restoreFromDb) before those
-  // writes; after its adoption hold it dispatches those steps again
-  // (RunningSteps::dispatch → sendBuildStep reads the step row but not
-  // its `finished`): attempts 2, and a rebuild when the step goes to
-  // another worker (seen: two of three gated steps built twice). Whether
-  // the standby wins is a race, so this part fails only sometimes.
+  // 1. The outage of the test above's step 3 with a standby running.
+  // When PostgreSQL returns, the standby may win the lock (it polls each
+  // second, as the active's checkLock does); the old active learns of it
+  // at its next checkLock (up to 1 s) and exits. Results of steps released
+  // meanwhile that reach the old active cannot be recorded there (the
+  // fence refuses its writes once the standby waits for the state), so it
+  // does not acknowledge them: their workers keep them and send them to
+  // the new active, which adopted those steps. Nothing is dispatched
+  // twice (attempts 1), nothing built twice. Whether the standby wins is
+  // a race: either way the evaluation must end the same.
   int64_t first = evaluate(1, gate(1));
   ASSERT_EQ(first, 1);
   ASSERT_TRUE(waitForOnlyGatedSteps(1)) << logs();
@@ -492,22 +484,16 @@ TEST_F(FarmNetnsPostgresKnownBugs, OutagesWithAStandbyOrResultsDuringThem) {
   writeFile(release(1), "");
   expectBuiltOnce(first, 1, 120s);
 
-  // KNOWN KILN BUG 2 (issue 31): PostgreSQL away for 20 s while steps
-  // finish and others are due, one scheduler alone. A result arriving
-  // then is lost: RunningSteps::complete (scheduler/src/running_steps.cc)
-  // erases the step from running_ after onResult acknowledged it to the
-  // worker, then succeed()/fail() write its row (finishStepRow) before
-  // telling the core (core_.finishStep); the write throws SqlError, which
-  // ends in SchedulerService::pollOnce's "scheduler loop: ..." log. The
-  // core keeps the step Running on a worker that forgot it, and nothing
-  // takes it back (takeBackOverdue looks in running_ only). Besides,
-  // RunningSteps::dispatch charges a dispatch failing on the database to
-  // the step as a transient attempt (core_.finishStep(transient)): with
-  // --retry-backoff-ms 100 its --max-retries 3 are spent in a second and
-  // it fails in memory, and Impl::announce's transaction for the build
-  // events that follow throws too. Once PostgreSQL is back and the lock
-  // held again nothing moves (seen: evaluation stuck at 1 of 9 builds for
-  // 60 s) until a scheduler restarts from the database.
+  // 2. PostgreSQL away for 20 s while steps finish and others are due,
+  // one scheduler alone. A result arriving then is settled in memory (the
+  // core moves on) and its row's write waits in DeferredWrites, in order
+  // with the build events that follow; its Ack waits for that write, so
+  // the worker keeps the result meanwhile. A dispatch that needs the
+  // database (a step's limits not in memory) is offered again later
+  // without counting an attempt. Once PostgreSQL is back and the lock held
+  // again, the writes go in, the Acks go out, and every build finishes
+  // (before: a lost result, a step failing in memory after its retries
+  // were spent on the outage, the evaluation stuck until a restart).
   for (const char* s : {"sched-a", "sched-b"})
     if (proc(s).running()) {
       // The one of them standing by (the other holds the lock) stops.

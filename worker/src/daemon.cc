@@ -162,8 +162,13 @@ void Daemon::Impl::sendHello() {
   h.speedFactor = cfg.speedFactor;
   h.storePathCount = store.queryAllValidPaths().size();
   h.kilnVersion = cfg.kilnVersion;
+  // A step past its build (uploading, or reporting) holds no slot here:
+  // the scheduler adopts it first, without one.
   for (auto& [id, s] : steps)
-    if (!s->dropped) h.heldSteps.push_back({id, s->msg.drvPath});
+    if (!s->dropped)
+      h.heldSteps.push_back({id, s->msg.drvPath,
+                             s->phase == Step::Phase::kUploading ||
+                                 s->phase == Step::Phase::kReporting});
   send(std::move(h));
   if (!helloPending) attemptSince = clock.now();
   helloPending = true;

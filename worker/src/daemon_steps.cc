@@ -332,6 +332,9 @@ void Daemon::Impl::reconcile(const std::vector<uint64_t>& adopted) {
       resume(s);
       ++it;
     } else if (s.phase == Step::Phase::kBuilding) {
+      if (!s.dropped)
+        logWarn("worker: cancelling step " + std::to_string(it->first) +
+                " (the scheduler did not take it back)");
       s.dropped = true;  // erased when its slot thread ends
       s.cancel.cancel(StepStatus::kCancelled);
       ++it;

@@ -35,7 +35,7 @@ std::vector<Message> samples() {
   hello.speedFactor = 2.5;
   hello.storePathCount = 12345;
   hello.kilnVersion = "0.1.0";
-  hello.heldSteps = {{41, kDrv}, {42, kDrv}};
+  hello.heldSteps = {{41, kDrv}, {42, kDrv, true}};
   BuildStep step;
   step.stepId = 42;
   step.drvPath = kDrv;
@@ -170,7 +170,7 @@ TEST(Messages, OtherVersionIsAMismatch) {
   } catch (const VersionMismatch& e) {
     EXPECT_EQ(e.theirVersion(), kProtocolVersion + 1);
     EXPECT_THAT(e.what(),
-                HasSubstr("peer speaks protocol 5, this side speaks 4"));
+                HasSubstr("peer speaks protocol 6, this side speaks 5"));
   }
   // Refused keeps its layout, so an old worker can read a new scheduler's.
   auto refused = decode(encode(Refused{7, "go away"}, 7));

@@ -225,16 +225,17 @@ TEST(Transport, WrongProtocolVersionIsRefusedWithAMessage) {
   EXPECT_EQ(refused.reason,
             versionMismatchText(kProtocolVersion, kProtocolVersion + 1));
   EXPECT_THAT(refused.reason,
-              HasSubstr("scheduler speaks protocol 4, this worker speaks 5"));
+              HasSubstr("scheduler speaks protocol 5, this worker speaks 6"));
 }
 
-// A worker of the previous protocol (3: no rankMs in BuildStep) is turned
-// away with a reason it can print, telling it to upgrade.
-TEST(Transport, AProtocol3WorkerIsToldToUpgrade) {
-  auto refused = refusalOfVersion(3);
-  EXPECT_EQ(refused.schedulerVersion, 4u);
+// A worker of the previous protocol (4: it takes the Ack of a StepResult
+// before the result is durable) is turned away with a reason it can print,
+// telling it to upgrade.
+TEST(Transport, AProtocol4WorkerIsToldToUpgrade) {
+  auto refused = refusalOfVersion(4);
+  EXPECT_EQ(refused.schedulerVersion, 5u);
   EXPECT_EQ(refused.reason,
-            "scheduler speaks protocol 4, this worker speaks 3: upgrade the "
+            "scheduler speaks protocol 5, this worker speaks 4: upgrade the "
             "worker so that both speak the same protocol");
 }
 

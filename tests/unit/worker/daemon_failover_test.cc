@@ -1,7 +1,8 @@
 // The worker daemon given several schedulers (docs/worker.md, "Fail-over"):
 // it skips one that does not answer, and after losing the one it follows it
 // says Hello to the next with the steps it holds, which that scheduler
-// adopts: the step is not built again.
+// adopts: the step is not built again. It is kept until a scheduler
+// acknowledges its result (once recorded), then forgotten.
 #include <gtest/gtest.h>
 
 #include "daemon_fixture.h"
@@ -58,7 +59,7 @@ TEST_F(DaemonTest, AStepHeldWhenItsSchedulerIsLostIsAdoptedByTheNext) {
   })) << error_;
   ASSERT_NE(sched_.last<proto::Hello>(), nullptr);
   EXPECT_EQ(sched_.last<proto::Hello>()->heldSteps,
-            (std::vector<proto::HeldStep>{{7, m.drvPath}}));
+            (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
   auto result = *sched_.last<proto::StepResult>();
   EXPECT_EQ(result.status, proto::StepStatus::kSuccess) << result.errorMsg;
   ASSERT_EQ(result.outputs.size(), 1u);
@@ -70,6 +71,16 @@ TEST_F(DaemonTest, AStepHeldWhenItsSchedulerIsLostIsAdoptedByTheNext) {
   EXPECT_EQ(readFile(sched_.store.physicalPath(outPath_)), "hi\n");
   EXPECT_EQ(readFile(builds), "built\n");
   EXPECT_EQ(sched_.last<proto::NeedPaths>(), nullptr);
+
+  // Recorded by this one, and acknowledged: the worker forgets the step,
+  // its next Hello holds nothing.
+  sched_.server.send(sched_.peer,
+                     proto::Ack{proto::MessageType::kStepResult, 7, true, ""});
+  sched_.received.clear();
+  sched_.server.send(sched_.peer,
+                     proto::Bye{"unknown worker: send Hello again"});
+  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
+  EXPECT_TRUE(sched_.last<proto::Hello>()->heldSteps.empty());
 }
 
 }  // namespace

@@ -300,7 +300,7 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
     return h ? h->heldSteps : std::vector<proto::HeldStep>{{0, m.drvPath}};
   };
   sched_.adopt = {7};
-  EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath}}));
+  EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
   ASSERT_TRUE(
       sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   ASSERT_EQ(sched_.uploads.size(), 2u);
@@ -311,7 +311,7 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   EXPECT_EQ(result.outputs[0].info.path, outPath_);
   // Not adopted now: dropped, nothing sent again, not held any more.
   sched_.adopt = {};
-  EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath}}));
+  EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
   EXPECT_EQ(sched_.last<proto::StepResult>(), nullptr);
   EXPECT_EQ(helloAfterBye(), std::vector<proto::HeldStep>{});
   EXPECT_EQ(sched_.uploads.size(), 2u);
@@ -324,7 +324,7 @@ TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {
   // Hello over; the worker stops with the reason.
   ASSERT_TRUE(sched_.pumpUntil([&] { return ended_.load(); }));
   thread_.join();
-  EXPECT_NE(error_.find("scheduler speaks protocol 4, this worker speaks 9"),
+  EXPECT_NE(error_.find("scheduler speaks protocol 5, this worker speaks 9"),
             std::string::npos)
       << error_;
   EXPECT_EQ(sched_.last<proto::Hello>(), nullptr);

@@ -24,10 +24,11 @@ struct ValidPathInfo;
 
 namespace kiln::protocol {
 
-/// The version this build speaks. Bump it on any change to a message layout;
-/// peers of different versions refuse each other (only Refused keeps a frozen
-/// layout, so that the refusal can always be read).
-constexpr uint16_t kProtocolVersion = 4;
+/// The version this build speaks. Bump it on any change to a message layout
+/// or to what a message means (docs/protocol.md, "Versioning"); peers of
+/// different versions refuse each other (only Refused keeps a frozen layout,
+/// so that the refusal can always be read).
+constexpr uint16_t kProtocolVersion = 5;
 
 /// Largest data frame of a `Chunk` or `LogChunk` a decoder accepts.
 constexpr size_t kMaxDataFrame = 4 << 20;
@@ -99,6 +100,9 @@ store::ValidPathInfo toValidPathInfo(const PathInfo& info);
 struct HeldStep {
   uint64_t stepId = 0;
   store::StorePath drvPath{"00000000000000000000000000000000-x.drv"};
+  /// Its build ended: the worker holds its result (and outputs) for the
+  /// scheduler to record, and no slot for it (since protocol 5).
+  bool resultReady = false;
   bool operator==(const HeldStep&) const = default;
 };
 
@@ -262,7 +266,11 @@ struct CancelStep {
 
 /// Acknowledges message `subject` about object `id` (a step or transfer id).
 /// Ends a transfer from the receiver's side: ok after the NAR was verified
-/// and handed over, !ok with the error otherwise.
+/// and handed over, !ok with the error otherwise. For a StepResult (since
+/// protocol 5): ok only once the result is recorded in the state database
+/// by the scheduler holding the farm's lock; until then the worker keeps
+/// the step, its result and outputs, and offers them again after a
+/// reconnection or fail-over.
 struct Ack {
   MessageType subject = MessageType::kStepResult;
   uint64_t id = 0;
