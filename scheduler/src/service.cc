@@ -40,8 +40,8 @@ SchedulerConfig coreConfig(const ServiceConfig& c) {
 // `c` with the builtin evaluator's executable and the input fetcher
 // filled in.
 ServiceConfig withDefaults(ServiceConfig c) {
-  c.evaluatorConfig = withBuiltinKiln(std::move(c.evaluatorConfig),
-                                      c.kilnBinary);
+  c.evaluatorConfig =
+      withBuiltinKiln(std::move(c.evaluatorConfig), c.kilnBinary);
   if (!c.inputFetcher) c.inputFetcher = makeInputFetcher();
   return c;
 }
@@ -185,7 +185,10 @@ void SchedulerService::Impl::restoreFromDb() {
   for (auto& [pname, secs] : db.historicalDurations())
     core.setHistoricalDuration(pname, secs);
   auto builds = db.unfinishedBuilds();
-  for (auto& b : builds) startBuild(b);
+  for (size_t at = 0; at < builds.size(); at += Ingestor::kBatch)
+    startBuilds(
+        {builds.begin() + at,
+         builds.begin() + std::min(builds.size(), at + Ingestor::kBatch)});
   processEvents();
   if (!builds.empty())
     logInfo("restored " + std::to_string(builds.size()) +
@@ -216,17 +219,39 @@ void SchedulerService::Impl::holdDispatchedSteps() {
             " ms: their workers may still run them");
 }
 
-void SchedulerService::Impl::startBuild(const BuildRow& b) {
-  IngestResult r;
+void SchedulerService::Impl::startBuild(const BuildRow& b) { startBuilds({b}); }
+
+// One ingestion (Ingestor::ingestAll) for `builds`: a build whose closure
+// cannot be ingested is aborted with the reason.
+void SchedulerService::Impl::startBuilds(const std::vector<BuildRow>& builds) {
+  std::vector<std::string> drvs;
+  for (auto& b : builds) drvs.push_back(b.drvPath);
+  std::vector<IngestOutcome> outcomes;
   try {
-    r = ingestor.ingest(b.drvPath);
-  } catch (const Error& e) {
-    logError("build " + std::to_string(b.id) + ": " + e.what());
+    outcomes = ingestor.ingestAll(drvs);
+  } catch (const Error&) {
+    outcomes.assign(builds.size(), {IngestResult{}, std::current_exception()});
+  }
+  for (size_t i = 0; i < builds.size(); i++)
+    startIngested(builds[i], outcomes[i]);
+}
+
+void SchedulerService::Impl::startIngested(const BuildRow& b,
+                                           const IngestOutcome& o) {
+  if (o.error) {
+    std::string why;
+    try {
+      std::rethrow_exception(o.error);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    logError("build " + std::to_string(b.id) + ": " + why);
     db.finishBuild(b.id, static_cast<int>(StepStatus::kAborted), clock.nowMs(),
-                   e.what());
+                   why);
     notify({LifecycleEvent::Kind::kBuildFinished, b.jobset, b.eval, b.id});
     return;
   }
+  const IngestResult& r = o.result;
   if (!r.top) {  // every output valid: built already
     announce(
         {b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess, b.drvPath});

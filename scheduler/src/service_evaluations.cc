@@ -85,16 +85,18 @@ int64_t SchedulerService::Impl::recordEvaluation(
   txn.commit();
   KILN_FAIL_POINT("scheduler.eval.after-commit");
   if (o.drvs) ingestor.useDrvs(o.drvs);
-  // Serve the workers every couple of milliseconds meanwhile (results,
-  // uploads, dispatch), so none idles.
+  // A batch of builds at a time (a few statements each); serve the
+  // workers every couple of milliseconds meanwhile (results, uploads,
+  // dispatch), so none idles.
   auto lastServe = clock.now();
-  for (auto& b : toStart) {
+  for (size_t at = 0; at < toStart.size(); at += Ingestor::kBatch) {
     if (clock.now() - lastServe >= std::chrono::milliseconds(2)) {
       endTurn();
       serveMessages(std::chrono::milliseconds(0), 100);
       lastServe = clock.now();
     }
-    startBuild(b);
+    size_t end = std::min(toStart.size(), at + Ingestor::kBatch);
+    startBuilds({toStart.begin() + at, toStart.begin() + end});
   }
   processEvents();
   return evalId;
