@@ -177,5 +177,27 @@ TEST_P(SqlPipelineTest, InsertsLooksUpAndLinksStepsInBatches) {
   EXPECT_TRUE(db_.lookUpSteps({}, 10).empty());
 }
 
+// A statement planned at each run (on PostgreSQL never prepared on the
+// server) reads like any other, in a transaction after queued writes too.
+TEST_P(SqlPipelineTest, AStatementPlannedAtEachRunSeesEarlierWrites) {
+  auto sum = [&] {
+    auto s = db_.db().prepareEachRun(
+        "SELECT coalesce(sum(v), 0) FROM pipeline_t WHERE k IN (?, ?)");
+    s.bind(1).bind(2);
+    return s.step() ? s.getInt(0) : -1;
+  };
+  EXPECT_EQ(sum(), 0);
+  insert(1, 10);
+  EXPECT_EQ(sum(), 10);
+  StateDb::Transaction txn(db_);
+  insert(2, 5);
+  EXPECT_EQ(sum(), 15);
+  insert(3, 1);
+  EXPECT_EQ(sum(), 15);
+  txn.commit();
+  EXPECT_EQ(sum(), 15);
+  EXPECT_EQ(count(), 3);
+}
+
 }  // namespace
 }  // namespace kiln::scheduler
