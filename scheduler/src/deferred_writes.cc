@@ -44,26 +44,35 @@ DeferredWrites::Hold::~Hold() {
   }
 }
 
-size_t DeferredWrites::flush() {
-  while (!queue_.empty()) {
-    try {
-      queue_.front()();
-    } catch (const SqlError& e) {
-      if (e.transient()) {
-        stalled_ = true;
-        warn(e.what());
-        return queue_.size();
-      }
-      logError(std::string("a deferred state write failed for good: ") +
-               e.what());
-    } catch (const std::exception& e) {
-      logError(std::string("a deferred state write failed for good: ") +
-               e.what());
+bool DeferredWrites::runFirst() {
+  try {
+    queue_.front()();
+  } catch (const SqlError& e) {
+    if (e.transient()) {
+      stalled_ = true;
+      warn(e.what());
+      return false;
     }
-    queue_.pop_front();
+    logError(std::string("a deferred state write failed for good: ") +
+             e.what());
+  } catch (const std::exception& e) {
+    logError(std::string("a deferred state write failed for good: ") +
+             e.what());
   }
+  queue_.pop_front();
+  return true;
+}
+
+size_t DeferredWrites::flush() {
+  while (!queue_.empty())
+    if (!runFirst()) return queue_.size();
   stalled_ = false;
   return 0;
+}
+
+bool DeferredWrites::flushOne() {
+  if (queue_.empty() || stalled_) return false;
+  return runFirst();
 }
 
 }  // namespace kiln::scheduler

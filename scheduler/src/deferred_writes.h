@@ -30,6 +30,10 @@ class DeferredWrites {
   /// first); one failing otherwise is logged and dropped. Returns how many
   /// still wait.
   size_t flush();
+  /// Runs the first queued write as flush() does (a Hold may be open);
+  /// false when none waits, the database was away before (the periodic
+  /// flush paces the retries), or it failed transiently now.
+  bool flushOne();
   /// How many writes wait.
   size_t pending() const { return queue_.size(); }
 
@@ -50,6 +54,9 @@ class DeferredWrites {
 
  private:
   void warn(const char* what);
+  // Runs the first queued write; false if it failed transiently (it
+  // stays first), else it is gone (a lasting failure is logged).
+  bool runFirst();
 
   const Clock& clock_;
   std::deque<std::function<void()>> queue_;

@@ -453,7 +453,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   auto r = link.receive(timeout, loopWake.fd());
   turnStart = clock.now();
   // The state writes the messages cause (a step's end, its builds', the
-  // next step's start) are made after their dispatch, in order: once no
+  // next step's start) are made after their dispatch, in order: while no
   // further message waits, or after kHeldMessages of them.
   std::optional<DeferredWrites::Hold> hold;
   for (int n = 0; n < max; n++) {
@@ -467,8 +467,13 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
     if (mayDispatch()) steps.dispatch();
     bool more = r.has_value();
     if (more) r = link.receive(std::chrono::milliseconds(0), loopWake.fd());
-    if (!more || !r || (n + 1) % kHeldMessages == 0 || n + 1 == max)
-      hold.reset();
+    bool last = (n + 1) % kHeldMessages == 0 || n + 1 == max;
+    // Nothing waits: the held writes are made one at a time, and a message
+    // that arrives meanwhile is handled (and its slots filled) before the
+    // rest, which stay held, in order, with its own.
+    while (more && !r && !last && deferred.flushOne())
+      r = link.receive(std::chrono::milliseconds(0), loopWake.fd());
+    if (!more || !r || last) hold.reset();
     endTurn();
     if (!more) return;
   }

@@ -85,18 +85,14 @@ int64_t SchedulerService::Impl::recordEvaluation(
   txn.commit();
   KILN_FAIL_POINT("scheduler.eval.after-commit");
   if (o.drvs) ingestor.useDrvs(o.drvs);
-  // A batch of builds at a time (a few statements each); serve the
-  // workers every couple of milliseconds meanwhile (results, uploads,
-  // dispatch), so none idles.
-  auto lastServe = clock.now();
+  // A batch of builds at a time (a few statements, a couple of
+  // milliseconds each); the workers are served after each (results,
+  // uploads, and the dispatch of what the batch made ready), so none idles.
   for (size_t at = 0; at < toStart.size(); at += Ingestor::kBatch) {
-    if (clock.now() - lastServe >= std::chrono::milliseconds(2)) {
-      endTurn();
-      serveMessages(std::chrono::milliseconds(0), 100);
-      lastServe = clock.now();
-    }
     size_t end = std::min(toStart.size(), at + Ingestor::kBatch);
     startBuilds({toStart.begin() + at, toStart.begin() + end});
+    endTurn();
+    serveMessages(std::chrono::milliseconds(0), 100);
   }
   processEvents();
   return evalId;
