@@ -11,11 +11,11 @@
 //         the lookup of earlier finished builds of the jobs' derivations
 //         and the build rows (StateDb::finishedBuildsOfDrvs, createBuilds:
 //         a few hundred per statement).
-//       ingest: one transaction per build, as Ingestor::ingest: per new
-//         derivation of its closure (the job's and its source's) the
-//         cached-failure lookup, the step's lookup, its upsert and its
-//         dependency rows (its source and up to DEPS of the 200 jobs before
-//         it, which earlier builds made steps already).
+//       ingest: one transaction per 32 builds, as Ingestor::ingestAll:
+//         the steps and cached failures of the batch's jobs looked up in
+//         one statement, then those of their sources, the new steps
+//         inserted and their dependency rows (its source and up to DEPS
+//         of the 200 jobs before it) a few hundred per statement.
 //     The derivations are made-up paths: no store, no scheduler process,
 //     only the statements the service sends for such an evaluation.
 //
@@ -79,6 +79,9 @@ std::vector<FakeJob> makeJobs(int n, int maxDeps) {
   }
   return jobs;
 }
+
+// Builds per ingestion batch: the service's (Ingestor::kBatch).
+constexpr size_t kIngestBatch = 32;
 
 struct RecordTimes {
   double record = 0;  // seconds
@@ -145,35 +148,47 @@ RecordTimes recordEvaluation(StateDb& db, const std::vector<FakeJob>& jobs) {
                 " builds, not " + std::to_string(jobs.size()));
   t.builds = static_cast<int64_t>(buildIds.size());
 
-  // Ingestor::ingest of each build: its own transaction; the steps the
-  // scheduler's core already holds (earlier jobs) cost no statement.
+  // Ingestor::ingestAll of kIngestBatch builds at a time, one transaction
+  // each: a lookup per level of the closures not in the core (the jobs,
+  // then their sources: the earlier jobs they need are in the core, or in
+  // the batch), the new steps' rows, their dependencies.
   auto t1 = Clock::now();
   std::vector<int64_t> stepOf(jobs.size(), 0);
-  for (size_t i = 0; i < jobs.size(); i++) {
-    auto& j = jobs[i];
+  for (size_t at = 0; at < jobs.size(); at += kIngestBatch) {
+    size_t end = std::min(jobs.size(), at + kIngestBatch);
     StateDb::Transaction txn(db);
     int64_t now = nowMs();
-    auto addStep = [&](const std::string& drv, const std::string& pname,
-                       const std::vector<int64_t>& deps) {
-      if (db.cachedFailure(drv, now))  // Ingestor's enter()
-        throw Error("a fresh database has a cached failure of " + drv);
-      scheduler::StepRow row;  // Ingestor::addStepRow
-      row.drvPath = drv;
-      row.system = "x86_64-linux";
-      row.pname = pname;
-      row.createdMs = now;
-      auto existing = db.stepByDrv(drv);
-      int64_t id = db.upsertStep(row);
-      if (existing && existing->finished) db.reopenStep(id);
-      for (int64_t d : deps) db.addStepDep(id, d);
-      t.steps++;
-      t.deps += static_cast<int64_t>(deps.size());
-      return id;
-    };
-    int64_t src = addStep(j.srcDrv, j.name + ".tar.gz", {});
-    std::vector<int64_t> deps = {src};
-    for (int d : j.deps) deps.push_back(stepOf[d]);
-    stepOf[i] = addStep(j.drv, j.name, deps);
+    std::vector<std::string> tops, srcs;
+    for (size_t i = at; i < end; i++) {
+      tops.push_back(jobs[i].drv);
+      srcs.push_back(jobs[i].srcDrv);
+    }
+    for (auto* level : {&tops, &srcs})
+      for (auto& [drv, found] : db.lookUpSteps(*level, now))
+        if (found.step || found.failure)
+          throw Error("a fresh database has a step of " + drv);
+    std::vector<scheduler::StepRow> rows;  // dependencies first
+    for (size_t i = at; i < end; i++) {
+      for (auto* drv : {&jobs[i].srcDrv, &jobs[i].drv}) {
+        scheduler::StepRow row;
+        row.drvPath = *drv;
+        row.system = "x86_64-linux";
+        row.pname = jobs[i].name;
+        row.createdMs = now;
+        rows.push_back(std::move(row));
+      }
+    }
+    auto ids = db.insertSteps(rows);
+    std::vector<std::pair<int64_t, int64_t>> edges;
+    for (size_t i = at; i < end; i++) {
+      int64_t src = ids[2 * (i - at)];
+      stepOf[i] = ids[2 * (i - at) + 1];
+      edges.emplace_back(stepOf[i], src);
+      for (int d : jobs[i].deps) edges.emplace_back(stepOf[i], stepOf[d]);
+    }
+    db.addStepDeps(edges);
+    t.steps += static_cast<int64_t>(rows.size());
+    t.deps += static_cast<int64_t>(edges.size());
     txn.commit();
   }
   t.ingest = since(t1);

@@ -61,31 +61,40 @@ DeferredWrites::Hold::~Hold() {
   }
 }
 
-size_t DeferredWrites::flush() {
-  while (!queue_.empty()) {
-    bool committed = false;
-    try {
-      queue_.front().write();
-      committed = true;
-    } catch (const SqlError& e) {
-      if (e.transient()) {
-        stalled_ = true;
-        warn(e.what());
-        return queue_.size();
-      }
-      logError(std::string("a deferred state write failed for good: ") +
-               e.what());
-    } catch (const std::exception& e) {
-      logError(std::string("a deferred state write failed for good: ") +
-               e.what());
+bool DeferredWrites::runFirst() {
+  bool committed = false;
+  try {
+    queue_.front().write();
+    committed = true;
+  } catch (const SqlError& e) {
+    if (e.transient()) {
+      stalled_ = true;
+      warn(e.what());
+      return false;
     }
-    // Off the queue before `done` runs: it may queue writes of its own.
-    Write w = std::move(queue_.front());
-    queue_.pop_front();
-    finished(w, committed);
+    logError(std::string("a deferred state write failed for good: ") +
+             e.what());
+  } catch (const std::exception& e) {
+    logError(std::string("a deferred state write failed for good: ") +
+             e.what());
   }
+  // Off the queue before `done` runs: it may queue writes of its own.
+  Write w = std::move(queue_.front());
+  queue_.pop_front();
+  finished(w, committed);
+  return true;
+}
+
+size_t DeferredWrites::flush() {
+  while (!queue_.empty())
+    if (!runFirst()) return queue_.size();
   stalled_ = false;
   return 0;
+}
+
+bool DeferredWrites::flushOne() {
+  if (queue_.empty() || stalled_) return false;
+  return runFirst();
 }
 
 }  // namespace kiln::scheduler

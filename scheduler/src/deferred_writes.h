@@ -37,6 +37,10 @@ class DeferredWrites {
   /// first); one failing otherwise is logged and dropped. Returns how many
   /// still wait.
   size_t flush();
+  /// Runs the first queued write as flush() does (a Hold may be open);
+  /// false when none waits, the database was away before (the periodic
+  /// flush paces the retries), or it failed transiently now.
+  bool flushOne();
   /// How many writes wait.
   size_t pending() const { return queue_.size(); }
 
@@ -63,6 +67,10 @@ class DeferredWrites {
   void warn(const char* what);
   /// Tells `w.done` (if any) how `w` ended; what it throws is logged.
   static void finished(const Write& w, bool committed);
+  // Runs the first queued write; false if it failed transiently (it
+  // stays first), else it is gone (a lasting failure is logged) and its
+  // `done` told.
+  bool runFirst();
 
   const Clock& clock_;
   std::deque<Write> queue_;

@@ -18,22 +18,31 @@ store::Derivation readCheckedDrv(store::LocalStore& store,
 }
 
 std::shared_ptr<const DrvMap> prefetchDrvs(
-    store::LocalStore& store, const std::vector<std::string>& roots) {
+    store::LocalStore& store, const std::vector<std::string>& roots,
+    const DrvMap* checked) {
   auto map = std::make_shared<DrvMap>();
   store::DrvHashCache cache(
       store.storeDir(),
       store::fileDrvLoader(store.storeDir(), store.physicalRoot()));
+  auto known = [&](const std::string& p) {
+    std::shared_ptr<const store::Derivation> none;
+    if (!checked) return none;
+    auto it = checked->find(p);
+    return it == checked->end() ? none : it->second;
+  };
   std::vector<std::string> todo(roots.begin(), roots.end());
   while (!todo.empty()) {
     std::string p = std::move(todo.back());
     todo.pop_back();
     if (p.empty() || map->count(p)) continue;
-    std::shared_ptr<const store::Derivation> drv;
-    try {
-      drv = std::make_shared<const store::Derivation>(
-          readCheckedDrv(store, cache, store.parsePath(p)));
-    } catch (const std::exception&) {
-      continue;  // ingestion reads it again and reports the error
+    std::shared_ptr<const store::Derivation> drv = known(p);
+    if (!drv) {
+      try {
+        drv = std::make_shared<const store::Derivation>(
+            readCheckedDrv(store, cache, store.parsePath(p)));
+      } catch (const std::exception&) {
+        continue;  // ingestion reads it again and reports the error
+      }
     }
     for (auto& [in, outs] : drv->inputDrvs) todo.push_back(store.printPath(in));
     map->emplace(std::move(p), std::move(drv));

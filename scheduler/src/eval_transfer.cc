@@ -2,10 +2,9 @@
 #include "eval_transfer.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "kiln/common/hash.h"
 #include "kiln/store/compression.h"
@@ -236,6 +235,15 @@ EvalOutcome readEvalStream(Source& raw, store::LocalStore& store,
   if (r.tag != 'H') throw FormatError("evaluation result: no header first");
   readHeader(getJson(*in, r), o);
   store::LocalStore::Batch batch(store);
+  // The `.drv`s the batch checks, parsed: prefetchDrvs takes them from
+  // here instead of reading and checking each a second time.
+  auto checked = std::make_shared<DrvMap>();
+  batch.keepCheckedDerivations(
+      [&](const store::StorePath& p, store::Derivation&& drv) {
+        checked->insert_or_assign(
+            store.printPath(p),
+            std::make_shared<const store::Derivation>(std::move(drv)));
+      });
   uint64_t paths = 0;
   for (r = getRecordHead(*in); r.tag == 'P'; r = getRecordHead(*in)) {
     if (++paths > limits.maxPaths)
@@ -245,6 +253,7 @@ EvalOutcome readEvalStream(Source& raw, store::LocalStore& store,
     if (batch.size() >= 25000) batch.commit();
   }
   batch.commit();
+  o.drvs = std::move(checked);
   for (; r.tag == 'J'; r = getRecordHead(*in)) {
     if (o.jobs.size() >= limits.maxJobs)
       throw FormatError("evaluation result: too many jobs");

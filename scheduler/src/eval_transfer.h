@@ -38,8 +38,9 @@ void writeEvalStream(const EvalOutcome& o, store::LocalStore& store,
 
 /// Reads a stream written by writeEvalStream from `in`, adding its paths
 /// to `store` (checked as above; already valid ones are skipped) and
-/// returning the outcome's header fields and jobs (`drvs` is left empty;
-/// the caller parses the closure). A job whose `.drv` did not arrive
+/// returning the outcome's header fields and jobs, and in `drvs` the
+/// `.drv`s it added, parsed and checked (the caller takes the jobs'
+/// closures from there: prefetchDrvs). A job whose `.drv` did not arrive
 /// valid gets an error. Throws FormatError (or the store's errors) for a
 /// malformed or dishonest stream; nothing unchecked is ever registered.
 EvalOutcome readEvalStream(Source& in, store::LocalStore& store,

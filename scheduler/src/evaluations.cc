@@ -107,7 +107,8 @@ void Evaluations::start(const JobsetRow& js, bool force,
 void Evaluations::startImport(const EvalResultRow& row) {
   runningRequest_ = row.request;
   runningResult_ = row.id;
-  running_ = std::async(std::launch::async, [this, row] { return import(row); });
+  running_ =
+      std::async(std::launch::async, [this, row] { return import(row); });
 }
 
 // What the evaluator host sent is added to the central store as the store
@@ -122,13 +123,14 @@ EvalOutcome Evaluations::import(const EvalResultRow& row) const {
                               store::StoreDir(config_.storeDir));
     o = readEvalStream(reader, central);
     finishJobs(o, central);
-    logInfo("imported evaluation result " + std::to_string(row.id) + ": " +
-            std::to_string(o.jobs.size()) + " jobs, " +
-            std::to_string(o.drvs->size()) + " derivations in " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                               clock_.now() - start)
-                               .count()) +
-            " ms");
+    logInfo(
+        "imported evaluation result " + std::to_string(row.id) + ": " +
+        std::to_string(o.jobs.size()) + " jobs, " +
+        std::to_string(o.drvs->size()) + " derivations in " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           clock_.now() - start)
+                           .count()) +
+        " ms");
   } catch (const std::exception& e) {
     o.drvs.reset();
     o.jobs.clear();
@@ -149,7 +151,7 @@ void Evaluations::readClosure(EvalOutcome& o, store::LocalStore& store) {
     roots.push_back(j.drvPath);
     store.addTempRoot(store.parsePath(j.drvPath));
   }
-  o.drvs = prefetchDrvs(store, roots);
+  o.drvs = prefetchDrvs(store, roots, o.drvs.get());  // an import's checked
 }
 
 // The closure and dependency order as for a local evaluation; a job whose

@@ -2,6 +2,8 @@
 #include "kiln/scheduler/ingest.h"
 
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::scheduler {
@@ -97,26 +99,6 @@ StepSpec Ingestor::specOf(const std::string& drvPath,
   return s;
 }
 
-StepId Ingestor::addStepRow(const std::string& drvPath,
-                            const store::Derivation& drv,
-                            const std::vector<StepId>& deps,
-                            const std::optional<StepRow>& existing) {
-  StepSpec spec = specOf(drvPath, drv);
-  StepRow row;
-  row.drvPath = drvPath;
-  row.system = spec.system;
-  row.pname = spec.pname;
-  row.features = spec.requiredFeatures;
-  row.createdMs = clock_.nowMs();
-  int64_t id = existing ? existing->id : db_.upsertStep(row);
-  if (existing && existing->finished) db_.reopenStep(id);
-  if (existing) spec.created = TimePoint(Duration(existing->createdMs));
-  for (auto d : deps) db_.addStepDep(id, *index_.dbId(d));
-  StepId sid = core_.addStep(spec, deps);
-  index_.add(sid, id, existing ? existing->attempts : 0);
-  return sid;
-}
-
 // A step the core still holds as failed (its failed builds stay for a
 // revival) is needed by a new build: it is treated as a fresh ingestion
 // would treat it. With an unexpired cached failure the core's status
@@ -134,81 +116,218 @@ void Ingestor::refreshFailedStep(StepId step, const std::string& drvPath,
   if (auto id = index_.dbId(step)) db_.reopenStep(*id);
 }
 
-// One derivation being expanded: its parsed form and the children still to
-// visit (iterative post-order, so deep chains do not exhaust the stack).
-struct Ingestor::Frame {
-  std::string drvPath;
+// One derivation met while ingesting a batch.
+struct Ingestor::Node {
+  enum class Kind {
+    kCore,     ///< the core holds its step (`step`)
+    kValid,    ///< its outputs are valid: no step
+    kFailure,  ///< an unexpired cached failure: a step failed at once
+    kNew,      ///< a step to make, after its children's
+    kError,    ///< its `.drv` could not be read or checked (`error`)
+  };
+  Kind kind = Kind::kNew;
   std::shared_ptr<const store::Derivation> drv;
-  std::vector<std::string> children;
-  size_t next = 0;
-  std::optional<StepRow> existing;  ///< its step's row, if recorded
+  std::vector<std::string> children;  ///< kNew: its input derivations
+  std::optional<StepRow> existing;    ///< kNew, kFailure: its step's row
+  std::optional<StepId> step;         ///< once in the core
+  int64_t dbId = 0;                   ///< once recorded
+  bool planned = false;               ///< in Plan::order
+  std::exception_ptr error;
 };
 
-IngestResult Ingestor::ingest(const std::string& topPath) {
-  IngestResult r;
-  StateDb::Transaction txn(db_);
-  // Per derivation: its step, or nullopt when its outputs are valid.
-  std::map<std::string, std::optional<StepId>> done;
-  std::vector<Frame> stack;
-  int64_t now = clock_.nowMs();
+// A batch: every derivation met, and the steps to make, dependencies
+// first.
+struct Ingestor::Plan {
+  std::unordered_map<std::string, Node> nodes;
+  std::vector<std::string> order;
+};
 
-  // Resolves `drvPath` without descending, if possible; else pushes a frame.
-  auto enter = [&](const std::string& drvPath) {
-    if (done.count(drvPath)) return;
-    if (auto s = core_.findStep(drvPath)) {
-      refreshFailedStep(*s, drvPath, now);
-      done[drvPath] = *s;
-      return;
+// Resolves the closures of `frontier` a level at a time: in memory what
+// the core holds, what has valid outputs and what cannot be read; the
+// rest (and the valid ones, whose row a crash may have left open) in one
+// lookup per level. A cached failure's inputs are not visited.
+void Ingestor::explore(Plan& plan, std::vector<std::string> frontier,
+                       int64_t nowMs) {
+  while (!frontier.empty()) {
+    std::vector<std::string> toLookUp;
+    for (auto& path : frontier) {
+      auto [it, fresh] = plan.nodes.try_emplace(path);
+      if (!fresh) continue;
+      Node& n = it->second;
+      if (auto s = core_.findStep(path)) {
+        refreshFailedStep(*s, path, nowMs);
+        n.kind = Node::Kind::kCore;
+        n.step = s;
+        continue;
+      }
+      try {
+        n.drv = loadDrv(path);
+      } catch (const Error&) {
+        n.kind = Node::Kind::kError;
+        n.error = std::current_exception();
+        continue;
+      }
+      if (outputsValid(*n.drv)) n.kind = Node::Kind::kValid;
+      toLookUp.push_back(path);
     }
-    auto drv = loadDrv(drvPath);
-    if (outputsValid(*drv)) {
-      // A scheduler killed after registering the outputs but before the
-      // result left the step's row unfinished: it did succeed.
-      if (auto row = db_.stepByDrv(drvPath); row && !row->finished)
-        db_.finishStep(row->id, 0, now, "");
-      done[drvPath] = std::nullopt;
-      r.validDerivations++;
-      return;
+    auto found = db_.lookUpSteps(toLookUp, nowMs);
+    std::vector<std::string> next;
+    for (auto& path : toLookUp) {
+      Node& n = plan.nodes.at(path);
+      StateDb::StepLookup& f = found[path];
+      if (n.kind == Node::Kind::kValid) {
+        // A scheduler killed after registering the outputs but before the
+        // result left the step's row unfinished: it did succeed.
+        if (f.step && !f.step->finished)
+          db_.finishStep(f.step->id, 0, nowMs, "");
+        continue;
+      }
+      n.existing = std::move(f.step);
+      if (f.failure) {
+        n.kind = Node::Kind::kFailure;
+        continue;
+      }
+      for (auto& [in, outs] : n.drv->inputDrvs) {
+        n.children.push_back(store_.printPath(in));
+        next.push_back(n.children.back());
+      }
     }
-    auto found = db_.lookUpStep(drvPath, now);
-    if (found.failure) {
-      StepId s = addStepRow(drvPath, *drv, {}, found.step);
+    frontier = std::move(next);
+  }
+}
+
+// Appends the steps `top` needs that no earlier build of the batch planned
+// to plan.order, dependencies first (iterative post-order: deep chains do
+// not exhaust the stack). Throws the error of a bad `.drv` it needs, or a
+// cycle; the build then plans nothing.
+void Ingestor::planBuild(Plan& plan, const std::string& top, IngestResult& r) {
+  size_t before = plan.order.size();
+  std::unordered_set<std::string> seen, onStack;
+  std::vector<std::pair<const std::string*, size_t>> stack;
+  auto visit = [&](const std::string& path) {
+    if (onStack.count(path))
+      throw FormatError("ingestion: dependency cycle through " + path);
+    if (!seen.insert(path).second) return;
+    Node& n = plan.nodes.at(path);
+    if (n.kind == Node::Kind::kError) std::rethrow_exception(n.error);
+    if (n.kind == Node::Kind::kValid) r.validDerivations++;
+    if (n.planned) return;  // an earlier build of the batch needs it
+    if (n.kind == Node::Kind::kFailure) {
+      n.planned = true;
+      plan.order.push_back(path);
       r.newSteps++;
-      db_.finishStep(*index_.dbId(s),
-                     static_cast<int>(StepStatus::kCachedFailure), now,
-                     "cached failure");
-      core_.failStep(s, StepStatus::kCachedFailure);
-      done[drvPath] = s;
-      return;
+    } else if (n.kind == Node::Kind::kNew) {
+      onStack.insert(path);
+      stack.emplace_back(&plan.nodes.find(path)->first, 0);
     }
-    Frame f{drvPath, std::move(drv), {}, 0, std::move(found.step)};
-    for (auto& [in, outs] : f.drv->inputDrvs)
-      f.children.push_back(store_.printPath(in));
-    stack.push_back(std::move(f));
   };
+  try {
+    visit(top);
+    while (!stack.empty()) {
+      auto& [path, next] = stack.back();
+      Node& n = plan.nodes.at(*path);
+      if (next < n.children.size()) {
+        visit(n.children[next++]);  // may grow `stack`
+        continue;
+      }
+      n.planned = true;
+      plan.order.push_back(*path);
+      r.newSteps++;
+      onStack.erase(*path);
+      stack.pop_back();
+    }
+  } catch (...) {
+    for (size_t i = before; i < plan.order.size(); i++)
+      plan.nodes.at(plan.order[i]).planned = false;
+    plan.order.resize(before);
+    throw;
+  }
+}
 
-  enter(topPath);
-  while (!stack.empty()) {
-    Frame& f = stack.back();
-    if (f.next < f.children.size()) {
-      std::string child = f.children[f.next++];
-      for (auto& g : stack)
-        if (g.drvPath == child)
-          throw FormatError("ingestion: dependency cycle through " + child);
-      enter(child);  // may invalidate `f`
+// The planned steps' rows, dependencies and cached failures: a few
+// statements for the whole batch.
+void Ingestor::recordPlan(Plan& plan, int64_t nowMs) {
+  std::vector<StepRow> rows;
+  std::vector<Node*> inserted;
+  for (auto& path : plan.order) {
+    Node& n = plan.nodes.at(path);
+    if (n.existing) {
+      n.dbId = n.existing->id;
+      if (n.existing->finished) db_.reopenStep(n.dbId);
       continue;
     }
-    std::vector<StepId> deps;
-    for (auto& c : f.children)
-      if (auto s = done.at(c)) deps.push_back(*s);
-    StepId s = addStepRow(f.drvPath, *f.drv, deps, f.existing);
-    r.newSteps++;
-    done[f.drvPath] = s;
-    stack.pop_back();
+    StepSpec spec = specOf(path, *n.drv);
+    StepRow row;
+    row.drvPath = path;
+    row.system = spec.system;
+    row.pname = spec.pname;
+    row.features = spec.requiredFeatures;
+    row.createdMs = nowMs;
+    rows.push_back(std::move(row));
+    inserted.push_back(&n);
   }
+  auto ids = db_.insertSteps(rows);
+  for (size_t i = 0; i < ids.size(); i++) inserted[i]->dbId = ids[i];
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (auto& path : plan.order) {
+    Node& n = plan.nodes.at(path);
+    if (n.kind == Node::Kind::kFailure)
+      db_.finishStep(n.dbId, static_cast<int>(StepStatus::kCachedFailure),
+                     nowMs, "cached failure");
+    for (auto& c : n.children) {
+      Node& child = plan.nodes.at(c);
+      if (child.kind == Node::Kind::kCore)
+        edges.emplace_back(n.dbId, *index_.dbId(*child.step));
+      else if (child.kind != Node::Kind::kValid)
+        edges.emplace_back(n.dbId, child.dbId);
+    }
+  }
+  db_.addStepDeps(edges);
+}
+
+// The planned steps into the core, dependencies first, once recorded.
+void Ingestor::addPlanToCore(Plan& plan) {
+  for (auto& path : plan.order) {
+    Node& n = plan.nodes.at(path);
+    StepSpec spec = specOf(path, *n.drv);
+    if (n.existing) spec.created = TimePoint(Duration(n.existing->createdMs));
+    std::vector<StepId> deps;
+    for (auto& c : n.children)
+      if (auto s = plan.nodes.at(c).step) deps.push_back(*s);
+    StepId sid = core_.addStep(spec, deps);
+    n.step = sid;
+    index_.add(sid, n.dbId, n.existing ? n.existing->attempts : 0);
+    if (n.kind == Node::Kind::kFailure)
+      core_.failStep(sid, StepStatus::kCachedFailure);
+  }
+}
+
+IngestResult Ingestor::ingest(const std::string& topPath) {
+  auto out = ingestAll({topPath});
+  if (out[0].error) std::rethrow_exception(out[0].error);
+  return out[0].result;
+}
+
+std::vector<IngestOutcome> Ingestor::ingestAll(
+    const std::vector<std::string>& drvPaths) {
+  std::vector<IngestOutcome> out(drvPaths.size());
+  StateDb::Transaction txn(db_);
+  int64_t now = clock_.nowMs();
+  Plan plan;
+  explore(plan, drvPaths, now);
+  for (size_t i = 0; i < drvPaths.size(); i++) {
+    try {
+      planBuild(plan, drvPaths[i], out[i].result);
+    } catch (const Error&) {
+      out[i] = {IngestResult{}, std::current_exception()};
+    }
+  }
+  recordPlan(plan, now);
   txn.commit();
-  r.top = done.at(topPath);
-  return r;
+  addPlanToCore(plan);
+  for (size_t i = 0; i < drvPaths.size(); i++)
+    if (!out[i].error) out[i].result.top = plan.nodes.at(drvPaths[i]).step;
+  return out;
 }
 
 }  // namespace kiln::scheduler

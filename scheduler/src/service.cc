@@ -40,8 +40,8 @@ SchedulerConfig coreConfig(const ServiceConfig& c) {
 // `c` with the builtin evaluator's executable and the input fetcher
 // filled in.
 ServiceConfig withDefaults(ServiceConfig c) {
-  c.evaluatorConfig = withBuiltinKiln(std::move(c.evaluatorConfig),
-                                      c.kilnBinary);
+  c.evaluatorConfig =
+      withBuiltinKiln(std::move(c.evaluatorConfig), c.kilnBinary);
   if (!c.inputFetcher) c.inputFetcher = makeInputFetcher();
   return c;
 }
@@ -194,7 +194,10 @@ void SchedulerService::Impl::restoreFromDb() {
   for (auto& [pname, secs] : db.historicalDurations())
     core.setHistoricalDuration(pname, secs);
   auto builds = db.unfinishedBuilds();
-  for (auto& b : builds) startBuild(b);
+  for (size_t at = 0; at < builds.size(); at += Ingestor::kBatch)
+    startBuilds(
+        {builds.begin() + at,
+         builds.begin() + std::min(builds.size(), at + Ingestor::kBatch)});
   processEvents();
   if (!builds.empty())
     logInfo("restored " + std::to_string(builds.size()) +
@@ -223,33 +226,6 @@ void SchedulerService::Impl::holdDispatchedSteps() {
             " steps that were dispatched before the restart for " +
             std::to_string(grace.count()) +
             " ms: their workers may still run them");
-}
-
-void SchedulerService::Impl::startBuild(const BuildRow& b) {
-  IngestResult r;
-  try {
-    r = ingestor.ingest(b.drvPath);
-  } catch (const Error& e) {
-    logError("build " + std::to_string(b.id) + ": " + e.what());
-    db.finishBuild(b.id, static_cast<int>(StepStatus::kAborted), clock.nowMs(),
-                   e.what());
-    notify({LifecycleEvent::Kind::kBuildFinished, b.jobset, b.eval, b.id});
-    return;
-  }
-  if (!r.top) {  // every output valid: built already
-    announce(
-        {b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess, b.drvPath});
-    return;
-  }
-  steps.setBuildLimits(b);
-  BuildSpec spec;
-  spec.id = b.id;
-  spec.jobset = b.jobset;
-  spec.top = *r.top;
-  spec.globalPriority = b.globalPriority;
-  spec.localPriority = b.localPriority;
-  core.addBuild(spec);
-  steps.markPending();
 }
 
 // The output paths of a derivation (name → path), for StateDbSink.
@@ -384,7 +360,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   auto r = link.receive(timeout, loopWake.fd());
   turnStart = clock.now();
   // The state writes the messages cause (a step's end, its builds', the
-  // next step's start) are made after their dispatch, in order: once no
+  // next step's start) are made after their dispatch, in order: while no
   // further message waits, or after kHeldMessages of them.
   std::optional<DeferredWrites::Hold> hold;
   for (int n = 0; n < max; n++) {
@@ -398,8 +374,13 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
     if (mayDispatch()) steps.dispatch();
     bool more = r.has_value();
     if (more) r = link.receive(std::chrono::milliseconds(0), loopWake.fd());
-    if (!more || !r || (n + 1) % kHeldMessages == 0 || n + 1 == max)
-      hold.reset();
+    bool last = (n + 1) % kHeldMessages == 0 || n + 1 == max;
+    // Nothing waits: the held writes are made one at a time, and a message
+    // that arrives meanwhile is handled (and its slots filled) before the
+    // rest, which stay held, in order, with its own.
+    while (more && !r && !last && deferred.flushOne())
+      r = link.receive(std::chrono::milliseconds(0), loopWake.fd());
+    if (!more || !r || last) hold.reset();
     endTurn();
     if (!more) return;
   }

@@ -1,7 +1,8 @@
 // SchedulerService: jobset evaluations — when they start (one at a time,
 // off the service thread: Evaluations) and how what they produced is
 // recorded and ingested on the service thread (docs/scheduler.md,
-// "Evaluations").
+// "Evaluations"); builds' ingestion (startBuilds), which restarts and
+// added builds use too.
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "service_impl.h"
@@ -85,16 +86,14 @@ int64_t SchedulerService::Impl::recordEvaluation(
   txn.commit();
   KILN_FAIL_POINT("scheduler.eval.after-commit");
   if (o.drvs) ingestor.useDrvs(o.drvs);
-  // Serve the workers every couple of milliseconds meanwhile (results,
-  // uploads, dispatch), so none idles.
-  auto lastServe = clock.now();
-  for (auto& b : toStart) {
-    if (clock.now() - lastServe >= std::chrono::milliseconds(2)) {
-      endTurn();
-      serveMessages(std::chrono::milliseconds(0), 100);
-      lastServe = clock.now();
-    }
-    startBuild(b);
+  // A batch of builds at a time (a few statements, a couple of
+  // milliseconds each); the workers are served after each (results,
+  // uploads, and the dispatch of what the batch made ready), so none idles.
+  for (size_t at = 0; at < toStart.size(); at += Ingestor::kBatch) {
+    size_t end = std::min(toStart.size(), at + Ingestor::kBatch);
+    startBuilds({toStart.begin() + at, toStart.begin() + end});
+    endTurn();
+    serveMessages(std::chrono::milliseconds(0), 100);
   }
   processEvents();
   return evalId;
@@ -140,6 +139,55 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
     toStart.push_back(std::move(b));
   }
   return toStart;
+}
+
+void SchedulerService::Impl::startBuild(const BuildRow& b) { startBuilds({b}); }
+
+// One ingestion (Ingestor::ingestAll) for `builds`: a build whose closure
+// cannot be ingested is aborted with the reason.
+void SchedulerService::Impl::startBuilds(const std::vector<BuildRow>& builds) {
+  std::vector<std::string> drvs;
+  for (auto& b : builds) drvs.push_back(b.drvPath);
+  std::vector<IngestOutcome> outcomes;
+  try {
+    outcomes = ingestor.ingestAll(drvs);
+  } catch (const Error&) {
+    outcomes.assign(builds.size(), {IngestResult{}, std::current_exception()});
+  }
+  for (size_t i = 0; i < builds.size(); i++)
+    startIngested(builds[i], outcomes[i]);
+}
+
+void SchedulerService::Impl::startIngested(const BuildRow& b,
+                                           const IngestOutcome& o) {
+  if (o.error) {
+    std::string why;
+    try {
+      std::rethrow_exception(o.error);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    logError("build " + std::to_string(b.id) + ": " + why);
+    db.finishBuild(b.id, static_cast<int>(StepStatus::kAborted), clock.nowMs(),
+                   why);
+    notify({LifecycleEvent::Kind::kBuildFinished, b.jobset, b.eval, b.id});
+    return;
+  }
+  const IngestResult& r = o.result;
+  if (!r.top) {  // every output valid: built already
+    announce(
+        {b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess, b.drvPath});
+    return;
+  }
+  steps.setBuildLimits(b);
+  BuildSpec spec;
+  spec.id = b.id;
+  spec.jobset = b.jobset;
+  spec.top = *r.top;
+  spec.globalPriority = b.globalPriority;
+  spec.localPriority = b.localPriority;
+  core.addBuild(spec);
+  steps.markPending();
 }
 
 void SchedulerService::Impl::evaluationStarted(int64_t jobset) {

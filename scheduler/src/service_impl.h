@@ -9,15 +9,15 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "deferred_writes.h"
 #include "evaluations.h"
 #include "input_server.h"
 #include "kiln/common/file_lock.h"
-#include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/common/sync.h"
 #include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/cache_publisher.h"
@@ -25,9 +25,9 @@
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
 #include "kiln/scheduler/requests.h"
-#include "kiln/scheduler/sql_listener.h"
+#include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/scheduler/service.h"
-#include "deferred_writes.h"
+#include "kiln/scheduler/sql_listener.h"
 #include "log_mirror.h"
 #include "running_steps.h"
 #include "uploads.h"
@@ -133,6 +133,10 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// before the restart, for their workers to report them (adoption).
   void holdDispatchedSteps();
   void startBuild(const BuildRow& b);
+  /// Ingests `builds` in one batch and adds them to the core (a build
+  /// whose closure cannot be ingested is aborted).
+  void startBuilds(const std::vector<BuildRow>& builds);
+  void startIngested(const BuildRow& b, const IngestOutcome& o);
   std::vector<std::pair<std::string, std::string>> outputsOf(
       const std::string& drvPath);
   /// Hands `ev` to every sink (exceptions logged).

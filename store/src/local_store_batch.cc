@@ -34,6 +34,8 @@ struct LocalStore::Batch::State {
   std::optional<DrvHashCache> drvHashes;
   // A cache whose checked `.drv`s need no second check (see trustHashes).
   const DrvHashCache* trusted = nullptr;
+  // Where checked `.drv`s go (keepCheckedDerivations), if anywhere.
+  std::function<void(const StorePath&, Derivation&&)> checkedSink;
 
   // Checks the `.drv` `info.path` whose file holds `contents`: its outputs
   // must be those its contents imply (checkDerivationFile).
@@ -106,7 +108,9 @@ void LocalStore::Batch::State::checkDrv(LocalStore& store,
     drvHashes.emplace(store.storeDir(), [this, &store](const StorePath& p) {
       return loadDrv(store, p);
     });
-  checkDerivationFile(*drvHashes, info.path, contents, info.references);
+  Derivation drv =
+      checkDerivationFile(*drvHashes, info.path, contents, info.references);
+  if (checkedSink) checkedSink(info.path, std::move(drv));
 }
 
 LocalStore::Batch::Batch(LocalStore& store, Sync sync)
@@ -177,8 +181,7 @@ bool LocalStore::Batch::add(const ValidPathInfo& info, Source* nar,
   if (nar) temp = impl.writeTemp(info, *nar, fsyncEach, checks);
   PathGuard guard(temp);
   if (!nar) impl.checkAdopted(info, temp, fsyncEach, checks);
-  if (path.isDerivation())
-    state_->checkDrv(store_, info, drvText, caComputed);
+  if (path.isDerivation()) state_->checkDrv(store_, info, drvText, caComputed);
   state_->entries.push_back({info, temp, std::nullopt});
   guard.dismiss();
   state_->index.emplace(path.baseName(), state_->entries.size() - 1);
@@ -214,7 +217,8 @@ StorePath LocalStore::Batch::addPath(const std::string& fsPath,
   info.narHash = hash;
   info.narSize = size;
   info.ca = makeFixedCa(true, hash);
-  if (queued(info.path) || store_.impl_->knownValid(info.path)) return info.path;
+  if (queued(info.path) || store_.impl_->knownValid(info.path))
+    return info.path;
   store_.addTempRoot(info.path);
   if (store_.isValid(info.path)) return info.path;
   // Second pass: the tree is serialised again straight into the restorer;
@@ -226,6 +230,11 @@ StorePath LocalStore::Batch::addPath(const std::string& fsPath,
     throw Error("'" + src + "' changed while it was being added to the store");
   }
   return info.path;
+}
+
+void LocalStore::Batch::keepCheckedDerivations(
+    std::function<void(const StorePath&, Derivation&&)> sink) {
+  state_->checkedSink = std::move(sink);
 }
 
 void LocalStore::Batch::trustHashes(const DrvHashCache* cache) {
@@ -295,8 +304,8 @@ void LocalStore::Batch::State::insertRows(Impl& impl, SqliteDb& d,
   }
 }
 
-void LocalStore::Batch::State::placeAndRegister(LocalStore& store,
-                                                const std::vector<bool>& valid) {
+void LocalStore::Batch::State::placeAndRegister(
+    LocalStore& store, const std::vector<bool>& valid) {
   auto& impl = *store.impl_;
   std::vector<Entry*> fresh;
   std::vector<std::string> placed;  // renamed into place, not registered

@@ -13,9 +13,6 @@
 // every kMaxQueued statements. A transaction of writes then costs one
 // round trip instead of one per statement, and a failing write is
 // reported by the commit of its innermost transaction at the latest.
-#include <libpq-fe.h>
-
-#include <cerrno>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -25,98 +22,28 @@
 
 #include "kiln/common/file.h"
 #include "kiln/scheduler/sql.h"
-#include "kiln/scheduler/state_db.h"  // SchedulerStateError
 #include "pg_connect.h"
 #include "postgres_text.h"
+#include "sql_postgres_stmt.h"
 
 namespace kiln::scheduler {
 namespace {
 
 using detail::numberPlaceholders;
+using detail::PgParam;
+using detail::PgResult;
+using detail::PgRunner;
+using detail::PostgresStmt;
 using detail::transientState;
+using Result = PgResult;
+using Param = PgParam;
 
-struct ResultFree {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using Result = std::unique_ptr<PGresult, ResultFree>;
-
-class PostgresConnection;
-
-// A bound parameter: its text (or bytes, when `binary`), or NULL.
-struct Param {
-  std::optional<std::string> value;
-  bool binary = false;
-};
-
-class PostgresStmt : public SqlStmtImpl {
- public:
-  PostgresStmt(PostgresConnection& c, std::string sql, int params)
-      : c_(c), sql_(std::move(sql)), params_(params) {}
-
-  void bindInt(int64_t v) override { push(std::to_string(v)); }
-  void bindText(std::string_view v) override {
-    // PostgreSQL would refuse the statement (and with it the transaction):
-    // say what is wrong with the caller's text instead.
-    if (!isUtf8(v) || v.find('\0') != std::string_view::npos)
-      throw SchedulerStateError(
-          "text is not valid UTF-8 (or holds a NUL byte), which a "
-          "PostgreSQL state database cannot store or compare");
-    push(std::string(v));
-  }
-  void bindNull() override { push(std::nullopt); }
-  void bindBlob(std::string_view v) override {
-    push(std::string(v));
-    values_.back().binary = true;
-  }
-  bool step() override;
-  void execute() override;
-  void reset() override {
-    values_.clear();
-    res_.reset();
-    row_ = -1;
-  }
-  int64_t getInt(int col) const override;
-  double getDouble(int col) const override {
-    return std::strtod(PQgetvalue(res_.get(), row_, col), nullptr);
-  }
-  std::string getStr(int col) const override {
-    check(col);
-    return std::string(PQgetvalue(res_.get(), row_, col),
-                       PQgetlength(res_.get(), row_, col));
-  }
-  bool isNull(int col) const override {
-    check(col);
-    return PQgetisnull(res_.get(), row_, col) != 0;
-  }
-  int columnCount() const override { return res_ ? PQnfields(res_.get()) : 0; }
-  std::string getBlob(int col) const override;
-
- private:
-  void push(std::optional<std::string> v) {
-    if (static_cast<int>(values_.size()) >= params_)
-      throw SqlError("too many parameters bound to '" + sql_ + "'", false);
-    values_.push_back({std::move(v), false});
-  }
-  void check(int col) const {
-    if (!res_ || row_ < 0 || row_ >= PQntuples(res_.get()) || col < 0 ||
-        col >= PQnfields(res_.get()))
-      throw SqlError("no column " + std::to_string(col) + " in '" + sql_ + "'",
-                     false);
-  }
-
-  PostgresConnection& c_;
-  std::string sql_;
-  int params_;
-  std::vector<Param> values_;
-  Result res_;
-  int row_ = -1;
-};
-
-class PostgresConnection : public SqlConnection {
+class PostgresConnection : public SqlConnection, public PgRunner {
   struct Statement {
     std::string name;      ///< the server-side statement
     std::string numbered;  ///< the text with `$n` placeholders
     int params = 0;
+    bool eachRun = false;  ///< planned at each run, never prepared
   };
 
  public:
@@ -132,16 +59,10 @@ class PostgresConnection : public SqlConnection {
   const std::string& describe() const override { return url_; }
 
   SqlStmt prepare(std::string_view sql) override {
-    std::string text(sql);
-    auto it = statements_.find(text);
-    if (it == statements_.end()) {
-      Statement st;
-      st.numbered = numberPlaceholders(sql, st.params);
-      st.name = "k" + std::to_string(statements_.size() + 1);
-      it = statements_.emplace(text, std::move(st)).first;
-    }
-    return SqlStmt(
-        std::make_unique<PostgresStmt>(*this, text, it->second.params));
+    return prepareAs(sql, false);
+  }
+  SqlStmt prepareEachRun(std::string_view sql) override {
+    return prepareAs(sql, true);
   }
 
   void exec(std::string_view sql) override {
@@ -199,7 +120,8 @@ class PostgresConnection : public SqlConnection {
   /// Runs `sql` (prepared by prepare()) with `values` and returns its
   /// result (for PostgresStmt::step): in the pipeline, after the results
   /// queued before it.
-  Result run(const std::string& sql, const std::vector<Param>& values) {
+  Result run(const std::string& sql,
+             const std::vector<Param>& values) override {
     if (pipeline_) {
       sendPrepared(sql, values);
       return readQueued(true);
@@ -207,8 +129,12 @@ class PostgresConnection : public SqlConnection {
     ensureUsable(sql);
     const Statement& st = preparedOnServer(sql);
     Params p(values);
-    Result r(PQexecPrepared(conn_, st.name.c_str(), p.count(), p.values.data(),
-                            p.lengths.data(), p.formats.data(), 0));
+    Result r(st.eachRun ? PQexecParams(conn_, st.numbered.c_str(), p.count(),
+                                       nullptr, p.values.data(),
+                                       p.lengths.data(), p.formats.data(), 0)
+                        : PQexecPrepared(conn_, st.name.c_str(), p.count(),
+                                         p.values.data(), p.lengths.data(),
+                                         p.formats.data(), 0));
     checkResult(r.get(), "running '" + sql + "'");
     noteChanges(r.get());
     return r;
@@ -217,7 +143,7 @@ class PostgresConnection : public SqlConnection {
   /// Runs `sql` with `values` when nobody reads its rows: inside a
   /// transaction it is queued in the pipeline (PostgresStmt::execute).
   void runWithoutRows(const std::string& sql,
-                      const std::vector<Param>& values) {
+                      const std::vector<Param>& values) override {
     if (!inTransaction()) {
       run(sql, values);
       return;
@@ -257,6 +183,20 @@ class PostgresConnection : public SqlConnection {
     std::vector<int> lengths, formats;
   };
 
+  SqlStmt prepareAs(std::string_view sql, bool eachRun) {
+    std::string text(sql);
+    auto it = statements_.find(text);
+    if (it == statements_.end()) {
+      Statement st;
+      st.numbered = numberPlaceholders(sql, st.params);
+      st.name = "k" + std::to_string(statements_.size() + 1);
+      st.eachRun = eachRun;
+      it = statements_.emplace(text, std::move(st)).first;
+    }
+    return SqlStmt(
+        std::make_unique<PostgresStmt>(*this, text, it->second.params));
+  }
+
   void noteChanges(PGresult* r) {
     const char* n = PQcmdTuples(r);
     if (n && *n) changes_ = std::strtoll(n, nullptr, 10);
@@ -266,7 +206,7 @@ class PostgresConnection : public SqlConnection {
   // re-opened since): synchronously, or queued in the pipeline.
   const Statement& preparedOnServer(const std::string& sql) {
     const Statement& st = statements_.at(sql);
-    if (onServer_.count(st.name)) return st;
+    if (st.eachRun || onServer_.count(st.name)) return st;
     if (pipeline_) {
       if (!PQsendPrepare(conn_, st.name.c_str(), st.numbered.c_str(), 0,
                          nullptr))
@@ -302,9 +242,12 @@ class PostgresConnection : public SqlConnection {
     enterPipeline();
     const Statement& st = preparedOnServer(sql);
     Params p(values);
-    if (!PQsendQueryPrepared(conn_, st.name.c_str(), p.count(),
-                             p.values.data(), p.lengths.data(),
-                             p.formats.data(), 0))
+    if (!(st.eachRun ? PQsendQueryParams(conn_, st.numbered.c_str(), p.count(),
+                                         nullptr, p.values.data(),
+                                         p.lengths.data(), p.formats.data(), 0)
+                     : PQsendQueryPrepared(conn_, st.name.c_str(), p.count(),
+                                           p.values.data(), p.lengths.data(),
+                                           p.formats.data(), 0)))
       failSend("sending '" + sql + "'");
     queued_.push_back({"running '" + sql + "'", ""});
   }
@@ -457,64 +400,6 @@ class PostgresConnection : public SqlConnection {
   int64_t changes_ = 0;
   bool lostInTransaction_ = false;
 };
-
-bool PostgresStmt::step() {
-  if (!res_) {
-    if (static_cast<int>(values_.size()) != params_)
-      throw SqlError("'" + sql_ + "' has " + std::to_string(params_) +
-                         " parameters, " + std::to_string(values_.size()) +
-                         " bound",
-                     false);
-    res_ = c_.run(sql_, values_);
-    row_ = 0;
-  } else {
-    ++row_;
-  }
-  return row_ < PQntuples(res_.get());
-}
-
-void PostgresStmt::execute() {
-  if (static_cast<int>(values_.size()) != params_)
-    throw SqlError("'" + sql_ + "' has " + std::to_string(params_) +
-                       " parameters, " + std::to_string(values_.size()) +
-                       " bound",
-                   false);
-  c_.runWithoutRows(sql_, values_);
-  reset();
-}
-
-std::string PostgresStmt::getBlob(int col) const {
-  check(col);
-  if (PQgetisnull(res_.get(), row_, col)) return "";
-  // BYTEA's text form (hex, or the old escape format): libpq decodes both.
-  size_t n = 0;
-  auto* text =
-      reinterpret_cast<const unsigned char*>(PQgetvalue(res_.get(), row_, col));
-  unsigned char* bytes = PQunescapeBytea(text, &n);
-  if (!bytes)
-    throw SqlError("column " + std::to_string(col) + " of '" + sql_ +
-                       "' is not BYTEA (or memory ran out)",
-                   false);
-  std::string out(reinterpret_cast<const char*>(bytes), n);
-  PQfreemem(bytes);
-  return out;
-}
-
-int64_t PostgresStmt::getInt(int col) const {
-  check(col);
-  if (PQgetisnull(res_.get(), row_, col)) return 0;
-  const char* v = PQgetvalue(res_.get(), row_, col);
-  if (v[0] == 't' && v[1] == 0) return 1;
-  if (v[0] == 'f' && v[1] == 0) return 0;
-  errno = 0;
-  char* end = nullptr;
-  long long n = std::strtoll(v, &end, 10);
-  if (errno != 0 || end == v || (*end != 0 && *end != '.'))
-    throw SqlError("column " + std::to_string(col) + " of '" + sql_ +
-                       "' is not an integer: '" + v + "'",
-                   false);
-  return n;
-}
 
 }  // namespace
 

@@ -203,41 +203,6 @@ std::vector<EvalErrorRow> StateDb::evaluationErrors(int64_t eval) {
   });
 }
 
-namespace {
-
-// Statements over many rows take them in chunks of these sizes, largest
-// first, so that a connection prepares at most five such texts (each
-// PostgreSQL connection keeps every text it prepared) and 256 builds'
-// 16 parameters stay under both backends' limits (SQLite: 32,766).
-constexpr size_t kChunkSizes[] = {256, 64, 16, 4, 1};
-
-// Calls fn(first, count) for consecutive chunks covering [0, n).
-template <class Fn>
-void forEachChunk(size_t n, Fn fn) {
-  for (size_t at = 0; at < n;) {
-    size_t count = 1;
-    for (size_t c : kChunkSizes)
-      if (n - at >= c) {
-        count = c;
-        break;
-      }
-    fn(at, count);
-    at += count;
-  }
-}
-
-// "(?, ?, ...)" with `n` placeholders, `rows` times, comma-separated.
-std::string placeholderRows(size_t rows, size_t n) {
-  std::string row = "(?";
-  for (size_t i = 1; i < n; i++) row += ", ?";
-  row += ")";
-  std::string out;
-  for (size_t i = 0; i < rows; i++) out += (i ? ", " : "") + row;
-  return out;
-}
-
-}  // namespace
-
 int64_t StateDb::createBuild(const BuildRow& b) {
   return createBuilds({b}).front();
 }
@@ -365,7 +330,8 @@ std::map<std::string, BuildRow> StateDb::finishedBuildsOfDrvs(
     const std::vector<std::string>& drvPaths) {
   std::map<std::string, BuildRow> out;
   forEachChunk(drvPaths.size(), [&](size_t first, size_t count) {
-    auto s = db_->prepare(
+    // Planned at each run: see lookUpSteps.
+    auto s = db_->prepareEachRun(
         std::string("SELECT ") + kBuildColumns +
         " FROM builds WHERE id IN (SELECT max(id) FROM builds WHERE "
         "finished = 1 AND drv_path IN " +

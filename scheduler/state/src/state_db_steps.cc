@@ -1,5 +1,7 @@
 // StateDb's steps, their dependencies, cached failures, the request
 // queue and historical durations (the rest: state_db.cc).
+#include <unordered_map>
+
 #include "kiln/scheduler/state_db.h"
 #include "state_rows.h"
 
@@ -7,22 +9,45 @@ namespace kiln::scheduler {
 
 using namespace detail;
 
-// The INSERT first: the ingestor, the one caller, upserts mostly new
-// steps (it looked the row up just before), and a statement less per step
-// is a round trip less on PostgreSQL. An existing row is read after the
-// INSERT that did nothing (on PostgreSQL that costs an id of the sequence).
 int64_t StateDb::upsertStep(const StepRow& r) {
-  auto ins = db_->prepare(
-      "INSERT INTO steps (drv_path, system, pname, features, created) "
-      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (drv_path) DO NOTHING RETURNING id");
-  ins.bind(r.drvPath)
-      .bind(r.system)
-      .bind(r.pname)
-      .bind(joinWords(r.features))
-      .bind(r.createdMs);
-  if (ins.step()) return ins.getInt(0);
-  if (auto existing = stepByDrv(r.drvPath)) return existing->id;
-  throw Error("the step of " + r.drvPath + " is neither inserted nor found");
+  return insertSteps({r}).front();
+}
+
+// The INSERT first: the ingestor, the one caller, inserts steps it looked
+// up just before and did not find, a few hundred per statement (one
+// statement each cost a round trip on PostgreSQL). A row that exists
+// already is read after the INSERT that skipped it.
+std::vector<int64_t> StateDb::insertSteps(const std::vector<StepRow>& rows) {
+  std::vector<int64_t> ids(rows.size(), 0);
+  forEachChunk(rows.size(), [&](size_t first, size_t count) {
+    auto s = db_->prepare(
+        "INSERT INTO steps (drv_path, system, pname, features, created) "
+        "VALUES " +
+        placeholderRows(count, 5) +
+        " ON CONFLICT (drv_path) DO NOTHING RETURNING id, drv_path");
+    std::unordered_map<std::string, int64_t> inserted;
+    for (size_t i = first; i < first + count; i++) {
+      const StepRow& r = rows[i];
+      s.bind(r.drvPath)
+          .bind(r.system)
+          .bind(r.pname)
+          .bind(joinWords(r.features))
+          .bind(r.createdMs);
+    }
+    while (s.step()) inserted.emplace(s.getStr(1), s.getInt(0));
+    for (size_t i = first; i < first + count; i++) {
+      auto it = inserted.find(rows[i].drvPath);
+      if (it != inserted.end()) {
+        ids[i] = it->second;
+      } else if (auto existing = stepByDrv(rows[i].drvPath)) {
+        ids[i] = existing->id;
+      } else {
+        throw Error("the step of " + rows[i].drvPath +
+                    " is neither inserted nor found");
+      }
+    }
+  });
+  return ids;
 }
 
 std::optional<StepRow> StateDb::step(int64_t id) {
@@ -41,22 +66,41 @@ std::optional<StepRow> StateDb::stepByDrv(const std::string& drvPath) {
 
 StateDb::StepLookup StateDb::lookUpStep(const std::string& drvPath,
                                         int64_t nowMs) {
-  // One row whatever exists: the step's columns (NULL when it has none),
-  // then its cached failure's status, time and expiry.
-  auto s = db_->prepare(
-      std::string("SELECT s.*, f.status, f.time, f.expires FROM (SELECT 1 "
-                  "AS one) o LEFT JOIN (SELECT ") +
-      kStepColumns +
-      " FROM steps WHERE drv_path = ?) s ON 1 = 1 LEFT JOIN cached_failures "
-      "f ON f.drv_path = ? AND (f.expires = 0 OR f.expires > ?)");
-  s.bind(drvPath).bind(drvPath).bind(nowMs);
-  StepLookup out;
-  if (!s.step()) return out;
-  int first = s.columnCount() - 3;
-  if (!s.isNull(0)) out.step = readStep(s);
-  if (!s.isNull(first))
-    out.failure = CachedFailureRow{drvPath, static_cast<int>(s.getInt(first)),
-                                   s.getInt(first + 1), s.getInt(first + 2)};
+  return lookUpSteps({drvPath}, nowMs)[drvPath];
+}
+
+// One statement per few hundred paths: a row per step found (its columns,
+// then NULLs) and one per unexpired cached failure (NULLs, then its
+// status, time and expiry), each ending with its path. Planned at each
+// run (prepareEachRun): the plan PostgreSQL cached while `steps` was small
+// scanned the whole table, at every statement as the evaluation grew it.
+std::unordered_map<std::string, StateDb::StepLookup> StateDb::lookUpSteps(
+    const std::vector<std::string>& drvPaths, int64_t nowMs) {
+  std::unordered_map<std::string, StepLookup> out;
+  forEachChunk(drvPaths.size(), [&](size_t first, size_t count) {
+    std::string in = placeholderRows(1, count);
+    auto s =
+        db_->prepareEachRun(std::string("SELECT ") + kStepColumns +
+                            ", NULL, NULL, NULL, drv_path FROM steps WHERE "
+                            "drv_path IN " +
+                            in + " UNION ALL SELECT " + kStepNulls +
+                            ", status, time, expires, drv_path FROM "
+                            "cached_failures WHERE drv_path IN " +
+                            in + " AND (expires = 0 OR expires > ?)");
+    for (int half = 0; half < 2; half++)
+      for (size_t i = first; i < first + count; i++) s.bind(drvPaths[i]);
+    s.bind(nowMs);
+    for (size_t i = first; i < first + count; i++) out[drvPaths[i]];
+    while (s.step()) {
+      int first = s.columnCount() - 4;
+      std::string path = s.getStr(first + 3);
+      StepLookup& l = out[path];
+      if (!s.isNull(0)) l.step = readStep(s);
+      if (!s.isNull(first))
+        l.failure = CachedFailureRow{path, static_cast<int>(s.getInt(first)),
+                                     s.getInt(first + 1), s.getInt(first + 2)};
+    }
+  });
   return out;
 }
 
@@ -73,12 +117,19 @@ std::optional<StepRow> StateDb::stepByBaseName(const std::string& base) {
 }
 
 void StateDb::addStepDep(int64_t step, int64_t dep) {
-  db_->prepare(
-         "INSERT INTO step_deps (step, dep) VALUES (?, ?) "
-         "ON CONFLICT DO NOTHING")
-      .bind(step)
-      .bind(dep)
-      .exec();
+  addStepDeps({{step, dep}});
+}
+
+void StateDb::addStepDeps(
+    const std::vector<std::pair<int64_t, int64_t>>& edges) {
+  forEachChunk(edges.size(), [&](size_t first, size_t count) {
+    auto s =
+        db_->prepare("INSERT INTO step_deps (step, dep) VALUES " +
+                     placeholderRows(count, 2) + " ON CONFLICT DO NOTHING");
+    for (size_t i = first; i < first + count; i++)
+      s.bind(edges[i].first).bind(edges[i].second);
+    s.exec();
+  });
 }
 
 std::vector<int64_t> StateDb::stepDeps(int64_t step) {

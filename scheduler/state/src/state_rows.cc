@@ -91,6 +91,9 @@ const char* const kStepColumns =
     "id, drv_path, system, pname, features, finished, status, error, "
     "attempts, worker, created, start_time, stop_time, peak_memory, "
     "cpu_time_us, build_dir_bytes";
+const char* const kStepNulls =
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+    "NULL, NULL, NULL, NULL, NULL";
 
 StepRow readStep(const SqlStmt& s) {
   StepRow r;
@@ -116,6 +119,15 @@ StepRow readStep(const SqlStmt& s) {
 EvaluationRow readEval(const SqlStmt& s) {
   return {s.getInt(0), s.getInt(1), s.getStr(2), s.getInt(3),
           s.getInt(4), s.getInt(5), s.getStr(6)};
+}
+
+std::string placeholderRows(size_t rows, size_t n) {
+  std::string row = "(?";
+  for (size_t i = 1; i < n; i++) row += ", ?";
+  row += ")";
+  std::string out;
+  for (size_t i = 0; i < rows; i++) out += (i ? ", " : "") + row;
+  return out;
 }
 
 }  // namespace kiln::scheduler::detail

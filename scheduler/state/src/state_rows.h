@@ -38,6 +38,8 @@ extern const char* const kJobsetColumns;
 extern const char* const kBuildColumns;
 /// Columns of `steps` in the order readStep expects.
 extern const char* const kStepColumns;
+/// As many NULLs as kStepColumns has columns (the other half of a UNION).
+extern const char* const kStepNulls;
 
 /// The row under `s` (selected with the matching column list).
 JobsetRow readJobset(const SqlStmt& s);
@@ -79,5 +81,31 @@ std::optional<Row> readOne(SqlStmt& s, Read read) {
   if (!s.step()) return std::nullopt;
   return read(s);
 }
+
+/// Statements over many rows take them in chunks of these sizes, largest
+/// first, so that a connection prepares at most five texts of each such
+/// statement (each PostgreSQL connection keeps every text it prepared) and
+/// 256 rows of 16 parameters stay under both backends' limits (SQLite:
+/// 32,766).
+inline constexpr size_t kChunkSizes[] = {256, 64, 16, 4, 1};
+
+/// Calls fn(first, count) for consecutive chunks (kChunkSizes) covering
+/// [0, n).
+template <class Fn>
+void forEachChunk(size_t n, Fn fn) {
+  for (size_t at = 0; at < n;) {
+    size_t count = 1;
+    for (size_t c : kChunkSizes)
+      if (n - at >= c) {
+        count = c;
+        break;
+      }
+    fn(at, count);
+    at += count;
+  }
+}
+
+/// "(?, ?, ...)" with `n` placeholders, `rows` times, comma-separated.
+std::string placeholderRows(size_t rows, size_t n);
 
 }  // namespace kiln::scheduler::detail

@@ -87,9 +87,20 @@ TEST_F(EvalTransferTest, WhatArrivesIsWhatWasSent) {
   EXPECT_EQ(got.jobs[2].error, "error: this job is broken");
   EXPECT_TRUE(to_.isValid(to_.parsePath(a_)));
   EXPECT_TRUE(to_.isValid(to_.parsePath(b_)));
+  // The `.drv`s it added come parsed and checked: the prefetch of the
+  // jobs' closures takes them instead of reading them again.
+  ASSERT_TRUE(got.drvs);
+  ASSERT_TRUE(got.drvs->count(b_));
+  EXPECT_EQ(got.drvs->at(b_)->name, "b");
+  auto closure = prefetchDrvs(to_, {b_}, got.drvs.get());
+  EXPECT_EQ(closure->at(b_), got.drvs->at(b_));
   // A second import of the same closure skips what is valid.
   StringSource again(s);
-  EXPECT_EQ(readEvalStream(again, to_).jobs.size(), 3u);
+  auto second = readEvalStream(again, to_);
+  EXPECT_EQ(second.jobs.size(), 3u);
+  EXPECT_TRUE(second.drvs->empty());
+  EXPECT_EQ(prefetchDrvs(to_, {b_}, second.drvs.get())->size(),
+            closure->size());
 }
 
 // Jobs in any order, and a diamond (d needs b and c, c needs b): every

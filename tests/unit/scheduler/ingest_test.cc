@@ -27,9 +27,7 @@ class IngestTest : public ::testing::Test {
   std::string b_ = makeDrv(store_, "b", {a_});
   std::string c_ = makeDrv(store_, "c", {b_});
 
-  void addBuild(BuildId id, StepId top) {
-    core_.addBuild({id, 1, top, 0, 0});
-  }
+  void addBuild(BuildId id, StepId top) { core_.addBuild({id, 1, top, 0, 0}); }
 };
 
 TEST_F(IngestTest, ExpandsTheWholeClosureDependenciesFirst) {
@@ -163,6 +161,37 @@ TEST_F(IngestTest, AMissingDerivationIsNamed) {
   } catch (const store::InvalidPathError& e) {
     EXPECT_NE(std::string(e.what()).find("nothere.drv"), std::string::npos);
   }
+}
+
+// A batch (Ingestor::ingestAll) gives each build what ingesting them one
+// after the other would: shared steps made once, by the first build that
+// needs them, and a bad build aborted alone.
+TEST_F(IngestTest, ABatchIsIngestedAsOneBuildAfterTheOther) {
+  std::string d = makeDrv(store_, "d", {b_});
+  makeOutputValid(store_, a_);
+  std::string missing =
+      "/nix/store/00000000000000000000000000000000-nothere.drv";
+  auto out = ingestor_.ingestAll({c_, missing, d, b_, c_});
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_FALSE(out[0].error);
+  EXPECT_EQ(out[0].result.newSteps, 2u);  // c and b; a is valid
+  EXPECT_EQ(out[0].result.validDerivations, 1u);
+  ASSERT_TRUE(out[1].error);
+  EXPECT_THROW(std::rethrow_exception(out[1].error), store::InvalidPathError);
+  EXPECT_EQ(out[2].result.newSteps, 1u);  // d alone: b is c's
+  EXPECT_EQ(out[3].result.newSteps, 0u);
+  EXPECT_EQ(out[4].result.newSteps, 0u);
+  EXPECT_EQ(out[4].result.top, out[0].result.top);
+  EXPECT_EQ(ingestor_.index().size(), 3u);
+  StepId b = *core_.findStep(b_), dStep = *out[2].result.top;
+  EXPECT_EQ(*out[3].result.top, b);
+  int64_t bRow = db_.stepByDrv(b_)->id, dRow = db_.stepByDrv(d)->id;
+  EXPECT_EQ(*ingestor_.index().dbId(dStep), dRow);
+  EXPECT_EQ(db_.stepDeps(dRow), std::vector<int64_t>{bRow});
+  EXPECT_TRUE(db_.stepDeps(bRow).empty());  // a is valid: no edge
+  addBuild(1, dStep);
+  EXPECT_EQ(core_.whyWaiting(dStep).kind,
+            WaitReason::Kind::kWaitingForDependencies);
 }
 
 }  // namespace

@@ -119,5 +119,85 @@ TEST_P(SqlPipelineTest, LooksUpAStepAndItsCachedFailureAtOnce) {
   EXPECT_EQ(failure.failure->status, 1);
 }
 
+// The batch forms (Ingestor::ingestAll): more rows than one statement
+// takes (chunks of 256, 64, ...), paths already recorded, repeats.
+TEST_P(SqlPipelineTest, InsertsLooksUpAndLinksStepsInBatches) {
+  auto path = [](int i) { return "/nix/store/s" + std::to_string(i) + ".drv"; };
+  StepRow first;
+  first.drvPath = path(3);
+  first.system = "x86_64-linux";
+  int64_t existing = db_.upsertStep(first);
+  db_.addCachedFailure({path(5), 1, 100, 0});
+  std::vector<StepRow> rows;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 333; i++) {
+    StepRow r;
+    r.drvPath = path(i);
+    r.system = "x86_64-linux";
+    r.pname = "p" + std::to_string(i);
+    r.features = {"kvm"};
+    r.createdMs = i;
+    rows.push_back(r);
+    paths.push_back(path(i));
+  }
+  paths.push_back(path(1000));  // never recorded
+  std::vector<int64_t> ids;
+  {
+    StateDb::Transaction txn(db_);
+    ids = db_.insertSteps(rows);
+    std::vector<std::pair<int64_t, int64_t>> edges;
+    for (size_t i = 1; i < ids.size(); i++) edges.emplace_back(ids[i], ids[0]);
+    edges.emplace_back(ids[2], ids[0]);  // again
+    db_.addStepDeps(edges);
+    txn.commit();
+  }
+  ASSERT_EQ(ids.size(), rows.size());
+  EXPECT_EQ(ids[3], existing);
+  for (int i = 0; i < 333; i++) {
+    auto row = db_.step(ids[i]);
+    ASSERT_TRUE(row) << i;
+    EXPECT_EQ(row->drvPath, path(i));
+    if (i != 3) {
+      EXPECT_EQ(row->pname, "p" + std::to_string(i));
+      EXPECT_EQ(row->features, std::vector<std::string>{"kvm"});
+    }
+  }
+  EXPECT_EQ(db_.stepDeps(ids[2]), std::vector<int64_t>{ids[0]});
+  EXPECT_TRUE(db_.stepDeps(ids[0]).empty());
+  auto found = db_.lookUpSteps(paths, 10);
+  ASSERT_EQ(found.size(), paths.size());
+  for (int i = 0; i < 333; i++) {
+    ASSERT_TRUE(found[path(i)].step) << i;
+    EXPECT_EQ(found[path(i)].step->id, ids[i]);
+    EXPECT_EQ(found[path(i)].failure.has_value(), i == 5) << i;
+  }
+  EXPECT_EQ(found[path(5)].failure->status, 1);
+  EXPECT_FALSE(found[path(1000)].step);
+  EXPECT_FALSE(found[path(1000)].failure);
+  EXPECT_TRUE(db_.lookUpSteps({}, 10).empty());
+}
+
+// A statement planned at each run (on PostgreSQL never prepared on the
+// server) reads like any other, in a transaction after queued writes too.
+TEST_P(SqlPipelineTest, AStatementPlannedAtEachRunSeesEarlierWrites) {
+  auto sum = [&] {
+    auto s = db_.db().prepareEachRun(
+        "SELECT coalesce(sum(v), 0) FROM pipeline_t WHERE k IN (?, ?)");
+    s.bind(1).bind(2);
+    return s.step() ? s.getInt(0) : -1;
+  };
+  EXPECT_EQ(sum(), 0);
+  insert(1, 10);
+  EXPECT_EQ(sum(), 10);
+  StateDb::Transaction txn(db_);
+  insert(2, 5);
+  EXPECT_EQ(sum(), 15);
+  insert(3, 1);
+  EXPECT_EQ(sum(), 15);
+  txn.commit();
+  EXPECT_EQ(sum(), 15);
+  EXPECT_EQ(count(), 3);
+}
+
 }  // namespace
 }  // namespace kiln::scheduler

@@ -36,9 +36,12 @@ store::Derivation readCheckedDrv(store::LocalStore& store,
 /// Parses and checks (readCheckedDrv) the closure of `roots` (full `.drv`
 /// paths) from `store`. A `.drv` that is not valid, does not parse or fails
 /// the check is left out (ingestion then reports it with its own error).
-/// Never throws for a bad derivation.
+/// One found in `checked` (derivations valid in `store` that were checked
+/// as readCheckedDrv checks them, e.g. by the store batch that added them)
+/// is taken from there. Never throws for a bad derivation.
 std::shared_ptr<const DrvMap> prefetchDrvs(
-    store::LocalStore& store, const std::vector<std::string>& roots);
+    store::LocalStore& store, const std::vector<std::string>& roots,
+    const DrvMap* checked = nullptr);
 
 /// Stable-sorts `jobs` by the depth of their derivation in `drvs` (a job
 /// whose derivation is not in `drvs`, or a failed job, counts as depth 0),

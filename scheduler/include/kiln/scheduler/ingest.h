@@ -7,6 +7,7 @@
 /// with status 8 (its dependents then fail with status 2 through the core).
 
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -57,6 +58,13 @@ struct IngestResult {
   size_t validDerivations = 0;
 };
 
+/// How ingesting one build of a batch (Ingestor::ingestAll) ended: its
+/// result, or the error that aborts the build.
+struct IngestOutcome {
+  IngestResult result;
+  std::exception_ptr error;  ///< null when it was ingested
+};
+
 /// Expands `.drv` closures into the core. Holds references to everything it
 /// is given; all must outlive it. Not thread-safe (the service's thread).
 class Ingestor {
@@ -80,6 +88,19 @@ class Ingestor {
   /// `.drv` naming a built output is refused too). The database changes
   /// are one transaction.
   IngestResult ingest(const std::string& drvPath);
+  /// ingest() of each of `drvPaths`, in one transaction whose statements
+  /// are few: the derivations not yet known are looked up a level of the
+  /// closures at a time, and the new steps and their dependencies inserted
+  /// a few hundred per statement. A build whose closure holds a bad `.drv`
+  /// or a cycle gets its error in its outcome and changes nothing; a
+  /// database error throws (nothing of the batch is recorded or in the
+  /// core then).
+  std::vector<IngestOutcome> ingestAll(
+      const std::vector<std::string>& drvPaths);
+  /// How many builds the service ingests per ingestAll (a batch costs
+  /// about 2 ms of the service thread on SQLite: the workers are served
+  /// between batches).
+  static constexpr size_t kBatch = 32;
 
   /// The parsed derivation at a full `.drv` path of the central store:
   /// from the prefetched map (useDrvs, checked there) or read, checked
@@ -98,10 +119,12 @@ class Ingestor {
                          const store::Derivation& drv);
 
  private:
-  struct Frame;
-  StepId addStepRow(const std::string& drvPath, const store::Derivation& drv,
-                    const std::vector<StepId>& deps,
-                    const std::optional<StepRow>& existing);
+  struct Node;
+  struct Plan;
+  void explore(Plan& plan, std::vector<std::string> frontier, int64_t nowMs);
+  void planBuild(Plan& plan, const std::string& top, IngestResult& r);
+  void recordPlan(Plan& plan, int64_t nowMs);
+  void addPlanToCore(Plan& plan);
   void refreshFailedStep(StepId step, const std::string& drvPath,
                          int64_t nowMs);
 

@@ -11,6 +11,7 @@
 /// docs/operations.md.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,20 +29,21 @@
 namespace kiln::store {
 
 class DrvHashCache;
+struct Derivation;
 
 /// Metadata of a valid store path, as registered in the database.
 struct ValidPathInfo {
   explicit ValidPathInfo(StorePath p) : path(std::move(p)) {}
 
   StorePath path;
-  Hash narHash{HashAlgo::kSha256};  ///< sha256 of the path's NAR
-  uint64_t narSize = 0;             ///< byte size of the NAR
-  StorePathSet references;          ///< may include `path` itself
-  std::optional<StorePath> deriver; ///< the .drv that built it, if known
-  std::set<std::string> sigs;       ///< `keyname:base64` signatures
-  std::string ca;                   ///< CA field (spec §2) or empty
-  int64_t registrationTime = 0;     ///< Unix seconds; set by the store
-  bool ultimate = false;            ///< built here (trusted without sigs)
+  Hash narHash{HashAlgo::kSha256};   ///< sha256 of the path's NAR
+  uint64_t narSize = 0;              ///< byte size of the NAR
+  StorePathSet references;           ///< may include `path` itself
+  std::optional<StorePath> deriver;  ///< the .drv that built it, if known
+  std::set<std::string> sigs;        ///< `keyname:base64` signatures
+  std::string ca;                    ///< CA field (spec §2) or empty
+  int64_t registrationTime = 0;      ///< Unix seconds; set by the store
+  bool ultimate = false;             ///< built here (trusted without sigs)
 };
 
 /// A named path is not valid (not registered) in the store.
@@ -75,8 +77,8 @@ struct VerifyProblem {
 
 /// The outcome of verify().
 struct VerifyResult {
-  size_t checked = 0;                  ///< valid paths examined
-  std::vector<VerifyProblem> problems; ///< empty when the store is sound
+  size_t checked = 0;                   ///< valid paths examined
+  std::vector<VerifyProblem> problems;  ///< empty when the store is sound
 };
 
 /// A local store rooted at a state directory. Thread-safe: calls are
@@ -294,6 +296,12 @@ class LocalStore::Batch {
   /// them, so only the path is looked up. `cache` (nullptr: none) must
   /// outlive its use here.
   void trustHashes(const DrvHashCache* cache);
+  /// Hands every `.drv` this batch parses and checks from now on (as
+  /// checkDerivationFile does: a path queued by addFromNar or adoptTree,
+  /// or by addText unless trusted) to `sink`, so its user need not read and
+  /// check it again once committed. `sink` must not throw.
+  void keepCheckedDerivations(
+      std::function<void(const StorePath&, Derivation&&)> sink);
   /// Records `outputs` of `drv` with `drv`'s registration when it is
   /// queued here, else (a valid `drv`, temp-rooted from now on) in the
   /// transaction of the next commit(), even if nothing else is queued.

@@ -131,6 +131,14 @@ class SqlConnection {
   virtual const std::string& describe() const = 0;
   /// Prepares `sql` (one statement, `?` placeholders).
   virtual SqlStmt prepare(std::string_view sql) = 0;
+  /// Prepares `sql` as prepare() does, planned again at each run for the
+  /// values bound. On PostgreSQL it is parsed and planned with them each
+  /// time instead of being a server-side prepared statement, whose cached
+  /// plan would keep a choice made while a table was small (a scan of the
+  /// whole table to look up a few hundred keys); SQLite's plan does not
+  /// depend on the table's size. The first way a text is prepared on a
+  /// connection is the one it keeps.
+  virtual SqlStmt prepareEachRun(std::string_view sql) { return prepare(sql); }
   /// Runs one or more statements without parameters or results.
   virtual void exec(std::string_view sql) = 0;
   /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.

@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kiln/common/error.h"
@@ -286,6 +288,9 @@ class StateDb {
   // ------------------------------------------------------------------ steps
   /// Inserts the step of `s.drvPath` or returns the existing row's id.
   int64_t upsertStep(const StepRow& s);
+  /// upsertStep of each row, a few hundred per statement: the ids, in the
+  /// order of `rows` (an existing row's id for a path already recorded).
+  std::vector<int64_t> insertSteps(const std::vector<StepRow>& rows);
   std::optional<StepRow> step(int64_t id);
   std::optional<StepRow> stepByDrv(const std::string& drvPath);
   /// The step whose derivation has base name `base` (`<hash>-<name>.drv`),
@@ -298,8 +303,14 @@ class StateDb {
   };
   /// stepByDrv and cachedFailure of `drvPath` in one statement.
   StepLookup lookUpStep(const std::string& drvPath, int64_t nowMs);
+  /// lookUpStep of each path, a few hundred per statement: every path of
+  /// `drvPaths` is a key of the result.
+  std::unordered_map<std::string, StepLookup> lookUpSteps(
+      const std::vector<std::string>& drvPaths, int64_t nowMs);
   /// Records that `step` depends on `dep` (idempotent).
   void addStepDep(int64_t step, int64_t dep);
+  /// addStepDep of each (step, dep), a few hundred per statement.
+  void addStepDeps(const std::vector<std::pair<int64_t, int64_t>>& edges);
   /// The recorded dependencies of `step` (step ids).
   std::vector<int64_t> stepDeps(int64_t step);
   /// Unfinished steps, oldest first.
