@@ -37,7 +37,7 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceList(*args[1], pos);
   if (args[0]->list.size != args[1]->list.size)
     st.throwError(pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
-  // Views of the arguments' own strings (they stay in the arena).
+  // Views of the arguments' own strings (the argument lists keep them).
   boost::container::small_vector<std::string_view, 8> from;
   for (size_t i = 0; i < args[0]->list.size; ++i)
     from.push_back(st.forceString(*args[0]->list.elems[i], pos));
@@ -88,7 +88,7 @@ void primConcatStringsSep(EvalState& st, PosIdx pos, Value** args, Value& v) {
     if (i) r += sep;
     st.appendCoerced(pos, *args[1]->list.elems[i], r, ctx);
   }
-  v.mkString(st.arena.copyString(r), ctx.result(st.arena));
+  v.mkString(st.copyString(r), ctx.result(st));
 }
 
 std::string_view nextComponent(std::string_view s, size_t& p) {
