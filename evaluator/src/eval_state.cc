@@ -172,11 +172,16 @@ void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
 
 // Strings hold no pointers, so they are atomic objects: the collector
 // neither clears nor scans them. libgc's per-thread lists serve small
-// ones; larger ones take its lock, behind the gate when threaded.
+// ones; larger ones take its lock, behind the gate when threaded. The NUL
+// goes in the byte the collector adds to every object (so that a pointer
+// just past what was asked for still points into it): a pointer just past
+// a string's characters points at its NUL, inside the object. With a byte
+// of its own, one string in 16 took a 16-byte granule more.
 char* EvalState::allocString(size_t len) {
   if (!collect_) return static_cast<char*>(arena.allocate(len + 1, 1));
+  const size_t ask = len + (GC_get_all_interior_pointers() ? 0 : 1);
   if (counts_) countAlloc(nullptr, 0, counts_->strings, counts_->stringBytes, len + 1);
-  return static_cast<char*>(allocAtomic(len + 1));
+  return static_cast<char*>(allocAtomic(ask ? ask : 1));
 }
 
 const char** EvalState::allocContext(size_t n) {

