@@ -11,6 +11,20 @@ namespace kiln::eval {
 namespace {
 
 void primToString(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  // A string, or a derivation's string outPath, is its own result: the
+  // same characters and context array, nothing copied (`map toString
+  // deps` made a string and a context array per dependency).
+  st.forceValue(*args[0], pos);
+  const Value* src = args[0];
+  if (src->type == VType::kAttrs && !src->attrs->get(st.sToString))
+    if (Value* o = src->attrs->get(st.sOutPath)) {
+      st.forceValue(*o, pos);
+      src = o;
+    }
+  if (src->type == VType::kString) {
+    v = *src;
+    return;
+  }
   Context ctx;
   std::string s = st.coerceToString(pos, *args[0], ctx, true, false);
   st.mkString(v, s, ctx);

@@ -188,7 +188,9 @@ const char** EvalState::allocContext(size_t n) {
   const size_t bytes = sizeof(const char*) * (n + 1);
   if (!collect_) return arena.makeArray<const char*>(n + 1);
   if (counts_) countAlloc(nullptr, 0, counts_->contexts, counts_->contextBytes, bytes);
-  void* p = allocAtomic(bytes);
+  // As a string's NUL: the terminating nullptr's last byte takes the byte
+  // the collector adds, so a one-entry array is one 16-byte granule.
+  void* p = allocAtomic(bytes - (GC_get_all_interior_pointers() ? 1 : 0));
   std::memset(p, 0, bytes);
   return static_cast<const char**>(p);
 }
