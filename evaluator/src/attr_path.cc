@@ -88,12 +88,12 @@ struct Collector {
     if (!seen.insert(v.attrs).second) return;
     Value* dp = v.attrs->get(st.sDrvPath);
     if (!dp) throw EvalError("derivation has no 'drvPath' attribute");
-    CollectedDrv entry{st.forceString(*dp, kNoPos), {}};
+    CollectedDrv entry{std::string(st.forceString(*dp, kNoPos)), {}};
     if (Value* on = v.attrs->get(st.sOutputName)) {
       std::string_view name = st.forceStringNoCtx(*on, kNoPos);
       if (name != "out") entry.output = name;
     }
-    out.push_back(entry);
+    out.push_back(std::move(entry));
   }
 
   void collect(Value& v0, bool top) {

@@ -11,6 +11,20 @@ namespace kiln::eval {
 namespace {
 
 void primToString(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  // A string, or a derivation's string outPath, is its own result: the
+  // same characters and context array, nothing copied (`map toString
+  // deps` made a string and a context array per dependency).
+  st.forceValue(*args[0], pos);
+  const Value* src = args[0];
+  if (src->type == VType::kAttrs && !src->attrs->get(st.sToString))
+    if (Value* o = src->attrs->get(st.sOutPath)) {
+      st.forceValue(*o, pos);
+      src = o;
+    }
+  if (src->type == VType::kString) {
+    v = *src;
+    return;
+  }
   Context ctx;
   std::string s = st.coerceToString(pos, *args[0], ctx, true, false);
   st.mkString(v, s, ctx);
@@ -37,7 +51,7 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceList(*args[1], pos);
   if (args[0]->list.size != args[1]->list.size)
     st.throwError(pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
-  // Views of the arguments' own strings (they stay in the arena).
+  // Views of the arguments' own strings (the argument lists keep them).
   boost::container::small_vector<std::string_view, 8> from;
   for (size_t i = 0; i < args[0]->list.size; ++i)
     from.push_back(st.forceString(*args[0]->list.elems[i], pos));
@@ -88,7 +102,7 @@ void primConcatStringsSep(EvalState& st, PosIdx pos, Value** args, Value& v) {
     if (i) r += sep;
     st.appendCoerced(pos, *args[1]->list.elems[i], r, ctx);
   }
-  v.mkString(st.arena.copyString(r), ctx.result(st.arena));
+  v.mkString(st.copyString(r), ctx.result(st));
 }
 
 std::string_view nextComponent(std::string_view s, size_t& p) {

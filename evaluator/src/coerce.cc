@@ -62,12 +62,11 @@ void ContextUnion::add(const Context& ctx) {
   set_.insert(ctx.begin(), ctx.end());
 }
 
-const char** ContextUnion::result(Arena& arena) const {
+const char** ContextUnion::result(EvalState& state) const {
   if (single_ || set_.empty()) return single_;
-  const char** c = arena.makeArray<const char*>(set_.size() + 1);
+  const char** c = state.allocContext(set_.size());
   size_t i = 0;
   for (auto& x : set_) c[i++] = x.data();
-  c[i] = nullptr;
   return c;
 }
 

@@ -360,7 +360,7 @@ void concatSlow(EvalState& state, Env& env, Value& v,
           "a string that refers to a store path cannot be appended to a path");
     state.mkPath(v, canonPath(s));
   } else {
-    v.mkString(state.arena.copyString(s), ctx.result(state.arena));
+    v.mkString(state.copyString(s), ctx.result(state));
   }
 }
 
@@ -368,8 +368,9 @@ void concatSlow(EvalState& state, Env& env, Value& v,
 
 // While every part is string-like (the usual case: interpolation, `a + "x"`
 // with strings), the parts are only looked at, and the result is written
-// once, straight into the arena: no intermediate buffer, which in a loop
-// (`acc + "x"`) would copy the growing string twice per step.
+// once, straight into a new (collectable) string: no intermediate buffer,
+// which in a loop (`acc + "x"`) would copy the growing string twice per
+// step. The parts' views stay on this stack, which the collector scans.
 void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
   size_t count = parts.size();
   auto* views =
@@ -402,13 +403,13 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
     total += views[i].size();
     ctx.add(str->str.context);
   }
-  char* out = static_cast<char*>(state.arena.allocate(total + 1, 1));
+  char* out = state.allocString(total);
   for (size_t i = 0; i < count; ++i) {
     std::memcpy(out, views[i].data(), views[i].size());
     out += views[i].size();
   }
   *out = 0;
-  v.mkString(out - total, ctx.result(state.arena));
+  v.mkString(out - total, ctx.result(state));
 }
 
 void ExprPos::eval(EvalState& state, Env&, Value& v) { state.mkPos(v, pos); }

@@ -163,12 +163,47 @@ Value** EvalState::allocList(size_t n) {
 void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
   const char** c = nullptr;
   if (!ctx.empty()) {
-    c = arena.makeArray<const char*>(ctx.size() + 1);
+    c = allocContext(ctx.size());
     size_t i = 0;
-    for (auto& x : ctx) c[i++] = x.data();
-    c[i] = nullptr;
+    for (auto& x : ctx) c[i++] = x.data();  // arena strings (addContext)
   }
-  v.mkString(arena.copyString(s), c);
+  v.mkString(copyString(s), c);
+}
+
+// Strings hold no pointers, so they are atomic objects: the collector
+// neither clears nor scans them. libgc's per-thread lists serve small
+// ones; larger ones take its lock, behind the gate when threaded. The NUL
+// goes in the byte the collector adds to every object (so that a pointer
+// just past what was asked for still points into it): a pointer just past
+// a string's characters points at its NUL, inside the object. With a byte
+// of its own, one string in 16 took a 16-byte granule more.
+char* EvalState::allocString(size_t len) {
+  if (!collect_) return static_cast<char*>(arena.allocate(len + 1, 1));
+  const size_t ask = len + (GC_get_all_interior_pointers() ? 0 : 1);
+  if (counts_) countAlloc(nullptr, 0, counts_->strings, counts_->stringBytes, len + 1);
+  return static_cast<char*>(allocAtomic(ask ? ask : 1));
+}
+
+const char** EvalState::allocContext(size_t n) {
+  const size_t bytes = sizeof(const char*) * (n + 1);
+  if (!collect_) return arena.makeArray<const char*>(n + 1);
+  if (counts_) countAlloc(nullptr, 0, counts_->contexts, counts_->contextBytes, bytes);
+  // As a string's NUL: the terminating nullptr's last byte takes the byte
+  // the collector adds, so a one-entry array is one 16-byte granule.
+  void* p = allocAtomic(bytes - (GC_get_all_interior_pointers() ? 1 : 0));
+  std::memset(p, 0, bytes);
+  return static_cast<const char**>(p);
+}
+
+void* EvalState::allocAtomic(size_t bytes) {
+  // libgc's per-thread lists hold objects of up to 25 granules (with its
+  // extra byte); larger requests take its global lock.
+  constexpr size_t kThreadLocalMax = 25 * 16 - 1;
+  void* p = threaded_ && bytes > kThreadLocalMax
+                ? withCollectorGate([&] { return GC_MALLOC_ATOMIC(bytes); })
+                : GC_MALLOC_ATOMIC(bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
 }
 
 void EvalState::copyContext(const Value& v, Context& ctx) {

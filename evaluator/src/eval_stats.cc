@@ -167,13 +167,14 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
   out << p << "allocated: values " << mb(a.valueBytes) << " (" << a.valueBlocks
       << " blocks), envs " << mb(a.envBytes) << " (" << a.envs << "), bindings "
       << mb(a.bindingsBytes) << " (" << a.bindings << "), lists "
-      << mb(a.listBytes) << " (" << a.lists << ")\n"
+      << mb(a.listBytes) << " (" << a.lists << "), strings " << mb(a.stringBytes) << " ("
+      << a.strings << "), contexts " << mb(a.contextBytes) << " (" << a.contexts << ")\n"
       << p << "by size (0,1,2,3,4,5-8,9-16,17-64,65+): envs"
       << buckets(a.envsBySize) << "; bindings" << buckets(a.bindingsBySize)
       << "; lists" << buckets(a.listsBySize) << "\n"
       << p << "arena " << mb(s.arenaBytes) << " (parsing "
       << mb(a.parseArenaBytes) << ")"
-      << " (AST, strings, contexts), permanent " << mb(s.permanentBytes) << "\n"
+      << " (AST, literal strings, derivations' paths), permanent " << mb(s.permanentBytes) << "\n"
       << p << "malloc (" << s.mallocName << ") in use " << mb(s.mallocInUse) << " (mmapped "
       << mb(s.mallocMapped) << ")\n";
 }

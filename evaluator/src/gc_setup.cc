@@ -14,7 +14,14 @@ namespace kiln::eval {
 namespace {
 std::atomic<bool> threaded{false};
 constexpr size_t kInitialHeap = size_t{64} << 20;
-constexpr size_t kGcEvery = size_t{256} << 20;
+// One thread: the first collection at 128 MiB. Until issue 36 it was at
+// 256 MiB, so that most evaluations never collected; since strings are
+// collectable, a collection at 128 MiB frees enough to pay for itself
+// (KILN_GC_THRESHOLD, one run each, peak RSS 256 -> 128 MiB: gen-strings
+// 10,000 276 -> 199 MB, 50,000 737 -> 702 MB; gen-pkgset 10,000 254 ->
+// 229 MB, 50,000 894 -> 876 MB; gen-scopes 50,000 397 -> 375 MB; each
+// 0.03-0.2 s more collection). 64 and 96 MiB made some larger heaps.
+constexpr size_t kGcEvery = size_t{128} << 20;
 // Threaded evaluation (`kiln eval --workers N`): a collection stops every
 // evaluating thread, so it is serial time for the run. At gen-pkgset 50,000
 // the first collection, at 256 MiB, freed 5 MB of 266 MB in 230 ms; the

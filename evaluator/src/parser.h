@@ -105,6 +105,16 @@ class Parser {
   std::string pathJoined_, pathCanon_;
   /// Lookup indexes of large sets, by set: symbol id to position.
   std::unordered_map<const ExprAttrs*, SetIndex> index_;
+  /// The string constants that are list elements in this file, by text:
+  /// one node serves every element with the same text (shareListLiteral).
+  std::unordered_map<std::string_view, ExprConst*> listLiterals_;
+  /// `e`, a list element just parsed, or an equal string constant made
+  /// for an earlier element of this file, whose node is reused (the new
+  /// one given back to the arena when it was its last allocation). A
+  /// list element's own position is never shown (a constant cannot fail),
+  /// so sharing it loses nothing; elsewhere a constant's position appears
+  /// in errors (`if "x" then …`), so only list elements are shared.
+  Expr* shareListLiteral(Expr* e);
 };
 
 }  // namespace kiln::eval

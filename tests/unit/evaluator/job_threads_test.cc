@@ -115,13 +115,15 @@ size_t allocateUntil(EvalState& st, size_t limit, Done done) {
 // Fills the heap with lists on thread slot 1, kept reachable from
 // `chain`, until less than 12 MiB of it is free early in a collection
 // cycle: the state in which the heap warmer grows the heap (below 16 MiB
-// free, not within 80 MiB of the 256 MiB collection threshold). Returns
+// free, not within 80 MiB of the collection threshold). Returns
 // whether it got there.
 bool fillHeapEarlyInACycle(EvalState& st, Value** volatile& chain) {
   for (size_t bytes = 0; bytes < (size_t{2} << 30); bytes += 250 * sizeof(Value*)) {
     GC_word free = 0, since = 0;
     GC_get_heap_usage_safe(nullptr, &free, nullptr, &since, nullptr);
-    if (free < (size_t{12} << 20) && since < (size_t{128} << 20)) return true;
+    // The warmer grows the heap only while a collection is 80 MiB or more away.
+    if (free < (size_t{12} << 20) && since + (size_t{96} << 20) < GC_get_min_bytes_allocd())
+      return true;
     Value** list = st.allocList(250);
     list[0] = reinterpret_cast<Value*>(chain);
     chain = list;

@@ -41,6 +41,17 @@ TEST(Parser, StringRunsAroundEscapesCarriageReturnsAndDollars) {
   EXPECT_EQ(evalStrict(R"("${"a"}" + "")"), R"("a")");
 }
 
+// String constants that are list elements share one node per text within
+// a file (Parser::shareListLiteral): the lists still hold what was
+// written, and selections and interpolations in lists are not shared.
+TEST(Parser, ListElementStringsShareNodesAndKeepTheirMeaning) {
+  EXPECT_EQ(evalStrict(R"([ "a" "b" "a" [ "b" "a" ] ({ x = "a"; }.x) "${"a"}" "" "" ])"),
+            R"([ "a" "b" "a" [ "b" "a" ] "a" "a" "" "" ])");
+  EXPECT_EQ(evalStrict(R"(let l = [ "x" "x" ]; in builtins.elemAt l 0 + builtins.elemAt l 1)"),
+            R"("xx")");
+  EXPECT_EQ(evalStrict(R"(map (s: s + "!") [ "w" "w" "v" ])"), R"([ "w!" "w!" "v!" ])");
+}
+
 TEST(Parser, LargeSetsFindDuplicatesAndNestedPaths) {
   std::string set = "{ ";
   for (int i = 0; i < 300; ++i) set += "a" + std::to_string(i) + ".x = " + std::to_string(i) + "; ";

@@ -21,8 +21,9 @@ Value* findAlongAttrPath(EvalState& state, const std::string& path, Bindings* au
 /// elements of a list (each treated like `v`). Throws EvalError if `v` or a
 /// list element is none of these.
 struct CollectedDrv {
-  std::string_view drvPath;  ///< views the EvalState's strings (valid while it lives)
-  std::string_view output;   ///< the outputName, empty when it is "out"
+  /// Copies: a value's strings may be collected once nothing refers to it.
+  std::string drvPath;
+  std::string output;  ///< the outputName, empty when it is "out"
 };
 std::vector<CollectedDrv> collectDerivations(EvalState& state, Value& v, Bindings* autoArgs);
 

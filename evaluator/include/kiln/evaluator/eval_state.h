@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -76,6 +77,8 @@ struct EvalSettings {
   bool restrictsPaths() const { return restrictEval || pureEval; }
 };
 
+class EvalState;
+
 /// String context: store paths a string refers to, Nix-encoded
 /// ("/nix/store/…", "=/nix/store/….drv", "!out!/nix/store/….drv").
 using Context = std::set<std::string_view>;
@@ -91,8 +94,8 @@ class ContextUnion {
   void add(const Context& ctx);
   bool empty() const { return !single_ && set_.empty(); }
   /// The union as a NULL-terminated array: the one array added, or a new
-  /// one in `arena`; nullptr when empty.
-  const char** result(Arena& arena) const;
+  /// one from `state` (EvalState::allocContext); nullptr when empty.
+  const char** result(EvalState& state) const;
 
  private:
   const char** single_ = nullptr;
@@ -254,7 +257,11 @@ class EvalState {
   // object, this EvalState, a Traced container (gc_support.h). What the
   // constructor makes (builtins, the base environment) and what
   // allocPermanentValue makes lives in the arena, as long as the state.
-  // Strings and contexts always live in the arena.
+  // Strings and context arrays made while evaluating are collectable too
+  // (allocString, allocContext: atomic objects, which the collector does
+  // not scan); the strings a context array lists (store paths) and the
+  // literal strings of the AST live in the arena (docs/evaluator.md,
+  // "Garbage collection").
   Value* allocValue() {
     SlotBlocks& b = blocks_[kValueStream];
     if (__builtin_expect(b.next != b.end, 1)) {
@@ -294,6 +301,24 @@ class EvalState {
   const AllocCounts* allocationCounts() const { return counts_.get(); }
   void mkList(Value& v, size_t n) { v.mkList(n, allocList(n)); }
   void mkString(Value& v, std::string_view s, const Context& ctx = {});
+  /// Room for a string of `len` bytes and its NUL (written by the caller):
+  /// collectable once the constructor is done (an atomic object, alive
+  /// while a value, a scanned object or a stack points into it), else in
+  /// the arena. Anything that keeps a view of such a string where the
+  /// collector does not look must copy it (or keep the value reachable).
+  char* allocString(size_t len);
+  /// A collectable NUL-terminated copy of `s` (allocString).
+  const char* copyString(std::string_view s) {
+    char* p = allocString(s.size());
+    std::memcpy(p, s.data(), s.size());
+    p[s.size()] = 0;
+    return p;
+  }
+  /// A zeroed context array of `n` entries and the terminating nullptr,
+  /// collectable as allocString's strings: its entries must be strings
+  /// that live as long as the state (arena copies: addContext), which it
+  /// does not keep alive.
+  const char** allocContext(size_t n);
   void mkPath(Value& v, std::string_view p) { v.mkPath(arena.copyString(p)); }
   /// Builds an attribute set from `attrs`, sorting it.
   void mkAttrs(Value& v, Bindings* b) {
@@ -442,6 +467,8 @@ class EvalState {
   /// Raw zeroed memory: collectable once the constructor is done, else
   /// from the arena.
   void* allocMemory(size_t size, size_t align);
+  /// Collectable memory the collector does not scan (uninitialised).
+  void* allocAtomic(size_t bytes);
   bool collect_ = false;          // the constructor is done
   std::unique_ptr<AllocCounts> counts_;  // KILN_EVAL_STATS only
   /// Adds one allocation of `bytes` (`n` slots) to `count`, `total` and

@@ -17,6 +17,8 @@ struct AllocCounts {
   uint64_t envs = 0, envBytes = 0;
   uint64_t bindings = 0, bindingsBytes = 0;
   uint64_t lists = 0, listBytes = 0;
+  uint64_t strings = 0, stringBytes = 0;    ///< made while evaluating (collectable)
+  uint64_t contexts = 0, contextBytes = 0;  ///< context arrays, likewise
   /// Counts by size (env slots, set capacity, list length) in the buckets
   /// 0, 1, 2, 3, 4, 5-8, 9-16, 17-64, 65+ (sizeBucket).
   static constexpr int kBuckets = 9;
