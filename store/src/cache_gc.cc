@@ -72,7 +72,9 @@ void readNarInfo(CacheStorage& storage, const StoreDir& dir,
     if (narInfoFileName(info.path) != o.key)
       throw FormatError("its StorePath " + dir.printPath(info.path) +
                         " does not match the file name");
-    snap.narinfos.emplace(info.path, std::make_pair(std::move(info), o.size));
+    StorePath path = info.path;  // info is moved below
+    snap.narinfos.emplace(std::move(path),
+                          std::make_pair(std::move(info), o.size));
   } catch (const FormatError& e) {
     snap.malformed.emplace(o.key, e.what());
     readLeniently(*text, snap);
