@@ -72,6 +72,7 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "DROP TABLE eval_claims; DROP TABLE eval_results; "
         "DROP TABLE eval_result_chunks; "
         "DROP TABLE step_log_chunks; DROP TABLE step_logs; "
+        "DROP TABLE cache_pins; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
         "DROP INDEX builds_eval_status; DROP INDEX builds_job; "

@@ -165,6 +165,7 @@ DROP TABLE eval_results;
 DROP TABLE eval_result_chunks;
 DROP TABLE step_log_chunks;
 DROP TABLE step_logs;
+DROP TABLE cache_pins;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";
