@@ -105,11 +105,11 @@ void printReport(const store::CacheSnapshot& snap, const store::CacheGcPlan& p,
     std::cout << "missing root " << m.get<std::string>() << "\n";
   for (auto& [key, why] : snap.malformed)
     std::cout << "kept malformed " << key << ": " << why << "\n";
-  std::cout << p.narinfos.size() << " files of narinfos, " << p.nars.size()
-            << " NARs, " << bytesOf(p.narinfos) + bytesOf(p.nars) << " bytes "
-            << verb << "; kept " << p.keptNarinfos << " narinfos and "
-            << p.keptNars << " NARs; " << p.narsWaiting.size()
-            << " NARs wait for the grace period\n";
+  std::cout << (dry ? "would delete " : "deleted ") << p.narinfos.size()
+            << " narinfo and listing files and " << p.nars.size() << " NARs ("
+            << bytesOf(p.narinfos) + bytesOf(p.nars) << " bytes); kept "
+            << p.keptNarinfos << " narinfos and " << p.keptNars << " NARs; "
+            << p.narsWaiting.size() << " NARs wait for the grace period\n";
 }
 
 /// The roots: the latest evaluations' outputs and the pins, as paths of
