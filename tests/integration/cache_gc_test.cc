@@ -47,17 +47,17 @@ class CacheGc : public ::testing::Test {
     std::string why;
     if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
     s3_ = std::make_unique<test::ObjectStoreServer>(dir_.path() + "/s3");
-    ::setenv("AWS_ACCESS_KEY_ID", s3_->accessKey().c_str(), 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", s3_->secretKey().c_str(), 1);
-    auto k = test::run({test::kilnBinary(), "store", "generate-key", "farm-1",
-                        dir_.path() + "/k.sec", dir_.path() + "/k.pub"});
-    ASSERT_EQ(k.exitCode, 0) << k.err;
+    s3_->exportCredentials();
     test::FarmOptions o;
     o.schedulerArgs = {"--cache", s3_->uri("farm"), "--cache-secret-key-file",
                        dir_.path() + "/k.sec"};
     o.schedulerEnv = {{"AWS_ACCESS_KEY_ID", s3_->accessKey()},
                       {"AWS_SECRET_ACCESS_KEY", s3_->secretKey()}};
     farm_ = std::make_unique<test::Farm>(o);
+    // The farm's signing key, which the real nix trusts below.
+    auto k = test::run({test::kilnBinary(), "store", "generate-key", "farm-1",
+                        dir_.path() + "/k.sec", dir_.path() + "/k.pub"});
+    ASSERT_EQ(k.exitCode, 0) << k.err;
   }
 
   // Evaluates and builds `body`; returns job → output path.
