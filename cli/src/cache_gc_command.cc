@@ -20,7 +20,7 @@ namespace {
 namespace po = boost::program_options;
 using nlohmann::json;
 
-/// Where the state is: --state-dir or --database (exactly one).
+/// Where the state is: --database, else --state-dir's SQLite file.
 struct StateOptions {
   std::string stateDir;
   DatabaseOptions database;
@@ -32,9 +32,9 @@ struct StateOptions {
   }
   /// The database, or nullopt after printing a usage error.
   std::optional<scheduler::DatabaseSpec> spec(const std::string& name) const {
-    if (stateDir.empty() == database.url.empty()) {
+    if (stateDir.empty() && database.url.empty()) {
       std::cerr << "kiln " << name
-                << ": give --state-dir DIR or --database URL (one of them)\n";
+                << ": give --state-dir DIR or --database URL\n";
       return std::nullopt;
     }
     return database.spec(stateDir);

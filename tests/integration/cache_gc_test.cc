@@ -1,10 +1,10 @@
 // `kiln cache gc` against the real S3 gateway (issue 32, "Closure-aware
-// garbage collection"): a farm publishes the closures of two evaluations
-// to a bucket; a path of the first is pinned. With --keep-evaluations 1,
-// the dry run lists exactly what the real run then deletes: the first
-// evaluation's unique paths (narinfos, then their NARs); the shared and
-// pinned closures stay, and the real `nix copy --from` still substitutes
-// the kept closure. An unreachable cache is an error naming it.
+// garbage collection"), on SQLite and PostgreSQL: a farm publishes the closures
+// of two evaluations to a bucket; a path of the first is pinned. With
+// --keep-evaluations 1, the dry run lists exactly what the real run then
+// deletes: the first evaluation's unique paths (narinfos, then their NARs); the
+// shared and pinned closures stay, and the real `nix copy --from` still
+// substitutes the kept closure. An unreachable cache is an error naming it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "kiln/store/binary_cache.h"
 #include "kiln_process.h"
 #include "object_store.h"
+#include "postgres_server.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -40,10 +41,16 @@ const char* kSecond = R"(
     [ (mk "lib" "mkdir $out; echo library > $out/lib.txt" []) ];
 )";
 
-class CacheGc : public ::testing::Test {
+// The parameter: whether the farm's state is in PostgreSQL (else SQLite).
+class CacheGc : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     KILN_SKIP_UNLESS_FARM_CAN_RUN();
+    if (GetParam()) {
+      KILN_SKIP_UNLESS_POSTGRES();
+      pg_ = std::make_unique<test::PostgresServer>();
+      ::setenv("PGPASSFILE", pg_->passFile().c_str(), 1);
+    }
     std::string why;
     if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
     s3_ = std::make_unique<test::ObjectStoreServer>(dir_.path() + "/s3");
@@ -53,6 +60,7 @@ class CacheGc : public ::testing::Test {
                        dir_.path() + "/k.sec"};
     o.schedulerEnv = {{"AWS_ACCESS_KEY_ID", s3_->accessKey()},
                       {"AWS_SECRET_ACCESS_KEY", s3_->secretKey()}};
+    if (pg_) o.database = pg_->createDatabase("farm");
     farm_ = std::make_unique<test::Farm>(o);
     // The farm's signing key, which the real nix trusts below.
     auto k = test::run({test::kilnBinary(), "store", "generate-key", "farm-1",
@@ -93,12 +101,17 @@ class CacheGc : public ::testing::Test {
   }
 
   TempDir dir_{"kiln-cache-gc"};
+  std::unique_ptr<test::PostgresServer> pg_;
   std::unique_ptr<test::ObjectStoreServer> s3_;
   std::unique_ptr<test::Farm> farm_;
   bool jobset_ = false;
 };
 
-TEST_F(CacheGc, KeepsTheLatestEvaluationAndPinnedClosures) {
+INSTANTIATE_TEST_SUITE_P(State, CacheGc, ::testing::Bool(), [](auto& info) {
+  return info.param ? "Postgres" : "Sqlite";
+});
+
+TEST_P(CacheGc, KeepsTheLatestEvaluationAndPinnedClosures) {
   s3_->start();
   s3_->createBucket("farm", true);
   farm_->startScheduler();
@@ -169,7 +182,7 @@ TEST_F(CacheGc, KeepsTheLatestEvaluationAndPinnedClosures) {
   EXPECT_EQ(readFile(root + first["kept"] + "/k.txt"), "k\n");
 }
 
-TEST_F(CacheGc, AnUnreachableCacheIsAnErrorNamingIt) {
+TEST_P(CacheGc, AnUnreachableCacheIsAnErrorNamingIt) {
   farm_->startScheduler();
   std::string uri = s3_->uri("farm");  // the gateway is not running
   auto r = farm_->kiln({"cache", "gc", "--cache", uri, "--dry-run"});
