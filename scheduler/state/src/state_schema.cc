@@ -528,7 +528,8 @@ const char* kPostgresV12 = KILN_STEP_LOG_TABLES(
     "ALTER TABLE step_logs ALTER COLUMN body SET STORAGE EXTERNAL;\n");
 #undef KILN_STEP_LOG_TABLES
 
-// Migration 13, both backends: named pins of the binary cache's garbage
+// Migration 14, both backends (13 is the steps' usage columns of the
+// limits branch): named pins of the binary cache's garbage
 // collection (cache_roots.h); each protects a store path's closure.
 #define KILN_CACHE_PIN_TABLE(INT)              \
   "CREATE TABLE cache_pins (\n"                \
@@ -536,8 +537,8 @@ const char* kPostgresV12 = KILN_STEP_LOG_TABLES(
   "  path TEXT NOT NULL,\n"                    \
   "  created " INT " NOT NULL\n"               \
   ");\n"
-const char* kSqliteV13 = KILN_CACHE_PIN_TABLE("INTEGER");
-const char* kPostgresV13 = KILN_CACHE_PIN_TABLE("BIGINT");
+const char* kSqliteV14 = KILN_CACHE_PIN_TABLE("INTEGER");
+const char* kPostgresV14 = KILN_CACHE_PIN_TABLE("BIGINT");
 #undef KILN_CACHE_PIN_TABLE
 
 }  // namespace
@@ -549,7 +550,7 @@ const std::vector<PostgresMigration>& postgresMigrations() {
                                                    {10, kPostgresV10},
                                                    {11, kPostgresV11},
                                                    {12, kPostgresV12},
-                                                   {13, kPostgresV13}};
+                                                   {14, kPostgresV14}};
   return m;
 }
 
@@ -558,7 +559,7 @@ const std::vector<SqliteMigration>& stateMigrations() {
       {1, kSchemaV1}, {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
       {5, kSchemaV5}, {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
       {9, kSchemaV9}, {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12},
-      {13, kSqliteV13}};
+      {14, kSqliteV14}};
   return m;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 /// The roots of the binary cache's garbage collection (`kiln cache gc`,
 /// docs/operations.md): the outputs of each jobset's latest evaluations,
-/// and named pins (table `cache_pins`, schema migration 13), each of which
+/// and named pins (table `cache_pins`, schema migration 14), each of which
 /// protects a store path's whole closure. Paths are full store paths as
 /// the state database holds them; the store layer parses them.
 
