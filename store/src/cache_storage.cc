@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <filesystem>
 
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
@@ -106,6 +108,41 @@ std::unique_ptr<Source> FileCacheStorage::open(const std::string& rel) {
     throwSysError("opening '" + path + "'");
   }
   return std::make_unique<OwnedFdSource>(std::move(fd));
+}
+
+std::vector<CacheObject> CacheStorage::listObjects(const std::string&,
+                                                  size_t) {
+  throw Error("cannot list the cache " + uri() +
+              ": use a file:// directory or an s3:// bucket");
+}
+
+void CacheStorage::remove(const std::string&) {
+  throw Error("cannot delete from the cache " + uri() + ": it is read-only");
+}
+
+std::vector<CacheObject> FileCacheStorage::listObjects(
+    const std::string& prefix, size_t limit) {
+  namespace fs = std::filesystem;
+  std::vector<CacheObject> out;
+  std::error_code ec;
+  if (!fs::exists(root_, ec)) return out;
+  for (fs::recursive_directory_iterator it(root_), end; it != end; ++it) {
+    if (!it->is_regular_file()) continue;
+    auto rel = fs::relative(it->path(), root_).string();
+    if (rel.starts_with(".kiln-upload-") || !rel.starts_with(prefix)) continue;
+    out.push_back({rel, it->file_size()});
+  }
+  std::sort(out.begin(), out.end(),
+            [](auto& a, auto& b) { return a.key < b.key; });
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
+void FileCacheStorage::remove(const std::string& rel) {
+  checkCacheRelPath(rel);
+  auto path = root_ + "/" + rel;
+  if (unlink(path.c_str()) != 0 && errno != ENOENT)
+    throwSysError("deleting '" + path + "'");
 }
 
 void CacheStorage::put(const std::string& rel, std::string_view data) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -377,11 +378,11 @@ void S3CacheStorage::remove(const std::string& rel) {
   request("DELETE", rel, nullptr, -1, nullptr);
 }
 
-std::vector<std::string> S3CacheStorage::list(const std::string& prefix,
-                                              size_t limit) {
-  std::vector<std::string> keys;
+std::vector<CacheObject> S3CacheStorage::listObjects(const std::string& prefix,
+                                                    size_t limit) {
+  std::vector<CacheObject> objects;
   std::string token;
-  while (keys.size() < limit) {
+  while (objects.size() < limit) {
     std::string query =
         "?list-type=2&max-keys=1000&prefix=" + s3UriEncode(prefix, false);
     if (!token.empty())
@@ -390,17 +391,28 @@ std::vector<std::string> S3CacheStorage::list(const std::string& prefix,
     if (send("GET", query, nullptr, -1, &answer) == 404)
       throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
                   endpoint_);
-    for (size_t at = answer.find("<Key>"); at != std::string::npos;
-         at = answer.find("<Key>", at + 5)) {
-      auto end = answer.find("</Key>", at);
+    for (size_t at = answer.find("<Contents>"); at != std::string::npos;
+         at = answer.find("<Contents>", at + 10)) {
+      auto end = answer.find("</Contents>", at);
       if (end == std::string::npos) break;
-      keys.push_back(xmlUnescape(answer.substr(at + 5, end - at - 5)));
-      if (keys.size() == limit) break;
+      auto entry = answer.substr(at, end - at);
+      auto size = xmlValue(entry, "Size");
+      uint64_t bytes = 0;
+      std::from_chars(size.data(), size.data() + size.size(), bytes);
+      objects.push_back({xmlUnescape(xmlValue(entry, "Key")), bytes});
+      if (objects.size() == limit) break;
     }
     if (xmlValue(answer, "IsTruncated") != "true") break;
     token = xmlUnescape(xmlValue(answer, "NextContinuationToken"));
     if (token.empty()) break;
   }
+  return objects;
+}
+
+std::vector<std::string> S3CacheStorage::list(const std::string& prefix,
+                                              size_t limit) {
+  std::vector<std::string> keys;
+  for (auto& o : listObjects(prefix, limit)) keys.push_back(std::move(o.key));
   return keys;
 }
 

@@ -40,8 +40,7 @@ class FarmCache : public ::testing::Test {
     std::string why;
     if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
     s3_ = std::make_unique<test::ObjectStoreServer>(dir_.path() + "/s3");
-    ::setenv("AWS_ACCESS_KEY_ID", s3_->accessKey().c_str(), 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", s3_->secretKey().c_str(), 1);
+    s3_->exportCredentials();
     auto k = test::run({test::kilnBinary(), "store", "generate-key", "farm-1",
                         dir_.path() + "/k.sec", dir_.path() + "/k.pub"});
     ASSERT_EQ(k.exitCode, 0) << k.err;

@@ -66,6 +66,11 @@ std::vector<std::string> ObjectStoreServer::env() const {
           "AWS_SECRET_ACCESS_KEY=" + secretKey_};
 }
 
+void ObjectStoreServer::exportCredentials() const {
+  ::setenv("AWS_ACCESS_KEY_ID", accessKey_.c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", secretKey_.c_str(), 1);
+}
+
 std::string ObjectStoreServer::uri(const std::string& bucket) const {
   return "s3://" + bucket + "?endpoint=" + endpoint();
 }
@@ -80,8 +85,7 @@ void ObjectStoreServer::createBucket(const std::string& bucket,
   if (r.exitCode != 0 || r.out != "200")
     throw Error("creating bucket " + bucket + ": " + r.out + r.err);
   if (!publicRead) return;
-  ::setenv("AWS_ACCESS_KEY_ID", accessKey_.c_str(), 1);
-  ::setenv("AWS_SECRET_ACCESS_KEY", secretKey_.c_str(), 1);
+  exportCredentials();
   store::S3CacheStorage(uri(bucket)).makePublicRead();
 }
 

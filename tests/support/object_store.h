@@ -37,6 +37,9 @@ class ObjectStoreServer {
   /// `AWS_ACCESS_KEY_ID=…` and `AWS_SECRET_ACCESS_KEY=…`, for a process's
   /// environment.
   std::vector<std::string> env() const;
+  /// Sets those two variables in this process's environment (for the
+  /// test's own clients and the commands it runs).
+  void exportCredentials() const;
   /// `s3://BUCKET?endpoint=http://127.0.0.1:PORT`.
   std::string uri(const std::string& bucket) const;
   /// Creates `bucket` (a signed PUT); with `publicRead`, lets anyone read

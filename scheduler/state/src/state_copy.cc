@@ -118,6 +118,8 @@ const std::vector<TableSpec>& tables() {
        {"key_id", "name", "scope", "salt", "hash"},
        ""},
       {"scheduler_snapshot", "id", {"id", "taken"}, {"body"}, ""},
+      // Pins of the binary cache's garbage collection (migration 14).
+      {"cache_pins", "name", {"created"}, {"name", "path"}, ""},
       {"eval_claims",
        "jobset",
        {"jobset", "request", "force", "claimed", "lease_until"},

@@ -540,6 +540,18 @@ const char* kPostgresV12 = KILN_STEP_LOG_TABLES(
 const char* kSqliteV13 = KILN_STEP_USAGE_COLUMNS("INTEGER");
 const char* kPostgresV13 = KILN_STEP_USAGE_COLUMNS("BIGINT");
 
+// Migration 14, both backends: named pins of the binary cache's garbage
+// collection (cache_roots.h); each protects a store path's closure.
+#define KILN_CACHE_PIN_TABLE(INT)              \
+  "CREATE TABLE cache_pins (\n"                \
+  "  name TEXT PRIMARY KEY,\n"                 \
+  "  path TEXT NOT NULL,\n"                    \
+  "  created " INT " NOT NULL\n"               \
+  ");\n"
+const char* kSqliteV14 = KILN_CACHE_PIN_TABLE("INTEGER");
+const char* kPostgresV14 = KILN_CACHE_PIN_TABLE("BIGINT");
+#undef KILN_CACHE_PIN_TABLE
+
 }  // namespace
 
 const char* postgresBaseline() { return kPostgresV8; }
@@ -549,7 +561,8 @@ const std::vector<PostgresMigration>& postgresMigrations() {
                                                    {10, kPostgresV10},
                                                    {11, kPostgresV11},
                                                    {12, kPostgresV12},
-                                                   {13, kPostgresV13}};
+                                                   {13, kPostgresV13},
+                                                   {14, kPostgresV14}};
   return m;
 }
 
@@ -558,7 +571,7 @@ const std::vector<SqliteMigration>& stateMigrations() {
       {1, kSchemaV1},  {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
       {5, kSchemaV5},  {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
       {9, kSchemaV9},  {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12},
-      {13, kSqliteV13}};
+      {13, kSqliteV13}, {14, kSqliteV14}};
   return m;
 }
 

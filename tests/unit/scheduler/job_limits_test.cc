@@ -75,6 +75,7 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "ALTER TABLE steps DROP COLUMN peak_memory; "
         "ALTER TABLE steps DROP COLUMN cpu_time_us; "
         "ALTER TABLE steps DROP COLUMN build_dir_bytes; "
+        "DROP TABLE cache_pins; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
         "DROP INDEX builds_eval_status; DROP INDEX builds_job; "

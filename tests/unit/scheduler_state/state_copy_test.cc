@@ -13,6 +13,7 @@
 #include <map>
 
 #include "kiln/common/file.h"
+#include "kiln/scheduler/cache_roots.h"
 #include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/notification_store.h"
 #include "kiln/scheduler/tokens.h"
@@ -28,7 +29,7 @@ using ::testing::HasSubstr;
 // Every table of the schema (checked against SQLite's catalogue below).
 const std::vector<std::string> kTables = {
     "api_tokens",         "build_outputs", "builds",
-    "cached_failures",    "eval_claims",   "eval_counts",
+    "cache_pins",         "cached_failures",    "eval_claims",   "eval_counts",
     "eval_errors",        "eval_result_chunks", "eval_results",
     "evaluations",        "jobsets",       "notifications",
     "projects",           "requests",      "scheduler_snapshot",
@@ -120,7 +121,7 @@ void fillHistory(StateDb& db) {
 }
 
 // Fills every table: the history, then the steps, cached failures,
-// requests, notifications and tokens.
+// requests, notifications, tokens and cache pins.
 void fillFarm(StateDb& db) {
   fillHistory(db);
   StepRow s;
@@ -154,6 +155,8 @@ void fillFarm(StateDb& db) {
   t.hash = "hash";
   t.scope = TokenScope::kAdmin;
   tokens.revoke(tokens.add(t), 99);
+  CachePinStore(db).add("release", "/nix/store/" + std::string(32, 'p') + "-r",
+                        100);
 }
 
 // Adds a row to each table with an id; each must get a fresh id.

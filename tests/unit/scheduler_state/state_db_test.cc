@@ -168,6 +168,7 @@ DROP TABLE step_logs;
 ALTER TABLE steps DROP COLUMN peak_memory;
 ALTER TABLE steps DROP COLUMN cpu_time_us;
 ALTER TABLE steps DROP COLUMN build_dir_bytes;
+DROP TABLE cache_pins;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";

@@ -36,6 +36,12 @@ class CacheUpload : public Sink {
   virtual void commit(const std::string& rel) = 0;
 };
 
+/// One file of a cache as a listing shows it.
+struct CacheObject {
+  std::string key;    ///< relative to the cache root
+  uint64_t size = 0;  ///< bytes
+};
+
 /// The files of a cache, addressed by paths relative to its root. Every
 /// `rel` is checked: no absolute paths, no empty, "." or ".." components
 /// (FormatError). Failures of the medium throw SysError / Error.
@@ -54,6 +60,14 @@ class CacheStorage {
   virtual std::unique_ptr<CacheUpload> upload() = 0;
   /// The cache's URI, for messages (`file:///srv/cache`).
   virtual std::string uri() const = 0;
+  /// The files whose key starts with `prefix`, at most `limit` of them, in
+  /// lexical order of their keys (garbage collection). By default throws
+  /// Error: the medium cannot list.
+  virtual std::vector<CacheObject> listObjects(const std::string& prefix,
+                                               size_t limit);
+  /// Deletes `rel` (a missing one is not an error). By default throws
+  /// Error: the medium is read-only.
+  virtual void remove(const std::string& rel);
 };
 
 /// Throws FormatError unless `rel` is a safe relative path inside a cache.
@@ -70,6 +84,11 @@ class FileCacheStorage : public CacheStorage {
   std::unique_ptr<Source> open(const std::string& rel) override;
   std::unique_ptr<CacheUpload> upload() override;
   std::string uri() const override { return "file://" + root_; }
+  /// Walks the directory (skipping uploads in progress); a missing root
+  /// is an empty cache.
+  std::vector<CacheObject> listObjects(const std::string& prefix,
+                                       size_t limit) override;
+  void remove(const std::string& rel) override;
   const std::string& root() const { return root_; }
 
  private:
@@ -146,10 +165,12 @@ class S3CacheStorage : public CacheStorage {
   /// is missing or the copy fails; objects past 5 GiB (CopyObject's limit)
   /// are refused.
   void copy(const std::string& from, const std::string& to);
-  /// Deletes `rel` (a missing one is not an error).
-  void remove(const std::string& rel);
-  /// The keys that start with `prefix` (S3 ListObjectsV2, page by page),
-  /// at most `limit` of them, in the store's (lexical) order.
+  void remove(const std::string& rel) override;
+  /// S3 ListObjectsV2, page by page. Throws Error naming the bucket if
+  /// it does not exist.
+  std::vector<CacheObject> listObjects(const std::string& prefix,
+                                       size_t limit) override;
+  /// The keys that start with `prefix` (listObjects without the sizes).
   std::vector<std::string> list(const std::string& prefix,
                                 size_t limit = 100000);
   /// Deletes every key that starts with `prefix` (a failed or abandoned
