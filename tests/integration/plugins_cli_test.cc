@@ -19,20 +19,20 @@ TEST(PluginsCli, ListsTheInTreePluginsFromTheBuildTree) {
   EXPECT_THAT(r.out, HasSubstr("searched: " + test::binaryDir() +
                                "/plugins/lib"));
   EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "sandbox +linux +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/lib/"
+                         "sandbox +linux +1\\.0\\.0 +1\\.5 +[^ ]*/plugins/lib/"
                          "kiln-plugin-linux\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("sandbox +none "));
   EXPECT_THAT(r.out,
               testing::ContainsRegex(
-                  "platform +native +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/lib/"
+                  "platform +native +1\\.0\\.0 +1\\.5 +[^ ]*/plugins/lib/"
                   "kiln-plugin-native\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("platform +qemu-user "));
   EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "notifier +webhook +1\\.1\\.0 +1\\.4 +[^ ]*/plugins/"
+                         "notifier +webhook +1\\.1\\.0 +1\\.5 +[^ ]*/plugins/"
                          "lib/kiln-plugin-webhook\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("notifier +command "));
   EXPECT_THAT(r.out, testing::ContainsRegex(
-                         "evaluator +builtin +1\\.0\\.0 +1\\.4 +[^ ]*/plugins/"
+                         "evaluator +builtin +1\\.0\\.0 +1\\.5 +[^ ]*/plugins/"
                          "lib/kiln-plugin-builtin\\.so"));
   EXPECT_THAT(r.out, testing::ContainsRegex("evaluator +nix +1\\.0\\.0 "));
 }
