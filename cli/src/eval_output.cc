@@ -118,9 +118,33 @@ CacheStatusChecker::CacheStatusChecker(store::LocalStore& store,
 
 CacheStatusChecker::~CacheStatusChecker() = default;
 
+const CacheStatusChecker::DrvNode& CacheStatusChecker::node(const std::string& drvPath) {
+  auto known = drvs_.find(drvPath);
+  if (known != drvs_.end()) return known->second;
+  store::StorePath sp = store_.parsePath(drvPath);
+  store::Derivation drv = store::readDerivationFile(store_.storeDir(), store_.physicalPath(sp));
+  DrvNode n;
+  for (auto& [name, out] : drv.outputs) {
+    if (out.path)
+      n.outputs.push_back(store_.printPath(*out.path));
+    else
+      n.complete = false;
+  }
+  for (auto& [input, names] : drv.inputDrvs) n.inputs.push_back(store_.printPath(input));
+  return drvs_.emplace(drvPath, std::move(n)).first->second;
+}
+
+bool CacheStatusChecker::valid(const std::string& path) {
+  auto known = valid_.find(path);
+  if (known != valid_.end()) return known->second;
+  bool v = store_.isValid(store_.parsePath(path));
+  valid_.emplace(path, v);
+  return v;
+}
+
 bool CacheStatusChecker::outputsValid(const std::vector<std::string>& outputs) {
   for (auto& o : outputs)
-    if (!store_.isValid(store_.parsePath(o))) return false;
+    if (!valid(o)) return false;
   return true;
 }
 
@@ -150,7 +174,7 @@ std::optional<std::set<std::string>> CacheStatusChecker::inCache(const std::stri
 void CacheStatusChecker::addSubstitute(const std::string& path, std::set<std::string>& subs,
                                        std::set<std::string>& seen, bool& unknown) {
   if (!seen.insert(path).second) return;
-  if (store_.isValid(store_.parsePath(path))) return;
+  if (valid(path)) return;
   auto refs = inCache(path);
   if (!refs) {
     unknown = true;
@@ -165,20 +189,15 @@ void CacheStatusChecker::visitDrv(const std::string& drvPath, CacheStatus& st,
                                   std::set<std::string>& subs, std::set<std::string>& seen,
                                   bool& unknown) {
   if (!seen.insert(drvPath).second) return;
-  store::StorePath sp = store_.parsePath(drvPath);
-  store::Derivation drv = store::readDerivationFile(store_.storeDir(), store_.physicalPath(sp));
-  std::vector<std::string> outputs;
-  for (auto& [name, out] : drv.outputs)
-    if (out.path) outputs.push_back(store_.printPath(*out.path));
-  if (outputs.size() == drv.outputs.size() && outputsValid(outputs)) return;
-  bool allCached = outputs.size() == drv.outputs.size() && !caches_.empty();
-  for (auto& o : outputs) allCached = allCached && inCache(o).has_value();
+  const DrvNode& n = node(drvPath);
+  if (n.complete && outputsValid(n.outputs)) return;
+  bool allCached = n.complete && !caches_.empty();
+  for (auto& o : n.outputs) allCached = allCached && inCache(o).has_value();
   if (allCached) {
-    for (auto& o : outputs) addSubstitute(o, subs, seen, unknown);
+    for (auto& o : n.outputs) addSubstitute(o, subs, seen, unknown);
     return;
   }
-  for (auto& [input, names] : drv.inputDrvs)
-    visitDrv(store_.printPath(input), st, subs, seen, unknown);
+  for (auto& input : n.inputs) visitDrv(input, st, subs, seen, unknown);
   st.neededBuilds.push_back(drvPath);  // after its inputs: dependencies first
 }
 

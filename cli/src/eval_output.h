@@ -56,8 +56,9 @@ struct CacheStatus {
 
 /// Answers CacheStatus for jobs whose `.drv` files are valid in `store`,
 /// against the binary caches at `cacheUrls` (tried in order; one that fails
-/// is reported on stderr once and then ignored). Remembers every answer, so
-/// shared dependencies are looked up once. Not thread-safe.
+/// is reported on stderr once and then ignored). Remembers every answer
+/// (narinfos, `.drv` files, validity), so shared dependencies are looked
+/// up once. Not thread-safe.
 class CacheStatusChecker {
  public:
   CacheStatusChecker(store::LocalStore& store, const std::vector<std::string>& cacheUrls);
@@ -75,6 +76,15 @@ class CacheStatusChecker {
 
  private:
   struct Cache;
+  /// A `.drv` as the walk needs it: its output paths (`complete` unless
+  /// one is not known in advance) and its input derivations.
+  struct DrvNode {
+    std::vector<std::string> outputs;
+    bool complete = true;
+    std::vector<std::string> inputs;
+  };
+  const DrvNode& node(const std::string& drvPath);
+  bool valid(const std::string& path);
   bool outputsValid(const std::vector<std::string>& outputs);
   std::optional<std::set<std::string>> inCache(const std::string& path);
   void visitDrv(const std::string& drvPath, CacheStatus& st, std::set<std::string>& subs,
@@ -85,6 +95,10 @@ class CacheStatusChecker {
   store::LocalStore& store_;
   std::vector<std::unique_ptr<Cache>> caches_;
   std::map<std::string, std::optional<std::set<std::string>>> narInfos_;  // path → refs
+  // Jobs share most of their closures: each `.drv` is read, and each
+  // path's validity asked, once per process.
+  std::map<std::string, DrvNode> drvs_;
+  std::map<std::string, bool> valid_;
 };
 
 /// Holds aggregate jobs (JSON lines with `namedConstituents`) until every
