@@ -269,6 +269,14 @@ std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
     for (auto& held : c.hello.heldSteps)
       if (held.resultReady == ready && adoptOne(c, held))
         adopted.push_back(held.stepId);
+  // The same connection saying Hello again: a step sent to it after that
+  // Hello left is not in it, yet reaches the worker before this Welcome
+  // (one ordered connection). It stays the worker's, or both sides would
+  // lose it: the worker dropping it, the scheduler waiting for it.
+  std::set<uint64_t> listed(adopted.begin(), adopted.end());
+  for (auto& [id, run] : running_)
+    if (run.peer == c.peer && !listed.count(static_cast<uint64_t>(id)))
+      adopted.push_back(static_cast<uint64_t>(id));
   return adopted;
 }
 

@@ -98,7 +98,9 @@ class RunningSteps {
   /// The steps `c`'s Hello says it still holds that were dispatched to
   /// it (same name) and are not settled: they run there from now on,
   /// without a BuildStep; those whose result is ready first, each giving
-  /// its slot back at once. Returns their ids, for the Welcome.
+  /// its slot back at once. Steps already running on `c`'s very
+  /// connection stay too (a repeated Hello may predate them). Returns
+  /// their ids, for the Welcome.
   std::vector<uint64_t> adopt(const WorkerConn& c);
   /// Tells the workers to cancel the running steps the core aborted (the
   /// service settles their records: SchedulerService::Impl::settleDropped).

@@ -126,6 +126,22 @@ std::map<std::string, int> runsIn(const std::string& file) {
   return runs;
 }
 
+// The last `lines` lines of each log under serve's directory, for a failure
+// message: the scheduler's and the workers' own words on what got stuck.
+std::string serveLogTails(const std::string& state, size_t lines = 60) {
+  std::string out;
+  for (auto name : {"scheduler.log", "local-0.log", "local-1.log"}) {
+    auto path = state + "/serve/" + name;
+    if (!pathExists(path)) continue;
+    auto all = test::nonEmptyLines(readFile(path));
+    out += "\n--- " + path + " (last lines) ---\n";
+    for (size_t i = all.size() > lines ? all.size() - lines : 0;
+         i < all.size(); i++)
+      out += all[i] + "\n";
+  }
+  return out;
+}
+
 // issue 11: serve restarts what dies. 300 steps on 2 workers; a worker is
 // SIGKILLed, then the scheduler; serve restarts each, every build
 // succeeds, and no step that had finished is built again.
@@ -182,7 +198,7 @@ TEST(Serve, RestartsAKilledWorkerAndSchedulerAndFinishesEveryBuild) {
                serve.log().find("(all builds finished)") != std::string::npos;
       },
       600s))
-      << serve.log();
+      << serve.log() << serveLogTails(state);
   std::string out = serve.log();
   EXPECT_THAT(out, HasSubstr("builds: 300/300 finished, 300 succeeded"));
   EXPECT_THAT(out, HasSubstr("local-0 exited (killed by signal 9"));

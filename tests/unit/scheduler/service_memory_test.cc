@@ -200,6 +200,28 @@ TEST_F(ServiceMemoryTest, ARestartedServiceAdoptsTheStepItsWorkerStillRuns) {
   EXPECT_EQ(claimsRefused(), 4.0);
 }
 
+// A worker's connection repeats its Hello (it took a Bye meant for an
+// earlier message) without a step dispatched after that Hello left: the
+// Welcome keeps the step the worker's, so neither side drops it (a worker
+// that dropped it left its slot taken in the scheduler's eyes for good).
+TEST_F(ServiceMemoryTest, ARepeatedHelloKeepsAStepSentAfterIt) {
+  int64_t id = svc_->addBuild(jobset_, "a", a_);
+  auto w1 = join("w1");
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->steps.size() == 1; }));
+  auto step = w1->steps.back();
+  w1->welcomed = false;
+  w1->held = {};  // sent before the BuildStep reached the worker
+  w1->hello();
+  ASSERT_TRUE(until({w1.get()}, [&] { return w1->welcomed; }));
+  EXPECT_EQ(w1->adopted, std::vector<uint64_t>{step.stepId});
+  EXPECT_EQ(claimsRefused(), 0.0);
+  buildLast(*w1, "a-out");
+  ASSERT_TRUE(until({w1.get()}, [&] { return build(id).finished; }));
+  EXPECT_EQ(build(id).status, 0);
+  EXPECT_EQ(w1->steps.size(), 1u);  // built once, where it was sent
+  EXPECT_EQ(svc_->db().stepByDrv(a_)->attempts, 1);
+}
+
 TEST_F(ServiceMemoryTest, AWorkerThatSaysByeGivesItsStepToAnother) {
   int64_t id = svc_->addBuild(jobset_, "a", a_);
   auto w1 = join("w1");
