@@ -135,8 +135,8 @@ std::string serveLogTails(const std::string& state, size_t lines = 60) {
     if (!pathExists(path)) continue;
     auto all = test::nonEmptyLines(readFile(path));
     out += "\n--- " + path + " (last lines) ---\n";
-    for (size_t i = all.size() > lines ? all.size() - lines : 0;
-         i < all.size(); i++)
+    for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size();
+         i++)
       out += all[i] + "\n";
   }
   return out;
