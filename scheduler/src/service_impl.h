@@ -122,6 +122,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// (PostgreSQL drops it with the lock's connection), taking it again if
   /// nobody else has; sets lockLost if another scheduler took it.
   void checkLock();
+  /// Fences `db`'s sessions with `lock` (SchedulerLock::fence); a
+  /// transient failure is logged (the fence runs on its next session).
+  void fenceWriter();
   /// Writes the newest published snapshot to the state database for web
   /// front ends on other hosts (PostgreSQL only; failures are logged).
   void storeSnapshotForFrontEnds();

@@ -37,6 +37,24 @@ bool SchedulerService::Impl::mayDispatch() {
          now - lockConfirmed < kLockGrace;
 }
 
+// This process's writer is fenced by the lock now held (no wait for
+// it). A failure to run the fence on the writer's session (the server just
+// restarted) keeps it set: each session the writer opens runs it first.
+void SchedulerService::Impl::fenceWriter() {
+  try {
+    lock->fence(db.db());
+  } catch (const SqlError& e) {
+    if (!e.transient()) {  // another scheduler waits to take over
+      logError(std::string("this scheduler stops scheduling: ") + e.what());
+      lockLost = true;
+      return;
+    }
+    logWarn(std::string("fencing the scheduler's writes (done when its "
+                        "connection is open again): ") +
+            e.what());
+  }
+}
+
 bool SchedulerService::Impl::lockCheckIsDue(Clock::TimePoint now) const {
   return lockCheckDue ||
          now - lastLockCheck >=
@@ -55,12 +73,15 @@ void SchedulerService::Impl::checkLock() {
     auto again = SchedulerLock::tryAcquire(cfg.database(), cfg.stateDir);
     databaseUnreachableAt.reset();
     if (again) {
-      again->fence(db.db());  // this process's writer: no wait for it
       logWarn("the farm's scheduler lock was lost (" + lock->describe() +
               ") and is held again");
+      // Ours before the fence: dropping it on a failed fence would leave
+      // its backend holding it a moment, which the next try would take
+      // for another scheduler.
       lock = std::move(again);
       lockSessionEnded = false;
       lockConfirmed = clock.now();
+      fenceWriter();
       return;
     }
     logError("another scheduler holds the farm's lock (" + lock->describe() +
