@@ -135,6 +135,7 @@ int runScheduler(const std::vector<std::string>& args) {
   unsigned retries = 3;
   int64_t backoffMs = 30000;
   int64_t deadlineMarginSec = 600;
+  int64_t keepLogPiecesSec = 3600, keepStoredLogsDays = 0;
   std::vector<std::string> notify;
   std::string notifySecret, notifyCa;
   std::vector<std::string> pluginDirs;
@@ -183,6 +184,12 @@ int runScheduler(const std::vector<std::string>& args) {
       "each further one (default 30000)")(
       "log-limit", po::value(&cfg.logLimitBytes),
       "bytes of log kept per step (default 64 MiB)")(
+      "keep-log-pieces", po::value(&keepLogPiecesSec),
+      "seconds the pieces of an ended attempt's log stay in the database "
+      "before they become its stored log, if it has none (default 3600)")(
+      "keep-stored-logs", po::value(&keepStoredLogsDays),
+      "days the stored logs of finished steps stay in the database "
+      "(default 0: for good; the log files stay)")(
       "output-limit", po::value(&cfg.outputLimitBytes),
       "largest accepted output NAR in bytes (default unlimited)")(
       "max-message-size", po::value(&cfg.maxMessageBytes),
@@ -255,6 +262,10 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--request-poll-ms must be 100..3600000");
     if (backoffMs < 0 || backoffMs > 86400000)
       throw po::error("--retry-backoff-ms must be 0..86400000");
+    if (keepLogPiecesSec < 0 || keepLogPiecesSec > 86400 * 365)
+      throw po::error("--keep-log-pieces must be 0..31536000");
+    if (keepStoredLogsDays < 0 || keepStoredLogsDays > 36500)
+      throw po::error("--keep-stored-logs must be 0..36500");
     if (deadlineMarginSec < 0 || deadlineMarginSec > 86400 * 7)
       throw po::error("--step-deadline-margin must be 0..604800");
     if (cfg.maxMessageBytes < (1 << 20) ||
@@ -283,6 +294,9 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.core.retryBackoffBase = std::chrono::milliseconds(backoffMs);
     cfg.cachedFailureTtlSec = ttl;
     cfg.stepDeadlineMargin = std::chrono::seconds(deadlineMarginSec);
+    cfg.logRetention.endedPiecesAfter = std::chrono::seconds(keepLogPiecesSec);
+    cfg.logRetention.storedLogsAfter =
+        std::chrono::hours(24) * keepStoredLogsDays;
     if (cache.objectStore()) {
       cfg.cacheUri = cache.uri;
       cfg.cacheCompression = cache.compression;

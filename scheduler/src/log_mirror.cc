@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/log_store.h"
@@ -17,6 +18,10 @@ namespace {
 // Most bytes of one attempt's file read in one turn, so that one busy log
 // does not take a whole turn's budget.
 constexpr size_t kAttemptTurnBytes = 1 << 20;
+// Pruning removes at most kPruneBatches * kPruneBatch attempts' rows of
+// each kind per interval, so that one turn stays short.
+constexpr size_t kPruneBatch = 200;
+constexpr int kPruneBatches = 10;
 
 }  // namespace
 
@@ -103,15 +108,12 @@ bool LogMirror::connect() {
 }
 
 void LogMirror::recover() {
-  auto s = db_->db().prepare(
-      "SELECT DISTINCT c.step, c.attempt, s.drv_path FROM step_log_chunks c "
-      "JOIN steps s ON s.id = c.step WHERE s.finished = 1 OR c.attempt < "
-      "s.attempts");
   std::vector<std::pair<Key, std::string>> left;
-  while (s.step())
-    left.push_back({{s.getInt(0), s.getInt(1)},
-                    stepLogPath(options_.stateDir, s.getStr(2),
-                                static_cast<int>(s.getInt(1)))});
+  for (auto& a : endedLogPieces(*db_, std::numeric_limits<int64_t>::max(),
+                                std::numeric_limits<size_t>::max()))
+    left.push_back({{a.step, a.attempt},
+                    stepLogPath(options_.stateDir, a.drvPath,
+                                static_cast<int>(a.attempt))});
   for (auto& [key, path] : left) {
     Tracked t;
     t.path = path;
@@ -122,16 +124,40 @@ void LogMirror::recover() {
   recovered_ = true;
 }
 
+bool LogMirror::pruneDue() const {
+  return options_.pruneInterval.count() > 0 &&
+         (!lastPrune_ || clock_.now() - *lastPrune_ >= options_.pruneInterval);
+}
+
+void LogMirror::pruneWhenDue() {
+  if (!pruneDue()) return;
+  lastPrune_ = clock_.now();
+  LogPruneCount total;
+  for (int batch = 0; batch < kPruneBatches; ++batch) {
+    auto n =
+        pruneStepLogs(*db_, clock_.nowMs(), options_.retention, kPruneBatch);
+    total.pieceAttempts += n.pieceAttempts;
+    total.storedLogs += n.storedLogs;
+    if (n.pieceAttempts < kPruneBatch && n.storedLogs < kPruneBatch) break;
+  }
+  if (total.pieceAttempts > 0 || total.storedLogs > 0)
+    logInfo("build logs in the database: the pieces of " +
+            std::to_string(total.pieceAttempts) + " ended attempts removed, " +
+            std::to_string(total.storedLogs) +
+            " finished logs past their age deleted");
+}
+
 bool LogMirror::turn() {
   std::lock_guard<std::mutex> l(turnMutex_);
   takeCommands();
-  if (recovered_ && tracked_.empty()) return true;
+  if (recovered_ && tracked_.empty() && !pruneDue()) return true;
   if (!connect()) return false;
   try {
     if (!recovered_) recover();
     prepareStarts();
     bool all = appendPieces();
     storeFinished();
+    pruneWhenDue();
     return all;
   } catch (const SqlError& e) {
     if (!e.transient()) throw;

@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "kiln/common/clock.h"
+#include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/state_db.h"
 
 namespace kiln::scheduler {
@@ -39,6 +41,10 @@ class LogMirror {
     /// The scheduler's state directory (its log files), for the attempts
     /// a scheduler that stopped left as pieces (see recover()).
     std::string stateDir;
+    /// What of the logs in the database is removed (log_store.h), and
+    /// how often (zero: never); the first turn prunes.
+    LogRetention retention;
+    std::chrono::milliseconds pruneInterval{std::chrono::minutes(10)};
   };
 
   /// Mirrors into `database` (connected on the mirror's thread, again
@@ -91,6 +97,10 @@ class LogMirror {
   bool appendPieces();
   /// Stores the ended attempts' logs whole.
   void storeFinished();
+  /// Applies Options::retention when it is due.
+  void pruneWhenDue();
+  /// Whether pruneWhenDue has work now.
+  bool pruneDue() const;
   /// Warns (at most every 10 s) that `what` failed.
   void warn(const std::string& what);
 
@@ -105,6 +115,7 @@ class LogMirror {
   std::unique_ptr<StateDb> db_;
   std::map<Key, Tracked> tracked_;
   bool recovered_ = false;
+  std::optional<Clock::TimePoint> lastPrune_;
   Clock::TimePoint lastWarning_{};
   std::thread thread_;
 };

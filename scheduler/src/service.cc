@@ -142,6 +142,8 @@ SchedulerService::Impl::Impl(ServiceConfig c)
     o.stateDir = cfg.stateDir;
     // The log limit, plus room for the notes kiln adds to a log.
     if (cfg.logLimitBytes) o.maxLogBytes = cfg.logLimitBytes + (64 << 10);
+    o.retention = cfg.logRetention;
+    o.pruneInterval = cfg.logPruneInterval;
     logMirror = std::make_unique<LogMirror>(cfg.database(), o, clock);
     steps.mirrorLogsTo(logMirror.get());
   }
@@ -317,8 +319,31 @@ void SchedulerService::Impl::periodic() {
   link.expireTransfers();
   steps.takeBackOverdue();
   auto now = clock.now();
-  // Reading requests and jobsets needs the database; while it is away the
-  // turn goes on (workers are served and steps dispatched from memory).
+  if (lockCheckIsDue(now)) {
+    lastLockCheck = now;
+    checkLock();
+  }
+  // The lock's probe found the database unreachable: nothing else here
+  // waits on it (a try may take a connect timeout), so the loop goes back
+  // to the workers at once, and serves them from memory.
+  if (databaseUnreachableAt) return;
+  readRequestsAndJobsets(now);
+  if (!logMirror) pruneLogsWhenDue(now);
+  if (now - lastSnapshotStore >= std::chrono::seconds(1)) {
+    lastSnapshotStore = now;
+    storeSnapshotForFrontEnds();
+  }
+  // Writes kept while the database was away, once this process is known
+  // to schedule the farm still (another may have taken over meanwhile).
+  if (deferred.pending() > 0 && now - lastDeferredFlush >= kFlushPause) {
+    lastDeferredFlush = now;
+    if (lock->held()) deferred.flush();
+  }
+}
+
+// Reading requests and jobsets needs the database; while it is away the
+// turn goes on (workers are served and steps dispatched from memory).
+void SchedulerService::Impl::readRequestsAndJobsets(Clock::TimePoint now) {
   try {
     bool woken = pollRequestsWhenDue(now);
     // An evaluator host's result notifies the requests' channel too.
@@ -335,16 +360,23 @@ void SchedulerService::Impl::periodic() {
               e.what());
     }
   }
-  if (now - lastLockCheck >= std::chrono::seconds(1)) {
-    lastLockCheck = now;
-    checkLock();
-    storeSnapshotForFrontEnds();
-  }
-  // Writes kept while the database was away, once this process is known
-  // to schedule the farm still (another may have taken over meanwhile).
-  if (deferred.pending() > 0 && now - lastDeferredFlush >= kFlushPause) {
-    lastDeferredFlush = now;
-    if (lock->held()) deferred.flush();
+}
+
+// SQLite: its log tables hold rows only when copied from PostgreSQL, so a
+// batch per interval in the loop is short (PostgreSQL: the log mirror).
+void SchedulerService::Impl::pruneLogsWhenDue(Clock::TimePoint now) {
+  auto every = cfg.logPruneInterval;
+  if (every.count() <= 0 || (lastLogPrune && now - *lastLogPrune < every))
+    return;
+  lastLogPrune = now;
+  try {
+    auto n = pruneStepLogs(db, clock.nowMs(), cfg.logRetention, 500);
+    if (n.pieceAttempts > 0 || n.storedLogs > 0)
+      logInfo("build logs in the database: " + std::to_string(n.pieceAttempts) +
+              " ended attempts' pieces, " + std::to_string(n.storedLogs) +
+              " finished logs removed");
+  } catch (const SqlError& e) {
+    logWarn(std::string("pruning build logs: ") + e.what());
   }
 }
 

@@ -87,19 +87,44 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   WakeFds loopWake;
   Clock::TimePoint lastJobsetCheck{};
   Clock::TimePoint lastLockCheck{};
+  Clock::TimePoint lastSnapshotStore{};
   Clock::TimePoint lastDatabaseWarning{};
   Clock::TimePoint lastDeferredFlush{};
+  /// SQLite: when the build logs in the database were last pruned
+  /// (PostgreSQL: the log mirror prunes).
+  std::optional<Clock::TimePoint> lastLogPrune;
+  void pruneLogsWhenDue(Clock::TimePoint now);
+  /// Reads the requests and the jobsets when due; a database away is
+  /// warned about (each 10 s), not thrown.
+  void readRequestsAndJobsets(Clock::TimePoint now);
   /// When the farm's lock was last known held. New steps are dispatched
   /// only while that is recent (kLockGrace): a scheduler cut off from the
   /// database stops before a standby can take the lock over.
   Clock::TimePoint lockConfirmed = clock.now();
-  bool mayDispatch() const;
+  /// The lock's session is known ended (SchedulerLock::sessionEnded, or
+  /// held() said no): nothing is dispatched until the lock is held again,
+  /// except while the database cannot be reached (databaseUnreachableAt
+  /// recent): then nobody can take the lock.
+  bool lockSessionEnded = false;
+  /// When the last try to take the lock again could not reach the
+  /// database; unset once one could.
+  std::optional<Clock::TimePoint> databaseUnreachableAt;
+  /// checkLock() runs at the next periodic(), whatever the time.
+  bool lockCheckDue = false;
+  /// Whether new steps may be dispatched now (service_lock.cc).
+  bool mayDispatch();
+  /// Whether checkLock() is due at `now`: each second, every 200 ms while
+  /// the lock's session is known ended.
+  bool lockCheckIsDue(Clock::TimePoint now) const;
   /// Set when the farm's lock was lost to another scheduler: run() ends.
   bool lockLost = false;
   /// Checks that this process still holds the farm's scheduler lock
   /// (PostgreSQL drops it with the lock's connection), taking it again if
   /// nobody else has; sets lockLost if another scheduler took it.
   void checkLock();
+  /// Fences `db`'s sessions with `lock` (SchedulerLock::fence); a
+  /// transient failure is logged (the fence runs on its next session).
+  void fenceWriter();
   /// Writes the newest published snapshot to the state database for web
   /// front ends on other hosts (PostgreSQL only; failures are logged).
   void storeSnapshotForFrontEnds();

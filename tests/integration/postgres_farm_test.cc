@@ -85,6 +85,32 @@ class PostgresFarm : public ::testing::Test {
 
   static constexpr const char* kHourMs = "3600000";
 
+  // The ZeroMQ endpoint a scheduler printed ("listening tcp://…").
+  static std::string endpointOf(test::KilnProcess& sched) {
+    std::string e = sched.log();
+    e = e.substr(e.find("listening tcp://") + 10);
+    return e.substr(0, e.find_first_of("\n "));
+  }
+
+  // A worker of the farm dialling `endpoint`.
+  std::unique_ptr<test::KilnProcess> worker(const std::string& endpoint) {
+    return std::make_unique<test::KilnProcess>(
+        std::vector<std::string>{"worker", "--connect", endpoint,
+                                 "--insecure-plaintext", "--state-dir",
+                                 dir_.path() + "/w", "--private-store"},
+        dir_.path() + "/w.log");
+  }
+
+  // Whether evaluation `id` has `n` finished builds within 60 s.
+  bool evaluationFinishes(int64_t id, int n) {
+    return test::pollUntil(
+        [&] {
+          auto e = evaluation(id);
+          return e.is_object() && e.value("finished", 0) == n;
+        },
+        60s);
+  }
+
   nlohmann::json evaluation(int64_t id) {
     auto r = kiln({"evaluation", "show", std::to_string(id), "--json"});
     if (r.exitCode != 0) return nullptr;
@@ -109,9 +135,7 @@ TEST_F(PostgresFarm, BuildsAJobsetWithItsStateInPostgres) {
 
   auto sched = scheduler("s1");
   ASSERT_TRUE(sched->waitForLog("listening tcp://", 30s)) << sched->log();
-  std::string endpoint = sched->log();
-  endpoint = endpoint.substr(endpoint.find("listening tcp://") + 10);
-  endpoint = endpoint.substr(0, endpoint.find_first_of("\n "));
+  std::string endpoint = endpointOf(*sched);
   // A second scheduler on the same database is refused.
   auto second = scheduler("s2");
   ASSERT_TRUE(second->waitExit(30s)) << second->log();
@@ -121,17 +145,9 @@ TEST_F(PostgresFarm, BuildsAJobsetWithItsStateInPostgres) {
   r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"eval\":1"));
-  test::KilnProcess worker(
-      {"worker", "--connect", endpoint, "--insecure-plaintext", "--state-dir",
-       dir_.path() + "/w", "--private-store"},
-      dir_.path() + "/w.log");
-  ASSERT_TRUE(test::pollUntil(
-      [&] {
-        auto e = evaluation(1);
-        return e.is_object() && e.value("finished", 0) == 2;
-      },
-      60s))
-      << evaluation(1).dump() << sched->log() << worker.log();
+  auto w = worker(endpoint);
+  ASSERT_TRUE(evaluationFinishes(1, 2))
+      << evaluation(1).dump() << sched->log() << w->log();
   auto e = evaluation(1);
   EXPECT_EQ(e.value("succeeded", 0), 2) << e.dump();
   r = kiln({"evaluation", "show", "1"});
@@ -170,7 +186,7 @@ TEST_F(PostgresFarm, BuildsAJobsetWithItsStateInPostgres) {
   r = kiln({"cached-failure", "clear", "--json"});
   EXPECT_EQ(r.exitCode, 0) << r.err << sched->log();
   EXPECT_THAT(r.out, HasSubstr("\"cleared\":0"));
-  EXPECT_EQ(worker.stop(), 0);
+  EXPECT_EQ(w->stop(), 0);
   EXPECT_EQ(sched->stop(), 0) << sched->log();
 }
 
@@ -196,6 +212,84 @@ TEST_F(PostgresFarm, AStandbyTakesOverWhenTheActiveSchedulerDies) {
   r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
   EXPECT_EQ(r.exitCode, 0) << r.err << standby->log();
   EXPECT_EQ(standby->stop(), 0) << standby->log();
+}
+
+// A worker that joins while PostgreSQL is away is welcomed from memory
+// (nothing of a Hello waits for the database), and once the server is
+// back the queued builds finish.
+TEST_F(PostgresFarm, AWorkerJoiningWhileTheDatabaseIsAwayIsWelcomed) {
+  ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
+  auto sched = scheduler("s1");
+  ASSERT_TRUE(sched->waitForLog("listening tcp://", 30s)) << sched->log();
+  auto r = kiln({"jobset", "create", "--project", "demo", "main", "--location",
+                 coll_, "--check-interval", "0"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  pg_->stop();
+  ASSERT_TRUE(sched->waitForLog("state database is unavailable", 30s))
+      << sched->log();
+  auto w = worker(endpointOf(*sched));
+  EXPECT_TRUE(w->waitForLog("welcomed by scheduler", 30s))
+      << w->log() << sched->log();
+  EXPECT_THAT(sched->log(), HasSubstr("joined with"));
+  EXPECT_FALSE(pg_->running());  // all of it while the server was down
+  pg_->start();
+  ASSERT_TRUE(evaluationFinishes(1, 2))
+      << evaluation(1).dump() << sched->log() << w->log();
+  EXPECT_EQ(evaluation(1).value("succeeded", 0), 2);
+  EXPECT_EQ(w->stop(), 0);
+  EXPECT_EQ(sched->stop(), 0) << sched->log();
+}
+
+// Only the lock's session ends (pg_terminate_backend; the server stays
+// up) while a standby waits: the active notices before its next dispatch
+// and either holds the lock again or stops, before the standby can
+// schedule (the writers' fence makes the standby wait for the active's
+// sessions). How long the active took to notice is reported.
+TEST_F(PostgresFarm, TheActiveNoticesAtOnceThatItsLockSessionEnded) {
+  ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
+  auto active = scheduler("s1");
+  ASSERT_TRUE(active->waitForLog("listening tcp://", 30s)) << active->log();
+  auto standby = scheduler("s2", {"--standby"});
+  ASSERT_TRUE(standby->waitForLog("waiting to take over", 30s))
+      << standby->log();
+  auto t = pg_->psql(
+      "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype "
+      "= 'advisory' AND objid = 7164351 AND granted",
+      url_);
+  ASSERT_EQ(t.exitCode, 0) << t.err;
+  ASSERT_EQ(t.out, "1\n");
+  auto terminated = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      active->waitForLog("session holding the farm's scheduler lock "
+                         "ended",
+                         30s))
+      << active->log();
+  double noticedMs = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - terminated)
+                         .count();
+  // Either it holds the lock again, or the standby won it and the active
+  // stopped (then the standby took over).
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        std::string log = active->log();
+        return log.find("is held again") != std::string::npos ||
+               log.find("this one stops scheduling") != std::string::npos;
+      },
+      30s))
+      << active->log();
+  if (active->log().find("this one stops scheduling") != std::string::npos) {
+    EXPECT_TRUE(active->waitExit(30s));
+    EXPECT_TRUE(standby->waitForLog("listening tcp://", 30s)) << standby->log();
+  } else {
+    EXPECT_TRUE(active->running());
+  }
+  std::cout << "the active noticed its lock session's end within " << noticedMs
+            << " ms (the polling of its log included)\n";
+  RecordProperty("lock_session_end_noticed_ms", std::to_string(noticedMs));
+  for (auto* p : {active.get(), standby.get()})
+    if (p->running()) p->stop();
 }
 
 // A change made through `kiln web` reaches the scheduler by NOTIFY: with

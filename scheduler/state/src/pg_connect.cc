@@ -9,9 +9,16 @@ namespace kiln::scheduler {
 PgConn connectPostgres(
     const std::string& url, const std::string& password,
     const std::vector<std::pair<const char*, const char*>>& extra) {
-  std::vector<const char*> keys = {"dbname", "connect_timeout",
-                                   "application_name"};
-  std::vector<const char*> vals = {url.c_str(), "10", "kiln"};
+  // A server that stops answering (its host gone, the network cut) ends
+  // the connection after ~10 s (TCP keepalives, unacknowledged data)
+  // instead of the kernel's retransmission timeout of many minutes: a
+  // statement waiting on it fails (transient) and the caller goes on.
+  std::vector<const char*> keys = {"dbname",           "connect_timeout",
+                                   "application_name", "keepalives",
+                                   "keepalives_idle",  "keepalives_interval",
+                                   "keepalives_count", "tcp_user_timeout"};
+  std::vector<const char*> vals = {url.c_str(), "10", "kiln", "1",
+                                   "5",         "2",  "3",    "10000"};
   if (!password.empty()) {
     keys.push_back("password");
     vals.push_back(password.c_str());

@@ -18,8 +18,10 @@ struct PgConnFree {
 using PgConn = std::unique_ptr<PGconn, PgConnFree>;
 
 /// Connects to `url` (checked by checkDatabaseUrl) with `password` when not
-/// empty (else libpq's PGPASSFILE), a 10 s connect timeout and the
-/// libpq keywords in `extra`; notices are dropped. Throws SqlError
+/// empty (else libpq's PGPASSFILE), a 10 s connect timeout, TCP
+/// keepalives and a 10 s TCP user timeout (a silent server ends the
+/// connection within ~11 s) and the libpq keywords in `extra`; notices are
+/// dropped. Throws SqlError
 /// (transient) naming the URL and libpq's reason.
 PgConn connectPostgres(
     const std::string& url, const std::string& password,

@@ -78,7 +78,13 @@ class AdvisorySchedulerLock : public SchedulerLock {
                        false);
     });
   }
+  bool sessionEnded() override {
+    if (!ended_ && c_->sessionEnded()) ended_ = true;
+    return ended_;
+  }
   bool held() override {
+    // A session opened again by a query here would not hold the lock.
+    if (sessionEnded()) return false;
     try {
       auto s = c_->prepare(
           "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
@@ -86,7 +92,8 @@ class AdvisorySchedulerLock : public SchedulerLock {
       s.bind(kSchedulerLockKey);
       return s.step() && s.getInt(0) > 0;
     } catch (const SqlError&) {
-      return false;  // the connection, and the lock with it, is gone
+      sessionEnded();  // the connection, and the lock with it, may be gone
+      return false;
     }
   }
   std::string describe() const override {
@@ -97,6 +104,7 @@ class AdvisorySchedulerLock : public SchedulerLock {
  private:
   std::unique_ptr<SqlConnection> c_;
   int64_t pid_ = 0;
+  bool ended_ = false;  ///< the lock's session is gone (for good)
 };
 
 }  // namespace

@@ -23,16 +23,6 @@
 namespace kiln::scheduler {
 namespace {
 
-// The server drops a connection whose peer went silent after 6 + 3 * 2 s
-// (as the scheduler lock's, scheduler_lock.cc); the client side notices a
-// silent server as soon: the listener reconnects instead of waiting on a
-// dead socket.
-const std::vector<std::pair<const char*, const char*>> kKeepalives = {
-    {"keepalives", "1"},
-    {"keepalives_idle", "6"},
-    {"keepalives_interval", "2"},
-    {"keepalives_count", "3"}};
-
 AutoCloseFD makeEventFd(const char* what) {
   AutoCloseFD fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!fd) throwSysError(std::string("creating the ") + what + " eventfd");
@@ -139,7 +129,9 @@ void PostgresListener::connectAndServe() {
 }
 
 PgConn PostgresListener::connectAndListen() {
-  PgConn conn = connectPostgres(url_, password_, kKeepalives);
+  // connectPostgres's keepalives: a silent server is noticed within ~11 s
+  // and the listener reconnects instead of waiting on a dead socket.
+  PgConn conn = connectPostgres(url_, password_);
   char* quoted =
       PQescapeIdentifier(conn.get(), channel_.c_str(), channel_.size());
   if (!quoted) throw SqlError("quoting channel " + channel_, false);

@@ -13,6 +13,8 @@
 // every kMaxQueued statements. A transaction of writes then costs one
 // round trip instead of one per statement, and a failing write is
 // reported by the commit of its innermost transaction at the latest.
+#include <poll.h>
+
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -93,6 +95,20 @@ class PostgresConnection : public SqlConnection, public PgRunner {
     checkResult(r.get(), "executing '" + text + "'");
     const char* n = PQcmdTuples(r.get());
     changes_ = n && *n ? std::strtoll(n, nullptr, 10) : 0;
+  }
+
+  // No round trip: what arrived unasked on an idle connection is read
+  // (the server's FATAL before it closes, then the end of the stream).
+  bool sessionEnded() override {
+    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return true;
+    if (pipeline_ || inTransaction()) return false;  // in use: not idle
+    for (int reads = 0; reads < 4; ++reads) {
+      pollfd p{PQsocket(conn_), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) break;
+      if (!PQconsumeInput(conn_)) return true;  // closed
+    }
+    while (PGnotify* n = PQnotifies(conn_)) PQfreemem(n);
+    return PQstatus(conn_) != CONNECTION_OK;
   }
 
   void notify(std::string_view channel) override {

@@ -128,6 +128,41 @@ TEST_P(LogMirrorTest, StoresTheEndedAttemptsAStoppedSchedulerLeft) {
             "no file, pieces\n");
 }
 
+// The mirror applies the logs' retention (log_store.h) at its first turn,
+// then once per prune interval: an ended attempt's pieces, old enough,
+// become its stored log.
+TEST_P(LogMirrorTest, PrunesAtTheFirstTurnThenEachInterval) {
+  FakeClock clock{WallTime{std::chrono::hours(100)}};
+  auto endedWithPieces = [&](const std::string& name) {
+    StepRow row;
+    row.drvPath = "/nix/store/" + name + ".drv";
+    int64_t id = db_->upsertStep(row);
+    db_->startStep(id, "w1", 10);
+    db_->finishStep(id, 0, 20, "");
+    appendLogChunks(*db_, {{id, 1, 0, name + " log\n"}});
+    return id;
+  };
+  auto where = [&](const std::string& name) {
+    auto logs = stepLogs(*db_, "", name + ".drv");
+    return logs.size() == 1 ? logs[0].where : StepLog::Where::kFile;
+  };
+  endedWithPieces("abe-first");
+  auto o = options();
+  o.pruneInterval = std::chrono::minutes(10);
+  LogMirror mirror(spec_, o, clock);
+  EXPECT_TRUE(mirror.turn());
+  EXPECT_EQ(where("abe-first"), StepLog::Where::kStored);
+  endedWithPieces("abf-second");
+  EXPECT_TRUE(mirror.turn());
+  EXPECT_EQ(where("abf-second"), StepLog::Where::kLive);  // not due yet
+  clock.advance(std::chrono::minutes(10));
+  EXPECT_TRUE(mirror.turn());
+  EXPECT_EQ(where("abf-second"), StepLog::Where::kStored);
+  EXPECT_EQ(
+      StepLogReader(stepLogs(*db_, "", "abf-second.drv")[0]).read(*db_, 0, 100),
+      "abf-second log\n");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, LogMirrorTest, test::allStateBackends(),
                          test::stateBackendName);
 

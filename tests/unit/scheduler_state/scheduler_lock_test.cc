@@ -59,6 +59,25 @@ TEST_F(SchedulerLockTest, OneHolderAtATime) {
   EXPECT_NE(SchedulerLock::tryAcquire(spec_, dir_.path()), nullptr);
 }
 
+// The lock's session ending (pg_terminate_backend, as when only the lock's
+// connection drops) is seen without a query, and for good: a session a
+// query would open again does not hold the lock.
+TEST_F(SchedulerLockTest, ItsSessionEndingIsSeenWithoutAQuery) {
+  auto lock = SchedulerLock::tryAcquire(spec_, dir_.path());
+  ASSERT_NE(lock, nullptr);
+  EXPECT_FALSE(lock->sessionEnded());
+  EXPECT_TRUE(lock->held());
+  EXPECT_FALSE(lock->sessionEnded());
+  terminateLockSessions();
+  // The server's goodbye reaches the socket at once; only poll(2) and
+  // reads of what arrived happen here.
+  EXPECT_TRUE(test::pollUntil([&] { return lock->sessionEnded(); }, 10s));
+  EXPECT_TRUE(lock->sessionEnded());
+  EXPECT_FALSE(lock->held());
+  // Nobody holds it now: another scheduler may take it.
+  EXPECT_NE(SchedulerLock::tryAcquire(spec_, dir_.path()), nullptr);
+}
+
 TEST_F(SchedulerLockTest, ATakeOverWaitsForTheEarlierWritersSessions) {
   auto old = SchedulerLock::tryAcquire(spec_, dir_.path());
   ASSERT_NE(old, nullptr);

@@ -26,6 +26,7 @@ class Registry;
 #include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/core.h"
 #include "kiln/scheduler/evaluation.h"
+#include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/offline_requests.h"
 #include "kiln/scheduler/request_queue.h"
 #include "kiln/scheduler/requests.h"
@@ -96,6 +97,13 @@ struct ServiceConfig {
   /// listener (SQLite; PostgreSQL while it reconnects) the table is read
   /// every 100 ms.
   std::chrono::milliseconds requestSafetyPoll{2000};
+  /// What of the build logs in the state database is removed (log_store.h:
+  /// pieces of ended attempts, finished logs past an age), checked every
+  /// logPruneInterval (zero: never; the first check at the start): on
+  /// PostgreSQL by the log mirror's thread, on SQLite (whose tables hold
+  /// logs only when copied from PostgreSQL) by the loop.
+  LogRetention logRetention;
+  std::chrono::milliseconds logPruneInterval{std::chrono::minutes(10)};
   /// The farm's binary cache (cache_publisher.h): a cache URI
   /// (store::openCacheStorage: `s3://BUCKET?endpoint=…`, `file:///DIR`)
   /// that every verified and registered output is published to, its

@@ -6,6 +6,7 @@
 /// attempt ends, the whole log goes into one zstd-compressed row
 /// (`step_logs`) and its pieces are deleted. logs.h reads them back.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -60,5 +61,48 @@ void storeFinishedLog(StateDb& db, int64_t step, int64_t attempt,
 /// `step` (up to the first gap) as its finished log, when its file is
 /// gone; nothing if it has none. Throws SqlError.
 void storeFinishedFromChunks(StateDb& db, int64_t step, int64_t attempt);
+
+/// An attempt whose log pieces are still in the database although it
+/// ended: its step finished, or a later attempt of it started (a scheduler
+/// stopped or failed over before storing it, or storing it failed).
+struct EndedLogPieces {
+  int64_t step = 0;
+  int64_t attempt = 0;
+  std::string drvPath;  ///< the step's derivation (where its log file is)
+  bool stored = false;  ///< its finished log is stored (step_logs) too
+};
+
+/// Up to `limit` attempts with pieces in the database that ended before
+/// `endedBeforeMs` (Unix ms; their step's stop time, or the start of a
+/// later attempt), or whose finished log is stored already, whenever they
+/// ended; by step and attempt. Throws SqlError.
+std::vector<EndedLogPieces> endedLogPieces(StateDb& db, int64_t endedBeforeMs,
+                                           size_t limit);
+
+/// How long build logs stay in the database (docs/operations.md, "Running
+/// on many machines", "Build logs"): what pruneStepLogs removes.
+struct LogRetention {
+  /// Pieces of an attempt that ended at least this long ago become its
+  /// finished log (when none is stored) and are deleted; pieces of an
+  /// attempt whose finished log is stored are deleted whatever their age.
+  /// The delay leaves the scheduler's log mirror time to store the log
+  /// from its file, which is whole.
+  std::chrono::milliseconds endedPiecesAfter{std::chrono::hours(1)};
+  /// Finished logs (step_logs rows) of steps that finished at least this
+  /// long ago are deleted (the log files stay); zero keeps them.
+  std::chrono::milliseconds storedLogsAfter{0};
+};
+
+/// What one pruneStepLogs call removed.
+struct LogPruneCount {
+  size_t pieceAttempts = 0;  ///< attempts whose pieces were removed
+  size_t storedLogs = 0;     ///< finished logs deleted
+};
+
+/// Applies `retention` at `nowMs` (Unix ms) to at most `limit` attempts
+/// with pieces and `limit` finished logs, each attempt in a transaction of
+/// its own; call it again while a count reaches `limit`. Throws SqlError.
+LogPruneCount pruneStepLogs(StateDb& db, int64_t nowMs,
+                            const LogRetention& retention, size_t limit);
 
 }  // namespace kiln::scheduler

@@ -27,6 +27,11 @@ class SchedulerLock {
   /// Whether the lock is still held: false once PostgreSQL has dropped the
   /// lock's connection (another scheduler may have taken over since).
   virtual bool held() = 0;
+  /// Whether the lock is known lost without asking the database, cheap
+  /// enough for every dispatch: on PostgreSQL, the lock's session ended
+  /// (the server closed its connection: pg_terminate_backend, a restart),
+  /// and stays so; false says nothing more (held() asks). SQLite: false.
+  virtual bool sessionEnded() { return false; }
   /// What holds it, for messages ("<dir>/scheduler.lock", "advisory lock
   /// 7164351 in postgresql://…").
   virtual std::string describe() const = 0;

@@ -153,6 +153,12 @@ class SqlConnection {
   /// rolls back), at once outside one. A no-op on SQLite, whose only
   /// writer polls.
   virtual void notify(std::string_view channel) = 0;
+  /// Whether the server is known to have ended the connection's session,
+  /// seen without a round trip (PostgreSQL: an idle connection's socket
+  /// holds the server's goodbye, pg_terminate_backend's or a shutdown's,
+  /// or is closed; a connection never opened or lost counts as ended).
+  /// Nothing is re-opened. SQLite: false.
+  virtual bool sessionEnded() { return false; }
   /// Whether the connection is in a transaction.
   bool inTransaction() const { return depth_ > 0; }
   /// Runs `setup` on this connection now and, on PostgreSQL, again on
