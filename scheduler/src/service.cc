@@ -126,6 +126,13 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   if (sinks.size() > 1)
     steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   loopWake.add(uploads.wakeFd());
+  if (cfg.directUploads) {
+    direct = std::make_unique<DirectUploads>(cfg, steps, uploads, link, clock);
+    loopWake.add(direct->wakeFd());
+    steps.onAttemptEnded([this](int64_t step, int64_t attempt) {
+      direct->attemptEnded(step, attempt);
+    });
+  }
   if (!cfg.cacheUri.empty()) {
     CachePublisherConfig pc;
     pc.stateDir = cfg.stateDir;
@@ -160,6 +167,20 @@ void SchedulerService::Impl::onStepMessage(WorkerConn& from,
     steps.onLog(from, *l);
   else if (auto* r = std::get_if<protocol::StepResult>(&m))
     steps.onResult(from, *r);
+  else if (auto* q = std::get_if<protocol::StageRequest>(&m))
+    direct ? direct->onStageRequest(from, *q)
+           : link.sendOrWarn(from.peer,
+                             protocol::Ack{protocol::MessageType::kStageRequest,
+                                           q->stepId, false,
+                                           "direct uploads are not enabled "
+                                           "on this scheduler"});
+  else if (auto* o = std::get_if<protocol::OutputStaged>(&m))
+    direct ? direct->onOutputStaged(from, *o)
+           : link.sendOrWarn(from.peer,
+                             protocol::Ack{protocol::MessageType::kOutputStaged,
+                                           o->stepId, false,
+                                           "direct uploads are not enabled "
+                                           "on this scheduler"});
 }
 
 std::unique_ptr<protocol::TransferTarget> SchedulerService::Impl::acceptUpload(
@@ -366,6 +387,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   for (int n = 0; n < max; n++) {
     if (!hold) hold.emplace(deferred);
     if (r) link.handle(*r);
+    if (direct) direct->takeDone();
     if (uploads.takeRegistrations() > 0 && publisher) publisher->wake();
     processEvents();
     // A result frees a slot: fill it now, not after the rest of the batch

@@ -28,6 +28,7 @@
 #include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/sql_listener.h"
+#include "direct_uploads.h"
 #include "log_mirror.h"
 #include "running_steps.h"
 #include "uploads.h"
@@ -70,6 +71,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   std::unique_ptr<LogMirror> logMirror;
   RunningSteps steps;
   Uploads uploads;
+  /// Outputs workers stage in the farm's bucket (ServiceConfig::
+  /// directUploads; null without).
+  std::unique_ptr<DirectUploads> direct;
   /// Publishes registered outputs to ServiceConfig::cacheUri (null
   /// without one), on a thread of its own.
   std::unique_ptr<CachePublisher> publisher;

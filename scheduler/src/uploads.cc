@@ -160,6 +160,11 @@ void Uploads::commit(int64_t step, const proto::TransferHeader& h,
   registrar_.submit({step, h.outputName, std::move(info), std::move(nar)});
 }
 
+void Uploads::registerVerified(int64_t step, const std::string& output,
+                               store::ValidPathInfo info, AutoCloseFD nar) {
+  registrar_.submit({step, output, std::move(info), std::move(nar)});
+}
+
 size_t Uploads::takeRegistrations() {
   size_t registered = 0;
   for (auto& d : registrar_.takeDone()) {
