@@ -107,8 +107,9 @@ void S3CacheStorage::putMultipart(const std::string& rel, int fd, off_t size) {
 
 std::vector<std::pair<std::string, std::string>>
 S3CacheStorage::listMultipartUploads(const std::string& prefix) {
+  // Parameters in byte order: curl's SigV4 signs the query as written.
   std::string answer;
-  if (send("GET", "?uploads=&prefix=" + s3UriEncode(prefix, false), nullptr,
+  if (send("GET", "?prefix=" + s3UriEncode(prefix, false) + "&uploads=", nullptr,
            -1, &answer) == 404)
     throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
                 endpoint_);
