@@ -118,8 +118,8 @@ Figures runOnce(test::ObjectStoreServer& s3, const std::string& bucket,
                  s1.writtenMiB - s0.writtenMiB};
   f.worker = {w1.cpu - w0.cpu, w1.readMiB - w0.readMiB,
               w1.writtenMiB - w0.writtenMiB};
-  f.zmqMiB = farm.metric("kiln_transfer_bytes_received_total").value_or(0) /
-             1048576;
+  f.zmqMiB =
+      farm.metric("kiln_transfer_bytes_received_total").value_or(0) / 1048576;
   for (auto& obj : cache.listObjects("nar/", 100000))
     f.compressedMiB += double(obj.size) / 1048576;
   return f;
@@ -137,7 +137,7 @@ void print(const char* name, const Figures& f, int mib) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::bench
 
 int main(int argc, char** argv) {
   using namespace kiln;
@@ -154,7 +154,8 @@ int main(int argc, char** argv) {
   }
   try {
     // Room for both buckets' objects and a staged copy in the OSD.
-    setenv("KILN_S3_MEMORY", std::to_string((uint64_t(mib) * 3 + 1024) << 20).c_str(), 1);
+    setenv("KILN_S3_MEMORY",
+           std::to_string((uint64_t(mib) * 3 + 1024) << 20).c_str(), 1);
     TempDir dir("kiln-direct-bench");
     test::ObjectStoreServer s3(dir.path() + "/s3");
     s3.exportCredentials();
@@ -164,11 +165,12 @@ int main(int argc, char** argv) {
     std::printf("%d MiB of NAR in %d outputs\n", mib, jobs);
     bench::print("scheduler", through, mib);
     bench::print("direct", direct, mib);
-    std::printf("direct/scheduler: wall %.2f, scheduler cpu %.2f, scheduler "
-                "bytes read %.2f\n",
-                direct.wall / through.wall,
-                direct.scheduler.cpu / through.scheduler.cpu,
-                direct.scheduler.readMiB / through.scheduler.readMiB);
+    std::printf(
+        "direct/scheduler: wall %.2f, scheduler cpu %.2f, scheduler "
+        "bytes read %.2f\n",
+        direct.wall / through.wall,
+        direct.scheduler.cpu / through.scheduler.cpu,
+        direct.scheduler.readMiB / through.scheduler.readMiB);
   } catch (const std::exception& e) {
     std::cerr << "direct_upload_bench: " << e.what() << "\n";
     return 1;

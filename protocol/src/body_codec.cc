@@ -416,8 +416,7 @@ void check(const Ack& m) {
   Check c{"Ack"};
   auto s = static_cast<uint8_t>(m.subject);
   c.require(s >= 1 && s <= static_cast<uint8_t>(MessageType::kOutputStaged),
-            "subject",
-            "unknown message type " + std::to_string(s));
+            "subject", "unknown message type " + std::to_string(s));
   c.require(m.ok == m.error.empty(), "error", "must be empty iff ok");
   c.text(m.error, "error");
 }

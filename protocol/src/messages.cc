@@ -11,11 +11,10 @@ namespace {
 
 constexpr size_t kHeaderSize = 5;
 constexpr std::array<const char*, 19> kNames = {
-    "Hello",        "Welcome",       "Refused",     "Heartbeat",
-    "BuildStep",    "NeedPaths",     "PathData",    "Credit",
-    "Chunk",        "TransferAbort", "LogChunk",    "StepResult",
-    "CancelStep",   "UploadOutput",  "Ack",         "Bye",
-    "StageRequest", "StageGrant",    "OutputStaged"};
+    "Hello",     "Welcome",      "Refused",    "Heartbeat",    "BuildStep",
+    "NeedPaths", "PathData",     "Credit",     "Chunk",        "TransferAbort",
+    "LogChunk",  "StepResult",   "CancelStep", "UploadOutput", "Ack",
+    "Bye",       "StageRequest", "StageGrant", "OutputStaged"};
 
 // Whether a message of this type has a raw data frame after the body.
 bool hasDataFrame(MessageType t) {

@@ -9,9 +9,9 @@ using wire::Writer;
 
 namespace {
 
-constexpr size_t kMaxKey = 1024;      // an object key
-constexpr size_t kMaxUrl = 8 << 10;   // a presigned URL
-constexpr size_t kMaxEtag = 256;      // a part's ETag
+constexpr size_t kMaxKey = 1024;        // an object key
+constexpr size_t kMaxUrl = 8 << 10;     // a presigned URL
+constexpr size_t kMaxEtag = 256;        // a part's ETag
 constexpr uint64_t kMinPart = 5 << 20;  // S3's smallest part but the last
 
 void checkCompression(const Check& c, const std::string& s) {
@@ -25,7 +25,8 @@ void checkKey(const Check& c, const std::string& k) {
             "must start with 'staging/' and be at most 1024 bytes");
   c.require(k.find("..") == std::string::npos, "key", "must not contain '..'");
   for (char ch : k)
-    c.require(ch > ' ' && ch < 127, "key", "contains a control or non-ASCII byte");
+    c.require(ch > ' ' && ch < 127, "key",
+              "contains a control or non-ASCII byte");
 }
 
 }  // namespace

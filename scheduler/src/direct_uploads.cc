@@ -45,8 +45,10 @@ DirectUploads::DirectUploads(const ServiceConfig& config, RunningSteps& steps,
       s3_(std::make_unique<store::S3CacheStorage>(config.cacheUri)),
       temps_(config.stateDir + "/tmp", "direct") {
   if (!config.cacheUri.starts_with("s3://"))
-    throw FormatError("direct uploads need the farm's cache on an object "
-                      "store (--cache s3://…), not " + config.cacheUri);
+    throw FormatError(
+        "direct uploads need the farm's cache on an object "
+        "store (--cache s3://…), not " +
+        config.cacheUri);
   wake_ = AutoCloseFD(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_) throwSysError("creating the direct uploads' eventfd");
   // Whatever an earlier scheduler granted is no longer anybody's.
@@ -83,23 +85,14 @@ void DirectUploads::refuse(const std::string& peer, proto::MessageType subject,
 
 void DirectUploads::onStageRequest(const WorkerConn& from,
                                    const proto::StageRequest& m) {
-  auto id = static_cast<int64_t>(m.stepId);
-  const RunningStep* run = steps_.find(id, from.peer);
-  auto refuse = [&](const std::string& why) {
-    this->refuse(from.peer, proto::MessageType::kStageRequest, m.stepId, why);
-  };
-  if (!run) return refuse("step " + std::to_string(id) +
-                          " is not running on this worker");
-  auto ex = run->expected.find(m.outputName);
-  if (ex == run->expected.end() || ex->second != m.info.path)
-    return refuse("output '" + m.outputName + "' of " + run->drvPath +
-                  " is not " + storeDir_.printPath(m.info.path));
-  if (config_.outputLimitBytes && m.info.narSize > config_.outputLimitBytes)
-    return refuse("output " + storeDir_.printPath(m.info.path) + " of " +
-                  std::to_string(m.info.narSize) +
-                  " bytes exceeds the output limit");
-  submit(Grant{from.peer, id, run->attempt, m.outputName, m.compression,
-               m.info.narSize});
+  try {
+    const RunningStep& run =
+        uploads_.expectedOutput(from, m.stepId, m.outputName, m.info);
+    submit(Grant{from.peer, run.id, run.attempt, m.outputName, m.compression,
+                 m.info.narSize});
+  } catch (const Error& e) {
+    refuse(from.peer, proto::MessageType::kStageRequest, m.stepId, e.what());
+  }
 }
 
 void DirectUploads::onOutputStaged(const WorkerConn& from,
@@ -119,10 +112,10 @@ void DirectUploads::onOutputStaged(const WorkerConn& from,
       ex == run->expected.end() || ex->second != m.info.path ||
       m.etags.empty() != gr.uploadId.empty())
     return refuse("output '" + m.outputName + "' of step " +
-                  std::to_string(id) + " was not staged as granted (" +
-                  gr.key + ")");
-  Verify v{from.peer, id, run->attempt, m.outputName, {}, gr.uploadId,
-           m.etags, m.fileHash, m.fileSize};
+                  std::to_string(id) + " was not staged as granted (" + gr.key +
+                  ")");
+  Verify v{from.peer,   id,      run->attempt, m.outputName, {},
+           gr.uploadId, m.etags, m.fileHash,   m.fileSize};
   v.staged.key = gr.key;
   v.staged.compression = gr.compression;
   v.staged.claimed = store::ValidPathInfo(m.info.path);
@@ -179,8 +172,8 @@ void DirectUploads::granted(Done& d) {
   const RunningStep* run = steps_.find(d.step, d.peer);
   if (!d.error.empty()) {
     // The worker uploads over its connection instead.
-    logWarn("direct uploads: no staging for output " + d.output +
-            " of step " + std::to_string(d.step) + ": " + d.error);
+    logWarn("direct uploads: no staging for output " + d.output + " of step " +
+            std::to_string(d.step) + ": " + d.error);
     return refuse(d.peer, proto::MessageType::kStageRequest, id, d.error);
   }
   // The attempt ended meanwhile: its cleanup, queued after this grant,
@@ -191,9 +184,8 @@ void DirectUploads::granted(Done& d) {
                      {{d.grant.key, d.grant.uploadId}}});
     return;
   }
-  granted_[{d.step, d.output}] = Granted{d.attempt, d.grant.key,
-                                         d.grant.compression,
-                                         d.grant.uploadId};
+  granted_[{d.step, d.output}] =
+      Granted{d.attempt, d.grant.key, d.grant.compression, d.grant.uploadId};
   link_.sendOrWarn(d.peer, d.grant);
 }
 
@@ -208,8 +200,8 @@ void DirectUploads::verified(Done& d) {
       steps_.outputRegistered(d.step, d.output, false);
     return refuse(d.peer, proto::MessageType::kOutputStaged, id, d.error);
   }
-  link_.sendOrWarn(d.peer, proto::Ack{proto::MessageType::kOutputStaged, id,
-                                      true, ""});
+  link_.sendOrWarn(d.peer,
+                   proto::Ack{proto::MessageType::kOutputStaged, id, true, ""});
   uploads_.registerVerified(d.step, d.output, std::move(d.info),
                             std::move(d.nar));
 }
@@ -343,8 +335,8 @@ DirectUploads::Done DirectUploads::handle(Cleanup& c) {
       logInfo("direct uploads: removed " + std::to_string(n) +
               " staging objects left by an earlier run");
   } catch (const std::exception& e) {
-    d.error = "removing " + c.prefix + " of " + config_.cacheUri + ": " +
-              e.what();
+    d.error =
+        "removing " + c.prefix + " of " + config_.cacheUri + ": " + e.what();
   }
   return d;
 }

@@ -55,12 +55,10 @@ class DirectUploads {
   /// A worker asks to stage an output: granted (on the verifier thread)
   /// if it is an expected output of a step running on `from` within the
   /// output limit; refused with an Ack otherwise.
-  void onStageRequest(const WorkerConn& from,
-                      const protocol::StageRequest& m);
+  void onStageRequest(const WorkerConn& from, const protocol::StageRequest& m);
   /// A worker says it staged an output at the key it was granted: queued
   /// for verification (the output counts as registering meanwhile).
-  void onOutputStaged(const WorkerConn& from,
-                      const protocol::OutputStaged& m);
+  void onOutputStaged(const WorkerConn& from, const protocol::OutputStaged& m);
   /// Attempt `attempt` of step `step` ended: its staging objects (and
   /// unfinished multipart uploads) go, after the jobs queued before.
   void attemptEnded(int64_t step, int64_t attempt);
@@ -103,9 +101,10 @@ class DirectUploads {
     int64_t step = 0, attempt = 0;
     std::string output;
     protocol::StageGrant grant;  ///< a Grant's
-    std::string error;                          ///< empty on success
-    bool rejected = false;                      ///< content not as declared
-    store::ValidPathInfo info{store::StorePath("00000000000000000000000000000000-x")};
+    std::string error;           ///< empty on success
+    bool rejected = false;       ///< content not as declared
+    store::ValidPathInfo info{
+        store::StorePath("00000000000000000000000000000000-x")};
     AutoCloseFD nar;  ///< a verified output's NAR, from offset 0
   };
   /// A granted staging: what OutputStaged must name.

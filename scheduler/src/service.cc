@@ -159,6 +159,17 @@ SchedulerService::Impl::Impl(ServiceConfig c)
 
 // ------------------------------------------------------ WorkerLink::Handler
 
+namespace {
+
+// The step a direct-upload message is about.
+uint64_t stepIdOf(const protocol::Message& m) {
+  if (auto* q = std::get_if<protocol::StageRequest>(&m)) return q->stepId;
+  if (auto* o = std::get_if<protocol::OutputStaged>(&m)) return o->stepId;
+  return 0;
+}
+
+}  // namespace
+
 void SchedulerService::Impl::onStepMessage(WorkerConn& from,
                                            const protocol::Message& m) {
   if (auto* n = std::get_if<protocol::NeedPaths>(&m))
@@ -167,20 +178,15 @@ void SchedulerService::Impl::onStepMessage(WorkerConn& from,
     steps.onLog(from, *l);
   else if (auto* r = std::get_if<protocol::StepResult>(&m))
     steps.onResult(from, *r);
+  else if (!direct)  // StageRequest or OutputStaged: upload over ZeroMQ
+    link.sendOrWarn(
+        from.peer,
+        protocol::Ack{protocol::typeOf(m), stepIdOf(m), false,
+                      "direct uploads are not enabled on this scheduler"});
   else if (auto* q = std::get_if<protocol::StageRequest>(&m))
-    direct ? direct->onStageRequest(from, *q)
-           : link.sendOrWarn(from.peer,
-                             protocol::Ack{protocol::MessageType::kStageRequest,
-                                           q->stepId, false,
-                                           "direct uploads are not enabled "
-                                           "on this scheduler"});
+    direct->onStageRequest(from, *q);
   else if (auto* o = std::get_if<protocol::OutputStaged>(&m))
-    direct ? direct->onOutputStaged(from, *o)
-           : link.sendOrWarn(from.peer,
-                             protocol::Ack{protocol::MessageType::kOutputStaged,
-                                           o->stepId, false,
-                                           "direct uploads are not enabled "
-                                           "on this scheduler"});
+    direct->onOutputStaged(from, *o);
 }
 
 std::unique_ptr<protocol::TransferTarget> SchedulerService::Impl::acceptUpload(

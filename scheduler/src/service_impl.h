@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "deferred_writes.h"
+#include "direct_uploads.h"
 #include "evaluations.h"
 #include "input_server.h"
 #include "kiln/common/file_lock.h"
@@ -28,7 +29,6 @@
 #include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/sql_listener.h"
-#include "direct_uploads.h"
 #include "log_mirror.h"
 #include "running_steps.h"
 #include "uploads.h"

@@ -1,50 +1,26 @@
 // A PUT to a presigned URL (s3_presign.h): what a worker does with the
 // URLs of a StageGrant, holding no credentials.
 #include <curl/curl.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <memory>
 
 #include "kiln/common/error.h"
+#include "kiln/store/binary_cache.h"
 #include "kiln/store/s3_presign.h"
+#include "s3_internal.h"
 
 namespace kiln::store {
 namespace {
 
-struct Range {
-  int fd;
-  int64_t offset;
-  int64_t left;
-};
-
-size_t readRange(char* data, size_t size, size_t n, void* p) {
-  auto* r = static_cast<Range*>(p);
-  size_t want = size_t(std::min<int64_t>(int64_t(size * n), r->left));
-  if (want == 0) return 0;
-  ssize_t got = ::pread(r->fd, data, want, r->offset);
-  if (got <= 0) return CURL_READFUNC_ABORT;
-  r->offset += got;
-  r->left -= got;
-  return size_t(got);
-}
+using s3detail::etagHeader;
+using s3detail::fromRange;
 
 // Keeps at most 4 KiB of the response body (an S3 error document).
 size_t keepBody(char* data, size_t size, size_t n, void* p) {
   auto* s = static_cast<std::string*>(p);
   if (s->size() < 4096) s->append(data, std::min(size * n, 4096 - s->size()));
-  return size * n;
-}
-
-size_t keepEtag(char* data, size_t size, size_t n, void* p) {
-  std::string line(data, size * n);
-  if (line.size() > 5 && strncasecmp(line.c_str(), "etag:", 5) == 0) {
-    auto v = line.substr(5);
-    v.erase(0, v.find_first_not_of(" \t"));
-    while (!v.empty() && (v.back() == '\r' || v.back() == '\n')) v.pop_back();
-    *static_cast<std::string*>(p) = v;
-  }
   return size * n;
 }
 
@@ -58,21 +34,21 @@ std::string withoutQuery(const std::string& url) {
 std::string putPresigned(const std::string& url, int fd, int64_t offset,
                          int64_t length, long stallSec) {
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> c(curl_easy_init(),
-                                                       &curl_easy_cleanup);
+                                                        &curl_easy_cleanup);
   if (!c) throw Error("curl_easy_init failed");
-  Range range{fd, offset, length};
+  S3CacheStorage::Body range{fd, off_t(offset), off_t(length)};
   std::string body, etag;
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> h(
       curl_slist_append(nullptr, "Expect:"), &curl_slist_free_all);
   curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(c.get(), CURLOPT_UPLOAD, 1L);
   curl_easy_setopt(c.get(), CURLOPT_HTTPHEADER, h.get());
-  curl_easy_setopt(c.get(), CURLOPT_READFUNCTION, readRange);
+  curl_easy_setopt(c.get(), CURLOPT_READFUNCTION, fromRange);
   curl_easy_setopt(c.get(), CURLOPT_READDATA, &range);
   curl_easy_setopt(c.get(), CURLOPT_INFILESIZE_LARGE, curl_off_t(length));
   curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, keepBody);
   curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(c.get(), CURLOPT_HEADERFUNCTION, keepEtag);
+  curl_easy_setopt(c.get(), CURLOPT_HEADERFUNCTION, etagHeader);
   curl_easy_setopt(c.get(), CURLOPT_HEADERDATA, &etag);
   curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c.get(), CURLOPT_CONNECTTIMEOUT, stallSec);

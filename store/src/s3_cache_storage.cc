@@ -385,7 +385,7 @@ void S3CacheStorage::remove(const std::string& rel) {
 }
 
 std::vector<CacheObject> S3CacheStorage::listObjects(const std::string& prefix,
-                                                    size_t limit) {
+                                                     size_t limit) {
   std::vector<CacheObject> objects;
   std::string token;
   while (objects.size() < limit) {
@@ -434,6 +434,12 @@ size_t S3CacheStorage::removePrefix(const std::string& prefix) {
 std::string S3CacheStorage::presignPut(const std::string& rel,
                                        std::chrono::seconds expiry,
                                        int64_t nowSec) const {
+  return presign(rel, expiry, nowSec, {});
+}
+
+std::string S3CacheStorage::presign(
+    const std::string& rel, std::chrono::seconds expiry, int64_t nowSec,
+    std::vector<std::pair<std::string, std::string>> query) const {
   checkCacheRelPath(rel);
   PresignRequest r;
   r.method = "PUT";
@@ -444,6 +450,7 @@ std::string S3CacheStorage::presignPut(const std::string& rel,
   r.secretKey = secretKey_;
   r.amzDate = amzDate(nowSec);
   r.expiresSec = expiry.count();
+  r.query = std::move(query);
   return presignUrl(r);
 }
 

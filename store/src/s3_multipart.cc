@@ -17,8 +17,8 @@ using namespace s3detail;
 std::string S3CacheStorage::startMultipart(const std::string& rel) {
   checkCacheRelPath(rel);
   std::string answer;
-  if (send("POST", "/" + encodePath(rel) + "?uploads=", nullptr, -1,
-           &answer) == 404)
+  if (send("POST", "/" + encodePath(rel) + "?uploads=", nullptr, -1, &answer) ==
+      404)
     throw Error("PUT " + rel + " in " + uri_ + ": the bucket does not exist");
   std::string id = xmlValue(answer, "UploadId");
   if (id.empty() || id.find_first_of("&?# \"<>") != std::string::npos)
@@ -31,20 +31,10 @@ std::string S3CacheStorage::presignPart(const std::string& rel,
                                         const std::string& uploadId, int part,
                                         std::chrono::seconds expiry,
                                         int64_t nowSec) const {
-  checkCacheRelPath(rel);
   if (part < 1 || part > 10000)
     throw FormatError("a part number must be 1..10000");
-  PresignRequest r;
-  r.method = "PUT";
-  r.endpoint = endpoint_;
-  r.path = "/" + bucket_ + "/" + rel;
-  r.region = region_;
-  r.accessKey = accessKey_;
-  r.secretKey = secretKey_;
-  r.amzDate = amzDate(nowSec);
-  r.expiresSec = expiry.count();
-  r.query = {{"partNumber", std::to_string(part)}, {"uploadId", uploadId}};
-  return presignUrl(r);
+  return presign(rel, expiry, nowSec,
+                 {{"partNumber", std::to_string(part)}, {"uploadId", uploadId}});
 }
 
 void S3CacheStorage::completeMultipart(const std::string& rel,
@@ -109,8 +99,8 @@ std::vector<std::pair<std::string, std::string>>
 S3CacheStorage::listMultipartUploads(const std::string& prefix) {
   // Parameters in byte order: curl's SigV4 signs the query as written.
   std::string answer;
-  if (send("GET", "?prefix=" + s3UriEncode(prefix, false) + "&uploads=", nullptr,
-           -1, &answer) == 404)
+  if (send("GET", "?prefix=" + s3UriEncode(prefix, false) + "&uploads=",
+           nullptr, -1, &answer) == 404)
     throw Error(uri_ + ": the bucket '" + bucket_ + "' does not exist at " +
                 endpoint_);
   std::vector<std::pair<std::string, std::string>> uploads;

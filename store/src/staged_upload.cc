@@ -33,8 +33,7 @@ Hash flatContentHash(CacheStorage& storage, const StagedOutput& staged,
 
 StagedVerdict verifyStaged(CacheStorage& storage, const StoreDir& dir,
                            const StagedOutput& staged,
-                           const DecompressionLimits& limits,
-                           Sink* narCopy) {
+                           const DecompressionLimits& limits, Sink* narCopy) {
   const auto& claimed = staged.claimed;
   std::string what = "staged output '" + dir.printPath(claimed.path) + "' (" +
                      staged.key + " in " + storage.uri() + ")";
@@ -64,10 +63,10 @@ StagedVerdict verifyStaged(CacheStorage& storage, const StoreDir& dir,
   }
   if (!(scan.narHash == claimed.narHash) || scan.narSize != claimed.narSize)
     throw StagedNarMismatchError(what + " hashes to " + scan.narHash.toNix32() +
-                               " (" + std::to_string(scan.narSize) +
-                               " bytes), not the claimed " +
-                               claimed.narHash.toNix32() + " (" +
-                               std::to_string(claimed.narSize) + " bytes)");
+                                 " (" + std::to_string(scan.narSize) +
+                                 " bytes), not the claimed " +
+                                 claimed.narHash.toNix32() + " (" +
+                                 std::to_string(claimed.narSize) + " bytes)");
   if (ca) {
     Hash actual = recursive ? *scan.recursiveHash
                             : flatContentHash(storage, staged, *ca, limits);

@@ -43,19 +43,27 @@ class FarmDirectUpload : public ::testing::Test {
     s3_->start();
     s3_->createBucket("farm", true);
     test::FarmOptions o;
-    o.schedulerArgs = {"--cache", s3_->uri("farm"), "--cache-secret-key-file",
-                       dir_.path() + "/k.sec", "--direct-uploads",
-                       "--retry-backoff-ms", "200"};
+    o.schedulerArgs = {"--cache",
+                       s3_->uri("farm"),
+                       "--cache-secret-key-file",
+                       dir_.path() + "/k.sec",
+                       "--direct-uploads",
+                       "--retry-backoff-ms",
+                       "200"};
+    o.schedulerArgs.insert(o.schedulerArgs.end(), extraArgs_.begin(),
+                           extraArgs_.end());
     o.schedulerEnv = {{"AWS_ACCESS_KEY_ID", s3_->accessKey()},
                       {"AWS_SECRET_ACCESS_KEY", s3_->secretKey()}};
     farm_ = std::make_unique<test::Farm>(o);
     farm_->startScheduler();
   }
 
-  // A worker that uploads straight to the bucket (with `extra` args).
-  void addDirectWorker(std::vector<std::string> extra = {}) {
+  // A worker that uploads straight to the bucket compressing with
+  // `compression` (with `extra` args).
+  void addDirectWorker(std::vector<std::string> extra = {},
+                       const std::string& compression = "zstd") {
     test::WorkerOptions w;
-    w.extraArgs = {"--direct-uploads"};
+    w.extraArgs = {"--direct-uploads=" + compression};
     w.extraArgs.insert(w.extraArgs.end(), extra.begin(), extra.end());
     farm_->addWorker(w);
   }
@@ -106,6 +114,7 @@ class FarmDirectUpload : public ::testing::Test {
     return store::S3CacheStorage(s3_->uri("farm")).list("staging/");
   }
 
+  std::vector<std::string> extraArgs_;  ///< more scheduler arguments
   TempDir dir_{"kiln-farm-direct"};
   std::unique_ptr<test::ObjectStoreServer> s3_;
   std::unique_ptr<test::Farm> farm_;
@@ -146,8 +155,10 @@ TEST_F(FarmDirectUpload, ACorruptedStagedObjectIsRefusedAndTheStepRetried) {
   int64_t eval = buildAll(
       R"({ big = mk "big" "for i in $(seq 1 20000); do echo line $i; done > $out" []; })",
       1);
-  EXPECT_THAT(farm_->worker(0).log(), HasSubstr("corrupting the direct upload"));
-  EXPECT_THAT(farm_->scheduler().log(), HasSubstr("direct upload of output out"));
+  EXPECT_THAT(farm_->worker(0).log(),
+              HasSubstr("corrupting the direct upload"));
+  EXPECT_THAT(farm_->scheduler().log(),
+              HasSubstr("direct upload of output out"));
   auto steps = farm_->steps();
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].attempts, 2) << "one refused staging, one retry";
@@ -164,8 +175,8 @@ TEST_F(FarmDirectUpload, AWorkerThatDiesAfterStagingLeavesNothingBehind) {
       "coll", R"({ one = mk "one" "echo one > $out" []; })");
   farm_->createJobset("p", "j", coll);
   int64_t eval = farm_->evaluate("p", "j");
-  ASSERT_TRUE(test::pollUntil([&] { return !farm_->worker(0).running(); },
-                              120s))
+  ASSERT_TRUE(
+      test::pollUntil([&] { return !farm_->worker(0).running(); }, 120s))
       << logs();
   // Staged, never reported: not published, still in staging until the
   // scheduler declares the worker lost (three heartbeats).
@@ -185,6 +196,31 @@ TEST_F(FarmDirectUpload, AWorkerThatDiesAfterStagingLeavesNothingBehind) {
   EXPECT_THAT(farm_->worker(0).log(), HasSubstr("exiting after staging"));
   EXPECT_FALSE(left.empty()) << "the dead worker's object was gone before "
                                 "the scheduler declared it lost";
+}
+
+// Parts of 5 MiB (S3's smallest): an output of about 12 MiB goes up as a
+// multipart upload through presigned part URLs, which the farm completes.
+class FarmDirectUploadParts : public FarmDirectUpload {
+ protected:
+  FarmDirectUploadParts() { extraArgs_ = {"--direct-part-size", "5242880"}; }
+};
+
+TEST_F(FarmDirectUploadParts, ALargeOutputGoesUpInPresignedParts) {
+  addDirectWorker({}, "xz");
+  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  int64_t eval = buildAll(
+      R"({ big = mk "big" "head -c 9000000 /dev/urandom | base64 > $out" []; })",
+      1);
+  store::S3CacheStorage s3(s3_->uri("farm"));
+  auto out = farm_->view()->outputs(eval).at(0).path;
+  auto ni = store::BinaryCacheReader(s3, store::StoreDir())
+                .queryNarInfo(store::StoreDir().parsePath(out));
+  ASSERT_TRUE(ni);
+  EXPECT_EQ(ni->compression, "xz");
+  EXPECT_GT(ni->fileSize, 5u << 20) << "not a multipart upload";
+  EXPECT_TRUE(staging().empty());
+  EXPECT_TRUE(s3.listMultipartUploads("staging/").empty());
+  EXPECT_EQ(farm_->metric("kiln_transfer_bytes_received_total"), 0.0);
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 // and wrongly signed requests, and stop leaving no daemon behind.
 #include "object_store.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 
 #include <map>
 #include <sstream>
@@ -447,8 +447,8 @@ TEST_F(FarmBucket, PresignedPartsMakeAMultipartUpload) {
   int64_t part = 5 << 20, now = ::time(nullptr);
   std::vector<std::string> etags;
   for (int i = 0; i * part < int64_t(body.size()); ++i) {
-    auto url = bucket.presignPart(key, id, i + 1, std::chrono::seconds(60),
-                                  now);
+    auto url =
+        bucket.presignPart(key, id, i + 1, std::chrono::seconds(60), now);
     EXPECT_EQ(url.find(s3_.secretKey()), std::string::npos);
     etags.push_back(store::putPresigned(
         url, fd.get(), i * part,

@@ -1,6 +1,7 @@
 // The worker daemon's direct uploads (docs/protocol.md "Direct uploads"):
 // StageRequest → StageGrant → compress and PUT on a thread of its own →
-// OutputStaged → Ack. A refused StageRequest falls back to UploadOutput.
+// OutputStaged (then the StepResult, once every output is staged) → Ack.
+// A refused StageRequest falls back to UploadOutput.
 #include <unistd.h>
 
 #include "daemon_impl.h"
@@ -35,10 +36,9 @@ void Daemon::Impl::onStageGrant(const proto::StageGrant& g) {
     StagedEvent e{g.stepId, {}, ""};
     try {
       auto staged = stageOutput(g, out.nar.get(), tmpDir, corrupt);
-      e.staged = proto::OutputStaged{g.stepId,        g.outputName,
-                                     g.key,           g.compression,
-                                     out.info,        staged.fileHash,
-                                     staged.fileSize, staged.etags};
+      e.staged = proto::OutputStaged{
+          g.stepId, g.outputName,    g.key,           g.compression,
+          out.info, staged.fileHash, staged.fileSize, staged.etags};
     } catch (const std::exception& ex) {
       e.error = "staging " + g.outputName + " at " + g.key + ": " + ex.what();
     }
@@ -61,13 +61,17 @@ void Daemon::Impl::onStaged(StagedEvent& e) {
             " (--debug-exit-after-staging)");
     ::_exit(70);
   }
-  s.stagedSent.push_back(built);
   send(proto::Message(std::move(e.staged)));
+  // The result need not wait for the farm's verdict: the scheduler holds
+  // it until the output is verified, published and registered, and
+  // retries the step if it is refused.
+  traceEvent("worker", "uploaded", s.msg.stepId, built.name);
+  outputDone(s, built, "");
 }
 
 void Daemon::Impl::onStageAck(Step& s, const proto::Ack& a) {
-  if (s.phase != Step::Phase::kUploading) return;
   if (a.subject == proto::MessageType::kStageRequest) {
+    if (s.phase != Step::Phase::kUploading) return;
     // Refused: what waits for a grant goes over the connection.
     logInfo("worker: direct upload refused (" + a.error +
             "); uploading over the connection");
@@ -76,15 +80,11 @@ void Daemon::Impl::onStageAck(Step& s, const proto::Ack& a) {
     for (auto& [name, o] : waiting) uploadOverConnection(s, std::move(o));
     return;
   }
-  // The scheduler verifies staged outputs in the order they were staged;
-  // any refusal fails the step (whichever output it was).
-  if (s.stagedSent.empty()) return;
-  proto::BuiltOutput built = std::move(s.stagedSent.front());
-  s.stagedSent.pop_front();
-  traceEvent("worker", "uploaded", s.msg.stepId, built.name);
-  outputDone(s, built,
-             a.ok ? "" : "the farm refused staged " + built.name + ": " +
-                             a.error);
+  // OutputStaged: the result went out already; a refusal makes the
+  // scheduler retry the step.
+  if (!a.ok)
+    logWarn("worker: the farm refused a staged output of step " +
+            std::to_string(a.id) + ": " + a.error);
 }
 
 }  // namespace kiln::worker

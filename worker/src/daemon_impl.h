@@ -50,12 +50,10 @@ struct Step {
   /// Not adopted by the scheduler: dropped, without a result, once its
   /// build ends.
   bool dropped = false;
-  /// Direct uploads: outputs waiting for their StageGrant (by name), the
-  /// threads staging them, and those staged whose Ack is awaited (in the
-  /// order their OutputStaged went out).
+  /// Direct uploads: outputs waiting for their StageGrant (by name) and
+  /// the threads staging them.
   std::map<std::string, PreparedOutput> awaitingGrant;
   std::vector<std::thread> uploaders;
-  std::deque<protocol::BuiltOutput> stagedSent;
 };
 
 /// Slot thread → socket thread.

@@ -219,8 +219,8 @@ void Daemon::Impl::startBuild(Step& s) {
     auto onLog = [this, id](std::string_view chunk) {
       postEvent(LogEvent{id, std::string(chunk)});
     };
-    auto outcome = runSlot(s.request, id, runner, store, tmpDir, onLog,
-                           s.cancel, clock);
+    auto outcome =
+        runSlot(s.request, id, runner, store, tmpDir, onLog, s.cancel, clock);
     traceEvent("worker", "slot-done", id);
     postEvent(DoneEvent{id, std::move(outcome)});
   });
@@ -290,7 +290,6 @@ void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
   s.result.outputs.clear();
   s.uploadError.clear();
   s.awaitingGrant.clear();
-  s.stagedSent.clear();
   s.uploadsLeft = outputs.size();
   if (s.uploadsLeft == 0) return report(s);
   for (auto& o : outputs) {
@@ -324,9 +323,9 @@ void Daemon::Impl::uploadOverConnection(Step& s, PreparedOutput o) {
                     auto st = steps.find(id);
                     if (st == steps.end()) return;
                     traceEvent("worker", "uploaded", id, built.name);
-                    outputDone(*st->second, built,
-                               r.ok ? "" : "uploading " + built.name + ": " +
-                                               r.error);
+                    outputDone(
+                        *st->second, built,
+                        r.ok ? "" : "uploading " + built.name + ": " + r.error);
                   });
 }
 
@@ -382,9 +381,9 @@ void Daemon::Impl::resume(Step& s) {
     case Step::Phase::kBuilding:
       return;
     case Step::Phase::kUploading:
-      // A direct upload's grant or Ack went with the old connection: the
-      // step is retried.
-      if (!s.awaitingGrant.empty() || !s.stagedSent.empty())
+      // A direct upload's grant went with the old connection: the step
+      // is retried.
+      if (!s.awaitingGrant.empty())
         return finish(s, StepStatus::kAborted,
                       "connection lost during a direct upload");
       return;
@@ -434,8 +433,9 @@ void Daemon::Impl::onAck(const proto::Ack& a) {
   Step& s = *it->second;
   if (a.subject == proto::MessageType::kStepResult &&
       s.phase == Step::Phase::kReporting) {
-    if (!a.ok) logWarn("worker: scheduler rejected the result of step " +
-                       std::to_string(a.id) + ": " + a.error);
+    if (!a.ok)
+      logWarn("worker: scheduler rejected the result of step " +
+              std::to_string(a.id) + ": " + a.error);
     if (s.thread.joinable()) s.thread.join();
     steps.erase(it);
   } else if (a.subject == proto::MessageType::kStageRequest ||
@@ -443,8 +443,8 @@ void Daemon::Impl::onAck(const proto::Ack& a) {
     onStageAck(s, a);
   } else if (a.subject == proto::MessageType::kNeedPaths && !a.ok &&
              s.phase == Step::Phase::kFetching) {
-    finish(s, StepStatus::kAborted, "the scheduler cannot send an input: " +
-                                        a.error);
+    finish(s, StepStatus::kAborted,
+           "the scheduler cannot send an input: " + a.error);
   }
 }
 

@@ -94,8 +94,13 @@ std::vector<Message> samples() {
           Bye{"shutting down"},
           StageRequest{42, "out", info(kA, true), "xz"},
           stageGrant(),
-          OutputStaged{42, "out", "staging/42/1/out.nar.zst", "zstd",
-                       info(kA), hashString(HashAlgo::kSha256, "file"), 99,
+          OutputStaged{42,
+                       "out",
+                       "staging/42/1/out.nar.zst",
+                       "zstd",
+                       info(kA),
+                       hashString(HashAlgo::kSha256, "file"),
+                       99,
                        {"\"etag-1\"", "\"etag-2\""}}};
 }
 
@@ -315,8 +320,9 @@ TEST(Messages, DirectUploadMessagesAreChecked) {
   EXPECT_EQ(errorOfEncoding(g), "(accepted)");
   g.urls = {"file:///etc/passwd"};
   EXPECT_THAT(errorOfEncoding(g), HasSubstr("http(s) URLs"));
-  OutputStaged st{42, "out", "staging/42/1/out.nar.zst", "zstd", info(kA),
-                  hashString(HashAlgo::kSha1, "x"), 1, {}};
+  OutputStaged st{42,     "out",    "staging/42/1/out.nar.zst",
+                  "zstd", info(kA), hashString(HashAlgo::kSha1, "x"),
+                  1,      {}};
   EXPECT_THAT(errorOfEncoding(st), HasSubstr("field 'fileHash'"));
   st.fileHash = hashString(HashAlgo::kSha256, "x");
   st.etags = {"a</ETag><Part>"};  // nothing may reach the completion XML

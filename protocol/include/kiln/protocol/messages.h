@@ -325,7 +325,9 @@ struct StageGrant {
 /// worker hashed it; `fileHash`/`fileSize` the compressed object's sha256
 /// and size; `etags` the ETag of each part in order (multipart only).
 /// Answered with Ack{subject: OutputStaged, id: stepId} once the farm has
-/// verified and published it (ok), or refused it (!ok, with why).
+/// verified and published it (ok), or refused it (!ok, with why); the
+/// worker sends its StepResult without waiting for it (the scheduler holds
+/// the result until the output is verified).
 struct OutputStaged {
   uint64_t stepId = 0;
   std::string outputName;
@@ -339,11 +341,10 @@ struct OutputStaged {
 };
 
 /// Any message.
-using Message =
-    std::variant<Hello, Welcome, Refused, Heartbeat, BuildStep, NeedPaths,
-                 PathData, Credit, Chunk, TransferAbort, LogChunk, StepResult,
-                 CancelStep, UploadOutput, Ack, Bye, StageRequest, StageGrant,
-                 OutputStaged>;
+using Message = std::variant<Hello, Welcome, Refused, Heartbeat, BuildStep,
+                             NeedPaths, PathData, Credit, Chunk, TransferAbort,
+                             LogChunk, StepResult, CancelStep, UploadOutput,
+                             Ack, Bye, StageRequest, StageGrant, OutputStaged>;
 
 /// The type of a message.
 MessageType typeOf(const Message& msg);

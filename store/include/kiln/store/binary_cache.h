@@ -218,6 +218,10 @@ class S3CacheStorage : public CacheStorage {
             int out, std::string* small, std::string* etag = nullptr,
             const std::string& extraHeader = "");
   void putMultipart(const std::string& rel, int fd, off_t size);
+  /// presignPut and presignPart: a PUT of `rel` with `query`.
+  std::string presign(
+      const std::string& rel, std::chrono::seconds expiry, int64_t nowSec,
+      std::vector<std::pair<std::string, std::string>> query) const;
   std::string uri_, bucket_, endpoint_, region_ = "us-east-1";
   std::string accessKey_, secretKey_;
   HttpCacheLimits limits_;
