@@ -9,6 +9,7 @@
 // needs root (tests/support/farm.h):
 //
 //   direct_upload_bench [MIB] [JOBS]   (default 1024 8)
+//   ONLY=scheduler|direct runs one of the two (to profile it).
 //
 // JOBS derivations each write MIB/JOBS MiB (base64 of /dev/urandom:
 // compresses to about 3/4). For each path: the wall time from the
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -63,8 +65,27 @@ Usage usageOf(pid_t pid) {
   return u;
 }
 
+// CPU seconds of the object store's processes (radosgw, ceph-osd,
+// ceph-mon: their command lines name their configuration under `dir`).
+double storeCpu(const std::string& dir) {
+  double cpu = 0;
+  for (auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    try {
+      std::string cmd = readFile(e.path().string() + "/cmdline");
+      if (cmd.find(dir) != std::string::npos &&
+          cmd.find("direct_upload_bench") == std::string::npos)
+        cpu += usageOf(std::stoi(name)).cpu;
+    } catch (const std::exception&) {  // gone meanwhile
+    }
+  }
+  return cpu;
+}
+
 struct Figures {
   double wall = 0;
+  double storeCpu = 0;  ///< the object store's processes
   Usage scheduler, worker;
   double zmqMiB = 0;
   double compressedMiB = 0;
@@ -80,8 +101,8 @@ std::string collection(int mib, int jobs) {
   return body + "}";
 }
 
-Figures runOnce(test::ObjectStoreServer& s3, const std::string& bucket,
-                bool direct, int mib, int jobs) {
+Figures runOnce(test::ObjectStoreServer& s3, const std::string& dir,
+                const std::string& bucket, bool direct, int mib, int jobs) {
   s3.createBucket(bucket, false);
   test::FarmOptions o;
   o.schedulerArgs = {"--cache", s3.uri(bucket), "--no-fsync-store"};
@@ -99,6 +120,7 @@ Figures runOnce(test::ObjectStoreServer& s3, const std::string& bucket,
   farm.createJobset("p", "j", coll);
   Usage s0 = usageOf(farm.scheduler().pid());
   Usage w0 = usageOf(farm.worker(0).pid());
+  double store0 = storeCpu(dir);
   auto start = Clock::now();
   int64_t eval = farm.evaluate("p", "j");
   if (!farm.waitForBuilds(eval, 3600s)) throw Error("builds did not finish");
@@ -114,6 +136,7 @@ Figures runOnce(test::ObjectStoreServer& s3, const std::string& bucket,
   f.wall = std::chrono::duration<double>(Clock::now() - start).count();
   Usage s1 = usageOf(farm.scheduler().pid());
   Usage w1 = usageOf(farm.worker(0).pid());
+  f.storeCpu = storeCpu(dir) - store0;
   f.scheduler = {s1.cpu - s0.cpu, s1.readMiB - s0.readMiB,
                  s1.writtenMiB - s0.writtenMiB};
   f.worker = {w1.cpu - w0.cpu, w1.readMiB - w0.readMiB,
@@ -129,11 +152,11 @@ void print(const char* name, const Figures& f, int mib) {
   double perGiB = 1024.0 / mib;
   std::printf(
       "%-10s wall %6.1f s | scheduler cpu %6.2f s (%5.2f s/GiB), read %7.1f "
-      "MiB, wrote %7.1f MiB | worker cpu %6.2f s | over ZeroMQ %7.1f MiB | "
-      "in the bucket %7.1f MiB\n",
+      "MiB, wrote %7.1f MiB | worker cpu %6.2f s | object store cpu %6.2f s "
+      "| over ZeroMQ %7.1f MiB | in the bucket %7.1f MiB\n",
       name, f.wall, f.scheduler.cpu, f.scheduler.cpu * perGiB,
-      f.scheduler.readMiB, f.scheduler.writtenMiB, f.worker.cpu, f.zmqMiB,
-      f.compressedMiB);
+      f.scheduler.readMiB, f.scheduler.writtenMiB, f.worker.cpu, f.storeCpu,
+      f.zmqMiB, f.compressedMiB);
 }
 
 }  // namespace
@@ -160,8 +183,14 @@ int main(int argc, char** argv) {
     test::ObjectStoreServer s3(dir.path() + "/s3");
     s3.exportCredentials();
     s3.start();
-    auto through = bench::runOnce(s3, "through", false, mib, jobs);
-    auto direct = bench::runOnce(s3, "direct", true, mib, jobs);
+    // ONLY=direct or ONLY=scheduler runs one path (e.g. to profile it).
+    const char* only = std::getenv("ONLY");
+    std::string one = only ? only : "";
+    bench::Figures through, direct;
+    if (one != "direct")
+      through = bench::runOnce(s3, dir.path(), "through", false, mib, jobs);
+    if (one != "scheduler")
+      direct = bench::runOnce(s3, dir.path(), "direct", true, mib, jobs);
     std::printf("%d MiB of NAR in %d outputs\n", mib, jobs);
     bench::print("scheduler", through, mib);
     bench::print("direct", direct, mib);

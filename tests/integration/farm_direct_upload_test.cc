@@ -198,6 +198,29 @@ TEST_F(FarmDirectUpload, AWorkerThatDiesAfterStagingLeavesNothingBehind) {
                                 "the scheduler declared it lost";
 }
 
+// A scheduler without direct uploads (no bucket at all) refuses the
+// worker's StageRequest; the worker uploads over its connection instead.
+TEST(FarmDirectUploadRefused, TheWorkerUploadsOverItsConnectionInstead) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  test::Farm farm;
+  farm.startScheduler();
+  test::WorkerOptions w;
+  w.extraArgs = {"--direct-uploads"};
+  farm.addWorker(w);
+  ASSERT_TRUE(farm.waitForWorkers(1, 30s)) << farm.worker(0).log();
+  auto coll = farm.writeCollection("coll", kCollection);
+  farm.createJobset("p", "j", coll);
+  int64_t eval = farm.evaluate("p", "j");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 300s)) << farm.scheduler().log();
+  for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0) << b.error;
+  EXPECT_THAT(farm.worker(0).log(),
+              HasSubstr("direct uploads are not enabled on this scheduler"));
+  EXPECT_GT(farm.metric("kiln_transfer_bytes_received_total").value_or(0), 0);
+  store::LocalStore central(farm.stateDir());
+  for (auto& o : farm.view()->outputs(eval))
+    EXPECT_TRUE(central.isValid(central.parsePath(o.path))) << o.path;
+}
+
 // Parts of 5 MiB (S3's smallest): an output of about 12 MiB goes up as a
 // multipart upload through presigned part URLs, which the farm completes.
 class FarmDirectUploadParts : public FarmDirectUpload {
