@@ -136,14 +136,8 @@ TEST_F(FarmDirectUpload, OutputsGoStraightToTheBucketAndNixSubstitutesThem) {
   for (auto& o : farm_->view()->outputs(eval))
     (o.path.ends_with("-app") ? app : lib) = o.path;
   std::string root = dir_.path() + "/nixroot";
-  auto copied =
-      test::run({"nix", "copy", "--from", s3_->endpoint() + "/farm", "--to",
-                 "local?root=" + root, "--option", "trusted-public-keys",
-                 readFile(dir_.path() + "/k.pub"), app},
-                "",
-                {"NIX_CONFIG=build-users-group =\nexperimental-features = "
-                 "nix-command\nsubstituters =\nrequire-sigs = true\n",
-                 "XDG_CACHE_HOME=" + dir_.path() + "/xdg"});
+  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+                             app, dir_.path() + "/xdg");
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
   EXPECT_EQ(readFile(root + app + "/app.txt"), "app\n");
   EXPECT_EQ(readFile(root + lib + "/lib.txt"), "library\n");
