@@ -11,8 +11,9 @@
 # with `kiln store add` until LIMIT_MB. Environment: KILN (default
 # build/release/cli/kiln), LIMIT_MB (default 1024), COMPRESSIONS (default
 # "zstd"; "zstd xz" adds xz, which takes minutes per GiB). Not a test:
-# prints figures; fails only if a copy fails. The direct-upload side
-# (workers PUTting to presigned staging keys) is to be added here.
+# prints figures; fails only if a copy fails. The farm's two paths side by
+# side (through the scheduler against direct uploads from the worker) are
+# bench/direct_upload_bench.cc.
 set -eu
 SRC=${1:-/usr/lib/x86_64-linux-gnu}
 KILN=${KILN:-build/release/cli/kiln}

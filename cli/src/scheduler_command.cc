@@ -219,6 +219,15 @@ int runScheduler(const std::vector<std::string>& args) {
       "PEM file of the CAs an https webhook's certificate must chain to "
       "(default: the system's CAs)");
   cache.add(opts);
+  opts.add_options()(
+      "direct-uploads",
+      "with --cache s3://…: workers started with --direct-uploads PUT "
+      "their compressed outputs to staging/ of the bucket through "
+      "presigned URLs; the scheduler verifies each one before publishing "
+      "it (docs/protocol.md, \"Direct uploads\")")(
+      "direct-part-size", po::value(&cfg.directPartBytes),
+      "direct uploads larger than this many bytes are multipart uploads "
+      "in parts of this size (default 64 MiB, at least 5 MiB)");
   DatabaseOptions database;
   database.add(opts);
   opts.add_options()(
@@ -238,6 +247,11 @@ int runScheduler(const std::vector<std::string>& args) {
     po::notify(vm);
     cfg.insecurePlaintext = vm.count("insecure-plaintext") > 0;
     cfg.syncStoreFiles = vm.count("no-fsync-store") == 0;
+    cfg.directUploads = vm.count("direct-uploads") > 0;
+    if (cfg.directUploads && !cache.objectStore())
+      throw po::error("--direct-uploads needs --cache s3://…");
+    if (cfg.directPartBytes < (5u << 20) || cfg.directPartBytes > (5ull << 30))
+      throw po::error("--direct-part-size must be 5 MiB..5 GiB");
     plugins::configurePluginDirs(pluginDirs);
     try {
       database.spec(cfg.stateDir);

@@ -133,6 +133,12 @@ int runWorker(const std::vector<std::string>& args) {
       "the store is a cache the scheduler's checks stand behind)")(
       "speed-factor", po::value(&cfg.speedFactor),
       "relative speed (default 1.0)")(
+      "direct-uploads",
+      po::value(&cfg.directUploads)->implicit_value("zstd"),
+      "upload outputs straight to the farm's object store through "
+      "presigned URLs the scheduler grants, compressed with zstd "
+      "(default) or xz (falls back to the connection when the scheduler "
+      "has no direct uploads)")(
       "metrics-listen", po::value(&metricsListen),
       "serve Prometheus /metrics (the sandbox and platform plugins' "
       "counters) on HOST:PORT")("verbose,v", "log debug messages");
@@ -144,7 +150,9 @@ int runWorker(const std::vector<std::string>& args) {
   hidden.add_options()("debug-protocol-version", po::value(&debugVersion),
                        "speak this protocol version (tests only)")(
       "debug-corrupt-uploads", po::value(&cfg.debug.corruptUploads),
-      "corrupt the first N output uploads (tests only)");
+      "corrupt the first N output uploads (tests only)")(
+      "debug-exit-after-staging",
+      "exit right after the first direct upload is staged (tests only)");
   po::options_description all;
   all.add(opts).add(hidden);
   po::variables_map vm;
@@ -158,6 +166,10 @@ int runWorker(const std::vector<std::string>& args) {
     if (debugVersion > 0xffff)
       throw po::error("--debug-protocol-version must be 0..65535");
     cfg.debug.protocolVersion = static_cast<uint16_t>(debugVersion);
+    cfg.debug.exitAfterStaging = vm.count("debug-exit-after-staging") > 0;
+    if (!cfg.directUploads.empty() && cfg.directUploads != "zstd" &&
+        cfg.directUploads != "xz")
+      throw po::error("--direct-uploads must be zstd or xz");
     cfg.schedulers = worker::EndpointList::parse(connect);
   } catch (const Error& e) {
     std::cerr << "kiln worker: --connect: " << e.what() << "\n";

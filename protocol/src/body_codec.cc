@@ -10,42 +10,9 @@
 #include "wire.h"
 
 namespace kiln::protocol::codec {
-namespace {
 
 using wire::Reader;
 using wire::Writer;
-
-constexpr size_t kMaxText = 64 << 10;    // reasons, error messages
-constexpr size_t kMaxIdent = 128;        // worker ids, features
-constexpr uint32_t kMaxPaths = 1 << 20;  // closures, NeedPaths
-constexpr uint32_t kMaxRefs = 1 << 16;   // references of one path
-constexpr uint32_t kMaxFeatures = 256;
-constexpr uint32_t kMaxSystems = 64;
-constexpr uint32_t kMaxSlots = 4096;
-constexpr uint32_t kMaxOutputs = 256;
-
-// Collects validation failures for one message.
-struct Check {
-  const char* msg;
-  void require(bool ok, const char* field, const std::string& problem) const {
-    if (!ok)
-      throw FormatError(std::string("protocol: ") + msg + ": field '" + field +
-                        "': " + problem);
-  }
-  void ident(const std::string& s, const char* field, std::string_view extra,
-             size_t max = kMaxIdent) const {
-    require(!s.empty() && s.size() <= max, field,
-            "must be 1.." + std::to_string(max) + " bytes, got " +
-                std::to_string(s.size()));
-    for (char c : s)
-      require(std::isalnum(static_cast<unsigned char>(c)) ||
-                  extra.find(c) != std::string_view::npos,
-              field, "contains illegal character '" + std::string(1, c) + "'");
-  }
-  void text(const std::string& s, const char* field) const {
-    require(s.size() <= kMaxText, field, "longer than 64 KiB");
-  }
-};
 
 // ---- shared pieces ----------------------------------------------------------
 
@@ -100,6 +67,8 @@ std::vector<std::string> getStrings(Reader& r, const char* field, uint32_t max,
   for (auto& s : v) s = r.str(field, maxLen);
   return v;
 }
+
+namespace {
 
 void putTransfer(Writer& w, const TransferHeader& t) {
   w.u64(t.transferId);
@@ -446,8 +415,8 @@ void get(Reader& r, CancelStep& m) {
 void check(const Ack& m) {
   Check c{"Ack"};
   auto s = static_cast<uint8_t>(m.subject);
-  c.require(s >= 1 && s <= static_cast<uint8_t>(MessageType::kBye), "subject",
-            "unknown message type " + std::to_string(s));
+  c.require(s >= 1 && s <= static_cast<uint8_t>(MessageType::kOutputStaged),
+            "subject", "unknown message type " + std::to_string(s));
   c.require(m.ok == m.error.empty(), "error", "must be empty iff ok");
   c.text(m.error, "error");
 }

@@ -3,10 +3,55 @@
 // the message and field; put() writes the body frame (data frames of Chunk
 // and LogChunk are handled by the caller); get() reads it.
 
+#include <cctype>
+#include <string>
+#include <vector>
+
 #include "kiln/protocol/messages.h"
 #include "wire.h"
 
 namespace kiln::protocol::codec {
+
+constexpr size_t kMaxText = 64 << 10;    // reasons, error messages
+constexpr size_t kMaxIdent = 128;        // worker ids, features
+constexpr uint32_t kMaxPaths = 1 << 20;  // closures, NeedPaths
+constexpr uint32_t kMaxRefs = 1 << 16;   // references of one path
+constexpr uint32_t kMaxFeatures = 256;
+constexpr uint32_t kMaxSystems = 64;
+constexpr uint32_t kMaxSlots = 4096;
+constexpr uint32_t kMaxOutputs = 256;
+
+/// Collects validation failures for one message.
+struct Check {
+  const char* msg;
+  void require(bool ok, const char* field, const std::string& problem) const {
+    if (!ok)
+      throw FormatError(std::string("protocol: ") + msg + ": field '" + field +
+                        "': " + problem);
+  }
+  void ident(const std::string& s, const char* field, std::string_view extra,
+             size_t max = kMaxIdent) const {
+    require(!s.empty() && s.size() <= max, field,
+            "must be 1.." + std::to_string(max) + " bytes, got " +
+                std::to_string(s.size()));
+    for (char c : s)
+      require(std::isalnum(static_cast<unsigned char>(c)) ||
+                  extra.find(c) != std::string_view::npos,
+              field, "contains illegal character '" + std::string(1, c) + "'");
+  }
+  void text(const std::string& s, const char* field) const {
+    require(s.size() <= kMaxText, field, "longer than 64 KiB");
+  }
+};
+
+/// Shared pieces of several bodies (body_codec.cc).
+store::StorePath getPath(wire::Reader& r, const char* field);
+void putInfo(wire::Writer& w, const PathInfo& p);
+PathInfo getInfo(wire::Reader& r);
+void checkInfo(const Check& c, const PathInfo& p);
+void putStrings(wire::Writer& w, const std::vector<std::string>& v);
+std::vector<std::string> getStrings(wire::Reader& r, const char* field,
+                                    uint32_t max, size_t maxLen);
 
 void check(const Hello& m);
 void put(wire::Writer& w, const Hello& m);
@@ -56,5 +101,14 @@ void get(wire::Reader& r, Ack& m);
 void check(const Bye& m);
 void put(wire::Writer& w, const Bye& m);
 void get(wire::Reader& r, Bye& m);
+void check(const StageRequest& m);
+void put(wire::Writer& w, const StageRequest& m);
+void get(wire::Reader& r, StageRequest& m);
+void check(const StageGrant& m);
+void put(wire::Writer& w, const StageGrant& m);
+void get(wire::Reader& r, StageGrant& m);
+void check(const OutputStaged& m);
+void put(wire::Writer& w, const OutputStaged& m);
+void get(wire::Reader& r, OutputStaged& m);
 
 }  // namespace kiln::protocol::codec

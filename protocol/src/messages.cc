@@ -10,11 +10,11 @@ namespace kiln::protocol {
 namespace {
 
 constexpr size_t kHeaderSize = 5;
-constexpr std::array<const char*, 16> kNames = {
-    "Hello",      "Welcome",       "Refused",  "Heartbeat",
-    "BuildStep",  "NeedPaths",     "PathData", "Credit",
-    "Chunk",      "TransferAbort", "LogChunk", "StepResult",
-    "CancelStep", "UploadOutput",  "Ack",      "Bye"};
+constexpr std::array<const char*, 19> kNames = {
+    "Hello",     "Welcome",      "Refused",    "Heartbeat",    "BuildStep",
+    "NeedPaths", "PathData",     "Credit",     "Chunk",        "TransferAbort",
+    "LogChunk",  "StepResult",   "CancelStep", "UploadOutput", "Ack",
+    "Bye",       "StageRequest", "StageGrant", "OutputStaged"};
 
 // Whether a message of this type has a raw data frame after the body.
 bool hasDataFrame(MessageType t) {

@@ -372,6 +372,7 @@ int RunningSteps::openLog(RunningStep& r) {
 }
 
 void RunningSteps::ended(const RunningStep& r) {
+  if (attemptEnded_) attemptEnded_(r.id, r.attempt);
   if (!mirror_) return;
   // An adopted attempt that wrote nothing since still has its pieces.
   if (!r.log && !r.adopted) return;

@@ -158,6 +158,11 @@ class RunningSteps {
   /// Where each attempt's start and end go, for its log to reach the
   /// state database (borrowed; null: the files only).
   void mirrorLogsTo(LogMirror* mirror) { mirror_ = mirror; }
+  /// Where the end of each attempt goes (step id, attempt): settled,
+  /// aborted or its worker lost (direct uploads clean its staging).
+  void onAttemptEnded(std::function<void(int64_t, int64_t)> fn) {
+    attemptEnded_ = std::move(fn);
+  }
   /// Keeps build `b`'s limits for its steps' dispatch (no row read then).
   void setBuildLimits(const BuildRow& b) {
     limits_[b.id] = {b.maxSilentSec, b.timeoutSec};
@@ -252,6 +257,7 @@ class RunningSteps {
   std::optional<Clock::TimePoint> pendingSince_;
   std::function<void(const LifecycleEvent&)> notify_;
   LogMirror* mirror_ = nullptr;
+  std::function<void(int64_t, int64_t)> attemptEnded_;
   /// Limits of the unfinished builds (setBuildLimits), by build id.
   std::unordered_map<int64_t, std::pair<int64_t, int64_t>> limits_;
 };

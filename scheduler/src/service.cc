@@ -126,6 +126,13 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   if (sinks.size() > 1)
     steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   loopWake.add(uploads.wakeFd());
+  if (cfg.directUploads) {
+    direct = std::make_unique<DirectUploads>(cfg, steps, uploads, link, clock);
+    loopWake.add(direct->wakeFd());
+    steps.onAttemptEnded([this](int64_t step, int64_t attempt) {
+      direct->attemptEnded(step, attempt);
+    });
+  }
   if (!cfg.cacheUri.empty()) {
     CachePublisherConfig pc;
     pc.stateDir = cfg.stateDir;
@@ -154,6 +161,17 @@ SchedulerService::Impl::Impl(ServiceConfig c)
 
 // ------------------------------------------------------ WorkerLink::Handler
 
+namespace {
+
+// The step a direct-upload message is about.
+uint64_t stepIdOf(const protocol::Message& m) {
+  if (auto* q = std::get_if<protocol::StageRequest>(&m)) return q->stepId;
+  if (auto* o = std::get_if<protocol::OutputStaged>(&m)) return o->stepId;
+  return 0;
+}
+
+}  // namespace
+
 void SchedulerService::Impl::onStepMessage(WorkerConn& from,
                                            const protocol::Message& m) {
   if (auto* n = std::get_if<protocol::NeedPaths>(&m))
@@ -162,6 +180,15 @@ void SchedulerService::Impl::onStepMessage(WorkerConn& from,
     steps.onLog(from, *l);
   else if (auto* r = std::get_if<protocol::StepResult>(&m))
     steps.onResult(from, *r);
+  else if (!direct)  // StageRequest or OutputStaged: upload over ZeroMQ
+    link.sendOrWarn(
+        from.peer,
+        protocol::Ack{protocol::typeOf(m), stepIdOf(m), false,
+                      "direct uploads are not enabled on this scheduler"});
+  else if (auto* q = std::get_if<protocol::StageRequest>(&m))
+    direct->onStageRequest(from, *q);
+  else if (auto* o = std::get_if<protocol::OutputStaged>(&m))
+    direct->onOutputStaged(from, *o);
 }
 
 std::unique_ptr<protocol::TransferTarget> SchedulerService::Impl::acceptUpload(
@@ -398,6 +425,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
   for (int n = 0; n < max; n++) {
     if (!hold) hold.emplace(deferred);
     if (r) link.handle(*r);
+    if (direct) direct->takeDone();
     if (uploads.takeRegistrations() > 0 && publisher) publisher->wake();
     processEvents();
     // A result frees a slot: fill it now, not after the rest of the batch

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "deferred_writes.h"
+#include "direct_uploads.h"
 #include "evaluations.h"
 #include "input_server.h"
 #include "kiln/common/file_lock.h"
@@ -70,6 +71,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   std::unique_ptr<LogMirror> logMirror;
   RunningSteps steps;
   Uploads uploads;
+  /// Outputs workers stage in the farm's bucket (ServiceConfig::
+  /// directUploads; null without).
+  std::unique_ptr<DirectUploads> direct;
   /// Publishes registered outputs to ServiceConfig::cacheUri (null
   /// without one), on a thread of its own.
   std::unique_ptr<CachePublisher> publisher;

@@ -85,22 +85,31 @@ Uploads::Uploads(const ServiceConfig& config, RunningSteps& steps,
     store_.setContentSync(store::LocalStore::ContentSync::kNone);
 }
 
-std::unique_ptr<proto::TransferTarget> Uploads::accept(
-    const WorkerConn& from, const proto::TransferHeader& h) {
-  int64_t id = static_cast<int64_t>(h.stepId);
+const RunningStep& Uploads::expectedOutput(const WorkerConn& from,
+                                           uint64_t step,
+                                           const std::string& output,
+                                           const proto::PathInfo& info) const {
+  int64_t id = static_cast<int64_t>(step);
   const RunningStep* run = steps_.find(id, from.peer);
   if (!run)
     throw Error("step " + std::to_string(id) +
                 " is not running on this worker");
-  auto ex = run->expected.find(h.outputName);
-  if (ex == run->expected.end() || ex->second != h.info.path)
-    throw Error("output '" + h.outputName + "' of " + run->drvPath +
-                " is not " + storeDir_.printPath(h.info.path));
-  if (outputLimitBytes_ && h.info.narSize > outputLimitBytes_)
-    throw Error("output " + storeDir_.printPath(h.info.path) + " of " +
-                std::to_string(h.info.narSize) +
+  auto ex = run->expected.find(output);
+  if (ex == run->expected.end() || ex->second != info.path)
+    throw Error("output '" + output + "' of " + run->drvPath + " is not " +
+                storeDir_.printPath(info.path));
+  if (outputLimitBytes_ && info.narSize > outputLimitBytes_)
+    throw Error("output " + storeDir_.printPath(info.path) + " of " +
+                std::to_string(info.narSize) +
                 " bytes exceeds the output limit of " +
                 std::to_string(outputLimitBytes_) + " bytes");
+  return *run;
+}
+
+std::unique_ptr<proto::TransferTarget> Uploads::accept(
+    const WorkerConn& from, const proto::TransferHeader& h) {
+  int64_t id = static_cast<int64_t>(h.stepId);
+  const RunningStep* run = &expectedOutput(from, h.stepId, h.outputName, h.info);
   checkDiskSpace(h);
   auto fixed = run->fixedCa.find(h.outputName);
   std::string ca = fixed == run->fixedCa.end() ? "" : fixed->second;
@@ -158,6 +167,11 @@ void Uploads::commit(int64_t step, const proto::TransferHeader& h,
     return;
   }
   registrar_.submit({step, h.outputName, std::move(info), std::move(nar)});
+}
+
+void Uploads::registerVerified(int64_t step, const std::string& output,
+                               store::ValidPathInfo info, AutoCloseFD nar) {
+  registrar_.submit({step, output, std::move(info), std::move(nar)});
 }
 
 size_t Uploads::takeRegistrations() {

@@ -39,6 +39,17 @@ class Uploads {
   /// reserve (ServiceConfig::minFreeDiskBytes) is free on the disk.
   std::unique_ptr<protocol::TransferTarget> accept(
       const WorkerConn& from, const protocol::TransferHeader& h);
+  /// The step `step` running on `from` of which `info` is output `output`
+  /// at exactly its path, within the output limit; throws Error saying
+  /// why not otherwise.
+  const RunningStep& expectedOutput(const WorkerConn& from, uint64_t step,
+                                    const std::string& output,
+                                    const protocol::PathInfo& info) const;
+  /// Output `output` of step `step`, verified and published by a direct
+  /// upload (direct_uploads.h; RunningSteps::outputRegistering was
+  /// called), its NAR in `nar` from offset 0: to the registrar.
+  void registerVerified(int64_t step, const std::string& output,
+                        store::ValidPathInfo info, AutoCloseFD nar);
   /// Hands the registrar's reports to the running steps; returns how many
   /// outputs were registered.
   size_t takeRegistrations();

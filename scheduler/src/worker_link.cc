@@ -64,7 +64,9 @@ void WorkerLink::handle(const proto::Received& r) {
       drop(r.peer, "said bye: " + bye->reason, true);
     } else if (std::holds_alternative<proto::NeedPaths>(r.msg) ||
                std::holds_alternative<proto::LogChunk>(r.msg) ||
-               std::holds_alternative<proto::StepResult>(r.msg)) {
+               std::holds_alternative<proto::StepResult>(r.msg) ||
+               std::holds_alternative<proto::StageRequest>(r.msg) ||
+               std::holds_alternative<proto::OutputStaged>(r.msg)) {
       handler_.onStepMessage(*c, r.msg);
     } else {
       logWarn("worker " + c->name + " sent an unexpected message");

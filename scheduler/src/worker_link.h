@@ -47,7 +47,8 @@ class WorkerLink {
   class Handler {
    public:
     virtual ~Handler() = default;
-    /// NeedPaths, LogChunk or StepResult from a known worker.
+    /// NeedPaths, LogChunk, StepResult, StageRequest or OutputStaged from
+    /// a known worker.
     virtual void onStepMessage(WorkerConn& from,
                                const protocol::Message& m) = 0;
     /// An upload `from` announces; throws Error to refuse it.

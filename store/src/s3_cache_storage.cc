@@ -20,12 +20,10 @@
 #include "kiln/common/file.h"
 #include "kiln/store/binary_cache.h"
 #include "kiln/store/s3_presign.h"
+#include "s3_internal.h"
 
 namespace kiln::store {
-namespace {
-
-using Curl = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
-using Headers = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
+namespace s3detail {
 
 // An unnamed temporary file (gone when closed).
 AutoCloseFD tempFile() {
@@ -108,6 +106,14 @@ std::string xmlUnescape(const std::string& text) {
   }
   return out;
 }
+
+}  // namespace s3detail
+
+namespace {
+
+using namespace s3detail;
+using Curl = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
+using Headers = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
 
 // An upload into a temporary file, PUT at commit.
 class S3Upload : public CacheUpload {
@@ -379,7 +385,7 @@ void S3CacheStorage::remove(const std::string& rel) {
 }
 
 std::vector<CacheObject> S3CacheStorage::listObjects(const std::string& prefix,
-                                                    size_t limit) {
+                                                     size_t limit) {
   std::vector<CacheObject> objects;
   std::string token;
   while (objects.size() < limit) {
@@ -428,6 +434,12 @@ size_t S3CacheStorage::removePrefix(const std::string& prefix) {
 std::string S3CacheStorage::presignPut(const std::string& rel,
                                        std::chrono::seconds expiry,
                                        int64_t nowSec) const {
+  return presign(rel, expiry, nowSec, {});
+}
+
+std::string S3CacheStorage::presign(
+    const std::string& rel, std::chrono::seconds expiry, int64_t nowSec,
+    std::vector<std::pair<std::string, std::string>> query) const {
   checkCacheRelPath(rel);
   PresignRequest r;
   r.method = "PUT";
@@ -438,6 +450,7 @@ std::string S3CacheStorage::presignPut(const std::string& rel,
   r.secretKey = secretKey_;
   r.amzDate = amzDate(nowSec);
   r.expiresSec = expiry.count();
+  r.query = std::move(query);
   return presignUrl(r);
 }
 
@@ -450,53 +463,6 @@ void S3CacheStorage::putFile(const std::string& rel, int fd) {
   Body body{fd, 0, size};
   if (request("PUT", rel, &body, -1, nullptr) == 404)
     throw Error("PUT " + rel + " in " + uri_ + ": the bucket does not exist");
-}
-
-// A large file in parts of limits_.partBytes: each part's memory is only
-// curl's buffer; a failure aborts the upload, so no part is left behind.
-void S3CacheStorage::putMultipart(const std::string& rel, int fd, off_t size) {
-  std::string key = "/" + encodePath(rel), answer;
-  if (send("POST", key + "?uploads=", nullptr, -1, &answer) == 404)
-    throw Error("PUT " + rel + " in " + uri_ + ": the bucket does not exist");
-  std::string id = xmlValue(answer, "UploadId");
-  if (id.empty() || id.find_first_of("&?# \"<>") != std::string::npos)
-    throw Error("starting a multipart upload of " + rel + " in " + uri_ +
-                ": no usable UploadId in the answer");
-  std::string target = key + "?uploadId=" + encodePath(id);
-  try {
-    std::string parts;
-    off_t part = off_t(std::max<uint64_t>(limits_.partBytes, 5 << 20));
-    int number = 0;
-    for (off_t at = 0; at < size; at += part) {
-      Body b{fd, at, std::min(part, size - at)};
-      std::string etag, ignored;
-      send("PUT",
-           key + "?partNumber=" + std::to_string(++number) +
-               "&uploadId=" + encodePath(id),
-           &b, -1, &ignored, &etag);
-      if (etag.empty())
-        throw Error("part " + std::to_string(number) + " of " + rel + " in " +
-                    uri_ + " came back without an ETag");
-      parts += "<Part><PartNumber>" + std::to_string(number) +
-               "</PartNumber><ETag>" + etag + "</ETag></Part>";
-    }
-    std::string xml =
-        "<CompleteMultipartUpload>" + parts + "</CompleteMultipartUpload>";
-    AutoCloseFD xfd = tempFile();
-    FdSink(xfd.get()).write(xml);
-    Body done{xfd.get(), 0, off_t(xml.size())};
-    send("POST", target, &done, -1, &answer);
-    // S3 may answer 200 and still report an error in the body.
-    if (answer.find("<Error>") != std::string::npos)
-      throw Error("completing the upload of " + rel + " in " + uri_ + ": " +
-                  xmlValue(answer, "Message"));
-  } catch (...) {
-    try {
-      send("DELETE", target, nullptr, -1, nullptr);
-    } catch (const Error&) {  // the original failure is what matters
-    }
-    throw;
-  }
 }
 
 }  // namespace kiln::store

@@ -7,6 +7,7 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cctype>
 #include <ctime>
 #include <regex>
@@ -83,11 +84,18 @@ std::string presignUrl(const PresignRequest& r) {
   std::string day = r.amzDate.substr(0, 8);
   std::string scope = day + "/" + r.region + "/s3/aws4_request";
   // Sorted by name, as the canonical query string must be.
-  std::string query = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" +
-                      s3UriEncode(r.accessKey + "/" + scope, false) +
-                      "&X-Amz-Date=" + r.amzDate +
-                      "&X-Amz-Expires=" + std::to_string(r.expiresSec) +
-                      "&X-Amz-SignedHeaders=host";
+  std::vector<std::pair<std::string, std::string>> params = {
+      {"X-Amz-Algorithm", "AWS4-HMAC-SHA256"},
+      {"X-Amz-Credential", r.accessKey + "/" + scope},
+      {"X-Amz-Date", r.amzDate},
+      {"X-Amz-Expires", std::to_string(r.expiresSec)},
+      {"X-Amz-SignedHeaders", "host"}};
+  for (auto& [k, v] : r.query) params.emplace_back(k, v);
+  std::sort(params.begin(), params.end());
+  std::string query;
+  for (auto& [k, v] : params)
+    query += (query.empty() ? "" : "&") + s3UriEncode(k, false) + "=" +
+             s3UriEncode(v, false);
   std::string path = s3UriEncode(r.path, true);
   std::string canonical = r.method + "\n" + path + "\n" + query +
                           "\nhost:" + host + "\n\nhost\nUNSIGNED-PAYLOAD";

@@ -33,7 +33,7 @@ Hash flatContentHash(CacheStorage& storage, const StagedOutput& staged,
 
 StagedVerdict verifyStaged(CacheStorage& storage, const StoreDir& dir,
                            const StagedOutput& staged,
-                           const DecompressionLimits& limits) {
+                           const DecompressionLimits& limits, Sink* narCopy) {
   const auto& claimed = staged.claimed;
   std::string what = "staged output '" + dir.printPath(claimed.path) + "' (" +
                      staged.key + " in " + storage.uri() + ")";
@@ -44,7 +44,11 @@ StagedVerdict verifyStaged(CacheStorage& storage, const StoreDir& dir,
   auto file = openStaged(storage, staged);
   HashingSink fileHasher(HashAlgo::kSha256);
   TeeSource counted(*file, fileHasher);
-  auto nar = makeDecompressionSource(staged.compression, counted, limits);
+  auto decompressed =
+      makeDecompressionSource(staged.compression, counted, limits);
+  std::optional<TeeSource> copying;
+  if (narCopy) copying.emplace(*decompressed, *narCopy);
+  Source* nar = narCopy ? static_cast<Source*>(&*copying) : decompressed.get();
   auto candidates = staged.candidates;
   candidates.insert(claimed.path);
   NarScan scan;
@@ -58,11 +62,11 @@ StagedVerdict verifyStaged(CacheStorage& storage, const StoreDir& dir,
     throw FormatError(what + " is corrupt: " + e.what());
   }
   if (!(scan.narHash == claimed.narHash) || scan.narSize != claimed.narSize)
-    throw ContentMismatchError(what + " hashes to " + scan.narHash.toNix32() +
-                               " (" + std::to_string(scan.narSize) +
-                               " bytes), not the claimed " +
-                               claimed.narHash.toNix32() + " (" +
-                               std::to_string(claimed.narSize) + " bytes)");
+    throw StagedNarMismatchError(what + " hashes to " + scan.narHash.toNix32() +
+                                 " (" + std::to_string(scan.narSize) +
+                                 " bytes), not the claimed " +
+                                 claimed.narHash.toNix32() + " (" +
+                                 std::to_string(claimed.narSize) + " bytes)");
   if (ca) {
     Hash actual = recursive ? *scan.recursiveHash
                             : flatContentHash(storage, staged, *ca, limits);

@@ -170,14 +170,8 @@ TEST_P(CacheGc, KeepsTheLatestEvaluationAndPinnedClosures) {
   // The pinned closure still substitutes with the real nix.
   if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
   std::string root = dir_.path() + "/nixroot";
-  auto copied =
-      test::run({"nix", "copy", "--from", s3_->endpoint() + "/farm", "--to",
-                 "local?root=" + root, "--option", "trusted-public-keys",
-                 readFile(dir_.path() + "/k.pub"), first["kept"]},
-                "",
-                {"NIX_CONFIG=build-users-group =\nexperimental-features = "
-                 "nix-command\nsubstituters =\nrequire-sigs = true\n",
-                 "XDG_CACHE_HOME=" + dir_.path() + "/xdg"});
+  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+                             first["kept"], dir_.path() + "/xdg");
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
   EXPECT_EQ(readFile(root + first["kept"] + "/k.txt"), "k\n");
 }

@@ -163,14 +163,8 @@ TEST_F(FarmCache, PublishesWhatItBuildsAndNixSubstitutesIt) {
   if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
   std::string app = paths[0].ends_with("-app") ? paths[0] : paths[1];
   std::string root = dir_.path() + "/nixroot";
-  auto copied =
-      test::run({"nix", "copy", "--from", s3_->endpoint() + "/farm", "--to",
-                 "local?root=" + root, "--option", "trusted-public-keys",
-                 readFile(dir_.path() + "/k.pub"), app},
-                "",
-                {"NIX_CONFIG=build-users-group =\nexperimental-features = "
-                 "nix-command\nsubstituters =\nrequire-sigs = true\n",
-                 "XDG_CACHE_HOME=" + dir_.path() + "/xdg"});
+  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+                             app, dir_.path() + "/xdg");
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
   EXPECT_EQ(readFile(root + app + "/app.txt"), "app\n");
   std::string lib = paths[0].ends_with("-app") ? paths[1] : paths[0];

@@ -4,6 +4,7 @@
 // and wrongly signed requests, and stop leaving no daemon behind.
 #include "object_store.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -419,6 +420,64 @@ TEST_F(FarmBucket, StagedUploadsAreVerifiedBeforeTheyArePublished) {
   bucket.remove(bad.key);
   bad.key = "staging/missing";
   EXPECT_THROW(store::verifyStaged(bucket, sd, bad), Error);
+  s3_.stop();
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A multipart upload through presigned part URLs (what a worker does with
+// a StageGrant, store::putPresigned) against the real gateway: the parts
+// need no credentials, the farm completes the upload from their ETags and
+// the object is the parts in order; a part URL does not serve another
+// part number, and an abandoned upload is listed and aborted.
+TEST_F(FarmBucket, PresignedPartsMakeAMultipartUpload) {
+  store::S3CacheStorage bucket(s3_.uri("farm"));
+  std::string key = "staging/7/1/out.nar.zst";
+  std::string body(11 << 20, 'a');
+  for (size_t i = 0; i < body.size(); i += 4096) body[i] = char('a' + i % 26);
+  std::string file = dir_.path() + "/parts";
+  writeFile(file, body);
+  AutoCloseFD fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  std::string id = bucket.startMultipart(key);
+  int64_t part = 5 << 20, now = ::time(nullptr);
+  std::vector<std::string> etags;
+  for (int i = 0; i * part < int64_t(body.size()); ++i) {
+    auto url =
+        bucket.presignPart(key, id, i + 1, std::chrono::seconds(60), now);
+    EXPECT_EQ(url.find(s3_.secretKey()), std::string::npos);
+    etags.push_back(store::putPresigned(
+        url, fd.get(), i * part,
+        std::min<int64_t>(part, int64_t(body.size()) - i * part)));
+    EXPECT_FALSE(etags.back().empty());
+  }
+  ASSERT_EQ(etags.size(), 3u);
+  // The signature covers the part number.
+  auto url2 = bucket.presignPart(key, id, 2, std::chrono::seconds(60), now);
+  std::string forged = url2;
+  forged.replace(forged.find("partNumber=2"), 12, "partNumber=9");
+  EXPECT_THROW(store::putPresigned(forged, fd.get(), 0, 10), Error);
+  EXPECT_EQ(bucket.listMultipartUploads("staging/").size(), 1u);
+  bucket.completeMultipart(key, id, etags);
+  EXPECT_EQ(bucket.get(key), body);
+  EXPECT_TRUE(bucket.listMultipartUploads("staging/").empty());
+
+  // An upload nobody completes is found and aborted.
+  std::string other = "staging/8/1/out.nar.zst";
+  std::string id2 = bucket.startMultipart(other);
+  store::putPresigned(
+      bucket.presignPart(other, id2, 1, std::chrono::seconds(60), now),
+      fd.get(), 0, part);
+  auto open = bucket.listMultipartUploads("staging/8/");
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0], std::make_pair(other, id2));
+  bucket.abortMultipart(other, id2);
+  EXPECT_TRUE(bucket.listMultipartUploads("staging/").empty());
+  EXPECT_FALSE(bucket.exists(other));
   s3_.stop();
 }
 

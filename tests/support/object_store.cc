@@ -89,4 +89,18 @@ void ObjectStoreServer::createBucket(const std::string& bucket,
   store::S3CacheStorage(uri(bucket)).makePublicRead();
 }
 
+RunResult ObjectStoreServer::nixCopy(const std::string& bucket,
+                                     const std::string& publicKey,
+                                     const std::string& root,
+                                     const std::string& path,
+                                     const std::string& xdgDir) const {
+  return run({"nix", "copy", "--from", endpoint() + "/" + bucket, "--to",
+              "local?root=" + root, "--option", "trusted-public-keys",
+              publicKey, path},
+             "",
+             {"NIX_CONFIG=build-users-group =\nexperimental-features = "
+              "nix-command\nsubstituters =\nrequire-sigs = true\n",
+              "XDG_CACHE_HOME=" + xdgDir});
+}
+
 }  // namespace kiln::test

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
+
 namespace kiln::test {
 
 /// One gateway. Not thread-safe. The destructor stops it.
@@ -45,6 +47,13 @@ class ObjectStoreServer {
   /// Creates `bucket` (a signed PUT); with `publicRead`, lets anyone read
   /// and list it. Throws Error if refused.
   void createBucket(const std::string& bucket, bool publicRead) const;
+  /// Runs the real `nix copy --from http://…/BUCKET` of `path` into the
+  /// chroot store `root`, requiring signatures by `publicKey` (a key
+  /// file's text), with Nix's cache under `xdgDir`: a client substituting
+  /// from the public-read bucket over plain HTTP.
+  RunResult nixCopy(const std::string& bucket, const std::string& publicKey,
+                    const std::string& root, const std::string& path,
+                    const std::string& xdgDir) const;
 
  private:
   std::string dir_;

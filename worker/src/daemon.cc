@@ -299,6 +299,7 @@ void Daemon::Impl::handle(const proto::Message& msg) {
   }
   if (auto* s = std::get_if<proto::BuildStep>(&msg)) return onBuildStep(*s);
   if (auto* c = std::get_if<proto::CancelStep>(&msg)) return onCancel(*c);
+  if (auto* g = std::get_if<proto::StageGrant>(&msg)) return onStageGrant(*g);
   if (xfer && xfer->handle(msg)) return;
   if (auto* a = std::get_if<proto::Ack>(&msg)) return onAck(*a);
   logWarn("worker: ignoring unexpected " +

@@ -23,6 +23,15 @@ namespace kiln::worker {
 
 /// A step from BuildStep to its acknowledged StepResult.
 struct Step {
+  Step() = default;
+  Step(const Step&) = delete;
+  Step& operator=(const Step&) = delete;
+  /// Waits for its direct uploads' threads (bounded by curl's stall
+  /// timeout).
+  ~Step() {
+    for (auto& t : uploaders)
+      if (t.joinable()) t.join();
+  }
   enum class Phase { kFetching, kBuilding, kUploading, kReporting };
   protocol::BuildStep msg;
   BuildRequest request;
@@ -41,6 +50,10 @@ struct Step {
   /// Not adopted by the scheduler: dropped, without a result, once its
   /// build ends.
   bool dropped = false;
+  /// Direct uploads: outputs waiting for their StageGrant (by name) and
+  /// the threads staging them.
+  std::map<std::string, PreparedOutput> awaitingGrant;
+  std::vector<std::thread> uploaders;
 };
 
 /// Slot thread → socket thread.
@@ -52,7 +65,14 @@ struct DoneEvent {
   uint64_t stepId;
   SlotOutcome outcome;
 };
-using Event = std::variant<LogEvent, DoneEvent>;
+/// A direct upload's thread → socket thread: the object is staged (or
+/// `error`).
+struct StagedEvent {
+  uint64_t stepId;
+  protocol::OutputStaged staged;
+  std::string error;
+};
+using Event = std::variant<LogEvent, DoneEvent, StagedEvent>;
 
 struct Daemon::Impl {
   Impl(Daemon& self, DaemonConfig config);
@@ -101,6 +121,18 @@ struct Daemon::Impl {
   void onDone(DoneEvent& d);
   /// Uploads `outputs` for `s`, then reports its result.
   void startUploads(Step& s, std::vector<PreparedOutput> outputs);
+  /// Uploads output `o` of `s` over the connection (UploadOutput).
+  void uploadOverConnection(Step& s, PreparedOutput o);
+  /// Output `out` of `s` is uploaded (or failed: `error`); reports the
+  /// result after the last one.
+  void outputDone(Step& s, const protocol::BuiltOutput& out,
+                  const std::string& error);
+  // direct uploads (daemon_direct.cc)
+  void onStageGrant(const protocol::StageGrant& g);
+  void onStaged(StagedEvent& e);
+  /// Acks of StageRequest (refused: upload over the connection instead)
+  /// and OutputStaged.
+  void onStageAck(Step& s, const protocol::Ack& a);
   /// After a Welcome: keeps the steps the scheduler adopted (resuming what
   /// the old connection cut short) and drops the others.
   void reconcile(const std::vector<uint64_t>& adopted);

@@ -219,8 +219,8 @@ void Daemon::Impl::startBuild(Step& s) {
     auto onLog = [this, id](std::string_view chunk) {
       postEvent(LogEvent{id, std::string(chunk)});
     };
-    auto outcome = runSlot(s.request, id, runner, store, tmpDir, onLog,
-                           s.cancel, clock);
+    auto outcome =
+        runSlot(s.request, id, runner, store, tmpDir, onLog, s.cancel, clock);
     traceEvent("worker", "slot-done", id);
     postEvent(DoneEvent{id, std::move(outcome)});
   });
@@ -250,6 +250,8 @@ void Daemon::Impl::drainEvents() {
   for (auto& e : batch) {
     if (auto* l = std::get_if<LogEvent>(&e)) {
       if (self.welcomed_) send(proto::LogChunk{l->stepId, std::move(l->data)});
+    } else if (auto* st = std::get_if<StagedEvent>(&e)) {
+      onStaged(*st);
     } else {
       onDone(std::get<DoneEvent>(e));
     }
@@ -283,45 +285,64 @@ void Daemon::Impl::onDone(DoneEvent& d) {
 }
 
 void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
-  uint64_t id = s.msg.stepId;
   s.phase = Step::Phase::kUploading;
   s.result = *s.built;
   s.result.outputs.clear();
   s.uploadError.clear();
+  s.awaitingGrant.clear();
   s.uploadsLeft = outputs.size();
   if (s.uploadsLeft == 0) return report(s);
   for (auto& o : outputs) {
-    proto::TransferHeader h;
-    h.stepId = id;
-    h.outputName = o.name;
-    h.info = o.info;
-    proto::BuiltOutput built{o.name, o.info};
-    std::unique_ptr<Source> src =
-        std::make_unique<OwnedFdSource>(std::move(o.nar));
-    if (cfg.debug.corruptUploads > 0) {
-      cfg.debug.corruptUploads--;
-      logWarn("worker: corrupting the upload of " + o.name +
-              " (--debug-corrupt-uploads)");
-      src = std::make_unique<CorruptingSource>(std::move(src));
+    if (cfg.directUploads.empty()) {
+      uploadOverConnection(s, std::move(o));
+      continue;
     }
-    xfer->startSend(
-        true, h, std::move(src),
-        [this, id, built](const proto::TransferOutcome& r) {
-          auto st = steps.find(id);
-          if (st == steps.end()) return;
-          Step& step = *st->second;
-          traceEvent("worker", "uploaded", id, built.name);
-          if (r.ok) step.result.outputs.push_back(built);
-          else step.uploadError = "uploading " + built.name + ": " + r.error;
-          if (--step.uploadsLeft > 0) return;
-          if (!step.uploadError.empty()) {
-            step.result.status = StepStatus::kAborted;
-            step.result.errorMsg = step.uploadError;
-            step.result.outputs.clear();
-          }
-          report(step);
-        });
+    send(proto::StageRequest{s.msg.stepId, o.name, o.info, cfg.directUploads});
+    std::string name = o.name;
+    s.awaitingGrant.emplace(name, std::move(o));
   }
+}
+
+void Daemon::Impl::uploadOverConnection(Step& s, PreparedOutput o) {
+  uint64_t id = s.msg.stepId;
+  proto::TransferHeader h;
+  h.stepId = id;
+  h.outputName = o.name;
+  h.info = o.info;
+  proto::BuiltOutput built{o.name, o.info};
+  std::unique_ptr<Source> src =
+      std::make_unique<OwnedFdSource>(std::move(o.nar));
+  if (cfg.debug.corruptUploads > 0) {
+    cfg.debug.corruptUploads--;
+    logWarn("worker: corrupting the upload of " + o.name +
+            " (--debug-corrupt-uploads)");
+    src = std::make_unique<CorruptingSource>(std::move(src));
+  }
+  xfer->startSend(true, h, std::move(src),
+                  [this, id, built](const proto::TransferOutcome& r) {
+                    auto st = steps.find(id);
+                    if (st == steps.end()) return;
+                    traceEvent("worker", "uploaded", id, built.name);
+                    outputDone(
+                        *st->second, built,
+                        r.ok ? "" : "uploading " + built.name + ": " + r.error);
+                  });
+}
+
+void Daemon::Impl::outputDone(Step& s, const proto::BuiltOutput& out,
+                              const std::string& error) {
+  if (s.phase != Step::Phase::kUploading || s.uploadsLeft == 0) return;
+  if (error.empty())
+    s.result.outputs.push_back(out);
+  else
+    s.uploadError = error;
+  if (--s.uploadsLeft > 0) return;
+  if (!s.uploadError.empty()) {
+    s.result.status = StepStatus::kAborted;
+    s.result.errorMsg = s.uploadError;
+    s.result.outputs.clear();
+  }
+  report(s);
 }
 
 void Daemon::Impl::reconcile(const std::vector<uint64_t>& adopted) {
@@ -358,7 +379,13 @@ void Daemon::Impl::resume(Step& s) {
       return send(proto::NeedPaths{s.msg.stepId,
                                    referencesFirst(s.missing, s.msg.inputs)});
     case Step::Phase::kBuilding:
+      return;
     case Step::Phase::kUploading:
+      // A direct upload's grant went with the old connection: the step
+      // is retried.
+      if (!s.awaitingGrant.empty())
+        return finish(s, StepStatus::kAborted,
+                      "connection lost during a direct upload");
       return;
     case Step::Phase::kReporting:
       if (!s.built) return report(s);
@@ -406,14 +433,18 @@ void Daemon::Impl::onAck(const proto::Ack& a) {
   Step& s = *it->second;
   if (a.subject == proto::MessageType::kStepResult &&
       s.phase == Step::Phase::kReporting) {
-    if (!a.ok) logWarn("worker: scheduler rejected the result of step " +
-                       std::to_string(a.id) + ": " + a.error);
+    if (!a.ok)
+      logWarn("worker: scheduler rejected the result of step " +
+              std::to_string(a.id) + ": " + a.error);
     if (s.thread.joinable()) s.thread.join();
     steps.erase(it);
+  } else if (a.subject == proto::MessageType::kStageRequest ||
+             a.subject == proto::MessageType::kOutputStaged) {
+    onStageAck(s, a);
   } else if (a.subject == proto::MessageType::kNeedPaths && !a.ok &&
              s.phase == Step::Phase::kFetching) {
-    finish(s, StepStatus::kAborted, "the scheduler cannot send an input: " +
-                                        a.error);
+    finish(s, StepStatus::kAborted,
+           "the scheduler cannot send an input: " + a.error);
   }
 }
 

@@ -25,6 +25,19 @@ PathInfo info(const StorePath& p, bool withDeriver = false) {
   return i;
 }
 
+StageGrant stageGrant() {
+  StageGrant g;
+  g.stepId = 42;
+  g.outputName = "out";
+  g.key = "staging/42/1/out.nar.zst";
+  g.compression = "zstd";
+  g.uploadId = "2~abc";
+  g.partSize = 8 << 20;
+  g.urls = {"http://127.0.0.1:9000/farm/staging/42/1/out.nar.zst?partNumber=1",
+            "http://127.0.0.1:9000/farm/staging/42/1/out.nar.zst?partNumber=2"};
+  return g;
+}
+
 std::vector<Message> samples() {
   Hello hello;
   hello.workerId = "builder-1.example.org";
@@ -78,7 +91,17 @@ std::vector<Message> samples() {
           CancelStep{42, "build cancelled by alice"},
           up,
           Ack{MessageType::kUploadOutput, 9, false, "hash mismatch"},
-          Bye{"shutting down"}};
+          Bye{"shutting down"},
+          StageRequest{42, "out", info(kA, true), "xz"},
+          stageGrant(),
+          OutputStaged{42,
+                       "out",
+                       "staging/42/1/out.nar.zst",
+                       "zstd",
+                       info(kA),
+                       hashString(HashAlgo::kSha256, "file"),
+                       99,
+                       {"\"etag-1\"", "\"etag-2\""}}};
 }
 
 TEST(Messages, EveryTypeRoundTrips) {
@@ -265,6 +288,51 @@ TEST(Messages, InvalidValuesAreRejectedOnBothSides) {
   auto pos = 8 + 8 + 4 + 4 + kA.baseName().size();
   frames[1][pos] = static_cast<char>(HashAlgo::kSha1);
   EXPECT_THAT(errorOf(frames), HasSubstr("field 'narHash'"));
+}
+
+TEST(Messages, DirectUploadMessagesAreChecked) {
+  auto errorOfEncoding = [](const Message& m) -> std::string {
+    try {
+      encode(m);
+    } catch (const FormatError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  StageRequest req{42, "out", info(kA), "gzip"};
+  EXPECT_THAT(errorOfEncoding(req),
+              HasSubstr("StageRequest: field 'compression'"));
+  auto g = stageGrant();
+  g.key = "nar/published.nar.zst";  // never a published key
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("StageGrant: field 'key'"));
+  g = stageGrant();
+  g.key = "staging/../nar/x";
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("must not contain '..'"));
+  g = stageGrant();
+  g.partSize = 1 << 20;  // below S3's smallest part
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'partSize'"));
+  g = stageGrant();
+  g.uploadId.clear();  // a single PUT has one URL and no part size
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'urls'"));
+  g.urls.resize(1);
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'partSize'"));
+  g.partSize = 0;
+  EXPECT_EQ(errorOfEncoding(g), "(accepted)");
+  g.urls = {"file:///etc/passwd"};
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("http(s) URLs"));
+  OutputStaged st{42,     "out",    "staging/42/1/out.nar.zst",
+                  "zstd", info(kA), hashString(HashAlgo::kSha1, "x"),
+                  1,      {}};
+  EXPECT_THAT(errorOfEncoding(st), HasSubstr("field 'fileHash'"));
+  st.fileHash = hashString(HashAlgo::kSha256, "x");
+  st.etags = {"a</ETag><Part>"};  // nothing may reach the completion XML
+  EXPECT_THAT(errorOfEncoding(st), HasSubstr("field 'etags'"));
+  // A decoder refuses too: a StageGrant URL list longer than S3's limit.
+  Frames frames = encode(stageGrant());
+  auto at = frames[1].find(std::string("\x02\0\0\0", 4));
+  ASSERT_NE(at, std::string::npos);
+  frames[1][at + 1] = 0x30;  // 0x3002 = 12290 URLs
+  EXPECT_THAT(errorOf(frames), HasSubstr("StageGrant: field 'urls'"));
 }
 
 TEST(Messages, PathInfoConvertsBothWays) {

@@ -57,6 +57,9 @@ enum class MessageType : uint8_t {
   kUploadOutput = 14,
   kAck = 15,
   kBye = 16,
+  kStageRequest = 17,
+  kStageGrant = 18,
+  kOutputStaged = 19,
 };
 
 /// "Hello", "Welcome", ...; "unknown(N)" for other values.
@@ -285,11 +288,63 @@ struct Bye {
   bool operator==(const Bye&) const = default;
 };
 
+/// Largest number of part URLs a StageGrant may carry (S3's limit).
+constexpr uint32_t kMaxStageParts = 10000;
+
+/// Worker → scheduler (direct uploads, docs/protocol.md "Direct uploads"):
+/// may output `outputName` of step `stepId` (built, `info` as hashed) go
+/// straight to the farm's object store, compressed with `compression`?
+/// Answered with a StageGrant, or Ack{subject: StageRequest, ok: false}
+/// (then the worker uploads it with UploadOutput as usual).
+struct StageRequest {
+  uint64_t stepId = 0;
+  std::string outputName;
+  PathInfo info;
+  std::string compression = "zstd";  ///< zstd or xz
+  bool operator==(const StageRequest&) const = default;
+};
+
+/// Scheduler → worker: where to PUT the compressed NAR of an output: a
+/// staging key (never a published one) and presigned URLs, valid for a
+/// while. With an empty `uploadId`, `urls` holds one URL for a single PUT
+/// of the whole object; otherwise it is a multipart upload and `urls[i]`
+/// is part i+1, each part `partSize` bytes but the last (the worker uses
+/// as many as its object needs).
+struct StageGrant {
+  uint64_t stepId = 0;
+  std::string outputName;
+  std::string key;          ///< `staging/…`
+  std::string compression;  ///< as requested
+  std::string uploadId;     ///< empty: single PUT
+  uint64_t partSize = 0;    ///< multipart only, ≥ 5 MiB
+  std::vector<std::string> urls;
+  bool operator==(const StageGrant&) const = default;
+};
+
+/// Worker → scheduler: the object is staged. `info` is the output as the
+/// worker hashed it; `fileHash`/`fileSize` the compressed object's sha256
+/// and size; `etags` the ETag of each part in order (multipart only).
+/// Answered with Ack{subject: OutputStaged, id: stepId} once the farm has
+/// verified and published it (ok), or refused it (!ok, with why); the
+/// worker sends its StepResult without waiting for it (the scheduler holds
+/// the result until the output is verified).
+struct OutputStaged {
+  uint64_t stepId = 0;
+  std::string outputName;
+  std::string key;
+  std::string compression;
+  PathInfo info;
+  Hash fileHash{HashAlgo::kSha256};
+  uint64_t fileSize = 0;
+  std::vector<std::string> etags;
+  bool operator==(const OutputStaged&) const = default;
+};
+
 /// Any message.
-using Message =
-    std::variant<Hello, Welcome, Refused, Heartbeat, BuildStep, NeedPaths,
-                 PathData, Credit, Chunk, TransferAbort, LogChunk, StepResult,
-                 CancelStep, UploadOutput, Ack, Bye>;
+using Message = std::variant<Hello, Welcome, Refused, Heartbeat, BuildStep,
+                             NeedPaths, PathData, Credit, Chunk, TransferAbort,
+                             LogChunk, StepResult, CancelStep, UploadOutput,
+                             Ack, Bye, StageRequest, StageGrant, OutputStaged>;
 
 /// The type of a message.
 MessageType typeOf(const Message& msg);

@@ -113,6 +113,17 @@ struct ServiceConfig {
   std::string cacheUri;
   std::string cacheCompression = "zstd";
   std::optional<store::SecretKey> cacheSigningKey;
+  /// Direct uploads (docs/protocol.md "Direct uploads"; needs an `s3://`
+  /// cacheUri): a worker that asks (StageRequest) gets presigned URLs
+  /// under `staging/` of the bucket and PUTs its compressed output there;
+  /// a verifier thread checks it (direct_uploads.h), publishes it and adds
+  /// it to the central store before the output counts as uploaded.
+  bool directUploads = false;
+  /// Objects up to this size (the NAR size plus codec overhead) get one
+  /// presigned PUT; larger ones a multipart upload in parts of this size.
+  uint64_t directPartBytes = 64ull << 20;
+  /// How long the presigned URLs of a grant stay valid.
+  std::chrono::seconds directGrantExpiry{3600};
   /// Whether uploads are fsynced file by file into the central store
   /// before they are registered (store::LocalStore::ContentSync); false is
   /// Nix's default (`kiln build` without --fsync-store).

@@ -182,6 +182,27 @@ class S3CacheStorage : public CacheStorage {
   std::string presignPut(const std::string& rel, std::chrono::seconds expiry,
                          int64_t nowSec) const;
 
+  /// Starts a multipart upload of `rel`; returns its upload id. Throws
+  /// Error if refused.
+  std::string startMultipart(const std::string& rel);
+  /// A URL that lets its holder PUT part `part` (1..10000) of upload
+  /// `uploadId` of `rel`, like presignPut.
+  std::string presignPart(const std::string& rel, const std::string& uploadId,
+                          int part, std::chrono::seconds expiry,
+                          int64_t nowSec) const;
+  /// Completes upload `uploadId` of `rel` from its parts' ETags (part 1
+  /// first). Throws Error if the store refuses (a part missing, an ETag
+  /// that is not the part's).
+  void completeMultipart(const std::string& rel, const std::string& uploadId,
+                         const std::vector<std::string>& etags);
+  /// Aborts upload `uploadId` of `rel` (its parts are dropped); a missing
+  /// upload is no error.
+  void abortMultipart(const std::string& rel, const std::string& uploadId);
+  /// The unfinished multipart uploads (key, upload id) of keys that start
+  /// with `prefix`: the first page of the listing (up to 1000).
+  std::vector<std::pair<std::string, std::string>> listMultipartUploads(
+      const std::string& prefix);
+
   /// A request body: `length` bytes of `fd` from `offset` (advanced as
   /// it is sent).
   struct Body {
@@ -197,6 +218,10 @@ class S3CacheStorage : public CacheStorage {
             int out, std::string* small, std::string* etag = nullptr,
             const std::string& extraHeader = "");
   void putMultipart(const std::string& rel, int fd, off_t size);
+  /// presignPut and presignPart: a PUT of `rel` with `query`.
+  std::string presign(
+      const std::string& rel, std::chrono::seconds expiry, int64_t nowSec,
+      std::vector<std::pair<std::string, std::string>> query) const;
   std::string uri_, bucket_, endpoint_, region_ = "us-east-1";
   std::string accessKey_, secretKey_;
   HttpCacheLimits limits_;

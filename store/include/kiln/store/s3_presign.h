@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kiln::store {
 
@@ -29,6 +31,9 @@ struct PresignRequest {
   std::string amzDate;
   /// Seconds the URL stays valid (1..604800).
   int64_t expiresSec = 900;
+  /// Further query parameters the URL carries, signed with it (a part of
+  /// a multipart upload: `partNumber`, `uploadId`), unencoded.
+  std::vector<std::pair<std::string, std::string>> query;
 };
 
 /// The full URL (`endpoint` + encoded path + `?X-Amz-Algorithm=…&
@@ -44,5 +49,13 @@ std::string s3UriEncode(std::string_view s, bool keepSlash);
 
 /// The UTC time `unixSec` as `YYYYMMDDTHHMMSSZ`.
 std::string amzDate(int64_t unixSec);
+
+/// PUTs `length` bytes of `fd` from `offset` to presigned URL `url` (no
+/// credentials needed; memory is curl's buffer), giving up on a stall of
+/// `stallSec`. Returns the response's ETag (a multipart part's). Throws
+/// Error naming the URL's path (not its signature) and the HTTP status
+/// for a failure or a refusal.
+std::string putPresigned(const std::string& url, int fd, int64_t offset,
+                         int64_t length, long stallSec = 60);
 
 }  // namespace kiln::store

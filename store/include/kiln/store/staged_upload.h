@@ -4,14 +4,15 @@
 /// (`S3CacheStorage::presignPut`); nothing of it is trusted until
 /// verifyStaged() has read it once, as it streams, and found what the farm
 /// expects; publishStaged() then moves it to its final key on the object
-/// store's side and writes the signed narinfo last. The scheduler's
-/// protocol for this is not written yet (docs/operations.md, "The farm's
-/// binary cache on an object store").
+/// store's side and writes the signed narinfo last. The scheduler's side
+/// is scheduler/src/direct_uploads.h (docs/protocol.md, "Direct
+/// uploads").
 
 #include <string>
 
 #include "kiln/store/binary_cache.h"
 #include "kiln/store/compression.h"
+#include "kiln/store/content_check.h"
 #include "kiln/store/local_store.h"
 #include "kiln/store/narinfo.h"
 
@@ -29,6 +30,14 @@ struct StagedOutput {
   StorePathSet candidates;
 };
 
+/// The staged NAR is not the one claimed (its NarHash or NarSize differ):
+/// a corrupt or wrong upload, as opposed to a fixed output whose content is
+/// not what its derivation declares (a plain ContentMismatchError).
+class StagedNarMismatchError : public ContentMismatchError {
+ public:
+  using ContentMismatchError::ContentMismatchError;
+};
+
 /// What verifyStaged() found: the narinfo's facts.
 struct StagedVerdict {
   Hash fileHash{HashAlgo::kSha256};  ///< sha256 of the compressed object
@@ -40,13 +49,16 @@ struct StagedVerdict {
 /// compressed bytes, decompresses them (bounded by `limits`), validates
 /// the NAR, hashes it and scans it for references, and checks that nothing
 /// follows it; a fixed output's content address is checked too (a flat
-/// one with a second read). Throws ContentMismatchError when NarHash,
-/// NarSize or the content address is not what is claimed, FormatError for
+/// one with a second read). Throws StagedNarMismatchError when NarHash or
+/// NarSize is not what is claimed, ContentMismatchError when the content
+/// address is not, FormatError for
 /// a corrupt or truncated object, Error when it is missing or the storage
-/// fails.
+/// fails. With `narCopy`, the decompressed NAR also goes there as it
+/// streams (e.g. a file the farm's central store then adds it from).
 StagedVerdict verifyStaged(CacheStorage& storage, const StoreDir& dir,
                            const StagedOutput& staged,
-                           const DecompressionLimits& limits = {});
+                           const DecompressionLimits& limits = {},
+                           Sink* narCopy = nullptr);
 
 /// Publishes a verified staged object: copies it to
 /// `nar/<file hash>.nar<ext>` on the object store's side (unless that key

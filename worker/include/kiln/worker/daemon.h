@@ -43,6 +43,10 @@ struct DebugFaults {
   /// The first this many output uploads send their first chunk with one
   /// byte flipped (the NAR hash announced stays the true one).
   unsigned corruptUploads = 0;
+  /// With direct uploads: the process exits (status 70) right after its
+  /// first output is staged, before it says so (a worker killed
+  /// mid-upload).
+  bool exitAfterStaging = false;
 };
 
 /// Everything the daemon needs to know.
@@ -90,6 +94,11 @@ struct DaemonConfig {
   std::chrono::milliseconds helloRetryMin{2000};
   std::chrono::milliseconds helloRetryMax{60000};
   DebugFaults debug;  ///< tests only; nothing injected by default
+  /// Direct uploads (docs/protocol.md "Direct uploads"): empty, outputs go
+  /// over the connection; "zstd" or "xz", the worker asks the scheduler
+  /// for presigned URLs, compresses each output with that method and PUTs
+  /// it to the farm's object store (over the connection when refused).
+  std::string directUploads;
   /// The sandbox plugin that starts the builders (docs/worker.md,
   /// "Sandboxes"): loaded from plugins::processPlugins() and probed when
   /// the daemon is constructed, which throws Error with the reason if it

@@ -1,0 +1,150 @@
+#pragma once
+// Direct uploads (docs/protocol.md "Direct uploads", issue 32): workers PUT
+// their compressed outputs to `staging/` keys of the farm's bucket through
+// presigned URLs; the farm verifies each one before anything of it is
+// visible. The service thread handles the messages (StageRequest,
+// OutputStaged) and the ends of attempts; one verifier thread does all the
+// object-store work in order: presigning grants (a multipart upload is
+// started on the store), completing multipart uploads, reading a staged
+// object once (store::verifyStaged: file hash and size, bounded
+// decompression, NAR validity, NAR hash and size, references among the
+// step's input closure and own outputs, a fixed output's hash) while the
+// NAR goes to a temporary file, publishing it (server-side copy to its
+// final key, signed narinfo last: store::publishStaged), and removing the
+// staging objects of ended attempts (and, at start, everything left under
+// `staging/`). A verified output goes to the central store through the
+// registrar (Uploads::registerVerified), as an upload over ZeroMQ does.
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "kiln/common/clock.h"
+#include "kiln/common/file.h"
+#include "kiln/common/sync.h"
+#include "kiln/protocol/messages.h"
+#include "kiln/scheduler/service.h"
+#include "kiln/store/binary_cache.h"
+#include "kiln/store/staged_upload.h"
+#include "running_steps.h"
+#include "temp_files.h"
+#include "uploads.h"
+#include "worker_link.h"
+
+namespace kiln::scheduler {
+
+/// The farm's side of direct uploads. Borrows the steps, the uploads and
+/// the link (all must outlive it); owns the verifier thread and its
+/// handle on the bucket.
+class DirectUploads {
+ public:
+  /// Starts the verifier thread, whose first job sweeps `staging/`.
+  /// Throws FormatError/Error unless `config.cacheUri` is an s3:// URI
+  /// with credentials.
+  DirectUploads(const ServiceConfig& config, RunningSteps& steps,
+                Uploads& uploads, WorkerLink& link, const Clock& clock);
+  /// Finishes the job under way, drops the rest, joins the thread.
+  ~DirectUploads();
+  DirectUploads(const DirectUploads&) = delete;
+  DirectUploads& operator=(const DirectUploads&) = delete;
+
+  /// A worker asks to stage an output: granted (on the verifier thread)
+  /// if it is an expected output of a step running on `from` within the
+  /// output limit; refused with an Ack otherwise.
+  void onStageRequest(const WorkerConn& from, const protocol::StageRequest& m);
+  /// A worker says it staged an output at the key it was granted: queued
+  /// for verification (the output counts as registering meanwhile).
+  void onOutputStaged(const WorkerConn& from, const protocol::OutputStaged& m);
+  /// Attempt `attempt` of step `step` ended: its staging objects (and
+  /// unfinished multipart uploads) go, after the jobs queued before.
+  void attemptEnded(int64_t step, int64_t attempt);
+  /// Applies the verifier's reports: grants sent, verified outputs to the
+  /// registrar, refused ones failed; the workers' Acks.
+  void takeDone();
+  /// Readable while reports wait.
+  int wakeFd() const { return wake_.get(); }
+
+  /// The staging key of output `output` of attempt `attempt` of `step`.
+  static std::string stagingKey(int64_t step, int64_t attempt,
+                                const std::string& output,
+                                const std::string& compression);
+
+ private:
+  struct Grant {
+    std::string peer;
+    int64_t step = 0, attempt = 0;
+    std::string output, compression;
+    uint64_t narSize = 0;
+  };
+  struct Verify {
+    std::string peer;
+    int64_t step = 0, attempt = 0;
+    std::string output;
+    store::StagedOutput staged;
+    std::string uploadId;
+    std::vector<std::string> etags;
+    Hash fileHash{HashAlgo::kSha256};
+    uint64_t fileSize = 0;
+  };
+  struct Cleanup {
+    std::string prefix;  ///< "staging/" at start
+    std::vector<std::pair<std::string, std::string>> uploads;
+  };
+  using Job = std::variant<Grant, Verify, Cleanup>;
+  struct Done {
+    enum class Kind { kGrant, kVerify, kCleanup } kind = Kind::kCleanup;
+    std::string peer;
+    int64_t step = 0, attempt = 0;
+    std::string output;
+    protocol::StageGrant grant;  ///< a Grant's
+    std::string error;           ///< empty on success
+    bool rejected = false;       ///< content not as declared
+    store::ValidPathInfo info{
+        store::StorePath("00000000000000000000000000000000-x")};
+    AutoCloseFD nar;  ///< a verified output's NAR, from offset 0
+  };
+  /// A granted staging: what OutputStaged must name.
+  struct Granted {
+    int64_t attempt = 0;
+    std::string key, compression, uploadId;
+  };
+
+  void submit(Job job);
+  /// takeDone() of a grant and of a verification.
+  void granted(Done& d);
+  void verified(Done& d);
+  void run() noexcept;
+  Done handle(Grant& g);
+  Done handle(Verify& v);
+  Done handle(Cleanup& c);
+  /// The verified NAR of `v` in an unlinked file of the state's tmp/.
+  Done verify(Verify& v);
+  void refuse(const std::string& peer, protocol::MessageType subject,
+              uint64_t step, const std::string& why);
+
+  const ServiceConfig& config_;
+  RunningSteps& steps_;
+  Uploads& uploads_;
+  WorkerLink& link_;
+  const Clock& clock_;
+  store::StoreDir storeDir_;
+  std::string tmpDir_;
+  /// (step, output) → its grant; service thread only.
+  std::map<std::pair<int64_t, std::string>, Granted> granted_;
+  std::unique_ptr<store::S3CacheStorage> s3_;  ///< verifier thread only
+  TempNames temps_;                            ///< verifier thread only
+  struct State {
+    std::deque<Job> queue;
+    std::vector<Done> done;
+    bool stop = false;
+  };
+  Sync<State> state_;
+  AutoCloseFD wake_;
+  std::thread thread_;
+};
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,244 @@
+// Direct uploads (issue 32, docs/protocol.md "Direct uploads"): workers PUT
+// their compressed outputs to staging/ of the farm's bucket on the real S3
+// gateway through presigned URLs; the scheduler verifies each object
+// before it publishes it. The real `nix` substitutes a closure built that
+// way; a corrupted staged object is refused and its step retried; a worker
+// that dies after staging leaves nothing behind once its step is retried.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "farm.h"
+#include "kiln/common/file.h"
+#include "kiln/store/binary_cache.h"
+#include "kiln/store/local_store.h"
+#include "kiln/store/signature.h"
+#include "kiln_process.h"
+#include "object_store.h"
+#include "test_support.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// `app`'s output refers to `lib`'s: a closure of two built paths.
+const char* kCollection = R"({
+  lib = mk "lib" "mkdir $out; echo library > $out/lib.txt" [];
+  app = mk "app" "mkdir $out; echo $deps > $out/uses; echo app > $out/app.txt"
+    [ (mk "lib" "mkdir $out; echo library > $out/lib.txt" []) ];
+})";
+
+class FarmDirectUpload : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KILN_SKIP_UNLESS_FARM_CAN_RUN();
+    std::string why;
+    if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
+    s3_ = std::make_unique<test::ObjectStoreServer>(dir_.path() + "/s3");
+    s3_->exportCredentials();
+    auto k = test::run({test::kilnBinary(), "store", "generate-key", "farm-1",
+                        dir_.path() + "/k.sec", dir_.path() + "/k.pub"});
+    ASSERT_EQ(k.exitCode, 0) << k.err;
+    s3_->start();
+    s3_->createBucket("farm", true);
+    test::FarmOptions o;
+    o.schedulerArgs = {"--cache",
+                       s3_->uri("farm"),
+                       "--cache-secret-key-file",
+                       dir_.path() + "/k.sec",
+                       "--direct-uploads",
+                       "--retry-backoff-ms",
+                       "200"};
+    o.schedulerArgs.insert(o.schedulerArgs.end(), extraArgs_.begin(),
+                           extraArgs_.end());
+    o.schedulerEnv = {{"AWS_ACCESS_KEY_ID", s3_->accessKey()},
+                      {"AWS_SECRET_ACCESS_KEY", s3_->secretKey()}};
+    farm_ = std::make_unique<test::Farm>(o);
+    farm_->startScheduler();
+  }
+
+  // A worker that uploads straight to the bucket compressing with
+  // `compression` (with `extra` args).
+  void addDirectWorker(std::vector<std::string> extra = {},
+                       const std::string& compression = "zstd") {
+    test::WorkerOptions w;
+    w.extraArgs = {"--direct-uploads=" + compression};
+    w.extraArgs.insert(w.extraArgs.end(), extra.begin(), extra.end());
+    farm_->addWorker(w);
+  }
+
+  // Evaluates `collection` and waits for its builds, all successful.
+  int64_t buildAll(const std::string& collection, size_t builds) {
+    auto coll = farm_->writeCollection("coll", collection);
+    farm_->createJobset("p", "j", coll);
+    int64_t eval = farm_->evaluate("p", "j");
+    EXPECT_TRUE(farm_->waitForBuilds(eval, 300s)) << logs();
+    auto all = farm_->builds(eval);
+    EXPECT_EQ(all.size(), builds);
+    for (auto& b : all) EXPECT_EQ(b.status, 0) << b.job << ": " << b.error;
+    return eval;
+  }
+
+  std::string logs() {
+    std::string s = farm_->scheduler().log();
+    for (size_t i = 0; i < farm_->workerCount(); ++i)
+      s += "\n--- worker " + std::to_string(i) + "\n" + farm_->worker(i).log();
+    return s;
+  }
+
+  // Every path of `eval` has a signed narinfo whose NAR is in the bucket
+  // and hashes as the central store's copy.
+  void expectPublished(int64_t eval) {
+    store::S3CacheStorage s3(s3_->uri("farm"));
+    store::StoreDir dir;
+    store::BinaryCacheReader reader(s3, dir);
+    store::PublicKeys keys;
+    keys.add(store::readPublicKeyFile(dir_.path() + "/k.pub"));
+    store::LocalStore central(farm_->stateDir());
+    for (auto& o : farm_->view()->outputs(eval)) {
+      auto path = dir.parsePath(o.path);
+      auto ni = reader.queryNarInfo(path);
+      ASSERT_TRUE(ni) << o.path;
+      EXPECT_TRUE(s3.exists(ni->url)) << ni->url;
+      EXPECT_TRUE(reader.hasValidSignature(*ni, keys)) << o.path;
+      EXPECT_EQ(ni->compression, "zstd");
+      auto info = central.queryPathInfo(path);
+      ASSERT_TRUE(info) << o.path << " is not in the central store";
+      EXPECT_EQ(ni->narHash, info->narHash) << o.path;
+      EXPECT_EQ(ni->references, info->references) << o.path;
+    }
+  }
+
+  std::vector<std::string> staging() {
+    return store::S3CacheStorage(s3_->uri("farm")).list("staging/");
+  }
+
+  std::vector<std::string> extraArgs_;  ///< more scheduler arguments
+  TempDir dir_{"kiln-farm-direct"};
+  std::unique_ptr<test::ObjectStoreServer> s3_;
+  std::unique_ptr<test::Farm> farm_;
+};
+
+TEST_F(FarmDirectUpload, OutputsGoStraightToTheBucketAndNixSubstitutesThem) {
+  addDirectWorker();
+  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  int64_t eval = buildAll(kCollection, 2);
+  expectPublished(eval);
+  EXPECT_TRUE(staging().empty());
+  // No output travelled over the worker's connection.
+  EXPECT_EQ(farm_->metric("kiln_transfer_bytes_received_total"), 0.0);
+  EXPECT_THAT(farm_->worker(0).log(),
+              ::testing::Not(HasSubstr("uploading over the connection")));
+
+  if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
+  std::string app, lib;
+  for (auto& o : farm_->view()->outputs(eval))
+    (o.path.ends_with("-app") ? app : lib) = o.path;
+  std::string root = dir_.path() + "/nixroot";
+  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+                             app, dir_.path() + "/xdg");
+  ASSERT_EQ(copied.exitCode, 0) << copied.err;
+  EXPECT_EQ(readFile(root + app + "/app.txt"), "app\n");
+  EXPECT_EQ(readFile(root + lib + "/lib.txt"), "library\n");
+}
+
+TEST_F(FarmDirectUpload, ACorruptedStagedObjectIsRefusedAndTheStepRetried) {
+  addDirectWorker({"--debug-corrupt-uploads", "1"});
+  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  int64_t eval = buildAll(
+      R"({ big = mk "big" "for i in $(seq 1 20000); do echo line $i; done > $out" []; })",
+      1);
+  EXPECT_THAT(farm_->worker(0).log(),
+              HasSubstr("corrupting the direct upload"));
+  EXPECT_THAT(farm_->scheduler().log(),
+              HasSubstr("direct upload of output out"));
+  auto steps = farm_->steps();
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].attempts, 2) << "one refused staging, one retry";
+  expectPublished(eval);
+  EXPECT_TRUE(staging().empty());
+  auto verify = farm_->kiln({"store", "verify"});
+  EXPECT_EQ(verify.exitCode, 0) << verify.out << verify.err;
+}
+
+TEST_F(FarmDirectUpload, AWorkerThatDiesAfterStagingLeavesNothingBehind) {
+  addDirectWorker({"--debug-exit-after-staging"});
+  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  auto coll = farm_->writeCollection(
+      "coll", R"({ one = mk "one" "echo one > $out" []; })");
+  farm_->createJobset("p", "j", coll);
+  int64_t eval = farm_->evaluate("p", "j");
+  ASSERT_TRUE(
+      test::pollUntil([&] { return !farm_->worker(0).running(); }, 120s))
+      << logs();
+  // Staged, never reported: not published, still in staging until the
+  // scheduler declares the worker lost (three heartbeats).
+  std::vector<std::string> left = staging();
+  store::S3CacheStorage s3(s3_->uri("farm"));
+  for (auto& key : s3.list(""))
+    EXPECT_FALSE(key.ends_with(".narinfo")) << key << " was published";
+  addDirectWorker();
+  ASSERT_TRUE(farm_->waitForBuilds(eval, 300s)) << logs();
+  auto builds = farm_->builds(eval);
+  ASSERT_EQ(builds.size(), 1u);
+  EXPECT_EQ(builds[0].status, 0) << builds[0].error;
+  EXPECT_GE(farm_->steps().at(0).attempts, 2);
+  expectPublished(eval);
+  ASSERT_TRUE(test::pollUntil([&] { return staging().empty(); }, 30s))
+      << "left in staging: " << staging().size();
+  EXPECT_THAT(farm_->worker(0).log(), HasSubstr("exiting after staging"));
+  EXPECT_FALSE(left.empty()) << "the dead worker's object was gone before "
+                                "the scheduler declared it lost";
+}
+
+// A scheduler without direct uploads (no bucket at all) refuses the
+// worker's StageRequest; the worker uploads over its connection instead.
+TEST(FarmDirectUploadRefused, TheWorkerUploadsOverItsConnectionInstead) {
+  KILN_SKIP_UNLESS_FARM_CAN_RUN();
+  test::Farm farm;
+  farm.startScheduler();
+  test::WorkerOptions w;
+  w.extraArgs = {"--direct-uploads"};
+  farm.addWorker(w);
+  ASSERT_TRUE(farm.waitForWorkers(1, 30s)) << farm.worker(0).log();
+  auto coll = farm.writeCollection("coll", kCollection);
+  farm.createJobset("p", "j", coll);
+  int64_t eval = farm.evaluate("p", "j");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 300s)) << farm.scheduler().log();
+  for (auto& b : farm.builds(eval)) EXPECT_EQ(b.status, 0) << b.error;
+  EXPECT_THAT(farm.worker(0).log(),
+              HasSubstr("direct uploads are not enabled on this scheduler"));
+  EXPECT_GT(farm.metric("kiln_transfer_bytes_received_total").value_or(0), 0);
+  store::LocalStore central(farm.stateDir());
+  for (auto& o : farm.view()->outputs(eval))
+    EXPECT_TRUE(central.isValid(central.parsePath(o.path))) << o.path;
+}
+
+// Parts of 5 MiB (S3's smallest): an output of about 12 MiB goes up as a
+// multipart upload through presigned part URLs, which the farm completes.
+class FarmDirectUploadParts : public FarmDirectUpload {
+ protected:
+  FarmDirectUploadParts() { extraArgs_ = {"--direct-part-size", "5242880"}; }
+};
+
+TEST_F(FarmDirectUploadParts, ALargeOutputGoesUpInPresignedParts) {
+  addDirectWorker({}, "xz");
+  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  int64_t eval = buildAll(
+      R"({ big = mk "big" "head -c 9000000 /dev/urandom | base64 > $out" []; })",
+      1);
+  store::S3CacheStorage s3(s3_->uri("farm"));
+  auto out = farm_->view()->outputs(eval).at(0).path;
+  auto ni = store::BinaryCacheReader(s3, store::StoreDir())
+                .queryNarInfo(store::StoreDir().parsePath(out));
+  ASSERT_TRUE(ni);
+  EXPECT_EQ(ni->compression, "xz");
+  EXPECT_GT(ni->fileSize, 5u << 20) << "not a multipart upload";
+  EXPECT_TRUE(staging().empty());
+  EXPECT_TRUE(s3.listMultipartUploads("staging/").empty());
+  EXPECT_EQ(farm_->metric("kiln_transfer_bytes_received_total"), 0.0);
+}
+
+}  // namespace
+}  // namespace kiln
