@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "eval_parts.h"
 #include "kiln/common/hash.h"
 #include "kiln/common/spin_mutex.h"
 #include "kiln/evaluator/eval_state.h"

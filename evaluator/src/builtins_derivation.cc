@@ -108,7 +108,7 @@ DrvState& drvState(EvalState& st) {
 }  // namespace
 
 std::unique_lock<SpinMutex> lockDerivationMemo(EvalState& st) {
-  if (!st.threaded()) return {};
+  if (!st.threads().active()) return {};
   return std::unique_lock<SpinMutex>(drvState(st).mu);
 }
 
@@ -308,7 +308,7 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   DrvState& ds = drvState(st);
   // Threads share the hash memo and the records under ds.mu, held only to
   // read and add them: the ATerms are printed and hashed unlocked.
-  SpinMutex* memoMutex = st.threaded() ? &ds.mu : nullptr;
+  SpinMutex* memoMutex = st.threads().active() ? &ds.mu : nullptr;
   auto drvLock = [memoMutex] {
     return memoMutex ? std::unique_lock<SpinMutex>(*memoMutex) : std::unique_lock<SpinMutex>();
   };
@@ -352,15 +352,15 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
                                     }));
     }
   }
-  Bindings* b = st.allocBindings(1 + drv.outputs.size());
-  Value* dv = st.allocValue();
+  Bindings* b = st.heap().allocBindings(1 + drv.outputs.size());
+  Value* dv = st.heap().allocValue();
   const char** dvCtx = st.arena.makeArray<const char*>(2);
   dvCtx[0] = eqPath;
   dv->mkString(drvPathC, dvCtx);
   b->push(st.sDrvPath, dv);
   for (auto& [o, out] : drv.outputs) {
     // env holds what the output's value is: its path, placeholder or "".
-    Value* ov = st.allocValue();
+    Value* ov = st.heap().allocValue();
     const char** ovCtx = st.arena.makeArray<const char*>(2);
     ovCtx[0] = arenaConcat(st.arena, {"!", o, "!", drvPathS});
     ov->mkString(st.arena.copyString(drv.env.at(o)), ovCtx);
@@ -391,7 +391,7 @@ Value* samePrimOp() {
 
 // `v` unevaluated: an application that gives it when forced.
 Value* lazily(EvalState& st, Value* v) {
-  Value* app = st.allocValue();
+  Value* app = st.heap().allocValue();
   app->mkApp(samePrimOp(), v);
   return app;
 }
@@ -408,16 +408,16 @@ WrapperState& wrapperState(EvalState& st) {
   ws.strictFn = st.lookupBuiltin("derivationStrict");
   ws.getAttrFn = st.lookupBuiltin("getAttr");
   // Kept in this (unscanned) state: permanent, not collectable.
-  Value* drvPathName = st.allocPermanentValue();
+  Value* drvPathName = st.heap().allocPermanentValue();
   st.mkString(*drvPathName, "drvPath");
-  ws.drvPathSel = st.allocPermanentValue();
+  ws.drvPathSel = st.heap().allocPermanentValue();
   ws.drvPathSel->mkPrimOpApp(ws.getAttrFn, drvPathName);
-  ws.typeValue = st.allocPermanentValue();
+  ws.typeValue = st.heap().allocPermanentValue();
   st.mkString(*ws.typeValue, "derivation");
-  ws.outName = st.allocPermanentValue();
+  ws.outName = st.heap().allocPermanentValue();
   st.mkString(*ws.outName, "out");
   ws.sDrvAttrs = st.sym("drvAttrs");
-  ws.lazyListFn = st.allocPermanentValue();
+  ws.lazyListFn = st.heap().allocPermanentValue();
   ws.lazyListFn->mkPrimOp(st.arena.make<PrimOp>(PrimOp{"derivation-all", 1, primLazyList}));
   return ws;
 }
@@ -458,16 +458,16 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
     names.push_back(ws.outName);
   }
   if (names.empty()) st.throwError(pos, "list index 0 is out of bounds");
-  Value* strict = st.allocValue();
+  Value* strict = st.heap().allocValue();
   strict->mkApp(ws.strictFn, attrs);
-  Value* all = st.allocValue();
+  Value* all = st.heap().allocValue();
   st.mkList(*all, names.size());
   std::vector<Symbol> syms;
   for (size_t i = 0; i < names.size(); ++i) {
-    all->list.elems[i] = st.allocValue();
+    all->list.elems[i] = st.heap().allocValue();
     syms.push_back(st.sym(names[i]->sv()));
   }
-  Value* allLazy = st.allocValue();  // unevaluated until used, as in Nix
+  Value* allLazy = st.heap().allocValue();  // unevaluated until used, as in Nix
   allLazy->mkApp(ws.lazyListFn, all);
   // Each output's attribute, shared by every output's set: the first is
   // the result itself; the others stay unevaluated until used, as Nix's
@@ -481,17 +481,17 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
     for (size_t j = names.size(); j-- > 0;) extras.push_back({syms[j], kNoPos, outputAttr[j]});
     extras.push_back({st.sAll, kNoPos, allLazy});
     extras.push_back({ws.sDrvAttrs, kNoPos, attrs});
-    Value* sel = st.withSharedLock([&] {
+    Value* sel = st.threads().withSharedLock([&] {
       Value*& s = ws.outputSel[syms[i].id];
       if (!s) {
-        s = st.allocPermanentValue();
+        s = st.heap().allocPermanentValue();
         s->mkPrimOpApp(ws.getAttrFn, names[i]);
       }
       return s;
     });
-    Value* outPath = st.allocValue();
+    Value* outPath = st.heap().allocValue();
     outPath->mkApp(sel, strict);
-    Value* drvPath = st.allocValue();
+    Value* drvPath = st.heap().allocValue();
     drvPath->mkApp(ws.drvPathSel, strict);
     extras.push_back({st.sOutPath, kNoPos, outPath});
     extras.push_back({st.sDrvPath, kNoPos, drvPath});

@@ -82,9 +82,9 @@ void primReadDir(EvalState& st, PosIdx pos, Value** args, Value& v) {
     entries.push_back({e->d_name, type});
   }
   closedir(d);
-  Bindings* b = st.allocBindings(entries.size());
+  Bindings* b = st.heap().allocBindings(entries.size());
   for (auto& [name, type] : entries) {
-    Value* t = st.allocValue();
+    Value* t = st.heap().allocValue();
     st.mkString(*t, type);
     b->push(st.sym(name), t);
   }
@@ -171,9 +171,9 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
   NarFilter f, replay;
   if (filter) {
     f = [&](const std::string& p, const char* type) {
-      Value* vp = st.allocValue();
+      Value* vp = st.heap().allocValue();
       st.mkString(*vp, p);
-      Value* vt = st.allocValue();
+      Value* vt = st.heap().allocValue();
       st.mkString(*vt, type);
       Value* vs[2] = {vp, vt};
       Value r;

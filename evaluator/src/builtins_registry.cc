@@ -16,7 +16,7 @@ std::string_view stripUnderscores(std::string_view n) {
 
 void EvalState::addPrimOp(const char* name, uint32_t arity, PrimOpFn fn) {
   auto* p = arena.make<PrimOp>(PrimOp{name, arity, fn});
-  Value* v = allocValue();
+  Value* v = heap().allocValue();
   v->mkPrimOp(p);
   addConstant(name, v);
 }
@@ -40,7 +40,7 @@ Value* EvalState::lookupBuiltin(std::string_view name) {
 
 void EvalState::createBaseEnv() {
   auto constant = [&](const char* name, auto init) {
-    Value* v = allocValue();
+    Value* v = heap().allocValue();
     init(*v);
     addConstant(name, v);
   };
@@ -61,14 +61,14 @@ void EvalState::createBaseEnv() {
   constant("__nixPath", [&](Value& v) {
     mkList(v, searchPathEntries.size());
     for (size_t i = 0; i < searchPathEntries.size(); ++i) {
-      Bindings* b = allocBindings(2);
-      Value* path = allocValue();
+      Bindings* b = heap().allocBindings(2);
+      Value* path = heap().allocValue();
       mkString(*path, searchPathEntries[i].second);
-      Value* prefix = allocValue();
+      Value* prefix = heap().allocValue();
       mkString(*prefix, searchPathEntries[i].first);
       b->push(sPath, path);
       b->push(sPrefix, prefix);
-      v.list.elems[i] = allocValue();
+      v.list.elems[i] = heap().allocValue();
       mkAttrs(*v.list.elems[i], b);
     }
   });
@@ -77,14 +77,14 @@ void EvalState::createBaseEnv() {
 #undef KILN_REGISTER_FAMILY
 
   // The `builtins` set holds every builtin and itself.
-  vBuiltins = allocValue();
-  Bindings* b = allocBindings(builtinAttrs_.size() + 2);
+  vBuiltins = heap().allocValue();
+  Bindings* b = heap().allocBindings(builtinAttrs_.size() + 2);
   for (auto& [name, v] : builtinAttrs_) b->push(name, v);
   b->push(sym("builtins"), vBuiltins);
   mkAttrs(*vBuiltins, b);
   globals_.push_back({sym("builtins"), vBuiltins});
 
-  baseEnv = &allocEnv(globals_.size());
+  baseEnv = &heap().allocEnv(globals_.size());
   for (uint32_t i = 0; i < globals_.size(); ++i) {
     baseEnv->values[i] = globals_[i].second;
     staticBaseEnv.vars.push_back({globals_[i].first, i});

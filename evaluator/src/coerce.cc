@@ -64,7 +64,7 @@ void ContextUnion::add(const Context& ctx) {
 
 const char** ContextUnion::result(EvalState& state) const {
   if (single_ || set_.empty()) return single_;
-  const char** c = state.allocContext(set_.size());
+  const char** c = state.heap().allocContext(set_.size());
   size_t i = 0;
   for (auto& x : set_) c[i++] = x.data();
   return c;
@@ -102,7 +102,7 @@ std::string EvalState::coerceToString(PosIdx pos, Value& v, Context& ctx, bool c
     }
     case VType::kAttrs: {
       if (Value* f = v.attrs->get(sToString)) {
-        Value* self = allocValue();
+        Value* self = heap().allocValue();
         *self = v;
         Value res;
         callFunction(*f, *self, res, pos);

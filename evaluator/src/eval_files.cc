@@ -8,6 +8,7 @@
 #include <exception>
 #include <iostream>
 
+#include "eval_parts.h"
 #include "corepkgs.h"
 #include "gc_support.h"
 #include "kiln/common/file.h"
@@ -29,13 +30,11 @@ Expr* EvalState::parse(std::string text, const std::string& path, const std::str
   bool keep = !path.starts_with("/") || corepkgsFile(path);
   uint32_t origin = positions.addOrigin(path, owned, keep);
   if (originPath) *originPath = positions.origin(origin).path;
-  size_t arenaBefore = counts_ ? arena.bytesReserved() : 0;  // KILN_EVAL_STATS
+  size_t arenaBefore = heap().counts() ? arena.bytesReserved() : 0;  // KILN_EVAL_STATS
   Parser p(*this, *owned, origin, basePath);
   Expr* e = p.parseAll();
   e->bindVars(*this, env);
-  if (counts_)
-    __atomic_fetch_add(&counts_->parseArenaBytes, arena.bytesReserved() - arenaBefore,
-                       __ATOMIC_RELAXED);
+  if (heap().counts()) heap().countParseBytes(arena.bytesReserved() - arenaBefore);
   return e;
 }
 
@@ -87,7 +86,7 @@ void EvalState::evalFile(const std::string& path, Value& v) {
     auto lock = lockIfThreaded(shard.mu);
     auto [it, added] = shard.files.emplace(key, nullptr);
     if (added) {
-      it->second = allocPermanentValue();  // the cache is not scanned
+      it->second = heap().allocPermanentValue();  // the cache is not scanned
       it->second->mkThunk(baseEnv, e);
     }
     cached = it->second;
@@ -187,7 +186,7 @@ Expr* EvalState::parseWithScope(const std::string& path, Value* scope, Env*& env
     throw EvalError(e.what());
   }
   Bindings* b = scope->attrs;
-  Env& env = allocEnv(b->size);
+  Env& env = heap().allocEnv(b->size);
   env.up = baseEnv;
   auto* senv = arena.make<StaticEnv>();
   senv->up = &staticBaseEnv;
