@@ -336,9 +336,9 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   const char* drvPathC = eqPath + 1;
   {
     auto held = drvLock();  // the writer reads the memo; the record is added
-    if (st.storeWriter) {
-      st.storeWriter->useDerivationHashes(&ds.cache);
-      writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
+    if (st.writer().get()) {
+      st.writer().get()->useDerivationHashes(&ds.cache);
+      writeDerivation(*st.writer().get(), ds.dir, drvPathS, drv, aterm);
     }
     if (*tag == store::DrvHashCache::kNoTag) {
       *tag = static_cast<uint32_t>(ds.made.size());

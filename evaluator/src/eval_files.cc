@@ -71,25 +71,18 @@ Expr* EvalState::parseFile(const std::string& file, std::string_view* originPath
 void EvalState::evalFile(const std::string& path, Value& v) {
   // Checked before and after adding default.nix (it may be a symlink).
   std::string file = canonPath(checkSourcePath(resolveNixFile(checkSourcePath(path))));
-  Value* cached = nullptr;
-  FileCacheShard& shard = fileCache[std::hash<std::string_view>{}(file) % kFileCacheShards];
-  {
-    auto lock = lockIfThreaded(shard.mu);
-    if (auto it = shard.files.find(file); it != shard.files.end()) cached = it->second;
-  }
+  Value* cached = files().findImport(file);
   if (!cached) {
     // Parsed without the lock (threads parse different files at once); of
     // two threads that parsed the same file, the first to add it wins.
     std::string_view key;
     Expr* e = parseFile(resolveNixFile(file), &key);
     if (key != file) key = arena.copyString(file);  // a default.nix that is a directory
-    auto lock = lockIfThreaded(shard.mu);
-    auto [it, added] = shard.files.emplace(key, nullptr);
-    if (added) {
-      it->second = heap().allocPermanentValue();  // the cache is not scanned
-      it->second->mkThunk(baseEnv, e);
-    }
-    cached = it->second;
+    cached = files().addImport(key, [&] {
+      Value* v = heap().allocPermanentValue();  // the cache is not scanned
+      v->mkThunk(baseEnv, e);
+      return v;
+    });
   }
   try {
     forceValue(*cached, kNoPos);
@@ -127,7 +120,7 @@ std::string EvalState::findFileIn(const std::vector<std::pair<std::string, std::
     bool applies = prefix.empty() || path == prefix ||
                    (path.starts_with(prefix) && path[prefix.size()] == '/');
     if (applies && !kiln::pathExists(dir)) {  // as Nix: warned once, then skipped
-      auto lock = lockIfThreaded(cacheMutex_);
+      auto lock = lockIfThreaded(warnedMutex_);
       if (missingEntriesWarned_.insert(dir).second)
         std::cerr << "warning: Nix search path entry '" << dir << "' does not exist, ignoring\n";
       continue;

@@ -7,6 +7,8 @@
 #include <new>
 
 #include "eval_heap.h"
+#include "eval_store_writer.h"
+#include "file_cache.h"
 #include "kiln/evaluator/eval_state.h"
 #include "thread_slots.h"
 
@@ -21,6 +23,8 @@ class EvalParts {
 
   ThreadSlots threads;
   EvalHeap heap;
+  FileCache files;
+  EvalStoreWriter writer;
 
   /// The parts of `state`.
   static EvalParts& of(EvalState& state) {
@@ -44,6 +48,8 @@ class EvalParts {
 
 inline EvalHeap& EvalState::heap() { return EvalParts::of(*this).heap; }
 inline ThreadSlots& EvalState::threads() { return EvalParts::of(*this).threads; }
+inline FileCache& EvalState::files() { return EvalParts::of(*this).files; }
+inline EvalStoreWriter& EvalState::writer() { return EvalParts::of(*this).writer; }
 
 inline std::unique_lock<std::mutex> EvalState::lockIfThreaded(std::mutex& m) const {
   return EvalParts::of(*this).threads.active() ? std::unique_lock<std::mutex>(m)

@@ -383,6 +383,10 @@ void EvalState::autoCallFunction(Bindings* args, Value& fun, Value& res) {
   callFunction(fun, *arg, res, kNoPos);
 }
 
+void EvalState::setStoreWriter(StoreWriter* writer) { this->writer().set(writer); }
+
+StoreWriter* EvalState::storeWriter() { return writer().get(); }
+
 Value* EvalState::allocValue() { return heap().allocValue(); }
 
 Bindings* EvalState::allocBindings(uint32_t capacity) { return heap().allocBindings(capacity); }

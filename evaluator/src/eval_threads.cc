@@ -1,6 +1,6 @@
 // Threaded evaluation (docs/evaluator.md, "Threaded evaluation"): claiming
 // and publishing thunks through their state word, waiting for thunks other
-// threads evaluate, per-thread allocation, and the store writer's lock.
+// threads evaluate, per-thread allocation.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -57,40 +57,6 @@ bool claimValue(Value& v, uint16_t& expected, uint16_t desired) {
 #endif
 }
 
-// Serialises every call to the writer it wraps (threads share one writer).
-class LockedStoreWriter : public StoreWriter {
- public:
-  explicit LockedStoreWriter(StoreWriter& inner) : inner_(inner) {}
-  void addText(const std::string& path, const std::string& contents,
-               const std::set<std::string>& references) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.addText(path, contents, references);
-  }
-  void addDerivation(const std::string& path, const std::string& contents,
-                     const std::set<std::string>& references,
-                     const std::map<std::string, std::string>& outputs) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.addDerivation(path, contents, references, outputs);
-  }
-  void addSource(const std::string& path, const std::string& fsPath, const PathFilter& filter,
-                 bool recursive) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.addSource(path, fsPath, filter, recursive);
-  }
-  void useDerivationHashes(const store::DrvHashCache* hashes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.useDerivationHashes(hashes);
-  }
-  void flush() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.flush();
-  }
-
- private:
-  StoreWriter& inner_;
-  std::mutex mu_;
-};
-
 }  // namespace
 
 uint64_t threadWaitNanos() { return tWaitNanos; }
@@ -123,11 +89,8 @@ void EvalState::beginThreads(uint32_t threads) {
   arena.setShared(true);
   permanent.setShared(true);
   symbols.setShared(true);
-  if (storeWriter) {
-    plainWriter_ = storeWriter;
-    lockedWriter_ = std::make_unique<LockedStoreWriter>(*storeWriter);
-    storeWriter = lockedWriter_.get();
-  }
+  files().setShared(true);
+  writer().beginThreads();
   heap().beginThreads();
   this->threads().begin(threads);
   // One thread waits for no other's page clearing: no warmer.
@@ -140,10 +103,8 @@ void EvalState::endThreads() {
   arena.setShared(false);
   permanent.setShared(false);
   symbols.setShared(false);
-  if (lockedWriter_) {
-    storeWriter = plainWriter_;
-    lockedWriter_.reset();
-  }
+  files().setShared(false);
+  writer().endThreads();
   heap().endThreads();
 }
 

@@ -8,30 +8,27 @@
 #include <array>
 #include <cstddef>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/evaluator/arena.h"
 #include "kiln/evaluator/ast.h"
 #include "kiln/evaluator/eval_error.h"
+#include "kiln/evaluator/store_writer.h"
 #include "kiln/evaluator/value.h"
-
-namespace kiln::store {
-class DrvHashCache;
-}  // namespace kiln::store
 
 namespace kiln::eval {
 
 struct AllocCounts;
 class EvalHeap;
 class ThreadSlots;
+class FileCache;
+class EvalStoreWriter;
 class EvalParts;
 
 /// Settings an evaluation runs with.
@@ -103,51 +100,6 @@ class ContextUnion {
   Context set_;
 };
 
-/// Decides whether an entry below a source tree is copied (filterSource,
-/// builtins.path's `filter`): its full path and type ("regular",
-/// "directory", "symlink" or "unknown"). Empty: everything is copied.
-using PathFilter = std::function<bool(const std::string& path, const char* type)>;
-
-/// Adapts `filter` to the NAR writer's path-only filter (store::NarPathFilter)
-/// by lstat-ing each entry for its type; empty stays empty.
-std::function<bool(const std::string&)> narFilterOf(const PathFilter& filter);
-
-/// Receives the store objects an evaluation produces: derivations, toFile
-/// texts and source paths. Paths are full logical paths, already computed
-/// by the evaluator; an implementation writes them somewhere (a plain
-/// directory, kiln's LocalStore) and throws Error when it cannot, or when
-/// what it would write gets a different path (the source changed).
-/// Without a writer (EvalState::storeWriter null) nothing is written.
-class StoreWriter {
- public:
-  virtual ~StoreWriter() = default;
-  /// Adds a `text` object (builtins.toFile) referring to `references`.
-  virtual void addText(const std::string& path, const std::string& contents,
-                       const std::set<std::string>& references) = 0;
-  /// Adds a derivation: its ATerm `contents`, `references` (input .drv files
-  /// and input sources) and `outputs` (output name → path, for outputs whose
-  /// path is known).
-  virtual void addDerivation(const std::string& path, const std::string& contents,
-                             const std::set<std::string>& references,
-                             const std::map<std::string, std::string>& outputs) = 0;
-  /// Copies the file or tree `fsPath` as `path`: recursively (NAR, only
-  /// entries `filter` accepts) or, if not `recursive`, a single regular
-  /// file addressed by the sha256 of its contents.
-  virtual void addSource(const std::string& path, const std::string& fsPath,
-                         const PathFilter& filter, bool recursive) = 0;
-  /// Tells the writer where the evaluator memoises the hashes of the
-  /// derivations it made (their outputs computed by it:
-  /// DrvHashCache::outputsChecked), so a store that checks each `.drv`'s
-  /// outputs need not recompute them. `hashes` outlives the evaluation's
-  /// adds; nullptr forgets it. Default: ignored.
-  virtual void useDerivationHashes(const store::DrvHashCache* hashes) { (void)hashes; }
-  /// Makes everything added so far durable and present at its path (a
-  /// writer may queue adds and write them in batches). The evaluator calls
-  /// it before it reads a path inside the store directory; the caller at
-  /// the end of the evaluation. Throws Error when writing fails.
-  virtual void flush() {}
-};
-
 /// Per-evaluation state a builtin family keeps (e.g. derivations made so far).
 struct BuiltinState {
   virtual ~BuiltinState() = default;
@@ -166,6 +118,10 @@ class EvalState {
   inline EvalHeap& heap();
   /// The slots of the threads that evaluate (thread_slots.h).
   inline ThreadSlots& threads();
+  /// Imported files and copied sources (file_cache.h).
+  inline FileCache& files();
+  /// Where store objects go, locked while threaded (eval_store_writer.h).
+  inline EvalStoreWriter& writer();
 
   /// AST nodes, strings, contexts: memory the garbage collector does not
   /// scan (nothing in it points to collectable memory).
@@ -176,7 +132,11 @@ class EvalState {
   SymbolTable symbols;
   PosTable positions;
   const EvalSettings settings;
-  StoreWriter* storeWriter = nullptr;
+  /// Writes the store objects the evaluation makes to `writer` (not owned;
+  /// nullptr, the default: nothing is written). Not while threaded.
+  void setStoreWriter(StoreWriter* writer);
+  /// The writer set, or nullptr.
+  StoreWriter* storeWriter();
 
   // ---- parsing ----
   /// Parses `text`; relative paths resolve against `basePath`.
@@ -208,7 +168,7 @@ class EvalState {
   /// Switches to threaded evaluation: from now until endThreads, threads
   /// that called enterThread(1..threads) may evaluate concurrently (each
   /// slot used by one thread at a time). Call with no evaluation running;
-  /// wraps storeWriter in a lock.
+  /// wraps the store writer in a lock.
   void beginThreads(uint32_t threads = kMaxThreads);
   /// Back to one thread: every evaluating thread has left.
   void endThreads();
@@ -328,19 +288,6 @@ class EvalState {
 
   Value vEmptyAttrs;
   Value vTrue, vFalse, vNull;
-  /// Imported files' values by path, in shards by the path's hash, each
-  /// with its own lock (used only while threaded): threads import
-  /// thousands of files at once, and one lock around one map was the most
-  /// contended of threaded evaluation's own. Keys are views of the files'
-  /// origin paths in `positions` (which stay put): no second copy of each
-  /// path.
-  struct alignas(64) FileCacheShard {
-    std::mutex mu;
-    std::unordered_map<std::string_view, Value*> files;
-  };
-  static constexpr size_t kFileCacheShards = 16;
-  std::array<FileCacheShard, kFileCacheShards> fileCache;
-  std::map<std::string, std::string> srcToStore;
   Env* baseEnv = nullptr;
   StaticEnv staticBaseEnv;
   Value* vBuiltins = nullptr;
@@ -356,9 +303,7 @@ class EvalState {
   std::vector<std::string> allowedPaths_;
   std::set<std::string> missingEntriesWarned_;  ///< search path entries warned about
   void forceThunkThreaded(Value& v, PosIdx pos);
-  std::unique_ptr<StoreWriter> lockedWriter_;
-  StoreWriter* plainWriter_ = nullptr;
-  std::mutex cacheMutex_;          // srcToStore, missingEntriesWarned_
+  std::mutex warnedMutex_;         // missingEntriesWarned_
   mutable std::mutex pathsMutex_;  // allowedPaths_
   /// A lock on `m` when threaded, none otherwise.
   inline std::unique_lock<std::mutex> lockIfThreaded(std::mutex& m) const;
@@ -375,7 +320,7 @@ class EvalState {
   /// in the state so that reaching one costs no pointer load: the
   /// evaluator's hot paths (allocValue, a thread's slot) are an offset
   /// from the state. eval_parts.h checks that EvalParts fits.
-  static constexpr size_t kPartsBytes = 80 * 1024;
+  static constexpr size_t kPartsBytes = 82 * 1024;
   alignas(64) unsigned char parts_[kPartsBytes];
   friend class EvalParts;
 };
