@@ -101,8 +101,9 @@ struct DrvState : BuiltinState {
 };
 
 DrvState& drvState(EvalState& st) {
-  if (!st.derivationState) st.derivationState = std::make_unique<DrvState>(st.settings.storeDir, st.arena);
-  return static_cast<DrvState&>(*st.derivationState);
+  std::unique_ptr<BuiltinState>& state = st.builtins().derivationState();
+  if (!state) state = std::make_unique<DrvState>(st.settings.storeDir, st.arena);
+  return static_cast<DrvState&>(*state);
 }
 
 }  // namespace
@@ -405,8 +406,8 @@ void primLazyList(EvalState& st, PosIdx pos, Value** args, Value& v) {
 WrapperState& wrapperState(EvalState& st) {
   WrapperState& ws = drvState(st).wrapper;
   if (ws.strictFn) return ws;
-  ws.strictFn = st.lookupBuiltin("derivationStrict");
-  ws.getAttrFn = st.lookupBuiltin("getAttr");
+  ws.strictFn = st.builtins().lookup("derivationStrict");
+  ws.getAttrFn = st.builtins().lookup("getAttr");
   // Kept in this (unscanned) state: permanent, not collectable.
   Value* drvPathName = st.heap().allocPermanentValue();
   st.mkString(*drvPathName, "drvPath");

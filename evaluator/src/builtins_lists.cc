@@ -106,7 +106,7 @@ void primSort(EvalState& st, PosIdx pos, Value** args, Value& v) {
     st.forceValue(*v.list.elems[i], pos);
   }
   Value& f = *args[0];
-  bool builtinLess = f.type == VType::kPrimOp && f.primOp->fn == st.lookupBuiltin("lessThan")->primOp->fn;
+  bool builtinLess = f.type == VType::kPrimOp && f.primOp->fn == st.builtins().lookup("lessThan")->primOp->fn;
   std::stable_sort(v.list.elems, v.list.elems + n, [&](Value* a, Value* b) {
     if (builtinLess) return st.lessThan(*a, *b, pos);
     Value* vs[2] = {a, b};

@@ -40,7 +40,7 @@ Expr* EvalState::parse(std::string text, const std::string& path, const std::str
 
 Expr* EvalState::parseExprFromString(std::string text, const std::string& basePath,
                                      const std::string& origin) {
-  return parse(std::move(text), origin, basePath, staticBaseEnv);
+  return parse(std::move(text), origin, basePath, builtins().staticBaseEnv());
 }
 
 static std::string resolveNixFile(const std::string& path) {
@@ -58,14 +58,14 @@ Expr* EvalState::parseExprFromFile(const std::string& path) {
 
 Expr* EvalState::parseFile(const std::string& file, std::string_view* originPath) {
   if (const char* builtin = corepkgsFile(file))
-    return parse(builtin, file, "/", staticBaseEnv, originPath);
+    return parse(builtin, file, "/", builtins().staticBaseEnv(), originPath);
   std::string text;
   try {
     text = kiln::readFile(file);
   } catch (const Error& e) {
     throw EvalError(e.what());
   }
-  return parse(std::move(text), file, dirNameOf(file), staticBaseEnv, originPath);
+  return parse(std::move(text), file, dirNameOf(file), builtins().staticBaseEnv(), originPath);
 }
 
 void EvalState::evalFile(const std::string& path, Value& v) {
@@ -80,7 +80,7 @@ void EvalState::evalFile(const std::string& path, Value& v) {
     if (key != file) key = arena.copyString(file);  // a default.nix that is a directory
     cached = files().addImport(key, [&] {
       Value* v = heap().allocPermanentValue();  // the cache is not scanned
-      v->mkThunk(baseEnv, e);
+      v->mkThunk(builtins().baseEnv(), e);
       return v;
     });
   }
@@ -180,9 +180,9 @@ Expr* EvalState::parseWithScope(const std::string& path, Value* scope, Env*& env
   }
   Bindings* b = scope->attrs;
   Env& env = heap().allocEnv(b->size);
-  env.up = baseEnv;
+  env.up = builtins().baseEnv();
   auto* senv = arena.make<StaticEnv>();
-  senv->up = &staticBaseEnv;
+  senv->up = &builtins().staticBaseEnv();
   uint32_t i = 0;
   for (const Attr& a : *b) {
     senv->vars.push_back({a.name, i});

@@ -6,6 +6,7 @@
 
 #include <new>
 
+#include "builtin_table.h"
 #include "eval_heap.h"
 #include "eval_store_writer.h"
 #include "file_cache.h"
@@ -19,12 +20,13 @@ namespace kiln::eval {
 class EvalParts {
  public:
   explicit EvalParts(EvalState& state)
-      : heap(state.arena, state.permanent, threads.sharedMutex()) {}
+      : heap(state.arena, state.permanent, threads.sharedMutex()), builtins(state) {}
 
   ThreadSlots threads;
   EvalHeap heap;
   FileCache files;
   EvalStoreWriter writer;
+  BuiltinTable builtins;
 
   /// The parts of `state`.
   static EvalParts& of(EvalState& state) {
@@ -50,6 +52,7 @@ inline EvalHeap& EvalState::heap() { return EvalParts::of(*this).heap; }
 inline ThreadSlots& EvalState::threads() { return EvalParts::of(*this).threads; }
 inline FileCache& EvalState::files() { return EvalParts::of(*this).files; }
 inline EvalStoreWriter& EvalState::writer() { return EvalParts::of(*this).writer; }
+inline BuiltinTable& EvalState::builtins() { return EvalParts::of(*this).builtins; }
 
 inline std::unique_lock<std::mutex> EvalState::lockIfThreaded(std::mutex& m) const {
   return EvalParts::of(*this).threads.active() ? std::unique_lock<std::mutex>(m)

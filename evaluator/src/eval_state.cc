@@ -391,6 +391,8 @@ Value* EvalState::allocValue() { return heap().allocValue(); }
 
 Bindings* EvalState::allocBindings(uint32_t capacity) { return heap().allocBindings(capacity); }
 
-void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *baseEnv, v); }
+void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *builtins().baseEnv(), v); }
+
+void EvalState::mkThunk(Value& v, Expr* e) { v.mkThunk(builtins().baseEnv(), e); }
 
 }  // namespace kiln::eval

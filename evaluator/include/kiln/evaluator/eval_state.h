@@ -5,7 +5,6 @@
 /// time, except between beginThreads and endThreads (threaded evaluation,
 /// docs/evaluator.md), when up to kMaxThreads threads may evaluate.
 
-#include <array>
 #include <cstddef>
 #include <functional>
 #include <mutex>
@@ -28,6 +27,7 @@ struct AllocCounts;
 class EvalHeap;
 class ThreadSlots;
 class FileCache;
+class BuiltinTable;
 class EvalStoreWriter;
 class EvalParts;
 
@@ -92,17 +92,12 @@ class ContextUnion {
   void add(const Context& ctx);
   bool empty() const { return !single_ && set_.empty(); }
   /// The union as a NULL-terminated array: the one array added, or a new
-  /// one from `state` (EvalState::allocContext); nullptr when empty.
+  /// one from `state`'s heap (EvalHeap::allocContext); nullptr when empty.
   const char** result(EvalState& state) const;
 
  private:
   const char** single_ = nullptr;
   Context set_;
-};
-
-/// Per-evaluation state a builtin family keeps (e.g. derivations made so far).
-struct BuiltinState {
-  virtual ~BuiltinState() = default;
 };
 
 class EvalState {
@@ -122,6 +117,8 @@ class EvalState {
   inline FileCache& files();
   /// Where store objects go, locked while threaded (eval_store_writer.h).
   inline EvalStoreWriter& writer();
+  /// The builtins and the base environment (builtin_table.h).
+  inline BuiltinTable& builtins();
 
   /// AST nodes, strings, contexts: memory the garbage collector does not
   /// scan (nothing in it points to collectable memory).
@@ -150,6 +147,9 @@ class EvalState {
   // ---- evaluation ----
   /// Evaluates `e` in the base environment.
   void eval(Expr* e, Value& v);
+  /// Makes `v` a thunk of `e` in the base environment (evaluated when
+  /// forced: a lazy `--arg`).
+  void mkThunk(Value& v, Expr* e);
   /// Evaluates a file, caching the result per resolved path (import).
   void evalFile(const std::string& path, Value& v);
   /// Evaluates a thunk or application in place; values are forced once
@@ -249,12 +249,7 @@ class EvalState {
   /// Attributes of a set sorted by name (the order Nix shows them in).
   std::vector<const Attr*> sortedByName(const Bindings* b) const;
 
-  // ---- builtins ----
-  /// Registers a builtin; names starting with "__" appear without the
-  /// prefix in `builtins`; `global` ones are also visible at top level.
-  void addPrimOp(const char* name, uint32_t arity, PrimOpFn fn);
-  void addConstant(const std::string& name, Value* v);
-  Value* lookupBuiltin(std::string_view name);
+  // ---- the search path ----
   /// The search path as {prefix, path} pairs.
   std::vector<std::pair<std::string, std::string>> searchPathEntries;
   std::string findFile(std::string_view path, PosIdx pos);
@@ -288,11 +283,6 @@ class EvalState {
 
   Value vEmptyAttrs;
   Value vTrue, vFalse, vNull;
-  Env* baseEnv = nullptr;
-  StaticEnv staticBaseEnv;
-  Value* vBuiltins = nullptr;
-  /// The derivation family's state (created on first use).
-  std::unique_ptr<BuiltinState> derivationState;
 
  private:
   void createBaseEnv();
@@ -314,8 +304,6 @@ class EvalState {
               const StaticEnv& env, std::string_view* originPath = nullptr);
   /// parseExprFromFile for a resolved `file`, giving its origin path.
   Expr* parseFile(const std::string& file, std::string_view* originPath);
-  std::vector<std::pair<Symbol, Value*>> globals_;
-  std::vector<std::pair<Symbol, Value*>> builtinAttrs_;
   /// The parts themselves (EvalParts, evaluator/src/eval_parts.h), stored
   /// in the state so that reaching one costs no pointer load: the
   /// evaluator's hot paths (allocValue, a thread's slot) are an offset
