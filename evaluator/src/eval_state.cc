@@ -18,7 +18,22 @@ namespace kiln::eval {
 
 EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   initGarbageCollector();
+  // Zeroed first: the collector scans the whole state (a root, often on a
+  // stack), and the storage's padding and unused tail must not hold stale
+  // pointers that would keep garbage alive.
+  std::memset(parts_, 0, sizeof(parts_));
   EvalParts::construct(*this);
+  // A constructor that throws runs no destructor: undo what was done.
+  struct Undo {
+    EvalState* st;
+    bool rooted = false;
+    ~Undo() {
+      if (!st) return;
+      if (rooted) GC_remove_roots(st, st + 1);
+      if (st->registeredThread_) GC_unregister_my_thread();
+      EvalParts::destroy(*st);
+    }
+  } undo{this};
   if (!GC_thread_is_registered()) {
     GC_stack_base sb;
     if (GC_get_stack_base(&sb) != GC_SUCCESS || GC_register_my_thread(&sb) != GC_SUCCESS)
@@ -26,6 +41,7 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
     registeredThread_ = true;
   }
   GC_add_roots(this, this + 1);  // its values and free list, wherever it lives
+  undo.rooted = true;
   struct {
     Symbol* sym;
     const char* name;
@@ -57,6 +73,7 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   initAllowedPaths();
   createBaseEnv();
   heap().startCollecting();
+  undo.st = nullptr;
 }
 
 EvalState::~EvalState() {
