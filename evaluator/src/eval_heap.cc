@@ -26,6 +26,7 @@ void EvalHeap::startCollecting() {
   // KILN_NO_GC=1: nothing is collected (to measure what collection costs).
   collect_ = !std::getenv("KILN_NO_GC");
   if (!collect_) GC_disable();
+  interiorPointers_ = GC_get_all_interior_pointers() != 0;
 }
 
 void EvalHeap::countParseBytes(uint64_t bytes) {
@@ -83,17 +84,6 @@ void* EvalHeap::takeSlot(SlotBlocks& s, size_t slot, size_t perBlock) {
   return p;
 }
 
-Env& EvalHeap::allocEnv(uint32_t size) {
-  const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
-  if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
-  // An environment of one variable (a plain lambda's: most of them) takes
-  // 16 bytes in a block of seven (alone, a 32-byte granule).
-  static_assert(sizeof(Env) + sizeof(Value*) == kEnvSlot && alignof(Env) <= alignof(Value));
-  static_assert(kEnvSlot * kEnvsPerBlock < 128);  // one 128-byte object with the collector's byte
-  Env* e = new (size == 1 && collect_ ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
-  return *e;
-}
-
 // A set's bytes: the header, `n` attributes, and a layer's base pointer.
 static size_t bindingsBytes(uint32_t n, bool layered) {
   static_assert(sizeof(Bindings) == 8 && alignof(Bindings) == alignof(Attr));
@@ -125,20 +115,6 @@ Value** EvalHeap::allocList(size_t n) {
   static Value* noElems[1] = {nullptr};
   if (n == 0) return noElems;
   return static_cast<Value**>(allocMemory(sizeof(Value*) * n, alignof(Value*)));
-}
-
-// Strings hold no pointers, so they are atomic objects: the collector
-// neither clears nor scans them. libgc's per-thread lists serve small
-// ones; larger ones take its lock, behind the gate when threaded. The NUL
-// goes in the byte the collector adds to every object (so that a pointer
-// just past what was asked for still points into it): a pointer just past
-// a string's characters points at its NUL, inside the object. With a byte
-// of its own, one string in 16 took a 16-byte granule more.
-char* EvalHeap::allocString(size_t len) {
-  if (!collect_) return static_cast<char*>(arena_.allocate(len + 1, 1));
-  const size_t ask = len + (GC_get_all_interior_pointers() ? 0 : 1);
-  if (counts_) countAlloc(nullptr, 0, counts_->strings, counts_->stringBytes, len + 1);
-  return static_cast<char*>(allocAtomic(ask ? ask : 1));
 }
 
 const char** EvalHeap::allocContext(size_t n) {

@@ -13,11 +13,10 @@
 
 #include "kiln/evaluator/arena.h"
 #include "kiln/evaluator/eval_state.h"
+#include "kiln/evaluator/eval_stats.h"
 #include "kiln/evaluator/value.h"
 
 namespace kiln::eval {
-
-struct AllocCounts;
 
 /// Allocation for one EvalState. What is made before startCollecting (the
 /// builtins, the base environment) lives in the state's arenas, as long as
@@ -55,7 +54,18 @@ class EvalHeap {
   /// A value that lives as long as the state (for caches held in memory
   /// the collector does not scan).
   Value* allocPermanentValue() { return permanent_.make<Value>(); }
-  Env& allocEnv(uint32_t size);
+  /// An environment of `size` variables (inline, as allocValue: one per
+  /// function call).
+  Env& allocEnv(uint32_t size) {
+    const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
+    if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
+    // An environment of one variable (a plain lambda's: most of them) takes
+    // 16 bytes in a block of seven (alone, a 32-byte granule).
+    static_assert(sizeof(Env) + sizeof(Value*) == kEnvSlot && alignof(Env) <= alignof(Value));
+    static_assert(kEnvSlot * kEnvsPerBlock < 128);  // one 128-byte object with the collector's byte
+    Env* e = new (size == 1 && collect_ ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
+    return *e;
+  }
   /// A set with room for `capacity` own attributes; `layered`: also for
   /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.
   Bindings* allocBindings(uint32_t capacity, bool layered = false);
@@ -69,7 +79,19 @@ class EvalHeap {
   /// scanned object or a stack points into it), else in the arena. Anything
   /// that keeps a view of such a string where the collector does not look
   /// must copy it (or keep the value reachable).
-  char* allocString(size_t len);
+  char* allocString(size_t len) {
+    // Strings hold no pointers, so they are atomic objects: the collector
+    // neither clears nor scans them. libgc's per-thread lists serve small
+    // ones; larger ones take its lock, behind the gate when threaded. The NUL
+    // goes in the byte the collector adds to every object (so that a pointer
+    // just past what was asked for still points into it): a pointer just past
+    // a string's characters points at its NUL, inside the object. With a byte
+    // of its own, one string in 16 took a 16-byte granule more.
+    if (!collect_) return static_cast<char*>(arena_.allocate(len + 1, 1));
+    const size_t ask = len + (interiorPointers_ ? 0 : 1);
+    if (counts_) countAlloc(nullptr, 0, counts_->strings, counts_->stringBytes, len + 1);
+    return static_cast<char*>(allocAtomic(ask ? ask : 1));
+  }
   /// A collectable NUL-terminated copy of `s` (allocString).
   const char* copyString(std::string_view s) {
     char* p = allocString(s.size());
@@ -146,6 +168,7 @@ class EvalHeap {
   SlotBlocks blocks_[kStreams];  // first: allocValue's fast path
   bool collect_ = false;         // startCollecting ran (and KILN_NO_GC is unset)
   bool threaded_ = false;
+  bool interiorPointers_ = false;  // GC_get_all_interior_pointers(), from startCollecting
   std::unique_ptr<AllocCounts> counts_;  // KILN_EVAL_STATS only
   Arena& arena_;
   Arena& permanent_;
