@@ -77,7 +77,7 @@ std::vector<BuildTarget> evaluate(Options& o,
   eval::runWithLargeStack([&] {
     try {
       eval::EvalState st(settings);
-      st.storeWriter = o.target.writer();
+      st.setStoreWriter(o.target.writer());
       eval::Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);
       eval::Value root;
       st.eval(st.parseExprFromFile(st.checkSourcePath(absPath(o.file))), root);

@@ -48,7 +48,7 @@ eval::Bindings* makeAutoArgs(eval::EvalState& st, const AutoArgSpec& spec) {
   eval::Bindings* autoArgs = st.allocBindings(spec.args.size() + spec.argstrs.size());
   for (auto& [name, expr] : spec.args) {
     eval::Value* v = st.allocValue();
-    v->mkThunk(st.baseEnv, st.parseExprFromString(expr, cwd));
+    st.mkThunk(*v, st.parseExprFromString(expr, cwd));
     autoArgs->push(st.sym(name), v);
   }
   for (auto& [name, value] : spec.argstrs) {

@@ -84,7 +84,7 @@ class EvalWorkerHooks final : public JobWorkerHooks {
   void startWorker() override {
     o_.target.detachAfterFork();
     stage_.afterFork();
-    st_.storeWriter = o_.target.writer();
+    st_.setStoreWriter(o_.target.writer());
   }
   JobCounts evaluate(size_t index) override {
     JobCounts c;
@@ -154,7 +154,7 @@ int runEval(EvalOptions& o, const po::variables_map& vm) {
   runWithLargeStack([&] {
     try {
       EvalState& st = makeProcessEvalState(makeSettings(o, vm));  // left to exit
-      st.storeWriter = o.target.writer();
+      st.setStoreWriter(o.target.writer());
       JobOutputStage stage(o.target, o.checkCacheStatus, listWords(o.substituters),
                            o.walk.constituents);
       Bindings* autoArgs = makeAutoArgs(st, o.autoArgs);

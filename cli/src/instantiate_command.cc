@@ -172,7 +172,7 @@ int run(Options& o, const EvalSettings& settings) {
   runWithLargeStack([&] {
     try {
       EvalState& st = makeProcessEvalState(settings);  // left to exit
-      st.storeWriter = o.target.writer();
+      st.setStoreWriter(o.target.writer());
       if (o.nix.findFile) {  // --find-file: search path look-ups only
         for (auto& f : o.files) std::cout << st.findFile(f, kNoPos) << "\n";
         return;

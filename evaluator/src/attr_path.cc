@@ -1,5 +1,6 @@
 // Attribute paths and derivation discovery for nix-instantiate-style CLIs.
 #include "gc_support.h"
+#include "eval_parts.h"
 #include "kiln/evaluator/attr_path.h"
 
 #include <set>
@@ -30,7 +31,7 @@ Value* findAlongAttrPath(EvalState& st, const std::string& path, Bindings* autoA
   Value* v = &root;
   if (path.empty()) return v;
   for (const std::string& attr : splitAttrPath(path)) {
-    Value* called = st.allocValue();
+    Value* called = st.heap().allocValue();
     st.autoCallFunction(autoArgs, *v, *called);
     v = called;
     st.forceValue(*v, kNoPos);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "eval_parts.h"
 #include "kiln/common/hash.h"
 #include "kiln/common/spin_mutex.h"
 #include "kiln/evaluator/eval_state.h"
@@ -36,7 +37,7 @@ void prepareBuiltinsForThreads(EvalState& state);
 
 /// Registers every entry of `defs`.
 inline void addBuiltins(EvalState& state, std::span<const BuiltinDef> defs) {
-  for (auto& d : defs) state.addPrimOp(d.name, d.arity, d.fn);
+  for (auto& d : defs) state.builtins().addPrimOp(d.name, d.arity, d.fn);
 }
 
 /// Whether `v` is the native `derivation` builtin. Nix's is the lambda

@@ -12,7 +12,7 @@ namespace {
 // A string value of a name: the symbol table's own NUL-terminated text,
 // which lives as long as the state (no copy per attrNames element).
 Value* strValue(EvalState& st, Symbol name) {
-  Value* v = st.allocValue();
+  Value* v = st.heap().allocValue();
   v->mkString(st.symbols.cName(name));
   return v;
 }
@@ -64,13 +64,13 @@ void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   for (size_t i = 0; i < args[1]->list.size; ++i)
     drop.push_back(st.sym(st.forceStringNoCtx(*args[1]->list.elems[i], pos)));
   std::sort(drop.begin(), drop.end());
-  Bindings* b = st.allocBindings(args[0]->attrs->size);
+  Bindings* b = st.heap().allocBindings(args[0]->attrs->size);
   auto d = drop.begin();
   for (auto& a : *args[0]->attrs) {
     while (d != drop.end() && *d < a.name) ++d;
     if (d == drop.end() || *d != a.name) b->own[b->size++] = a;
   }
-  st.trimBindings(b);
+  st.heap().trimBindings(b);
   v.mkAttrs(b);
 }
 
@@ -94,10 +94,10 @@ void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   }
   std::stable_sort(attrs.begin(), attrs.end(),
                    [](const Attr& x, const Attr& y) { return x.name < y.name; });
-  Bindings* b = st.allocBindings(n);
+  Bindings* b = st.heap().allocBindings(n);
   for (const Attr& a : attrs)
     if (b->size == 0 || b->own[b->size - 1].name != a.name) b->own[b->size++] = a;
-  st.trimBindings(b);
+  st.heap().trimBindings(b);
   v.mkAttrs(b);
 }
 
@@ -129,10 +129,10 @@ void primIntersectAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceAttrs(*args[1], pos);
   const Bindings& names = *args[0]->attrs;
   const Bindings& values = *args[1]->attrs;
-  Bindings* b = st.allocBindings(std::min(names.size, values.size));
+  Bindings* b = st.heap().allocBindings(std::min(names.size, values.size));
   if (names.size <= values.size) intersectInto<false>(names, values, *b);
   else intersectInto<true>(values, names, *b);
-  st.trimBindings(b);
+  st.heap().trimBindings(b);
   v.mkAttrs(b);
 }
 
@@ -152,7 +152,7 @@ void primCatAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 void primFunctionArgs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceValue(*args[0], pos);
   if (isDerivationBuiltin(*args[0])) {  // as Nix's `{ outputs ? [ "out" ], ... }:`
-    Bindings* b = st.allocBindings(1);
+    Bindings* b = st.heap().allocBindings(1);
     b->push(st.sOutputs, &st.vTrue);
     st.mkAttrs(v, b);
     return;
@@ -167,18 +167,18 @@ void primFunctionArgs(EvalState& st, PosIdx pos, Value** args, Value& v) {
     v = st.vEmptyAttrs;
     return;
   }
-  Bindings* b = st.allocBindings(f->formals.size());
+  Bindings* b = st.heap().allocBindings(f->formals.size());
   for (auto& x : f->formals) b->push(x.name, x.def ? &st.vTrue : &st.vFalse, x.pos);
   st.mkAttrs(v, b);
 }
 
 void primMapAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceAttrs(*args[1], pos);
-  Bindings* b = st.allocBindings(args[1]->attrs->size);
+  Bindings* b = st.heap().allocBindings(args[1]->attrs->size);
   for (auto& a : *args[1]->attrs) {
-    Value* partial = st.allocValue();
+    Value* partial = st.heap().allocValue();
     partial->mkApp(args[0], strValue(st, a.name));
-    Value* r = st.allocValue();
+    Value* r = st.heap().allocValue();
     r->mkApp(partial, a.value);
     b->own[b->size++] = Attr{a.name, a.pos, r};
   }
@@ -202,14 +202,14 @@ void primZipAttrsWith(EvalState& st, PosIdx pos, Value** args, Value& v) {
       }
     }
   }
-  Bindings* b = st.allocBindings(groups.size());
+  Bindings* b = st.heap().allocBindings(groups.size());
   for (auto& [name, xs] : groups) {
-    Value* list = st.allocValue();
+    Value* list = st.heap().allocValue();
     st.mkList(*list, xs.size());
     std::copy(xs.begin(), xs.end(), list->list.elems);
-    Value* partial = st.allocValue();
+    Value* partial = st.heap().allocValue();
     partial->mkApp(args[0], strValue(st, name));
-    Value* r = st.allocValue();
+    Value* r = st.heap().allocValue();
     r->mkApp(partial, list);
     b->push(name, r);
   }

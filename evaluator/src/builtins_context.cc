@@ -47,21 +47,21 @@ void primGetContext(EvalState& st, PosIdx pos, Value** args, Value& v) {
       infos[std::string(c)].path = true;
     }
   }
-  Bindings* b = st.allocBindings(infos.size());
+  Bindings* b = st.heap().allocBindings(infos.size());
   for (auto& [path, info] : infos) {
-    Bindings* ib = st.allocBindings(3);
+    Bindings* ib = st.heap().allocBindings(3);
     if (info.path) ib->push(st.sPath, &st.vTrue);
     if (info.allOutputs) ib->push(st.sym("allOutputs"), &st.vTrue);
     if (!info.outputs.empty()) {
-      Value* l = st.allocValue();
+      Value* l = st.heap().allocValue();
       st.mkList(*l, info.outputs.size());
       for (size_t i = 0; i < info.outputs.size(); ++i) {
-        l->list.elems[i] = st.allocValue();
+        l->list.elems[i] = st.heap().allocValue();
         st.mkString(*l->list.elems[i], info.outputs[i]);
       }
       ib->push(st.sOutputs, l);
     }
-    Value* iv = st.allocValue();
+    Value* iv = st.heap().allocValue();
     st.mkAttrs(*iv, ib);
     b->push(st.sym(path), iv);
   }

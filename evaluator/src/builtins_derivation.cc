@@ -101,14 +101,15 @@ struct DrvState : BuiltinState {
 };
 
 DrvState& drvState(EvalState& st) {
-  if (!st.derivationState) st.derivationState = std::make_unique<DrvState>(st.settings.storeDir, st.arena);
-  return static_cast<DrvState&>(*st.derivationState);
+  std::unique_ptr<BuiltinState>& state = st.builtins().derivationState();
+  if (!state) state = std::make_unique<DrvState>(st.settings.storeDir, st.arena);
+  return static_cast<DrvState&>(*state);
 }
 
 }  // namespace
 
 std::unique_lock<SpinMutex> lockDerivationMemo(EvalState& st) {
-  if (!st.threaded()) return {};
+  if (!st.threads().active()) return {};
   return std::unique_lock<SpinMutex>(drvState(st).mu);
 }
 
@@ -308,7 +309,7 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   DrvState& ds = drvState(st);
   // Threads share the hash memo and the records under ds.mu, held only to
   // read and add them: the ATerms are printed and hashed unlocked.
-  SpinMutex* memoMutex = st.threaded() ? &ds.mu : nullptr;
+  SpinMutex* memoMutex = st.threads().active() ? &ds.mu : nullptr;
   auto drvLock = [memoMutex] {
     return memoMutex ? std::unique_lock<SpinMutex>(*memoMutex) : std::unique_lock<SpinMutex>();
   };
@@ -336,9 +337,9 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   const char* drvPathC = eqPath + 1;
   {
     auto held = drvLock();  // the writer reads the memo; the record is added
-    if (st.storeWriter) {
-      st.storeWriter->useDerivationHashes(&ds.cache);
-      writeDerivation(*st.storeWriter, ds.dir, drvPathS, drv, aterm);
+    if (st.writer().get()) {
+      st.writer().get()->useDerivationHashes(&ds.cache);
+      writeDerivation(*st.writer().get(), ds.dir, drvPathS, drv, aterm);
     }
     if (*tag == store::DrvHashCache::kNoTag) {
       *tag = static_cast<uint32_t>(ds.made.size());
@@ -352,15 +353,15 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
                                     }));
     }
   }
-  Bindings* b = st.allocBindings(1 + drv.outputs.size());
-  Value* dv = st.allocValue();
+  Bindings* b = st.heap().allocBindings(1 + drv.outputs.size());
+  Value* dv = st.heap().allocValue();
   const char** dvCtx = st.arena.makeArray<const char*>(2);
   dvCtx[0] = eqPath;
   dv->mkString(drvPathC, dvCtx);
   b->push(st.sDrvPath, dv);
   for (auto& [o, out] : drv.outputs) {
     // env holds what the output's value is: its path, placeholder or "".
-    Value* ov = st.allocValue();
+    Value* ov = st.heap().allocValue();
     const char** ovCtx = st.arena.makeArray<const char*>(2);
     ovCtx[0] = arenaConcat(st.arena, {"!", o, "!", drvPathS});
     ov->mkString(st.arena.copyString(drv.env.at(o)), ovCtx);
@@ -391,7 +392,7 @@ Value* samePrimOp() {
 
 // `v` unevaluated: an application that gives it when forced.
 Value* lazily(EvalState& st, Value* v) {
-  Value* app = st.allocValue();
+  Value* app = st.heap().allocValue();
   app->mkApp(samePrimOp(), v);
   return app;
 }
@@ -405,19 +406,19 @@ void primLazyList(EvalState& st, PosIdx pos, Value** args, Value& v) {
 WrapperState& wrapperState(EvalState& st) {
   WrapperState& ws = drvState(st).wrapper;
   if (ws.strictFn) return ws;
-  ws.strictFn = st.lookupBuiltin("derivationStrict");
-  ws.getAttrFn = st.lookupBuiltin("getAttr");
+  ws.strictFn = st.builtins().lookup("derivationStrict");
+  ws.getAttrFn = st.builtins().lookup("getAttr");
   // Kept in this (unscanned) state: permanent, not collectable.
-  Value* drvPathName = st.allocPermanentValue();
+  Value* drvPathName = st.heap().allocPermanentValue();
   st.mkString(*drvPathName, "drvPath");
-  ws.drvPathSel = st.allocPermanentValue();
+  ws.drvPathSel = st.heap().allocPermanentValue();
   ws.drvPathSel->mkPrimOpApp(ws.getAttrFn, drvPathName);
-  ws.typeValue = st.allocPermanentValue();
+  ws.typeValue = st.heap().allocPermanentValue();
   st.mkString(*ws.typeValue, "derivation");
-  ws.outName = st.allocPermanentValue();
+  ws.outName = st.heap().allocPermanentValue();
   st.mkString(*ws.outName, "out");
   ws.sDrvAttrs = st.sym("drvAttrs");
-  ws.lazyListFn = st.allocPermanentValue();
+  ws.lazyListFn = st.heap().allocPermanentValue();
   ws.lazyListFn->mkPrimOp(st.arena.make<PrimOp>(PrimOp{"derivation-all", 1, primLazyList}));
   return ws;
 }
@@ -458,16 +459,16 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
     names.push_back(ws.outName);
   }
   if (names.empty()) st.throwError(pos, "list index 0 is out of bounds");
-  Value* strict = st.allocValue();
+  Value* strict = st.heap().allocValue();
   strict->mkApp(ws.strictFn, attrs);
-  Value* all = st.allocValue();
+  Value* all = st.heap().allocValue();
   st.mkList(*all, names.size());
   std::vector<Symbol> syms;
   for (size_t i = 0; i < names.size(); ++i) {
-    all->list.elems[i] = st.allocValue();
+    all->list.elems[i] = st.heap().allocValue();
     syms.push_back(st.sym(names[i]->sv()));
   }
-  Value* allLazy = st.allocValue();  // unevaluated until used, as in Nix
+  Value* allLazy = st.heap().allocValue();  // unevaluated until used, as in Nix
   allLazy->mkApp(ws.lazyListFn, all);
   // Each output's attribute, shared by every output's set: the first is
   // the result itself; the others stay unevaluated until used, as Nix's
@@ -481,17 +482,17 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
     for (size_t j = names.size(); j-- > 0;) extras.push_back({syms[j], kNoPos, outputAttr[j]});
     extras.push_back({st.sAll, kNoPos, allLazy});
     extras.push_back({ws.sDrvAttrs, kNoPos, attrs});
-    Value* sel = st.withSharedLock([&] {
+    Value* sel = st.threads().withSharedLock([&] {
       Value*& s = ws.outputSel[syms[i].id];
       if (!s) {
-        s = st.allocPermanentValue();
+        s = st.heap().allocPermanentValue();
         s->mkPrimOpApp(ws.getAttrFn, names[i]);
       }
       return s;
     });
-    Value* outPath = st.allocValue();
+    Value* outPath = st.heap().allocValue();
     outPath->mkApp(sel, strict);
-    Value* drvPath = st.allocValue();
+    Value* drvPath = st.heap().allocValue();
     drvPath->mkApp(ws.drvPathSel, strict);
     extras.push_back({st.sOutPath, kNoPos, outPath});
     extras.push_back({st.sDrvPath, kNoPos, drvPath});

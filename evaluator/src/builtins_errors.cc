@@ -21,7 +21,7 @@ void primAbort(EvalState& st, PosIdx pos, Value** args, Value&) {
 }
 
 void primTryEval(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  Bindings* b = st.allocBindings(2);
+  Bindings* b = st.heap().allocBindings(2);
   try {
     st.forceValue(*args[0], pos);
     b->push(st.sValue, args[0]);

@@ -82,9 +82,9 @@ void primReadDir(EvalState& st, PosIdx pos, Value** args, Value& v) {
     entries.push_back({e->d_name, type});
   }
   closedir(d);
-  Bindings* b = st.allocBindings(entries.size());
+  Bindings* b = st.heap().allocBindings(entries.size());
   for (auto& [name, type] : entries) {
-    Value* t = st.allocValue();
+    Value* t = st.heap().allocValue();
     st.mkString(*t, type);
     b->push(st.sym(name), t);
   }
@@ -139,12 +139,12 @@ void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   } catch (const FormatError& e) {
     st.throwError(pos, e.what());
   }
-  if (st.storeWriter) {
+  if (st.writer().get()) {
     std::set<std::string> refPaths;
     for (auto& r : refs) refPaths.insert(dir.printPath(r));
     std::unique_lock<SpinMutex> memo;
     if (name.size() > 4 && name.ends_with(".drv")) memo = lockDerivationMemo(st);
-    st.storeWriter->addText(path, contents, refPaths);
+    st.writer().get()->addText(path, contents, refPaths);
   }
   st.allowPath(path);
   Context out;
@@ -171,9 +171,9 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
   NarFilter f, replay;
   if (filter) {
     f = [&](const std::string& p, const char* type) {
-      Value* vp = st.allocValue();
+      Value* vp = st.heap().allocValue();
       st.mkString(*vp, p);
-      Value* vt = st.allocValue();
+      Value* vt = st.heap().allocValue();
       st.mkString(*vt, type);
       Value* vs[2] = {vp, vt};
       Value r;
@@ -202,9 +202,9 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
   } catch (const FormatError& e) {
     st.throwError(pos, e.what());
   }
-  if (st.storeWriter) {
+  if (st.writer().get()) {
     try {
-      st.storeWriter->addSource(out, path, recursive ? replay : f, recursive);
+      st.writer().get()->addSource(out, path, recursive ? replay : f, recursive);
     } catch (const EvalError&) {
       throw;
     } catch (const Error& e) {

@@ -12,7 +12,7 @@ namespace kiln::eval {
 namespace {
 
 Value* app(EvalState& st, Value* f, Value* x) {
-  Value* r = st.allocValue();
+  Value* r = st.heap().allocValue();
   r->mkApp(f, x);
   return r;
 }
@@ -34,7 +34,7 @@ void primFilter(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceFunction(*args[0], pos);
   st.forceList(*args[1], pos);
   size_t n = args[1]->list.size;
-  Value** out = st.allocList(n);
+  Value** out = st.heap().allocList(n);
   size_t k = 0;
   for (size_t i = 0; i < n; ++i)
     if (callPred(st, *args[0], args[1]->list.elems[i], pos)) out[k++] = args[1]->list.elems[i];
@@ -78,7 +78,7 @@ void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Value* cur = args[1];
   for (size_t i = 0; i < n; ++i) {
     Value* vs[2] = {cur, args[2]->list.elems[i]};
-    Value* next = i + 1 == n ? &v : st.allocValue();
+    Value* next = i + 1 == n ? &v : st.heap().allocValue();
     st.callFunction(*args[0], 2, vs, *next, pos);
     cur = next;
   }
@@ -90,7 +90,7 @@ void primGenList(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (n < 0) st.throwError(pos, "cannot create list of size " + std::to_string(n));
   st.mkList(v, n);
   for (int64_t i = 0; i < n; ++i) {
-    Value* iv = st.allocValue();
+    Value* iv = st.heap().allocValue();
     iv->mkInt(i);
     v.list.elems[i] = app(st, args[0], iv);
   }
@@ -106,7 +106,7 @@ void primSort(EvalState& st, PosIdx pos, Value** args, Value& v) {
     st.forceValue(*v.list.elems[i], pos);
   }
   Value& f = *args[0];
-  bool builtinLess = f.type == VType::kPrimOp && f.primOp->fn == st.lookupBuiltin("lessThan")->primOp->fn;
+  bool builtinLess = f.type == VType::kPrimOp && f.primOp->fn == st.builtins().lookup("lessThan")->primOp->fn;
   std::stable_sort(v.list.elems, v.list.elems + n, [&](Value* a, Value* b) {
     if (builtinLess) return st.lessThan(*a, *b, pos);
     Value* vs[2] = {a, b};
@@ -125,9 +125,9 @@ void primConcatMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
   st.forceFunction(*args[0], pos);
   st.forceList(*args[1], pos);
   size_t n = args[1]->list.size;
-  Value** lists = st.allocList(n);
+  Value** lists = st.heap().allocList(n);
   for (size_t i = 0; i < n; ++i) {
-    lists[i] = st.allocValue();
+    lists[i] = st.heap().allocValue();
     st.callFunction(*args[0], *args[1]->list.elems[i], *lists[i], pos);
   }
   concatLists(st, v, n, lists, pos);
@@ -144,12 +144,12 @@ void primPartition(EvalState& st, PosIdx pos, Value** args, Value& v) {
     (callPred(st, *args[0], x, pos) ? right : wrong).push_back(x);
   }
   auto mk = [&](TracedVector<Value*>& xs) {
-    Value* l = st.allocValue();
+    Value* l = st.heap().allocValue();
     st.mkList(*l, xs.size());
     std::copy(xs.begin(), xs.end(), l->list.elems);
     return l;
   };
-  Bindings* b = st.allocBindings(2);
+  Bindings* b = st.heap().allocBindings(2);
   b->push(st.sRight, mk(right));
   b->push(st.sWrong, mk(wrong));
   st.mkAttrs(v, b);
@@ -173,9 +173,9 @@ void primGroupBy(EvalState& st, PosIdx pos, Value** args, Value& v) {
       groups[it->second].second.push_back(x);
     }
   }
-  Bindings* b = st.allocBindings(groups.size());
+  Bindings* b = st.heap().allocBindings(groups.size());
   for (auto& [name, xs] : groups) {
-    Value* l = st.allocValue();
+    Value* l = st.heap().allocValue();
     st.mkList(*l, xs.size());
     std::copy(xs.begin(), xs.end(), l->list.elems);
     b->push(name, l);

@@ -21,7 +21,7 @@ const std::regex& compile(EvalState& st, PosIdx pos, const std::string& re) {
 }
 
 Value* groupValue(EvalState& st, const std::ssub_match& m) {
-  Value* g = st.allocValue();
+  Value* g = st.heap().allocValue();
   if (m.matched) st.mkString(*g, m.str());
   else g->mkNull();
   return g;
@@ -51,7 +51,7 @@ void primSplit(EvalState& st, PosIdx pos, Value** args, Value& v) {
   auto begin = std::sregex_iterator(s.begin(), s.end(), regex);
   auto end = std::sregex_iterator();
   auto strValue = [&](const std::string& x) {
-    Value* r = st.allocValue();
+    Value* r = st.heap().allocValue();
     st.mkString(*r, x);
     return r;
   };
@@ -64,7 +64,7 @@ void primSplit(EvalState& st, PosIdx pos, Value** args, Value& v) {
   for (auto i = begin; i != end; ++i) {
     const std::smatch& m = *i;
     out.push_back(strValue(m.prefix().str()));
-    Value* groups = st.allocValue();
+    Value* groups = st.heap().allocValue();
     st.mkList(*groups, m.size() - 1);
     for (size_t j = 1; j < m.size(); ++j) groups->list.elems[j - 1] = groupValue(st, m[j]);
     out.push_back(groups);

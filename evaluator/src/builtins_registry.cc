@@ -1,48 +1,17 @@
-// The base environment: constants and every builtin family (`derivation`
-// is in the derivation family, beside derivationStrict).
+// The base environment's constants and every builtin family (`derivation`
+// is in the derivation family, beside derivationStrict); BuiltinTable
+// (builtin_table.cc) makes `builtins` and the environment from them.
 #include <ctime>
 
 #include "builtins.h"
 
 namespace kiln::eval {
 
-namespace {
-
-std::string_view stripUnderscores(std::string_view n) {
-  return n.substr(0, 2) == "__" ? n.substr(2) : n;
-}
-
-}  // namespace
-
-void EvalState::addPrimOp(const char* name, uint32_t arity, PrimOpFn fn) {
-  auto* p = arena.make<PrimOp>(PrimOp{name, arity, fn});
-  Value* v = allocValue();
-  v->mkPrimOp(p);
-  addConstant(name, v);
-}
-
-void EvalState::addConstant(const std::string& name, Value* v) {
-  Symbol global = sym(name);
-  for (auto& g : globals_)
-    if (g.first == global) {
-      g.second = v;
-      for (auto& b : builtinAttrs_)
-        if (b.first == sym(stripUnderscores(name))) b.second = v;
-      return;
-    }
-  globals_.push_back({global, v});
-  builtinAttrs_.push_back({sym(stripUnderscores(name)), v});
-}
-
-Value* EvalState::lookupBuiltin(std::string_view name) {
-  return vBuiltins->attrs->get(sym(name));
-}
-
 void EvalState::createBaseEnv() {
   auto constant = [&](const char* name, auto init) {
-    Value* v = allocValue();
+    Value* v = heap().allocValue();
     init(*v);
-    addConstant(name, v);
+    builtins().addConstant(name, v);
   };
   constant("true", [](Value& v) { v.mkBool(true); });
   constant("false", [](Value& v) { v.mkBool(false); });
@@ -61,14 +30,14 @@ void EvalState::createBaseEnv() {
   constant("__nixPath", [&](Value& v) {
     mkList(v, searchPathEntries.size());
     for (size_t i = 0; i < searchPathEntries.size(); ++i) {
-      Bindings* b = allocBindings(2);
-      Value* path = allocValue();
+      Bindings* b = heap().allocBindings(2);
+      Value* path = heap().allocValue();
       mkString(*path, searchPathEntries[i].second);
-      Value* prefix = allocValue();
+      Value* prefix = heap().allocValue();
       mkString(*prefix, searchPathEntries[i].first);
       b->push(sPath, path);
       b->push(sPrefix, prefix);
-      v.list.elems[i] = allocValue();
+      v.list.elems[i] = heap().allocValue();
       mkAttrs(*v.list.elems[i], b);
     }
   });
@@ -76,20 +45,7 @@ void EvalState::createBaseEnv() {
   KILN_BUILTIN_FAMILIES(KILN_REGISTER_FAMILY)
 #undef KILN_REGISTER_FAMILY
 
-  // The `builtins` set holds every builtin and itself.
-  vBuiltins = allocValue();
-  Bindings* b = allocBindings(builtinAttrs_.size() + 2);
-  for (auto& [name, v] : builtinAttrs_) b->push(name, v);
-  b->push(sym("builtins"), vBuiltins);
-  mkAttrs(*vBuiltins, b);
-  globals_.push_back({sym("builtins"), vBuiltins});
-
-  baseEnv = &allocEnv(globals_.size());
-  for (uint32_t i = 0; i < globals_.size(); ++i) {
-    baseEnv->values[i] = globals_[i].second;
-    staticBaseEnv.vars.push_back({globals_[i].first, i});
-  }
-  staticBaseEnv.sort();
+  builtins().finish();
 }
 
 }  // namespace kiln::eval

@@ -102,7 +102,7 @@ void primConcatStringsSep(EvalState& st, PosIdx pos, Value** args, Value& v) {
     if (i) r += sep;
     st.appendCoerced(pos, *args[1]->list.elems[i], r, ctx);
   }
-  v.mkString(st.copyString(r), ctx.result(st));
+  v.mkString(st.heap().copyString(r), ctx.result(st));
 }
 
 std::string_view nextComponent(std::string_view s, size_t& p) {
@@ -165,7 +165,7 @@ void primSplitVersion(EvalState& st, PosIdx pos, Value** args, Value& v) {
   }
   st.mkList(v, parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
-    v.list.elems[i] = st.allocValue();
+    v.list.elems[i] = st.heap().allocValue();
     st.mkString(*v.list.elems[i], parts[i]);
   }
 }
@@ -179,10 +179,10 @@ void primParseDrvName(EvalState& st, PosIdx pos, Value** args, Value& v) {
       version = s.substr(i + 1);
       break;
     }
-  Bindings* b = st.allocBindings(2);
-  Value* n = st.allocValue();
+  Bindings* b = st.heap().allocBindings(2);
+  Value* n = st.heap().allocValue();
   st.mkString(*n, name);
-  Value* ver = st.allocValue();
+  Value* ver = st.heap().allocValue();
   st.mkString(*ver, version);
   b->push(st.sName, n);
   b->push(st.sym("version"), ver);

@@ -356,14 +356,14 @@ void toValue(EvalState& st, const TomlNode& n, Value& v) {
     case TomlNode::kArray:
       st.mkList(v, n.array.size());
       for (size_t i = 0; i < n.array.size(); ++i) {
-        v.list.elems[i] = st.allocValue();
+        v.list.elems[i] = st.heap().allocValue();
         toValue(st, *n.array[i], *v.list.elems[i]);
       }
       break;
     case TomlNode::kTable: {
-      Bindings* b = st.allocBindings(n.table.size());
+      Bindings* b = st.heap().allocBindings(n.table.size());
       for (auto& [k, child] : n.table) {
-        Value* x = st.allocValue();
+        Value* x = st.heap().allocValue();
         toValue(st, *child, *x);
         b->push(st.sym(k), x);
       }

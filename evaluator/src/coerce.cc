@@ -64,7 +64,7 @@ void ContextUnion::add(const Context& ctx) {
 
 const char** ContextUnion::result(EvalState& state) const {
   if (single_ || set_.empty()) return single_;
-  const char** c = state.allocContext(set_.size());
+  const char** c = state.heap().allocContext(set_.size());
   size_t i = 0;
   for (auto& x : set_) c[i++] = x.data();
   return c;
@@ -102,7 +102,7 @@ std::string EvalState::coerceToString(PosIdx pos, Value& v, Context& ctx, bool c
     }
     case VType::kAttrs: {
       if (Value* f = v.attrs->get(sToString)) {
-        Value* self = allocValue();
+        Value* self = heap().allocValue();
         *self = v;
         Value res;
         callFunction(*f, *self, res, pos);
@@ -148,6 +148,7 @@ std::string EvalState::coerceToPath(PosIdx pos, Value& v, Context& ctx) {
     throwError(pos, "string '" + s + "' doesn't represent an absolute path");
   // A store object this evaluation made may still be queued in the
   // writer: the path is about to be read, so it must exist first.
+  StoreWriter* storeWriter = writer().get();
   if (storeWriter && s.size() > settings.storeDir.size() && s.starts_with(settings.storeDir) &&
       s[settings.storeDir.size()] == '/') {
     try {
@@ -162,27 +163,22 @@ std::string EvalState::coerceToPath(PosIdx pos, Value& v, Context& ctx) {
 std::string EvalState::copyPathToStore(Context& ctx, const std::string& path) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".drv") == 0)
     throw EvalError("file names are not allowed to end in '.drv'");
-  auto lock = lockIfThreaded(cacheMutex_);  // no evaluation below
-  auto it = srcToStore.find(path);
-  std::string dst;
-  if (it != srcToStore.end()) {
-    dst = it->second;
-  } else {
+  std::string dst = files().copiedSource(path, [&] {  // under its lock: no evaluation below
     store::StoreDir storeDir(settings.storeDir);
     std::string name = baseNameOf(path);
     std::string src = checkSourcePath(path);
     Hash h = narHashOfPath(src);
-    dst = storeDir.printPath(storeDir.makeFixedOutputPath(name, true, h));
-    if (storeWriter) try {
-        storeWriter->addSource(dst, src, {}, true);
+    std::string out = storeDir.printPath(storeDir.makeFixedOutputPath(name, true, h));
+    if (StoreWriter* storeWriter = writer().get()) try {
+        storeWriter->addSource(out, src, {}, true);
       } catch (const EvalError&) {
         throw;
       } catch (const Error& e) {
         throw EvalError(e.what());
       }
-    srcToStore.emplace(path, dst);
-    allowPath(dst);
-  }
+    allowPath(out);
+    return out;
+  });
   addContext(ctx, dst);
   return dst;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/stream.h"
 #include "kiln/store/nar.h"

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "eval_parts.h"
 #include "kiln/evaluator/eval_state.h"
 #include "print.h"
 #include "scratch_string.h"
@@ -10,7 +11,7 @@
 namespace kiln::eval {
 
 Value* Expr::maybeThunk(EvalState& state, Env& env) {
-  Value* v = state.allocValue();
+  Value* v = state.heap().allocValue();
   v->mkThunk(&env, this);
   return v;
 }
@@ -114,7 +115,7 @@ static void insertSorted(Bindings* b, Symbol name, Value* v, PosIdx pos) {
 static Bindings* applyOverrides(EvalState& state, const ExprAttrs& e, Env& env2, Bindings* b) {
   Value* vo = b->get(state.sOverrides);
   state.forceAttrs(*vo, e.pos);
-  Bindings* nb = state.allocBindings(b->size + vo->attrs->size + e.dynamicAttrs.size());
+  Bindings* nb = state.heap().allocBindings(b->size + vo->attrs->size + e.dynamicAttrs.size());
   for (auto& a : *b) nb->push(a.name, a.value, a.pos);
   for (auto& o : *vo->attrs) {
     bool found = false;
@@ -132,10 +133,10 @@ static Bindings* applyOverrides(EvalState& state, const ExprAttrs& e, Env& env2,
 }
 
 void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
-  Bindings* b = state.allocBindings(attrs.size() + dynamicAttrs.size());
+  Bindings* b = state.heap().allocBindings(attrs.size() + dynamicAttrs.size());
   Env* dynEnv = &env;
   if (recursive) {
-    Env& env2 = state.allocEnv(attrs.size());
+    Env& env2 = state.heap().allocEnv(attrs.size());
     env2.up = &env;
     dynEnv = &env2;
     bool hasOverrides = false;
@@ -146,7 +147,7 @@ void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
       if (hasOverrides && !a.inherited) {
         // A thunk even for `x = a;`: it must see `a` after __overrides
         // replaced its slot (as in Nix), whichever comes first.
-        va = state.allocValue();
+        va = state.heap().allocValue();
         va->mkThunk(&env2, a.e);
       } else {
         va = a.e->maybeThunk(state, a.inherited ? env : env2);
@@ -190,7 +191,7 @@ void ExprCall::eval(EvalState& state, Env& env, Value& v) {
 }
 
 void ExprLet::eval(EvalState& state, Env& env, Value& v) {
-  Env& env2 = state.allocEnv(attrs->attrs.size());
+  Env& env2 = state.heap().allocEnv(attrs->attrs.size());
   env2.up = &env;
   for (uint32_t i = 0; i < attrs->attrs.size(); ++i) {
     auto& a = attrs->attrs[i];
@@ -200,7 +201,7 @@ void ExprLet::eval(EvalState& state, Env& env, Value& v) {
 }
 
 void ExprWith::eval(EvalState& state, Env& env, Value& v) {
-  Env& env2 = state.allocEnv(2);  // the set's thunk, then its WithInfo
+  Env& env2 = state.heap().allocEnv(2);  // the set's thunk, then its WithInfo
   env2.up = &env;
   WithInfo& info = *new (&env2.values[1]) WithInfo();
   info.prevWith = static_cast<uint16_t>(prevWith);
@@ -360,7 +361,7 @@ void concatSlow(EvalState& state, Env& env, Value& v,
           "a string that refers to a store path cannot be appended to a path");
     state.mkPath(v, canonPath(s));
   } else {
-    v.mkString(state.copyString(s), ctx.result(state));
+    v.mkString(state.heap().copyString(s), ctx.result(state));
   }
 }
 
@@ -403,7 +404,7 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
     total += views[i].size();
     ctx.add(str->str.context);
   }
-  char* out = state.allocString(total);
+  char* out = state.heap().allocString(total);
   for (size_t i = 0; i < count; ++i) {
     std::memcpy(out, views[i].data(), views[i].size());
     out += views[i].size();

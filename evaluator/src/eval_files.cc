@@ -8,6 +8,7 @@
 #include <exception>
 #include <iostream>
 
+#include "eval_parts.h"
 #include "corepkgs.h"
 #include "gc_support.h"
 #include "kiln/common/file.h"
@@ -29,19 +30,17 @@ Expr* EvalState::parse(std::string text, const std::string& path, const std::str
   bool keep = !path.starts_with("/") || corepkgsFile(path);
   uint32_t origin = positions.addOrigin(path, owned, keep);
   if (originPath) *originPath = positions.origin(origin).path;
-  size_t arenaBefore = counts_ ? arena.bytesReserved() : 0;  // KILN_EVAL_STATS
+  size_t arenaBefore = heap().counts() ? arena.bytesReserved() : 0;  // KILN_EVAL_STATS
   Parser p(*this, *owned, origin, basePath);
   Expr* e = p.parseAll();
   e->bindVars(*this, env);
-  if (counts_)
-    __atomic_fetch_add(&counts_->parseArenaBytes, arena.bytesReserved() - arenaBefore,
-                       __ATOMIC_RELAXED);
+  if (heap().counts()) heap().countParseBytes(arena.bytesReserved() - arenaBefore);
   return e;
 }
 
 Expr* EvalState::parseExprFromString(std::string text, const std::string& basePath,
                                      const std::string& origin) {
-  return parse(std::move(text), origin, basePath, staticBaseEnv);
+  return parse(std::move(text), origin, basePath, builtins().staticBaseEnv());
 }
 
 static std::string resolveNixFile(const std::string& path) {
@@ -59,38 +58,31 @@ Expr* EvalState::parseExprFromFile(const std::string& path) {
 
 Expr* EvalState::parseFile(const std::string& file, std::string_view* originPath) {
   if (const char* builtin = corepkgsFile(file))
-    return parse(builtin, file, "/", staticBaseEnv, originPath);
+    return parse(builtin, file, "/", builtins().staticBaseEnv(), originPath);
   std::string text;
   try {
     text = kiln::readFile(file);
   } catch (const Error& e) {
     throw EvalError(e.what());
   }
-  return parse(std::move(text), file, dirNameOf(file), staticBaseEnv, originPath);
+  return parse(std::move(text), file, dirNameOf(file), builtins().staticBaseEnv(), originPath);
 }
 
 void EvalState::evalFile(const std::string& path, Value& v) {
   // Checked before and after adding default.nix (it may be a symlink).
   std::string file = canonPath(checkSourcePath(resolveNixFile(checkSourcePath(path))));
-  Value* cached = nullptr;
-  FileCacheShard& shard = fileCache[std::hash<std::string_view>{}(file) % kFileCacheShards];
-  {
-    auto lock = lockIfThreaded(shard.mu);
-    if (auto it = shard.files.find(file); it != shard.files.end()) cached = it->second;
-  }
+  Value* cached = files().findImport(file);
   if (!cached) {
     // Parsed without the lock (threads parse different files at once); of
     // two threads that parsed the same file, the first to add it wins.
     std::string_view key;
     Expr* e = parseFile(resolveNixFile(file), &key);
     if (key != file) key = arena.copyString(file);  // a default.nix that is a directory
-    auto lock = lockIfThreaded(shard.mu);
-    auto [it, added] = shard.files.emplace(key, nullptr);
-    if (added) {
-      it->second = allocPermanentValue();  // the cache is not scanned
-      it->second->mkThunk(baseEnv, e);
-    }
-    cached = it->second;
+    cached = files().addImport(key, [&] {
+      Value* v = heap().allocPermanentValue();  // the cache is not scanned
+      v->mkThunk(builtins().baseEnv(), e);
+      return v;
+    });
   }
   try {
     forceValue(*cached, kNoPos);
@@ -128,7 +120,7 @@ std::string EvalState::findFileIn(const std::vector<std::pair<std::string, std::
     bool applies = prefix.empty() || path == prefix ||
                    (path.starts_with(prefix) && path[prefix.size()] == '/');
     if (applies && !kiln::pathExists(dir)) {  // as Nix: warned once, then skipped
-      auto lock = lockIfThreaded(cacheMutex_);
+      auto lock = lockIfThreaded(warnedMutex_);
       if (missingEntriesWarned_.insert(dir).second)
         std::cerr << "warning: Nix search path entry '" << dir << "' does not exist, ignoring\n";
       continue;
@@ -187,10 +179,10 @@ Expr* EvalState::parseWithScope(const std::string& path, Value* scope, Env*& env
     throw EvalError(e.what());
   }
   Bindings* b = scope->attrs;
-  Env& env = allocEnv(b->size);
-  env.up = baseEnv;
+  Env& env = heap().allocEnv(b->size);
+  env.up = builtins().baseEnv();
   auto* senv = arena.make<StaticEnv>();
-  senv->up = &staticBaseEnv;
+  senv->up = &builtins().staticBaseEnv();
   uint32_t i = 0;
   for (const Attr& a : *b) {
     senv->vars.push_back({a.name, i});

@@ -11,13 +11,29 @@
 #include "kiln/common/file.h"
 #include "builtins.h"
 #include "kiln/evaluator/eval_stats.h"
+#include "eval_parts.h"
 #include "gc_support.h"
 
 namespace kiln::eval {
 
 EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   initGarbageCollector();
-  if (evalStatsRequested()) counts_ = std::make_unique<AllocCounts>();
+  // Zeroed first: the collector scans the whole state (a root, often on a
+  // stack), and the storage's padding and unused tail must not hold stale
+  // pointers that would keep garbage alive.
+  std::memset(parts_, 0, sizeof(parts_));
+  EvalParts::construct(*this);
+  // A constructor that throws runs no destructor: undo what was done.
+  struct Undo {
+    EvalState* st;
+    bool rooted = false;
+    ~Undo() {
+      if (!st) return;
+      if (rooted) GC_remove_roots(st, st + 1);
+      if (st->registeredThread_) GC_unregister_my_thread();
+      EvalParts::destroy(*st);
+    }
+  } undo{this};
   if (!GC_thread_is_registered()) {
     GC_stack_base sb;
     if (GC_get_stack_base(&sb) != GC_SUCCESS || GC_register_my_thread(&sb) != GC_SUCCESS)
@@ -25,6 +41,7 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
     registeredThread_ = true;
   }
   GC_add_roots(this, this + 1);  // its values and free list, wherever it lives
+  undo.rooted = true;
   struct {
     Symbol* sym;
     const char* name;
@@ -43,7 +60,7 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
       {&sOutputHashMode, "outputHashMode"}, {&sAllowedReferences, "allowedReferences"},
       {&sWith, "with"}};
   for (auto& k : known) *k.sym = symbols.intern(k.name);
-  vEmptyAttrs.mkAttrs(allocBindings(0));
+  vEmptyAttrs.mkAttrs(heap().allocBindings(0));
   vTrue.mkBool(true);
   vFalse.mkBool(false);
   vNull.mkNull();
@@ -55,155 +72,24 @@ EvalState::EvalState(EvalSettings s) : settings(std::move(s)) {
   }
   initAllowedPaths();
   createBaseEnv();
-  // KILN_NO_GC=1: nothing is collected (to measure what collection costs).
-  collect_ = !std::getenv("KILN_NO_GC");
-  if (!collect_) GC_disable();
+  heap().startCollecting();
+  undo.st = nullptr;
 }
 
 EvalState::~EvalState() {
-  for (SlotBlocks& b : blocks_) b = SlotBlocks();
+  EvalParts::destroy(*this);
   GC_remove_roots(this, this + 1);
   if (registeredThread_) GC_unregister_my_thread();
-}
-
-void* EvalState::allocMemory(size_t size, size_t align) {
-  if (!collect_) {
-    void* p = permanent.allocate(size, align);
-    std::memset(p, 0, size);
-    return p;
-  }
-  if (threaded_) {
-    if (size <= kSizedMax) return allocSizedThreaded(size);
-    void* p = withCollectorGate([&] { return GC_MALLOC(size); });  // zeroed
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  void* p = GC_MALLOC(size);  // zeroed
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-
-void EvalState::countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total,
-                           uint64_t bytes) {
-  if (__builtin_expect(!counts_, 1)) return;
-  if (bySize) __atomic_fetch_add(&bySize[AllocCounts::sizeBucket(n)], 1, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&count, 1, __ATOMIC_RELAXED);  // threads may count at once
-  __atomic_fetch_add(&total, bytes, __ATOMIC_RELAXED);
-}
-
-Value* EvalState::allocValueSlow() {
-  if (threaded_) return allocValueThreaded();
-  if (!collect_) return permanent.make<Value>();
-  if (counts_)  // the fast path found the block empty: a new one is taken
-    countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes,
-               sizeof(Value) * kValuesPerBlock);
-  static_assert(sizeof(Value) * kValuesPerBlock % 16 != 0);  // the collector's byte fits
-  return new (takeSlot(blocks_[kValueStream], sizeof(Value), kValuesPerBlock)) Value();
-}
-
-void* EvalState::allocEnvSlot() {
-  return takeSlot(threaded_ ? slots_[threadSlot()].blocks[kEnvStream] : blocks_[kEnvStream],
-                  kEnvSlot, kEnvsPerBlock);
-}
-
-void* EvalState::takeSlot(SlotBlocks& s, size_t slot, size_t perBlock) {
-  if (s.next == s.end) {
-    s.next = static_cast<char*>(takeFromMany(s.freeBlocks, slot * perBlock));
-    s.end = s.next + slot * perBlock;
-  }
-  void* p = s.next;
-  s.next += slot;
-  return p;
-}
-
-Env& EvalState::allocEnv(uint32_t size) {
-  const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
-  if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
-  // An environment of one variable (a plain lambda's: most of them) takes
-  // 16 bytes in a block of seven (alone, a 32-byte granule).
-  static_assert(sizeof(Env) + sizeof(Value*) == kEnvSlot && alignof(Env) <= alignof(Value));
-  static_assert(kEnvSlot * kEnvsPerBlock < 128);  // one 128-byte object with the collector's byte
-  Env* e = new (size == 1 && collect_ ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
-  return *e;
-}
-
-// A set's bytes: the header, `n` attributes, and a layer's base pointer.
-static size_t bindingsBytes(uint32_t n, bool layered) {
-  static_assert(sizeof(Bindings) == 8 && alignof(Bindings) == alignof(Attr));
-  return sizeof(Bindings) + sizeof(Attr) * n + (layered ? sizeof(Bindings*) : 0);
-}
-
-Bindings* EvalState::allocBindings(uint32_t capacity, bool layered) {
-  if (capacity >= (1u << 31)) throw EvalError("attribute set too large");
-  const size_t bytes = bindingsBytes(capacity, layered);
-  if (counts_)
-    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes, bytes);
-  Bindings* b = new (allocMemory(bytes, alignof(Bindings))) Bindings();
-  b->setCapacity(capacity);
-  if (layered) b->setLayered();
-  return b;
-}
-
-void EvalState::trimBindings(Bindings* b) {
-  if (!collect_)
-    permanent.shrinkLast(b, bindingsBytes(b->capacity(), b->layered()),
-                         bindingsBytes(b->size, b->layered()));
-  b->setCapacity(b->size);
-}
-
-Value** EvalState::allocList(size_t n) {
-  if (counts_)
-    countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes, sizeof(Value*) * n);
-  // Empty lists (a third of a package set's lists) share one array: nothing is ever stored in it.
-  static Value* noElems[1] = {nullptr};
-  if (n == 0) return noElems;
-  return static_cast<Value**>(allocMemory(sizeof(Value*) * n, alignof(Value*)));
 }
 
 void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
   const char** c = nullptr;
   if (!ctx.empty()) {
-    c = allocContext(ctx.size());
+    c = heap().allocContext(ctx.size());
     size_t i = 0;
     for (auto& x : ctx) c[i++] = x.data();  // arena strings (addContext)
   }
-  v.mkString(copyString(s), c);
-}
-
-// Strings hold no pointers, so they are atomic objects: the collector
-// neither clears nor scans them. libgc's per-thread lists serve small
-// ones; larger ones take its lock, behind the gate when threaded. The NUL
-// goes in the byte the collector adds to every object (so that a pointer
-// just past what was asked for still points into it): a pointer just past
-// a string's characters points at its NUL, inside the object. With a byte
-// of its own, one string in 16 took a 16-byte granule more.
-char* EvalState::allocString(size_t len) {
-  if (!collect_) return static_cast<char*>(arena.allocate(len + 1, 1));
-  const size_t ask = len + (GC_get_all_interior_pointers() ? 0 : 1);
-  if (counts_) countAlloc(nullptr, 0, counts_->strings, counts_->stringBytes, len + 1);
-  return static_cast<char*>(allocAtomic(ask ? ask : 1));
-}
-
-const char** EvalState::allocContext(size_t n) {
-  const size_t bytes = sizeof(const char*) * (n + 1);
-  if (!collect_) return arena.makeArray<const char*>(n + 1);
-  if (counts_) countAlloc(nullptr, 0, counts_->contexts, counts_->contextBytes, bytes);
-  // As a string's NUL: the terminating nullptr's last byte takes the byte
-  // the collector adds, so a one-entry array is one 16-byte granule.
-  void* p = allocAtomic(bytes - (GC_get_all_interior_pointers() ? 1 : 0));
-  std::memset(p, 0, bytes);
-  return static_cast<const char**>(p);
-}
-
-void* EvalState::allocAtomic(size_t bytes) {
-  // libgc's per-thread lists hold objects of up to 25 granules (with its
-  // extra byte); larger requests take its global lock.
-  constexpr size_t kThreadLocalMax = 25 * 16 - 1;
-  void* p = threaded_ && bytes > kThreadLocalMax
-                ? withCollectorGate([&] { return GC_MALLOC_ATOMIC(bytes); })
-                : GC_MALLOC_ATOMIC(bytes);
-  if (!p) throw std::bad_alloc();
-  return p;
+  v.mkString(heap().copyString(s), c);
 }
 
 void EvalState::copyContext(const Value& v, Context& ctx) {
@@ -217,12 +103,12 @@ void EvalState::mkPos(Value& v, PosIdx pos) {
     return;
   }
   Pos p = positions.get(pos);
-  Bindings* b = allocBindings(3);
-  Value* f = allocValue();
+  Bindings* b = heap().allocBindings(3);
+  Value* f = heap().allocValue();
   mkString(*f, positions.origin(p.origin).path);
-  Value* l = allocValue();
+  Value* l = heap().allocValue();
   l->mkInt(p.line);
-  Value* c = allocValue();
+  Value* c = heap().allocValue();
   c->mkInt(p.column);
   b->push(sFile, f);
   b->push(sLine, l);
@@ -249,7 +135,7 @@ std::vector<const Attr*> EvalState::sortedByName(const Bindings* b) const {
 }
 
 void EvalState::forceThunk(Value& v, PosIdx pos) {
-  if (threaded_) return forceThunkThreaded(v, pos);
+  if (threads().active()) return forceThunkThreaded(v, pos);
   if (v.type == VType::kThunk) {
     Env* env = v.thunk.env;
     Expr* e = v.thunk.expr;
@@ -374,7 +260,7 @@ static void evalBody(EvalState& st, ExprLambda& lambda, Env& env, Value& v, PosI
 }
 
 void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes, PosIdx pos) {
-  uint32_t& d = depth();
+  uint32_t& d = threads().depth();
   if (++d > settings.maxCallDepth) {
     --d;
     throw InfiniteRecursionError("stack overflow; max-call-depth exceeded (" +
@@ -388,7 +274,7 @@ void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes
   while (nargs > 0) {
     if (vCur.type == VType::kLambda) {
       ExprLambda& lambda = *vCur.lambda.fun;
-      Env& env2 = allocEnv(lambda.envSize());
+      Env& env2 = heap().allocEnv(lambda.envSize());
       env2.up = vCur.lambda.env;
       uint32_t displ = 0;
       if (!lambda.formals) {
@@ -437,10 +323,10 @@ void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes
       }
       const PrimOp* p = f->primOp;
       if (applied + nargs < p->arity) {
-        Value* left = allocValue();
+        Value* left = heap().allocValue();
         *left = vCur;
         for (size_t i = 0; i + 1 < nargs; ++i) {
-          Value* next = allocValue();
+          Value* next = heap().allocValue();
           next->mkPrimOpApp(left, args[i]);
           left = next;
         }
@@ -466,7 +352,7 @@ void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes
       args += need;
     } else if (vCur.type == VType::kAttrs && vCur.attrs->find(sFunctor)) {
       Value* functor = vCur.attrs->get(sFunctor);
-      Value* self = allocValue();
+      Value* self = heap().allocValue();
       *self = vCur;
       Value* args2[2] = {self, args[0]};
       Value tmp;
@@ -485,7 +371,7 @@ void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes
 void EvalState::autoCallFunction(Bindings* args, Value& fun, Value& res) {
   forceValue(fun, kNoPos);
   if (fun.type == VType::kAttrs && fun.attrs->find(sFunctor)) {
-    Value* self = allocValue();
+    Value* self = heap().allocValue();
     *self = fun;
     Value v2;
     callFunction(*fun.attrs->get(sFunctor), *self, v2, kNoPos);
@@ -498,7 +384,7 @@ void EvalState::autoCallFunction(Bindings* args, Value& fun, Value& res) {
     return;
   }
   Formals* formals = fun.lambda.fun->formals;
-  Bindings* b = allocBindings(formals->ellipsis ? args->size : formals->formals.size());
+  Bindings* b = heap().allocBindings(formals->ellipsis ? args->size : formals->formals.size());
   if (formals->ellipsis) {
     for (auto& a : *args) b->push(a.name, a.value, a.pos);
   } else {
@@ -509,11 +395,21 @@ void EvalState::autoCallFunction(Bindings* args, Value& fun, Value& res) {
                         std::string(symbols.name(f.name)) + "')" + positions.snippet(f.pos));
     }
   }
-  Value* arg = allocValue();
+  Value* arg = heap().allocValue();
   mkAttrs(*arg, b);
   callFunction(fun, *arg, res, kNoPos);
 }
 
-void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *baseEnv, v); }
+void EvalState::setStoreWriter(StoreWriter* writer) { this->writer().set(writer); }
+
+StoreWriter* EvalState::storeWriter() { return writer().get(); }
+
+Value* EvalState::allocValue() { return heap().allocValue(); }
+
+Bindings* EvalState::allocBindings(uint32_t capacity) { return heap().allocBindings(capacity); }
+
+void EvalState::eval(Expr* e, Value& v) { e->eval(*this, *builtins().baseEnv(), v); }
+
+void EvalState::mkThunk(Value& v, Expr* e) { v.mkThunk(builtins().baseEnv(), e); }
 
 }  // namespace kiln::eval

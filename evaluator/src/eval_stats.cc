@@ -2,6 +2,7 @@
 #include "kiln/evaluator/eval_stats.h"
 
 #include "gc_support.h"  // first: GC_THREADS before any libgc header
+#include "eval_parts.h"
 #include <gc/gc_mark.h>
 #include <malloc.h>
 #include <time.h>
@@ -117,7 +118,7 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
     s.liveAfterCollect = heap - free;  // both without unmapped memory
     countReachable(s);
   }
-  if (const AllocCounts* c = st.allocationCounts()) s.allocs = *c;
+  if (const AllocCounts* c = st.heap().counts()) s.allocs = *c;
   s.arenaBytes = st.arena.bytesReserved();
   s.permanentBytes = st.permanent.bytesReserved();
   GC_word heap = 0, free = 0;

@@ -1,6 +1,6 @@
 // Threaded evaluation (docs/evaluator.md, "Threaded evaluation"): claiming
 // and publishing thunks through their state word, waiting for thunks other
-// threads evaluate, per-thread allocation, and the store writer's lock.
+// threads evaluate, per-thread allocation.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "builtins.h"
 #include "eval_threads.h"
 #include "gc_support.h"
+#include "eval_parts.h"
 #include "kiln/evaluator/eval_state.h"
 
 namespace kiln::eval {
@@ -56,99 +57,82 @@ bool claimValue(Value& v, uint16_t& expected, uint16_t desired) {
 #endif
 }
 
-// Serialises every call to the writer it wraps (threads share one writer).
-class LockedStoreWriter : public StoreWriter {
- public:
-  explicit LockedStoreWriter(StoreWriter& inner) : inner_(inner) {}
-  void addText(const std::string& path, const std::string& contents,
-               const std::set<std::string>& references) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.addText(path, contents, references);
-  }
-  void addDerivation(const std::string& path, const std::string& contents,
-                     const std::set<std::string>& references,
-                     const std::map<std::string, std::string>& outputs) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.addDerivation(path, contents, references, outputs);
-  }
-  void addSource(const std::string& path, const std::string& fsPath, const PathFilter& filter,
-                 bool recursive) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.addSource(path, fsPath, filter, recursive);
-  }
-  void useDerivationHashes(const store::DrvHashCache* hashes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.useDerivationHashes(hashes);
-  }
-  void flush() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    inner_.flush();
-  }
-
- private:
-  StoreWriter& inner_;
-  std::mutex mu_;
-};
-
 }  // namespace
 
 uint64_t threadWaitNanos() { return tWaitNanos; }
 
-void EvalState::enterThread(uint32_t slot) {
+void EvalState::enterThread(uint32_t slot) { ThreadSlots::enter(slot); }
+
+void ThreadSlots::enter(uint32_t slot) {
   if (slot == 0 || slot > kMaxThreads) throw Error("evaluation thread slot out of range");
   tSlot = slot;
 }
 
-void EvalState::beginThreads(uint32_t threads) {
+uint32_t ThreadSlots::current() { return tSlot; }
+
+void ThreadSlots::begin(uint32_t threads) {
   if (threads == 0 || threads > kMaxThreads) throw Error("evaluation thread count out of range");
   slotsInUse_ = threads;
+  active_ = true;
+}
+
+void ThreadSlots::end() {
+  active_ = false;
+  for (Slot& s : slots_) s.callDepth = 0;
+}
+
+uint32_t& ThreadSlots::depth() { return active_ ? slots_[tSlot].callDepth : callDepth_; }
+
+void EvalState::beginThreads(uint32_t threads) {
+  if (threads == 0 || threads > kMaxThreads) throw Error("evaluation thread count out of range");
   prepareBuiltinsForThreads(*this);
-  // The single-thread value block is no longer used: every thread takes
-  // values from its own slot (allocValue's fast path finds it empty).
-  for (SlotBlocks& b : blocks_) b.next = b.end = nullptr;
   arena.setShared(true);
   permanent.setShared(true);
   symbols.setShared(true);
-  if (storeWriter) {
-    plainWriter_ = storeWriter;
-    lockedWriter_ = std::make_unique<LockedStoreWriter>(*storeWriter);
-    storeWriter = lockedWriter_.get();
-  }
-  threaded_ = true;
+  files().setShared(true);
+  writer().beginThreads();
+  heap().beginThreads();
+  this->threads().begin(threads);
   // One thread waits for no other's page clearing: no warmer.
   if (threads > 1) startHeapWarmer();
 }
 
 void EvalState::endThreads() {
   stopHeapWarmer();
-  threaded_ = false;
+  threads().end();
   arena.setShared(false);
   permanent.setShared(false);
   symbols.setShared(false);
-  if (lockedWriter_) {
-    storeWriter = plainWriter_;
-    lockedWriter_.reset();
-  }
-  for (ThreadSlot& s : slots_) {
-    for (SlotBlocks& b : s.blocks) b = SlotBlocks();
-    s.callDepth = 0;
-    std::fill(std::begin(s.sized), std::end(s.sized), nullptr);
+  files().setShared(false);
+  writer().endThreads();
+  heap().endThreads();
+}
+
+void EvalHeap::beginThreads() {
+  // The single-thread value block is no longer used: every thread takes
+  // values from its own lists (allocValue's fast path finds it empty).
+  for (SlotBlocks& b : blocks_) b.next = b.end = nullptr;
+  threaded_ = true;
+}
+
+void EvalHeap::endThreads() {
+  threaded_ = false;
+  for (ThreadLists& t : threads_) {
+    for (SlotBlocks& b : t.blocks) b = SlotBlocks();
+    std::fill(std::begin(t.sized), std::end(t.sized), nullptr);
   }
 }
 
-uint32_t& EvalState::depth() { return threaded_ ? slots_[tSlot].callDepth : callDepth; }
-
-Value* EvalState::allocValueThreaded() {
+Value* EvalHeap::allocValueThreaded() {
   if (!collect_) {
-    std::lock_guard<std::mutex> lock(sharedMutex);
-    return permanent.make<Value>();
+    std::lock_guard<std::mutex> lock(sharedMutex_);
+    return permanent_.make<Value>();
   }
-  return new (takeSlot(slots_[tSlot].blocks[kValueStream], sizeof(Value), kValuesPerBlock)) Value();
+  return new (takeSlot(threads_[tSlot].blocks[kValueStream], sizeof(Value), kValuesPerBlock))
+      Value();
 }
 
-uint32_t EvalState::threadSlot() { return tSlot; }
-
-void* EvalState::allocSizedThreaded(size_t size) {
+void* EvalHeap::allocSizedThreaded(size_t size) {
   // As GC_MALLOC(size) sizes it: room for the collector's extra byte, so a
   // pointer just past the last byte asked for (a loop's end pointer, kept
   // in a register) still points into the object and keeps it alive. Sizes
@@ -156,7 +140,7 @@ void* EvalState::allocSizedThreaded(size_t size) {
   // two threads and frequent collections).
   const size_t extra = GC_get_all_interior_pointers() ? 1 : 0;
   const size_t steps = std::max<size_t>(1, (size + extra + kSizedStep - 1) / kSizedStep);
-  return takeFromMany(slots_[tSlot].sized[steps], manyRequestFor(steps * kSizedStep));
+  return takeFromMany(threads_[tSlot].sized[steps], manyRequestFor(steps * kSizedStep));
 }
 
 // Claims the thunk (CAS to a blackhole owned by this thread), evaluates it
@@ -170,7 +154,8 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
     if (type == VType::kBlackhole) {
       if ((st >> 8) == me || me == 0)
         throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
-      waitForThunk(v, pos);
+      if (!threads().waitFor(v))
+        throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
       continue;
     }
     if (!claimValue(v, st, makeValueState(VType::kBlackhole, static_cast<uint8_t>(me))))
@@ -184,7 +169,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
       forceValue(tmp, pos);  // a result is never a thunk
     } catch (...) {
       publishValueState(v, makeValueState(type));
-      wakeWaiters(v);
+      threads().wake(v);
       throw;
     }
     // Payload first, then the state word (release).
@@ -192,17 +177,17 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
                 sizeof(Value) - 8);
     static_assert(offsetof(Value, integer) == 8 && sizeof(Value) == 24);
     publishValueState(v, makeValueState(tmp.type));
-    wakeWaiters(v);
+    threads().wake(v);
     return;
   }
 }
 
 // Whether the waits starting at `owner` lead back to `me`: thread `owner`
 // waits for a value owned by another, and so on.
-bool EvalState::waitCycle(uint32_t me, uint8_t owner) {
+bool ThreadSlots::waitCycle(uint32_t me, uint8_t owner) const {
   for (uint32_t steps = 0; owner != 0 && steps <= kMaxThreads; ++steps) {
     if (owner == me) return true;
-    Value* w = slots_[owner].waitingFor.load();
+    const Value* w = slots_[owner].waitingFor.load();
     if (!w) return false;
     uint16_t st = valueState(*w);
     if (static_cast<VType>(st & 0xff) != VType::kBlackhole) return false;
@@ -216,35 +201,35 @@ bool EvalState::waitCycle(uint32_t me, uint8_t owner) {
 // reads what each thread waits for. So either the waiter sees the result or
 // the publisher sees the waiter, and then notifies it under the waiter's
 // mutex, which the waiter holds from its last check until it sleeps.
-void EvalState::wakeWaiters(const Value& v) {
+void ThreadSlots::wake(const Value& v) {
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the publish before the loads
   if (waiters_.load(std::memory_order_relaxed) == 0) return;
   for (uint32_t i = 1; i <= slotsInUse_; ++i) {
-    ThreadSlot& s = slots_[i];
+    Slot& s = slots_[i];
     if (s.waitingFor.load(std::memory_order_relaxed) != &v) continue;
     std::lock_guard<std::mutex> lock(s.waitMutex);
     s.waitCv.notify_one();
   }
 }
 
-void EvalState::waitForThunk(Value& v, PosIdx pos) {
+bool ThreadSlots::waitFor(const Value& v) {
   const uint32_t me = tSlot;
-  ThreadSlot& slot = slots_[me];
+  Slot& slot = slots_[me];
   slot.waitingFor.store(&v);
   waiters_.fetch_add(1);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the stores before the state's load
   struct Clear {
-    EvalState& st;
-    ThreadSlot& s;
+    std::atomic<uint32_t>& waiters;
+    Slot& s;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     ~Clear() {
-      st.waiters_.fetch_sub(1);
+      waiters.fetch_sub(1);
       s.waitingFor.store(nullptr);
       tWaitNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - start)
                         .count();
     }
-  } clear{*this, slot};
+  } clear{waiters_, slot};
   auto published = [&] {
     return static_cast<VType>(valueState(v) & 0xff) != VType::kBlackhole;
   };
@@ -252,14 +237,14 @@ void EvalState::waitForThunk(Value& v, PosIdx pos) {
   while (!published()) {
     // A cycle read while the chain moves can be momentary; a real one stays.
     if (waitCycle(me, static_cast<uint8_t>(valueState(v) >> 8))) {
-      if (++cycleSeen >= 3)
-        throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
+      if (++cycleSeen >= 3) return false;
     } else {
       cycleSeen = 0;
     }
     std::unique_lock<std::mutex> lock(slot.waitMutex);
     slot.waitCv.wait_for(lock, std::chrono::milliseconds(cycleSeen ? 5 : 50), published);
   }
+  return true;
 }
 
 }  // namespace kiln::eval

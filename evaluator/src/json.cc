@@ -93,15 +93,15 @@ static void fromJson(EvalState& st, const nlohmann::json& j, Value& v) {
       st.mkList(v, j.size());
       size_t i = 0;
       for (auto& e : j) {
-        v.list.elems[i] = st.allocValue();
+        v.list.elems[i] = st.heap().allocValue();
         fromJson(st, e, *v.list.elems[i++]);
       }
       break;
     }
     case nlohmann::json::value_t::object: {
-      Bindings* b = st.allocBindings(j.size());
+      Bindings* b = st.heap().allocBindings(j.size());
       for (auto& [k, e] : j.items()) {
-        Value* x = st.allocValue();
+        Value* x = st.heap().allocValue();
         fromJson(st, e, *x);
         Symbol s = st.sym(k);
         if (!b->find(s)) {

@@ -2,6 +2,7 @@
 // docs/evaluator.md, "Layered sets").
 #include <algorithm>
 
+#include "eval_parts.h"
 #include "kiln/evaluator/eval_state.h"
 
 namespace kiln::eval {
@@ -64,9 +65,9 @@ uint32_t countHidden(const Bindings& b, const Bindings& base) {
 template <class J>
 Bindings* layer(EvalState& st, const Bindings& base, const Attr* lo,
                 const Attr* loe, J r, J re, uint32_t rSize) {
-  Bindings* b = st.allocBindings(static_cast<uint32_t>(loe - lo) + rSize, true);
+  Bindings* b = st.heap().allocBindings(static_cast<uint32_t>(loe - lo) + rSize, true);
   b->size = mergeInto(lo, loe, r, re, b->own);
-  st.trimBindings(b);  // capacity = own count
+  st.heap().trimBindings(b);  // capacity = own count
   b->setBase(&base);
   b->size = base.size + b->capacity() - countHidden(*b, base);
   return b;
@@ -89,11 +90,11 @@ Bindings* update(EvalState& st, const Bindings& left, J r, J re,
     return layer(st, *leftBase, left.ownBegin(), left.ownEnd(), r, re, rSize);
   if (newLayer)
     return layer(st, left, left.ownBegin(), left.ownBegin(), r, re, rSize);
-  Bindings* b = st.allocBindings(left.size + rSize);
+  Bindings* b = st.heap().allocBindings(left.size + rSize);
   b->size = leftBase
                 ? mergeInto(left.begin(), left.end(), r, re, b->own)
                 : mergeInto(left.ownBegin(), left.ownEnd(), r, re, b->own);
-  st.trimBindings(b);  // names both sides have were counted twice
+  st.heap().trimBindings(b);  // names both sides have were counted twice
   return b;
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/stream.h"
 #include "kiln/store/nar.h"

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <ostream>
 
+#include "eval_parts.h"
 #include "corepkgs.h"
 #include "kiln/common/file.h"
 #include "kiln/evaluator/eval_state.h"
@@ -50,7 +51,7 @@ struct ExprRefused : Expr {
 void EvalState::mkRefused(Value& v, std::string message) {
   auto* e = arena.make<ExprRefused>();
   e->message = std::move(message);
-  v.mkThunk(&allocEnv(0), e);  // needs no variables (baseEnv may not exist yet)
+  v.mkThunk(&heap().allocEnv(0), e);  // needs no variables (baseEnv may not exist yet)
 }
 
 void EvalState::initAllowedPaths() {

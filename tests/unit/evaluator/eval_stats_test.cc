@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "eval_parts.h"
 #include "eval_test_util.h"
 
 namespace kiln::eval {
@@ -20,8 +21,8 @@ class EvalStatsTest : public ::testing::Test {
 
 TEST_F(EvalStatsTest, CountsAllocationsByKindAndSize) {
   EvalState st;
-  ASSERT_NE(st.allocationCounts(), nullptr);
-  AllocCounts before = *st.allocationCounts();
+  ASSERT_NE(st.heap().counts(), nullptr);
+  AllocCounts before = *st.heap().counts();
   // 2,000 calls of a one-argument lambda (one-variable envs), a set of
   // 100 attributes, a list of 2,000 elements and 2,000 empty lists made
   // at run time.
@@ -34,7 +35,7 @@ TEST_F(EvalStatsTest, CountsAllocationsByKindAndSize) {
       + builtins.length (builtins.concatLists es)
       + builtins.foldl' (a: b: a + b) 0 xs)"),
             "2001100");
-  const AllocCounts& a = *st.allocationCounts();
+  const AllocCounts& a = *st.heap().counts();
   EXPECT_GE(a.envsBySize[1] - before.envsBySize[1], 2000u);
   EXPECT_GE(a.bindingsBySize[8] - before.bindingsBySize[8],
             1u);                                            // 65+ attributes
@@ -75,7 +76,7 @@ TEST(EvalStatsOff, NothingIsCountedWithoutTheVariable) {
   unsetenv("KILN_EVAL_STATS");
   EXPECT_FALSE(evalStatsRequested());
   EvalState st;
-  EXPECT_EQ(st.allocationCounts(), nullptr);
+  EXPECT_EQ(st.heap().counts(), nullptr);
 }
 
 }  // namespace

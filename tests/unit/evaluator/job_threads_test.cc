@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "eval_parts.h"
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/evaluator/job_threads.h"
 #include "kiln/evaluator/jobs.h"
@@ -89,7 +90,7 @@ TEST(JobThreads, ThreadedObjectsKeepTheByteAfterTheirEnd) {
     st.beginThreads(1);
     EvalState::enterThread(1);
     for (size_t n = 1; n <= 300; ++n) {
-      Value** list = st.allocList(n);
+      Value** list = st.heap().allocList(n);
       const size_t asked = n * sizeof(Value*);
       EXPECT_GE(GC_size(list), asked + (GC_get_all_interior_pointers() ? 1 : 0)) << n;
       // No more than GC_MALLOC takes (GC_malloc_many rounds the last
@@ -106,7 +107,7 @@ size_t allocateUntil(EvalState& st, size_t limit, Done done) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   size_t allocated = 0;
   while (allocated < limit && !done() && std::chrono::steady_clock::now() < deadline) {
-    for (int i = 0; i < 64; ++i) st.allocList(250);
+    for (int i = 0; i < 64; ++i) st.heap().allocList(250);
     allocated += 64 * 250 * sizeof(Value*);
   }
   return allocated;
@@ -124,7 +125,7 @@ bool fillHeapEarlyInACycle(EvalState& st, Value** volatile& chain) {
     // The warmer grows the heap only while a collection is 80 MiB or more away.
     if (free < (size_t{12} << 20) && since + (size_t{96} << 20) < GC_get_min_bytes_allocd())
       return true;
-    Value** list = st.allocList(250);
+    Value** list = st.heap().allocList(250);
     list[0] = reinterpret_cast<Value*>(chain);
     chain = list;
   }

@@ -24,7 +24,7 @@ class LocalStoreWriterTest : public ::testing::Test {
     s.storeDir = storeDir_.dir();
     return s;
   }()};
-  void SetUp() override { st_.storeWriter = &writer_; }
+  void SetUp() override { st_.setStoreWriter(&writer_); }
 };
 
 TEST_F(LocalStoreWriterTest, CommitsFullBatchesAndKeepsTheRestQueued) {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "kiln/evaluator/eval_state.h"
+#include "kiln/evaluator/store_writer.h"
 
 namespace kiln::eval {
 

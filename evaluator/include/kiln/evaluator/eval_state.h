@@ -5,33 +5,31 @@
 /// time, except between beginThreads and endThreads (threaded evaluation,
 /// docs/evaluator.md), when up to kMaxThreads threads may evaluate.
 
-#include <array>
-#include <atomic>
-#include <condition_variable>
-#include <cstring>
+#include <cstddef>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/evaluator/arena.h"
 #include "kiln/evaluator/ast.h"
 #include "kiln/evaluator/eval_error.h"
+#include "kiln/evaluator/store_writer.h"
 #include "kiln/evaluator/value.h"
-
-namespace kiln::store {
-class DrvHashCache;
-}  // namespace kiln::store
 
 namespace kiln::eval {
 
 struct AllocCounts;
+class EvalHeap;
+class ThreadSlots;
+class FileCache;
+class BuiltinTable;
+class EvalStoreWriter;
+class EvalParts;
 
 /// Settings an evaluation runs with.
 struct EvalSettings {
@@ -94,62 +92,12 @@ class ContextUnion {
   void add(const Context& ctx);
   bool empty() const { return !single_ && set_.empty(); }
   /// The union as a NULL-terminated array: the one array added, or a new
-  /// one from `state` (EvalState::allocContext); nullptr when empty.
+  /// one from `state`'s heap (EvalHeap::allocContext); nullptr when empty.
   const char** result(EvalState& state) const;
 
  private:
   const char** single_ = nullptr;
   Context set_;
-};
-
-/// Decides whether an entry below a source tree is copied (filterSource,
-/// builtins.path's `filter`): its full path and type ("regular",
-/// "directory", "symlink" or "unknown"). Empty: everything is copied.
-using PathFilter = std::function<bool(const std::string& path, const char* type)>;
-
-/// Adapts `filter` to the NAR writer's path-only filter (store::NarPathFilter)
-/// by lstat-ing each entry for its type; empty stays empty.
-std::function<bool(const std::string&)> narFilterOf(const PathFilter& filter);
-
-/// Receives the store objects an evaluation produces: derivations, toFile
-/// texts and source paths. Paths are full logical paths, already computed
-/// by the evaluator; an implementation writes them somewhere (a plain
-/// directory, kiln's LocalStore) and throws Error when it cannot, or when
-/// what it would write gets a different path (the source changed).
-/// Without a writer (EvalState::storeWriter null) nothing is written.
-class StoreWriter {
- public:
-  virtual ~StoreWriter() = default;
-  /// Adds a `text` object (builtins.toFile) referring to `references`.
-  virtual void addText(const std::string& path, const std::string& contents,
-                       const std::set<std::string>& references) = 0;
-  /// Adds a derivation: its ATerm `contents`, `references` (input .drv files
-  /// and input sources) and `outputs` (output name → path, for outputs whose
-  /// path is known).
-  virtual void addDerivation(const std::string& path, const std::string& contents,
-                             const std::set<std::string>& references,
-                             const std::map<std::string, std::string>& outputs) = 0;
-  /// Copies the file or tree `fsPath` as `path`: recursively (NAR, only
-  /// entries `filter` accepts) or, if not `recursive`, a single regular
-  /// file addressed by the sha256 of its contents.
-  virtual void addSource(const std::string& path, const std::string& fsPath,
-                         const PathFilter& filter, bool recursive) = 0;
-  /// Tells the writer where the evaluator memoises the hashes of the
-  /// derivations it made (their outputs computed by it:
-  /// DrvHashCache::outputsChecked), so a store that checks each `.drv`'s
-  /// outputs need not recompute them. `hashes` outlives the evaluation's
-  /// adds; nullptr forgets it. Default: ignored.
-  virtual void useDerivationHashes(const store::DrvHashCache* hashes) { (void)hashes; }
-  /// Makes everything added so far durable and present at its path (a
-  /// writer may queue adds and write them in batches). The evaluator calls
-  /// it before it reads a path inside the store directory; the caller at
-  /// the end of the evaluation. Throws Error when writing fails.
-  virtual void flush() {}
-};
-
-/// Per-evaluation state a builtin family keeps (e.g. derivations made so far).
-struct BuiltinState {
-  virtual ~BuiltinState() = default;
 };
 
 class EvalState {
@@ -158,6 +106,19 @@ class EvalState {
   ~EvalState();
   EvalState(const EvalState&) = delete;
   EvalState& operator=(const EvalState&) = delete;
+
+  // ---- the evaluator's parts (evaluator-internal: each defined in its
+  // header under evaluator/src/, reached inline through eval_parts.h) ----
+  /// Allocation of values, environments, sets, lists, strings (eval_heap.h).
+  inline EvalHeap& heap();
+  /// The slots of the threads that evaluate (thread_slots.h).
+  inline ThreadSlots& threads();
+  /// Imported files and copied sources (file_cache.h).
+  inline FileCache& files();
+  /// Where store objects go, locked while threaded (eval_store_writer.h).
+  inline EvalStoreWriter& writer();
+  /// The builtins and the base environment (builtin_table.h).
+  inline BuiltinTable& builtins();
 
   /// AST nodes, strings, contexts: memory the garbage collector does not
   /// scan (nothing in it points to collectable memory).
@@ -168,7 +129,11 @@ class EvalState {
   SymbolTable symbols;
   PosTable positions;
   const EvalSettings settings;
-  StoreWriter* storeWriter = nullptr;
+  /// Writes the store objects the evaluation makes to `writer` (not owned;
+  /// nullptr, the default: nothing is written). Not while threaded.
+  void setStoreWriter(StoreWriter* writer);
+  /// The writer set, or nullptr.
+  StoreWriter* storeWriter();
 
   // ---- parsing ----
   /// Parses `text`; relative paths resolve against `basePath`.
@@ -182,6 +147,9 @@ class EvalState {
   // ---- evaluation ----
   /// Evaluates `e` in the base environment.
   void eval(Expr* e, Value& v);
+  /// Makes `v` a thunk of `e` in the base environment (evaluated when
+  /// forced: a lazy `--arg`).
+  void mkThunk(Value& v, Expr* e);
   /// Evaluates a file, caching the result per resolved path (import).
   void evalFile(const std::string& path, Value& v);
   /// Evaluates a thunk or application in place; values are forced once
@@ -200,17 +168,12 @@ class EvalState {
   /// Switches to threaded evaluation: from now until endThreads, threads
   /// that called enterThread(1..threads) may evaluate concurrently (each
   /// slot used by one thread at a time). Call with no evaluation running;
-  /// wraps storeWriter in a lock.
+  /// wraps the store writer in a lock.
   void beginThreads(uint32_t threads = kMaxThreads);
   /// Back to one thread: every evaluating thread has left.
   void endThreads();
   /// Makes the calling thread evaluate as `slot` (1..kMaxThreads).
   static void enterThread(uint32_t slot);
-  /// Whether threaded evaluation is on.
-  bool threaded() const { return threaded_; }
-  /// Held by the derivation family and other builtins while they touch
-  /// state shared by threads (never while evaluating).
-  std::mutex sharedMutex;
   /// Forces every reachable value (for --strict / deepSeq).
   void forceValueDeep(Value& v);
   int64_t forceInt(Value& v, PosIdx pos);
@@ -250,75 +213,23 @@ class EvalState {
   /// Compares for sort/lessThan; throws for incomparable types.
   bool lessThan(Value& a, Value& b, PosIdx pos);
 
-  // ---- allocation ----
-  // Values, environments, attribute sets and lists made while evaluating
-  // are collectable (Boehm GC): they live as long as something the
-  // collector scans points to them — a stack, the arena, a collectable
-  // object, this EvalState, a Traced container (gc_support.h). What the
-  // constructor makes (builtins, the base environment) and what
-  // allocPermanentValue makes lives in the arena, as long as the state.
-  // Strings and context arrays made while evaluating are collectable too
-  // (allocString, allocContext: atomic objects, which the collector does
-  // not scan); the strings a context array lists (store paths) and the
-  // literal strings of the AST live in the arena (docs/evaluator.md,
-  // "Garbage collection").
-  Value* allocValue() {
-    SlotBlocks& b = blocks_[kValueStream];
-    if (__builtin_expect(b.next != b.end, 1)) {
-      Value* v = new (b.next) Value();
-      b.next += sizeof(Value);
-      return v;
-    }
-    return allocValueSlow();
-  }
-  /// Runs `fn` with the lock of the state's caches held when threaded.
-  template <class F>
-  auto withSharedLock(F&& fn) {
-    if (!threaded_) return fn();
-    std::lock_guard<std::mutex> lock(sharedMutex);
-    return fn();
-  }
-  /// A value that lives as long as this state (for caches held in memory
-  /// the collector does not scan).
-  Value* allocPermanentValue() { return permanent.make<Value>(); }
-  Env& allocEnv(uint32_t size);
-  /// A set with room for `capacity` own attributes; `layered`: also for
-  /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.
-  Bindings* allocBindings(uint32_t capacity, bool layered = false);
-  /// Lowers the capacity of `b`, the last thing allocated, to its size,
-  /// giving the rest back to the arena (a set made at an upper bound; a
-  /// collectable set keeps its tail until it is collected).
-  void trimBindings(Bindings* b);
-  Value** allocList(size_t n);
+  // ---- allocation (EvalHeap, evaluator/src/eval_heap.h) ----
+  /// A new value, for callers outside the evaluator (the evaluator's own
+  /// code allocates through heap(), inline).
+  Value* allocValue();
+  /// A set with room for `capacity` attributes, for callers outside the
+  /// evaluator (as allocValue).
+  Bindings* allocBindings(uint32_t capacity);
   /// `left // right`, the right side's attributes winning. A layered set
   /// (value.h) on left's base when the result's own attributes would be
   /// few next to the base's, else a flat copy (layered_bindings.cc).
   Bindings* updateBindings(const Bindings& left, const Bindings& right);
   /// The same with the right side an array sorted by name, names distinct.
   Bindings* updateBindings(const Bindings& left, const Attr* right, const Attr* rightEnd);
-  /// Collectable allocations by kind, or nullptr when not counted
-  /// (counted only with KILN_EVAL_STATS set: eval_stats.h).
-  const AllocCounts* allocationCounts() const { return counts_.get(); }
-  void mkList(Value& v, size_t n) { v.mkList(n, allocList(n)); }
+  /// Makes `v` a list of `n` (unset) elements.
+  inline void mkList(Value& v, size_t n);
+  /// Makes `v` a string: a collectable copy of `s` with `ctx`.
   void mkString(Value& v, std::string_view s, const Context& ctx = {});
-  /// Room for a string of `len` bytes and its NUL (written by the caller):
-  /// collectable once the constructor is done (an atomic object, alive
-  /// while a value, a scanned object or a stack points into it), else in
-  /// the arena. Anything that keeps a view of such a string where the
-  /// collector does not look must copy it (or keep the value reachable).
-  char* allocString(size_t len);
-  /// A collectable NUL-terminated copy of `s` (allocString).
-  const char* copyString(std::string_view s) {
-    char* p = allocString(s.size());
-    std::memcpy(p, s.data(), s.size());
-    p[s.size()] = 0;
-    return p;
-  }
-  /// A zeroed context array of `n` entries and the terminating nullptr,
-  /// collectable as allocString's strings: its entries must be strings
-  /// that live as long as the state (arena copies: addContext), which it
-  /// does not keep alive.
-  const char** allocContext(size_t n);
   void mkPath(Value& v, std::string_view p) { v.mkPath(arena.copyString(p)); }
   /// Builds an attribute set from `attrs`, sorting it.
   void mkAttrs(Value& v, Bindings* b) {
@@ -338,12 +249,7 @@ class EvalState {
   /// Attributes of a set sorted by name (the order Nix shows them in).
   std::vector<const Attr*> sortedByName(const Bindings* b) const;
 
-  // ---- builtins ----
-  /// Registers a builtin; names starting with "__" appear without the
-  /// prefix in `builtins`; `global` ones are also visible at top level.
-  void addPrimOp(const char* name, uint32_t arity, PrimOpFn fn);
-  void addConstant(const std::string& name, Value* v);
-  Value* lookupBuiltin(std::string_view name);
+  // ---- the search path ----
   /// The search path as {prefix, path} pairs.
   std::vector<std::pair<std::string, std::string>> searchPathEntries;
   std::string findFile(std::string_view path, PosIdx pos);
@@ -377,25 +283,6 @@ class EvalState {
 
   Value vEmptyAttrs;
   Value vTrue, vFalse, vNull;
-  uint32_t callDepth = 0;
-  /// Imported files' values by path, in shards by the path's hash, each
-  /// with its own lock (used only while threaded): threads import
-  /// thousands of files at once, and one lock around one map was the most
-  /// contended of threaded evaluation's own. Keys are views of the files'
-  /// origin paths in `positions` (which stay put): no second copy of each
-  /// path.
-  struct alignas(64) FileCacheShard {
-    std::mutex mu;
-    std::unordered_map<std::string_view, Value*> files;
-  };
-  static constexpr size_t kFileCacheShards = 16;
-  std::array<FileCacheShard, kFileCacheShards> fileCache;
-  std::map<std::string, std::string> srcToStore;
-  Env* baseEnv = nullptr;
-  StaticEnv staticBaseEnv;
-  Value* vBuiltins = nullptr;
-  /// The derivation family's state (created on first use).
-  std::unique_ptr<BuiltinState> derivationState;
 
  private:
   void createBaseEnv();
@@ -405,99 +292,25 @@ class EvalState {
   bool isAllowed(const std::string& path) const;
   std::vector<std::string> allowedPaths_;
   std::set<std::string> missingEntriesWarned_;  ///< search path entries warned about
-  Value* allocValueSlow();
-  Value* allocValueThreaded();
-  /// Threaded evaluation's collectable memory of up to kSizedMax bytes,
-  /// from this thread's own lists (GC_malloc_many fills one per size in
-  /// 16-byte steps, a heap block's worth at a time, behind the collector
-  /// gate of gc_support.h, as every other refill of threaded evaluation).
-  /// libgc keeps per-thread lists only up to 384 bytes, and refills them
-  /// under its lock alone, where contending threads slept.
-  void* allocSizedThreaded(size_t size);
-  static constexpr size_t kSizedMax = 2048, kSizedStep = 16;
   void forceThunkThreaded(Value& v, PosIdx pos);
-  /// Waits until `v` (claimed by another thread) is no longer a
-  /// blackhole; throws InfiniteRecursionError when the threads' waits form
-  /// a cycle.
-  void waitForThunk(Value& v, PosIdx pos);
-  bool waitCycle(uint32_t me, uint8_t owner);
-  /// Wakes the threads waiting for `v`, which was just published or put
-  /// back (only theirs: a thread's wait is not woken by other thunks).
-  void wakeWaiters(const Value& v);
-  uint32_t& depth();
-  /// This thread's slot (0 outside threaded evaluation).
-  static uint32_t threadSlot();
-  /// A stream of fixed-size slots carved from collectable blocks (one
-  /// object each, from GC_malloc_many): values, and one-variable
-  /// environments (16 bytes, seven to a block), which come
-  /// from blocks of their own: an environment sharing a block with newer
-  /// values would keep what it refers to alive through them (a `foldl'`
-  /// loop's every accumulator). A block lives while any slot is reachable.
-  struct SlotBlocks {
-    char* next = nullptr;  // in the current block
-    char* end = nullptr;
-    void* freeBlocks = nullptr;  // from GC_malloc_many, linked by first word
-  };
-  static constexpr size_t kValueStream = 0, kEnvStream = 1, kStreams = 2;
-  /// A zeroed slot of `slot` bytes from `s`, refilled `perBlock` at a time.
-  static void* takeSlot(SlotBlocks& s, size_t slot, size_t perBlock);
-  /// One evaluating thread's own allocation state and call depth (slot 0:
-  /// the state's own thread outside threaded evaluation). In this object,
-  /// which the collector scans, so a thread's current block stays alive.
-  struct alignas(64) ThreadSlot {  // no cache line shared by two threads' slots
-    SlotBlocks blocks[kStreams];  // values, environments
-    uint32_t callDepth = 0;
-    void* sized[kSizedMax / kSizedStep + 2] = {};  // allocSizedThreaded's lists, by granules
-    std::atomic<Value*> waitingFor{nullptr};
-    std::mutex waitMutex;  // with waitCv: this thread's wait for waitingFor
-    std::condition_variable waitCv;
-  };
-  ThreadSlot slots_[kMaxThreads + 1];
-  uint32_t slotsInUse_ = 0;  // slots 1..slotsInUse_ may evaluate
-  bool threaded_ = false;
-  std::unique_ptr<StoreWriter> lockedWriter_;
-  StoreWriter* plainWriter_ = nullptr;
-  std::atomic<uint32_t> waiters_{0};  // threads in waitForThunk
-  std::mutex cacheMutex_;          // srcToStore, missingEntriesWarned_
+  std::mutex warnedMutex_;         // missingEntriesWarned_
   mutable std::mutex pathsMutex_;  // allowedPaths_
   /// A lock on `m` when threaded, none otherwise.
-  std::unique_lock<std::mutex> lockIfThreaded(std::mutex& m) const {
-    return threaded_ ? std::unique_lock<std::mutex>(m) : std::unique_lock<std::mutex>();
-  }
-  /// Raw zeroed memory: collectable once the constructor is done, else
-  /// from the arena.
-  void* allocMemory(size_t size, size_t align);
-  /// Collectable memory the collector does not scan (uninitialised).
-  void* allocAtomic(size_t bytes);
-  bool collect_ = false;          // the constructor is done
-  std::unique_ptr<AllocCounts> counts_;  // KILN_EVAL_STATS only
-  /// Adds one allocation of `bytes` (`n` slots) to `count`, `total` and
-  /// `bySize` (when counting).
-  void countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total, uint64_t bytes);
+  inline std::unique_lock<std::mutex> lockIfThreaded(std::mutex& m) const;
   bool registeredThread_ = false;  // the constructor registered its thread
-  // Values are handed out from collectable blocks of kValuesPerBlock:
-  // alone, a 24-byte value takes a 32-byte granule (the collector adds a
-  // byte to each object for interior pointers); three share an 80-byte
-  // object. A block lives while any of its values does, and so does
-  // everything its dead values point to: gen-pkgset 50,000 peaks at
-  // 882 MB with blocks of two, 852 with three, 884 with four and 889 with
-  // five (docs/evaluator.md). Threaded evaluation: each thread's own
-  // (ThreadSlot), these stay empty.
-  static constexpr size_t kValuesPerBlock = 3;
-  SlotBlocks blocks_[kStreams];
-  static constexpr size_t kEnvSlot = sizeof(Env) + sizeof(Value*);
-  static constexpr size_t kEnvsPerBlock = 7;
-  /// A zeroed one-variable environment's memory from the env blocks
-  /// (this thread's, in threaded evaluation).
-  void* allocEnvSlot();
   /// Parses and binds `text`; with `originPath`, also gives the path as
   /// kept in `positions` (valid as long as the state).
   Expr* parse(std::string text, const std::string& path, const std::string& basePath,
               const StaticEnv& env, std::string_view* originPath = nullptr);
   /// parseExprFromFile for a resolved `file`, giving its origin path.
   Expr* parseFile(const std::string& file, std::string_view* originPath);
-  std::vector<std::pair<Symbol, Value*>> globals_;
-  std::vector<std::pair<Symbol, Value*>> builtinAttrs_;
+  /// The parts themselves (EvalParts, evaluator/src/eval_parts.h), stored
+  /// in the state so that reaching one costs no pointer load: the
+  /// evaluator's hot paths (allocValue, a thread's slot) are an offset
+  /// from the state. eval_parts.h checks that EvalParts fits.
+  static constexpr size_t kPartsBytes = 82 * 1024;
+  alignas(64) unsigned char parts_[kPartsBytes];
+  friend class EvalParts;
 };
 
 /// Initialises the garbage collector, once per process. Must first run on

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "kiln/evaluator/eval_state.h"
+#include "kiln/evaluator/store_writer.h"
 #include "kiln/store/local_store.h"
 
 namespace kiln::eval {

@@ -1,0 +1,142 @@
+// EvalHeap: allocation of an EvalState's values, environments, sets,
+// lists, strings and context arrays (threaded evaluation's own lists:
+// eval_threads.cc).
+#include "eval_heap.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "eval_parts.h"
+#include "gc_support.h"
+#include "kiln/evaluator/eval_stats.h"
+
+namespace kiln::eval {
+
+EvalHeap::EvalHeap(Arena& arena, Arena& permanent, std::mutex& sharedMutex)
+    : arena_(arena), permanent_(permanent), sharedMutex_(sharedMutex) {
+  if (evalStatsRequested()) counts_ = std::make_unique<AllocCounts>();
+}
+
+EvalHeap::~EvalHeap() {
+  for (SlotBlocks& b : blocks_) b = SlotBlocks();
+}
+
+void EvalHeap::startCollecting() {
+  // KILN_NO_GC=1: nothing is collected (to measure what collection costs).
+  collect_ = !std::getenv("KILN_NO_GC");
+  if (!collect_) GC_disable();
+  interiorPointers_ = GC_get_all_interior_pointers() != 0;
+}
+
+void EvalHeap::countParseBytes(uint64_t bytes) {
+  if (counts_) __atomic_fetch_add(&counts_->parseArenaBytes, bytes, __ATOMIC_RELAXED);
+}
+
+void* EvalHeap::allocMemory(size_t size, size_t align) {
+  if (!collect_) {
+    void* p = permanent_.allocate(size, align);
+    std::memset(p, 0, size);
+    return p;
+  }
+  if (threaded_) {
+    if (size <= kSizedMax) return allocSizedThreaded(size);
+    void* p = withCollectorGate([&] { return GC_MALLOC(size); });  // zeroed
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void* p = GC_MALLOC(size);  // zeroed
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void EvalHeap::countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total,
+                           uint64_t bytes) {
+  if (__builtin_expect(!counts_, 1)) return;
+  if (bySize) __atomic_fetch_add(&bySize[AllocCounts::sizeBucket(n)], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&count, 1, __ATOMIC_RELAXED);  // threads may count at once
+  __atomic_fetch_add(&total, bytes, __ATOMIC_RELAXED);
+}
+
+Value* EvalHeap::allocValueSlow() {
+  if (threaded_) return allocValueThreaded();
+  if (!collect_) return permanent_.make<Value>();
+  if (counts_)  // the fast path found the block empty: a new one is taken
+    countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes,
+               sizeof(Value) * kValuesPerBlock);
+  static_assert(sizeof(Value) * kValuesPerBlock % 16 != 0);  // the collector's byte fits
+  return new (takeSlot(blocks_[kValueStream], sizeof(Value), kValuesPerBlock)) Value();
+}
+
+void* EvalHeap::allocEnvSlot() {
+  return takeSlot(
+      threaded_ ? threads_[ThreadSlots::current()].blocks[kEnvStream] : blocks_[kEnvStream],
+      kEnvSlot, kEnvsPerBlock);
+}
+
+void* EvalHeap::takeSlot(SlotBlocks& s, size_t slot, size_t perBlock) {
+  if (s.next == s.end) {
+    s.next = static_cast<char*>(takeFromMany(s.freeBlocks, slot * perBlock));
+    s.end = s.next + slot * perBlock;
+  }
+  void* p = s.next;
+  s.next += slot;
+  return p;
+}
+
+// A set's bytes: the header, `n` attributes, and a layer's base pointer.
+static size_t bindingsBytes(uint32_t n, bool layered) {
+  static_assert(sizeof(Bindings) == 8 && alignof(Bindings) == alignof(Attr));
+  return sizeof(Bindings) + sizeof(Attr) * n + (layered ? sizeof(Bindings*) : 0);
+}
+
+Bindings* EvalHeap::allocBindings(uint32_t capacity, bool layered) {
+  if (capacity >= (1u << 31)) throw EvalError("attribute set too large");
+  const size_t bytes = bindingsBytes(capacity, layered);
+  if (counts_)
+    countAlloc(counts_->bindingsBySize, capacity, counts_->bindings, counts_->bindingsBytes, bytes);
+  Bindings* b = new (allocMemory(bytes, alignof(Bindings))) Bindings();
+  b->setCapacity(capacity);
+  if (layered) b->setLayered();
+  return b;
+}
+
+void EvalHeap::trimBindings(Bindings* b) {
+  if (!collect_)
+    permanent_.shrinkLast(b, bindingsBytes(b->capacity(), b->layered()),
+                         bindingsBytes(b->size, b->layered()));
+  b->setCapacity(b->size);
+}
+
+Value** EvalHeap::allocList(size_t n) {
+  if (counts_)
+    countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes, sizeof(Value*) * n);
+  // Empty lists (a third of a package set's lists) share one array: nothing is ever stored in it.
+  static Value* noElems[1] = {nullptr};
+  if (n == 0) return noElems;
+  return static_cast<Value**>(allocMemory(sizeof(Value*) * n, alignof(Value*)));
+}
+
+const char** EvalHeap::allocContext(size_t n) {
+  const size_t bytes = sizeof(const char*) * (n + 1);
+  if (!collect_) return arena_.makeArray<const char*>(n + 1);
+  if (counts_) countAlloc(nullptr, 0, counts_->contexts, counts_->contextBytes, bytes);
+  // As a string's NUL: the terminating nullptr's last byte takes the byte
+  // the collector adds, so a one-entry array is one 16-byte granule.
+  void* p = allocAtomic(bytes - (GC_get_all_interior_pointers() ? 1 : 0));
+  std::memset(p, 0, bytes);
+  return static_cast<const char**>(p);
+}
+
+void* EvalHeap::allocAtomic(size_t bytes) {
+  // libgc's per-thread lists hold objects of up to 25 granules (with its
+  // extra byte); larger requests take its global lock.
+  constexpr size_t kThreadLocalMax = 25 * 16 - 1;
+  void* p = threaded_ && bytes > kThreadLocalMax
+                ? withCollectorGate([&] { return GC_MALLOC_ATOMIC(bytes); })
+                : GC_MALLOC_ATOMIC(bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace kiln::eval

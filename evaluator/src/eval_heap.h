@@ -1,0 +1,179 @@
+#pragma once
+// EvalState's heap: the collectable memory of values, environments,
+// attribute sets, lists, strings and context arrays made while evaluating
+// (Boehm GC), with each evaluating thread's own allocation lists.
+// Evaluator-internal: EvalState::heap() (docs/evaluator.md, "Garbage
+// collection"; docs/architecture.md, "The evaluator's parts").
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string_view>
+
+#include "kiln/evaluator/arena.h"
+#include "kiln/evaluator/eval_state.h"
+#include "kiln/evaluator/eval_stats.h"
+#include "kiln/evaluator/value.h"
+
+namespace kiln::eval {
+
+/// Allocation for one EvalState. What is made before startCollecting (the
+/// builtins, the base environment) lives in the state's arenas, as long as
+/// the state; afterwards values, environments, sets and lists are
+/// collectable (alive while something the collector scans points to them:
+/// a stack, the arena, a collectable object, the state), and strings and
+/// context arrays are collectable atomic objects. The strings a context
+/// array lists (store paths) and the literal strings of the AST live in
+/// the arena.
+class EvalHeap {
+ public:
+  /// Allocates from `arena` (unscanned) and `permanent` (scanned) until
+  /// startCollecting; `sharedMutex` guards `permanent` while threaded.
+  EvalHeap(Arena& arena, Arena& permanent, std::mutex& sharedMutex);
+  ~EvalHeap();
+  EvalHeap(const EvalHeap&) = delete;
+  EvalHeap& operator=(const EvalHeap&) = delete;
+
+  /// From now on, memory is collectable (unless KILN_NO_GC is set).
+  void startCollecting();
+  /// Threaded evaluation: each thread allocates from its own lists.
+  void beginThreads();
+  /// Back to one thread: the threads' lists are dropped.
+  void endThreads();
+
+  Value* allocValue() {
+    SlotBlocks& b = blocks_[kValueStream];
+    if (__builtin_expect(b.next != b.end, 1)) {
+      Value* v = new (b.next) Value();
+      b.next += sizeof(Value);
+      return v;
+    }
+    return allocValueSlow();
+  }
+  /// A value that lives as long as the state (for caches held in memory
+  /// the collector does not scan).
+  Value* allocPermanentValue() { return permanent_.make<Value>(); }
+  /// An environment of `size` variables (inline, as allocValue: one per
+  /// function call).
+  Env& allocEnv(uint32_t size) {
+    const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
+    if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
+    // An environment of one variable (a plain lambda's: most of them) takes
+    // 16 bytes in a block of seven (alone, a 32-byte granule).
+    static_assert(sizeof(Env) + sizeof(Value*) == kEnvSlot && alignof(Env) <= alignof(Value));
+    static_assert(kEnvSlot * kEnvsPerBlock < 128);  // one 128-byte object with the collector's byte
+    Env* e = new (size == 1 && collect_ ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
+    return *e;
+  }
+  /// A set with room for `capacity` own attributes; `layered`: also for
+  /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.
+  Bindings* allocBindings(uint32_t capacity, bool layered = false);
+  /// Lowers the capacity of `b`, the last thing allocated, to its size,
+  /// giving the rest back to the arena (a set made at an upper bound; a
+  /// collectable set keeps its tail until it is collected).
+  void trimBindings(Bindings* b);
+  Value** allocList(size_t n);
+  /// Room for a string of `len` bytes and its NUL (written by the caller):
+  /// collectable once collecting (an atomic object, alive while a value, a
+  /// scanned object or a stack points into it), else in the arena. Anything
+  /// that keeps a view of such a string where the collector does not look
+  /// must copy it (or keep the value reachable).
+  char* allocString(size_t len) {
+    // Strings hold no pointers, so they are atomic objects: the collector
+    // neither clears nor scans them. libgc's per-thread lists serve small
+    // ones; larger ones take its lock, behind the gate when threaded. The NUL
+    // goes in the byte the collector adds to every object (so that a pointer
+    // just past what was asked for still points into it): a pointer just past
+    // a string's characters points at its NUL, inside the object. With a byte
+    // of its own, one string in 16 took a 16-byte granule more.
+    if (!collect_) return static_cast<char*>(arena_.allocate(len + 1, 1));
+    const size_t ask = len + (interiorPointers_ ? 0 : 1);
+    if (counts_) countAlloc(nullptr, 0, counts_->strings, counts_->stringBytes, len + 1);
+    return static_cast<char*>(allocAtomic(ask ? ask : 1));
+  }
+  /// A collectable NUL-terminated copy of `s` (allocString).
+  const char* copyString(std::string_view s) {
+    char* p = allocString(s.size());
+    std::memcpy(p, s.data(), s.size());
+    p[s.size()] = 0;
+    return p;
+  }
+  /// A zeroed context array of `n` entries and the terminating nullptr,
+  /// collectable as allocString's strings: its entries must be strings
+  /// that live as long as the state (arena copies: EvalState::addContext),
+  /// which it does not keep alive.
+  const char** allocContext(size_t n);
+  /// Collectable allocations by kind, or nullptr when not counted
+  /// (counted only with KILN_EVAL_STATS set: eval_stats.h).
+  const AllocCounts* counts() const { return counts_.get(); }
+  /// Adds `bytes` of parsing to the counts (when counting).
+  void countParseBytes(uint64_t bytes);
+
+ private:
+  /// A stream of fixed-size slots carved from collectable blocks (one
+  /// object each, from GC_malloc_many): values, and one-variable
+  /// environments (16 bytes, seven to a block), which come from blocks of
+  /// their own: an environment sharing a block with newer values would
+  /// keep what it refers to alive through them (a `foldl'` loop's every
+  /// accumulator). A block lives while any slot is reachable.
+  struct SlotBlocks {
+    char* next = nullptr;  // in the current block
+    char* end = nullptr;
+    void* freeBlocks = nullptr;  // from GC_malloc_many, linked by first word
+  };
+  static constexpr size_t kValueStream = 0, kEnvStream = 1, kStreams = 2;
+  static constexpr size_t kSizedMax = 2048, kSizedStep = 16;
+  /// One evaluating thread's allocation lists (slot 0 unused). In this
+  /// object, which the collector scans (it lives in the EvalState), so a
+  /// thread's current block stays alive.
+  struct alignas(64) ThreadLists {  // no cache line shared by two threads' lists
+    SlotBlocks blocks[kStreams];    // values, environments
+    void* sized[kSizedMax / kSizedStep + 2] = {};  // allocSizedThreaded's lists, by granules
+  };
+  /// A zeroed slot of `slot` bytes from `s`, refilled `perBlock` at a time.
+  static void* takeSlot(SlotBlocks& s, size_t slot, size_t perBlock);
+  Value* allocValueSlow();
+  /// The calling thread's value (threaded evaluation: eval_threads.cc).
+  Value* allocValueThreaded();
+  /// Threaded evaluation's collectable memory of up to kSizedMax bytes,
+  /// from this thread's own lists (GC_malloc_many fills one per size in
+  /// 16-byte steps, a heap block's worth at a time, behind the collector
+  /// gate of gc_support.h, as every other refill of threaded evaluation).
+  /// libgc keeps per-thread lists only up to 384 bytes, and refills them
+  /// under its lock alone, where contending threads slept.
+  void* allocSizedThreaded(size_t size);
+  /// A zeroed one-variable environment's memory from the env blocks
+  /// (this thread's, in threaded evaluation).
+  void* allocEnvSlot();
+  /// Raw zeroed memory: collectable once collecting, else from the arena.
+  void* allocMemory(size_t size, size_t align);
+  /// Collectable memory the collector does not scan (uninitialised).
+  void* allocAtomic(size_t bytes);
+  /// Adds one allocation of `bytes` (`n` slots) to `count`, `total` and
+  /// `bySize` (when counting).
+  void countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total, uint64_t bytes);
+
+  // Values are handed out from collectable blocks of kValuesPerBlock:
+  // alone, a 24-byte value takes a 32-byte granule (the collector adds a
+  // byte to each object for interior pointers); three share an 80-byte
+  // object. A block lives while any of its values does, and so does
+  // everything its dead values point to: gen-pkgset 50,000 peaks at
+  // 882 MB with blocks of two, 852 with three, 884 with four and 889 with
+  // five (docs/evaluator.md). Threaded evaluation: each thread's own
+  // (ThreadLists), these stay empty.
+  static constexpr size_t kValuesPerBlock = 3;
+  static constexpr size_t kEnvSlot = sizeof(Env) + sizeof(Value*);
+  static constexpr size_t kEnvsPerBlock = 7;
+  SlotBlocks blocks_[kStreams];  // first: allocValue's fast path
+  bool collect_ = false;         // startCollecting ran (and KILN_NO_GC is unset)
+  bool threaded_ = false;
+  bool interiorPointers_ = false;  // GC_get_all_interior_pointers(), from startCollecting
+  std::unique_ptr<AllocCounts> counts_;  // KILN_EVAL_STATS only
+  Arena& arena_;
+  Arena& permanent_;
+  std::mutex& sharedMutex_;
+  ThreadLists threads_[EvalState::kMaxThreads + 1];
+};
+
+}  // namespace kiln::eval
