@@ -27,6 +27,8 @@ struct ConfiguredJobset {
   std::string file = "default.nix";
   std::string attribute;
   std::string evaluator = "builtin";
+  /// The job whose success advances the channel (docs/release.md).
+  std::string channelJob = "tested";
   int64_t checkInterval = 60;  ///< seconds; 0 = evaluated once
   int64_t shares = 100;
   bool enabled = true;

@@ -156,7 +156,10 @@ const std::vector<OpCommand>& opCommands() {
         {"shares", "shares", ArgType::kInt, "scheduling shares (default 100)"},
         {"evaluator", "evaluator", ArgType::kString,
          "the evaluator plugin: 'builtin' (default: kiln's own), 'nix' "
-         "(nix-instantiate) or another loaded one (`kiln plugins`)"}}},
+         "(nix-instantiate) or another loaded one (`kiln plugins`)"},
+        {"channel-job", "channelJob", ArgType::kString,
+         "the job whose success advances the jobset's channel (default "
+         "tested)"}}},
       {"jobset eval",
        "evaluate a jobset now",
        "jobset-eval",

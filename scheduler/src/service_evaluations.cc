@@ -5,6 +5,7 @@
 // added builds use too.
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
+#include "kiln/scheduler/release_store.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -28,6 +29,31 @@ BuildRow buildRowOf(const Job& j, int64_t evalId, int64_t jobset,
   b.timeoutSec = j.timeoutSec;
   b.createdMs = nowMs;
   return b;
+}
+
+// Aggregate build → constituent build pairs: each aggregate job's
+// constituent `.drv`s matched to the builds of the same evaluation with that
+// derivation (a `.drv` no job of the evaluation has is left out, as Hydra
+// does).
+std::vector<std::pair<int64_t, int64_t>> constituentEdges(
+    const EvalOutcome& o, const std::vector<BuildRow>& rows,
+    const std::vector<int64_t>& ids) {
+  std::multimap<std::string, int64_t> byDrv;
+  for (size_t i = 0; i < rows.size(); i++) byDrv.emplace(rows[i].drvPath, ids[i]);
+  std::map<std::string, int64_t> byJob;
+  for (size_t i = 0; i < rows.size(); i++) byJob[rows[i].job] = ids[i];
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (auto& j : o.jobs) {
+    auto self = byJob.find(j.attr);
+    if (!j.aggregate || !j.error.empty() || self == byJob.end()) continue;
+    int64_t aggregate = self->second;
+    for (auto& c : j.constituents) {
+      auto [from, to] = byDrv.equal_range(c);
+      for (auto it = from; it != to; ++it)
+        if (it->second != aggregate) edges.emplace_back(aggregate, it->second);
+    }
+  }
+  return edges;
 }
 
 }  // namespace
@@ -74,6 +100,7 @@ int64_t SchedulerService::Impl::recordEvaluation(
       e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
+  if (!o.sources.empty()) setEvalSources(db, evalId, o.sources);
   // Reported once recorded, at the time it ended (eval.started was sent
   // when it started: evaluationStarted).
   notify({o.error.empty() ? LifecycleEvent::Kind::kEvalFinished
@@ -126,6 +153,7 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
     rows.push_back(std::move(b));
   }
   auto ids = db.createBuilds(rows);
+  recordConstituents(o, rows, ids);
   std::vector<BuildRow> toStart;
   for (size_t i = 0; i < rows.size(); i++) {
     BuildRow& b = rows[i];
@@ -134,11 +162,36 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
     if (b.reusedFrom) {
       db.setBuildOutputs(b.id, db.buildOutputs(b.reusedFrom));
       notify({LifecycleEvent::Kind::kBuildFinished, b.jobset, evalId, b.id});
+      maybeAdvanceChannel(b.id, b.createdMs);
       continue;
     }
     toStart.push_back(std::move(b));
   }
   return toStart;
+}
+
+void SchedulerService::Impl::recordConstituents(
+    const EvalOutcome& o, const std::vector<BuildRow>& rows,
+    const std::vector<int64_t>& ids) {
+  auto edges = constituentEdges(o, rows, ids);
+  if (!edges.empty()) addAggregateConstituents(db, edges);
+}
+
+void SchedulerService::Impl::maybeAdvanceChannel(int64_t build, int64_t nowMs) {
+  std::optional<ChannelAdvance> a;
+  try {
+    a = advanceChannel(db, build, nowMs);
+  } catch (const SqlError& e) {
+    if (e.transient()) throw;  // the whole transaction runs again
+    logError("build " + std::to_string(build) +
+             ": advancing its jobset's channel failed: " + e.what());
+  }
+  if (!a) return;
+  logInfo("the channel of jobset " + std::to_string(a->jobset) +
+          " advanced to evaluation " + std::to_string(a->eval) + " (build " +
+          std::to_string(a->build) + ")");
+  notify({LifecycleEvent::Kind::kChannelAdvanced, a->jobset, a->eval, a->build},
+         nowMs);
 }
 
 void SchedulerService::Impl::startBuild(const BuildRow& b) { startBuilds({b}); }

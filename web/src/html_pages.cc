@@ -1,5 +1,6 @@
 // HTML of the overview, projects, jobset, evaluation and comparison pages
 // (html.h), rendered from their models (model.h).
+#include "html_release.h"
 #include "html_util.h"
 
 namespace kiln::web {
@@ -153,6 +154,7 @@ std::string renderJobset(const json& m) {
                   esc(js["file"]) + "</code>, checked every " +
                   js["checkInterval"].dump() + " s, shares " +
                   js["shares"].dump() + "</p>";
+  b += channelSection(m["channel"]);
   b += "<h2>Evaluations</h2>" + evaluationsTable(m["evaluations"]["rows"]) +
        pager(m["evaluations"], self, "evals");
   b += "<h2>Jobs × evaluations</h2><table><tr><th>Job</th>";

@@ -1,6 +1,7 @@
 // The page models of the overview, projects, jobsets, evaluations and
 // their comparison (model.h). Each reads bounded pages only.
 #include "kiln/web/model.h"
+#include "model_release.h"
 #include "model_util.h"
 
 namespace kiln::web {
@@ -139,6 +140,7 @@ json jobsetModel(StateView& view, const std::string& project,
   }
   out["matrix"] = {{"evaluations", std::move(cols)},
                    {"jobs", pageJson(jobs, m.moreJobs, std::move(cells))}};
+  out["channel"] = channelModel(view, project, jobset, 10);
   return out;
 }
 

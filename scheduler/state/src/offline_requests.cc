@@ -24,7 +24,8 @@ json jobsetJson(const JobsetRow& j) {
           {"attribute", j.attribute},
           {"checkInterval", j.checkIntervalSec},
           {"shares", j.shares},
-          {"evaluator", j.evaluator}};
+          {"evaluator", j.evaluator},
+          {"channelJob", j.channelJob}};
 }
 
 BuildRow requireBuild(StateDb& db, const json& a) {
@@ -106,6 +107,7 @@ json createJobset(StateDb& db, const json& a,
   j.shares = intArg(a, "shares", 100);
   j.enabled = boolArg(a, "enabled", true);
   j.evaluator = strArg(a, "evaluator", "builtin");
+  j.channelJob = strArg(a, "channelJob", "tested");
   if (isEvaluatorName(j.evaluator)) checkEvaluator(j.name, j.evaluator);
   j.id = db.createJobset(j);
   return jobsetJson(j);
@@ -133,6 +135,7 @@ json updateJobset(StateDb& db, const json& a,
   // A changed evaluator must be loaded; an unchanged one may be gone (the
   // jobset's evaluations then fail, saying so) without blocking edits.
   j.evaluator = strArg(a, "evaluator", j.evaluator);
+  j.channelJob = strArg(a, "channelJob", j.channelJob);
   if (j.evaluator != found->evaluator && isEvaluatorName(j.evaluator))
     checkEvaluator(j.name, j.evaluator);
   db.updateJobset(j);
@@ -216,7 +219,9 @@ void addProjectRequests(RequestTable& t, StateDb& db,
           {"shares", ArgType::kInt, false, "scheduling shares"},
           {"enabled", ArgType::kBool, false, "evaluated on schedule"},
           {"evaluator", ArgType::kString, false,
-           "a loaded evaluator plugin: builtin (default), nix, ..."}},
+           "a loaded evaluator plugin: builtin (default), nix, ..."},
+          {"channelJob", ArgType::kString, false,
+           "the job whose success advances the channel (default tested)"}},
          [&db, checkEvaluator](const json& a) {
            return createJobset(db, a, checkEvaluator);
          }});
@@ -234,7 +239,9 @@ void addProjectRequests(RequestTable& t, StateDb& db,
           {"shares", ArgType::kInt, false, "scheduling shares"},
           {"enabled", ArgType::kBool, false, "evaluated on schedule"},
           {"evaluator", ArgType::kString, false,
-           "a loaded evaluator plugin: builtin, nix, ..."}},
+           "a loaded evaluator plugin: builtin, nix, ..."},
+          {"channelJob", ArgType::kString, false,
+           "the job whose success advances the channel"}},
          [&db, checkEvaluator](const json& a) {
            return updateJobset(db, a, checkEvaluator);
          }});

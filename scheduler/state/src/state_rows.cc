@@ -23,7 +23,8 @@ std::vector<std::string> splitWords(const std::string& s) {
 
 const char* const kJobsetColumns =
     "id, project, name, kind, location, branch, file, attribute, arguments, "
-    "check_interval, shares, enabled, last_checked, last_inputs, evaluator";
+    "check_interval, shares, enabled, last_checked, last_inputs, evaluator, "
+    "channel_job";
 
 JobsetRow readJobset(const SqlStmt& s) {
   JobsetRow j;
@@ -42,6 +43,7 @@ JobsetRow readJobset(const SqlStmt& s) {
   j.lastCheckedMs = s.getInt(12);
   j.lastInputs = s.getStr(13);
   j.evaluator = s.getStr(14);
+  j.channelJob = s.getStr(15);
   return j;
 }
 
