@@ -42,6 +42,9 @@ class ReleaseFarm : public ::testing::Test {
   void SetUp() override {
     std::string why;
     if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
+    setenv("NIX_CONFIG",
+           "build-users-group =\nsubstituters =\nrequire-sigs = true\n", 1);
+    setenv("XDG_CACHE_HOME", (dir_.path() + "/xdg").c_str(), 1);
     std::filesystem::copy(test::sourceDir() + "/tests/data/release",
                           collection_);
     writeFile(collection_ + "/broken", "");
@@ -59,12 +62,16 @@ class ReleaseFarm : public ::testing::Test {
     int64_t eval = 0;
     test::pollUntil(
         [&] {
-          auto v = scheduler::StateView::openIfExists(state_);
-          if (!v || v->latestEvaluation() <= after) return false;
-          auto c = v->buildCounts(v->latestEvaluation());
-          if (c.all == 0 || c.finished != c.all) return false;
-          eval = v->latestEvaluation();
-          return true;
+          try {
+            auto v = scheduler::StateView::openIfExists(state_);
+            if (!v || v->latestEvaluation() <= after) return false;
+            auto c = v->buildCounts(v->latestEvaluation());
+            if (c.all == 0 || c.finished != c.all) return false;
+            eval = v->latestEvaluation();
+            return true;
+          } catch (const Error&) {  // the scheduler is creating its state
+            return false;
+          }
         },
         180s);
     return eval;
@@ -83,6 +90,10 @@ class ReleaseFarm : public ::testing::Test {
     return json::parse(test::httpGet(web_, "/api" + path));
   }
 
+  void TearDown() override {
+    if (serve_ && serve_->running()) serve_->stop();
+  }
+
   TempDir dir_{"release-farm"};
   std::string collection_ = dir_.path() + "/release";
   std::string state_ = dir_.path() + "/state";
@@ -90,7 +101,17 @@ class ReleaseFarm : public ::testing::Test {
   std::unique_ptr<test::KilnProcess> serve_;
 };
 
-TEST_F(ReleaseFarm, AggregateFailsNamingItsFailedConstituent) {
+const std::string kChannel = "/jobset/rel/release/channel/latest";
+
+// The path of `paths` ending in `suffix`.
+std::string channelOutput(const std::vector<std::string>& paths,
+                          const std::string& suffix) {
+  for (auto& p : paths)
+    if (p.ends_with(suffix)) return p;
+  return "";
+}
+
+TEST_F(ReleaseFarm, AggregateGatesTheChannelWhichNixSubstitutes) {
   int64_t first = finishedEvaluation(0);
   ASSERT_GT(first, 0) << serve_->log();
   auto tested = buildOf(first, "tested");
@@ -116,6 +137,71 @@ TEST_F(ReleaseFarm, AggregateFailsNamingItsFailedConstituent) {
   EXPECT_TRUE(api("/build/" + std::to_string(buildOf(first, "app").id))
                   ["aggregate"]
                       .is_null());
+  // The gate failed: the channel did not advance.
+  EXPECT_THROW(test::httpGet(web_, kChannel), Error);
+  EXPECT_TRUE(api("/jobset/rel/release")["channel"]["latest"].is_null());
+
+  // Fixed: the next evaluation's aggregate succeeds and the channel
+  // advances to it.
+  deletePath(collection_ + "/broken");
+  auto eval = test::run({test::kilnBinary(), "jobset", "eval", "--project",
+                         "rel", "release", "--state-dir", state_});
+  ASSERT_EQ(eval.exitCode, 0) << eval.err;
+  int64_t second = finishedEvaluation(first);
+  ASSERT_GT(second, first) << serve_->log();
+  auto fixed = buildOf(second, "tested");
+  EXPECT_EQ(fixed.status, 0) << fixed.error;
+  EXPECT_NE(fixed.drvPath, tested.drvPath);  // it depends on the new app
+  json channel;
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        try {
+          channel = api(kChannel);
+          return true;
+        } catch (const Error&) {
+          return false;
+        }
+      },
+      30s));
+  EXPECT_EQ(channel["latest"]["eval"], second);
+  EXPECT_EQ(channel["latest"]["build"], fixed.id);
+  EXPECT_EQ(channel["advances"].size(), 1u);
+  EXPECT_THAT(readFile(state_ + "/serve/scheduler.log"),
+              HasSubstr("advanced to evaluation " + std::to_string(second)));
+  EXPECT_THAT(test::httpGet(web_, "/jobset/rel/release"),
+              HasSubstr("id=\"channel-advances\""));
+
+  // store-paths.xz lists the evaluation's outputs; the real nix
+  // substitutes them from the binary-cache-url, signed by the farm's key.
+  writeFile(dir_.path() + "/store-paths.xz",
+            test::httpGet(web_, kChannel + "/store-paths.xz"));
+  auto unxz = test::run({"xz", "-dc", dir_.path() + "/store-paths.xz"});
+  ASSERT_EQ(unxz.exitCode, 0) << unxz.err;
+  auto paths = test::nonEmptyLines(unxz.out);
+  EXPECT_EQ(paths.size(), 4u) << unxz.out;  // lib, app, docs, tested
+  std::string cache = test::httpGet(web_, kChannel + "/binary-cache-url");
+  EXPECT_EQ(cache, "http://127.0.0.1\n");  // the Host the test sends
+  if (!test::haveProgram("nix")) {
+    EXPECT_EQ(serve_->stop(), 0) << serve_->log();
+    GTEST_SKIP() << "nix is not installed: not substituted";
+  }
+  std::string key = readFile(state_ + "/serve/keys/cache.public");
+  std::string target = "local?root=" + dir_.path() + "/nix";
+  std::vector<std::string> copy = {
+      "nix",    "--extra-experimental-features",
+      "nix-command", "copy",
+      "--from", "http://127.0.0.1:" + std::to_string(web_),
+      "--to",   target,
+      "--option", "trusted-public-keys",
+      key};
+  copy.insert(copy.end(), paths.begin(), paths.end());
+  auto copied = test::run(copy, "", {"NIX_REMOTE="});
+  ASSERT_EQ(copied.exitCode, 0) << copied.err;
+  for (auto& p : paths)
+    EXPECT_TRUE(pathExists(dir_.path() + "/nix" + p)) << p;
+  EXPECT_THAT(readFile(dir_.path() + "/nix" + channelOutput(paths, "-tested") +
+                       "/nix-support/hydra-aggregate-constituents"),
+              HasSubstr("-app-1.0"));
   EXPECT_EQ(serve_->stop(), 0) << serve_->log();
 }
 
