@@ -404,6 +404,8 @@ ConfiguredJobset readJobset(Table t) {
   t.str("attribute", j.attribute);
   t.str("evaluator", j.evaluator, validEvaluator);
   t.str("channel_job", j.channelJob, validChannelJob);
+  t.integer("max_closure_growth", j.maxClosureGrowth, 0, 1000000);
+  t.integer("max_build_time_growth", j.maxBuildTimeGrowth, 0, 1000000);
   t.integer("check_interval", j.checkInterval, 0, int64_t{1} << 31);
   t.integer("shares", j.shares, 1, 1000000);
   t.boolean("enabled", j.enabled);

@@ -25,7 +25,9 @@ json jobsetRequestArgs(const std::string& project, const ConfiguredJobset& j) {
           {"shares", j.shares},
           {"enabled", j.enabled},
           {"evaluator", j.evaluator},
-          {"channelJob", j.channelJob}};
+          {"channelJob", j.channelJob},
+          {"maxClosureGrowth", j.maxClosureGrowth},
+          {"maxBuildTimeGrowth", j.maxBuildTimeGrowth}};
 }
 
 bool sameJobset(const scheduler::JobsetRow& row, const ConfiguredJobset& j) {
@@ -35,7 +37,9 @@ bool sameJobset(const scheduler::JobsetRow& row, const ConfiguredJobset& j) {
          json::parse(row.arguments, nullptr, false) == j.arguments &&
          row.checkIntervalSec == j.checkInterval && row.shares == j.shares &&
          row.enabled == j.enabled && row.evaluator == j.evaluator &&
-         row.channelJob == j.channelJob;
+         row.channelJob == j.channelJob &&
+         row.maxClosureGrowthPct == j.maxClosureGrowth &&
+         row.maxBuildTimeGrowthPct == j.maxBuildTimeGrowth;
 }
 
 JobsetSync::JobsetSync(const scheduler::DatabaseSpec& database,

@@ -180,7 +180,9 @@ void SchedulerService::Impl::recordConstituents(
 void SchedulerService::Impl::maybeAdvanceChannel(int64_t build, int64_t nowMs) {
   std::optional<ChannelAdvance> a;
   try {
-    a = advanceChannel(db, build, nowMs);
+    auto c = channelCandidate(db, build);
+    if (!c || heldByRegressions(*c)) return;
+    a = recordChannelAdvance(db, *c, nowMs);
   } catch (const SqlError& e) {
     if (e.transient()) throw;  // the whole transaction runs again
     logError("build " + std::to_string(build) +
@@ -192,6 +194,35 @@ void SchedulerService::Impl::maybeAdvanceChannel(int64_t build, int64_t nowMs) {
           std::to_string(a->build) + ")");
   notify({LifecycleEvent::Kind::kChannelAdvanced, a->jobset, a->eval, a->build},
          nowMs);
+}
+
+// The regression gate (docs/release.md): the jobs of the candidate's
+// evaluation whose closure or build time grew past the jobset's limits
+// against the channel's evaluation are recorded, and hold the channel.
+bool SchedulerService::Impl::heldByRegressions(const ChannelCandidate& c) {
+  auto js = db.jobset(c.jobset);
+  if (!c.current || !js ||
+      (js->maxClosureGrowthPct <= 0 && js->maxBuildTimeGrowthPct <= 0))
+    return false;
+  ClosureSizeFn closure = [this](const std::string& path) -> std::optional<int64_t> {
+    try {
+      int64_t bytes = 0;
+      for (auto& p : store.queryRequisites({store.parsePath(path)}))
+        if (auto info = store.queryPathInfo(p)) bytes += int64_t(info->narSize);
+      return bytes;
+    } catch (const Error&) {
+      return std::nullopt;  // not (or no longer) in the central store
+    }
+  };
+  auto found = findRegressions(db, c.eval, c.current->eval, js->maxClosureGrowthPct,
+                               js->maxBuildTimeGrowthPct, closure);
+  if (found.empty()) return false;
+  recordRegressions(db, c.eval, found);
+  logWarn("evaluation " + std::to_string(c.eval) + " of jobset " + std::to_string(c.jobset) +
+          " regressed (" + std::to_string(found.size()) + " jobs past the limits, first " +
+          found[0].job + "): the channel stays at evaluation " +
+          std::to_string(c.current->eval));
+  return true;
 }
 
 void SchedulerService::Impl::startBuild(const BuildRow& b) { startBuilds({b}); }

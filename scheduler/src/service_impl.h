@@ -24,6 +24,7 @@
 #include "kiln/scheduler/checkpointer.h"
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
+#include "kiln/scheduler/release_store.h"
 #include "kiln/scheduler/requests.h"
 #include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/scheduler/service.h"
@@ -145,6 +146,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// job's and succeeded (release_store.h), then tells the sinks
   /// (channel.advanced). In the transaction that finished the build.
   void maybeAdvanceChannel(int64_t build, int64_t nowMs);
+  /// Whether regressions against the channel's evaluation hold candidate
+  /// `c` back (recorded when they do).
+  bool heldByRegressions(const ChannelCandidate& c);
   /// Hands a service event to every sink (at `timeMs`, default now).
   void notify(const LifecycleEvent& ev,
               std::optional<int64_t> timeMs = std::nullopt);

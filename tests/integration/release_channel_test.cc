@@ -4,7 +4,8 @@
 // naming it (build page and API) and the channel stays where it was; once
 // fixed, the aggregate succeeds, the channel advances to that evaluation
 // and the real `nix` substitutes the channel's store-paths.xz from the
-// farm's binary cache.
+// farm's binary cache; a job whose closure then grows past the jobset's
+// limit holds the channel, and the evaluation lists it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,7 +26,8 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 // The farm's config: one local worker without sandbox, project "rel" with
-// jobset "release" on `collection`, evaluated on demand only.
+// jobset "release" on `collection`, evaluated on demand only, held when a
+// job's closure grows more than 50 %.
 std::string configText(const std::string& dir, const std::string& collection,
                        int port, int web) {
   return "state_dir = \"" + dir + "/state\"\n[scheduler]\n" +
@@ -34,7 +36,7 @@ std::string configText(const std::string& dir, const std::string& collection,
          "\"\nmetrics_port = -1\n[local_workers]\ncount = 1\n" +
          "sandbox = \"none\"\n[[project]]\nname = \"rel\"\n" +
          "[[project.jobset]]\nname = \"release\"\npath = \"" + collection +
-         "\"\ncheck_interval = 0\n";
+         "\"\ncheck_interval = 0\nmax_closure_growth = 50\n";
 }
 
 class ReleaseFarm : public ::testing::Test {
@@ -51,6 +53,10 @@ class ReleaseFarm : public ::testing::Test {
     writeFile(dir_.path() + "/kiln.toml",
               configText(dir_.path(), collection_, test::freeLoopbackPort(),
                          web_));
+  }
+
+  /// Starts the farm, which evaluates the collection as it is now.
+  void startServe() {
     serve_ = std::make_unique<test::KilnProcess>(
         std::vector<std::string>{"serve", "--config",
                                  dir_.path() + "/kiln.toml"},
@@ -112,6 +118,7 @@ std::string channelOutput(const std::vector<std::string>& paths,
 }
 
 TEST_F(ReleaseFarm, AggregateGatesTheChannelWhichNixSubstitutes) {
+  startServe();
   int64_t first = finishedEvaluation(0);
   ASSERT_GT(first, 0) << serve_->log();
   auto tested = buildOf(first, "tested");
@@ -202,6 +209,55 @@ TEST_F(ReleaseFarm, AggregateGatesTheChannelWhichNixSubstitutes) {
   EXPECT_THAT(readFile(dir_.path() + "/nix" + channelOutput(paths, "-tested") +
                        "/nix-support/hydra-aggregate-constituents"),
               HasSubstr("-app-1.0"));
+  EXPECT_EQ(serve_->stop(), 0) << serve_->log();
+}
+
+TEST_F(ReleaseFarm, AClosureGrownPastTheLimitHoldsTheChannel) {
+  deletePath(collection_ + "/broken");
+  startServe();
+  int64_t first = finishedEvaluation(0);
+  ASSERT_GT(first, 0) << serve_->log();
+  ASSERT_EQ(buildOf(first, "tested").status, 0);
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        try {
+          return api(kChannel)["latest"]["eval"] == first;
+        } catch (const Error&) {
+          return false;
+        }
+      },
+      30s));
+
+  writeFile(collection_ + "/bloat", "");
+  auto eval = test::run({test::kilnBinary(), "jobset", "eval", "--project",
+                         "rel", "release", "--state-dir", state_});
+  ASSERT_EQ(eval.exitCode, 0) << eval.err;
+  int64_t second = finishedEvaluation(first);
+  ASSERT_GT(second, first) << serve_->log();
+  EXPECT_EQ(buildOf(second, "tested").status, 0);  // the gate passed...
+  json m;
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        m = api("/eval/" + std::to_string(second));
+        return !m["regressions"].empty();
+      },
+      30s))
+      << m.dump(2);
+  // ...but docs' closure grew a hundredfold: held at the first evaluation.
+  ASSERT_EQ(m["regressions"].size(), 1u) << m["regressions"].dump(2);
+  auto& r = m["regressions"][0];
+  EXPECT_EQ(r["job"], "docs");
+  EXPECT_EQ(r["kind"], "closure");
+  EXPECT_EQ(r["baseEval"], first);
+  EXPECT_GT(r["after"].get<int64_t>(), 50 * r["before"].get<int64_t>());
+  json channel = api(kChannel);
+  EXPECT_EQ(channel["latest"]["eval"], first);
+  EXPECT_EQ(channel["advances"].size(), 1u);
+  EXPECT_THAT(test::httpGet(web_, "/eval/" + std::to_string(second)),
+              HasSubstr("id=\"regressed\""));
+  EXPECT_THAT(readFile(state_ + "/serve/scheduler.log"),
+              HasSubstr("evaluation " + std::to_string(second) +
+                        " of jobset 1 regressed"));
   EXPECT_EQ(serve_->stop(), 0) << serve_->log();
 }
 

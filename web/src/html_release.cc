@@ -2,6 +2,8 @@
 // builds' constituents.
 #include "html_release.h"
 
+#include <cstdio>
+
 namespace kiln::web {
 
 std::string aggregateSection(const json& aggregate) {
@@ -78,6 +80,31 @@ std::string jobCharts(const json& history) {
     out += "<div class=\"card " + std::string(s.cls) + "\"><h2>" + s.title +
            "</h2>" + svgBars(s.title, s.values, s.labels) + "</div>";
   return out + "</div>";
+}
+
+std::string regressionsSection(const json& regressions) {
+  if (regressions.empty()) return "";
+  std::string t =
+      "<h2>Regressed</h2><p id=\"regressed\">Jobs grew past the jobset's "
+      "limits against the channel's evaluation " +
+      evalLink(regressions[0]["baseEval"]) +
+      ": the channel stays there.</p><table><tr><th>Job</th><th>What</th><th "
+      "class=\"num\">Before</th><th class=\"num\">After</th><th "
+      "class=\"num\">Growth</th></tr>";
+  for (auto& r : regressions) {
+    bool time = r["kind"] == "time";
+    auto show = [&](const json& v) {
+      return time ? formatDuration(v.get<int64_t>()) : formatBytes(v);
+    };
+    char growth[32];
+    std::snprintf(growth, sizeof growth, "+%.0f %%",
+                  r["growthPercent"].get<double>());
+    t += "<tr><td>" + nameText(r["job"]) + "</td><td>" +
+         (time ? "build time" : "closure size") + "</td><td class=\"num\">" +
+         show(r["before"]) + "</td><td class=\"num\">" + show(r["after"]) +
+         "</td><td class=\"num\">" + growth + "</td></tr>";
+  }
+  return t + "</table>";
 }
 
 std::string channelSection(const json& channel) {

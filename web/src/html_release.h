@@ -17,6 +17,11 @@ std::string channelSection(const json& channel);
 /// duration, output size and closure size per build, oldest first.
 std::string jobCharts(const json& history);
 
+/// An evaluation's "Regressed" section: the jobs past their jobset's
+/// growth limits, before and after (the model's `regressions`); "" when
+/// there are none.
+std::string regressionsSection(const json& regressions);
+
 /// The channel's page (/jobset/{project}/{jobset}/channel/latest).
 std::string renderChannel(const json& m);
 

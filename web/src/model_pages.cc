@@ -164,6 +164,7 @@ json evaluationModel(StateView& view, int64_t eval,
   for (auto& r : er.rows)
     errs.push_back({{"attr", r.attr}, {"error", r.error}});
   out["errors"] = pageJson(errors, er.more, std::move(errs));
+  out["regressions"] = regressionsJson(view, eval);
   return out;
 }
 
@@ -191,7 +192,8 @@ json comparisonModel(StateView& view, int64_t eval, int64_t base,
           {"base", evaluationJson(*b)},
           {"counts", std::move(counts)},
           {"kind", changeKindName(kind)},
-          {"changes", pageJson(page, p.more, std::move(rows))}};
+          {"changes", pageJson(page, p.more, std::move(rows))},
+          {"regressions", regressionsJson(view, eval)}};
 }
 
 }  // namespace kiln::web

@@ -72,6 +72,21 @@ json jobHistoryJson(scheduler::StateView& view, int64_t jobset,
   return {{"points", std::move(points)}};
 }
 
+json regressionsJson(scheduler::StateView& view, int64_t eval) {
+  json out = json::array();
+  for (auto& r : scheduler::evalRegressions(view.rows(), eval))
+    out.push_back(
+        {{"job", r.job},
+         {"kind", r.kind},
+         {"baseEval", r.baseEval},
+         {"before", r.before},
+         {"after", r.after},
+         {"growthPercent",
+          r.before > 0 ? double(r.after - r.before) * 100 / double(r.before)
+                       : 0.0}});
+  return out;
+}
+
 json channelModel(scheduler::StateView& view, const std::string& project,
                   const std::string& jobset, int64_t limit) {
   auto js = findJobset(view, project, jobset);

@@ -22,6 +22,12 @@ inline constexpr int64_t kHistoryPoints = 100;
 json jobHistoryJson(scheduler::StateView& view, int64_t jobset,
                     const std::string& job, const PathSizeFn& sizes);
 
+/// The regressions that held the channel at evaluation `eval`
+/// (docs/release.md, "Regression gates"): [{"job", "kind" ("closure": bytes,
+/// "time": ms), "baseEval", "before", "after", "growthPercent"}], empty when
+/// none.
+json regressionsJson(scheduler::StateView& view, int64_t eval);
+
 /// A jobset's channel: {"project", "jobset", "channelJob", "latest": the
 /// advance it is at (null: none yet), "advances": the newest `limit`
 /// advances, newest first}; each advance {"id", "eval", "build", "timeMs",

@@ -60,23 +60,35 @@ ChannelAdvance readAdvance(const SqlStmt& s) {
 
 }  // namespace
 
-std::optional<ChannelAdvance> advanceChannel(StateDb& db, int64_t build,
-                                             int64_t nowMs) {
+std::optional<ChannelCandidate> channelCandidate(StateDb& db, int64_t build) {
   auto s = db.db().prepare(
       "SELECT b.jobset, b.eval FROM builds b JOIN jobsets j ON j.id = "
       "b.jobset WHERE b.id = ? AND b.finished = 1 AND b.status = 0 AND "
       "b.job = j.channel_job");
   s.bind(build);
   if (!s.step()) return std::nullopt;
-  ChannelAdvance a{0, s.getInt(0), s.getInt(1), build, nowMs};
-  if (auto at = latestChannelAdvance(db, a.jobset); at && at->eval >= a.eval)
-    return std::nullopt;
+  ChannelCandidate c{s.getInt(0), s.getInt(1), build,
+                     latestChannelAdvance(db, s.getInt(0))};
+  if (c.current && c.current->eval >= c.eval) return std::nullopt;
+  return c;
+}
+
+ChannelAdvance recordChannelAdvance(StateDb& db, const ChannelCandidate& c,
+                                    int64_t nowMs) {
+  ChannelAdvance a{0, c.jobset, c.eval, c.build, nowMs};
   auto ins = db.db().prepare(
       "INSERT INTO channel_advances (jobset, eval, build, time) VALUES "
       "(?, ?, ?, ?) RETURNING id");
   ins.bind(a.jobset).bind(a.eval).bind(a.build).bind(a.timeMs);
   a.id = detail::insertedId(ins);
   return a;
+}
+
+std::optional<ChannelAdvance> advanceChannel(StateDb& db, int64_t build,
+                                             int64_t nowMs) {
+  auto c = channelCandidate(db, build);
+  if (!c) return std::nullopt;
+  return recordChannelAdvance(db, *c, nowMs);
 }
 
 std::optional<ChannelAdvance> latestChannelAdvance(StateDb& db,

@@ -76,6 +76,10 @@ void checkJobset(const JobsetRow& j) {
     throw SchedulerStateError("jobset '" + j.name +
                               "': the channel job must be 1 to 200 bytes "
                               "without control characters");
+  if (j.maxClosureGrowthPct < 0 || j.maxClosureGrowthPct > 1000000 ||
+      j.maxBuildTimeGrowthPct < 0 || j.maxBuildTimeGrowthPct > 1000000)
+    throw SchedulerStateError("jobset '" + j.name +
+                              "': growth limits are 0 (none) to 1000000 %");
   if (j.shares < 1 || j.checkIntervalSec < 0)
     throw SchedulerStateError("jobset '" + j.name +
                               "': shares must be >= 1 and the check "
@@ -95,7 +99,9 @@ SqlStmt& bindJobsetDeclaration(SqlStmt& s, const JobsetRow& j) {
       .bind(j.shares)
       .bind(int64_t{j.enabled})
       .bind(j.evaluator)
-      .bind(j.channelJob);
+      .bind(j.channelJob)
+      .bind(j.maxClosureGrowthPct)
+      .bind(j.maxBuildTimeGrowthPct);
 }
 
 }  // namespace
@@ -109,8 +115,8 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
   auto ins = db_->prepare(
       "INSERT INTO jobsets (project, name, kind, location, branch, file, "
       "attribute, arguments, check_interval, shares, enabled, evaluator, "
-      "channel_job) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-      "RETURNING id");
+      "channel_job, max_closure_growth, max_build_time_growth) VALUES (?, ?, "
+      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
   ins.bind(j.project).bind(j.name);
   return insertedId(bindJobsetDeclaration(ins, j));
 }
@@ -120,7 +126,8 @@ void StateDb::updateJobset(const JobsetRow& j) {
   auto s = db_->prepare(
       "UPDATE jobsets SET kind = ?, location = ?, branch = ?, file = ?, "
       "attribute = ?, arguments = ?, check_interval = ?, shares = ?, "
-      "enabled = ?, evaluator = ?, channel_job = ? WHERE id = ?");
+      "enabled = ?, evaluator = ?, channel_job = ?, max_closure_growth = ?, "
+      "max_build_time_growth = ? WHERE id = ?");
   bindJobsetDeclaration(s, j).bind(j.id).exec();
   if (db_->changes() == 0)
     throw SchedulerStateError("no jobset with id " + std::to_string(j.id));

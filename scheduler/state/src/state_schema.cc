@@ -554,8 +554,10 @@ const char* kPostgresV14 = KILN_CACHE_PIN_TABLE("BIGINT");
 
 // Migration 18, both backends: release engineering (docs/release.md).
 // Which builds an aggregate build's constituents are; the job whose
-// success advances each jobset's channel, the channel's advances, and the
-// store path of each evaluation's sources (nixexprs.tar.xz).
+// success advances each jobset's channel, the channel's advances, the
+// store path of each evaluation's sources (nixexprs.tar.xz), and the
+// regression gates: per-jobset limits (percent; 0 = none) and the jobs
+// that broke them in an evaluation, which held the channel.
 // clang-format off
 #define KILN_RELEASE_TABLES(ID, INT)                                   \
   "CREATE TABLE aggregate_constituents (\n"                            \
@@ -577,6 +579,19 @@ const char* kPostgresV14 = KILN_CACHE_PIN_TABLE("BIGINT");
   "CREATE TABLE eval_sources (\n"                                      \
   "  eval " INT " PRIMARY KEY REFERENCES evaluations(id),\n"           \
   "  path TEXT NOT NULL\n"                                             \
+  ");\n"                                                               \
+  "ALTER TABLE jobsets ADD COLUMN max_closure_growth " INT             \
+  " NOT NULL DEFAULT 0;\n"                                             \
+  "ALTER TABLE jobsets ADD COLUMN max_build_time_growth " INT          \
+  " NOT NULL DEFAULT 0;\n"                                             \
+  "CREATE TABLE eval_regressions (\n"                                  \
+  "  eval " INT " NOT NULL REFERENCES evaluations(id),\n"              \
+  "  job TEXT NOT NULL,\n"                                             \
+  "  kind TEXT NOT NULL,\n"                                            \
+  "  base_eval " INT " NOT NULL,\n"                                    \
+  "  before_value " INT " NOT NULL,\n"                                 \
+  "  after_value " INT " NOT NULL,\n"                                  \
+  "  PRIMARY KEY (eval, job, kind)\n"                                  \
   ");\n"
 // clang-format on
 const char* kSqliteV18 = KILN_RELEASE_TABLES("INTEGER PRIMARY KEY", "INTEGER");

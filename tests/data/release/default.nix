@@ -7,7 +7,8 @@
 # advances to the newest evaluation where it succeeded.
 #
 # `app` fails while a file named `broken` is next to this one, so a test
-# can break the gate and fix it again.
+# can break the gate and fix it again; `docs` grows a hundredfold while a
+# file named `bloat` is there (a regression gate's closure-size limit).
 let
   system = builtins.currentSystem;
   mk = name: script: derivation {
@@ -22,7 +23,9 @@ in rec {
   app = mk "app-1.0" (if broken
     then "echo 'app: the test suite failed' >&2; exit 1"
     else "cat ${lib} > $out; echo app >> $out");
-  docs = mk "docs-1.0" "echo 'the manual' > $out";
+  docs = mk "docs-1.0" (if builtins.pathExists ./bloat
+    then "head -c 100000 /dev/zero > $out"
+    else "echo 'the manual' > $out");
   # releaseTools.aggregate, reduced to what Hydra reads: the flag, the
   # constituents, and the list written into the output.
   tested = derivation {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "kiln/common/file.h"
 #include "kiln/scheduler/state_db.h"
 #include "state_backends.h"
@@ -142,6 +144,76 @@ TEST_P(ReleaseStoreTest, AChannelListsTheSucceededOutputsAndKeepsSources) {
   setEvalSources(db_, e, path('s', "source"));
   EXPECT_EQ(evalSources(db_, e), path('s', "source"));
   EXPECT_THROW(setEvalSources(db_, e, "relative"), SchedulerStateError);
+}
+
+TEST_P(ReleaseStoreTest, RegressionsAreJobsGrownPastTheLimits) {
+  int64_t base = eval("git:1"), now = eval("git:2");
+  // A build whose step ran `ms` ms.
+  auto ran = [&](int64_t e, const std::string& job, char c, int64_t ms) {
+    int64_t id = build(e, job, c, 0);
+    StepRow s;
+    s.drvPath = path(c, job + ".drv");
+    int64_t step = db_.upsertStep(s);
+    db_.startStep(step, "w", 1000);
+    db_.finishStep(step, 0, 1000 + ms, "");
+    return id;
+  };
+  ran(base, "lib", 'a', 20'000);
+  ran(now, "lib", 'b', 35'000);   // +75 % time
+  ran(base, "app", 'c', 1'000);
+  ran(now, "app", 'd', 9'000);    // +800 %, but under 10 s before: noise
+  build(base, "docs", 'e', 0);
+  build(now, "docs", 'f', 0);     // closure +60 %
+  build(base, "same", 'g', 0);
+  build(now, "same", 'g', 0);     // the same output: not compared
+  build(now, "new", 'h', 0);      // not in the base
+  build(base, "broken", 'i', 0);
+  build(now, "broken", 'j', 1);   // failed now: not compared
+  std::map<std::string, int64_t> sizes = {
+      {path('a', "lib"), 100}, {path('b', "lib"), 120},
+      {path('e', "docs"), 1000}, {path('f', "docs"), 1600},
+      {path('c', "app"), 10}, {path('d', "app"), 10}};
+  ClosureSizeFn closure = [&](const std::string& p) -> std::optional<int64_t> {
+    auto it = sizes.find(p);
+    if (it == sizes.end()) return std::nullopt;
+    return it->second;
+  };
+  EXPECT_TRUE(findRegressions(db_, now, base, 0, 0, closure).empty());
+  auto found = findRegressions(db_, now, base, 50, 50, closure);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].job, "docs");
+  EXPECT_EQ(found[0].kind, "closure");
+  EXPECT_EQ(found[0].before, 1000);
+  EXPECT_EQ(found[0].after, 1600);
+  EXPECT_EQ(found[0].baseEval, base);
+  EXPECT_EQ(found[1].job, "lib");
+  EXPECT_EQ(found[1].kind, "time");
+  EXPECT_EQ(found[1].before, 20'000);
+  EXPECT_EQ(found[1].after, 35'000);
+  // Higher limits: nothing.
+  EXPECT_TRUE(findRegressions(db_, now, base, 60, 80, closure).empty());
+  // lib's closure grew 20 %.
+  EXPECT_EQ(findRegressions(db_, now, base, 10, 0, closure).size(), 2u);
+
+  EXPECT_TRUE(evalRegressions(db_, now).empty());
+  recordRegressions(db_, now, found);
+  recordRegressions(db_, now, found);  // replaces
+  auto kept = evalRegressions(db_, now);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[1].job, "lib");
+  EXPECT_EQ(kept[1].after, 35'000);
+}
+
+TEST_P(ReleaseStoreTest, GrowthLimitsAreDeclaredPerJobset) {
+  JobsetRow j = *db_.jobset(jobset_);
+  EXPECT_EQ(j.maxClosureGrowthPct, 0);
+  j.maxClosureGrowthPct = 10;
+  j.maxBuildTimeGrowthPct = 25;
+  db_.updateJobset(j);
+  EXPECT_EQ(db_.jobset(jobset_)->maxClosureGrowthPct, 10);
+  EXPECT_EQ(db_.jobset(jobset_)->maxBuildTimeGrowthPct, 25);
+  j.maxBuildTimeGrowthPct = -1;
+  EXPECT_THROW(db_.updateJobset(j), SchedulerStateError);
 }
 
 }  // namespace

@@ -32,8 +32,9 @@ const std::vector<std::string> kTables = {
     "aggregate_constituents", "api_tokens",         "build_outputs",
     "builds",                 "cache_pins",         "cached_failures",
     "channel_advances",       "eval_claims",        "eval_counts",
-    "eval_errors",            "eval_result_chunks", "eval_results",
-    "eval_sources",           "evaluations",        "jobsets",
+    "eval_errors",            "eval_regressions",   "eval_result_chunks",
+    "eval_results",           "eval_sources",       "evaluations",
+    "jobsets",
     "notifications",          "projects",           "requests",
     "scheduler_snapshot",     "step_deps",          "step_log_chunks",
     "step_logs",              "steps"};
@@ -120,6 +121,7 @@ void fillHistory(StateDb& db) {
   db.finishBuild(builds[2], 0, 70, "");
   EXPECT_TRUE(advanceChannel(db, builds[2], 71));
   setEvalSources(db, ev, "/nix/store/" + std::string(32, 's') + "-source");
+  recordRegressions(db, ev, {{"job0", "closure", ev, 10, 20}});
   // A gap in the builds' ids, and an eval_counts row with no builds left.
   db.db().exec("DELETE FROM builds WHERE id = " + std::to_string(builds[4]));
   db.db().exec(

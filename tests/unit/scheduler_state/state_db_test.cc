@@ -174,6 +174,7 @@ DROP TABLE cache_pins;
 DROP TABLE aggregate_constituents;
 DROP TABLE channel_advances;
 DROP TABLE eval_sources;
+DROP TABLE eval_regressions;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";

@@ -170,6 +170,31 @@ TEST_F(ReleasePagesTest, NixexprsHoldsTheEvaluatedSourcesForTar) {
   EXPECT_THAT(t.out, HasSubstr("trunk/pkgs/" + longName + "/build.sh"));
 }
 
+TEST_F(ReleasePagesTest, ARegressedEvaluationListsItsOffenders) {
+  const std::string self = "/eval/" + std::to_string(fx_.eval);
+  // (The evaluation pages share their model for a second: the one
+  // without regressions is another evaluation.)
+  const std::string other = "/eval/" + std::to_string(fx_.base);
+  EXPECT_TRUE(json::parse(get("/api" + other).body)["regressions"].empty());
+  EXPECT_THAT(get(other).body, ::testing::Not(HasSubstr("Regressed")));
+  auto d = db();
+  scheduler::recordRegressions(d, fx_.eval,
+                               {{"curl", "closure", fx_.base, 1000, 1600},
+                                {"zlib", "time", fx_.base, 20'000, 50'000}});
+  json m = json::parse(get("/api" + self).body);
+  ASSERT_EQ(m["regressions"].size(), 2u);
+  EXPECT_EQ(m["regressions"][0]["job"], "curl");
+  EXPECT_EQ(m["regressions"][0]["growthPercent"], 60.0);
+  EXPECT_EQ(m["regressions"][1]["kind"], "time");
+  std::string page = get(self).body;
+  EXPECT_THAT(page, HasSubstr("id=\"regressed\""));
+  EXPECT_THAT(page, HasSubstr("+150 %"));
+  EXPECT_THAT(page, HasSubstr("closure size"));
+  json compare = json::parse(get("/api" + self + "/compare").body);
+  EXPECT_EQ(compare["regressions"].size(), 2u);
+  EXPECT_THAT(get(self + "/compare").body, HasSubstr("id=\"regressed\""));
+}
+
 TEST_F(ReleasePagesTest, AJobChartsItsDurationsAndSizesOverEvaluations) {
   scheduler::StateView view(fx_.stateDir());
   PathSizeFn sizes = [](const std::string& path) -> std::optional<PathSize> {

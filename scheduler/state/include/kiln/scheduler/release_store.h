@@ -4,6 +4,7 @@
 /// jobsets' channels (`jobsets.channel_job`, table `channel_advances`).
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,13 +40,66 @@ struct ChannelAdvance {
   int64_t timeMs = 0;
 };
 
-/// Advances the channel of build `build`'s jobset to the build's
+/// Where build `build` could take its jobset's channel: its jobset and
 /// evaluation when the build is of the jobset's channel job, finished and
-/// succeeded, and the evaluation is newer than the one the channel is at.
-/// Returns the advance recorded (nullopt: none). Call it in the
-/// transaction that finished the build. Throws SqlError.
+/// succeeded, and the evaluation is newer than the one the channel is at
+/// (`current`, nullopt when it never advanced).
+struct ChannelCandidate {
+  int64_t jobset = 0;
+  int64_t eval = 0;
+  int64_t build = 0;
+  std::optional<ChannelAdvance> current;
+};
+std::optional<ChannelCandidate> channelCandidate(StateDb& db, int64_t build);
+
+/// Records the advance of `c`'s channel to its evaluation at `nowMs`.
+ChannelAdvance recordChannelAdvance(StateDb& db, const ChannelCandidate& c,
+                                    int64_t nowMs);
+
+/// channelCandidate, then recordChannelAdvance when there is one (no
+/// regression gate). Returns the advance recorded (nullopt: none). Call
+/// it in the transaction that finished the build. Throws SqlError.
 std::optional<ChannelAdvance> advanceChannel(StateDb& db, int64_t build,
                                              int64_t nowMs);
+
+/// A job whose closure size ("closure", bytes) or build time ("time",
+/// ms) grew past its jobset's limit between evaluation `baseEval` (the
+/// channel's) and the evaluation it is recorded for.
+struct Regression {
+  std::string job;
+  std::string kind;
+  int64_t baseEval = 0;
+  int64_t before = 0;
+  int64_t after = 0;
+};
+
+/// The closure size (bytes) of a store path; nullopt when not known.
+using ClosureSizeFn =
+    std::function<std::optional<int64_t>(const std::string& path)>;
+
+/// Build times under this are not compared (their growth is noise).
+inline constexpr int64_t kMinComparedBuildMs = 10'000;
+/// The most jobs an evaluation's gate compares.
+inline constexpr int64_t kMaxComparedJobs = 100'000;
+
+/// The jobs of evaluation `eval` that succeeded there and in `base` and
+/// whose `out` output's closure (through `closureSize`) grew more than
+/// `maxClosureGrowthPct` percent, or whose top step's run time (at least
+/// kMinComparedBuildMs before) grew more than `maxBuildTimeGrowthPct`
+/// percent; a limit of 0 is not checked. By job, then kind.
+std::vector<Regression> findRegressions(StateDb& db, int64_t eval,
+                                        int64_t base,
+                                        int64_t maxClosureGrowthPct,
+                                        int64_t maxBuildTimeGrowthPct,
+                                        const ClosureSizeFn& closureSize);
+
+/// Records `regressions` of evaluation `eval` (replacing any recorded).
+void recordRegressions(StateDb& db, int64_t eval,
+                       const std::vector<Regression>& regressions);
+
+/// The regressions recorded for evaluation `eval` (it held the channel),
+/// by job, then kind; at most kMaxListedConstituents.
+std::vector<Regression> evalRegressions(StateDb& db, int64_t eval);
 
 /// Where jobset `jobset`'s channel is (nullopt: it never advanced).
 std::optional<ChannelAdvance> latestChannelAdvance(StateDb& db,

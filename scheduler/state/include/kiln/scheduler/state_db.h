@@ -43,6 +43,11 @@ struct JobsetRow : JobsetSpec {
   /// The job whose success advances the jobset's channel (docs/release.md;
   /// a job name as isChannelJobName accepts).
   std::string channelJob = "tested";
+  /// Regression gates (docs/release.md): the most a job's closure size and
+  /// build time may grow (percent) against the channel's evaluation before
+  /// an evaluation is held as regressed; 0 = not checked.
+  int64_t maxClosureGrowthPct = 0;
+  int64_t maxBuildTimeGrowthPct = 0;
 };
 
 /// Whether `name` can be a channel job: 1 to 200 bytes, no control
