@@ -50,9 +50,9 @@ class ReleaseFarm : public ::testing::Test {
     std::filesystem::copy(test::sourceDir() + "/tests/data/release",
                           collection_);
     writeFile(collection_ + "/broken", "");
-    writeFile(dir_.path() + "/kiln.toml",
-              configText(dir_.path(), collection_, test::freeLoopbackPort(),
-                         web_));
+    writeFile(
+        dir_.path() + "/kiln.toml",
+        configText(dir_.path(), collection_, test::freeLoopbackPort(), web_));
   }
 
   /// Starts the farm, which evaluates the collection as it is now.
@@ -136,14 +136,13 @@ TEST_F(ReleaseFarm, AggregateGatesTheChannelWhichNixSubstitutes) {
   EXPECT_EQ(statuses["docs"], "success");
   EXPECT_EQ(statuses["lib"], "success");
   EXPECT_EQ(statuses["app"], "failed");
-  std::string page =
-      test::httpGet(web_, "/build/" + std::to_string(tested.id));
+  std::string page = test::httpGet(web_, "/build/" + std::to_string(tested.id));
   EXPECT_THAT(page, HasSubstr("<h2>Constituents</h2>"));
   EXPECT_THAT(page, HasSubstr("Did not succeed: app"));
   // A job that is no aggregate has none.
-  EXPECT_TRUE(api("/build/" + std::to_string(buildOf(first, "app").id))
-                  ["aggregate"]
-                      .is_null());
+  EXPECT_TRUE(
+      api("/build/" + std::to_string(buildOf(first, "app").id))["aggregate"]
+          .is_null());
   // The gate failed: the channel did not advance.
   EXPECT_THROW(test::httpGet(web_, kChannel), Error);
   EXPECT_TRUE(api("/jobset/rel/release")["channel"]["latest"].is_null());
@@ -194,18 +193,21 @@ TEST_F(ReleaseFarm, AggregateGatesTheChannelWhichNixSubstitutes) {
   }
   std::string key = readFile(state_ + "/serve/keys/cache.public");
   std::string target = "local?root=" + dir_.path() + "/nix";
-  std::vector<std::string> copy = {
-      "nix",    "--extra-experimental-features",
-      "nix-command", "copy",
-      "--from", "http://127.0.0.1:" + std::to_string(web_),
-      "--to",   target,
-      "--option", "trusted-public-keys",
-      key};
+  std::vector<std::string> copy = {"nix",
+                                   "--extra-experimental-features",
+                                   "nix-command",
+                                   "copy",
+                                   "--from",
+                                   "http://127.0.0.1:" + std::to_string(web_),
+                                   "--to",
+                                   target,
+                                   "--option",
+                                   "trusted-public-keys",
+                                   key};
   copy.insert(copy.end(), paths.begin(), paths.end());
   auto copied = test::run(copy, "", {"NIX_REMOTE="});
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
-  for (auto& p : paths)
-    EXPECT_TRUE(pathExists(dir_.path() + "/nix" + p)) << p;
+  for (auto& p : paths) EXPECT_TRUE(pathExists(dir_.path() + "/nix" + p)) << p;
   EXPECT_THAT(readFile(dir_.path() + "/nix" + channelOutput(paths, "-tested") +
                        "/nix-support/hydra-aggregate-constituents"),
               HasSubstr("-app-1.0"));

@@ -19,7 +19,8 @@ constexpr int64_t kListedAdvances = 50;
 
 scheduler::StateView& viewOf(WebContext& ctx) {
   auto* view = ctx.view();
-  if (!view) throw HttpError(503, "the scheduler has not created its state yet");
+  if (!view)
+    throw HttpError(503, "the scheduler has not created its state yet");
   return *view;
 }
 
@@ -34,10 +35,11 @@ json latestModel(WebContext& ctx, const RouteParams& p) {
     throw HttpError(404, e.what());
   }
   if (m["latest"].is_null())
-    throw HttpError(404, "the channel of " + p.at("project") + ":" +
-                             p.at("jobset") + " has not advanced yet (its "
-                             "job " + m["channelJob"].get<std::string>() +
-                             " never succeeded)");
+    throw HttpError(
+        404, "the channel of " + p.at("project") + ":" + p.at("jobset") +
+                 " has not advanced yet (its "
+                 "job " +
+                 m["channelJob"].get<std::string>() + " never succeeded)");
   return m;
 }
 
@@ -82,7 +84,8 @@ Handler nixexprs(WebContext& ctx) {
     if (sources.rfind(prefix, 0) != 0)
       throw HttpError(404, "the sources of evaluation " +
                                m["latest"]["eval"].dump() + " were not kept");
-    std::string physical = ctx.stateDir + "/store/" + sources.substr(prefix.size());
+    std::string physical =
+        ctx.stateDir + "/store/" + sources.substr(prefix.size());
     StringSink out;
     auto sink = store::makeCompressionSink("xz", out);
     try {

@@ -12,8 +12,7 @@ std::string aggregateSection(const json& aggregate) {
   auto& failed = aggregate["failed"];
   if (!failed.empty()) {
     std::string names;
-    for (auto& f : failed)
-      names += (names.empty() ? "" : ", ") + nameText(f);
+    for (auto& f : failed) names += (names.empty() ? "" : ", ") + nameText(f);
     out += "<p id=\"constituents-failed\">Did not succeed: " + names + "</p>";
   } else if (aggregate["unfinished"].get<int64_t>() > 0) {
     out += "<p>" + aggregate["unfinished"].dump() +
@@ -69,11 +68,10 @@ std::string jobCharts(const json& history) {
       std::string at = "evaluation " + p["eval"].dump() + ", build " +
                        p["build"].dump() + ": ";
       s.values.push_back(v.is_number() ? v.get<double>() : 0);
-      s.labels.push_back(
-          at + (!v.is_number()              ? "not built"
-                : std::string(s.key) == "durationMs"
-                    ? formatDuration(v.get<int64_t>())
-                    : formatBytes(v.get<int64_t>())));
+      s.labels.push_back(at + (!v.is_number() ? "not built"
+                               : std::string(s.key) == "durationMs"
+                                   ? formatDuration(v.get<int64_t>())
+                                   : formatBytes(v.get<int64_t>())));
     }
   std::string out = "<div class=\"cards\" id=\"job-history\">";
   for (auto& s : series)
@@ -111,9 +109,8 @@ std::string channelSection(const json& channel) {
   std::string out = "<h2>Channel</h2><p>Advances when job <code>" +
                     esc(channel["channelJob"]) + "</code> succeeds";
   if (!channel["latest"].is_null())
-    out += "; now at " + evalLink(channel["latest"]["eval"]) +
-           " (<a href=\"" + htmlEscape(channelBase(channel)) +
-           "\">channel</a>)";
+    out += "; now at " + evalLink(channel["latest"]["eval"]) + " (<a href=\"" +
+           htmlEscape(channelBase(channel)) + "\">channel</a>)";
   return out + ".</p>" + advancesTable(channel["advances"]);
 }
 

@@ -1,7 +1,8 @@
 // The read model of release engineering (docs/release.md): aggregate
 // builds' constituents.
-#include "kiln/scheduler/release_store.h"
 #include "model_release.h"
+
+#include "kiln/scheduler/release_store.h"
 #include "model_util.h"
 
 namespace kiln::web {
@@ -19,11 +20,11 @@ json aggregateJson(scheduler::StateView& view, int64_t build) {
     else if (c.status != 0)
       failed.push_back(c.job);
   }
-  return {{"constituents", std::move(constituents)},
-          {"failed", std::move(failed)},
-          {"unfinished", unfinished},
-          {"truncated",
-           int64_t(rows.size()) >= scheduler::kMaxListedConstituents}};
+  return {
+      {"constituents", std::move(constituents)},
+      {"failed", std::move(failed)},
+      {"unfinished", unfinished},
+      {"truncated", int64_t(rows.size()) >= scheduler::kMaxListedConstituents}};
 }
 
 namespace {
@@ -75,15 +76,14 @@ json jobHistoryJson(scheduler::StateView& view, int64_t jobset,
 json regressionsJson(scheduler::StateView& view, int64_t eval) {
   json out = json::array();
   for (auto& r : scheduler::evalRegressions(view.rows(), eval))
-    out.push_back(
-        {{"job", r.job},
-         {"kind", r.kind},
-         {"baseEval", r.baseEval},
-         {"before", r.before},
-         {"after", r.after},
-         {"growthPercent",
-          r.before > 0 ? double(r.after - r.before) * 100 / double(r.before)
-                       : 0.0}});
+    out.push_back({{"job", r.job},
+                   {"kind", r.kind},
+                   {"baseEval", r.baseEval},
+                   {"before", r.before},
+                   {"after", r.after},
+                   {"growthPercent", r.before > 0 ? double(r.after - r.before) *
+                                                        100 / double(r.before)
+                                                  : 0.0}});
   return out;
 }
 

@@ -94,8 +94,7 @@ class TarWriter {
              const std::string& link) {
     if (link.size() >= 100) longName('K', link);
     if (name.size() >= 100) longName('L', name);
-    out_.write(Header(name.substr(0, 99), type, mode, size,
-                      link.substr(0, 99))
+    out_.write(Header(name.substr(0, 99), type, mode, size, link.substr(0, 99))
                    .bytes());
   }
 
@@ -108,8 +107,7 @@ class TarWriter {
 
   void file(const std::string& fsPath, const std::string& name, uint64_t size,
             bool executable) {
-    if (size > left_)
-      throw Error("tar: the sources are larger than the limit");
+    if (size > left_) throw Error("tar: the sources are larger than the limit");
     left_ -= size;
     entry(name, '0', executable ? 0755 : 0644, size, "");
     AutoCloseFD fd(::open(fsPath.c_str(), O_RDONLY | O_CLOEXEC));

@@ -12,8 +12,8 @@ namespace {
 
 // What the gate compares of a job's succeeded build.
 struct JobFacts {
-  std::string out;           ///< its `out` output (its first if none)
-  int64_t durationMs = -1;   ///< its top step's last run; -1: never ran
+  std::string out;          ///< its `out` output (its first if none)
+  int64_t durationMs = -1;  ///< its top step's last run; -1: never ran
 };
 
 // Job → facts, for the succeeded builds of evaluation `eval`.
@@ -48,8 +48,7 @@ bool grew(int64_t before, int64_t after, int64_t pct) {
 
 }  // namespace
 
-std::vector<Regression> findRegressions(StateDb& db, int64_t eval,
-                                        int64_t base,
+std::vector<Regression> findRegressions(StateDb& db, int64_t eval, int64_t base,
                                         int64_t maxClosureGrowthPct,
                                         int64_t maxBuildTimeGrowthPct,
                                         const ClosureSizeFn& closureSize) {
@@ -99,8 +98,8 @@ std::vector<Regression> evalRegressions(StateDb& db, int64_t eval) {
   s.bind(eval).bind(kMaxListedConstituents);
   std::vector<Regression> out;
   while (s.step())
-    out.push_back({s.getStr(0), s.getStr(1), s.getInt(2), s.getInt(3),
-                   s.getInt(4)});
+    out.push_back(
+        {s.getStr(0), s.getStr(1), s.getInt(2), s.getInt(3), s.getInt(4)});
   return out;
 }
 

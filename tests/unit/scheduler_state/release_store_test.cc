@@ -159,20 +159,20 @@ TEST_P(ReleaseStoreTest, RegressionsAreJobsGrownPastTheLimits) {
     return id;
   };
   ran(base, "lib", 'a', 20'000);
-  ran(now, "lib", 'b', 35'000);   // +75 % time
+  ran(now, "lib", 'b', 35'000);  // +75 % time
   ran(base, "app", 'c', 1'000);
-  ran(now, "app", 'd', 9'000);    // +800 %, but under 10 s before: noise
+  ran(now, "app", 'd', 9'000);  // +800 %, but under 10 s before: noise
   build(base, "docs", 'e', 0);
-  build(now, "docs", 'f', 0);     // closure +60 %
+  build(now, "docs", 'f', 0);  // closure +60 %
   build(base, "same", 'g', 0);
-  build(now, "same", 'g', 0);     // the same output: not compared
-  build(now, "new", 'h', 0);      // not in the base
+  build(now, "same", 'g', 0);  // the same output: not compared
+  build(now, "new", 'h', 0);   // not in the base
   build(base, "broken", 'i', 0);
-  build(now, "broken", 'j', 1);   // failed now: not compared
+  build(now, "broken", 'j', 1);  // failed now: not compared
   std::map<std::string, int64_t> sizes = {
-      {path('a', "lib"), 100}, {path('b', "lib"), 120},
+      {path('a', "lib"), 100},   {path('b', "lib"), 120},
       {path('e', "docs"), 1000}, {path('f', "docs"), 1600},
-      {path('c', "app"), 10}, {path('d', "app"), 10}};
+      {path('c', "app"), 10},    {path('d', "app"), 10}};
   ClosureSizeFn closure = [&](const std::string& p) -> std::optional<int64_t> {
     auto it = sizes.find(p);
     if (it == sizes.end()) return std::nullopt;

@@ -20,8 +20,8 @@
 namespace kiln::web {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 class ReleasePagesTest : public ::testing::Test {
  protected:
@@ -73,8 +73,8 @@ TEST_F(ReleasePagesTest, AnAggregateListsItsConstituentsAndNamesTheFailed) {
   auto d = db();
   int64_t tested = addBuild(d, "tested", 2);
   int64_t docs = addBuild(d, "docs", 0);
-  scheduler::addAggregateConstituents(d, {{tested, fx_.hello}, {tested, docs},
-                                          {tested, fx_.bash}});
+  scheduler::addAggregateConstituents(
+      d, {{tested, fx_.hello}, {tested, docs}, {tested, fx_.bash}});
   json m = json::parse(get("/api/build/" + std::to_string(tested)).body);
   auto& a = m["aggregate"];
   ASSERT_TRUE(a.is_object()) << m.dump(2);
@@ -88,9 +88,9 @@ TEST_F(ReleasePagesTest, AnAggregateListsItsConstituentsAndNamesTheFailed) {
   EXPECT_THAT(page.body, HasSubstr("Did not succeed: hello"));
   EXPECT_THAT(page.body, HasSubstr("href=\"/build/" + std::to_string(docs)));
   // No aggregate: no section.
-  EXPECT_TRUE(json::parse(get("/api/build/" + std::to_string(docs)).body)
-                  ["aggregate"]
-                      .is_null());
+  EXPECT_TRUE(
+      json::parse(get("/api/build/" + std::to_string(docs)).body)["aggregate"]
+          .is_null());
   EXPECT_THAT(get("/build/" + std::to_string(docs)).body,
               ::testing::Not(HasSubstr("Constituents")));
 }
@@ -154,7 +154,8 @@ TEST_F(ReleasePagesTest, NixexprsHoldsTheEvaluatedSourcesForTar) {
   ASSERT_EQ(r.status, 200) << r.body;
   TempDir out("kiln-nixexprs");
   writeFile(out.path() + "/nixexprs.tar", unxz(r.body));
-  auto x = test::run({"tar", "-xf", out.path() + "/nixexprs.tar", "-C", out.path()});
+  auto x =
+      test::run({"tar", "-xf", out.path() + "/nixexprs.tar", "-C", out.path()});
   ASSERT_EQ(x.exitCode, 0) << x.err;
   std::string top = out.path() + "/trunk";
   EXPECT_EQ(readFile(top + "/default.nix"), "{ }: { }\n");
@@ -221,9 +222,9 @@ TEST_F(ReleasePagesTest, AJobChartsItsDurationsAndSizesOverEvaluations) {
   EXPECT_THAT(page.body, HasSubstr("id=\"job-history\""));
   for (auto* title : {"Build duration", "Output size", "Closure size"})
     EXPECT_THAT(page.body, HasSubstr(std::string("<title>") + title));
-  EXPECT_THAT(page.body, HasSubstr("evaluation " + std::to_string(fx_.eval) +
-                                   ", build " + std::to_string(fx_.hello) +
-                                   ": 42"));
+  EXPECT_THAT(page.body,
+              HasSubstr("evaluation " + std::to_string(fx_.eval) + ", build " +
+                        std::to_string(fx_.hello) + ": 42"));
   json api = json::parse(get("/api/jobset/nixpkgs/trunk/job/hello").body);
   EXPECT_EQ(api["history"]["points"].size(), 2u);
 }

@@ -87,8 +87,7 @@ inline constexpr int64_t kMaxComparedJobs = 100'000;
 /// `maxClosureGrowthPct` percent, or whose top step's run time (at least
 /// kMinComparedBuildMs before) grew more than `maxBuildTimeGrowthPct`
 /// percent; a limit of 0 is not checked. By job, then kind.
-std::vector<Regression> findRegressions(StateDb& db, int64_t eval,
-                                        int64_t base,
+std::vector<Regression> findRegressions(StateDb& db, int64_t eval, int64_t base,
                                         int64_t maxClosureGrowthPct,
                                         int64_t maxBuildTimeGrowthPct,
                                         const ClosureSizeFn& closureSize);
@@ -102,8 +101,7 @@ void recordRegressions(StateDb& db, int64_t eval,
 std::vector<Regression> evalRegressions(StateDb& db, int64_t eval);
 
 /// Where jobset `jobset`'s channel is (nullopt: it never advanced).
-std::optional<ChannelAdvance> latestChannelAdvance(StateDb& db,
-                                                   int64_t jobset);
+std::optional<ChannelAdvance> latestChannelAdvance(StateDb& db, int64_t jobset);
 
 /// The advances of jobset `jobset`'s channel, newest first, at most `limit`
 /// (1..Page::kMaxLimit).
