@@ -85,6 +85,8 @@ class EvalStoreTarget {
   /// Writes into the plain directory `dir`, as --store-root (Nix's
   /// --store local?root=DIR). Call before writer().
   void setStoreRoot(std::string dir) { storeRoot_ = std::move(dir); }
+  /// Whether it writes into a plain directory (--store-root).
+  bool storeRooted() const { return !storeRoot_.empty(); }
   /// Prints `text` to stdout once every store object added so far is
   /// durable and valid: at once when the LocalStore writer has nothing
   /// queued, else right after its next commit (flush() at the latest), so

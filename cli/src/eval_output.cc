@@ -272,8 +272,11 @@ void ConstituentResolver::add(const std::string& text) {
       errorOf_[attr] = j["error"].is_string() ? j["error"].get<std::string>() : "failed";
     else if (j.contains("drvPath"))
       drvOf_[attr] = j["drvPath"].get<std::string>();
+    // Aggregates wait for every job: their named constituents are resolved
+    // and, when rewriting, their derivations made to depend on all.
     auto named = j.find("namedConstituents");
-    if (named != j.end() && named->is_array() && !named->empty() && !j.contains("error"))
+    bool hasNamed = named != j.end() && named->is_array() && !named->empty();
+    if ((hasNamed || (rewrite_ && j.contains("constituents"))) && !j.contains("error"))
       held_[attr] = line;
     else
       out_ << line << "\n";
@@ -283,12 +286,14 @@ void ConstituentResolver::add(const std::string& text) {
 namespace {
 
 // Resolves aggregates depth first, so one naming another sees whether that
-// one failed; a cycle fails every aggregate on it.
+// one failed (and its rewritten `.drv`); a cycle fails every aggregate on
+// it.
 class Resolution {
  public:
-  Resolution(std::map<std::string, json>& held, const std::map<std::string, std::string>& drvOf,
-             const std::map<std::string, std::string>& errorOf)
-      : held_(held), drvOf_(drvOf), errorOf_(errorOf) {}
+  Resolution(std::map<std::string, json>& held, std::map<std::string, std::string>& drvOf,
+             const std::map<std::string, std::string>& errorOf,
+             const ConstituentResolver::Rewrite& rewrite)
+      : held_(held), drvOf_(drvOf), errorOf_(errorOf), rewrite_(rewrite) {}
 
   // Why job `attr` cannot be a constituent ("" if it can).
   std::string broken(const std::string& attr) {
@@ -310,28 +315,47 @@ class Resolution {
     active_.insert(attr);
     json& j = held_.at(attr);
     std::vector<std::string> constituents = j.value("constituents", std::vector<std::string>{});
+    std::vector<std::string> named;
     std::string errors;
     for (auto& name : j["namedConstituents"]) {
       std::string child = name.is_string() ? name.get<std::string>() : "";
       std::string why = child == attr ? "the aggregate itself" : broken(child);
       if (why.empty())
-        constituents.push_back(drvOf_.at(child));
+        named.push_back(drvOf_.at(child));
       else
         errors += child + ": " + why + "\n";
     }
+    constituents.insert(constituents.end(), named.begin(), named.end());
     std::sort(constituents.begin(), constituents.end());
     constituents.erase(std::unique(constituents.begin(), constituents.end()), constituents.end());
     j["constituents"] = constituents;
     j.erase("namedConstituents");
+    if (errors.empty() && rewrite_ && !constituents.empty()) rewriteDrv(attr, j, constituents);
     if (!errors.empty()) j["error"] = errors;
     active_.erase(attr);
     done_.insert(attr);
   }
 
  private:
+  // The aggregate's derivation made to depend on all its constituents.
+  void rewriteDrv(const std::string& attr, json& j, const std::vector<std::string>& all) {
+    try {
+      std::string before = j.at("drvPath").get<std::string>();
+      RewrittenDrv r = rewrite_(before, all);
+      if (r.drvPath == before) return;
+      j["drvPath"] = r.drvPath;
+      j["outputs"] = r.outputs;
+      drvOf_[attr] = r.drvPath;
+    } catch (const std::exception& e) {
+      j["error"] = std::string("adding the constituents to its derivation failed: ") +
+                   e.what();
+    }
+  }
+
   std::map<std::string, json>& held_;
-  const std::map<std::string, std::string>& drvOf_;
+  std::map<std::string, std::string>& drvOf_;
   const std::map<std::string, std::string>& errorOf_;
+  const ConstituentResolver::Rewrite& rewrite_;
   std::set<std::string> done_, active_;
 };
 
@@ -340,7 +364,7 @@ class Resolution {
 size_t ConstituentResolver::finish() {
   std::map<std::string, json> held;
   for (auto& [attr, line] : held_) held[attr] = json::parse(line);
-  Resolution r(held, drvOf_, errorOf_);
+  Resolution r(held, drvOf_, errorOf_, rewrite_);
   size_t failed = 0;
   for (auto& [attr, j] : held) r.resolve(attr);
   for (auto& [attr, j] : held) {
@@ -371,7 +395,20 @@ JobOutputStage::JobOutputStage(EvalStoreTarget& target, bool checkCacheStatus,
     });
   }
   if (constituents) {
-    resolver_ = std::make_unique<ConstituentResolver>(std::cout);
+    // Named constituents are added to the aggregate's derivation when the
+    // `.drv` files are in kiln's store (not --store-root, --readonly-mode).
+    ConstituentResolver::Rewrite rewrite;
+    if (!target.readOnly() && !target.storeRooted())
+      rewrite = [this](const std::string& drvPath, const std::vector<std::string>& named) {
+        if (!rewriter_) {
+          store::LocalStore* store = target_.localStore();
+          rewriter_ = std::make_unique<AggregateRewriter>(
+              store->storeDir(), store::fileDrvLoader(store->storeDir(), store->physicalRoot()),
+              *target_.writer());
+        }
+        return rewriter_->rewrite(drvPath, named);
+      };
+    resolver_ = std::make_unique<ConstituentResolver>(std::cout, std::move(rewrite));
     target.setSink([this](const std::string& text) { resolver_->add(text); });
   }
 }

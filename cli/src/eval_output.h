@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "aggregate_drv.h"
 #include "kiln/evaluator/jobs.h"
 
 namespace kiln::store {
@@ -110,7 +111,16 @@ class CacheStatusChecker {
 /// attribute order.
 class ConstituentResolver {
  public:
-  explicit ConstituentResolver(std::ostream& out) : out_(out) {}
+  /// Makes an aggregate's derivation depend on all its constituents
+  /// (AggregateRewriter::rewrite): takes its `.drv` path and theirs, gives
+  /// the `.drv` path and outputs to report. Throws Error.
+  using Rewrite = std::function<RewrittenDrv(const std::string& drvPath,
+                                             const std::vector<std::string>& all)>;
+  /// With `rewrite`, every aggregate is held (not only those naming
+  /// constituents) and rewritten; without, named constituents are only
+  /// listed (the aggregate's derivation does not depend on them).
+  explicit ConstituentResolver(std::ostream& out, Rewrite rewrite = {})
+      : out_(out), rewrite_(std::move(rewrite)) {}
   /// Takes printed text (whole lines).
   void add(const std::string& text);
   /// Resolves and prints the aggregates held; returns how many of them
@@ -119,6 +129,7 @@ class ConstituentResolver {
 
  private:
   std::ostream& out_;
+  Rewrite rewrite_;
   std::map<std::string, std::string> drvOf_;    // attr → drvPath
   std::map<std::string, std::string> errorOf_;  // attr → error
   std::map<std::string, std::string> held_;     // attr → its JSON line
@@ -157,6 +168,7 @@ class JobOutputStage {
   std::vector<std::string> cacheUrls_;
   std::unique_ptr<CacheStatusChecker> checker_;
   std::unique_ptr<ConstituentResolver> resolver_;
+  std::unique_ptr<AggregateRewriter> rewriter_;
   int memFd_ = -1;
 };
 

@@ -266,6 +266,11 @@ std::string validEvaluator(const std::string& s) {
              : "must name an evaluator plugin (1 to 64 letters, digits, '-' "
                "or '_'): 'builtin', 'nix' or another loaded one";
 }
+std::string validChannelJob(const std::string& s) {
+  return scheduler::isChannelJobName(s)
+             ? ""
+             : "must be a job name: 1 to 200 bytes without control characters";
+}
 std::string validKey(const std::string& s) {
   try {
     protocol::AllowList().add(s);
@@ -398,6 +403,9 @@ ConfiguredJobset readJobset(Table t) {
   t.str("file", j.file, validRelativeFile);
   t.str("attribute", j.attribute);
   t.str("evaluator", j.evaluator, validEvaluator);
+  t.str("channel_job", j.channelJob, validChannelJob);
+  t.integer("max_closure_growth", j.maxClosureGrowth, 0, 1000000);
+  t.integer("max_build_time_growth", j.maxBuildTimeGrowth, 0, 1000000);
   t.integer("check_interval", j.checkInterval, 0, int64_t{1} << 31);
   t.integer("shares", j.shares, 1, 1000000);
   t.boolean("enabled", j.enabled);

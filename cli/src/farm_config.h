@@ -27,6 +27,11 @@ struct ConfiguredJobset {
   std::string file = "default.nix";
   std::string attribute;
   std::string evaluator = "builtin";
+  /// The job whose success advances the channel (docs/release.md).
+  std::string channelJob = "tested";
+  /// Regression gates, percent (0: not checked; docs/release.md).
+  int64_t maxClosureGrowth = 0;
+  int64_t maxBuildTimeGrowth = 0;
   int64_t checkInterval = 60;  ///< seconds; 0 = evaluated once
   int64_t shares = 100;
   bool enabled = true;

@@ -156,7 +156,15 @@ const std::vector<OpCommand>& opCommands() {
         {"shares", "shares", ArgType::kInt, "scheduling shares (default 100)"},
         {"evaluator", "evaluator", ArgType::kString,
          "the evaluator plugin: 'builtin' (default: kiln's own), 'nix' "
-         "(nix-instantiate) or another loaded one (`kiln plugins`)"}}},
+         "(nix-instantiate) or another loaded one (`kiln plugins`)"},
+        {"channel-job", "channelJob", ArgType::kString,
+         "the job whose success advances the jobset's channel (default "
+         "tested)"},
+        {"max-closure-growth", "maxClosureGrowth", ArgType::kInt,
+         "percent a job's closure size may grow against the channel's "
+         "evaluation before the channel is held (default 0: not checked)"},
+        {"max-build-time-growth", "maxBuildTimeGrowth", ArgType::kInt,
+         "percent a job's build time may grow likewise (default 0)"}}},
       {"jobset eval",
        "evaluate a jobset now",
        "jobset-eval",

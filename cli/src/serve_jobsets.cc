@@ -24,7 +24,10 @@ json jobsetRequestArgs(const std::string& project, const ConfiguredJobset& j) {
           {"checkInterval", j.checkInterval},
           {"shares", j.shares},
           {"enabled", j.enabled},
-          {"evaluator", j.evaluator}};
+          {"evaluator", j.evaluator},
+          {"channelJob", j.channelJob},
+          {"maxClosureGrowth", j.maxClosureGrowth},
+          {"maxBuildTimeGrowth", j.maxBuildTimeGrowth}};
 }
 
 bool sameJobset(const scheduler::JobsetRow& row, const ConfiguredJobset& j) {
@@ -33,7 +36,10 @@ bool sameJobset(const scheduler::JobsetRow& row, const ConfiguredJobset& j) {
          row.attribute == j.attribute &&
          json::parse(row.arguments, nullptr, false) == j.arguments &&
          row.checkIntervalSec == j.checkInterval && row.shares == j.shares &&
-         row.enabled == j.enabled && row.evaluator == j.evaluator;
+         row.enabled == j.enabled && row.evaluator == j.evaluator &&
+         row.channelJob == j.channelJob &&
+         row.maxClosureGrowthPct == j.maxClosureGrowth &&
+         row.maxBuildTimeGrowthPct == j.maxBuildTimeGrowth;
 }
 
 JobsetSync::JobsetSync(const scheduler::DatabaseSpec& database,

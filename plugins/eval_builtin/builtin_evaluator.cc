@@ -71,7 +71,8 @@ class BuiltinEvaluator {
     std::vector<std::string> cmd = {kiln_,         "eval",
                                     req.file,      "--json",
                                     "--workers",   std::to_string(workers_),
-                                    "--state-dir", req.state_dir,
+                                    "--constituents", "--state-dir",
+                                    req.state_dir,
                                     "--store-dir", req.store_dir};
     if (*req.attribute) cmd.insert(cmd.end(), {"-A", req.attribute});
     for (size_t i = 0; req.arg_names[i]; i++)

@@ -30,7 +30,7 @@ void putRecord(Sink& out, char tag, std::string_view body) {
 
 json jobJson(const Job& j) {
   if (!j.error.empty()) return {{"attr", j.attr}, {"error", j.error}};
-  return {{"attr", j.attr},
+  json out = {{"attr", j.attr},
           {"name", j.name},
           {"system", j.system},
           {"drvPath", j.drvPath},
@@ -39,6 +39,8 @@ json jobJson(const Job& j) {
            {{"schedulingPriority", j.schedulingPriority},
             {"maxSilent", j.maxSilentSec},
             {"timeout", j.timeoutSec}}}};
+  if (j.aggregate) out["constituents"] = j.constituents;
+  return out;
 }
 
 // The closure of `roots` in `store`, every path after its references.

@@ -28,6 +28,28 @@ std::map<std::string, plugins::PluginConfig> withBuiltinKiln(
   return configs;
 }
 
+namespace {
+
+// An aggregate's `constituents`: `.drv` paths, bounded.
+void parseConstituents(Job& job, const json& list) {
+  auto bad = [&](const std::string& why) {
+    return FormatError("job line for '" + job.attr + "': 'constituents' " + why);
+  };
+  if (!list.is_array()) throw bad("is not an array");
+  if (list.size() > kMaxConstituents)
+    throw bad("has more than " + std::to_string(kMaxConstituents) + " entries");
+  for (auto& c : list) {
+    if (!c.is_string()) throw bad("holds a value that is not a string");
+    const std::string& path = c.get_ref<const std::string&>();
+    if (path.size() < 5 || path.compare(path.size() - 4, 4, ".drv") != 0)
+      throw bad("holds '" + path + "', not a .drv path");
+    job.constituents.push_back(path);
+  }
+  job.aggregate = true;
+}
+
+}  // namespace
+
 Job parseJobLine(const std::string& line, bool needSystem) {
   json j;
   try {
@@ -62,6 +84,7 @@ Job parseJobLine(const std::string& line, bool needSystem) {
       if (v.is_string()) job.outputs[k] = v.get<std::string>();
   }
   if (j.contains("meta") && j["meta"].is_object()) applyMeta(job, j["meta"]);
+  if (j.contains("constituents")) parseConstituents(job, j["constituents"]);
   return job;
 }
 

@@ -59,11 +59,28 @@ EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
                                 store::StoreDir(config_.storeDir));
     readClosure(o, evalStore);
     orderJobsByDepth(o.jobs, *o.drvs, evalStore.storeDir());
+    o.sources = keepSources(evalStore, co.dir);
   } catch (const std::exception& e) {
     o.error = e.what();
   }
   finished(o, start);
   return o;
+}
+
+// The checkout as a `source` path (what a channel's nixexprs.tar.xz
+// holds); "" when it cannot be added (logged: the evaluation stands).
+std::string Evaluations::keepSources(store::LocalStore& store,
+                                     const std::string& dir) const {
+  try {
+    auto path = store.addPath(dir, "source", [](const std::string& p) {
+      return baseNameOf(p) != ".git";
+    });
+    return store.storeDir().printPath(path);
+  } catch (const std::exception& e) {
+    logWarn("keeping the evaluated sources of " + dir + " failed: " +
+            e.what());
+    return "";
+  }
 }
 
 void Evaluations::finished(EvalOutcome& o, Clock::TimePoint start) const {

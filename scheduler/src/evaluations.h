@@ -31,6 +31,9 @@ struct EvalOutcome {
   std::vector<Job> jobs;  ///< dependencies first (orderJobsByDepth)
   std::shared_ptr<const DrvMap> drvs;  ///< the jobs' closures, parsed
   std::string error;                   ///< the whole evaluation failed
+  /// The evaluated sources (the checkout without `.git`) as a store path
+  /// of the central store; "" when not kept (docs/release.md).
+  std::string sources;
   int64_t timeMs = 0;
   int64_t durationMs = 0;
 };
@@ -114,6 +117,8 @@ class Evaluations {
   static void finishJobs(EvalOutcome& o, store::LocalStore& store);
   /// Sets `o`'s duration: the time since `start`.
   void finished(EvalOutcome& o, Clock::TimePoint start) const;
+  std::string keepSources(store::LocalStore& store,
+                          const std::string& dir) const;
 
   struct Pending {
     JobsetRow jobset;

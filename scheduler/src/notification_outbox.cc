@@ -27,6 +27,8 @@ std::string lifecycleEventName(Kind kind) {
       return "build.finished";
     case Kind::kStepFinished:
       return "step.finished";
+    case Kind::kChannelAdvanced:
+      return "channel.advanced";
   }
   return "unknown";
 }
@@ -135,6 +137,14 @@ json NotificationOutbox::payload(const LifecycleEvent& ev, int64_t timeMs) {
       body["step"] = stepJson(ev.step);
       if (body["step"].is_null()) return nullptr;
       break;
+    case Kind::kChannelAdvanced: {
+      body["jobset"] = jobsetJson(ev.jobset);
+      auto e = db_->evaluation(ev.eval);
+      if (!e) return nullptr;
+      body["eval"] = json{{"id", e->id}, {"inputsHash", e->inputsHash}};
+      body["build"] = buildJson(ev.build, true);
+      break;
+    }
   }
   return body;
 }
@@ -156,7 +166,9 @@ void NotificationOutbox::onLifecycleEvent(const LifecycleEvent& ev,
   json body = payload(ev, timeMs);
   if (body.is_null()) return;
   std::string key;
-  if (ev.build)
+  if (ev.kind == Kind::kChannelAdvanced)
+    key = "jobset:" + std::to_string(ev.jobset);
+  else if (ev.build)
     key = "build:" + std::to_string(ev.build);
   else if (ev.step)
     key = "step:" + std::to_string(ev.step);

@@ -5,6 +5,7 @@
 // added builds use too.
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
+#include "kiln/scheduler/release_store.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -28,6 +29,31 @@ BuildRow buildRowOf(const Job& j, int64_t evalId, int64_t jobset,
   b.timeoutSec = j.timeoutSec;
   b.createdMs = nowMs;
   return b;
+}
+
+// Aggregate build → constituent build pairs: each aggregate job's
+// constituent `.drv`s matched to the builds of the same evaluation with that
+// derivation (a `.drv` no job of the evaluation has is left out, as Hydra
+// does).
+std::vector<std::pair<int64_t, int64_t>> constituentEdges(
+    const EvalOutcome& o, const std::vector<BuildRow>& rows,
+    const std::vector<int64_t>& ids) {
+  std::multimap<std::string, int64_t> byDrv;
+  for (size_t i = 0; i < rows.size(); i++) byDrv.emplace(rows[i].drvPath, ids[i]);
+  std::map<std::string, int64_t> byJob;
+  for (size_t i = 0; i < rows.size(); i++) byJob[rows[i].job] = ids[i];
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (auto& j : o.jobs) {
+    auto self = byJob.find(j.attr);
+    if (!j.aggregate || !j.error.empty() || self == byJob.end()) continue;
+    int64_t aggregate = self->second;
+    for (auto& c : j.constituents) {
+      auto [from, to] = byDrv.equal_range(c);
+      for (auto it = from; it != to; ++it)
+        if (it->second != aggregate) edges.emplace_back(aggregate, it->second);
+    }
+  }
+  return edges;
 }
 
 }  // namespace
@@ -74,6 +100,7 @@ int64_t SchedulerService::Impl::recordEvaluation(
       e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
+  if (!o.sources.empty()) setEvalSources(db, evalId, o.sources);
   // Reported once recorded, at the time it ended (eval.started was sent
   // when it started: evaluationStarted).
   notify({o.error.empty() ? LifecycleEvent::Kind::kEvalFinished
@@ -126,6 +153,7 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
     rows.push_back(std::move(b));
   }
   auto ids = db.createBuilds(rows);
+  recordConstituents(o, rows, ids);
   std::vector<BuildRow> toStart;
   for (size_t i = 0; i < rows.size(); i++) {
     BuildRow& b = rows[i];
@@ -134,11 +162,67 @@ std::vector<BuildRow> SchedulerService::Impl::createBuilds(const EvalOutcome& o,
     if (b.reusedFrom) {
       db.setBuildOutputs(b.id, db.buildOutputs(b.reusedFrom));
       notify({LifecycleEvent::Kind::kBuildFinished, b.jobset, evalId, b.id});
+      maybeAdvanceChannel(b.id, b.createdMs);
       continue;
     }
     toStart.push_back(std::move(b));
   }
   return toStart;
+}
+
+void SchedulerService::Impl::recordConstituents(
+    const EvalOutcome& o, const std::vector<BuildRow>& rows,
+    const std::vector<int64_t>& ids) {
+  auto edges = constituentEdges(o, rows, ids);
+  if (!edges.empty()) addAggregateConstituents(db, edges);
+}
+
+void SchedulerService::Impl::maybeAdvanceChannel(int64_t build, int64_t nowMs) {
+  std::optional<ChannelAdvance> a;
+  try {
+    auto c = channelCandidate(db, build);
+    if (!c || heldByRegressions(*c)) return;
+    a = recordChannelAdvance(db, *c, nowMs);
+  } catch (const SqlError& e) {
+    if (e.transient()) throw;  // the whole transaction runs again
+    logError("build " + std::to_string(build) +
+             ": advancing its jobset's channel failed: " + e.what());
+  }
+  if (!a) return;
+  logInfo("the channel of jobset " + std::to_string(a->jobset) +
+          " advanced to evaluation " + std::to_string(a->eval) + " (build " +
+          std::to_string(a->build) + ")");
+  notify({LifecycleEvent::Kind::kChannelAdvanced, a->jobset, a->eval, a->build},
+         nowMs);
+}
+
+// The regression gate (docs/release.md): the jobs of the candidate's
+// evaluation whose closure or build time grew past the jobset's limits
+// against the channel's evaluation are recorded, and hold the channel.
+bool SchedulerService::Impl::heldByRegressions(const ChannelCandidate& c) {
+  auto js = db.jobset(c.jobset);
+  if (!c.current || !js ||
+      (js->maxClosureGrowthPct <= 0 && js->maxBuildTimeGrowthPct <= 0))
+    return false;
+  ClosureSizeFn closure = [this](const std::string& path) -> std::optional<int64_t> {
+    try {
+      int64_t bytes = 0;
+      for (auto& p : store.queryRequisites({store.parsePath(path)}))
+        if (auto info = store.queryPathInfo(p)) bytes += int64_t(info->narSize);
+      return bytes;
+    } catch (const Error&) {
+      return std::nullopt;  // not (or no longer) in the central store
+    }
+  };
+  auto found = findRegressions(db, c.eval, c.current->eval, js->maxClosureGrowthPct,
+                               js->maxBuildTimeGrowthPct, closure);
+  if (found.empty()) return false;
+  recordRegressions(db, c.eval, found);
+  logWarn("evaluation " + std::to_string(c.eval) + " of jobset " + std::to_string(c.jobset) +
+          " regressed (" + std::to_string(found.size()) + " jobs past the limits, first " +
+          found[0].job + "): the channel stays at evaluation " +
+          std::to_string(c.current->eval));
+  return true;
 }
 
 void SchedulerService::Impl::startBuild(const BuildRow& b) { startBuilds({b}); }

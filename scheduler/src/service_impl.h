@@ -25,6 +25,7 @@
 #include "kiln/scheduler/checkpointer.h"
 #include "kiln/scheduler/ingest.h"
 #include "kiln/scheduler/metrics.h"
+#include "kiln/scheduler/release_store.h"
 #include "kiln/scheduler/requests.h"
 #include "kiln/scheduler/scheduler_lock.h"
 #include "kiln/scheduler/service.h"
@@ -170,6 +171,13 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
       const std::string& drvPath);
   /// Hands `ev` to every sink (exceptions logged).
   void announce(const BuildEvent& ev);
+  /// Advances the channel of build `build`'s jobset if it is the channel
+  /// job's and succeeded (release_store.h), then tells the sinks
+  /// (channel.advanced). In the transaction that finished the build.
+  void maybeAdvanceChannel(int64_t build, int64_t nowMs);
+  /// Whether regressions against the channel's evaluation hold candidate
+  /// `c` back (recorded when they do).
+  bool heldByRegressions(const ChannelCandidate& c);
   /// Hands a service event to every sink (at `timeMs`, default now).
   void notify(const LifecycleEvent& ev,
               std::optional<int64_t> timeMs = std::nullopt);
@@ -203,6 +211,10 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
                            std::optional<int64_t> request = std::nullopt);
   /// The build rows of evaluation `evalId`; returns those to ingest.
   std::vector<BuildRow> createBuilds(const EvalOutcome& o, int64_t evalId);
+  /// Records which builds of `rows` (ids `ids`) are aggregates' constituents.
+  void recordConstituents(const EvalOutcome& o,
+                          const std::vector<BuildRow>& rows,
+                          const std::vector<int64_t>& ids);
   void checkJobsets();
   void finishEvaluation(Evaluations::Finished& done);
   void finishFailed(const Evaluations::Finished& done, const std::exception& e);

@@ -139,6 +139,46 @@ TEST_F(EvalNixEvalJobs, ConstituentsResolvedInEveryMode) {
   }
 }
 
+// The .drv at full logical path `drv` in store `state` as kiln store
+// show-derivation --check prints it (the check recomputes its outputs and
+// path; a failure is reported in `problems`).
+json showDerivation(const std::string& state, const std::string& drv, std::string& problems) {
+  std::string file = state + "/store/" + drv.substr(drv.rfind('/') + 1);
+  auto r = test::run({test::kilnBinary(), "store", "show-derivation", "--check", file});
+  problems = r.exitCode == 0 ? "" : r.err + r.out;
+  if (r.exitCode != 0) return nullptr;
+  return json::parse(r.out).begin().value();
+}
+
+TEST_F(EvalNixEvalJobs, AggregatesInTheStoreDependOnEveryConstituent) {
+  auto readOnly = byAttr(eval({"--constituents"}).out);
+  std::string state = dir_.path() + "/state";
+  auto r = eval({"--constituents"}, state);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto jobs = byAttr(r.out);
+  // `tested` names b and scope.f, and its `//` leaves a out of its
+  // derivation: written again with the three as inputs, new outputs.
+  json tested = jobs["tested"];
+  ASSERT_FALSE(tested.contains("error")) << tested;
+  EXPECT_NE(tested["drvPath"], readOnly["tested"]["drvPath"]);
+  EXPECT_NE(tested["outputs"]["out"], readOnly["tested"]["outputs"]["out"]);
+  std::string problems;
+  json drv = showDerivation(state, tested["drvPath"], problems);
+  ASSERT_TRUE(problems.empty()) << problems;
+  for (auto* c : {"a", "b", "scope.f"})
+    EXPECT_EQ(drv["inputDrvs"][jobs[c]["drvPath"].get<std::string>()], json::array({"out"}))
+        << c << "\n" << drv.dump(2);
+  EXPECT_EQ(drv["outputs"]["out"]["path"], tested["outputs"]["out"]);
+  EXPECT_EQ(drv["env"]["out"], tested["outputs"]["out"]);
+  // `release` names `tested`: it depends on the rewritten one.
+  json release = showDerivation(state, jobs["release"]["drvPath"], problems);
+  ASSERT_TRUE(problems.empty()) << problems;
+  EXPECT_TRUE(release["inputDrvs"].contains(tested["drvPath"].get<std::string>()))
+      << release.dump(2);
+  // Plain jobs keep their derivations.
+  EXPECT_EQ(jobs["c"]["drvPath"], readOnly["c"]["drvPath"]);
+}
+
 TEST_F(EvalNixEvalJobs, CacheStatusLocalCachedAndNotBuilt) {
   std::string built = dir_.path() + "/built", fresh = dir_.path() + "/fresh";
   auto r = test::run({test::kilnBinary(), "build", file_, "-A", "a", "--no-out-link"}, "",

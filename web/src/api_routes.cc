@@ -70,7 +70,10 @@ const std::vector<Field> kJobsetFields = {
     {"checkInterval", Field::kInt, 366 * 86400},
     {"shares", Field::kInt, 1000000},
     {"enabled", Field::kBool},
-    {"evaluator", Field::kString, 64}};
+    {"evaluator", Field::kString, 64},
+    {"channelJob", Field::kString, 200},
+    {"maxClosureGrowth", Field::kInt, 1000000},
+    {"maxBuildTimeGrowth", Field::kInt, 1000000}};
 
 // Builds a mutation's request arguments from the route and the body.
 using ArgsFn = std::function<json(const RouteParams&, const json& body)>;

@@ -1,4 +1,5 @@
 // HTML of the build, job, queue, workers and search pages (html.h).
+#include "html_release.h"
 #include "html_util.h"
 
 namespace kiln::web {
@@ -87,7 +88,7 @@ std::string renderBuild(const json& m) {
       "</th><td>" + b["globalPriority"].dump() + "</td></tr>";
   if (!b["error"].get<std::string>().empty())
     body += "<tr><th>Error</th><td>" + esc(b["error"]) + "</td></tr>";
-  body += "</table>" + buildActions(b);
+  body += "</table>" + buildActions(b) + aggregateSection(m["aggregate"]);
   body += "<h2>Outputs</h2><table><tr><th>Name</th><th>Path</th><th "
           "class=\"num\">Size</th><th class=\"num\">Closure</th></tr>";
   for (auto& o : m["outputs"])
@@ -129,6 +130,7 @@ std::string renderJob(const json& m) {
                   "<a href=\"" + htmlEscape(self) + "/latest-finished\">latest "
                   "finished</a> · <img alt=\"status badge\" src=\"" +
                   htmlEscape(self) + "/badge.svg\"></p>";
+  b += jobCharts(m["history"]);
   b += "<table><tr><th>Build</th><th>Evaluation</th><th>Status</th><th>"
        "Finished</th><th>Duration</th></tr>";
   for (auto& r : m["builds"]["rows"])

@@ -164,7 +164,8 @@ td.num,th.num{text-align:right}code,.mono{font-family:ui-monospace,monospace;fon
 .st-out-of-memory,.st-process-limit-exceeded,.st-disk-limit-exceeded{background:#c62828}
 .st-cancelled{background:#8d6e63}
 .chart rect{fill:#c62828}.chart rect.axis{fill:#9aa3b2}.chart.lat rect{fill:#1565c0}
-.chart.idle rect{fill:#ef6c00}.cards{display:flex;gap:1em;flex-wrap:wrap}
+.chart.idle rect{fill:#ef6c00}.lat .chart rect{fill:#1565c0}
+.size .chart rect{fill:#2e7d32}.closure .chart rect{fill:#6a1b9a}.cards{display:flex;gap:1em;flex-wrap:wrap}
 .card{background:#fff;border:1px solid #e3e6ec;border-radius:6px;padding:.6em .9em;min-width:10em}
 .card b{font-size:1.3em;display:block}.muted{color:#6b7280}.pager{margin:.4em 0 1.2em}
 .pager a{margin-right:1em}pre.log{background:#10141c;color:#e6e6e6;padding:.8em;overflow:auto;max-height:40em;font-size:.85em}

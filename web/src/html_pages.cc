@@ -1,5 +1,6 @@
 // HTML of the overview, projects, jobset, evaluation and comparison pages
 // (html.h), rendered from their models (model.h).
+#include "html_release.h"
 #include "html_util.h"
 
 namespace kiln::web {
@@ -153,6 +154,7 @@ std::string renderJobset(const json& m) {
                   esc(js["file"]) + "</code>, checked every " +
                   js["checkInterval"].dump() + " s, shares " +
                   js["shares"].dump() + "</p>";
+  b += channelSection(m["channel"]);
   b += "<h2>Evaluations</h2>" + evaluationsTable(m["evaluations"]["rows"]) +
        pager(m["evaluations"], self, "evals");
   b += "<h2>Jobs × evaluations</h2><table><tr><th>Job</th>";
@@ -194,6 +196,7 @@ std::string renderEvaluation(const json& m) {
                   formatDuration(e["durationMs"]) + "</p>";
   if (!e["error"].get<std::string>().empty())
     b += "<pre class=\"log\">" + esc(e["error"]) + "</pre>";
+  b += regressionsSection(m["regressions"]);
   if (m["previous"].get<int64_t>())
     b += "<p><a href=\"" + self + "/compare\">Compare with the previous "
          "evaluation (" + m["previous"].dump() + ")</a></p>";
@@ -227,7 +230,8 @@ std::string renderComparison(const json& m) {
                      std::to_string(base);
   std::string b = "<p>Evaluation " + evalLink(id) + " against " +
                   evalLink(base) + " (" + formatTime(m["base"]["timeMs"]) +
-                  ")</p><nav class=\"tabs\">";
+                  ")</p>" + regressionsSection(m["regressions"]) +
+                  "<nav class=\"tabs\">";
   std::string kind = m["kind"];
   for (auto& [name, n] : m["counts"].items())
     b += "<a" + std::string(name == kind ? " class=\"on\"" : "") + " href=\"" +

@@ -3,6 +3,7 @@
 #include "kiln/scheduler/logs.h"
 #include "kiln/scheduler/offline_requests.h"
 #include "kiln/web/model.h"
+#include "model_release.h"
 #include "model_util.h"
 
 namespace kiln::web {
@@ -61,6 +62,7 @@ json buildModel(StateView& view, const std::string& stateDir, int64_t id,
   out["dependencies"] = stepsJson(steps.dependencies);
   out["stepsTruncated"] = steps.truncated;
   out["outputs"] = outputsJson(view, id, sizes);
+  out["aggregate"] = aggregateJson(view, id);
   json logs = json::array();
   // Probed by attempt (the top step's count), not by reading the logs
   // folder: it holds a file per attempt of every step ever built.
@@ -73,7 +75,7 @@ json buildModel(StateView& view, const std::string& stateDir, int64_t id,
 
 json jobModel(StateView& view, const std::string& project,
               const std::string& jobset, const std::string& job,
-              const Page& page) {
+              const Page& page, const PathSizeFn& sizes) {
   auto js = findJobset(view, project, jobset);
   auto h = view.jobHistory(js.id, job, page);
   json rows = json::array();
@@ -89,7 +91,8 @@ json jobModel(StateView& view, const std::string& project,
           {"job", job},
           {"latest", view.latestBuild(js.id, job, false)},
           {"latestFinished", view.latestBuild(js.id, job, true)},
-          {"builds", pageJson(page, h.more, std::move(rows))}};
+          {"builds", pageJson(page, h.more, std::move(rows))},
+          {"history", jobHistoryJson(view, js.id, job, sizes)}};
 }
 
 json queueModel(const scheduler::SchedulerSnapshot* snap, const Page& page) {

@@ -1,6 +1,7 @@
 // The page models of the overview, projects, jobsets, evaluations and
 // their comparison (model.h). Each reads bounded pages only.
 #include "kiln/web/model.h"
+#include "model_release.h"
 #include "model_util.h"
 
 namespace kiln::web {
@@ -139,6 +140,7 @@ json jobsetModel(StateView& view, const std::string& project,
   }
   out["matrix"] = {{"evaluations", std::move(cols)},
                    {"jobs", pageJson(jobs, m.moreJobs, std::move(cells))}};
+  out["channel"] = channelModel(view, project, jobset, 10);
   return out;
 }
 
@@ -162,6 +164,7 @@ json evaluationModel(StateView& view, int64_t eval,
   for (auto& r : er.rows)
     errs.push_back({{"attr", r.attr}, {"error", r.error}});
   out["errors"] = pageJson(errors, er.more, std::move(errs));
+  out["regressions"] = regressionsJson(view, eval);
   return out;
 }
 
@@ -189,7 +192,8 @@ json comparisonModel(StateView& view, int64_t eval, int64_t base,
           {"base", evaluationJson(*b)},
           {"counts", std::move(counts)},
           {"kind", changeKindName(kind)},
-          {"changes", pageJson(page, p.more, std::move(rows))}};
+          {"changes", pageJson(page, p.more, std::move(rows))},
+          {"regressions", regressionsJson(view, eval)}};
 }
 
 }  // namespace kiln::web

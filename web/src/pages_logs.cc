@@ -309,7 +309,8 @@ Handler latest(WebContext& ctx, bool finishedEval) {
 }
 
 Handler jobPage(WebContext& ctx, bool api) {
-  return [&ctx, api](const Request& req, const RouteParams& p) {
+  return [&ctx, api, sizes = storeSizes(ctx)](const Request& req,
+                                             const RouteParams& p) {
     auto* view = ctx.view();
     if (!view)
       throw HttpError(503, "the scheduler has not created its state yet");
@@ -318,7 +319,8 @@ Handler jobPage(WebContext& ctx, bool api) {
         intArg(req, "limit", 50, 1, scheduler::Page::kMaxLimit)};
     try {
       json m =
-          jobModel(*view, p.at("project"), p.at("jobset"), p.at("job"), page);
+          jobModel(*view, p.at("project"), p.at("jobset"), p.at("job"), page,
+                   sizes);
       return api || req.wantsJson() ? Response::json(m)
                                     : Response::html(renderJob(m));
     } catch (const NotFound& e) {

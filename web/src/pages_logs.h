@@ -7,6 +7,7 @@
 #include "kiln/scheduler/logs.h"
 #include "kiln/scheduler/state_view.h"
 #include "kiln/web/context.h"
+#include "kiln/web/model.h"
 #include "kiln/web/router.h"
 
 namespace kiln::web {
@@ -31,6 +32,10 @@ Response logResponse(const WebContext& ctx, const scheduler::StepLog& log);
 void addLogRoutes(Router& router, WebContext& ctx);
 /// A job's history page, `latest`, `latest-finished` and `badge.svg`.
 void addJobRoutes(Router& router, WebContext& ctx);
+/// The sizes of a store path and its closure from the central store of
+/// `ctx` (opened on first use; nullopt while the scheduler has not created
+/// it).
+PathSizeFn storeSizes(const WebContext& ctx);
 /// The query argument `name` as an integer in [min, max] (`def` when
 /// absent); HttpError(400) naming it otherwise.
 int64_t intArg(const Request& req, const std::string& name, int64_t def,

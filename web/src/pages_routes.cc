@@ -10,6 +10,7 @@
 #include "kiln/web/html.h"
 #include "kiln/web/model.h"
 #include "kiln/web/pages.h"
+#include "channel_routes.h"
 #include "model_cache.h"
 #include "pages_logs.h"
 
@@ -33,6 +34,32 @@ int64_t intArg(const Request& req, const std::string& name, int64_t def,
     throw HttpError(400, "query argument '" + name + "' must be an integer in " +
                              std::to_string(min) + ".." + std::to_string(max));
   return n;
+}
+
+PathSizeFn storeSizes(const WebContext& ctx) {
+  struct Shared {
+    std::mutex mu;
+    std::shared_ptr<store::LocalStore> store;
+  };
+  auto shared = std::make_shared<Shared>();
+  return [shared, &ctx](const std::string& path) -> std::optional<PathSize> {
+    std::shared_ptr<store::LocalStore> s;
+    {
+      std::lock_guard lock(shared->mu);
+      if (!shared->store && pathExists(ctx.stateDir + "/db"))
+        shared->store = std::make_shared<store::LocalStore>(
+            ctx.stateDir, store::StoreDir(ctx.storeDir));
+      s = shared->store;
+    }
+    if (!s) return std::nullopt;
+    auto sp = s->parsePath(path);
+    auto info = s->queryPathInfo(sp);
+    if (!info) return std::nullopt;
+    PathSize size{int64_t(info->narSize), 0};
+    for (auto& q : s->queryRequisites({sp}))
+      if (auto i = s->queryPathInfo(q)) size.closureSize += int64_t(i->narSize);
+    return size;
+  };
 }
 
 namespace {
@@ -76,34 +103,6 @@ Handler page(WebContext& ctx, ModelFn model, RenderFn render, bool api,
     } catch (const scheduler::SchedulerStateError& e) {
       throw HttpError(400, e.what());
     }
-  };
-}
-
-// The sizes of a store path and its closure from the central store, opened
-// on first use (null while the scheduler has not created it).
-PathSizeFn storeSizes(const WebContext& ctx) {
-  struct Shared {
-    std::mutex mu;
-    std::shared_ptr<store::LocalStore> store;
-  };
-  auto shared = std::make_shared<Shared>();
-  return [shared, &ctx](const std::string& path) -> std::optional<PathSize> {
-    std::shared_ptr<store::LocalStore> s;
-    {
-      std::lock_guard lock(shared->mu);
-      if (!shared->store && pathExists(ctx.stateDir + "/db"))
-        shared->store = std::make_shared<store::LocalStore>(
-            ctx.stateDir, store::StoreDir(ctx.storeDir));
-      s = shared->store;
-    }
-    if (!s) return std::nullopt;
-    auto sp = s->parsePath(path);
-    auto info = s->queryPathInfo(sp);
-    if (!info) return std::nullopt;
-    PathSize size{int64_t(info->narSize), 0};
-    for (auto& q : s->queryRequisites({sp}))
-      if (auto i = s->queryPathInfo(q)) size.closureSize += int64_t(i->narSize);
-    return size;
   };
 }
 
@@ -235,6 +234,7 @@ void addPageRoutes(Router& router, WebContext& ctx) {
           renderSearch, shared);
   addJobRoutes(router, ctx);
   addLogRoutes(router, ctx);
+  addChannelRoutes(router, ctx);
 }
 
 }  // namespace kiln::web

@@ -24,7 +24,10 @@ json jobsetJson(const JobsetRow& j) {
           {"attribute", j.attribute},
           {"checkInterval", j.checkIntervalSec},
           {"shares", j.shares},
-          {"evaluator", j.evaluator}};
+          {"evaluator", j.evaluator},
+          {"channelJob", j.channelJob},
+          {"maxClosureGrowth", j.maxClosureGrowthPct},
+          {"maxBuildTimeGrowth", j.maxBuildTimeGrowthPct}};
 }
 
 BuildRow requireBuild(StateDb& db, const json& a) {
@@ -106,6 +109,9 @@ json createJobset(StateDb& db, const json& a,
   j.shares = intArg(a, "shares", 100);
   j.enabled = boolArg(a, "enabled", true);
   j.evaluator = strArg(a, "evaluator", "builtin");
+  j.channelJob = strArg(a, "channelJob", "tested");
+  j.maxClosureGrowthPct = intArg(a, "maxClosureGrowth", 0);
+  j.maxBuildTimeGrowthPct = intArg(a, "maxBuildTimeGrowth", 0);
   if (isEvaluatorName(j.evaluator)) checkEvaluator(j.name, j.evaluator);
   j.id = db.createJobset(j);
   return jobsetJson(j);
@@ -133,6 +139,11 @@ json updateJobset(StateDb& db, const json& a,
   // A changed evaluator must be loaded; an unchanged one may be gone (the
   // jobset's evaluations then fail, saying so) without blocking edits.
   j.evaluator = strArg(a, "evaluator", j.evaluator);
+  j.channelJob = strArg(a, "channelJob", j.channelJob);
+  j.maxClosureGrowthPct =
+      intArg(a, "maxClosureGrowth", j.maxClosureGrowthPct);
+  j.maxBuildTimeGrowthPct =
+      intArg(a, "maxBuildTimeGrowth", j.maxBuildTimeGrowthPct);
   if (j.evaluator != found->evaluator && isEvaluatorName(j.evaluator))
     checkEvaluator(j.name, j.evaluator);
   db.updateJobset(j);
@@ -216,7 +227,13 @@ void addProjectRequests(RequestTable& t, StateDb& db,
           {"shares", ArgType::kInt, false, "scheduling shares"},
           {"enabled", ArgType::kBool, false, "evaluated on schedule"},
           {"evaluator", ArgType::kString, false,
-           "a loaded evaluator plugin: builtin (default), nix, ..."}},
+           "a loaded evaluator plugin: builtin (default), nix, ..."},
+          {"channelJob", ArgType::kString, false,
+           "the job whose success advances the channel (default tested)"},
+          {"maxClosureGrowth", ArgType::kInt, false,
+           "% a job's closure may grow before the channel is held (0: none)"},
+          {"maxBuildTimeGrowth", ArgType::kInt, false,
+           "% a job's build time may grow before the channel is held"}},
          [&db, checkEvaluator](const json& a) {
            return createJobset(db, a, checkEvaluator);
          }});
@@ -234,7 +251,13 @@ void addProjectRequests(RequestTable& t, StateDb& db,
           {"shares", ArgType::kInt, false, "scheduling shares"},
           {"enabled", ArgType::kBool, false, "evaluated on schedule"},
           {"evaluator", ArgType::kString, false,
-           "a loaded evaluator plugin: builtin, nix, ..."}},
+           "a loaded evaluator plugin: builtin, nix, ..."},
+          {"channelJob", ArgType::kString, false,
+           "the job whose success advances the channel"},
+          {"maxClosureGrowth", ArgType::kInt, false,
+           "% a job's closure may grow before the channel is held (0: none)"},
+          {"maxBuildTimeGrowth", ArgType::kInt, false,
+           "% a job's build time may grow before the channel is held"}},
          [&db, checkEvaluator](const json& a) {
            return updateJobset(db, a, checkEvaluator);
          }});

@@ -47,6 +47,17 @@ std::optional<ProjectRow> StateDb::projectByName(const std::string& name) {
 namespace {
 
 // Throws SchedulerStateError if `j`'s declaration is invalid.
+}  // namespace
+
+bool isChannelJobName(const std::string& name) {
+  if (name.empty() || name.size() > 200) return false;
+  for (char c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  return true;
+}
+
+namespace {
+
 void checkJobset(const JobsetRow& j) {
   checkName("jobset", j.name);
   if (j.kind != "path" && j.kind != "git")
@@ -61,13 +72,22 @@ void checkJobset(const JobsetRow& j) {
                               j.evaluator +
                               "' is not a plugin name (1 to 64 letters, "
                               "digits, '-' or '_')");
+  if (!isChannelJobName(j.channelJob))
+    throw SchedulerStateError("jobset '" + j.name +
+                              "': the channel job must be 1 to 200 bytes "
+                              "without control characters");
+  if (j.maxClosureGrowthPct < 0 || j.maxClosureGrowthPct > 1000000 ||
+      j.maxBuildTimeGrowthPct < 0 || j.maxBuildTimeGrowthPct > 1000000)
+    throw SchedulerStateError("jobset '" + j.name +
+                              "': growth limits are 0 (none) to 1000000 %");
   if (j.shares < 1 || j.checkIntervalSec < 0)
     throw SchedulerStateError("jobset '" + j.name +
                               "': shares must be >= 1 and the check "
                               "interval >= 0");
 }
 
-// Binds the declaration of `j` (kind ... evaluator, in the columns' order).
+// Binds the declaration of `j` (kind ... channel job, in the columns'
+// order).
 SqlStmt& bindJobsetDeclaration(SqlStmt& s, const JobsetRow& j) {
   return s.bind(j.kind)
       .bind(j.location)
@@ -78,7 +98,10 @@ SqlStmt& bindJobsetDeclaration(SqlStmt& s, const JobsetRow& j) {
       .bind(j.checkIntervalSec)
       .bind(j.shares)
       .bind(int64_t{j.enabled})
-      .bind(j.evaluator);
+      .bind(j.evaluator)
+      .bind(j.channelJob)
+      .bind(j.maxClosureGrowthPct)
+      .bind(j.maxBuildTimeGrowthPct);
 }
 
 }  // namespace
@@ -91,8 +114,9 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
     throw SchedulerStateError("jobset '" + j.name + "' already exists");
   auto ins = db_->prepare(
       "INSERT INTO jobsets (project, name, kind, location, branch, file, "
-      "attribute, arguments, check_interval, shares, enabled, evaluator) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
+      "attribute, arguments, check_interval, shares, enabled, evaluator, "
+      "channel_job, max_closure_growth, max_build_time_growth) VALUES (?, ?, "
+      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
   ins.bind(j.project).bind(j.name);
   return insertedId(bindJobsetDeclaration(ins, j));
 }
@@ -102,7 +126,8 @@ void StateDb::updateJobset(const JobsetRow& j) {
   auto s = db_->prepare(
       "UPDATE jobsets SET kind = ?, location = ?, branch = ?, file = ?, "
       "attribute = ?, arguments = ?, check_interval = ?, shares = ?, "
-      "enabled = ?, evaluator = ? WHERE id = ?");
+      "enabled = ?, evaluator = ?, channel_job = ?, max_closure_growth = ?, "
+      "max_build_time_growth = ? WHERE id = ?");
   bindJobsetDeclaration(s, j).bind(j.id).exec();
   if (db_->changes() == 0)
     throw SchedulerStateError("no jobset with id " + std::to_string(j.id));

@@ -98,6 +98,7 @@ branch = "main"
 file = "release.nix"
 attribute = "jobs"
 evaluator = "nix"
+channel_job = "release.tested"
 check_interval = 30
 shares = 7
 enabled = false
@@ -170,12 +171,14 @@ path = "../pkgset"
   EXPECT_EQ(t.file, "release.nix");
   EXPECT_EQ(t.attribute, "jobs");
   EXPECT_EQ(t.evaluator, "nix");
+  EXPECT_EQ(t.channelJob, "release.tested");
   EXPECT_EQ(t.checkInterval, 30);
   EXPECT_EQ(t.shares, 7);
   EXPECT_FALSE(t.enabled);
   EXPECT_EQ(t.arguments, (nlohmann::json{{"system", "\"x86_64-linux\""}}));
   const ConfiguredJobset& l = c.projects[0].jobsets[1];
   EXPECT_EQ(l.kind, "path");
+  EXPECT_EQ(l.channelJob, "tested");  // the default
   EXPECT_EQ(l.location, "/etc/pkgset");
   EXPECT_EQ(l.file, "default.nix");
   EXPECT_TRUE(l.enabled);
@@ -318,6 +321,15 @@ TEST(FarmConfigTest, JobsetsNeedANameAndOneLocation) {
   EXPECT_THAT(p[3], HasSubstr(":10:13: project[0].jobset[1].evaluator: must"));
   EXPECT_THAT(p[4], HasSubstr(":11:8: project[0].jobset[1].file: must be a "
                               "relative path"));
+}
+
+TEST(FarmConfigTest, AChannelJobIsAJobName) {
+  auto p = problemsOf(
+      "[[project]]\nname = \"p\"\n[[project.jobset]]\nname = \"a\"\n"
+      "path = \".\"\nchannel_job = \"\"\n");
+  ASSERT_EQ(p.size(), 1u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr("project[0].jobset[0].channel_job: must be a "
+                              "job name"));
 }
 
 TEST(FarmConfigTest, DuplicateNamesAreRefused) {

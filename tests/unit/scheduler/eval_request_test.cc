@@ -32,8 +32,8 @@ class GatedRunner : public EvalRunner {
     ++started_;
     cv_.notify_all();
     cv_.wait(lock, [&] { return released_; });
-    Job ok{"a", "a", "x86_64-linux", drv_, {}, 0, 3600, 36000, ""};
-    Job bad{"broken", "", "", "", {}, 0, 3600, 36000, "this job is broken"};
+    Job ok{"a", "a", "x86_64-linux", drv_, {}, 0, 3600, 36000, "", {}, false};
+    Job bad{"broken", "", "", "", {}, 0, 3600, 36000, "this job is broken", {}, false};
     return {ok, bad};
   }
   void release() {
@@ -139,7 +139,7 @@ class NamedRunner : public EvalRunner {
   std::vector<Job> evaluate(const JobsetSpec& js, const Checkout&,
                             const EvalStore&) override {
     seen.push_back(js.name);
-    return {Job{name_, name_, "x86_64-linux", drv_, {}, 0, 3600, 36000, ""}};
+    return {Job{name_, name_, "x86_64-linux", drv_, {}, 0, 3600, 36000, "", {}, false}};
   }
   std::vector<std::string> seen;
 

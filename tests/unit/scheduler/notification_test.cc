@@ -208,6 +208,22 @@ TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {
   EXPECT_EQ(done["build"]["statusName"], "success");
   EXPECT_EQ(done["build"]["outputs"]["out"], "/nix/store/bbbb-hello");
   EXPECT_FALSE(queued["build"].contains("status"));
+
+  // The channel advanced to this evaluation: channel.advanced, ordered by
+  // the jobset, with the evaluation and the channel job's build.
+  out.onLifecycleEvent(
+      {LifecycleEvent::Kind::kChannelAdvanced, j, ev, b.id, 0}, 30);
+  rows = NotificationStore(db_).pending(100);
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[4].event, "channel.advanced");
+  EXPECT_EQ(rows[4].orderingKey, "jobset:" + std::to_string(j));
+  auto advanced = json::parse(rows[4].payload);
+  EXPECT_EQ(advanced["event"], "channel.advanced");
+  EXPECT_EQ(advanced["jobset"]["name"], "trunk");
+  EXPECT_EQ(advanced["eval"]["id"], ev);
+  EXPECT_EQ(advanced["eval"]["inputsHash"], "sha256:x");
+  EXPECT_EQ(advanced["build"]["id"], b.id);
+  EXPECT_EQ(advanced["build"]["statusName"], "success");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "kiln/scheduler/cache_roots.h"
 #include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/notification_store.h"
+#include "kiln/scheduler/release_store.h"
 #include "kiln/scheduler/tokens.h"
 #include "postgres_server.h"
 #include "state_backends.h"
@@ -28,13 +29,15 @@ using ::testing::HasSubstr;
 
 // Every table of the schema (checked against SQLite's catalogue below).
 const std::vector<std::string> kTables = {
-    "api_tokens",         "build_outputs", "builds",
-    "cache_pins",         "cached_failures",    "eval_claims",   "eval_counts",
-    "eval_errors",        "eval_result_chunks", "eval_results",
-    "evaluations",        "jobsets",       "notifications",
-    "projects",           "requests",      "scheduler_snapshot",
-    "step_deps",          "step_log_chunks", "step_logs",
-    "steps"};
+    "aggregate_constituents", "api_tokens",         "build_outputs",
+    "builds",                 "cache_pins",         "cached_failures",
+    "channel_advances",       "eval_claims",        "eval_counts",
+    "eval_errors",            "eval_regressions",   "eval_result_chunks",
+    "eval_results",           "eval_sources",       "evaluations",
+    "jobsets",
+    "notifications",          "projects",           "requests",
+    "scheduler_snapshot",     "step_deps",          "step_log_chunks",
+    "step_logs",              "steps"};
 
 // Whether column `col` of `table` holds bytes (read with getBlob: PostgreSQL
 // spells BYTEA out in hex as text).
@@ -91,6 +94,7 @@ void fillHistory(StateDb& db) {
   j.name = "trunk";
   j.location = "/src";
   j.arguments = R"({"system": "\"x86_64-linux\""})";
+  j.channelJob = "job2";
   int64_t js = db.createJobset(j);
   db.setJobsetChecked(js, 1234, std::string("sha256:abc"));
   EvaluationRow e;
@@ -111,6 +115,13 @@ void fillHistory(StateDb& db) {
   db.finishBuild(builds[0], 0, 50, "");
   db.finishBuild(builds[1], 1, 60, "failed: 'quoted'");
   db.setBuildOutputs(builds[0], {{"out", "/nix/store/x-out"}, {"dev", "/d"}});
+  // Release engineering (migration 18): an aggregate, a channel advance,
+  // an evaluation's sources.
+  addAggregateConstituents(db, {{builds[2], builds[0]}, {builds[2], builds[1]}});
+  db.finishBuild(builds[2], 0, 70, "");
+  EXPECT_TRUE(advanceChannel(db, builds[2], 71));
+  setEvalSources(db, ev, "/nix/store/" + std::string(32, 's') + "-source");
+  recordRegressions(db, ev, {{"job0", "closure", ev, 10, 20}});
   // A gap in the builds' ids, and an eval_counts row with no builds left.
   db.db().exec("DELETE FROM builds WHERE id = " + std::to_string(builds[4]));
   db.db().exec(

@@ -153,7 +153,9 @@ CREATE TABLE main.jobsets (
   evaluator TEXT NOT NULL DEFAULT 'builtin'
     CHECK (evaluator IN ('builtin', 'nix')),
   UNIQUE (project, name));
-INSERT INTO main.jobsets SELECT * FROM temp.old_jobsets;
+INSERT INTO main.jobsets SELECT id, project, name, kind, location, branch,
+  file, attribute, arguments, check_interval, shares, enabled, last_checked,
+  last_inputs, evaluator FROM temp.old_jobsets;
 DROP TABLE temp.old_jobsets;
 DROP TRIGGER builds_count_insert;
 DROP TRIGGER builds_count_update;
@@ -169,6 +171,10 @@ ALTER TABLE steps DROP COLUMN peak_memory;
 ALTER TABLE steps DROP COLUMN cpu_time_us;
 ALTER TABLE steps DROP COLUMN build_dir_bytes;
 DROP TABLE cache_pins;
+DROP TABLE aggregate_constituents;
+DROP TABLE channel_advances;
+DROP TABLE eval_sources;
+DROP TABLE eval_regressions;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";
@@ -221,7 +227,16 @@ TEST_F(SqliteStateDbTest,
   }
   StateDb db(path_);
   EXPECT_EQ(db.db().userVersion(), StateDb::schemaVersion());
-  EXPECT_EQ(rowsOf(db.db(), "SELECT * FROM jobsets ORDER BY id"), before);
+  // Schema 6's columns are kept; migration 18's channel_job has its
+  // default.
+  EXPECT_EQ(rowsOf(db.db(),
+                   "SELECT id, project, name, kind, location, branch, file, "
+                   "attribute, arguments, check_interval, shares, enabled, "
+                   "last_checked, last_inputs, evaluator FROM jobsets ORDER BY "
+                   "id"),
+            before);
+  EXPECT_EQ(rowsOf(db.db(), "SELECT DISTINCT channel_job FROM jobsets"),
+            "tested\n");
   EXPECT_THAT(before, ::testing::HasSubstr("|sha256:abc|builtin"));
   EXPECT_EQ(rowsOf(db.db(), "SELECT * FROM evaluations ORDER BY id"), evals);
   EXPECT_EQ(rowsOf(db.db(), "SELECT * FROM builds ORDER BY id"), builds);

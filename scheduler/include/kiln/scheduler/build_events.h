@@ -30,6 +30,9 @@ struct LifecycleEvent {
     kBuildStarted,   ///< the first step of build `build` went to a worker
     kBuildFinished,  ///< build `build` was created finished (a reused result)
     kStepFinished,   ///< step `step` ended (any status; a retry follows)
+    /// the channel of `jobset` advanced to evaluation `eval`, whose build
+    /// `build` of the channel job succeeded (docs/release.md)
+    kChannelAdvanced,
   };
   Kind kind = Kind::kEvalStarted;
   int64_t jobset = 0;

@@ -6,7 +6,8 @@
 ///
 /// The job format is the one of `kiln eval FILE --json`: one JSON object per
 /// line, `{"attr", "name", "system", "drvPath", "outputs": {name: path},
-/// "meta": {...}}` or `{"attr", "error"}`.
+/// "meta": {...}}` (an aggregate job also has `"constituents": [drvPath,
+/// ...]`) or `{"attr", "error"}`.
 
 #include <cstdint>
 #include <functional>
@@ -44,7 +45,15 @@ struct Job {
   int64_t maxSilentSec = 3600;  ///< meta.maxSilent (s without log output)
   int64_t timeoutSec = 36000;   ///< meta.timeout (s in total)
   std::string error;           ///< per-job evaluation error
+  /// An aggregate job (`_hydraAggregate = true`, `kiln eval
+  /// --constituents`): the `.drv` paths of its constituents (at most
+  /// kMaxConstituents); the job's build lists theirs.
+  std::vector<std::string> constituents;
+  bool aggregate = false;
 };
+
+/// The most constituents one aggregate job may list.
+inline constexpr size_t kMaxConstituents = 100000;
 
 /// Parses one `kiln eval --json` line; throws FormatError naming the
 /// problem (not an object, missing attr, neither drvPath nor error...).

@@ -103,11 +103,12 @@ json comparisonModel(scheduler::StateView& view, int64_t eval, int64_t base,
 /// outputs with sizes, log attempts of its top step. NotFound.
 json buildModel(scheduler::StateView& view, const std::string& stateDir,
                 int64_t build, const PathSizeFn& sizes);
-/// A job's history (a page) and its latest builds. NotFound for an
-/// unknown jobset.
+/// A job's history (a page), its latest builds and the series of its
+/// newest builds' durations and `out` sizes (`sizes`; none when null) for
+/// its charts. NotFound for an unknown jobset.
 json jobModel(scheduler::StateView& view, const std::string& project,
               const std::string& jobset, const std::string& job,
-              const scheduler::Page& page);
+              const scheduler::Page& page, const PathSizeFn& sizes = {});
 /// The queue (a page of waiting and running steps with why they wait).
 json queueModel(const scheduler::SchedulerSnapshot* snap,
                 const scheduler::Page& page);

@@ -40,7 +40,19 @@ struct JobsetRow : JobsetSpec {
   bool enabled = true;
   int64_t lastCheckedMs = 0;  ///< last evaluation attempt (Unix ms)
   std::string lastInputs;     ///< inputs hash of the last evaluation
+  /// The job whose success advances the jobset's channel (docs/release.md;
+  /// a job name as isChannelJobName accepts).
+  std::string channelJob = "tested";
+  /// Regression gates (docs/release.md): the most a job's closure size and
+  /// build time may grow (percent) against the channel's evaluation before
+  /// an evaluation is held as regressed; 0 = not checked.
+  int64_t maxClosureGrowthPct = 0;
+  int64_t maxBuildTimeGrowthPct = 0;
 };
+
+/// Whether `name` can be a channel job: 1 to 200 bytes, no control
+/// characters (a job's attribute path, e.g. `tested` or `release.tested`).
+bool isChannelJobName(const std::string& name);
 
 /// One evaluation of a jobset.
 struct EvaluationRow {

@@ -1,0 +1,136 @@
+// HTML of release engineering's pieces (docs/release.md): aggregate
+// builds' constituents.
+#include "html_release.h"
+
+#include <cstdio>
+
+namespace kiln::web {
+
+std::string aggregateSection(const json& aggregate) {
+  if (aggregate.is_null()) return "";
+  std::string out = "<h2>Constituents</h2>";
+  auto& failed = aggregate["failed"];
+  if (!failed.empty()) {
+    std::string names;
+    for (auto& f : failed) names += (names.empty() ? "" : ", ") + nameText(f);
+    out += "<p id=\"constituents-failed\">Did not succeed: " + names + "</p>";
+  } else if (aggregate["unfinished"].get<int64_t>() > 0) {
+    out += "<p>" + aggregate["unfinished"].dump() +
+           " constituents have not finished.</p>";
+  } else {
+    out += "<p>Every constituent succeeded.</p>";
+  }
+  out += buildsTable(aggregate["constituents"]);
+  if (aggregate["truncated"].get<bool>())
+    out += "<p class=\"muted\">(list cut at its limit)</p>";
+  return out;
+}
+
+namespace {
+
+std::string advancesTable(const json& advances) {
+  std::string t =
+      "<table id=\"channel-advances\"><tr><th>Advanced</th><th>Evaluation"
+      "</th><th>Build</th><th>Inputs</th></tr>";
+  for (auto& a : advances)
+    t += "<tr><td>" + formatTime(a["timeMs"]) + "</td><td>" +
+         evalLink(a["eval"]) + "</td><td>" + buildLink(a["build"]) +
+         "</td><td class=\"mono\">" + esc(a["inputsHash"]) + "</td></tr>";
+  if (advances.empty())
+    t += "<tr><td colspan=\"4\" class=\"muted\">never advanced</td></tr>";
+  return t + "</table>";
+}
+
+std::string channelBase(const json& m) {
+  return "/jobset/" + percentEncodeSegment(m["project"].get<std::string>()) +
+         "/" + percentEncodeSegment(m["jobset"].get<std::string>()) +
+         "/channel/latest";
+}
+
+}  // namespace
+
+std::string jobCharts(const json& history) {
+  auto& points = history["points"];
+  if (points.empty()) return "";
+  struct Series {
+    const char* key;
+    const char* title;
+    const char* cls;
+    std::vector<double> values;
+    std::vector<std::string> labels;
+  };
+  Series series[] = {{"durationMs", "Build duration", "lat", {}, {}},
+                     {"outputSize", "Output size", "size", {}, {}},
+                     {"closureSize", "Closure size", "closure", {}, {}}};
+  for (auto& p : points)
+    for (auto& s : series) {
+      const json& v = p[s.key];
+      std::string at = "evaluation " + p["eval"].dump() + ", build " +
+                       p["build"].dump() + ": ";
+      s.values.push_back(v.is_number() ? v.get<double>() : 0);
+      s.labels.push_back(at + (!v.is_number() ? "not built"
+                               : std::string(s.key) == "durationMs"
+                                   ? formatDuration(v.get<int64_t>())
+                                   : formatBytes(v.get<int64_t>())));
+    }
+  std::string out = "<div class=\"cards\" id=\"job-history\">";
+  for (auto& s : series)
+    out += "<div class=\"card " + std::string(s.cls) + "\"><h2>" + s.title +
+           "</h2>" + svgBars(s.title, s.values, s.labels) + "</div>";
+  return out + "</div>";
+}
+
+std::string regressionsSection(const json& regressions) {
+  if (regressions.empty()) return "";
+  std::string t =
+      "<h2>Regressed</h2><p id=\"regressed\">Jobs grew past the jobset's "
+      "limits against the channel's evaluation " +
+      evalLink(regressions[0]["baseEval"]) +
+      ": the channel stays there.</p><table><tr><th>Job</th><th>What</th><th "
+      "class=\"num\">Before</th><th class=\"num\">After</th><th "
+      "class=\"num\">Growth</th></tr>";
+  for (auto& r : regressions) {
+    bool time = r["kind"] == "time";
+    auto show = [&](const json& v) {
+      return time ? formatDuration(v.get<int64_t>()) : formatBytes(v);
+    };
+    char growth[32];
+    std::snprintf(growth, sizeof growth, "+%.0f %%",
+                  r["growthPercent"].get<double>());
+    t += "<tr><td>" + nameText(r["job"]) + "</td><td>" +
+         (time ? "build time" : "closure size") + "</td><td class=\"num\">" +
+         show(r["before"]) + "</td><td class=\"num\">" + show(r["after"]) +
+         "</td><td class=\"num\">" + growth + "</td></tr>";
+  }
+  return t + "</table>";
+}
+
+std::string channelSection(const json& channel) {
+  std::string out = "<h2>Channel</h2><p>Advances when job <code>" +
+                    esc(channel["channelJob"]) + "</code> succeeds";
+  if (!channel["latest"].is_null())
+    out += "; now at " + evalLink(channel["latest"]["eval"]) + " (<a href=\"" +
+           htmlEscape(channelBase(channel)) + "\">channel</a>)";
+  return out + ".</p>" + advancesTable(channel["advances"]);
+}
+
+std::string renderChannel(const json& m) {
+  std::string base = htmlEscape(channelBase(m));
+  auto& at = m["latest"];
+  std::string b = "<p>" + jobsetLink(m["project"], m["jobset"]) +
+                  ": the newest evaluation in which job <code>" +
+                  esc(m["channelJob"]) + "</code> succeeded is " +
+                  evalLink(at["eval"]) + " (build " + buildLink(at["build"]) +
+                  ", inputs <code>" + esc(at["inputsHash"]) +
+                  "</code>), since " + formatTime(at["timeMs"]) + ".</p>";
+  b += "<ul>";
+  for (auto* f : {"store-paths.xz", "nixexprs.tar.xz", "git-revision",
+                  "binary-cache-url"})
+    b += "<li><a href=\"" + base + "/" + f + "\">" + f + "</a></li>";
+  b += "</ul><h2>Advances</h2>" + advancesTable(m["advances"]);
+  return htmlPage("Channel " + m["project"].get<std::string>() + ":" +
+                      m["jobset"].get<std::string>(),
+                  b);
+}
+
+}  // namespace kiln::web

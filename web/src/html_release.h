@@ -1,0 +1,28 @@
+#pragma once
+// HTML of release engineering's pieces (html_release.cc, docs/release.md).
+
+#include "html_util.h"
+
+namespace kiln::web {
+
+/// The build page's "Constituents" section of an aggregate build (the
+/// model's `aggregate`: aggregateJson); "" when it is null.
+std::string aggregateSection(const json& aggregate);
+
+/// The jobset page's "Channel" section: its job, where it is and its
+/// advances (a channelModel).
+std::string channelSection(const json& channel);
+
+/// A job page's charts (the model's `history`: jobHistoryJson): build
+/// duration, output size and closure size per build, oldest first.
+std::string jobCharts(const json& history);
+
+/// An evaluation's "Regressed" section: the jobs past their jobset's
+/// growth limits, before and after (the model's `regressions`); "" when
+/// there are none.
+std::string regressionsSection(const json& regressions);
+
+/// The channel's page (/jobset/{project}/{jobset}/channel/latest).
+std::string renderChannel(const json& m);
+
+}  // namespace kiln::web
