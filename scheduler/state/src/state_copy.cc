@@ -86,7 +86,7 @@ const std::vector<TableSpec>& tables() {
        {"job", "nix_name", "system", "drv_path", "error"},
        ""},
       {"build_outputs", "build", {"build"}, {"name", "path"}, ""},
-      // Release engineering (migration 18).
+      // Release engineering (migration 15).
       {"aggregate_constituents",
        "aggregate",
        {"aggregate", "constituent"},

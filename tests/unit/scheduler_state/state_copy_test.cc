@@ -115,7 +115,7 @@ void fillHistory(StateDb& db) {
   db.finishBuild(builds[0], 0, 50, "");
   db.finishBuild(builds[1], 1, 60, "failed: 'quoted'");
   db.setBuildOutputs(builds[0], {{"out", "/nix/store/x-out"}, {"dev", "/d"}});
-  // Release engineering (migration 18): an aggregate, a channel advance,
+  // Release engineering (migration 15): an aggregate, a channel advance,
   // an evaluation's sources.
   addAggregateConstituents(db, {{builds[2], builds[0]}, {builds[2], builds[1]}});
   db.finishBuild(builds[2], 0, 70, "");

@@ -227,7 +227,7 @@ TEST_F(SqliteStateDbTest,
   }
   StateDb db(path_);
   EXPECT_EQ(db.db().userVersion(), StateDb::schemaVersion());
-  // Schema 6's columns are kept; migration 18's channel_job has its
+  // Schema 6's columns are kept; migration 15's channel_job has its
   // default.
   EXPECT_EQ(rowsOf(db.db(),
                    "SELECT id, project, name, kind, location, branch, file, "

@@ -1,5 +1,5 @@
 #pragma once
-/// Release engineering's rows (docs/release.md, schema migration 18):
+/// Release engineering's rows (docs/release.md, schema migration 15):
 /// aggregate builds' constituents (table `aggregate_constituents`) and
 /// jobsets' channels (`jobsets.channel_job`, table `channel_advances`).
 
