@@ -134,7 +134,7 @@ struct Hello {
   /// (Welcome::adoptedSteps); the worker drops the others.
   std::vector<HeldStep> heldSteps;
   /// Optional (a body that ends before it: no thresholds).
-  PressureThresholds thresholds;
+  PressureThresholds thresholds{};
   bool operator==(const Hello&) const = default;
 };
 
@@ -165,10 +165,10 @@ struct Heartbeat {
   /// Optional (a body that ends before them: none known; each absent when
   /// the worker could not read it): pressure stall information, "some"
   /// over 10 s, in percent (0..100), and available memory.
-  std::optional<double> memoryPressure;
-  std::optional<double> cpuPressure;
-  std::optional<double> ioPressure;
-  std::optional<uint64_t> freeMemoryBytes;
+  std::optional<double> memoryPressure{};
+  std::optional<double> cpuPressure{};
+  std::optional<double> ioPressure{};
+  std::optional<uint64_t> freeMemoryBytes{};
   bool operator==(const Heartbeat&) const = default;
 };
 

@@ -36,9 +36,9 @@ struct WorkerEntry {
   uint64_t succeededSteps = 0;
   uint64_t failedSteps = 0;
   /// Why it takes no new step ("memory pressure 42% > 20%"), or empty.
-  std::string pressure;
+  std::string pressure{};
   /// Its last heartbeat's figures ("load 1.5, memory pressure 3%, ...").
-  std::string health;
+  std::string health{};
 };
 
 /// What only the running scheduler knows, as one immutable value published
