@@ -111,9 +111,8 @@ class Table {
     return true;
   }
   // A number (integer or float) or a string, as text for `check`.
-  bool numberText(
-      const std::string& key, std::string& out,
-      const std::function<std::string(const std::string&)>& check) {
+  bool numberText(const std::string& key, std::string& out,
+                  const std::function<std::string(const std::string&)>& check) {
     const toml::node* n = get(key);
     if (!n || !n->is_number()) return str(key, out, check);
     char buf[64];

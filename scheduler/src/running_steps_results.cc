@@ -212,8 +212,8 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   markPending();
 }
 
-bool RunningSteps::succeed(const RunningStep& run, Duration took,
-                           uint64_t peak, const DeferredWrites::Done& ack) {
+bool RunningSteps::succeed(const RunningStep& run, Duration took, uint64_t peak,
+                           const DeferredWrites::Done& ack) {
   // Each output and its DerivationOutputs row were registered by the
   // registrar; an output missing here was not uploaded or not registered.
   for (auto& [name, path] : run.expected) {
@@ -260,11 +260,10 @@ bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
   bool oomRetry =
       m.status == StepStatus::kOutOfMemory && oomRetried_.insert(run.id).second;
   if (isTransient(m.status) || oomRetry) {
-    core_.finishStep(run.sid,
-                     oomRetry ? StepResult::outOfMemoryRetry(
-                                    took, m.peakMemoryBytes)
-                              : StepResult::transient(took).withPeak(
-                                    m.peakMemoryBytes));
+    core_.finishStep(
+        run.sid, oomRetry
+                     ? StepResult::outOfMemoryRetry(took, m.peakMemoryBytes)
+                     : StepResult::transient(took).withPeak(m.peakMemoryBytes));
     if (core_.step(run.sid).state != StepView::State::kFailed) return false;
     deferred_.run(
         [&db = db_, id = run.id, status = static_cast<int>(m.status),
@@ -285,8 +284,9 @@ bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
                  now = clock_.nowMs(), error = m.errorMsg,
                  cached] { finishStepRow(db, id, status, now, error, cached); },
                 ack);
-  core_.finishStep(run.sid, StepResult::permanent(m.status, took)
-                                .withPeak(m.peakMemoryBytes));
+  core_.finishStep(
+      run.sid,
+      StepResult::permanent(m.status, took).withPeak(m.peakMemoryBytes));
   return true;
 }
 

@@ -102,8 +102,7 @@ void WorkerLink::handle(const proto::Received& r) {
     c->lastSeenMs = clock_.nowMs();
     if (c->xfer->handle(r.msg)) return;
     if (auto* hb = std::get_if<proto::Heartbeat>(&r.msg)) {
-      core_.heartbeat(c->wid, hb->load / double(c->hello.slots),
-                      healthOf(*hb));
+      core_.heartbeat(c->wid, hb->load / double(c->hello.slots), healthOf(*hb));
       c->heartbeat = *hb;
     } else if (auto* bye = std::get_if<proto::Bye>(&r.msg)) {
       drop(r.peer, "said bye: " + bye->reason, true);

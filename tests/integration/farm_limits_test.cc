@@ -103,7 +103,8 @@ TEST(FarmLimits, BombsEndWithTheirOwnStatusBesideNeighbours) {
 TEST(FarmLimits, SetuidAndXattrProbesFailBesideANeighbour) {
   std::string why;
   if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
-  std::string probe = test::binaryDir() + "/tests/unit/worker/kiln_sandbox_probe";
+  std::string probe =
+      test::binaryDir() + "/tests/unit/worker/kiln_sandbox_probe";
   if (!pathExists(probe)) GTEST_SKIP() << "no " << probe;
   test::Farm farm;
   auto probes = farm.writeCollection(
@@ -118,9 +119,9 @@ TEST(FarmLimits, SetuidAndXattrProbesFailBesideANeighbour) {
       "next", "{ next = mk \"next\" \"echo next > $out\" []; }");
   farm.startScheduler();
   auto worker = test::WorkerOptions::withSlots(2);
-  worker.extraArgs = {"--sandbox-option",
-                      "extra-paths=/bin /usr/bin /lib /lib64? /usr/lib /probe=" +
-                          probe};
+  worker.extraArgs = {
+      "--sandbox-option",
+      "extra-paths=/bin /usr/bin /lib /lib64? /usr/lib /probe=" + probe};
   if (auto skip = farm.addSandboxedWorker(worker); !skip.empty())
     GTEST_SKIP() << skip;
   farm.createJobset("p", "probes", probes);

@@ -202,11 +202,14 @@ std::string workerDetailsTable(const json& rows) {
       "Machine</th></tr>";
   for (auto& w : rows) {
     std::string steps = joined(w["steps"], "<br>");
-    t += "<tr><td>" + esc(w["name"]) + "</td><td>" + joined(w["systems"], ", ") +
-         "</td><td>" + joined(w["features"], ", ") + "</td><td class=\"num\">" +
+    t += "<tr><td>" + esc(w["name"]) + "</td><td>" +
+         joined(w["systems"], ", ") + "</td><td>" +
+         joined(w["features"], ", ") + "</td><td class=\"num\">" +
          w["slots"].dump() + "</td><td class=\"mono\">" +
-         (steps.empty() ? "<span class=\"muted\">idle</span>" : steps) + "</td><td>" +
-         (w["lastSeenMs"].get<int64_t>() ? formatTime(w["lastSeenMs"]) : "never") +
+         (steps.empty() ? "<span class=\"muted\">idle</span>" : steps) +
+         "</td><td>" +
+         (w["lastSeenMs"].get<int64_t>() ? formatTime(w["lastSeenMs"])
+                                         : "never") +
          "</td><td class=\"num\">" + w["succeededSteps"].dump() +
          "</td><td class=\"num\">" + w["failedSteps"].dump() + "</td><td>" +
          machineCell(w) + "</td></tr>";

@@ -48,7 +48,8 @@ std::optional<T> leadingNumber(std::string_view text) {
   size_t i = text.find_first_not_of(' ');
   if (i == std::string_view::npos) return std::nullopt;
   T v{};
-  auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), v);
+  auto [end, ec] =
+      std::from_chars(text.data() + i, text.data() + text.size(), v);
   if (ec != std::errc() || end == text.data() + i) return std::nullopt;
   return v;
 }

@@ -92,8 +92,8 @@ double SchedulerCore::Impl::effectiveLoad(const Worker& w) const {
 // A step with a memory need (docs/scheduler.md, "Memory") goes only to a
 // worker with that much free memory, while some suitable worker reports as
 // much.
-std::optional<uint32_t> SchedulerCore::Impl::chooseWorker(
-    uint32_t cls, uint32_t step) const {
+std::optional<uint32_t> SchedulerCore::Impl::chooseWorker(uint32_t cls,
+                                                          uint32_t step) const {
   uint64_t need = memoryNeed(steps[step]);
   bool gated = memoryGated(steps[step], need);
   std::vector<uint32_t> tied;

@@ -93,10 +93,9 @@ WaitReason SchedulerCore::Impl::placement(const Step& s) const {
             0,
             {}};
   }
-  if (c.freeSlots == 0 && std::any_of(c.workers.begin(), c.workers.end(),
-                                      [&](uint32_t w) {
-                                        return workers[w].free() > 0;
-                                      }))
+  if (c.freeSlots == 0 &&
+      std::any_of(c.workers.begin(), c.workers.end(),
+                  [&](uint32_t w) { return workers[w].free() > 0; }))
     return pressurePlacement(c);
   if (c.freeSlots == 0)
     return {WaitReason::Kind::kAllSlotsBusy,

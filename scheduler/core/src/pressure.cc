@@ -32,7 +32,8 @@ std::string overPercent(const char* what, const std::optional<double>& value,
 
 // The first threshold the health breaches, in a fixed order, or empty.
 std::string breach(const PressureLimits& l, const WorkerHealth& h) {
-  std::string why = overPercent("memory", h.memoryPressure, l.maxMemoryPressure);
+  std::string why =
+      overPercent("memory", h.memoryPressure, l.maxMemoryPressure);
   if (why.empty()) why = overPercent("CPU", h.cpuPressure, l.maxCpuPressure);
   if (why.empty()) why = overPercent("IO", h.ioPressure, l.maxIoPressure);
   if (why.empty() && h.loadAverage && l.maxLoadAverage &&
@@ -72,8 +73,7 @@ uint64_t SchedulerCore::Impl::memoryNeed(const Step& s) const {
   return need;
 }
 
-std::optional<uint64_t> SchedulerCore::Impl::freeMemory(
-    const Worker& w) const {
+std::optional<uint64_t> SchedulerCore::Impl::freeMemory(const Worker& w) const {
   if (!w.health.freeMemory) return std::nullopt;
   uint64_t reported = *w.health.freeMemory;
   return reported > w.memorySent ? reported - w.memorySent : 0;

@@ -153,7 +153,8 @@ path = "../pkgset"
   EXPECT_THAT(c.workers.mandatoryFeatures, ElementsAre("benchmark"));
   EXPECT_EQ(c.workers.sandbox, "none");
   EXPECT_EQ(c.workers.platforms, "native");
-  EXPECT_EQ(c.workers.pressure, (PressureOptions{"8", "20", "", "12.5", "10G"}));
+  EXPECT_EQ(c.workers.pressure,
+            (PressureOptions{"8", "20", "", "12.5", "10G"}));
   EXPECT_EQ(c.workers.limits,
             (BuildLimitOptions{"4G", "2048", "100", "20G", "memory-max=16G"}));
   EXPECT_THAT(c.workers.extraPaths,

@@ -1,11 +1,11 @@
 // The build limits of kiln worker, serve and build (cli/src/limit_options.h).
 #include "limit_options.h"
-#include "pressure_options.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "kiln/common/error.h"
+#include "pressure_options.h"
 
 namespace kiln::cli {
 namespace {

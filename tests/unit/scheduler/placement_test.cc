@@ -92,8 +92,8 @@ TEST_F(PlacementTest, OutOfMemoryIsRetriedOnAWorkerWithMoreFreeMemory) {
   }));
   EXPECT_EQ(small->steps.size(), 1u);
   buildLast(*big, "a-out");
-  ASSERT_TRUE(until({small.get(), big.get()},
-                    [&] { return build(id).finished; }));
+  ASSERT_TRUE(
+      until({small.get(), big.get()}, [&] { return build(id).finished; }));
   EXPECT_EQ(build(id).status, 0);
 }
 

@@ -157,7 +157,7 @@ TEST(Memory, AStepWaitsForTheWorkerWithEnoughMemoryAndOthersPass) {
   h.core.heartbeat(big, 0, withFreeMemory(16 * kGiB));
   h.core.setHistoricalPeak("heavy", 8 * kGiB);
   auto filler = h.step("filler");
-  h.build(1, filler, 1, 10);  // first in order
+  h.build(1, filler, 1, 10);                        // first in order
   ASSERT_EQ(h.core.nextAssignments(1).size(), 1u);  // lowest index: small
   auto filler2 = h.step("filler2");
   h.build(2, filler2, 1, 10);
@@ -195,7 +195,8 @@ TEST(Memory, StepsSentSinceAHeartbeatCountAgainstItsFreeMemory) {
   h.core.heartbeat(w, 0, withFreeMemory(10 * kGiB));
   h.core.setHistoricalPeak("p", 4 * kGiB);
   for (int i = 0; i < 3; ++i)
-    h.build(i + 1, h.step("p" + std::to_string(i), {}, "x86_64-linux", {}, "p"));
+    h.build(i + 1,
+            h.step("p" + std::to_string(i), {}, "x86_64-linux", {}, "p"));
   EXPECT_EQ(h.dispatch().size(), 2u);  // 10G holds two 4G peaks
   h.core.heartbeat(w, 0.5, withFreeMemory(5 * kGiB));
   EXPECT_EQ(h.dispatch().size(), 1u);

@@ -16,9 +16,17 @@ SchedulerSnapshot sample(size_t queued) {
   for (size_t i = 0; i < queued; ++i)
     s.queue.push_back({int64_t(i + 1), "/nix/store/x-" + std::to_string(i),
                        "x86_64-linux", "ready", "no free slot"});
-  s.workers.push_back(
-      {"w1", {"x86_64-linux"}, 4, 1, {"kvm"}, {"/nix/store/a.drv"}, 900, 7, 1,
-       "IO pressure 60% > 50%", "load 2.0, 1G free disk"});
+  s.workers.push_back({"w1",
+                       {"x86_64-linux"},
+                       4,
+                       1,
+                       {"kvm"},
+                       {"/nix/store/a.drv"},
+                       900,
+                       7,
+                       1,
+                       "IO pressure 60% > 50%",
+                       "load 2.0, 1G free disk"});
   s.metrics.runningSteps = 1;
   s.metrics.queuedBySystem["x86_64-linux"] = queued;
   s.metrics.workerSystems = {"x86_64-linux"};

@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "fake_pressure.h"
 #include "kiln/common/file.h"
 #include "kiln/protocol/transfer.h"
 #include "kiln/protocol/transport.h"
@@ -16,7 +17,6 @@
 #include "kiln/store/local_store.h"
 #include "kiln/store/nar.h"
 #include "kiln/worker/daemon.h"
-#include "fake_pressure.h"
 #include "test_support.h"
 
 namespace kiln::worker::fixture {

@@ -238,7 +238,7 @@ struct WaitReason {
     /// Its memory need (last peak, or more than where it ran out of
     /// memory) fits only suitable workers that are busy or under pressure.
     kNeedsMemory,
-    kNotNeeded,               ///< no build references it (yet)
+    kNotNeeded,  ///< no build references it (yet)
   };
   Kind kind = Kind::kReady;
   /// Human-readable explanation, always set.
