@@ -9,6 +9,7 @@
 namespace kiln::scheduler {
 namespace {
 
+using namespace std::chrono_literals;
 using testing::FakeWorker;
 
 class PlacementTest : public testing::MemoryServiceTest {
