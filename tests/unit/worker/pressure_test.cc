@@ -58,7 +58,9 @@ TEST(Pressure, TheHostsProcIsReadable) {
   // Whatever this host offers: values within their ranges, or absent.
   MachinePressure p = procPressureSource("/proc")->read();
   for (auto v : {p.memory, p.cpu, p.io})
-    if (v) EXPECT_TRUE(*v >= 0 && *v <= 100) << *v;
+    if (v) {
+      EXPECT_TRUE(*v >= 0 && *v <= 100) << *v;
+    }
   ASSERT_TRUE(p.freeMemory.has_value());  // Linux has had it since 3.14
   EXPECT_GT(*p.freeMemory, 0u);
 }
