@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "fake_cgroups.h"
-#include "scripted_launcher.h"
 #include "kiln/common/file.h"
 #include "kiln/worker/build_runner.h"
+#include "scripted_launcher.h"
 
 namespace kiln::worker {
 namespace {
