@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <functional>
 #include <regex>
@@ -107,6 +108,18 @@ class Table {
                                              : "";
     if (!why.empty()) return bad(*n, key, why), false;
     out = *v;
+    return true;
+  }
+  // A number (integer or float) or a string, as text for `check`.
+  bool numberText(const std::string& key, std::string& out,
+                  const std::function<std::string(const std::string&)>& check) {
+    const toml::node* n = get(key);
+    if (!n || !n->is_number()) return str(key, out, check);
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *n->value<double>());
+    std::string text(buf, ec == std::errc() ? end : buf);
+    if (auto why = check(text); !why.empty()) return bad(*n, key, why), false;
+    out = text;
     return true;
   }
   bool integer(const std::string& key, int64_t& out, int64_t min, int64_t max) {
@@ -342,6 +355,29 @@ void readScheduler(Table t, SchedulerSettings& s) {
   t.finish();
 }
 
+// The pressure thresholds, each checked as `kiln worker` parses it.
+void readPressure(Table& t, PressureOptions& p) {
+  auto valid = [](std::string PressureOptions::*field) {
+    return [field](const std::string& v) {
+      PressureOptions o;
+      o.*field = v;
+      try {
+        parsePressureOptions(o);
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    };
+  };
+  for (auto [key, field] :
+       {std::pair{"max_load_average", &PressureOptions::maxLoadAverage},
+        {"max_memory_pressure", &PressureOptions::maxMemoryPressure},
+        {"max_cpu_pressure", &PressureOptions::maxCpuPressure},
+        {"max_io_pressure", &PressureOptions::maxIoPressure},
+        {"min_free_disk", &PressureOptions::minFreeDisk}})
+    t.numberText(key, p.*field, valid(field));
+}
+
 void readWorkers(Table t, LocalWorkerSettings& w) {
   t.integer("count", w.count, 0, 64);
   t.integer("slots", w.slots, 1, 256);
@@ -366,6 +402,7 @@ void readWorkers(Table t, LocalWorkerSettings& w) {
   t.str("build_disk_max", l.diskMax, validLimit(&BuildLimitOptions::diskMax));
   t.str("big_build_limits", l.bigBuild,
         validLimit(&BuildLimitOptions::bigBuild));
+  readPressure(t, w.pressure);
   t.finish();
 }
 

@@ -15,6 +15,7 @@
 #include "kiln/common/error.h"
 #include "kiln/scheduler/state_db.h"
 #include "limit_options.h"
+#include "pressure_options.h"
 
 namespace kiln::cli {
 
@@ -110,6 +111,10 @@ struct LocalWorkerSettings {
   /// build_disk_max, big_build_limits (as kiln worker's --build-* flags,
   /// which override them).
   BuildLimitOptions limits;
+  /// Pressure thresholds: max_load_average, max_memory_pressure,
+  /// max_cpu_pressure, max_io_pressure, min_free_disk (as kiln worker's
+  /// flags of the same names, which override them).
+  PressureOptions pressure;
   bool operator==(const LocalWorkerSettings&) const = default;
 };
 

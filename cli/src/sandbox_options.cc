@@ -37,6 +37,8 @@ std::vector<std::string> sandboxArgs(const SandboxOptions& o) {
     args.insert(args.end(), {"--platform-option", kv});
   auto limits = buildLimitArgs(o.limits);
   args.insert(args.end(), limits.begin(), limits.end());
+  auto pressure = pressureArgs(o.pressure);
+  args.insert(args.end(), pressure.begin(), pressure.end());
   return args;
 }
 
@@ -69,6 +71,7 @@ void applySandboxOptions(const SandboxOptions& o, worker::DaemonConfig& cfg) {
   }
   cfg.buildLimits = parseBuildLimits(o.limits);
   cfg.bigBuildLimits = parseBigBuildLimits(o.limits);
+  cfg.thresholds = parsePressureOptions(o.pressure);
   plugins::configurePluginDirs(o.pluginDirs);
 }
 

@@ -10,6 +10,7 @@
 
 #include "kiln/worker/daemon.h"
 #include "limit_options.h"
+#include "pressure_options.h"
 
 namespace kiln::cli {
 
@@ -23,6 +24,9 @@ struct SandboxOptions {
   std::vector<std::string> platformOptions;  ///< KEY=VALUE
   /// The builds' resource limits (docs/worker.md, "Limits per build").
   BuildLimitOptions limits;
+  /// The worker's pressure thresholds (`kiln worker` and `kiln serve` add
+  /// them with addPressureOptions; `kiln build` has none).
+  PressureOptions pressure;
 };
 
 /// Adds --sandbox, --sandbox-option, --platforms, --platform-option,
@@ -35,8 +39,8 @@ std::vector<std::string> sandboxArgs(const SandboxOptions& o);
 
 /// Puts the chosen sandbox, platforms and their options into `cfg` (the
 /// daemon loads them), the build limits, and configures the plugin
-/// directories. Throws Error for a malformed --sandbox-option,
-/// --platform-option or limit.
+/// directories, and the pressure thresholds. Throws Error for a malformed
+/// --sandbox-option, --platform-option, limit or threshold.
 void applySandboxOptions(const SandboxOptions& o, worker::DaemonConfig& cfg);
 
 }  // namespace kiln::cli

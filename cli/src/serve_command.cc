@@ -195,6 +195,7 @@ void addServeOptions(po::options_description& opts, ServeFlags& f) {
       "file holding the webhook's HMAC-SHA256 key");
   f.loc.addOptions(opts);
   addSandboxOptions(opts, f.sandbox);
+  addPressureOptions(opts, f.sandbox.pressure);
 }
 
 int serveCommand(const std::vector<std::string>& args) {

@@ -294,6 +294,7 @@ std::vector<std::string> ServeFarm::workerArgs(unsigned i) const {
                      &BuildLimitOptions::cpuWeight, &BuildLimitOptions::diskMax,
                      &BuildLimitOptions::bigBuild})
     if ((sb.limits.*field).empty()) sb.limits.*field = w.limits.*field;
+  mergePressureOptions(sb.pressure, w.pressure);
   sb.platforms = w.platforms;
   sb.pluginDirs = pluginDirs();
   sb.platformOptions.insert(sb.platformOptions.begin(),

@@ -144,15 +144,20 @@ int runWorker(const std::vector<std::string>& args) {
       "counters) on HOST:PORT")("verbose,v", "log debug messages");
   SandboxOptions sandboxOpts;
   addSandboxOptions(opts, sandboxOpts);
+  addPressureOptions(opts, sandboxOpts.pressure);
   // Hidden (not in --help): test-only fault injection, docs/worker.md.
   po::options_description hidden;
   unsigned debugVersion = 0;
+  std::string procRoot;
   hidden.add_options()("debug-protocol-version", po::value(&debugVersion),
                        "speak this protocol version (tests only)")(
       "debug-corrupt-uploads", po::value(&cfg.debug.corruptUploads),
       "corrupt the first N output uploads (tests only)")(
       "debug-exit-after-staging",
-      "exit right after the first direct upload is staged (tests only)");
+      "exit right after the first direct upload is staged (tests only)")(
+      "debug-proc-root", po::value(&procRoot),
+      "read pressure and memory from DIR/pressure and DIR/meminfo instead "
+      "of /proc (tests only)");
   po::options_description all;
   all.add(opts).add(hidden);
   po::variables_map vm;
@@ -207,6 +212,7 @@ int runWorker(const std::vector<std::string>& args) {
       cfg.storeMountedAtLogical = true;
     }
     applySandboxOptions(sandboxOpts, cfg);
+    if (!procRoot.empty()) cfg.pressure = worker::procPressureSource(procRoot);
     if (!cfg.client.insecurePlaintext) {
       cfg.client.keys = protocol::readSecretKeyFile(secretFile);
       cfg.client.serverPublicKey = protocol::readKeyFile(serverPubFile);

@@ -16,6 +16,29 @@ using wire::Writer;
 
 // ---- shared pieces ----------------------------------------------------------
 
+// An optional value: a u8 0/1, then the value when present.
+void putOpt(Writer& w, const std::optional<double>& v) {
+  w.boolean(v.has_value());
+  if (v) w.f64(*v);
+}
+void putOpt(Writer& w, const std::optional<uint64_t>& v) {
+  w.boolean(v.has_value());
+  if (v) w.u64(*v);
+}
+std::optional<double> getOptF64(Reader& r, const char* field) {
+  if (!r.boolean(field)) return std::nullopt;
+  return r.f64(field);
+}
+std::optional<uint64_t> getOptU64(Reader& r, const char* field) {
+  if (!r.boolean(field)) return std::nullopt;
+  return r.u64(field);
+}
+void requirePercent(const Check& c, const std::optional<double>& v,
+                    const char* field) {
+  c.require(!v || (std::isfinite(*v) && *v >= 0 && *v <= 100), field,
+            "must be a percentage, 0..100");
+}
+
 store::StorePath getPath(Reader& r, const char* field) {
   auto s = r.str(field, store::StorePath::kHashLen + 1 + 211);
   try {
@@ -137,6 +160,13 @@ void check(const Hello& m) {
   std::sort(ids.begin(), ids.end());
   c.require(std::adjacent_find(ids.begin(), ids.end()) == ids.end(),
             "heldSteps", "a step is listed twice");
+  const PressureThresholds& t = m.thresholds;
+  c.require(!t.maxLoadAverage ||
+                (std::isfinite(*t.maxLoadAverage) && *t.maxLoadAverage > 0),
+            "thresholds.maxLoadAverage", "must be a positive number");
+  requirePercent(c, t.maxMemoryPressure, "thresholds.maxMemoryPressure");
+  requirePercent(c, t.maxCpuPressure, "thresholds.maxCpuPressure");
+  requirePercent(c, t.maxIoPressure, "thresholds.maxIoPressure");
 }
 
 void put(Writer& w, const Hello& m) {
@@ -156,6 +186,13 @@ void put(Writer& w, const Hello& m) {
     w.str(h.drvPath.baseName());
     w.boolean(h.resultReady);
   }
+  // Without thresholds the body is the one of a worker before them.
+  if (m.thresholds == PressureThresholds{}) return;
+  putOpt(w, m.thresholds.maxLoadAverage);
+  putOpt(w, m.thresholds.maxMemoryPressure);
+  putOpt(w, m.thresholds.maxCpuPressure);
+  putOpt(w, m.thresholds.maxIoPressure);
+  putOpt(w, m.thresholds.minFreeDiskBytes);
 }
 
 void get(Reader& r, Hello& m) {
@@ -177,6 +214,13 @@ void get(Reader& r, Hello& m) {
     h.drvPath = getPath(r, "heldSteps");
     h.resultReady = r.boolean("heldSteps");
   }
+  if (r.atEnd()) return;  // thresholds are optional
+  PressureThresholds& t = m.thresholds;
+  t.maxLoadAverage = getOptF64(r, "thresholds.maxLoadAverage");
+  t.maxMemoryPressure = getOptF64(r, "thresholds.maxMemoryPressure");
+  t.maxCpuPressure = getOptF64(r, "thresholds.maxCpuPressure");
+  t.maxIoPressure = getOptF64(r, "thresholds.maxIoPressure");
+  t.minFreeDiskBytes = getOptU64(r, "thresholds.minFreeDiskBytes");
 }
 
 void check(const Welcome& m) {
@@ -218,18 +262,33 @@ void check(const Heartbeat& m) {
   c.require(std::isfinite(m.load) && m.load >= 0, "load",
             "must be finite and >= 0");
   c.require(m.runningSteps.size() <= kMaxSlots, "runningSteps", "too many");
+  requirePercent(c, m.memoryPressure, "memoryPressure");
+  requirePercent(c, m.cpuPressure, "cpuPressure");
+  requirePercent(c, m.ioPressure, "ioPressure");
 }
 void put(Writer& w, const Heartbeat& m) {
   w.f64(m.load);
   w.u64(m.freeDiskBytes);
   w.u32(static_cast<uint32_t>(m.runningSteps.size()));
   for (auto id : m.runningSteps) w.u64(id);
+  if (!m.memoryPressure && !m.cpuPressure && !m.ioPressure &&
+      !m.freeMemoryBytes)
+    return;  // the body of a worker before these fields
+  putOpt(w, m.memoryPressure);
+  putOpt(w, m.cpuPressure);
+  putOpt(w, m.ioPressure);
+  putOpt(w, m.freeMemoryBytes);
 }
 void get(Reader& r, Heartbeat& m) {
   m.load = r.f64("load");
   m.freeDiskBytes = r.u64("freeDiskBytes");
   m.runningSteps.resize(r.count("runningSteps", kMaxSlots, 8));
   for (auto& id : m.runningSteps) id = r.u64("runningSteps");
+  if (r.atEnd()) return;  // the machine's figures are optional
+  m.memoryPressure = getOptF64(r, "memoryPressure");
+  m.cpuPressure = getOptF64(r, "cpuPressure");
+  m.ioPressure = getOptF64(r, "ioPressure");
+  m.freeMemoryBytes = getOptU64(r, "freeMemoryBytes");
 }
 
 void check(const BuildStep& m) {

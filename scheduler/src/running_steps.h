@@ -211,7 +211,9 @@ class RunningSteps {
   bool adoptUnacknowledged(const WorkerConn& c, int64_t id);
   /// False if an output is missing (the step is retried instead). `ack`
   /// goes with the row's write (see ackWhenRecorded).
-  bool succeed(const RunningStep& run, Duration took,
+  /// `peak`: the attempt's peak memory (0: unknown), for the core's
+  /// placement of the package's next steps.
+  bool succeed(const RunningStep& run, Duration took, uint64_t peak,
                const DeferredWrites::Done& ack);
   /// Whether the step's row is recorded as ended (not when it is retried).
   bool fail(const RunningStep& run, const protocol::StepResult& r,

@@ -191,7 +191,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
     finished = fail(run, r, took, ack);
     count(false);
   } else if (m.status == StepStatus::kSuccess) {
-    if (!succeed(run, took, ack)) {
+    if (!succeed(run, took, m.peakMemoryBytes, ack)) {
       count(false);
       ended(run);
       ackNow();
@@ -212,7 +212,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   markPending();
 }
 
-bool RunningSteps::succeed(const RunningStep& run, Duration took,
+bool RunningSteps::succeed(const RunningStep& run, Duration took, uint64_t peak,
                            const DeferredWrites::Done& ack) {
   // Each output and its DerivationOutputs row were registered by the
   // registrar; an output missing here was not uploaded or not registered.
@@ -234,7 +234,7 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took,
         finishStepRow(db, id, 0, now, "", std::nullopt);
       },
       ack);
-  core_.finishStep(run.sid, StepResult::success(took));
+  core_.finishStep(run.sid, StepResult::success(took).withPeak(peak));
   traceEvent("scheduler", "succeeded", static_cast<uint64_t>(run.id));
   ingestor_.forget(run.sid);
   return true;
@@ -254,12 +254,16 @@ void RunningSteps::recordUsage(const std::string& system, int64_t id,
 
 bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
                         Duration took, const DeferredWrites::Done& ack) {
-  // Out of memory: tried once more before it counts (docs/worker.md,
-  // "Limits per build"); a second time it fails for good.
+  // Out of memory: tried once more, on a worker with more free memory if
+  // there is one, before it counts (docs/worker.md, "Limits per build");
+  // a second time it fails for good.
   bool oomRetry =
       m.status == StepStatus::kOutOfMemory && oomRetried_.insert(run.id).second;
   if (isTransient(m.status) || oomRetry) {
-    core_.finishStep(run.sid, StepResult::transient(took));
+    core_.finishStep(
+        run.sid, oomRetry
+                     ? StepResult::outOfMemoryRetry(took, m.peakMemoryBytes)
+                     : StepResult::transient(took).withPeak(m.peakMemoryBytes));
     if (core_.step(run.sid).state != StepView::State::kFailed) return false;
     deferred_.run(
         [&db = db_, id = run.id, status = static_cast<int>(m.status),
@@ -280,7 +284,9 @@ bool RunningSteps::fail(const RunningStep& run, const proto::StepResult& m,
                  now = clock_.nowMs(), error = m.errorMsg,
                  cached] { finishStepRow(db, id, status, now, error, cached); },
                 ack);
-  core_.finishStep(run.sid, StepResult::permanent(m.status, took));
+  core_.finishStep(
+      run.sid,
+      StepResult::permanent(m.status, took).withPeak(m.peakMemoryBytes));
   return true;
 }
 

@@ -222,6 +222,8 @@ void SchedulerService::Impl::restoreFromDb() {
     core.setJobsetShares(js.id, static_cast<unsigned>(js.shares));
   for (auto& [pname, secs] : db.historicalDurations())
     core.setHistoricalDuration(pname, secs);
+  for (auto& [pname, peak] : db.lastPeaks())
+    core.setHistoricalPeak(pname, peak);
   auto builds = db.unfinishedBuilds();
   for (size_t at = 0; at < builds.size(); at += Ingestor::kBatch)
     startBuilds(

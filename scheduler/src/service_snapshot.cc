@@ -108,7 +108,9 @@ void SchedulerService::Impl::publishSnapshot(const SchedulerMetrics& m) {
     auto& a = activity[peer];
     snap->workers.push_back({c.name, c.hello.systems, c.hello.slots,
                              a.running.size(), c.hello.supportedFeatures,
-                             a.running, c.lastSeenMs, a.succeeded, a.failed});
+                             a.running, c.lastSeenMs, a.succeeded, a.failed,
+                             core.pressure(c.wid),
+                             c.heartbeat ? healthText(*c.heartbeat) : ""});
   }
   snap->metrics = m;
   snap->dispatches = metrics.dispatchCount();

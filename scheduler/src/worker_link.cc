@@ -2,6 +2,9 @@
 // transfer endpoints (docs/protocol.md, docs/scheduler.md).
 #include "worker_link.h"
 
+#include <cstdio>
+
+#include "kiln/common/byte_size.h"
 #include "kiln/common/logging.h"
 
 namespace kiln::scheduler {
@@ -41,6 +44,46 @@ WorkerConn* WorkerLink::find(WorkerId w) {
   return it == peerOf_.end() ? nullptr : find(it->second);
 }
 
+WorkerHealth healthOf(const proto::Heartbeat& hb) {
+  WorkerHealth h;
+  h.loadAverage = hb.load;
+  h.freeDisk = hb.freeDiskBytes;
+  h.memoryPressure = hb.memoryPressure;
+  h.cpuPressure = hb.cpuPressure;
+  h.ioPressure = hb.ioPressure;
+  h.freeMemory = hb.freeMemoryBytes;
+  return h;
+}
+
+std::string healthText(const proto::Heartbeat& hb) {
+  auto fixed = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return std::string(buf);
+  };
+  std::string out = "load " + fixed(hb.load);
+  if (hb.memoryPressure || hb.cpuPressure || hb.ioPressure) {
+    auto pct = [&](const std::optional<double>& v) {
+      return v ? fixed(*v) : std::string("?");
+    };
+    out += ", memory/CPU/IO pressure " + pct(hb.memoryPressure) + "/" +
+           pct(hb.cpuPressure) + "/" + pct(hb.ioPressure) + "%";
+  }
+  if (hb.freeMemoryBytes)
+    out += ", " + formatByteSize(*hb.freeMemoryBytes) + " free memory";
+  return out + ", " + formatByteSize(hb.freeDiskBytes) + " free disk";
+}
+
+PressureLimits limitsOf(const proto::PressureThresholds& t) {
+  PressureLimits l;
+  l.maxLoadAverage = t.maxLoadAverage;
+  l.maxMemoryPressure = t.maxMemoryPressure;
+  l.maxCpuPressure = t.maxCpuPressure;
+  l.maxIoPressure = t.maxIoPressure;
+  l.minFreeDisk = t.minFreeDiskBytes;
+  return l;
+}
+
 void WorkerLink::handle(const proto::Received& r) {
   try {
     if (auto* h = std::get_if<proto::Hello>(&r.msg)) {
@@ -59,7 +102,8 @@ void WorkerLink::handle(const proto::Received& r) {
     c->lastSeenMs = clock_.nowMs();
     if (c->xfer->handle(r.msg)) return;
     if (auto* hb = std::get_if<proto::Heartbeat>(&r.msg)) {
-      core_.heartbeat(c->wid, hb->load / double(c->hello.slots));
+      core_.heartbeat(c->wid, hb->load / double(c->hello.slots), healthOf(*hb));
+      c->heartbeat = *hb;
     } else if (auto* bye = std::get_if<proto::Bye>(&r.msg)) {
       drop(r.peer, "said bye: " + bye->reason, true);
     } else if (std::holds_alternative<proto::NeedPaths>(r.msg) ||
@@ -80,7 +124,7 @@ bool WorkerLink::sameDescription(const proto::Hello& o, const proto::Hello& h) {
   return o.workerId == h.workerId && o.systems == h.systems &&
          o.supportedFeatures == h.supportedFeatures &&
          o.mandatoryFeatures == h.mandatoryFeatures && o.slots == h.slots &&
-         o.speedFactor == h.speedFactor;
+         o.speedFactor == h.speedFactor && o.thresholds == h.thresholds;
 }
 
 void WorkerLink::welcome(WorkerConn& c, bool joined) {
@@ -127,6 +171,7 @@ void WorkerLink::onHello(const std::string& peer, const std::string& user,
   spec.mandatoryFeatures = h.mandatoryFeatures;
   spec.slots = h.slots;
   spec.speedFactor = h.speedFactor;
+  spec.limits = limitsOf(h.thresholds);
   WorkerId wid;
   try {
     wid = core_.registerWorker(spec);

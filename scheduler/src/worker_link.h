@@ -37,7 +37,17 @@ struct WorkerConn {
   /// inputs it received), and so their closures: BuildStep leaves their
   /// metadata out. Reset when the worker says Hello again.
   std::unordered_set<std::string> present;
+  /// Its last heartbeat (load, free disk, pressure), for the workers page.
+  std::optional<protocol::Heartbeat> heartbeat;
 };
+
+/// What a heartbeat says about the worker's machine, for the core.
+WorkerHealth healthOf(const protocol::Heartbeat& hb);
+/// A heartbeat's figures for people: "load 1.5, memory/CPU/IO pressure
+/// 3/10/0%, 12G free memory, 40G free disk" (unknown ones left out).
+std::string healthText(const protocol::Heartbeat& hb);
+/// A Hello's thresholds, for the core.
+PressureLimits limitsOf(const protocol::PressureThresholds& t);
 
 /// The connections of the scheduler to its workers. Borrows the core, the
 /// clock and the handler, which must outlive it.

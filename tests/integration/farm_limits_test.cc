@@ -96,5 +96,58 @@ TEST(FarmLimits, BombsEndWithTheirOwnStatusBesideNeighbours) {
   EXPECT_EQ(farm.stopScheduler(), 0);
 }
 
+// A build setting a setuid bit (coreutils' chmod u+s) and one setting an
+// extended attribute (the sandbox probe's setxattr) fail under the linux
+// sandbox's system-call filter, each beside a neighbour that succeeds; the
+// worker stays up.
+TEST(FarmLimits, SetuidAndXattrProbesFailBesideANeighbour) {
+  std::string why;
+  if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
+  std::string probe =
+      test::binaryDir() + "/tests/unit/worker/kiln_sandbox_probe";
+  if (!pathExists(probe)) GTEST_SKIP() << "no " << probe;
+  test::Farm farm;
+  auto probes = farm.writeCollection(
+      "probes",
+      "{ setuid = mk \"setuid\" \": > $TMPDIR/f; chmod u+s $TMPDIR/f && "
+      "echo escaped > $out\" [];\n"
+      "  xattr = mk \"xattr\" \": > $TMPDIR/f; /probe xattr $TMPDIR/f && "
+      "echo escaped > $out\" [];\n"
+      "  n1 = mk \"n1\" \"i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; "
+      "echo $i > $out\" []; }");
+  auto next = farm.writeCollection(
+      "next", "{ next = mk \"next\" \"echo next > $out\" []; }");
+  farm.startScheduler();
+  auto worker = test::WorkerOptions::withSlots(2);
+  worker.extraArgs = {
+      "--sandbox-option",
+      "extra-paths=/bin /usr/bin /lib /lib64? /usr/lib /probe=" + probe};
+  if (auto skip = farm.addSandboxedWorker(worker); !skip.empty())
+    GTEST_SKIP() << skip;
+  farm.createJobset("p", "probes", probes);
+  int64_t eval = farm.evaluate("p", "probes");
+  ASSERT_TRUE(farm.waitForBuilds(eval, 120s)) << farm.worker(0).log();
+  std::map<std::string, scheduler::BuildRow> byJob;
+  for (auto& b : farm.builds(eval)) byJob[b.job] = b;
+  EXPECT_EQ(byJob["setuid"].status, 1) << byJob["setuid"].error;
+  EXPECT_EQ(byJob["xattr"].status, 1) << byJob["xattr"].error;
+  EXPECT_EQ(byJob["n1"].status, 0) << byJob["n1"].error;
+  // Why, in each build's log: the filter's errors (EPERM for the mode,
+  // ENOTSUP for the attribute, as Nix's filter answers).
+  auto setuidLog = farm.kiln({"log", byJob["setuid"].drvPath}).out;
+  EXPECT_THAT(setuidLog, HasSubstr("Operation not permitted")) << setuidLog;
+  auto xattrLog = farm.kiln({"log", byJob["xattr"].drvPath}).out;
+  EXPECT_THAT(xattrLog, HasSubstr("blocked: xattr")) << xattrLog;
+  EXPECT_THAT(xattrLog, HasSubstr("Operation not supported")) << xattrLog;
+  // The worker is still up and takes the next step.
+  ASSERT_TRUE(farm.worker(0).running()) << farm.worker(0).log();
+  farm.createJobset("p", "next", next);
+  int64_t eval2 = farm.evaluate("p", "next");
+  ASSERT_TRUE(farm.waitForBuilds(eval2, 60s)) << farm.worker(0).log();
+  for (auto& b : farm.builds(eval2)) EXPECT_EQ(b.status, 0) << b.error;
+  EXPECT_EQ(farm.stopWorker(0), 0);
+  EXPECT_EQ(farm.stopScheduler(), 0);
+}
+
 }  // namespace
 }  // namespace kiln

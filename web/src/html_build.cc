@@ -183,24 +183,40 @@ std::string joined(const json& list, const char* sep) {
   return out;
 }
 
+// What the worker's last heartbeat said of its machine, led by why it
+// takes no new step when it is over a pressure threshold.
+std::string machineCell(const json& w) {
+  std::string pressure = w.value("pressure", std::string());
+  std::string health = w.value("health", std::string());
+  std::string cell = health.empty() ? "" : htmlEscape(health);
+  if (pressure.empty()) return cell;
+  return "<strong>no new steps: " + htmlEscape(pressure) + "</strong>" +
+         (cell.empty() ? "" : "<br>" + cell);
+}
+
 // The workers page's table: the overview's columns plus features, the
 // steps each builds now, when it was last heard from and its results.
 std::string workerDetailsTable(const json& rows) {
   std::string t =
       "<table><tr><th>Worker</th><th>Systems</th><th>Features</th><th "
       "class=\"num\">Slots</th><th>Building</th><th>Last seen</th><th "
-      "class=\"num\">Succeeded</th><th class=\"num\">Failed</th></tr>";
+      "class=\"num\">Succeeded</th><th class=\"num\">Failed</th><th>"
+      "Machine</th></tr>";
   for (auto& w : rows) {
     std::string steps = joined(w["steps"], "<br>");
-    t += "<tr><td>" + esc(w["name"]) + "</td><td>" + joined(w["systems"], ", ") +
-         "</td><td>" + joined(w["features"], ", ") + "</td><td class=\"num\">" +
+    t += "<tr><td>" + esc(w["name"]) + "</td><td>" +
+         joined(w["systems"], ", ") + "</td><td>" +
+         joined(w["features"], ", ") + "</td><td class=\"num\">" +
          w["slots"].dump() + "</td><td class=\"mono\">" +
-         (steps.empty() ? "<span class=\"muted\">idle</span>" : steps) + "</td><td>" +
-         (w["lastSeenMs"].get<int64_t>() ? formatTime(w["lastSeenMs"]) : "never") +
+         (steps.empty() ? "<span class=\"muted\">idle</span>" : steps) +
+         "</td><td>" +
+         (w["lastSeenMs"].get<int64_t>() ? formatTime(w["lastSeenMs"])
+                                         : "never") +
          "</td><td class=\"num\">" + w["succeededSteps"].dump() +
-         "</td><td class=\"num\">" + w["failedSteps"].dump() + "</td></tr>";
+         "</td><td class=\"num\">" + w["failedSteps"].dump() + "</td><td>" +
+         machineCell(w) + "</td></tr>";
   }
-  if (rows.empty()) t += "<tr><td colspan=\"8\" class=\"muted\">none</td></tr>";
+  if (rows.empty()) t += "<tr><td colspan=\"9\" class=\"muted\">none</td></tr>";
   return t + "</table><p class=\"muted\">Succeeded and failed count the steps " +
          std::string("settled since each worker connected.</p>");
 }

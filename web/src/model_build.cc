@@ -131,7 +131,9 @@ json workersModel(const scheduler::SchedulerSnapshot* snap) {
                      {"steps", w.steps},
                      {"lastSeenMs", w.lastSeenMs},
                      {"succeededSteps", w.succeededSteps},
-                     {"failedSteps", w.failedSteps}});
+                     {"failedSteps", w.failedSteps},
+                     {"pressure", w.pressure},
+                     {"health", w.health}});
   return {{"scheduler", snap != nullptr}, {"workers", std::move(out)}};
 }
 

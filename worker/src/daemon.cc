@@ -83,6 +83,9 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
     : self(self_),
       cfg(checked(std::move(config))),
       clock(cfg.clock ? *cfg.clock : RealClock::instance()),
+      pressure(cfg.pressure ? cfg.pressure
+                            : std::shared_ptr<PressureSource>(
+                                  procPressureSource("/proc"))),
       store(cfg.stateDir, store::StoreDir(cfg.storeDir)),
       tmpDir(cfg.stateDir + "/tmp"),
       drvDir(cfg.stateDir + "/drvs"),
@@ -162,6 +165,7 @@ void Daemon::Impl::sendHello() {
   h.speedFactor = cfg.speedFactor;
   h.storePathCount = store.queryAllValidPaths().size();
   h.kilnVersion = cfg.kilnVersion;
+  h.thresholds = cfg.thresholds;
   // A step past its build (uploading, or reporting) holds no slot here:
   // the scheduler adopts it first, without one.
   for (auto& [id, s] : steps)
@@ -278,6 +282,11 @@ void Daemon::Impl::sendHeartbeat() {
   for (auto& [id, s] : steps)
     if (s->phase != Step::Phase::kReporting && !s->dropped)
       hb.runningSteps.push_back(id);
+  MachinePressure p = pressure->read();
+  hb.memoryPressure = p.memory;
+  hb.cpuPressure = p.cpu;
+  hb.ioPressure = p.io;
+  hb.freeMemoryBytes = p.freeMemory;
   send(std::move(hb));
   lastHeartbeat = clock.now();
 }

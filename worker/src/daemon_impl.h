@@ -148,6 +148,7 @@ struct Daemon::Impl {
   DaemonConfig cfg;
   /// The injected clock (DaemonConfig::clock).
   const Clock& clock;
+  std::shared_ptr<PressureSource> pressure;
   store::LocalStore store;
   std::string tmpDir;
   std::string drvDir;

@@ -66,6 +66,11 @@ struct Step {
   unsigned attempts = 0;
   TimePoint backoffUntil{};
   TimePoint startedAt{};
+  // Free memory the worker it last ran on had when it was sent there
+  // (its effective free memory), and the need that an out-of-memory end
+  // there gives its retry: more than that (docs/scheduler.md, "Memory").
+  std::optional<uint64_t> sentWithFree;
+  uint64_t oomNeed = 0;
   uint32_t worker = kNone;  // while running, until its slot is released
   StepKey key;  // while queued
   JobsetId keyJobset = 0;
@@ -99,6 +104,12 @@ struct Worker {
   std::vector<uint32_t> running;
   double reportedLoad = 0;
   size_t runningAtHeartbeat = 0;
+  WorkerHealth health;
+  // Why it takes no new step (a breached threshold), empty if it does.
+  std::string pressure;
+  // Memory needs of the steps sent since its last heartbeat, which its
+  // reported free memory does not show yet.
+  uint64_t memorySent = 0;
   TimePoint lastHeartbeat{};
   std::optional<TimePoint> idleSince;
   // One entry per free slot that could run a queued step: since when,
@@ -106,6 +117,8 @@ struct Worker {
   std::deque<TimePoint> idleSlotsSince;
   std::vector<uint32_t> classes;  // classes this worker can serve
   size_t free() const { return spec.slots - running.size(); }
+  // Free slots that take new steps: none while under pressure.
+  size_t available() const { return pressure.empty() ? free() : 0; }
 };
 
 // Checks that `id` names a live slot of `slots` (steps or workers); throws
@@ -158,6 +171,7 @@ struct SchedulerCore::Impl {
   ReadyQueues queues;
   JobsetUsage usage;
   std::unordered_map<std::string, double> history;
+  std::unordered_map<std::string, uint64_t> peaks;  // last peak memory
   std::priority_queue<HeapEntry> propagation;
   std::priority_queue<BackoffEntry, std::vector<BackoffEntry>, std::greater<>>
       backoff;
@@ -196,7 +210,9 @@ struct SchedulerCore::Impl {
   void dequeue(uint32_t idx);
   void requeue(uint32_t idx);
   std::optional<uint32_t> bestClass() const;
-  uint32_t chooseWorker(uint32_t cls, uint32_t step) const;
+  // The best worker of the class with a free slot for the step, none if
+  // its memory need keeps it off all of them for now.
+  std::optional<uint32_t> chooseWorker(uint32_t cls, uint32_t step) const;
   double effectiveLoad(const Worker& w) const;
   void start(uint32_t idx, uint32_t worker);
   // Gives the worker slot of running step `idx` back (it stays running).
@@ -221,6 +237,22 @@ struct SchedulerCore::Impl {
   bool eligible(const WorkerSpec& w, const StepClass& c) const;
   void linkWorker(uint32_t w, uint32_t cls);
   void dropWorker(uint32_t w);
+
+  // pressure.cc
+  // Marks the worker under pressure (`why` non-empty) or not; its free
+  // slots leave or rejoin its classes' counts.
+  void setPressure(uint32_t w, std::string why);
+  uint64_t memoryNeed(const Step& s) const;
+  std::optional<uint64_t> freeMemory(const Worker& w) const;
+  // Whether the step's memory need restricts its placement: some suitable
+  // worker reports that much free memory (busy or not).
+  bool memoryGated(const Step& s, uint64_t need) const;
+  bool fitsMemory(const Worker& w, uint64_t need) const;
+  WaitReason memoryPlacement(const Step& s, uint64_t need) const;
+  WaitReason pressurePlacement(const StepClass& c) const;
+  // Records the attempt's peak and, after running out of memory, the need
+  // of the retry.
+  void notePeak(Step& s, const StepResult& result);
 
   // introspect.cc
   void accrueIdle(TimePoint now);

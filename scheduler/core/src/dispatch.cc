@@ -8,6 +8,11 @@
 
 namespace kiln::scheduler {
 
+namespace {
+// Bounds the steps one nextAssignments call sets aside for their memory.
+constexpr size_t kMaxSetAside = 256;
+}  // namespace
+
 // Everything due at the clock's current time, run at the top of every
 // mutating call: idle-time accounting for the interval that just ended,
 // steps whose backoff expired, and the fairness window.
@@ -84,12 +89,19 @@ double SchedulerCore::Impl::effectiveLoad(const Worker& w) const {
 
 // Among the class's workers with a free slot: lowest load / speed, then
 // most input bytes already present, then lowest index. O(workers).
-uint32_t SchedulerCore::Impl::chooseWorker(uint32_t cls, uint32_t step) const {
+// A step with a memory need (docs/scheduler.md, "Memory") goes only to a
+// worker with that much free memory, while some suitable worker reports as
+// much.
+std::optional<uint32_t> SchedulerCore::Impl::chooseWorker(uint32_t cls,
+                                                          uint32_t step) const {
+  uint64_t need = memoryNeed(steps[step]);
+  bool gated = memoryGated(steps[step], need);
   std::vector<uint32_t> tied;
   double bestScore = 0;
   for (uint32_t w : classes[cls].workers) {
     const Worker& wk = workers[w];
-    if (wk.free() == 0) continue;
+    if (wk.available() == 0) continue;
+    if (gated && !fitsMemory(wk, need)) continue;
     double score = effectiveLoad(wk) / wk.spec.speedFactor;
     double eps = 1e-9 * std::max(1.0, std::fabs(bestScore));
     if (tied.empty() || score < bestScore - eps) {
@@ -99,6 +111,7 @@ uint32_t SchedulerCore::Impl::chooseWorker(uint32_t cls, uint32_t step) const {
       tied.push_back(w);
     }
   }
+  if (tied.empty()) return std::nullopt;
   if (tied.size() == 1 || !locality) {
     return *std::min_element(tied.begin(), tied.end());
   }
@@ -122,8 +135,11 @@ void SchedulerCore::Impl::start(uint32_t idx, uint32_t w) {
   setState(s, StepState::kRunning);
   s.worker = w;
   s.startedAt = clock.wallNow();
+  s.sentWithFree = freeMemory(wk);
+  wk.memorySent += memoryNeed(s);
   wk.running.push_back(idx);
-  for (uint32_t c : wk.classes) --classes[c].freeSlots;
+  if (wk.pressure.empty())
+    for (uint32_t c : wk.classes) --classes[c].freeSlots;
   s.chargedJobset = s.applied.jobset;
   s.chargedSeconds = s.expected;
   usage.addRunning(s.chargedJobset, s.chargedSeconds);
@@ -136,7 +152,8 @@ void SchedulerCore::Impl::freeSlot(uint32_t idx) {
   auto it = std::find(wk.running.begin(), wk.running.end(), idx);
   *it = wk.running.back();
   wk.running.pop_back();
-  for (uint32_t c : wk.classes) ++classes[c].freeSlots;
+  if (wk.pressure.empty())
+    for (uint32_t c : wk.classes) ++classes[c].freeSlots;
   s.worker = kNone;
 }
 
@@ -197,16 +214,24 @@ std::vector<Assignment> SchedulerCore::nextAssignments(size_t max) {
   Impl& m = *impl_;
   m.advance();
   std::vector<Assignment> out;
-  while (out.size() < max) {
+  // Steps whose memory need no free worker meets now step aside for this
+  // call (at most kMaxSetAside of them), so the ones behind them still go.
+  std::vector<uint32_t> aside;
+  while (out.size() < max && aside.size() < kMaxSetAside) {
     auto cls = m.bestClass();
     if (!cls) break;
     uint32_t idx = m.queues.best(*cls)->head.step;
-    uint32_t w = m.chooseWorker(*cls, idx);
+    std::optional<uint32_t> w = m.chooseWorker(*cls, idx);
     m.dequeue(idx);
-    m.start(idx, w);
+    if (!w) {
+      aside.push_back(idx);
+      continue;
+    }
+    m.start(idx, *w);
     ++m.counters.dispatchDecisions;
-    out.push_back(Assignment{m.idOf(idx), {w, m.workers[w].generation}});
+    out.push_back(Assignment{m.idOf(idx), {*w, m.workers[*w].generation}});
   }
+  for (uint32_t idx : aside) m.enqueue(idx);
   return out;
 }
 

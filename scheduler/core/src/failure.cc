@@ -116,6 +116,7 @@ void SchedulerCore::Impl::retryOrFail(uint32_t idx, const StepResult& result) {
 void SchedulerCore::Impl::endAttempt(uint32_t idx, const StepResult& result) {
   Step& s = steps[idx];
   releaseRunning(idx);
+  notePeak(s, result);
   Duration took = std::max(result.duration, Duration{0});
   usage.addFinished(s.chargedJobset, clock.wallNow(), seconds(took));
   syncFairness(s.chargedJobset);

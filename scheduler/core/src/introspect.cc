@@ -30,15 +30,15 @@ void SchedulerCore::Impl::accrueIdle(TimePoint now) {
   for (Worker& w : workers) {
     if (!w.alive) continue;
     size_t work = 0;
-    if (w.free() > 0)
+    if (w.available() > 0)
       for (uint32_t c : w.classes) work += queues.size(c);
-    settleIdleSlots(w, std::min(w.free(), work));
+    settleIdleSlots(w, std::min(w.available(), work));
     if (work == 0) {
       w.idleSince.reset();
       continue;
     }
     counters.idleSlotSeconds +=
-        static_cast<double>(std::min(w.free(), work)) * dt;
+        static_cast<double>(std::min(w.available(), work)) * dt;
     if (!w.idleSince) w.idleSince = lastAccrual;
     counters.longestIdleWithWork =
         std::max(counters.longestIdleWithWork, now - *w.idleSince);
@@ -93,12 +93,22 @@ WaitReason SchedulerCore::Impl::placement(const Step& s) const {
             0,
             {}};
   }
+  if (c.freeSlots == 0 &&
+      std::any_of(c.workers.begin(), c.workers.end(),
+                  [&](uint32_t w) { return workers[w].free() > 0; }))
+    return pressurePlacement(c);
   if (c.freeSlots == 0)
     return {WaitReason::Kind::kAllSlotsBusy,
             "all " + std::to_string(c.workers.size()) +
                 " suitable worker(s) are busy",
             0,
             {}};
+  if (uint64_t need = memoryNeed(s);
+      memoryGated(s, need) &&
+      std::none_of(c.workers.begin(), c.workers.end(), [&](uint32_t w) {
+        return workers[w].available() > 0 && fitsMemory(workers[w], need);
+      }))
+    return memoryPlacement(s, need);
   return {WaitReason::Kind::kReady,
           "runnable; a suitable worker has a free slot",
           0,
@@ -167,6 +177,7 @@ StepView SchedulerCore::step(StepId id) const {
   v.ownerBuild = s.applied.attached() ? s.applied.minBuild : 0;
   v.criticalPath = s.applied.attached() ? s.applied.cpAbove : s.expected;
   v.expectedDuration = s.expected;
+  v.memoryNeed = m.memoryNeed(s);
   v.unfinishedDeps = s.deps.size();
   v.attempts = s.attempts;
   if (s.worker != kNone)

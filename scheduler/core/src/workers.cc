@@ -29,7 +29,7 @@ bool SchedulerCore::Impl::eligible(const WorkerSpec& w,
 
 void SchedulerCore::Impl::linkWorker(uint32_t w, uint32_t cls) {
   classes[cls].workers.push_back(w);
-  classes[cls].freeSlots += workers[w].free();
+  classes[cls].freeSlots += workers[w].available();
   workers[w].classes.push_back(cls);
 }
 
@@ -40,7 +40,7 @@ void SchedulerCore::Impl::dropWorker(uint32_t w) {
   for (uint32_t c : wk.classes) {
     auto& list = classes[c].workers;
     list.erase(std::find(list.begin(), list.end(), w));
-    classes[c].freeSlots -= wk.free();
+    classes[c].freeSlots -= wk.available();
   }
   uint32_t gen = wk.generation + 1;
   wk = Worker{};

@@ -61,7 +61,9 @@ json workerToJson(const WorkerEntry& w) {
           {"steps", w.steps},
           {"lastSeenMs", w.lastSeenMs},
           {"succeeded", w.succeededSteps},
-          {"failed", w.failedSteps}};
+          {"failed", w.failedSteps},
+          {"pressure", w.pressure},
+          {"health", w.health}};
 }
 
 WorkerEntry workerFromJson(const json& j) {
@@ -75,6 +77,9 @@ WorkerEntry workerFromJson(const json& j) {
   j.at("lastSeenMs").get_to(w.lastSeenMs);
   j.at("succeeded").get_to(w.succeededSteps);
   j.at("failed").get_to(w.failedSteps);
+  // Absent from a snapshot stored by a scheduler before them.
+  w.pressure = j.value("pressure", std::string());
+  w.health = j.value("health", std::string());
   return w;
 }
 

@@ -278,6 +278,16 @@ void StateDb::completeRequest(int64_t id, bool ok, const std::string& result) {
       .exec();
 }
 
+std::vector<std::pair<std::string, uint64_t>> StateDb::lastPeaks() {
+  auto s = db_->prepare(
+      "SELECT s.pname, s.peak_memory FROM steps s JOIN (SELECT MAX(id) AS id "
+      "FROM steps WHERE peak_memory > 0 AND pname <> '' GROUP BY pname) l "
+      "ON s.id = l.id");
+  return readAll<std::pair<std::string, uint64_t>>(s, [](const SqlStmt& r) {
+    return std::pair(r.getStr(0), static_cast<uint64_t>(r.getInt(1)));
+  });
+}
+
 std::vector<std::pair<std::string, double>> StateDb::historicalDurations() {
   auto s = db_->prepare(
       "SELECT pname, CAST(AVG(stop_time - start_time) AS BIGINT) FROM steps "

@@ -85,6 +85,10 @@ build_pids_max = "2048"
 build_cpu_weight = "100"
 build_disk_max = "20G"
 big_build_limits = "memory-max=16G"
+max_memory_pressure = 20
+max_io_pressure = 12.5
+max_load_average = "8"
+min_free_disk = "10G"
 [[worker_key]]
 name = "builder1"
 public_key = ")" + key + R"("
@@ -150,6 +154,8 @@ path = "../pkgset"
   EXPECT_THAT(c.workers.mandatoryFeatures, ElementsAre("benchmark"));
   EXPECT_EQ(c.workers.sandbox, "none");
   EXPECT_EQ(c.workers.platforms, "native");
+  EXPECT_EQ(c.workers.pressure,
+            (PressureOptions{"8", "20", "", "12.5", "10G"}));
   EXPECT_EQ(c.workers.limits,
             (BuildLimitOptions{"4G", "2048", "100", "20G", "memory-max=16G"}));
   EXPECT_THAT(c.workers.extraPaths,
@@ -270,6 +276,19 @@ TEST(FarmConfigTest, BadBuildLimitsNameTheKey) {
   EXPECT_THAT(p[0], HasSubstr("local_workers.build_memory_max: "
                               "--build-memory-max: invalid size '2GB'"));
   EXPECT_THAT(p[1], HasSubstr("local_workers.big_build_limits: "));
+}
+
+TEST(FarmConfigTest, BadPressureThresholdsNameTheKey) {
+  auto p = problemsOf(
+      "[local_workers]\nmax_memory_pressure = 120\n"
+      "min_free_disk = \"lots\"\nmax_cpu_pressure = true\n");
+  ASSERT_EQ(p.size(), 3u) << ::testing::PrintToString(p);
+  std::string all = ::testing::PrintToString(p);
+  EXPECT_THAT(all, HasSubstr("local_workers.max_memory_pressure: "
+                             "--max-memory-pressure: invalid value '120'"));
+  EXPECT_THAT(all, HasSubstr("local_workers.min_free_disk: "));
+  EXPECT_THAT(all,
+              HasSubstr("local_workers.max_cpu_pressure: must be a string"));
 }
 
 TEST(FarmConfigTest, BadWebAndCacheSettingsNameTheKey) {

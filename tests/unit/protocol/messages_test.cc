@@ -49,6 +49,13 @@ std::vector<Message> samples() {
   hello.storePathCount = 12345;
   hello.kilnVersion = "0.1.0";
   hello.heldSteps = {{41, kDrv}, {42, kDrv, true}};
+  hello.thresholds.maxMemoryPressure = 20;
+  hello.thresholds.maxLoadAverage = 16.5;
+  hello.thresholds.minFreeDiskBytes = 10ull << 30;
+  Heartbeat beat{0.75, 1ull << 40, {1, 2, 3}};
+  beat.memoryPressure = 42.25;
+  beat.ioPressure = 0;
+  beat.freeMemoryBytes = 3ull << 30;
   BuildStep step;
   step.stepId = 42;
   step.drvPath = kDrv;
@@ -79,7 +86,7 @@ std::vector<Message> samples() {
   return {hello,
           Welcome{"sched", 5000, 1 << 18, {41}},
           Refused{1, "unknown worker"},
-          Heartbeat{0.75, 1ull << 40, {1, 2, 3}},
+          beat,
           step,
           NeedPaths{42, {kA, kB}},
           pd,
@@ -116,13 +123,30 @@ TEST(Messages, EveryTypeRoundTrips) {
   }
 }
 
+// Where a message's optional tail starts in its body (npos: none): a body
+// cut there decodes with the tail's defaults.
+size_t optionalTail(const Message& m) {
+  if (auto* r = std::get_if<StepResult>(&m)) return encode(*r)[1].size() - 24;
+  if (auto* h = std::get_if<Hello>(&m)) {
+    Hello bare = *h;
+    bare.thresholds = {};
+    return encode(bare)[1].size();  // without any, no tail is written
+  }
+  if (auto* b = std::get_if<Heartbeat>(&m)) {
+    Heartbeat bare = *b;
+    bare.memoryPressure = bare.cpuPressure = bare.ioPressure = std::nullopt;
+    bare.freeMemoryBytes = std::nullopt;
+    return encode(bare)[1].size();
+  }
+  return std::string::npos;
+}
+
 TEST(Messages, EveryTruncationIsRejected) {
   for (auto& m : samples()) {
     auto frames = encode(m);
     for (size_t cut = 0; cut < frames[1].size(); ++cut) {
-      // StepResult's usage fields are optional, as a whole (below).
-      if (typeOf(m) == MessageType::kStepResult && cut == frames[1].size() - 24)
-        continue;
+      // Optional tails are optional as a whole (below).
+      if (cut == optionalTail(m)) continue;
       auto bad = frames;
       bad[1].resize(cut);
       try {
@@ -276,6 +300,24 @@ TEST(Messages, InvalidValuesAreRejectedOnBothSides) {
   auto bare = std::get<StepResult>(decode(frames));
   EXPECT_EQ(bare.status, StepStatus::kOutOfMemory);
   EXPECT_EQ(bare.peakMemoryBytes + bare.cpuTimeUs + bare.buildDirBytes, 0u);
+  // A heartbeat and a Hello of a worker before the pressure fields decode
+  // with none; a pressure that is no percentage is refused.
+  Heartbeat beat{1.5, 10, {}};
+  beat.cpuPressure = 12;
+  frames = encode(beat);
+  frames[1].resize(optionalTail(beat));
+  EXPECT_EQ(std::get<Heartbeat>(decode(frames)), (Heartbeat{1.5, 10, {}}));
+  beat.cpuPressure = 120;
+  EXPECT_THROW(encode(beat), FormatError);
+  Hello hello;
+  hello.workerId = "w";
+  hello.systems = {"x86_64-linux"};
+  hello.thresholds.maxIoPressure = -1;
+  EXPECT_THROW(encode(hello), FormatError);
+  hello.thresholds.maxIoPressure = 30;
+  frames = encode(hello);
+  frames[1].resize(optionalTail(hello));
+  EXPECT_EQ(std::get<Hello>(decode(frames)).thresholds, PressureThresholds{});
   // An invalid store path name.
   frames = encode(NeedPaths{1, {kA}});
   frames[1][16 + 33] = '/';

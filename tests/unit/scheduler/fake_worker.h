@@ -69,6 +69,7 @@ class FakeWorker {
     h.slots = slots;
     h.kilnVersion = "test";
     h.heldSteps = held;
+    h.thresholds = thresholds;
     send_(h);
   }
 
@@ -84,7 +85,7 @@ class FakeWorker {
     if (welcomed && !silent &&
         now - lastBeat_ > std::chrono::milliseconds(50)) {
       lastBeat_ = now;
-      send_(protocol::Heartbeat{0.0, 1u << 30, {}});
+      send_(beat);
     }
   }
 
@@ -129,8 +130,11 @@ class FakeWorker {
   }
   void send(const protocol::Message& m) { send_(m); }
   /// Sends a heartbeat now (a `silent` worker only beats when told to).
-  void heartbeat() { send_(protocol::Heartbeat{0.0, 1u << 30, {}}); }
+  void heartbeat() { send_(beat); }
 
+  /// What its heartbeats say, and the thresholds of its next Hello.
+  protocol::Heartbeat beat{0.0, 1u << 30, {}};
+  protocol::PressureThresholds thresholds;
   bool welcomed = false;
   /// Hello::heldSteps of the next Hello, and the last Welcome's
   /// adoptedSteps.

@@ -16,8 +16,17 @@ SchedulerSnapshot sample(size_t queued) {
   for (size_t i = 0; i < queued; ++i)
     s.queue.push_back({int64_t(i + 1), "/nix/store/x-" + std::to_string(i),
                        "x86_64-linux", "ready", "no free slot"});
-  s.workers.push_back(
-      {"w1", {"x86_64-linux"}, 4, 1, {"kvm"}, {"/nix/store/a.drv"}, 900, 7, 1});
+  s.workers.push_back({"w1",
+                       {"x86_64-linux"},
+                       4,
+                       1,
+                       {"kvm"},
+                       {"/nix/store/a.drv"},
+                       900,
+                       7,
+                       1,
+                       "IO pressure 60% > 50%",
+                       "load 2.0, 1G free disk"});
   s.metrics.runningSteps = 1;
   s.metrics.queuedBySystem["x86_64-linux"] = queued;
   s.metrics.workerSystems = {"x86_64-linux"};
@@ -43,6 +52,8 @@ TEST_P(SnapshotStoreTest, AFrontEndReadsWhatTheSchedulerStoredWhileFresh) {
   ASSERT_EQ(got->workers.size(), 1u);
   EXPECT_EQ(got->workers[0].steps, s.workers[0].steps);
   EXPECT_EQ(got->workers[0].succeededSteps, 7u);
+  EXPECT_EQ(got->workers[0].pressure, "IO pressure 60% > 50%");
+  EXPECT_EQ(got->workers[0].health, "load 2.0, 1G free disk");
   EXPECT_EQ(got->metrics.queuedBySystem.at("x86_64-linux"), 3u);
   EXPECT_EQ(got->dispatches, 12u);
   // Too old: the scheduler stopped vouching for it.

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kiln/common/file.h"
@@ -297,6 +298,29 @@ TEST_P(StateDbTest, StepUsageIsRecorded) {
   EXPECT_EQ(r->peakMemoryBytes, int64_t{5} << 30);
   EXPECT_EQ(r->cpuTimeUs, 12345678);
   EXPECT_EQ(r->buildDirBytes, 4096);
+}
+
+TEST_P(StateDbTest, LastPeaksAreEachPackagesLatestMeasuredOne) {
+  StateDb db(spec_);
+  auto add = [&](const std::string& name, const std::string& pname,
+                 int64_t peak) {
+    StepRow s;
+    s.drvPath = "/nix/store/" + name + ".drv";
+    s.system = "x86_64-linux";
+    s.pname = pname;
+    int64_t id = db.upsertStep(s);
+    if (peak) db.setStepUsage(id, peak, 1, 1);
+    db.finishStep(id, 0, 20, "");
+  };
+  add("a1", "chromium", 6 << 20);
+  add("a2", "chromium", 4 << 20);  // the latest wins, not the largest
+  add("a3", "chromium", 0);        // not measured: ignored
+  add("b1", "hello", 1 << 20);
+  add("c1", "", 9 << 20);  // no package name: nothing to place by
+  auto peaks = db.lastPeaks();
+  std::sort(peaks.begin(), peaks.end());
+  EXPECT_EQ(peaks, (std::vector<std::pair<std::string, uint64_t>>{
+                       {"chromium", 4 << 20}, {"hello", 1 << 20}}));
 }
 
 TEST_P(StateDbTest, BuildCountsInRangeCountOneJobsetsRun) {

@@ -83,7 +83,9 @@ TEST_F(PagesTest, OverviewWithSchedulerShowsRunningStepsAndWorkers) {
                      {fx_.drv("hello")},
                      1'700'000'000'000,
                      12,
-                     3}};
+                     3,
+                     "memory pressure 42% > 20%",
+                     "load 1.5, 3G free memory, 40G free disk"}};
   snap_->metrics.queuedBySystem = {{"x86_64-linux", 7}};
   Response r = get("/");
   EXPECT_THAT(r.body, HasSubstr("builder-1"));
@@ -102,6 +104,12 @@ TEST_F(PagesTest, OverviewWithSchedulerShowsRunningStepsAndWorkers) {
   EXPECT_EQ(j["lastSeenMs"], 1'700'000'000'000);
   EXPECT_EQ(j["succeededSteps"], 12);
   EXPECT_EQ(j["failedSteps"], 3);
+  // Why it takes no new step, and what its last heartbeat said.
+  EXPECT_THAT(w.body, HasSubstr("<strong>no new steps: memory pressure 42% "
+                                "&gt; 20%</strong><br>load 1.5, 3G free "
+                                "memory, 40G free disk"));
+  EXPECT_EQ(j["pressure"], "memory pressure 42% > 20%");
+  EXPECT_EQ(j["health"], "load 1.5, 3G free memory, 40G free disk");
 }
 
 TEST_F(PagesTest, JobsetShowsTheMatrixAndProjectsLinkToIt) {

@@ -3,11 +3,10 @@
 // timings, no real waiting.
 #include <gtest/gtest.h>
 
-#include <deque>
-
 #include "fake_cgroups.h"
 #include "kiln/common/file.h"
 #include "kiln/worker/build_runner.h"
+#include "scripted_launcher.h"
 
 namespace kiln::worker {
 namespace {
@@ -17,71 +16,10 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-/// One scripted event at an offset from the start.
-struct Step {
-  Clock::Duration at;
-  ProcessEvent event;
-  std::function<void()> action = {};  ///< run instead when set (event kIdle)
-};
-
-Step output(Clock::Duration at, std::string data) {
-  return {at, {ProcessEvent::Kind::kOutput, std::move(data), 0}};
-}
-Step exitWith(Clock::Duration at, int code) {
-  return {at, {ProcessEvent::Kind::kExited, "", code << 8}};
-}
-
-/// Plays a script against a fake clock; killTree() ends it with SIGKILL.
-class ScriptedChild : public ChildProcess {
- public:
-  ScriptedChild(FakeClock& clock, std::deque<Step> script, int* kills)
-      : clock_(clock),
-        start_(clock.now()),
-        script_(std::move(script)),
-        kills_(kills) {}
-  pid_t pid() const override { return 4242; }
-  void killTree() override {
-    ++*kills_;
-    killedAt_ = clock_.now();
-  }
-  ProcessEvent next(milliseconds timeout) override {
-    if (killedAt_) return {ProcessEvent::Kind::kExited, "", 9};
-    auto now = clock_.now();
-    if (!script_.empty() && start_ + script_.front().at <= now + timeout) {
-      clock_.advance(start_ + script_.front().at - now);
-      auto step = script_.front();
-      script_.pop_front();
-      if (step.action) step.action();
-      return step.event;
-    }
-    clock_.advance(timeout);
-    return {};
-  }
-  std::optional<Clock::TimePoint> killedAt_;
-
- private:
-  FakeClock& clock_;
-  Clock::TimePoint start_;
-  std::deque<Step> script_;
-  int* kills_;
-};
-
-class ScriptedLauncher : public ProcessLauncher {
- public:
-  explicit ScriptedLauncher(FakeClock& clock) : clock_(clock) {}
-  std::unique_ptr<ChildProcess> start(const ProcessSpec& spec) override {
-    specs.push_back(spec);
-    for (auto& f : filesToCreate) writeFile(f, "built");
-    return std::make_unique<ScriptedChild>(clock_, script, &kills);
-  }
-  std::deque<Step> script;
-  std::vector<std::string> filesToCreate;
-  std::vector<ProcessSpec> specs;
-  int kills = 0;
-
- private:
-  FakeClock& clock_;
-};
+using testing::exitWith;
+using testing::output;
+using testing::ScriptedLauncher;
+using Step = testing::ScriptedStep;
 
 class SupervisionTest : public ::testing::Test {
  protected:

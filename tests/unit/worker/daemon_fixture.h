@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "fake_pressure.h"
 #include "kiln/common/file.h"
 #include "kiln/protocol/transfer.h"
 #include "kiln/protocol/transport.h"
@@ -156,6 +157,8 @@ class DaemonTest : public ::testing::Test {
     c.platforms = {};  // builders run as they are (c.systems is given)
     c.sessionNice = sessionNice_;
     c.cores = cores_;
+    c.pressure = pressure_;
+    c.thresholds = thresholds_;
     daemon_ = std::make_unique<Daemon>(std::move(c));
     thread_ = std::thread([this] {
       try {
@@ -217,6 +220,10 @@ class DaemonTest : public ::testing::Test {
   std::chrono::milliseconds failoverAfter_{5000};
   std::shared_ptr<SessionNice> sessionNice_;
   unsigned cores_ = 0;
+  /// DaemonConfig::pressure (the machine's figures) and thresholds.
+  std::shared_ptr<kiln::testing::FakePressureSource> pressure_ =
+      std::make_shared<kiln::testing::FakePressureSource>();
+  proto::PressureThresholds thresholds_;
   std::atomic<bool> ended_{false};  ///< run() returned (error_ is set)
   store::StorePath outPath_{"00000000000000000000000000000000-x"};
 };

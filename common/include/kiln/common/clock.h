@@ -6,11 +6,16 @@
 ///
 /// A clock gives two readings: `now()` is monotonic (for deadlines and
 /// durations) and `wallNow()` is Unix time at millisecond resolution (for
-/// timestamps that are persisted or shown).
+/// timestamps that are persisted or shown). Timed waits go through it too
+/// (`sleepUntil`, `waitUntil`): a FakeClock moves to the deadline instead
+/// of blocking.
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 
 namespace kiln {
 
@@ -31,6 +36,18 @@ class Clock {
   virtual WallTime wallNow() const = 0;
   /// `wallNow()` as milliseconds since the epoch.
   int64_t nowMs() const { return wallNow().time_since_epoch().count(); }
+  /// Returns once `now()` has reached `t`. The default blocks the thread
+  /// (std::this_thread::sleep_until); FakeClock moves to `t` at once.
+  virtual void sleepUntil(TimePoint t) const;
+  /// sleepUntil(now() + d).
+  void sleepFor(Duration d) const { sleepUntil(now() + d); }
+  /// With `lock` held on `cv`'s mutex: waits until `pred` holds or
+  /// `deadline` passes, and returns pred(). The default waits on `cv`
+  /// (woken by its notifications); FakeClock checks `pred`, and if it does
+  /// not hold moves to `deadline` and checks it once more.
+  virtual bool waitUntil(std::condition_variable& cv,
+                         std::unique_lock<std::mutex>& lock, TimePoint deadline,
+                         const std::function<bool()>& pred) const;
 };
 
 /// std::chrono::steady_clock and std::chrono::system_clock.
@@ -50,8 +67,7 @@ class RealClock final : public Clock {
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(WallTime wallStart = WallTime{})
-      : wall_(std::chrono::duration_cast<Duration>(
-                  wallStart.time_since_epoch())
+      : wall_(std::chrono::duration_cast<Duration>(wallStart.time_since_epoch())
                   .count()) {}
   TimePoint now() const override { return TimePoint(Duration(mono_.load())); }
   WallTime wallNow() const override {
@@ -68,10 +84,18 @@ class FakeClock final : public Clock {
   void set(WallTime t) {
     wall_ = std::chrono::duration_cast<Duration>(t.time_since_epoch()).count();
   }
+  /// Moves both readings forward to monotonic time `t` (if later).
+  void sleepUntil(TimePoint t) const override;
+  /// pred(), else moves to `deadline` and returns pred() (nothing waits).
+  bool waitUntil(std::condition_variable& cv,
+                 std::unique_lock<std::mutex>& lock, TimePoint deadline,
+                 const std::function<bool()>& pred) const override;
 
  private:
-  std::atomic<Duration::rep> mono_{Duration(std::chrono::hours(1)).count()};
-  std::atomic<Duration::rep> wall_;
+  // Mutable: a sleep through a `const Clock&` moves a fake clock.
+  mutable std::atomic<Duration::rep> mono_{
+      Duration(std::chrono::hours(1)).count()};
+  mutable std::atomic<Duration::rep> wall_;
 };
 
 }  // namespace kiln

@@ -98,6 +98,17 @@ PathInfo toPathInfo(const store::ValidPathInfo& info);
 /// store verifies the NAR against it when the path is added.
 store::ValidPathInfo toValidPathInfo(const PathInfo& info);
 
+/// A worker's pressure thresholds (docs/scheduler.md, "Pressure"): over
+/// any of them it gets no new step. Each is off when absent.
+struct PressureThresholds {
+  std::optional<double> maxLoadAverage;     ///< finite, > 0
+  std::optional<double> maxMemoryPressure;  ///< PSI percent, 0..100
+  std::optional<double> maxCpuPressure;     ///< PSI percent, 0..100
+  std::optional<double> maxIoPressure;      ///< PSI percent, 0..100
+  std::optional<uint64_t> minFreeDiskBytes;
+  bool operator==(const PressureThresholds&) const = default;
+};
+
 /// A step a worker still holds when it says Hello: running, or finished
 /// with a result the scheduler has not acknowledged.
 struct HeldStep {
@@ -125,6 +136,8 @@ struct Hello {
   /// adopts those it dispatched to this worker and has not settled
   /// (Welcome::adoptedSteps); the worker drops the others.
   std::vector<HeldStep> heldSteps;
+  /// Optional (a body that ends before it: no thresholds).
+  PressureThresholds thresholds{};
   bool operator==(const Hello&) const = default;
 };
 
@@ -152,6 +165,13 @@ struct Heartbeat {
   double load = 0;  ///< 1-minute load average; finite, ≥ 0
   uint64_t freeDiskBytes = 0;
   std::vector<uint64_t> runningSteps;
+  /// Optional (a body that ends before them: none known; each absent when
+  /// the worker could not read it): pressure stall information, "some"
+  /// over 10 s, in percent (0..100), and available memory.
+  std::optional<double> memoryPressure{};
+  std::optional<double> cpuPressure{};
+  std::optional<double> ioPressure{};
+  std::optional<uint64_t> freeMemoryBytes{};
   bool operator==(const Heartbeat&) const = default;
 };
 

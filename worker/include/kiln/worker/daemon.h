@@ -22,6 +22,7 @@
 #include "kiln/worker/cgroups.h"
 #include "kiln/worker/cpu_shares.h"
 #include "kiln/worker/limit_watch.h"
+#include "kiln/worker/pressure.h"
 
 namespace kiln::worker {
 
@@ -134,6 +135,12 @@ struct DaemonConfig {
   /// (hostCgroups), unless `useCgroups` is false.
   std::shared_ptr<Cgroups> cgroups;
   bool useCgroups = true;
+  /// Announced in Hello: over any of them the scheduler sends this worker
+  /// no new step (docs/worker.md, "Pressure").
+  protocol::PressureThresholds thresholds;
+  /// Memory, CPU and IO pressure and free memory for the heartbeats.
+  /// Null: procPressureSource("/proc").
+  std::shared_ptr<PressureSource> pressure;
   /// Heartbeats, Hello retries, build deadlines, result times. Not owned;
   /// must outlive the daemon. Null: RealClock::instance().
   const Clock* clock = nullptr;

@@ -53,6 +53,9 @@ struct StepView {
   double criticalPath = 0;
   /// Expected duration of this step alone (seconds).
   double expectedDuration = 0;
+  /// Free memory a worker must have to get it (bytes, 0: none): its
+  /// package's last peak, or more than where it last ran out of memory.
+  uint64_t memoryNeed = 0;
   /// Unfinished dependencies; transient failures so far.
   size_t unfinishedDeps = 0;
   unsigned attempts = 0;
@@ -110,6 +113,12 @@ class SchedulerCore {
   /// from the database at start. Successful steps update it themselves.
   /// Affects steps added afterwards.
   void setHistoricalDuration(const std::string& pname, double seconds);
+  /// Seeds the last recorded peak memory of package `pname` (bytes), e.g.
+  /// from the database at start; finished steps that report a peak update
+  /// it themselves. A step of that package goes only to a worker with at
+  /// least that much free memory while some suitable worker reports as
+  /// much (docs/scheduler.md, "Memory").
+  void setHistoricalPeak(const std::string& pname, uint64_t bytes);
   /// Sets a jobset's scheduling shares (>= 1; default 1).
   void setJobsetShares(JobsetId jobset, unsigned shares);
   /// The jobset's recent build seconds (window + running estimates) divided
@@ -124,6 +133,13 @@ class SchedulerCore {
   /// Records a heartbeat with the worker's reported load (>= 0, in
   /// "busy slots' worth" divided by slots, i.e. 1.0 = fully loaded).
   void heartbeat(WorkerId worker, double load);
+  /// The same with what the worker reports about its machine: over one of
+  /// its `WorkerSpec::limits` it takes no new step until a heartbeat is
+  /// under all of them again; its free memory places memory-hungry steps.
+  void heartbeat(WorkerId worker, double load, const WorkerHealth& health);
+  /// Why the worker takes no new step ("memory pressure 42% > 20%"), or
+  /// empty when it is under its thresholds. Throws on a stale id.
+  std::string pressure(WorkerId worker) const;
   /// Removes a worker (it left or was lost). Each step running there ends
   /// as a transient failure and is retried after its backoff.
   void removeWorker(WorkerId worker);

@@ -91,6 +91,34 @@ struct BuildSpec {
   int localPriority = 0;
 };
 
+/// Thresholds above which a worker takes no new step (docs/scheduler.md,
+/// "Pressure"). Each is off when absent.
+struct PressureLimits {
+  /// One-minute load average.
+  std::optional<double> maxLoadAverage;
+  /// Pressure stall information, "some" over 10 s, in percent.
+  std::optional<double> maxMemoryPressure;
+  std::optional<double> maxCpuPressure;
+  std::optional<double> maxIoPressure;
+  /// Free bytes on the worker's build disk.
+  std::optional<uint64_t> minFreeDisk;
+  friend bool operator==(const PressureLimits&,
+                         const PressureLimits&) = default;
+};
+
+/// What a worker's heartbeat says about its machine besides its slot load.
+/// A value the worker could not read is absent (and never breaches).
+struct WorkerHealth {
+  std::optional<double> loadAverage;
+  /// Pressure stall information ("some" avg10, percent).
+  std::optional<double> memoryPressure;
+  std::optional<double> cpuPressure;
+  std::optional<double> ioPressure;
+  /// Free bytes on the build disk; available memory (MemAvailable).
+  std::optional<uint64_t> freeDisk;
+  std::optional<uint64_t> freeMemory;
+};
+
 /// A worker as it announces itself.
 struct WorkerSpec {
   /// Human-readable name for explanations (`whyWaiting`) and metrics.
@@ -106,6 +134,8 @@ struct WorkerSpec {
   unsigned slots = 1;
   /// Relative speed (> 0); load is divided by it when choosing a worker.
   double speedFactor = 1.0;
+  /// Over any of these (as its heartbeats report), it gets no new step.
+  PressureLimits limits{};
 };
 
 /// How an attempt of a step ended, as reported to `finishStep`.
@@ -125,6 +155,13 @@ struct StepResult {
   StepStatus status = StepStatus::kSuccess;
   /// Time the attempt took; feeds fairness and, on success, the history.
   Duration duration{0};
+  /// Peak memory of the attempt (0: unknown); becomes the last peak of the
+  /// step's package, which places its next builds (docs/scheduler.md,
+  /// "Memory").
+  uint64_t peakMemoryBytes = 0;
+  /// A transient end because the build ran out of memory: its retry goes
+  /// to a worker with more free memory than this one had, if there is one.
+  bool outOfMemory = false;
 
   static StepResult success(Duration d) {
     return {Kind::kSuccess, StepStatus::kSuccess, d};
@@ -137,6 +174,16 @@ struct StepResult {
   }
   static StepResult notStarted() {
     return {Kind::kNotStarted, StepStatus::kAborted, Duration{0}};
+  }
+  /// Killed at its memory limit, to be retried once (a transient end).
+  static StepResult outOfMemoryRetry(Duration d, uint64_t peak) {
+    return {Kind::kTransient, StepStatus::kOutOfMemory, d, peak, true};
+  }
+  /// The same result with the attempt's peak memory.
+  StepResult withPeak(uint64_t peak) const {
+    StepResult r = *this;
+    r.peakMemoryBytes = peak;
+    return r;
   }
 };
 
@@ -185,7 +232,13 @@ struct WaitReason {
     kNoWorkerForSystem,       ///< no registered worker has the system
     kMissingFeature,          ///< workers with the system lack `detail`
     kAllSlotsBusy,            ///< every suitable worker is full
-    kNotNeeded,               ///< no build references it (yet)
+    /// Every suitable worker with a free slot is over a pressure threshold
+    /// (`detail` names each, its value and its threshold).
+    kWorkersUnderPressure,
+    /// Its memory need (last peak, or more than where it ran out of
+    /// memory) fits only suitable workers that are busy or under pressure.
+    kNeedsMemory,
+    kNotNeeded,  ///< no build references it (yet)
   };
   Kind kind = Kind::kReady;
   /// Human-readable explanation, always set.

@@ -35,6 +35,10 @@ struct WorkerEntry {
   /// (transient failures and rejected uploads included).
   uint64_t succeededSteps = 0;
   uint64_t failedSteps = 0;
+  /// Why it takes no new step ("memory pressure 42% > 20%"), or empty.
+  std::string pressure{};
+  /// Its last heartbeat's figures ("load 1.5, memory pressure 3%, ...").
+  std::string health{};
 };
 
 /// What only the running scheduler knows, as one immutable value published

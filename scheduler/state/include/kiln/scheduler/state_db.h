@@ -359,6 +359,9 @@ class StateDb {
   /// Historical duration (seconds) of each package name: the mean of its
   /// last successful steps, for seeding the core's critical path.
   std::vector<std::pair<std::string, double>> historicalDurations();
+  /// The last recorded peak memory (bytes) of each package name: its
+  /// latest step that reported one, for seeding the core's placement.
+  std::vector<std::pair<std::string, uint64_t>> lastPeaks();
 
  private:
   explicit StateDb(std::unique_ptr<SqlConnection> db) : db_(std::move(db)) {}
