@@ -5,6 +5,7 @@
 // added builds use too.
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
+#include "kiln/scheduler/forge_requests.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -247,6 +248,9 @@ void SchedulerService::Impl::checkRemoteEvaluations() {
 // then jobsets whose check interval passed.
 void SchedulerService::Impl::checkJobsets() {
   if (auto done = evaluations.takeFinished()) finishEvaluation(*done);
+  // Closed pull requests' builds, once their grace period passed.
+  cancelBuilds(sweepClosedPulls(db, clock.nowMs() - cfg.pullCloseGrace.count()),
+               "cancelled: the pull request was closed");
   if (cfg.remoteEvaluations) return checkRemoteEvaluations();
   if (evaluations.busy() || evaluations.startQueued()) return;
   int64_t now = clock.nowMs();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "edit_requests.h"
+#include "kiln/scheduler/forge_requests.h"
 #include "kiln/common/file.h"
 #include "kiln/scheduler/tokens.h"
 
@@ -303,6 +304,7 @@ RequestTable offlineRequests(StateDb& db, const Clock& clock,
   addBuildRequests(t, db, clock);
   addTokenRequests(t, db, clock);
   addEditRequests(t, db);
+  addForgeRequests(t, db, clock);
   t.set({"queue", "unfinished steps and why they wait", {}, [&db](const json&) {
            json out = json::array();
            for (auto& s : db.unfinishedSteps())

@@ -552,6 +552,37 @@ const char* kSqliteV14 = KILN_CACHE_PIN_TABLE("INTEGER");
 const char* kPostgresV14 = KILN_CACHE_PIN_TABLE("BIGINT");
 #undef KILN_CACHE_PIN_TABLE
 
+// Migration 19, both backends: continuous integration through the forges
+// (forge_store.h, docs/ci.md). A project's webhook secret file; the
+// delivery ids already received (a replay is ignored); the jobsets the
+// forges drive: a followed branch (number 0) or a pull request (its
+// number, head commit, the jobset of its base branch, and when it was
+// closed; 0 while open).
+#define KILN_FORGE_TABLES(INT)                                    \
+  "CREATE TABLE forge_webhooks (\n"                               \
+  "  project " INT " PRIMARY KEY REFERENCES projects(id),\n"      \
+  "  secret_file TEXT NOT NULL\n"                                 \
+  ");\n"                                                          \
+  "CREATE TABLE forge_deliveries (\n"                             \
+  "  forge TEXT NOT NULL,\n"                                      \
+  "  delivery TEXT NOT NULL,\n"                                   \
+  "  received " INT " NOT NULL,\n"                                \
+  "  PRIMARY KEY (forge, delivery)\n"                             \
+  ");\n"                                                          \
+  "CREATE TABLE forge_jobsets (\n"                                \
+  "  jobset " INT " PRIMARY KEY REFERENCES jobsets(id),\n"        \
+  "  forge TEXT NOT NULL,\n"                                      \
+  "  repo TEXT NOT NULL,\n"                                       \
+  "  number " INT " NOT NULL DEFAULT 0,\n"                        \
+  "  base_jobset " INT " NOT NULL DEFAULT 0,\n"                   \
+  "  head TEXT NOT NULL DEFAULT '',\n"                            \
+  "  closed " INT " NOT NULL DEFAULT 0,\n"                        \
+  "  swept " INT " NOT NULL DEFAULT 0\n"                          \
+  ");\n"
+const char* kSqliteV19 = KILN_FORGE_TABLES("INTEGER");
+const char* kPostgresV19 = KILN_FORGE_TABLES("BIGINT");
+#undef KILN_FORGE_TABLES
+
 }  // namespace
 
 const char* postgresBaseline() { return kPostgresV8; }
@@ -562,7 +593,8 @@ const std::vector<PostgresMigration>& postgresMigrations() {
                                                    {11, kPostgresV11},
                                                    {12, kPostgresV12},
                                                    {13, kPostgresV13},
-                                                   {14, kPostgresV14}};
+                                                   {14, kPostgresV14},
+                                                   {19, kPostgresV19}};
   return m;
 }
 
@@ -571,7 +603,7 @@ const std::vector<SqliteMigration>& stateMigrations() {
       {1, kSchemaV1},  {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
       {5, kSchemaV5},  {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
       {9, kSchemaV9},  {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12},
-      {13, kSqliteV13}, {14, kSqliteV14}};
+      {13, kSqliteV13}, {14, kSqliteV14}, {19, kSqliteV19}};
   return m;
 }
 

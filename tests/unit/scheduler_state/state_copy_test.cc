@@ -31,7 +31,8 @@ const std::vector<std::string> kTables = {
     "api_tokens",         "build_outputs", "builds",
     "cache_pins",         "cached_failures",    "eval_claims",   "eval_counts",
     "eval_errors",        "eval_result_chunks", "eval_results",
-    "evaluations",        "jobsets",       "notifications",
+    "evaluations",        "forge_deliveries", "forge_jobsets",
+    "forge_webhooks",     "jobsets",       "notifications",
     "projects",           "requests",      "scheduler_snapshot",
     "step_deps",          "step_log_chunks", "step_logs",
     "steps"};
