@@ -411,6 +411,8 @@ ConfiguredProject readProject(Table t) {
   t.str("name", p.name, validName);
   t.require("name");
   t.str("description", p.description);
+  if (t.str("webhook_secret_file", p.webhookSecretFile, validPath))
+    p.webhookSecretFile = t.problems().resolve(p.webhookSecretFile);
   std::set<std::string> names;
   auto jobsets = t.tables("jobset");
   for (size_t i = 0; i < jobsets.size(); i++) {

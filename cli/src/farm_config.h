@@ -39,6 +39,8 @@ struct ConfiguredJobset {
 struct ConfiguredProject {
   std::string name;
   std::string description;
+  /// The forges' webhook secret (docs/ci.md); absolute, or "" (none).
+  std::string webhookSecretFile;
   std::vector<ConfiguredJobset> jobsets;
   bool operator==(const ConfiguredProject&) const = default;
 };
