@@ -82,6 +82,8 @@ int64_t SchedulerService::Impl::recordEvaluation(
           o.jobset, evalId},
          o.timeMs + o.durationMs);
   std::vector<BuildRow> toStart = createBuilds(o, evalId);
+  if (o.error.empty())
+    notify({LifecycleEvent::Kind::kEvalQueued, o.jobset, evalId});
   answer(evalId);
   KILN_FAIL_POINT("scheduler.eval.before-commit");
   txn.commit();

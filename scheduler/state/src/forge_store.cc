@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
+#include <utility>
 
 #include "kiln/scheduler/state_db.h"
 #include "state_rows.h"
@@ -52,6 +54,21 @@ std::string normalizeRepoUrl(const std::string& url) {
   for (size_t i = 0; i < std::min(hostEnd, u.size()); i++)
     u[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(u[i])));
   return u;
+}
+
+std::map<std::string, int64_t> rebuildsAgainstBase(StateDb& db, int64_t eval,
+                                                   int64_t baseJobset) {
+  std::set<std::pair<std::string, std::string>> base;  // (job, drv)
+  auto evals = db.evaluations(baseJobset);
+  int64_t newest = 0;
+  for (auto& e : evals)
+    if (e.error.empty()) newest = std::max(newest, e.id);
+  if (newest)
+    for (auto& b : db.buildsOfEval(newest)) base.emplace(b.job, b.drvPath);
+  std::map<std::string, int64_t> out;
+  for (auto& b : db.buildsOfEval(eval))
+    if (!base.count({b.job, b.drvPath})) out[b.system]++;
+  return out;
 }
 
 ForgeStore::ForgeStore(StateDb& db) : db_(db.db()) {}

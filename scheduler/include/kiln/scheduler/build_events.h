@@ -30,6 +30,8 @@ struct LifecycleEvent {
     kBuildStarted,   ///< the first step of build `build` went to a worker
     kBuildFinished,  ///< build `build` was created finished (a reused result)
     kStepFinished,   ///< step `step` ended (any status; a retry follows)
+    kEvalQueued,     ///< every build of evaluation `eval` was recorded
+    kEvalDone,       ///< every build of evaluation `eval` has finished
   };
   Kind kind = Kind::kEvalStarted;
   int64_t jobset = 0;

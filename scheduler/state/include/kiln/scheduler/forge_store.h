@@ -6,6 +6,7 @@
 /// pull request with its head commit and its base branch's jobset).
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,12 @@ struct WebhookProject {
   std::string name;
   std::string secretFile;
 };
+
+/// How many jobs of evaluation `eval` have no build of the same
+/// derivation in the newest evaluation of `baseJobset` (what a pull
+/// request rebuilds against its base branch), by system.
+std::map<std::string, int64_t> rebuildsAgainstBase(StateDb& db, int64_t eval,
+                                                   int64_t baseJobset);
 
 /// Typed access to the forge tables of a borrowed database. Not
 /// thread-safe. Failures throw SqlError.
