@@ -11,7 +11,6 @@
 // respected: until the time it names, deliveries fail without asking it
 // (kiln retries them later, at-least-once).
 #include <chrono>
-#include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -52,12 +51,8 @@ class ForgeStatusNotifier {
     token_ = kiln::plugin::readSecretFile(*tokenFile, "forge token");
     link_ = host.config("link").value_or("");
     while (!link_.empty() && link_.back() == '/') link_.pop_back();
-    std::chrono::milliseconds timeout{10000};
-    if (auto t = host.config("timeout-ms")) {
-      long ms = std::atol(t->c_str());
-      if (ms <= 0) throw Failure(KILN_ERR_INVALID, "timeout-ms must be > 0");
-      timeout = std::chrono::milliseconds(ms);
-    }
+    auto timeout = kiln::plugin::timeoutSetting(host.config("timeout-ms"),
+                                                std::chrono::seconds(10));
     client_ = std::make_unique<kiln::plugin::HttpClient>(
         url, host.config("ca-file").value_or(""), timeout);
   }

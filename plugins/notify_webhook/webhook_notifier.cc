@@ -9,7 +9,6 @@
 // Any answer but 2xx, a refused certificate, or no answer within the time
 // limit is a failure, so the event is retried.
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -27,12 +26,8 @@ class WebhookNotifier {
                                           "webhook");
     if (auto f = host.config("secret-file"))
       secret_ = kiln::plugin::readSecretFile(*f, "webhook secret");
-    std::chrono::milliseconds timeout{10000};
-    if (auto t = host.config("timeout-ms")) {
-      long ms = std::atol(t->c_str());
-      if (ms <= 0) throw Failure(KILN_ERR_INVALID, "timeout-ms must be > 0");
-      timeout = std::chrono::milliseconds(ms);
-    }
+    auto timeout = kiln::plugin::timeoutSetting(host.config("timeout-ms"),
+                                                std::chrono::seconds(10));
     client_ = std::make_unique<kiln::plugin::HttpClient>(
         url, host.config("ca-file").value_or(""), timeout);
   }

@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -183,6 +184,16 @@ std::string readSecretFile(const std::string& path, const std::string& what) {
     throw Failure(KILN_ERR_INVALID,
                   what + " file " + path + " is empty or too long");
   return s;
+}
+
+std::chrono::milliseconds timeoutSetting(const std::optional<std::string>& v,
+                                         std::chrono::milliseconds def) {
+  if (!v) return def;
+  char* end = nullptr;
+  long ms = std::strtol(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0' || ms <= 0)
+    throw Failure(KILN_ERR_INVALID, "timeout-ms must be a number > 0");
+  return std::chrono::milliseconds(ms);
 }
 
 std::string hmacSha256Hex(const std::string& key, const std::string& body) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,11 @@ class HttpClient {
 /// The file's contents without trailing newlines; throws Failure naming
 /// `what` when it cannot be read, is empty or is over 4096 bytes.
 std::string readSecretFile(const std::string& path, const std::string& what);
+
+/// A `timeout-ms` setting (nullopt: `def`); throws Failure unless it is a
+/// positive number.
+std::chrono::milliseconds timeoutSetting(const std::optional<std::string>& v,
+                                         std::chrono::milliseconds def);
 
 /// The lower-case hex HMAC-SHA256 of `body` under `key`.
 std::string hmacSha256Hex(const std::string& key, const std::string& body);

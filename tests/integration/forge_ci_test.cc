@@ -9,8 +9,6 @@
 // nothing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/utsname.h>
 
 #include <nlohmann/json.hpp>
@@ -47,21 +45,6 @@ in rec {
   b = mk "b" "cat ${a} > $out";
 }
 )";
-
-std::string hmacHex(const std::string& key, const std::string& body) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(body.data()), body.size(), mac,
-       &len);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; i++) {
-    out += hex[mac[i] >> 4];
-    out += hex[mac[i] & 15];
-  }
-  return out;
-}
 
 std::string git(const std::string& repo, std::vector<std::string> args) {
   args.insert(args.begin(), {"git", "-C", repo, "-c", "user.name=kiln", "-c",
@@ -127,11 +110,11 @@ std::pair<std::map<std::string, std::string>, std::string> pullHook(
   if (f.name == "github") {
     h["X-GitHub-Event"] = "pull_request";
     h["X-GitHub-Delivery"] = delivery;
-    h["X-Hub-Signature-256"] = "sha256=" + hmacHex(secret, text);
+    h["X-Hub-Signature-256"] = "sha256=" + test::hmacSha256Hex(secret, text);
   } else {
     h["X-Gitea-Event"] = "pull_request";
     h["X-Gitea-Delivery"] = delivery;
-    h["X-Gitea-Signature"] = hmacHex(secret, text);
+    h["X-Gitea-Signature"] = test::hmacSha256Hex(secret, text);
   }
   return {h, text};
 }
@@ -141,6 +124,32 @@ std::string hostSystem() {
   utsname u{};
   uname(&u);
   return std::string(u.machine) + "-linux";
+}
+
+// The forge's push webhook for `sha` on branch main.
+std::pair<std::map<std::string, std::string>, std::string> pushHook(
+    const ForgeCase& f, const std::string& url, const std::string& sha,
+    const std::string& delivery) {
+  std::map<std::string, std::string> h{{"Content-Type", "application/json"}};
+  json body{{"ref", "refs/heads/main"}, {"after", sha}};
+  if (f.name == "gitlab") {
+    body["object_kind"] = "push";
+    body["project"] = {{"path_with_namespace", f.repo}, {"git_http_url", url}};
+    h["X-Gitlab-Event"] = "Push Hook";
+    h["X-Gitlab-Event-UUID"] = delivery;
+    h["X-Gitlab-Token"] = kSecret;
+    return {h, body.dump()};
+  }
+  body["repository"] = {{"full_name", f.repo}, {"clone_url", url}};
+  std::string text = body.dump();
+  std::string p = f.name == "github" ? "X-GitHub-" : "X-Gitea-";
+  h[p + "Event"] = "push";
+  h[p + "Delivery"] = delivery;
+  if (f.name == "github")
+    h["X-Hub-Signature-256"] = "sha256=" + test::hmacSha256Hex(kSecret, text);
+  else
+    h["X-Gitea-Signature"] = test::hmacSha256Hex(kSecret, text);
+  return {h, text};
 }
 
 // A query's single integer answer on the farm's state.
@@ -303,6 +312,28 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   auto& last = got.back().second;
   EXPECT_EQ(last["state"], "success");
   EXPECT_EQ(last["description"], "3 succeeded, 0 failed of 3 jobs");
+
+  // A push to main: its jobset is evaluated at once at that commit (its
+  // check interval is 0: nothing else would), and gets its statuses.
+  std::string sha3 = pushA(work, "echo v4 >> $out", "main");
+  auto [h3, b3] = pushHook(f, url, sha3, "d-3");
+  auto push = test::httpPost(web, "/api/webhook/" + f.name, h3, b3);
+  ASSERT_EQ(push.first, 202) << push.second;
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        for (auto& [r, body] : statusesOf(sha3))
+          if (body["state"] == "success") return true;
+        return false;
+      },
+      120s))
+      << serve.log();
+  EXPECT_EQ(count(state, "SELECT COUNT(*) FROM evaluations e JOIN jobsets j "
+                         "ON j.id = e.jobset WHERE j.name = 'main' AND "
+                         "e.inputs_hash = 'git:" + sha3 + "'"),
+            1);
+  EXPECT_EQ(statusesOf(sha3).back().second[f.name == "gitlab" ? "name"
+                                                               : "context"],
+            "kiln/ci:main");
   EXPECT_EQ(serve.stop(), 0) << serve.log();
 }
 

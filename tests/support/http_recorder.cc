@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -162,6 +164,21 @@ std::pair<int, std::string> httpPost(
   if (data.empty()) throw Error("no answer from port " + std::to_string(port));
   int status = std::stoi(data.substr(9, 3));
   return {status, data.substr(headEnd + 4, length)};
+}
+
+std::string hmacSha256Hex(const std::string& key, const std::string& body) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(body.data()), body.size(), mac,
+       &len);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; i++) {
+    out += hex[mac[i] >> 4];
+    out += hex[mac[i] & 15];
+  }
+  return out;
 }
 
 }  // namespace kiln::test

@@ -56,4 +56,8 @@ std::pair<int, std::string> httpPost(
     const std::map<std::string, std::string>& headers,
     const std::string& body);
 
+/// The lower-case hex HMAC-SHA256 of `body` under `key` (a webhook's
+/// signature).
+std::string hmacSha256Hex(const std::string& key, const std::string& body);
+
 }  // namespace kiln::test
