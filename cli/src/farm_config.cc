@@ -297,6 +297,7 @@ void readScheduler(Table t, SchedulerSettings& s) {
   t.integer("log_limit", s.logLimit, 1024, int64_t{1} << 40);
   t.integer("output_limit", s.outputLimit, 0, int64_t{1} << 50);
   t.integer("cached_failure_ttl", s.cachedFailureTtl, 0, int64_t{1} << 40);
+  t.integer("pull_close_grace", s.pullCloseGrace, 0, int64_t{1} << 31);
   t.strList("notify", s.notify, validNotify);
   if (t.str("notify_secret_file", s.notifySecretFile, validPath))
     s.notifySecretFile = t.problems().resolve(s.notifySecretFile);

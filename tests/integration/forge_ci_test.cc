@@ -81,7 +81,9 @@ std::pair<std::map<std::string, std::string>, std::string> pullHook(
   std::map<std::string, std::string> h{{"Content-Type", "application/json"}};
   if (f.name == "gitlab") {
     json attrs{{"iid", 7},
-               {"action", action == "opened" ? "open" : "update"},
+               {"action", action == "opened"   ? "open"
+                          : action == "closed" ? "close"
+                                               : "update"},
                {"title", "change a"},
                {"source_branch", "change-a"},
                {"target_branch", "main"},
@@ -206,7 +208,7 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
             "state_dir = \"state\"\n[scheduler]\nlisten = \"tcp://127.0.0.1:" +
                 std::to_string(port) + "\"\nweb_listen = \"127.0.0.1:" +
                 std::to_string(web) +
-                "\"\nmetrics_port = -1\nnotify = [\"" + f.name + "-status:" +
+                "\"\nmetrics_port = -1\npull_close_grace = 1\nnotify = [\"" + f.name + "-status:" +
                 apiUrl + ";token-file=" + dir.path() +
                 "/token;link=http://kiln.example\"]\n[local_workers]\n"
                 "count = 1\nslots = 1\nsandbox = \"none\"\n[[project]]\n"
@@ -334,6 +336,32 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   EXPECT_EQ(statusesOf(sha3).back().second[f.name == "gitlab" ? "name"
                                                                : "context"],
             "kiln/ci:main");
+
+  // A slow head, then the pull request closes: its jobset is disabled at
+  // once and, after the grace period (1 s here), its builds cancelled.
+  std::string sha4 = pushA(work, "sleep 600; echo v5 >> $out", f.pullRef);
+  auto [h4, b4] = pullHook(
+      f, url, f.name == "gitea" ? "synchronized" : "synchronize", sha4, "d-4",
+      kSecret);
+  ASSERT_EQ(test::httpPost(web, "/api/webhook/" + f.name, h4, b4).first, 202);
+  std::string unfinished4 =
+      "SELECT COUNT(*) FROM builds b JOIN evaluations e ON e.id = b.eval "
+      "WHERE b.finished = 0 AND e.inputs_hash = 'git:" + sha4 + "'";
+  ASSERT_TRUE(test::pollUntil([&] { return count(state, unfinished4) == 2; },
+                              120s))
+      << serve.log();
+  auto [h5, b5] = pullHook(f, url, "closed", sha4, "d-5", kSecret);
+  ASSERT_EQ(test::httpPost(web, "/api/webhook/" + f.name, h5, b5).first, 202);
+  ASSERT_TRUE(test::pollUntil([&] { return count(state, unfinished4) == 0; },
+                              60s))
+      << serve.log();
+  EXPECT_EQ(count(state, "SELECT enabled FROM jobsets WHERE name = 'pr-7'"),
+            0);
+  EXPECT_EQ(count(state,
+                  "SELECT COUNT(*) FROM builds b JOIN evaluations e ON "
+                  "e.id = b.eval WHERE b.status = 4 AND e.inputs_hash = 'git:" +
+                      sha4 + "'"),
+            2);
   EXPECT_EQ(serve.stop(), 0) << serve.log();
 }
 
