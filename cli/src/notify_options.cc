@@ -96,9 +96,8 @@ plugins::PluginConfig forgeStatusConfig(const NotifySpec& spec) {
     }
     auto eq = part.find('=');
     std::string key = part.substr(0, eq);
-    if (eq == std::string::npos ||
-        (key != "token-file" && key != "link" && key != "timeout-ms" &&
-         key != "ca-file"))
+    if (eq == std::string::npos || (key != "token-file" && key != "link" &&
+                                    key != "timeout-ms" && key != "ca-file"))
       throw Error("--notify " + spec.kind + ": '" + part +
                   "' is not token-file=, link=, timeout-ms= or ca-file=");
     config[key] = part.substr(eq + 1);

@@ -76,10 +76,10 @@ std::optional<std::pair<std::string, std::string>> stateOf(const json& e) {
   if (kind == "eval.done") {
     std::string d = n("succeeded") + " succeeded, " + n("failed") +
                     " failed of " + n("builds") + " jobs";
-    return std::make_pair(c.value("failed", 0) == 0 ? "success" : "failure",
-                          d);
+    return std::make_pair(c.value("failed", 0) == 0 ? "success" : "failure", d);
   }
-  if (kind == "eval.failed") return std::make_pair("error", "evaluation failed");
+  if (kind == "eval.failed")
+    return std::make_pair("error", "evaluation failed");
   return std::nullopt;
 }
 
@@ -112,8 +112,8 @@ std::optional<StatusRequest> statusRequest(Api api, const json& e,
   std::string hash = e["eval"].value("inputsHash", "");
   std::string sha = hash.rfind("git:", 0) == 0 ? hash.substr(4) : "";
   if (!validRepo(repo) || !validSha(sha)) return std::nullopt;
-  std::string context = "kiln/" + js.value("project", "") + ":" +
-                        js.value("name", "");
+  std::string context =
+      "kiln/" + js.value("project", "") + ":" + js.value("name", "");
   std::string description = state->second.substr(0, kMaxDescription);
   std::string target;
   if (!link.empty()) {
@@ -143,7 +143,8 @@ std::optional<StatusRequest> statusRequest(Api api, const json& e,
                 {"description", description}};
       break;
     case Api::kGitlab: {
-      r.path = basePath + "/projects/" + percentEncode(repo) + "/statuses/" + sha;
+      r.path =
+          basePath + "/projects/" + percentEncode(repo) + "/statuses/" + sha;
       r.headers.emplace_back("PRIVATE-TOKEN", token);
       std::string s = state->first == "failure" || state->first == "error"
                           ? "failed"

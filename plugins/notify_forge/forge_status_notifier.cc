@@ -72,8 +72,9 @@ class ForgeStatusNotifier {
             forge::rateLimitedUntil(answer.status, answer.headers, nowSec())) {
       blockedUntil_ = *until;
       throw Failure(KILN_ERR_FAILED, KILN_FORGE_STATUS_NAME
-                    ": rate limited (HTTP " + std::to_string(answer.status) +
-                        ") until " + std::to_string(*until));
+                                         ": rate limited (HTTP " +
+                                         std::to_string(answer.status) +
+                                         ") until " + std::to_string(*until));
     }
     if (answer.status < 200 || answer.status >= 300)
       throw Failure(KILN_ERR_FAILED, KILN_FORGE_STATUS_NAME " answered HTTP " +

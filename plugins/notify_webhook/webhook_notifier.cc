@@ -22,8 +22,8 @@ using kiln::plugin::Failure;
 class WebhookNotifier {
  public:
   explicit WebhookNotifier(kiln::plugin::Host host) {
-    auto url = kiln::plugin::parseHttpUrl(host.config("url").value_or(""),
-                                          "webhook");
+    auto url =
+        kiln::plugin::parseHttpUrl(host.config("url").value_or(""), "webhook");
     if (auto f = host.config("secret-file"))
       secret_ = kiln::plugin::readSecretFile(*f, "webhook secret");
     auto timeout = kiln::plugin::timeoutSetting(host.config("timeout-ms"),
@@ -38,10 +38,10 @@ class WebhookNotifier {
         {"Content-Type", "application/json"},
         {"X-Kiln-Event", event}};
     if (!secret_.empty())
-      headers.emplace_back("X-Kiln-Signature-256",
-                           "sha256=" + kiln::plugin::hmacSha256Hex(secret_, body));
-    auto answer =
-        client_->send("POST", client_->base().target, headers, body);
+      headers.emplace_back(
+          "X-Kiln-Signature-256",
+          "sha256=" + kiln::plugin::hmacSha256Hex(secret_, body));
+    auto answer = client_->send("POST", client_->base().target, headers, body);
     if (answer.status < 200 || answer.status >= 300)
       throw Failure(KILN_ERR_FAILED,
                     "webhook answered HTTP " + std::to_string(answer.status));

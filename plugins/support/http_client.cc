@@ -107,8 +107,9 @@ HttpUrl parseHttpUrl(const std::string& url, const std::string& what) {
       R"((https?)://([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\])(?::([0-9]{1,5}))?(/[^\s]*)?)");
   std::smatch m;
   if (!std::regex_match(url, m, re))
-    throw Failure(KILN_ERR_INVALID, what + " URL '" + url +
-                                        "' is not http(s)://HOST[:PORT][/PATH]");
+    throw Failure(
+        KILN_ERR_INVALID,
+        what + " URL '" + url + "' is not http(s)://HOST[:PORT][/PATH]");
   HttpUrl u;
   u.tls = m[1].str() == "https";
   u.host = m[2].str();

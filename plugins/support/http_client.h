@@ -49,10 +49,10 @@ class HttpClient {
   /// Sends `method` `target` with `headers` and `body`; returns the answer
   /// (any status). Throws Failure when there is none in time (connection,
   /// TLS, certificate, time limit).
-  HttpAnswer send(const std::string& method, const std::string& target,
-                  const std::vector<std::pair<std::string, std::string>>&
-                      headers,
-                  const std::string& body);
+  HttpAnswer send(
+      const std::string& method, const std::string& target,
+      const std::vector<std::pair<std::string, std::string>>& headers,
+      const std::string& body);
   const HttpUrl& base() const { return base_; }
 
  private:

@@ -159,9 +159,8 @@ json NotificationOutbox::evalBuildsJson(json body, const LifecycleEvent& ev) {
   auto e = db_->evaluation(ev.eval);
   if (!e) return nullptr;
   body["jobset"] = jobsetJson(e->jobset);
-  body["eval"] = json{{"id", e->id},
-                      {"inputsHash", e->inputsHash},
-                      {"jobs", e->jobs}};
+  body["eval"] =
+      json{{"id", e->id}, {"inputsHash", e->inputsHash}, {"jobs", e->jobs}};
   BuildCounts c = db_->buildCounts(e->id);
   body["counts"] = json{{"builds", c.all},
                         {"finished", c.finished},

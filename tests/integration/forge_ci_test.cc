@@ -23,8 +23,8 @@
 namespace kiln {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 const char* kSecret = "forge-webhook-secret";
@@ -91,9 +91,10 @@ std::pair<std::map<std::string, std::string>, std::string> pullHook(
                {"source", {{"git_http_url", url}}},
                {"target", {{"git_http_url", url}}}};
     if (action != "opened") attrs["oldrev"] = std::string(40, '1');
-    body = {{"object_kind", "merge_request"},
-            {"project", {{"path_with_namespace", f.repo}, {"git_http_url", url}}},
-            {"object_attributes", attrs}};
+    body = {
+        {"object_kind", "merge_request"},
+        {"project", {{"path_with_namespace", f.repo}, {"git_http_url", url}}},
+        {"object_attributes", attrs}};
     h["X-Gitlab-Event"] = "Merge Request Hook";
     h["X-Gitlab-Event-UUID"] = delivery;
     h["X-Gitlab-Token"] = secret;
@@ -185,9 +186,14 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   ProcessSpec daemon;
   daemon.program = "git";
   daemon.searchPath = true;
-  daemon.args = {"git", "daemon", "--reuseaddr", "--export-all",
-                 "--listen=127.0.0.1", "--port=" + std::to_string(gitPort),
-                 "--base-path=" + srv, srv};
+  daemon.args = {"git",
+                 "daemon",
+                 "--reuseaddr",
+                 "--export-all",
+                 "--listen=127.0.0.1",
+                 "--port=" + std::to_string(gitPort),
+                 "--base-path=" + srv,
+                 srv};
   daemon.env = currentEnvironment();
   daemon.outputFile = dir.path() + "/git-daemon.log";
   Process gitDaemon(daemon);
@@ -206,21 +212,22 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
                        (f.name == "github" ? "" : "/api/v1");
   writeFile(dir.path() + "/kiln.toml",
             "state_dir = \"state\"\n[scheduler]\nlisten = \"tcp://127.0.0.1:" +
-                std::to_string(port) + "\"\nweb_listen = \"127.0.0.1:" +
-                std::to_string(web) +
-                "\"\nmetrics_port = -1\npull_close_grace = 1\nnotify = [\"" + f.name + "-status:" +
-                apiUrl + ";token-file=" + dir.path() +
+                std::to_string(port) +
+                "\"\nweb_listen = \"127.0.0.1:" + std::to_string(web) +
+                "\"\nmetrics_port = -1\npull_close_grace = 1\nnotify = [\"" +
+                f.name + "-status:" + apiUrl + ";token-file=" + dir.path() +
                 "/token;link=http://kiln.example\"]\n[local_workers]\n"
                 "count = 1\nslots = 1\nsandbox = \"none\"\n[[project]]\n"
                 "name = \"ci\"\nwebhook_secret_file = \"secret\"\n"
-                "[[project.jobset]]\nname = \"main\"\ngit = \"" + url +
-                "\"\nbranch = \"main\"\ncheck_interval = 0\n");
+                "[[project.jobset]]\nname = \"main\"\ngit = \"" +
+                url + "\"\nbranch = \"main\"\ncheck_interval = 0\n");
   test::KilnProcess serve({"serve", "--config", dir.path() + "/kiln.toml"},
                           dir.path() + "/serve.log");
   ASSERT_TRUE(test::pollUntil(
       [&] {
-        return count(state, "SELECT COUNT(*) FROM builds WHERE finished = 1 "
-                            "AND status = 0") == 3;
+        return count(state,
+                     "SELECT COUNT(*) FROM builds WHERE finished = 1 "
+                     "AND status = 0") == 3;
       },
       180s))
       << serve.log();
@@ -245,7 +252,8 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
                      "SELECT COUNT(*) FROM builds b JOIN jobsets j ON "
                      "j.id = b.jobset JOIN evaluations e ON e.id = b.eval "
                      "WHERE j.name = 'pr-7' AND b.finished = 0 AND "
-                     "e.inputs_hash = 'git:" + sha1 + "'") == 2;
+                     "e.inputs_hash = 'git:" +
+                         sha1 + "'") == 2;
       },
       120s))
       << serve.log();
@@ -256,9 +264,9 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   // A second push: the first head's builds are cancelled (status 4), the
   // new head is built.
   std::string sha2 = pushA(work, "echo v3 >> $out", f.pullRef);
-  auto [h2, b2] = pullHook(
-      f, url, f.name == "gitea" ? "synchronized" : "synchronize", sha2, "d-2",
-      kSecret);
+  auto [h2, b2] =
+      pullHook(f, url, f.name == "gitea" ? "synchronized" : "synchronize", sha2,
+               "d-2", kSecret);
   auto sync = test::httpPost(web, "/api/webhook/" + f.name, h2, b2);
   ASSERT_EQ(sync.first, 202) << sync.second;
   ASSERT_TRUE(test::pollUntil(
@@ -266,7 +274,8 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
         return count(state,
                      "SELECT COUNT(*) FROM builds b JOIN evaluations e ON "
                      "e.id = b.eval WHERE b.status = 4 AND e.inputs_hash = "
-                     "'git:" + sha1 + "'") == 2;
+                     "'git:" +
+                         sha1 + "'") == 2;
       },
       60s))
       << serve.log();
@@ -297,8 +306,7 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   EXPECT_EQ(pendingReq.path, prefix + f.statusPath + sha2);
   EXPECT_EQ(pending["state"], "pending");
   EXPECT_EQ(pending["description"],
-            "3 jobs, 1 done; 2 rebuilt vs base (" +
-                hostSystem() + " 2)");
+            "3 jobs, 1 done; 2 rebuilt vs base (" + hostSystem() + " 2)");
   EXPECT_THAT(pending.value("target_url", ""),
               HasSubstr("http://kiln.example/eval/"));
   EXPECT_EQ(pending[f.name == "gitlab" ? "name" : "context"], "kiln/ci:pr-7");
@@ -332,9 +340,11 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
       },
       120s))
       << serve.log();
-  EXPECT_EQ(count(state, "SELECT COUNT(*) FROM evaluations e JOIN jobsets j "
-                         "ON j.id = e.jobset WHERE j.name = 'main' AND "
-                         "e.inputs_hash = 'git:" + sha3 + "'"),
+  EXPECT_EQ(count(state,
+                  "SELECT COUNT(*) FROM evaluations e JOIN jobsets j "
+                  "ON j.id = e.jobset WHERE j.name = 'main' AND "
+                  "e.inputs_hash = 'git:" +
+                      sha3 + "'"),
             1);
   auto got3 = statusesOf(sha3);
   EXPECT_EQ(got3.back().second[f.name == "gitlab" ? "name" : "context"],
@@ -346,23 +356,23 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   // A slow head, then the pull request closes: its jobset is disabled at
   // once and, after the grace period (1 s here), its builds cancelled.
   std::string sha4 = pushA(work, "sleep 600; echo v5 >> $out", f.pullRef);
-  auto [h4, b4] = pullHook(
-      f, url, f.name == "gitea" ? "synchronized" : "synchronize", sha4, "d-4",
-      kSecret);
+  auto [h4, b4] =
+      pullHook(f, url, f.name == "gitea" ? "synchronized" : "synchronize", sha4,
+               "d-4", kSecret);
   ASSERT_EQ(test::httpPost(web, "/api/webhook/" + f.name, h4, b4).first, 202);
   std::string unfinished4 =
       "SELECT COUNT(*) FROM builds b JOIN evaluations e ON e.id = b.eval "
-      "WHERE b.finished = 0 AND e.inputs_hash = 'git:" + sha4 + "'";
-  ASSERT_TRUE(test::pollUntil([&] { return count(state, unfinished4) == 2; },
-                              120s))
+      "WHERE b.finished = 0 AND e.inputs_hash = 'git:" +
+      sha4 + "'";
+  ASSERT_TRUE(
+      test::pollUntil([&] { return count(state, unfinished4) == 2; }, 120s))
       << serve.log();
   auto [h5, b5] = pullHook(f, url, "closed", sha4, "d-5", kSecret);
   ASSERT_EQ(test::httpPost(web, "/api/webhook/" + f.name, h5, b5).first, 202);
-  ASSERT_TRUE(test::pollUntil([&] { return count(state, unfinished4) == 0; },
-                              60s))
+  ASSERT_TRUE(
+      test::pollUntil([&] { return count(state, unfinished4) == 0; }, 60s))
       << serve.log();
-  EXPECT_EQ(count(state, "SELECT enabled FROM jobsets WHERE name = 'pr-7'"),
-            0);
+  EXPECT_EQ(count(state, "SELECT enabled FROM jobsets WHERE name = 'pr-7'"), 0);
   EXPECT_EQ(count(state,
                   "SELECT COUNT(*) FROM builds b JOIN evaluations e ON "
                   "e.id = b.eval WHERE b.status = 4 AND e.inputs_hash = 'git:" +

@@ -51,9 +51,8 @@ std::map<std::string, std::string> headersOf(const std::string& head) {
   size_t at = head.find("\r\n");
   while (at != std::string::npos && at + 2 < head.size()) {
     size_t end = head.find("\r\n", at + 2);
-    std::string line = head.substr(at + 2, end == std::string::npos
-                                               ? std::string::npos
-                                               : end - at - 2);
+    std::string line = head.substr(
+        at + 2, end == std::string::npos ? std::string::npos : end - at - 2);
     auto colon = line.find(':');
     if (colon != std::string::npos) {
       std::string v = line.substr(colon + 1);
@@ -151,8 +150,9 @@ std::pair<int, std::string> httpPost(
     const std::map<std::string, std::string>& headers,
     const std::string& body) {
   AutoCloseFD fd(loopbackSocket(port, false));
-  std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" +
-                    std::to_string(port) + "\r\n";
+  std::string req = "POST " + path +
+                    " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+                    "\r\n";
   for (auto& [k, v] : headers) req += k + ": " + v + "\r\n";
   req += "Content-Length: " + std::to_string(body.size()) +
          "\r\nConnection: close\r\n\r\n" + body;

@@ -33,8 +33,7 @@ class HttpRecorder {
   /// The requests so far, in arrival order.
   std::vector<RecordedRequest> requests();
   /// Answers the next request with `status` and `headers` (then 200 again).
-  void queueAnswer(int status,
-                   std::map<std::string, std::string> headers = {});
+  void queueAnswer(int status, std::map<std::string, std::string> headers = {});
 
  private:
   void serve();
@@ -53,8 +52,7 @@ class HttpRecorder {
 /// the status and body. Throws Error when there is no answer.
 std::pair<int, std::string> httpPost(
     int port, const std::string& path,
-    const std::map<std::string, std::string>& headers,
-    const std::string& body);
+    const std::map<std::string, std::string>& headers, const std::string& body);
 
 /// The lower-case hex HMAC-SHA256 of `body` under `key` (a webhook's
 /// signature).

@@ -62,8 +62,9 @@ Response forgeHook(const WebContext& ctx, const Request& req, Forge forge) {
                              std::to_string(kMaxForgeBody) + " bytes");
   std::vector<std::string> projects = signingProjects(ctx, req, forge);
   if (projects.empty())
-    throw HttpError(401, std::string("no project's webhook secret signs this ") +
-                             forgeName(forge) + " delivery");
+    throw HttpError(401,
+                    std::string("no project's webhook secret signs this ") +
+                        forgeName(forge) + " delivery");
   std::string delivery = forgeDeliveryId(forge, req);
   if (delivery.empty())
     throw HttpError(400, "the delivery has no (or an over-long) id header");
@@ -71,10 +72,11 @@ Response forgeHook(const WebContext& ctx, const Request& req, Forge forge) {
   int64_t now = clock.nowMs() / 1000;
   if (!ctx.pushReplay->firstUse(std::string(forgeName(forge)) + ":" + delivery,
                                 now, now))
-    return Response::json({{"ignored", "delivery " + delivery +
-                                           " was received before"}});
+    return Response::json(
+        {{"ignored", "delivery " + delivery + " was received before"}});
   ForgeEvent e = parseForgeEvent(forge, req);
-  if (e.kind == ForgeEvent::Kind::kPing) return Response::json({{"pong", true}});
+  if (e.kind == ForgeEvent::Kind::kPing)
+    return Response::json({{"pong", true}});
   if (e.kind == ForgeEvent::Kind::kIgnored)
     return Response::json({{"ignored", e.why}});
   int64_t id = ctx.queue("forge-event", {{"forge", forgeName(forge)},

@@ -47,10 +47,10 @@ struct ForgeEvent {
   /// Pull requests: "open" (opened, reopened), "update" (new commits),
   /// "close" (closed or merged); other actions are kIgnored.
   std::string action;
-  int64_t number = 0;    ///< pull request number (GitLab: the iid)
-  std::string headRef;   ///< the ref to fetch the head from
-  std::string headUrl;   ///< the head repository's clone URL
-  std::string title;     ///< pull request title (at most 200 bytes)
+  int64_t number = 0;   ///< pull request number (GitLab: the iid)
+  std::string headRef;  ///< the ref to fetch the head from
+  std::string headUrl;  ///< the head repository's clone URL
+  std::string title;    ///< pull request title (at most 200 bytes)
   /// As the `event` argument of a `forge-event` request.
   nlohmann::json toJson() const;
 };

@@ -121,8 +121,8 @@ void openPull(StateDb& db, ForgeStore& forge, const JobsetRow& base,
   out.answer["jobsets"].push_back(js.name);
 }
 
-void closePull(StateDb& db, ForgeStore& forge, int64_t project,
-               const Event& ev, int64_t nowMs, ForgeActions& out) {
+void closePull(StateDb& db, ForgeStore& forge, int64_t project, const Event& ev,
+               int64_t nowMs, ForgeActions& out) {
   auto row = forge.pull(project, ev.forge, ev.repo, ev.number);
   if (!row || row->closedMs) return;
   auto js = db.jobset(row->jobset);
@@ -196,8 +196,9 @@ void addForgeRequests(RequestTable& t, StateDb& db, const Clock& clock) {
            "absolute path of the secret (\"\": none)"}},
          [&db](const json& a) {
            auto p = db.projectByName(strArg(a, "project"));
-           if (!p) throw SchedulerStateError("no project named '" +
-                                             strArg(a, "project") + "'");
+           if (!p)
+             throw SchedulerStateError("no project named '" +
+                                       strArg(a, "project") + "'");
            std::string file = strArg(a, "secretFile");
            if (!file.empty() && (file[0] != '/' || file.size() > 4096))
              throw SchedulerStateError(

@@ -43,7 +43,8 @@ std::string normalizeRepoUrl(const std::string& url) {
     // scp-like: [user@]host:path (not a folder, which has no ':' first).
     auto colon = u.find(':');
     auto slash = u.find('/');
-    if (colon == std::string::npos || (slash != std::string::npos && slash < colon))
+    if (colon == std::string::npos ||
+        (slash != std::string::npos && slash < colon))
       return u;
     u[colon] = '/';
   }
@@ -86,8 +87,8 @@ void ForgeStore::setWebhookSecretFile(int64_t project,
 }
 
 std::string ForgeStore::webhookSecretFile(int64_t project) {
-  auto s = db_.prepare(
-      "SELECT secret_file FROM forge_webhooks WHERE project = ?");
+  auto s =
+      db_.prepare("SELECT secret_file FROM forge_webhooks WHERE project = ?");
   s.bind(project);
   return s.step() ? s.getStr(0) : std::string();
 }
@@ -118,7 +119,8 @@ bool ForgeStore::recordDelivery(const std::string& forge, const std::string& id,
 }
 
 int64_t ForgeStore::pruneDeliveries(int64_t beforeMs) {
-  auto n = db_.prepare("SELECT COUNT(*) FROM forge_deliveries WHERE received < ?");
+  auto n =
+      db_.prepare("SELECT COUNT(*) FROM forge_deliveries WHERE received < ?");
   n.bind(beforeMs);
   int64_t count = n.step() ? n.getInt(0) : 0;
   db_.prepare("DELETE FROM forge_deliveries WHERE received < ?")
@@ -128,7 +130,9 @@ int64_t ForgeStore::pruneDeliveries(int64_t beforeMs) {
 }
 
 void ForgeStore::upsertJobset(const ForgeJobsetRow& r) {
-  db_.prepare("DELETE FROM forge_jobsets WHERE jobset = ?").bind(r.jobset).exec();
+  db_.prepare("DELETE FROM forge_jobsets WHERE jobset = ?")
+      .bind(r.jobset)
+      .exec();
   db_.prepare(
          "INSERT INTO forge_jobsets (jobset, forge, repo, number, base_jobset, "
          "head, closed, swept) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "edit_requests.h"
-#include "kiln/scheduler/forge_requests.h"
 #include "kiln/common/file.h"
+#include "kiln/scheduler/forge_requests.h"
 #include "kiln/scheduler/tokens.h"
 
 namespace kiln::scheduler {

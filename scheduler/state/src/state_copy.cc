@@ -133,11 +133,7 @@ const std::vector<TableSpec>& tables() {
       {"eval_result_chunks", "result", {"result", "seq"}, {"data"}, ""},
       // Continuous integration through the forges (migration 19).
       {"forge_webhooks", "project", {"project"}, {"secret_file"}, ""},
-      {"forge_deliveries",
-       "forge",
-       {"received"},
-       {"forge", "delivery"},
-       ""},
+      {"forge_deliveries", "forge", {"received"}, {"forge", "delivery"}, ""},
       {"forge_jobsets",
        "jobset",
        {"jobset", "number", "base_jobset", "closed", "swept"},

@@ -558,6 +558,7 @@ const char* kPostgresV14 = KILN_CACHE_PIN_TABLE("BIGINT");
 // forges drive: a followed branch (number 0) or a pull request (its
 // number, head commit, the jobset of its base branch, and when it was
 // closed; 0 while open).
+// clang-format off
 #define KILN_FORGE_TABLES(INT)                                    \
   "CREATE TABLE forge_webhooks (\n"                               \
   "  project " INT " PRIMARY KEY REFERENCES projects(id),\n"      \
@@ -579,6 +580,7 @@ const char* kPostgresV14 = KILN_CACHE_PIN_TABLE("BIGINT");
   "  closed " INT " NOT NULL DEFAULT 0,\n"                        \
   "  swept " INT " NOT NULL DEFAULT 0\n"                          \
   ");\n"
+// clang-format on
 const char* kSqliteV19 = KILN_FORGE_TABLES("INTEGER");
 const char* kPostgresV19 = KILN_FORGE_TABLES("BIGINT");
 #undef KILN_FORGE_TABLES

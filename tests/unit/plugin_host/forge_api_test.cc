@@ -12,14 +12,16 @@ namespace {
 using nlohmann::json;
 
 json event(const std::string& kind, const std::string& forge) {
-  return {{"event", kind},
-          {"jobset",
-           {{"name", "pr-7"},
-            {"project", "ci"},
-            {"forge", {{"forge", forge}, {"repo", "group/pkgs"}, {"number", 7}}}}},
-          {"eval", {{"id", 12}, {"inputsHash", "git:" + std::string(40, 'a')}}},
-          {"counts", {{"builds", 3}, {"finished", 3}, {"succeeded", 2}, {"failed", 1}}},
-          {"baseEval", 10}};
+  return {
+      {"event", kind},
+      {"jobset",
+       {{"name", "pr-7"},
+        {"project", "ci"},
+        {"forge", {{"forge", forge}, {"repo", "group/pkgs"}, {"number", 7}}}}},
+      {"eval", {{"id", 12}, {"inputsHash", "git:" + std::string(40, 'a')}}},
+      {"counts",
+       {{"builds", 3}, {"finished", 3}, {"succeeded", 2}, {"failed", 1}}},
+      {"baseEval", 10}};
 }
 
 TEST(ForgeApi, EachForgesStatusRequest) {
@@ -33,27 +35,28 @@ TEST(ForgeApi, EachForgesStatusRequest) {
   EXPECT_EQ(gh->body["description"], "2 succeeded, 1 failed of 3 jobs");
   EXPECT_EQ(gh->body["target_url"], "http://kiln/eval/12/compare?base=10");
 
-  auto gt = statusRequest(Api::kGitea, event("eval.failed", "gitea"),
-                          "/api/v1", "", "tok");
+  auto gt = statusRequest(Api::kGitea, event("eval.failed", "gitea"), "/api/v1",
+                          "", "tok");
   ASSERT_TRUE(gt);
   EXPECT_EQ(gt->path, "/api/v1/repos/group/pkgs/statuses/" + sha);
   EXPECT_EQ(gt->body["state"], "error");
   EXPECT_FALSE(gt->body.contains("target_url"));
 
-  auto gl = statusRequest(Api::kGitlab, event("eval.done", "gitlab"),
-                          "/api/v4", "", "tok");
+  auto gl = statusRequest(Api::kGitlab, event("eval.done", "gitlab"), "/api/v4",
+                          "", "tok");
   ASSERT_TRUE(gl);
   EXPECT_EQ(gl->path, "/api/v4/projects/group%2Fpkgs/statuses/" + sha);
   EXPECT_EQ(gl->body["state"], "failed");
   EXPECT_EQ(gl->body["name"], "kiln/ci:pr-7");
   bool token = false;
-  for (auto& [k, v] : gl->headers) token = token || (k == "PRIVATE-TOKEN" && v == "tok");
+  for (auto& [k, v] : gl->headers)
+    token = token || (k == "PRIVATE-TOKEN" && v == "tok");
   EXPECT_TRUE(token);
 }
 
 TEST(ForgeApi, OtherEventsAndForgesAreNotPosted) {
-  EXPECT_FALSE(statusRequest(Api::kGithub, event("eval.done", "gitlab"), "",
-                             "", "t"));
+  EXPECT_FALSE(
+      statusRequest(Api::kGithub, event("eval.done", "gitlab"), "", "", "t"));
   EXPECT_FALSE(statusRequest(Api::kGithub, event("build.finished", "github"),
                              "", "", "t"));
   json undriven = event("eval.done", "github");
@@ -69,11 +72,11 @@ TEST(ForgeApi, OtherEventsAndForgesAreNotPosted) {
 
 TEST(ForgeApi, RateLimitAnswers) {
   EXPECT_EQ(rateLimitedUntil(429, {{"retry-after", "30"}}, 1000), 1030);
-  EXPECT_EQ(rateLimitedUntil(403,
-                             {{"x-ratelimit-remaining", "0"},
-                              {"x-ratelimit-reset", "1500"}},
-                             1000),
-            1500);
+  EXPECT_EQ(
+      rateLimitedUntil(
+          403, {{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1500"}},
+          1000),
+      1500);
   EXPECT_EQ(rateLimitedUntil(429, {{"retry-after", "999999"}}, 0), 3600);
   EXPECT_EQ(rateLimitedUntil(429, {}, 1000), 1060);
   // A 403 that is not a rate limit (a refused token), and other answers.

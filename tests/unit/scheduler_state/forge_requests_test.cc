@@ -21,20 +21,21 @@ const std::string kRepo = "git://127.0.0.1:9418/pkgs.git";
 
 json event(const std::string& delivery, const std::string& kind, char sha,
            const std::string& action = "", int64_t number = 0) {
-  return {{"forge", "github"},
-          {"delivery", delivery},
-          {"projects", {"p", "unknown"}},
-          {"event",
-           {{"kind", kind},
-            {"repo", "octo/pkgs"},
-            {"urls", {"https://example/octo/pkgs", "git://127.0.0.1:9418/pkgs"}},
-            {"branch", "main"},
-            {"sha", std::string(40, sha)},
-            {"action", action},
-            {"number", number},
-            {"headRef", "refs/pull/" + std::to_string(number) + "/head"},
-            {"headUrl", kRepo},
-            {"title", "t"}}}};
+  return {
+      {"forge", "github"},
+      {"delivery", delivery},
+      {"projects", {"p", "unknown"}},
+      {"event",
+       {{"kind", kind},
+        {"repo", "octo/pkgs"},
+        {"urls", {"https://example/octo/pkgs", "git://127.0.0.1:9418/pkgs"}},
+        {"branch", "main"},
+        {"sha", std::string(40, sha)},
+        {"action", action},
+        {"number", number},
+        {"headRef", "refs/pull/" + std::to_string(number) + "/head"},
+        {"headUrl", kRepo},
+        {"title", "t"}}}};
 }
 
 class ForgeRequestsTest : public ::testing::TestWithParam<test::StateBackend> {
@@ -74,8 +75,8 @@ class ForgeRequestsTest : public ::testing::TestWithParam<test::StateBackend> {
   int64_t project_ = 0, main_ = 0;
 };
 
-INSTANTIATE_TEST_SUITE_P(Backends, ForgeRequestsTest,
-                         test::allStateBackends(), test::stateBackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, ForgeRequestsTest, test::allStateBackends(),
+                         test::stateBackendName);
 
 TEST_P(ForgeRequestsTest, PushEvaluatesTheFollowingJobsetAtItsCommit) {
   ForgeActions r = applyForgeEvent(*db_, event("d1", "push", 'a'), 100);

@@ -27,15 +27,29 @@ using test::StateBackend;
 using ::testing::HasSubstr;
 
 // Every table of the schema (checked against SQLite's catalogue below).
-const std::vector<std::string> kTables = {
-    "api_tokens",         "build_outputs", "builds",
-    "cache_pins",         "cached_failures",    "eval_claims",   "eval_counts",
-    "eval_errors",        "eval_result_chunks", "eval_results",
-    "evaluations",        "forge_deliveries", "forge_jobsets",
-    "forge_webhooks",     "jobsets",       "notifications",
-    "projects",           "requests",      "scheduler_snapshot",
-    "step_deps",          "step_log_chunks", "step_logs",
-    "steps"};
+const std::vector<std::string> kTables = {"api_tokens",
+                                          "build_outputs",
+                                          "builds",
+                                          "cache_pins",
+                                          "cached_failures",
+                                          "eval_claims",
+                                          "eval_counts",
+                                          "eval_errors",
+                                          "eval_result_chunks",
+                                          "eval_results",
+                                          "evaluations",
+                                          "forge_deliveries",
+                                          "forge_jobsets",
+                                          "forge_webhooks",
+                                          "jobsets",
+                                          "notifications",
+                                          "projects",
+                                          "requests",
+                                          "scheduler_snapshot",
+                                          "step_deps",
+                                          "step_log_chunks",
+                                          "step_logs",
+                                          "steps"};
 
 // Whether column `col` of `table` holds bytes (read with getBlob: PostgreSQL
 // spells BYTEA out in hex as text).

@@ -7,12 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "api_request.h"
-#include "kiln/web/api.h"
 #include "forge_events.h"
 #include "hmac.h"
 #include "kiln/common/file.h"
 #include "kiln/scheduler/forge_store.h"
 #include "kiln/scheduler/service.h"
+#include "kiln/web/api.h"
 #include "test_support.h"
 #include "web_fixture.h"
 
@@ -81,20 +81,19 @@ TEST(ForgeEvents, SignaturesOfEachForge) {
 
 TEST(ForgeEvents, ParsesPushesAndPullRequests) {
   auto push = parseForgeEvent(
-      Forge::kGithub,
-      forgeRequest(Forge::kGithub, "push", fixture("github_push.json"), "k",
-                   "1"));
+      Forge::kGithub, forgeRequest(Forge::kGithub, "push",
+                                   fixture("github_push.json"), "k", "1"));
   EXPECT_EQ(push.kind, ForgeEvent::Kind::kPush);
   EXPECT_EQ(push.branch, "main");
   EXPECT_EQ(push.sha, std::string(40, '2'));
   EXPECT_EQ(push.repo, "octo/pkgs");
-  EXPECT_THAT(push.urls, ::testing::Contains(
-                             "https://github.example/octo/pkgs.git"));
+  EXPECT_THAT(push.urls,
+              ::testing::Contains("https://github.example/octo/pkgs.git"));
 
   auto pr = parseForgeEvent(
-      Forge::kGithub, forgeRequest(Forge::kGithub, "pull_request",
-                                   fixture("github_pull_request.json"), "k",
-                                   "2"));
+      Forge::kGithub,
+      forgeRequest(Forge::kGithub, "pull_request",
+                   fixture("github_pull_request.json"), "k", "2"));
   EXPECT_EQ(pr.kind, ForgeEvent::Kind::kPullRequest);
   EXPECT_EQ(pr.action, "open");
   EXPECT_EQ(pr.number, 7);
@@ -104,16 +103,16 @@ TEST(ForgeEvents, ParsesPushesAndPullRequests) {
   EXPECT_EQ(pr.headRef, "refs/pull/7/head");
 
   auto gitea = parseForgeEvent(
-      Forge::kGitea, forgeRequest(Forge::kGitea, "pull_request",
-                                  fixture("gitea_pull_request.json"), "k",
-                                  "3"));
+      Forge::kGitea,
+      forgeRequest(Forge::kGitea, "pull_request",
+                   fixture("gitea_pull_request.json"), "k", "3"));
   EXPECT_EQ(gitea.action, "update");
   EXPECT_EQ(gitea.number, 3);
 
   auto mr = parseForgeEvent(
-      Forge::kGitlab, forgeRequest(Forge::kGitlab, "Merge Request Hook",
-                                   fixture("gitlab_merge_request.json"), "k",
-                                   "4"));
+      Forge::kGitlab,
+      forgeRequest(Forge::kGitlab, "Merge Request Hook",
+                   fixture("gitlab_merge_request.json"), "k", "4"));
   EXPECT_EQ(mr.kind, ForgeEvent::Kind::kPullRequest);
   EXPECT_EQ(mr.action, "update");
   EXPECT_EQ(mr.number, 5);
@@ -127,11 +126,11 @@ TEST(ForgeEvents, ParsesPushesAndPullRequests) {
                                          fixture("gitlab_push.json"), "k", "5"))
                 .kind,
             ForgeEvent::Kind::kIgnored);
-  EXPECT_EQ(parseForgeEvent(Forge::kGithub,
-                            forgeRequest(Forge::kGithub, "issues", "{}", "k",
-                                         "6"))
-                .kind,
-            ForgeEvent::Kind::kIgnored);
+  EXPECT_EQ(
+      parseForgeEvent(Forge::kGithub,
+                      forgeRequest(Forge::kGithub, "issues", "{}", "k", "6"))
+          .kind,
+      ForgeEvent::Kind::kIgnored);
   json labels = json::parse(fixture("gitlab_merge_request.json"));
   labels["object_attributes"].erase("oldrev");
   EXPECT_EQ(parseForgeEvent(Forge::kGitlab,
@@ -146,10 +145,10 @@ TEST(ForgeEvents, ParsesPushesAndPullRequests) {
                                forgeRequest(Forge::kGithub, "pull_request",
                                             bad.dump(), "k", "8")),
                HttpError);
-  EXPECT_THROW(parseForgeEvent(Forge::kGithub,
-                               forgeRequest(Forge::kGithub, "push", "[1]", "k",
-                                            "9")),
-               HttpError);
+  EXPECT_THROW(
+      parseForgeEvent(Forge::kGithub,
+                      forgeRequest(Forge::kGithub, "push", "[1]", "k", "9")),
+      HttpError);
 }
 
 TEST(ForgeEvents, NormalizesRepositoryUrls) {
@@ -173,8 +172,9 @@ class ForgeWebhookTest : public ::testing::Test {
     };
     addApiRoutes(router_, ctx_);
     writeFile(secretFile_, "s3cret\n");
-    scheduler::submitRequest(ctx_.stateDir, "project-webhook",
-                             {{"project", "nixpkgs"}, {"secretFile", secretFile_}});
+    scheduler::submitRequest(
+        ctx_.stateDir, "project-webhook",
+        {{"project", "nixpkgs"}, {"secretFile", secretFile_}});
   }
 
   testing::WebFixture fx_;
@@ -232,11 +232,10 @@ TEST_F(ForgeWebhookTest, BadOrMissingSignatureIs401AndQueuesNothing) {
   EXPECT_EQ(router_.handle(r).status, 401);
   EXPECT_TRUE(queued_.empty());
   // A 401 does not burn the delivery id: the genuine one still goes.
-  EXPECT_EQ(router_
-                .handle(forgeRequest(Forge::kGithub, "push", body, "s3cret",
-                                     "x"))
-                .status,
-            202);
+  EXPECT_EQ(
+      router_.handle(forgeRequest(Forge::kGithub, "push", body, "s3cret", "x"))
+          .status,
+      202);
 }
 
 TEST_F(ForgeWebhookTest, BoundsAndUnknownForges) {
