@@ -168,70 +168,96 @@ int64_t count(const std::string& state, const std::string& sql) {
   }
 }
 
-class ForgeCiTest : public ::testing::TestWithParam<ForgeCase> {};
+// A repository served by `git daemon`, the forge's API played by a
+// recorder, and `kiln serve` following the branch main, built once.
+class ForgeCiTest : public ::testing::TestWithParam<ForgeCase> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
+    if (!test::haveProgram("git")) GTEST_SKIP() << "no git";
+    startGitServer();
+    startFarm();
+  }
+  // The bare repository under srv_, served on loopback; work_ pushes to it.
+  void startGitServer() {
+    createDirs(srv_);
+    test::run({"git", "init", "-q", "--bare", srv_ + "/pkgs.git"});
+    int gitPort = test::freeLoopbackPort();
+    ProcessSpec daemon;
+    daemon.program = "git";
+    daemon.searchPath = true;
+    daemon.args = {"git",
+                   "daemon",
+                   "--reuseaddr",
+                   "--export-all",
+                   "--listen=127.0.0.1",
+                   "--port=" + std::to_string(gitPort),
+                   "--base-path=" + srv_,
+                   srv_};
+    daemon.env = currentEnvironment();
+    daemon.outputFile = dir_.path() + "/git-daemon.log";
+    gitDaemon_ = std::make_unique<Process>(daemon);
+    url_ = "git://127.0.0.1:" + std::to_string(gitPort) + "/pkgs.git";
+    createDirs(work_);
+    git(work_, {"init", "-q", "-b", "main"});
+    git(work_, {"remote", "add", "origin", srv_ + "/pkgs.git"});
+    writeFile(work_ + "/default.nix", kPackages);
+    pushA(work_, "echo v1 >> $out", "main");
+  }
+  // `kiln serve` with the forge's status notifier; waits for main's 3
+  // builds.
+  void startFarm() {
+    const ForgeCase& f = GetParam();
+    writeFile(dir_.path() + "/token", "forge-token\n");
+    writeFile(dir_.path() + "/secret", std::string(kSecret) + "\n");
+    int port = test::freeLoopbackPort();
+    web_ = test::freeLoopbackPort();
+    std::string apiUrl = "http://127.0.0.1:" + std::to_string(api_.port()) +
+                         (f.name == "github" ? "" : "/api/v1");
+    writeFile(
+        dir_.path() + "/kiln.toml",
+        "state_dir = \"state\"\n[scheduler]\nlisten = \"tcp://127.0.0.1:" +
+            std::to_string(port) +
+            "\"\nweb_listen = \"127.0.0.1:" + std::to_string(web_) +
+            "\"\nmetrics_port = -1\npull_close_grace = 1\nnotify = [\"" +
+            f.name + "-status:" + apiUrl + ";token-file=" + dir_.path() +
+            "/token;link=http://kiln.example\"]\n[local_workers]\n"
+            "count = 1\nslots = 1\nsandbox = \"none\"\n[[project]]\n"
+            "name = \"ci\"\nwebhook_secret_file = \"secret\"\n"
+            "[[project.jobset]]\nname = \"main\"\ngit = \"" +
+            url_ + "\"\nbranch = \"main\"\ncheck_interval = 0\n");
+    serve_ = std::make_unique<test::KilnProcess>(
+        std::vector<std::string>{"serve", "--config",
+                                 dir_.path() + "/kiln.toml"},
+        dir_.path() + "/serve.log");
+    ASSERT_TRUE(test::pollUntil(
+        [&] {
+          return count(state_,
+                       "SELECT COUNT(*) FROM builds WHERE finished = 1 "
+                       "AND status = 0") == 3;
+        },
+        180s))
+        << serve_->log();
+  }
+
+  TempDir dir_;
+  std::string srv_ = dir_.path() + "/srv", work_ = dir_.path() + "/work",
+              state_ = dir_.path() + "/state", url_;
+  std::unique_ptr<Process> gitDaemon_;
+  test::HttpRecorder api_;
+  int web_ = 0;
+  std::unique_ptr<test::KilnProcess> serve_;
+};
 
 void PrintTo(const ForgeCase& f, std::ostream* os) { *os << f.name; }
 
 TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
-  std::string why;
-  if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
-  if (!test::haveProgram("git")) GTEST_SKIP() << "no git";
   const ForgeCase& f = GetParam();
-  TempDir dir;
-  std::string srv = dir.path() + "/srv", work = dir.path() + "/work",
-              state = dir.path() + "/state";
-  createDirs(srv);
-  test::run({"git", "init", "-q", "--bare", srv + "/pkgs.git"});
-  int gitPort = test::freeLoopbackPort();
-  ProcessSpec daemon;
-  daemon.program = "git";
-  daemon.searchPath = true;
-  daemon.args = {"git",
-                 "daemon",
-                 "--reuseaddr",
-                 "--export-all",
-                 "--listen=127.0.0.1",
-                 "--port=" + std::to_string(gitPort),
-                 "--base-path=" + srv,
-                 srv};
-  daemon.env = currentEnvironment();
-  daemon.outputFile = dir.path() + "/git-daemon.log";
-  Process gitDaemon(daemon);
-  std::string url = "git://127.0.0.1:" + std::to_string(gitPort) + "/pkgs.git";
-  createDirs(work);
-  git(work, {"init", "-q", "-b", "main"});
-  git(work, {"remote", "add", "origin", srv + "/pkgs.git"});
-  writeFile(work + "/default.nix", kPackages);
-  pushA(work, "echo v1 >> $out", "main");
-
-  test::HttpRecorder api;
-  writeFile(dir.path() + "/token", "forge-token\n");
-  writeFile(dir.path() + "/secret", std::string(kSecret) + "\n");
-  int port = test::freeLoopbackPort(), web = test::freeLoopbackPort();
-  std::string apiUrl = "http://127.0.0.1:" + std::to_string(api.port()) +
-                       (f.name == "github" ? "" : "/api/v1");
-  writeFile(dir.path() + "/kiln.toml",
-            "state_dir = \"state\"\n[scheduler]\nlisten = \"tcp://127.0.0.1:" +
-                std::to_string(port) +
-                "\"\nweb_listen = \"127.0.0.1:" + std::to_string(web) +
-                "\"\nmetrics_port = -1\npull_close_grace = 1\nnotify = [\"" +
-                f.name + "-status:" + apiUrl + ";token-file=" + dir.path() +
-                "/token;link=http://kiln.example\"]\n[local_workers]\n"
-                "count = 1\nslots = 1\nsandbox = \"none\"\n[[project]]\n"
-                "name = \"ci\"\nwebhook_secret_file = \"secret\"\n"
-                "[[project.jobset]]\nname = \"main\"\ngit = \"" +
-                url + "\"\nbranch = \"main\"\ncheck_interval = 0\n");
-  test::KilnProcess serve({"serve", "--config", dir.path() + "/kiln.toml"},
-                          dir.path() + "/serve.log");
-  ASSERT_TRUE(test::pollUntil(
-      [&] {
-        return count(state,
-                     "SELECT COUNT(*) FROM builds WHERE finished = 1 "
-                     "AND status = 0") == 3;
-      },
-      180s))
-      << serve.log();
-
+  const std::string &work = work_, &state = state_, &url = url_;
+  int web = web_;
+  test::HttpRecorder& api = api_;
+  test::KilnProcess& serve = *serve_;
   // A bad signature: 401, nothing created.
   std::string sha1 = pushA(work, "sleep 600; echo v2 >> $out", f.pullRef);
   auto [badHeaders, badBody] =
