@@ -315,6 +315,7 @@ void readScheduler(Table t, SchedulerSettings& s) {
   t.integer("log_limit", s.logLimit, 1024, int64_t{1} << 40);
   t.integer("output_limit", s.outputLimit, 0, int64_t{1} << 50);
   t.integer("cached_failure_ttl", s.cachedFailureTtl, 0, int64_t{1} << 40);
+  t.integer("pull_close_grace", s.pullCloseGrace, 0, int64_t{1} << 31);
   t.strList("notify", s.notify, validNotify);
   if (t.str("notify_secret_file", s.notifySecretFile, validPath))
     s.notifySecretFile = t.problems().resolve(s.notifySecretFile);
@@ -456,6 +457,8 @@ ConfiguredProject readProject(Table t) {
   t.str("name", p.name, validName);
   t.require("name");
   t.str("description", p.description);
+  if (t.str("webhook_secret_file", p.webhookSecretFile, validPath))
+    p.webhookSecretFile = t.problems().resolve(p.webhookSecretFile);
   std::set<std::string> names;
   auto jobsets = t.tables("jobset");
   for (size_t i = 0; i < jobsets.size(); i++) {

@@ -45,6 +45,8 @@ struct ConfiguredJobset {
 struct ConfiguredProject {
   std::string name;
   std::string description;
+  /// The forges' webhook secret (docs/ci.md); absolute, or "" (none).
+  std::string webhookSecretFile;
   std::vector<ConfiguredJobset> jobsets;
   bool operator==(const ConfiguredProject&) const = default;
 };
@@ -67,6 +69,7 @@ struct SchedulerSettings {
   int64_t logLimit = int64_t{64} << 20;  ///< bytes per step
   int64_t outputLimit = 0;               ///< bytes per output NAR; 0 = none
   int64_t cachedFailureTtl = 0;          ///< seconds; 0 = until cleared
+  int64_t pullCloseGrace = 600;          ///< seconds (docs/ci.md)
   std::vector<std::string> notify;       ///< KIND:ARG, as --notify
   std::string notifySecretFile;          ///< absolute, or ""
   bool webPrivate = false;        ///< reads on the web need a read-scope token

@@ -74,11 +74,46 @@ NotifySpec parseSpec(const std::string& s) {
   return spec;
 }
 
-// The plugin configuration of `spec`: its argument is a webhook's URL or
-// another notifier's command.
+// Whether `kind` is a forge's status notifier (docs/ci.md).
+bool isForgeStatus(const std::string& kind) {
+  return kind == "github-status" || kind == "gitea-status" ||
+         kind == "gitlab-status";
+}
+
+// A forge status notifier's argument, "API_URL;KEY=VALUE;...", as its
+// configuration: api-url, token-file, link, timeout-ms, ca-file.
+plugins::PluginConfig forgeStatusConfig(const NotifySpec& spec) {
+  plugins::PluginConfig config;
+  size_t at = 0;
+  for (bool first = true; at <= spec.argument.size(); first = false) {
+    size_t end = spec.argument.find(';', at);
+    if (end == std::string::npos) end = spec.argument.size();
+    std::string part = spec.argument.substr(at, end - at);
+    at = end + 1;
+    if (first) {
+      config["api-url"] = part;
+      continue;
+    }
+    auto eq = part.find('=');
+    std::string key = part.substr(0, eq);
+    if (eq == std::string::npos || (key != "token-file" && key != "link" &&
+                                    key != "timeout-ms" && key != "ca-file"))
+      throw Error("--notify " + spec.kind + ": '" + part +
+                  "' is not token-file=, link=, timeout-ms= or ca-file=");
+    config[key] = part.substr(eq + 1);
+  }
+  if (!config.count("token-file"))
+    throw Error("--notify " + spec.kind +
+                ": expected API_URL;token-file=PATH[;link=KILN_URL]");
+  return config;
+}
+
+// The plugin configuration of `spec`: its argument is a webhook's URL, a
+// forge status notifier's settings or another notifier's command.
 plugins::PluginConfig configOf(const NotifySpec& spec,
                                const std::string& secretFile,
                                const std::string& caFile) {
+  if (isForgeStatus(spec.kind)) return forgeStatusConfig(spec);
   plugins::PluginConfig config{
       {spec.kind == "webhook" ? "url" : "command", spec.argument}};
   if (spec.kind == "webhook" && !secretFile.empty())
@@ -104,6 +139,8 @@ std::vector<NotifySpec> parseNotifyOptions(
   bool webhook = false, https = false;
   for (auto& s : specs) {
     out.push_back(parseSpec(s));
+    if (isForgeStatus(out.back().kind))
+      forgeStatusConfig(out.back());  // checked now, not at start
     webhook = webhook || out.back().kind == "webhook";
     https = https || isHttpsWebhook(out.back());
   }

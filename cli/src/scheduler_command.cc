@@ -132,6 +132,7 @@ int runScheduler(const std::vector<std::string>& args) {
   WebAccess webAccess;
   int metricsPort = -1;
   int64_t heartbeatMs = 10000, ttl = 0, requestPollMs = 2000;
+  int64_t pullCloseGraceSec = 600;
   unsigned retries = 3;
   int64_t backoffMs = 30000;
   int64_t deadlineMarginSec = 600;
@@ -208,6 +209,9 @@ int runScheduler(const std::vector<std::string>& args) {
       "seconds past a step's timeout before it is taken back (default 600)")(
       "cached-failure-ttl", po::value(&ttl),
       "seconds a failure stays cached (default: until cleared)")(
+      "pull-close-grace", po::value(&pullCloseGraceSec),
+      "seconds after a forge closed a pull request before its jobset's "
+      "unfinished builds are cancelled (default 600; docs/ci.md)")(
       "notify", po::value(&notify)->composing(),
       "send build events to a notifier plugin (repeatable):\n"
       "webhook:http(s)://HOST[:PORT]/PATH (POSTs JSON) or command:CMD "
@@ -307,6 +311,9 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.core.maxRetries = retries;
     cfg.core.retryBackoffBase = std::chrono::milliseconds(backoffMs);
     cfg.cachedFailureTtlSec = ttl;
+    if (pullCloseGraceSec < 0)
+      throw po::error("--pull-close-grace must be >= 0");
+    cfg.pullCloseGrace = std::chrono::seconds(pullCloseGraceSec);
     cfg.stepDeadlineMargin = std::chrono::seconds(deadlineMarginSec);
     cfg.logRetention.endedPiecesAfter = std::chrono::seconds(keepLogPiecesSec);
     cfg.logRetention.storedLogsAfter =

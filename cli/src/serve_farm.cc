@@ -216,6 +216,8 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
                              std::to_string(s.outputLimit),
                              "--cached-failure-ttl",
                              std::to_string(s.cachedFailureTtl),
+                             "--pull-close-grace",
+                             std::to_string(s.pullCloseGrace),
                              "--secret-key-file",
                              keys + "/scheduler.key",
                              "--allowed-workers",

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <set>
 
+#include "kiln/scheduler/forge_store.h"
 #include "kiln/scheduler/service.h"
 #include "serve_tokens.h"
 
@@ -71,6 +72,7 @@ std::vector<std::string> JobsetSync::apply(
       queue("project-create",
             {{"name", p.name}, {"description", p.description}},
             "project " + p.name);
+    syncWebhook(p, changes);
     for (auto& j : p.jobsets) {
       std::string what = "project " + p.name + ", jobset " + j.name;
       auto row = db_.jobsetByName(p.name, j.name);
@@ -96,7 +98,22 @@ std::vector<std::string> JobsetSync::apply(
   return changes;
 }
 
-// Disables the enabled jobsets of `p` in the state that it does not list.
+// Queues `p`'s webhook secret file when the state has another.
+void JobsetSync::syncWebhook(const ConfiguredProject& p,
+                             std::vector<std::string>& changes) {
+  auto row = db_.projectByName(p.name);
+  std::string stored =
+      row ? scheduler::ForgeStore(db_).webhookSecretFile(row->id) : "";
+  if ((!row && p.webhookSecretFile.empty()) || stored == p.webhookSecretFile)
+    return;
+  queue("project-webhook",
+        {{"project", p.name}, {"secretFile", p.webhookSecretFile}},
+        "project " + p.name);
+  changes.push_back("set the webhook secret file of project " + p.name);
+}
+
+// Disables the enabled jobsets of `p` in the state that it does not list
+// (a pull request's, which a forge made, stay).
 void JobsetSync::disableUndeclared(const ConfiguredProject& p,
                                    std::vector<std::string>& changes) {
   auto project = db_.projectByName(p.name);
@@ -106,6 +123,8 @@ void JobsetSync::disableUndeclared(const ConfiguredProject& p,
   for (auto& row : db_.jobsets()) {
     if (row.project != project->id || !row.enabled || declared.count(row.name))
       continue;
+    auto forge = scheduler::ForgeStore(db_).jobset(row.id);
+    if (forge && forge->number != 0) continue;
     std::string what = "project " + p.name + ", jobset " + row.name;
     queue("jobset-update",
           {{"project", p.name}, {"jobset", row.name}, {"enabled", false}},

@@ -51,6 +51,8 @@ class JobsetSync {
   };
   void queue(const std::string& kind, const nlohmann::json& args,
              const std::string& what);
+  void syncWebhook(const ConfiguredProject& p,
+                   std::vector<std::string>& changes);
   void disableUndeclared(const ConfiguredProject& p,
                          std::vector<std::string>& changes);
 

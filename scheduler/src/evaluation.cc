@@ -123,6 +123,22 @@ class RealInputFetcher final : public InputFetcher {
     std::string dir = workDir + "/checkout";
     if (pathExists(dir)) deletePath(dir);
     createDirs(workDir);
+    if (!js.revision.empty() || js.branch.rfind("refs/", 0) == 0)
+      fetchOne(js, dir);
+    else
+      cloneBranch(js, dir);
+    auto rev = runCommand({"git", "-C", dir, "rev-parse", "HEAD"});
+    if (rev.exitCode != 0) throw Error("git rev-parse failed: " + rev.err);
+    std::string h = rev.out.substr(0, rev.out.find('\n'));
+    if (!js.revision.empty() && h != js.revision)
+      throw Error("jobset '" + js.name + "': fetched " + h + ", not " +
+                  js.revision);
+    return {dir, "git:" + h, workDir};
+  }
+
+ private:
+  // The branch's head, shallow.
+  static void cloneBranch(const JobsetSpec& js, const std::string& dir) {
     std::vector<std::string> clone = {"git", "clone", "--quiet", "--depth",
                                       "1"};
     if (!js.branch.empty()) {
@@ -135,10 +151,23 @@ class RealInputFetcher final : public InputFetcher {
     if (r.exitCode != 0)
       throw Error("jobset '" + js.name + "': git clone of " + js.location +
                   " failed: " + r.err);
-    auto rev = runCommand({"git", "-C", dir, "rev-parse", "HEAD"});
-    if (rev.exitCode != 0) throw Error("git rev-parse failed: " + rev.err);
-    std::string h = rev.out.substr(0, rev.out.find('\n'));
-    return {dir, "git:" + h, workDir};
+  }
+
+  // One commit (the revision, else the ref `branch`, e.g. a pull
+  // request's refs/pull/N/head), shallow: servers speaking git's protocol
+  // v2 give any reachable commit.
+  static void fetchOne(const JobsetSpec& js, const std::string& dir) {
+    const std::string& what = js.revision.empty() ? js.branch : js.revision;
+    for (const std::vector<std::string>& cmd :
+         {std::vector<std::string>{"git", "init", "--quiet", dir},
+          {"git", "-C", dir, "fetch", "--quiet", "--depth", "1", "--",
+           js.location, what},
+          {"git", "-C", dir, "checkout", "--quiet", "FETCH_HEAD"}}) {
+      auto r = runCommand(cmd);
+      if (r.exitCode != 0)
+        throw Error("jobset '" + js.name + "': fetching " + what + " of " +
+                    js.location + " failed: " + r.err);
+    }
   }
 };
 

@@ -90,7 +90,7 @@ void Evaluations::finished(EvalOutcome& o, Clock::TimePoint start) const {
 }
 
 void Evaluations::enqueue(const JobsetRow& jobset, bool force,
-                          int64_t requestId) {
+                          std::optional<int64_t> requestId) {
   queue_.push_back({jobset, force, requestId});
 }
 

@@ -5,6 +5,7 @@
 
 #include "kiln/common/logging.h"
 #include "kiln/common/status.h"
+#include "kiln/scheduler/forge_store.h"
 
 namespace kiln::scheduler {
 
@@ -29,6 +30,10 @@ std::string lifecycleEventName(Kind kind) {
       return "step.finished";
     case Kind::kChannelAdvanced:
       return "channel.advanced";
+    case Kind::kEvalQueued:
+      return "eval.queued";
+    case Kind::kEvalDone:
+      return "eval.done";
   }
   return "unknown";
 }
@@ -62,9 +67,15 @@ std::string NotificationOutbox::newId() {
 json NotificationOutbox::jobsetJson(int64_t id) {
   auto js = db_->jobset(id);
   if (!js) return json{{"id", id}};
-  return json{{"id", id},
-              {"name", js->name},
-              {"project", store_->projectName(js->project)}};
+  json out{{"id", id},
+           {"name", js->name},
+           {"project", store_->projectName(js->project)}};
+  if (auto f = ForgeStore(*db_).jobset(id))
+    out["forge"] = json{{"forge", f->forge},
+                        {"repo", f->repo},
+                        {"number", f->number},
+                        {"head", f->head}};
+  return out;
 }
 
 json NotificationOutbox::buildJson(int64_t id, bool finished) {
@@ -145,8 +156,49 @@ json NotificationOutbox::payload(const LifecycleEvent& ev, int64_t timeMs) {
       body["build"] = buildJson(ev.build, true);
       break;
     }
+    case Kind::kEvalQueued:
+    case Kind::kEvalDone:
+      return evalBuildsJson(body, ev);
   }
   return body;
+}
+
+// eval.queued and eval.done: the evaluation, its build counts and, for a
+// pull request's jobset, what it rebuilds against its base, per system.
+json NotificationOutbox::evalBuildsJson(json body, const LifecycleEvent& ev) {
+  auto e = db_->evaluation(ev.eval);
+  if (!e) return nullptr;
+  body["jobset"] = jobsetJson(e->jobset);
+  body["eval"] =
+      json{{"id", e->id}, {"inputsHash", e->inputsHash}, {"jobs", e->jobs}};
+  BuildCounts c = db_->buildCounts(e->id);
+  body["counts"] = json{{"builds", c.all},
+                        {"finished", c.finished},
+                        {"succeeded", c.succeeded},
+                        {"failed", c.finished - c.succeeded}};
+  auto forge = ForgeStore(*db_).jobset(e->jobset);
+  if (forge && forge->number != 0 && ev.kind == Kind::kEvalQueued) {
+    body["rebuilds"] = rebuildsAgainstBase(*db_, e->id, forge->baseJobset);
+    auto evals = db_->evaluations(forge->baseJobset);
+    int64_t base = 0;
+    for (auto& be : evals)
+      if (be.error.empty()) base = std::max(base, be.id);
+    if (base) body["baseEval"] = base;
+  }
+  return body;
+}
+
+// Writes eval.done once every build of evaluation `eval` has finished.
+void NotificationOutbox::checkEvalDone(int64_t eval, int64_t timeMs) {
+  if (!eval) return;
+  BuildCounts c = db_->buildCounts(eval);
+  if (c.all == 0 || c.finished < c.all) return;
+  LifecycleEvent done{Kind::kEvalDone};
+  done.eval = eval;
+  auto e = db_->evaluation(eval);
+  if (!e) return;
+  done.jobset = e->jobset;
+  onLifecycleEvent(done, timeMs);
 }
 
 void NotificationOutbox::write(const std::string& key, const json& body,
@@ -175,6 +227,10 @@ void NotificationOutbox::onLifecycleEvent(const LifecycleEvent& ev,
   else
     key = "jobset:" + std::to_string(ev.jobset);
   write(key, body, timeMs);
+  if (ev.kind == Kind::kEvalQueued)
+    checkEvalDone(ev.eval, timeMs);
+  else if (ev.kind == Kind::kBuildFinished && body.contains("build"))
+    checkEvalDone(body["build"].value("eval", int64_t{0}), timeMs);
 }
 
 // The core's events: a build that ends (success, failure, cancellation) is

@@ -3,6 +3,7 @@
 // and the requests table polled (docs/scheduler.md, "Operations").
 #include "kiln/common/logging.h"
 #include "kiln/plugin_host/registry.h"
+#include "kiln/scheduler/forge_requests.h"
 #include "kiln/scheduler/offline_requests.h"
 #include "kiln/scheduler/request_queue.h"
 #include "service_impl.h"
@@ -89,6 +90,25 @@ void SchedulerService::Impl::setUpRequests() {
     restartBuild(r["build"].get<int64_t>());
     return r;
   });
+  // A forge's webhook: the rows as offline, then the evaluations it asks
+  // for (at their commits) and the core cancels the superseded builds.
+  RequestHandler forge = *requests.find("forge-event");
+  forge.run = [this](const json& a) {
+    ForgeActions r = applyForgeEvent(db, a, clock.nowMs());
+    cancelBuilds(r.cancel, "cancelled: superseded by a newer push");
+    for (auto& e : r.evaluate) {
+      auto js = db.jobset(e.jobset);
+      if (!js) continue;
+      js->revision = e.revision;
+      if (cfg.remoteEvaluations)
+        logWarn("forge: jobset " + js->name +
+                " is not evaluated at its commit: evaluations are remote");
+      else
+        evaluations.enqueue(*js, true, std::nullopt);
+    }
+    return r.answer;
+  };
+  requests.set(std::move(forge));
   wrap("queue", [this](const RequestFn&, const json&) {
     json out = json::array();
     for (auto& e : queueEntries())
@@ -153,6 +173,22 @@ void SchedulerService::Impl::failRequest(int64_t id, const std::exception& e) {
   // The caller's mistake (no such jobset...), not the scheduler's.
   if (dynamic_cast<const SchedulerStateError*>(&e)) answer["caller"] = true;
   db.completeRequest(id, false, answer.dump());
+}
+
+// Cancels builds `ids` in the core (those it holds) or in the database.
+void SchedulerService::Impl::cancelBuilds(const std::vector<int64_t>& ids,
+                                          const std::string& why) {
+  for (int64_t id : ids) {
+    if (core.hasBuild(id)) {
+      core.cancelBuild(id);
+      continue;
+    }
+    auto b = db.build(id);
+    if (b && !b->finished)
+      db.finishBuild(id, static_cast<int>(StepStatus::kCancelled),
+                     clock.nowMs(), why);
+  }
+  if (!ids.empty()) processEvents();
 }
 
 // After the database part of a restart: failed core steps of the build are

@@ -6,6 +6,7 @@
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/release_store.h"
+#include "kiln/scheduler/forge_requests.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -108,6 +109,8 @@ int64_t SchedulerService::Impl::recordEvaluation(
           o.jobset, evalId},
          o.timeMs + o.durationMs);
   std::vector<BuildRow> toStart = createBuilds(o, evalId);
+  if (o.error.empty())
+    notify({LifecycleEvent::Kind::kEvalQueued, o.jobset, evalId});
   answer(evalId);
   KILN_FAIL_POINT("scheduler.eval.before-commit");
   txn.commit();
@@ -331,6 +334,9 @@ void SchedulerService::Impl::checkRemoteEvaluations() {
 // then jobsets whose check interval passed.
 void SchedulerService::Impl::checkJobsets() {
   if (auto done = evaluations.takeFinished()) finishEvaluation(*done);
+  // Closed pull requests' builds, once their grace period passed.
+  cancelBuilds(sweepClosedPulls(db, clock.nowMs() - cfg.pullCloseGrace.count()),
+               "cancelled: the pull request was closed");
   if (cfg.remoteEvaluations) return checkRemoteEvaluations();
   if (evaluations.busy() || evaluations.startQueued()) return;
   int64_t now = clock.nowMs();

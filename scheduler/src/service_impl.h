@@ -216,6 +216,9 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
                           const std::vector<BuildRow>& rows,
                           const std::vector<int64_t>& ids);
   void checkJobsets();
+  /// Cancels builds `ids`: in the core when it holds them, else in the
+  /// database (with `why`).
+  void cancelBuilds(const std::vector<int64_t>& ids, const std::string& why);
   void finishEvaluation(Evaluations::Finished& done);
   void finishFailed(const Evaluations::Finished& done, const std::exception& e);
   void checkRemoteEvaluations();

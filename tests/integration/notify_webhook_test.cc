@@ -7,8 +7,6 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 #include <thread>
 
 #include "farm.h"
+#include "http_recorder.h"
 #include "kiln/common/file.h"
 #include "test_support.h"
 
@@ -30,20 +29,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-std::string hmacHex(const std::string& key, const std::string& body) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(body.data()), body.size(), mac,
-       &len);
-  std::string out;
-  for (unsigned i = 0; i < len; i++) {
-    out += "0123456789abcdef"[mac[i] >> 4];
-    out += "0123456789abcdef"[mac[i] & 15];
-  }
-  return out;
-}
 
 // One received POST.
 struct Received {
@@ -234,7 +219,7 @@ TEST(NotifyWebhook, EveryEventArrivesInOrderAcrossAKillAndAnOutage) {
   std::map<std::string, std::string> bodyOfId;
   std::set<std::string> kinds;
   for (auto& r : got) {
-    EXPECT_EQ(r.signature, "sha256=" + hmacHex("s3cret", r.body));
+    EXPECT_EQ(r.signature, "sha256=" + test::hmacSha256Hex("s3cret", r.body));
     auto j = json::parse(r.body);
     EXPECT_EQ(r.event, j["event"]);
     kinds.insert(j["event"].get<std::string>());

@@ -5,14 +5,10 @@
 // used before (docs/web.md, "Push webhook").
 // Evaluations take long, so these only queue the request (202) and the
 // scheduler applies it when it runs.
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <charconv>
 
 #include "api_request.h"
-#include "kiln/common/encoding.h"
+#include "hmac.h"
 #include "push_replay.h"
 
 namespace kiln::web {
@@ -45,18 +41,9 @@ Response queueEval(const WebContext& ctx, const RouteParams& p,
 bool signatureMatches(const std::string& key, const std::string& message,
                       const std::string& header) {
   if (key.empty() || header.rfind("sha256=", 0) != 0) return false;
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-            reinterpret_cast<const unsigned char*>(message.data()),
-            message.size(), mac, &len))
-    return false;
-  std::string want =
-      base16Encode(std::string_view(reinterpret_cast<char*>(mac), len));
   std::string got = header.substr(7);
   for (char& c : got) c = static_cast<char>(std::tolower(c));
-  return got.size() == want.size() &&
-         CRYPTO_memcmp(got.data(), want.data(), want.size()) == 0;
+  return constantTimeEquals(got, hmacSha256Hex(key, message));
 }
 
 // The `X-Kiln-Timestamp` header as Unix seconds; 403 when it is missing

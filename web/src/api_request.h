@@ -56,4 +56,8 @@ std::string bodyString(const nlohmann::json& body, const std::string& name,
 /// webhook (api_eval.cc).
 void addEvalRoutes(Router& router, WebContext& ctx);
 
+/// Registers the forges' webhooks, /api/webhook/{github,gitea,gitlab}
+/// (api_forge.cc, docs/ci.md).
+void addForgeRoutes(Router& router, WebContext& ctx);
+
 }  // namespace kiln::web

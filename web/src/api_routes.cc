@@ -179,6 +179,7 @@ void addApiRoutes(Router& router, WebContext& ctx) {
   addBuildMutations(router, ctx);
   addProjectMutations(router, ctx);
   addEvalRoutes(router, ctx);
+  addForgeRoutes(router, ctx);
 }
 
 }  // namespace kiln::web

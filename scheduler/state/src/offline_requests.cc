@@ -8,6 +8,7 @@
 
 #include "edit_requests.h"
 #include "kiln/common/file.h"
+#include "kiln/scheduler/forge_requests.h"
 #include "kiln/scheduler/tokens.h"
 
 namespace kiln::scheduler {
@@ -326,6 +327,7 @@ RequestTable offlineRequests(StateDb& db, const Clock& clock,
   addBuildRequests(t, db, clock);
   addTokenRequests(t, db, clock);
   addEditRequests(t, db);
+  addForgeRequests(t, db, clock);
   t.set({"queue", "unfinished steps and why they wait", {}, [&db](const json&) {
            json out = json::array();
            for (auto& s : db.unfinishedSteps())

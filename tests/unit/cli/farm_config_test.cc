@@ -95,6 +95,7 @@ public_key = ")" + key + R"("
 [[project]]
 name = "main"
 description = "the package set"
+webhook_secret_file = "forge.key"
 [[project.jobset]]
 name = "trunk"
 git = "https://example.org/pkgs.git"
@@ -169,6 +170,7 @@ path = "../pkgset"
   EXPECT_EQ(c.workerKeys[0].publicKey, key);
   ASSERT_EQ(c.projects.size(), 1u);
   EXPECT_EQ(c.projects[0].description, "the package set");
+  EXPECT_EQ(c.projects[0].webhookSecretFile, "/etc/kiln/forge.key");
   ASSERT_EQ(c.projects[0].jobsets.size(), 2u);
   const ConfiguredJobset& t = c.projects[0].jobsets[0];
   EXPECT_EQ(t.kind, "git");

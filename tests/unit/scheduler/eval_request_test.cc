@@ -128,7 +128,7 @@ TEST(EvalRequest, AnsweredWhenTheEvaluationEndsWhileOtherRequestsAreServed) {
   EXPECT_EQ(builds[0].drvPath, drv);
   EXPECT_EQ(outboxEvents(state),
             (std::vector<std::string>{"eval.started", "eval.finished",
-                                      "build.queued"}));
+                                      "build.queued", "eval.queued"}));
 }
 
 // Returns one job named after itself; records the jobsets it evaluated.

@@ -81,6 +81,8 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "ALTER TABLE jobsets DROP COLUMN channel_job; "
         "ALTER TABLE jobsets DROP COLUMN max_closure_growth; "
         "ALTER TABLE jobsets DROP COLUMN max_build_time_growth; "
+        "DROP TABLE forge_webhooks; "
+        "DROP TABLE forge_deliveries; DROP TABLE forge_jobsets; "
         "ALTER TABLE jobsets DROP COLUMN evaluator; "
         "DROP INDEX evaluations_jobset; DROP INDEX eval_errors_eval; "
         "DROP INDEX builds_eval_status; DROP INDEX builds_job; "

@@ -189,9 +189,17 @@ TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {
   out.onBuildEvent(
       {b.id, BuildEvent::Kind::kSucceeded, StepStatus::kSuccess, b.drvPath},
       20);
-  EXPECT_EQ(woken, 2);
+  // The evaluation's only build finished: eval.done follows, with counts.
+  EXPECT_EQ(woken, 3);
   auto rows = NotificationStore(db_).pending(100);
-  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[4].event, "eval.done");
+  EXPECT_EQ(rows[4].orderingKey, "jobset:" + std::to_string(j));
+  auto evalDone = json::parse(rows[4].payload);
+  EXPECT_EQ(evalDone["counts"]["builds"], 1);
+  EXPECT_EQ(evalDone["counts"]["succeeded"], 1);
+  EXPECT_EQ(evalDone["counts"]["failed"], 0);
+  EXPECT_EQ(evalDone["eval"]["inputsHash"], "sha256:x");
   EXPECT_EQ(rows[0].target, "hook");
   EXPECT_EQ(rows[1].target, "cmd");
   EXPECT_EQ(rows[0].payload, rows[1].payload);  // one event, one id

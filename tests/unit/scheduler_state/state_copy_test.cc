@@ -29,15 +29,34 @@ using ::testing::HasSubstr;
 
 // Every table of the schema (checked against SQLite's catalogue below).
 const std::vector<std::string> kTables = {
-    "aggregate_constituents", "api_tokens",         "build_outputs",
-    "builds",                 "cache_pins",         "cached_failures",
-    "channel_advances",       "eval_claims",        "eval_counts",
-    "eval_errors",            "eval_regressions",   "eval_result_chunks",
-    "eval_results",           "eval_sources",       "evaluations",
+    "aggregate_constituents",
+    "api_tokens",
+    "build_outputs",
+    "builds",
+    "cache_pins",
+    "cached_failures",
+    "channel_advances",
+    "eval_claims",
+    "eval_counts",
+    "eval_errors",
+    "eval_regressions",
+    "eval_result_chunks",
+    "eval_results",
+    "eval_sources",
+    "evaluations",
+    "forge_deliveries",
+    "forge_jobsets",
+    "forge_webhooks",
     "jobsets",
-    "notifications",          "projects",           "requests",
-    "scheduler_snapshot",     "step_deps",          "step_log_chunks",
-    "step_logs",              "steps"};
+    "notifications",
+    "projects",
+    "requests",
+    "scheduler_snapshot",
+    "step_deps",
+    "step_log_chunks",
+    "step_logs",
+    "steps",
+};
 
 // Whether column `col` of `table` holds bytes (read with getBlob: PostgreSQL
 // spells BYTEA out in hex as text).

@@ -33,6 +33,8 @@ struct LifecycleEvent {
     /// the channel of `jobset` advanced to evaluation `eval`, whose build
     /// `build` of the channel job succeeded (docs/release.md)
     kChannelAdvanced,
+    kEvalQueued,     ///< every build of evaluation `eval` was recorded
+    kEvalDone,       ///< every build of evaluation `eval` has finished
   };
   Kind kind = Kind::kEvalStarted;
   int64_t jobset = 0;

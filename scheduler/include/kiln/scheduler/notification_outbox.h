@@ -39,6 +39,9 @@ class NotificationOutbox final : public BuildEventSink {
   nlohmann::json jobsetJson(int64_t jobset);
   nlohmann::json buildJson(int64_t build, bool finished);
   nlohmann::json stepJson(int64_t step);
+  nlohmann::json evalBuildsJson(nlohmann::json body,
+                                const LifecycleEvent& event);
+  void checkEvalDone(int64_t eval, int64_t timeMs);
   std::string newId();
   void write(const std::string& key, const nlohmann::json& body,
              int64_t timeMs);

@@ -152,6 +152,9 @@ struct ServiceConfig {
   /// scheduler starts none, leaves `jobset-eval` requests to them and
   /// imports and records the results they publish.
   bool remoteEvaluations = false;
+  /// How long after a forge said a pull request closed its jobset's
+  /// unfinished builds are cancelled (docs/ci.md).
+  std::chrono::milliseconds pullCloseGrace{std::chrono::minutes(10)};
   /// The input fetcher; the real one when null.
   std::shared_ptr<InputFetcher> inputFetcher;
   /// The service's time (loop timers, durations, timestamps, the core).

@@ -26,6 +26,9 @@ struct JobsetSpec {
   /// "nix" (the real nix-instantiate, when installed) or any other loaded
   /// evaluator plugin's name (checked by the scheduler, docs/plugin-abi.md).
   std::string evaluator = "builtin";
+  /// git only: the commit to evaluate (a forge's webhook named it); empty:
+  /// the branch's head. Not stored with the jobset: set per evaluation.
+  std::string revision;
 };
 
 /// Whether `name` can name an evaluator plugin (1 to 64 letters, digits,

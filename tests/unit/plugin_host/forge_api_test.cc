@@ -1,0 +1,89 @@
+// The forges' commit status requests (plugins/notify_forge/forge_api.h):
+// each forge's documented endpoint, token header and fields; events of
+// other forges' or undriven jobsets are not posted; rate-limit answers
+// give the time to wait until, bounded.
+#include "forge_api.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln::plugin::forge {
+namespace {
+
+using nlohmann::json;
+
+json event(const std::string& kind, const std::string& forge) {
+  return {
+      {"event", kind},
+      {"jobset",
+       {{"name", "pr-7"},
+        {"project", "ci"},
+        {"forge", {{"forge", forge}, {"repo", "group/pkgs"}, {"number", 7}}}}},
+      {"eval", {{"id", 12}, {"inputsHash", "git:" + std::string(40, 'a')}}},
+      {"counts",
+       {{"builds", 3}, {"finished", 3}, {"succeeded", 2}, {"failed", 1}}},
+      {"baseEval", 10}};
+}
+
+TEST(ForgeApi, EachForgesStatusRequest) {
+  std::string sha(40, 'a');
+  auto gh = statusRequest(Api::kGithub, event("eval.done", "github"), "",
+                          "http://kiln", "tok");
+  ASSERT_TRUE(gh);
+  EXPECT_EQ(gh->path, "/repos/group/pkgs/statuses/" + sha);
+  EXPECT_EQ(gh->body["state"], "failure");
+  EXPECT_EQ(gh->body["context"], "kiln/ci:pr-7");
+  EXPECT_EQ(gh->body["description"], "2 succeeded, 1 failed of 3 jobs");
+  EXPECT_EQ(gh->body["target_url"], "http://kiln/eval/12/compare?base=10");
+
+  auto gt = statusRequest(Api::kGitea, event("eval.failed", "gitea"), "/api/v1",
+                          "", "tok");
+  ASSERT_TRUE(gt);
+  EXPECT_EQ(gt->path, "/api/v1/repos/group/pkgs/statuses/" + sha);
+  EXPECT_EQ(gt->body["state"], "error");
+  EXPECT_FALSE(gt->body.contains("target_url"));
+
+  auto gl = statusRequest(Api::kGitlab, event("eval.done", "gitlab"), "/api/v4",
+                          "", "tok");
+  ASSERT_TRUE(gl);
+  EXPECT_EQ(gl->path, "/api/v4/projects/group%2Fpkgs/statuses/" + sha);
+  EXPECT_EQ(gl->body["state"], "failed");
+  EXPECT_EQ(gl->body["name"], "kiln/ci:pr-7");
+  bool token = false;
+  for (auto& [k, v] : gl->headers)
+    token = token || (k == "PRIVATE-TOKEN" && v == "tok");
+  EXPECT_TRUE(token);
+}
+
+TEST(ForgeApi, OtherEventsAndForgesAreNotPosted) {
+  EXPECT_FALSE(
+      statusRequest(Api::kGithub, event("eval.done", "gitlab"), "", "", "t"));
+  EXPECT_FALSE(statusRequest(Api::kGithub, event("build.finished", "github"),
+                             "", "", "t"));
+  json undriven = event("eval.done", "github");
+  undriven["jobset"].erase("forge");
+  EXPECT_FALSE(statusRequest(Api::kGithub, undriven, "", "", "t"));
+  json hostile = event("eval.done", "github");
+  hostile["jobset"]["forge"]["repo"] = "../../admin";
+  EXPECT_FALSE(statusRequest(Api::kGithub, hostile, "", "", "t"));
+  json pathHash = event("eval.done", "github");
+  pathHash["eval"]["inputsHash"] = "sha256:abc";
+  EXPECT_FALSE(statusRequest(Api::kGithub, pathHash, "", "", "t"));
+}
+
+TEST(ForgeApi, RateLimitAnswers) {
+  EXPECT_EQ(rateLimitedUntil(429, {{"retry-after", "30"}}, 1000), 1030);
+  EXPECT_EQ(
+      rateLimitedUntil(
+          403, {{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1500"}},
+          1000),
+      1500);
+  EXPECT_EQ(rateLimitedUntil(429, {{"retry-after", "999999"}}, 0), 3600);
+  EXPECT_EQ(rateLimitedUntil(429, {}, 1000), 1060);
+  // A 403 that is not a rate limit (a refused token), and other answers.
+  EXPECT_FALSE(rateLimitedUntil(403, {}, 1000));
+  EXPECT_FALSE(rateLimitedUntil(500, {{"retry-after", "5"}}, 1000));
+  EXPECT_FALSE(rateLimitedUntil(201, {}, 1000));
+}
+
+}  // namespace
+}  // namespace kiln::plugin::forge
