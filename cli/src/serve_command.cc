@@ -93,7 +93,7 @@ ServeSettings settingsOf(const ServeFlags& f) {
                            [](auto& p) { return p.name == "serve"; });
     if (it == c.projects.end())
       it = c.projects.insert(c.projects.end(),
-                             {"serve", "collections run by kiln serve", {}});
+                             {"serve", "collections run by kiln serve", "", {}});
     it->jobsets.push_back(j);
   }
   if (f.given("check-interval"))
