@@ -32,9 +32,10 @@ DirectUploadMetrics::DirectUploadMetrics(prometheus::Registry& r)
                    .Help("Time to verify and publish one staged object "
                          "(read once from the store)")
                    .Register(r)
-                   .Add({}, prometheus::Histogram::BucketBoundaries{
-                                0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-                                30, 60, 300})),
+                   .Add({},
+                        prometheus::Histogram::BucketBoundaries{
+                            0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+                            300})),
       queue_(BuildGauge()
                  .Name("kiln_direct_verifier_queue")
                  .Help("Jobs waiting for the direct uploads' verifier "

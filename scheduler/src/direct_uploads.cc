@@ -35,8 +35,7 @@ std::string attemptPrefix(int64_t step, int64_t attempt) {
 
 DirectUploads::DirectUploads(const ServiceConfig& config, RunningSteps& steps,
                              Uploads& uploads, WorkerLink& link,
-                             const Clock& clock,
-                             prometheus::Registry& registry)
+                             const Clock& clock, prometheus::Registry& registry)
     : config_(config),
       steps_(steps),
       uploads_(uploads),
@@ -139,14 +138,17 @@ void DirectUploads::onOutputStaged(const WorkerConn& from,
     // else checked as a StageRequest and verified as any staged object.
     if (run->uploaded.count(m.outputName))
       return link_.sendOrWarn(
-          from.peer, proto::Ack{proto::MessageType::kOutputStaged, m.stepId,
-                                true, ""});
+          from.peer,
+          proto::Ack{proto::MessageType::kOutputStaged, m.stepId, true, ""});
     if (run->registering.count(m.outputName)) return;
     try {
       uploads_.expectedOutput(from, m.stepId, m.outputName, m.info);
     } catch (const Error& e) {
       return refuse(e.what());
     }
+    logInfo("direct uploads: output " + m.outputName + " of adopted step " +
+            std::to_string(id) + " re-announced at " + d->second +
+            ": verifying it");
     gr = Granted{d->first, d->second, m.compression, ""};
     derived = true;
   } else {
@@ -437,10 +439,10 @@ void DirectUploads::sweepKeeping(const Cleanup& c) {
   if (n > 0 && c.prefix == "staging/")
     logInfo("direct uploads: removed " + std::to_string(n) +
             " staging objects left by an earlier run" +
-            (c.keep.empty() ? std::string()
-                            : " (kept those of " +
-                                  std::to_string(c.keep.size()) +
-                                  " attempts their workers may re-announce)"));
+            (c.keep.empty()
+                 ? std::string()
+                 : " (kept those of " + std::to_string(c.keep.size()) +
+                       " attempts their workers may re-announce)"));
 }
 
 }  // namespace kiln::scheduler

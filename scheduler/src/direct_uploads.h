@@ -13,19 +13,21 @@
 // final key, signed narinfo last: store::publishStaged), and removing the
 // staging objects of ended attempts (and, at start, everything left under
 // `staging/` but the attempts a restarted scheduler may adopt, whose
-// workers re-announce what they staged). A verified output goes to the central store through the
-// registrar (Uploads::registerVerified), as an upload over ZeroMQ does.
+// workers re-announce what they staged). A verified output goes to the central
+// store through the registrar (Uploads::registerVerified), as an upload over
+// ZeroMQ does.
 
 #include <deque>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <variant>
 #include <vector>
 
+#include "direct_upload_metrics.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/common/sync.h"
@@ -33,7 +35,6 @@
 #include "kiln/scheduler/service.h"
 #include "kiln/store/binary_cache.h"
 #include "kiln/store/staged_upload.h"
-#include "direct_upload_metrics.h"
 #include "running_steps.h"
 #include "temp_files.h"
 #include "uploads.h"
@@ -64,8 +65,7 @@ class DirectUploads {
   /// workers may come back by `until` and re-announce what they staged
   /// (an OutputStaged with the key derived from the attempt). What of
   /// them is not adopted by then goes at the first tick() past `until`.
-  void start(std::set<std::pair<int64_t, int64_t>> adoptable,
-             WallTime until);
+  void start(std::set<std::pair<int64_t, int64_t>> adoptable, WallTime until);
   /// Removes the staging kept by start() of attempts not running now,
   /// once `now` is past its `until` (an adopted one goes when it ends).
   void tick(WallTime now);

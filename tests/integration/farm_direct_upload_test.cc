@@ -144,7 +144,10 @@ class FarmDirectUpload : public ::testing::Test {
     EXPECT_EQ(builds[0].status, 0) << builds[0].error;
     EXPECT_EQ(farm_->steps().at(0).attempts, 1) << logs();
     expectPublished(eval);
-    EXPECT_THAT(farm_->scheduler().log(), HasSubstr("adopted"));
+    EXPECT_THAT(farm_->scheduler().log(),
+                HasSubstr("re-announced at staging/"));
+    EXPECT_EQ(farm_->metric("kiln_direct_staged_objects_total"), 1.0);
+    EXPECT_EQ(farm_->metric("kiln_direct_verify_failures_total"), 0.0);
     EXPECT_THAT(farm_->worker(0).log(),
                 ::testing::Not(HasSubstr("uploading over the connection")));
     ASSERT_TRUE(test::pollUntil([&] { return staging().empty(); }, 30s))
@@ -164,6 +167,10 @@ TEST_F(FarmDirectUpload, OutputsGoStraightToTheBucketAndNixSubstitutesThem) {
   int64_t eval = buildAll(kCollection, 2);
   expectPublished(eval);
   EXPECT_TRUE(staging().empty());
+  EXPECT_EQ(farm_->metric("kiln_direct_staged_objects_total"), 2.0);
+  EXPECT_GT(farm_->metric("kiln_direct_staged_bytes_total").value_or(0), 0);
+  EXPECT_EQ(farm_->metric("kiln_direct_verify_seconds_count"), 2.0);
+  EXPECT_EQ(farm_->metric("kiln_direct_verifier_queue"), 0.0);
   // No output travelled over the worker's connection.
   EXPECT_EQ(farm_->metric("kiln_transfer_bytes_received_total"), 0.0);
   EXPECT_THAT(farm_->worker(0).log(),
@@ -194,6 +201,7 @@ TEST_F(FarmDirectUpload, ACorruptedStagedObjectIsRefusedAndTheStepRetried) {
   auto steps = farm_->steps();
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].attempts, 2) << "one refused staging, one retry";
+  EXPECT_EQ(farm_->metric("kiln_direct_verify_failures_total"), 1.0);
   expectPublished(eval);
   EXPECT_TRUE(staging().empty());
   auto verify = farm_->kiln({"store", "verify"});

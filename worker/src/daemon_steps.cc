@@ -392,8 +392,8 @@ void Daemon::Impl::resume(Step& s) {
       // (same attempt: same key), what was staged is announced again;
       // one staging now reports to this scheduler.
       for (auto& [name, o] : s.awaitingGrant)
-        send(proto::StageRequest{s.msg.stepId, name, o.info,
-                                 cfg.directUploads});
+        send(
+            proto::StageRequest{s.msg.stepId, name, o.info, cfg.directUploads});
       for (auto& [name, m] : s.staged) send(proto::Message(m));
       return;
     case Step::Phase::kReporting:
