@@ -343,6 +343,10 @@ void readScheduler(Table t, SchedulerSettings& s) {
                  "absolute directory (credentials come from the "
                  "environment or a credentials file, never from here)";
   });
+  t.boolean("direct_uploads", s.directUploads);
+  if (s.directUploads && !s.cache.starts_with("s3://"))
+    t.here("direct_uploads",
+           "needs the cache on an object store (cache = \"s3://...\")");
   if (t.str("notify_ca_file", s.notifyCaFile, validPath))
     s.notifyCaFile = t.problems().resolve(s.notifyCaFile);
   t.integer("max_message_size", s.maxMessageSize, int64_t{1} << 20,

@@ -79,6 +79,10 @@ struct SchedulerSettings {
   /// The farm's binary cache (`--cache`): s3://BUCKET?endpoint=…, or a
   /// directory; "" = `<state>/binary-cache/<compression>`.
   std::string cache;
+  /// Workers upload their outputs straight to the s3:// cache (`kiln
+  /// scheduler --direct-uploads`; the local workers follow it, compressing
+  /// as cacheCompression says: xz, else zstd).
+  bool directUploads = false;
   std::string notifyCaFile;  ///< CAs of an https webhook; abs. or ""
   // Limits (`kiln scheduler`'s flags of the same names).
   int64_t maxMessageSize = int64_t{32} << 20;  ///< bytes per message

@@ -230,6 +230,7 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
   if (!c.databasePasswordFile.empty())
     a.insert(a.end(), {"--database-password-file", c.databasePasswordFile});
   if (!s.cache.empty()) a.insert(a.end(), {"--cache", s.cache});
+  if (s.directUploads) a.push_back("--direct-uploads");
   if (s.webPrivate) a.push_back("--web-private");
   for (auto& h : s.webHosts) a.insert(a.end(), {"--web-host", h});
   if (!s.webPushSecretFile.empty())
@@ -290,6 +291,9 @@ std::vector<std::string> ServeFarm::workerArgs(unsigned i) const {
     a.push_back(join(*list, ","));
   }
   if (!c.fsyncStore) a.push_back("--no-fsync-store");
+  if (c.scheduler.directUploads)
+    a.push_back(std::string("--direct-uploads=") +
+                (c.scheduler.cacheCompression == "xz" ? "xz" : "zstd"));
   SandboxOptions sb = s_.sandbox;
   sb.name = w.sandbox;
   for (auto field : {&BuildLimitOptions::memoryMax, &BuildLimitOptions::pidsMax,

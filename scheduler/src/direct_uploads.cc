@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "kiln/common/trace.h"
 #include "kiln/store/compression.h"
@@ -34,7 +35,7 @@ std::string attemptPrefix(int64_t step, int64_t attempt) {
 
 DirectUploads::DirectUploads(const ServiceConfig& config, RunningSteps& steps,
                              Uploads& uploads, WorkerLink& link,
-                             const Clock& clock)
+                             const Clock& clock, prometheus::Registry& registry)
     : config_(config),
       steps_(steps),
       uploads_(uploads),
@@ -43,7 +44,8 @@ DirectUploads::DirectUploads(const ServiceConfig& config, RunningSteps& steps,
       storeDir_(config.storeDir),
       tmpDir_(config.stateDir + "/tmp"),
       s3_(std::make_unique<store::S3CacheStorage>(config.cacheUri)),
-      temps_(config.stateDir + "/tmp", "direct") {
+      temps_(config.stateDir + "/tmp", "direct"),
+      metrics_(registry) {
   if (!config.cacheUri.starts_with("s3://"))
     throw FormatError(
         "direct uploads need the farm's cache on an object "
@@ -51,8 +53,6 @@ DirectUploads::DirectUploads(const ServiceConfig& config, RunningSteps& steps,
         config.cacheUri);
   wake_ = AutoCloseFD(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_) throwSysError("creating the direct uploads' eventfd");
-  // Whatever an earlier scheduler granted is no longer anybody's.
-  state_.lock()->queue.push_back(Cleanup{"staging/", {}});
   thread_ = std::thread([this] { run(); });
 }
 
@@ -66,6 +66,27 @@ DirectUploads::~DirectUploads() {
   thread_.join();
 }
 
+void DirectUploads::start(std::set<std::pair<int64_t, int64_t>> adoptable,
+                          WallTime until) {
+  // What an earlier scheduler granted is nobody's any more, but for the
+  // attempts whose workers may come back.
+  Cleanup c{"staging/", {}, {}};
+  for (auto& [step, attempt] : adoptable)
+    c.keep.insert(attemptPrefix(step, attempt));
+  kept_ = std::move(adoptable);
+  keptUntil_ = until;
+  submit(std::move(c));
+}
+
+void DirectUploads::tick(WallTime now) {
+  if (kept_.empty() || now < keptUntil_) return;
+  for (auto& [step, attempt] : std::exchange(kept_, {})) {
+    const RunningStep* run = steps_.find(step);
+    if (run && run->attempt == attempt) continue;  // goes when it ends
+    submit(Cleanup{attemptPrefix(step, attempt), {}, {}});
+  }
+}
+
 std::string DirectUploads::stagingKey(int64_t step, int64_t attempt,
                                       const std::string& output,
                                       const std::string& compression) {
@@ -74,7 +95,11 @@ std::string DirectUploads::stagingKey(int64_t step, int64_t attempt,
 }
 
 void DirectUploads::submit(Job job) {
-  state_.lock()->queue.push_back(std::move(job));
+  {
+    auto s = state_.lock();
+    s->queue.push_back(std::move(job));
+    metrics_.setQueueLength(s->queue.size());
+  }
   state_.notifyAll();
 }
 
@@ -103,36 +128,77 @@ void DirectUploads::onOutputStaged(const WorkerConn& from,
   auto refuse = [&](const std::string& why) {
     this->refuse(from.peer, proto::MessageType::kOutputStaged, m.stepId, why);
   };
-  if (!run || g == granted_.end() || g->second.attempt != run->attempt)
+  Granted gr;
+  bool derived = false;  // re-announced, no grant of this scheduler
+  if (run && g != granted_.end() && g->second.attempt == run->attempt) {
+    gr = g->second;
+    granted_.erase(g);
+  } else if (auto d = run ? derivedStaging(*run, m) : std::nullopt) {
+    // Already verified (ok again), or under way (its verdict comes),
+    // else checked as a StageRequest and verified as any staged object.
+    if (run->uploaded.count(m.outputName))
+      return link_.sendOrWarn(
+          from.peer,
+          proto::Ack{proto::MessageType::kOutputStaged, m.stepId, true, ""});
+    if (run->registering.count(m.outputName)) return;
+    try {
+      uploads_.expectedOutput(from, m.stepId, m.outputName, m.info);
+    } catch (const Error& e) {
+      return refuse(e.what());
+    }
+    logInfo("direct uploads: output " + m.outputName + " of adopted step " +
+            std::to_string(id) + " re-announced at " + d->second +
+            ": verifying it");
+    gr = Granted{d->first, d->second, m.compression, ""};
+    derived = true;
+  } else {
     return refuse("no staging of output '" + m.outputName + "' of step " +
                   std::to_string(id) + " was granted to this worker");
-  const Granted& gr = g->second;
+  }
   auto ex = run->expected.find(m.outputName);
   if (m.key != gr.key || m.compression != gr.compression ||
       ex == run->expected.end() || ex->second != m.info.path ||
-      m.etags.empty() != gr.uploadId.empty())
+      (!derived && m.etags.empty() != gr.uploadId.empty()) ||
+      m.etags.size() > proto::kMaxStageParts)
     return refuse("output '" + m.outputName + "' of step " +
                   std::to_string(id) + " was not staged as granted (" + gr.key +
                   ")");
-  Verify v{from.peer,   id,      run->attempt, m.outputName, {},
-           gr.uploadId, m.etags, m.fileHash,   m.fileSize};
+  steps_.outputRegistering(id, m.outputName);
+  metrics_.countStaged(m.fileSize);
+  traceEvent("scheduler", "output-staged", m.stepId, m.outputName);
+  submit(verifyJob(from, *run, m, gr));
+}
+
+DirectUploads::Verify DirectUploads::verifyJob(const WorkerConn& from,
+                                               const RunningStep& run,
+                                               const proto::OutputStaged& m,
+                                               const Granted& gr) {
+  Verify v{from.peer,   run.id,  run.attempt, m.outputName, {},
+           gr.uploadId, m.etags, m.fileHash,  m.fileSize};
   v.staged.key = gr.key;
   v.staged.compression = gr.compression;
   v.staged.claimed = store::ValidPathInfo(m.info.path);
   v.staged.claimed.narHash = m.info.narHash;
   v.staged.claimed.narSize = m.info.narSize;
-  v.staged.claimed.deriver = storeDir_.parsePath(run->drvPath);
-  if (auto f = run->fixedCa.find(m.outputName); f != run->fixedCa.end())
+  v.staged.claimed.deriver = storeDir_.parsePath(run.drvPath);
+  if (auto f = run.fixedCa.find(m.outputName); f != run.fixedCa.end())
     v.staged.claimed.ca = f->second;
-  v.staged.candidates = steps_.referenceCandidates(id);
-  granted_.erase(g);
-  steps_.outputRegistering(id, m.outputName);
-  traceEvent("scheduler", "output-staged", m.stepId, m.outputName);
-  submit(std::move(v));
+  v.staged.candidates = steps_.referenceCandidates(run.id);
+  return v;
+}
+
+std::optional<std::pair<int64_t, std::string>> DirectUploads::derivedStaging(
+    const RunningStep& run, const proto::OutputStaged& m) const {
+  if (!run.adopted || (m.compression != "zstd" && m.compression != "xz"))
+    return std::nullopt;
+  std::string key =
+      stagingKey(run.id, run.attempt, m.outputName, m.compression);
+  if (m.key != key) return std::nullopt;
+  return std::make_pair(run.attempt, key);
 }
 
 void DirectUploads::attemptEnded(int64_t step, int64_t attempt) {
-  Cleanup c{attemptPrefix(step, attempt), {}};
+  Cleanup c{attemptPrefix(step, attempt), {}, {}};
   for (auto it = granted_.lower_bound({step, ""});
        it != granted_.end() && it->first.first == step;) {
     if (it->second.attempt != attempt) {
@@ -181,7 +247,8 @@ void DirectUploads::granted(Done& d) {
   if (!run || run->attempt != d.attempt) {
     if (!d.grant.uploadId.empty())
       submit(Cleanup{attemptPrefix(d.step, d.attempt),
-                     {{d.grant.key, d.grant.uploadId}}});
+                     {{d.grant.key, d.grant.uploadId}},
+                     {}});
     return;
   }
   granted_[{d.step, d.output}] =
@@ -217,6 +284,7 @@ void DirectUploads::run() noexcept {
       if (s->stop) return;
       job.emplace(std::move(s->queue.front()));
       s->queue.pop_front();
+      metrics_.setQueueLength(s->queue.size());
     }
     Done d = std::visit([&](auto& j) { return handle(j); }, *job);
     state_.lock()->done.push_back(std::move(d));
@@ -263,6 +331,8 @@ DirectUploads::Done DirectUploads::handle(Grant& g) {
 
 DirectUploads::Done DirectUploads::handle(Verify& v) {
   Done d;
+  KILN_FAIL_POINT("scheduler.direct.before-verify");
+  auto start = clock_.now();
   try {
     d = verify(v);
   } catch (const store::StagedNarMismatchError& e) {
@@ -273,6 +343,9 @@ DirectUploads::Done DirectUploads::handle(Verify& v) {
   } catch (const std::exception& e) {
     d.error = e.what();
   }
+  metrics_.observeVerification(
+      std::chrono::duration<double>(clock_.now() - start).count(),
+      d.error.empty());
   d.kind = Done::Kind::kVerify;
   d.peer = v.peer;
   d.step = v.step;
@@ -292,9 +365,19 @@ DirectUploads::Done DirectUploads::handle(Verify& v) {
   return d;
 }
 
-DirectUploads::Done DirectUploads::verify(Verify& v) {
+void DirectUploads::completeUpload(const Verify& v) {
+  if (v.etags.empty()) return;
   if (!v.uploadId.empty())
-    s3_->completeMultipart(v.staged.key, v.uploadId, v.etags);
+    return s3_->completeMultipart(v.staged.key, v.uploadId, v.etags);
+  // Re-announced: the upload the earlier scheduler started, unless it
+  // completed it already (then the object is there, and is verified).
+  for (auto& [key, id] : s3_->listMultipartUploads(v.staged.key))
+    if (key == v.staged.key)
+      return s3_->completeMultipart(v.staged.key, id, v.etags);
+}
+
+DirectUploads::Done DirectUploads::verify(Verify& v) {
+  completeUpload(v);
   Done d;
   d.nar = openUnlinkedTemp(temps_.next());
   FdSink copy(d.nar.get());
@@ -327,18 +410,39 @@ DirectUploads::Done DirectUploads::handle(Cleanup& c) {
   d.kind = Done::Kind::kCleanup;
   try {
     for (auto& [key, id] : c.uploads) s3_->abortMultipart(key, id);
-    if (c.prefix == "staging/")
-      for (auto& [key, id] : s3_->listMultipartUploads(c.prefix))
-        s3_->abortMultipart(key, id);
-    size_t n = s3_->removePrefix(c.prefix);
-    if (n > 0 && c.prefix == "staging/")
-      logInfo("direct uploads: removed " + std::to_string(n) +
-              " staging objects left by an earlier run");
+    sweepKeeping(c);
   } catch (const std::exception& e) {
     d.error =
         "removing " + c.prefix + " of " + config_.cacheUri + ": " + e.what();
   }
   return d;
+}
+
+void DirectUploads::sweepKeeping(const Cleanup& c) {
+  auto kept = [&](const std::string& key) {
+    auto it = c.keep.upper_bound(key);
+    return it != c.keep.begin() && key.starts_with(*std::prev(it));
+  };
+  if (c.prefix == "staging/")
+    for (auto& [key, id] : s3_->listMultipartUploads(c.prefix))
+      if (!kept(key)) s3_->abortMultipart(key, id);
+  size_t n = 0;
+  if (c.keep.empty()) {
+    n = s3_->removePrefix(c.prefix);
+  } else {
+    for (auto& key : s3_->list(c.prefix))
+      if (!kept(key)) {
+        s3_->remove(key);
+        ++n;
+      }
+  }
+  if (n > 0 && c.prefix == "staging/")
+    logInfo("direct uploads: removed " + std::to_string(n) +
+            " staging objects left by an earlier run" +
+            (c.keep.empty()
+                 ? std::string()
+                 : " (kept those of " + std::to_string(c.keep.size()) +
+                       " attempts their workers may re-announce)"));
 }
 
 }  // namespace kiln::scheduler

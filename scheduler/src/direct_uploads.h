@@ -12,17 +12,22 @@
 // NAR goes to a temporary file, publishing it (server-side copy to its
 // final key, signed narinfo last: store::publishStaged), and removing the
 // staging objects of ended attempts (and, at start, everything left under
-// `staging/`). A verified output goes to the central store through the
-// registrar (Uploads::registerVerified), as an upload over ZeroMQ does.
+// `staging/` but the attempts a restarted scheduler may adopt, whose
+// workers re-announce what they staged). A verified output goes to the central
+// store through the registrar (Uploads::registerVerified), as an upload over
+// ZeroMQ does.
 
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <variant>
 #include <vector>
 
+#include "direct_upload_metrics.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/common/sync.h"
@@ -39,19 +44,31 @@ namespace kiln::scheduler {
 
 /// The farm's side of direct uploads. Borrows the steps, the uploads and
 /// the link (all must outlive it); owns the verifier thread and its
-/// handle on the bucket.
+/// handle on the bucket; registers the `kiln_direct_*` metrics in the
+/// registry given (which must outlive it).
 class DirectUploads {
  public:
-  /// Starts the verifier thread, whose first job sweeps `staging/`.
+  /// Starts the verifier thread (start() queues its first job).
   /// Throws FormatError/Error unless `config.cacheUri` is an s3:// URI
   /// with credentials.
   DirectUploads(const ServiceConfig& config, RunningSteps& steps,
-                Uploads& uploads, WorkerLink& link, const Clock& clock);
+                Uploads& uploads, WorkerLink& link, const Clock& clock,
+                prometheus::Registry& registry);
   /// Finishes the job under way, drops the rest, joins the thread.
   ~DirectUploads();
   DirectUploads(const DirectUploads&) = delete;
   DirectUploads& operator=(const DirectUploads&) = delete;
 
+  /// The scheduler starts: everything under `staging/` goes (objects and
+  /// unfinished multipart uploads) but the staging of `adoptable`
+  /// attempts (step, attempt): steps dispatched before a restart, whose
+  /// workers may come back by `until` and re-announce what they staged
+  /// (an OutputStaged with the key derived from the attempt). What of
+  /// them is not adopted by then goes at the first tick() past `until`.
+  void start(std::set<std::pair<int64_t, int64_t>> adoptable, WallTime until);
+  /// Removes the staging kept by start() of attempts not running now,
+  /// once `now` is past its `until` (an adopted one goes when it ends).
+  void tick(WallTime now);
   /// A worker asks to stage an output: granted (on the verifier thread)
   /// if it is an expected output of a step running on `from` within the
   /// output limit; refused with an Ack otherwise.
@@ -93,6 +110,7 @@ class DirectUploads {
   struct Cleanup {
     std::string prefix;  ///< "staging/" at start
     std::vector<std::pair<std::string, std::string>> uploads;
+    std::set<std::string> keep;  ///< prefixes under `prefix` that stay
   };
   using Job = std::variant<Grant, Verify, Cleanup>;
   struct Done {
@@ -125,6 +143,19 @@ class DirectUploads {
   Done verify(Verify& v);
   void refuse(const std::string& peer, protocol::MessageType subject,
               uint64_t step, const std::string& why);
+  /// The staging `m` names when no grant of this scheduler is known: an
+  /// adopted step's, re-announced after a restart or a fail-over, at the
+  /// key derived from its attempt; nullopt if it is not that.
+  std::optional<std::pair<int64_t, std::string>> derivedStaging(
+      const RunningStep& run, const protocol::OutputStaged& m) const;
+  /// The verification of `m`, staged for `run` as `gr` says.
+  Verify verifyJob(const WorkerConn& from, const RunningStep& run,
+                   const protocol::OutputStaged& m, const Granted& gr);
+  /// Removes what `c` names, keeping `c.keep`.
+  void sweepKeeping(const Cleanup& c);
+  /// Completes the multipart upload of `v`; with no upload id (a
+  /// re-announced staging) the one the store lists for its key, if any.
+  void completeUpload(const Verify& v);
 
   const ServiceConfig& config_;
   RunningSteps& steps_;
@@ -135,6 +166,9 @@ class DirectUploads {
   std::string tmpDir_;
   /// (step, output) → its grant; service thread only.
   std::map<std::pair<int64_t, std::string>, Granted> granted_;
+  /// start()'s adoptable attempts and until when; service thread only.
+  std::set<std::pair<int64_t, int64_t>> kept_;
+  WallTime keptUntil_{};
   std::unique_ptr<store::S3CacheStorage> s3_;  ///< verifier thread only
   TempNames temps_;                            ///< verifier thread only
   struct State {
@@ -143,6 +177,7 @@ class DirectUploads {
     bool stop = false;
   };
   Sync<State> state_;
+  DirectUploadMetrics metrics_;
   AutoCloseFD wake_;
   std::thread thread_;
 };

@@ -332,6 +332,11 @@ const RunningStep* RunningSteps::find(int64_t id,
                                                          : &it->second;
 }
 
+const RunningStep* RunningSteps::find(int64_t id) const {
+  auto it = running_.find(id);
+  return it == running_.end() ? nullptr : &it->second;
+}
+
 void RunningSteps::onNeedPaths(WorkerConn& from, const proto::NeedPaths& m) {
   auto refuse = [&](const std::string& why) {
     link_.sendOrWarn(from.peer, proto::Ack{proto::MessageType::kNeedPaths,

@@ -127,6 +127,8 @@ class RunningSteps {
 
   /// The step `id` if it runs on `peer`, else nullptr.
   const RunningStep* find(int64_t id, const std::string& peer) const;
+  /// The step `id` on whichever worker runs it, else nullptr.
+  const RunningStep* find(int64_t id) const;
   /// Output `output` of step `id` was verified and goes to the registrar.
   void outputRegistering(int64_t id, const std::string& output);
   /// The registrar added output `output` of step `id` (or failed: `ok`

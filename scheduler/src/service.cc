@@ -127,7 +127,8 @@ SchedulerService::Impl::Impl(ServiceConfig c)
     steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   loopWake.add(uploads.wakeFd());
   if (cfg.directUploads) {
-    direct = std::make_unique<DirectUploads>(cfg, steps, uploads, link, clock);
+    direct = std::make_unique<DirectUploads>(cfg, steps, uploads, link, clock,
+                                             *registry);
     loopWake.add(direct->wakeFd());
     steps.onAttemptEnded([this](int64_t step, int64_t attempt) {
       direct->attemptEnded(step, attempt);
@@ -246,12 +247,17 @@ void SchedulerService::Impl::holdDispatchedSteps() {
       cfg.adoptionGrace.count() ? cfg.adoptionGrace : 3 * cfg.heartbeatInterval;
   auto until = clock.wallNow() + grace;
   size_t held = 0;
+  std::set<std::pair<int64_t, int64_t>> adoptable;  // (step, attempt)
   for (auto& row : db.unfinishedSteps()) {
     auto sid = ingestor.index().coreId(row.id);
     if (row.attempts > 0 && !row.worker.empty() && sid &&
-        core.holdStep(*sid, until))
+        core.holdStep(*sid, until)) {
       ++held;
+      adoptable.emplace(row.id, row.attempts);
+    }
   }
+  // Their workers may re-announce what they staged.
+  if (direct) direct->start(std::move(adoptable), until);
   if (held)
     logInfo("holding " + std::to_string(held) +
             " steps that were dispatched before the restart for " +
@@ -348,6 +354,7 @@ void SchedulerService::Impl::periodic() {
   link.dropLost(core.tick());
   link.expireTransfers();
   steps.takeBackOverdue();
+  if (direct) direct->tick(clock.wallNow());
   auto now = clock.now();
   if (lockCheckIsDue(now)) {
     lastLockCheck = now;

@@ -3,7 +3,9 @@
 // gateway through presigned URLs; the scheduler verifies each object
 // before it publishes it. The real `nix` substitutes a closure built that
 // way; a corrupted staged object is refused and its step retried; a worker
-// that dies after staging leaves nothing behind once its step is retried.
+// that dies after staging leaves nothing behind once its step is retried;
+// a scheduler killed between a staging and its publication publishes it
+// once restarted, from the worker's re-announcement, without a rebuild.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -114,6 +116,45 @@ class FarmDirectUpload : public ::testing::Test {
     return store::S3CacheStorage(s3_->uri("farm")).list("staging/");
   }
 
+  // The scheduler dies (fail point) once a worker staged `collection`'s
+  // output, before verifying it; restarted, it publishes that staged
+  // object when the worker comes back: no second attempt, no build again.
+  void restartBetweenStagingAndPublication(const std::string& collection,
+                                           const std::string& compression) {
+    farm_->killScheduler();
+    farm_->armSchedulerFailPoint("scheduler.direct.before-verify");
+    farm_->startScheduler();
+    addDirectWorker({}, compression);
+    ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+    farm_->createJobset("p", "j", farm_->writeCollection("coll", collection));
+    int64_t eval = farm_->evaluate("p", "j");
+    ASSERT_TRUE(
+        test::pollUntil([&] { return !farm_->scheduler().running(); }, 120s))
+        << logs();
+    store::S3CacheStorage s3(s3_->uri("farm"));
+    for (auto& key : s3.list(""))
+      EXPECT_FALSE(key.ends_with(".narinfo")) << key << " was published";
+    EXPECT_FALSE(staging().empty() &&
+                 s3.listMultipartUploads("staging/").empty())
+        << "nothing was staged before the scheduler died";
+    farm_->startScheduler();
+    ASSERT_TRUE(farm_->waitForBuilds(eval, 300s)) << logs();
+    auto builds = farm_->builds(eval);
+    ASSERT_EQ(builds.size(), 1u);
+    EXPECT_EQ(builds[0].status, 0) << builds[0].error;
+    EXPECT_EQ(farm_->steps().at(0).attempts, 1) << logs();
+    expectPublished(eval);
+    EXPECT_THAT(farm_->scheduler().log(),
+                HasSubstr("re-announced at staging/"));
+    EXPECT_EQ(farm_->metric("kiln_direct_staged_objects_total"), 1.0);
+    EXPECT_EQ(farm_->metric("kiln_direct_verify_failures_total"), 0.0);
+    EXPECT_THAT(farm_->worker(0).log(),
+                ::testing::Not(HasSubstr("uploading over the connection")));
+    ASSERT_TRUE(test::pollUntil([&] { return staging().empty(); }, 30s))
+        << "left in staging: " << staging().size();
+    EXPECT_TRUE(s3.listMultipartUploads("staging/").empty());
+  }
+
   std::vector<std::string> extraArgs_;  ///< more scheduler arguments
   TempDir dir_{"kiln-farm-direct"};
   std::unique_ptr<test::ObjectStoreServer> s3_;
@@ -126,6 +167,10 @@ TEST_F(FarmDirectUpload, OutputsGoStraightToTheBucketAndNixSubstitutesThem) {
   int64_t eval = buildAll(kCollection, 2);
   expectPublished(eval);
   EXPECT_TRUE(staging().empty());
+  EXPECT_EQ(farm_->metric("kiln_direct_staged_objects_total"), 2.0);
+  EXPECT_GT(farm_->metric("kiln_direct_staged_bytes_total").value_or(0), 0);
+  EXPECT_EQ(farm_->metric("kiln_direct_verify_seconds_count"), 2.0);
+  EXPECT_EQ(farm_->metric("kiln_direct_verifier_queue"), 0.0);
   // No output travelled over the worker's connection.
   EXPECT_EQ(farm_->metric("kiln_transfer_bytes_received_total"), 0.0);
   EXPECT_THAT(farm_->worker(0).log(),
@@ -156,6 +201,7 @@ TEST_F(FarmDirectUpload, ACorruptedStagedObjectIsRefusedAndTheStepRetried) {
   auto steps = farm_->steps();
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].attempts, 2) << "one refused staging, one retry";
+  EXPECT_EQ(farm_->metric("kiln_direct_verify_failures_total"), 1.0);
   expectPublished(eval);
   EXPECT_TRUE(staging().empty());
   auto verify = farm_->kiln({"store", "verify"});
@@ -190,6 +236,11 @@ TEST_F(FarmDirectUpload, AWorkerThatDiesAfterStagingLeavesNothingBehind) {
   EXPECT_THAT(farm_->worker(0).log(), HasSubstr("exiting after staging"));
   EXPECT_FALSE(left.empty()) << "the dead worker's object was gone before "
                                 "the scheduler declared it lost";
+}
+
+TEST_F(FarmDirectUpload, ARestartedSchedulerPublishesWhatWasStagedBefore) {
+  restartBetweenStagingAndPublication(
+      R"({ one = mk "one" "echo one > $out" []; })", "zstd");
 }
 
 // A scheduler without direct uploads (no bucket at all) refuses the
@@ -238,6 +289,14 @@ TEST_F(FarmDirectUploadParts, ALargeOutputGoesUpInPresignedParts) {
   EXPECT_TRUE(staging().empty());
   EXPECT_TRUE(s3.listMultipartUploads("staging/").empty());
   EXPECT_EQ(farm_->metric("kiln_transfer_bytes_received_total"), 0.0);
+}
+
+// The multipart upload the first scheduler started is completed by the
+// restarted one (found by its key), from the ETags the worker re-announces.
+TEST_F(FarmDirectUploadParts, ARestartedSchedulerCompletesAStagedMultipart) {
+  restartBetweenStagingAndPublication(
+      R"({ big = mk "big" "head -c 9000000 /dev/urandom | base64 > $out" []; })",
+      "zstd");
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ void Daemon::Impl::onStaged(StagedEvent& e) {
             " (--debug-exit-after-staging)");
     ::_exit(70);
   }
+  s.staged[built.name] = e.staged;
   send(proto::Message(std::move(e.staged)));
   // The result need not wait for the farm's verdict: the scheduler holds
   // it until the output is verified, published and registered, and

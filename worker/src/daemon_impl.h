@@ -54,6 +54,10 @@ struct Step {
   /// the threads staging them.
   std::map<std::string, PreparedOutput> awaitingGrant;
   std::vector<std::thread> uploaders;
+  /// Direct uploads: the outputs staged (the OutputStaged sent, by name),
+  /// re-announced instead of uploaded again when a scheduler adopts the
+  /// step (docs/protocol.md "Direct uploads").
+  std::map<std::string, protocol::OutputStaged> staged;
 };
 
 /// Slot thread → socket thread.

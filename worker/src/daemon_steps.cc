@@ -290,8 +290,15 @@ void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
   s.result.outputs.clear();
   s.uploadError.clear();
   s.awaitingGrant.clear();
-  s.uploadsLeft = outputs.size();
+  s.uploadsLeft = outputs.size() + s.staged.size();
   if (s.uploadsLeft == 0) return report(s);
+  // Staged before a reconnection: announced again, not uploaded again
+  // (the scheduler that adopted the step verifies them as staged now).
+  for (auto& [name, m] : s.staged) {
+    send(proto::Message(m));
+    outputDone(s, {name, m.info}, "");
+  }
+  if (s.phase != Step::Phase::kUploading) return;  // all staged: reported
   for (auto& o : outputs) {
     if (cfg.directUploads.empty()) {
       uploadOverConnection(s, std::move(o));
@@ -381,16 +388,21 @@ void Daemon::Impl::resume(Step& s) {
     case Step::Phase::kBuilding:
       return;
     case Step::Phase::kUploading:
-      // A direct upload's grant went with the old connection: the step
-      // is retried.
-      if (!s.awaitingGrant.empty())
-        return finish(s, StepStatus::kAborted,
-                      "connection lost during a direct upload");
+      // A grant that went with the old connection is asked for again
+      // (same attempt: same key), what was staged is announced again;
+      // one staging now reports to this scheduler.
+      for (auto& [name, o] : s.awaitingGrant)
+        send(
+            proto::StageRequest{s.msg.stepId, name, o.info, cfg.directUploads});
+      for (auto& [name, m] : s.staged) send(proto::Message(m));
       return;
     case Step::Phase::kReporting:
       if (!s.built) return report(s);
       try {
-        return startUploads(s, prepareAgain(s.builtOutputs, store, tmpDir));
+        std::vector<proto::BuiltOutput> left;
+        for (auto& o : s.builtOutputs)
+          if (!s.staged.count(o.name)) left.push_back(o);
+        return startUploads(s, prepareAgain(left, store, tmpDir));
       } catch (const std::exception& e) {
         return finish(s, StepStatus::kAborted,
                       std::string("preparing the outputs again: ") + e.what());

@@ -328,6 +328,20 @@ TEST(FarmConfigTest, TheCacheIsABucketOrADirectoryWithoutCredentials) {
   EXPECT_THAT(p[0], HasSubstr("scheduler.cache: must be s3://BUCKET"));
 }
 
+TEST(FarmConfigTest, DirectUploadsNeedTheCacheOnAnObjectStore) {
+  auto c = parseFarmConfig(
+      "[scheduler]\ncache = \"s3://farm?endpoint=http://s3:8480\"\n"
+      "direct_uploads = true\n",
+      kFile);
+  EXPECT_TRUE(c.scheduler.directUploads);
+  EXPECT_FALSE(parseFarmConfig("", kFile).scheduler.directUploads);
+  auto p = problemsOf(
+      "[scheduler]\ncache = \"/srv/cache\"\ndirect_uploads = true\n");
+  ASSERT_EQ(p.size(), 1u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr("scheduler.direct_uploads: needs the cache on "
+                              "an object store"));
+}
+
 TEST(FarmConfigTest, JobsetsNeedANameAndOneLocation) {
   auto p = problemsOf(
       "[[project]]\nname = \"p\"\n[[project.jobset]]\npath = \".\"\n"
