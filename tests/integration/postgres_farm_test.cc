@@ -242,6 +242,46 @@ TEST_F(PostgresFarm, AWorkerJoiningWhileTheDatabaseIsAwayIsWelcomed) {
   EXPECT_EQ(sched->stop(), 0) << sched->log();
 }
 
+// The server hangs without closing its connections (its processes are
+// stopped: SIGSTOP) while builds wait in the scheduler's memory: the
+// loop's statements fail at their deadline (--database-timeout-ms)
+// instead of blocking it, so a worker joining meanwhile is welcomed; once
+// the server resumes, the scheduler catches up and every build finishes.
+TEST_F(PostgresFarm, AWorkerJoiningWhileTheDatabaseHangsIsWelcomed) {
+  ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
+  auto sched = scheduler("s1", {"--database-timeout-ms", "2000"});
+  ASSERT_TRUE(sched->waitForLog("listening tcp://", 30s)) << sched->log();
+  auto r = kiln({"jobset", "create", "--project", "demo", "main", "--location",
+                 coll_, "--check-interval", "0"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  // The evaluation's builds are recorded (and in the scheduler's memory).
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        auto e = evaluation(1);
+        return e.is_object() && e.value("builds", 0) == 2;
+      },
+      60s))
+      << evaluation(1).dump() << sched->log();
+  std::unique_ptr<test::KilnProcess> w;
+  {
+    test::PostgresPause pause(*pg_);
+    ASSERT_TRUE(sched->waitForLog("state database is unavailable", 30s))
+        << sched->log();
+    w = worker(endpointOf(*sched));
+    EXPECT_TRUE(w->waitForLog("welcomed by scheduler", 30s))
+        << w->log() << sched->log();
+    EXPECT_THAT(sched->log(), HasSubstr("joined with"));
+    EXPECT_TRUE(sched->running());
+  }  // the server resumes
+  ASSERT_TRUE(evaluationFinishes(1, 2))
+      << evaluation(1).dump() << sched->log() << w->log();
+  EXPECT_EQ(evaluation(1).value("succeeded", 0), 2);
+  EXPECT_EQ(w->stop(), 0);
+  EXPECT_EQ(sched->stop(), 0) << sched->log();
+}
+
 // Only the lock's session ends (pg_terminate_backend; the server stays
 // up) while a standby waits: the active notices before its next dispatch
 // and either holds the lock again or stops, before the standby can
