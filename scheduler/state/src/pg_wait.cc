@@ -35,9 +35,12 @@ PgWait awaitResult(PGconn* c, std::chrono::milliseconds timeout) {
     if (p.fd < 0) return PgWait::kFailed;
     int n = ::poll(&p, 1, waitMs);
     if (n < 0 && errno != EINTR) return PgWait::kFailed;
+    // A read failing marks the connection bad: PQgetResult then returns
+    // what the server said before it closed (its FATAL, with SQLSTATE) or
+    // libpq's error, without waiting.
     if (n > 0 && (p.revents & (POLLIN | POLLERR | POLLHUP)) &&
         !PQconsumeInput(c))
-      return PgWait::kFailed;
+      return PQstatus(c) == CONNECTION_OK ? PgWait::kFailed : PgWait::kReady;
   }
 }
 

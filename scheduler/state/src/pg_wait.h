@@ -11,7 +11,7 @@ namespace kiln::scheduler::detail {
 
 /// How waiting for a result ended.
 enum class PgWait {
-  kReady,     ///< PQgetResult will not block
+  kReady,     ///< PQgetResult will not block (the connection may be bad)
   kFailed,    ///< the connection failed (PQerrorMessage says why)
   kTimedOut,  ///< nothing complete arrived within the timeout
 };
