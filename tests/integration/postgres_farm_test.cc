@@ -111,6 +111,16 @@ class PostgresFarm : public ::testing::Test {
         60s);
   }
 
+  // Creates the jobset demo/main on the collection and asks for its
+  // evaluation (a scheduler runs).
+  void evaluateMain() {
+    auto r = kiln({"jobset", "create", "--project", "demo", "main",
+                   "--location", coll_, "--check-interval", "0"});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+  }
+
   nlohmann::json evaluation(int64_t id) {
     auto r = kiln({"evaluation", "show", std::to_string(id), "--json"});
     if (r.exitCode != 0) return nullptr;
@@ -221,11 +231,7 @@ TEST_F(PostgresFarm, AWorkerJoiningWhileTheDatabaseIsAwayIsWelcomed) {
   ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
   auto sched = scheduler("s1");
   ASSERT_TRUE(sched->waitForLog("listening tcp://", 30s)) << sched->log();
-  auto r = kiln({"jobset", "create", "--project", "demo", "main", "--location",
-                 coll_, "--check-interval", "0"});
-  ASSERT_EQ(r.exitCode, 0) << r.err;
-  r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
-  ASSERT_EQ(r.exitCode, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(evaluateMain());
   pg_->stop();
   ASSERT_TRUE(sched->waitForLog("state database is unavailable", 30s))
       << sched->log();
@@ -251,11 +257,7 @@ TEST_F(PostgresFarm, AWorkerJoiningWhileTheDatabaseHangsIsWelcomed) {
   ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
   auto sched = scheduler("s1", {"--database-timeout-ms", "2000"});
   ASSERT_TRUE(sched->waitForLog("listening tcp://", 30s)) << sched->log();
-  auto r = kiln({"jobset", "create", "--project", "demo", "main", "--location",
-                 coll_, "--check-interval", "0"});
-  ASSERT_EQ(r.exitCode, 0) << r.err;
-  r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
-  ASSERT_EQ(r.exitCode, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(evaluateMain());
   // The evaluation's builds are recorded (and in the scheduler's memory).
   ASSERT_TRUE(test::pollUntil(
       [&] {
