@@ -100,7 +100,7 @@ std::shared_ptr<scheduler::SchedulerLock> waitForFarmLock(
   bool announced = false;
   while (!gStop.load()) {
     try {
-      if (auto l = scheduler::SchedulerLock::tryAcquire(cfg.database(),
+      if (auto l = scheduler::SchedulerLock::tryAcquire(cfg.loopDatabase(),
                                                         cfg.stateDir)) {
         if (announced) logInfo("standby: the farm's lock is free; taking over");
         return l;
@@ -133,6 +133,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int metricsPort = -1;
   int64_t heartbeatMs = 10000, ttl = 0, requestPollMs = 2000;
   int64_t pullCloseGraceSec = 600;
+  int64_t databaseTimeoutMs = scheduler::kLoopQueryTimeout.count();
   unsigned retries = 3;
   int64_t backoffMs = 30000;
   int64_t deadlineMarginSec = 600;
@@ -178,6 +179,10 @@ int runScheduler(const std::vector<std::string>& args) {
       "request-poll-ms", po::value(&requestPollMs),
       "with --database: how often the requests table is read besides the "
       "LISTEN/NOTIFY wake-ups (default 2000)")(
+      "database-timeout-ms", po::value(&databaseTimeoutMs),
+      "with --database: how long a statement of the scheduler's loop may "
+      "wait for PostgreSQL before the connection is dropped and the loop "
+      "goes on from memory (default 5000)")(
       "max-retries", po::value(&retries),
       "retries of transient failures (default 3)")(
       "retry-backoff-ms", po::value(&backoffMs),
@@ -276,6 +281,8 @@ int runScheduler(const std::vector<std::string>& args) {
           "--insecure-plaintext for local development");
     if (heartbeatMs < 1 || heartbeatMs > 3600000)
       throw po::error("--heartbeat-ms must be 1..3600000");
+    if (databaseTimeoutMs < 1000 || databaseTimeoutMs > 3600000)
+      throw po::error("--database-timeout-ms must be 1000..3600000");
     if (requestPollMs < 100 || requestPollMs > 3600000)
       throw po::error("--request-poll-ms must be 100..3600000");
     if (backoffMs < 0 || backoffMs > 86400000)
@@ -307,6 +314,7 @@ int runScheduler(const std::vector<std::string>& args) {
       cfg.allowed = protocol::AllowList::readFile(allowFile);
     }
     cfg.heartbeatInterval = std::chrono::milliseconds(heartbeatMs);
+    cfg.databaseTimeout = std::chrono::milliseconds(databaseTimeoutMs);
     cfg.requestSafetyPoll = std::chrono::milliseconds(requestPollMs);
     cfg.core.maxRetries = retries;
     cfg.core.retryBackoffBase = std::chrono::milliseconds(backoffMs);

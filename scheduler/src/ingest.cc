@@ -311,6 +311,8 @@ IngestResult Ingestor::ingest(const std::string& topPath) {
 std::vector<IngestOutcome> Ingestor::ingestAll(
     const std::vector<std::string>& drvPaths) {
   std::vector<IngestOutcome> out(drvPaths.size());
+  // A batch's statements may take longer than the loop's other ones.
+  QueryTimeoutAtLeast longer(db_.db(), kIngestQueryTimeout);
   StateDb::Transaction txn(db_);
   int64_t now = clock_.nowMs();
   Plan plan;

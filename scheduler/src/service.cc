@@ -19,7 +19,7 @@ namespace {
 std::shared_ptr<SchedulerLock> takeLock(const ServiceConfig& c) {
   createDirs(c.stateDir);
   if (c.heldLock) return c.heldLock;
-  auto l = SchedulerLock::tryAcquire(c.database(), c.stateDir);
+  auto l = SchedulerLock::tryAcquire(c.loopDatabase(), c.stateDir);
   if (!l)
     throw Error(c.database().isPostgres()
                     ? "another scheduler is running on database " +
@@ -157,6 +157,8 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   }
   setUpRequests();
   restoreFromDb();
+  // From now on a hung server costs the loop databaseTimeout per wait.
+  db.db().setQueryTimeout(cfg.databaseTimeout);
   logInfo("scheduler listening on " + link.endpoint());
 }
 

@@ -70,7 +70,7 @@ void SchedulerService::Impl::checkLock() {
   }
   lockSessionEnded = true;  // not held, or not known to be: not dispatching
   try {
-    auto again = SchedulerLock::tryAcquire(cfg.database(), cfg.stateDir);
+    auto again = SchedulerLock::tryAcquire(cfg.loopDatabase(), cfg.stateDir);
     databaseUnreachableAt.reset();
     if (again) {
       logWarn("the farm's scheduler lock was lost (" + lock->describe() +

@@ -111,6 +111,16 @@ class PostgresFarm : public ::testing::Test {
         60s);
   }
 
+  // Creates the jobset demo/main on the collection and asks for its
+  // evaluation (a scheduler runs).
+  void evaluateMain() {
+    auto r = kiln({"jobset", "create", "--project", "demo", "main",
+                   "--location", coll_, "--check-interval", "0"});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+  }
+
   nlohmann::json evaluation(int64_t id) {
     auto r = kiln({"evaluation", "show", std::to_string(id), "--json"});
     if (r.exitCode != 0) return nullptr;
@@ -221,11 +231,7 @@ TEST_F(PostgresFarm, AWorkerJoiningWhileTheDatabaseIsAwayIsWelcomed) {
   ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
   auto sched = scheduler("s1");
   ASSERT_TRUE(sched->waitForLog("listening tcp://", 30s)) << sched->log();
-  auto r = kiln({"jobset", "create", "--project", "demo", "main", "--location",
-                 coll_, "--check-interval", "0"});
-  ASSERT_EQ(r.exitCode, 0) << r.err;
-  r = kiln({"jobset", "eval", "--project", "demo", "main", "--json"});
-  ASSERT_EQ(r.exitCode, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(evaluateMain());
   pg_->stop();
   ASSERT_TRUE(sched->waitForLog("state database is unavailable", 30s))
       << sched->log();
@@ -235,6 +241,50 @@ TEST_F(PostgresFarm, AWorkerJoiningWhileTheDatabaseIsAwayIsWelcomed) {
   EXPECT_THAT(sched->log(), HasSubstr("joined with"));
   EXPECT_FALSE(pg_->running());  // all of it while the server was down
   pg_->start();
+  ASSERT_TRUE(evaluationFinishes(1, 2))
+      << evaluation(1).dump() << sched->log() << w->log();
+  EXPECT_EQ(evaluation(1).value("succeeded", 0), 2);
+  EXPECT_EQ(w->stop(), 0);
+  EXPECT_EQ(sched->stop(), 0) << sched->log();
+}
+
+// The server hangs without closing its connections (its processes are
+// stopped: SIGSTOP) while builds wait in the scheduler's memory: the
+// loop's statements fail at their deadline (--database-timeout-ms)
+// instead of blocking it, so a worker joining meanwhile is welcomed; once
+// the server resumes, the scheduler catches up and every build finishes.
+TEST_F(PostgresFarm, AWorkerJoiningWhileTheDatabaseHangsIsWelcomed) {
+  ASSERT_EQ(kiln({"project", "create", "demo"}).exitCode, 0);
+  auto sched = scheduler("s1", {"--database-timeout-ms", "2000"});
+  ASSERT_TRUE(sched->waitForLog("listening tcp://", 30s)) << sched->log();
+  ASSERT_NO_FATAL_FAILURE(evaluateMain());
+  // The evaluation's builds are recorded (and in the scheduler's memory).
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        auto e = evaluation(1);
+        return e.is_object() && e.value("builds", 0) == 2;
+      },
+      60s))
+      << evaluation(1).dump() << sched->log();
+  std::unique_ptr<test::KilnProcess> w;
+  {
+    test::PostgresPause pause(*pg_);
+    ASSERT_TRUE(sched->waitForLog("state database is unavailable", 30s))
+        << sched->log();
+    auto joining = std::chrono::steady_clock::now();
+    w = worker(endpointOf(*sched));
+    EXPECT_TRUE(w->waitForLog("welcomed by scheduler", 30s))
+        << w->log() << sched->log();
+    double welcomedMs = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - joining)
+                            .count();
+    EXPECT_THAT(sched->log(), HasSubstr("joined with"));
+    EXPECT_TRUE(sched->running());
+    std::cout << "a worker joining while the database hung was welcomed "
+                 "within "
+              << welcomedMs << " ms (its start and the polling included)\n";
+    RecordProperty("hung_database_welcome_ms", std::to_string(welcomedMs));
+  }  // the server resumes
   ASSERT_TRUE(evaluationFinishes(1, 2))
       << evaluation(1).dump() << sched->log() << w->log();
   EXPECT_EQ(evaluation(1).value("succeeded", 0), 2);

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "kiln/common/error.h"
@@ -163,6 +164,43 @@ RunResult PostgresServer::runThere(std::vector<std::string> argv) const {
   if (!passFile_.empty()) env.push_back("PGPASSFILE=" + passFile_);
   if (!listen_.empty()) env.push_back("KILN_PG_LISTEN=" + listen_);
   return run(argv, "", env);
+}
+
+PostgresPause::PostgresPause(const PostgresServer& server) {
+  std::string pidFile = server.dataDir() + "/postmaster.pid";
+  int postmaster = 0;
+  std::istringstream(readFile(pidFile)) >> postmaster;
+  if (postmaster <= 0) throw Error("no postmaster pid in " + pidFile);
+  if (::kill(postmaster, SIGSTOP) != 0)
+    throw Error("cannot stop the postmaster " + std::to_string(postmaster));
+  pids_.push_back(postmaster);
+  // Stopped, it forks no new backend: its children now are all of them.
+  for (auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat;
+    try {
+      stat = readFile(e.path().string() + "/stat");
+    } catch (const Error&) {
+      continue;  // exited meanwhile
+    }
+    // pid (comm) state ppid ...: comm may hold spaces, not a ')'.
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != postmaster) continue;
+    int pid = std::stoi(name);
+    if (::kill(pid, SIGSTOP) == 0) pids_.push_back(pid);
+  }
+}
+
+void PostgresPause::resume() noexcept {
+  if (resumed_) return;
+  resumed_ = true;
+  for (auto it = pids_.rbegin(); it != pids_.rend(); ++it) ::kill(*it, SIGCONT);
 }
 
 std::string PostgresServer::logTail() const {

@@ -97,6 +97,28 @@ class PostgresServer {
   bool running_ = false;
 };
 
+/// A hung server for as long as it lives: the postmaster and its children
+/// are stopped (SIGSTOP, the postmaster first so that it forks no more);
+/// connections stay open and nothing answers. resume() or the destructor
+/// sends them SIGCONT, so a failing test never leaves the server stopped.
+class PostgresPause {
+ public:
+  /// Stops `server`'s processes; throws Error if its postmaster.pid cannot
+  /// be read.
+  explicit PostgresPause(const PostgresServer& server);
+  ~PostgresPause() { resume(); }
+  PostgresPause(const PostgresPause&) = delete;
+  PostgresPause& operator=(const PostgresPause&) = delete;
+  /// Resumes the processes (once; later calls do nothing). Never throws.
+  void resume() noexcept;
+  /// How many processes were stopped (the postmaster included).
+  size_t stopped() const { return pids_.size(); }
+
+ private:
+  std::vector<int> pids_;  ///< the postmaster first
+  bool resumed_ = false;
+};
+
 /// In a GoogleTest body: skips the test unless PostgresServer::available().
 #define KILN_SKIP_UNLESS_POSTGRES()                                      \
   if (std::string why_; !::kiln::test::PostgresServer::available(&why_)) \

@@ -1,6 +1,8 @@
 // The farm's scheduler lock (scheduler_lock.h).
 #include "kiln/scheduler/scheduler_lock.h"
 
+#include <random>
+
 #include "kiln/common/file.h"
 #include "kiln/common/file_lock.h"
 
@@ -40,6 +42,27 @@ int64_t farmLockHolder(SqlConnection& c) {
       "'advisory' AND objid = ? AND granted AND mode = 'ExclusiveLock'");
   s.bind(kSchedulerLockKey);
   return s.step() ? s.getInt(0) : 0;
+}
+
+// This process's lock sessions' application_name: a session of it that
+// was dropped (a query deadline passed) may hold the lock until its
+// backend notices, which is not another scheduler holding it.
+const std::string& lockSessionName() {
+  static const std::string name = [] {
+    std::random_device r;
+    return "kiln-lock-" + std::to_string(r()) + "-" + std::to_string(r());
+  }();
+  return name;
+}
+
+// Whether the session holding the farm's lock is one of this process's.
+bool heldByThisProcess(SqlConnection& c) {
+  auto s = c.prepare(
+      "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
+      "l.pid WHERE l.locktype = 'advisory' AND l.objid = ? AND l.granted "
+      "AND a.application_name = ?");
+  s.bind(kSchedulerLockKey).bind(lockSessionName());
+  return s.step() && s.getInt(0) > 0;
 }
 
 class AdvisorySchedulerLock : public SchedulerLock {
@@ -123,10 +146,19 @@ std::unique_ptr<SchedulerLock> SchedulerLock::tryAcquire(
   // 12 s: a standby takes over a scheduler whose host died, which pauses
   // dispatching after 5 s without the lock (service.cc).
   c->exec(kKeepalives);
+  c->exec("SET application_name = '" + lockSessionName() + "'");
   auto s = c->prepare("SELECT pg_try_advisory_lock(?)");
   s.bind(kSchedulerLockKey);
-  if (!s.step() || s.getInt(0) == 0) return nullptr;
-  return std::make_unique<AdvisorySchedulerLock>(std::move(c));
+  if (s.step() && s.getInt(0) != 0)
+    return std::make_unique<AdvisorySchedulerLock>(std::move(c));
+  s.reset();
+  if (heldByThisProcess(*c))
+    throw SqlError(
+        "the farm's lock is still held by a dropped session of "
+        "this process (" +
+            database.url + "); trying again",
+        true);
+  return nullptr;
 }
 
 }  // namespace kiln::scheduler

@@ -13,8 +13,14 @@
 // every kMaxQueued statements. A transaction of writes then costs one
 // round trip instead of one per statement, and a failing write is
 // reported by the commit of its innermost transaction at the latest.
+//
+// The connection is non-blocking: every wait for the server is a poll()
+// bounded by the query timeout (pg_wait.h), past which the statement is
+// cancelled and the connection dropped as if it were lost.
 #include <poll.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -25,12 +31,15 @@
 #include "kiln/common/file.h"
 #include "kiln/scheduler/sql.h"
 #include "pg_connect.h"
+#include "pg_wait.h"
 #include "postgres_text.h"
 #include "sql_postgres_stmt.h"
 
 namespace kiln::scheduler {
 namespace {
 
+using detail::awaitResult;
+using detail::cancelInBackground;
 using detail::numberPlaceholders;
 using detail::PgParam;
 using detail::PgResult;
@@ -49,8 +58,11 @@ class PostgresConnection : public SqlConnection, public PgRunner {
   };
 
  public:
-  PostgresConnection(std::string url, std::string password)
-      : url_(std::move(url)), password_(std::move(password)) {
+  PostgresConnection(std::string url, std::string password,
+                     std::chrono::milliseconds timeout)
+      : url_(std::move(url)),
+        password_(std::move(password)),
+        timeout_(timeout) {
     connect();
   }
   ~PostgresConnection() override {
@@ -91,8 +103,10 @@ class PostgresConnection : public SqlConnection, public PgRunner {
       }
     }
     ensureUsable(text);
-    Result r(PQexec(conn_, text.c_str()));
-    checkResult(r.get(), "executing '" + text + "'");
+    std::string what = "executing '" + text + "'";
+    if (!PQsendQuery(conn_, text.c_str())) failSend(what);
+    Result r = lastResult(what);
+    checkResult(r.get(), what);
     const char* n = PQcmdTuples(r.get());
     changes_ = n && *n ? std::strtoll(n, nullptr, 10) : 0;
   }
@@ -110,6 +124,11 @@ class PostgresConnection : public SqlConnection, public PgRunner {
     while (PGnotify* n = PQnotifies(conn_)) PQfreemem(n);
     return PQstatus(conn_) != CONNECTION_OK;
   }
+
+  void setQueryTimeout(std::chrono::milliseconds timeout) override {
+    timeout_ = timeout;
+  }
+  std::chrono::milliseconds queryTimeout() const override { return timeout_; }
 
   void notify(std::string_view channel) override {
     prepare("SELECT pg_notify(?, '')").bind(channel).exec();
@@ -144,14 +163,10 @@ class PostgresConnection : public SqlConnection, public PgRunner {
     }
     ensureUsable(sql);
     const Statement& st = preparedOnServer(sql);
-    Params p(values);
-    Result r(st.eachRun ? PQexecParams(conn_, st.numbered.c_str(), p.count(),
-                                       nullptr, p.values.data(),
-                                       p.lengths.data(), p.formats.data(), 0)
-                        : PQexecPrepared(conn_, st.name.c_str(), p.count(),
-                                         p.values.data(), p.lengths.data(),
-                                         p.formats.data(), 0));
-    checkResult(r.get(), "running '" + sql + "'");
+    std::string what = "running '" + sql + "'";
+    sendStatement(st, values, what);
+    Result r = lastResult(what);
+    checkResult(r.get(), what);
     noteChanges(r.get());
     return r;
   }
@@ -229,9 +244,12 @@ class PostgresConnection : public SqlConnection, public PgRunner {
         failSend("preparing '" + sql + "'");
       queued_.push_back({"preparing '" + sql + "'", st.name});
     } else {
-      Result r(
-          PQprepare(conn_, st.name.c_str(), st.numbered.c_str(), 0, nullptr));
-      checkResult(r.get(), "preparing '" + sql + "'");
+      std::string what = "preparing '" + sql + "'";
+      if (!PQsendPrepare(conn_, st.name.c_str(), st.numbered.c_str(), 0,
+                         nullptr))
+        failSend(what);
+      Result r = lastResult(what);
+      checkResult(r.get(), what);
     }
     onServer_.insert(st.name);
     return st;
@@ -257,6 +275,13 @@ class PostgresConnection : public SqlConnection, public PgRunner {
     ensureUsable(sql);
     enterPipeline();
     const Statement& st = preparedOnServer(sql);
+    sendStatement(st, values, "sending '" + sql + "'");
+    queued_.push_back({"running '" + sql + "'", ""});
+  }
+
+  // Sends `st` with `values` (prepared, or planned at this run).
+  void sendStatement(const Statement& st, const std::vector<Param>& values,
+                     const std::string& what) {
     Params p(values);
     if (!(st.eachRun ? PQsendQueryParams(conn_, st.numbered.c_str(), p.count(),
                                          nullptr, p.values.data(),
@@ -264,18 +289,46 @@ class PostgresConnection : public SqlConnection, public PgRunner {
                      : PQsendQueryPrepared(conn_, st.name.c_str(), p.count(),
                                            p.values.data(), p.lengths.data(),
                                            p.formats.data(), 0)))
-      failSend("sending '" + sql + "'");
-    queued_.push_back({"running '" + sql + "'", ""});
+      failSend(what);
+  }
+
+  // The next result (NULL: the current statement's results are over),
+  // within the query timeout; a failure or expiry drops the connection.
+  Result nextResult(const std::string& what) {
+    detail::PgWait wait = awaitResult(conn_, timeout_);
+    if (wait == detail::PgWait::kReady) return Result(PQgetResult(conn_));
+    std::string failed = what;  // `what` may be a queued statement's
+    if (wait == detail::PgWait::kFailed) failSend(failed);
+    cancelInBackground(conn_);
+    dropConnection();
+    throw SqlError("PostgreSQL " + url_ + ": " + failed +
+                       ": no answer within " +
+                       std::to_string(timeout_.count()) +
+                       " ms (the query timeout); the connection was dropped",
+                   true);
+  }
+
+  // A statement's results outside the pipeline, as PQexec returns them:
+  // its first failure, else its last result.
+  Result lastResult(const std::string& what) {
+    Result last;
+    while (Result r = nextResult(what)) {
+      ExecStatusType st = PQresultStatus(r.get());
+      if (last && PQresultStatus(last.get()) == PGRES_FATAL_ERROR) continue;
+      last = std::move(r);
+      if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
+        break;  // never sent by kiln; PQexec stops there too
+    }
+    return last;
   }
 
   // Reads the queued results in order (returning the last one's when
   // `keepLast`); the first failure ends the pipeline and throws.
   Result readQueued(bool keepLast = false) {
-    if (!PQsendFlushRequest(conn_) || PQflush(conn_) != 0)
-      failSend("flushing the pipeline");
+    if (!PQsendFlushRequest(conn_)) failSend("flushing the pipeline");
     Result last;
     while (!queued_.empty()) {
-      Result r(PQgetResult(conn_));
+      Result r = nextResult(queued_.front().what);
       ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
       if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         std::string what = queued_.front().what;
@@ -284,7 +337,7 @@ class PostgresConnection : public SqlConnection, public PgRunner {
         throw SqlError("PostgreSQL " + url_ + ": " + what + ": no result",
                        true);
       }
-      while (Result more{PQgetResult(conn_)}) {
+      while (Result more = nextResult(queued_.front().what)) {
       }  // the NULL that ends the statement's results
       noteChanges(r.get());
       queued_.pop_front();
@@ -315,7 +368,7 @@ class PostgresConnection : public SqlConnection, public PgRunner {
 
   void waitForSync() {
     while (PQstatus(conn_) == CONNECTION_OK) {
-      Result r(PQgetResult(conn_));
+      Result r = nextResult("syncing the pipeline");
       if (r && PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) break;
     }
     PQexitPipelineMode(conn_);
@@ -333,18 +386,33 @@ class PostgresConnection : public SqlConnection, public PgRunner {
   [[noreturn]] void failSend(const std::string& what) {
     std::string msg = PQerrorMessage(conn_);
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-    // What the server did of the queued statements is unknown: the
-    // connection is dropped (re-opened between transactions).
+    dropConnection();
+    throw SqlError("PostgreSQL " + url_ + ": " + what + ": " + msg, true);
+  }
+
+  // What the server did of the queued statements is unknown: the
+  // connection is dropped (re-opened between transactions).
+  void dropConnection() {
     PQfinish(conn_);
     conn_ = nullptr;
     if (inTransaction()) lostInTransaction_ = true;
     forgetQueued();
     pipeline_ = false;
-    throw SqlError("PostgreSQL " + url_ + ": " + what + ": " + msg, true);
   }
 
   void connect() {
-    conn_ = connectPostgres(url_, password_).release();
+    // Connecting waits as long as a statement may, within libpq's 2 s
+    // minimum and connectPostgres's 10 s.
+    auto s = std::chrono::ceil<std::chrono::seconds>(timeout_).count();
+    std::string wait = std::to_string(
+        timeout_.count() == 0 ? 10 : std::clamp<int64_t>(s, 2, 10));
+    PgConn c =
+        connectPostgres(url_, password_, {{"connect_timeout", wait.c_str()}});
+    if (PQsetnonblocking(c.get(), 1) != 0)
+      throw SqlError(
+          "PostgreSQL " + url_ + ": cannot make the connection non-blocking",
+          true);
+    conn_ = c.release();
     onServer_.clear();
     queued_.clear();
     pipeline_ = false;
@@ -400,6 +468,7 @@ class PostgresConnection : public SqlConnection, public PgRunner {
   }
 
   std::string url_, password_;
+  std::chrono::milliseconds timeout_;  ///< per wait for the server; 0: none
   PGconn* conn_ = nullptr;
   std::function<void(SqlConnection&)> setup_;
   /// By SQL text: its server-side name, `$n` text and parameter count.
@@ -420,11 +489,12 @@ class PostgresConnection : public SqlConnection, public PgRunner {
 }  // namespace
 
 std::unique_ptr<SqlConnection> openPostgresConnection(
-    const std::string& url, const std::string& passwordFile) {
+    const std::string& url, const std::string& passwordFile,
+    std::chrono::milliseconds queryTimeout) {
   if (url.empty()) throw SqlError("no PostgreSQL URL", false);
   checkDatabaseUrl(url);
   return std::make_unique<PostgresConnection>(
-      url, readPostgresPassword(passwordFile));
+      url, readPostgresPassword(passwordFile), queryTimeout);
 }
 
 }  // namespace kiln::scheduler

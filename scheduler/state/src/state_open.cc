@@ -78,7 +78,8 @@ DatabaseSpec DatabaseSpec::inStateDir(const std::string& stateDir,
 }
 
 std::unique_ptr<SqlConnection> DatabaseSpec::connect(SqlAccess access) const {
-  if (isPostgres()) return openPostgresConnection(url, passwordFile);
+  if (isPostgres())
+    return openPostgresConnection(url, passwordFile, queryTimeout);
   return openSqliteConnection(sqlitePath, access);
 }
 

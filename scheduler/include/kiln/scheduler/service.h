@@ -50,10 +50,22 @@ struct ServiceConfig {
   /// it); null: the service takes it, and refuses to start if another
   /// process holds it.
   std::shared_ptr<SchedulerLock> heldLock;
+  /// PostgreSQL: how long a statement of the scheduler's loop (its state
+  /// connection once started, the farm lock's) may wait for the server
+  /// before it fails as if the connection were lost and the loop goes on
+  /// from memory (`--database-timeout-ms`). Startup and ingestion batches
+  /// wait longer (kBulkQueryTimeout, kIngestQueryTimeout).
+  std::chrono::milliseconds databaseTimeout = kLoopQueryTimeout;
   /// The database these name.
   DatabaseSpec database() const {
     return DatabaseSpec::inStateDir(stateDir, databaseUrl,
                                     databasePasswordFile);
+  }
+  /// database(), its statements bounded by databaseTimeout (the lock's).
+  DatabaseSpec loopDatabase() const {
+    DatabaseSpec s = database();
+    s.queryTimeout = databaseTimeout;
+    return s;
   }
   std::string storeDir = "/nix/store";
   std::string listen = "tcp://127.0.0.1:7470";
@@ -64,7 +76,7 @@ struct ServiceConfig {
   uint32_t chunkSize = 256 << 10;
   SchedulerConfig core;  ///< heartbeatTimeout is set by the service
   uint64_t logLimitBytes = 64ull << 20;
-  uint64_t outputLimitBytes = 0;     ///< 0 = unlimited
+  uint64_t outputLimitBytes = 0;  ///< 0 = unlimited
   // Limits on what workers may make the scheduler hold (docs/operations.md,
   // "Limits"); 0 = unlimited where noted.
   /// Largest message (each ZeroMQ frame) a worker may send; a larger one
@@ -131,7 +143,7 @@ struct ServiceConfig {
   /// Free space of the state directory. Not owned; must outlive the
   /// service. Null: RealDiskSpace::instance().
   const DiskSpace* diskSpace = nullptr;
-  int64_t cachedFailureTtlSec = 0;   ///< 0 = until cleared
+  int64_t cachedFailureTtlSec = 0;  ///< 0 = until cleared
   /// The `kiln` executable the "builtin" evaluator plugin runs ("" =
   /// `kiln` on PATH); its configuration key `kiln` unless set there.
   std::string kilnBinary;

@@ -20,8 +20,10 @@ class SchedulerLock {
   virtual ~SchedulerLock() = default;
   /// Takes the lock of the farm whose state is `database` (and, on SQLite,
   /// in `stateDir`) if no other process holds it; nullptr if one does.
-  /// Throws SqlError if PostgreSQL cannot be reached, SysError if the lock
-  /// file cannot be made.
+  /// Throws SqlError if PostgreSQL cannot be reached, or (transient) while
+  /// a session of this process that was dropped (its query deadline
+  /// passed) still holds the lock; SysError if the lock file cannot be
+  /// made.
   static std::unique_ptr<SchedulerLock> tryAcquire(const DatabaseSpec& database,
                                                    const std::string& stateDir);
   /// Whether the lock is still held: false once PostgreSQL has dropped the

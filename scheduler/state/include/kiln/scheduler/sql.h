@@ -8,6 +8,7 @@
 /// (a busy SQLite file, a lost PostgreSQL connection, a serialization
 /// failure or deadlock, a server shutting down or starting up).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -159,6 +160,16 @@ class SqlConnection {
   /// or is closed; a connection never opened or lost counts as ended).
   /// Nothing is re-opened. SQLite: false.
   virtual bool sessionEnded() { return false; }
+  /// How long a statement may wait for the server's answer (PostgreSQL:
+  /// each round trip; 0 = no limit). When it passes, the statement is
+  /// cancelled, the connection dropped (re-opened between transactions)
+  /// and a transient SqlError thrown, as for a lost connection. SQLite:
+  /// ignored (its busy timeout bounds its waits).
+  virtual void setQueryTimeout(std::chrono::milliseconds timeout) {
+    (void)timeout;
+  }
+  /// The limit set by setQueryTimeout (0: none).
+  virtual std::chrono::milliseconds queryTimeout() const { return {}; }
   /// Whether the connection is in a transaction.
   bool inTransaction() const { return depth_ > 0; }
   /// Runs `setup` on this connection now and, on PostgreSQL, again on
@@ -200,6 +211,35 @@ class SqlConnection {
   uint64_t savepoints_ = 0;
 };
 
+/// A connection's query timeout raised to at least `atLeast` (0: no limit)
+/// while this lives (RAII), for bulk work on a connection whose usual
+/// limit is short (the scheduler's ingestion batches).
+class QueryTimeoutAtLeast {
+ public:
+  QueryTimeoutAtLeast(SqlConnection& c, std::chrono::milliseconds atLeast)
+      : c_(c), before_(c.queryTimeout()) {
+    bool unlimited = before_.count() == 0 || atLeast.count() == 0;
+    c_.setQueryTimeout(unlimited ? std::chrono::milliseconds(0)
+                                 : std::max(before_, atLeast));
+  }
+  ~QueryTimeoutAtLeast() { c_.setQueryTimeout(before_); }
+  QueryTimeoutAtLeast(const QueryTimeoutAtLeast&) = delete;
+  QueryTimeoutAtLeast& operator=(const QueryTimeoutAtLeast&) = delete;
+
+ private:
+  SqlConnection& c_;
+  std::chrono::milliseconds before_;
+};
+
+/// The query timeout of a PostgreSQL connection unless set otherwise
+/// (SqlConnection::setQueryTimeout): bulk work and the commands, whose
+/// valid statements may take long on a loaded server.
+inline constexpr std::chrono::milliseconds kBulkQueryTimeout{300000};
+/// The scheduler's loop connections' default (`--database-timeout-ms`).
+inline constexpr std::chrono::milliseconds kLoopQueryTimeout{5000};
+/// The scheduler's ingestion batches (on its loop connection).
+inline constexpr std::chrono::milliseconds kIngestQueryTimeout{60000};
+
 /// How a statement spells a parameter bound with bindBlob: on SQLite the
 /// bytes are bound as text and cast (byte for byte) to a BLOB, so that
 /// length() and substr() count bytes; on PostgreSQL they are sent binary.
@@ -222,9 +262,12 @@ std::unique_ptr<SqlConnection> openSqliteConnection(const std::string& path,
 /// Opens a PostgreSQL connection to `url` (`postgresql://user@host:port/db`
 /// or `postgres://…`). A password in the URL is refused (it would show in
 /// process listings); libpq reads it from PGPASSFILE (or ~/.pgpass), or
-/// from `passwordFile` when not empty (its first line). Throws SqlError.
+/// from `passwordFile` when not empty (its first line). Statements wait at
+/// most `queryTimeout` for the server (setQueryTimeout); connecting waits
+/// as long, within 2..10 s. Throws SqlError.
 std::unique_ptr<SqlConnection> openPostgresConnection(
-    const std::string& url, const std::string& passwordFile = "");
+    const std::string& url, const std::string& passwordFile = "",
+    std::chrono::milliseconds queryTimeout = kBulkQueryTimeout);
 
 /// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code
 /// points past U+10FFFF): all PostgreSQL's text columns take.

@@ -153,6 +153,9 @@ struct DatabaseSpec {
   std::string url;           ///< postgresql://…; empty: SQLite at sqlitePath
   std::string passwordFile;  ///< PostgreSQL password file; "" = PGPASSFILE
   std::string sqlitePath;    ///< the SQLite file when url is empty
+  /// PostgreSQL: how long a statement may wait for the server
+  /// (SqlConnection::setQueryTimeout).
+  std::chrono::milliseconds queryTimeout = kBulkQueryTimeout;
 
   /// The state of `stateDir`: `url` when given, else its SQLite file.
   static DatabaseSpec inStateDir(const std::string& stateDir,
