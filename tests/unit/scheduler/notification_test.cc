@@ -222,10 +222,10 @@ TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {
   out.onLifecycleEvent(
       {LifecycleEvent::Kind::kChannelAdvanced, j, ev, b.id, 0}, 30);
   rows = NotificationStore(db_).pending(100);
-  ASSERT_EQ(rows.size(), 6u);
-  EXPECT_EQ(rows[4].event, "channel.advanced");
-  EXPECT_EQ(rows[4].orderingKey, "jobset:" + std::to_string(j));
-  auto advanced = json::parse(rows[4].payload);
+  ASSERT_EQ(rows.size(), 8u);  // after eval.done's two rows
+  EXPECT_EQ(rows[6].event, "channel.advanced");
+  EXPECT_EQ(rows[6].orderingKey, "jobset:" + std::to_string(j));
+  auto advanced = json::parse(rows[6].payload);
   EXPECT_EQ(advanced["event"], "channel.advanced");
   EXPECT_EQ(advanced["jobset"]["name"], "trunk");
   EXPECT_EQ(advanced["eval"]["id"], ev);
