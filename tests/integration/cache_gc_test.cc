@@ -56,10 +56,8 @@ class CacheGc : public ::testing::TestWithParam<bool> {
     s3_ = std::make_unique<test::ObjectStoreServer>(dir_.path() + "/s3");
     s3_->exportCredentials();
     test::FarmOptions o;
-    o.schedulerArgs = {"--cache", s3_->uri("farm"), "--cache-secret-key-file",
-                       dir_.path() + "/k.sec"};
-    o.schedulerEnv = {{"AWS_ACCESS_KEY_ID", s3_->accessKey()},
-                      {"AWS_SECRET_ACCESS_KEY", s3_->secretKey()}};
+    o.schedulerArgs = s3_->farmCacheArgs("farm", dir_.path() + "/k.sec");
+    o.schedulerEnv = s3_->credentials();
     if (pg_) o.database = pg_->createDatabase("farm");
     farm_ = std::make_unique<test::Farm>(o);
     // The farm's signing key, which the real nix trusts below.

@@ -46,14 +46,11 @@ class FarmCache : public ::testing::Test {
     ASSERT_EQ(k.exitCode, 0) << k.err;
     webPort_ = test::freeLoopbackPort();
     test::FarmOptions o;
-    o.schedulerArgs = {"--cache",
-                       s3_->uri("farm"),
-                       "--cache-secret-key-file",
-                       dir_.path() + "/k.sec",
-                       "--web-listen",
-                       "127.0.0.1:" + std::to_string(webPort_)};
-    o.schedulerEnv = {{"AWS_ACCESS_KEY_ID", s3_->accessKey()},
-                      {"AWS_SECRET_ACCESS_KEY", s3_->secretKey()}};
+    o.schedulerArgs = s3_->farmCacheArgs("farm", dir_.path() + "/k.sec");
+    o.schedulerArgs.insert(o.schedulerArgs.end(),
+                           {"--web-listen",
+                            "127.0.0.1:" + std::to_string(webPort_)});
+    o.schedulerEnv = s3_->credentials();
     farm_ = std::make_unique<test::Farm>(o);
   }
 

@@ -45,17 +45,12 @@ class FarmDirectUpload : public ::testing::Test {
     s3_->start();
     s3_->createBucket("farm", true);
     test::FarmOptions o;
-    o.schedulerArgs = {"--cache",
-                       s3_->uri("farm"),
-                       "--cache-secret-key-file",
-                       dir_.path() + "/k.sec",
-                       "--direct-uploads",
-                       "--retry-backoff-ms",
-                       "200"};
+    o.schedulerArgs = s3_->farmCacheArgs("farm", dir_.path() + "/k.sec");
+    o.schedulerArgs.insert(o.schedulerArgs.end(),
+                           {"--direct-uploads", "--retry-backoff-ms", "200"});
     o.schedulerArgs.insert(o.schedulerArgs.end(), extraArgs_.begin(),
                            extraArgs_.end());
-    o.schedulerEnv = {{"AWS_ACCESS_KEY_ID", s3_->accessKey()},
-                      {"AWS_SECRET_ACCESS_KEY", s3_->secretKey()}};
+    o.schedulerEnv = s3_->credentials();
     farm_ = std::make_unique<test::Farm>(o);
     farm_->startScheduler();
   }

@@ -66,6 +66,16 @@ std::vector<std::string> ObjectStoreServer::env() const {
           "AWS_SECRET_ACCESS_KEY=" + secretKey_};
 }
 
+std::map<std::string, std::string> ObjectStoreServer::credentials() const {
+  return {{"AWS_ACCESS_KEY_ID", accessKey_},
+          {"AWS_SECRET_ACCESS_KEY", secretKey_}};
+}
+
+std::vector<std::string> ObjectStoreServer::farmCacheArgs(
+    const std::string& bucket, const std::string& keyFile) const {
+  return {"--cache", uri(bucket), "--cache-secret-key-file", keyFile};
+}
+
 void ObjectStoreServer::exportCredentials() const {
   ::setenv("AWS_ACCESS_KEY_ID", accessKey_.c_str(), 1);
   ::setenv("AWS_SECRET_ACCESS_KEY", secretKey_.c_str(), 1);

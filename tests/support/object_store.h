@@ -4,6 +4,7 @@
 /// credentials so that a gateway started again (its objects are gone, it
 /// keeps nothing) still accepts the clients that were given them.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,13 @@ class ObjectStoreServer {
   /// Sets those two variables in this process's environment (for the
   /// test's own clients and the commands it runs).
   void exportCredentials() const;
+  /// The same two variables as a map (FarmOptions::schedulerEnv).
+  std::map<std::string, std::string> credentials() const;
+  /// `--cache s3://BUCKET?… --cache-secret-key-file KEYFILE`: the
+  /// scheduler arguments of a farm publishing to `bucket`, signing with
+  /// the secret key file `keyFile`.
+  std::vector<std::string> farmCacheArgs(const std::string& bucket,
+                                         const std::string& keyFile) const;
   /// `s3://BUCKET?endpoint=http://127.0.0.1:PORT`.
   std::string uri(const std::string& bucket) const;
   /// Creates `bucket` (a signed PUT); with `publicRead`, lets anyone read
