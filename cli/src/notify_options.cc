@@ -81,7 +81,7 @@ bool isForgeStatus(const std::string& kind) {
 }
 
 // A forge status notifier's argument, "API_URL;KEY=VALUE;...", as its
-// configuration: api-url, token-file, link, timeout-ms, ca-file.
+// configuration: api-url, token-file, link, timeout-ms, ca-file, jobs.
 plugins::PluginConfig forgeStatusConfig(const NotifySpec& spec) {
   plugins::PluginConfig config;
   size_t at = 0;
@@ -96,10 +96,12 @@ plugins::PluginConfig forgeStatusConfig(const NotifySpec& spec) {
     }
     auto eq = part.find('=');
     std::string key = part.substr(0, eq);
-    if (eq == std::string::npos || (key != "token-file" && key != "link" &&
-                                    key != "timeout-ms" && key != "ca-file"))
+    if (eq == std::string::npos ||
+        (key != "token-file" && key != "link" && key != "timeout-ms" &&
+         key != "ca-file" && key != "jobs"))
       throw Error("--notify " + spec.kind + ": '" + part +
-                  "' is not token-file=, link=, timeout-ms= or ca-file=");
+                  "' is not token-file=, link=, timeout-ms=, ca-file= or "
+                  "jobs=");
     config[key] = part.substr(eq + 1);
   }
   if (!config.count("token-file"))
@@ -175,9 +177,8 @@ SchedulerNotifiers::SchedulerNotifiers(const std::vector<std::string>& specs,
     std::string name = spec.kind;
     for (int n = 2; notifiers_.count(name); n++)
       name = spec.kind + "-" + std::to_string(n);
-    notifiers_[name] =
-        std::make_shared<PluginNotifier>(info,
-                                         configOf(spec, secretFile, caFile));
+    notifiers_[name] = std::make_shared<PluginNotifier>(
+        info, configOf(spec, secretFile, caFile));
     targets.push_back(name);
   }
   if (targets.empty()) return;

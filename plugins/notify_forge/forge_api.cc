@@ -2,12 +2,16 @@
 // and Gitea's `POST /repos/{owner}/{repo}/statuses/{sha}` (state, context,
 // description, target_url), GitLab's `POST
 // /projects/{url-encoded path}/statuses/{sha}` (state, name, description,
-// target_url).
+// target_url). An evaluation's status has the context
+// `kiln/<project>:<jobset>`, a job's `kiln/<project>:<jobset>/<job>`.
 #include "forge_api.h"
+
+#include <fnmatch.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <stdexcept>
 
 namespace kiln::plugin::forge {
 
@@ -16,6 +20,15 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxDescription = 140;
+constexpr size_t kMaxContext = 255;
+constexpr size_t kMaxGlobs = 64;
+constexpr size_t kMaxGlob = 256;
+
+// What one status says, in kiln's words (state: pending, running, success,
+// failure, error, cancelled), before each forge's shape.
+struct Status {
+  std::string state, context, description, target;
+};
 
 std::string percentEncode(const std::string& s) {
   static const char* hex = "0123456789ABCDEF";
@@ -83,6 +96,99 @@ std::optional<std::pair<std::string, std::string>> stateOf(const json& e) {
   return std::nullopt;
 }
 
+// The commit an event's evaluation was made at: its `revision`, else the
+// commit of a git inputs hash; "" for other inputs.
+std::string commitOf(const json& e) {
+  const json& ev = e.value("eval", json::object());
+  std::string rev = ev.value("revision", "");
+  if (!rev.empty()) return rev;
+  std::string hash = ev.value("inputsHash", "");
+  return hash.rfind("git:", 0) == 0 ? hash.substr(4) : "";
+}
+
+std::string jobsetContext(const json& js) {
+  return "kiln/" + js.value("project", "") + ":" + js.value("name", "");
+}
+
+// An evaluation event's status.
+std::optional<Status> evalStatus(const json& e, const StatusSettings& s) {
+  auto state = stateOf(e);
+  if (!state) return std::nullopt;
+  Status st{state->first, jobsetContext(e["jobset"]), state->second, ""};
+  if (!s.link.empty()) {
+    int64_t id = e["eval"].value("id", int64_t{0});
+    st.target = s.link + "/eval/" + std::to_string(id);
+    if (e.contains("baseEval"))
+      st.target +=
+          "/compare?base=" + std::to_string(e["baseEval"].get<int64_t>());
+  }
+  return st;
+}
+
+bool namedBy(const std::vector<std::string>& globs, const std::string& job) {
+  return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
+    return ::fnmatch(g.c_str(), job.c_str(), 0) == 0;
+  });
+}
+
+// A build event's status: running when it starts, its result when it
+// ends; for jobs the settings name only.
+std::optional<Status> jobStatus(const json& e, const StatusSettings& s) {
+  std::string kind = e.value("event", "");
+  if (kind != "build.started" && kind != "build.finished") return std::nullopt;
+  const json& b = e["build"];
+  std::string job = b.value("job", "");
+  if (job.empty() || !namedBy(s.jobs, job)) return std::nullopt;
+  Status st{"running", jobsetContext(b["jobset"]) + "/" + job, "building", ""};
+  if (kind == "build.finished") {
+    int status = b.value("status", -1);
+    st.state = status == 0 ? "success" : status == 4 ? "cancelled" : "failure";
+    st.description = b.value("statusName", "unknown");
+    if (b.contains("reusedFrom"))
+      st.description += " (reused from build " +
+                        std::to_string(b["reusedFrom"].get<int64_t>()) + ")";
+  }
+  if (!s.link.empty())
+    st.target = s.link + "/build/" + std::to_string(b.value("id", int64_t{0}));
+  return st;
+}
+
+// `st` in `api`'s documented request shape.
+StatusRequest requestOf(Api api, const Status& st, const std::string& repo,
+                        const std::string& sha, const StatusSettings& s) {
+  std::string context = st.context.substr(0, kMaxContext);
+  std::string description = st.description.substr(0, kMaxDescription);
+  StatusRequest r;
+  r.headers = {{"User-Agent", "kiln-forge-status/1"},
+               {"Content-Type", "application/json"}};
+  if (api == Api::kGitlab) {
+    r.path =
+        s.basePath + "/projects/" + percentEncode(repo) + "/statuses/" + sha;
+    r.headers.emplace_back("PRIVATE-TOKEN", s.token);
+    std::string state = st.state == "failure" || st.state == "error" ? "failed"
+                        : st.state == "cancelled" ? "canceled"
+                                                  : st.state;
+    r.body = {
+        {"state", state}, {"name", context}, {"description", description}};
+  } else {
+    r.path = s.basePath + "/repos/" + repo + "/statuses/" + sha;
+    if (api == Api::kGithub) {
+      r.headers.emplace_back("Accept", "application/vnd.github+json");
+      r.headers.emplace_back("Authorization", "Bearer " + s.token);
+      r.headers.emplace_back("X-GitHub-Api-Version", "2022-11-28");
+    } else {
+      r.headers.emplace_back("Authorization", "token " + s.token);
+    }
+    std::string state = st.state == "running"     ? "pending"
+                        : st.state == "cancelled" ? "error"
+                                                  : st.state;
+    r.body = {
+        {"state", state}, {"context", context}, {"description", description}};
+  }
+  if (!st.target.empty()) r.body["target_url"] = st.target;
+  return r;
+}
+
 }  // namespace
 
 const char* apiName(Api api) {
@@ -97,64 +203,43 @@ const char* apiName(Api api) {
   return "";
 }
 
+std::vector<std::string> parseJobGlobs(const std::string& setting) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= setting.size()) {
+    size_t end = std::min(setting.find(',', at), setting.size());
+    std::string glob = setting.substr(at, end - at);
+    at = end + 1;
+    if (glob.empty() || glob.size() > kMaxGlob)
+      throw std::invalid_argument("jobs: each glob has 1 to 256 bytes");
+    out.push_back(glob);
+    if (out.size() > kMaxGlobs)
+      throw std::invalid_argument("jobs: at most 64 globs");
+  }
+  return out;
+}
+
 std::optional<StatusRequest> statusRequest(Api api, const json& e,
-                                           const std::string& basePath,
-                                           const std::string& link,
-                                           const std::string& token) {
-  if (!e.is_object() || !e.contains("jobset") || !e.contains("eval"))
+                                           const StatusSettings& s) {
+  if (!e.is_object() || !e.contains("eval") || !e["eval"].is_object())
     return std::nullopt;
-  const json& js = e["jobset"];
-  const json& forge = js.value("forge", json::object());
+  std::optional<Status> st;
+  const json* js = nullptr;
+  if (e.contains("jobset") && e["jobset"].is_object()) {
+    js = &e["jobset"];
+    st = evalStatus(e, s);
+  } else if (!s.jobs.empty() && e.contains("build") && e["build"].is_object() &&
+             e["build"].contains("jobset")) {
+    js = &e["build"]["jobset"];
+    st = jobStatus(e, s);
+  }
+  if (!st) return std::nullopt;
+  const json& forge = js->value("forge", json::object());
   if (forge.value("forge", "") != apiName(api)) return std::nullopt;
-  auto state = stateOf(e);
-  if (!state) return std::nullopt;
   std::string repo = forge.value("repo", "");
-  std::string hash = e["eval"].value("inputsHash", "");
-  std::string sha = hash.rfind("git:", 0) == 0 ? hash.substr(4) : "";
+  std::string sha = commitOf(e);
   if (!validRepo(repo) || !validSha(sha)) return std::nullopt;
-  std::string context =
-      "kiln/" + js.value("project", "") + ":" + js.value("name", "");
-  std::string description = state->second.substr(0, kMaxDescription);
-  std::string target;
-  if (!link.empty()) {
-    int64_t id = e["eval"].value("id", int64_t{0});
-    target = link + "/eval/" + std::to_string(id);
-    if (e.contains("baseEval"))
-      target += "/compare?base=" + std::to_string(e["baseEval"].get<int64_t>());
-  }
-  StatusRequest r;
-  r.headers = {{"User-Agent", "kiln-forge-status/1"},
-               {"Content-Type", "application/json"}};
-  switch (api) {
-    case Api::kGithub:
-      r.path = basePath + "/repos/" + repo + "/statuses/" + sha;
-      r.headers.emplace_back("Accept", "application/vnd.github+json");
-      r.headers.emplace_back("Authorization", "Bearer " + token);
-      r.headers.emplace_back("X-GitHub-Api-Version", "2022-11-28");
-      r.body = {{"state", state->first},
-                {"context", context},
-                {"description", description}};
-      break;
-    case Api::kGitea:
-      r.path = basePath + "/repos/" + repo + "/statuses/" + sha;
-      r.headers.emplace_back("Authorization", "token " + token);
-      r.body = {{"state", state->first},
-                {"context", context},
-                {"description", description}};
-      break;
-    case Api::kGitlab: {
-      r.path =
-          basePath + "/projects/" + percentEncode(repo) + "/statuses/" + sha;
-      r.headers.emplace_back("PRIVATE-TOKEN", token);
-      std::string s = state->first == "failure" || state->first == "error"
-                          ? "failed"
-                          : state->first;
-      r.body = {{"state", s}, {"name", context}, {"description", description}};
-      break;
-    }
-  }
-  if (!target.empty()) r.body["target_url"] = target;
-  return r;
+  return requestOf(api, *st, repo, sha, s);
 }
 
 std::optional<int64_t> rateLimitedUntil(

@@ -4,15 +4,18 @@
 // jobsets its forge drives, a pending status when the builds are queued
 // (with their counts and, for a pull request, what it rebuilds per
 // system against its base), then success or failure with the counts when
-// every build finished. Configuration: `api-url` (e.g.
-// https://api.github.com, https://gitea.example/api/v1,
-// https://gitlab.example/api/v4), `token-file`, optional `link` (kiln's
-// web URL), `timeout-ms`, `ca-file`. A forge's rate-limit answer is
+// every build finished; with `jobs` (comma-separated globs of job names)
+// also a status per job named: running when its build starts, its result
+// when it ends. Configuration: `api-url` (e.g. https://api.github.com,
+// https://gitea.example/api/v1, https://gitlab.example/api/v4),
+// `token-file`, optional `link` (kiln's web URL), `jobs`, `timeout-ms`,
+// `ca-file`. A forge's rate-limit answer is
 // respected: until the time it names, deliveries fail without asking it
 // (kiln retries them later, at-least-once).
 #include <chrono>
 #include <ctime>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "forge_api.h"
@@ -42,15 +45,23 @@ class ForgeStatusNotifier {
   explicit ForgeStatusNotifier(kiln::plugin::Host host) {
     auto url = kiln::plugin::parseHttpUrl(host.config("api-url").value_or(""),
                                           KILN_FORGE_STATUS_NAME " api-url");
-    basePath_ = url.target == "/" ? "" : url.target;
-    while (!basePath_.empty() && basePath_.back() == '/') basePath_.pop_back();
+    std::string& basePath = settings_.basePath;
+    basePath = url.target == "/" ? "" : url.target;
+    while (!basePath.empty() && basePath.back() == '/') basePath.pop_back();
     auto tokenFile = host.config("token-file");
     if (!tokenFile)
       throw Failure(KILN_ERR_INVALID,
                     KILN_FORGE_STATUS_NAME " needs token-file=PATH");
-    token_ = kiln::plugin::readSecretFile(*tokenFile, "forge token");
-    link_ = host.config("link").value_or("");
-    while (!link_.empty() && link_.back() == '/') link_.pop_back();
+    settings_.token = kiln::plugin::readSecretFile(*tokenFile, "forge token");
+    std::string& link = settings_.link;
+    link = host.config("link").value_or("");
+    while (!link.empty() && link.back() == '/') link.pop_back();
+    if (auto jobs = host.config("jobs")) try {
+        settings_.jobs = forge::parseJobGlobs(*jobs);
+      } catch (const std::invalid_argument& e) {
+        throw Failure(KILN_ERR_INVALID,
+                      std::string(KILN_FORGE_STATUS_NAME " ") + e.what());
+      }
     auto timeout = kiln::plugin::timeoutSetting(host.config("timeout-ms"),
                                                 std::chrono::seconds(10));
     client_ = std::make_unique<kiln::plugin::HttpClient>(
@@ -60,8 +71,8 @@ class ForgeStatusNotifier {
   void deliver(const std::string& event, const std::string& body) {
     (void)event;
     auto e = nlohmann::json::parse(body, nullptr, false);
-    auto req = forge::statusRequest(kApi, e, basePath_, link_, token_);
-    if (!req) return;  // not an evaluation of this forge's jobsets
+    auto req = forge::statusRequest(kApi, e, settings_);
+    if (!req) return;  // not an evaluation (or job) of this forge's jobsets
     if (nowSec() < blockedUntil_)
       throw Failure(KILN_ERR_FAILED,
                     KILN_FORGE_STATUS_NAME ": rate limited for " +
@@ -84,7 +95,7 @@ class ForgeStatusNotifier {
 
  private:
   std::unique_ptr<kiln::plugin::HttpClient> client_;
-  std::string basePath_, token_, link_;
+  forge::StatusSettings settings_;
   int64_t blockedUntil_ = 0;
 };
 

@@ -76,8 +76,8 @@ class Evaluations {
   /// Marks `jobset-eval` request `id` as taken; false if it was already
   /// (kept until its evaluation ends; in memory only).
   bool take(int64_t requestId) { return taken_.insert(requestId).second; }
-  /// Queues an on-demand evaluation for request `requestId` (none: a
-  /// forge's webhook asked for it, and no request waits for its end).
+  /// Queues an on-demand evaluation for request `requestId` (none: no
+  /// request waits for its end).
   void enqueue(const JobsetRow& jobset, bool force,
                std::optional<int64_t> requestId);
   /// An evaluation that ended, and the request that asked for it.

@@ -5,10 +5,9 @@
 #include <unistd.h>
 
 #include <future>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "eval_transfer.h"
 #include "evaluations.h"
@@ -63,15 +62,23 @@ struct EvaluatorRole::Impl {
     return *db;
   }
 
+  /// A claim and the commit its request names ("": the branch's head);
+  /// the request keeps the commit, so a claim taken over after its lease
+  /// ended evaluates the same one.
+  struct Claimed {
+    EvalClaim claim;
+    std::string revision;
+  };
+
   EvalClaim claimOf(int64_t jobset, std::optional<int64_t> request,
                     bool force) const {
     int64_t now = clock.nowMs();
     return {jobset, cfg.name, request, force, now, now + cfg.lease.count()};
   }
 
-  std::optional<EvalClaim> claimRequested();
-  std::optional<EvalClaim> claimScheduled();
-  void evaluate(const EvalClaim& claim);
+  std::optional<Claimed> claimRequested();
+  std::optional<Claimed> claimScheduled();
+  void evaluate(const Claimed& claimed);
   void publish(const EvalClaim& claim, const EvalOutcome& o);
   void waitForWork(const std::atomic<bool>& stop);
   /// Wakes the loop when a request is queued (PostgreSQL; else null).
@@ -79,8 +86,9 @@ struct EvaluatorRole::Impl {
 };
 
 // The oldest `jobset-eval` request no evaluator took yet; a request naming
-// no jobset is answered here with the reason.
-std::optional<EvalClaim> EvaluatorRole::Impl::claimRequested() {
+// no jobset (or a malformed revision) is answered here with the reason.
+std::optional<EvaluatorRole::Impl::Claimed>
+EvaluatorRole::Impl::claimRequested() {
   StateDb& s = state();
   std::set<int64_t> taken;
   for (auto& c : evalClaims(s))
@@ -89,26 +97,28 @@ std::optional<EvalClaim> EvaluatorRole::Impl::claimRequested() {
     if (r.request) taken.insert(*r.request);
   for (auto& req : s.pendingRequests()) {
     if (req.kind != "jobset-eval" || taken.count(req.id)) continue;
-    int64_t jobset = 0;
+    JobsetRow js;
     bool force = true;
     try {
       json a = json::parse(req.args);
-      jobset = jobsetIdOf(s, a);
+      js = evalJobsetOf(s, a);
       force = !boolArg(a, "ifChanged", false);
     } catch (const std::exception& e) {
       json answer{{"error", e.what()}, {"caller", true}};
       s.completeRequest(req.id, false, answer.dump());
       continue;
     }
-    auto claim = claimOf(jobset, req.id, force);
-    if (claimEvaluation(s, claim, claim.claimedMs)) return claim;
+    auto claim = claimOf(js.id, req.id, force);
+    if (claimEvaluation(s, claim, claim.claimedMs))
+      return Claimed{claim, js.revision};
   }
   return std::nullopt;
 }
 
 // A jobset whose check interval passed, that no evaluator holds and whose
 // last result the scheduler has recorded.
-std::optional<EvalClaim> EvaluatorRole::Impl::claimScheduled() {
+std::optional<EvaluatorRole::Impl::Claimed>
+EvaluatorRole::Impl::claimScheduled() {
   StateDb& s = state();
   std::set<int64_t> waiting;
   for (auto& r : evalResults(s)) waiting.insert(r.jobset);
@@ -120,22 +130,25 @@ std::optional<EvalClaim> EvaluatorRole::Impl::claimScheduled() {
     auto claim = claimOf(js.id, std::nullopt, false);
     if (!claimEvaluation(s, claim, now)) continue;
     s.setJobsetChecked(js.id, now, std::nullopt);
-    return claim;
+    return Claimed{claim, ""};
   }
   return std::nullopt;
 }
 
 // Evaluates on a thread of its own, renewing the claim meanwhile; a claim
 // lost (this host was cut off longer than the lease) drops the result.
-void EvaluatorRole::Impl::evaluate(const EvalClaim& claim) {
+// A request's revision is fetched and evaluated, not the branch's head.
+void EvaluatorRole::Impl::evaluate(const Claimed& claimed) {
+  const EvalClaim& claim = claimed.claim;
   auto js = state().jobset(claim.jobset);
   if (!js) {
     releaseEvalClaim(state(), claim.jobset, cfg.name);
     return;
   }
+  js->revision = claimed.revision;
   logInfo("evaluating jobset " + js->name + " (" + std::to_string(js->id) +
           (claim.request ? ", request " + std::to_string(*claim.request) : "") +
-          ")");
+          (js->revision.empty() ? "" : ", commit " + js->revision) + ")");
   auto running = std::async(std::launch::async,
                             [&] { return evaluations.run(*js, claim.force); });
   bool mine = true;
@@ -147,8 +160,7 @@ void EvaluatorRole::Impl::evaluate(const EvalClaim& claim) {
                               clock.nowMs() + cfg.lease.count());
     } catch (const SqlError& e) {
       db.reset();  // reconnects on the next use
-      logWarn(std::string("renewing the claim failed (retrying): ") +
-              e.what());
+      logWarn(std::string("renewing the claim failed (retrying): ") + e.what());
     }
   }
   EvalOutcome o = running.get();
@@ -180,19 +192,18 @@ void EvaluatorRole::Impl::publish(const EvalClaim& claim,
             " passed to another evaluator; dropping this result");
     return;
   }
-  EvalResultWriter out(s, {0, claim.jobset, claim.request, cfg.name,
-                           clock.nowMs(), 0, 0});
+  EvalResultWriter out(
+      s, {0, claim.jobset, claim.request, cfg.name, clock.nowMs(), 0, 0});
   writeEvalStream(o, own, out);
   int64_t id = out.finish();
   releaseEvalClaim(s, claim.jobset, cfg.name);
   txn.commit();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                clock.now() - start)
-                .count();
-  logInfo("published evaluation result " + std::to_string(id) +
-          " of jobset " + std::to_string(claim.jobset) + ": " +
-          std::to_string(o.jobs.size()) + " jobs" +
-          (o.error.empty() ? "" : " (failed: " + o.error + ")") +
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock.now() - start)
+          .count();
+  logInfo("published evaluation result " + std::to_string(id) + " of jobset " +
+          std::to_string(claim.jobset) + ": " + std::to_string(o.jobs.size()) +
+          " jobs" + (o.error.empty() ? "" : " (failed: " + o.error + ")") +
           (o.skipped ? " (inputs unchanged)" : "") + " in " +
           std::to_string(ms) + " ms");
 }

@@ -64,12 +64,37 @@ std::string NotificationOutbox::newId() {
   return s;
 }
 
+namespace {
+
+// A location without the credentials a URL may hold
+// (scheme://user:password@host/... becomes scheme://host/...).
+std::string publicLocation(const std::string& location) {
+  auto scheme = location.find("://");
+  if (scheme == std::string::npos) return location;
+  auto hostStart = scheme + 3;
+  auto at = location.find('@', hostStart);
+  auto slash = location.find('/', hostStart);
+  if (at == std::string::npos || (slash != std::string::npos && at > slash))
+    return location;
+  return location.substr(0, hostStart) + location.substr(at + 1);
+}
+
+// The evaluated commit of a git jobset's inputs hash ("git:<commit>").
+void addRevision(json& eval, const std::string& inputsHash) {
+  if (inputsHash.rfind("git:", 0) == 0) eval["revision"] = inputsHash.substr(4);
+}
+
+}  // namespace
+
 json NotificationOutbox::jobsetJson(int64_t id) {
   auto js = db_->jobset(id);
   if (!js) return json{{"id", id}};
   json out{{"id", id},
            {"name", js->name},
-           {"project", store_->projectName(js->project)}};
+           {"project", store_->projectName(js->project)},
+           {"kind", js->kind},
+           {"location", publicLocation(js->location)},
+           {"branch", js->branch}};
   if (auto f = ForgeStore(*db_).jobset(id))
     out["forge"] = json{{"forge", f->forge},
                         {"repo", f->repo},
@@ -99,6 +124,16 @@ json NotificationOutbox::buildJson(int64_t id, bool finished) {
     for (auto& [name, path] : db_->buildOutputs(id)) outs[name] = path;
     j["outputs"] = outs;
   }
+  return j;
+}
+
+json NotificationOutbox::evalRefJson(int64_t id) {
+  if (lastEval_.first == id && id != 0) return lastEval_.second;
+  auto e = db_->evaluation(id);
+  if (!e) return nullptr;
+  json j{{"id", e->id}, {"inputsHash", e->inputsHash}};
+  addRevision(j, e->inputsHash);
+  lastEval_ = {id, j};
   return j;
 }
 
@@ -136,6 +171,7 @@ json NotificationOutbox::payload(const LifecycleEvent& ev, int64_t timeMs) {
       body["eval"] = json{{"id", e->id},         {"inputsHash", e->inputsHash},
                           {"timeMs", e->timeMs}, {"durationMs", e->durationMs},
                           {"jobs", e->jobs},     {"error", e->error}};
+      addRevision(body["eval"], e->inputsHash);
       break;
     }
     case Kind::kBuildQueued:
@@ -143,6 +179,9 @@ json NotificationOutbox::payload(const LifecycleEvent& ev, int64_t timeMs) {
     case Kind::kBuildFinished:
       body["build"] = buildJson(ev.build, ev.kind == Kind::kBuildFinished);
       if (body["build"].is_null()) return nullptr;
+      if (json e = evalRefJson(body["build"]["eval"].get<int64_t>());
+          !e.is_null())
+        body["eval"] = e;
       break;
     case Kind::kStepFinished:
       body["step"] = stepJson(ev.step);
@@ -150,9 +189,8 @@ json NotificationOutbox::payload(const LifecycleEvent& ev, int64_t timeMs) {
       break;
     case Kind::kChannelAdvanced: {
       body["jobset"] = jobsetJson(ev.jobset);
-      auto e = db_->evaluation(ev.eval);
-      if (!e) return nullptr;
-      body["eval"] = json{{"id", e->id}, {"inputsHash", e->inputsHash}};
+      body["eval"] = evalRefJson(ev.eval);
+      if (body["eval"].is_null()) return nullptr;
       body["build"] = buildJson(ev.build, true);
       break;
     }
@@ -171,6 +209,7 @@ json NotificationOutbox::evalBuildsJson(json body, const LifecycleEvent& ev) {
   body["jobset"] = jobsetJson(e->jobset);
   body["eval"] =
       json{{"id", e->id}, {"inputsHash", e->inputsHash}, {"jobs", e->jobs}};
+  addRevision(body["eval"], e->inputsHash);
   BuildCounts c = db_->buildCounts(e->id);
   body["counts"] = json{{"builds", c.all},
                         {"finished", c.finished},

@@ -32,9 +32,9 @@ void SchedulerService::Impl::queueEvalRequest(const RequestRow& req) {
   try {
     json a = json::parse(req.args);
     requests.check("jobset-eval", a);
-    auto js = db.jobset(jobsetIdOf(db, a));
+    JobsetRow js = evalJobsetOf(db, a);  // at its `revision`, if any
     bool force = !boolArg(a, "ifChanged", false);
-    evaluations.enqueue(*js, force, req.id);
+    evaluations.enqueue(js, force, req.id);
   } catch (const std::exception& e) {
     failRequest(req.id, e);
   }
@@ -90,22 +90,14 @@ void SchedulerService::Impl::setUpRequests() {
     restartBuild(r["build"].get<int64_t>());
     return r;
   });
-  // A forge's webhook: the rows as offline, then the evaluations it asks
-  // for (at their commits) and the core cancels the superseded builds.
+  // A forge's webhook: the rows as offline (with a `jobset-eval` request
+  // at its commit per evaluation, taken by the next poll here or, with
+  // remote evaluations, by an evaluator host); the core cancels the
+  // superseded builds.
   RequestHandler forge = *requests.find("forge-event");
   forge.run = [this](const json& a) {
     ForgeActions r = applyForgeEvent(db, a, clock.nowMs());
     cancelBuilds(r.cancel, "cancelled: superseded by a newer push");
-    for (auto& e : r.evaluate) {
-      auto js = db.jobset(e.jobset);
-      if (!js) continue;
-      js->revision = e.revision;
-      if (cfg.remoteEvaluations)
-        logWarn("forge: jobset " + js->name +
-                " is not evaluated at its commit: evaluations are remote");
-      else
-        evaluations.enqueue(*js, true, std::nullopt);
-    }
     return r.answer;
   };
   requests.set(std::move(forge));

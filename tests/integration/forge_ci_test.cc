@@ -4,9 +4,9 @@
 // server. A signed pull-request webhook makes a jobset for it, evaluated
 // at its head; a second push cancels the first head's unfinished builds;
 // the status notifier posts pending then success for the head commit,
-// with the counts and what it rebuilds against the base, each request in
-// the forge's documented shape; a bad signature gets 401 and creates
-// nothing.
+// with the counts and what it rebuilds against the base, and (configured
+// for job b) b's own statuses, each request in the forge's documented
+// shape; a bad signature gets 401 and creates nothing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/utsname.h>
@@ -222,7 +222,7 @@ class ForgeCiTest : public ::testing::TestWithParam<ForgeCase> {
             "\"\nweb_listen = \"127.0.0.1:" + std::to_string(web_) +
             "\"\nmetrics_port = -1\npull_close_grace = 1\nnotify = [\"" +
             f.name + "-status:" + apiUrl + ";token-file=" + dir_.path() +
-            "/token;link=http://kiln.example\"]\n[local_workers]\n"
+            "/token;link=http://kiln.example;jobs=b\"]\n[local_workers]\n"
             "count = 1\nslots = 1\nsandbox = \"none\"\n[[project]]\n"
             "name = \"ci\"\nwebhook_secret_file = \"secret\"\n"
             "[[project.jobset]]\nname = \"main\"\ngit = \"" +
@@ -252,6 +252,54 @@ class ForgeCiTest : public ::testing::TestWithParam<ForgeCase> {
 
 void PrintTo(const ForgeCase& f, std::ostream* os) { *os << f.name; }
 
+// Job b's own statuses (`jobs=b`): on the second head, running when its
+// build started, then its result, linking to that build; on the first
+// head, whose builds were cancelled, its cancellation. No other job gets
+// one.
+void expectJobStatuses(const ForgeCase& f, test::HttpRecorder& api,
+                       const std::string& state, const std::string& sha1,
+                       const std::string& sha2) {
+  std::string key = f.name == "gitlab" ? "name" : "context";
+  auto ofB = [&](const std::string& sha) {
+    std::vector<std::pair<test::RecordedRequest, json>> out;
+    for (auto& r : api.requests()) {
+      json body = json::parse(r.body);
+      EXPECT_NE(body[key], "kiln/ci:pr-7/a");
+      EXPECT_NE(body[key], "kiln/ci:pr-7/base");
+      if (r.path.find(sha) != std::string::npos &&
+          body[key] == "kiln/ci:pr-7/b")
+        out.emplace_back(r, body);
+    }
+    return out;
+  };
+  auto b2 = ofB(sha2);
+  ASSERT_GE(b2.size(), 2u);
+  EXPECT_EQ(b2.front().second["state"],
+            f.name == "gitlab" ? "running" : "pending");
+  EXPECT_EQ(b2.front().second["description"], "building");
+  auto& [req, done] = b2.back();
+  EXPECT_EQ(req.method, "POST");
+  EXPECT_EQ(req.path,
+            (f.name == "github" ? "" : "/api/v1") + f.statusPath + sha2);
+  EXPECT_EQ(done["state"], "success");
+  EXPECT_EQ(done["description"], "success");
+  int64_t build = count(state,
+                        "SELECT b.id FROM builds b JOIN evaluations e ON "
+                        "e.id = b.eval WHERE b.job = 'b' AND e.inputs_hash = "
+                        "'git:" +
+                            sha2 + "'");
+  EXPECT_EQ(done["target_url"],
+            "http://kiln.example/build/" + std::to_string(build));
+  EXPECT_EQ(
+      req.headers.count(f.name == "gitlab" ? "private-token" : "authorization"),
+      1u);
+  // The first head's b was cancelled before it started.
+  ASSERT_TRUE(test::pollUntil([&] { return !ofB(sha1).empty(); }, 30s));
+  auto b1 = ofB(sha1).back().second;
+  EXPECT_EQ(b1["state"], f.name == "gitlab" ? "canceled" : "error");
+  EXPECT_EQ(b1["description"], "cancelled");
+}
+
 TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   const ForgeCase& f = GetParam();
   const std::string &work = work_, &state = state_, &url = url_;
@@ -264,14 +312,16 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
       pullHook(f, url, "opened", sha1, "bad-1", "not-the-secret");
   auto bad = test::httpPost(web, "/api/webhook/" + f.name, badHeaders, badBody);
   EXPECT_EQ(bad.first, 401) << bad.second;
-  int64_t requestsBefore = count(state, "SELECT COUNT(*) FROM requests");
+  const std::string forgeRequests =
+      "SELECT COUNT(*) FROM requests WHERE kind = 'forge-event'";
+  int64_t requestsBefore = count(state, forgeRequests);
 
   // Opened: a jobset pr-7 evaluated at its head; a is built (slowly), b
   // waits for it.
   auto [h1, b1] = pullHook(f, url, "opened", sha1, "d-1", kSecret);
   auto open = test::httpPost(web, "/api/webhook/" + f.name, h1, b1);
   ASSERT_EQ(open.first, 202) << open.second;
-  EXPECT_EQ(requestsBefore, count(state, "SELECT COUNT(*) FROM requests") - 1);
+  EXPECT_EQ(requestsBefore, count(state, forgeRequests) - 1);
   ASSERT_TRUE(test::pollUntil(
       [&] {
         return count(state,
@@ -308,23 +358,28 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
 
   // Statuses for the second head: pending with the counts and rebuilds,
   // then success, each in the forge's documented shape.
-  auto statusesOf = [&](const std::string& sha) {
+  // The statuses posted for `sha` in `context` (default: the jobset's).
+  const char* contextKey = f.name == "gitlab" ? "name" : "context";
+  auto statusesOf = [&](const std::string& sha, const std::string& context) {
     std::vector<std::pair<test::RecordedRequest, json>> out;
-    for (auto& r : api.requests())
-      if (r.path.find(sha) != std::string::npos)
-        out.emplace_back(r, json::parse(r.body));
+    for (auto& r : api.requests()) {
+      json body = json::parse(r.body);
+      if (r.path.find(sha) != std::string::npos &&
+          body.value(contextKey, "") == context)
+        out.emplace_back(r, body);
+    }
     return out;
   };
   std::string success = "success";
   ASSERT_TRUE(test::pollUntil(
       [&] {
-        for (auto& [r, body] : statusesOf(sha2))
+        for (auto& [r, body] : statusesOf(sha2, "kiln/ci:pr-7"))
           if (body["state"] == success) return true;
         return false;
       },
       120s))
       << serve.log();
-  auto got = statusesOf(sha2);
+  auto got = statusesOf(sha2, "kiln/ci:pr-7");
   ASSERT_GE(got.size(), 2u);
   auto& [pendingReq, pending] = got.front();
   EXPECT_EQ(pendingReq.method, "POST");
@@ -348,6 +403,7 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   auto& last = got.back().second;
   EXPECT_EQ(last["state"], "success");
   EXPECT_EQ(last["description"], "3 succeeded, 0 failed of 3 jobs");
+  expectJobStatuses(f, api, state, sha1, sha2);
 
   // A push to main: its jobset is evaluated at once at that commit (its
   // check interval is 0: nothing else would), and gets its statuses.
@@ -360,7 +416,7 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
   ASSERT_EQ(push.first, 202) << push.second;
   ASSERT_TRUE(test::pollUntil(
       [&] {
-        for (auto& [r, body] : statusesOf(sha3))
+        for (auto& [r, body] : statusesOf(sha3, "kiln/ci:main"))
           if (body["state"] == "success") return true;
         return false;
       },
@@ -372,7 +428,7 @@ TEST_P(ForgeCiTest, PullRequestJobsetBuildsStatusesAndCancels) {
                   "e.inputs_hash = 'git:" +
                       sha3 + "'"),
             1);
-  auto got3 = statusesOf(sha3);
+  auto got3 = statusesOf(sha3, "kiln/ci:main");
   EXPECT_EQ(got3.back().second[f.name == "gitlab" ? "name" : "context"],
             "kiln/ci:main");
   ASSERT_GE(got3.size(), 3u);  // pending (rate-limited), pending, success

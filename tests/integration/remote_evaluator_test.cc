@@ -67,11 +67,10 @@ class RemoteEvaluator : public ::testing::Test {
   // The scheduler, remote evaluations; returns it and its endpoint.
   std::unique_ptr<test::KilnProcess> scheduler(std::string* endpoint) {
     auto p = std::make_unique<test::KilnProcess>(
-        std::vector<std::string>{"scheduler", "--state-dir",
-                                 dir_.path() + "/s", "--database", url_,
-                                 "--listen", "tcp://127.0.0.1:*",
-                                 "--insecure-plaintext", "--evaluations",
-                                 "remote"},
+        std::vector<std::string>{"scheduler", "--state-dir", dir_.path() + "/s",
+                                 "--database", url_, "--listen",
+                                 "tcp://127.0.0.1:*", "--insecure-plaintext",
+                                 "--evaluations", "remote"},
         dir_.path() + "/s.log");
     EXPECT_TRUE(p->waitForLog("listening tcp://", 30s)) << p->log();
     std::string log = p->log();
@@ -156,10 +155,9 @@ TEST_F(RemoteEvaluator, AnotherEvaluatorTakesOverAClaimWhoseLeaseEnded) {
                 "lease_until) VALUES (1, 'dead-host', 0, " +
                 leaseEnd + ") RETURNING jobset"),
             "1\n");
-  test::KilnProcess request(
-      {"jobset", "eval", "--project", "demo", "main", "--json", "--database",
-       url_},
-      dir_.path() + "/request.log");
+  test::KilnProcess request({"jobset", "eval", "--project", "demo", "main",
+                             "--json", "--database", url_},
+                            dir_.path() + "/request.log");
   auto e2 = evaluator("e2");
   ASSERT_TRUE(request.waitExit(60s)) << request.log() << e2->log();
   EXPECT_EQ(request.exitCode(), 0) << request.log() << e2->log();
@@ -184,8 +182,7 @@ TEST_F(RemoteEvaluator, AMalformedResultIsAFailedEvaluation) {
   ASSERT_EQ(sql("INSERT INTO eval_result_chunks (result, seq, data) VALUES "
                 "(1, 0, 'aGVsbG8=') RETURNING seq"),
             "0\n");
-  ASSERT_TRUE(test::pollUntil(
-      [&] { return evaluation(1).is_object(); }, 30s))
+  ASSERT_TRUE(test::pollUntil([&] { return evaluation(1).is_object(); }, 30s))
       << sched->log();
   auto r = kiln({"evaluation", "show", "1"});
   EXPECT_THAT(r.out, HasSubstr("evaluator liar could not be imported"));
@@ -194,9 +191,88 @@ TEST_F(RemoteEvaluator, AMalformedResultIsAFailedEvaluation) {
   EXPECT_EQ(sched->stop(), 0) << sched->log();
 }
 
+// `git -C DIR ARGS...` as a committer; its first line of output.
+std::string git(const std::string& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), {"git", "-C", dir, "-c", "user.name=kiln", "-c",
+                             "user.email=kiln@example.org"});
+  auto r = test::run(args);
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  return r.out.substr(0, r.out.find('\n'));
+}
+
+// A forge's push with remote evaluations (docs/ci.md): the scheduler
+// queues a `jobset-eval` request at the pushed commit, an evaluator host
+// claims it and fetches and evaluates exactly that commit, though the
+// branch has moved on since. A malformed revision is refused.
+TEST_F(RemoteEvaluator, APushedCommitIsEvaluatedThere) {
+  if (!test::haveProgram("git")) GTEST_SKIP() << "no git";
+  std::string srv = dir_.path() + "/pkgs.git", work = dir_.path() + "/work";
+  test::run({"git", "init", "-q", "--bare", srv});
+  createDirs(work);
+  git(work, {"init", "-q", "-b", "main"});
+  auto commit = [&](const std::string& job) {
+    writeFile(work + "/default.nix",
+              "{ " + job + " = derivation { name = \"" + job +
+                  "\"; system = \"x86_64-linux\"; builder = \"/bin/sh\"; "
+                  "args = [ \"-c\" \"echo > $out\" ]; }; }\n");
+    git(work, {"add", "-A"});
+    git(work, {"commit", "-q", "-m", job});
+    return git(work, {"rev-parse", "HEAD"});
+  };
+  std::string pushed = commit("first");
+  commit("second");  // the branch's head now
+  git(work, {"push", "-q", srv, "HEAD:main"});
+  auto r =
+      kiln({"jobset", "create", "--project", "demo", "tracked", "--kind", "git",
+            "--location", srv, "--branch", "main", "--check-interval", "0"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::string endpoint;
+  auto sched = scheduler(&endpoint);
+  auto e1 = evaluator("e1");
+  // What `kiln web` queues for a verified push webhook (forge_events.h).
+  nlohmann::json event{{"kind", "push"}, {"repo", "octo/pkgs"},
+                       {"urls", {srv}},  {"branch", "main"},
+                       {"sha", pushed},  {"action", ""},
+                       {"headRef", ""},  {"headUrl", ""}};
+  nlohmann::json args{{"forge", "github"},
+                      {"delivery", "push-1"},
+                      {"projects", {"demo"}},
+                      {"event", event}};
+  sql("INSERT INTO requests (kind, args) VALUES ('forge-event', '" +
+      args.dump() + "'); NOTIFY kiln_requests");
+  std::string atPushed =
+      "SELECT count(*) FROM evaluations WHERE inputs_hash = 'git:" + pushed +
+      "'";
+  ASSERT_TRUE(test::pollUntil([&] { return sql(atPushed) == "1\n"; }, 60s))
+      << sched->log() << e1->log();
+  EXPECT_EQ(sql("SELECT string_agg(b.job, ',') FROM builds b JOIN "
+                "evaluations e ON e.id = b.eval WHERE e.inputs_hash = 'git:" +
+                pushed + "'"),
+            "first\n");
+  EXPECT_THAT(e1->log(), HasSubstr("commit " + pushed));
+  // Its request was answered; the evaluation ran on the evaluator's host.
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        return sql("SELECT count(*) FROM requests WHERE kind = 'jobset-eval' "
+                   "AND done = 1 AND ok = 1") == "1\n";
+      },
+      30s))
+      << sched->log();
+  EXPECT_THAT(sched->log(), HasSubstr("importing evaluation result"));
+
+  // A revision that is no commit id: the evaluator answers why.
+  auto bad = kiln(
+      {"jobset", "eval", "--project", "demo", "tracked", "--revision", "main"});
+  EXPECT_NE(bad.exitCode, 0);
+  EXPECT_THAT(bad.err + bad.out, HasSubstr("revision: a commit id"))
+      << e1->log();
+  EXPECT_EQ(e1->stop(), 0) << e1->log();
+  EXPECT_EQ(sched->stop(), 0) << sched->log();
+}
+
 TEST_F(RemoteEvaluator, RefusesBadOptions) {
-  auto r = test::run({test::kilnBinary(), "evaluator", "--state-dir",
-                      dir_.path() + "/e"});
+  auto r = test::run(
+      {test::kilnBinary(), "evaluator", "--state-dir", dir_.path() + "/e"});
   EXPECT_EQ(r.exitCode, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("--database is required"));
   r = kiln({"evaluator", "--state-dir", dir_.path() + "/e", "--lease", "1"});

@@ -134,6 +134,23 @@ void closePull(StateDb& db, ForgeStore& forge, int64_t project, const Event& ev,
   out.answer["closed"].push_back(js->name);
 }
 
+// A `jobset-eval` request at its commit for each evaluation from `first`
+// on, in the event's transaction: whichever takes it (the scheduler, or an
+// evaluator host with remote evaluations) evaluates exactly that commit,
+// and a scheduler that stops first finds the request when it starts.
+void queueEvaluations(StateDb& db, const std::string& project, size_t first,
+                      ForgeActions& out) {
+  for (size_t i = first; i < out.evaluate.size(); ++i) {
+    auto& e = out.evaluate[i];
+    auto js = db.jobset(e.jobset);
+    if (!js) continue;
+    json args{
+        {"project", project}, {"jobset", js->name}, {"revision", e.revision}};
+    e.request = db.addRequest("jobset-eval", args.dump());
+    out.answer["evalRequests"].push_back(e.request);
+  }
+}
+
 }  // namespace
 
 std::string pullJobsetName(int64_t number) {
@@ -143,7 +160,9 @@ std::string pullJobsetName(int64_t number) {
 ForgeActions applyForgeEvent(StateDb& db, const json& a, int64_t nowMs) {
   Event ev = readEvent(a);
   ForgeActions out;
-  out.answer = {{"jobsets", json::array()}, {"closed", json::array()}};
+  out.answer = {{"jobsets", json::array()},
+                {"closed", json::array()},
+                {"evalRequests", json::array()}};
   StateDb::Transaction txn(db);
   ForgeStore forge(db);
   if (!forge.recordDelivery(ev.forge, ev.delivery, nowMs)) {
@@ -160,6 +179,7 @@ ForgeActions applyForgeEvent(StateDb& db, const json& a, int64_t nowMs) {
       closePull(db, forge, p->id, ev, nowMs, out);
       continue;
     }
+    size_t first = out.evaluate.size();
     for (auto& js : branchJobsets(db, forge, p->id, ev)) {
       if (ev.kind == "pull_request") {
         openPull(db, forge, js, ev, out);
@@ -169,6 +189,7 @@ ForgeActions applyForgeEvent(StateDb& db, const json& a, int64_t nowMs) {
       out.evaluate.push_back({js.id, ev.sha});
       out.answer["jobsets"].push_back(js.name);
     }
+    queueEvaluations(db, p->name, first, out);
   }
   out.answer["cancelled"] = out.cancel;
   txn.commit();

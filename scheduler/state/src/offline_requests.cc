@@ -3,6 +3,8 @@
 // database knows it. A live service wraps the ones its core must know.
 #include "kiln/scheduler/offline_requests.h"
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 #include <vector>
 
@@ -42,6 +44,22 @@ int64_t jobsetIdOf(StateDb& db, const json& a) {
   auto js = db.jobsetByName(strArg(a, "project"), strArg(a, "jobset"));
   if (!js) throw SchedulerStateError("no such jobset");
   return js->id;
+}
+
+JobsetRow evalJobsetOf(StateDb& db, const json& a) {
+  auto js = db.jobsetByName(strArg(a, "project"), strArg(a, "jobset"));
+  if (!js) throw SchedulerStateError("no such jobset");
+  js->revision = strArg(a, "revision", "");
+  if (js->revision.empty()) return *js;
+  bool hex = std::all_of(js->revision.begin(), js->revision.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+  });
+  if (!hex || (js->revision.size() != 40 && js->revision.size() != 64))
+    throw SchedulerStateError("revision: a commit id of 40 or 64 hex digits");
+  if (js->kind != "git")
+    throw SchedulerStateError("revision: jobset '" + js->name +
+                              "' is not a git jobset");
+  return *js;
 }
 
 json buildStatusJson(int64_t build, StepStatus status) {
@@ -141,8 +159,7 @@ json updateJobset(StateDb& db, const json& a,
   // jobset's evaluations then fail, saying so) without blocking edits.
   j.evaluator = strArg(a, "evaluator", j.evaluator);
   j.channelJob = strArg(a, "channelJob", j.channelJob);
-  j.maxClosureGrowthPct =
-      intArg(a, "maxClosureGrowth", j.maxClosureGrowthPct);
+  j.maxClosureGrowthPct = intArg(a, "maxClosureGrowth", j.maxClosureGrowthPct);
   j.maxBuildTimeGrowthPct =
       intArg(a, "maxBuildTimeGrowth", j.maxBuildTimeGrowthPct);
   if (j.evaluator != found->evaluator && isEvaluatorName(j.evaluator))
@@ -266,7 +283,9 @@ void addProjectRequests(RequestTable& t, StateDb& db,
          "evaluate a jobset now",
          {kProjectArg,
           kJobsetArg,
-          {"ifChanged", ArgType::kBool, false, "only if its inputs changed"}},
+          {"ifChanged", ArgType::kBool, false, "only if its inputs changed"},
+          {"revision", ArgType::kString, false,
+           "git jobsets: the commit to evaluate (default: the branch's head)"}},
          [](const json&) -> json {
            throw SchedulerStateError(
                "no scheduler is running on this state directory: start "

@@ -219,8 +219,8 @@ TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {
 
   // The channel advanced to this evaluation: channel.advanced, ordered by
   // the jobset, with the evaluation and the channel job's build.
-  out.onLifecycleEvent(
-      {LifecycleEvent::Kind::kChannelAdvanced, j, ev, b.id, 0}, 30);
+  out.onLifecycleEvent({LifecycleEvent::Kind::kChannelAdvanced, j, ev, b.id, 0},
+                       30);
   rows = NotificationStore(db_).pending(100);
   ASSERT_EQ(rows.size(), 8u);  // after eval.done's two rows
   EXPECT_EQ(rows[6].event, "channel.advanced");
@@ -232,6 +232,42 @@ TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {
   EXPECT_EQ(advanced["eval"]["inputsHash"], "sha256:x");
   EXPECT_EQ(advanced["build"]["id"], b.id);
   EXPECT_EQ(advanced["build"]["statusName"], "success");
+}
+
+// A build event names its evaluation's commit (a git jobset's) and its
+// jobset's repository, without the credentials its URL holds.
+TEST_F(NotificationTest, BuildEventsCarryTheEvaluatedCommit) {
+  int64_t p = db_.createProject({0, "pkgs", "", true});
+  JobsetRow js;
+  js.project = p;
+  js.name = "main";
+  js.kind = "git";
+  js.location = "https://bot:s3cret@forge.example/octo/pkgs.git";
+  js.branch = "main";
+  int64_t j = db_.createJobset(js);
+  std::string sha(40, 'c');
+  int64_t ev = db_.createEvaluation({0, j, "git:" + sha, 5, 6, 1, ""}, {});
+  BuildRow b;
+  b.eval = ev;
+  b.jobset = j;
+  b.job = "hello";
+  b.drvPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-hello.drv";
+  b.id = db_.createBuild(b);
+  NotificationOutbox out({"hook"}, nullptr);
+  out.attach(db_);
+  json started =
+      out.payload({LifecycleEvent::Kind::kBuildStarted, 0, 0, b.id, 0}, 10);
+  EXPECT_EQ(started["eval"]["id"], ev);
+  EXPECT_EQ(started["eval"]["revision"], sha);
+  EXPECT_EQ(started["eval"]["inputsHash"], "git:" + sha);
+  const json& jobset = started["build"]["jobset"];
+  EXPECT_EQ(jobset["kind"], "git");
+  EXPECT_EQ(jobset["location"], "https://forge.example/octo/pkgs.git");
+  EXPECT_EQ(jobset["branch"], "main");
+  EXPECT_EQ(started.dump().find("s3cret"), std::string::npos);
+  json evalFinished =
+      out.payload({LifecycleEvent::Kind::kEvalFinished, j, ev, 0, 0}, 11);
+  EXPECT_EQ(evalFinished["eval"]["revision"], sha);
 }
 
 }  // namespace

@@ -85,6 +85,33 @@ TEST_P(ForgeRequestsTest, PushEvaluatesTheFollowingJobsetAtItsCommit) {
   EXPECT_EQ(r.evaluate[0].revision, std::string(40, 'a'));
   EXPECT_TRUE(r.cancel.empty());
   EXPECT_EQ(ForgeStore(*db_).jobset(main_)->repo, "octo/pkgs");
+  // Queued as a `jobset-eval` request at the commit, which whoever takes
+  // it (the scheduler, an evaluator host) reads with evalJobsetOf.
+  auto pending = db_->pendingRequests();
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].id, r.evaluate[0].request);
+  EXPECT_EQ(pending[0].kind, "jobset-eval");
+  EXPECT_EQ(r.answer["evalRequests"], json::array({r.evaluate[0].request}));
+  JobsetRow js = evalJobsetOf(*db_, json::parse(pending[0].args));
+  EXPECT_EQ(js.id, main_);
+  EXPECT_EQ(js.revision, std::string(40, 'a'));
+  json args = json::parse(pending[0].args);
+  for (const char* rev : {"HEAD", "abc", "main"}) {
+    args["revision"] = rev;
+    EXPECT_THROW(evalJobsetOf(*db_, args), SchedulerStateError) << rev;
+  }
+  args.erase("revision");
+  EXPECT_EQ(evalJobsetOf(*db_, args).revision, "");
+  JobsetRow folder;  // a path jobset has no commits
+  folder.project = project_;
+  folder.name = "folder";
+  folder.kind = "path";
+  folder.location = "/src";
+  db_->createJobset(folder);
+  json folderArgs{{"project", "p"},
+                  {"jobset", "folder"},
+                  {"revision", std::string(40, 'a')}};
+  EXPECT_THROW(evalJobsetOf(*db_, folderArgs), SchedulerStateError);
   // The same delivery again: nothing.
   ForgeActions again = applyForgeEvent(*db_, event("d1", "push", 'b'), 200);
   EXPECT_TRUE(again.evaluate.empty());

@@ -39,6 +39,9 @@ class NotificationOutbox final : public BuildEventSink {
   nlohmann::json jobsetJson(int64_t jobset);
   nlohmann::json buildJson(int64_t build, bool finished);
   nlohmann::json stepJson(int64_t step);
+  /// {id, inputsHash, revision (a git commit)} of evaluation `eval`, or
+  /// null; the last one is kept (a build event's evaluation repeats).
+  nlohmann::json evalRefJson(int64_t eval);
   nlohmann::json evalBuildsJson(nlohmann::json body,
                                 const LifecycleEvent& event);
   void checkEvalDone(int64_t eval, int64_t timeMs);
@@ -51,6 +54,7 @@ class NotificationOutbox final : public BuildEventSink {
   StateDb* db_ = nullptr;
   std::optional<NotificationStore> store_;
   std::mt19937_64 random_;
+  std::pair<int64_t, nlohmann::json> lastEval_{0, nullptr};
 };
 
 /// The event kind of `event` as payloads name it ("eval.started",

@@ -25,6 +25,7 @@ struct ForgeActions {
   struct Eval {
     int64_t jobset = 0;
     std::string revision;  ///< the commit to evaluate
+    int64_t request = 0;   ///< its queued `jobset-eval` request
   };
   std::vector<Eval> evaluate;
   std::vector<int64_t> cancel;  ///< unfinished builds to cancel
@@ -38,7 +39,10 @@ struct ForgeActions {
 /// updates its jobset (`pr-N`, on-demand, settings of its base branch's
 /// jobset) and names its unfinished builds (of the previous head); a
 /// closed one is disabled (its builds are cancelled after a grace period:
-/// sweepClosedPulls). Throws SchedulerStateError for malformed arguments.
+/// sweepClosedPulls). Each evaluation it names is queued, in the same
+/// transaction, as a `jobset-eval` request with its `revision` (its id in
+/// Eval::request and the answer's `evalRequests`). Throws SchedulerStateError
+/// for malformed arguments.
 ForgeActions applyForgeEvent(StateDb& db, const nlohmann::json& args,
                              int64_t nowMs);
 

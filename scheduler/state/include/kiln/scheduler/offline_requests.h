@@ -63,6 +63,13 @@ BuildRow requireBuild(StateDb& db, const nlohmann::json& args);
 /// arguments; throws SchedulerStateError when there is none.
 int64_t jobsetIdOf(StateDb& db, const nlohmann::json& args);
 
+/// The jobset a `jobset-eval` request evaluates (`project`, `jobset`),
+/// with `revision` set from the optional argument of that name: a commit
+/// id (40 or 64 hex digits) of a git jobset. Throws SchedulerStateError
+/// when there is no such jobset or the revision is malformed or names no
+/// git jobset's commit.
+JobsetRow evalJobsetOf(StateDb& db, const nlohmann::json& args);
+
 /// A build's answer with its status by name and Hydra's number:
 /// {"build", "status", "statusCode"}.
 nlohmann::json buildStatusJson(int64_t build, StepStatus status);
