@@ -46,23 +46,15 @@ in rec {
 }
 )";
 
-std::string git(const std::string& repo, std::vector<std::string> args) {
-  args.insert(args.begin(), {"git", "-C", repo, "-c", "user.name=kiln", "-c",
-                             "user.email=kiln@example.org"});
-  auto r = test::run(args);
-  EXPECT_EQ(r.exitCode, 0) << r.err;
-  return r.out.substr(0, r.out.find('\n'));
-}
-
 // Commits a.nix with `script` and pushes it to `ref` of the served
 // repository; returns the commit.
 std::string pushA(const std::string& work, const std::string& script,
                   const std::string& ref) {
   writeFile(work + "/a.nix", "\"" + script + "\"\n");
-  git(work, {"add", "-A"});
-  git(work, {"commit", "-q", "-m", script});
-  git(work, {"push", "-q", "origin", "HEAD:" + ref});
-  return git(work, {"rev-parse", "HEAD"});
+  test::git(work, {"add", "-A"});
+  test::git(work, {"commit", "-q", "-m", script});
+  test::git(work, {"push", "-q", "origin", "HEAD:" + ref});
+  return test::git(work, {"rev-parse", "HEAD"});
 }
 
 struct ForgeCase {
@@ -200,8 +192,8 @@ class ForgeCiTest : public ::testing::TestWithParam<ForgeCase> {
     gitDaemon_ = std::make_unique<Process>(daemon);
     url_ = "git://127.0.0.1:" + std::to_string(gitPort) + "/pkgs.git";
     createDirs(work_);
-    git(work_, {"init", "-q", "-b", "main"});
-    git(work_, {"remote", "add", "origin", srv_ + "/pkgs.git"});
+    test::git(work_, {"init", "-q", "-b", "main"});
+    test::git(work_, {"remote", "add", "origin", srv_ + "/pkgs.git"});
     writeFile(work_ + "/default.nix", kPackages);
     pushA(work_, "echo v1 >> $out", "main");
   }

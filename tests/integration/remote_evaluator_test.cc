@@ -191,15 +191,6 @@ TEST_F(RemoteEvaluator, AMalformedResultIsAFailedEvaluation) {
   EXPECT_EQ(sched->stop(), 0) << sched->log();
 }
 
-// `git -C DIR ARGS...` as a committer; its first line of output.
-std::string git(const std::string& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), {"git", "-C", dir, "-c", "user.name=kiln", "-c",
-                             "user.email=kiln@example.org"});
-  auto r = test::run(args);
-  EXPECT_EQ(r.exitCode, 0) << r.err;
-  return r.out.substr(0, r.out.find('\n'));
-}
-
 // A forge's push with remote evaluations (docs/ci.md): the scheduler
 // queues a `jobset-eval` request at the pushed commit, an evaluator host
 // claims it and fetches and evaluates exactly that commit, though the
@@ -209,19 +200,19 @@ TEST_F(RemoteEvaluator, APushedCommitIsEvaluatedThere) {
   std::string srv = dir_.path() + "/pkgs.git", work = dir_.path() + "/work";
   test::run({"git", "init", "-q", "--bare", srv});
   createDirs(work);
-  git(work, {"init", "-q", "-b", "main"});
+  test::git(work, {"init", "-q", "-b", "main"});
   auto commit = [&](const std::string& job) {
     writeFile(work + "/default.nix",
               "{ " + job + " = derivation { name = \"" + job +
                   "\"; system = \"x86_64-linux\"; builder = \"/bin/sh\"; "
                   "args = [ \"-c\" \"echo > $out\" ]; }; }\n");
-    git(work, {"add", "-A"});
-    git(work, {"commit", "-q", "-m", job});
-    return git(work, {"rev-parse", "HEAD"});
+    test::git(work, {"add", "-A"});
+    test::git(work, {"commit", "-q", "-m", job});
+    return test::git(work, {"rev-parse", "HEAD"});
   };
   std::string pushed = commit("first");
   commit("second");  // the branch's head now
-  git(work, {"push", "-q", srv, "HEAD:main"});
+  test::git(work, {"push", "-q", srv, "HEAD:main"});
   auto r =
       kiln({"jobset", "create", "--project", "demo", "tracked", "--kind", "git",
             "--location", srv, "--branch", "main", "--check-interval", "0"});

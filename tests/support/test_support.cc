@@ -160,4 +160,13 @@ int freeLoopbackPort() {
   return ntohs(a.sin_port);
 }
 
+std::string git(const std::string& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), {"git", "-C", dir, "-c", "user.name=kiln", "-c",
+                             "user.email=kiln@example.org"});
+  auto r = run(args);
+  if (r.exitCode != 0)
+    throw Error("git " + args[7] + " failed in " + dir + ": " + r.err);
+  return r.out.substr(0, r.out.find('\n'));
+}
+
 }  // namespace kiln::test

@@ -44,6 +44,11 @@ RunResult run(const std::vector<std::string>& argv,
               const std::string& input = "",
               const std::vector<std::string>& env = {});
 
+/// Runs `git -C dir ARGS...` with a committer name and email set; returns
+/// the first line of its output. Throws Error with its stderr when it
+/// fails.
+std::string git(const std::string& dir, std::vector<std::string> args);
+
 /// The exit code of a wait(2) status: the code, or 128+signal.
 int exitCodeOf(int waitStatus);
 

@@ -61,6 +61,18 @@ class NotificationTest : public ::testing::Test {
     for (auto& [e, j] : hook_->got) out.push_back(j["mark"]);
     return out;
   }
+  // An unfinished build of job hello in a new evaluation (inputs `hash`)
+  // of `js`, made in a new project "pkgs".
+  BuildRow helloBuild(JobsetRow js, const std::string& hash) {
+    js.project = db_.createProject({0, "pkgs", "", true});
+    BuildRow b;
+    b.jobset = db_.createJobset(js);
+    b.eval = db_.createEvaluation({0, b.jobset, hash, 5, 6, 1, ""}, {});
+    b.job = "hello";
+    b.drvPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-hello.drv";
+    b.id = db_.createBuild(b);
+    return b;
+  }
 
   TempDir dir_{"kiln-notify"};
   std::string path_ = dir_.path() + "/scheduler.sqlite";
@@ -167,19 +179,11 @@ TEST_F(NotificationTest, TheThreadDeliversWhatIsQueued) {
 // The outbox sink turns events into one row per notifier, with the rows'
 // facts; a finished build carries its status and outputs.
 TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {
-  int64_t p = db_.createProject({0, "pkgs", "", true});
   JobsetRow js;
-  js.project = p;
   js.name = "trunk";
   js.location = "/src";
-  int64_t j = db_.createJobset(js);
-  int64_t ev = db_.createEvaluation({0, j, "sha256:x", 5, 6, 1, ""}, {});
-  BuildRow b;
-  b.eval = ev;
-  b.jobset = j;
-  b.job = "hello";
-  b.drvPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-hello.drv";
-  b.id = db_.createBuild(b);
+  BuildRow b = helloBuild(js, "sha256:x");
+  int64_t j = b.jobset, ev = b.eval;
   int woken = 0;
   NotificationOutbox out({"hook", "cmd"}, [&] { woken++; });
   out.attach(db_);
@@ -237,22 +241,14 @@ TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {
 // A build event names its evaluation's commit (a git jobset's) and its
 // jobset's repository, without the credentials its URL holds.
 TEST_F(NotificationTest, BuildEventsCarryTheEvaluatedCommit) {
-  int64_t p = db_.createProject({0, "pkgs", "", true});
   JobsetRow js;
-  js.project = p;
   js.name = "main";
   js.kind = "git";
   js.location = "https://bot:s3cret@forge.example/octo/pkgs.git";
   js.branch = "main";
-  int64_t j = db_.createJobset(js);
   std::string sha(40, 'c');
-  int64_t ev = db_.createEvaluation({0, j, "git:" + sha, 5, 6, 1, ""}, {});
-  BuildRow b;
-  b.eval = ev;
-  b.jobset = j;
-  b.job = "hello";
-  b.drvPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-hello.drv";
-  b.id = db_.createBuild(b);
+  BuildRow b = helloBuild(js, "git:" + sha);
+  int64_t j = b.jobset, ev = b.eval;
   NotificationOutbox out({"hook"}, nullptr);
   out.attach(db_);
   json started =
