@@ -5,9 +5,10 @@
 #include <unistd.h>
 
 #include <future>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "eval_transfer.h"
 #include "evaluations.h"

@@ -107,6 +107,12 @@ TEST(ForgeApi, PerJobStatusesForTheJobsNamed) {
   EXPECT_EQ(done->body["context"], "kiln/ci:pr-7/tests.unit");
   EXPECT_EQ(done->body["description"], "success");
   EXPECT_EQ(done->body["target_url"], "http://kiln/build/41");
+  // A result reused from an earlier build is posted on this commit too.
+  json reused = buildEvent("build.finished", "github", "hello", 0);
+  reused["build"]["reusedFrom"] = 12;
+  auto again = statusRequest(Api::kGithub, reused, s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->body["description"], "success (reused from build 12)");
   auto started = statusRequest(
       Api::kGithub, buildEvent("build.started", "github", "hello", 0), s);
   ASSERT_TRUE(started);
