@@ -212,8 +212,8 @@ void ServeConsole::printProgress(const ServeTotals& t) {
 }
 
 void ServeConsole::printSummary(const ServeTotals& t) {
-  auto secs = std::chrono::duration_cast<std::chrono::seconds>(
-      clock_.now() - start_);
+  auto secs =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.now() - start_);
   out_ << "summary: " << t.all << " jobs, " << t.succeeded << " succeeded, "
        << counts(t) << ", " << secs.count()
        << " s since kiln serve started (still serving; Ctrl-C stops)"

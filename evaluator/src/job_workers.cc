@@ -248,8 +248,8 @@ void Pool::spawn() {
   ChildStart start{this, w.get(), ctl, out};
   ProcessSpawner& spawner =
       options_.spawner ? *options_.spawner : systemSpawner();
-  pid_t pid = w->progress ? spawner.spawn(childEntry, &start, SpawnOptions{})
-                          : -1;
+  pid_t pid =
+      w->progress ? spawner.spawn(childEntry, &start, SpawnOptions{}) : -1;
   int err = errno;
   ::close(ctl[1]);
   ::close(out[1]);

@@ -29,8 +29,7 @@ void Checkpointer::run() noexcept {
     for (bool last = false; !last;) {
       {
         auto s = state_.lock();
-        s.waitUntil(clock_, clock_.now() + interval_,
-                    [&] { return s->stop; });
+        s.waitUntil(clock_, clock_.now() + interval_, [&] { return s->stop; });
         last = s->stop;
       }
       try {

@@ -60,10 +60,10 @@ class FakeSchedulerLink {
       try {
         out.push_back(protocol::decode(frames));
       } catch (const protocol::VersionMismatch& e) {
-        send(protocol::Refused{protocol::kProtocolVersion,
-                               protocol::versionMismatchText(
-                                   protocol::kProtocolVersion,
-                                   e.theirVersion())});
+        send(protocol::Refused{
+            protocol::kProtocolVersion,
+            protocol::versionMismatchText(protocol::kProtocolVersion,
+                                          e.theirVersion())});
       } catch (const FormatError&) {
         ++dropped_;
       }

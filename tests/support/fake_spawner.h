@@ -18,11 +18,11 @@ namespace kiln::testing {
 
 /// One start the FakeSpawner saw.
 struct SpawnCall {
-  bool program = false;            ///< spawnProgram (else spawn)
-  int cloneFlags = 0;              ///< spawn: SpawnOptions::cloneFlags
-  std::vector<std::string> argv;   ///< spawnProgram: the arguments
-  size_t actions = 0;              ///< spawnProgram: file actions
-  int failedWith = 0;              ///< the errno it was failed with (0: ran)
+  bool program = false;           ///< spawnProgram (else spawn)
+  int cloneFlags = 0;             ///< spawn: SpawnOptions::cloneFlags
+  std::vector<std::string> argv;  ///< spawnProgram: the arguments
+  size_t actions = 0;             ///< spawnProgram: file actions
+  int failedWith = 0;             ///< the errno it was failed with (0: ran)
 };
 
 /// Records starts; fails the next ones with `failures` (front first; 0

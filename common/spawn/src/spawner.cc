@@ -64,8 +64,7 @@ pid_t SystemSpawner::spawn(ChildEntry entry, void* arg,
       errno = EINVAL;
       return -1;
     }
-    return ::clone(entry, options.stackTop, options.cloneFlags | SIGCHLD,
-                   arg);
+    return ::clone(entry, options.stackTop, options.cloneFlags | SIGCHLD, arg);
   }
   pid_t pid = ::fork();
   if (pid == 0) ::_exit(entry(arg));

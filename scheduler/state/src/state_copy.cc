@@ -530,8 +530,7 @@ CopyReport copyAll(const DatabaseSpec& from, const DatabaseSpec& to,
     txn.commit();
   }
   if (dst->dialect() == SqlDialect::kPostgres) analyze(*dst);
-  r.seconds =
-      std::chrono::duration<double>(clock.now() - start).count();
+  r.seconds = std::chrono::duration<double>(clock.now() - start).count();
   return r;
 }
 

@@ -4,8 +4,8 @@
 #include "kiln/common/spawner.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,7 +62,8 @@ TEST(SystemSpawner, ProgramWithFileActionsAndItsOwnProcessGroup) {
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
   AutoCloseFD readEnd(p[0]), writeEnd(p[1]);
-  const char* argv[] = {"sh", "-c", "pwd; cut -d' ' -f5 /proc/$$/stat", nullptr};
+  const char* argv[] = {"sh", "-c", "pwd; cut -d' ' -f5 /proc/$$/stat",
+                        nullptr};
   const char* envp[] = {"PATH=/usr/bin:/bin", nullptr};
   ProgramSpec spec;
   spec.program = "sh";

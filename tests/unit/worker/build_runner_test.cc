@@ -254,7 +254,8 @@ TEST_F(BuildRunnerTest, AFailedForkFailsTheStep) {
   {
     // ~BuildRunner waits for the build directory's removal.
     BuildRunner runner(config(), launcher, RealClock::instance());
-    res = runner.run(r, [](std::string_view) {}, nullptr);
+    res = runner.run(
+        r, [](std::string_view) {}, nullptr);
   }
   EXPECT_EQ(res.status, StepStatus::kFailed);
   EXPECT_NE(res.errorMsg.find("cannot start the builder: fork for '/bin/sh'"),

@@ -64,8 +64,7 @@ TEST_F(DaemonTest, HelloStepInputsBuildUploadResult) {
             "hello from the scheduler!\n");
 
   // A second step with the same input: nothing to fetch.
-  sched_.send(proto::Ack{proto::MessageType::kStepResult, 7,
-                                             true, ""});
+  sched_.send(proto::Ack{proto::MessageType::kStepResult, 7, true, ""});
   auto m2 = step(8, "greet2", "echo again > $out", in);
   sched_.received.clear();
   sched_.send(m2);
@@ -162,8 +161,7 @@ TEST_F(DaemonTest, TheStepOfHigherRankGetsTheCpu) {
                   in);
   low.rankMs = 1000;
   sched_.send(low);
-  ASSERT_TRUE(
-      pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
   ASSERT_TRUE(pumpUntil([&] { return pathExists(dir + "/low.pid"); }));
   pid_t lowPid = std::stoi(readFile(dir + "/low.pid"));
@@ -269,8 +267,7 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   sched_.send(m);
   ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(
-      pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   ASSERT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess)
       << sched_.last<proto::StepResult>()->errorMsg;
@@ -295,8 +292,7 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   };
   sched_.adopt = {7};
   EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
-  ASSERT_TRUE(
-      pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   ASSERT_EQ(sched_.uploads.size(), 2u);
   EXPECT_TRUE(sched_.uploads.back().ok) << sched_.uploads.back().error;
   auto result = *sched_.last<proto::StepResult>();

@@ -79,8 +79,7 @@ TEST_F(DaemonTest, HeartbeatsCarryPressureAndHelloTheThresholds) {
   ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::Hello>(); }));
   EXPECT_EQ(sched_.last<proto::Hello>()->thresholds, thresholds_);
   ASSERT_TRUE(pollUntilWelcomed());
-  ASSERT_TRUE(
-      pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
   auto beat = *sched_.last<proto::Heartbeat>();
   EXPECT_EQ(beat.memoryPressure, 42.5);
   EXPECT_EQ(beat.cpuPressure, std::nullopt);

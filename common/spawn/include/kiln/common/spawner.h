@@ -43,11 +43,11 @@ struct SpawnOptions {
 struct FileAction {
   enum class Kind { kOpen, kDup2, kChdir };
   Kind kind = Kind::kDup2;
-  int fd = -1;                  ///< the child's descriptor (kOpen, kDup2)
-  int sourceFd = -1;            ///< kDup2: the parent's descriptor
-  const char* path = nullptr;   ///< kOpen: the file; kChdir: the folder
-  int openFlags = 0;            ///< kOpen
-  mode_t mode = 0;              ///< kOpen
+  int fd = -1;                 ///< the child's descriptor (kOpen, kDup2)
+  int sourceFd = -1;           ///< kDup2: the parent's descriptor
+  const char* path = nullptr;  ///< kOpen: the file; kChdir: the folder
+  int openFlags = 0;           ///< kOpen
+  mode_t mode = 0;             ///< kOpen
 };
 
 /// A program for ProcessSpawner::spawnProgram. Pointers must stay valid
@@ -57,7 +57,7 @@ struct ProgramSpec {
   char* const* argv = nullptr;    ///< NULL-terminated, argv[0] included
   char* const* envp = nullptr;    ///< NULL-terminated
   bool searchPath = false;        ///< look `program` up in PATH (posix_spawnp)
-  bool newProcessGroup = false;   ///< the child leads a process group of its own
+  bool newProcessGroup = false;  ///< the child leads a process group of its own
   std::vector<FileAction> actions;
 };
 
