@@ -9,6 +9,7 @@
 #include "cache_options.h"
 #include "command.h"
 #include "database_options.h"
+#include "kiln/common/clock.h"
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
@@ -113,7 +114,7 @@ std::shared_ptr<scheduler::SchedulerLock> waitForFarmLock(
       logWarn(std::string("standby: ") + e.what());
     }
     for (int i = 0; i < 10 && !gStop.load(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      RealClock::instance().sleepFor(std::chrono::milliseconds(100));
   }
   return nullptr;
 }

@@ -22,6 +22,7 @@
 #include "cli_common.h"
 #include "command.h"
 #include "farm_config.h"
+#include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "notify_options.h"
 #include "serve_farm.h"
@@ -165,7 +166,7 @@ int serve(const ServeFlags& flags) {
           reload(flags, farm);
       }
       farm.poll();
-      std::this_thread::sleep_for(200ms);
+      RealClock::instance().sleepFor(200ms);
     }
   }
   std::cout << "stopping" << std::endl;

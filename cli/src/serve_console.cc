@@ -57,12 +57,13 @@ std::vector<scheduler::EvalErrorRow> allEvaluationErrors(
 
 ServeConsole::ServeConsole(std::string stateDir,
                            scheduler::DatabaseSpec database, std::string webUrl,
-                           std::ostream& out)
+                           std::ostream& out, const Clock& clock)
     : stateDir_(std::move(stateDir)),
       database_(std::move(database)),
       webUrl_(std::move(webUrl)),
       out_(out),
-      start_(std::chrono::steady_clock::now()) {}
+      clock_(clock),
+      start_(clock.now()) {}
 
 void ServeConsole::report(const std::vector<ServedJobset>& jobsets) {
   if (!view_) view_ = scheduler::StateView::openIfExists(database_);
@@ -211,8 +212,8 @@ void ServeConsole::printProgress(const ServeTotals& t) {
 }
 
 void ServeConsole::printSummary(const ServeTotals& t) {
-  auto secs = std::chrono::duration_cast<std::chrono::seconds>(
-      std::chrono::steady_clock::now() - start_);
+  auto secs =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.now() - start_);
   out_ << "summary: " << t.all << " jobs, " << t.succeeded << " succeeded, "
        << counts(t) << ", " << secs.count()
        << " s since kiln serve started (still serving; Ctrl-C stops)"

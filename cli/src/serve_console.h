@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/common/clock.h"
 #include "kiln/scheduler/state_view.h"
 
 namespace kiln::cli {
@@ -56,7 +57,8 @@ class ServeConsole {
   /// `webUrl` ("http://HOST:PORT", or "" without a web) is used in the
   /// pointers to pages.
   ServeConsole(std::string stateDir, scheduler::DatabaseSpec database,
-               std::string webUrl, std::ostream& out);
+               std::string webUrl, std::ostream& out,
+               const Clock& clock = RealClock::instance());
 
   /// One turn over the served `jobsets`. Throws SqlError if the
   /// state cannot be read.
@@ -79,7 +81,8 @@ class ServeConsole {
   scheduler::DatabaseSpec database_;
   std::string webUrl_;
   std::ostream& out_;
-  std::chrono::steady_clock::time_point start_;
+  const Clock& clock_;
+  Clock::TimePoint start_;
   std::unique_ptr<scheduler::StateView> view_;
   ServeTotals last_;
   bool printed_ = false;

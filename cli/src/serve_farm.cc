@@ -14,6 +14,7 @@
 #include <iostream>
 #include <thread>
 
+#include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/common/process.h"
 #include "kiln/protocol/keys.h"
@@ -45,8 +46,9 @@ std::string runKiln(const std::vector<std::string>& args) {
   spec.separateStderr = true;
   Process p(spec);
   std::string out, err;
-  auto deadline = std::chrono::steady_clock::now() + 1min;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const Clock& clock = RealClock::instance();  // Process::next waits for real
+  auto deadline = clock.now() + 1min;
+  while (clock.now() < deadline) {
     auto ev = p.next(1s);
     if (ev.kind == ProcessEvent::Kind::kOutput)
       (ev.stream == 2 ? err : out) += ev.data;
@@ -318,12 +320,12 @@ std::vector<std::string> ServeFarm::workerArgs(unsigned i) const {
 // that exits first is not restarted: what it printed is the reason, and
 // serve stops with it; later (a reload) it is restarted as usual.
 bool ServeFarm::waitReady(const std::atomic<bool>& stop, bool failFast) {
-  auto deadline = std::chrono::steady_clock::now() + 5min;
+  auto deadline = clock_.now() + 5min;
   while (!stop) {
     bool running = sched_->running();
     std::string text = sched_->logSinceStart();
     if (running && text.find("listening ") != std::string::npos) return true;
-    bool late = std::chrono::steady_clock::now() > deadline;
+    bool late = clock_.now() > deadline;
     if (late || (failFast && !running)) {
       sched_->stop(5s);
       throw Error(std::string("the scheduler ") +
@@ -334,7 +336,7 @@ bool ServeFarm::waitReady(const std::atomic<bool>& stop, bool failFast) {
     }
     if (auto line = sched_->supervise(); !line.empty())
       out_ << "kiln serve: " << line << std::endl;
-    std::this_thread::sleep_for(50ms);
+    clock_.sleepFor(50ms);
   }
   return false;
 }

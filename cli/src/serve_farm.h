@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "farm_config.h"
+#include "kiln/common/clock.h"
 #include "sandbox_options.h"
 #include "serve_console.h"
 #include "serve_jobsets.h"
@@ -76,6 +77,8 @@ class ServeFarm {
 
   ServeSettings s_;
   std::ostream& out_;
+  /// Times the wait for the scheduler to listen (the process's own clock).
+  const Clock& clock_ = RealClock::instance();
   std::string logs_;
   std::vector<std::string> extraPaths_;  // of the config, resolved
   std::unique_ptr<SupervisedChild> sched_;

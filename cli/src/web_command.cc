@@ -42,14 +42,14 @@ std::function<std::shared_ptr<const scheduler::SchedulerSnapshot>()>
 storedSnapshot(const scheduler::DatabaseSpec& database) {
   struct Cache {
     std::mutex mutex;
-    std::chrono::steady_clock::time_point readAt{};
+    Clock::TimePoint readAt{};
     std::shared_ptr<const scheduler::SchedulerSnapshot> snap;
   };
   auto cache = std::make_shared<Cache>();
   return [database,
           cache]() -> std::shared_ptr<const scheduler::SchedulerSnapshot> {
     std::lock_guard lock(cache->mutex);
-    auto now = std::chrono::steady_clock::now();
+    auto now = RealClock::instance().now();
     if (now - cache->readAt < std::chrono::seconds(1)) return cache->snap;
     thread_local std::unique_ptr<scheduler::StateView> view;
     try {
@@ -148,7 +148,7 @@ int runWeb(const std::vector<std::string>& args) {
     std::signal(SIGINT, onWebSignal);
     std::signal(SIGTERM, onWebSignal);
     while (!gWebStop.load())
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      RealClock::instance().sleepFor(std::chrono::milliseconds(100));
     logInfo("web stopping");
     return kExitOk;
   });

@@ -20,7 +20,11 @@ namespace kiln {
 namespace {
 
 using std::chrono::milliseconds;
-using std::chrono::steady_clock;
+
+/// A real child is waited for with poll(2), which counts real time: its
+/// deadlines are read from the real clock (a FakeClock could not move
+/// poll's timeout).
+const Clock& realTime() { return RealClock::instance(); }
 
 /// After the child exits and its group is killed, how long we keep reading
 /// the pipe for output still buffered or held by an escaped descendant.
@@ -86,6 +90,9 @@ struct ChildSetup {
   ::execve(s.program, s.argv, s.envp);
   childFail(s.errWrite, kExec);
 }
+
+// ProcessSpawner's entry point: `arg` is the ChildSetup.
+int childEntry(void* arg) { childMain(*static_cast<const ChildSetup*>(arg)); }
 
 std::string stageMessage(int stage, const ProcessSpec& spec) {
   switch (stage) {
@@ -162,7 +169,9 @@ std::vector<char*> cStrings(std::vector<std::string>& strs) {
 
 }  // namespace
 
-Process::Process(const ProcessSpec& spec) {
+Process::Process(const ProcessSpec& spec) : Process(spec, systemSpawner()) {}
+
+Process::Process(const ProcessSpec& spec, ProcessSpawner& spawner) {
   if (spec.program.empty())
     throw Error("cannot start a process: empty program");
   std::vector<std::string> args = spec.args;
@@ -204,9 +213,8 @@ Process::Process(const ProcessSpec& spec) {
       spec.deathSignal,
       ::getpid(),
       groups.data()};
-  pid_t pid = ::fork();
+  pid_t pid = spawner.spawn(childEntry, &setup, SpawnOptions{});
   if (pid < 0) throwSysError("fork for '" + spec.program + "'");
-  if (pid == 0) childMain(setup);
   pid_ = pid;
   output.outWrite.reset();
   output.errWrite.reset();
@@ -269,7 +277,7 @@ void Process::reap() {
   peakRssBytes_ = static_cast<size_t>(ru.ru_maxrss) * 1024;
   reaped_ = true;
   pidfd_.reset();
-  drainDeadline_ = steady_clock::now() + kDrainGrace;
+  drainDeadline_ = realTime().now() + kDrainGrace;
 }
 
 bool Process::readOutput(AutoCloseFD& fd, int stream, ProcessEvent& ev) {
@@ -292,11 +300,11 @@ bool Process::readOutput(AutoCloseFD& fd, int stream, ProcessEvent& ev) {
 
 ProcessEvent Process::next(milliseconds timeout) {
   ProcessEvent ev;
-  auto deadline = steady_clock::now() + timeout;
+  auto deadline = realTime().now() + timeout;
   for (;;) {
     if (!reaped_ && childHasExited()) reap();
     if (readOutput(out_, 1, ev) || readOutput(err_, 2, ev)) return ev;
-    auto now = steady_clock::now();
+    auto now = realTime().now();
     if (reaped_ && now >= drainDeadline_) {
       out_.reset();
       err_.reset();
@@ -311,7 +319,7 @@ ProcessEvent Process::next(milliseconds timeout) {
     auto wait = deadline - now;
     if (reaped_) wait = std::min(wait, drainDeadline_ - now);
     if (!reaped_ && !pidfd_)
-      wait = std::min<steady_clock::duration>(wait, milliseconds(10));
+      wait = std::min<Clock::Duration>(wait, milliseconds(10));
     pollfd fds[3];
     nfds_t nfds = 0;
     if (out_) fds[nfds++] = {out_.get(), POLLIN, 0};
@@ -343,10 +351,10 @@ std::map<std::string, std::string> currentEnvironment() {
 }
 
 std::optional<int> waitForExit(ChildProcess& child, milliseconds timeout,
-                               std::string* output) {
-  auto deadline = steady_clock::now() + timeout;
+                               std::string* output, const Clock& clock) {
+  auto deadline = clock.now() + timeout;
   for (;;) {
-    auto left = std::chrono::ceil<milliseconds>(deadline - steady_clock::now());
+    auto left = std::chrono::ceil<milliseconds>(deadline - clock.now());
     auto ev = child.next(std::max(left, milliseconds(0)));
     switch (ev.kind) {
       case ProcessEvent::Kind::kExited:
@@ -355,7 +363,7 @@ std::optional<int> waitForExit(ChildProcess& child, milliseconds timeout,
         if (output) output->append(ev.data);
         break;
       case ProcessEvent::Kind::kIdle:
-        if (steady_clock::now() >= deadline) return std::nullopt;
+        if (clock.now() >= deadline) return std::nullopt;
         break;
     }
   }

@@ -182,6 +182,15 @@ class Pool {
   }
 
  private:
+  /// What a forked worker needs before it runs workerMain.
+  struct ChildStart {
+    Pool* pool;
+    Worker* worker;
+    int* ctl;  // the control socket pair; the child keeps ctl[1]
+    int* out;  // the output pipe; the child keeps out[1] as stdout
+  };
+  /// The worker child's entry point (ProcessSpawner::spawn).
+  [[noreturn]] static int childEntry(void* arg);
   void spawn();
   void feed(Worker& w);
   void waitForEvents();
@@ -208,6 +217,17 @@ class Pool {
   static constexpr size_t kMaxDeathsBetweenItems = 3;
 };
 
+int Pool::childEntry(void* arg) {
+  auto& s = *static_cast<ChildStart*>(arg);
+  for (auto& other : s.pool->workers_) closeFds(*other);
+  ::close(s.ctl[0]);
+  ::close(s.out[0]);
+  ::dup2(s.out[1], STDOUT_FILENO);
+  ::close(s.out[1]);
+  workerMain(s.ctl[1], s.pool->hooks_, *s.worker->progress,
+             s.pool->options_.maxMemoryBytes);
+}
+
 void Pool::spawn() {
   int ctl[2], out[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0)
@@ -225,15 +245,11 @@ void Pool::spawn() {
   std::cout.flush();
   std::fflush(stdout);
   std::cerr.flush();
-  pid_t pid = w->progress ? ::fork() : -1;
-  if (pid == 0) {
-    for (auto& other : workers_) closeFds(*other);
-    ::close(ctl[0]);
-    ::close(out[0]);
-    ::dup2(out[1], STDOUT_FILENO);
-    ::close(out[1]);
-    workerMain(ctl[1], hooks_, *w->progress, options_.maxMemoryBytes);
-  }
+  ChildStart start{this, w.get(), ctl, out};
+  ProcessSpawner& spawner =
+      options_.spawner ? *options_.spawner : systemSpawner();
+  pid_t pid =
+      w->progress ? spawner.spawn(childEntry, &start, SpawnOptions{}) : -1;
   int err = errno;
   ::close(ctl[1]);
   ::close(out[1]);

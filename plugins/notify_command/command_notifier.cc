@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/common/spawner.h"
 #include "kiln/plugin/plugin.hpp"
 
 extern char** environ;
@@ -80,24 +80,20 @@ class CommandNotifier {
 
  private:
   pid_t spawn(int stdinFd, const std::string& event) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, stdinFd, 0);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
     std::string ev = "KILN_EVENT=" + event;
     std::vector<char*> env;
     for (char** e = environ; *e; e++) env.push_back(*e);
     env.push_back(ev.data());
     env.push_back(nullptr);
     const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
+    kiln::ProgramSpec spec;
+    spec.program = "/bin/sh";
+    spec.argv = const_cast<char* const*>(argv);
+    spec.envp = env.data();
+    spec.newProcessGroup = true;
+    spec.actions.push_back({kiln::FileAction::Kind::kDup2, 0, stdinFd});
     pid_t pid = -1;
-    int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr,
-                         const_cast<char* const*>(argv), env.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    int rc = kiln::systemSpawner().spawnProgram(spec, &pid);
     if (rc != 0) throw Failure::sys("running /bin/sh", rc);
     return pid;
   }

@@ -10,10 +10,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kiln/common/spawner.h"
 #include "kiln/plugin/plugin.hpp"
 
 namespace {
 
+using kiln::ProcessSpawner;
+using kiln::SpawnOptions;
+using kiln::systemSpawner;
 using kiln::plugin::Failure;
 
 // A static i386 ELF executable doing exit(0) through int 0x80: the ELF
@@ -44,20 +48,22 @@ const unsigned char kI386Exit0[] = {
     0xcd, 0x80};             // int 0x80
 // clang-format on
 
+// The probe's child: executes the memfd `*arg` (ProcessSpawner's entry).
+int execProbe(void* arg) {
+  char* const argv[] = {const_cast<char*>("kiln-i686-probe"), nullptr};
+  char* const envp[] = {nullptr};
+  ::fexecve(*static_cast<int*>(arg), argv, envp);
+  return 127;
+}
+
 // Whether the kernel runs 32-bit x86 programs: executes kI386Exit0 from a
 // memfd (no file system, so a noexec /tmp does not matter).
-bool runsI386() {
+bool runsI386(ProcessSpawner& spawner) {
   int fd = ::memfd_create("kiln-i686-probe", MFD_CLOEXEC);
   if (fd < 0) return false;
   bool written = ::write(fd, kI386Exit0, sizeof kI386Exit0) ==
                  static_cast<ssize_t>(sizeof kI386Exit0);
-  pid_t pid = written ? ::fork() : -1;
-  if (pid == 0) {
-    char* const argv[] = {const_cast<char*>("kiln-i686-probe"), nullptr};
-    char* const envp[] = {nullptr};
-    ::fexecve(fd, argv, envp);
-    ::_exit(127);
-  }
+  pid_t pid = written ? spawner.spawn(execProbe, &fd, SpawnOptions{}) : -1;
   ::close(fd);
   if (pid < 0) return false;
   int status = 0;
@@ -83,7 +89,7 @@ class NativePlatform {
     if (own.empty()) throw Failure::sys("uname");
     systems_.push_back(own);
     if (own == "x86_64-linux") {
-      if (runsI386())
+      if (runsI386(systemSpawner()))
         systems_.push_back("i686-linux");
       else
         host.log(KILN_LOG_INFO,

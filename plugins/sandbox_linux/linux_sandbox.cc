@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "build_users.h"
+#include "kiln/common/spawner.h"
 #include "kiln/plugin/plugin.hpp"
 #include "root_pool.h"
 #include "sandbox_plan.h"
@@ -106,11 +107,14 @@ class ChildStack {
 /// CLONE_VM: no copy of the worker's page tables and no copy-on-write
 /// faults in the child (it only makes system calls until execve, see
 /// sandbox_child.h), which made up most of a sandbox start's CPU.
-pid_t cloneChild(ChildPlan& plan, bool network, const ChildStack& stack) {
-  int flags = CLONE_VM | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-              CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
-  if (!network) flags |= CLONE_NEWNET;
-  pid_t pid = ::clone(childMain, stack.top(), flags, &plan);
+pid_t cloneChild(ProcessSpawner& spawner, ChildPlan& plan, bool network,
+                 const ChildStack& stack) {
+  SpawnOptions options;
+  options.cloneFlags = CLONE_VM | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+                       CLONE_NEWIPC | CLONE_NEWUTS;
+  if (!network) options.cloneFlags |= CLONE_NEWNET;
+  options.stackTop = stack.top();
+  pid_t pid = spawner.spawn(childMain, &plan, options);
   int err = errno;
   if (pid < 0)
     throw Failure(KILN_ERR_UNSUPPORTED,
@@ -219,6 +223,7 @@ class LinuxSandbox {
   };
 
   plugin::Host host_;
+  ProcessSpawner& spawner_ = systemSpawner();  // clone with namespaces
   std::vector<ExtraPath> extra_;
   BuildUserPool pool_;
   std::unique_ptr<SeccompFilter> filter_;  // null: seccomp=false
@@ -283,7 +288,7 @@ pid_t LinuxSandbox::launch(const kiln_sandbox_spec& spec,
              pipes.statusWrite};
   pid_t pid;
   try {
-    pid = cloneChild(cp, spec.network != 0, stack);
+    pid = cloneChild(spawner_, cp, spec.network != 0, stack);
   } catch (...) {
     ::close(sync[0]);
     ::close(sync[1]);

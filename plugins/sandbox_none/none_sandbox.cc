@@ -7,11 +7,31 @@
 #include <unistd.h>
 
 #include "exec_child.h"
+#include "kiln/common/spawner.h"
 #include "kiln/plugin/plugin.hpp"
 
 namespace {
 
 namespace ps = kiln::plugin_support;
+
+/// What the forked child needs (prepared before the fork).
+struct NoneChild {
+  ps::ExecPlan plan;
+  const char* const* groups;
+  pid_t parent;
+};
+
+/// The child: control groups, a session of its own, death with the
+/// worker's thread, then the builder (ProcessSpawner::spawn's entry).
+int noneChildMain(void* arg) {
+  const auto& c = *static_cast<const NoneChild*>(arg);
+  if (!ps::joinCgroupsSelf(c.groups))
+    ps::childFail(c.plan.statusWrite, ps::kStageCgroup);
+  if (::setsid() < 0) ps::childFail(c.plan.statusWrite, ps::kStageSession);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != c.parent)
+    ps::childFail(c.plan.statusWrite, ps::kStageSession);
+  ps::execBuilder(c.plan);
+}
 
 class NoneSandbox {
  public:
@@ -41,18 +61,9 @@ class NoneSandbox {
     plan.devNull = pipes.devNull;
     plan.outWrite = pipes.outWrite;
     plan.statusWrite = pipes.statusWrite;
-    pid_t parent = ::getpid();
-    const char* const* groups = ps::cgroupProcsOf(spec);
-    pid_t pid = ::fork();
+    NoneChild child{plan, ps::cgroupProcsOf(spec), ::getpid()};
+    pid_t pid = spawner_.spawn(noneChildMain, &child, kiln::SpawnOptions{});
     if (pid < 0) throw kiln::plugin::Failure::sys("fork");
-    if (pid == 0) {
-      if (!ps::joinCgroupsSelf(groups))
-        ps::childFail(plan.statusWrite, ps::kStageCgroup);
-      if (::setsid() < 0) ps::childFail(plan.statusWrite, ps::kStageSession);
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != parent)
-        ps::childFail(plan.statusWrite, ps::kStageSession);
-      ps::execBuilder(plan);
-    }
     ::close(pipes.outWrite);
     pipes.outWrite = -1;
     ::close(pipes.statusWrite);
@@ -74,6 +85,7 @@ class NoneSandbox {
 
  private:
   kiln::plugin::Host host_;
+  kiln::ProcessSpawner& spawner_ = kiln::systemSpawner();
 };
 
 }  // namespace

@@ -2,13 +2,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <string_view>
 
+#include "kiln/common/spawner.h"
 #include "kiln/plugin/plugin.hpp"
 
 extern char** environ;
@@ -34,21 +34,16 @@ struct Pipe {
   }
 };
 
-/// Spawn file actions and attributes, destroyed when they go out of scope.
-struct SpawnSetup {
-  posix_spawn_file_actions_t actions;
-  SpawnSetup() { posix_spawn_file_actions_init(&actions); }
-  ~SpawnSetup() { posix_spawn_file_actions_destroy(&actions); }
-};
-
 pid_t spawn(const std::vector<std::string>& argv, const std::string& cwd,
             const std::vector<std::string>* env, Pipe& out, Pipe& err) {
-  SpawnSetup s;
-  posix_spawn_file_actions_addopen(&s.actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&s.actions, out.fd[1], 1);
-  posix_spawn_file_actions_adddup2(&s.actions, err.fd[1], 2);
+  using Action = FileAction;
+  ProgramSpec spec;
+  spec.actions.push_back(
+      {Action::Kind::kOpen, 0, -1, "/dev/null", O_RDONLY, 0});
+  spec.actions.push_back({Action::Kind::kDup2, 1, out.fd[1]});
+  spec.actions.push_back({Action::Kind::kDup2, 2, err.fd[1]});
   if (!cwd.empty())
-    posix_spawn_file_actions_addchdir_np(&s.actions, cwd.c_str());
+    spec.actions.push_back({Action::Kind::kChdir, -1, -1, cwd.c_str()});
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -57,9 +52,12 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& cwd,
     for (auto& e : *env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
   }
+  spec.program = argv[0].c_str();
+  spec.argv = args.data();
+  spec.envp = env ? envp.data() : environ;
+  spec.searchPath = true;
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, argv[0].c_str(), &s.actions, nullptr, args.data(),
-                        env ? envp.data() : environ);
+  int rc = systemSpawner().spawnProgram(spec, &pid);
   if (rc != 0) throw Failure::sys("running " + argv[0], rc);
   return pid;
 }

@@ -120,7 +120,7 @@ zmq::socket_t& Client::socket() { return impl_->socket; }
 
 std::optional<Message> Client::receive(std::chrono::milliseconds timeout,
                                        int wakeFd) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = detail::socketClock().now() + timeout;
   std::vector<zmq::pollitem_t> items = {
       {impl_->socket.handle(), 0, ZMQ_POLLIN, 0},
       {impl_->monitor.handle(), 0, ZMQ_POLLIN, 0}};

@@ -57,7 +57,7 @@ zmq::socket_t& Server::socket() { return impl_->socket; }
 
 std::optional<Received> Server::receive(std::chrono::milliseconds timeout,
                                         int wakeFd) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = detail::socketClock().now() + timeout;
   std::vector<zmq::pollitem_t> items = {
       {impl_->socket.handle(), 0, ZMQ_POLLIN, 0}};
   if (wakeFd >= 0) items.push_back({nullptr, wakeFd, ZMQ_POLLIN, 0});

@@ -85,10 +85,9 @@ void setCommonOptions(zmq::socket_t& socket,
   }
 }
 
-bool waitUntil(std::vector<zmq::pollitem_t>& items,
-               std::chrono::steady_clock::time_point deadline) {
+bool waitUntil(std::vector<zmq::pollitem_t>& items, Clock::TimePoint deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
+      deadline - socketClock().now());
   if (left.count() < 0) left = std::chrono::milliseconds(0);
   try {
     return zmq::poll(items, left) > 0;

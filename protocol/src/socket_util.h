@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "kiln/common/clock.h"
 #include "kiln/protocol/messages.h"
 #include "kiln/protocol/transport.h"
 
@@ -32,8 +33,11 @@ void setCommonOptions(zmq::socket_t& socket,
 
 /// Polls `items` until one is readable or `deadline`; false on timeout or
 /// when a signal interrupted the wait (EINTR).
-bool waitUntil(std::vector<zmq::pollitem_t>& items,
-               std::chrono::steady_clock::time_point deadline);
+bool waitUntil(std::vector<zmq::pollitem_t>& items, Clock::TimePoint deadline);
+
+/// The clock of the sockets' deadlines: zmq_poll waits in real time, so a
+/// deadline for it is read from the real clock.
+inline const Clock& socketClock() { return RealClock::instance(); }
 
 /// Converts frames of a received multipart (from `first`) to strings.
 Frames toFrames(const std::vector<zmq::message_t>& parts, size_t first);

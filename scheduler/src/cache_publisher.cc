@@ -119,7 +119,7 @@ void CachePublisher::saveMark() {
 
 void CachePublisher::pause(std::chrono::milliseconds d, bool wakeable) {
   auto s = shared_.lock();
-  s.waitUntil(std::chrono::steady_clock::now() + d,
+  s.waitUntil(clock_, clock_.now() + d,
               [&] { return s->stop || (wakeable && s->woken); });
   s->woken = false;
 }

@@ -6,8 +6,9 @@
 namespace kiln::scheduler {
 
 Checkpointer::Checkpointer(std::string dbPath,
-                           std::chrono::milliseconds interval)
-    : path_(std::move(dbPath)), interval_(interval) {
+                           std::chrono::milliseconds interval,
+                           const Clock& clock)
+    : path_(std::move(dbPath)), interval_(interval), clock_(clock) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -28,8 +29,7 @@ void Checkpointer::run() noexcept {
     for (bool last = false; !last;) {
       {
         auto s = state_.lock();
-        s.waitUntil(std::chrono::steady_clock::now() + interval_,
-                    [&] { return s->stop; });
+        s.waitUntil(clock_, clock_.now() + interval_, [&] { return s->stop; });
         last = s->stop;
       }
       try {

@@ -253,10 +253,10 @@ void EvaluatorRole::Impl::waitForWork(const std::atomic<bool>& stop) {
       logWarn(std::string("evaluator: no request wake-ups: ") + e.what());
     }
   }
-  auto until = std::chrono::steady_clock::now() + cfg.poll;
-  while (!stop && std::chrono::steady_clock::now() < until) {
+  auto until = clock.now() + cfg.poll;
+  while (!stop && clock.now() < until) {
     if (!requests) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      clock.sleepFor(std::chrono::milliseconds(50));
       continue;
     }
     pollfd p{requests->wakeFd(), POLLIN, 0};

@@ -68,12 +68,6 @@ std::set<std::string> splitSigs(const std::string& s) {
   return out;
 }
 
-int64_t nowSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 SqliteStmt& LocalStore::Impl::statement(SqliteDb& d, const std::string& sql) {
@@ -126,7 +120,8 @@ int64_t LocalStore::Impl::insertValidPath(SqliteDb& d,
       "narSize, ultimate, sigs, ca) values (?, ?, ?, ?, ?, ?, ?, ?)");
   st.bind(storeDir.printPath(info.path))
       .bind("sha256:" + info.narHash.toHex())
-      .bind(info.registrationTime ? info.registrationTime : nowSeconds());
+      .bind(info.registrationTime ? info.registrationTime
+                                  : clock->nowMs() / 1000);
   if (info.deriver)
     st.bind(storeDir.printPath(*info.deriver));
   else

@@ -204,6 +204,8 @@ LocalStore::ContentSync LocalStore::contentSync() const {
   return impl_->contentSync;
 }
 
+void LocalStore::setClock(const Clock& clock) { impl_->clock = &clock; }
+
 // A single add is a batch of one whose files are fsynced one by one (no
 // syncfs of a filesystem others may be filling), unless the store is set
 // to ContentSync::kNone.

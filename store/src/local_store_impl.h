@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kiln/common/clock.h"
 #include "kiln/common/file_lock.h"
 #include "kiln/common/sqlite.h"
 #include "kiln/common/sync.h"
@@ -27,6 +28,7 @@ struct LocalStore::Impl {
   std::string locksDir;      // <state>/locks
   std::string gcLockPath;    // <state>/gc.lock
   ContentSync contentSync = ContentSync::kDurable;
+  const Clock* clock = &RealClock::instance();  // registration times
 
   Sync<std::unique_ptr<SqliteDb>> db;
   // Prepared statements of `db` by SQL text (used under db's lock;

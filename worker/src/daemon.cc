@@ -122,10 +122,11 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
   attemptSince = clock.now();
 }
 
-std::unique_ptr<proto::Client> Daemon::Impl::connectCurrent() {
+std::unique_ptr<proto::ClientTransport> Daemon::Impl::connectCurrent() {
   proto::ClientOptions o = cfg.client;
   o.connect = endpoints.current();
   if (endpoints.size() > 1) logInfo("worker: trying scheduler " + o.connect);
+  if (cfg.connector) return cfg.connector(o);
   return std::make_unique<proto::Client>(o);
 }
 
@@ -316,22 +317,24 @@ void Daemon::Impl::handle(const proto::Message& msg) {
 }
 
 void Daemon::Impl::loop() {
-  while (!self.stop_.load()) {
-    if (auto m = receive()) {
-      try {
-        handle(*m);
-      } catch (const WorkerRefused&) {
-        throw;
-      } catch (const std::exception& e) {
-        logError(std::string("worker: handling a message: ") + e.what());
-      }
+  while (!self.stop_.load()) turn();
+}
+
+void Daemon::Impl::turn() {
+  if (auto m = receive()) {
+    try {
+      handle(*m);
+    } catch (const WorkerRefused&) {
+      throw;
+    } catch (const std::exception& e) {
+      logError(std::string("worker: handling a message: ") + e.what());
     }
-    drainEvents();
-    checkConnection();
-    if (self.welcomed_ && clock.now() - lastHeartbeat >= heartbeatEvery)
-      sendHeartbeat();
-    if (xfer) xfer->expireIdle();
   }
+  drainEvents();
+  checkConnection();
+  if (self.welcomed_ && clock.now() - lastHeartbeat >= heartbeatEvery)
+    sendHeartbeat();
+  if (xfer) xfer->expireIdle();
 }
 
 std::optional<proto::Message> Daemon::Impl::receive() {
@@ -362,6 +365,8 @@ void Daemon::Impl::shutdown(const std::string& why) {
 Daemon::Daemon(DaemonConfig config)
     : impl_(std::make_unique<Impl>(*this, std::move(config))),
       wakeFd_(impl_->eventsWake.get()) {}
+
+void Daemon::turn() { impl_->turn(); }
 
 void Daemon::stop() {
   stop_.store(true);

@@ -83,6 +83,8 @@ struct Daemon::Impl {
 
   // daemon.cc
   void loop();
+  /// One turn of loop() (Daemon::turn).
+  void turn();
   /// One message from the scheduler, or nullopt after up to 20 ms (at
   /// once when a step thread or stop() signals `eventsWake`).
   std::optional<protocol::Message> receive();
@@ -97,7 +99,7 @@ struct Daemon::Impl {
   void followNext(const std::string& why);
   /// A client for endpoints.current(), with `cfg.client`'s keys; throws
   /// as protocol::Client does.
-  std::unique_ptr<protocol::Client> connectCurrent();
+  std::unique_ptr<protocol::ClientTransport> connectCurrent();
   void sendHello();
   void handle(const protocol::Message& msg);
   void onWelcome(const protocol::Welcome& w);
@@ -166,7 +168,7 @@ struct Daemon::Impl {
   EndpointList endpoints;
   /// The connection to endpoints.current(); null while pausing between
   /// two rounds of the endpoints (until `connectAt`).
-  std::unique_ptr<protocol::Client> client;
+  std::unique_ptr<protocol::ClientTransport> client;
   /// When the pause before the next try ends (while `client` is null).
   Clock::TimePoint connectAt;
   /// When the current wait for an answer began (the try's connection, or

@@ -3,8 +3,6 @@
 // when none holds the state directory's lock.
 #include "kiln/scheduler/request_queue.h"
 
-#include <thread>
-
 #include "kiln/common/file.h"
 #include "kiln/scheduler/scheduler_lock.h"
 
@@ -51,18 +49,18 @@ json submitRequest(const std::string& stateDir, const std::string& kind,
 json submitRequest(const DatabaseSpec& database, const std::string& stateDir,
                    const std::string& kind, const json& args,
                    std::chrono::milliseconds timeout,
-                   EvaluatorCheck checkEvaluator) {
+                   EvaluatorCheck checkEvaluator, const Clock& clock) {
   if (auto lock = SchedulerLock::tryAcquire(database, stateDir)) {
     StateDb db(database);
     return applyRequestOffline(db, kind, args, std::move(checkEvaluator));
   }
   StateDb db(database, StateDb::Existing{});
   int64_t id = queueRequest(db, kind, args);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = clock.now() + timeout;
   auto wait = std::chrono::milliseconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (clock.now() < deadline) {
     if (auto answer = requestAnswer(db, id)) return *answer;
-    std::this_thread::sleep_for(wait);
+    clock.sleepFor(wait);
     wait = std::min(wait * 2, std::chrono::milliseconds(200));
   }
   throw Error("the scheduler did not answer request " + std::to_string(id) +

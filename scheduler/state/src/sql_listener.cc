@@ -92,17 +92,18 @@ bool PostgresListener::waitForStop(std::chrono::milliseconds timeout) const {
 
 void PostgresListener::run() noexcept {
   auto backoff = options_.minBackoff;
+  const Clock& clock = options_.clock ? *options_.clock : RealClock::instance();
   bool away = false;  // an outage is being retried (logged once)
   while (!stopping()) {
     try {
-      auto start = std::chrono::steady_clock::now();
+      auto start = clock.now();
       connectAndServe();
       if (stopping()) break;
       logInfo("lost the connection listening on " + url_);
       away = false;
       // Lost after a while: try again at once. Lost at once: back off, so
       // a server that drops every connection is not hammered.
-      if (std::chrono::steady_clock::now() - start >= options_.maxBackoff) {
+      if (clock.now() - start >= options_.maxBackoff) {
         backoff = options_.minBackoff;
         continue;
       }

@@ -503,8 +503,8 @@ std::unique_ptr<SqlConnection> openSource(const DatabaseSpec& from,
 }
 
 CopyReport copyAll(const DatabaseSpec& from, const DatabaseSpec& to,
-                   const CopyProgress& progress) {
-  auto start = std::chrono::steady_clock::now();
+                   const CopyProgress& progress, const Clock& clock) {
+  auto start = clock.now();
   auto src = openSource(from, to);
   ReadSnapshot snapshot(*src);
   requireCurrentSource(*src, from);
@@ -530,19 +530,17 @@ CopyReport copyAll(const DatabaseSpec& from, const DatabaseSpec& to,
     txn.commit();
   }
   if (dst->dialect() == SqlDialect::kPostgres) analyze(*dst);
-  r.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+  r.seconds = std::chrono::duration<double>(clock.now() - start).count();
   return r;
 }
 
 }  // namespace
 
 CopyReport copyState(const DatabaseSpec& from, const DatabaseSpec& to,
-                     const CopyProgress& progress) {
+                     const CopyProgress& progress, const Clock& clock) {
   bool created = !to.isPostgres() && !pathExists(to.sqlitePath);
   try {
-    return copyAll(from, to, progress);
+    return copyAll(from, to, progress, clock);
   } catch (...) {
     if (created)
       for (auto suffix : {"", "-wal", "-shm", "-journal"})

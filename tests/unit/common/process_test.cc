@@ -8,6 +8,7 @@
 #include "kiln/common/clock.h"
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
+#include "scripted_launcher.h"
 #include "test_support.h"
 
 namespace kiln {
@@ -237,6 +238,23 @@ TEST(Process, ChildDiesWithTheProcessThatStartedIt) {
 TEST(Process, ProcessAliveOfUnknownPid) {
   EXPECT_TRUE(processAlive(::getpid()));
   EXPECT_FALSE(processAlive(0x3fffffff));
+}
+
+// waitForExit's deadline is read from the clock it is given: a scripted
+// child on a FakeClock times out at exactly the deadline, without waiting.
+TEST(Process, WaitForExitOnAFakeClock) {
+  FakeClock clock;
+  testing::ScriptedLauncher launcher(clock);
+  launcher.script = {testing::output(seconds(1), "early"),
+                     testing::exitWith(seconds(100), 3)};
+  auto child = launcher.start(shell("unused"));
+  auto t0 = clock.now();
+  std::string out;
+  EXPECT_FALSE(waitForExit(*child, seconds(10), &out, clock).has_value());
+  EXPECT_EQ(out, "early");
+  EXPECT_EQ(clock.now() - t0, seconds(10));
+  EXPECT_EQ(waitForExit(*child, seconds(200), &out, clock), 3 << 8);
+  EXPECT_EQ(clock.now() - t0, seconds(100));
 }
 
 TEST(FakeClock, MovesOnlyWhenAdvanced) {

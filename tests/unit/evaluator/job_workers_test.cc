@@ -4,6 +4,7 @@
 // limit are replaced without losing items.
 #include "kiln/evaluator/job_workers.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +14,8 @@
 #include <iostream>
 #include <vector>
 
+#include "fake_spawner.h"
+#include "kiln/common/error.h"
 #include "kiln/common/file.h"
 
 namespace kiln::eval {
@@ -119,6 +122,35 @@ TEST(JobWorkers, WorkersOverTheMemoryLimitAreReplaced) {
   auto want = expectedLines(200);
   std::sort(want.begin(), want.end());
   EXPECT_EQ(r.lines, want);
+}
+
+TEST(JobWorkers, WorkersAreForkedThroughTheGivenSpawner) {
+  FakeHooks hooks;
+  testing::FakeSpawner spawner;
+  PoolRun r = runPool(50, {3, 0, &spawner}, hooks);
+  EXPECT_EQ(r.lines.size(), 150u);
+  auto calls = spawner.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  for (auto& c : calls) EXPECT_EQ(c.cloneFlags, 0);  // plain forks
+}
+
+// A worker that cannot be forked (a full process table) ends the run with
+// an error, after the workers already started are stopped.
+TEST(JobWorkers, AFailedForkIsAnError) {
+  FakeHooks hooks;
+  testing::FakeSpawner spawner;
+  spawner.failNext({0, EAGAIN});
+  AutoCloseFD devNull(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  try {
+    runJobWorkers(50, {2, 0, &spawner}, hooks, devNull.get());
+    FAIL() << "no error";
+  } catch (const SysError& e) {
+    EXPECT_EQ(e.errNo(), EAGAIN);
+    EXPECT_NE(std::string(e.what()).find("forking an evaluation worker"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(spawner.calls().size(), 2u);
 }
 
 }  // namespace

@@ -16,22 +16,28 @@ using fixture::DaemonTest;
 using fixture::FakeScheduler;
 
 TEST_F(DaemonTest, ASchedulerThatDoesNotAnswerIsSkipped) {
-  // Nothing listens on the first endpoint (a standby scheduler).
-  schedulers_ = {"tcp://127.0.0.1:" + std::to_string(test::freeLoopbackPort()),
-                 sched_.server.endpoint()};
+  // The first endpoint never completes a handshake (a standby scheduler).
+  net_.scheduler("fake://standby")->setConnected(false);
+  schedulers_ = {"fake://standby", sched_.endpoint};
   failoverAfter_ = 300ms;
   startDaemon();
+  for (int i = 0; i < 3; ++i) daemon_->turn();
+  clock_.advance(299ms);
+  for (int i = 0; i < 3; ++i) daemon_->turn();
+  EXPECT_EQ(sched_.link->connects(), 0);  // still waiting for the first
+  clock_.advance(1ms);
   ASSERT_TRUE(pollUntilWelcomed()) << error_;
   ASSERT_NE(sched_.last<proto::Hello>(), nullptr);
   EXPECT_EQ(sched_.last<proto::Hello>()->workerId, "w1");
+  EXPECT_EQ(net_.scheduler("fake://standby")->connects(), 1);
 }
 
 TEST_F(DaemonTest, AStepHeldWhenItsSchedulerIsLostIsAdoptedByTheNext) {
-  auto first =
-      std::make_unique<FakeScheduler>(root_.path() + "/first", storeDir_);
-  schedulers_ = {first->server.endpoint(), sched_.server.endpoint()};
+  auto first = std::make_unique<FakeScheduler>(root_.path() + "/first",
+                                               storeDir_, net_, "fake://first");
+  schedulers_ = {first->endpoint, sched_.endpoint};
   startDaemon();
-  ASSERT_TRUE(first->pumpUntil([&] { return daemon_->welcomed(); }));
+  ASSERT_TRUE(pumpUntil(*first, [&] { return daemon_->welcomed(); }));
   EXPECT_EQ(sched_.last<proto::Hello>(), nullptr);  // the first answered
 
   auto in = first->store.addText("greeting", "hi", {});
@@ -41,22 +47,25 @@ TEST_F(DaemonTest, AStepHeldWhenItsSchedulerIsLostIsAdoptedByTheNext) {
   auto m = step(
       7, "greet",
       "echo built >> " + builds + "; read x < $input; echo \"$x\" > $out", in);
-  first->server.send(first->peer, m);
+  first->send(m);
   ASSERT_TRUE(
-      first->pumpUntil([&] { return first->last<proto::NeedPaths>(); }));
+      pumpUntil(*first, [&] { return first->last<proto::NeedPaths>(); }));
   first->serve(*first->last<proto::NeedPaths>());
   ASSERT_TRUE(
-      first->pumpUntil([&] { return first->last<proto::StepResult>(); }));
+      pumpUntil(*first, [&] { return first->last<proto::StepResult>(); }));
   ASSERT_EQ(first->last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess);
 
   // The first scheduler dies before it acknowledges the result; the next
-  // one hears of the step in the worker's Hello and adopts it.
+  // one hears of the step in the worker's Hello and adopts it (after the
+  // round's pause, at most reconnectMax).
+  first->link->setConnected(false);
+  ASSERT_TRUE(pumpUntil([&] { return !daemon_->welcomed(); }));
   first.reset();
+  clock_.advance(10s);
   sched_.adopt = {7};
-  ASSERT_TRUE(sched_.pumpUntil([&] {
-    return sched_.last<proto::StepResult>();
-  })) << error_;
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
+      << error_;
   ASSERT_NE(sched_.last<proto::Hello>(), nullptr);
   EXPECT_EQ(sched_.last<proto::Hello>()->heldSteps,
             (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
@@ -74,12 +83,10 @@ TEST_F(DaemonTest, AStepHeldWhenItsSchedulerIsLostIsAdoptedByTheNext) {
 
   // Recorded by this one, and acknowledged: the worker forgets the step,
   // its next Hello holds nothing.
-  sched_.server.send(sched_.peer,
-                     proto::Ack{proto::MessageType::kStepResult, 7, true, ""});
+  sched_.send(proto::Ack{proto::MessageType::kStepResult, 7, true, ""});
   sched_.received.clear();
-  sched_.server.send(sched_.peer,
-                     proto::Bye{"unknown worker: send Hello again"});
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
+  sched_.send(proto::Bye{"unknown worker: send Hello again"});
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::Hello>(); }));
   EXPECT_TRUE(sched_.last<proto::Hello>()->heldSteps.empty());
 }
 

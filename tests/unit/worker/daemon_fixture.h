@@ -1,18 +1,19 @@
 #pragma once
 // The worker daemon's test fixture (daemon_test.cc, daemon_failover_test.cc):
-// a fake scheduler built on protocol::Server over loopback in plain text,
-// and a DaemonTest that runs a Daemon against it on a thread of its own.
+// fake schedulers on a fake transport (tests/support/fake_client_transport.h:
+// no sockets), and a DaemonTest that turns a Daemon on the test's thread
+// with a FakeClock. The real ZeroMQ connection is tested in
+// tests/integration/worker_zmq_test.cc.
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <functional>
-#include <thread>
 
+#include "fake_client_transport.h"
 #include "fake_pressure.h"
+#include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/protocol/transfer.h"
-#include "kiln/protocol/transport.h"
 #include "kiln/store/derivation.h"
 #include "kiln/store/local_store.h"
 #include "kiln/store/nar.h"
@@ -55,36 +56,32 @@ class CentralTarget : public proto::TransferTarget {
   std::string data_;
 };
 
-// The scheduler side: a Server, one TransferEndpoint for the one worker,
-// the central store, and everything the worker sent.
+// The scheduler side: a fake link (no socket), one TransferEndpoint for
+// the one worker, the central store, and everything the worker sent.
 class FakeScheduler {
  public:
-  FakeScheduler(const std::string& stateDir, const std::string& storeDir)
+  FakeScheduler(const std::string& stateDir, const std::string& storeDir,
+                kiln::testing::FakeNetwork& net, std::string endpointName)
       : store(stateDir, store::StoreDir(storeDir)),
-        server(
-            proto::ServerOptions{"tcp://127.0.0.1:*", true, {}, {}, 1000ms}) {}
+        endpoint(std::move(endpointName)),
+        link(net.scheduler(endpoint)) {}
 
-  // Receives and dispatches messages until `pred` holds (or 30 s pass).
-  bool pumpUntil(const std::function<bool()>& pred) {
-    auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      auto r = server.receive(20ms);
-      if (!r) continue;
-      peer = r->peer;
-      if (xfer && xfer->handle(r->msg)) continue;
-      received.push_back(r->msg);
-      if (auto* l = std::get_if<proto::LogChunk>(&r->msg)) log += l->data;
-      if (std::holds_alternative<proto::Hello>(r->msg) && autoWelcome)
-        welcome();
+  // Handles what the worker sent since the last call.
+  void pump() {
+    for (auto& m : link->take()) {
+      if (xfer && xfer->handle(m)) continue;
+      received.push_back(m);
+      if (auto* l = std::get_if<proto::LogChunk>(&m)) log += l->data;
+      if (std::holds_alternative<proto::Hello>(m) && autoWelcome) welcome();
     }
-    return true;
   }
 
+  void send(const proto::Message& m) { link->send(m); }
+
   void welcome() {
-    server.send(peer, proto::Welcome{"fake", 200, 64 << 10, adopt});
+    send(proto::Welcome{"fake", 200, 64 << 10, adopt});
     xfer = std::make_unique<proto::TransferEndpoint>(
-        [this](proto::Message&& m) { server.send(peer, m); },
+        [this](proto::Message&& m) { send(m); },
         [this](const proto::TransferHeader&,
                bool upload) -> std::unique_ptr<proto::TransferTarget> {
           if (!upload) throw Error("no");
@@ -114,11 +111,18 @@ class FakeScheduler {
       if (auto* m = std::get_if<T>(&*it)) return m;
     return nullptr;
   }
+  // How many messages of type T arrived (since `received` was cleared).
+  template <class T>
+  size_t count() const {
+    size_t n = 0;
+    for (auto& m : received) n += std::holds_alternative<T>(m);
+    return n;
+  }
 
   store::LocalStore store;
-  proto::Server server;
+  std::string endpoint;
+  std::shared_ptr<kiln::testing::FakeSchedulerLink> link;
   std::unique_ptr<proto::TransferEndpoint> xfer;
-  std::string peer;
   std::vector<proto::Message> received;
   std::vector<proto::TransferOutcome> uploads;
   std::string log;
@@ -127,20 +131,25 @@ class FakeScheduler {
   std::vector<uint64_t> adopt;
 };
 
+// Runs a Daemon on the test's thread (Daemon::turn) against FakeSchedulers
+// on a FakeNetwork, with a FakeClock: heartbeats, Hello retries and
+// fail-over happen when the test moves the clock. Builders are real
+// /bin/sh processes (unsandboxed).
 class DaemonTest : public ::testing::Test {
  protected:
+  /// Turns a test may wait for something: each waits at most 20 ms for a
+  /// slot's event, so this bounds a failing wait, never a passing one.
+  static constexpr int kMaxTurns = 3000;
+
   DaemonTest()
       : storeDir_(root_.path() + "/worker/store"),
-        sched_(root_.path() + "/sched", storeDir_) {}
-
-  ~DaemonTest() override {
-    if (daemon_) daemon_->stop();
-    if (thread_.joinable()) thread_.join();
-  }
+        sched_(root_.path() + "/sched", storeDir_, net_, "fake://sched") {}
 
   void startDaemon() {
     DaemonConfig c;
-    c.client.connect = sched_.server.endpoint();
+    c.client.connect = sched_.endpoint;
+    c.connector = net_.connector();
+    c.clock = &clock_;
     c.schedulers = schedulers_;
     c.failoverAfter = failoverAfter_;
     c.client.insecurePlaintext = true;
@@ -160,18 +169,30 @@ class DaemonTest : public ::testing::Test {
     c.pressure = pressure_;
     c.thresholds = thresholds_;
     daemon_ = std::make_unique<Daemon>(std::move(c));
-    thread_ = std::thread([this] {
+  }
+
+  // Turns the daemon, letting `s` answer, until `pred` holds. False after
+  // kMaxTurns, or once a turn threw (error_ says why).
+  bool pumpUntil(FakeScheduler& s, const std::function<bool()>& pred) {
+    for (int i = 0; i < kMaxTurns; ++i) {
+      s.pump();
+      if (pred()) return true;
+      if (ended_) return false;
       try {
-        daemon_->run();
+        daemon_->turn();
       } catch (const std::exception& e) {
         error_ = e.what();
+        ended_ = true;
       }
-      ended_ = true;
-    });
+    }
+    return false;
+  }
+  bool pumpUntil(const std::function<bool()>& pred) {
+    return pumpUntil(sched_, pred);
   }
 
   bool pollUntilWelcomed() {
-    return sched_.pumpUntil([&] { return daemon_->welcomed(); });
+    return pumpUntil([&] { return daemon_->welcomed(); });
   }
 
   // A /bin/sh derivation reading input `in` (in the central store).
@@ -210,9 +231,10 @@ class DaemonTest : public ::testing::Test {
 
   TempDir root_{"daemon-test"};
   std::string storeDir_;
+  FakeClock clock_;
+  kiln::testing::FakeNetwork net_;
   FakeScheduler sched_;
   std::unique_ptr<Daemon> daemon_;
-  std::thread thread_;
   std::string error_;
   DebugFaults debug_;
   /// DaemonConfig::schedulers (empty: `sched_` alone) and failoverAfter.
@@ -224,7 +246,7 @@ class DaemonTest : public ::testing::Test {
   std::shared_ptr<kiln::testing::FakePressureSource> pressure_ =
       std::make_shared<kiln::testing::FakePressureSource>();
   proto::PressureThresholds thresholds_;
-  std::atomic<bool> ended_{false};  ///< run() returned (error_ is set)
+  bool ended_ = false;  ///< a turn threw (error_ is set)
   store::StorePath outPath_{"00000000000000000000000000000000-x"};
 };
 

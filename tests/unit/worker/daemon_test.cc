@@ -1,6 +1,7 @@
-// The worker daemon against a fake scheduler built on protocol::Server over
-// loopback in plain text: Hello → BuildStep → NeedPaths → input transfer →
-// /bin/sh build → LogChunks → upload → StepResult; cancellation; refusal.
+// The worker daemon against a fake scheduler on a fake transport (no
+// sockets), turned on the test's thread with a FakeClock: Hello →
+// BuildStep → NeedPaths → input transfer → /bin/sh build → LogChunks →
+// upload → StepResult; heartbeats; cancellation; refusal.
 #include "kiln/worker/daemon.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +9,6 @@
 
 #include <algorithm>
 #include <mutex>
-#include <thread>
 
 #include "daemon_fixture.h"
 
@@ -21,7 +21,7 @@ using fixture::DaemonTest;
 
 TEST_F(DaemonTest, HelloStepInputsBuildUploadResult) {
   startDaemon();
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::Hello>(); }));
   auto hello = *sched_.last<proto::Hello>();
   EXPECT_EQ(hello.workerId, "w1");
   EXPECT_EQ(hello.storeDir, storeDir_);
@@ -34,13 +34,13 @@ TEST_F(DaemonTest, HelloStepInputsBuildUploadResult) {
   auto in = sched_.store.addText("greeting", "hello from the scheduler", {});
   auto m = step(7, "greet",
                 "read x < $input; echo building $x; echo \"$x!\" > $out", in);
-  sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.send(m);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   auto need = *sched_.last<proto::NeedPaths>();
   EXPECT_EQ(need.stepId, 7u);
   EXPECT_EQ(need.paths, std::vector<store::StorePath>{in});
   sched_.serve(need);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
       << error_;
   auto res = *sched_.last<proto::StepResult>();
   EXPECT_EQ(res.status, proto::StepStatus::kSuccess) << res.errorMsg;
@@ -64,17 +64,24 @@ TEST_F(DaemonTest, HelloStepInputsBuildUploadResult) {
             "hello from the scheduler!\n");
 
   // A second step with the same input: nothing to fetch.
-  sched_.server.send(sched_.peer, proto::Ack{proto::MessageType::kStepResult, 7,
-                                             true, ""});
+  sched_.send(proto::Ack{proto::MessageType::kStepResult, 7, true, ""});
   auto m2 = step(8, "greet2", "echo again > $out", in);
   sched_.received.clear();
-  sched_.server.send(sched_.peer, m2);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  sched_.send(m2);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   EXPECT_EQ(sched_.last<proto::NeedPaths>(), nullptr);
   EXPECT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess);
-  // Heartbeats arrive on the interval of the Welcome (200 ms).
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
+  // Heartbeats arrive on the interval of the Welcome (200 ms), counted
+  // from the one the Welcome made at once.
+  sched_.received.clear();
+  clock_.advance(199ms);
+  for (int i = 0; i < 3; ++i) daemon_->turn();
+  sched_.pump();
+  EXPECT_EQ(sched_.last<proto::Heartbeat>(), nullptr);
+  clock_.advance(1ms);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
+  EXPECT_EQ(sched_.count<proto::Heartbeat>(), 1u);
 }
 
 // The scheduler leaves out the metadata of paths it believes the worker
@@ -86,12 +93,12 @@ TEST_F(DaemonTest, ARootSentWithoutMetadataThatTheWorkerLacksIsFetched) {
   auto in = sched_.store.addText("greeting", "hello without metadata", {});
   auto m = step(9, "greet", "read x < $input; echo \"$x.\" > $out", in);
   m.inputs.clear();
-  sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.send(m);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   EXPECT_EQ(sched_.last<proto::NeedPaths>()->paths,
             std::vector<store::StorePath>{in});
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
       << error_;
   EXPECT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess)
@@ -108,12 +115,12 @@ TEST_F(DaemonTest, CancelStepKillsTheBuildAndReportsCancelled) {
   auto m = step(3, "sleeper",
                 "/bin/sleep 1000 & echo $! > " + pidFile + "; echo started; wait",
                 in);
-  sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.send(m);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.log == "started\n"; }));
-  sched_.server.send(sched_.peer, proto::CancelStep{3, "test"});
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.log == "started\n"; }));
+  sched_.send(proto::CancelStep{3, "test"});
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   EXPECT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kCancelled)
       << sched_.last<proto::StepResult>()->errorMsg << sched_.log;
@@ -153,22 +160,21 @@ TEST_F(DaemonTest, TheStepOfHigherRankGetsTheCpu) {
                       "/go ]; do sleep 0.05; done; echo > $out",
                   in);
   low.rankMs = 1000;
-  sched_.server.send(sched_.peer, low);
-  ASSERT_TRUE(
-      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.send(low);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(sched_.pumpUntil([&] { return pathExists(dir + "/low.pid"); }));
+  ASSERT_TRUE(pumpUntil([&] { return pathExists(dir + "/low.pid"); }));
   pid_t lowPid = std::stoi(readFile(dir + "/low.pid"));
   auto high = step(
       12, "high",
       "while [ ! -e " + dir + "/go ]; do sleep 0.05; done; echo > $out", in);
   high.rankMs = 5000;
-  sched_.server.send(sched_.peer, high);
+  sched_.send(high);
   using P = std::pair<pid_t, int>;
-  ASSERT_TRUE(sched_.pumpUntil([&] { return !nice->taken().empty(); }));
+  ASSERT_TRUE(pumpUntil([&] { return !nice->taken().empty(); }));
   EXPECT_EQ(nice->taken(), (std::vector<P>{{lowPid, kIdleShareNice}}));
   writeFile(dir + "/go", "");
-  ASSERT_TRUE(sched_.pumpUntil([&] {
+  ASSERT_TRUE(pumpUntil([&] {
     int results = 0;
     for (auto& m : sched_.received)
       results += std::holds_alternative<proto::StepResult>(m);
@@ -186,10 +192,9 @@ TEST_F(DaemonTest, TheStepOfHigherRankGetsTheCpu) {
 TEST_F(DaemonTest, RefusedWorkerStopsWithTheReason) {
   sched_.autoWelcome = false;
   startDaemon();
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
-  sched_.server.send(sched_.peer,
-                     proto::Refused{2, proto::versionMismatchText(2, 1)});
-  thread_.join();
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::Hello>(); }));
+  sched_.send(proto::Refused{2, proto::versionMismatchText(2, 1)});
+  ASSERT_TRUE(pumpUntil([&] { return ended_; }));
   EXPECT_NE(error_.find("scheduler speaks protocol 2, this worker speaks 1"),
             std::string::npos)
       << error_;
@@ -202,12 +207,12 @@ TEST_F(DaemonTest, RefusedWorkerStopsWithTheReason) {
 TEST_F(DaemonTest, OnlyAByeAfterTheWelcomeTriggersANewHello) {
   sched_.autoWelcome = false;
   startDaemon();
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
-  sched_.server.send(sched_.peer, proto::Bye{"unknown worker: send Hello again"});
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::Hello>(); }));
+  sched_.send(proto::Bye{"unknown worker: send Hello again"});
   sched_.welcome();
   // Welcome makes the worker send a Heartbeat at once; a Hello caused by
   // the Bye would have come before it.
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
   auto hellos = [&] {
     return std::count_if(sched_.received.begin(), sched_.received.end(),
                          [](const proto::Message& m) {
@@ -215,51 +220,39 @@ TEST_F(DaemonTest, OnlyAByeAfterTheWelcomeTriggersANewHello) {
                          });
   };
   EXPECT_EQ(hellos(), 1);
-  sched_.server.send(sched_.peer, proto::Bye{"unknown worker: send Hello again"});
-  ASSERT_TRUE(sched_.pumpUntil([&] { return hellos() == 2; }));
+  sched_.send(proto::Bye{"unknown worker: send Hello again"});
+  ASSERT_TRUE(pumpUntil([&] { return hellos() == 2; }));
 }
 
-extern "C" void onStormSignal(int) {}
+// A key the scheduler rejects during the handshake stops the worker with
+// the transport's reason, before any Hello.
+TEST_F(DaemonTest, AHandshakeRefusalStopsTheWorker) {
+  sched_.link->refuseHandshake("the scheduler refused this worker's key");
+  startDaemon();
+  ASSERT_TRUE(pumpUntil([&] { return ended_; }));
+  EXPECT_EQ(error_, "the scheduler refused this worker's key");
+  EXPECT_TRUE(sched_.received.empty());
+}
 
-// A worker stopped while it says Hello, takes its Welcome and sends its
-// first Heartbeat ends cleanly (issue 15: `kiln worker` exited 1 when its
-// SIGTERM landed inside a ZeroMQ send or receive instead of the poll).
-// Signals at every moment of that exchange and while messages come in:
-// none may end run() with an error, and the Bye still goes out.
-TEST_F(DaemonTest, AWorkerSignalledThroughItsHandshakeStopsCleanly) {
-  struct sigaction sa {}, old{};
-  sa.sa_handler = onStormSignal;
-  sigemptyset(&sa.sa_mask);
-  ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);  // no SA_RESTART, like SIGTERM
+// Without a Welcome the worker says Hello again after helloRetryMin (2 s),
+// then after twice as long: timed on the fake clock alone.
+TEST_F(DaemonTest, HelloIsRepeatedWithBackoffUntilWelcomed) {
   sched_.autoWelcome = false;
   startDaemon();
-  std::atomic<bool> calm{false};
-  std::thread storm([&, target = thread_.native_handle()] {
-    while (!calm.load() && !ended_.load()) {
-      pthread_kill(target, SIGALRM);
-      std::this_thread::sleep_for(50us);
-    }
-  });
-  bool hello = sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); });
-  if (hello) sched_.welcome();
-  bool beat = hello && sched_.pumpUntil(
-                           [&] { return sched_.last<proto::Heartbeat>(); });
-  // Messages keep the worker inside ZeroMQ receives (Acks of no step are
-  // ignored) while the signals come.
-  auto until = std::chrono::steady_clock::now() + 1s;
-  while (beat && !ended_.load() && std::chrono::steady_clock::now() < until)
-    sched_.server.send(sched_.peer, proto::Ack{proto::MessageType::kStepResult,
-                                               999, true, ""});
-  daemon_->stop();
-  bool bye = sched_.pumpUntil(
-      [&] { return ended_.load() && sched_.last<proto::Bye>(); });
-  calm = true;
-  storm.join();
-  thread_.join();
-  sigaction(SIGALRM, &old, nullptr);
-  EXPECT_TRUE(beat);
-  EXPECT_TRUE(bye);
-  EXPECT_EQ(error_, "");
+  ASSERT_TRUE(pumpUntil([&] { return sched_.count<proto::Hello>() == 1; }));
+  auto hellosAfter = [&](std::chrono::milliseconds d) {
+    clock_.advance(d);
+    for (int i = 0; i < 3; ++i) daemon_->turn();
+    sched_.pump();
+    return sched_.count<proto::Hello>();
+  };
+  EXPECT_EQ(hellosAfter(2000ms), 1u);
+  EXPECT_EQ(hellosAfter(1ms), 2u);
+  EXPECT_EQ(hellosAfter(4000ms), 2u);
+  EXPECT_EQ(hellosAfter(1ms), 3u);
+  sched_.welcome();
+  ASSERT_TRUE(pollUntilWelcomed());
+  EXPECT_EQ(hellosAfter(60000ms), 3u);
 }
 
 // A step stays held until its result is acknowledged: each Hello lists it;
@@ -271,11 +264,10 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   auto in = sched_.store.addText("greeting", "hi", {});
   // Shell builtins only: the builder has no PATH.
   auto m = step(7, "greet", "read x < $input; echo \"$x\" > $out", in);
-  sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.send(m);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(
-      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   ASSERT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess)
       << sched_.last<proto::StepResult>()->errorMsg;
@@ -283,10 +275,9 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   // No Ack: as if the scheduler restarted. The worker says Hello again.
   auto helloAfterBye = [&] {
     sched_.received.clear();
-    sched_.server.send(sched_.peer,
-                       proto::Bye{"unknown worker: send Hello again"});
+    sched_.send(proto::Bye{"unknown worker: send Hello again"});
     // The Welcome's Heartbeat follows the Hello (an earlier one may not).
-    EXPECT_TRUE(sched_.pumpUntil([&] {
+    EXPECT_TRUE(pumpUntil([&] {
       auto& r = sched_.received;
       auto h = std::find_if(r.begin(), r.end(), [](const proto::Message& x) {
         return std::holds_alternative<proto::Hello>(x);
@@ -301,8 +292,7 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   };
   sched_.adopt = {7};
   EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
-  ASSERT_TRUE(
-      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   ASSERT_EQ(sched_.uploads.size(), 2u);
   EXPECT_TRUE(sched_.uploads.back().ok) << sched_.uploads.back().error;
   auto result = *sched_.last<proto::StepResult>();
@@ -322,8 +312,7 @@ TEST_F(DaemonTest, DebugProtocolVersionIsRefusedByTheServer) {
   startDaemon();
   // The Server answers another version with Refused and never hands the
   // Hello over; the worker stops with the reason.
-  ASSERT_TRUE(sched_.pumpUntil([&] { return ended_.load(); }));
-  thread_.join();
+  ASSERT_TRUE(pumpUntil([&] { return ended_; }));
   EXPECT_NE(error_.find("scheduler speaks protocol 5, this worker speaks 9"),
             std::string::npos)
       << error_;
@@ -336,10 +325,10 @@ TEST_F(DaemonTest, DebugCorruptUploadIsRefusedThenTheRetrySucceeds) {
   ASSERT_TRUE(pollUntilWelcomed());
   auto in = sched_.store.addText("in", "x", {});
   auto m = step(5, "corrupt", "echo some output > $out", in);
-  sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.send(m);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   auto res = *sched_.last<proto::StepResult>();
   EXPECT_EQ(res.status, proto::StepStatus::kAborted);
   EXPECT_NE(res.errorMsg.find("NAR hash mismatch"), std::string::npos)
@@ -348,12 +337,11 @@ TEST_F(DaemonTest, DebugCorruptUploadIsRefusedThenTheRetrySucceeds) {
   EXPECT_FALSE(sched_.uploads[0].ok);
   EXPECT_FALSE(sched_.store.isValid(outPath_));
   // The retry (a new step id) uploads the output already built, intact.
-  sched_.server.send(sched_.peer,
-                     proto::Ack{proto::MessageType::kStepResult, 5, true, ""});
+  sched_.send(proto::Ack{proto::MessageType::kStepResult, 5, true, ""});
   sched_.received.clear();
   m.stepId = 6;
-  sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  sched_.send(m);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   EXPECT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess);
   ASSERT_EQ(sched_.uploads.size(), 2u);
@@ -367,8 +355,8 @@ TEST_F(DaemonTest, BadDrvIsReportedAsFailed) {
   auto in = sched_.store.addText("in", "x", {});
   auto m = step(4, "bad", "true", in);
   m.drv += " ";  // no longer the text its path names
-  sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  sched_.send(m);
+  ASSERT_TRUE(pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   auto res = *sched_.last<proto::StepResult>();
   EXPECT_EQ(res.status, proto::StepStatus::kFailed);
   EXPECT_NE(res.errorMsg.find("trailing"), std::string::npos) << res.errorMsg;

@@ -1,7 +1,9 @@
 #pragma once
-/// Child processes as RAII objects: the one process spawner of kiln (the
+/// Child processes as RAII objects: the supervised children of kiln (the
 /// worker's builders, the scheduler's helper commands, `kiln serve`'s
-/// children and the tests' farm all start children through it).
+/// children and the tests' farm all start children through it). Each is
+/// started by a `ProcessSpawner` (kiln/common/spawner.h), the one place
+/// where kiln makes a process.
 ///
 /// Every child runs in its own session and process group, so that killing
 /// the group (`kill(-pgid, SIGKILL)`) takes down everything it started,
@@ -26,7 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/common/clock.h"
 #include "kiln/common/file.h"
+#include "kiln/common/spawner.h"
 
 namespace kiln {
 
@@ -104,6 +108,8 @@ class Process : public ChildProcess {
  public:
   /// Starts `spec`; throws SysError naming the program and the failed step.
   explicit Process(const ProcessSpec& spec);
+  /// Starts `spec` through `spawner` (a plain fork: SpawnOptions{}).
+  Process(const ProcessSpec& spec, ProcessSpawner& spawner);
   /// Adopts a child started elsewhere (by a sandbox plugin): `pid` must be
   /// a child of this process and the leader of its own process group,
   /// `output` the read end of its merged stdout/stderr. Supervised, killed
@@ -132,23 +138,30 @@ class Process : public ChildProcess {
   bool reaped_ = false;
   int status_ = 0;
   size_t peakRssBytes_ = 0;
-  std::chrono::steady_clock::time_point drainDeadline_{};
+  Clock::TimePoint drainDeadline_{};
 };
 
-/// Launches real `Process`es.
+/// Launches real `Process`es through a ProcessSpawner.
 class RealProcessLauncher : public ProcessLauncher {
  public:
+  /// `spawner` must outlive this launcher.
+  explicit RealProcessLauncher(ProcessSpawner& spawner = systemSpawner())
+      : spawner_(spawner) {}
   std::unique_ptr<ChildProcess> start(const ProcessSpec& spec) override {
-    return std::make_unique<Process>(spec);
+    return std::make_unique<Process>(spec, spawner_);
   }
+
+ private:
+  ProcessSpawner& spawner_;
 };
 
-/// Runs `child` until it exits or `timeout` passes, appending its output to
-/// `output` if given. Returns the wait status, or nullopt on timeout (the
-/// child keeps running; the caller still owns it).
+/// Runs `child` until it exits or `timeout` passes on `clock`, appending
+/// its output to `output` if given. Returns the wait status, or nullopt on
+/// timeout (the child keeps running; the caller still owns it).
 std::optional<int> waitForExit(ChildProcess& child,
                                std::chrono::milliseconds timeout,
-                               std::string* output = nullptr);
+                               std::string* output = nullptr,
+                               const Clock& clock = RealClock::instance());
 
 /// "exited with code N" / "killed by signal N (NAME)" for a wait status.
 std::string describeWaitStatus(int status);

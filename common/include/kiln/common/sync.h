@@ -8,6 +8,8 @@
 #include <mutex>
 #include <utility>
 
+#include "kiln/common/clock.h"
+
 namespace kiln {
 
 /// Owns a `T` and a mutex; the only access is through `lock()`.
@@ -27,9 +29,15 @@ class Sync {
     template <typename Pred>
     void wait(Pred pred) { s_->cv_.wait(lk_, pred); }
     /// As wait() with a deadline; returns pred() at the end.
-    template <typename Clock, typename Dur, typename Pred>
-    bool waitUntil(std::chrono::time_point<Clock, Dur> t, Pred pred) {
+    template <typename C, typename Dur, typename Pred>
+    bool waitUntil(std::chrono::time_point<C, Dur> t, Pred pred) {
       return s_->cv_.wait_until(lk_, t, pred);
+    }
+    /// As wait() until `clock` reaches `deadline` (Clock::waitUntil: a
+    /// FakeClock moves there instead of blocking); returns pred().
+    template <typename Pred>
+    bool waitUntil(const Clock& clock, Clock::TimePoint deadline, Pred pred) {
+      return clock.waitUntil(s_->cv_, lk_, deadline, pred);
     }
 
    private:

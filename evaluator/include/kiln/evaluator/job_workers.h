@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <string>
 
+#include "kiln/common/spawner.h"
+
 namespace kiln::eval {
 
 /// How many jobs an item produced and how many of them failed.
@@ -47,6 +49,8 @@ struct JobWorkerOptions {
   unsigned workers = 1;  ///< processes evaluating at once (at least 1)
   size_t maxMemoryBytes =
       0;  ///< resident size after which a worker is replaced (0: never)
+  /// Forks the workers (SpawnOptions{}); null: systemSpawner().
+  ProcessSpawner* spawner = nullptr;
 };
 
 /// Evaluates items 0..items-1 in worker processes forked from the calling

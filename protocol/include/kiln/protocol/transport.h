@@ -13,6 +13,7 @@
 /// protocol version gets a Refused it can print).
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -126,9 +127,40 @@ struct ClientOptions {
   std::chrono::milliseconds linger{2000};
 };
 
+/// The worker's side of its connection to one scheduler, as the worker
+/// daemon uses it. Implementations: `Client` (ZeroMQ) and, for tests
+/// without sockets, `testing::FakeClientTransport`
+/// (tests/support/fake_client_transport.h). Not thread-safe: the daemon
+/// calls it from its loop's thread.
+class ClientTransport {
+ public:
+  virtual ~ClientTransport() = default;
+  /// Waits up to `timeout` for one valid message; nullopt on timeout, when
+  /// a signal handler interrupted the wait (so a stop flag is seen), or
+  /// when `wakeFd` (if not -1; the caller drains it) is readable.
+  virtual std::optional<Message> receive(std::chrono::milliseconds timeout,
+                                         int wakeFd = -1) = 0;
+  /// Queues `msg` (kept until connected, up to the high-water mark).
+  /// Returns false if the queue is full. Throws FormatError if invalid.
+  virtual bool send(const Message& msg) = 0;
+  /// Sends frames as they are (another protocol version): tests only.
+  virtual bool sendRaw(const Frames& frames) = 0;
+  /// Whether a handshake succeeded and no disconnect followed.
+  virtual bool connected() = 0;
+  /// Why the scheduler rejected the handshake, or "" if it did not.
+  virtual std::string handshakeError() = 0;
+  /// Drops what was not sent yet when this transport is destroyed.
+  virtual void dropUnsent() = 0;
+};
+
+/// Opens the worker's connection to the scheduler at `options.connect`;
+/// throws TransportError or FormatError as Client's constructor does.
+using ClientConnector = std::function<std::unique_ptr<ClientTransport>(
+    const ClientOptions& options)>;
+
 /// The worker's endpoint: a DEALER socket that reconnects by itself, and a
 /// monitor that tells whether the scheduler accepted the handshake.
-class Client {
+class Client final : public ClientTransport {
  public:
   /// Creates the socket and starts connecting; throws TransportError or
   /// FormatError (bad key).
@@ -141,21 +173,21 @@ class Client {
   /// a signal handler interrupted the wait (so a stop flag is seen), or
   /// when `wakeFd` (if not -1; the caller drains it) is readable.
   std::optional<Message> receive(std::chrono::milliseconds timeout,
-                                 int wakeFd = -1);
+                                 int wakeFd = -1) override;
   /// Queues `msg` (kept until connected, up to the high-water mark).
   /// Returns false if the queue is full. Throws FormatError if invalid.
-  bool send(const Message& msg);
+  bool send(const Message& msg) override;
   /// Encodes with another protocol version: for tests only.
-  bool sendRaw(const Frames& frames);
+  bool sendRaw(const Frames& frames) override;
   /// Whether a handshake succeeded and no disconnect followed.
-  bool connected();
+  bool connected() override;
   /// Why the scheduler rejected the handshake (unknown key, mechanism
   /// mismatch), or "" if it did not.
-  std::string handshakeError();
+  std::string handshakeError() override;
   /// Drops the messages not sent yet when this client is destroyed
   /// (instead of waiting up to `linger` to send them): for a client the
   /// worker gives up on, to follow another scheduler.
-  void dropUnsent();
+  void dropUnsent() override;
   /// The socket, to poll it together with others (ZMQ_POLLIN).
   zmq::socket_t& socket();
 

@@ -21,7 +21,9 @@ class Checkpointer {
  public:
   /// Opens `dbPath` on the thread (throws nothing; an open failure is
   /// logged and the thread ends).
-  Checkpointer(std::string dbPath, std::chrono::milliseconds interval);
+  /// `clock` times the pauses between checkpoints; it must outlive this.
+  Checkpointer(std::string dbPath, std::chrono::milliseconds interval,
+               const Clock& clock = RealClock::instance());
   /// Stops the thread after a last checkpoint.
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
@@ -39,6 +41,7 @@ class Checkpointer {
 
   std::string path_;
   std::chrono::milliseconds interval_;
+  const Clock& clock_;
   Sync<State> state_;
   std::thread thread_;
 };

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/common/clock.h"
 #include "kiln/common/error.h"
 #include "kiln/common/hash.h"
 #include "kiln/common/stream.h"
@@ -206,6 +207,9 @@ class LocalStore {
   void setContentSync(ContentSync sync);
   /// How adds sync (setContentSync; kDurable by default).
   ContentSync contentSync() const;
+  /// The clock of registration times (RealClock by default); it must
+  /// outlive the store. Call it before the store is shared with threads.
+  void setClock(const Clock& clock);
 
   // ------------------------------------------------ GC roots, GC, verify
   /// Makes `path` (which must be valid) a permanent root: a symlink

@@ -53,6 +53,9 @@ struct DebugFaults {
 /// Everything the daemon needs to know.
 struct DaemonConfig {
   protocol::ClientOptions client;  ///< where and how to connect
+  /// Opens the connection to each scheduler (with `client`'s options and
+  /// the endpoint tried). Null: a ZeroMQ protocol::Client.
+  protocol::ClientConnector connector;
   /// The schedulers to follow, in order (docs/worker.md, "Fail-over"),
   /// each connected with `client`'s keys and timings; `client.connect` is
   /// then ignored. Empty: `client.connect` alone. With one endpoint the
@@ -164,6 +167,12 @@ class Daemon {
   /// reports them and says Bye. Throws WorkerRefused when the scheduler
   /// refuses the worker (running builds are aborted first).
   void run();
+  /// One turn of run()'s loop: waits (at most 20 ms) for a message and
+  /// handles it, then the slots' events, the connection's state and the
+  /// heartbeat. For tests that drive the daemon from their own thread
+  /// (with a fake transport and clock); throws WorkerRefused as run()
+  /// does, and the destructor shuts down as run()'s end would.
+  void turn();
   /// Asks run() to return soon: wakes its wait at once. Async-signal-safe.
   void stop();
   /// Whether a Welcome was received on the current connection.

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "kiln/common/clock.h"
 #include "kiln/scheduler/offline_requests.h"
 #include "kiln/scheduler/sql_listener.h"
 #include "kiln/scheduler/state_db.h"
@@ -54,12 +55,14 @@ nlohmann::json submitRequest(const std::string& stateDir,
                              EvaluatorCheck checkEvaluator);
 /// The same for the farm whose state is `database` (the scheduler lock of
 /// scheduler_lock.h says whether a scheduler runs; `stateDir` holds the
-/// SQLite lock file and may be "" on PostgreSQL).
+/// SQLite lock file and may be "" on PostgreSQL). `clock` times the wait
+/// and the pauses between looks at the answer.
 nlohmann::json submitRequest(const DatabaseSpec& database,
                              const std::string& stateDir,
                              const std::string& kind,
                              const nlohmann::json& args,
                              std::chrono::milliseconds timeout,
-                             EvaluatorCheck checkEvaluator);
+                             EvaluatorCheck checkEvaluator,
+                             const Clock& clock = RealClock::instance());
 
 }  // namespace kiln::scheduler

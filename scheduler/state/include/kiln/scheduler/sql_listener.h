@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include "kiln/common/clock.h"
+
 namespace kiln::scheduler {
 
 /// A listener's side of the wake-ups, as the waiting loop sees it.
@@ -37,6 +39,9 @@ struct SqlListenerOptions {
   /// maxBackoff while the database stays away.
   std::chrono::milliseconds minBackoff{50};
   std::chrono::milliseconds maxBackoff{2000};
+  /// Tells how long a connection lasted (a short one backs off). Not
+  /// owned; null: RealClock::instance().
+  const Clock* clock = nullptr;
 };
 
 /// Listens on `channel` (an SQL identifier) of the PostgreSQL database

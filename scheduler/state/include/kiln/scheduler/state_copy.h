@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/common/clock.h"
 #include "kiln/scheduler/state_db.h"
 
 namespace kiln::scheduler {
@@ -47,6 +48,7 @@ using CopyProgress =
 /// comparison failed) or SqlError (a database failed), each naming the
 /// database and, while copying, the table.
 CopyReport copyState(const DatabaseSpec& from, const DatabaseSpec& to,
-                     const CopyProgress& progress = {});
+                     const CopyProgress& progress = {},
+                     const Clock& clock = RealClock::instance());
 
 }  // namespace kiln::scheduler
