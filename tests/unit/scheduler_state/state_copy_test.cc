@@ -34,10 +34,10 @@ const std::vector<std::string> kTables = {
     "channel_advances",       "eval_claims",        "eval_counts",
     "eval_errors",            "eval_regressions",   "eval_result_chunks",
     "eval_results",           "eval_sources",       "evaluations",
-    "jobsets",
-    "notifications",          "projects",           "requests",
-    "scheduler_snapshot",     "step_deps",          "step_log_chunks",
-    "step_logs",              "steps"};
+    "jobsets",                "notifications",      "projects",
+    "repeat_checks",          "requests",           "scheduler_snapshot",
+    "step_deps",              "step_log_chunks",    "step_logs",
+    "steps"};
 
 // Whether column `col` of `table` holds bytes (read with getBlob: PostgreSQL
 // spells BYTEA out in hex as text).

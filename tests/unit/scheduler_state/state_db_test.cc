@@ -176,6 +176,7 @@ DROP TABLE aggregate_constituents;
 DROP TABLE channel_advances;
 DROP TABLE eval_sources;
 DROP TABLE eval_regressions;
+DROP TABLE repeat_checks;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";
