@@ -103,13 +103,6 @@ const std::vector<TableSpec>& tables() {
        {"eval", "base_eval", "before_value", "after_value"},
        {"job", "kind"},
        ""},
-      // Reproducibility checks (migration 17).
-      {"repeat_checks",
-       "step",
-       {"step", "jobset", "created", "finished"},
-       {"state", "first_worker", "second_worker", "differing",
-        "side_location", "report"},
-       ""},
       {"steps",
        "id",
        {"id", "finished", "status", "attempts", "created", "start_time",
@@ -117,6 +110,14 @@ const std::vector<TableSpec>& tables() {
        {"drv_path", "system", "pname", "features", "error", "worker"},
        ""},
       {"step_deps", "step", {"step", "dep"}, {}, ""},
+      // Reproducibility checks (migration 17), after the
+      // steps they check.
+      {"repeat_checks",
+       "step",
+       {"step", "jobset", "created", "finished"},
+       {"state", "first_worker", "second_worker", "differing",
+        "side_location", "report"},
+       ""},
       // Build logs (migration 12): a page holds every attempt of a step.
       {"step_logs", "step", {"step", "attempt", "size"}, {}, "", {"body"}, 16},
       {"step_log_chunks",
