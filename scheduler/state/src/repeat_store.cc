@@ -14,18 +14,6 @@ const char* const kCheckColumns =
     "r.differing, r.side_location, r.report, r.created, r.finished, "
     "s.drv_path";
 
-std::vector<std::string> splitNames(const std::string& s) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < s.size()) {
-    size_t end = s.find(' ', at);
-    if (end == std::string::npos) end = s.size();
-    if (end > at) out.push_back(s.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
 RepeatCheck readCheck(const SqlStmt& s) {
   RepeatCheck c;
   c.step = s.getInt(0);
@@ -33,7 +21,7 @@ RepeatCheck readCheck(const SqlStmt& s) {
   c.state = s.getStr(2);
   c.firstWorker = s.getStr(3);
   c.secondWorker = s.getStr(4);
-  c.differing = splitNames(s.getStr(5));
+  c.differing = detail::splitWords(s.getStr(5));
   c.sideLocation = s.getStr(6);
   c.report = s.getStr(7);
   c.createdMs = s.getInt(8);
@@ -86,8 +74,7 @@ void startRepeatCheck(StateDb& db, int64_t step,
 void finishRepeatCheck(StateDb& db, int64_t step, bool ok,
                        const RepeatVerdict& verdict,
                        const std::string& sideLocation, int64_t nowMs) {
-  std::string differing;
-  for (auto& n : verdict.differing) differing += (differing.empty() ? "" : " ") + n;
+  std::string differing = detail::joinWords(verdict.differing);
   const char* state = !ok                    ? "failed"
                       : verdict.deterministic ? "same"
                                               : "differs";
