@@ -10,18 +10,22 @@ namespace kiln::scheduler {
 
 const char* diffOutcomeName(DiffReport::Outcome o) {
   switch (o) {
-    case DiffReport::Outcome::kDiffers: return "differs";
-    case DiffReport::Outcome::kSame: return "same";
-    case DiffReport::Outcome::kTimedOut: return "timed-out";
-    case DiffReport::Outcome::kUnavailable: return "unavailable";
-    case DiffReport::Outcome::kFailed: return "failed";
+    case DiffReport::Outcome::kDiffers:
+      return "differs";
+    case DiffReport::Outcome::kSame:
+      return "same";
+    case DiffReport::Outcome::kTimedOut:
+      return "timed-out";
+    case DiffReport::Outcome::kUnavailable:
+      return "unavailable";
+    case DiffReport::Outcome::kFailed:
+      return "failed";
   }
   return "failed";
 }
 
 DiffoscopeDiffer::DiffoscopeDiffer(ProcessLauncher& launcher,
-                                   DiffoscopeLimits limits,
-                                   std::string program)
+                                   DiffoscopeLimits limits, std::string program)
     : launcher_(launcher), limits_(limits), program_(std::move(program)) {}
 
 DiffReport DiffoscopeDiffer::diff(const std::string& first,
@@ -50,18 +54,20 @@ DiffReport DiffoscopeDiffer::diff(const std::string& first,
       child->killTree();
       killed = true;
     }
-    auto ev = child->next(killed ? std::chrono::milliseconds(1000)
-                                 : std::max(left, std::chrono::milliseconds(1)));
+    auto ev =
+        child->next(killed ? std::chrono::milliseconds(1000)
+                           : std::max(left, std::chrono::milliseconds(1)));
     if (ev.kind == ProcessEvent::Kind::kOutput) {
-      size_t room = limits_.maxBytes - std::min(limits_.maxBytes, r.text.size());
+      size_t room =
+          limits_.maxBytes - std::min(limits_.maxBytes, r.text.size());
       if (ev.data.size() > room) r.truncated = true;
       r.text.append(ev.data, 0, std::min(room, ev.data.size()));
     } else if (ev.kind == ProcessEvent::Kind::kExited) {
       int st = ev.status;
       int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-      r.outcome = killed      ? DiffReport::Outcome::kTimedOut
-                  : code == 0 ? DiffReport::Outcome::kSame
-                  : code == 1 ? DiffReport::Outcome::kDiffers
+      r.outcome = killed        ? DiffReport::Outcome::kTimedOut
+                  : code == 0   ? DiffReport::Outcome::kSame
+                  : code == 1   ? DiffReport::Outcome::kDiffers
                   : code == 127 ? DiffReport::Outcome::kUnavailable
                                 : DiffReport::Outcome::kFailed;
       return r;

@@ -37,8 +37,8 @@ double bodyFraction(const json& body, const char* name) {
     if (end != s.c_str() + s.size()) d = -1;
   }
   if (!(d >= 0 && d <= 1))
-    throw HttpError(400, std::string("'") + name +
-                             "' must be a number from 0 to 1");
+    throw HttpError(400,
+                    std::string("'") + name + "' must be a number from 0 to 1");
   return d;
 }
 

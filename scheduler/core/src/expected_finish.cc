@@ -15,17 +15,15 @@ bool validSeconds(double s) { return std::isfinite(s) && s >= 0; }
 // The expected seconds left of each step.
 std::vector<double> leftOf(
     const std::vector<RemainingStep>& steps,
-    const std::unordered_map<std::string, double>& history,
-    double defaultSec) {
+    const std::unordered_map<std::string, double>& history, double defaultSec) {
   std::vector<double> left(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
     auto it = history.find(steps[i].pname);
     double expected = it != history.end() ? it->second : defaultSec;
     if (!validSeconds(expected) || !validSeconds(steps[i].elapsedSec))
       throw std::invalid_argument("expected finish: bad duration");
-    left[i] = steps[i].running
-                  ? std::max(0.0, expected - steps[i].elapsedSec)
-                  : expected;
+    left[i] = steps[i].running ? std::max(0.0, expected - steps[i].elapsedSec)
+                               : expected;
   }
   return left;
 }

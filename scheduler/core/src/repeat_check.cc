@@ -23,14 +23,12 @@ uint64_t fnv1a64(std::string_view s) {
 
 uint32_t repeatFractionToPpm(double fraction) {
   if (!(fraction >= 0.0 && fraction <= 1.0))
-    throw std::invalid_argument(
-        "repeat fraction must be a number from 0 to 1");
+    throw std::invalid_argument("repeat fraction must be a number from 0 to 1");
   return static_cast<uint32_t>(std::lround(fraction * kRepeatPpmScale));
 }
 
 double repeatPpmToFraction(uint32_t ppm) {
-  return static_cast<double>(std::min(ppm, kRepeatPpmScale)) /
-         kRepeatPpmScale;
+  return static_cast<double>(std::min(ppm, kRepeatPpmScale)) / kRepeatPpmScale;
 }
 
 bool selectedForRepeat(std::string_view drvPath, uint32_t ppm) {

@@ -75,7 +75,7 @@ void finishRepeatCheck(StateDb& db, int64_t step, bool ok,
                        const RepeatVerdict& verdict,
                        const std::string& sideLocation, int64_t nowMs) {
   std::string differing = detail::joinWords(verdict.differing);
-  const char* state = !ok                    ? "failed"
+  const char* state = !ok                     ? "failed"
                       : verdict.deterministic ? "same"
                                               : "differs";
   db.db()
@@ -100,9 +100,9 @@ void setRepeatReport(StateDb& db, int64_t step, const std::string& report) {
 
 std::vector<NonDeterministicJob> nonDeterministicJobs(StateDb& db,
                                                       int64_t jobset) {
-  auto s = db.db().prepare(selectChecks(
-      "WHERE r.jobset = ? AND r.state = 'differs' "
-      "ORDER BY r.finished DESC, r.step DESC LIMIT ?"));
+  auto s = db.db().prepare(
+      selectChecks("WHERE r.jobset = ? AND r.state = 'differs' "
+                   "ORDER BY r.finished DESC, r.step DESC LIMIT ?"));
   s.bind(jobset).bind(kMaxListedRepeats);
   std::vector<NonDeterministicJob> out;
   for (auto& c : detail::readAll<RepeatCheck>(s, readCheck)) {

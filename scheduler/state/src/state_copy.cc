@@ -115,8 +115,8 @@ const std::vector<TableSpec>& tables() {
       {"repeat_checks",
        "step",
        {"step", "jobset", "created", "finished"},
-       {"state", "first_worker", "second_worker", "differing",
-        "side_location", "report"},
+       {"state", "first_worker", "second_worker", "differing", "side_location",
+        "report"},
        ""},
       // Build logs (migration 12): a page holds every attempt of a step.
       {"step_logs", "step", {"step", "attempt", "size"}, {}, "", {"body"}, 16},

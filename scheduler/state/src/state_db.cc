@@ -3,12 +3,11 @@
 // SQL: state_schema.cc; row readers: state_rows.cc).
 #include "kiln/scheduler/state_db.h"
 
-#include "kiln/scheduler/repeat_check.h"
-
 #include <algorithm>
 #include <map>
 #include <regex>
 
+#include "kiln/scheduler/repeat_check.h"
 #include "state_rows.h"
 
 namespace kiln::scheduler {

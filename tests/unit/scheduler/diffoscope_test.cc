@@ -99,12 +99,10 @@ TEST(DiffQueueTest, RunsOffTheCallersThreadInOrderAndBounded) {
   std::promise<std::string> first, second;
   {
     DiffQueue q(differ, 2);
-    EXPECT_TRUE(q.submit("a", "b", [&](DiffReport r) {
-      first.set_value(r.text);
-    }));
-    EXPECT_TRUE(q.submit("c", "d", [&](DiffReport r) {
-      second.set_value(r.text);
-    }));
+    EXPECT_TRUE(
+        q.submit("a", "b", [&](DiffReport r) { first.set_value(r.text); }));
+    EXPECT_TRUE(
+        q.submit("c", "d", [&](DiffReport r) { second.set_value(r.text); }));
     auto f = first.get_future(), s = second.get_future();
     std::string a = f.get(), c = s.get();
     std::ostringstream self;

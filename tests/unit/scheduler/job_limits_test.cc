@@ -113,7 +113,8 @@ TEST(JobLimits, AStepRunsWithItsOwnerBuildsLimits) {
   jc.attr = "c";
   jc.drvPath = c;
   auto cfg = testing::testConfig(state);
-  cfg.evalRunner = std::make_shared<testing::FixedRunner>(std::vector<Job>{ja, jc});
+  cfg.evalRunner =
+      std::make_shared<testing::FixedRunner>(std::vector<Job>{ja, jc});
   cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
   SchedulerService svc(cfg);
   svc.applyRequest("project-create", {{"name", "p"}});

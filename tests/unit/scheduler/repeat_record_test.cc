@@ -92,13 +92,13 @@ TEST(RepeatRecord, RepeatFractionOutsideZeroToOneIsRefused) {
   auto cfg = testing::testConfig(dir.path() + "/state");
   SchedulerService svc(cfg);
   svc.applyRequest("project-create", {{"name", "p"}});
-  for (auto bad : {nlohmann::json(1.5), nlohmann::json(-0.1),
-                   nlohmann::json("0.1")})
-    EXPECT_ANY_THROW(svc.applyRequest("jobset-create",
-                                      {{"project", "p"},
-                                       {"name", "j"},
-                                       {"location", "/nowhere"},
-                                       {"repeatFraction", bad}}))
+  for (auto bad :
+       {nlohmann::json(1.5), nlohmann::json(-0.1), nlohmann::json("0.1")})
+    EXPECT_ANY_THROW(
+        svc.applyRequest("jobset-create", {{"project", "p"},
+                                           {"name", "j"},
+                                           {"location", "/nowhere"},
+                                           {"repeatFraction", bad}}))
         << bad;
 }
 

@@ -56,8 +56,7 @@ TEST(ExpectedFinish, DiamondCountsTheLongerBranchOnce) {
   // 0 → {1 (gcc), 2 (hello)} → 3
   std::vector<RemainingStep> s = {
       {"curl", {}}, {"gcc", {0}}, {"hello", {0}}, {"curl", {1, 2}}};
-  EXPECT_DOUBLE_EQ(estimateFinish(s, kHistory, 16, 30).criticalPathSec,
-                   720);
+  EXPECT_DOUBLE_EQ(estimateFinish(s, kHistory, 16, 30).criticalPathSec, 720);
 }
 
 TEST(ExpectedFinish, BadInputThrows) {

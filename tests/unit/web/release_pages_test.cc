@@ -245,8 +245,8 @@ TEST_F(ReleasePagesTest, ANonDeterministicStepShowsOnItsBuildAndJobset) {
   s.createdMs = 1;
   int64_t step = d.upsertStep(s);
   const std::string build = "/build/" + std::to_string(odd);
-  EXPECT_TRUE(json::parse(get("/api" + build).body)["reproducibility"]
-                  .is_null());
+  EXPECT_TRUE(
+      json::parse(get("/api" + build).body)["reproducibility"].is_null());
   // (The jobset page's model is shared for a second: not read before.)
   scheduler::addRepeatCheck(d, step, fx_.jobset, "w-one", 10);
   scheduler::startRepeatCheck(d, step, "w-two");

@@ -61,8 +61,7 @@ class DiffoscopeDiffer : public Differ {
   /// `launcher` is borrowed and must outlive this object.
   DiffoscopeDiffer(ProcessLauncher& launcher, DiffoscopeLimits limits = {},
                    std::string program = "diffoscope");
-  DiffReport diff(const std::string& first,
-                  const std::string& second) override;
+  DiffReport diff(const std::string& first, const std::string& second) override;
 
  private:
   ProcessLauncher& launcher_;
