@@ -171,6 +171,15 @@ class RunningSteps {
   }
   /// Build `build` ended: its limits are forgotten.
   void buildEnded(int64_t build) { limits_.erase(build); }
+  /// Jobset `jobset` repeats `ppm` parts per million of its successful
+  /// steps (docs/release.md, "Reproducibility checks"; 0: none): a step
+  /// that repeat_check.h selects gets a pending check when it succeeds.
+  void setRepeatShare(int64_t jobset, uint32_t ppm) {
+    if (ppm)
+      repeatPpm_[jobset] = ppm;
+    else
+      repeatPpm_.erase(jobset);
+  }
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
@@ -264,6 +273,8 @@ class RunningSteps {
   std::function<void(int64_t, int64_t)> attemptEnded_;
   /// Limits of the unfinished builds (setBuildLimits), by build id.
   std::unordered_map<int64_t, std::pair<int64_t, int64_t>> limits_;
+  /// Repeat shares of the jobsets that have one (setRepeatShare).
+  std::unordered_map<int64_t, uint32_t> repeatPpm_;
 };
 
 }  // namespace kiln::scheduler

@@ -5,6 +5,8 @@
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "kiln/common/trace.h"
+#include "kiln/scheduler/repeat_check.h"
+#include "kiln/scheduler/repeat_store.h"
 #include "running_steps.h"
 
 namespace kiln::scheduler {
@@ -229,6 +231,16 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took, uint64_t peak,
     for (auto& p : run.sentInputs) c->present.insert(p.baseName());
     for (auto& [name, path] : run.expected) c->present.insert(path.baseName());
   }
+  // A reproducibility check, when the owning jobset's share selects it:
+  // recorded with the step's success, in the same ordered writes.
+  JobsetId jobset = core_.step(run.sid).jobset;
+  auto share = repeatPpm_.find(jobset);
+  if (share != repeatPpm_.end() &&
+      selectedForRepeat(run.drvPath, share->second))
+    deferred_.run([&db = db_, id = run.id, jobset, worker = run.worker,
+                   now = clock_.nowMs()] {
+      addRepeatCheck(db, id, jobset, worker, now);
+    });
   deferred_.run(
       [&db = db_, id = run.id, now = clock_.nowMs()] {
         finishStepRow(db, id, 0, now, "", std::nullopt);

@@ -221,8 +221,10 @@ void SchedulerService::Impl::onWorkerLeft(const WorkerConn& w) {
 // in the central store. Outputs that are valid (everything that finished)
 // are skipped, so nothing finished is rebuilt; step rows keep their ids.
 void SchedulerService::Impl::restoreFromDb() {
-  for (auto& js : db.jobsets())
+  for (auto& js : db.jobsets()) {
     core.setJobsetShares(js.id, static_cast<unsigned>(js.shares));
+    steps.setRepeatShare(js.id, static_cast<uint32_t>(js.repeatPpm));
+  }
   for (auto& [pname, secs] : db.historicalDurations())
     core.setHistoricalDuration(pname, secs);
   for (auto& [pname, peak] : db.lastPeaks())

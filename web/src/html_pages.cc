@@ -155,6 +155,7 @@ std::string renderJobset(const json& m) {
                   js["checkInterval"].dump() + " s, shares " +
                   js["shares"].dump() + "</p>";
   b += channelSection(m["channel"]);
+  b += nonDeterministicSection(m["nonDeterministic"]);
   b += "<h2>Evaluations</h2>" + evaluationsTable(m["evaluations"]["rows"]) +
        pager(m["evaluations"], self, "evals");
   b += "<h2>Jobs × evaluations</h2><table><tr><th>Job</th>";

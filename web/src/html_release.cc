@@ -134,3 +134,58 @@ std::string renderChannel(const json& m) {
 }
 
 }  // namespace kiln::web
+
+namespace kiln::web {
+
+namespace {
+
+std::string outputNames(const json& names) {
+  std::string s;
+  for (auto& n : names) s += (s.empty() ? "" : ", ") + esc(n);
+  return s;
+}
+
+}  // namespace
+
+std::string reproducibilitySection(const json& check) {
+  if (check.is_null()) return "";
+  std::string state = check["state"];
+  std::string out = "<h2>Reproducibility</h2><p id=\"repeat-verdict\">" +
+                    statusBadge(check) + " ";
+  if (state == "differs")
+    out += "Built again on " + esc(check["secondWorker"]) + " (first on " +
+           esc(check["firstWorker"]) + "): the NAR hashes of " +
+           outputNames(check["differing"]) + " differ.";
+  else if (state == "same")
+    out += "Built again on " + esc(check["secondWorker"]) +
+           " with the same NAR hashes.";
+  else if (state == "failed")
+    out += "The second build on " + esc(check["secondWorker"]) +
+           " did not succeed.";
+  else
+    out += "A second build is " + htmlEscape(state) + ".";
+  out += "</p>";
+  if (!check["report"].get<std::string>().empty())
+    out += "<h3>diffoscope</h3><pre id=\"diffoscope-report\">" +
+           esc(check["report"]) + "</pre>";
+  return out;
+}
+
+std::string nonDeterministicSection(const json& rows) {
+  if (rows.empty()) return "";
+  std::string t =
+      "<h2>Not deterministic</h2><table id=\"non-deterministic\"><tr><th>Job"
+      "</th><th>Build</th><th>Derivation</th><th>Outputs</th><th>Checked"
+      "</th></tr>";
+  for (auto& r : rows) {
+    int64_t build = r["build"];
+    t += "<tr><td>" + nameText(r["job"]) + "</td><td>" +
+         (build ? buildLink(build) : std::string("–")) +
+         "</td><td class=\"mono\">" + esc(r["drvPath"]) + "</td><td>" +
+         outputNames(r["differing"]) + "</td><td>" +
+         formatTime(r["finishedMs"]) + "</td></tr>";
+  }
+  return t + "</table>";
+}
+
+}  // namespace kiln::web

@@ -22,6 +22,15 @@ std::string jobCharts(const json& history);
 /// there are none.
 std::string regressionsSection(const json& regressions);
 
+/// The build page's "Reproducibility" section (the model's
+/// `reproducibility`: repeatCheckJson): the check's verdict, the outputs
+/// that differ and diffoscope's report; "" when there was no check.
+std::string reproducibilitySection(const json& check);
+
+/// The jobset page's "Not deterministic" section (the model's
+/// `nonDeterministic`: nonDeterministicJson); "" when there are none.
+std::string nonDeterministicSection(const json& rows);
+
 /// The channel's page (/jobset/{project}/{jobset}/channel/latest).
 std::string renderChannel(const json& m);
 

@@ -17,6 +17,7 @@
 #include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/notification_store.h"
 #include "kiln/scheduler/release_store.h"
+#include "kiln/scheduler/repeat_store.h"
 #include "kiln/scheduler/tokens.h"
 #include "postgres_server.h"
 #include "state_backends.h"
@@ -50,6 +51,7 @@ const std::vector<std::string> kTables = {
     "jobsets",
     "notifications",
     "projects",
+    "repeat_checks",
     "requests",
     "scheduler_snapshot",
     "step_deps",
@@ -114,6 +116,7 @@ void fillHistory(StateDb& db) {
   j.location = "/src";
   j.arguments = R"({"system": "\"x86_64-linux\""})";
   j.channelJob = "job2";
+  j.repeatPpm = 50000;
   int64_t js = db.createJobset(j);
   db.setJobsetChecked(js, 1234, std::string("sha256:abc"));
   EvaluationRow e;
@@ -165,6 +168,11 @@ void fillFarm(StateDb& db) {
   db.startStep(s2, "worker-1", 70);
   db.setStepUsage(s2, 100 << 20, 2500, 8192);
   db.finishStep(s2, 0, 80, "");
+  // Reproducibility checks (migration 17): a step found not deterministic.
+  addRepeatCheck(db, s2, db.jobsets().front().id, "worker-1", 81);
+  startRepeatCheck(db, s2, "worker-2");
+  finishRepeatCheck(db, s2, true, {false, {"out"}}, "/side/s2", 82);
+  setRepeatReport(db, s2, "--- a\n+++ b\n");
   db.addCachedFailure({drv("cf"), 1, 90, 0});
   int64_t r = db.addRequest("build-cancel", R"({"build": 1})");
   db.completeRequest(r, true, "{}");

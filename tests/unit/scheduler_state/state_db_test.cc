@@ -179,6 +179,7 @@ DROP TABLE eval_regressions;
 DROP TABLE forge_webhooks;
 DROP TABLE forge_deliveries;
 DROP TABLE forge_jobsets;
+DROP TABLE repeat_checks;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";

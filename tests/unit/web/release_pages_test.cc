@@ -11,6 +11,7 @@
 #include "kiln/common/file.h"
 #include "kiln/common/stream.h"
 #include "kiln/scheduler/release_store.h"
+#include "kiln/scheduler/repeat_store.h"
 #include "kiln/store/compression.h"
 #include "kiln/web/model.h"
 #include "kiln/web/pages.h"
@@ -227,6 +228,49 @@ TEST_F(ReleasePagesTest, AJobChartsItsDurationsAndSizesOverEvaluations) {
                         std::to_string(fx_.hello) + ": 42"));
   json api = json::parse(get("/api/jobset/nixpkgs/trunk/job/hello").body);
   EXPECT_EQ(api["history"]["points"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace kiln::web
+
+namespace kiln::web {
+namespace {
+
+TEST_F(ReleasePagesTest, ANonDeterministicStepShowsOnItsBuildAndJobset) {
+  auto d = db();
+  int64_t odd = addBuild(d, "odd", 0);
+  scheduler::StepRow s;
+  s.drvPath = testing::WebFixture::drv("odd");
+  s.system = "x86_64-linux";
+  s.createdMs = 1;
+  int64_t step = d.upsertStep(s);
+  const std::string build = "/build/" + std::to_string(odd);
+  EXPECT_TRUE(
+      json::parse(get("/api" + build).body)["reproducibility"].is_null());
+  // (The jobset page's model is shared for a second: not read before.)
+  scheduler::addRepeatCheck(d, step, fx_.jobset, "w-one", 10);
+  scheduler::startRepeatCheck(d, step, "w-two");
+  scheduler::finishRepeatCheck(d, step, true, {false, {"out"}}, "/side", 20);
+  scheduler::setRepeatReport(d, step, "-stamp 1234 <x>\n+stamp 9876\n");
+
+  json m = json::parse(get("/api" + build).body);
+  auto& r = m["reproducibility"];
+  ASSERT_TRUE(r.is_object()) << m.dump(2);
+  EXPECT_EQ(r["statusName"], "not-deterministic");
+  EXPECT_EQ(r["secondWorker"], "w-two");
+  EXPECT_EQ(r["differing"], json::array({"out"}));
+  std::string page = get(build).body;
+  EXPECT_THAT(page, HasSubstr("<h2>Reproducibility</h2>"));
+  EXPECT_THAT(page, HasSubstr("st-not-deterministic"));
+  EXPECT_THAT(page, HasSubstr("-stamp 1234 &lt;x&gt;"));
+  EXPECT_THAT(page, HasSubstr("id=\"diffoscope-report\""));
+
+  json js = json::parse(get("/api/jobset/nixpkgs/trunk").body);
+  ASSERT_EQ(js["nonDeterministic"].size(), 1u) << js.dump(2);
+  EXPECT_EQ(js["nonDeterministic"][0]["job"], "odd");
+  EXPECT_EQ(js["nonDeterministic"][0]["build"], odd);
+  EXPECT_THAT(get("/jobset/nixpkgs/trunk").body,
+              HasSubstr("id=\"non-deterministic\""));
 }
 
 }  // namespace
