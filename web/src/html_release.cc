@@ -164,6 +164,9 @@ std::string reproducibilitySection(const json& check) {
            " did not succeed.";
   else
     out += "A second build is " + htmlEscape(state) + ".";
+  if (check.contains("waiting"))
+    out += " <span id=\"repeat-waiting\">Why: " + esc(check["waiting"]) +
+           ".</span>";
   out += "</p>";
   if (!check["report"].get<std::string>().empty())
     out += "<h3>diffoscope</h3><pre id=\"diffoscope-report\">" +
@@ -186,6 +189,38 @@ std::string nonDeterministicSection(const json& rows) {
          formatTime(r["finishedMs"]) + "</td></tr>";
   }
   return t + "</table>";
+}
+
+std::string lastEstimateText(const json& last) {
+  if (!last.is_object()) return "";
+  int64_t err = last["errorMs"];
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.0f", last["percent"].get<double>());
+  return "The last estimate (evaluation " + evalLink(last["eval"]) +
+         ") expected it to finish at " + formatTime(last["estimatedMs"]) +
+         "; it finished at " + formatTime(last["actualMs"]) + ", " +
+         formatDuration(err < 0 ? -err : err) +
+         (err < 0 ? " earlier" : err > 0 ? " later" : "") + " (" + pct +
+         " % of the time it looked ahead).";
+}
+
+std::string estimateSection(const json& estimate) {
+  if (!estimate.is_object()) return "";
+  std::string out;
+  auto& x = estimate["expected"];
+  if (x.is_object()) {
+    out += "<p id=\"expected-finish\">Expected finish: <b>" +
+           formatTime(x["finishMs"]) + "</b> (" + x["steps"].dump() +
+           (x["truncated"].get<bool>() ? "+" : "") +
+           " steps left; critical path " +
+           formatDuration(int64_t(x["criticalPathSec"].get<double>() * 1000)) +
+           ", work " +
+           formatDuration(int64_t(x["totalWorkSec"].get<double>() * 1000)) +
+           " over " + x["slots"].dump() + " slots).</p>";
+  }
+  std::string last = lastEstimateText(estimate["last"]);
+  if (!last.empty()) out += "<p id=\"estimate-error\">" + last + "</p>";
+  return out;
 }
 
 }  // namespace kiln::web

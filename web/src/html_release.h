@@ -34,4 +34,13 @@ std::string nonDeterministicSection(const json& rows);
 /// The channel's page (/jobset/{project}/{jobset}/channel/latest).
 std::string renderChannel(const json& m);
 
+/// "The last estimate ... finished ... later (n %)." for a lastEstimate
+/// model ({"eval", "estimatedMs", "actualMs", "errorMs", "percent"}), or
+/// "" for null.
+std::string lastEstimateText(const json& last);
+
+/// The evaluation page's expected finish (model_estimate.h's model:
+/// {"expected", "last"}), or "" for null.
+std::string estimateSection(const json& estimate);
+
 }  // namespace kiln::web

@@ -28,6 +28,17 @@ json repeatCheckJson(scheduler::StateView& view, int64_t step) {
           {"finishedMs", c->finishedMs}};
 }
 
+std::string repeatWaitReason(const scheduler::SchedulerSnapshot* snap,
+                             const std::string& firstWorker) {
+  if (!snap) return "no scheduler is running";
+  for (auto& w : snap->workers)
+    if (w.name != firstWorker)
+      return "it waits for a free slot on a worker other than " +
+             firstWorker + ", after the builds' own steps";
+  return "it waits for a worker other than " + firstWorker +
+         ", which built it first and is the only worker connected";
+}
+
 json nonDeterministicJson(scheduler::StateView& view, int64_t jobset) {
   json out = json::array();
   for (auto& j : scheduler::nonDeterministicJobs(view.rows(), jobset))

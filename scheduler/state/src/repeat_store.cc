@@ -60,6 +60,15 @@ std::vector<RepeatCheck> pendingRepeatChecks(StateDb& db, int64_t limit) {
   return detail::readAll<RepeatCheck>(s, readCheck);
 }
 
+size_t requeueRunningRepeatChecks(StateDb& db) {
+  db.db()
+      .prepare(
+          "UPDATE repeat_checks SET state = 'pending', second_worker = '' "
+          "WHERE state = 'running'")
+      .exec();
+  return static_cast<size_t>(db.db().changes());
+}
+
 void startRepeatCheck(StateDb& db, int64_t step,
                       const std::string& secondWorker) {
   db.db()

@@ -98,6 +98,8 @@ const std::vector<TableSpec>& tables() {
        {},
        ""},
       {"eval_sources", "eval", {"eval"}, {"path"}, ""},
+      // Expected finishes recorded (migration 17).
+      {"eval_estimates", "eval", {"eval", "made", "estimated"}, {}, ""},
       {"eval_regressions",
        "eval",
        {"eval", "base_eval", "before_value", "after_value"},

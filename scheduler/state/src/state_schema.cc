@@ -636,7 +636,9 @@ const char* kPostgresV16 = KILN_FORGE_TABLES("BIGINT");
 // are built again (parts per million; 0 = none), and one row per step
 // checked: where each build ran, its state (pending, running, same,
 // differs, failed), the outputs whose NAR hashes differ, the second
-// build's NARs' side location, and the diffoscope report.
+// build's NARs' side location, and the diffoscope report. With them, the
+// expected finish recorded for each evaluation when its builds were made
+// (docs/scheduler.md, "Expected finish").
 // clang-format off
 #define KILN_REPEAT_TABLES(INT)                                        \
   "ALTER TABLE jobsets ADD COLUMN repeat_ppm " INT                     \
@@ -654,7 +656,12 @@ const char* kPostgresV16 = KILN_FORGE_TABLES("BIGINT");
   "  created " INT " NOT NULL,\n"                                      \
   "  finished " INT " NOT NULL DEFAULT 0\n"                            \
   ");\n"                                                               \
-  "CREATE INDEX repeat_checks_jobset ON repeat_checks (jobset, state);\n"
+  "CREATE INDEX repeat_checks_jobset ON repeat_checks (jobset, state);\n" \
+  "CREATE TABLE eval_estimates (\n"                                    \
+  "  eval " INT " PRIMARY KEY REFERENCES evaluations(id),\n"           \
+  "  made " INT " NOT NULL,\n"                                         \
+  "  estimated " INT " NOT NULL\n"                                     \
+  ");\n"
 // clang-format on
 const char* kSqliteV17 = KILN_REPEAT_TABLES("INTEGER");
 const char* kPostgresV17 = KILN_REPEAT_TABLES("BIGINT");

@@ -80,6 +80,12 @@ TEST_P(RepeatStoreTest, CheckGoesFromPendingToItsVerdict) {
   EXPECT_TRUE(pendingRepeatChecks(db_, 10).empty());
   EXPECT_EQ(repeatCheck(db_, s)->state, "running");
   EXPECT_EQ(repeatCheck(db_, s)->secondWorker, "w2");
+  // A scheduler that stopped while it ran: pending again, sent anew.
+  EXPECT_EQ(requeueRunningRepeatChecks(db_), 1u);
+  EXPECT_EQ(pendingRepeatChecks(db_, 10).size(), 1u);
+  EXPECT_EQ(repeatCheck(db_, s)->secondWorker, "");
+  EXPECT_EQ(requeueRunningRepeatChecks(db_), 0u);
+  startRepeatCheck(db_, s, "w2");
 
   finishRepeatCheck(db_, s, true, {false, {"dev", "out"}}, "/side/1", 300);
   auto c = repeatCheck(db_, s);

@@ -273,5 +273,28 @@ TEST_F(ReleasePagesTest, ANonDeterministicStepShowsOnItsBuildAndJobset) {
               HasSubstr("id=\"non-deterministic\""));
 }
 
+TEST_F(ReleasePagesTest, APendingCheckSaysWhyItWaits) {
+  auto d = db();
+  int64_t job = addBuild(d, "lonely", 0);
+  scheduler::StepRow s;
+  s.drvPath = testing::WebFixture::drv("lonely");
+  s.system = "x86_64-linux";
+  s.createdMs = 1;
+  scheduler::addRepeatCheck(d, d.upsertStep(s), fx_.jobset, "only-one", 10);
+  const std::string build = "/build/" + std::to_string(job);
+  EXPECT_EQ(json::parse(get("/api" + build).body)["reproducibility"]["waiting"],
+            "no scheduler is running");
+  auto snap = std::make_shared<scheduler::SchedulerSnapshot>();
+  snap->workers.push_back({});
+  snap->workers.back().name = "only-one";
+  ctx_.snapshot = [snap] { return snap; };
+  json r = json::parse(get("/api" + build).body)["reproducibility"];
+  EXPECT_EQ(r["state"], "pending");
+  EXPECT_THAT(r["waiting"].get<std::string>(),
+              HasSubstr("a worker other than only-one, which built it first "
+                        "and is the only worker connected"));
+  EXPECT_THAT(get(build).body, HasSubstr("id=\"repeat-waiting\""));
+}
+
 }  // namespace
 }  // namespace kiln::web
