@@ -45,18 +45,28 @@ class ReproCheckFarm : public ::testing::Test {
     if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
     createDirs(collection_);
     writeFile(collection_ + "/default.nix", kCollection);
+    artifacts_ = test::binaryDir() + "/test-artifacts/repro-check";
+    createDirs(artifacts_);
+  }
+
+  /// Starts `kiln serve` with `workers` local workers, repeating every
+  /// step of the jobset.
+  void startServe(int workers) {
     writeFile(dir_.path() + "/kiln.toml",
               "state_dir = \"" + state_ +
                   "\"\n[scheduler]\nlisten = \"tcp://127.0.0.1:" +
                   std::to_string(test::freeLoopbackPort()) +
                   "\"\nweb_listen = \"127.0.0.1:" + std::to_string(web_) +
-                  "\"\nmetrics_port = -1\n[local_workers]\ncount = 2\n"
-                  "sandbox = \"none\"\n[[project]]\nname = \"rep\"\n"
+                  "\"\nmetrics_port = -1\n[local_workers]\ncount = " +
+                  std::to_string(workers) +
+                  "\nsandbox = \"none\"\n[[project]]\nname = \"rep\"\n"
                   "[[project.jobset]]\nname = \"main\"\npath = \"" +
                   collection_ +
                   "\"\ncheck_interval = 0\nrepeat_fraction = 1.0\n");
-    artifacts_ = test::binaryDir() + "/test-artifacts/repro-check";
-    createDirs(artifacts_);
+    serve_ = std::make_unique<test::KilnProcess>(
+        std::vector<std::string>{"serve", "--config",
+                                 dir_.path() + "/kiln.toml"},
+        dir_.path() + "/serve.log");
   }
   void TearDown() override {
     if (serve_ && serve_->running()) serve_->stop();
@@ -111,10 +121,27 @@ class ReproCheckFarm : public ::testing::Test {
   std::unique_ptr<test::KilnProcess> serve_;
 };
 
+TEST_F(ReproCheckFarm, WithOneWorkerTheCheckWaitsAndSaysWhy) {
+  startServe(1);
+  int64_t stamp = finishedBuild("stamp");
+  ASSERT_GT(stamp, 0) << serve_->log();
+  json check;
+  test::pollUntil(
+      [&] {
+        check = api("/build/" + std::to_string(stamp))["reproducibility"];
+        return check.is_object() && check.contains("waiting");
+      },
+      60s);
+  ASSERT_TRUE(check.is_object()) << serve_->log();
+  EXPECT_EQ(check["state"], "pending");
+  EXPECT_THAT(check["waiting"].get<std::string>(),
+              HasSubstr("is the only worker connected"));
+  EXPECT_THAT(test::httpGet(web_, "/build/" + std::to_string(stamp)),
+              HasSubstr("id=\"repeat-waiting\""));
+}
+
 TEST_F(ReproCheckFarm, TimestampIsNotDeterministicAndConstantIsSame) {
-  serve_ = std::make_unique<test::KilnProcess>(
-      std::vector<std::string>{"serve", "--config", dir_.path() + "/kiln.toml"},
-      dir_.path() + "/serve.log");
+  startServe(2);
   int64_t stamp = finishedBuild("stamp");
   int64_t stable = finishedBuild("stable");
   ASSERT_GT(stamp, 0) << serve_->log();

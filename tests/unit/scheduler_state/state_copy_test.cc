@@ -14,6 +14,7 @@
 
 #include "kiln/common/file.h"
 #include "kiln/scheduler/cache_roots.h"
+#include "kiln/scheduler/eval_estimate.h"
 #include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/notification_store.h"
 #include "kiln/scheduler/release_store.h"
@@ -40,6 +41,7 @@ const std::vector<std::string> kTables = {
     "eval_claims",
     "eval_counts",
     "eval_errors",
+    "eval_estimates",
     "eval_regressions",
     "eval_result_chunks",
     "eval_results",
@@ -173,6 +175,11 @@ void fillFarm(StateDb& db) {
   startRepeatCheck(db, s2, "worker-2");
   finishRepeatCheck(db, s2, true, {false, {"out"}}, "/side/s2", 82);
   setRepeatReport(db, s2, "--- a\n+++ b\n");
+  // An evaluation's recorded expected finish (migration 17).
+  EvalEstimate est;
+  est.madeMs = 83;
+  est.finishMs = 84;
+  recordEvalEstimate(db, ev, est);
   db.addCachedFailure({drv("cf"), 1, 90, 0});
   int64_t r = db.addRequest("build-cancel", R"({"build": 1})");
   db.completeRequest(r, true, "{}");
