@@ -61,8 +61,9 @@ std::string reportPart(const std::string& output, const DiffReport& r) {
                      diffOutcomeName(r.outcome) +
                      (r.truncated ? " (report cut)" : "") + " ===\n";
   if (r.outcome == DiffReport::Outcome::kSame)
-    return head + "diffoscope found no difference in the contents (the NAR "
-                  "hashes differ: metadata such as permissions)\n";
+    return head +
+           "diffoscope found no difference in the contents (the NAR "
+           "hashes differ: metadata such as permissions)\n";
   return head + r.text + (r.text.empty() || r.text.back() == '\n' ? "" : "\n");
 }
 
@@ -115,9 +116,8 @@ void RepeatRuns::add(int64_t step, const std::string& firstWorker) {
     return;
   }
   if (!row) return;
-  StepId sid =
-      core_.addRepeat(RepeatSpec{row->drvPath, row->system, row->features,
-                                 firstWorker});
+  StepId sid = core_.addRepeat(
+      RepeatSpec{row->drvPath, row->system, row->features, firstWorker});
   bySid_[key(sid)] = step;
 }
 
@@ -128,9 +128,8 @@ std::optional<int64_t> RepeatRuns::checkOf(StepId sid) const {
 }
 
 void RepeatRuns::started(StepId, int64_t step, const std::string& worker) {
-  deferred_.run([&db = db_, step, worker] {
-    startRepeatCheck(db, step, worker);
-  });
+  deferred_.run(
+      [&db = db_, step, worker] { startRepeatCheck(db, step, worker); });
 }
 
 void RepeatRuns::notSent(StepId sid) {
@@ -189,10 +188,11 @@ void RepeatRuns::finished(StepId sid, int64_t step,
     return;
   }
   logInfo("reproducibility check of step " + std::to_string(step) + ": " +
-          (verdict.deterministic ? "same NAR hashes"
-                                 : "not deterministic (" +
-                                       std::to_string(verdict.differing.size()) +
-                                       " outputs differ)"));
+          (verdict.deterministic
+               ? "same NAR hashes"
+               : "not deterministic (" +
+                     std::to_string(verdict.differing.size()) +
+                     " outputs differ)"));
   if (!verdict.deterministic)
     queueReports(step, verdict.differing, outcome.outputs);
 }
@@ -226,9 +226,8 @@ void RepeatRuns::queueReports(
       p.text += "=== output " + name + ": not compared (queue full) ===\n";
   }
   if (p.left == 0) {
-    deferred_.run([&db = db_, step, text = p.text] {
-      setRepeatReport(db, step, text);
-    });
+    deferred_.run(
+        [&db = db_, step, text = p.text] { setRepeatReport(db, step, text); });
     pending_.erase(step);
   }
 }

@@ -49,9 +49,8 @@ struct RepeatOutcome {
 class RepeatRuns {
  public:
   /// `differ` makes the reports (null: Debian's diffoscope).
-  RepeatRuns(const ServiceConfig& config, StateDb& db,
-             DeferredWrites& deferred, store::LocalStore& store,
-             SchedulerCore& core, const Clock& clock,
+  RepeatRuns(const ServiceConfig& config, StateDb& db, DeferredWrites& deferred,
+             store::LocalStore& store, SchedulerCore& core, const Clock& clock,
              std::shared_ptr<Differ> differ);
   ~RepeatRuns();
   RepeatRuns(const RepeatRuns&) = delete;

@@ -5,9 +5,9 @@
 // added builds use too.
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
-#include "kiln/scheduler/release_store.h"
-#include "kiln/scheduler/forge_requests.h"
 #include "kiln/scheduler/eval_estimate.h"
+#include "kiln/scheduler/forge_requests.h"
+#include "kiln/scheduler/release_store.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {

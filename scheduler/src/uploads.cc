@@ -156,7 +156,8 @@ void Uploads::commit(int64_t step, const proto::TransferHeader& h,
                      store::ValidPathInfo info, AutoCloseFD nar) {
   metrics_.addBytesReceived(h.info.narSize);
   if (steps_.isRepeat(step)) {  // a check's build: kept aside, compared
-    steps_.keepRepeatOutput(step, h.outputName, info.narHash.to(HashFormat::kNix32),
+    steps_.keepRepeatOutput(step, h.outputName,
+                            info.narHash.to(HashFormat::kNix32),
                             std::move(nar));
     return;
   }

@@ -184,8 +184,8 @@ TEST_F(ReproCheckFarm, TimestampIsNotDeterministicAndConstantIsSame) {
   page.navigate(base + "/build/" + std::to_string(stamp));
   page.waitFor("document.getElementById('diffoscope-report') !== null", 30s);
   EXPECT_THAT(page.text(), HasSubstr("not-deterministic"));
-  std::string shown = page.evaluate(
-      "document.getElementById('diffoscope-report').textContent");
+  std::string shown =
+      page.evaluate("document.getElementById('diffoscope-report').textContent");
   EXPECT_THAT(shown, HasSubstr("diffoscope differs"));
   page.screenshot(artifacts_ + "/build-not-deterministic.png");
   page.navigate(base + "/build/" + std::to_string(stable));

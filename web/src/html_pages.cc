@@ -51,20 +51,20 @@ std::string evaluationsTable(const json& rows) {
       "</th><th class=\"num\">Builds</th><th class=\"num\">Succeeded</th><th "
       "class=\"num\">Failed</th><th class=\"num\">Unfinished</th></tr>";
   for (auto& e : rows)
-    t += "<tr><td>" + evalLink(e["id"]) + "</td><td>" +
-         jobsetLink(e["project"], e["jobset"]) + "</td><td>" +
-         formatTime(e["timeMs"]) + "</td><td class=\"mono\">" +
-         esc(e["inputsHash"].get<std::string>().substr(0, 20)) +
-         "</td><td class=\"num\">" + e["builds"].dump() +
-         "</td><td class=\"num\">" + e["succeeded"].dump() +
-         "</td><td class=\"num\">" + e["failed"].dump() +
-         "</td><td class=\"num\">" + e["unfinished"].dump() +
-         (e.contains("estimate") && e["estimate"]["expected"].is_object()
-              ? " <span class=\"muted expected-finish\">expected " +
-                    formatTime(e["estimate"]["expected"]["finishMs"]) +
-                    "</span>"
-              : std::string()) +
-         "</td></tr>";
+    t +=
+        "<tr><td>" + evalLink(e["id"]) + "</td><td>" +
+        jobsetLink(e["project"], e["jobset"]) + "</td><td>" +
+        formatTime(e["timeMs"]) + "</td><td class=\"mono\">" +
+        esc(e["inputsHash"].get<std::string>().substr(0, 20)) +
+        "</td><td class=\"num\">" + e["builds"].dump() +
+        "</td><td class=\"num\">" + e["succeeded"].dump() +
+        "</td><td class=\"num\">" + e["failed"].dump() +
+        "</td><td class=\"num\">" + e["unfinished"].dump() +
+        (e.contains("estimate") && e["estimate"]["expected"].is_object()
+             ? " <span class=\"muted expected-finish\">expected " +
+                   formatTime(e["estimate"]["expected"]["finishMs"]) + "</span>"
+             : std::string()) +
+        "</td></tr>";
   if (rows.empty()) t += "<tr><td colspan=\"8\" class=\"muted\">none yet</td></tr>";
   return t + "</table>";
 }

@@ -200,8 +200,10 @@ std::string lastEstimateText(const json& last) {
          ") expected it to finish at " + formatTime(last["estimatedMs"]) +
          "; it finished at " + formatTime(last["actualMs"]) + ", " +
          formatDuration(err < 0 ? -err : err) +
-         (err < 0 ? " earlier" : err > 0 ? " later" : "") + " (" + pct +
-         " % of the time it looked ahead).";
+         (err < 0   ? " earlier"
+          : err > 0 ? " later"
+                    : "") +
+         " (" + pct + " % of the time it looked ahead).";
 }
 
 std::string estimateSection(const json& estimate) {

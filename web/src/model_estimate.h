@@ -17,9 +17,8 @@ namespace kiln::web {
 class EstimateModels {
  public:
   /// Borrows `clock`, which must outlive it.
-  explicit EstimateModels(const Clock& clock,
-                          std::chrono::milliseconds ttl =
-                              std::chrono::seconds(15));
+  explicit EstimateModels(const Clock& clock, std::chrono::milliseconds ttl =
+                                                  std::chrono::seconds(15));
   /// Evaluation `eval` (of `jobset`): {"expected": null when nothing is
   /// left, else {"finishMs", "madeMs", "criticalPathSec", "totalWorkSec",
   /// "steps", "truncated", "slots"}, "last": null when no finished

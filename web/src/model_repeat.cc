@@ -33,8 +33,8 @@ std::string repeatWaitReason(const scheduler::SchedulerSnapshot* snap,
   if (!snap) return "no scheduler is running";
   for (auto& w : snap->workers)
     if (w.name != firstWorker)
-      return "it waits for a free slot on a worker other than " +
-             firstWorker + ", after the builds' own steps";
+      return "it waits for a free slot on a worker other than " + firstWorker +
+             ", after the builds' own steps";
   return "it waits for a worker other than " + firstWorker +
          ", which built it first and is the only worker connected";
 }

@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <mutex>
 
+#include "channel_routes.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/store/local_store.h"
 #include "kiln/web/html.h"
 #include "kiln/web/model.h"
 #include "kiln/web/pages.h"
-#include "channel_routes.h"
 #include "model_cache.h"
 #include "model_estimate.h"
 #include "model_repeat.h"
@@ -158,7 +158,8 @@ struct Pages {
     int64_t id = p.id("id");
     json m = buildModel(v, ctx.stateDir, id, sizes);
     m["logTail"] = latestLogTail(v, ctx.stateDir, m["build"]["drvPath"]);
-    if (auto& r = m["reproducibility"]; r.is_object() && r["state"] == "pending")
+    if (auto& r = m["reproducibility"];
+        r.is_object() && r["state"] == "pending")
       r["waiting"] = repeatWaitReason(snapshot().get(), r["firstWorker"]);
     return m;
   }
@@ -175,8 +176,8 @@ struct Pages {
     json m = evaluationModel(v, p.id("id"), f, pageArg(r, "offset"),
                              pageArg(r, "errors"));
     auto& e = m["evaluation"];
-    m["estimate"] = estimates->evaluation(v, snapshot().get(), e["id"],
-                                          e["jobsetId"]);
+    m["estimate"] =
+        estimates->evaluation(v, snapshot().get(), e["id"], e["jobsetId"]);
     return m;
   }
   json compare(StateView& v, const Request& r, const RouteParams& p) const {

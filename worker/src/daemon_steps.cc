@@ -219,9 +219,8 @@ void Daemon::Impl::startBuild(Step& s) {
     auto onLog = [this, id](std::string_view chunk) {
       postEvent(LogEvent{id, std::string(chunk)});
     };
-    auto outcome =
-        runSlot(s.request, id, runner, store, tmpDir, onLog, s.cancel, clock,
-                s.msg.check);
+    auto outcome = runSlot(s.request, id, runner, store, tmpDir, onLog,
+                           s.cancel, clock, s.msg.check);
     traceEvent("worker", "slot-done", id);
     postEvent(DoneEvent{id, std::move(outcome)});
   });

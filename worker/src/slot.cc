@@ -150,8 +150,7 @@ AutoCloseFD openUnlinkedTemp(const std::string& dir) {
 SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
                     BuildRunner& runner, store::LocalStore& store,
                     const std::string& tmpDir, const LogCallback& onLog,
-                    const CancelFlag& cancel, const Clock& clock,
-                    bool check) {
+                    const CancelFlag& cancel, const Clock& clock, bool check) {
   SlotOutcome res;
   res.result.stepId = stepId;
   res.result.startTimeMs = clock.nowMs();

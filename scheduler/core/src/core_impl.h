@@ -181,7 +181,7 @@ struct SchedulerCore::Impl {
       backoff;
   std::vector<BuildEvent> events;
   std::vector<StepAbort> aborts;
-  std::vector<uint32_t> repeats;  // waiting repeats, oldest first
+  std::vector<uint32_t> repeats;        // waiting repeats, oldest first
   std::vector<StepId> dropped;          // by cancellation, not yet taken
   std::vector<Duration> idleStretches;  // ended, not yet taken
   SchedulerMetrics counters;

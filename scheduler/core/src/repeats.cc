@@ -56,8 +56,7 @@ void SchedulerCore::dropRepeat(StepId id) {
   m.freeStep(idx);
 }
 
-std::optional<uint32_t> SchedulerCore::Impl::repeatWorker(
-    const Step& s) const {
+std::optional<uint32_t> SchedulerCore::Impl::repeatWorker(const Step& s) const {
   std::optional<uint32_t> best;
   double bestScore = 0;
   for (uint32_t w : classes[s.cls].workers) {

@@ -68,7 +68,8 @@ std::optional<EvalEstimate> estimateEvaluation(
     if (a != index.end() && b != index.end() && a != b)
       steps[a->second].deps.push_back(b->second);
   }
-  e.parts = estimateFinish(steps, history, std::max(1u, slots), kDefaultStepSec);
+  e.parts =
+      estimateFinish(steps, history, std::max(1u, slots), kDefaultStepSec);
   e.madeMs = nowMs;
   e.finishMs = nowMs + static_cast<int64_t>(e.parts.seconds * 1000);
   e.steps = steps.size();

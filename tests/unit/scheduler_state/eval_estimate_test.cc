@@ -6,9 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kiln/common/file.h"
-#include "kiln/scheduler/state_db.h"
-#include "state_backends.h"
+#include "jobset_fixture.h"
 
 namespace kiln::scheduler {
 namespace {
@@ -17,40 +15,15 @@ std::string drv(const std::string& name) {
   return "/nix/store/" + std::string(32, 'e') + "-" + name + ".drv";
 }
 
-class EvalEstimateTest : public ::testing::TestWithParam<test::StateBackend> {
+class EvalEstimateTest : public test::JobsetFixture {
  protected:
-  void SetUp() override {
-    int64_t project = db_.createProject({0, "p", "", true});
-    JobsetRow j;
-    j.project = project;
-    j.name = "trunk";
-    j.location = "/src";
-    jobset_ = db_.createJobset(j);
-    eval_ = db_.createEvaluation({0, jobset_, "in", 1, 1, 1, ""}, {});
-  }
   int64_t step(const std::string& name, const std::string& pname) {
-    StepRow s;
-    s.drvPath = drv(name);
-    s.system = "x86_64-linux";
-    s.pname = pname;
-    s.createdMs = 1;
-    return db_.upsertStep(s);
+    return JobsetFixture::step(drv(name), pname);
   }
   int64_t build(int64_t eval, const std::string& job) {
-    BuildRow b;
-    b.eval = eval;
-    b.jobset = jobset_;
-    b.job = job;
-    b.drvPath = drv(job);
-    b.createdMs = 1;
-    return db_.createBuild(b);
+    return JobsetFixture::build(eval, job, drv(job));
   }
-
-  TempDir dir_{"kiln-eval-estimate"};
-  DatabaseSpec spec_ = test::freshStateDatabase(GetParam(), dir_.path());
-  StateDb db_{spec_};
-  int64_t jobset_ = 0;
-  int64_t eval_ = 0;
+  int64_t eval_ = eval("in");
 };
 
 INSTANTIATE_TEST_SUITE_P(Backends, EvalEstimateTest, test::allStateBackends(),

@@ -5,9 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kiln/common/file.h"
-#include "kiln/scheduler/state_db.h"
-#include "state_backends.h"
+#include "jobset_fixture.h"
 
 namespace kiln::scheduler {
 namespace {
@@ -16,39 +14,16 @@ std::string drv(char c, const std::string& name) {
   return "/nix/store/" + std::string(32, c) + "-" + name + ".drv";
 }
 
-class RepeatStoreTest : public ::testing::TestWithParam<test::StateBackend> {
+class RepeatStoreTest : public test::JobsetFixture {
  protected:
-  void SetUp() override {
-    int64_t project = db_.createProject({0, "p", "", true});
-    JobsetRow j;
-    j.project = project;
-    j.name = "trunk";
-    j.location = "/src";
-    j.repeatPpm = repeatFractionToPpm(0.05);
-    jobset_ = db_.createJobset(j);
-    eval_ = db_.createEvaluation({0, jobset_, "in", 1, 1, 1, ""}, {});
-  }
+  RepeatStoreTest() : JobsetFixture(repeatFractionToPpm(0.05)) {}
   int64_t step(char c, const std::string& name) {
-    StepRow s;
-    s.drvPath = drv(c, name);
-    s.system = "x86_64-linux";
-    s.createdMs = 1;
-    return db_.upsertStep(s);
+    return JobsetFixture::step(drv(c, name));
   }
   int64_t build(char c, const std::string& job) {
-    BuildRow b;
-    b.eval = eval_;
-    b.jobset = jobset_;
-    b.job = job;
-    b.drvPath = drv(c, job);
-    return db_.createBuild(b);
+    return JobsetFixture::build(eval_, job, drv(c, job));
   }
-
-  TempDir dir_{"kiln-repeat-store"};
-  DatabaseSpec spec_ = test::freshStateDatabase(GetParam(), dir_.path());
-  StateDb db_{spec_};
-  int64_t jobset_ = 0;
-  int64_t eval_ = 0;
+  int64_t eval_ = eval("in");
 };
 
 INSTANTIATE_TEST_SUITE_P(Backends, RepeatStoreTest, test::allStateBackends(),

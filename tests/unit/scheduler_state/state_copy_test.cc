@@ -127,6 +127,11 @@ void fillHistory(StateDb& db) {
   int64_t ev = db.createEvaluation(
       e, {{"broken", "error: ?\nline 2"}, {"broken", "twice"}});
   int64_t empty = db.createEvaluation(e, {});
+  // An evaluation's recorded expected finish (migration 17).
+  EvalEstimate est;
+  est.madeMs = 83;
+  est.finishMs = 84;
+  recordEvalEstimate(db, ev, est);
   std::vector<int64_t> builds;
   for (int i = 0; i < 5; ++i) {
     BuildRow b;
@@ -175,11 +180,6 @@ void fillFarm(StateDb& db) {
   startRepeatCheck(db, s2, "worker-2");
   finishRepeatCheck(db, s2, true, {false, {"out"}}, "/side/s2", 82);
   setRepeatReport(db, s2, "--- a\n+++ b\n");
-  // An evaluation's recorded expected finish (migration 17).
-  EvalEstimate est;
-  est.madeMs = 83;
-  est.finishMs = 84;
-  recordEvalEstimate(db, ev, est);
   db.addCachedFailure({drv("cf"), 1, 90, 0});
   int64_t r = db.addRequest("build-cancel", R"({"build": 1})");
   db.completeRequest(r, true, "{}");

@@ -72,8 +72,7 @@ TEST_F(EstimatePagesTest, AnUnfinishedEvaluationHasAnExpectedFinish) {
   EXPECT_DOUBLE_EQ(x["criticalPathSec"].get<double>(), 180);
   EXPECT_DOUBLE_EQ(x["totalWorkSec"].get<double>(), 180);
   EXPECT_EQ(x["slots"], 1) << "no scheduler: one slot";
-  EXPECT_EQ(x["finishMs"].get<int64_t>() - x["madeMs"].get<int64_t>(),
-            180'000);
+  EXPECT_EQ(x["finishMs"].get<int64_t>() - x["madeMs"].get<int64_t>(), 180'000);
   EXPECT_GE(x["madeMs"].get<int64_t>(), before);
   EXPECT_TRUE(m["estimate"]["last"].is_null()) << "nothing recorded yet";
   EXPECT_THAT(page("/eval/" + std::to_string(fx_.eval)),
@@ -85,8 +84,7 @@ TEST_F(EstimatePagesTest, AnUnfinishedEvaluationHasAnExpectedFinish) {
   json o = api("/overview");
   bool shown = false;
   for (auto& e : o["evaluations"])
-    if (e["id"] == fx_.eval)
-      shown = e["estimate"]["expected"]["steps"] == 2;
+    if (e["id"] == fx_.eval) shown = e["estimate"]["expected"]["steps"] == 2;
   EXPECT_TRUE(shown) << o["evaluations"].dump(2);
   EXPECT_THAT(page("/"), HasSubstr("class=\"muted expected-finish\""));
 }

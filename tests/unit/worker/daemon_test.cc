@@ -385,10 +385,12 @@ TEST_F(DaemonTest, ACheckBuildIsUploadedButNeverRegistered) {
   auto m = step(11, "checked", "echo checked > $out", in);
   m.check = true;
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
-      << error_;
+  ASSERT_TRUE(sched_.pumpUntil([&] {
+    return sched_.last<proto::StepResult>();
+  })) << error_;
   auto res = *sched_.last<proto::StepResult>();
   EXPECT_EQ(res.status, proto::StepStatus::kSuccess) << res.errorMsg;
   ASSERT_EQ(sched_.uploads.size(), 1u);
@@ -399,21 +401,23 @@ TEST_F(DaemonTest, ACheckBuildIsUploadedButNeverRegistered) {
   EXPECT_FALSE(pathExists(mine.physicalPath(outPath_)));
 
   // An ordinary build registers it; a check of it then cannot run here.
-  sched_.server.send(sched_.peer, proto::Ack{proto::MessageType::kStepResult,
-                                             11, true, ""});
+  sched_.server.send(sched_.peer,
+                     proto::Ack{proto::MessageType::kStepResult, 11, true, ""});
   sched_.received.clear();
   m.stepId = 12;
   m.check = false;
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   EXPECT_TRUE(mine.isValid(outPath_));
-  sched_.server.send(sched_.peer, proto::Ack{proto::MessageType::kStepResult,
-                                             12, true, ""});
+  sched_.server.send(sched_.peer,
+                     proto::Ack{proto::MessageType::kStepResult, 12, true, ""});
   sched_.received.clear();
   m.stepId = 13;
   m.check = true;
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   res = *sched_.last<proto::StepResult>();
   EXPECT_NE(res.status, proto::StepStatus::kSuccess);
   EXPECT_NE(res.errorMsg.find("a check build needs a worker without it"),

@@ -22,10 +22,10 @@ inline constexpr double kDefaultStepSec = 60;
 
 /// An estimate of when an evaluation's builds will all have finished.
 struct EvalEstimate {
-  int64_t madeMs = 0;    ///< when it was made (Unix ms)
-  int64_t finishMs = 0;  ///< the expected finish (Unix ms)
-  FinishEstimate parts;  ///< critical path, total work
-  size_t steps = 0;      ///< remaining steps it counted
+  int64_t madeMs = 0;      ///< when it was made (Unix ms)
+  int64_t finishMs = 0;    ///< the expected finish (Unix ms)
+  FinishEstimate parts;    ///< critical path, total work
+  size_t steps = 0;        ///< remaining steps it counted
   bool truncated = false;  ///< more than kMaxEstimatedSteps remained
 };
 
