@@ -116,15 +116,15 @@ void RepeatRuns::add(int64_t step, const std::string& firstWorker) {
     return;
   }
   if (!row) return;
-  StepId sid = core_.addRepeat(
-      RepeatSpec{row->drvPath, row->system, row->features, firstWorker});
-  bySid_[key(sid)] = step;
+  RepeatSpec spec{row->drvPath, row->system, row->features, firstWorker};
+  StepId sid = core_.addRepeat(spec);
+  bySid_[key(sid)] = {step, std::move(spec)};
 }
 
 std::optional<int64_t> RepeatRuns::checkOf(StepId sid) const {
   auto it = bySid_.find(key(sid));
   if (it == bySid_.end()) return std::nullopt;
-  return it->second;
+  return it->second.step;
 }
 
 void RepeatRuns::started(StepId, int64_t step, const std::string& worker) {
@@ -135,12 +135,11 @@ void RepeatRuns::started(StepId, int64_t step, const std::string& worker) {
 void RepeatRuns::notSent(StepId sid) {
   auto it = bySid_.find(key(sid));
   if (it == bySid_.end()) return;
-  int64_t step = it->second;
+  Known known = std::move(it->second);
   bySid_.erase(it);
-  // Its first worker is in the row; a repeat is added again from it.
   core_.finishRepeat(sid);
-  auto check = repeatCheck(db_, step);
-  if (check) add(step, check->firstWorker);
+  StepId again = core_.addRepeat(known.spec);  // waits at the end again
+  bySid_[key(again)] = std::move(known);
 }
 
 void RepeatRuns::keep(int64_t step, const std::string& output, int nar) {

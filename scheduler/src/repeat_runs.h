@@ -100,7 +100,12 @@ class RepeatRuns {
   store::LocalStore& store_;
   SchedulerCore& core_;
   const Clock& clock_;
-  std::map<std::pair<uint32_t, uint32_t>, int64_t> bySid_;
+  /// A repeat of the core: its check's step row and what it was made of.
+  struct Known {
+    int64_t step = 0;
+    RepeatSpec spec;
+  };
+  std::map<std::pair<uint32_t, uint32_t>, Known> bySid_;
   std::map<int64_t, Pending> pending_;
   AutoCloseFD wake_;
   std::mutex mu_;

@@ -25,16 +25,24 @@ void RunningSteps::dispatchRepeat(const Assignment& a) {
   }
   WorkerConn* c = link_.find(a.worker);
   std::optional<StepRow> row;
-  try {
-    row = db_.step(*check);
-  } catch (const std::exception& e) {
-    logError("cannot dispatch the reproducibility check of step " +
-             std::to_string(*check) + ": " + e.what());
-  }
   proto::BuildStep m;
   RunningStep run;
-  if (!c || !row || !describe(*row, a.step, *c, m, run)) {
+  bool described = false;
+  try {
+    row = db_.step(*check);
+    described = c && row && describe(*row, a.step, *c, m, run);
+  } catch (const std::exception& e) {  // the database is away: later
+    logError("cannot dispatch the reproducibility check of step " +
+             std::to_string(*check) + ": " + e.what());
     repeats_->notSent(a.step);
+    return;
+  }
+  if (!c) return repeats_->notSent(a.step);  // its worker just left
+  if (!described) {  // logged by describe: its .drv or inputs are gone
+    RepeatOutcome o;
+    o.error = "the check build could not be sent (its derivation or "
+              "inputs are not available)";
+    repeats_->finished(a.step, *check, o);
     return;
   }
   StepRow tracked = *row;

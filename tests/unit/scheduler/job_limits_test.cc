@@ -78,7 +78,7 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "DROP TABLE cache_pins; "
         "DROP TABLE aggregate_constituents; DROP TABLE channel_advances; "
         "DROP TABLE eval_sources; DROP TABLE eval_regressions; "
-        "DROP TABLE repeat_checks; "
+        "DROP TABLE repeat_checks; DROP TABLE eval_estimates; "
         "ALTER TABLE jobsets DROP COLUMN repeat_ppm; "
         "ALTER TABLE jobsets DROP COLUMN channel_job; "
         "ALTER TABLE jobsets DROP COLUMN max_closure_growth; "
