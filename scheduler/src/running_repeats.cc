@@ -40,8 +40,9 @@ void RunningSteps::dispatchRepeat(const Assignment& a) {
   if (!c) return repeats_->notSent(a.step);  // its worker just left
   if (!described) {  // logged by describe: its .drv or inputs are gone
     RepeatOutcome o;
-    o.error = "the check build could not be sent (its derivation or "
-              "inputs are not available)";
+    o.error =
+        "the check build could not be sent (its derivation or "
+        "inputs are not available)";
     repeats_->finished(a.step, *check, o);
     return;
   }

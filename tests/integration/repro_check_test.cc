@@ -171,6 +171,14 @@ TEST_F(ReproCheckFarm, TimestampIsNotDeterministicAndConstantIsSame) {
   EXPECT_TRUE(kept) << "no side NAR under " << side;
   EXPECT_EQ(b->status, 0) << "the build itself succeeded";
 
+  // The scheduler recorded the evaluation's expected finish when it made
+  // its builds: the overview says how far off it was.
+  json last = api("/overview")["lastEstimate"];
+  ASSERT_TRUE(last.is_object()) << serve_->log();
+  EXPECT_EQ(last["eval"], 1);
+  EXPECT_GT(last["estimatedMs"].get<int64_t>(), last["madeMs"].get<int64_t>());
+  EXPECT_GT(last["actualMs"].get<int64_t>(), 0);
+
   // The jobset lists it; the constant job is not listed.
   json js = api("/jobset/rep/main");
   ASSERT_EQ(js["nonDeterministic"].size(), 1u) << js["nonDeterministic"];
@@ -197,6 +205,9 @@ TEST_F(ReproCheckFarm, TimestampIsNotDeterministicAndConstantIsSame) {
                   .get<std::string>(),
               HasSubstr("stamp"));
   page.screenshot(artifacts_ + "/jobset-not-deterministic.png");
+  page.navigate(base + "/");
+  EXPECT_THAT(page.text(), HasSubstr("The last estimate (evaluation 1)"));
+  page.screenshot(artifacts_ + "/overview-last-estimate.png");
 }
 
 }  // namespace

@@ -57,6 +57,15 @@ class ReleasePagesTest : public ::testing::Test {
     return id;
   }
 
+  /// The step of `job`'s derivation.
+  static int64_t addStep(scheduler::StateDb& db, const std::string& job) {
+    scheduler::StepRow s;
+    s.drvPath = testing::WebFixture::drv(job);
+    s.system = "x86_64-linux";
+    s.createdMs = 1;
+    return db.upsertStep(s);
+  }
+
   static std::string unxz(const std::string& data) {
     StringSource in(data);
     auto src = store::makeDecompressionSource("xz", in);
@@ -239,11 +248,7 @@ namespace {
 TEST_F(ReleasePagesTest, ANonDeterministicStepShowsOnItsBuildAndJobset) {
   auto d = db();
   int64_t odd = addBuild(d, "odd", 0);
-  scheduler::StepRow s;
-  s.drvPath = testing::WebFixture::drv("odd");
-  s.system = "x86_64-linux";
-  s.createdMs = 1;
-  int64_t step = d.upsertStep(s);
+  int64_t step = addStep(d, "odd");
   const std::string build = "/build/" + std::to_string(odd);
   EXPECT_TRUE(
       json::parse(get("/api" + build).body)["reproducibility"].is_null());
@@ -276,11 +281,8 @@ TEST_F(ReleasePagesTest, ANonDeterministicStepShowsOnItsBuildAndJobset) {
 TEST_F(ReleasePagesTest, APendingCheckSaysWhyItWaits) {
   auto d = db();
   int64_t job = addBuild(d, "lonely", 0);
-  scheduler::StepRow s;
-  s.drvPath = testing::WebFixture::drv("lonely");
-  s.system = "x86_64-linux";
-  s.createdMs = 1;
-  scheduler::addRepeatCheck(d, d.upsertStep(s), fx_.jobset, "only-one", 10);
+  scheduler::addRepeatCheck(d, addStep(d, "lonely"), fx_.jobset, "only-one",
+                            10);
   const std::string build = "/build/" + std::to_string(job);
   EXPECT_EQ(json::parse(get("/api" + build).body)["reproducibility"]["waiting"],
             "no scheduler is running");
