@@ -3,7 +3,8 @@
 // every built step is built a second time on the other worker. A job that
 // writes the time and a random id is found not deterministic: its build
 // page (checked in headless Chromium) shows diffoscope's report, the
-// jobset page and API list it; a job that writes a constant is "same".
+// jobset page and API list it; a job that writes a constant is "same"; a
+// job whose second build fails is a failed check, its build a success.
 // Screenshots are kept under <build>/test-artifacts/repro-check/.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -36,6 +37,8 @@ constexpr const char* kCollection = R"(let
 in {
   stamp = mk "stamp" "date +%s%N > $out; cat /proc/sys/kernel/random/uuid >> $out";
   stable = mk "stable" "echo 'the same every time' > $out";
+  # Succeeds once: the second build finds the first one's mark and fails.
+  once = mk "once" "if [ -e @MARK@ ]; then exit 1; fi; touch @MARK@; echo once > $out";
 })";
 
 class ReproCheckFarm : public ::testing::Test {
@@ -44,7 +47,10 @@ class ReproCheckFarm : public ::testing::Test {
     std::string why;
     if (!test::Farm::canRun(&why)) GTEST_SKIP() << why;
     createDirs(collection_);
-    writeFile(collection_ + "/default.nix", kCollection);
+    std::string text = kCollection;
+    for (size_t at; (at = text.find("@MARK@")) != std::string::npos;)
+      text.replace(at, 6, dir_.path() + "/once-built");
+    writeFile(collection_ + "/default.nix", text);
     artifacts_ = test::binaryDir() + "/test-artifacts/repro-check";
     createDirs(artifacts_);
   }
@@ -140,7 +146,8 @@ TEST_F(ReproCheckFarm, WithOneWorkerTheCheckWaitsAndSaysWhy) {
               HasSubstr("id=\"repeat-waiting\""));
 }
 
-TEST_F(ReproCheckFarm, TimestampIsNotDeterministicAndConstantIsSame) {
+TEST_F(ReproCheckFarm,
+       TimestampDiffersConstantIsSameAFailedRebuildIsAFailedCheck) {
   startServe(2);
   int64_t stamp = finishedBuild("stamp");
   int64_t stable = finishedBuild("stable");
@@ -170,6 +177,15 @@ TEST_F(ReproCheckFarm, TimestampIsNotDeterministicAndConstantIsSame) {
     kept = kept || pathExists(e.path().string() + "/out.nar");
   EXPECT_TRUE(kept) << "no side NAR under " << side;
   EXPECT_EQ(b->status, 0) << "the build itself succeeded";
+
+  // A second build that fails makes a failed check, not a failed build.
+  json failed = verdict(finishedBuild("once"));
+  EXPECT_EQ(failed["state"], "failed") << failed.dump(2);
+  EXPECT_THAT(failed["report"].get<std::string>(),
+              HasSubstr("the second build failed"));
+  EXPECT_EQ(
+      api("/build/" + std::to_string(finishedBuild("once")))["build"]["status"],
+      0);
 
   // The scheduler recorded the evaluation's expected finish when it made
   // its builds: the overview says how far off it was.
