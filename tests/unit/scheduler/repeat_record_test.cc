@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "fake_worker.h"
+#include "kiln/common/file.h"
+#include "kiln/scheduler/diffoscope.h"
 #include "kiln/scheduler/repeat_store.h"
 #include "kiln/scheduler/service.h"
 #include "service_fixture.h"
@@ -85,6 +89,114 @@ TEST(RepeatRecord, SelectedStepsGetAPendingCheckWhenTheySucceed) {
   }));
   EXPECT_FALSE(repeatCheck(svc.db(), int64_t(w.steps[1].stepId)));
   EXPECT_EQ(pendingRepeatChecks(svc.db(), 10).size(), 1u);
+}
+
+// Records what it is asked to compare and answers with a fixed report.
+class FakeDiffer : public Differ {
+ public:
+  DiffReport diff(const std::string& first,
+                  const std::string& second) override {
+    std::lock_guard lock(mu);
+    compared.emplace_back(readFile(first), readFile(second));
+    return {DiffReport::Outcome::kDiffers, "fake report", false};
+  }
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> compared;
+};
+
+// The second build of a selected step goes to the other worker as a check
+// build; what it uploads is kept aside, compared with the registered
+// output, and a difference gets the Differ's report (made off the loop).
+TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string a, b;
+  {
+    store::LocalStore store(state);
+    a = makeDrv(store, "a");
+    b = makeDrv(store, "b");
+  }
+  std::vector<Job> jobs(2);
+  for (size_t i = 0; i < 2; ++i) {
+    jobs[i].attr = i ? "b" : "a";
+    jobs[i].system = "x86_64-linux";
+    jobs[i].drvPath = i ? b : a;
+  }
+  auto differ = std::make_shared<FakeDiffer>();
+  auto cfg = testing::testConfig(state);
+  cfg.evalRunner = std::make_shared<testing::FixedRunner>(jobs);
+  cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
+  cfg.repeatDiffer = differ;
+  SchedulerService svc(cfg);
+  svc.applyRequest("project-create", {{"name", "p"}});
+  auto js = svc.applyRequest("jobset-create", {{"project", "p"},
+                                               {"name", "j"},
+                                               {"location", "/nowhere"},
+                                               {"checkInterval", 0},
+                                               {"repeatFraction", 1.0}});
+  ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc.endpoint(), "first-worker");
+  w1.hello();
+  auto until = [&](const std::function<bool()>& pred, FakeWorker* w2) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred() && std::chrono::steady_clock::now() < deadline) {
+      svc.pollOnce(2ms);
+      w1.pump(2ms);
+      if (w2) w2->pump(2ms);
+    }
+    return pred();
+  };
+  // Both built on the only worker; their checks wait for another.
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(until([&] { return w1.steps.size() == i + 1; }, nullptr));
+    EXPECT_FALSE(w1.steps[i].check);
+    w1.uploadOutputs(w1.steps[i], i ? "b\n" : "a\n");
+    ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }, nullptr));
+    w1.result(w1.steps[i].stepId, protocol::StepStatus::kSuccess);
+  }
+  ASSERT_TRUE(until(
+      [&] { return pendingRepeatChecks(svc.db(), 10).size() == 2; }, nullptr));
+  EXPECT_EQ(w1.steps.size(), 2u) << "never a check on the first worker";
+
+  FakeWorker w2(svc.endpoint(), "second-worker");
+  w2.hello(/*slots=*/2);
+  ASSERT_TRUE(until([&] { return w2.steps.size() == 2; }, &w2));
+  auto base = [](const std::string& p) { return p.substr(p.rfind('/') + 1); };
+  a = base(a);
+  b = base(b);
+  std::map<std::string, int64_t> stepOf;  // .drv base name → step row
+  for (auto& s : w1.steps) stepOf[s.drvPath.baseName()] = s.stepId;
+  for (auto& s : w2.steps) {
+    EXPECT_TRUE(s.check);
+    std::string drv = s.drvPath.baseName();
+    EXPECT_EQ(s.stepId, uint64_t(stepOf[drv]) + (uint64_t(1) << 48));
+    // a is rebuilt the same, b differently.
+    w2.uploadOutputs(s, drv == a ? "a\n" : "B\n");
+  }
+  ASSERT_TRUE(until([&] { return w2.pendingUploads == 0; }, &w2));
+  for (auto& s : w2.steps) w2.result(s.stepId, protocol::StepStatus::kSuccess);
+  auto stateOf = [&](const std::string& drv) {
+    auto c = repeatCheck(svc.db(), stepOf[drv]);
+    return c ? c->state : "";
+  };
+  ASSERT_TRUE(until(
+      [&] {
+        auto c = repeatCheck(svc.db(), stepOf[b]);
+        return stateOf(a) == "same" && c && !c->report.empty();
+      },
+      &w2));
+  auto odd = *repeatCheck(svc.db(), stepOf[b]);
+  EXPECT_EQ(odd.state, "differs");
+  EXPECT_EQ(odd.secondWorker, "second-worker");
+  EXPECT_EQ(odd.differing, std::vector<std::string>{"out"});
+  EXPECT_EQ(odd.report,
+            "=== output out: diffoscope differs ===\nfake report\n");
+  EXPECT_TRUE(pathExists(odd.sideLocation + "/out.nar"));
+  std::lock_guard lock(differ->mu);
+  ASSERT_EQ(differ->compared.size(), 1u);
+  EXPECT_EQ(differ->compared[0],
+            std::pair(std::string("b\n"), std::string("B\n")))
+      << "the registered output against the second build's, unpacked";
 }
 
 TEST(RepeatRecord, RepeatFractionOutsideZeroToOneIsRefused) {
