@@ -22,6 +22,40 @@ using namespace std::chrono_literals;
 using testing::FakeWorker;
 using testing::makeDrv;
 
+// The jobs of `drvs` (attribute → .drv path) on x86_64-linux.
+std::vector<Job> jobsOf(
+    const std::vector<std::pair<std::string, std::string>>& drvs) {
+  std::vector<Job> jobs;
+  for (auto& [attr, drv] : drvs) {
+    Job j;
+    j.attr = attr;
+    j.system = "x86_64-linux";
+    j.drvPath = drv;
+    jobs.push_back(j);
+  }
+  return jobs;
+}
+
+// A service in `state` whose jobset "j" of project "p" evaluates to
+// `jobs` and repeats every step (`differ`: the reports' maker, may be
+// null); the jobset's API answer goes to `jobset`.
+std::unique_ptr<SchedulerService> repeatingService(
+    const std::string& state, std::vector<Job> jobs,
+    std::shared_ptr<Differ> differ, nlohmann::json& jobset) {
+  auto cfg = testing::testConfig(state);
+  cfg.evalRunner = std::make_shared<testing::FixedRunner>(std::move(jobs));
+  cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
+  cfg.repeatDiffer = std::move(differ);
+  auto svc = std::make_unique<SchedulerService>(cfg);
+  svc->applyRequest("project-create", {{"name", "p"}});
+  jobset = svc->applyRequest("jobset-create", {{"project", "p"},
+                                               {"name", "j"},
+                                               {"location", "/nowhere"},
+                                               {"checkInterval", 0},
+                                               {"repeatFraction", 1.0}});
+  return svc;
+}
+
 TEST(RepeatRecord, SelectedStepsGetAPendingCheckWhenTheySucceed) {
   TempDir dir("kiln-repeat");
   std::string state = dir.path() + "/state";
@@ -31,23 +65,10 @@ TEST(RepeatRecord, SelectedStepsGetAPendingCheckWhenTheySucceed) {
     a = makeDrv(store, "a");
     c = makeDrv(store, "c", {a});
   }
-  Job ja, jc;
-  ja.attr = "a";
-  jc.attr = "c";
-  ja.system = jc.system = "x86_64-linux";
-  ja.drvPath = a;
-  jc.drvPath = c;
-  auto cfg = testing::testConfig(state);
-  cfg.evalRunner =
-      std::make_shared<testing::FixedRunner>(std::vector<Job>{ja, jc});
-  cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
-  SchedulerService svc(cfg);
-  svc.applyRequest("project-create", {{"name", "p"}});
-  auto js = svc.applyRequest("jobset-create", {{"project", "p"},
-                                               {"name", "j"},
-                                               {"location", "/nowhere"},
-                                               {"checkInterval", 0},
-                                               {"repeatFraction", 1.0}});
+  nlohmann::json js;
+  auto svcOwned =
+      repeatingService(state, jobsOf({{"a", a}, {"c", c}}), nullptr, js);
+  SchedulerService& svc = *svcOwned;
   EXPECT_DOUBLE_EQ(js["repeatFraction"].get<double>(), 1.0);
   int64_t jobset = js["id"].get<int64_t>();
   int64_t eval = svc.evaluateJobset(jobset, true);
@@ -116,24 +137,11 @@ TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
     a = makeDrv(store, "a");
     b = makeDrv(store, "b");
   }
-  std::vector<Job> jobs(2);
-  for (size_t i = 0; i < 2; ++i) {
-    jobs[i].attr = i ? "b" : "a";
-    jobs[i].system = "x86_64-linux";
-    jobs[i].drvPath = i ? b : a;
-  }
   auto differ = std::make_shared<FakeDiffer>();
-  auto cfg = testing::testConfig(state);
-  cfg.evalRunner = std::make_shared<testing::FixedRunner>(jobs);
-  cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
-  cfg.repeatDiffer = differ;
-  SchedulerService svc(cfg);
-  svc.applyRequest("project-create", {{"name", "p"}});
-  auto js = svc.applyRequest("jobset-create", {{"project", "p"},
-                                               {"name", "j"},
-                                               {"location", "/nowhere"},
-                                               {"checkInterval", 0},
-                                               {"repeatFraction", 1.0}});
+  nlohmann::json js;
+  auto svcOwned =
+      repeatingService(state, jobsOf({{"a", a}, {"b", b}}), differ, js);
+  SchedulerService& svc = *svcOwned;
   ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
   FakeWorker w1(svc.endpoint(), "first-worker");
   w1.hello();
