@@ -7,7 +7,8 @@
 set -euo pipefail
 
 # Building kiln and running the example farm (its builds use the host's
-# compiler and curl). libpq-dev: the state layer's PostgreSQL client.
+# compiler and curl). libpq-dev: the state layer's PostgreSQL client;
+# diffoscope: the reports of reproducibility checks (docs/release.md).
 RUN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git python3
   libssl-dev libsqlite3-dev libpq-dev liblzma-dev libzstd-dev xz-utils zstd
@@ -16,6 +17,7 @@ RUN_PACKAGES=(
   nlohmann-json3-dev prometheus-cpp-dev libtomlplusplus-dev
   libgc-dev libgoogle-perftools-dev libseccomp-dev libcurl4-openssl-dev
   ccache curl
+  diffoscope
 )
 # The tests and benchmarks: the oracle (Nix), a second compiler, the
 # emulated platform, the browser, promtool, wrk, an S3 object store (Ceph's

@@ -134,6 +134,15 @@ class Table {
     out = *v;
     return true;
   }
+  // A number (integer or float) from 0 to 1.
+  void fraction(const std::string& key, double& out) {
+    const toml::node* n = get(key);
+    if (!n) return;
+    auto v = n->value<double>();
+    if (!n->is_number() || !v || !(*v >= 0 && *v <= 1))
+      return bad(*n, key, "must be a number from 0 to 1");
+    out = *v;
+  }
   void boolean(const std::string& key, bool& out) {
     const toml::node* n = get(key);
     if (!n) return;
@@ -448,6 +457,7 @@ ConfiguredJobset readJobset(Table t) {
   t.str("channel_job", j.channelJob, validChannelJob);
   t.integer("max_closure_growth", j.maxClosureGrowth, 0, 1000000);
   t.integer("max_build_time_growth", j.maxBuildTimeGrowth, 0, 1000000);
+  t.fraction("repeat_fraction", j.repeatFraction);
   t.integer("check_interval", j.checkInterval, 0, int64_t{1} << 31);
   t.integer("shares", j.shares, 1, 1000000);
   t.boolean("enabled", j.enabled);

@@ -33,6 +33,9 @@ struct ConfiguredJobset {
   /// Regression gates, percent (0: not checked; docs/release.md).
   int64_t maxClosureGrowth = 0;
   int64_t maxBuildTimeGrowth = 0;
+  /// Reproducibility checks: the share of successful steps built again,
+  /// 0 to 1 (0: none; docs/release.md).
+  double repeatFraction = 0;
   int64_t checkInterval = 60;  ///< seconds; 0 = evaluated once
   int64_t shares = 100;
   bool enabled = true;

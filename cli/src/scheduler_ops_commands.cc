@@ -170,7 +170,10 @@ const std::vector<OpCommand>& opCommands() {
          "percent a job's closure size may grow against the channel's "
          "evaluation before the channel is held (default 0: not checked)"},
         {"max-build-time-growth", "maxBuildTimeGrowth", ArgType::kInt,
-         "percent a job's build time may grow likewise (default 0)"}}},
+         "percent a job's build time may grow likewise (default 0)"},
+        {"repeat-fraction", "repeatFraction", ArgType::kJson,
+         "share of successful steps built again on another worker to check "
+         "that they are reproducible, 0 to 1 (default 0: none)"}}},
       {"jobset eval",
        "evaluate a jobset now",
        "jobset-eval",

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kiln/scheduler/forge_store.h"
+#include "kiln/scheduler/repeat_check.h"
 #include "kiln/scheduler/service.h"
 #include "serve_tokens.h"
 
@@ -28,7 +29,8 @@ json jobsetRequestArgs(const std::string& project, const ConfiguredJobset& j) {
           {"evaluator", j.evaluator},
           {"channelJob", j.channelJob},
           {"maxClosureGrowth", j.maxClosureGrowth},
-          {"maxBuildTimeGrowth", j.maxBuildTimeGrowth}};
+          {"maxBuildTimeGrowth", j.maxBuildTimeGrowth},
+          {"repeatFraction", j.repeatFraction}};
 }
 
 bool sameJobset(const scheduler::JobsetRow& row, const ConfiguredJobset& j) {
@@ -40,7 +42,8 @@ bool sameJobset(const scheduler::JobsetRow& row, const ConfiguredJobset& j) {
          row.enabled == j.enabled && row.evaluator == j.evaluator &&
          row.channelJob == j.channelJob &&
          row.maxClosureGrowthPct == j.maxClosureGrowth &&
-         row.maxBuildTimeGrowthPct == j.maxBuildTimeGrowth;
+         row.maxBuildTimeGrowthPct == j.maxBuildTimeGrowth &&
+         row.repeatPpm == scheduler::repeatFractionToPpm(j.repeatFraction);
 }
 
 JobsetSync::JobsetSync(const scheduler::DatabaseSpec& database,

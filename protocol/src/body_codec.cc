@@ -317,6 +317,7 @@ void put(Writer& w, const BuildStep& m) {
   w.u64(m.logLimitBytes);
   w.u64(m.outputLimitBytes);
   w.u64(m.rankMs);
+  w.boolean(m.check);
 }
 void get(Reader& r, BuildStep& m) {
   m.stepId = r.u64("stepId");
@@ -333,6 +334,8 @@ void get(Reader& r, BuildStep& m) {
   m.logLimitBytes = r.u64("logLimitBytes");
   m.outputLimitBytes = r.u64("outputLimitBytes");
   m.rankMs = r.u64("rankMs");
+  if (r.atEnd()) return;  // check is optional
+  m.check = r.boolean("check");
 }
 
 void check(const NeedPaths& m) {

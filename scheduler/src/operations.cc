@@ -5,6 +5,7 @@
 #include "kiln/plugin_host/registry.h"
 #include "kiln/scheduler/forge_requests.h"
 #include "kiln/scheduler/offline_requests.h"
+#include "kiln/scheduler/repeat_check.h"
 #include "kiln/scheduler/request_queue.h"
 #include "service_impl.h"
 
@@ -62,6 +63,9 @@ void SchedulerService::Impl::setUpRequests() {
     json r = offline(a);
     core.setJobsetShares(r["id"].get<int64_t>(),
                          static_cast<unsigned>(r["shares"].get<int64_t>()));
+    steps.setRepeatShare(
+        r["id"].get<int64_t>(),
+        repeatFractionToPpm(r["repeatFraction"].get<double>()));
     return r;
   };
   wrap("jobset-create", withShares);

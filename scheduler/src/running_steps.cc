@@ -13,6 +13,7 @@
 #include "kiln/common/trace.h"
 #include "kiln/scheduler/logs.h"
 #include "kiln/store/content_check.h"
+#include "repeat_runs.h"
 
 namespace kiln::scheduler {
 
@@ -54,6 +55,10 @@ void RunningSteps::markPending() {
 
 void RunningSteps::dispatch() {
   for (auto& a : core_.nextAssignments()) {
+    if (a.repeat) {
+      dispatchRepeat(a);
+      continue;
+    }
     auto id = ingestor_.index().dbId(a.step);
     WorkerConn* c = link_.find(a.worker);
     bool sent = false;
@@ -363,7 +368,9 @@ void RunningSteps::onNeedPaths(WorkerConn& from, const proto::NeedPaths& m) {
 
 int RunningSteps::openLog(RunningStep& r) {
   if (!r.log) {
-    std::string path = stepLogPath(config_.stateDir, r.drvPath, r.attempt);
+    std::string path =
+        r.repeat ? repeatSideLocation(config_.stateDir, r.check) + "/build.log"
+                 : stepLogPath(config_.stateDir, r.drvPath, r.attempt);
     // An adopted step's attempt goes on: its log is continued.
     int mode = r.adopted ? O_APPEND : O_TRUNC;
     r.log = AutoCloseFD(
@@ -371,12 +378,13 @@ int RunningSteps::openLog(RunningStep& r) {
     if (!r.log) throwSysError("opening log " + path);
     if (off_t end = lseek(r.log.get(), 0, SEEK_END); r.adopted && end > 0)
       r.logBytes = static_cast<uint64_t>(end);
-    if (mirror_) mirror_->begin(r.id, r.attempt, path, r.adopted);
+    if (mirror_ && !r.repeat) mirror_->begin(r.id, r.attempt, path, r.adopted);
   }
   return r.log.get();
 }
 
 void RunningSteps::ended(const RunningStep& r) {
+  if (r.repeat) return;  // no attempt of a step row, no staging
   if (attemptEnded_) attemptEnded_(r.id, r.attempt);
   if (!mirror_) return;
   // An adopted attempt that wrote nothing since still has its pieces.

@@ -77,7 +77,15 @@ struct RunningStep {
   AutoCloseFD log;
   uint64_t logBytes = 0;
   bool logTruncated = false;
+  /// A reproducibility check's second build (running_repeats.cc): `id`
+  /// is kRepeatIdBase + `check`, the step row it checks; its outputs are
+  /// kept aside with these NAR hashes (output name → "sha256:…").
+  bool repeat = false;
+  int64_t check = 0;
+  std::map<std::string, std::string> repeatHashes;
 };
+
+class RepeatRuns;
 
 /// The steps running on workers. Borrows everything it is given; all must
 /// outlive it.
@@ -171,9 +179,31 @@ class RunningSteps {
   }
   /// Build `build` ended: its limits are forgotten.
   void buildEnded(int64_t build) { limits_.erase(build); }
+  /// Where reproducibility checks' second builds are settled (borrowed;
+  /// null: no check gets a second build).
+  void checkRepeatsWith(RepeatRuns* repeats) { repeats_ = repeats; }
+  /// Whether running step `id` is a check's second build.
+  bool isRepeat(int64_t id) const;
+  /// Output `output` of the check build `id` arrived verified (NAR hash
+  /// `narHash`, its NAR in `nar`): kept aside, never registered.
+  void keepRepeatOutput(int64_t id, const std::string& output,
+                        const std::string& narHash, AutoCloseFD nar);
+  /// Jobset `jobset` repeats `ppm` parts per million of its successful
+  /// steps (docs/release.md, "Reproducibility checks"; 0: none): a step
+  /// that repeat_check.h selects gets a pending check when it succeeds.
+  void setRepeatShare(int64_t jobset, uint32_t ppm) {
+    if (ppm)
+      repeatPpm_[jobset] = ppm;
+    else
+      repeatPpm_.erase(jobset);
+  }
 
  private:
   bool sendBuildStep(int64_t id, StepId sid, WorkerConn& c);
+  /// Sends the core's repeat `a` to its worker as a check build.
+  void dispatchRepeat(const Assignment& a);
+  /// Settles check build `run` with the worker's result `m`.
+  void completeRepeat(RunningStep& run, const protocol::StepResult& m);
   /// Adopts held step `held` of `c` if the records give it to `c` (see
   /// adopt); false, logged, if not.
   bool adoptOne(const WorkerConn& c, const protocol::HeldStep& held);
@@ -264,6 +294,9 @@ class RunningSteps {
   std::function<void(int64_t, int64_t)> attemptEnded_;
   /// Limits of the unfinished builds (setBuildLimits), by build id.
   std::unordered_map<int64_t, std::pair<int64_t, int64_t>> limits_;
+  /// Repeat shares of the jobsets that have one (setRepeatShare).
+  std::unordered_map<int64_t, uint32_t> repeatPpm_;
+  RepeatRuns* repeats_ = nullptr;
 };
 
 }  // namespace kiln::scheduler

@@ -5,6 +5,9 @@
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
 #include "kiln/common/trace.h"
+#include "kiln/scheduler/repeat_check.h"
+#include "kiln/scheduler/repeat_store.h"
+#include "repeat_runs.h"
 #include "running_steps.h"
 
 namespace kiln::scheduler {
@@ -156,6 +159,7 @@ void RunningSteps::complete(int64_t id, const proto::StepResult& m) {
   auto it = running_.find(id);
   RunningStep run = std::move(it->second);
   running_.erase(it);
+  if (run.repeat) return completeRepeat(run, m);
   // Acknowledges the worker's result once its row committed; where no row
   // is written (the step is retried, or was cancelled), at once.
   DeferredWrites::Done ack = ackWhenRecorded(run);
@@ -228,6 +232,18 @@ bool RunningSteps::succeed(const RunningStep& run, Duration took, uint64_t peak,
   if (WorkerConn* c = link_.find(run.peer)) {
     for (auto& p : run.sentInputs) c->present.insert(p.baseName());
     for (auto& [name, path] : run.expected) c->present.insert(path.baseName());
+  }
+  // A reproducibility check, when the owning jobset's share selects it:
+  // recorded with the step's success, in the same ordered writes.
+  JobsetId jobset = core_.step(run.sid).jobset;
+  auto share = repeatPpm_.find(jobset);
+  if (share != repeatPpm_.end() &&
+      selectedForRepeat(run.drvPath, share->second)) {
+    deferred_.run([&db = db_, id = run.id, jobset, worker = run.worker,
+                   now = clock_.nowMs()] {
+      addRepeatCheck(db, id, jobset, worker, now);
+    });
+    if (repeats_) repeats_->add(run.id, run.worker);
   }
   deferred_.run(
       [&db = db_, id = run.id, now = clock_.nowMs()] {

@@ -91,6 +91,7 @@ SchedulerService::Impl::Impl(ServiceConfig c)
       steps(cfg, db, deferred, store, ingestor, core, link, inputs, metrics,
             clock),
       uploads(cfg, steps, metrics),
+      repeats(cfg, db, deferred, store, core, clock, cfg.repeatDiffer),
       evaluations({cfg.stateDir, cfg.storeDir, cfg.evalRunners, cfg.evalRunner,
                    std::make_shared<PluginEvaluators>(
                        cfg.plugins ? *cfg.plugins : plugins::processPlugins(),
@@ -126,6 +127,8 @@ SchedulerService::Impl::Impl(ServiceConfig c)
   if (sinks.size() > 1)
     steps.notifyWith([this](const LifecycleEvent& ev) { notify(ev); });
   loopWake.add(uploads.wakeFd());
+  steps.checkRepeatsWith(&repeats);
+  loopWake.add(repeats.wakeFd());
   if (cfg.directUploads) {
     direct = std::make_unique<DirectUploads>(cfg, steps, uploads, link, clock,
                                              *registry);
@@ -221,8 +224,10 @@ void SchedulerService::Impl::onWorkerLeft(const WorkerConn& w) {
 // in the central store. Outputs that are valid (everything that finished)
 // are skipped, so nothing finished is rebuilt; step rows keep their ids.
 void SchedulerService::Impl::restoreFromDb() {
-  for (auto& js : db.jobsets())
+  for (auto& js : db.jobsets()) {
     core.setJobsetShares(js.id, static_cast<unsigned>(js.shares));
+    steps.setRepeatShare(js.id, static_cast<uint32_t>(js.repeatPpm));
+  }
   for (auto& [pname, secs] : db.historicalDurations())
     core.setHistoricalDuration(pname, secs);
   for (auto& [pname, peak] : db.lastPeaks())
@@ -238,6 +243,7 @@ void SchedulerService::Impl::restoreFromDb() {
             " unfinished builds (" + std::to_string(ingestor.index().size()) +
             " steps)");
   holdDispatchedSteps();
+  repeats.restore();
 }
 
 // A step dispatched and not settled may still run on its worker, which
@@ -439,6 +445,7 @@ void SchedulerService::Impl::serveMessages(std::chrono::milliseconds timeout,
     if (r) link.handle(*r);
     if (direct) direct->takeDone();
     if (uploads.takeRegistrations() > 0 && publisher) publisher->wake();
+    repeats.takeReports();
     processEvents();
     // A result frees a slot: fill it now, not after the rest of the batch
     // (serving inputs, receiving uploads) is handled. When nothing can be

@@ -5,8 +5,9 @@
 // added builds use too.
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
-#include "kiln/scheduler/release_store.h"
+#include "kiln/scheduler/eval_estimate.h"
 #include "kiln/scheduler/forge_requests.h"
+#include "kiln/scheduler/release_store.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -126,7 +127,29 @@ int64_t SchedulerService::Impl::recordEvaluation(
     serveMessages(std::chrono::milliseconds(0), 100);
   }
   processEvents();
+  recordEstimate(evalId);
   return evalId;
+}
+
+// The expected finish of a new evaluation, once per evaluation, for its
+// page to say later how far off it was (eval_estimate.h): two queries
+// over its remaining steps, after the turn's other writes.
+void SchedulerService::Impl::recordEstimate(int64_t evalId) {
+  auto slots = static_cast<unsigned>(core.metrics().totalSlots);
+  deferred.run([this, evalId, slots, now = clock.nowMs()] {
+    try {
+      auto e = estimateEvaluation(db, evalId, slots, now,
+                                  evalStepHistory(db, evalId));
+      if (e) recordEvalEstimate(db, evalId, *e);
+    } catch (const SqlError& ex) {
+      if (ex.transient()) throw;  // the database is away: written later
+      logWarn("estimating evaluation " + std::to_string(evalId) + ": " +
+              ex.what());
+    } catch (const std::exception& ex) {
+      logWarn("estimating evaluation " + std::to_string(evalId) + ": " +
+              ex.what());
+    }
+  });
 }
 
 // The build rows of evaluation `evalId`: a job whose derivation succeeded

@@ -31,6 +31,7 @@
 #include "kiln/scheduler/service.h"
 #include "kiln/scheduler/sql_listener.h"
 #include "log_mirror.h"
+#include "repeat_runs.h"
 #include "running_steps.h"
 #include "uploads.h"
 #include "wake_fds.h"
@@ -72,6 +73,8 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   std::unique_ptr<LogMirror> logMirror;
   RunningSteps steps;
   Uploads uploads;
+  /// Reproducibility checks' second builds and their reports.
+  RepeatRuns repeats;
   /// Outputs workers stage in the farm's bucket (ServiceConfig::
   /// directUploads; null without).
   std::unique_ptr<DirectUploads> direct;
@@ -163,6 +166,8 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// before the restart, for their workers to report them (adoption).
   void holdDispatchedSteps();
   void startBuild(const BuildRow& b);
+  /// Records the expected finish of new evaluation `evalId`.
+  void recordEstimate(int64_t evalId);
   /// Ingests `builds` in one batch and adds them to the core (a build
   /// whose closure cannot be ingested is aborted).
   void startBuilds(const std::vector<BuildRow>& builds);

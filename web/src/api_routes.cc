@@ -2,6 +2,7 @@
 // and bounds its body, and hands the change to the scheduler's request
 // path (never writing the state database itself). An HTML form posting
 // to it is answered with a redirect back to the page.
+#include <cstdlib>
 #include <set>
 
 #include "api_request.h"
@@ -17,9 +18,29 @@ namespace {
 // One accepted body field: its JSON key, type and bounds.
 struct Field {
   const char* name;
-  enum Type { kString, kInt, kBool, kObject } type;
+  enum Type { kString, kInt, kBool, kObject, kFraction } type;
   int64_t max = 1000;  // string bytes or integer maximum
 };
+
+// Body field `name` as a number from 0 to 1 (JSON, or form text); 400
+// otherwise.
+double bodyFraction(const json& body, const char* name) {
+  const json& v = body[name];
+  double d = -1;
+  if (v.is_number()) {
+    d = v.get<double>();
+  } else if (v.is_string() && !v.get<std::string>().empty() &&
+             v.get<std::string>().size() < 32) {
+    const std::string& s = v.get_ref<const std::string&>();
+    char* end = nullptr;
+    d = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size()) d = -1;
+  }
+  if (!(d >= 0 && d <= 1))
+    throw HttpError(400,
+                    std::string("'") + name + "' must be a number from 0 to 1");
+  return d;
+}
 
 // The fields of `body` named in `fields`, checked and converted (form
 // text to integers and booleans); 400 for an unknown or bad one.
@@ -53,6 +74,9 @@ json pickFields(const json& body, const std::vector<Field>& fields) {
                                    "entries, 10,000 bytes)");
         out[f.name] = v;
         break;
+      case Field::kFraction:
+        out[f.name] = bodyFraction(body, f.name);
+        break;
     }
   }
   for (auto& [k, v] : body.items())
@@ -73,7 +97,8 @@ const std::vector<Field> kJobsetFields = {
     {"evaluator", Field::kString, 64},
     {"channelJob", Field::kString, 200},
     {"maxClosureGrowth", Field::kInt, 1000000},
-    {"maxBuildTimeGrowth", Field::kInt, 1000000}};
+    {"maxBuildTimeGrowth", Field::kInt, 1000000},
+    {"repeatFraction", Field::kFraction}};
 
 // Builds a mutation's request arguments from the route and the body.
 using ArgsFn = std::function<json(const RouteParams&, const json& body)>;

@@ -88,7 +88,8 @@ std::string renderBuild(const json& m) {
       "</th><td>" + b["globalPriority"].dump() + "</td></tr>";
   if (!b["error"].get<std::string>().empty())
     body += "<tr><th>Error</th><td>" + esc(b["error"]) + "</td></tr>";
-  body += "</table>" + buildActions(b) + aggregateSection(m["aggregate"]);
+  body += "</table>" + buildActions(b) + aggregateSection(m["aggregate"]) +
+          reproducibilitySection(m["reproducibility"]);
   body += "<h2>Outputs</h2><table><tr><th>Name</th><th>Path</th><th "
           "class=\"num\">Size</th><th class=\"num\">Closure</th></tr>";
   for (auto& o : m["outputs"])

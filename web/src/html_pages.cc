@@ -51,14 +51,20 @@ std::string evaluationsTable(const json& rows) {
       "</th><th class=\"num\">Builds</th><th class=\"num\">Succeeded</th><th "
       "class=\"num\">Failed</th><th class=\"num\">Unfinished</th></tr>";
   for (auto& e : rows)
-    t += "<tr><td>" + evalLink(e["id"]) + "</td><td>" +
-         jobsetLink(e["project"], e["jobset"]) + "</td><td>" +
-         formatTime(e["timeMs"]) + "</td><td class=\"mono\">" +
-         esc(e["inputsHash"].get<std::string>().substr(0, 20)) +
-         "</td><td class=\"num\">" + e["builds"].dump() +
-         "</td><td class=\"num\">" + e["succeeded"].dump() +
-         "</td><td class=\"num\">" + e["failed"].dump() +
-         "</td><td class=\"num\">" + e["unfinished"].dump() + "</td></tr>";
+    t +=
+        "<tr><td>" + evalLink(e["id"]) + "</td><td>" +
+        jobsetLink(e["project"], e["jobset"]) + "</td><td>" +
+        formatTime(e["timeMs"]) + "</td><td class=\"mono\">" +
+        esc(e["inputsHash"].get<std::string>().substr(0, 20)) +
+        "</td><td class=\"num\">" + e["builds"].dump() +
+        "</td><td class=\"num\">" + e["succeeded"].dump() +
+        "</td><td class=\"num\">" + e["failed"].dump() +
+        "</td><td class=\"num\">" + e["unfinished"].dump() +
+        (e.contains("estimate") && e["estimate"]["expected"].is_object()
+             ? " <span class=\"muted expected-finish\">expected " +
+                   formatTime(e["estimate"]["expected"]["finishMs"]) + "</span>"
+             : std::string()) +
+        "</td></tr>";
   if (rows.empty()) t += "<tr><td colspan=\"8\" class=\"muted\">none yet</td></tr>";
   return t + "</table>";
 }
@@ -128,6 +134,9 @@ std::string renderOverview(const json& m) {
          "</td><td>" + formatDuration(s["elapsedMs"]) + "</td></tr>";
   b += "</table><h2>Workers</h2>" + workersTable(m["workers"]);
   b += "<h2>Recent evaluations</h2>" + evaluationsTable(m["evaluations"]);
+  if (m.contains("lastEstimate"))
+    if (std::string t = lastEstimateText(m["lastEstimate"]); !t.empty())
+      b += "<p id=\"estimate-error\" class=\"muted\">" + t + "</p>";
   return htmlPage("Overview", b + charts(m));
 }
 
@@ -155,6 +164,7 @@ std::string renderJobset(const json& m) {
                   js["checkInterval"].dump() + " s, shares " +
                   js["shares"].dump() + "</p>";
   b += channelSection(m["channel"]);
+  b += nonDeterministicSection(m["nonDeterministic"]);
   b += "<h2>Evaluations</h2>" + evaluationsTable(m["evaluations"]["rows"]) +
        pager(m["evaluations"], self, "evals");
   b += "<h2>Jobs × evaluations</h2><table><tr><th>Job</th>";
@@ -197,6 +207,7 @@ std::string renderEvaluation(const json& m) {
   if (!e["error"].get<std::string>().empty())
     b += "<pre class=\"log\">" + esc(e["error"]) + "</pre>";
   b += regressionsSection(m["regressions"]);
+  if (m.contains("estimate")) b += estimateSection(m["estimate"]);
   if (m["previous"].get<int64_t>())
     b += "<p><a href=\"" + self + "/compare\">Compare with the previous "
          "evaluation (" + m["previous"].dump() + ")</a></p>";

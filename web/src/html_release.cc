@@ -134,3 +134,95 @@ std::string renderChannel(const json& m) {
 }
 
 }  // namespace kiln::web
+
+namespace kiln::web {
+
+namespace {
+
+std::string outputNames(const json& names) {
+  std::string s;
+  for (auto& n : names) s += (s.empty() ? "" : ", ") + esc(n);
+  return s;
+}
+
+}  // namespace
+
+std::string reproducibilitySection(const json& check) {
+  if (check.is_null()) return "";
+  std::string state = check["state"];
+  std::string out = "<h2>Reproducibility</h2><p id=\"repeat-verdict\">" +
+                    statusBadge(check) + " ";
+  if (state == "differs")
+    out += "Built again on " + esc(check["secondWorker"]) + " (first on " +
+           esc(check["firstWorker"]) + "): the NAR hashes of " +
+           outputNames(check["differing"]) + " differ.";
+  else if (state == "same")
+    out += "Built again on " + esc(check["secondWorker"]) +
+           " with the same NAR hashes.";
+  else if (state == "failed")
+    out += "The second build on " + esc(check["secondWorker"]) +
+           " did not succeed.";
+  else
+    out += "A second build is " + htmlEscape(state) + ".";
+  if (check.contains("waiting"))
+    out += " <span id=\"repeat-waiting\">Why: " + esc(check["waiting"]) +
+           ".</span>";
+  out += "</p>";
+  if (!check["report"].get<std::string>().empty())
+    out += "<h3>diffoscope</h3><pre id=\"diffoscope-report\">" +
+           esc(check["report"]) + "</pre>";
+  return out;
+}
+
+std::string nonDeterministicSection(const json& rows) {
+  if (rows.empty()) return "";
+  std::string t =
+      "<h2>Not deterministic</h2><table id=\"non-deterministic\"><tr><th>Job"
+      "</th><th>Build</th><th>Derivation</th><th>Outputs</th><th>Checked"
+      "</th></tr>";
+  for (auto& r : rows) {
+    int64_t build = r["build"];
+    t += "<tr><td>" + nameText(r["job"]) + "</td><td>" +
+         (build ? buildLink(build) : std::string("–")) +
+         "</td><td class=\"mono\">" + esc(r["drvPath"]) + "</td><td>" +
+         outputNames(r["differing"]) + "</td><td>" +
+         formatTime(r["finishedMs"]) + "</td></tr>";
+  }
+  return t + "</table>";
+}
+
+std::string lastEstimateText(const json& last) {
+  if (!last.is_object()) return "";
+  int64_t err = last["errorMs"];
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.0f", last["percent"].get<double>());
+  return "The last estimate (evaluation " + evalLink(last["eval"]) +
+         ") expected it to finish at " + formatTime(last["estimatedMs"]) +
+         "; it finished at " + formatTime(last["actualMs"]) + ", " +
+         formatDuration(err < 0 ? -err : err) +
+         (err < 0   ? " earlier"
+          : err > 0 ? " later"
+                    : "") +
+         " (" + pct + " % of the time it looked ahead).";
+}
+
+std::string estimateSection(const json& estimate) {
+  if (!estimate.is_object()) return "";
+  std::string out;
+  auto& x = estimate["expected"];
+  if (x.is_object()) {
+    out += "<p id=\"expected-finish\">Expected finish: <b>" +
+           formatTime(x["finishMs"]) + "</b> (" + x["steps"].dump() +
+           (x["truncated"].get<bool>() ? "+" : "") +
+           " steps left; critical path " +
+           formatDuration(int64_t(x["criticalPathSec"].get<double>() * 1000)) +
+           ", work " +
+           formatDuration(int64_t(x["totalWorkSec"].get<double>() * 1000)) +
+           " over " + x["slots"].dump() + " slots).</p>";
+  }
+  std::string last = lastEstimateText(estimate["last"]);
+  if (!last.empty()) out += "<p id=\"estimate-error\">" + last + "</p>";
+  return out;
+}
+
+}  // namespace kiln::web

@@ -22,7 +22,25 @@ std::string jobCharts(const json& history);
 /// there are none.
 std::string regressionsSection(const json& regressions);
 
+/// The build page's "Reproducibility" section (the model's
+/// `reproducibility`: repeatCheckJson): the check's verdict, the outputs
+/// that differ and diffoscope's report; "" when there was no check.
+std::string reproducibilitySection(const json& check);
+
+/// The jobset page's "Not deterministic" section (the model's
+/// `nonDeterministic`: nonDeterministicJson); "" when there are none.
+std::string nonDeterministicSection(const json& rows);
+
 /// The channel's page (/jobset/{project}/{jobset}/channel/latest).
 std::string renderChannel(const json& m);
+
+/// "The last estimate ... finished ... later (n %)." for a lastEstimate
+/// model ({"eval", "estimatedMs", "actualMs", "errorMs", "percent"}), or
+/// "" for null.
+std::string lastEstimateText(const json& last);
+
+/// The evaluation page's expected finish (model_estimate.h's model:
+/// {"expected", "last"}), or "" for null.
+std::string estimateSection(const json& estimate);
 
 }  // namespace kiln::web

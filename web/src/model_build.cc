@@ -4,6 +4,7 @@
 #include "kiln/scheduler/offline_requests.h"
 #include "kiln/web/model.h"
 #include "model_release.h"
+#include "model_repeat.h"
 #include "model_util.h"
 
 namespace kiln::web {
@@ -63,6 +64,8 @@ json buildModel(StateView& view, const std::string& stateDir, int64_t id,
   out["stepsTruncated"] = steps.truncated;
   out["outputs"] = outputsJson(view, id, sizes);
   out["aggregate"] = aggregateJson(view, id);
+  out["reproducibility"] =
+      steps.top ? repeatCheckJson(view, steps.top->id) : json(nullptr);
   json logs = json::array();
   // Probed by attempt (the top step's count), not by reading the logs
   // folder: it holds a file per attempt of every step ever built.

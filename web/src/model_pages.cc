@@ -2,6 +2,7 @@
 // their comparison (model.h). Each reads bounded pages only.
 #include "kiln/web/model.h"
 #include "model_release.h"
+#include "model_repeat.h"
 #include "model_util.h"
 
 namespace kiln::web {
@@ -141,6 +142,7 @@ json jobsetModel(StateView& view, const std::string& project,
   out["matrix"] = {{"evaluations", std::move(cols)},
                    {"jobs", pageJson(jobs, m.moreJobs, std::move(cells))}};
   out["channel"] = channelModel(view, project, jobset, 10);
+  out["nonDeterministic"] = nonDeterministicJson(view, js.id);
   return out;
 }
 

@@ -4,14 +4,16 @@
 #include <cstdint>
 #include <mutex>
 
+#include "channel_routes.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/store/local_store.h"
 #include "kiln/web/html.h"
 #include "kiln/web/model.h"
 #include "kiln/web/pages.h"
-#include "channel_routes.h"
 #include "model_cache.h"
+#include "model_estimate.h"
+#include "model_repeat.h"
 #include "pages_logs.h"
 
 namespace kiln::web {
@@ -127,6 +129,16 @@ struct Pages {
   };
   std::shared_ptr<OverviewCache> overviewCache =
       std::make_shared<OverviewCache>();
+  std::shared_ptr<EstimateModels> estimates =
+      std::make_shared<EstimateModels>(RealClock::instance());
+
+  // Each unfinished evaluation's expected finish (model_estimate.h).
+  void addEstimates(StateView& v, const scheduler::SchedulerSnapshot* snap,
+                    json& evals) const {
+    for (auto& e : evals)
+      if (e["unfinished"].get<int64_t>() > 0)
+        e["estimate"] = estimates->evaluation(v, snap, e["id"], e["jobsetId"]);
+  }
 
   json overview(StateView& v, const Request&, const RouteParams&) const {
     std::lock_guard lock(overviewCache->mu);
@@ -137,6 +149,8 @@ struct Pages {
     auto snap = snapshot();
     if (snap) history->record(*snap);
     overviewCache->model = overviewModel(v, snap.get(), history.get(), now);
+    addEstimates(v, snap.get(), overviewCache->model["evaluations"]);
+    overviewCache->model["lastEstimate"] = lastEstimateJson(v, 0);
     overviewCache->madeMs = now;
     return overviewCache->model;
   }
@@ -144,6 +158,9 @@ struct Pages {
     int64_t id = p.id("id");
     json m = buildModel(v, ctx.stateDir, id, sizes);
     m["logTail"] = latestLogTail(v, ctx.stateDir, m["build"]["drvPath"]);
+    if (auto& r = m["reproducibility"];
+        r.is_object() && r["state"] == "pending")
+      r["waiting"] = repeatWaitReason(snapshot().get(), r["firstWorker"]);
     return m;
   }
   json evaluation(StateView& v, const Request& r, const RouteParams& p) const {
@@ -156,8 +173,12 @@ struct Pages {
     f.state = scheduler::BuildState(it - std::begin(kStates));
     f.jobPrefix = r.queryArg("job");
     f.system = r.queryArg("system");
-    return evaluationModel(v, p.id("id"), f, pageArg(r, "offset"),
-                           pageArg(r, "errors"));
+    json m = evaluationModel(v, p.id("id"), f, pageArg(r, "offset"),
+                             pageArg(r, "errors"));
+    auto& e = m["evaluation"];
+    m["estimate"] =
+        estimates->evaluation(v, snapshot().get(), e["id"], e["jobsetId"]);
+    return m;
   }
   json compare(StateView& v, const Request& r, const RouteParams& p) const {
     auto kind = changeKindFromName(r.queryArg("kind", "newly-failing"));

@@ -219,8 +219,8 @@ void Daemon::Impl::startBuild(Step& s) {
     auto onLog = [this, id](std::string_view chunk) {
       postEvent(LogEvent{id, std::string(chunk)});
     };
-    auto outcome =
-        runSlot(s.request, id, runner, store, tmpDir, onLog, s.cancel, clock);
+    auto outcome = runSlot(s.request, id, runner, store, tmpDir, onLog,
+                           s.cancel, clock, s.msg.check);
     traceEvent("worker", "slot-done", id);
     postEvent(DoneEvent{id, std::move(outcome)});
   });
@@ -300,7 +300,8 @@ void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
   }
   if (s.phase != Step::Phase::kUploading) return;  // all staged: reported
   for (auto& o : outputs) {
-    if (cfg.directUploads.empty()) {
+    // A check's outputs go to the scheduler, never to the farm's cache.
+    if (cfg.directUploads.empty() || s.msg.check) {
       uploadOverConnection(s, std::move(o));
       continue;
     }

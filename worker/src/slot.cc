@@ -96,6 +96,39 @@ std::optional<std::vector<PreparedOutput>> reuseOutputs(
   return out;
 }
 
+// A reproducibility check's build (BuildStep::check): built as usual, but
+// its outputs are never registered here. Their NARs go to the upload and
+// the trees are removed, so the worker's store never holds outputs other
+// than the farm's. The outputs must not be valid here (the builder writes
+// to their paths).
+std::vector<PreparedOutput> checkOutputs(const BuildRequest& request,
+                                         const BuildResult& built,
+                                         const std::string& tmpDir) {
+  std::vector<PreparedOutput> out;
+  for (auto& o : built.outputs) {
+    store::ValidPathInfo info(o.path);
+    info.narHash = o.narHash;
+    info.narSize = o.narSize;
+    info.references = o.references;
+    info.deriver = request.drvPath;
+    out.push_back({o.name, protocol::toPathInfo(info),
+                   dumpToTemp(o.physicalPath, tmpDir)});
+  }
+  for (auto& o : built.outputs) deletePath(o.physicalPath);
+  return out;
+}
+
+void refuseHeldOutputs(const BuildRequest& request, store::LocalStore& store,
+                       bool check) {
+  for (auto& [name, o] : request.drv.outputs)
+    if (o.path && store.isValid(*o.path))
+      throw Error("output " + store.printPath(*o.path) +
+                  (check ? " is valid in this worker's store: a check build "
+                           "needs a worker without it"
+                         : " is already valid in the worker's store but "
+                           "other outputs are missing"));
+}
+
 }  // namespace
 
 std::vector<PreparedOutput> prepareAgain(
@@ -117,20 +150,18 @@ AutoCloseFD openUnlinkedTemp(const std::string& dir) {
 SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
                     BuildRunner& runner, store::LocalStore& store,
                     const std::string& tmpDir, const LogCallback& onLog,
-                    const CancelFlag& cancel, const Clock& clock) {
+                    const CancelFlag& cancel, const Clock& clock, bool check) {
   SlotOutcome res;
   res.result.stepId = stepId;
   res.result.startTimeMs = clock.nowMs();
   try {
-    if (auto reused = reuseOutputs(request, store, tmpDir)) {
+    std::optional<std::vector<PreparedOutput>> reused;
+    if (!check) reused = reuseOutputs(request, store, tmpDir);
+    if (reused) {
       res.outputs = std::move(*reused);
       res.result.status = StepStatus::kSuccess;
     } else {
-      for (auto& [name, o] : request.drv.outputs)
-        if (o.path && store.isValid(*o.path))
-          throw Error("output " + store.printPath(*o.path) +
-                      " is already valid in the worker's store but other "
-                      "outputs are missing");
+      refuseHeldOutputs(request, store, check);
       auto built = runner.run(request, onLog, &cancel);
       res.result.status = built.status;
       res.result.errorMsg = built.errorMsg;
@@ -139,7 +170,8 @@ SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
       res.result.buildDirBytes = built.usage.buildDirBytes;
       traceEvent("worker", "build-returned", stepId);
       if (built.status == StepStatus::kSuccess)
-        res.outputs = registerOutputs(request, built, store, tmpDir);
+        res.outputs = check ? checkOutputs(request, built, tmpDir)
+                            : registerOutputs(request, built, store, tmpDir);
       traceEvent("worker", "outputs-stored", stepId);
     }
   } catch (const std::exception& e) {

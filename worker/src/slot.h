@@ -40,10 +40,14 @@ std::vector<PreparedOutput> prepareAgain(
 /// Runs `request` with `runner`, then registers and prepares its outputs.
 /// Failures of any kind become the result's status: build failures keep
 /// BuildRunner's status, infrastructure errors give kAborted (the
-/// scheduler retries those). `clock` stamps the result's times.
+/// scheduler retries those). `clock` stamps the result's times. `check`
+/// (a reproducibility check, BuildStep::check): builds even when the
+/// outputs could be reused, and leaves them unregistered (their NARs are
+/// prepared, their trees removed); fails when an output is valid here.
 SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
                     BuildRunner& runner, store::LocalStore& store,
                     const std::string& tmpDir, const LogCallback& onLog,
-                    const CancelFlag& cancel, const Clock& clock);
+                    const CancelFlag& cancel, const Clock& clock,
+                    bool check = false);
 
 }  // namespace kiln::worker

@@ -78,6 +78,10 @@ struct Step {
   double chargedSeconds = 0;
   bool inHeap = false;
   bool recompute = false;
+  // A reproducibility check's second build (repeats.cc): in no build, in
+  // no queue, never on the worker named `avoidWorker`.
+  bool repeat = false;
+  std::string avoidWorker;
 };
 
 struct Build {
@@ -177,6 +181,7 @@ struct SchedulerCore::Impl {
       backoff;
   std::vector<BuildEvent> events;
   std::vector<StepAbort> aborts;
+  std::vector<uint32_t> repeats;        // waiting repeats, oldest first
   std::vector<StepId> dropped;          // by cancellation, not yet taken
   std::vector<Duration> idleStretches;  // ended, not yet taken
   SchedulerMetrics counters;
@@ -253,6 +258,16 @@ struct SchedulerCore::Impl {
   // Records the attempt's peak and, after running out of memory, the need
   // of the retry.
   void notePeak(Step& s, const StepResult& result);
+
+  // repeats.cc
+  // Gives free slots left after the graph's work to waiting repeats.
+  void dispatchRepeats(std::vector<Assignment>& out, size_t max);
+  // The least loaded worker other than the repeat's first one with a free
+  // slot for it, none if there is no such worker now.
+  std::optional<uint32_t> repeatWorker(const Step& s) const;
+  // A running repeat whose worker went away waits again.
+  void requeueRepeat(uint32_t idx);
+  WaitReason repeatPlacement(const Step& s) const;
 
   // introspect.cc
   void accrueIdle(TimePoint now);

@@ -140,6 +140,7 @@ void SchedulerCore::Impl::start(uint32_t idx, uint32_t w) {
   wk.running.push_back(idx);
   if (wk.pressure.empty())
     for (uint32_t c : wk.classes) --classes[c].freeSlots;
+  if (s.repeat) return;  // charged to no jobset
   s.chargedJobset = s.applied.jobset;
   s.chargedSeconds = s.expected;
   usage.addRunning(s.chargedJobset, s.chargedSeconds);
@@ -160,6 +161,7 @@ void SchedulerCore::Impl::freeSlot(uint32_t idx) {
 void SchedulerCore::Impl::releaseRunning(uint32_t idx) {
   Step& s = steps[idx];
   if (s.worker != kNone) freeSlot(idx);
+  if (s.repeat) return setState(s, StepState::kWaiting);
   usage.addRunning(s.chargedJobset, -s.chargedSeconds);
   syncFairness(s.chargedJobset);
   setState(s, StepState::kWaiting);
@@ -232,6 +234,7 @@ std::vector<Assignment> SchedulerCore::nextAssignments(size_t max) {
     out.push_back(Assignment{m.idOf(idx), {*w, m.workers[*w].generation}});
   }
   for (uint32_t idx : aside) m.enqueue(idx);
+  m.dispatchRepeats(out, max);
   return out;
 }
 

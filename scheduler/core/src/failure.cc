@@ -142,9 +142,10 @@ void SchedulerCore::finishStep(StepId id, const StepResult& result) {
   Impl& m = *impl_;
   m.advance();
   uint32_t idx = m.resolve(id);
-  if (m.steps[idx].state != StepState::kRunning)
+  if (m.steps[idx].state != StepState::kRunning || m.steps[idx].repeat)
     throw SchedulerError("scheduler: finishStep on " + m.steps[idx].drvPath +
-                         ", which is not running");
+                         ", which is not running (or is a repeat: "
+                         "finishRepeat)");
   m.endAttempt(idx, result);
 }
 

@@ -69,7 +69,9 @@ uint32_t SchedulerCore::Impl::allocStep() {
 void SchedulerCore::Impl::freeStep(uint32_t idx) {
   Step& s = steps[idx];
   --stateCount[static_cast<size_t>(s.state)];
-  byDrv.erase(s.drvPath);
+  // A repeat may share its path with a live step of the graph.
+  if (auto it = byDrv.find(s.drvPath); it != byDrv.end() && it->second == idx)
+    byDrv.erase(it);
   uint32_t gen = s.generation + 1;
   s = Step{};
   s.generation = gen;

@@ -139,6 +139,7 @@ WaitReason SchedulerCore::whyWaiting(StepId id) const {
     case StepState::kQueued:
       return m.placement(s);
     case StepState::kWaiting:
+      if (s.repeat) return m.repeatPlacement(s);
       break;
   }
   if (s.blockedDeps > 0) {

@@ -95,6 +95,10 @@ void SchedulerCore::removeWorker(WorkerId id) {
   std::vector<uint32_t> running = m.workers[w].running;
   TimePoint now = m.clock.wallNow();
   for (uint32_t idx : running) {
+    if (m.steps[idx].repeat) {
+      m.requeueRepeat(idx);
+      continue;
+    }
     Duration took = now - m.steps[idx].startedAt;
     m.endAttempt(idx, StepResult::transient(took));
   }

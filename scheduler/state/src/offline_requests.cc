@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "edit_requests.h"
 #include "kiln/common/file.h"
 #include "kiln/scheduler/forge_requests.h"
+#include "kiln/scheduler/repeat_check.h"
 #include "kiln/scheduler/tokens.h"
 
 namespace kiln::scheduler {
@@ -30,7 +32,22 @@ json jobsetJson(const JobsetRow& j) {
           {"evaluator", j.evaluator},
           {"channelJob", j.channelJob},
           {"maxClosureGrowth", j.maxClosureGrowthPct},
-          {"maxBuildTimeGrowth", j.maxBuildTimeGrowthPct}};
+          {"maxBuildTimeGrowth", j.maxBuildTimeGrowthPct},
+          {"repeatFraction", repeatPpmToFraction(uint32_t(j.repeatPpm))}};
+}
+
+// The repeat share `a` gives as `repeatFraction` (a JSON number from 0 to
+// 1), in parts per million; `dflt` when absent.
+int64_t repeatPpmArg(const json& a, int64_t dflt) {
+  if (!a.contains("repeatFraction")) return dflt;
+  const json& v = a["repeatFraction"];
+  if (!v.is_number())
+    throw SchedulerStateError("repeatFraction must be a number from 0 to 1");
+  try {
+    return repeatFractionToPpm(v.get<double>());
+  } catch (const std::invalid_argument& e) {
+    throw SchedulerStateError(e.what());
+  }
 }
 
 BuildRow requireBuild(StateDb& db, const json& a) {
@@ -131,6 +148,7 @@ json createJobset(StateDb& db, const json& a,
   j.channelJob = strArg(a, "channelJob", "tested");
   j.maxClosureGrowthPct = intArg(a, "maxClosureGrowth", 0);
   j.maxBuildTimeGrowthPct = intArg(a, "maxBuildTimeGrowth", 0);
+  j.repeatPpm = repeatPpmArg(a, 0);
   if (isEvaluatorName(j.evaluator)) checkEvaluator(j.name, j.evaluator);
   j.id = db.createJobset(j);
   return jobsetJson(j);
@@ -162,6 +180,7 @@ json updateJobset(StateDb& db, const json& a,
   j.maxClosureGrowthPct = intArg(a, "maxClosureGrowth", j.maxClosureGrowthPct);
   j.maxBuildTimeGrowthPct =
       intArg(a, "maxBuildTimeGrowth", j.maxBuildTimeGrowthPct);
+  j.repeatPpm = repeatPpmArg(a, j.repeatPpm);
   if (j.evaluator != found->evaluator && isEvaluatorName(j.evaluator))
     checkEvaluator(j.name, j.evaluator);
   db.updateJobset(j);
@@ -251,7 +270,9 @@ void addProjectRequests(RequestTable& t, StateDb& db,
           {"maxClosureGrowth", ArgType::kInt, false,
            "% a job's closure may grow before the channel is held (0: none)"},
           {"maxBuildTimeGrowth", ArgType::kInt, false,
-           "% a job's build time may grow before the channel is held"}},
+           "% a job's build time may grow before the channel is held"},
+          {"repeatFraction", ArgType::kAny, false,
+           "share of successful steps built again (0 to 1; 0: none)"}},
          [&db, checkEvaluator](const json& a) {
            return createJobset(db, a, checkEvaluator);
          }});
@@ -275,7 +296,9 @@ void addProjectRequests(RequestTable& t, StateDb& db,
           {"maxClosureGrowth", ArgType::kInt, false,
            "% a job's closure may grow before the channel is held (0: none)"},
           {"maxBuildTimeGrowth", ArgType::kInt, false,
-           "% a job's build time may grow before the channel is held"}},
+           "% a job's build time may grow before the channel is held"},
+          {"repeatFraction", ArgType::kAny, false,
+           "share of successful steps built again (0 to 1; 0: none)"}},
          [&db, checkEvaluator](const json& a) {
            return updateJobset(db, a, checkEvaluator);
          }});

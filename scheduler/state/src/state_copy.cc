@@ -68,7 +68,7 @@ const std::vector<TableSpec>& tables() {
       {"jobsets",
        "id",
        {"id", "project", "check_interval", "shares", "enabled", "last_checked",
-        "max_closure_growth", "max_build_time_growth"},
+        "max_closure_growth", "max_build_time_growth", "repeat_ppm"},
        {"name", "kind", "location", "branch", "file", "attribute", "arguments",
         "last_inputs", "evaluator", "channel_job"},
        ""},
@@ -98,6 +98,8 @@ const std::vector<TableSpec>& tables() {
        {},
        ""},
       {"eval_sources", "eval", {"eval"}, {"path"}, ""},
+      // Expected finishes recorded (migration 17).
+      {"eval_estimates", "eval", {"eval", "made", "estimated"}, {}, ""},
       {"eval_regressions",
        "eval",
        {"eval", "base_eval", "before_value", "after_value"},
@@ -110,6 +112,14 @@ const std::vector<TableSpec>& tables() {
        {"drv_path", "system", "pname", "features", "error", "worker"},
        ""},
       {"step_deps", "step", {"step", "dep"}, {}, ""},
+      // Reproducibility checks (migration 17), after the
+      // steps they check.
+      {"repeat_checks",
+       "step",
+       {"step", "jobset", "created", "finished"},
+       {"state", "first_worker", "second_worker", "differing", "side_location",
+        "report"},
+       ""},
       // Build logs (migration 12): a page holds every attempt of a step.
       {"step_logs", "step", {"step", "attempt", "size"}, {}, "", {"body"}, 16},
       {"step_log_chunks",

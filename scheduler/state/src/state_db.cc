@@ -7,6 +7,7 @@
 #include <map>
 #include <regex>
 
+#include "kiln/scheduler/repeat_check.h"
 #include "state_rows.h"
 
 namespace kiln::scheduler {
@@ -80,6 +81,9 @@ void checkJobset(const JobsetRow& j) {
       j.maxBuildTimeGrowthPct < 0 || j.maxBuildTimeGrowthPct > 1000000)
     throw SchedulerStateError("jobset '" + j.name +
                               "': growth limits are 0 (none) to 1000000 %");
+  if (j.repeatPpm < 0 || j.repeatPpm > kRepeatPpmScale)
+    throw SchedulerStateError("jobset '" + j.name +
+                              "': the repeat fraction is 0 (none) to 1");
   if (j.shares < 1 || j.checkIntervalSec < 0)
     throw SchedulerStateError("jobset '" + j.name +
                               "': shares must be >= 1 and the check "
@@ -101,7 +105,8 @@ SqlStmt& bindJobsetDeclaration(SqlStmt& s, const JobsetRow& j) {
       .bind(j.evaluator)
       .bind(j.channelJob)
       .bind(j.maxClosureGrowthPct)
-      .bind(j.maxBuildTimeGrowthPct);
+      .bind(j.maxBuildTimeGrowthPct)
+      .bind(j.repeatPpm);
 }
 
 }  // namespace
@@ -115,8 +120,8 @@ int64_t StateDb::createJobset(const JobsetRow& j) {
   auto ins = db_->prepare(
       "INSERT INTO jobsets (project, name, kind, location, branch, file, "
       "attribute, arguments, check_interval, shares, enabled, evaluator, "
-      "channel_job, max_closure_growth, max_build_time_growth) VALUES (?, ?, "
-      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
+      "channel_job, max_closure_growth, max_build_time_growth, repeat_ppm) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
   ins.bind(j.project).bind(j.name);
   return insertedId(bindJobsetDeclaration(ins, j));
 }
@@ -127,7 +132,7 @@ void StateDb::updateJobset(const JobsetRow& j) {
       "UPDATE jobsets SET kind = ?, location = ?, branch = ?, file = ?, "
       "attribute = ?, arguments = ?, check_interval = ?, shares = ?, "
       "enabled = ?, evaluator = ?, channel_job = ?, max_closure_growth = ?, "
-      "max_build_time_growth = ? WHERE id = ?");
+      "max_build_time_growth = ?, repeat_ppm = ? WHERE id = ?");
   bindJobsetDeclaration(s, j).bind(j.id).exec();
   if (db_->changes() == 0)
     throw SchedulerStateError("no jobset with id " + std::to_string(j.id));

@@ -24,7 +24,7 @@ std::vector<std::string> splitWords(const std::string& s) {
 const char* const kJobsetColumns =
     "id, project, name, kind, location, branch, file, attribute, arguments, "
     "check_interval, shares, enabled, last_checked, last_inputs, evaluator, "
-    "channel_job, max_closure_growth, max_build_time_growth";
+    "channel_job, max_closure_growth, max_build_time_growth, repeat_ppm";
 
 JobsetRow readJobset(const SqlStmt& s) {
   JobsetRow j;
@@ -46,6 +46,7 @@ JobsetRow readJobset(const SqlStmt& s) {
   j.channelJob = s.getStr(15);
   j.maxClosureGrowthPct = s.getInt(16);
   j.maxBuildTimeGrowthPct = s.getInt(17);
+  j.repeatPpm = s.getInt(18);
   return j;
 }
 

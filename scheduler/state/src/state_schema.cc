@@ -631,6 +631,42 @@ const char* kSqliteV16 = KILN_FORGE_TABLES("INTEGER");
 const char* kPostgresV16 = KILN_FORGE_TABLES("BIGINT");
 #undef KILN_FORGE_TABLES
 
+// Migration 17, both backends: reproducibility checks (docs/release.md,
+// "Reproducibility checks"). Each jobset's share of successful steps that
+// are built again (parts per million; 0 = none), and one row per step
+// checked: where each build ran, its state (pending, running, same,
+// differs, failed), the outputs whose NAR hashes differ, the second
+// build's NARs' side location, and the diffoscope report. With them, the
+// expected finish recorded for each evaluation when its builds were made
+// (docs/scheduler.md, "Expected finish").
+// clang-format off
+#define KILN_REPEAT_TABLES(INT)                                        \
+  "ALTER TABLE jobsets ADD COLUMN repeat_ppm " INT                     \
+  " NOT NULL DEFAULT 0;\n"                                             \
+  "CREATE TABLE repeat_checks (\n"                                     \
+  "  step " INT " PRIMARY KEY REFERENCES steps(id),\n"                 \
+  "  jobset " INT " NOT NULL REFERENCES jobsets(id),\n"                \
+  "  state TEXT NOT NULL CHECK (state IN ('pending', 'running', "      \
+  "'same', 'differs', 'failed')),\n"                                  \
+  "  first_worker TEXT NOT NULL,\n"                                    \
+  "  second_worker TEXT NOT NULL DEFAULT '',\n"                        \
+  "  differing TEXT NOT NULL DEFAULT '',\n"                            \
+  "  side_location TEXT NOT NULL DEFAULT '',\n"                        \
+  "  report TEXT NOT NULL DEFAULT '',\n"                               \
+  "  created " INT " NOT NULL,\n"                                      \
+  "  finished " INT " NOT NULL DEFAULT 0\n"                            \
+  ");\n"                                                               \
+  "CREATE INDEX repeat_checks_jobset ON repeat_checks (jobset, state);\n" \
+  "CREATE TABLE eval_estimates (\n"                                    \
+  "  eval " INT " PRIMARY KEY REFERENCES evaluations(id),\n"           \
+  "  made " INT " NOT NULL,\n"                                         \
+  "  estimated " INT " NOT NULL\n"                                     \
+  ");\n"
+// clang-format on
+const char* kSqliteV17 = KILN_REPEAT_TABLES("INTEGER");
+const char* kPostgresV17 = KILN_REPEAT_TABLES("BIGINT");
+#undef KILN_REPEAT_TABLES
+
 }  // namespace
 
 const char* postgresBaseline() { return kPostgresV8; }
@@ -643,7 +679,8 @@ const std::vector<PostgresMigration>& postgresMigrations() {
                                                    {13, kPostgresV13},
                                                    {14, kPostgresV14},
                                                    {15, kPostgresV15},
-                                                   {16, kPostgresV16}};
+                                                   {16, kPostgresV16},
+                                                   {17, kPostgresV17}};
   return m;
 }
 
@@ -653,7 +690,8 @@ const std::vector<SqliteMigration>& stateMigrations() {
       {5, kSchemaV5},  {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
       {9, kSchemaV9},  {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12},
       {13, kSqliteV13}, {14, kSqliteV14}, {15, kSqliteV15},
-      {16, kSqliteV16}};
+      {16, kSqliteV16},
+      {17, kSqliteV17}};
   return m;
 }
 

@@ -104,6 +104,7 @@ file = "release.nix"
 attribute = "jobs"
 evaluator = "nix"
 channel_job = "release.tested"
+repeat_fraction = 0.05
 check_interval = 30
 shares = 7
 enabled = false
@@ -180,6 +181,7 @@ path = "../pkgset"
   EXPECT_EQ(t.attribute, "jobs");
   EXPECT_EQ(t.evaluator, "nix");
   EXPECT_EQ(t.channelJob, "release.tested");
+  EXPECT_DOUBLE_EQ(t.repeatFraction, 0.05);
   EXPECT_EQ(t.checkInterval, 30);
   EXPECT_EQ(t.shares, 7);
   EXPECT_FALSE(t.enabled);
@@ -187,6 +189,7 @@ path = "../pkgset"
   const ConfiguredJobset& l = c.projects[0].jobsets[1];
   EXPECT_EQ(l.kind, "path");
   EXPECT_EQ(l.channelJob, "tested");  // the default
+  EXPECT_EQ(l.repeatFraction, 0);
   EXPECT_EQ(l.location, "/etc/pkgset");
   EXPECT_EQ(l.file, "default.nix");
   EXPECT_TRUE(l.enabled);
@@ -365,6 +368,23 @@ TEST(FarmConfigTest, AChannelJobIsAJobName) {
   ASSERT_EQ(p.size(), 1u) << ::testing::PrintToString(p);
   EXPECT_THAT(p[0], HasSubstr("project[0].jobset[0].channel_job: must be a "
                               "job name"));
+}
+
+TEST(FarmConfigTest, ARepeatFractionIsFromZeroToOne) {
+  for (const char* bad : {"1.5", "-0.1", "\"0.1\"", "nan"}) {
+    auto p = problemsOf(
+        std::string("[[project]]\nname = \"p\"\n[[project.jobset]]\n"
+                    "name = \"a\"\npath = \".\"\nrepeat_fraction = ") +
+        bad + "\n");
+    ASSERT_EQ(p.size(), 1u) << bad << ::testing::PrintToString(p);
+    EXPECT_THAT(p[0], HasSubstr("project[0].jobset[0].repeat_fraction: must "
+                                "be a number from 0 to 1"));
+  }
+  FarmConfig c = parseFarmConfig(
+      "[[project]]\nname = \"p\"\n[[project.jobset]]\nname = \"a\"\n"
+      "path = \".\"\nrepeat_fraction = 1\n",
+      kFile);
+  EXPECT_EQ(c.projects[0].jobsets[0].repeatFraction, 1.0);
 }
 
 TEST(FarmConfigTest, DuplicateNamesAreRefused) {

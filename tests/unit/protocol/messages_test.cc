@@ -65,6 +65,7 @@ std::vector<Message> samples() {
   step.inputs = {info(kA, true), info(kB)};
   step.logLimitBytes = 1 << 20;
   step.rankMs = 4000;
+  step.check = true;
   PathData pd;
   pd.transferId = 7;
   pd.stepId = 42;
@@ -138,6 +139,7 @@ size_t optionalTail(const Message& m) {
     bare.freeMemoryBytes = std::nullopt;
     return encode(bare)[1].size();
   }
+  if (auto* s = std::get_if<BuildStep>(&m)) return encode(*s)[1].size() - 1;
   return std::string::npos;
 }
 
@@ -300,6 +302,16 @@ TEST(Messages, InvalidValuesAreRejectedOnBothSides) {
   auto bare = std::get<StepResult>(decode(frames));
   EXPECT_EQ(bare.status, StepStatus::kOutOfMemory);
   EXPECT_EQ(bare.peakMemoryBytes + bare.cpuTimeUs + bare.buildDirBytes, 0u);
+  // A BuildStep of a scheduler before reproducibility checks (no `check`
+  // byte) is an ordinary build.
+  BuildStep check;
+  check.drvPath = kDrv;
+  check.drv = "Derive([],[],[],\"x\",\"b\",[],[])";
+  check.check = true;
+  frames = encode(check);
+  EXPECT_TRUE(std::get<BuildStep>(decode(frames)).check);
+  frames[1].resize(optionalTail(check));
+  EXPECT_FALSE(std::get<BuildStep>(decode(frames)).check);
   // A heartbeat and a Hello of a worker before the pressure fields decode
   // with none; a pressure that is no percentage is refused.
   Heartbeat beat{1.5, 10, {}};

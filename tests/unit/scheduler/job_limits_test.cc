@@ -78,6 +78,8 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
         "DROP TABLE cache_pins; "
         "DROP TABLE aggregate_constituents; DROP TABLE channel_advances; "
         "DROP TABLE eval_sources; DROP TABLE eval_regressions; "
+        "DROP TABLE repeat_checks; DROP TABLE eval_estimates; "
+        "ALTER TABLE jobsets DROP COLUMN repeat_ppm; "
         "ALTER TABLE jobsets DROP COLUMN channel_job; "
         "ALTER TABLE jobsets DROP COLUMN max_closure_growth; "
         "ALTER TABLE jobsets DROP COLUMN max_build_time_growth; "
@@ -94,26 +96,6 @@ TEST(JobLimits, StoredWithTheBuildAndMigratedFromSchemaOne) {
   EXPECT_EQ(db.build(id)->maxSilentSec, 3600);
   EXPECT_EQ(db.build(id)->timeoutSec, 36000);
 }
-
-// Jobs with fixed limits, as an evaluation of a collection would give.
-class FixedRunner final : public EvalRunner {
- public:
-  explicit FixedRunner(std::vector<Job> jobs) : jobs_(std::move(jobs)) {}
-  std::vector<Job> evaluate(const JobsetSpec&, const Checkout&,
-                            const EvalStore&) override {
-    return jobs_;
-  }
-
- private:
-  std::vector<Job> jobs_;
-};
-
-class FixedFetcher final : public InputFetcher {
- public:
-  Checkout fetch(const JobsetSpec&, const std::string&) override {
-    return {"/nowhere", "sha256:fixed", ""};
-  }
-};
 
 TEST(JobLimits, AStepRunsWithItsOwnerBuildsLimits) {
   TempDir dir("kiln-limits");
@@ -133,8 +115,9 @@ TEST(JobLimits, AStepRunsWithItsOwnerBuildsLimits) {
   jc.attr = "c";
   jc.drvPath = c;
   auto cfg = testing::testConfig(state);
-  cfg.evalRunner = std::make_shared<FixedRunner>(std::vector<Job>{ja, jc});
-  cfg.inputFetcher = std::make_shared<FixedFetcher>();
+  cfg.evalRunner =
+      std::make_shared<testing::FixedRunner>(std::vector<Job>{ja, jc});
+  cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
   SchedulerService svc(cfg);
   svc.applyRequest("project-create", {{"name", "p"}});
   auto js = svc.applyRequest("jobset-create", {{"project", "p"},

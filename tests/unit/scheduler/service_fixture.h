@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/common/file.h"
+#include "kiln/scheduler/evaluation.h"
 #include "kiln/scheduler/service.h"
 #include "kiln/store/derivation.h"
 #include "kiln/store/local_store.h"
@@ -82,5 +83,27 @@ inline ServiceConfig testConfig(const std::string& stateDir) {
   c.core.retryBackoffMax = std::chrono::milliseconds(1);
   return c;
 }
+
+/// An evaluation that always gives `jobs`, as evaluating a collection
+/// would.
+class FixedRunner final : public EvalRunner {
+ public:
+  explicit FixedRunner(std::vector<Job> jobs) : jobs_(std::move(jobs)) {}
+  std::vector<Job> evaluate(const JobsetSpec&, const Checkout&,
+                            const EvalStore&) override {
+    return jobs_;
+  }
+
+ private:
+  std::vector<Job> jobs_;
+};
+
+/// A checkout that is always the same.
+class FixedFetcher final : public InputFetcher {
+ public:
+  Checkout fetch(const JobsetSpec&, const std::string&) override {
+    return {"/nowhere", "sha256:fixed", ""};
+  }
+};
 
 }  // namespace kiln::scheduler::testing

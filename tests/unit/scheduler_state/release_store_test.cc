@@ -8,9 +8,7 @@
 
 #include <map>
 
-#include "kiln/common/file.h"
-#include "kiln/scheduler/state_db.h"
-#include "state_backends.h"
+#include "jobset_fixture.h"
 
 namespace kiln::scheduler {
 namespace {
@@ -19,37 +17,16 @@ std::string path(char c, const std::string& name) {
   return "/nix/store/" + std::string(32, c) + "-" + name;
 }
 
-class ReleaseStoreTest : public ::testing::TestWithParam<test::StateBackend> {
+class ReleaseStoreTest : public test::JobsetFixture {
  protected:
-  void SetUp() override {
-    int64_t project = db_.createProject({0, "p", "", true});
-    JobsetRow j;
-    j.project = project;
-    j.name = "trunk";
-    j.location = "/src";
-    jobset_ = db_.createJobset(j);
-  }
-  int64_t eval(const std::string& inputs) {
-    return db_.createEvaluation({0, jobset_, inputs, 1, 1, 1, ""}, {});
-  }
   /// A build of `job` in `eval`, finished with `status` (-1: unfinished),
   /// whose output is path(c, job).
   int64_t build(int64_t eval, const std::string& job, char c, int status) {
-    BuildRow b;
-    b.eval = eval;
-    b.jobset = jobset_;
-    b.job = job;
-    b.drvPath = path(c, job + ".drv");
-    int64_t id = db_.createBuild(b);
+    int64_t id = JobsetFixture::build(eval, job, path(c, job + ".drv"));
     db_.setBuildOutputs(id, {{"out", path(c, job)}});
     if (status >= 0) db_.finishBuild(id, status, 2, "");
     return id;
   }
-
-  TempDir dir_{"kiln-release-store"};
-  DatabaseSpec spec_ = test::freshStateDatabase(GetParam(), dir_.path());
-  StateDb db_{spec_};
-  int64_t jobset_ = 0;
 };
 
 INSTANTIATE_TEST_SUITE_P(Backends, ReleaseStoreTest, test::allStateBackends(),

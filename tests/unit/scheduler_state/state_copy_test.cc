@@ -14,9 +14,11 @@
 
 #include "kiln/common/file.h"
 #include "kiln/scheduler/cache_roots.h"
+#include "kiln/scheduler/eval_estimate.h"
 #include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/notification_store.h"
 #include "kiln/scheduler/release_store.h"
+#include "kiln/scheduler/repeat_store.h"
 #include "kiln/scheduler/tokens.h"
 #include "postgres_server.h"
 #include "state_backends.h"
@@ -39,6 +41,7 @@ const std::vector<std::string> kTables = {
     "eval_claims",
     "eval_counts",
     "eval_errors",
+    "eval_estimates",
     "eval_regressions",
     "eval_result_chunks",
     "eval_results",
@@ -50,6 +53,7 @@ const std::vector<std::string> kTables = {
     "jobsets",
     "notifications",
     "projects",
+    "repeat_checks",
     "requests",
     "scheduler_snapshot",
     "step_deps",
@@ -114,6 +118,7 @@ void fillHistory(StateDb& db) {
   j.location = "/src";
   j.arguments = R"({"system": "\"x86_64-linux\""})";
   j.channelJob = "job2";
+  j.repeatPpm = 50000;
   int64_t js = db.createJobset(j);
   db.setJobsetChecked(js, 1234, std::string("sha256:abc"));
   EvaluationRow e;
@@ -122,6 +127,11 @@ void fillHistory(StateDb& db) {
   int64_t ev = db.createEvaluation(
       e, {{"broken", "error: ?\nline 2"}, {"broken", "twice"}});
   int64_t empty = db.createEvaluation(e, {});
+  // An evaluation's recorded expected finish (migration 17).
+  EvalEstimate est;
+  est.madeMs = 83;
+  est.finishMs = 84;
+  recordEvalEstimate(db, ev, est);
   std::vector<int64_t> builds;
   for (int i = 0; i < 5; ++i) {
     BuildRow b;
@@ -165,6 +175,11 @@ void fillFarm(StateDb& db) {
   db.startStep(s2, "worker-1", 70);
   db.setStepUsage(s2, 100 << 20, 2500, 8192);
   db.finishStep(s2, 0, 80, "");
+  // Reproducibility checks (migration 17): a step found not deterministic.
+  addRepeatCheck(db, s2, db.jobsets().front().id, "worker-1", 81);
+  startRepeatCheck(db, s2, "worker-2");
+  finishRepeatCheck(db, s2, true, {false, {"out"}}, "/side/s2", 82);
+  setRepeatReport(db, s2, "--- a\n+++ b\n");
   db.addCachedFailure({drv("cf"), 1, 90, 0});
   int64_t r = db.addRequest("build-cancel", R"({"build": 1})");
   db.completeRequest(r, true, "{}");

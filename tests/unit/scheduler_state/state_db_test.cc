@@ -179,6 +179,8 @@ DROP TABLE eval_regressions;
 DROP TABLE forge_webhooks;
 DROP TABLE forge_deliveries;
 DROP TABLE forge_jobsets;
+DROP TABLE repeat_checks;
+DROP TABLE eval_estimates;
 PRAGMA user_version = 6;
 COMMIT;
 )SQL";

@@ -11,6 +11,7 @@
 #include "kiln/common/file.h"
 #include "kiln/common/stream.h"
 #include "kiln/scheduler/release_store.h"
+#include "kiln/scheduler/repeat_store.h"
 #include "kiln/store/compression.h"
 #include "kiln/web/model.h"
 #include "kiln/web/pages.h"
@@ -54,6 +55,15 @@ class ReleasePagesTest : public ::testing::Test {
     db.setBuildOutputs(id, {{"out", testing::WebFixture::out(job)}});
     if (status >= 0) db.finishBuild(id, status, 1'700'000'000'000, "");
     return id;
+  }
+
+  /// The step of `job`'s derivation.
+  static int64_t addStep(scheduler::StateDb& db, const std::string& job) {
+    scheduler::StepRow s;
+    s.drvPath = testing::WebFixture::drv(job);
+    s.system = "x86_64-linux";
+    s.createdMs = 1;
+    return db.upsertStep(s);
   }
 
   static std::string unxz(const std::string& data) {
@@ -227,6 +237,65 @@ TEST_F(ReleasePagesTest, AJobChartsItsDurationsAndSizesOverEvaluations) {
                         std::to_string(fx_.hello) + ": 42"));
   json api = json::parse(get("/api/jobset/nixpkgs/trunk/job/hello").body);
   EXPECT_EQ(api["history"]["points"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace kiln::web
+
+namespace kiln::web {
+namespace {
+
+TEST_F(ReleasePagesTest, ANonDeterministicStepShowsOnItsBuildAndJobset) {
+  auto d = db();
+  int64_t odd = addBuild(d, "odd", 0);
+  int64_t step = addStep(d, "odd");
+  const std::string build = "/build/" + std::to_string(odd);
+  EXPECT_TRUE(
+      json::parse(get("/api" + build).body)["reproducibility"].is_null());
+  // (The jobset page's model is shared for a second: not read before.)
+  scheduler::addRepeatCheck(d, step, fx_.jobset, "w-one", 10);
+  scheduler::startRepeatCheck(d, step, "w-two");
+  scheduler::finishRepeatCheck(d, step, true, {false, {"out"}}, "/side", 20);
+  scheduler::setRepeatReport(d, step, "-stamp 1234 <x>\n+stamp 9876\n");
+
+  json m = json::parse(get("/api" + build).body);
+  auto& r = m["reproducibility"];
+  ASSERT_TRUE(r.is_object()) << m.dump(2);
+  EXPECT_EQ(r["statusName"], "not-deterministic");
+  EXPECT_EQ(r["secondWorker"], "w-two");
+  EXPECT_EQ(r["differing"], json::array({"out"}));
+  std::string page = get(build).body;
+  EXPECT_THAT(page, HasSubstr("<h2>Reproducibility</h2>"));
+  EXPECT_THAT(page, HasSubstr("st-not-deterministic"));
+  EXPECT_THAT(page, HasSubstr("-stamp 1234 &lt;x&gt;"));
+  EXPECT_THAT(page, HasSubstr("id=\"diffoscope-report\""));
+
+  json js = json::parse(get("/api/jobset/nixpkgs/trunk").body);
+  ASSERT_EQ(js["nonDeterministic"].size(), 1u) << js.dump(2);
+  EXPECT_EQ(js["nonDeterministic"][0]["job"], "odd");
+  EXPECT_EQ(js["nonDeterministic"][0]["build"], odd);
+  EXPECT_THAT(get("/jobset/nixpkgs/trunk").body,
+              HasSubstr("id=\"non-deterministic\""));
+}
+
+TEST_F(ReleasePagesTest, APendingCheckSaysWhyItWaits) {
+  auto d = db();
+  int64_t job = addBuild(d, "lonely", 0);
+  scheduler::addRepeatCheck(d, addStep(d, "lonely"), fx_.jobset, "only-one",
+                            10);
+  const std::string build = "/build/" + std::to_string(job);
+  EXPECT_EQ(json::parse(get("/api" + build).body)["reproducibility"]["waiting"],
+            "no scheduler is running");
+  auto snap = std::make_shared<scheduler::SchedulerSnapshot>();
+  snap->workers.push_back({});
+  snap->workers.back().name = "only-one";
+  ctx_.snapshot = [snap] { return snap; };
+  json r = json::parse(get("/api" + build).body)["reproducibility"];
+  EXPECT_EQ(r["state"], "pending");
+  EXPECT_THAT(r["waiting"].get<std::string>(),
+              HasSubstr("a worker other than only-one, which built it first "
+                        "and is the only worker connected"));
+  EXPECT_THAT(get(build).body, HasSubstr("id=\"repeat-waiting\""));
 }
 
 }  // namespace

@@ -362,5 +362,56 @@ TEST_F(DaemonTest, BadDrvIsReportedAsFailed) {
   EXPECT_NE(res.errorMsg.find("trailing"), std::string::npos) << res.errorMsg;
 }
 
+// A reproducibility check's build (BuildStep::check, docs/protocol.md
+// "Check builds"): built and uploaded, never registered in the worker's
+// store; once the worker holds the output (an ordinary build), a check of
+// it fails instead of reusing it.
+TEST_F(DaemonTest, ACheckBuildIsUploadedButNeverRegistered) {
+  startDaemon();
+  ASSERT_TRUE(pollUntilWelcomed());
+  auto in = sched_.store.addText("seed", "x", {});
+  auto m = step(11, "checked", "echo checked > $out", in);
+  m.check = true;
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  sched_.serve(*sched_.last<proto::NeedPaths>());
+  ASSERT_TRUE(sched_.pumpUntil([&] {
+    return sched_.last<proto::StepResult>();
+  })) << error_;
+  auto res = *sched_.last<proto::StepResult>();
+  EXPECT_EQ(res.status, proto::StepStatus::kSuccess) << res.errorMsg;
+  ASSERT_EQ(sched_.uploads.size(), 1u);
+  EXPECT_TRUE(sched_.uploads[0].ok) << sched_.uploads[0].error;
+  EXPECT_EQ(readFile(sched_.store.physicalPath(outPath_)), "checked\n");
+  store::LocalStore mine(root_.path() + "/worker", store::StoreDir(storeDir_));
+  EXPECT_FALSE(mine.isValid(outPath_));
+  EXPECT_FALSE(pathExists(mine.physicalPath(outPath_)));
+
+  // An ordinary build registers it; a check of it then cannot run here.
+  sched_.server.send(sched_.peer,
+                     proto::Ack{proto::MessageType::kStepResult, 11, true, ""});
+  sched_.received.clear();
+  m.stepId = 12;
+  m.check = false;
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  EXPECT_TRUE(mine.isValid(outPath_));
+  sched_.server.send(sched_.peer,
+                     proto::Ack{proto::MessageType::kStepResult, 12, true, ""});
+  sched_.received.clear();
+  m.stepId = 13;
+  m.check = true;
+  sched_.server.send(sched_.peer, m);
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  res = *sched_.last<proto::StepResult>();
+  EXPECT_NE(res.status, proto::StepStatus::kSuccess);
+  EXPECT_NE(res.errorMsg.find("a check build needs a worker without it"),
+            std::string::npos)
+      << res.errorMsg;
+}
+
 }  // namespace
 }  // namespace kiln::worker

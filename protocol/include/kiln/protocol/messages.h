@@ -196,6 +196,12 @@ struct BuildStep {
   /// from it to a top-level build, itself included (ms, ≤ kMaxRankMs).
   /// The worker gives its CPUs to the running builds of highest rank.
   uint64_t rankMs = 0;
+  /// A reproducibility check's second build (docs/release.md): build even
+  /// if the outputs are valid elsewhere, never register them in the
+  /// worker's store, upload them over the connection only (no direct
+  /// upload) for the scheduler to compare. Optional trailing field: a
+  /// message without it is not a check.
+  bool check = false;
   bool operator==(const BuildStep&) const = default;
 };
 

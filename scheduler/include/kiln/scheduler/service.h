@@ -25,6 +25,7 @@ class Registry;
 #include "kiln/protocol/transport.h"
 #include "kiln/scheduler/build_events.h"
 #include "kiln/scheduler/core.h"
+#include "kiln/scheduler/diffoscope.h"
 #include "kiln/scheduler/evaluation.h"
 #include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/offline_requests.h"
@@ -144,6 +145,9 @@ struct ServiceConfig {
   /// service. Null: RealDiskSpace::instance().
   const DiskSpace* diskSpace = nullptr;
   int64_t cachedFailureTtlSec = 0;  ///< 0 = until cleared
+  /// Makes the reports of reproducibility checks that found a difference
+  /// (docs/release.md). Null: Debian's `diffoscope` (DiffoscopeDiffer).
+  std::shared_ptr<Differ> repeatDiffer;
   /// The `kiln` executable the "builtin" evaluator plugin runs ("" =
   /// `kiln` on PATH); its configuration key `kiln` unless set there.
   std::string kilnBinary;

@@ -186,6 +186,27 @@ class SchedulerCore {
   /// class or has no free slot. Throws SchedulerError on stale ids.
   bool adoptStep(StepId step, WorkerId worker);
 
+  // ---- reproducibility checks (repeats.cc) --------------------------------
+
+  /// Adds a repeat: a second build of an already built `.drv` that
+  /// belongs to no build. It is dispatched (an Assignment with `repeat`)
+  /// only to a worker other than `spec.avoidWorker` that can run it, and
+  /// only with slots left after every queued step of the graph. Repeats
+  /// go in the order they were added. Throws SchedulerError on an empty
+  /// path or system. Cost: O(1).
+  StepId addRepeat(const RepeatSpec& spec);
+  /// The running repeat `step` ended (whatever its outcome): its slot is
+  /// freed and the step forgotten (its id is stale). A repeat whose
+  /// worker is removed waits again. Throws SchedulerError unless `step`
+  /// is a running repeat.
+  void finishRepeat(StepId step);
+  /// Forgets the repeat `step` in any state (a running one's slot is
+  /// freed; the service tells its worker). Throws SchedulerError unless
+  /// `step` is a repeat.
+  void dropRepeat(StepId step);
+  /// Whether `step` is a repeat (addRepeat). Throws on a stale id.
+  bool isRepeat(StepId step) const;
+
   // ---- outputs for the service -------------------------------------------
 
   /// Build state changes since the last call, in order.

@@ -79,6 +79,18 @@ struct StepSpec {
   std::optional<TimePoint> created;
 };
 
+/// A step already built that is built a second time on another worker to
+/// check that it is reproducible (docs/release.md, "Reproducibility
+/// checks"): it belongs to no build and goes after all real work.
+struct RepeatSpec {
+  std::string drvPath;  ///< full path of the `.drv`
+  std::string system;   ///< as StepSpec::system
+  std::vector<std::string> requiredFeatures;
+  /// The name (WorkerSpec::name) of the worker of the first build: the
+  /// repeat never runs there.
+  std::string avoidWorker;
+};
+
 /// A top-level build as the caller describes it to `addBuild`.
 struct BuildSpec {
   BuildId id = 0;
@@ -192,6 +204,9 @@ struct StepResult {
 struct Assignment {
   StepId step;
   WorkerId worker;
+  /// A reproducibility check's second build (addRepeat), not a build's
+  /// step: the worker builds it again without replacing the output.
+  bool repeat = false;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 

@@ -48,6 +48,10 @@ struct JobsetRow : JobsetSpec {
   /// an evaluation is held as regressed; 0 = not checked.
   int64_t maxClosureGrowthPct = 0;
   int64_t maxBuildTimeGrowthPct = 0;
+  /// Reproducibility checks (docs/release.md): the share of its successful
+  /// steps built a second time, in parts per million (0 = none, at most
+  /// kRepeatPpmScale; repeat_check.h converts from a fraction).
+  int64_t repeatPpm = 0;
 };
 
 /// Whether `name` can be a channel job: 1 to 200 bytes, no control

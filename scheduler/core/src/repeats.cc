@@ -1,0 +1,124 @@
+// Reproducibility checks' second builds in the policy core (core.h,
+// "reproducibility checks"; docs/release.md): repeats are steps of no
+// build, kept in a list of their own rather than the ready queues, given
+// only the slots the graph's work leaves free, never on their first
+// build's worker.
+
+#include <algorithm>
+
+#include "core_impl.h"
+
+namespace kiln::scheduler {
+
+StepId SchedulerCore::addRepeat(const RepeatSpec& spec) {
+  Impl& m = *impl_;
+  m.advance();
+  if (spec.drvPath.empty() || spec.system.empty())
+    throw SchedulerError("scheduler: a repeat needs a path and a system");
+  uint32_t cls = m.classFor(spec.system, spec.requiredFeatures);
+  uint32_t idx = m.allocStep();
+  Step& s = m.steps[idx];
+  s.drvPath = spec.drvPath;
+  s.cls = cls;
+  s.repeat = true;
+  s.avoidWorker = spec.avoidWorker;
+  s.createdMs = m.clock.wallNow().time_since_epoch().count();
+  m.repeats.push_back(idx);
+  return m.idOf(idx);
+}
+
+bool SchedulerCore::isRepeat(StepId id) const {
+  return impl_->steps[impl_->resolve(id)].repeat;
+}
+
+void SchedulerCore::finishRepeat(StepId id) {
+  Impl& m = *impl_;
+  m.advance();
+  uint32_t idx = m.resolve(id);
+  Step& s = m.steps[idx];
+  if (!s.repeat || s.state != StepState::kRunning)
+    throw SchedulerError("scheduler: finishRepeat on " + s.drvPath +
+                         ", which is not a running repeat");
+  if (s.worker != kNone) m.freeSlot(idx);
+  m.freeStep(idx);
+}
+
+void SchedulerCore::dropRepeat(StepId id) {
+  Impl& m = *impl_;
+  m.advance();
+  uint32_t idx = m.resolve(id);
+  Step& s = m.steps[idx];
+  if (!s.repeat)
+    throw SchedulerError("scheduler: dropRepeat on " + s.drvPath +
+                         ", which is not a repeat");
+  if (s.state == StepState::kRunning && s.worker != kNone) m.freeSlot(idx);
+  std::erase(m.repeats, idx);
+  m.freeStep(idx);
+}
+
+std::optional<uint32_t> SchedulerCore::Impl::repeatWorker(const Step& s) const {
+  std::optional<uint32_t> best;
+  double bestScore = 0;
+  for (uint32_t w : classes[s.cls].workers) {
+    const Worker& wk = workers[w];
+    if (wk.available() == 0 || wk.spec.name == s.avoidWorker) continue;
+    double score = effectiveLoad(wk) / wk.spec.speedFactor;
+    if (!best || score < bestScore) {
+      best = w;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+void SchedulerCore::Impl::dispatchRepeats(std::vector<Assignment>& out,
+                                          size_t max) {
+  // Only slots that no queued step of the graph could take: the graph's
+  // work always goes first.
+  for (size_t i = 0; i < repeats.size() && out.size() < max;) {
+    uint32_t idx = repeats[i];
+    Step& s = steps[idx];
+    std::optional<uint32_t> w;
+    if (!queues.best(s.cls)) w = repeatWorker(s);
+    if (!w) {
+      ++i;
+      continue;
+    }
+    repeats.erase(repeats.begin() + static_cast<ptrdiff_t>(i));
+    start(idx, *w);
+    ++counters.dispatchDecisions;
+    out.push_back(
+        Assignment{idOf(idx), {*w, workers[*w].generation}, /*repeat=*/true});
+  }
+}
+
+void SchedulerCore::Impl::requeueRepeat(uint32_t idx) {
+  Step& s = steps[idx];
+  if (s.worker != kNone) freeSlot(idx);
+  setState(s, StepState::kWaiting);
+  repeats.insert(repeats.begin(), idx);
+}
+
+WaitReason SchedulerCore::Impl::repeatPlacement(const Step& s) const {
+  using K = WaitReason::Kind;
+  const StepClass& c = classes[s.cls];
+  std::string check = "reproducibility check: ";
+  bool other = std::any_of(c.workers.begin(), c.workers.end(), [&](uint32_t w) {
+    return workers[w].spec.name != s.avoidWorker;
+  });
+  if (!other)
+    return {K::kNoWorkerForSystem,
+            check + "waits for a " + c.system + " worker other than " +
+                s.avoidWorker + ", which built it first",
+            0,
+            {}};
+  if (repeatWorker(s) && !queues.best(s.cls))
+    return {K::kReady, check + "next dispatch", 0, {}};
+  return {K::kAllSlotsBusy,
+          check + "waits for a free slot on a worker other than " +
+              s.avoidWorker + " (after the builds' own steps)",
+          0,
+          {}};
+}
+
+}  // namespace kiln::scheduler

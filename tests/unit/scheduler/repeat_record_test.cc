@@ -1,0 +1,226 @@
+// Reproducibility checks in the service: a step that its jobset's repeat
+// share selects gets a pending check when it succeeds, naming the worker
+// of its first build; a jobset without a share gets none, and a changed
+// share takes effect without a restart.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "fake_worker.h"
+#include "kiln/common/file.h"
+#include "kiln/scheduler/diffoscope.h"
+#include "kiln/scheduler/repeat_store.h"
+#include "kiln/scheduler/service.h"
+#include "service_fixture.h"
+
+namespace kiln::scheduler {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeWorker;
+using testing::makeDrv;
+
+// The jobs of `drvs` (attribute → .drv path) on x86_64-linux.
+std::vector<Job> jobsOf(
+    const std::vector<std::pair<std::string, std::string>>& drvs) {
+  std::vector<Job> jobs;
+  for (auto& [attr, drv] : drvs) {
+    Job j;
+    j.attr = attr;
+    j.system = "x86_64-linux";
+    j.drvPath = drv;
+    jobs.push_back(j);
+  }
+  return jobs;
+}
+
+// A service in `state` whose jobset "j" of project "p" evaluates to
+// `jobs` and repeats every step (`differ`: the reports' maker, may be
+// null); the jobset's API answer goes to `jobset`.
+std::unique_ptr<SchedulerService> repeatingService(
+    const std::string& state, std::vector<Job> jobs,
+    std::shared_ptr<Differ> differ, nlohmann::json& jobset) {
+  auto cfg = testing::testConfig(state);
+  cfg.evalRunner = std::make_shared<testing::FixedRunner>(std::move(jobs));
+  cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
+  cfg.repeatDiffer = std::move(differ);
+  auto svc = std::make_unique<SchedulerService>(cfg);
+  svc->applyRequest("project-create", {{"name", "p"}});
+  jobset = svc->applyRequest("jobset-create", {{"project", "p"},
+                                               {"name", "j"},
+                                               {"location", "/nowhere"},
+                                               {"checkInterval", 0},
+                                               {"repeatFraction", 1.0}});
+  return svc;
+}
+
+TEST(RepeatRecord, SelectedStepsGetAPendingCheckWhenTheySucceed) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string a, c;
+  {
+    store::LocalStore store(state);
+    a = makeDrv(store, "a");
+    c = makeDrv(store, "c", {a});
+  }
+  nlohmann::json js;
+  auto svcOwned =
+      repeatingService(state, jobsOf({{"a", a}, {"c", c}}), nullptr, js);
+  SchedulerService& svc = *svcOwned;
+  EXPECT_DOUBLE_EQ(js["repeatFraction"].get<double>(), 1.0);
+  int64_t jobset = js["id"].get<int64_t>();
+  int64_t eval = svc.evaluateJobset(jobset, true);
+  ASSERT_GT(eval, 0);
+
+  FakeWorker w(svc.endpoint(), "first-worker");
+  w.hello();
+  auto until = [&](const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred() && std::chrono::steady_clock::now() < deadline) {
+      svc.pollOnce(2ms);
+      w.pump(2ms);
+    }
+    return pred();
+  };
+  ASSERT_TRUE(until([&] { return w.steps.size() == 1; }));
+  w.uploadOutputs(w.steps[0], "a\n");
+  ASSERT_TRUE(until([&] { return w.pendingUploads == 0; }));
+  w.result(w.steps[0].stepId, protocol::StepStatus::kSuccess);
+  ASSERT_TRUE(until([&] { return w.steps.size() == 2; }));
+  auto check = repeatCheck(svc.db(), int64_t(w.steps[0].stepId));
+  ASSERT_TRUE(check);
+  EXPECT_EQ(check->state, "pending");
+  EXPECT_EQ(check->firstWorker, "first-worker");
+  EXPECT_EQ(check->jobset, jobset);
+  EXPECT_EQ(check->drvPath, a);
+
+  // Turned off: c's success records nothing.
+  svc.applyRequest("jobset-update",
+                   {{"project", "p"}, {"jobset", "j"}, {"repeatFraction", 0}});
+  EXPECT_EQ(svc.db().jobset(jobset)->repeatPpm, 0);
+  w.uploadOutputs(w.steps[1], "c\n");
+  ASSERT_TRUE(until([&] { return w.pendingUploads == 0; }));
+  w.result(w.steps[1].stepId, protocol::StepStatus::kSuccess);
+  ASSERT_TRUE(until([&] {
+    auto b = svc.db().buildsOfEval(eval);
+    return std::all_of(b.begin(), b.end(),
+                       [](const BuildRow& r) { return r.finished; });
+  }));
+  EXPECT_FALSE(repeatCheck(svc.db(), int64_t(w.steps[1].stepId)));
+  EXPECT_EQ(pendingRepeatChecks(svc.db(), 10).size(), 1u);
+}
+
+// Records what it is asked to compare and answers with a fixed report.
+class FakeDiffer : public Differ {
+ public:
+  DiffReport diff(const std::string& first,
+                  const std::string& second) override {
+    std::lock_guard lock(mu);
+    compared.emplace_back(readFile(first), readFile(second));
+    return {DiffReport::Outcome::kDiffers, "fake report", false};
+  }
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> compared;
+};
+
+// The second build of a selected step goes to the other worker as a check
+// build; what it uploads is kept aside, compared with the registered
+// output, and a difference gets the Differ's report (made off the loop).
+TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string a, b;
+  {
+    store::LocalStore store(state);
+    a = makeDrv(store, "a");
+    b = makeDrv(store, "b");
+  }
+  auto differ = std::make_shared<FakeDiffer>();
+  nlohmann::json js;
+  auto svcOwned =
+      repeatingService(state, jobsOf({{"a", a}, {"b", b}}), differ, js);
+  SchedulerService& svc = *svcOwned;
+  ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc.endpoint(), "first-worker");
+  w1.hello();
+  auto until = [&](const std::function<bool()>& pred, FakeWorker* w2) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred() && std::chrono::steady_clock::now() < deadline) {
+      svc.pollOnce(2ms);
+      w1.pump(2ms);
+      if (w2) w2->pump(2ms);
+    }
+    return pred();
+  };
+  // Both built on the only worker; their checks wait for another.
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(until([&] { return w1.steps.size() == i + 1; }, nullptr));
+    EXPECT_FALSE(w1.steps[i].check);
+    w1.uploadOutputs(w1.steps[i], i ? "b\n" : "a\n");
+    ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }, nullptr));
+    w1.result(w1.steps[i].stepId, protocol::StepStatus::kSuccess);
+  }
+  ASSERT_TRUE(until(
+      [&] { return pendingRepeatChecks(svc.db(), 10).size() == 2; }, nullptr));
+  EXPECT_EQ(w1.steps.size(), 2u) << "never a check on the first worker";
+
+  FakeWorker w2(svc.endpoint(), "second-worker");
+  w2.hello(/*slots=*/2);
+  ASSERT_TRUE(until([&] { return w2.steps.size() == 2; }, &w2));
+  auto base = [](const std::string& p) { return p.substr(p.rfind('/') + 1); };
+  a = base(a);
+  b = base(b);
+  std::map<std::string, int64_t> stepOf;  // .drv base name → step row
+  for (auto& s : w1.steps) stepOf[s.drvPath.baseName()] = s.stepId;
+  for (auto& s : w2.steps) {
+    EXPECT_TRUE(s.check);
+    std::string drv = s.drvPath.baseName();
+    EXPECT_EQ(s.stepId, uint64_t(stepOf[drv]) + (uint64_t(1) << 48));
+    // a is rebuilt the same, b differently.
+    w2.uploadOutputs(s, drv == a ? "a\n" : "B\n");
+  }
+  ASSERT_TRUE(until([&] { return w2.pendingUploads == 0; }, &w2));
+  for (auto& s : w2.steps) w2.result(s.stepId, protocol::StepStatus::kSuccess);
+  auto stateOf = [&](const std::string& drv) {
+    auto c = repeatCheck(svc.db(), stepOf[drv]);
+    return c ? c->state : "";
+  };
+  ASSERT_TRUE(until(
+      [&] {
+        auto c = repeatCheck(svc.db(), stepOf[b]);
+        return stateOf(a) == "same" && c && !c->report.empty();
+      },
+      &w2));
+  auto odd = *repeatCheck(svc.db(), stepOf[b]);
+  EXPECT_EQ(odd.state, "differs");
+  EXPECT_EQ(odd.secondWorker, "second-worker");
+  EXPECT_EQ(odd.differing, std::vector<std::string>{"out"});
+  EXPECT_EQ(odd.report,
+            "=== output out: diffoscope differs ===\nfake report\n");
+  EXPECT_TRUE(pathExists(odd.sideLocation + "/out.nar"));
+  std::lock_guard lock(differ->mu);
+  ASSERT_EQ(differ->compared.size(), 1u);
+  EXPECT_EQ(differ->compared[0],
+            std::pair(std::string("b\n"), std::string("B\n")))
+      << "the registered output against the second build's, unpacked";
+}
+
+TEST(RepeatRecord, RepeatFractionOutsideZeroToOneIsRefused) {
+  TempDir dir("kiln-repeat");
+  auto cfg = testing::testConfig(dir.path() + "/state");
+  SchedulerService svc(cfg);
+  svc.applyRequest("project-create", {{"name", "p"}});
+  for (auto bad :
+       {nlohmann::json(1.5), nlohmann::json(-0.1), nlohmann::json("0.1")})
+    EXPECT_ANY_THROW(
+        svc.applyRequest("jobset-create", {{"project", "p"},
+                                           {"name", "j"},
+                                           {"location", "/nowhere"},
+                                           {"repeatFraction", bad}}))
+        << bad;
+}
+
+}  // namespace
+}  // namespace kiln::scheduler
