@@ -3,6 +3,7 @@
 
 #include "gc_support.h"  // first: GC_THREADS before any libgc header
 #include "eval_parts.h"
+#include <gc/gc_inline.h>  // GC_I_PTRFREE
 #include <gc/gc_mark.h>
 #include <malloc.h>
 #include <time.h>
@@ -86,11 +87,15 @@ void countReachable(EvalStats& s) {
   GC_call_with_alloc_lock(
       [](void* data) -> void* {
         GC_enumerate_reachable_objects_inner(
-            [](void*, size_t bytes, void* d) {
+            [](void* obj, size_t bytes, void* d) {
               auto* st = static_cast<EvalStats*>(d);
               int b = liveBucket(bytes);
               ++st->liveObjects[b];
               st->liveBytes[b] += bytes;
+              if (GC_get_kind_and_size(obj, nullptr) == GC_I_PTRFREE) {
+                ++st->liveAtomicObjects;
+                st->liveAtomicBytes += bytes;
+              }
             },
             data);
         return nullptr;
@@ -163,7 +168,8 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
         << "; by object size (16,32,48,64,80,96,112,128,-256,-1024,more):";
     for (int i = 0; i < EvalStats::kLiveBuckets; ++i)
       out << " " << s.liveObjects[i] << "/" << mb(s.liveBytes[i]);
-    out << "\n";
+    out << "; of it atomic (strings, contexts) " << s.liveAtomicObjects << "/"
+        << mb(s.liveAtomicBytes) << "\n";
   }
   out << p << "allocated: values " << mb(a.valueBytes) << " (" << a.valueBlocks
       << " blocks), envs " << mb(a.envBytes) << " (" << a.envs << "), bindings "

@@ -3,6 +3,7 @@
 // threads evaluate, per-thread allocation.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <thread>
@@ -19,6 +20,9 @@ namespace {
 
 thread_local uint32_t tSlot = 0;  // 0: not an evaluating thread of a threaded state
 thread_local uint64_t tWaitNanos = 0;
+// KILN_EVAL_CPU_TIMES: nanoseconds waited by forcing position (few sites:
+// a flat map is enough).
+thread_local std::vector<std::pair<uint32_t, uint64_t>> tWaitSites;
 
 #if defined(__SANITIZE_THREAD__)
 #define KILN_TSAN 1
@@ -60,6 +64,28 @@ bool claimValue(Value& v, uint16_t& expected, uint16_t desired) {
 }  // namespace
 
 uint64_t threadWaitNanos() { return tWaitNanos; }
+
+bool waitSitesRecorded() {
+  static const bool on = std::getenv("KILN_EVAL_CPU_TIMES") != nullptr;
+  return on;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> threadWaitSites() {
+  auto out = tWaitSites;
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  return out;
+}
+
+namespace {
+void recordWaitSite(PosIdx pos, uint64_t nanos) {
+  for (auto& [p, n] : tWaitSites)
+    if (p == pos) {
+      n += nanos;
+      return;
+    }
+  if (tWaitSites.size() < 4096) tWaitSites.emplace_back(pos, nanos);
+}
+}  // namespace
 
 void EvalState::enterThread(uint32_t slot) { ThreadSlots::enter(slot); }
 
@@ -154,7 +180,10 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
     if (type == VType::kBlackhole) {
       if ((st >> 8) == me || me == 0)
         throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
-      if (!threads().waitFor(v))
+      uint64_t before = tWaitNanos;
+      bool published = threads().waitFor(v);
+      if (waitSitesRecorded()) recordWaitSite(pos, tWaitNanos - before);
+      if (!published)
         throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
       continue;
     }

@@ -3,10 +3,20 @@
 // (bench/eval_workers.sh): how long the calling thread waited for thunks
 // other threads were evaluating.
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace kiln::eval {
 
 /// Nanoseconds the calling thread spent waiting for other threads' thunks.
 uint64_t threadWaitNanos();
+/// Whether waits are attributed to the place that forced the thunk waited
+/// for (KILN_EVAL_CPU_TIMES set: read once).
+bool waitSitesRecorded();
+/// The calling thread's waits by where the thunk was forced (the forcing
+/// expression's position), as (position, nanoseconds), largest first:
+/// what made this thread wait for another's work (recorded only when
+/// waitSitesRecorded()).
+std::vector<std::pair<uint32_t, uint64_t>> threadWaitSites();
 
 }  // namespace kiln::eval

@@ -181,6 +181,14 @@ void* threadMain(void* p) {
     std::fprintf(stderr, "kiln eval cpu: thread %u %.2f s waited %.2f s ended at %.2f s\n",
                  a->slot, cpuSeconds(CLOCK_THREAD_CPUTIME_ID),
                  static_cast<double>(threadWaitNanos()) / 1e9, wallSeconds());
+  if (waitSitesRecorded()) {  // where this thread waited for other threads' work
+    auto sites = threadWaitSites();
+    std::lock_guard<std::mutex> lock(sh.mu);
+    for (size_t i = 0; i < sites.size() && i < 5 && sites[i].second >= 5000000; ++i)
+      std::fprintf(stderr, "kiln eval cpu: thread %u waited %.2f s forcing at %s\n", a->slot,
+                   static_cast<double>(sites[i].second) / 1e9,
+                   sh.state.positions.show(sites[i].first).c_str());
+  }
   return nullptr;
 }
 

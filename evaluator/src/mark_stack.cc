@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 
 #include "gc_support.h"
 // gc_support.h first: it sets GC_THREADS for every collector header.
@@ -50,6 +51,13 @@ static_assert(sizeof(MarkEntry) == 2 * sizeof(GC_word));
 std::atomic<GC_word> filledInCollection{~GC_word{0}};
 std::atomic<size_t> measuredEntries{0};  // its free part, measured at start
 std::atomic<uintptr_t> stackLimit{0};  // its end, seen in this marking (0: not)
+// The ranges filled while growing (one per doubling, at most one per
+// size): what growMarkStack gives back once libgc recycled them.
+struct FilledRange {
+  uintptr_t lo, hi;
+};
+FilledRange filledRanges[48];
+std::atomic<size_t> filledCount{0};
 // A root (static data: volatile, so the store is kept), marked every
 // collection.
 Filler* volatile observer = nullptr;
@@ -84,7 +92,14 @@ GC_ms_entry* markFiller(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit,
     }
     case kFillerMagic: {
       GC_word now = GC_get_gc_no();
-      if (filledInCollection.exchange(now) != now) top = fill(addr, top, limit);
+      if (filledInCollection.exchange(now) != now) {
+        size_t n = filledCount.load(std::memory_order_relaxed);
+        if (n < std::size(filledRanges)) {
+          filledRanges[n] = {reinterpret_cast<uintptr_t>(top), reinterpret_cast<uintptr_t>(limit)};
+          filledCount.store(n + 1, std::memory_order_relaxed);
+        }
+        top = fill(addr, top, limit);
+      }
       void* leaf = reinterpret_cast<void*>(filler->leaf ^ kHide);
       return GC_mark_and_push(leaf, top, limit, reinterpret_cast<void**>(addr));
     }
@@ -120,6 +135,33 @@ void releaseStackPages() {
   madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+// After a doubling: the stack outgrown was filled (so resident) and then
+// recycled by libgc into its heap as a free block. Gives back its pages
+// that are still free heap: inside a free block (no header: not a heap
+// pointer for GC_is_heap_ptr) or at its start (GC_base finds no object).
+// A free block reads as zeros afterwards, as fresh memory does. Growing to
+// 1,048,576 entries filled 16 MB of stacks that stayed resident, in every
+// evaluation, until the heap reused them.
+void releaseOutgrownStacks() {
+  uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  size_t n = filledCount.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < n; ++i) {
+    uintptr_t lo = (filledRanges[i].lo + page - 1) & ~(page - 1);
+    uintptr_t hi = filledRanges[i].hi & ~(page - 1);
+    uintptr_t run = 0;  // start of the current run of free pages (0: none)
+    for (uintptr_t p = lo; p <= hi; p += page) {
+      bool free = p < hi && (!GC_is_heap_ptr(reinterpret_cast<void*>(p)) ||
+                             GC_base(reinterpret_cast<void*>(p)) == nullptr);
+      if (free && !run) run = p;
+      if (!free && run) {
+        madvise(reinterpret_cast<void*>(run), p - run, MADV_DONTNEED);
+        run = 0;
+      }
+    }
+  }
+  filledCount.store(0, std::memory_order_relaxed);
+}
+
 void onCollectionEvent(GC_EventType event) {
   if (event == GC_EVENT_MARK_START)
     stackLimit.store(0, std::memory_order_relaxed);
@@ -135,6 +177,7 @@ void growMarkStack(size_t entries) {
     Filler* volatile filler = makeFiller(kind, kFillerMagic);
     GC_gcollect();
     filler->magic = 0;
+    releaseOutgrownStacks();  // each as it is outgrown: no two resident at once
   }
   if (entries <= 4096) return;
   Filler* volatile measure = makeFiller(kind, kMeasureMagic);

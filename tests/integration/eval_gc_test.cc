@@ -231,6 +231,22 @@ in builtins.seq chain (chain.a.v + churn)
             count(small.err, "Grew mark stack to"));
 }
 
+// Growing the mark stack fills each stack it outgrows (16 MB in all up to
+// 1,048,576 entries), and libgc recycles those into its heap as free
+// blocks: their pages are given back (mark_stack.cc), so a trivial
+// evaluation peaks no more than a few MB above one whose stack is never
+// grown (16 MB more before).
+TEST_F(EvalGc, OutgrownMarkStacksAreGivenBack) {
+  auto grown = kiln({"instantiate", "--eval", "-E", "1"});
+  auto ungrown = kiln({"instantiate", "--eval", "-E", "1"}, {"KILN_GC_MARK_STACK=4096"});
+  ASSERT_EQ(grown.exitCode, 0) << grown.err;
+  ASSERT_EQ(ungrown.exitCode, 0) << ungrown.err;
+  EXPECT_EQ(grown.out, "1\n");
+  EXPECT_LT(grown.peakRssBytes, ungrown.peakRssBytes + (8u << 20))
+      << "grown " << (grown.peakRssBytes >> 20) << " MiB, ungrown "
+      << (ungrown.peakRssBytes >> 20) << " MiB";
+}
+
 // `kiln eval --workers N` marks on one thread (libgc's parallel marking was
 // slower on package sets' heaps: gc_setup.cc), and its jobs are those of
 // one thread, with collections as often as tests make them.

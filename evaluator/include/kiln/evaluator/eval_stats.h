@@ -55,6 +55,9 @@ struct EvalStats {
   /// 257-1024, 1025+ bytes.
   static constexpr int kLiveBuckets = 11;
   uint64_t liveObjects[kLiveBuckets] = {}, liveBytes[kLiveBuckets] = {};
+  /// Of those, the atomic ones (strings and context arrays: objects the
+  /// collector does not scan).
+  uint64_t liveAtomicObjects = 0, liveAtomicBytes = 0;
 };
 
 /// Whether KILN_EVAL_STATS is set to a non-empty value other than "0".
