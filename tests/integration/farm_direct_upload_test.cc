@@ -9,6 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "farm.h"
 #include "kiln/common/file.h"
 #include "kiln/store/binary_cache.h"
@@ -45,6 +47,7 @@ class FarmDirectUpload : public ::testing::Test {
     s3_->start();
     s3_->createBucket("farm", true);
     test::FarmOptions o;
+    o.heartbeat = heartbeat_;
     o.schedulerArgs = s3_->farmCacheArgs("farm", dir_.path() + "/k.sec");
     o.schedulerArgs.insert(o.schedulerArgs.end(),
                            {"--direct-uploads", "--retry-backoff-ms", "200"});
@@ -151,6 +154,7 @@ class FarmDirectUpload : public ::testing::Test {
   }
 
   std::vector<std::string> extraArgs_;  ///< more scheduler arguments
+  std::chrono::milliseconds heartbeat_{1000};
   TempDir dir_{"kiln-farm-direct"};
   std::unique_ptr<test::ObjectStoreServer> s3_;
   std::unique_ptr<test::Farm> farm_;
@@ -292,6 +296,67 @@ TEST_F(FarmDirectUploadParts, ARestartedSchedulerCompletesAStagedMultipart) {
   restartBetweenStagingAndPublication(
       R"({ big = mk "big" "head -c 9000000 /dev/urandom | base64 > $out" []; })",
       "zstd");
+}
+
+// Parts of 5 MiB and heartbeats of 5 s (a worker is lost after 15 s): a
+// worker that kills itself (SIGKILL) once the first part of its multipart
+// upload is up comes back, with the same state directory, well before.
+class FarmDirectUploadResume : public FarmDirectUploadParts {
+ protected:
+  FarmDirectUploadResume() { heartbeat_ = 5s; }
+};
+
+// The restarted worker takes the step back from its upload journal, asks
+// for the remaining parts of the same multipart upload and finishes it:
+// the build ran once, one attempt, and the output is published and
+// substitutable.
+TEST_F(FarmDirectUploadResume, ARestartedWorkerResumesItsMultipartUpload) {
+  std::string runs = dir_.path() + "/runs";
+  addDirectWorker({"--debug-kill-after-parts", "1"});
+  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  auto coll = farm_->writeCollection(
+      "coll", R"({ big = mk "big" "echo run >> )" + runs +
+                  R"(; head -c 15000000 /dev/urandom | base64 > $out" []; })");
+  farm_->createJobset("p", "j", coll);
+  int64_t eval = farm_->evaluate("p", "j");
+  ASSERT_TRUE(
+      test::pollUntil([&] { return !farm_->worker(0).running(); }, 120s))
+      << logs();
+  EXPECT_THAT(farm_->worker(0).log(), HasSubstr("--debug-kill-after-parts"));
+  store::S3CacheStorage s3(s3_->uri("farm"));
+  ASSERT_EQ(s3.listMultipartUploads("staging/").size(), 1u) << logs();
+
+  farm_->workerOptions(0).extraArgs = {"--direct-uploads=zstd"};
+  farm_->startWorker(0);
+  ASSERT_TRUE(farm_->waitForBuilds(eval, 300s)) << logs();
+  auto builds = farm_->builds(eval);
+  ASSERT_EQ(builds.size(), 1u);
+  EXPECT_EQ(builds[0].status, 0) << builds[0].error;
+  EXPECT_EQ(readFile(runs), "run\n") << "built again";
+  EXPECT_EQ(farm_->steps().at(0).attempts, 1) << logs();
+  EXPECT_THAT(farm_->worker(0).log(),
+              HasSubstr("(1 parts up already)"));
+  EXPECT_THAT(farm_->scheduler().log(), HasSubstr("came back on another "
+                                                  "connection"));
+  expectPublished(eval);
+  EXPECT_EQ(farm_->metric("kiln_direct_verify_failures_total"), 0.0);
+  ASSERT_TRUE(test::pollUntil([&] { return staging().empty(); }, 30s))
+      << "left in staging: " << staging().size();
+  EXPECT_TRUE(s3.listMultipartUploads("staging/").empty());
+  EXPECT_TRUE(test::pollUntil(
+      [&] {
+        return std::filesystem::is_empty(farm_->workerStateDir(0) + "/direct");
+      },
+      30s))
+      << "the journal kept the step once its result was acknowledged";
+
+  if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
+  auto out = farm_->view()->outputs(eval).at(0).path;
+  std::string root = dir_.path() + "/nixroot";
+  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+                             out, dir_.path() + "/xdg");
+  ASSERT_EQ(copied.exitCode, 0) << copied.err;
+  EXPECT_GT(readFile(root + out).size(), 15000000u);
 }
 
 }  // namespace

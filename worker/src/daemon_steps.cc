@@ -264,10 +264,7 @@ void Daemon::Impl::onDone(DoneEvent& d) {
   Step& s = *it->second;
   if (s.thread.joinable()) s.thread.join();
   traceEvent("worker", "done-seen", d.stepId);
-  if (s.dropped) {
-    steps.erase(it);
-    return;
-  }
+  if (s.dropped) return eraseStep(it);
   s.result = d.outcome.result;
   if (s.result.status != StepStatus::kSuccess) return report(s);
   s.built = s.result;
@@ -299,12 +296,17 @@ void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
     outputDone(s, {name, m.info}, "");
   }
   if (s.phase != Step::Phase::kUploading) return;  // all staged: reported
+  if (!cfg.directUploads.empty()) journalStep(s);
   for (auto& o : outputs) {
     if (cfg.directUploads.empty()) {
       uploadOverConnection(s, std::move(o));
       continue;
     }
-    send(proto::StageRequest{s.msg.stepId, o.name, o.info, cfg.directUploads});
+    proto::StageRequest req{s.msg.stepId, o.name, o.info, cfg.directUploads};
+    if (auto r = s.resumable.find(o.name);
+        r != s.resumable.end() && r->second.grant.compression == req.compression)
+      req.resumeUploadId = r->second.grant.uploadId;
+    send(std::move(req));
     std::string name = o.name;
     s.awaitingGrant.emplace(name, std::move(o));
   }
@@ -371,7 +373,7 @@ void Daemon::Impl::reconcile(const std::vector<uint64_t>& adopted) {
         logWarn("worker: dropping step " + std::to_string(it->first) +
                 " (the scheduler did not take it back)");
       if (s.thread.joinable()) s.thread.join();
-      it = steps.erase(it);
+      eraseStep(it++);
     }
   }
 }
@@ -449,7 +451,7 @@ void Daemon::Impl::onAck(const proto::Ack& a) {
       logWarn("worker: scheduler rejected the result of step " +
               std::to_string(a.id) + ": " + a.error);
     if (s.thread.joinable()) s.thread.join();
-    steps.erase(it);
+    eraseStep(it);
   } else if (a.subject == proto::MessageType::kStageRequest ||
              a.subject == proto::MessageType::kOutputStaged) {
     onStageAck(s, a);

@@ -35,6 +35,7 @@ StageGrant stageGrant() {
   g.partSize = 8 << 20;
   g.urls = {"http://127.0.0.1:9000/farm/staging/42/1/out.nar.zst?partNumber=1",
             "http://127.0.0.1:9000/farm/staging/42/1/out.nar.zst?partNumber=2"};
+  g.uploadedParts = {{1, "\"etag-1\"", 8 << 20}};  // a resumption's
   return g;
 }
 
@@ -99,7 +100,7 @@ std::vector<Message> samples() {
           up,
           Ack{MessageType::kUploadOutput, 9, false, "hash mismatch"},
           Bye{"shutting down"},
-          StageRequest{42, "out", info(kA, true), "xz"},
+          StageRequest{42, "out", info(kA, true), "xz", "2~abc"},
           stageGrant(),
           OutputStaged{42,
                        "out",
@@ -136,6 +137,16 @@ size_t optionalTail(const Message& m) {
     Heartbeat bare = *b;
     bare.memoryPressure = bare.cpuPressure = bare.ioPressure = std::nullopt;
     bare.freeMemoryBytes = std::nullopt;
+    return encode(bare)[1].size();
+  }
+  if (auto* r = std::get_if<StageRequest>(&m)) {
+    StageRequest bare = *r;
+    bare.resumeUploadId.clear();
+    return encode(bare)[1].size();
+  }
+  if (auto* g = std::get_if<StageGrant>(&m)) {
+    StageGrant bare = *g;
+    bare.uploadedParts.clear();
     return encode(bare)[1].size();
   }
   return std::string::npos;
@@ -369,8 +380,19 @@ TEST(Messages, DirectUploadMessagesAreChecked) {
   st.fileHash = hashString(HashAlgo::kSha256, "x");
   st.etags = {"a</ETag><Part>"};  // nothing may reach the completion XML
   EXPECT_THAT(errorOfEncoding(st), HasSubstr("field 'etags'"));
+  // A resumption's parts: numbered within the grant's URLs, multipart only.
+  g = stageGrant();
+  g.uploadedParts[0].number = 3;
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'uploadedParts'"));
+  g = stageGrant();
+  g.uploadedParts[0].etag = "a</ETag>";
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'uploadedParts'"));
+  req = StageRequest{42, "out", info(kA), "zstd", "id&x=1"};
+  EXPECT_THAT(errorOfEncoding(req), HasSubstr("field 'uploadId'"));
   // A decoder refuses too: a StageGrant URL list longer than S3's limit.
-  Frames frames = encode(stageGrant());
+  auto noParts = stageGrant();
+  noParts.uploadedParts.clear();
+  Frames frames = encode(noParts);
   auto at = frames[1].find(std::string("\x02\0\0\0", 4));
   ASSERT_NE(at, std::string::npos);
   frames[1][at + 1] = 0x30;  // 0x3002 = 12290 URLs
