@@ -21,6 +21,16 @@ namespace {
 constexpr std::chrono::seconds kJournalMaxAge = std::chrono::hours(24);
 }  // namespace
 
+proto::StageRequest Daemon::Impl::stageRequest(Step& s,
+                                               const std::string& output,
+                                               const proto::PathInfo& info) {
+  proto::StageRequest req{s.msg.stepId, output, info, cfg.directUploads, ""};
+  if (auto r = s.resumable.find(output);
+      r != s.resumable.end() && r->second.grant.compression == req.compression)
+    req.resumeUploadId = r->second.grant.uploadId;
+  return req;
+}
+
 void Daemon::Impl::onStageGrant(const proto::StageGrant& g) {
   auto it = steps.find(g.stepId);
   if (it == steps.end()) return;
@@ -60,8 +70,14 @@ void Daemon::Impl::onStageGrant(const proto::StageGrant& g) {
 proto::OutputStaged Daemon::Impl::stage(
     const proto::StageGrant& g, const PreparedOutput& out, bool corrupt,
     const std::optional<JournaledOutput>& resume) {
-  proto::OutputStaged m{g.stepId, g.outputName, g.key, g.compression,
-                        out.info, {},           0,     {}};
+  proto::OutputStaged m{g.stepId,
+                        g.outputName,
+                        g.key,
+                        g.compression,
+                        out.info,
+                        Hash(HashAlgo::kSha256),
+                        0,
+                        {}};
   unsigned killAfter = cfg.debug.killAfterParts;
   StageProgress progress = [&](const StagedObject& o, bool complete) {
     m.fileHash = o.fileHash;

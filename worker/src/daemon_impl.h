@@ -136,6 +136,10 @@ struct Daemon::Impl {
   void outputDone(Step& s, const protocol::BuiltOutput& out,
                   const std::string& error);
   // direct uploads (daemon_direct.cc)
+  /// The StageRequest of output `output` of `s`: resuming its journaled
+  /// multipart upload if it has one.
+  protocol::StageRequest stageRequest(Step& s, const std::string& output,
+                                      const protocol::PathInfo& info);
   void onStageGrant(const protocol::StageGrant& g);
   void onStaged(StagedEvent& e);
   /// Acks of StageRequest (refused: upload over the connection instead)

@@ -302,11 +302,7 @@ void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
       uploadOverConnection(s, std::move(o));
       continue;
     }
-    proto::StageRequest req{s.msg.stepId, o.name, o.info, cfg.directUploads};
-    if (auto r = s.resumable.find(o.name);
-        r != s.resumable.end() && r->second.grant.compression == req.compression)
-      req.resumeUploadId = r->second.grant.uploadId;
-    send(std::move(req));
+    send(stageRequest(s, o.name, o.info));
     std::string name = o.name;
     s.awaitingGrant.emplace(name, std::move(o));
   }
@@ -394,8 +390,7 @@ void Daemon::Impl::resume(Step& s) {
       // (same attempt: same key), what was staged is announced again;
       // one staging now reports to this scheduler.
       for (auto& [name, o] : s.awaitingGrant)
-        send(
-            proto::StageRequest{s.msg.stepId, name, o.info, cfg.directUploads});
+        send(stageRequest(s, name, o.info));
       for (auto& [name, m] : s.staged) send(proto::Message(m));
       return;
     case Step::Phase::kReporting:

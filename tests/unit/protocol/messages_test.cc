@@ -352,7 +352,7 @@ TEST(Messages, DirectUploadMessagesAreChecked) {
     }
     return "(accepted)";
   };
-  StageRequest req{42, "out", info(kA), "gzip"};
+  StageRequest req{42, "out", info(kA), "gzip", ""};
   EXPECT_THAT(errorOfEncoding(req),
               HasSubstr("StageRequest: field 'compression'"));
   auto g = stageGrant();
@@ -366,6 +366,7 @@ TEST(Messages, DirectUploadMessagesAreChecked) {
   EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'partSize'"));
   g = stageGrant();
   g.uploadId.clear();  // a single PUT has one URL and no part size
+  g.uploadedParts.clear();
   EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'urls'"));
   g.urls.resize(1);
   EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'partSize'"));
