@@ -12,6 +12,9 @@
 //
 //   direct_upload_bench [MIB] [JOBS] [WORKERS]   (default 1024 8 2)
 //   ONLY=scheduler|direct|rehash runs one of them (to profile it).
+//   REPEAT=N runs the three N times in turn (a bucket emptied after each
+//   run) and prints the median ratios: on a loaded machine one run's
+//   figures swing by a fifth.
 //
 // JOBS derivations each write MIB/JOBS MiB (base64 of /dev/urandom:
 // compresses to about 3/4). For each path: the wall time from the
@@ -22,6 +25,7 @@
 // Not a test: prints figures; exits 1 only if a build fails.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -166,6 +170,7 @@ Figures runOnce(test::ObjectStoreServer& s3, const std::string& dir,
       farm.metric("kiln_transfer_bytes_received_total").value_or(0) / 1048576;
   for (auto& obj : cache.listObjects("nar/", 100000))
     f.compressedMiB += double(obj.size) / 1048576;
+  cache.removePrefix("");  // room in the OSD for the next run
   return f;
 }
 
@@ -209,29 +214,46 @@ int main(int argc, char** argv) {
     // ONLY=scheduler, direct or rehash runs one path (e.g. to profile it).
     const char* only = std::getenv("ONLY");
     std::string one = only ? only : "";
-    auto run = [&](const char* name, const char* bucket, Path path) {
+    const char* repeatEnv = std::getenv("REPEAT");
+    int repeat = std::clamp(repeatEnv ? std::atoi(repeatEnv) : 1, 1, 20);
+    auto run = [&](const char* name, const std::string& bucket, Path path) {
       bench::Figures f;
       if (one.empty() || one == name)
         f = bench::runOnce(s3, dir.path(), bucket, path, mib, jobs, workers);
       return f;
     };
-    bench::Figures through = run("scheduler", "through", Path::kThroughScheduler);
-    bench::Figures rehash = run("rehash", "rehash", Path::kDirectRehash);
-    bench::Figures direct = run("direct", "direct", Path::kDirect);
-    std::printf("%d MiB of NAR in %d outputs, %d workers\n", mib, jobs,
-                workers);
-    bench::print("scheduler", through, mib);
-    bench::print("rehash", rehash, mib);
-    bench::print("direct", direct, mib);
+    std::vector<double> wallRatio, cpuRatio, rehashRatio;
+    for (int r = 0; r < repeat; ++r) {
+      std::string n = std::to_string(r);
+      bench::Figures through =
+          run("scheduler", "through" + n, Path::kThroughScheduler);
+      bench::Figures rehash = run("rehash", "rehash" + n, Path::kDirectRehash);
+      bench::Figures direct = run("direct", "direct" + n, Path::kDirect);
+      std::printf("run %d: %d MiB of NAR in %d outputs, %d workers\n", r + 1,
+                  mib, jobs, workers);
+      bench::print("scheduler", through, mib);
+      bench::print("rehash", rehash, mib);
+      bench::print("direct", direct, mib);
+      wallRatio.push_back(direct.wall / through.wall);
+      cpuRatio.push_back(direct.scheduler.cpu / through.scheduler.cpu);
+      rehashRatio.push_back(direct.scheduler.cpu / rehash.scheduler.cpu);
+      std::printf(
+          "direct/scheduler: wall %.2f, scheduler cpu %.2f, scheduler "
+          "bytes read %.2f; direct/rehash (the registrar trusting the "
+          "verifier's hash): scheduler cpu %.2f\n",
+          wallRatio.back(), cpuRatio.back(),
+          direct.scheduler.readMiB / through.scheduler.readMiB,
+          rehashRatio.back());
+      std::fflush(stdout);
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
     std::printf(
-        "direct/scheduler: wall %.2f, scheduler cpu %.2f, scheduler "
-        "bytes read %.2f\n"
-        "direct/rehash (the registrar trusting the verifier's hash): "
-        "scheduler cpu %.2f\n",
-        direct.wall / through.wall,
-        direct.scheduler.cpu / through.scheduler.cpu,
-        direct.scheduler.readMiB / through.scheduler.readMiB,
-        direct.scheduler.cpu / rehash.scheduler.cpu);
+        "median of %d: direct/scheduler wall %.2f, scheduler cpu %.2f; "
+        "direct/rehash scheduler cpu %.2f\n",
+        repeat, median(wallRatio), median(cpuRatio), median(rehashRatio));
   } catch (const std::exception& e) {
     std::cerr << "direct_upload_bench: " << e.what() << "\n";
     return 1;

@@ -30,9 +30,9 @@ void checkKey(const Check& c, const std::string& k) {
 }
 
 void checkUploadId(const Check& c, const std::string& id) {
-  c.require(id.size() <= kMaxKey &&
-                id.find_first_of("&?# \"<>") == std::string::npos,
-            "uploadId", "must be at most 1024 bytes without &?# \"<> or spaces");
+  c.require(
+      id.size() <= kMaxKey && id.find_first_of("&?# \"<>") == std::string::npos,
+      "uploadId", "must be at most 1024 bytes without &?# \"<> or spaces");
 }
 
 void checkEtag(const Check& c, const std::string& e, const char* field) {

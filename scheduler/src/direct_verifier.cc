@@ -134,7 +134,7 @@ void DirectUploads::presign(const Grant& g, proto::StageGrant& m,
   }
   for (uint64_t p = 1; p <= parts; ++p)
     m.urls.push_back(s3.presignPart(m.key, m.uploadId, int(p),
-                                      config_.directGrantExpiry, now));
+                                    config_.directGrantExpiry, now));
 }
 
 bool DirectUploads::holdsUpload(store::S3CacheStorage& s3,
@@ -181,8 +181,7 @@ DirectUploads::Done DirectUploads::handle(Verify& v, Verifier& self) {
   return d;
 }
 
-void DirectUploads::completeUpload(const Verify& v,
-                                   store::S3CacheStorage& s3) {
+void DirectUploads::completeUpload(const Verify& v, store::S3CacheStorage& s3) {
   if (v.etags.empty()) return;
   if (!v.uploadId.empty())
     return s3.completeMultipart(v.staged.key, v.uploadId, v.etags);

@@ -334,9 +334,11 @@ bool RunningSteps::movable(const RunningStep& run, const WorkerConn& c,
 // its old connection was declared lost: the step, whose build is over,
 // goes on on the new connection; the old one has nothing of it left.
 void RunningSteps::moveTo(RunningStep& run, const WorkerConn& c) {
-  logInfo("worker " + c.name + " came back on another connection with the "
-          "result of " + run.drvPath + ": adopted (attempt " +
-          std::to_string(run.attempt) + ")");
+  logInfo("worker " + c.name +
+          " came back on another connection with the "
+          "result of " +
+          run.drvPath + ": adopted (attempt " + std::to_string(run.attempt) +
+          ")");
   if (!run.slotReleased) {
     core_.releaseSlot(run.sid);
     run.slotReleased = true;

@@ -131,8 +131,7 @@ void LocalStore::Batch::addFromNar(const ValidPathInfo& info, Source& nar) {
   add(info, &nar, "", false);
 }
 
-void LocalStore::Batch::addVerifiedNar(const ValidPathInfo& info,
-                                       Source& nar) {
+void LocalStore::Batch::addVerifiedNar(const ValidPathInfo& info, Source& nar) {
   add(info, &nar, "", true, /*hashed=*/true);
 }
 

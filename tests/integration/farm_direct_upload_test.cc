@@ -5,7 +5,9 @@
 // way; a corrupted staged object is refused and its step retried; a worker
 // that dies after staging leaves nothing behind once its step is retried;
 // a scheduler killed between a staging and its publication publishes it
-// once restarted, from the worker's re-announcement, without a rebuild.
+// once restarted, from the worker's re-announcement, without a rebuild; a
+// worker process killed mid multipart upload resumes it once restarted,
+// from its journal, without a rebuild.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -334,8 +336,7 @@ TEST_F(FarmDirectUploadResume, ARestartedWorkerResumesItsMultipartUpload) {
   EXPECT_EQ(builds[0].status, 0) << builds[0].error;
   EXPECT_EQ(readFile(runs), "run\n") << "built again";
   EXPECT_EQ(farm_->steps().at(0).attempts, 1) << logs();
-  EXPECT_THAT(farm_->worker(0).log(),
-              HasSubstr("(1 parts up already)"));
+  EXPECT_THAT(farm_->worker(0).log(), HasSubstr("(1 parts up already)"));
   EXPECT_THAT(farm_->scheduler().log(), HasSubstr("came back on another "
                                                   "connection"));
   expectPublished(eval);

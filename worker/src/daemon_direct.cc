@@ -70,14 +70,10 @@ void Daemon::Impl::onStageGrant(const proto::StageGrant& g) {
 proto::OutputStaged Daemon::Impl::stage(
     const proto::StageGrant& g, const PreparedOutput& out, bool corrupt,
     const std::optional<JournaledOutput>& resume) {
-  proto::OutputStaged m{g.stepId,
-                        g.outputName,
-                        g.key,
-                        g.compression,
-                        out.info,
-                        Hash(HashAlgo::kSha256),
-                        0,
-                        {}};
+  proto::OutputStaged m{g.stepId, g.outputName,
+                        g.key,    g.compression,
+                        out.info, Hash(HashAlgo::kSha256),
+                        0,        {}};
   unsigned killAfter = cfg.debug.killAfterParts;
   StageProgress progress = [&](const StagedObject& o, bool complete) {
     m.fileHash = o.fileHash;
@@ -174,7 +170,8 @@ void Daemon::Impl::restoreJournal() {
                             std::chrono::system_clock::now());
   for (auto& [id, j] : held) {
     bool valid = true;
-    for (auto& o : j.result.outputs) valid = valid && store.isValid(o.info.path);
+    for (auto& o : j.result.outputs)
+      valid = valid && store.isValid(o.info.path);
     if (!valid) {
       logWarn("worker: step " + std::to_string(id) +
               " of the upload journal has outputs no longer in this store");

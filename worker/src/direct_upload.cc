@@ -133,7 +133,8 @@ std::vector<std::string> reusableParts(const protocol::StageGrant& before,
   for (auto& p : now.uploadedParts) {
     size_t i = p.number - 1;  // 1.. (checked when decoded)
     if (i >= reuse.size()) continue;
-    uint64_t want = std::min<uint64_t>(now.partSize, fileSize - i * now.partSize);
+    uint64_t want =
+        std::min<uint64_t>(now.partSize, fileSize - i * now.partSize);
     if (p.etag == etags[i] && p.size == want) reuse[i] = p.etag;
   }
   return reuse;

@@ -27,7 +27,8 @@ std::string u32(uint32_t v) {
 uint32_t u32At(const std::string& s, size_t at) {
   if (at + 4 > s.size()) throw FormatError("a journal record is truncated");
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t(s[at + size_t(i)])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= uint32_t(uint8_t(s[at + size_t(i)])) << (8 * i);
   return v;
 }
 
@@ -45,7 +46,7 @@ void writeRecord(const std::string& path, const proto::Message& m) {
 // The message of a record, decoded and validated as one from the network.
 template <typename T>
 T readRecord(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throwSysError("stat " + path);
   if (uint64_t(st.st_size) > kMaxRecord)
     throw FormatError(path + " is larger than a journal record may be");
@@ -156,7 +157,7 @@ std::map<uint64_t, JournaledStep> UploadJournal::load(
     std::string path = entry.path().string();
     std::string why;
     try {
-      struct stat st{};
+      struct stat st {};
       if (::stat((path + "/result").c_str(), &st) != 0)
         throw Error("no result recorded");
       auto age = now - std::chrono::system_clock::from_time_t(st.st_mtime);
@@ -170,8 +171,8 @@ std::map<uint64_t, JournaledStep> UploadJournal::load(
     logWarn("worker: removing " + path + " from the upload journal: " + why);
     deletePath(path);
   }
-  if (ec) logWarn("worker: reading the upload journal " + dir_ + ": " +
-                  ec.message());
+  if (ec)
+    logWarn("worker: reading the upload journal " + dir_ + ": " + ec.message());
   return steps;
 }
 

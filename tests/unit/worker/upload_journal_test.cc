@@ -49,8 +49,14 @@ proto::StageGrant grant(uint64_t step) {
 }
 
 proto::OutputStaged progress(uint64_t step, std::vector<std::string> etags) {
-  return {step,  "out", grant(step).key, "zstd", built(step).outputs[0].info,
-          hashString(HashAlgo::kSha256, "object"), 12u << 20, etags};
+  return {step,
+          "out",
+          grant(step).key,
+          "zstd",
+          built(step).outputs[0].info,
+          hashString(HashAlgo::kSha256, "object"),
+          12u << 20,
+          etags};
 }
 
 class UploadJournalTest : public ::testing::Test {
@@ -63,8 +69,9 @@ class UploadJournalTest : public ::testing::Test {
 };
 
 TEST_F(UploadJournalTest, AStepReadsBackAsWritten) {
-  journal_.beginStep(7, kDir.printPath(store::StorePath(
-                            "00000000000000000000000000000000-x.drv")),
+  journal_.beginStep(7,
+                     kDir.printPath(store::StorePath(
+                         "00000000000000000000000000000000-x.drv")),
                      built(7));
   journal_.recordGrant(grant(7), false);
   journal_.recordProgress(progress(7, {"\"e1\""}), false);
@@ -96,7 +103,9 @@ TEST_F(UploadJournalTest, WhatDoesNotDecodeOrIsStaleIsRemoved) {
   std::string r = readFile(d + "/8/result");
   writeFile(d + "/8/result", r.substr(0, r.size() - 3));
   // A result older than the journal keeps.
-  struct utimbuf old{0, 0};
+  struct utimbuf old {
+    0, 0
+  };
   ASSERT_EQ(::utime((d + "/9/result").c_str(), &old), 0);
   // Another step's records under this one's name.
   journal_.recordGrant(grant(7), false);
