@@ -94,8 +94,9 @@ std::string DirectUploads::stagingKey(int64_t step, int64_t attempt,
 void DirectUploads::submit(Job job) {
   {
     auto s = state_.lock();
-    s->queue.push_back(std::move(job));
-    metrics_.setQueueLength(s->queue.size());
+    int64_t step = stepOf(job);
+    s->queue.push(step, std::move(job));
+    metrics_.setQueueLength(s->queue.waiting());
   }
   state_.notifyAll();
 }

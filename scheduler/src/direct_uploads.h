@@ -38,6 +38,7 @@
 #include "kiln/store/binary_cache.h"
 #include "kiln/store/staged_upload.h"
 #include "running_steps.h"
+#include "step_ordered_queue.h"
 #include "temp_files.h"
 #include "uploads.h"
 #include "worker_link.h"
@@ -95,6 +96,7 @@ class DirectUploads {
  private:
   /// The step of a cleanup of all of `staging/`, which runs alone.
   static constexpr int64_t kAllSteps = -1;
+  static_assert(kAllSteps == StepOrderedQueue<int>::kAllSteps);
   static std::string attemptPrefix(int64_t step, int64_t attempt);
   struct Grant {
     std::string peer;
@@ -146,12 +148,7 @@ class DirectUploads {
     TempNames temps;
     std::thread thread;
   };
-  struct State;
   static int64_t stepOf(const Job& job);
-  /// The first queued job that may run now (none of its step runs, no
-  /// earlier one of its step waits; a kAllSteps one only when nothing
-  /// runs, and nothing after it before it), taken off the queue.
-  static std::optional<Job> nextJob(State& s);
   void submit(Job job);
   /// takeDone() of a grant and of a verification.
   void granted(Done& d);
@@ -199,10 +196,8 @@ class DirectUploads {
   std::set<std::pair<int64_t, int64_t>> kept_;
   WallTime keptUntil_{};
   struct State {
-    std::deque<Job> queue;
+    StepOrderedQueue<Job> queue;
     std::vector<Done> done;
-    std::set<int64_t> busySteps;  ///< steps with a job running
-    bool exclusive = false;       ///< a kAllSteps job runs
     bool stop = false;
   };
   Sync<State> state_;

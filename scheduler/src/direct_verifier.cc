@@ -33,49 +33,24 @@ int64_t DirectUploads::stepOf(const Job& job) {
   return std::visit([](const auto& j) { return j.step; }, job);
 }
 
-std::optional<DirectUploads::Job> DirectUploads::nextJob(State& s) {
-  if (s.exclusive) return std::nullopt;  // a cleanup of everything runs
-  std::set<int64_t> blocked = s.busySteps;
-  for (auto it = s.queue.begin(); it != s.queue.end(); ++it) {
-    int64_t step = stepOf(*it);
-    if (step == kAllSteps) {
-      // Nothing overtakes it; it waits for what runs and came before.
-      if (it != s.queue.begin() || !s.busySteps.empty()) return std::nullopt;
-      s.exclusive = true;
-    } else if (!blocked.insert(step).second) {
-      continue;  // an earlier job of its step runs or waits
-    } else {
-      s.busySteps.insert(step);
-    }
-    Job job = std::move(*it);
-    s.queue.erase(it);
-    return job;
-  }
-  return std::nullopt;
-}
-
 void DirectUploads::run(Verifier& self) noexcept {
   for (;;) {
-    std::optional<Job> job;
+    std::optional<std::pair<int64_t, Job>> job;
     {
       auto s = state_.lock();
       s.wait([&] {
         if (s->stop) return true;
-        job = nextJob(*s);
+        job = s->queue.take();
         return job.has_value();
       });
       if (s->stop) return;
-      metrics_.setQueueLength(s->queue.size());
+      metrics_.setQueueLength(s->queue.waiting());
     }
-    int64_t step = stepOf(*job);
-    Done d = std::visit([&](auto& j) { return handle(j, self); }, *job);
+    Done d = std::visit([&](auto& j) { return handle(j, self); }, job->second);
     {
       auto s = state_.lock();
       s->done.push_back(std::move(d));
-      if (step == kAllSteps)
-        s->exclusive = false;
-      else
-        s->busySteps.erase(step);
+      s->queue.done(job->first);
     }
     state_.notifyAll();  // a job of that step may go now
     uint64_t one = 1;
