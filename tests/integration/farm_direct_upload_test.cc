@@ -300,50 +300,70 @@ TEST_F(FarmDirectUploadParts, ARestartedSchedulerCompletesAStagedMultipart) {
       "zstd");
 }
 
-// Parts of 5 MiB and heartbeats of 5 s (a worker is lost after 15 s): a
-// worker that kills itself (SIGKILL) once the first part of its multipart
-// upload is up comes back, with the same state directory, well before.
+// Parts of 5 MiB; a worker that kills itself (SIGKILL) once the first
+// part of its multipart upload is up, then is restarted with the same
+// state directory.
 class FarmDirectUploadResume : public FarmDirectUploadParts {
  protected:
-  FarmDirectUploadResume() { heartbeat_ = 5s; }
+  // Builds an output of about 20 MiB (3 parts) that counts its builds in
+  // runs_, on a worker that dies with one part up; returns the evaluation.
+  int64_t killWorkerMidUpload() {
+    addDirectWorker({"--debug-kill-after-parts", "1"});
+    EXPECT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+    auto coll = farm_->writeCollection(
+        "coll",
+        R"({ big = mk "big" "echo run >> )" + runs_ +
+            R"(; head -c 15000000 /dev/urandom | base64 > $out" []; })");
+    farm_->createJobset("p", "j", coll);
+    int64_t eval = farm_->evaluate("p", "j");
+    EXPECT_TRUE(
+        test::pollUntil([&] { return !farm_->worker(0).running(); }, 120s))
+        << logs();
+    EXPECT_THAT(farm_->worker(0).log(), HasSubstr("--debug-kill-after-parts"));
+    return eval;
+  }
+
+  // Restarts the worker without the fault: `eval`'s output is built once,
+  // in one attempt, published, and nothing stays in staging.
+  void restartAndExpectOneBuild(int64_t eval) {
+    farm_->workerOptions(0).extraArgs = {"--direct-uploads=zstd"};
+    farm_->startWorker(0);
+    ASSERT_TRUE(farm_->waitForBuilds(eval, 300s)) << logs();
+    auto builds = farm_->builds(eval);
+    ASSERT_EQ(builds.size(), 1u);
+    EXPECT_EQ(builds[0].status, 0) << builds[0].error;
+    EXPECT_EQ(readFile(runs_), "run\n") << "built again";
+    EXPECT_EQ(farm_->steps().at(0).attempts, 1) << logs();
+    expectPublished(eval);
+    EXPECT_EQ(farm_->metric("kiln_direct_verify_failures_total"), 0.0);
+    ASSERT_TRUE(test::pollUntil([&] { return staging().empty(); }, 30s))
+        << "left in staging: " << staging().size();
+    EXPECT_TRUE(store::S3CacheStorage(s3_->uri("farm"))
+                    .listMultipartUploads("staging/")
+                    .empty());
+  }
+
+  std::string runs_ = dir_.path() + "/runs";
 };
 
-// The restarted worker takes the step back from its upload journal, asks
-// for the remaining parts of the same multipart upload and finishes it:
-// the build ran once, one attempt, and the output is published and
+// Heartbeats of 5 s (a worker is lost after 15 s): the worker comes back
+// well before. It takes the step back from its upload journal, asks for
+// the remaining parts of the same multipart upload and finishes it: the
+// build ran once, one attempt, and the output is published and
 // substitutable.
-TEST_F(FarmDirectUploadResume, ARestartedWorkerResumesItsMultipartUpload) {
-  std::string runs = dir_.path() + "/runs";
-  addDirectWorker({"--debug-kill-after-parts", "1"});
-  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
-  auto coll = farm_->writeCollection(
-      "coll", R"({ big = mk "big" "echo run >> )" + runs +
-                  R"(; head -c 15000000 /dev/urandom | base64 > $out" []; })");
-  farm_->createJobset("p", "j", coll);
-  int64_t eval = farm_->evaluate("p", "j");
-  ASSERT_TRUE(
-      test::pollUntil([&] { return !farm_->worker(0).running(); }, 120s))
-      << logs();
-  EXPECT_THAT(farm_->worker(0).log(), HasSubstr("--debug-kill-after-parts"));
+class FarmDirectUploadResumeSoon : public FarmDirectUploadResume {
+ protected:
+  FarmDirectUploadResumeSoon() { heartbeat_ = 5s; }
+};
+
+TEST_F(FarmDirectUploadResumeSoon, ARestartedWorkerResumesItsMultipartUpload) {
+  int64_t eval = killWorkerMidUpload();
   store::S3CacheStorage s3(s3_->uri("farm"));
   ASSERT_EQ(s3.listMultipartUploads("staging/").size(), 1u) << logs();
-
-  farm_->workerOptions(0).extraArgs = {"--direct-uploads=zstd"};
-  farm_->startWorker(0);
-  ASSERT_TRUE(farm_->waitForBuilds(eval, 300s)) << logs();
-  auto builds = farm_->builds(eval);
-  ASSERT_EQ(builds.size(), 1u);
-  EXPECT_EQ(builds[0].status, 0) << builds[0].error;
-  EXPECT_EQ(readFile(runs), "run\n") << "built again";
-  EXPECT_EQ(farm_->steps().at(0).attempts, 1) << logs();
+  restartAndExpectOneBuild(eval);
   EXPECT_THAT(farm_->worker(0).log(), HasSubstr("(1 parts up already)"));
-  EXPECT_THAT(farm_->scheduler().log(), HasSubstr("came back on another "
-                                                  "connection"));
-  expectPublished(eval);
-  EXPECT_EQ(farm_->metric("kiln_direct_verify_failures_total"), 0.0);
-  ASSERT_TRUE(test::pollUntil([&] { return staging().empty(); }, 30s))
-      << "left in staging: " << staging().size();
-  EXPECT_TRUE(s3.listMultipartUploads("staging/").empty());
+  EXPECT_THAT(farm_->scheduler().log(),
+              HasSubstr("came back on another connection"));
   EXPECT_TRUE(test::pollUntil(
       [&] {
         return std::filesystem::is_empty(farm_->workerStateDir(0) + "/direct");
@@ -358,6 +378,26 @@ TEST_F(FarmDirectUploadResume, ARestartedWorkerResumesItsMultipartUpload) {
                              out, dir_.path() + "/xdg");
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
   EXPECT_GT(readFile(root + out).size(), 15000000u);
+}
+
+// Heartbeats of 1 s: the killed worker is declared lost before it comes
+// back, its attempt's multipart upload aborted. Restarted, it is given the
+// step back (adopted), gets a new upload of the same key and PUTs its kept
+// object again: no rebuild, one attempt.
+TEST_F(FarmDirectUploadResume, AWorkerBackAfterItWasLostUploadsItsKeptObject) {
+  int64_t eval = killWorkerMidUpload();
+  store::S3CacheStorage s3(s3_->uri("farm"));
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        return farm_->scheduler().log().find("lost: no heartbeat") !=
+                   std::string::npos &&
+               s3.listMultipartUploads("staging/").empty();
+      },
+      60s))
+      << logs();
+  restartAndExpectOneBuild(eval);
+  EXPECT_THAT(farm_->worker(0).log(), HasSubstr("(0 parts up already)"));
+  EXPECT_THAT(farm_->scheduler().log(), HasSubstr("starting another"));
 }
 
 }  // namespace
