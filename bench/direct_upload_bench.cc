@@ -4,22 +4,28 @@
 // uploads it) against direct uploads (the worker compresses and PUTs to a
 // presigned staging key; the scheduler's verifier thread reads the object
 // back once, checks it, copies it to its final key on the store's side and
-// adds the NAR to the central store). Same run, same collection, one real
-// radosgw on loopback (tests/support/object_store.h), one worker each,
-// needs root (tests/support/farm.h):
+// adds the NAR to the central store without hashing it again), and
+// direct uploads as they were before that hand-over (`--direct-rehash`:
+// the central store hashes the verified NAR again). Same run, same
+// collection, one real radosgw on loopback (tests/support/object_store.h),
+// WORKERS workers each, needs root (tests/support/farm.h):
 //
-//   direct_upload_bench [MIB] [JOBS]   (default 1024 8)
-//   ONLY=scheduler|direct runs one of the two (to profile it).
+//   direct_upload_bench [MIB] [JOBS] [WORKERS]   (default 1024 8 2)
+//   ONLY=scheduler|direct|rehash runs one of them (to profile it).
+//   REPEAT=N runs the three N times in turn and prints the median ratios:
+//   on a loaded machine one run's figures swing by a fifth or more. The
+//   OSD's memstore is sized for all of them (about 3 × MIB × N MiB).
 //
 // JOBS derivations each write MIB/JOBS MiB (base64 of /dev/urandom:
 // compresses to about 3/4). For each path: the wall time from the
 // evaluation to the last signed narinfo in the bucket, the scheduler's CPU
 // (user + sys from /proc/PID/stat) and the bytes it read and wrote
-// (/proc/PID/io rchar/wchar: sockets and files), the worker's CPU, and
+// (/proc/PID/io rchar/wchar: sockets and files), the workers' CPU, and
 // the NAR bytes received over ZeroMQ (kiln_transfer_bytes_received_total).
 // Not a test: prints figures; exits 1 only if a build fails.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -101,12 +107,30 @@ std::string collection(int mib, int jobs) {
   return body + "}";
 }
 
+// The workers' usage, summed.
+Usage workersUsage(test::Farm& farm) {
+  Usage sum;
+  for (size_t i = 0; i < farm.workerCount(); ++i) {
+    Usage u = usageOf(farm.worker(i).pid());
+    sum.cpu += u.cpu;
+    sum.readMiB += u.readMiB;
+    sum.writtenMiB += u.writtenMiB;
+  }
+  return sum;
+}
+
+// How outputs reach the bucket.
+enum class Path { kThroughScheduler, kDirectRehash, kDirect };
+
 Figures runOnce(test::ObjectStoreServer& s3, const std::string& dir,
-                const std::string& bucket, bool direct, int mib, int jobs) {
+                const std::string& bucket, Path path, int mib, int jobs,
+                int workers) {
   s3.createBucket(bucket, false);
   test::FarmOptions o;
   o.schedulerArgs = {"--cache", s3.uri(bucket), "--no-fsync-store"};
+  bool direct = path != Path::kThroughScheduler;
   if (direct) o.schedulerArgs.push_back("--direct-uploads");
+  if (path == Path::kDirectRehash) o.schedulerArgs.push_back("--direct-rehash");
   o.schedulerEnv = {{"AWS_ACCESS_KEY_ID", s3.accessKey()},
                     {"AWS_SECRET_ACCESS_KEY", s3.secretKey()}};
   test::Farm farm(o);
@@ -114,12 +138,13 @@ Figures runOnce(test::ObjectStoreServer& s3, const std::string& dir,
   test::WorkerOptions w;
   w.extraArgs = {"--no-fsync-store"};
   if (direct) w.extraArgs.push_back("--direct-uploads");
-  farm.addWorker(w);
-  if (!farm.waitForWorkers(1, 60s)) throw Error("the worker did not join");
+  for (int i = 0; i < workers; ++i) farm.addWorker(w);
+  if (!farm.waitForWorkers(size_t(workers), 60s))
+    throw Error("the workers did not join");
   auto coll = farm.writeCollection("coll", collection(mib, jobs));
   farm.createJobset("p", "j", coll);
   Usage s0 = usageOf(farm.scheduler().pid());
-  Usage w0 = usageOf(farm.worker(0).pid());
+  Usage w0 = workersUsage(farm);
   double store0 = storeCpu(dir);
   auto start = Clock::now();
   int64_t eval = farm.evaluate("p", "j");
@@ -135,7 +160,7 @@ Figures runOnce(test::ObjectStoreServer& s3, const std::string& dir,
     while (!cache.exists(n)) std::this_thread::sleep_for(50ms);
   f.wall = std::chrono::duration<double>(Clock::now() - start).count();
   Usage s1 = usageOf(farm.scheduler().pid());
-  Usage w1 = usageOf(farm.worker(0).pid());
+  Usage w1 = workersUsage(farm);
   f.storeCpu = storeCpu(dir) - store0;
   f.scheduler = {s1.cpu - s0.cpu, s1.readMiB - s0.readMiB,
                  s1.writtenMiB - s0.writtenMiB};
@@ -152,7 +177,7 @@ void print(const char* name, const Figures& f, int mib) {
   double perGiB = 1024.0 / mib;
   std::printf(
       "%-10s wall %6.1f s | scheduler cpu %6.2f s (%5.2f s/GiB), read %7.1f "
-      "MiB, wrote %7.1f MiB | worker cpu %6.2f s | object store cpu %6.2f s "
+      "MiB, wrote %7.1f MiB | workers cpu %6.2f s | object store cpu %6.2f s "
       "| over ZeroMQ %7.1f MiB | in the bucket %7.1f MiB\n",
       name, f.wall, f.scheduler.cpu, f.scheduler.cpu * perGiB,
       f.scheduler.readMiB, f.scheduler.writtenMiB, f.worker.cpu, f.storeCpu,
@@ -164,10 +189,12 @@ void print(const char* name, const Figures& f, int mib) {
 
 int main(int argc, char** argv) {
   using namespace kiln;
+  using bench::Path;
   int mib = argc > 1 ? std::atoi(argv[1]) : 1024;
   int jobs = argc > 2 ? std::atoi(argv[2]) : 8;
-  if (mib < jobs || jobs < 1) {
-    std::cerr << "usage: direct_upload_bench [MIB] [JOBS]\n";
+  int workers = argc > 3 ? std::atoi(argv[3]) : 2;
+  if (mib < jobs || jobs < 1 || workers < 1 || workers > 16) {
+    std::cerr << "usage: direct_upload_bench [MIB] [JOBS] [WORKERS]\n";
     return 2;
   }
   std::string why;
@@ -176,30 +203,58 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    // Room for both buckets' objects and a staged copy in the OSD.
+    const char* repeatEnv = std::getenv("REPEAT");
+    int repeat = std::clamp(repeatEnv ? std::atoi(repeatEnv) : 1, 1, 20);
+    // Room for every run's objects and a staged copy in the OSD (its
+    // memstore does not give back what is deleted in time for the next).
     setenv("KILN_S3_MEMORY",
-           std::to_string((uint64_t(mib) * 3 + 1024) << 20).c_str(), 1);
+           std::to_string((uint64_t(mib) * 3 * repeat + 1024) << 20).c_str(),
+           1);
     TempDir dir("kiln-direct-bench");
     test::ObjectStoreServer s3(dir.path() + "/s3");
     s3.exportCredentials();
     s3.start();
-    // ONLY=direct or ONLY=scheduler runs one path (e.g. to profile it).
+    // ONLY=scheduler, direct or rehash runs one path (e.g. to profile it).
     const char* only = std::getenv("ONLY");
     std::string one = only ? only : "";
-    bench::Figures through, direct;
-    if (one != "direct")
-      through = bench::runOnce(s3, dir.path(), "through", false, mib, jobs);
-    if (one != "scheduler")
-      direct = bench::runOnce(s3, dir.path(), "direct", true, mib, jobs);
-    std::printf("%d MiB of NAR in %d outputs\n", mib, jobs);
-    bench::print("scheduler", through, mib);
-    bench::print("direct", direct, mib);
+    auto run = [&](const char* name, const std::string& bucket, Path path) {
+      bench::Figures f;
+      if (one.empty() || one == name)
+        f = bench::runOnce(s3, dir.path(), bucket, path, mib, jobs, workers);
+      return f;
+    };
+    std::vector<double> wallRatio, cpuRatio, rehashRatio;
+    for (int r = 0; r < repeat; ++r) {
+      std::string n = std::to_string(r);
+      bench::Figures through =
+          run("scheduler", "through" + n, Path::kThroughScheduler);
+      bench::Figures rehash = run("rehash", "rehash" + n, Path::kDirectRehash);
+      bench::Figures direct = run("direct", "direct" + n, Path::kDirect);
+      std::printf("run %d: %d MiB of NAR in %d outputs, %d workers\n", r + 1,
+                  mib, jobs, workers);
+      bench::print("scheduler", through, mib);
+      bench::print("rehash", rehash, mib);
+      bench::print("direct", direct, mib);
+      wallRatio.push_back(direct.wall / through.wall);
+      cpuRatio.push_back(direct.scheduler.cpu / through.scheduler.cpu);
+      rehashRatio.push_back(direct.scheduler.cpu / rehash.scheduler.cpu);
+      std::printf(
+          "direct/scheduler: wall %.2f, scheduler cpu %.2f, scheduler "
+          "bytes read %.2f; direct/rehash (the registrar trusting the "
+          "verifier's hash): scheduler cpu %.2f\n",
+          wallRatio.back(), cpuRatio.back(),
+          direct.scheduler.readMiB / through.scheduler.readMiB,
+          rehashRatio.back());
+      std::fflush(stdout);
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
     std::printf(
-        "direct/scheduler: wall %.2f, scheduler cpu %.2f, scheduler "
-        "bytes read %.2f\n",
-        direct.wall / through.wall,
-        direct.scheduler.cpu / through.scheduler.cpu,
-        direct.scheduler.readMiB / through.scheduler.readMiB);
+        "median of %d: direct/scheduler wall %.2f, scheduler cpu %.2f; "
+        "direct/rehash scheduler cpu %.2f\n",
+        repeat, median(wallRatio), median(cpuRatio), median(rehashRatio));
   } catch (const std::exception& e) {
     std::cerr << "direct_upload_bench: " << e.what() << "\n";
     return 1;

@@ -237,7 +237,13 @@ int runScheduler(const std::vector<std::string>& args) {
       "it (docs/protocol.md, \"Direct uploads\")")(
       "direct-part-size", po::value(&cfg.directPartBytes),
       "direct uploads larger than this many bytes are multipart uploads "
-      "in parts of this size (default 64 MiB, at least 5 MiB)");
+      "in parts of this size (default 64 MiB, at least 5 MiB)")(
+      "direct-rehash",
+      "hash verified direct uploads again when adding them to the central "
+      "store (benchmarks only)")(
+      "verify-threads", po::value(&cfg.directVerifyThreads),
+      "threads that verify and publish direct uploads (default min(2, "
+      "cores); the outputs of one step go one at a time)");
   DatabaseOptions database;
   database.add(opts);
   opts.add_options()(
@@ -258,10 +264,13 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.insecurePlaintext = vm.count("insecure-plaintext") > 0;
     cfg.syncStoreFiles = vm.count("no-fsync-store") == 0;
     cfg.directUploads = vm.count("direct-uploads") > 0;
+    cfg.directRehash = vm.count("direct-rehash") > 0;
     if (cfg.directUploads && !cache.objectStore())
       throw po::error("--direct-uploads needs --cache s3://…");
     if (cfg.directPartBytes < (5u << 20) || cfg.directPartBytes > (5ull << 30))
       throw po::error("--direct-part-size must be 5 MiB..5 GiB");
+    if (cfg.directVerifyThreads > 64)
+      throw po::error("--verify-threads must be 1..64");
     plugins::configurePluginDirs(pluginDirs);
     try {
       database.spec(cfg.stateDir);

@@ -155,6 +155,9 @@ int runWorker(const std::vector<std::string>& args) {
       "corrupt the first N output uploads (tests only)")(
       "debug-exit-after-staging",
       "exit right after the first direct upload is staged (tests only)")(
+      "debug-kill-after-parts", po::value(&cfg.debug.killAfterParts),
+      "SIGKILL the worker once N parts of a multipart direct upload are up "
+      "(tests only)")(
       "debug-proc-root", po::value(&procRoot),
       "read pressure and memory from DIR/pressure and DIR/meminfo instead "
       "of /proc (tests only)");

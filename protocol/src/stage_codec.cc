@@ -29,6 +29,18 @@ void checkKey(const Check& c, const std::string& k) {
               "contains a control or non-ASCII byte");
 }
 
+void checkUploadId(const Check& c, const std::string& id) {
+  c.require(
+      id.size() <= kMaxKey && id.find_first_of("&?# \"<>") == std::string::npos,
+      "uploadId", "must be at most 1024 bytes without &?# \"<> or spaces");
+}
+
+void checkEtag(const Check& c, const std::string& e, const char* field) {
+  c.require(!e.empty() && e.size() <= kMaxEtag &&
+                e.find_first_of("<>&\r\n") == std::string::npos,
+            field, "must be 1..256 bytes without <, >, & or line breaks");
+}
+
 }  // namespace
 
 void check(const StageRequest& m) {
@@ -36,18 +48,22 @@ void check(const StageRequest& m) {
   c.ident(m.outputName, "outputName", "+-._?=", 211);
   checkInfo(c, m.info);
   checkCompression(c, m.compression);
+  checkUploadId(c, m.resumeUploadId);
 }
 void put(Writer& w, const StageRequest& m) {
   w.u64(m.stepId);
   w.str(m.outputName);
   putInfo(w, m.info);
   w.str(m.compression);
+  if (!m.resumeUploadId.empty()) w.str(m.resumeUploadId);
 }
 void get(Reader& r, StageRequest& m) {
   m.stepId = r.u64("stepId");
   m.outputName = r.str("outputName", 211);
   m.info = getInfo(r);
   m.compression = r.str("compression", 16);
+  if (r.atEnd()) return;  // not a resumption
+  m.resumeUploadId = r.str("resumeUploadId", kMaxKey);
 }
 
 void check(const StageGrant& m) {
@@ -55,7 +71,7 @@ void check(const StageGrant& m) {
   c.ident(m.outputName, "outputName", "+-._?=", 211);
   checkKey(c, m.key);
   checkCompression(c, m.compression);
-  c.require(m.uploadId.size() <= kMaxKey, "uploadId", "longer than 1024 bytes");
+  checkUploadId(c, m.uploadId);
   c.require(!m.urls.empty() && m.urls.size() <= kMaxStageParts, "urls",
             "must hold 1.." + std::to_string(kMaxStageParts) + " URLs");
   if (m.uploadId.empty()) {
@@ -69,6 +85,15 @@ void check(const StageGrant& m) {
     c.require((u.starts_with("http://") || u.starts_with("https://")) &&
                   u.size() <= kMaxUrl,
               "urls", "must be http(s) URLs of at most 8 KiB");
+  c.require(m.uploadedParts.empty() || !m.uploadId.empty(), "uploadedParts",
+            "only for a multipart upload");
+  c.require(m.uploadedParts.size() <= m.urls.size(), "uploadedParts",
+            "more parts than URLs");
+  for (auto& p : m.uploadedParts) {
+    c.require(p.number >= 1 && p.number <= m.urls.size(), "uploadedParts",
+              "a part number must be 1..the number of URLs");
+    checkEtag(c, p.etag, "uploadedParts");
+  }
 }
 void put(Writer& w, const StageGrant& m) {
   w.u64(m.stepId);
@@ -78,6 +103,13 @@ void put(Writer& w, const StageGrant& m) {
   w.str(m.uploadId);
   w.u64(m.partSize);
   putStrings(w, m.urls);
+  if (m.uploadedParts.empty()) return;
+  w.u32(uint32_t(m.uploadedParts.size()));
+  for (auto& p : m.uploadedParts) {
+    w.u32(p.number);
+    w.str(p.etag);
+    w.u64(p.size);
+  }
 }
 void get(Reader& r, StageGrant& m) {
   m.stepId = r.u64("stepId");
@@ -87,6 +119,14 @@ void get(Reader& r, StageGrant& m) {
   m.uploadId = r.str("uploadId", kMaxKey);
   m.partSize = r.u64("partSize");
   m.urls = getStrings(r, "urls", kMaxStageParts, kMaxUrl);
+  if (r.atEnd()) return;  // not a resumption
+  uint32_t n = r.count("uploadedParts", kMaxStageParts, 4 + 4 + 8);
+  m.uploadedParts.resize(n);
+  for (auto& p : m.uploadedParts) {
+    p.number = r.u32("number");
+    p.etag = r.str("etag", kMaxEtag);
+    p.size = r.u64("size");
+  }
 }
 
 void check(const OutputStaged& m) {
@@ -99,10 +139,7 @@ void check(const OutputStaged& m) {
             "must be sha256");
   c.require(m.fileSize > 0, "fileSize", "must be > 0");
   c.require(m.etags.size() <= kMaxStageParts, "etags", "too many parts");
-  for (auto& e : m.etags)
-    c.require(!e.empty() && e.size() <= kMaxEtag &&
-                  e.find_first_of("<>&\r\n") == std::string::npos,
-              "etags", "must be 1..256 bytes without <, >, & or line breaks");
+  for (auto& e : m.etags) checkEtag(c, e, "etags");
 }
 void put(Writer& w, const OutputStaged& m) {
   w.u64(m.stepId);

@@ -3,8 +3,10 @@
 // their compressed outputs to `staging/` keys of the farm's bucket through
 // presigned URLs; the farm verifies each one before anything of it is
 // visible. The service thread handles the messages (StageRequest,
-// OutputStaged) and the ends of attempts; one verifier thread does all the
-// object-store work in order: presigning grants (a multipart upload is
+// OutputStaged) and the ends of attempts; verifier threads
+// (ServiceConfig::directVerifyThreads, direct_verifier.cc) do all the
+// object-store work, the jobs of one step one at a time and in order:
+// presigning grants (a multipart upload is
 // started on the store), completing multipart uploads, reading a staged
 // object once (store::verifyStaged: file hash and size, bounded
 // decompression, NAR validity, NAR hash and size, references among the
@@ -15,7 +17,7 @@
 // `staging/` but the attempts a restarted scheduler may adopt, whose
 // workers re-announce what they staged). A verified output goes to the central
 // store through the registrar (Uploads::registerVerified), as an upload over
-// ZeroMQ does.
+// ZeroMQ does, but is not hashed again there: the verifier hashed it.
 
 #include <deque>
 #include <map>
@@ -36,6 +38,7 @@
 #include "kiln/store/binary_cache.h"
 #include "kiln/store/staged_upload.h"
 #include "running_steps.h"
+#include "step_ordered_queue.h"
 #include "temp_files.h"
 #include "uploads.h"
 #include "worker_link.h"
@@ -43,18 +46,18 @@
 namespace kiln::scheduler {
 
 /// The farm's side of direct uploads. Borrows the steps, the uploads and
-/// the link (all must outlive it); owns the verifier thread and its
-/// handle on the bucket; registers the `kiln_direct_*` metrics in the
+/// the link (all must outlive it); owns the verifier threads and their
+/// handles on the bucket; registers the `kiln_direct_*` metrics in the
 /// registry given (which must outlive it).
 class DirectUploads {
  public:
-  /// Starts the verifier thread (start() queues its first job).
+  /// Starts the verifier threads (start() queues their first job).
   /// Throws FormatError/Error unless `config.cacheUri` is an s3:// URI
   /// with credentials.
   DirectUploads(const ServiceConfig& config, RunningSteps& steps,
                 Uploads& uploads, WorkerLink& link, const Clock& clock,
                 prometheus::Registry& registry);
-  /// Finishes the job under way, drops the rest, joins the thread.
+  /// Finishes the jobs under way, drops the rest, joins the threads.
   ~DirectUploads();
   DirectUploads(const DirectUploads&) = delete;
   DirectUploads& operator=(const DirectUploads&) = delete;
@@ -91,11 +94,18 @@ class DirectUploads {
                                 const std::string& compression);
 
  private:
+  /// The step of a cleanup of all of `staging/`, which runs alone.
+  static constexpr int64_t kAllSteps = -1;
+  static_assert(kAllSteps == StepOrderedQueue<int>::kAllSteps);
+  static std::string attemptPrefix(int64_t step, int64_t attempt);
   struct Grant {
     std::string peer;
     int64_t step = 0, attempt = 0;
     std::string output, compression;
     uint64_t narSize = 0;
+    /// A restarted worker's multipart upload to go on with, if the store
+    /// still holds it at this attempt's key.
+    std::string resumeUploadId;
   };
   struct Verify {
     std::string peer;
@@ -111,6 +121,7 @@ class DirectUploads {
     std::string prefix;  ///< "staging/" at start
     std::vector<std::pair<std::string, std::string>> uploads;
     std::set<std::string> keep;  ///< prefixes under `prefix` that stay
+    int64_t step = kAllSteps;    ///< the step whose staging goes
   };
   using Job = std::variant<Grant, Verify, Cleanup>;
   struct Done {
@@ -131,16 +142,31 @@ class DirectUploads {
     std::string key, compression, uploadId;
   };
 
+  /// A verifier thread: its handle on the bucket, its temporary names.
+  struct Verifier {
+    std::unique_ptr<store::S3CacheStorage> s3;
+    TempNames temps;
+    std::thread thread;
+  };
+  static int64_t stepOf(const Job& job);
   void submit(Job job);
   /// takeDone() of a grant and of a verification.
   void granted(Done& d);
   void verified(Done& d);
-  void run() noexcept;
-  Done handle(Grant& g);
-  Done handle(Verify& v);
-  Done handle(Cleanup& c);
+  void run(Verifier& self) noexcept;
+  Done handle(Grant& g, Verifier& self);
+  Done handle(Verify& v, Verifier& self);
+  Done handle(Cleanup& c, Verifier& self);
+  /// Fills `m` (key and compression set) for `g`: URLs of a single PUT,
+  /// or of the parts of a multipart upload (the one `g` resumes if the
+  /// store still holds it, with its parts uploaded so far).
+  void presign(const Grant& g, protocol::StageGrant& m,
+               store::S3CacheStorage& s3);
+  /// Whether the store holds upload `id` of `key`, unfinished.
+  static bool holdsUpload(store::S3CacheStorage& s3, const std::string& key,
+                          const std::string& id);
   /// The verified NAR of `v` in an unlinked file of the state's tmp/.
-  Done verify(Verify& v);
+  Done verify(Verify& v, Verifier& self);
   void refuse(const std::string& peer, protocol::MessageType subject,
               uint64_t step, const std::string& why);
   /// The staging `m` names when no grant of this scheduler is known: an
@@ -152,10 +178,10 @@ class DirectUploads {
   Verify verifyJob(const WorkerConn& from, const RunningStep& run,
                    const protocol::OutputStaged& m, const Granted& gr);
   /// Removes what `c` names, keeping `c.keep`.
-  void sweepKeeping(const Cleanup& c);
+  static void sweepKeeping(const Cleanup& c, store::S3CacheStorage& s3);
   /// Completes the multipart upload of `v`; with no upload id (a
   /// re-announced staging) the one the store lists for its key, if any.
-  void completeUpload(const Verify& v);
+  static void completeUpload(const Verify& v, store::S3CacheStorage& s3);
 
   const ServiceConfig& config_;
   RunningSteps& steps_;
@@ -169,17 +195,15 @@ class DirectUploads {
   /// start()'s adoptable attempts and until when; service thread only.
   std::set<std::pair<int64_t, int64_t>> kept_;
   WallTime keptUntil_{};
-  std::unique_ptr<store::S3CacheStorage> s3_;  ///< verifier thread only
-  TempNames temps_;                            ///< verifier thread only
   struct State {
-    std::deque<Job> queue;
+    StepOrderedQueue<Job> queue;
     std::vector<Done> done;
     bool stop = false;
   };
   Sync<State> state_;
   DirectUploadMetrics metrics_;
   AutoCloseFD wake_;
-  std::thread thread_;
+  std::vector<std::unique_ptr<Verifier>> verifiers_;
 };
 
 }  // namespace kiln::scheduler

@@ -18,7 +18,10 @@ void registerUpload(store::LocalStore& store, const Registration& r,
   // both or neither. The .drv may come from nix-instantiate, which
   // registers no outputs, so the row is always written here.
   store::LocalStore::Batch batch(store, store::LocalStore::Batch::Sync::kEachFile);
-  batch.addFromNar(r.info, nar);
+  if (r.verified)
+    batch.addVerifiedNar(r.info, nar);
+  else
+    batch.addFromNar(r.info, nar);
   if (r.info.deriver)
     batch.registerDerivationOutputs(*r.info.deriver, {{r.output, r.info.path}});
   batch.commit();

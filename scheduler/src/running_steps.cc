@@ -253,7 +253,9 @@ std::string RunningSteps::claimRefusal(const WorkerConn& c,
                                        const std::optional<StepRow>& row) {
   auto id = static_cast<int64_t>(held.stepId);
   if (auto it = running_.find(id); it != running_.end())
-    return it->second.peer == c.peer ? "" : "it runs on another connection";
+    return it->second.peer == c.peer || movable(it->second, c, held)
+               ? ""
+               : "it runs on another connection";
   if (!row || !ingestor_.index().coreId(id)) return "no such unfinished step";
   if (row->finished) return "it is finished";
   if (row->worker != c.name)
@@ -296,7 +298,11 @@ bool RunningSteps::adoptOne(const WorkerConn& c, const proto::HeldStep& held) {
     metrics_.countRefusedClaim();
     return false;
   }
-  if (again) return true;
+  if (again) {
+    RunningStep& run = running_.at(id);
+    if (run.peer != c.peer) moveTo(run, c);
+    return true;
+  }
   auto sid = *ingestor_.index().coreId(id);
   if (!core_.adoptStep(sid, c.wid)) {
     logWarn("worker " + c.name + " claims step " + std::to_string(id) +
@@ -322,6 +328,29 @@ bool RunningSteps::adoptOne(const WorkerConn& c, const proto::HeldStep& held) {
           ")");
   metrics_.countAdoptedStep();
   return true;
+}
+
+bool RunningSteps::movable(const RunningStep& run, const WorkerConn& c,
+                           const proto::HeldStep& held) {
+  return run.worker == c.name && held.resultReady && run.resultFrom.empty();
+}
+
+// The worker restarted (its process, keeping its state directory) before
+// its old connection was declared lost: the step, whose build is over,
+// goes on on the new connection; the old one has nothing of it left.
+void RunningSteps::moveTo(RunningStep& run, const WorkerConn& c) {
+  logInfo("worker " + c.name +
+          " came back on another connection with the "
+          "result of " +
+          run.drvPath + ": adopted (attempt " + std::to_string(run.attempt) +
+          ")");
+  if (!run.slotReleased) {
+    core_.releaseSlot(run.sid);
+    run.slotReleased = true;
+  }
+  run.peer = c.peer;
+  run.adopted = true;
+  metrics_.countAdoptedStep();
 }
 
 RunningStep* RunningSteps::findOn(int64_t id, const std::string& peer) {

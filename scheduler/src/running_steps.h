@@ -209,6 +209,13 @@ class RunningSteps {
   bool adoptOne(const WorkerConn& c, const protocol::HeldStep& held);
   /// Why `row` (step `held.stepId`, read from the database) is not `c`'s
   /// to claim, or "" if it is (or already runs on `c`).
+  /// Whether `run`, on another connection, may move to `c`: the same
+  /// worker (by name) holding its finished build, no result taken yet.
+  static bool movable(const RunningStep& run, const WorkerConn& c,
+                      const protocol::HeldStep& held);
+  /// Moves `run` to connection `c` (movable()): its slot goes back to the
+  /// core, it counts as adopted.
+  void moveTo(RunningStep& run, const WorkerConn& c);
   std::string claimRefusal(const WorkerConn& c, const protocol::HeldStep& held,
                            const std::optional<StepRow>& row);
   /// The BuildStep of step `row` for `c`, and what `run` keeps of it

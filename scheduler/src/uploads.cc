@@ -69,6 +69,7 @@ std::string missingFrom(const store::StorePathSet& a,
 Uploads::Uploads(const ServiceConfig& config, RunningSteps& steps,
                  ServiceMetrics& metrics)
     : outputLimitBytes_(config.outputLimitBytes),
+      rehashVerified_(config.directRehash),
       minFreeDiskBytes_(config.minFreeDiskBytes),
       disk_(config.diskSpace ? *config.diskSpace : RealDiskSpace::instance()),
       tmpDir_(config.stateDir + "/tmp"),
@@ -177,7 +178,8 @@ void Uploads::commit(int64_t step, const proto::TransferHeader& h,
 
 void Uploads::registerVerified(int64_t step, const std::string& output,
                                store::ValidPathInfo info, AutoCloseFD nar) {
-  registrar_.submit({step, output, std::move(info), std::move(nar)});
+  registrar_.submit(
+      {step, output, std::move(info), std::move(nar), !rehashVerified_});
 }
 
 size_t Uploads::takeRegistrations() {

@@ -47,7 +47,9 @@ class Uploads {
                                     const protocol::PathInfo& info) const;
   /// Output `output` of step `step`, verified and published by a direct
   /// upload (direct_uploads.h; RunningSteps::outputRegistering was
-  /// called), its NAR in `nar` from offset 0: to the registrar.
+  /// called), its NAR in `nar` from offset 0: to the registrar, which
+  /// trusts the verifier's NarHash, size, references and CA check (the
+  /// scheduler's own, on these bytes) and does not hash it again.
   void registerVerified(int64_t step, const std::string& output,
                         store::ValidPathInfo info, AutoCloseFD nar);
   /// Hands the registrar's reports to the running steps; returns how many
@@ -73,6 +75,7 @@ class Uploads {
   void checkDiskSpace(const protocol::TransferHeader& h) const;
 
   uint64_t outputLimitBytes_;
+  bool rehashVerified_;  ///< ServiceConfig::directRehash
   uint64_t minFreeDiskBytes_;
   const DiskSpace& disk_;
   std::string tmpDir_;

@@ -131,6 +131,10 @@ void LocalStore::Batch::addFromNar(const ValidPathInfo& info, Source& nar) {
   add(info, &nar, "", false);
 }
 
+void LocalStore::Batch::addVerifiedNar(const ValidPathInfo& info, Source& nar) {
+  add(info, &nar, "", true, /*hashed=*/true);
+}
+
 void LocalStore::Batch::adoptTree(const ValidPathInfo& info,
                                   const std::string& tree) {
   // First under a temporary name of our own: the tree may be at the
@@ -149,7 +153,8 @@ void LocalStore::Batch::adoptTree(const ValidPathInfo& info,
 }
 
 bool LocalStore::Batch::add(const ValidPathInfo& info, Source* nar,
-                            const std::string& adopted, bool caComputed) {
+                            const std::string& adopted, bool caComputed,
+                            bool hashed) {
   const auto& path = info.path;
   if (info.narHash.algo() != HashAlgo::kSha256)
     throw FormatError("NAR hash of '" + store_.printPath(path) +
@@ -175,6 +180,7 @@ bool LocalStore::Batch::add(const ValidPathInfo& info, Source* nar,
   std::string drvText;
   Impl::TempChecks checks;
   checks.verifyCa = !caComputed;
+  checks.verifyNarHash = !hashed;
   if (path.isDerivation()) checks.fileContents = &drvText;
   bool fsyncEach = state_->sync == Sync::kEachFile;
   std::string temp = adopted;

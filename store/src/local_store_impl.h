@@ -89,6 +89,10 @@ struct LocalStore::Impl {
     /// When set, receives the bytes of the single regular file the NAR
     /// must hold (a `.drv`; at most kMaxDerivationSize).
     std::string* fileContents = nullptr;
+    /// Hash the NAR and compare with info.narHash; off only for a NAR whose
+    /// hash the caller computed itself on these bytes (addVerifiedNar): its
+    /// size is still counted and compared.
+    bool verifyNarHash = true;
   };
   /// Restores the NAR in `nar` under a fresh temporary name, checks it
   /// against `info` (hash, size, no trailing data, `checks`) and makes it

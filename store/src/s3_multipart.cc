@@ -115,4 +115,34 @@ S3CacheStorage::listMultipartUploads(const std::string& prefix) {
   return uploads;
 }
 
+std::vector<S3CacheStorage::UploadedPart> S3CacheStorage::listParts(
+    const std::string& rel, const std::string& uploadId) {
+  checkCacheRelPath(rel);
+  std::string answer;
+  long status = send("GET", "/" + encodePath(rel) + "?uploadId=" +
+                                encodePath(uploadId),
+                     nullptr, -1, &answer);
+  if (status == 404 || answer.find("<Error>") != std::string::npos)
+    throw Error("no multipart upload " + uploadId + " of " + rel + " in " +
+                uri_);
+  std::vector<UploadedPart> parts;
+  for (size_t at = answer.find("<Part>"); at != std::string::npos;
+       at = answer.find("<Part>", at + 6)) {
+    auto end = answer.find("</Part>", at);
+    if (end == std::string::npos) break;
+    auto entry = answer.substr(at, end - at);
+    UploadedPart p;
+    try {
+      p.number = std::stoi(xmlValue(entry, "PartNumber"));
+      p.size = std::stoull(xmlValue(entry, "Size"));
+    } catch (const std::exception&) {
+      continue;  // not a part this listing can use: uploaded again
+    }
+    p.etag = xmlUnescape(xmlValue(entry, "ETag"));
+    if (p.number >= 1 && p.number <= 10000 && !p.etag.empty())
+      parts.push_back(std::move(p));
+  }
+  return parts;
+}
+
 }  // namespace kiln::store

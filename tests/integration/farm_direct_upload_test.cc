@@ -5,9 +5,13 @@
 // way; a corrupted staged object is refused and its step retried; a worker
 // that dies after staging leaves nothing behind once its step is retried;
 // a scheduler killed between a staging and its publication publishes it
-// once restarted, from the worker's re-announcement, without a rebuild.
+// once restarted, from the worker's re-announcement, without a rebuild; a
+// worker process killed mid multipart upload resumes it once restarted,
+// from its journal, without a rebuild.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "farm.h"
 #include "kiln/common/file.h"
@@ -45,6 +49,7 @@ class FarmDirectUpload : public ::testing::Test {
     s3_->start();
     s3_->createBucket("farm", true);
     test::FarmOptions o;
+    o.heartbeat = heartbeat_;
     o.schedulerArgs = s3_->farmCacheArgs("farm", dir_.path() + "/k.sec");
     o.schedulerArgs.insert(o.schedulerArgs.end(),
                            {"--direct-uploads", "--retry-backoff-ms", "200"});
@@ -151,6 +156,7 @@ class FarmDirectUpload : public ::testing::Test {
   }
 
   std::vector<std::string> extraArgs_;  ///< more scheduler arguments
+  std::chrono::milliseconds heartbeat_{1000};
   TempDir dir_{"kiln-farm-direct"};
   std::unique_ptr<test::ObjectStoreServer> s3_;
   std::unique_ptr<test::Farm> farm_;
@@ -292,6 +298,106 @@ TEST_F(FarmDirectUploadParts, ARestartedSchedulerCompletesAStagedMultipart) {
   restartBetweenStagingAndPublication(
       R"({ big = mk "big" "head -c 9000000 /dev/urandom | base64 > $out" []; })",
       "zstd");
+}
+
+// Parts of 5 MiB; a worker that kills itself (SIGKILL) once the first
+// part of its multipart upload is up, then is restarted with the same
+// state directory.
+class FarmDirectUploadResume : public FarmDirectUploadParts {
+ protected:
+  // Builds an output of about 20 MiB (3 parts) that counts its builds in
+  // runs_, on a worker that dies with one part up; returns the evaluation.
+  int64_t killWorkerMidUpload() {
+    addDirectWorker({"--debug-kill-after-parts", "1"});
+    EXPECT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+    auto coll = farm_->writeCollection(
+        "coll",
+        R"({ big = mk "big" "echo run >> )" + runs_ +
+            R"(; head -c 15000000 /dev/urandom | base64 > $out" []; })");
+    farm_->createJobset("p", "j", coll);
+    int64_t eval = farm_->evaluate("p", "j");
+    EXPECT_TRUE(
+        test::pollUntil([&] { return !farm_->worker(0).running(); }, 120s))
+        << logs();
+    EXPECT_THAT(farm_->worker(0).log(), HasSubstr("--debug-kill-after-parts"));
+    return eval;
+  }
+
+  // Restarts the worker without the fault: `eval`'s output is built once,
+  // in one attempt, published, and nothing stays in staging.
+  void restartAndExpectOneBuild(int64_t eval) {
+    farm_->workerOptions(0).extraArgs = {"--direct-uploads=zstd"};
+    farm_->startWorker(0);
+    ASSERT_TRUE(farm_->waitForBuilds(eval, 300s)) << logs();
+    auto builds = farm_->builds(eval);
+    ASSERT_EQ(builds.size(), 1u);
+    EXPECT_EQ(builds[0].status, 0) << builds[0].error;
+    EXPECT_EQ(readFile(runs_), "run\n") << "built again";
+    EXPECT_EQ(farm_->steps().at(0).attempts, 1) << logs();
+    expectPublished(eval);
+    EXPECT_EQ(farm_->metric("kiln_direct_verify_failures_total"), 0.0);
+    ASSERT_TRUE(test::pollUntil([&] { return staging().empty(); }, 30s))
+        << "left in staging: " << staging().size();
+    EXPECT_TRUE(store::S3CacheStorage(s3_->uri("farm"))
+                    .listMultipartUploads("staging/")
+                    .empty());
+  }
+
+  std::string runs_ = dir_.path() + "/runs";
+};
+
+// Heartbeats of 5 s (a worker is lost after 15 s): the worker comes back
+// well before. It takes the step back from its upload journal, asks for
+// the remaining parts of the same multipart upload and finishes it: the
+// build ran once, one attempt, and the output is published and
+// substitutable.
+class FarmDirectUploadResumeSoon : public FarmDirectUploadResume {
+ protected:
+  FarmDirectUploadResumeSoon() { heartbeat_ = 5s; }
+};
+
+TEST_F(FarmDirectUploadResumeSoon, ARestartedWorkerResumesItsMultipartUpload) {
+  int64_t eval = killWorkerMidUpload();
+  store::S3CacheStorage s3(s3_->uri("farm"));
+  ASSERT_EQ(s3.listMultipartUploads("staging/").size(), 1u) << logs();
+  restartAndExpectOneBuild(eval);
+  EXPECT_THAT(farm_->worker(0).log(), HasSubstr("(1 parts up already)"));
+  EXPECT_THAT(farm_->scheduler().log(),
+              HasSubstr("came back on another connection"));
+  EXPECT_TRUE(test::pollUntil(
+      [&] {
+        return std::filesystem::is_empty(farm_->workerStateDir(0) + "/direct");
+      },
+      30s))
+      << "the journal kept the step once its result was acknowledged";
+
+  if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
+  auto out = farm_->view()->outputs(eval).at(0).path;
+  std::string root = dir_.path() + "/nixroot";
+  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+                             out, dir_.path() + "/xdg");
+  ASSERT_EQ(copied.exitCode, 0) << copied.err;
+  EXPECT_GT(readFile(root + out).size(), 15000000u);
+}
+
+// Heartbeats of 1 s: the killed worker is declared lost before it comes
+// back, its attempt's multipart upload aborted. Restarted, it is given the
+// step back (adopted), gets a new upload of the same key and PUTs its kept
+// object again: no rebuild, one attempt.
+TEST_F(FarmDirectUploadResume, AWorkerBackAfterItWasLostUploadsItsKeptObject) {
+  int64_t eval = killWorkerMidUpload();
+  store::S3CacheStorage s3(s3_->uri("farm"));
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        return farm_->scheduler().log().find("lost: no heartbeat") !=
+                   std::string::npos &&
+               s3.listMultipartUploads("staging/").empty();
+      },
+      60s))
+      << logs();
+  restartAndExpectOneBuild(eval);
+  EXPECT_THAT(farm_->worker(0).log(), HasSubstr("(0 parts up already)"));
+  EXPECT_THAT(farm_->scheduler().log(), HasSubstr("starting another"));
 }
 
 }  // namespace

@@ -176,6 +176,8 @@ class Farm {
   /// (Re)starts worker `i` with its options and state directory.
   void startWorker(size_t i);
   KilnProcess& worker(size_t i);
+  /// Worker `i`'s options, which its next startWorker(i) uses.
+  WorkerOptions& workerOptions(size_t i) { return workers_.at(i).options; }
   size_t workerCount() const { return workers_.size(); }
   std::string workerStateDir(size_t i) const;
   /// The `--worker-id` of worker `i`.

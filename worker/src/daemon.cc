@@ -116,6 +116,8 @@ Daemon::Impl::Impl(Daemon& self_, DaemonConfig config)
   createDirs(tmpDir);
   createDirs(drvDir);
   createDirs(cfg.stateDir + "/build");
+  journal = std::make_unique<UploadJournal>(cfg.stateDir + "/direct");
+  restoreJournal();
   eventsWake = AutoCloseFD(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!eventsWake) throwSysError("creating the worker loop's eventfd");
   client = connectCurrent();

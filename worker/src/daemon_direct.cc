@@ -4,6 +4,8 @@
 // A refused StageRequest falls back to UploadOutput.
 #include <unistd.h>
 
+#include <csignal>
+
 #include "daemon_impl.h"
 #include "direct_upload.h"
 #include "kiln/common/logging.h"
@@ -12,6 +14,22 @@
 namespace kiln::worker {
 
 namespace proto = protocol;
+
+namespace {
+// How long a journaled upload may wait for a restart: the scheduler gives
+// a step back long before (its worker lost, or the step's timeout).
+constexpr std::chrono::seconds kJournalMaxAge = std::chrono::hours(24);
+}  // namespace
+
+proto::StageRequest Daemon::Impl::stageRequest(Step& s,
+                                               const std::string& output,
+                                               const proto::PathInfo& info) {
+  proto::StageRequest req{s.msg.stepId, output, info, cfg.directUploads, ""};
+  if (auto r = s.resumable.find(output);
+      r != s.resumable.end() && r->second.grant.compression == req.compression)
+    req.resumeUploadId = r->second.grant.uploadId;
+  return req;
+}
 
 void Daemon::Impl::onStageGrant(const proto::StageGrant& g) {
   auto it = steps.find(g.stepId);
@@ -31,19 +49,64 @@ void Daemon::Impl::onStageGrant(const proto::StageGrant& g) {
     logWarn("worker: corrupting the direct upload of " + g.outputName +
             " (--debug-corrupt-uploads)");
   }
+  std::optional<JournaledOutput> resume;
+  if (auto r = s.resumable.find(g.outputName); r != s.resumable.end()) {
+    resume = std::move(r->second);
+    s.resumable.erase(r);
+  }
   traceEvent("worker", "staging", g.stepId, g.outputName);
-  s.uploaders.emplace_back([this, g, out = std::move(out), corrupt] {
+  s.uploaders.emplace_back([this, g, out = std::move(out), corrupt,
+                            resume = std::move(resume)] {
     StagedEvent e{g.stepId, {}, ""};
     try {
-      auto staged = stageOutput(g, out.nar.get(), tmpDir, corrupt);
-      e.staged = proto::OutputStaged{
-          g.stepId, g.outputName,    g.key,           g.compression,
-          out.info, staged.fileHash, staged.fileSize, staged.etags};
+      e.staged = stage(g, out, corrupt, resume);
     } catch (const std::exception& ex) {
       e.error = "staging " + g.outputName + " at " + g.key + ": " + ex.what();
     }
     postEvent(std::move(e));
   });
+}
+
+proto::OutputStaged Daemon::Impl::stage(
+    const proto::StageGrant& g, const PreparedOutput& out, bool corrupt,
+    const std::optional<JournaledOutput>& resume) {
+  proto::OutputStaged m{g.stepId, g.outputName,
+                        g.key,    g.compression,
+                        out.info, Hash(HashAlgo::kSha256),
+                        0,        {}};
+  unsigned killAfter = cfg.debug.killAfterParts;
+  StageProgress progress = [&](const StagedObject& o, bool complete) {
+    m.fileHash = o.fileHash;
+    m.fileSize = o.fileSize;
+    m.etags = o.etags;
+    journal->recordProgress(m, complete);
+    if (killAfter && !complete && m.etags.size() >= killAfter) {
+      logWarn("worker: killing itself with " + std::to_string(m.etags.size()) +
+              " parts of " + g.key + " up (--debug-kill-after-parts)");
+      ::raise(SIGKILL);
+    }
+  };
+  std::string object = journal->objectPath(g.stepId, g.outputName);
+  if (resume && resume->progress && resume->grant.key == g.key) {
+    const auto& p = *resume->progress;
+    try {
+      journal->recordGrant(g, true);
+      auto reuse = reusableParts(resume->grant, p.etags, p.fileSize, g);
+      size_t skipped = 0;
+      for (auto& e : reuse) skipped += !e.empty();
+      logInfo("worker: resuming the upload of " + g.key + " (" +
+              std::to_string(skipped) + " parts up already)");
+      resumeStaging(g, object, {p.fileHash, p.fileSize, {}}, std::move(reuse),
+                    progress);
+      return m;
+    } catch (const std::exception& e) {
+      logWarn("worker: cannot resume the upload of " + g.key + ": " + e.what() +
+              "; staging it again");
+    }
+  }
+  journal->recordGrant(g, false);
+  stageOutput(g, out.nar.get(), object, corrupt, progress);
+  return m;
 }
 
 void Daemon::Impl::onStaged(StagedEvent& e) {
@@ -86,6 +149,56 @@ void Daemon::Impl::onStageAck(Step& s, const proto::Ack& a) {
   if (!a.ok)
     logWarn("worker: the farm refused a staged output of step " +
             std::to_string(a.id) + ": " + a.error);
+}
+
+void Daemon::Impl::journalStep(Step& s) {
+  proto::StepResult built = *s.built;
+  built.outputs = s.builtOutputs;
+  journal->beginStep(s.msg.stepId, store.storeDir().printPath(s.msg.drvPath),
+                     built);
+}
+
+void Daemon::Impl::eraseStep(
+    std::map<uint64_t, std::unique_ptr<Step>>::iterator it) {
+  uint64_t id = it->first;
+  steps.erase(it);  // joins its uploaders first
+  journal->forget(id);
+}
+
+void Daemon::Impl::restoreJournal() {
+  auto held = journal->load(store.storeDir(), kJournalMaxAge,
+                            std::chrono::system_clock::now());
+  for (auto& [id, j] : held) {
+    bool valid = true;
+    for (auto& o : j.result.outputs)
+      valid = valid && store.isValid(o.info.path);
+    if (!valid) {
+      logWarn("worker: step " + std::to_string(id) +
+              " of the upload journal has outputs no longer in this store");
+      journal->forget(id);
+      continue;
+    }
+    auto s = std::make_unique<Step>();
+    s->msg.stepId = id;
+    s->msg.drvPath = j.drvPath;
+    s->phase = Step::Phase::kReporting;
+    s->builtOutputs = j.result.outputs;
+    s->built = std::move(j.result);
+    s->built->outputs.clear();
+    s->result = *s->built;
+    for (auto& [name, o] : j.outputs) {
+      if (o.complete)
+        s->staged[name] = *o.progress;
+      else if (o.progress)
+        s->resumable[name] = std::move(o);
+    }
+    logInfo("worker: step " + std::to_string(id) + " built " +
+            std::string(s->msg.drvPath.name()) + " before a restart; " +
+            std::to_string(s->staged.size()) + " outputs staged, " +
+            std::to_string(s->resumable.size()) +
+            " partly: held for the scheduler");
+    steps.emplace(id, std::move(s));
+  }
 }
 
 }  // namespace kiln::worker

@@ -18,6 +18,7 @@
 #include "kiln/worker/daemon.h"
 #include "kiln/worker/endpoint_list.h"
 #include "slot.h"
+#include "upload_journal.h"
 
 namespace kiln::worker {
 
@@ -58,6 +59,9 @@ struct Step {
   /// re-announced instead of uploaded again when a scheduler adopts the
   /// step (docs/protocol.md "Direct uploads").
   std::map<std::string, protocol::OutputStaged> staged;
+  /// Direct uploads a restarted worker found in its journal, unfinished
+  /// (by output name): resumed, not compressed nor uploaded again.
+  std::map<std::string, JournaledOutput> resumable;
 };
 
 /// Slot thread → socket thread.
@@ -134,11 +138,28 @@ struct Daemon::Impl {
   void outputDone(Step& s, const protocol::BuiltOutput& out,
                   const std::string& error);
   // direct uploads (daemon_direct.cc)
+  /// The StageRequest of output `output` of `s`: resuming its journaled
+  /// multipart upload if it has one.
+  protocol::StageRequest stageRequest(Step& s, const std::string& output,
+                                      const protocol::PathInfo& info);
   void onStageGrant(const protocol::StageGrant& g);
   void onStaged(StagedEvent& e);
   /// Acks of StageRequest (refused: upload over the connection instead)
   /// and OutputStaged.
   void onStageAck(Step& s, const protocol::Ack& a);
+  /// At start: the steps the upload journal holds (a successful build
+  /// whose outputs were going up when the process ended), held again as
+  /// results, so that the scheduler may take them back.
+  void restoreJournal();
+  /// The staging of output `out` of step `g.stepId` under `g`, on the
+  /// calling (uploader) thread: resumes `resume` when it still can.
+  protocol::OutputStaged stage(const protocol::StageGrant& g,
+                               const PreparedOutput& out, bool corrupt,
+                               const std::optional<JournaledOutput>& resume);
+  /// Journals `s`'s successful build before its outputs go up directly.
+  void journalStep(Step& s);
+  /// Removes step `it` (and its journal).
+  void eraseStep(std::map<uint64_t, std::unique_ptr<Step>>::iterator it);
   /// After a Welcome: keeps the steps the scheduler adopted (resuming what
   /// the old connection cut short) and drops the others.
   void reconcile(const std::vector<uint64_t>& adopted);
@@ -176,6 +197,8 @@ struct Daemon::Impl {
   /// the worker moves on `failoverAfter` later.
   Clock::TimePoint attemptSince;
   std::unique_ptr<protocol::TransferEndpoint> xfer;
+  /// The journal of direct uploads (`<stateDir>/direct`).
+  std::unique_ptr<UploadJournal> journal;
 
   bool wasConnected = false;
   bool helloPending = false;

@@ -264,10 +264,7 @@ void Daemon::Impl::onDone(DoneEvent& d) {
   Step& s = *it->second;
   if (s.thread.joinable()) s.thread.join();
   traceEvent("worker", "done-seen", d.stepId);
-  if (s.dropped) {
-    steps.erase(it);
-    return;
-  }
+  if (s.dropped) return eraseStep(it);
   s.result = d.outcome.result;
   if (s.result.status != StepStatus::kSuccess) return report(s);
   s.built = s.result;
@@ -299,13 +296,14 @@ void Daemon::Impl::startUploads(Step& s, std::vector<PreparedOutput> outputs) {
     outputDone(s, {name, m.info}, "");
   }
   if (s.phase != Step::Phase::kUploading) return;  // all staged: reported
+  if (!cfg.directUploads.empty()) journalStep(s);
   for (auto& o : outputs) {
     // A check's outputs go to the scheduler, never to the farm's cache.
     if (cfg.directUploads.empty() || s.msg.check) {
       uploadOverConnection(s, std::move(o));
       continue;
     }
-    send(proto::StageRequest{s.msg.stepId, o.name, o.info, cfg.directUploads});
+    send(stageRequest(s, o.name, o.info));
     std::string name = o.name;
     s.awaitingGrant.emplace(name, std::move(o));
   }
@@ -372,7 +370,7 @@ void Daemon::Impl::reconcile(const std::vector<uint64_t>& adopted) {
         logWarn("worker: dropping step " + std::to_string(it->first) +
                 " (the scheduler did not take it back)");
       if (s.thread.joinable()) s.thread.join();
-      it = steps.erase(it);
+      eraseStep(it++);
     }
   }
 }
@@ -393,8 +391,7 @@ void Daemon::Impl::resume(Step& s) {
       // (same attempt: same key), what was staged is announced again;
       // one staging now reports to this scheduler.
       for (auto& [name, o] : s.awaitingGrant)
-        send(
-            proto::StageRequest{s.msg.stepId, name, o.info, cfg.directUploads});
+        send(stageRequest(s, name, o.info));
       for (auto& [name, m] : s.staged) send(proto::Message(m));
       return;
     case Step::Phase::kReporting:
@@ -450,7 +447,7 @@ void Daemon::Impl::onAck(const proto::Ack& a) {
       logWarn("worker: scheduler rejected the result of step " +
               std::to_string(a.id) + ": " + a.error);
     if (s.thread.joinable()) s.thread.join();
-    steps.erase(it);
+    eraseStep(it);
   } else if (a.subject == proto::MessageType::kStageRequest ||
              a.subject == proto::MessageType::kOutputStaged) {
     onStageAck(s, a);

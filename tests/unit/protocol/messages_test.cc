@@ -35,6 +35,7 @@ StageGrant stageGrant() {
   g.partSize = 8 << 20;
   g.urls = {"http://127.0.0.1:9000/farm/staging/42/1/out.nar.zst?partNumber=1",
             "http://127.0.0.1:9000/farm/staging/42/1/out.nar.zst?partNumber=2"};
+  g.uploadedParts = {{1, "\"etag-1\"", 8 << 20}};  // a resumption's
   return g;
 }
 
@@ -100,7 +101,7 @@ std::vector<Message> samples() {
           up,
           Ack{MessageType::kUploadOutput, 9, false, "hash mismatch"},
           Bye{"shutting down"},
-          StageRequest{42, "out", info(kA, true), "xz"},
+          StageRequest{42, "out", info(kA, true), "xz", "2~abc"},
           stageGrant(),
           OutputStaged{42,
                        "out",
@@ -140,6 +141,16 @@ size_t optionalTail(const Message& m) {
     return encode(bare)[1].size();
   }
   if (auto* s = std::get_if<BuildStep>(&m)) return encode(*s)[1].size() - 1;
+  if (auto* r = std::get_if<StageRequest>(&m)) {
+    StageRequest bare = *r;
+    bare.resumeUploadId.clear();
+    return encode(bare)[1].size();
+  }
+  if (auto* g = std::get_if<StageGrant>(&m)) {
+    StageGrant bare = *g;
+    bare.uploadedParts.clear();
+    return encode(bare)[1].size();
+  }
   return std::string::npos;
 }
 
@@ -353,7 +364,7 @@ TEST(Messages, DirectUploadMessagesAreChecked) {
     }
     return "(accepted)";
   };
-  StageRequest req{42, "out", info(kA), "gzip"};
+  StageRequest req{42, "out", info(kA), "gzip", ""};
   EXPECT_THAT(errorOfEncoding(req),
               HasSubstr("StageRequest: field 'compression'"));
   auto g = stageGrant();
@@ -367,6 +378,7 @@ TEST(Messages, DirectUploadMessagesAreChecked) {
   EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'partSize'"));
   g = stageGrant();
   g.uploadId.clear();  // a single PUT has one URL and no part size
+  g.uploadedParts.clear();
   EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'urls'"));
   g.urls.resize(1);
   EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'partSize'"));
@@ -381,8 +393,19 @@ TEST(Messages, DirectUploadMessagesAreChecked) {
   st.fileHash = hashString(HashAlgo::kSha256, "x");
   st.etags = {"a</ETag><Part>"};  // nothing may reach the completion XML
   EXPECT_THAT(errorOfEncoding(st), HasSubstr("field 'etags'"));
+  // A resumption's parts: numbered within the grant's URLs, multipart only.
+  g = stageGrant();
+  g.uploadedParts[0].number = 3;
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'uploadedParts'"));
+  g = stageGrant();
+  g.uploadedParts[0].etag = "a</ETag>";
+  EXPECT_THAT(errorOfEncoding(g), HasSubstr("field 'uploadedParts'"));
+  req = StageRequest{42, "out", info(kA), "zstd", "id&x=1"};
+  EXPECT_THAT(errorOfEncoding(req), HasSubstr("field 'uploadId'"));
   // A decoder refuses too: a StageGrant URL list longer than S3's limit.
-  Frames frames = encode(stageGrant());
+  auto noParts = stageGrant();
+  noParts.uploadedParts.clear();
+  Frames frames = encode(noParts);
   auto at = frames[1].find(std::string("\x02\0\0\0", 4));
   ASSERT_NE(at, std::string::npos);
   frames[1][at + 1] = 0x30;  // 0x3002 = 12290 URLs

@@ -66,6 +66,31 @@ TEST_F(LocalStoreBatchTest, ReferencesInsideTheBatchAndOutputs) {
   EXPECT_TRUE(store.verify().problems.empty());
 }
 
+// addVerifiedNar trusts the caller's NarHash (it computed it on these very
+// bytes: the farm's verifier of a direct upload) and checks the size only.
+TEST_F(LocalStoreBatchTest, AVerifiedNarIsNotHashedAgainButItsSizeIsChecked) {
+  LocalStore store(state_);
+  StorePath p(std::string(32, 'f') + "-verified");
+  std::string nar = narOf("verified payload");
+  auto info = infoFor(p, nar);
+  auto claimed = info;
+  claimed.narHash = hashString(HashAlgo::kSha256, "not hashed here");
+  {
+    Batch batch(store);
+    auto shorter = claimed;
+    shorter.narSize -= 1;
+    StringSource bad(nar);
+    EXPECT_THROW(batch.addVerifiedNar(shorter, bad), HashMismatchError);
+    StringSource src(nar);
+    batch.addVerifiedNar(claimed, src);
+    batch.commit();
+  }
+  EXPECT_EQ(readFile(store.physicalPath(p)), "verified payload");
+  EXPECT_EQ(store.requirePathInfo(p).narHash, claimed.narHash)
+      << "the caller's hash is registered as given";
+  EXPECT_EQ(temps(), 0u);
+}
+
 TEST_F(LocalStoreBatchTest, AFailedAddLeavesNothingAndTheRestCommits) {
   LocalStore store(state_);
   StorePath bad(std::string(32, 'b') + "-bad");

@@ -327,7 +327,19 @@ struct StageRequest {
   std::string outputName;
   PathInfo info;
   std::string compression = "zstd";  ///< zstd or xz
+  /// Optional (a body that ends before it: empty): the multipart upload a
+  /// restarted worker resumes (docs/protocol.md "Resuming a multipart
+  /// upload"); the grant then lists the parts the store already holds.
+  std::string resumeUploadId;
   bool operator==(const StageRequest&) const = default;
+};
+
+/// A part of a multipart upload the object store already holds.
+struct StagedPart {
+  uint32_t number = 0;  ///< 1..kMaxStageParts
+  std::string etag;
+  uint64_t size = 0;
+  bool operator==(const StagedPart&) const = default;
 };
 
 /// Scheduler → worker: where to PUT the compressed NAR of an output: a
@@ -344,6 +356,10 @@ struct StageGrant {
   std::string uploadId;     ///< empty: single PUT
   uint64_t partSize = 0;    ///< multipart only, ≥ 5 MiB
   std::vector<std::string> urls;
+  /// Optional (a body that ends before it: empty): answering a
+  /// StageRequest with a `resumeUploadId` the store knows, the parts of
+  /// that upload (`uploadId` is then the same) already uploaded, by number.
+  std::vector<StagedPart> uploadedParts;
   bool operator==(const StageGrant&) const = default;
 };
 

@@ -24,6 +24,9 @@ struct Registration {
   std::string output;  ///< output name ("out")
   store::ValidPathInfo info;
   AutoCloseFD nar;  ///< the NAR, from offset 0 (an unlinked temporary file)
+  /// The scheduler's own verifier hashed `nar` and checked `info` against
+  /// it (a direct upload): it is added without being hashed again.
+  bool verified = false;
 };
 
 /// Adds upload `r` (its NAR in `nar`) to `store` with the DerivationOutputs

@@ -137,6 +137,12 @@ struct ServiceConfig {
   uint64_t directPartBytes = 64ull << 20;
   /// How long the presigned URLs of a grant stay valid.
   std::chrono::seconds directGrantExpiry{3600};
+  /// Verifier threads of direct uploads (1..64); 0: min(2, cores).
+  unsigned directVerifyThreads = 0;
+  /// The central store hashes a verified direct upload's NAR again when
+  /// it adds it (as before the verifier handed its hash over); only for
+  /// bench/direct_upload_bench's before/after figures.
+  bool directRehash = false;
   /// Whether uploads are fsynced file by file into the central store
   /// before they are registered (store::LocalStore::ContentSync); false is
   /// Nix's default (`kiln build` without --fsync-store).

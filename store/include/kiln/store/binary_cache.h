@@ -202,6 +202,17 @@ class S3CacheStorage : public CacheStorage {
   /// with `prefix`: the first page of the listing (up to 1000).
   std::vector<std::pair<std::string, std::string>> listMultipartUploads(
       const std::string& prefix);
+  /// A part of an unfinished multipart upload, as the store lists it.
+  struct UploadedPart {
+    int number = 0;  ///< 1..10000
+    std::string etag;
+    uint64_t size = 0;
+  };
+  /// The parts of upload `uploadId` of `rel` the store holds (S3
+  /// ListParts, the first page: up to 1000). Throws Error when the upload
+  /// is not known (completed, aborted, or never started).
+  std::vector<UploadedPart> listParts(const std::string& rel,
+                                      const std::string& uploadId);
 
   /// A request body: `length` bytes of `fd` from `offset` (advanced as
   /// it is sent).

@@ -283,6 +283,11 @@ class LocalStore::Batch {
   /// left alone (`nar` is not read). On failure nothing of this path is
   /// queued or left on disk, and earlier adds stay queued.
   void addFromNar(const ValidPathInfo& info, Source& nar);
+  /// As addFromNar, for a NAR whose NarHash, references and content
+  /// address the caller itself computed on these very bytes (e.g. the
+  /// farm's verifier of a direct upload, store::verifyStaged): it is
+  /// restored and its size checked, but not hashed again.
+  void addVerifiedNar(const ValidPathInfo& info, Source& nar);
   /// Queues `info.path` from the finished tree `tree`, moved and checked
   /// as LocalStore::adoptTree does (references as addFromNar here). The
   /// tree is consumed whatever happens.
@@ -326,9 +331,10 @@ class LocalStore::Batch {
   /// the tree a caller moved to temporary name `adopted`; `caComputed`:
   /// info.ca was computed here from the content (addText), so it is not
   /// checked again. Returns whether it was queued (false: already valid
-  /// or queued, `nar` unread and `adopted` untouched).
+  /// or queued, `nar` unread and `adopted` untouched). With `hashed`, the
+  /// caller hashed `nar` itself (addVerifiedNar): only its size is checked.
   bool add(const ValidPathInfo& info, Source* nar, const std::string& adopted,
-           bool caComputed);
+           bool caComputed, bool hashed = false);
 
   struct State;
   LocalStore& store_;

@@ -48,6 +48,10 @@ struct DebugFaults {
   /// first output is staged, before it says so (a worker killed
   /// mid-upload).
   bool exitAfterStaging = false;
+  /// With direct uploads: the process SIGKILLs itself once this many
+  /// parts of a multipart upload are up and journaled, before the rest
+  /// (a worker killed mid-upload, which resumes once restarted); 0: never.
+  unsigned killAfterParts = 0;
 };
 
 /// Everything the daemon needs to know.
