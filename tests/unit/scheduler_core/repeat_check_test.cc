@@ -43,7 +43,9 @@ TEST(RepeatCheck, SelectionIsStableAndNearTheShare) {
     bool s = selectedForRepeat(drvPath(i), 50000);
     EXPECT_EQ(s, selectedForRepeat(drvPath(i), 50000));
     // A larger share keeps every path a smaller one picked.
-    if (s) EXPECT_TRUE(selectedForRepeat(drvPath(i), 100000));
+    if (s) {
+      EXPECT_TRUE(selectedForRepeat(drvPath(i), 100000));
+    }
     picked += s;
   }
   // 5 % of 20000 is 1000; the binomial's sd is about 31.
