@@ -231,6 +231,7 @@ TEST_F(BinaryCacheTest, ThePruningThreadWaitsOnTheCachesClock) {
   bc.pruneInterval = 600s;
   auto t0 = clock.now();
   auto pruning = std::make_shared<BinaryCache>(bc);
+  createDirs(bc.cacheDir);  // made at the first NAR served otherwise
   std::string upload = bc.cacheDir + "/.kiln-upload-2-0";
   writeFile(upload, "half");
   int64_t nowMs = clock.nowMs();
