@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <functional>
 #include <future>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "kiln/common/file.h"
 #include "kiln/common/logging.h"
 #include "kiln/common/process.h"
+#include "kiln/common/sync.h"
 #include "kiln/scheduler/eval_queue.h"
 #include "kiln/scheduler/offline_requests.h"
 #include "kiln/scheduler/request_queue.h"
@@ -39,6 +41,34 @@ Evaluations::Config evaluationsConfig(const EvaluatorRoleConfig& c) {
   e.database = c.database;
   e.prefetch = false;  // the scheduler parses what it imports
   return e;
+}
+
+/// Runs `work` on a thread of its own and calls `meanwhile` every `every`
+/// of `clock` until `work` returns; returns its result (or rethrows). The
+/// wait goes through the clock: with a FakeClock the test paces the calls.
+template <typename T>
+T runMeanwhile(const Clock& clock, Clock::Duration every,
+               const std::function<T()>& work,
+               const std::function<void()>& meanwhile) {
+  Sync<bool> done(false);
+  auto running = std::async(std::launch::async, [&] {
+    struct Mark {  // set when `work` returns or throws
+      Sync<bool>& done;
+      ~Mark() {
+        *done.lock() = true;
+        done.notifyAll();
+      }
+    } mark{done};
+    return work();
+  });
+  for (;;) {
+    {
+      auto d = done.lock();
+      if (d.waitUntil(clock, clock.now() + every, [&] { return *d; })) break;
+    }
+    meanwhile();
+  }
+  return running.get();
 }
 
 }  // namespace
@@ -150,21 +180,20 @@ void EvaluatorRole::Impl::evaluate(const Claimed& claimed) {
   logInfo("evaluating jobset " + js->name + " (" + std::to_string(js->id) +
           (claim.request ? ", request " + std::to_string(*claim.request) : "") +
           (js->revision.empty() ? "" : ", commit " + js->revision) + ")");
-  auto running = std::async(std::launch::async,
-                            [&] { return evaluations.run(*js, claim.force); });
   bool mine = true;
-  auto renewEvery = cfg.lease / 4;
-  while (running.wait_for(renewEvery) != std::future_status::ready) {
-    try {
-      if (mine)
-        mine = renewEvalClaim(state(), claim.jobset, cfg.name,
-                              clock.nowMs() + cfg.lease.count());
-    } catch (const SqlError& e) {
-      db.reset();  // reconnects on the next use
-      logWarn(std::string("renewing the claim failed (retrying): ") + e.what());
-    }
-  }
-  EvalOutcome o = running.get();
+  EvalOutcome o = runMeanwhile<EvalOutcome>(
+      clock, cfg.lease / 4, [&] { return evaluations.run(*js, claim.force); },
+      [&] {
+        try {
+          if (mine)
+            mine = renewEvalClaim(state(), claim.jobset, cfg.name,
+                                  clock.nowMs() + cfg.lease.count());
+        } catch (const SqlError& e) {
+          db.reset();  // reconnects on the next use
+          logWarn(std::string("renewing the claim failed (retrying): ") +
+                  e.what());
+        }
+      });
   if (!mine) {
     logWarn("the claim on jobset " + js->name +
             " passed to another evaluator; dropping this result");

@@ -56,7 +56,8 @@ void LogMirror::run() {
     bool stopping = false;
     {
       std::unique_lock<std::mutex> l(mutex_);
-      wake_.wait_for(l, options_.interval, [this] { return stop_; });
+      clock_.waitUntil(wake_, l, clock_.now() + options_.interval,
+                       [this] { return stop_; });
       stopping = stop_;
     }
     try {

@@ -132,7 +132,7 @@ void NotificationDelivery::run() noexcept {
   for (;;) {
     {
       auto w = wake_.lock();
-      w.waitUntil(std::chrono::steady_clock::now() + options_.idlePoll,
+      w.waitUntil(clock_, clock_.now() + options_.idlePoll,
                   [&] { return w->stop || w->wanted; });
       if (w->stop) return;
       w->wanted = false;

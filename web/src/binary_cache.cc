@@ -299,7 +299,8 @@ PruneResult BinaryCache::prune() {
 
 void BinaryCache::pruneLoop() {
   std::unique_lock lk(stopMu_);
-  while (!stopCv_.wait_for(lk, config_.pruneInterval, [&] { return stop_; })) {
+  while (!clock_.waitUntil(stopCv_, lk, clock_.now() + config_.pruneInterval,
+                           [&] { return stop_; })) {
     lk.unlock();
     try {
       auto r = prune();

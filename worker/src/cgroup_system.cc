@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <thread>
 
+#include "kiln/common/clock.h"
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/worker/cgroups.h"
@@ -54,7 +54,7 @@ class RealCgroupSystem : public CgroupSystem {
     return ::kill(pid, 0) == 0 || errno == EPERM;
   }
   void pause() override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    RealClock::instance().sleepFor(std::chrono::milliseconds(5));
   }
 };
 

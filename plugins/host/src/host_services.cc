@@ -14,8 +14,11 @@
 namespace kiln::plugins {
 namespace {
 
-/// Bounds on what plugins may create: counter names and series.
+/// Bounds on what plugins may create: counter names, series of one plugin
+/// (so that one plugin's runaway names cannot take every other plugin's
+/// room) and series of the process.
 constexpr size_t kMaxCounterName = 64;
+constexpr size_t kMaxSeriesPerPlugin = 256;
 constexpr size_t kMaxSeries = 4096;
 
 /// (counter family name, kind, plugin) → value.
@@ -24,6 +27,7 @@ using CounterKey = std::tuple<std::string, std::string, std::string>;
 struct Counters {
   std::mutex mu;
   std::map<CounterKey, double> values;
+  std::map<std::pair<std::string, std::string>, size_t> perPlugin;  // series
   std::set<std::string> warned;  // one warning per bad name
 };
 
@@ -111,18 +115,20 @@ void HostServices::metricAdd(void* ctx, const char* name, double delta) {
   std::lock_guard lock(c.mu);
   CounterKey key{family, self->kind_, self->name_};
   bool known = c.values.count(key) > 0;
-  const char* why = family.empty()                   ? "is not a metric name"
-                    : !(delta >= 0) || delta > 1e300 ? "got a negative or "
-                                                       "non-finite delta"
-                    : !known && c.values.size() >= kMaxSeries
-                        ? "is one counter too many"
-                        : nullptr;
+  size_t& mine = c.perPlugin[{self->kind_, self->name_}];
+  const char* why =
+      family.empty()                   ? "is not a metric name"
+      : !(delta >= 0) || delta > 1e300 ? "got a negative or non-finite delta"
+      : !known && (mine >= kMaxSeriesPerPlugin || c.values.size() >= kMaxSeries)
+          ? "is one counter too many"
+          : nullptr;
   if (why) {
     if (c.warned.insert(self->label_ + "/" + n).second)
       logWarn(self->label_ + ": counter '" + n.substr(0, 80) + "' " + why +
               " (dropped)");
     return;
   }
+  if (!known) ++mine;
   c.values[key] += delta;
 }
 

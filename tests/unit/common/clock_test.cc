@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <thread>
 
 #include "kiln/common/retry.h"
+#include "test_support.h"
 
 namespace kiln {
 namespace {
@@ -39,6 +41,74 @@ TEST(ClockWaits, AFakeClocksWaitEndsAtTheDeadlineUnlessThePredicateHolds) {
   ready = false;
   EXPECT_FALSE(clock.waitUntil(cv, lock, t0 + 10s, [&] { return ready; }));
   EXPECT_EQ(clock.now() - t0, 10s);
+}
+
+TEST(ClockWaits, AWaitOnAnotherThreadBlocksUntilTheTestAdvancesTheClock) {
+  FakeClock clock;
+  auto t0 = clock.now();
+  std::atomic<bool> woke{false};
+  std::thread loop([&] {
+    clock.sleepFor(10s);
+    woke = true;
+  });
+  ASSERT_TRUE(test::pollUntil([&] { return clock.blockedWaits() == 1; }, 10s));
+  EXPECT_EQ(clock.now(), t0);  // the other thread's sleep moved nothing
+  clock.advance(9s);
+  EXPECT_FALSE(woke);  // not yet its deadline (it may still re-check)
+  clock.advance(1s);
+  loop.join();
+  EXPECT_TRUE(woke);
+  EXPECT_EQ(clock.now() - t0, 10s);
+}
+
+TEST(ClockWaits, AWaitOnAnotherThreadEndsWhenItsConditionIsNotified) {
+  FakeClock clock;
+  auto t0 = clock.now();
+  std::mutex m;
+  std::condition_variable cv;
+  bool stop = false;
+  int rounds = 0;
+  std::thread loop([&] {
+    std::unique_lock lock(m);
+    // An idle poll: a round per 5 s of fake time until stopped.
+    while (!clock.waitUntil(cv, lock, clock.now() + 5s, [&] { return stop; }))
+      ++rounds;
+  });
+  ASSERT_TRUE(test::pollUntil([&] { return clock.blockedWaits() == 1; }, 10s));
+  EXPECT_EQ(clock.now(), t0);  // the loop neither spins nor moves time
+  clock.advance(5s);
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        std::lock_guard l(m);
+        return rounds == 1 && clock.blockedWaits() == 1;
+      },
+      10s));
+  {
+    std::lock_guard l(m);
+    stop = true;
+  }
+  cv.notify_all();
+  loop.join();
+  EXPECT_EQ(rounds, 1);
+  EXPECT_EQ(clock.now() - t0, 5s);
+  EXPECT_EQ(clock.blockedWaits(), 0);
+}
+
+TEST(ClockWaits, AJumpOnTheTestsThreadWakesTheOtherThreadsWaits) {
+  FakeClock clock;
+  auto t0 = clock.now();
+  std::thread loop([&] { clock.sleepUntil(t0 + 3s); });
+  ASSERT_TRUE(test::pollUntil([&] { return clock.blockedWaits() == 1; }, 10s));
+  clock.sleepFor(4s);  // the test's own thread jumps
+  loop.join();
+  EXPECT_EQ(clock.now() - t0, 4s);
+}
+
+TEST(ClockWaits, AClockThatJumpsEverywhereMovesOnAnyThread) {
+  FakeClock clock(WallTime{}, FakeClock::Waits::kJumpEverywhere);
+  auto t0 = clock.now();
+  std::thread([&] { clock.sleepFor(7s); }).join();
+  EXPECT_EQ(clock.now() - t0, 7s);
 }
 
 TEST(ClockWaits, TheRealClockWaitsOnTheConditionVariable) {

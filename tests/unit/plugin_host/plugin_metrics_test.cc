@@ -57,10 +57,29 @@ TEST(PluginMetrics, APluginCannotCreateUnboundedSeries) {
   for (int i = 0; i < 5000; i++)
     h.table()->metric_add(h.table()->ctx, ("c" + std::to_string(i)).c_str(), 1);
   EXPECT_EQ(pluginCounter("sandbox", "metrics-many", "c0"), 1.0);
+  EXPECT_EQ(pluginCounter("sandbox", "metrics-many", "c255"), 1.0);
+  EXPECT_EQ(pluginCounter("sandbox", "metrics-many", "c256"), 0.0);
   EXPECT_EQ(pluginCounter("sandbox", "metrics-many", "c4999"), 0.0);
   size_t series = 0;
   for (auto& f : pluginMetrics()->Collect()) series += f.metric.size();
   EXPECT_LE(series, 4096u);
+}
+
+// The bound is per plugin first: one plugin's runaway counter names leave
+// room for every other plugin's (and for the next tests in this process).
+TEST(PluginMetrics, OnePluginsTooManyCountersLeaveRoomForOthers) {
+  for (int p = 0; p < 4; p++) {
+    HostServices h(KILN_PLUGIN_SANDBOX, "metrics-runaway" + std::to_string(p),
+                   {});
+    for (int i = 0; i < 1000; i++)
+      h.table()->metric_add(h.table()->ctx,
+                            ("r" + std::to_string(i)).c_str(), 1);
+  }
+  HostServices quiet(KILN_PLUGIN_NOTIFIER, "metrics-quiet", {});
+  quiet.table()->metric_add(quiet.table()->ctx, "sent", 2);
+  EXPECT_EQ(pluginCounter("notifier", "metrics-quiet", "sent"), 2.0);
+  EXPECT_EQ(pluginCounter("sandbox", "metrics-runaway3", "r255"), 1.0);
+  EXPECT_EQ(pluginCounter("sandbox", "metrics-runaway3", "r256"), 0.0);
 }
 
 }  // namespace

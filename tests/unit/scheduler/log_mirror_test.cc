@@ -10,9 +10,12 @@
 #include "kiln/scheduler/log_store.h"
 #include "kiln/scheduler/logs.h"
 #include "state_backends.h"
+#include "test_support.h"
 
 namespace kiln::scheduler {
 namespace {
+
+using namespace std::chrono_literals;
 
 class LogMirrorTest : public ::testing::TestWithParam<test::StateBackend> {
  protected:
@@ -66,6 +69,24 @@ TEST_P(LogMirrorTest, MirrorsPiecesThenTheWholeLog) {
   EXPECT_EQ(stored(),
             std::pair(StepLog::Where::kStored, std::string("one\ntwo\nend\n")));
   EXPECT_EQ(logChunksEnd(*db_, step_, 1), 0);
+}
+
+// The mirror's thread waits its interval on the clock: parked while the
+// clock stands still (fake time unmoved), it mirrors once the test moves
+// the clock by the interval.
+TEST_P(LogMirrorTest, TheThreadTurnsEveryIntervalOfTheClock) {
+  auto o = options();
+  o.thread = true;
+  auto t0 = clock_.now();
+  auto mirror = std::make_unique<LogMirror>(spec_, o, clock_);
+  ASSERT_TRUE(test::pollUntil([&] { return clock_.blockedWaits() == 1; }, 10s));
+  writeFile(path_, "one\n");
+  mirror->begin(step_, 1, path_, false);
+  EXPECT_EQ(clock_.now(), t0);
+  clock_.advance(o.interval);
+  EXPECT_TRUE(test::pollUntil([&] { return stored().second == "one\n"; }, 10s));
+  mirror.reset();  // a last turn, then the thread ends
+  EXPECT_EQ(clock_.now() - t0, o.interval);
 }
 
 TEST_P(LogMirrorTest, AnAdoptedAttemptGoesOnWhereItsPiecesEnd) {

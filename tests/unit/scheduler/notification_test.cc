@@ -176,6 +176,24 @@ TEST_F(NotificationTest, TheThreadDeliversWhatIsQueued) {
   EXPECT_EQ(marks(), std::vector<std::string>{"a"});
 }
 
+// The idle poll waits on the service's clock: standing still, it neither
+// spins nor moves time; once the test moves it by the poll, a row queued
+// without a wake-up is delivered.
+TEST_F(NotificationTest, TheIdlePollWaitsOnTheClock) {
+  auto d = delivery();
+  auto t0 = clock_.now();
+  d->start();
+  ASSERT_TRUE(test::pollUntil([&] { return clock_.blockedWaits() == 1; }, 10s));
+  queue("build:1", "polled");  // no wake()
+  EXPECT_EQ(clock_.now(), t0);
+  clock_.advance(250ms);  // Options::idlePoll's default
+  ASSERT_TRUE(test::pollUntil(
+      [&] { return NotificationStore(db_).pendingSummary().empty(); }, 10s));
+  d.reset();
+  EXPECT_EQ(marks(), std::vector<std::string>{"polled"});
+  EXPECT_EQ(clock_.now() - t0, 250ms);
+}
+
 // The outbox sink turns events into one row per notifier, with the rows'
 // facts; a finished build carries its status and outputs.
 TEST_F(NotificationTest, TheOutboxWritesOneRowPerNotifierWithTheFacts) {

@@ -21,6 +21,7 @@
 #include "kiln/store/nar.h"
 #include "kiln/store/narinfo.h"
 #include "kiln/web/routes.h"
+#include "test_support.h"
 
 namespace kiln::web {
 namespace {
@@ -220,6 +221,30 @@ TEST_F(BinaryCacheTest, CollectedPathsVanishAndTheirNarsArePrunedLater) {
   EXPECT_EQ(r.temporaries, 1u);
   EXPECT_FALSE(pathExists(kept));
   EXPECT_EQ(get("/" + ni.url).status, 404);
+}
+
+// The pruning thread waits on the cache's clock: parked while the clock
+// stands still (no spinning, fake time unmoved), it prunes once the test
+// moves the clock by its interval.
+TEST_F(BinaryCacheTest, ThePruningThreadWaitsOnTheCachesClock) {
+  BinaryCacheConfig bc = cache->config();
+  bc.pruneInterval = 600s;
+  auto t0 = clock.now();
+  auto pruning = std::make_shared<BinaryCache>(bc);
+  createDirs(bc.cacheDir);  // made at the first NAR served otherwise
+  std::string upload = bc.cacheDir + "/.kiln-upload-2-0";
+  writeFile(upload, "half");
+  int64_t nowMs = clock.nowMs();
+  struct timespec times[2] = {{nowMs / 1000, (nowMs % 1000) * 1000000},
+                              {nowMs / 1000, (nowMs % 1000) * 1000000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, upload.c_str(), times, 0), 0);
+  ASSERT_TRUE(test::pollUntil([&] { return clock.blockedWaits() == 1; }, 10s));
+  EXPECT_EQ(clock.now(), t0);
+  EXPECT_TRUE(pathExists(upload));
+  clock.advance(600s);  // past the grace too: the temporary goes
+  EXPECT_TRUE(test::pollUntil([&] { return !pathExists(upload); }, 10s));
+  pruning.reset();  // stops and joins the thread
+  EXPECT_EQ(clock.now() - t0, 600s);
 }
 
 }  // namespace

@@ -7,8 +7,9 @@
 /// A clock gives two readings: `now()` is monotonic (for deadlines and
 /// durations) and `wallNow()` is Unix time at millisecond resolution (for
 /// timestamps that are persisted or shown). Timed waits go through it too
-/// (`sleepUntil`, `waitUntil`): a FakeClock moves to the deadline instead
-/// of blocking.
+/// (`sleepUntil`, `waitUntil`): on the test's own thread a FakeClock moves
+/// to the deadline instead of blocking; a wait on another thread blocks
+/// until the test moves the clock past its deadline (see FakeClock::Waits).
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +17,8 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 namespace kiln {
 
@@ -37,14 +40,13 @@ class Clock {
   /// `wallNow()` as milliseconds since the epoch.
   int64_t nowMs() const { return wallNow().time_since_epoch().count(); }
   /// Returns once `now()` has reached `t`. The default blocks the thread
-  /// (std::this_thread::sleep_until); FakeClock moves to `t` at once.
+  /// (std::this_thread::sleep_until); for FakeClock see FakeClock::Waits.
   virtual void sleepUntil(TimePoint t) const;
   /// sleepUntil(now() + d).
   void sleepFor(Duration d) const { sleepUntil(now() + d); }
   /// With `lock` held on `cv`'s mutex: waits until `pred` holds or
   /// `deadline` passes, and returns pred(). The default waits on `cv`
-  /// (woken by its notifications); FakeClock checks `pred`, and if it does
-  /// not hold moves to `deadline` and checks it once more.
+  /// (woken by its notifications); for FakeClock see FakeClock::Waits.
   virtual bool waitUntil(std::condition_variable& cv,
                          std::unique_lock<std::mutex>& lock, TimePoint deadline,
                          const std::function<bool()>& pred) const;
@@ -66,36 +68,70 @@ class RealClock final : public Clock {
 /// arbitrary fixed epoch, the wall reading at `wallStart`.
 class FakeClock final : public Clock {
  public:
-  explicit FakeClock(WallTime wallStart = WallTime{})
+  /// What a wait that would block does (`sleepUntil`, and `waitUntil` when
+  /// its predicate does not hold).
+  enum class Waits {
+    /// On the thread that made the clock (the test's), the wait moves the
+    /// clock to its deadline at once. On any other thread (a background
+    /// loop of the code under test) it blocks until `advance()` or a wait
+    /// on the test's thread moves the clock to the deadline, or, in
+    /// `waitUntil`, until its condition variable is notified and the
+    /// predicate holds: such a loop neither spins nor moves time itself.
+    kJumpOnOwnThread,
+    /// Every wait, on any thread, moves the clock to its deadline (for a
+    /// test whose code under test waits on a thread of its own and must
+    /// not block; the test then accepts that time runs ahead).
+    kJumpEverywhere,
+  };
+
+  explicit FakeClock(WallTime wallStart = WallTime{},
+                     Waits waits = Waits::kJumpOnOwnThread)
       : wall_(std::chrono::duration_cast<Duration>(wallStart.time_since_epoch())
-                  .count()) {}
+                  .count()),
+        waits_(waits),
+        owner_(std::this_thread::get_id()) {}
   TimePoint now() const override { return TimePoint(Duration(mono_.load())); }
   WallTime wallNow() const override {
     return WallTime(std::chrono::duration_cast<std::chrono::milliseconds>(
         Duration(wall_.load())));
   }
-  /// Moves both readings forward by `d`. A negative `d` moves only the wall
-  /// reading back (the monotonic one never goes back).
-  void advance(Duration d) {
-    wall_ += d.count();
-    if (d.count() > 0) mono_ += d.count();
-  }
+  /// Moves both readings forward by `d` and wakes the waits it ends. A
+  /// negative `d` moves only the wall reading back (the monotonic one never
+  /// goes back).
+  void advance(Duration d);
   /// Sets the wall reading to `t` (the monotonic one is unchanged).
   void set(WallTime t) {
     wall_ = std::chrono::duration_cast<Duration>(t.time_since_epoch()).count();
   }
-  /// Moves both readings forward to monotonic time `t` (if later).
+  /// Returns once monotonic time `t` is reached: moves there (if later) or
+  /// blocks, as `Waits` says for this thread.
   void sleepUntil(TimePoint t) const override;
-  /// pred(), else moves to `deadline` and returns pred() (nothing waits).
+  /// pred(); else moves to `deadline` and returns pred(), or blocks until
+  /// pred() holds or the clock reaches `deadline`, as `Waits` says.
   bool waitUntil(std::condition_variable& cv,
                  std::unique_lock<std::mutex>& lock, TimePoint deadline,
                  const std::function<bool()>& pred) const override;
+  /// Waits blocked on threads other than the test's, now (for a test that
+  /// polls until its background loop is idle before advancing).
+  int blockedWaits() const;
 
  private:
+  bool jumps() const;
+  // Moves the monotonic reading to `target` if later; wakes blocked waits.
+  void moveTo(Duration::rep target) const;
+  void wakeAll() const;
+
   // Mutable: a sleep through a `const Clock&` moves a fake clock.
   mutable std::atomic<Duration::rep> mono_{
       Duration(std::chrono::hours(1)).count()};
   mutable std::atomic<Duration::rep> wall_;
+  const Waits waits_;
+  const std::thread::id owner_;
+  // Blocked waits: sleepers on `moved_`, waitUntil's on their own `cv`.
+  mutable std::mutex waitersMu_;
+  mutable std::condition_variable moved_;
+  mutable std::vector<std::condition_variable*> waiters_;
+  mutable int blocked_ = 0;
 };
 
 }  // namespace kiln

@@ -33,8 +33,8 @@ class Sync {
     bool waitUntil(std::chrono::time_point<C, Dur> t, Pred pred) {
       return s_->cv_.wait_until(lk_, t, pred);
     }
-    /// As wait() until `clock` reaches `deadline` (Clock::waitUntil: a
-    /// FakeClock moves there instead of blocking); returns pred().
+    /// As wait() until `clock` reaches `deadline` (Clock::waitUntil, so a
+    /// FakeClock's rules for waits apply); returns pred().
     template <typename Pred>
     bool waitUntil(const Clock& clock, Clock::TimePoint deadline, Pred pred) {
       return clock.waitUntil(s_->cv_, lk_, deadline, pred);
