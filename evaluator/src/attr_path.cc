@@ -1,6 +1,7 @@
 // Attribute paths and derivation discovery for nix-instantiate-style CLIs.
 #include "gc_support.h"
 #include "eval_parts.h"
+#include "eval_services.h"
 #include "kiln/evaluator/attr_path.h"
 
 #include <set>
@@ -89,9 +90,9 @@ struct Collector {
     if (!seen.insert(v.attrs).second) return;
     Value* dp = v.attrs->get(st.sDrvPath);
     if (!dp) throw EvalError("derivation has no 'drvPath' attribute");
-    CollectedDrv entry{std::string(st.forceString(*dp, kNoPos)), {}};
+    CollectedDrv entry{std::string(forceString(st, *dp, kNoPos)), {}};
     if (Value* on = v.attrs->get(st.sOutputName)) {
-      std::string_view name = st.forceStringNoCtx(*on, kNoPos);
+      std::string_view name = forceStringNoCtx(st, *on, kNoPos);
       if (name != "out") entry.output = name;
     }
     out.push_back(std::move(entry));
@@ -103,18 +104,18 @@ struct Collector {
       // skipped, as by Nix); a set it recurses into is walked like the
       // selected value (called if it has a __functor).
       st.forceValue(v0, kNoPos);
-      if (st.isDerivation(v0)) return derivation(v0);
+      if (isDerivation(st, v0)) return derivation(v0);
       if (v0.type != VType::kAttrs) return;
       Value* r = v0.attrs->get(st.sRecurseForDerivations);
-      if (r && st.forceBool(*r, kNoPos)) collect(v0, true);
+      if (r && forceBool(st, *r, kNoPos)) collect(v0, true);
       return;
     }
     Value v;
     st.autoCallFunction(autoArgs, v0, v);
     st.forceValue(v, kNoPos);
-    if (st.isDerivation(v)) return derivation(v);
+    if (isDerivation(st, v)) return derivation(v);
     if (v.type == VType::kAttrs) {
-      for (const Attr* a : st.sortedByName(v.attrs)) {
+      for (const Attr* a : sortedByName(st, v.attrs)) {
         if (!plainAttrName(st.symbols.name(a->name))) continue;
         try {
           collect(*a->value, false);

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "eval_parts.h"
+#include "eval_services.h"
 #include "kiln/common/hash.h"
 #include "kiln/common/spin_mutex.h"
 #include "kiln/evaluator/eval_state.h"

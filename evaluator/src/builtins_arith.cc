@@ -18,12 +18,12 @@ bool eitherFloat(EvalState& st, Value** args, PosIdx pos) {
 template <class FloatOp, bool (*IntOp)(int64_t, int64_t, int64_t*)>
 void arith(EvalState& st, PosIdx pos, Value** args, Value& v, const char* what) {
   if (eitherFloat(st, args, pos)) {
-    v.mkFloat(FloatOp()(st.forceFloat(*args[0], pos), st.forceFloat(*args[1], pos)));
+    v.mkFloat(FloatOp()(forceFloat(st, *args[0], pos), forceFloat(st, *args[1], pos)));
     return;
   }
   int64_t r;
-  if (IntOp(st.forceInt(*args[0], pos), st.forceInt(*args[1], pos), &r))
-    st.throwError(pos, std::string("integer overflow in ") + what);
+  if (IntOp(forceInt(st, *args[0], pos), forceInt(st, *args[1], pos), &r))
+    throwError(st, pos, std::string("integer overflow in ") + what);
   v.mkInt(r);
 }
 
@@ -43,36 +43,36 @@ void primMul(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primDiv(EvalState& st, PosIdx pos, Value** args, Value& v) {
   bool fl = eitherFloat(st, args, pos);
-  double d = st.forceFloat(*args[1], pos);
-  if (d == 0) st.throwError(pos, "division by zero");
+  double d = forceFloat(st, *args[1], pos);
+  if (d == 0) throwError(st, pos, "division by zero");
   if (fl) {
-    v.mkFloat(st.forceFloat(*args[0], pos) / d);
+    v.mkFloat(forceFloat(st, *args[0], pos) / d);
     return;
   }
-  int64_t a = st.forceInt(*args[0], pos), b = st.forceInt(*args[1], pos);
-  if (a == INT64_MIN && b == -1) st.throwError(pos, "overflow in integer division");
+  int64_t a = forceInt(st, *args[0], pos), b = forceInt(st, *args[1], pos);
+  if (a == INT64_MIN && b == -1) throwError(st, pos, "overflow in integer division");
   v.mkInt(a / b);
 }
 
 void primBitAnd(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  v.mkInt(st.forceInt(*args[0], pos) & st.forceInt(*args[1], pos));
+  v.mkInt(forceInt(st, *args[0], pos) & forceInt(st, *args[1], pos));
 }
 void primBitOr(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  v.mkInt(st.forceInt(*args[0], pos) | st.forceInt(*args[1], pos));
+  v.mkInt(forceInt(st, *args[0], pos) | forceInt(st, *args[1], pos));
 }
 void primBitXor(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  v.mkInt(st.forceInt(*args[0], pos) ^ st.forceInt(*args[1], pos));
+  v.mkInt(forceInt(st, *args[0], pos) ^ forceInt(st, *args[1], pos));
 }
 
 void primLessThan(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  v.mkBool(st.lessThan(*args[0], *args[1], pos));
+  v.mkBool(lessThan(st, *args[0], *args[1], pos));
 }
 
 void primCeil(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  v.mkInt(static_cast<int64_t>(std::ceil(st.forceFloat(*args[0], pos))));
+  v.mkInt(static_cast<int64_t>(std::ceil(forceFloat(st, *args[0], pos))));
 }
 void primFloor(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  v.mkInt(static_cast<int64_t>(std::floor(st.forceFloat(*args[0], pos))));
+  v.mkInt(static_cast<int64_t>(std::floor(forceFloat(st, *args[0], pos))));
 }
 
 constexpr BuiltinDef kDefs[] = {

@@ -18,51 +18,51 @@ Value* strValue(EvalState& st, Symbol name) {
 }
 
 void primAttrNames(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[0], pos);
-  auto sorted = st.sortedByName(args[0]->attrs);
+  forceAttrs(st, *args[0], pos);
+  auto sorted = sortedByName(st, args[0]->attrs);
   st.mkList(v, sorted.size());
   for (size_t i = 0; i < sorted.size(); ++i)
     v.list.elems[i] = strValue(st, sorted[i]->name);
 }
 
 void primAttrValues(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[0], pos);
-  auto sorted = st.sortedByName(args[0]->attrs);
+  forceAttrs(st, *args[0], pos);
+  auto sorted = sortedByName(st, args[0]->attrs);
   st.mkList(v, sorted.size());
   for (size_t i = 0; i < sorted.size(); ++i) v.list.elems[i] = sorted[i]->value;
 }
 
 void primGetAttr(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string_view name = st.forceStringNoCtx(*args[0], pos);
-  st.forceAttrs(*args[1], pos);
+  std::string_view name = forceStringNoCtx(st, *args[0], pos);
+  forceAttrs(st, *args[1], pos);
   Value* a = args[1]->attrs->get(st.sym(name));
-  if (!a) st.throwError(pos, "attribute '" + std::string(name) + "' missing");
+  if (!a) throwError(st, pos, "attribute '" + std::string(name) + "' missing");
   st.forceValue(*a, pos);
   v = *a;
 }
 
 void primUnsafeGetAttrPos(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string_view name = st.forceStringNoCtx(*args[0], pos);
-  st.forceAttrs(*args[1], pos);
+  std::string_view name = forceStringNoCtx(st, *args[0], pos);
+  forceAttrs(st, *args[1], pos);
   const Attr* a = args[1]->attrs->find(st.sym(name));
   if (!a) v.mkNull();
-  else st.mkPos(v, a->pos);
+  else mkPos(st, v, a->pos);
 }
 
 void primHasAttr(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string_view name = st.forceStringNoCtx(*args[0], pos);
-  st.forceAttrs(*args[1], pos);
+  std::string_view name = forceStringNoCtx(st, *args[0], pos);
+  forceAttrs(st, *args[1], pos);
   v.mkBool(args[1]->attrs->find(st.sym(name)) != nullptr);
 }
 
 // removeAttrs set names: both sorted by symbol, merged in one pass.
 void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[0], pos);
-  st.forceList(*args[1], pos);
+  forceAttrs(st, *args[0], pos);
+  forceList(st, *args[1], pos);
   std::vector<Symbol> drop;
   drop.reserve(args[1]->list.size);
   for (size_t i = 0; i < args[1]->list.size; ++i)
-    drop.push_back(st.sym(st.forceStringNoCtx(*args[1]->list.elems[i], pos)));
+    drop.push_back(st.sym(forceStringNoCtx(st, *args[1]->list.elems[i], pos)));
   std::sort(drop.begin(), drop.end());
   Bindings* b = st.heap().allocBindings(args[0]->attrs->size);
   auto d = drop.begin();
@@ -78,18 +78,18 @@ void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 // pushed in list order and stably sorted, so duplicates end up next to each
 // other, the first one in front.
 void primListToAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[0], pos);
+  forceList(st, *args[0], pos);
   size_t n = args[0]->list.size;
   std::vector<Attr> attrs;
   attrs.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     Value& e = *args[0]->list.elems[i];
-    st.forceAttrs(e, pos);
+    forceAttrs(st, e, pos);
     const Attr* name = e.attrs->find(st.sName);
-    if (!name) st.throwError(pos, "'name' attribute missing in a call to 'listToAttrs'");
-    Symbol s = st.sym(st.forceStringNoCtx(*name->value, pos));
+    if (!name) throwError(st, pos, "'name' attribute missing in a call to 'listToAttrs'");
+    Symbol s = st.sym(forceStringNoCtx(st, *name->value, pos));
     const Attr* value = e.attrs->find(st.sValue);
-    if (!value) st.throwError(pos, "'value' attribute missing in a call to 'listToAttrs'");
+    if (!value) throwError(st, pos, "'value' attribute missing in a call to 'listToAttrs'");
     attrs.push_back(Attr{s, value->pos, value->value});
   }
   std::stable_sort(attrs.begin(), attrs.end(),
@@ -125,8 +125,8 @@ void intersectInto(const Bindings& small, const Bindings& big, Bindings& out) {
 // O(min log max) as Nix's does (callPackage intersects a function's few
 // formals with the whole package set), whichever side is the small one.
 void primIntersectAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[0], pos);
-  st.forceAttrs(*args[1], pos);
+  forceAttrs(st, *args[0], pos);
+  forceAttrs(st, *args[1], pos);
   const Bindings& names = *args[0]->attrs;
   const Bindings& values = *args[1]->attrs;
   Bindings* b = st.heap().allocBindings(std::min(names.size, values.size));
@@ -137,12 +137,12 @@ void primIntersectAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primCatAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  Symbol name = st.sym(st.forceStringNoCtx(*args[0], pos));
-  st.forceList(*args[1], pos);
+  Symbol name = st.sym(forceStringNoCtx(st, *args[0], pos));
+  forceList(st, *args[1], pos);
   TracedVector<Value*> out;
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     Value& e = *args[1]->list.elems[i];
-    st.forceAttrs(e, pos);
+    forceAttrs(st, e, pos);
     if (Value* a = e.attrs->get(name)) out.push_back(a);
   }
   st.mkList(v, out.size());
@@ -161,7 +161,7 @@ void primFunctionArgs(EvalState& st, PosIdx pos, Value** args, Value& v) {
     v = st.vEmptyAttrs;
     return;
   }
-  if (args[0]->type != VType::kLambda) st.throwTypeError(pos, "a function", *args[0]);
+  if (args[0]->type != VType::kLambda) throwTypeError(st, pos, "a function", *args[0]);
   Formals* f = args[0]->lambda.fun->formals;
   if (!f) {
     v = st.vEmptyAttrs;
@@ -173,7 +173,7 @@ void primFunctionArgs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primMapAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[1], pos);
+  forceAttrs(st, *args[1], pos);
   Bindings* b = st.heap().allocBindings(args[1]->attrs->size);
   for (auto& a : *args[1]->attrs) {
     Value* partial = st.heap().allocValue();
@@ -186,12 +186,12 @@ void primMapAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primZipAttrsWith(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[1], pos);
+  forceList(st, *args[1], pos);
   TracedHeapVector<std::pair<Symbol, TracedHeapVector<Value*>>> groups;
   std::unordered_map<uint32_t, size_t> index;
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     Value& e = *args[1]->list.elems[i];
-    st.forceAttrs(e, pos);
+    forceAttrs(st, e, pos);
     for (auto& a : *e.attrs) {
       auto it = index.find(a.name.id);
       if (it == index.end()) {

@@ -9,21 +9,21 @@ namespace {
 
 void primDiscardContext(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
-  std::string s = st.coerceToString(pos, *args[0], ctx);
+  std::string s = coerceToString(st, pos, *args[0], ctx);
   st.mkString(v, s);
 }
 
 void primHasContext(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
-  st.forceString(*args[0], ctx, pos);
+  forceString(st, *args[0], ctx, pos);
   v.mkBool(!ctx.empty());
 }
 
 void primDiscardOutputDependency(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
-  std::string s = st.coerceToString(pos, *args[0], ctx);
+  std::string s = coerceToString(st, pos, *args[0], ctx);
   Context out;
-  for (auto& c : ctx) st.addContext(out, c[0] == '=' ? c.substr(1) : c);
+  for (auto& c : ctx) addContext(st, out, c[0] == '=' ? c.substr(1) : c);
   st.mkString(v, s, out);
 }
 
@@ -35,7 +35,7 @@ struct Info {
 
 void primGetContext(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
-  st.forceString(*args[0], ctx, pos);
+  forceString(st, *args[0], ctx, pos);
   std::map<std::string, Info> infos;
   for (auto& c : ctx) {
     if (c[0] == '=') {
@@ -70,24 +70,24 @@ void primGetContext(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primAppendContext(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
-  std::string s(st.forceString(*args[0], ctx, pos));
-  st.forceAttrs(*args[1], pos);
+  std::string s(forceString(st, *args[0], ctx, pos));
+  forceAttrs(st, *args[1], pos);
   Symbol sAllOutputs = st.sym("allOutputs");
   for (auto& a : *args[1]->attrs) {
     std::string path(st.symbols.name(a.name));
     if (path.rfind(st.settings.storeDir + "/", 0) != 0)
-      st.throwError(pos, "context key '" + path + "' is not a store path");
-    st.forceAttrs(*a.value, pos);
-    if (Value* p = a.value->attrs->get(st.sPath); p && st.forceBool(*p, pos)) st.addContext(ctx, path);
-    if (Value* all = a.value->attrs->get(sAllOutputs); all && st.forceBool(*all, pos)) {
+      throwError(st, pos, "context key '" + path + "' is not a store path");
+    forceAttrs(st, *a.value, pos);
+    if (Value* p = a.value->attrs->get(st.sPath); p && forceBool(st, *p, pos)) addContext(st, ctx, path);
+    if (Value* all = a.value->attrs->get(sAllOutputs); all && forceBool(st, *all, pos)) {
       if (path.size() < 4 || path.compare(path.size() - 4, 4, ".drv") != 0)
-        st.throwError(pos, "tried to add all-outputs context of " + path + ", which is not a derivation, to a string");
-      st.addContext(ctx, "=" + path);
+        throwError(st, pos, "tried to add all-outputs context of " + path + ", which is not a derivation, to a string");
+      addContext(st, ctx, "=" + path);
     }
     if (Value* outs = a.value->attrs->get(st.sOutputs)) {
-      st.forceList(*outs, pos);
+      forceList(st, *outs, pos);
       for (size_t i = 0; i < outs->list.size; ++i)
-        st.addContext(ctx, "!" + std::string(st.forceStringNoCtx(*outs->list.elems[i], pos)) + "!" + path);
+        addContext(st, ctx, "!" + std::string(forceStringNoCtx(st, *outs->list.elems[i], pos)) + "!" + path);
     }
   }
   st.mkString(v, s, ctx);

@@ -134,11 +134,11 @@ void setOutputs(EvalState& st, PosIdx pos, Collected& c, const std::vector<std::
   c.outputs.clear();
   for (auto& n : names) {
     if (std::find(c.outputs.begin(), c.outputs.end(), n) != c.outputs.end())
-      st.throwError(pos, "duplicate derivation output '" + n + "'");
-    if (n == "drv") st.throwError(pos, "invalid derivation output name 'drv'");
+      throwError(st, pos, "duplicate derivation output '" + n + "'");
+    if (n == "drv") throwError(st, pos, "invalid derivation output name 'drv'");
     c.outputs.push_back(n);
   }
-  if (c.outputs.empty()) st.throwError(pos, "derivation cannot have an empty set of outputs");
+  if (c.outputs.empty()) throwError(st, pos, "derivation cannot have an empty set of outputs");
 }
 
 std::vector<std::string> splitSpaces(const std::string& s) {
@@ -155,13 +155,13 @@ void addAttr(EvalState& st, const Attr& a, Derivation& drv, Context& ctx, Collec
   std::string_view key = st.symbols.name(a.name);
   PosIdx pos = a.pos;
   if (a.name == st.sContentAddressed) {
-    c.contentAddressed = st.forceBool(*a.value, pos);
+    c.contentAddressed = forceBool(st, *a.value, pos);
     if (json) return;
   }
   if (a.name == st.sArgs) {
-    st.forceList(*a.value, pos);
+    forceList(st, *a.value, pos);
     for (size_t i = 0; i < a.value->list.size; ++i)
-      drv.args.push_back(st.coerceToString(pos, *a.value->list.elems[i], ctx, true));
+      drv.args.push_back(coerceToString(st, pos, *a.value->list.elems[i], ctx, true));
     return;
   }
   if (json) {
@@ -172,25 +172,25 @@ void addAttr(EvalState& st, const Attr& a, Derivation& drv, Context& ctx, Collec
     *json << ':';
     printValueAsJSON(st, true, *a.value, pos, *json, ctx);
     if (a.name == st.sBuilder) {
-      drv.builder = st.forceString(*a.value, ctx, pos);
+      drv.builder = forceString(st, *a.value, ctx, pos);
     } else if (a.name == st.sSystem) {
-      drv.platform = st.forceStringNoCtx(*a.value, pos);
+      drv.platform = forceStringNoCtx(st, *a.value, pos);
     } else if (a.name == st.sOutputHash) {
-      c.outputHash = std::string(st.forceStringNoCtx(*a.value, pos));
+      c.outputHash = std::string(forceStringNoCtx(st, *a.value, pos));
     } else if (a.name == st.sOutputHashAlgo) {
-      c.outputHashAlgo = std::string(st.forceStringNoCtx(*a.value, pos));
+      c.outputHashAlgo = std::string(forceStringNoCtx(st, *a.value, pos));
     } else if (a.name == st.sOutputHashMode) {
-      c.outputHashMode = std::string(st.forceStringNoCtx(*a.value, pos));
+      c.outputHashMode = std::string(forceStringNoCtx(st, *a.value, pos));
     } else if (a.name == st.sOutputs) {
-      st.forceList(*a.value, pos);
+      forceList(st, *a.value, pos);
       std::vector<std::string> names;
       for (size_t i = 0; i < a.value->list.size; ++i)
-        names.emplace_back(st.forceStringNoCtx(*a.value->list.elems[i], pos));
+        names.emplace_back(forceStringNoCtx(st, *a.value->list.elems[i], pos));
       setOutputs(st, pos, c, names);
     }
     return;
   }
-  std::string s = st.coerceToString(pos, *a.value, ctx, true);
+  std::string s = coerceToString(st, pos, *a.value, ctx, true);
   if (a.name == st.sBuilder) drv.builder = s;
   else if (a.name == st.sSystem) drv.platform = s;
   else if (a.name == st.sOutputHash) c.outputHash = s;
@@ -237,7 +237,7 @@ void addInputs(DrvState& ds, const Context& ctx, Derivation& drv, SpinMutex* mem
 void setOutputRecords(EvalState& st, PosIdx pos, Derivation& drv, const Collected& c) {
   if (c.outputHash) {
     if (c.outputs.size() != 1 || c.outputs[0] != "out")
-      st.throwError(pos, "multiple outputs are not supported in fixed-output derivations");
+      throwError(st, pos, "multiple outputs are not supported in fixed-output derivations");
     drv.outputs["out"] = store::makeFixedOutput(*c.outputHash, c.outputHashAlgo.value_or(""),
                                                 c.outputHashMode.value_or("flat"));
     return;
@@ -266,27 +266,27 @@ void writeDerivation(StoreWriter& w, const store::StoreDir& dir, const std::stri
 }
 
 void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[0], pos);
+  forceAttrs(st, *args[0], pos);
   Bindings* attrs = args[0]->attrs;
   const Attr* nameA = attrs->find(st.sName);
-  if (!nameA) st.throwError(pos, "required attribute 'name' missing");
+  if (!nameA) throwError(st, pos, "required attribute 'name' missing");
   Value* nameV = nameA->value;
-  std::string drvName(st.forceStringNoCtx(*nameV, pos));
+  std::string drvName(forceStringNoCtx(st, *nameV, pos));
   // Like Nix, errors about the derivation as a whole point at its name
   // (`derivation` forces derivationStrict lazily, from wherever outPath or
   // drvPath is needed, so `pos` may say little).
   if (nameA->pos != kNoPos) pos = nameA->pos;
   bool ignoreNulls = false;
-  if (Value* n = attrs->get(st.sIgnoreNulls)) ignoreNulls = st.forceBool(*n, pos);
+  if (Value* n = attrs->get(st.sIgnoreNulls)) ignoreNulls = forceBool(st, *n, pos);
   std::optional<std::ostringstream> json;
-  if (Value* sa = attrs->get(st.sStructuredAttrs); sa && st.forceBool(*sa, pos)) json.emplace();
+  if (Value* sa = attrs->get(st.sStructuredAttrs); sa && forceBool(st, *sa, pos)) json.emplace();
   Derivation drv;
   drv.name = drvName;
   Context ctx;
   Collected c;
   bool firstJson = true;
   if (json) *json << '{';
-  for (const Attr* a : st.sortedByName(attrs)) {
+  for (const Attr* a : sortedByName(st, attrs)) {
     if (a->name == st.sIgnoreNulls) continue;
     try {
       if (ignoreNulls) {
@@ -304,8 +304,8 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     *json << '}';
     drv.env["__json"] = json->str();
   }
-  if (drv.builder.empty()) st.throwError(pos, "required attribute 'builder' missing");
-  if (drv.platform.empty()) st.throwError(pos, "required attribute 'system' missing");
+  if (drv.builder.empty()) throwError(st, pos, "required attribute 'builder' missing");
+  if (drv.platform.empty()) throwError(st, pos, "required attribute 'system' missing");
   DrvState& ds = drvState(st);
   // Threads share the hash memo and the records under ds.mu, held only to
   // read and add them: the ATerms are printed and hashed unlocked.
@@ -326,7 +326,7 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   } catch (const EvalError&) {
     throw;
   } catch (const Error& e) {
-    st.throwError(pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
+    throwError(st, pos, std::string(e.what()) + " (in derivation '" + drvName + "')");
   }
   std::string drvPathS = ds.dir.printPath(*drvPath);
   if (st.settings.logInstantiations)  // Nix's chatty-level line (-vv)
@@ -398,7 +398,7 @@ Value* lazily(EvalState& st, Value* v) {
 }
 
 void primLazyList(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[0], pos);
+  forceList(st, *args[0], pos);
   st.mkList(v, args[0]->list.size);
   for (size_t i = 0; i < v.list.size; ++i) v.list.elems[i] = lazily(st, args[0]->list.elems[i]);
 }
@@ -432,7 +432,7 @@ Bindings* overlay(EvalState& st, const Bindings& base, TracedVector<Attr>& extra
   size_t n = 0;  // keep the last of equal names
   for (size_t j = 0; j < extras.size(); ++j)
     if (j + 1 == extras.size() || extras[j + 1].name != extras[j].name) extras[n++] = extras[j];
-  return st.updateBindings(base, extras.data(), extras.data() + n);
+  return updateBindings(st, base, extras.data(), extras.data() + n);
 }
 
 // `derivation attrs`: the value Nix's derivation.nix returns, built
@@ -447,18 +447,18 @@ Bindings* overlay(EvalState& st, const Bindings& base, TracedVector<Attr>& extra
 void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
   WrapperState& ws = wrapperState(st);
   Value* attrs = args[0];
-  st.forceAttrs(*attrs, pos);
+  forceAttrs(st, *attrs, pos);
   TracedVector<Value*> names;
   if (Value* outs = attrs->attrs->get(st.sOutputs)) {
-    st.forceList(*outs, pos);
+    forceList(st, *outs, pos);
     for (size_t i = 0; i < outs->list.size; ++i) {
-      st.forceStringNoCtx(*outs->list.elems[i], pos);
+      forceStringNoCtx(st, *outs->list.elems[i], pos);
       names.push_back(outs->list.elems[i]);
     }
   } else {
     names.push_back(ws.outName);
   }
-  if (names.empty()) st.throwError(pos, "list index 0 is out of bounds");
+  if (names.empty()) throwError(st, pos, "list index 0 is out of bounds");
   Value* strict = st.heap().allocValue();
   strict->mkApp(ws.strictFn, attrs);
   Value* all = st.heap().allocValue();

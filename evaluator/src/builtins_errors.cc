@@ -10,13 +10,13 @@ namespace {
 
 void primThrow(EvalState& st, PosIdx pos, Value** args, Value&) {
   Context ctx;
-  std::string msg = st.coerceToString(pos, *args[0], ctx);
+  std::string msg = coerceToString(st, pos, *args[0], ctx);
   throw ThrownError(msg);
 }
 
 void primAbort(EvalState& st, PosIdx pos, Value** args, Value&) {
   Context ctx;
-  std::string msg = st.coerceToString(pos, *args[0], ctx);
+  std::string msg = coerceToString(st, pos, *args[0], ctx);
   throw AbortError("evaluation aborted with the following error message: '" + msg + "'");
 }
 
@@ -39,7 +39,7 @@ void primAddErrorContext(EvalState& st, PosIdx pos, Value** args, Value& v) {
     v = *args[1];
   } catch (EvalError& e) {
     Context ctx;
-    e.addTrace(st.coerceToString(pos, *args[0], ctx));
+    e.addTrace(coerceToString(st, pos, *args[0], ctx));
     throw;
   }
 }

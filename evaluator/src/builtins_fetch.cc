@@ -14,11 +14,11 @@ namespace {
 std::string fetcherUrl(EvalState& st, PosIdx pos, Value& arg, const char* who) {
   st.forceValue(arg, pos);
   if (arg.type != VType::kAttrs)
-    return std::string(st.forceStringNoCtx(arg, pos));
+    return std::string(forceStringNoCtx(st, arg, pos));
   Value* url = arg.attrs->get(st.sym("url"));
   if (!url)
-    st.throwError(pos, std::string("'url' argument required by '") + who + "'");
-  return std::string(st.forceStringNoCtx(*url, pos));
+    throwError(st, pos, std::string("'url' argument required by '") + who + "'");
+  return std::string(forceStringNoCtx(st, *url, pos));
 }
 
 // Whether the fetcher's argument is a set with attribute `name`.
@@ -46,7 +46,7 @@ void checkPureFetch(EvalState& st, PosIdx pos, Value& arg, const char* who) {
   std::string url = fetcherUrl(st, pos, arg, who);
   st.checkUri(url);
   checkPureFetch(st, pos, arg, who);
-  st.throwError(
+  throwError(st, 
       pos,
       std::string("'builtins.") + who + "' of '" + url +
           "': kiln's evaluator does not download; fetch it in a fixed-output "
@@ -76,22 +76,22 @@ void primFetchTree(EvalState& st, PosIdx pos, Value** args, Value&) {
 // valid (kiln's evaluator has no store to ask).
 void primStorePath(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (st.settings.pureEval)
-    st.throwError(pos, "'builtins.storePath' is not allowed in pure evaluation mode");
+    throwError(st, pos, "'builtins.storePath' is not allowed in pure evaluation mode");
   Context ignored;
   std::string path =
-      st.checkSourcePath(st.coerceToPath(pos, *args[0], ignored));
+      st.checkSourcePath(coerceToPath(st, pos, *args[0], ignored));
   const std::string& dir = st.settings.storeDir;
   if (!path.starts_with(dir + "/") || path.size() == dir.size() + 1)
-    st.throwError(pos, "path '" + path + "' is not in the Nix store");
+    throwError(st, pos, "path '" + path + "' is not in the Nix store");
   size_t end = path.find('/', dir.size() + 1);
   std::string object = path.substr(0, end);
   try {
     store::StoreDir(dir).parsePath(object);
   } catch (const FormatError& e) {
-    st.throwError(pos, e.what());
+    throwError(st, pos, e.what());
   }
   Context ctx;
-  st.addContext(ctx, object);
+  addContext(st, ctx, object);
   st.mkString(v, path, ctx);
 }
 

@@ -17,7 +17,7 @@ std::string realisePath(EvalState& st, PosIdx pos, Value& v, bool check) {
   std::string path;
   try {
     Context ctx;
-    path = canonPath(st.coerceToPath(pos, v, ctx));
+    path = canonPath(coerceToPath(st, pos, v, ctx));
   } catch (EvalError& e) {
     e.addTrace("while realising the context of a path" + st.positions.snippet(pos));
     throw;
@@ -44,7 +44,7 @@ void primImport(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primScopedImport(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[0], pos);
+  forceAttrs(st, *args[0], pos);
   std::string path = realisePath(st, pos, *args[1]);
   Env* env = nullptr;
   Expr* e = st.parseWithScope(path, args[0], env);
@@ -57,17 +57,17 @@ void primReadFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   try {
     data = kiln::readFile(path);
   } catch (const Error& e) {
-    st.throwError(pos, e.what());
+    throwError(st, pos, e.what());
   }
   if (data.find('\0') != std::string::npos)
-    st.throwError(pos, "the contents of the file '" + path + "' cannot be represented as a Nix string");
+    throwError(st, pos, "the contents of the file '" + path + "' cannot be represented as a Nix string");
   st.mkString(v, data);
 }
 
 void primReadDir(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string path = realisePath(st, pos, *args[0]);
   DIR* d = opendir(path.c_str());
-  if (!d) st.throwError(pos, "opening directory '" + path + "': " + std::strerror(errno));
+  if (!d) throwError(st, pos, "opening directory '" + path + "': " + std::strerror(errno));
   std::vector<std::pair<std::string, const char*>> entries;
   while (dirent* e = readdir(d)) {
     if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
@@ -106,38 +106,38 @@ void primPathExists(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primFindFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[0], pos);
-  std::string path(st.forceStringNoCtx(*args[1], pos));
+  forceList(st, *args[0], pos);
+  std::string path(forceStringNoCtx(st, *args[1], pos));
   std::vector<std::pair<std::string, std::string>> entries;
   for (size_t i = 0; i < args[0]->list.size; ++i) {
     Value& e = *args[0]->list.elems[i];
-    st.forceAttrs(e, pos);
+    forceAttrs(st, e, pos);
     std::string prefix;
-    if (Value* p = e.attrs->get(st.sPrefix)) prefix = st.forceStringNoCtx(*p, pos);
+    if (Value* p = e.attrs->get(st.sPrefix)) prefix = forceStringNoCtx(st, *p, pos);
     Value* dirV = e.attrs->get(st.sPath);
-    if (!dirV) st.throwError(pos, "attribute 'path' missing");
+    if (!dirV) throwError(st, pos, "attribute 'path' missing");
     Context ctx;
-    entries.push_back({prefix, st.coerceToString(pos, *dirV, ctx, false, false)});
+    entries.push_back({prefix, coerceToString(st, pos, *dirV, ctx, false, false)});
   }
   st.mkPath(v, st.checkSourcePath(st.findFileIn(entries, path, pos)));
 }
 
 void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string name(st.forceStringNoCtx(*args[0], pos));
+  std::string name(forceStringNoCtx(st, *args[0], pos));
   Context ctx;
-  std::string contents(st.forceString(*args[1], ctx, pos));
+  std::string contents(forceString(st, *args[1], ctx, pos));
   store::StoreDir dir(st.settings.storeDir);
   store::StorePathSet refs;
   for (auto& c : ctx) {
     if (c[0] == '!' || c[0] == '=')
-      st.throwError(pos, "in 'toFile': the file '" + name + "' cannot refer to derivation outputs");
+      throwError(st, pos, "in 'toFile': the file '" + name + "' cannot refer to derivation outputs");
     refs.insert(dir.parsePath(c));
   }
   std::string path;
   try {
     path = dir.printPath(dir.makeTextPath(name, hashString(HashAlgo::kSha256, contents), refs));
   } catch (const FormatError& e) {
-    st.throwError(pos, e.what());
+    throwError(st, pos, e.what());
   }
   if (st.writer().get()) {
     std::set<std::string> refPaths;
@@ -148,7 +148,7 @@ void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   }
   st.allowPath(path);
   Context out;
-  st.addContext(out, path);
+  addContext(st, out, path);
   st.mkString(v, path, out);
 }
 
@@ -177,8 +177,8 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
       st.mkString(*vt, type);
       Value* vs[2] = {vp, vt};
       Value r;
-      st.callFunction(*filter, 2, vs, r, pos);
-      return answers[p] = st.forceBool(r, pos);
+      callFunction(st, *filter, 2, vs, r, pos);
+      return answers[p] = forceBool(st, r, pos);
     };
     replay = [&answers](const std::string& p, const char*) {
       auto it = answers.find(p);
@@ -191,16 +191,16 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
     if (recursive) {
       Hash h = narHashOfPath(path, f);
       if (expected && !(*expected == h))
-        st.throwError(pos, "hash mismatch for path '" + path + "'");
+        throwError(st, pos, "hash mismatch for path '" + path + "'");
       out = dir.printPath(dir.makeFixedOutputPath(name, true, h));
     } else {
       Hash h = hashString(expected ? expected->algo() : HashAlgo::kSha256, kiln::readFile(path));
       if (expected && !(*expected == h))
-        st.throwError(pos, "hash mismatch for path '" + path + "'");
+        throwError(st, pos, "hash mismatch for path '" + path + "'");
       out = dir.printPath(dir.makeFixedOutputPath(name, false, h));
     }
   } catch (const FormatError& e) {
-    st.throwError(pos, e.what());
+    throwError(st, pos, e.what());
   }
   if (st.writer().get()) {
     try {
@@ -208,7 +208,7 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
     } catch (const EvalError&) {
       throw;
     } catch (const Error& e) {
-      st.throwError(pos, e.what());
+      throwError(st, pos, e.what());
     }
   }
   st.allowPath(out);
@@ -217,16 +217,16 @@ std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const 
 
 void primFilterSource(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context pathCtx;
-  std::string path = canonPath(st.coerceToPath(pos, *args[1], pathCtx));
-  st.forceFunction(*args[0], pos);
+  std::string path = canonPath(coerceToPath(st, pos, *args[1], pathCtx));
+  forceFunction(st, *args[0], pos);
   std::string out = addPath(st, pos, path, baseNameOf(path), args[0], true, std::nullopt);
   Context ctx;
-  st.addContext(ctx, out);
+  addContext(st, ctx, out);
   st.mkString(v, out, ctx);
 }
 
 void primPath(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[0], pos);
+  forceAttrs(st, *args[0], pos);
   std::string path, name;
   Value* filter = nullptr;
   Context pathCtx;
@@ -234,18 +234,18 @@ void primPath(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::optional<Hash> expected;
   for (auto& a : *args[0]->attrs) {
     std::string_view n = st.symbols.name(a.name);
-    if (n == "path") path = canonPath(st.coerceToPath(pos, *a.value, pathCtx));
-    else if (n == "name") name = st.forceStringNoCtx(*a.value, pos);
-    else if (n == "filter") { st.forceFunction(*a.value, pos); filter = a.value; }
-    else if (n == "recursive") recursive = st.forceBool(*a.value, pos);
-    else if (n == "sha256") expected = Hash::parse(st.forceStringNoCtx(*a.value, pos), HashAlgo::kSha256);
-    else st.throwError(pos, "unsupported argument '" + std::string(n) + "' to 'path'");
+    if (n == "path") path = canonPath(coerceToPath(st, pos, *a.value, pathCtx));
+    else if (n == "name") name = forceStringNoCtx(st, *a.value, pos);
+    else if (n == "filter") { forceFunction(st, *a.value, pos); filter = a.value; }
+    else if (n == "recursive") recursive = forceBool(st, *a.value, pos);
+    else if (n == "sha256") expected = Hash::parse(forceStringNoCtx(st, *a.value, pos), HashAlgo::kSha256);
+    else throwError(st, pos, "unsupported argument '" + std::string(n) + "' to 'path'");
   }
-  if (path.empty()) st.throwError(pos, "'path' required");
+  if (path.empty()) throwError(st, pos, "'path' required");
   if (name.empty()) name = baseNameOf(path);
   std::string out = addPath(st, pos, path, name, filter, recursive, expected);
   Context ctx;
-  st.addContext(ctx, out);
+  addContext(st, ctx, out);
   st.mkString(v, out, ctx);
 }
 

@@ -7,16 +7,16 @@ namespace kiln::eval {
 namespace {
 
 HashAlgo parseAlgo(EvalState& st, PosIdx pos, Value& v) {
-  std::string_view name = st.forceStringNoCtx(v, pos);
+  std::string_view name = forceStringNoCtx(st, v, pos);
   auto algo = parseHashAlgo(name);
-  if (!algo) st.throwError(pos, "unknown hash type '" + std::string(name) + "'");
+  if (!algo) throwError(st, pos, "unknown hash type '" + std::string(name) + "'");
   return *algo;
 }
 
 void primHashString(EvalState& st, PosIdx pos, Value** args, Value& v) {
   HashAlgo algo = parseAlgo(st, pos, *args[0]);
   Context ctx;
-  std::string_view s = st.forceString(*args[1], ctx, pos);
+  std::string_view s = forceString(st, *args[1], ctx, pos);
   st.mkString(v, hashString(algo, s).toHex());
 }
 
@@ -27,7 +27,7 @@ void primHashFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
   try {
     data = kiln::readFile(path);
   } catch (const Error& e) {
-    st.throwError(pos, e.what());
+    throwError(st, pos, e.what());
   }
   st.mkString(v, hashString(algo, data).toHex());
 }

@@ -19,20 +19,20 @@ Value* app(EvalState& st, Value* f, Value* x) {
 
 bool callPred(EvalState& st, Value& f, Value* x, PosIdx pos) {
   Value r;
-  st.callFunction(f, *x, r, pos);
-  return st.forceBool(r, pos);
+  callFunction(st, f, *x, r, pos);
+  return forceBool(st, r, pos);
 }
 
 void primMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[1], pos);
+  forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
   st.mkList(v, n);
   for (size_t i = 0; i < n; ++i) v.list.elems[i] = app(st, args[0], args[1]->list.elems[i]);
 }
 
 void primFilter(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceFunction(*args[0], pos);
-  st.forceList(*args[1], pos);
+  forceFunction(st, *args[0], pos);
+  forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
   Value** out = st.heap().allocList(n);
   size_t k = 0;
@@ -42,9 +42,9 @@ void primFilter(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void elemAt(EvalState& st, PosIdx pos, Value& list, int64_t n, Value& v) {
-  st.forceList(list, pos);
+  forceList(st, list, pos);
   if (n < 0 || static_cast<size_t>(n) >= list.list.size)
-    st.throwError(pos, "list index " + std::to_string(n) + " is out of bounds");
+    throwError(st, pos, "list index " + std::to_string(n) + " is out of bounds");
   st.forceValue(*list.list.elems[n], pos);
   v = *list.list.elems[n];
 }
@@ -52,23 +52,23 @@ void elemAt(EvalState& st, PosIdx pos, Value& list, int64_t n, Value& v) {
 void primHead(EvalState& st, PosIdx pos, Value** args, Value& v) { elemAt(st, pos, *args[0], 0, v); }
 
 void primElemAt(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  elemAt(st, pos, *args[0], st.forceInt(*args[1], pos), v);
+  elemAt(st, pos, *args[0], forceInt(st, *args[1], pos), v);
 }
 
 void primTail(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[0], pos);
-  if (args[0]->list.size == 0) st.throwError(pos, "'tail' called on an empty list");
+  forceList(st, *args[0], pos);
+  if (args[0]->list.size == 0) throwError(st, pos, "'tail' called on an empty list");
   v.mkList(args[0]->list.size - 1, args[0]->list.elems + 1);
 }
 
 void primLength(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[0], pos);
+  forceList(st, *args[0], pos);
   v.mkInt(static_cast<int64_t>(args[0]->list.size));
 }
 
 void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceFunction(*args[0], pos);
-  st.forceList(*args[2], pos);
+  forceFunction(st, *args[0], pos);
+  forceList(st, *args[2], pos);
   size_t n = args[2]->list.size;
   if (n == 0) {
     st.forceValue(*args[1], pos);
@@ -79,15 +79,15 @@ void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   for (size_t i = 0; i < n; ++i) {
     Value* vs[2] = {cur, args[2]->list.elems[i]};
     Value* next = i + 1 == n ? &v : st.heap().allocValue();
-    st.callFunction(*args[0], 2, vs, *next, pos);
+    callFunction(st, *args[0], 2, vs, *next, pos);
     cur = next;
   }
   st.forceValue(v, pos);
 }
 
 void primGenList(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  int64_t n = st.forceInt(*args[1], pos);
-  if (n < 0) st.throwError(pos, "cannot create list of size " + std::to_string(n));
+  int64_t n = forceInt(st, *args[1], pos);
+  if (n < 0) throwError(st, pos, "cannot create list of size " + std::to_string(n));
   st.mkList(v, n);
   for (int64_t i = 0; i < n; ++i) {
     Value* iv = st.heap().allocValue();
@@ -97,8 +97,8 @@ void primGenList(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primSort(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceFunction(*args[0], pos);
-  st.forceList(*args[1], pos);
+  forceFunction(st, *args[0], pos);
+  forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
   st.mkList(v, n);
   for (size_t i = 0; i < n; ++i) {
@@ -108,34 +108,34 @@ void primSort(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Value& f = *args[0];
   bool builtinLess = f.type == VType::kPrimOp && f.primOp->fn == st.builtins().lookup("lessThan")->primOp->fn;
   std::stable_sort(v.list.elems, v.list.elems + n, [&](Value* a, Value* b) {
-    if (builtinLess) return st.lessThan(*a, *b, pos);
+    if (builtinLess) return lessThan(st, *a, *b, pos);
     Value* vs[2] = {a, b};
     Value r;
-    st.callFunction(f, 2, vs, r, pos);
-    return st.forceBool(r, pos);
+    callFunction(st, f, 2, vs, r, pos);
+    return forceBool(st, r, pos);
   });
 }
 
 void primConcatLists(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[0], pos);
+  forceList(st, *args[0], pos);
   concatLists(st, v, args[0]->list.size, args[0]->list.elems, pos);
 }
 
 void primConcatMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceFunction(*args[0], pos);
-  st.forceList(*args[1], pos);
+  forceFunction(st, *args[0], pos);
+  forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
   Value** lists = st.heap().allocList(n);
   for (size_t i = 0; i < n; ++i) {
     lists[i] = st.heap().allocValue();
-    st.callFunction(*args[0], *args[1]->list.elems[i], *lists[i], pos);
+    callFunction(st, *args[0], *args[1]->list.elems[i], *lists[i], pos);
   }
   concatLists(st, v, n, lists, pos);
 }
 
 void primPartition(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceFunction(*args[0], pos);
-  st.forceList(*args[1], pos);
+  forceFunction(st, *args[0], pos);
+  forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
   TracedVector<Value*> right, wrong;
   for (size_t i = 0; i < n; ++i) {
@@ -156,15 +156,15 @@ void primPartition(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primGroupBy(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceFunction(*args[0], pos);
-  st.forceList(*args[1], pos);
+  forceFunction(st, *args[0], pos);
+  forceList(st, *args[1], pos);
   TracedHeapVector<std::pair<Symbol, TracedHeapVector<Value*>>> groups;
   std::unordered_map<uint32_t, size_t> index;
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     Value* x = args[1]->list.elems[i];
     Value r;
-    st.callFunction(*args[0], *x, r, pos);
-    Symbol name = st.sym(st.forceStringNoCtx(r, pos));
+    callFunction(st, *args[0], *x, r, pos);
+    Symbol name = st.sym(forceStringNoCtx(st, r, pos));
     auto it = index.find(name.id);
     if (it == index.end()) {
       index.emplace(name.id, groups.size());
@@ -184,9 +184,9 @@ void primGroupBy(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primElem(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[1], pos);
+  forceList(st, *args[1], pos);
   for (size_t i = 0; i < args[1]->list.size; ++i)
-    if (st.eqValues(*args[0], *args[1]->list.elems[i])) {
+    if (eqValues(st, *args[0], *args[1]->list.elems[i])) {
       v.mkBool(true);
       return;
     }
@@ -195,8 +195,8 @@ void primElem(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 template <bool Any>
 void primAnyAll(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceFunction(*args[0], pos);
-  st.forceList(*args[1], pos);
+  forceFunction(st, *args[0], pos);
+  forceList(st, *args[1], pos);
   for (size_t i = 0; i < args[1]->list.size; ++i)
     if (callPred(st, *args[0], args[1]->list.elems[i], pos) == Any) {
       v.mkBool(Any);
@@ -206,29 +206,29 @@ void primAnyAll(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primGenericClosure(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceAttrs(*args[0], pos);
+  forceAttrs(st, *args[0], pos);
   Value* startSet = args[0]->attrs->get(st.sStartSet);
-  if (!startSet) st.throwError(pos, "attribute 'startSet' required");
-  st.forceList(*startSet, pos);
+  if (!startSet) throwError(st, pos, "attribute 'startSet' required");
+  forceList(st, *startSet, pos);
   Value* op = args[0]->attrs->get(st.sOperator);
-  if (!op) st.throwError(pos, "attribute 'operator' required");
+  if (!op) throwError(st, pos, "attribute 'operator' required");
   st.forceValue(*op, pos);
   TracedDeque<Value*> work(startSet->list.elems, startSet->list.elems + startSet->list.size);
-  auto less = [&](Value* a, Value* b) { return st.lessThan(*a, *b, pos); };
+  auto less = [&](Value* a, Value* b) { return lessThan(st, *a, *b, pos); };
   std::set<Value*, decltype(less), traceable_allocator<Value*>> done(less);
   TracedVector<Value*> res;
   while (!work.empty()) {
     Value* e = work.front();
     work.pop_front();
-    st.forceAttrs(*e, pos);
+    forceAttrs(st, *e, pos);
     Value* key = e->attrs->get(st.sKey);
-    if (!key) st.throwError(pos, "attribute 'key' required");
+    if (!key) throwError(st, pos, "attribute 'key' required");
     st.forceValue(*key, pos);
     if (!done.insert(key).second) continue;
     res.push_back(e);
     Value call;
-    st.callFunction(*op, *e, call, pos);
-    st.forceList(call, pos);
+    callFunction(st, *op, *e, call, pos);
+    forceList(st, call, pos);
     for (size_t i = 0; i < call.list.size; ++i) work.push_back(call.list.elems[i]);
   }
   st.mkList(v, res.size());

@@ -16,7 +16,7 @@ const std::regex& compile(EvalState& st, PosIdx pos, const std::string& re) {
   try {
     return cache.emplace(re, std::regex(re, std::regex::extended)).first->second;
   } catch (const std::regex_error&) {
-    st.throwError(pos, "invalid regular expression '" + re + "'");
+    throwError(st, pos, "invalid regular expression '" + re + "'");
   }
 }
 
@@ -28,10 +28,10 @@ Value* groupValue(EvalState& st, const std::ssub_match& m) {
 }
 
 void primMatch(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string re(st.forceStringNoCtx(*args[0], pos));
+  std::string re(forceStringNoCtx(st, *args[0], pos));
   const std::regex& regex = compile(st, pos, re);
   Context ctx;
-  std::string s(st.forceString(*args[1], ctx, pos));
+  std::string s(forceString(st, *args[1], ctx, pos));
   std::smatch m;
   if (!std::regex_match(s, m, regex)) {
     v.mkNull();
@@ -43,10 +43,10 @@ void primMatch(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primSplit(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string re(st.forceStringNoCtx(*args[0], pos));
+  std::string re(forceStringNoCtx(st, *args[0], pos));
   const std::regex& regex = compile(st, pos, re);
   Context ctx;
-  std::string s(st.forceString(*args[1], ctx, pos));
+  std::string s(forceString(st, *args[1], ctx, pos));
   TracedVector<Value*> out;
   auto begin = std::sregex_iterator(s.begin(), s.end(), regex);
   auto end = std::sregex_iterator();

@@ -26,16 +26,16 @@ void primToString(EvalState& st, PosIdx pos, Value** args, Value& v) {
     return;
   }
   Context ctx;
-  std::string s = st.coerceToString(pos, *args[0], ctx, true, false);
+  std::string s = coerceToString(st, pos, *args[0], ctx, true, false);
   st.mkString(v, s, ctx);
 }
 
 void primSubstring(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  int64_t start = st.forceInt(*args[0], pos);
-  int64_t len = st.forceInt(*args[1], pos);
+  int64_t start = forceInt(st, *args[0], pos);
+  int64_t len = forceInt(st, *args[1], pos);
   Context ctx;
-  std::string s = st.coerceToString(pos, *args[2], ctx);
-  if (start < 0) st.throwError(pos, "negative start position in 'substring'");
+  std::string s = coerceToString(st, pos, *args[2], ctx);
+  if (start < 0) throwError(st, pos, "negative start position in 'substring'");
   size_t ustart = static_cast<size_t>(start);
   std::string r = ustart >= s.size() ? std::string() : s.substr(ustart, len < 0 ? std::string::npos : static_cast<size_t>(len));
   st.mkString(v, r, ctx);
@@ -43,25 +43,25 @@ void primSubstring(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primStringLength(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
-  v.mkInt(static_cast<int64_t>(st.coerceToString(pos, *args[0], ctx).size()));
+  v.mkInt(static_cast<int64_t>(coerceToString(st, pos, *args[0], ctx).size()));
 }
 
 void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  st.forceList(*args[0], pos);
-  st.forceList(*args[1], pos);
+  forceList(st, *args[0], pos);
+  forceList(st, *args[1], pos);
   if (args[0]->list.size != args[1]->list.size)
-    st.throwError(pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
+    throwError(st, pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
   // Views of the arguments' own strings (the argument lists keep them).
   boost::container::small_vector<std::string_view, 8> from;
   for (size_t i = 0; i < args[0]->list.size; ++i)
-    from.push_back(st.forceString(*args[0]->list.elems[i], pos));
+    from.push_back(forceString(st, *args[0]->list.elems[i], pos));
   // Like Nix 2.8, every replacement is forced, in order, before the
   // subject; a replacement's context joins the result's only when used.
   boost::container::small_vector<std::string_view, 8> to;
   for (size_t i = 0; i < args[1]->list.size; ++i)
-    to.push_back(st.forceString(*args[1]->list.elems[i], pos));
+    to.push_back(forceString(st, *args[1]->list.elems[i], pos));
   Context ctx;
-  std::string_view s = st.forceString(*args[2], ctx, pos);
+  std::string_view s = forceString(st, *args[2], ctx, pos);
   ScratchString scratch;
   std::string& res = scratch.str();
   const size_t n = s.size();
@@ -74,7 +74,7 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
       if (s.compare(p, f.size(), f) != 0) continue;
       found = true;
       res += to[i];
-      EvalState::copyContext(*args[1]->list.elems[i], ctx);
+      copyContext(*args[1]->list.elems[i], ctx);
       if (f.empty()) {
         if (p < n) res += s[p];
         ++p;
@@ -93,14 +93,14 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primConcatStringsSep(EvalState& st, PosIdx pos, Value** args, Value& v) {
   ContextUnion ctx;
-  std::string_view sep = st.forceString(*args[0], pos);
+  std::string_view sep = forceString(st, *args[0], pos);
   ctx.add(args[0]->str.context);
-  st.forceList(*args[1], pos);
+  forceList(st, *args[1], pos);
   ScratchString scratch;
   std::string& r = scratch.str();
   for (size_t i = 0; i < args[1]->list.size; ++i) {
     if (i) r += sep;
-    st.appendCoerced(pos, *args[1]->list.elems[i], r, ctx);
+    appendCoerced(st, pos, *args[1]->list.elems[i], r, ctx);
   }
   v.mkString(st.heap().copyString(r), ctx.result(st));
 }
@@ -149,13 +149,13 @@ int compareVersions(std::string_view a, std::string_view b) {
 }
 
 void primCompareVersions(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string a(st.forceStringNoCtx(*args[0], pos));
-  std::string b(st.forceStringNoCtx(*args[1], pos));
+  std::string a(forceStringNoCtx(st, *args[0], pos));
+  std::string b(forceStringNoCtx(st, *args[1], pos));
   v.mkInt(compareVersions(a, b));
 }
 
 void primSplitVersion(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string s(st.forceStringNoCtx(*args[0], pos));
+  std::string s(forceStringNoCtx(st, *args[0], pos));
   std::vector<std::string_view> parts;
   size_t p = 0;
   while (p < s.size()) {
@@ -171,7 +171,7 @@ void primSplitVersion(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primParseDrvName(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string s(st.forceStringNoCtx(*args[0], pos));
+  std::string s(forceStringNoCtx(st, *args[0], pos));
   std::string name = s, version;
   for (size_t i = 0; i < s.size(); ++i)
     if (s[i] == '-' && i + 1 < s.size() && !std::isalpha(static_cast<unsigned char>(s[i + 1]))) {
@@ -200,14 +200,14 @@ std::string_view baseName(std::string_view path) {
 
 void primBaseNameOf(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
-  std::string s = st.coerceToString(pos, *args[0], ctx, false, false);
+  std::string s = coerceToString(st, pos, *args[0], ctx, false, false);
   st.mkString(v, baseName(s), ctx);
 }
 
 void primDirOf(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
   st.forceValue(*args[0], pos);
-  std::string s = st.coerceToString(pos, *args[0], ctx, false, false);
+  std::string s = coerceToString(st, pos, *args[0], ctx, false, false);
   size_t p = s.rfind('/');
   std::string dir = p == std::string::npos ? "." : p == 0 ? "/" : s.substr(0, p);
   if (args[0]->type == VType::kPath) st.mkPath(v, dir);
@@ -216,7 +216,7 @@ void primDirOf(EvalState& st, PosIdx pos, Value** args, Value& v) {
 
 void primToPath(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Context ctx;
-  std::string p = st.coerceToPath(pos, *args[0], ctx);
+  std::string p = coerceToPath(st, pos, *args[0], ctx);
   st.mkString(v, canonPath(p), ctx);
 }
 

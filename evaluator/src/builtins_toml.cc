@@ -374,12 +374,12 @@ void toValue(EvalState& st, const TomlNode& n, Value& v) {
 }
 
 void primFromTOML(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string_view text = st.forceString(*args[0], pos);
+  std::string_view text = forceString(st, *args[0], pos);
   std::unique_ptr<TomlNode> root;
   try {
     root = TomlParser(text).parse();
   } catch (const EvalError& e) {
-    st.throwError(pos, e.what());
+    throwError(st, pos, e.what());
   }
   toValue(st, *root, v);
 }

@@ -70,13 +70,13 @@ const char** ContextUnion::result(EvalState& state) const {
   return c;
 }
 
-void EvalState::appendCoerced(PosIdx pos, Value& v, std::string& out, ContextUnion& ctx,
+void appendCoerced(EvalState& st, PosIdx pos, Value& v, std::string& out, ContextUnion& ctx,
                               bool coerceMore, bool copyToStore, bool canonicalizePath) {
-  forceValue(v, pos);
+  st.forceValue(v, pos);
   Value* s = &v;
-  if (v.type == VType::kAttrs && !v.attrs->get(sToString))
-    if (Value* o = v.attrs->get(sOutPath)) {
-      forceValue(*o, pos);
+  if (v.type == VType::kAttrs && !v.attrs->get(st.sToString))
+    if (Value* o = v.attrs->get(st.sOutPath)) {
+      st.forceValue(*o, pos);
       s = o;
     }
   if (s->type == VType::kString) {
@@ -85,30 +85,30 @@ void EvalState::appendCoerced(PosIdx pos, Value& v, std::string& out, ContextUni
     return;
   }
   Context c;
-  out += coerceToString(pos, v, c, coerceMore, copyToStore, canonicalizePath);
+  out += coerceToString(st, pos, v, c, coerceMore, copyToStore, canonicalizePath);
   ctx.add(c);
 }
 
-std::string EvalState::coerceToString(PosIdx pos, Value& v, Context& ctx, bool coerceMore,
+std::string coerceToString(EvalState& st, PosIdx pos, Value& v, Context& ctx, bool coerceMore,
                                       bool copyToStore, bool canonicalizePath) {
-  forceValue(v, pos);
+  st.forceValue(v, pos);
   switch (v.type) {
     case VType::kString:
       copyContext(v, ctx);
       return v.str.s;
     case VType::kPath: {
       std::string p = canonicalizePath ? canonPath(v.path) : std::string(v.path);
-      return copyToStore ? copyPathToStore(ctx, p) : p;
+      return copyToStore ? copyPathToStore(st, ctx, p) : p;
     }
     case VType::kAttrs: {
-      if (Value* f = v.attrs->get(sToString)) {
-        Value* self = heap().allocValue();
+      if (Value* f = v.attrs->get(st.sToString)) {
+        Value* self = st.heap().allocValue();
         *self = v;
         Value res;
-        callFunction(*f, *self, res, pos);
-        return coerceToString(pos, res, ctx, coerceMore, copyToStore);
+        callFunction(st, *f, *self, res, pos);
+        return coerceToString(st, pos, res, ctx, coerceMore, copyToStore);
       }
-      if (Value* o = v.attrs->get(sOutPath)) return coerceToString(pos, *o, ctx, coerceMore, copyToStore);
+      if (Value* o = v.attrs->get(st.sOutPath)) return coerceToString(st, pos, *o, ctx, coerceMore, copyToStore);
       break;
     }
     default:
@@ -124,12 +124,12 @@ std::string EvalState::coerceToString(PosIdx pos, Value& v, Context& ctx, bool c
         std::string r;
         for (size_t n = 0; n < v.list.size; ++n) {
           Value& e = *v.list.elems[n];
-          forceValue(e, pos);
+          st.forceValue(e, pos);
           if (e.type == VType::kString) {  // the common case, without a temporary
             r += e.str.s;
             copyContext(e, ctx);
           } else {
-            r += coerceToString(pos, e, ctx, coerceMore, copyToStore);
+            r += coerceToString(st, pos, e, ctx, coerceMore, copyToStore);
           }
           if (n + 1 < v.list.size && (e.type != VType::kList || e.list.size != 0)) r += " ";
         }
@@ -139,61 +139,61 @@ std::string EvalState::coerceToString(PosIdx pos, Value& v, Context& ctx, bool c
         break;
     }
   }
-  throwError(pos, std::string("cannot coerce ") + showType(v) + " to a string");
+  throwError(st, pos, std::string("cannot coerce ") + showType(v) + " to a string");
 }
 
-std::string EvalState::coerceToPath(PosIdx pos, Value& v, Context& ctx) {
-  std::string s = coerceToString(pos, v, ctx, false, false);
+std::string coerceToPath(EvalState& st, PosIdx pos, Value& v, Context& ctx) {
+  std::string s = coerceToString(st, pos, v, ctx, false, false);
   if (s.empty() || s[0] != '/')
-    throwError(pos, "string '" + s + "' doesn't represent an absolute path");
+    throwError(st, pos, "string '" + s + "' doesn't represent an absolute path");
   // A store object this evaluation made may still be queued in the
   // writer: the path is about to be read, so it must exist first.
-  StoreWriter* storeWriter = writer().get();
-  if (storeWriter && s.size() > settings.storeDir.size() && s.starts_with(settings.storeDir) &&
-      s[settings.storeDir.size()] == '/') {
+  StoreWriter* storeWriter = st.writer().get();
+  if (storeWriter && s.size() > st.settings.storeDir.size() && s.starts_with(st.settings.storeDir) &&
+      s[st.settings.storeDir.size()] == '/') {
     try {
       storeWriter->flush();
     } catch (const Error& e) {
-      throwError(pos, e.what());
+      throwError(st, pos, e.what());
     }
   }
   return s;
 }
 
-std::string EvalState::copyPathToStore(Context& ctx, const std::string& path) {
+std::string copyPathToStore(EvalState& st, Context& ctx, const std::string& path) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".drv") == 0)
     throw EvalError("file names are not allowed to end in '.drv'");
-  std::string dst = files().copiedSource(path, [&] {  // under its lock: no evaluation below
-    store::StoreDir storeDir(settings.storeDir);
+  std::string dst = st.files().copiedSource(path, [&] {  // under its lock: no evaluation below
+    store::StoreDir storeDir(st.settings.storeDir);
     std::string name = baseNameOf(path);
-    std::string src = checkSourcePath(path);
+    std::string src = st.checkSourcePath(path);
     Hash h = narHashOfPath(src);
     std::string out = storeDir.printPath(storeDir.makeFixedOutputPath(name, true, h));
-    if (StoreWriter* storeWriter = writer().get()) try {
+    if (StoreWriter* storeWriter = st.writer().get()) try {
         storeWriter->addSource(out, src, {}, true);
       } catch (const EvalError&) {
         throw;
       } catch (const Error& e) {
         throw EvalError(e.what());
       }
-    allowPath(out);
+    st.allowPath(out);
     return out;
   });
-  addContext(ctx, dst);
+  addContext(st, ctx, dst);
   return dst;
 }
 
-bool EvalState::isDerivation(Value& v) {
+bool isDerivation(EvalState& st, Value& v) {
   if (v.type != VType::kAttrs) return false;
-  Value* t = v.attrs->get(sType);
+  Value* t = v.attrs->get(st.sType);
   if (!t) return false;
-  forceValue(*t, kNoPos);
+  st.forceValue(*t, kNoPos);
   return t->type == VType::kString && t->sv() == "derivation";
 }
 
-bool EvalState::eqValues(Value& v1, Value& v2) {
-  forceValue(v1, kNoPos);
-  forceValue(v2, kNoPos);
+bool eqValues(EvalState& st, Value& v1, Value& v2) {
+  st.forceValue(v1, kNoPos);
+  st.forceValue(v2, kNoPos);
   if (&v1 == &v2) return true;
   if (v1.type == VType::kInt && v2.type == VType::kFloat) return v1.integer == v2.fpoint;
   if (v1.type == VType::kFloat && v2.type == VType::kInt) return v1.fpoint == v2.integer;
@@ -211,18 +211,18 @@ bool EvalState::eqValues(Value& v1, Value& v2) {
     case VType::kList:
       if (v1.list.size != v2.list.size) return false;
       for (size_t i = 0; i < v1.list.size; ++i)
-        if (!eqValues(*v1.list.elems[i], *v2.list.elems[i])) return false;
+        if (!eqValues(st, *v1.list.elems[i], *v2.list.elems[i])) return false;
       return true;
     case VType::kAttrs: {
-      if (isDerivation(v1) && isDerivation(v2)) {
-        Value* a = v1.attrs->get(sOutPath);
-        Value* b = v2.attrs->get(sOutPath);
-        if (a && b) return eqValues(*a, *b);
+      if (isDerivation(st, v1) && isDerivation(st, v2)) {
+        Value* a = v1.attrs->get(st.sOutPath);
+        Value* b = v2.attrs->get(st.sOutPath);
+        if (a && b) return eqValues(st, *a, *b);
       }
       if (v1.attrs->size != v2.attrs->size) return false;
       for (auto i = v1.attrs->begin(), j = v2.attrs->begin(); i != v1.attrs->end(); ++i, ++j) {
         if (i->name != j->name) return false;
-        if (!eqValues(*i->value, *j->value)) return false;
+        if (!eqValues(st, *i->value, *j->value)) return false;
       }
       return true;
     }
@@ -231,13 +231,13 @@ bool EvalState::eqValues(Value& v1, Value& v2) {
   }
 }
 
-bool EvalState::lessThan(Value& a, Value& b, PosIdx pos) {
-  forceValue(a, pos);
-  forceValue(b, pos);
+bool lessThan(EvalState& st, Value& a, Value& b, PosIdx pos) {
+  st.forceValue(a, pos);
+  st.forceValue(b, pos);
   if (a.type == VType::kInt && b.type == VType::kFloat) return a.integer < b.fpoint;
   if (a.type == VType::kFloat && b.type == VType::kInt) return a.fpoint < b.integer;
   if (a.type != b.type)
-    throwError(pos, std::string("cannot compare ") + showType(a) + " with " + showType(b));
+    throwError(st, pos, std::string("cannot compare ") + showType(a) + " with " + showType(b));
   switch (a.type) {
     case VType::kInt: return a.integer < b.integer;
     case VType::kFloat: return a.fpoint < b.fpoint;
@@ -247,11 +247,11 @@ bool EvalState::lessThan(Value& a, Value& b, PosIdx pos) {
       for (size_t i = 0;; ++i) {
         if (i == b.list.size) return false;
         if (i == a.list.size) return true;
-        if (!eqValues(*a.list.elems[i], *b.list.elems[i]))
-          return lessThan(*a.list.elems[i], *b.list.elems[i], pos);
+        if (!eqValues(st, *a.list.elems[i], *b.list.elems[i]))
+          return lessThan(st, *a.list.elems[i], *b.list.elems[i], pos);
       }
     default:
-      throwError(pos, std::string("cannot compare ") + showType(a) + " with " + showType(b));
+      throwError(st, pos, std::string("cannot compare ") + showType(a) + " with " + showType(b));
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "eval_services.h"
 #include "eval_parts.h"
 #include "kiln/evaluator/eval_state.h"
 #include "print.h"
@@ -30,12 +31,12 @@ static Value* lookupVar(EvalState& state, Env& env, const ExprVar& var, bool noE
     WithInfo& info = withInfo(*e);
     if (__atomic_load_n(&info.type, __ATOMIC_ACQUIRE) == WithInfo::kHasWithExpr) {
       if (noEval) return nullptr;
-      state.forceAttrs(*e->values[0], var.pos);
+      forceAttrs(state, *e->values[0], var.pos);
       __atomic_store_n(&info.type, WithInfo::kHasWithAttrs, __ATOMIC_RELEASE);
     }
     if (Value* r = e->values[0]->attrs->get(var.name)) return r;
     if (!info.prevWith)
-      state.throwError(var.pos, "undefined variable '" + std::string(state.symbols.name(var.name)) + "'");
+      throwError(state, var.pos, "undefined variable '" + std::string(state.symbols.name(var.name)) + "'");
     e = envAt(e, info.prevWith);
   }
 }
@@ -56,7 +57,7 @@ static Symbol getName(const AttrName& n, EvalState& state, Env& env) {
   if (n.symbol) return n.symbol;
   Value v;
   n.expr->eval(state, env, v);
-  return state.sym(state.forceStringNoCtx(v, n.expr->pos));
+  return state.sym(forceStringNoCtx(state, v, n.expr->pos));
 }
 
 void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
@@ -73,9 +74,9 @@ void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
         return;
       }
     } else {
-      state.forceAttrs(*vAttrs, pos);
+      forceAttrs(state, *vAttrs, pos);
       if (!(j = vAttrs->attrs->find(name)))
-        state.throwError(pos, "attribute '" + std::string(state.symbols.name(name)) + "' missing");
+        throwError(state, pos, "attribute '" + std::string(state.symbols.name(name)) + "' missing");
     }
     vAttrs = j->value;
   }
@@ -114,7 +115,7 @@ static void insertSorted(Bindings* b, Symbol name, Value* v, PosIdx pos) {
 // in the set and in the slots its own attributes see. Returns a new set.
 static Bindings* applyOverrides(EvalState& state, const ExprAttrs& e, Env& env2, Bindings* b) {
   Value* vo = b->get(state.sOverrides);
-  state.forceAttrs(*vo, e.pos);
+  forceAttrs(state, *vo, e.pos);
   Bindings* nb = state.heap().allocBindings(b->size + vo->attrs->size + e.dynamicAttrs.size());
   for (auto& a : *b) nb->push(a.name, a.value, a.pos);
   for (auto& o : *vo->attrs) {
@@ -165,9 +166,9 @@ void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
     d.nameExpr->eval(state, *dynEnv, nameVal);
     state.forceValue(nameVal, d.pos);
     if (nameVal.type == VType::kNull) continue;
-    Symbol name = state.sym(state.forceStringNoCtx(nameVal, d.pos));
+    Symbol name = state.sym(forceStringNoCtx(state, nameVal, d.pos));
     if (const Attr* prev = b->find(name))
-      state.throwError(d.pos, "dynamic attribute '" + std::string(state.symbols.name(name)) +
+      throwError(state, d.pos, "dynamic attribute '" + std::string(state.symbols.name(name)) +
                                   "' already defined at " + state.positions.show(prev->pos));
     insertSorted(b, name, d.valueExpr->maybeThunk(state, *dynEnv), d.pos);
   }
@@ -187,7 +188,7 @@ void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   size_t n = nArgs;
   Value** vArgs = static_cast<Value**>(alloca(sizeof(Value*) * n));
   for (size_t i = 0; i < n; ++i) vArgs[i] = argItems[i]->maybeThunk(state, env);
-  state.callFunction(vFun, n, vArgs, v, pos);
+  callFunction(state, vFun, n, vArgs, v, pos);
 }
 
 void ExprLet::eval(EvalState& state, Env& env, Value& v) {
@@ -211,11 +212,11 @@ void ExprWith::eval(EvalState& state, Env& env, Value& v) {
 }
 
 void ExprIf::eval(EvalState& state, Env& env, Value& v) {
-  (state.evalBool(env, cond, pos) ? then : else_)->eval(state, env, v);
+  (evalBool(state, env, cond, pos) ? then : else_)->eval(state, env, v);
 }
 
 void ExprAssert::eval(EvalState& state, Env& env, Value& v) {
-  if (!state.evalBool(env, cond, pos)) {
+  if (!evalBool(state, env, cond, pos)) {
     std::ostringstream s;
     cond->show(state.symbols, s);
     throw AssertionError("assertion '" + s.str() + "' failed" + state.positions.snippet(pos));
@@ -224,12 +225,12 @@ void ExprAssert::eval(EvalState& state, Env& env, Value& v) {
 }
 
 void ExprOpNot::eval(EvalState& state, Env& env, Value& v) {
-  v.mkBool(!state.evalBool(env, e, pos));
+  v.mkBool(!evalBool(state, env, e, pos));
 }
 
 static void updateAttrs(EvalState& state, Value& v1, Value& v2, Value& v, PosIdx pos) {
-  state.forceAttrs(v1, pos);
-  state.forceAttrs(v2, pos);
+  forceAttrs(state, v1, pos);
+  forceAttrs(state, v2, pos);
   if (v1.attrs->size == 0) {
     v = v2;
     return;
@@ -238,14 +239,14 @@ static void updateAttrs(EvalState& state, Value& v1, Value& v2, Value& v, PosIdx
     v = v1;
     return;
   }
-  v.mkAttrs(state.updateBindings(*v1.attrs, *v2.attrs));
+  v.mkAttrs(updateBindings(state, *v1.attrs, *v2.attrs));
 }
 
 void concatLists(EvalState& state, Value& v, size_t n, Value** lists, PosIdx pos) {
   size_t len = 0;
   Value* nonEmpty = nullptr;
   for (size_t i = 0; i < n; ++i) {
-    state.forceList(*lists[i], pos);
+    forceList(state, *lists[i], pos);
     len += lists[i]->list.size;
     if (lists[i]->list.size) nonEmpty = lists[i];
   }
@@ -266,18 +267,18 @@ void ExprBinOp::eval(EvalState& state, Env& env, Value& v) {
       Value a, b;
       e1->eval(state, env, a);
       e2->eval(state, env, b);
-      bool eq = state.eqValues(a, b);
+      bool eq = eqValues(state, a, b);
       v.mkBool(op == kEq ? eq : !eq);
       return;
     }
     case kAnd:
-      v.mkBool(state.evalBool(env, e1, pos) && state.evalBool(env, e2, pos));
+      v.mkBool(evalBool(state, env, e1, pos) && evalBool(state, env, e2, pos));
       return;
     case kOr:
-      v.mkBool(state.evalBool(env, e1, pos) || state.evalBool(env, e2, pos));
+      v.mkBool(evalBool(state, env, e1, pos) || evalBool(state, env, e2, pos));
       return;
     case kImpl:
-      v.mkBool(!state.evalBool(env, e1, pos) || state.evalBool(env, e2, pos));
+      v.mkBool(!evalBool(state, env, e1, pos) || evalBool(state, env, e2, pos));
       return;
     case kUpdate: {
       Value a, b;
@@ -334,19 +335,19 @@ void concatSlow(EvalState& state, Env& env, Value& v,
     if (firstType == VType::kInt) {
       if (tmp.type == VType::kInt) {
         if (__builtin_add_overflow(n, tmp.integer, &n))
-          state.throwError(ipos, "integer overflow in adding");
+          throwError(state, ipos, "integer overflow in adding");
       } else if (tmp.type == VType::kFloat) {
         firstType = VType::kFloat;
         nf = static_cast<double>(n) + tmp.fpoint;
       } else {
-        state.throwError(ipos, std::string("cannot add ") + showType(tmp) + " to an integer");
+        throwError(state, ipos, std::string("cannot add ") + showType(tmp) + " to an integer");
       }
     } else if (firstType == VType::kFloat) {
       if (tmp.type == VType::kInt) nf += tmp.integer;
       else if (tmp.type == VType::kFloat) nf += tmp.fpoint;
-      else state.throwError(ipos, std::string("cannot add ") + showType(tmp) + " to a float");
+      else throwError(state, ipos, std::string("cannot add ") + showType(tmp) + " to a float");
     } else {
-      state.appendCoerced(ipos, tmp, s, ctx, false, firstType == VType::kString, !first);
+      appendCoerced(state, ipos, tmp, s, ctx, false, firstType == VType::kString, !first);
     }
     first = false;
   }
@@ -356,7 +357,7 @@ void concatSlow(EvalState& state, Env& env, Value& v,
     v.mkFloat(nf);
   } else if (firstType == VType::kPath) {
     if (!ctx.empty())
-      state.throwError(
+      throwError(state, 
           e.pos,
           "a string that refers to a store path cannot be appended to a path");
     state.mkPath(v, canonPath(s));
@@ -413,6 +414,6 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
   v.mkString(out - total, ctx.result(state));
 }
 
-void ExprPos::eval(EvalState& state, Env&, Value& v) { state.mkPos(v, pos); }
+void ExprPos::eval(EvalState& state, Env&, Value& v) { mkPos(state, v, pos); }
 
 }  // namespace kiln::eval

@@ -92,44 +92,44 @@ void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
   v.mkString(heap().copyString(s), c);
 }
 
-void EvalState::copyContext(const Value& v, Context& ctx) {
+void copyContext(const Value& v, Context& ctx) {
   if (v.type == VType::kString && v.str.context)
     for (const char** p = v.str.context; *p; ++p) ctx.insert(*p);
 }
 
-void EvalState::mkPos(Value& v, PosIdx pos) {
+void mkPos(EvalState& st, Value& v, PosIdx pos) {
   if (pos == kNoPos) {
     v.mkNull();
     return;
   }
-  Pos p = positions.get(pos);
-  Bindings* b = heap().allocBindings(3);
-  Value* f = heap().allocValue();
-  mkString(*f, positions.origin(p.origin).path);
-  Value* l = heap().allocValue();
+  Pos p = st.positions.get(pos);
+  Bindings* b = st.heap().allocBindings(3);
+  Value* f = st.heap().allocValue();
+  st.mkString(*f, st.positions.origin(p.origin).path);
+  Value* l = st.heap().allocValue();
   l->mkInt(p.line);
-  Value* c = heap().allocValue();
+  Value* c = st.heap().allocValue();
   c->mkInt(p.column);
-  b->push(sFile, f);
-  b->push(sLine, l);
-  b->push(sColumn, c);
-  mkAttrs(v, b);
+  b->push(st.sFile, f);
+  b->push(st.sLine, l);
+  b->push(st.sColumn, c);
+  st.mkAttrs(v, b);
 }
 
-void EvalState::throwError(PosIdx pos, const std::string& msg) {
-  throw EvalError(msg + positions.snippet(pos));
+void throwError(EvalState& st, PosIdx pos, const std::string& msg) {
+  throw EvalError(msg + st.positions.snippet(pos));
 }
 
-void EvalState::throwTypeError(PosIdx pos, const char* expected, const Value& v) {
-  throwError(pos, std::string("value is ") + showType(v) + " while " + expected + " was expected");
+void throwTypeError(EvalState& st, PosIdx pos, const char* expected, const Value& v) {
+  throwError(st, pos, std::string("value is ") + showType(v) + " while " + expected + " was expected");
 }
 
-std::vector<const Attr*> EvalState::sortedByName(const Bindings* b) const {
+std::vector<const Attr*> sortedByName(EvalState& st, const Bindings* b) {
   std::vector<const Attr*> out;
   out.reserve(b->size);
   for (auto& a : *b) out.push_back(&a);
-  std::sort(out.begin(), out.end(), [this](const Attr* x, const Attr* y) {
-    return symbols.name(x->name) < symbols.name(y->name);
+  std::sort(out.begin(), out.end(), [&st](const Attr* x, const Attr* y) {
+    return st.symbols.name(x->name) < st.symbols.name(y->name);
   });
   return out;
 }
@@ -151,7 +151,7 @@ void EvalState::forceThunk(Value& v, PosIdx pos) {
     Value* r = v.app.right;
     v.type = VType::kBlackhole;
     try {
-      callFunction(*l, *r, v, pos);
+      callFunction(*this, *l, *r, v, pos);
     } catch (...) {
       v.mkApp(l, r);
       throw;
@@ -161,72 +161,72 @@ void EvalState::forceThunk(Value& v, PosIdx pos) {
   }
 }
 
-int64_t EvalState::forceInt(Value& v, PosIdx pos) {
-  forceValue(v, pos);
-  if (v.type != VType::kInt) throwTypeError(pos, "an integer", v);
+int64_t forceInt(EvalState& st, Value& v, PosIdx pos) {
+  st.forceValue(v, pos);
+  if (v.type != VType::kInt) throwTypeError(st, pos, "an integer", v);
   return v.integer;
 }
 
-double EvalState::forceFloat(Value& v, PosIdx pos) {
-  forceValue(v, pos);
+double forceFloat(EvalState& st, Value& v, PosIdx pos) {
+  st.forceValue(v, pos);
   if (v.type == VType::kInt) return static_cast<double>(v.integer);
-  if (v.type != VType::kFloat) throwTypeError(pos, "a float", v);
+  if (v.type != VType::kFloat) throwTypeError(st, pos, "a float", v);
   return v.fpoint;
 }
 
-bool EvalState::forceBool(Value& v, PosIdx pos) {
-  forceValue(v, pos);
-  if (v.type != VType::kBool) throwTypeError(pos, "a Boolean", v);
+bool forceBool(EvalState& st, Value& v, PosIdx pos) {
+  st.forceValue(v, pos);
+  if (v.type != VType::kBool) throwTypeError(st, pos, "a Boolean", v);
   return v.boolean;
 }
 
-void EvalState::forceAttrs(Value& v, PosIdx pos) {
-  forceValue(v, pos);
-  if (v.type != VType::kAttrs) throwTypeError(pos, "a set", v);
+void forceAttrs(EvalState& st, Value& v, PosIdx pos) {
+  st.forceValue(v, pos);
+  if (v.type != VType::kAttrs) throwTypeError(st, pos, "a set", v);
 }
 
-void EvalState::forceList(Value& v, PosIdx pos) {
-  forceValue(v, pos);
-  if (v.type != VType::kList) throwTypeError(pos, "a list", v);
+void forceList(EvalState& st, Value& v, PosIdx pos) {
+  st.forceValue(v, pos);
+  if (v.type != VType::kList) throwTypeError(st, pos, "a list", v);
 }
 
-void EvalState::forceFunction(Value& v, PosIdx pos) {
-  forceValue(v, pos);
-  if (!v.isFunction() && !(v.type == VType::kAttrs && v.attrs->find(sFunctor)))
-    throwTypeError(pos, "a function", v);
+void forceFunction(EvalState& st, Value& v, PosIdx pos) {
+  st.forceValue(v, pos);
+  if (!v.isFunction() && !(v.type == VType::kAttrs && v.attrs->find(st.sFunctor)))
+    throwTypeError(st, pos, "a function", v);
 }
 
-std::string_view EvalState::forceString(Value& v, PosIdx pos) {
-  forceValue(v, pos);
-  if (v.type != VType::kString) throwTypeError(pos, "a string", v);
+std::string_view forceString(EvalState& st, Value& v, PosIdx pos) {
+  st.forceValue(v, pos);
+  if (v.type != VType::kString) throwTypeError(st, pos, "a string", v);
   return v.str.s;
 }
 
-std::string_view EvalState::forceString(Value& v, Context& ctx, PosIdx pos) {
-  std::string_view s = forceString(v, pos);
+std::string_view forceString(EvalState& st, Value& v, Context& ctx, PosIdx pos) {
+  std::string_view s = forceString(st, v, pos);
   copyContext(v, ctx);
   return s;
 }
 
-std::string_view EvalState::forceStringNoCtx(Value& v, PosIdx pos) {
-  std::string_view s = forceString(v, pos);
+std::string_view forceStringNoCtx(EvalState& st, Value& v, PosIdx pos) {
+  std::string_view s = forceString(st, v, pos);
   if (v.str.context && *v.str.context)
-    throwError(pos, "the string '" + std::string(s) +
+    throwError(st, pos, "the string '" + std::string(s) +
                         "' is not allowed to refer to a store path (such as '" +
                         std::string(*v.str.context) + "')");
   return s;
 }
 
-bool EvalState::evalBool(Env& env, Expr* e, PosIdx pos) {
+bool evalBool(EvalState& st, Env& env, Expr* e, PosIdx pos) {
   Value v;
-  e->eval(*this, env, v);
-  if (v.type != VType::kBool) throwTypeError(e->pos ? e->pos : pos, "a Boolean", v);
+  e->eval(st, env, v);
+  if (v.type != VType::kBool) throwTypeError(st, e->pos ? e->pos : pos, "a Boolean", v);
   return v.boolean;
 }
 
-void EvalState::evalAttrs(Env& env, Expr* e, Value& v) {
-  e->eval(*this, env, v);
-  if (v.type != VType::kAttrs) throwTypeError(e->pos, "a set", v);
+void evalAttrs(EvalState& st, Env& env, Expr* e, Value& v) {
+  e->eval(st, env, v);
+  if (v.type != VType::kAttrs) throwTypeError(st, e->pos, "a set", v);
 }
 
 namespace {
@@ -259,31 +259,31 @@ static void evalBody(EvalState& st, ExprLambda& lambda, Env& env, Value& v, PosI
   }
 }
 
-void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes, PosIdx pos) {
-  uint32_t& d = threads().depth();
-  if (++d > settings.maxCallDepth) {
+void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args, Value& vRes, PosIdx pos) {
+  uint32_t& d = st.threads().depth();
+  if (++d > st.settings.maxCallDepth) {
     --d;
     throw InfiniteRecursionError("stack overflow; max-call-depth exceeded (" +
-                                 std::to_string(settings.maxCallDepth) +
+                                 std::to_string(st.settings.maxCallDepth) +
                                  " nested calls; possible infinite recursion)" +
-                                 positions.snippet(pos));
+                                 st.positions.snippet(pos));
   }
   DepthGuard guard{d};
-  forceValue(fun, pos);  // in place: a copy of a shared thunk could be torn
+  st.forceValue(fun, pos);  // in place: a copy of a shared thunk could be torn
   Value vCur = fun;
   while (nargs > 0) {
     if (vCur.type == VType::kLambda) {
       ExprLambda& lambda = *vCur.lambda.fun;
-      Env& env2 = heap().allocEnv(lambda.envSize());
+      Env& env2 = st.heap().allocEnv(lambda.envSize());
       env2.up = vCur.lambda.env;
       uint32_t displ = 0;
       if (!lambda.formals) {
         env2.values[displ++] = args[0];
       } else {
         Value& arg = *args[0];
-        forceValue(arg, pos);
+        st.forceValue(arg, pos);
         if (arg.type != VType::kAttrs)
-          throwError(pos, lambdaName(*this, lambda) + " called with " + showType(arg) +
+          throwError(st, pos, lambdaName(st, lambda) + " called with " + showType(arg) +
                               " while a set was expected");
         if (lambda.arg) env2.values[displ++] = args[0];
         size_t used = 0;
@@ -293,24 +293,24 @@ void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes
             ++used;
             env2.values[displ++] = j;
           } else if (f.def) {
-            env2.values[displ++] = f.def->maybeThunk(*this, env2);
+            env2.values[displ++] = f.def->maybeThunk(st, env2);
           } else {
-            throwError(pos, lambdaName(*this, lambda) + " called without required argument '" +
-                                std::string(symbols.name(f.name)) + "'");
+            throwError(st, pos, lambdaName(st, lambda) + " called without required argument '" +
+                                std::string(st.symbols.name(f.name)) + "'");
           }
         }
         if (!lambda.formals->ellipsis && used != arg.attrs->size)
           for (auto& a : *arg.attrs)
             if (!lambda.formals->find(a.name))
-              throwError(pos, lambdaName(*this, lambda) + " called with unexpected argument '" +
-                                  std::string(symbols.name(a.name)) + "'");
+              throwError(st, pos, lambdaName(st, lambda) + " called with unexpected argument '" +
+                                  std::string(st.symbols.name(a.name)) + "'");
       }
       if (nargs == 1) {
-        evalBody(*this, lambda, env2, vRes, pos);
+        evalBody(st, lambda, env2, vRes, pos);
         return;
       }
       Value tmp;
-      evalBody(*this, lambda, env2, tmp, pos);
+      evalBody(st, lambda, env2, tmp, pos);
       vCur = tmp;
       --nargs;
       ++args;
@@ -323,10 +323,10 @@ void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes
       }
       const PrimOp* p = f->primOp;
       if (applied + nargs < p->arity) {
-        Value* left = heap().allocValue();
+        Value* left = st.heap().allocValue();
         *left = vCur;
         for (size_t i = 0; i + 1 < nargs; ++i) {
-          Value* next = heap().allocValue();
+          Value* next = st.heap().allocValue();
           next->mkPrimOpApp(left, args[i]);
           left = next;
         }
@@ -342,26 +342,26 @@ void EvalState::callFunction(Value& fun, size_t nargs, Value** args, Value& vRes
       }
       for (size_t i = 0; i < need; ++i) all[applied + i] = args[i];
       if (nargs == need) {
-        p->fn(*this, pos, all, vRes);
+        p->fn(st, pos, all, vRes);
         return;
       }
       Value tmp;
-      p->fn(*this, pos, all, tmp);
+      p->fn(st, pos, all, tmp);
       vCur = tmp;
       nargs -= need;
       args += need;
-    } else if (vCur.type == VType::kAttrs && vCur.attrs->find(sFunctor)) {
-      Value* functor = vCur.attrs->get(sFunctor);
-      Value* self = heap().allocValue();
+    } else if (vCur.type == VType::kAttrs && vCur.attrs->find(st.sFunctor)) {
+      Value* functor = vCur.attrs->get(st.sFunctor);
+      Value* self = st.heap().allocValue();
       *self = vCur;
       Value* args2[2] = {self, args[0]};
       Value tmp;
-      callFunction(*functor, 2, args2, tmp, pos);
+      callFunction(st, *functor, 2, args2, tmp, pos);
       vCur = tmp;
       --nargs;
       ++args;
     } else {
-      throwError(pos, std::string("attempt to call something which is not a function but ") +
+      throwError(st, pos, std::string("attempt to call something which is not a function but ") +
                           showType(vCur));
     }
   }
@@ -374,7 +374,7 @@ void EvalState::autoCallFunction(Bindings* args, Value& fun, Value& res) {
     Value* self = heap().allocValue();
     *self = fun;
     Value v2;
-    callFunction(*fun.attrs->get(sFunctor), *self, v2, kNoPos);
+    callFunction(*this, *fun.attrs->get(sFunctor), *self, v2, kNoPos);
     forceValue(v2, kNoPos);
     autoCallFunction(args, v2, res);
     return;
@@ -397,7 +397,7 @@ void EvalState::autoCallFunction(Bindings* args, Value& fun, Value& res) {
   }
   Value* arg = heap().allocValue();
   mkAttrs(*arg, b);
-  callFunction(fun, *arg, res, kNoPos);
+  callFunction(*this, fun, *arg, res, kNoPos);
 }
 
 void EvalState::setStoreWriter(StoreWriter* writer) { this->writer().set(writer); }

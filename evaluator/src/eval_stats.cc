@@ -15,6 +15,8 @@
 #include <iostream>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "gc_support.h"
 #include "kiln/evaluator/eval_state.h"
@@ -82,25 +84,56 @@ int liveBucket(size_t bytes) {
   return bytes <= 256 ? 8 : bytes <= 1024 ? 9 : 10;
 }
 
-// Counts the objects the last collection found reachable, by size.
+// The collector's block size (HBLKSIZE, 4 KiB in libgc's default
+// configuration); objects up to half of it share blocks of one size.
+constexpr uint64_t kBlockBytes = 4096;
+
+// What countReachable gathers: per object size and kind, the objects
+// found and the distinct blocks they are in (small objects only).
+struct Reachable {
+  EvalStats* stats;
+  struct SizeClass {
+    uint64_t objects = 0;
+    std::unordered_set<uintptr_t> blocks;
+  };
+  std::unordered_map<uint64_t, SizeClass> bySizeAndKind;  // key: bytes * 4 + kind
+};
+
+// The free slots (and unusable tails) of the blocks holding `c`'s objects
+// of `bytes` each: a block of a size class takes objects of that size only.
+uint64_t freeSlotBytes(uint64_t bytes, const Reachable::SizeClass& c) {
+  return c.blocks.size() * kBlockBytes - c.objects * bytes;
+}
+
+// Counts the objects the last collection found reachable, by size, and
+// the free slots left in the blocks that hold them.
 void countReachable(EvalStats& s) {
+  Reachable r{&s, {}};
   GC_call_with_alloc_lock(
       [](void* data) -> void* {
         GC_enumerate_reachable_objects_inner(
             [](void* obj, size_t bytes, void* d) {
-              auto* st = static_cast<EvalStats*>(d);
+              auto* r = static_cast<Reachable*>(d);
+              EvalStats* st = r->stats;
               int b = liveBucket(bytes);
               ++st->liveObjects[b];
               st->liveBytes[b] += bytes;
-              if (GC_get_kind_and_size(obj, nullptr) == GC_I_PTRFREE) {
+              int kind = GC_get_kind_and_size(obj, nullptr);
+              if (kind == GC_I_PTRFREE) {
                 ++st->liveAtomicObjects;
                 st->liveAtomicBytes += bytes;
               }
+              if (bytes > kBlockBytes / 2) return;
+              auto& c = r->bySizeAndKind[uint64_t(bytes) * 4 + unsigned(kind & 3)];
+              ++c.objects;
+              c.blocks.insert(reinterpret_cast<uintptr_t>(obj) & ~uintptr_t(kBlockBytes - 1));
             },
             data);
         return nullptr;
       },
-      &s);
+      &r);
+  for (auto& [key, c] : r.bySizeAndKind)
+    s.freeSlotBytes[liveBucket(key / 4)] += freeSlotBytes(key / 4, c);
 }
 }  // namespace
 
@@ -169,7 +202,14 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
     for (int i = 0; i < EvalStats::kLiveBuckets; ++i)
       out << " " << s.liveObjects[i] << "/" << mb(s.liveBytes[i]);
     out << "; of it atomic (strings, contexts) " << s.liveAtomicObjects << "/"
-        << mb(s.liveAtomicBytes) << "\n";
+        << mb(s.liveAtomicBytes) << "\n"
+        << p << "free slots in blocks holding live objects, by object size (same buckets):";
+    uint64_t freeSlots = 0;
+    for (int i = 0; i < EvalStats::kLiveBuckets; ++i) {
+      out << " " << mb(s.freeSlotBytes[i]);
+      freeSlots += s.freeSlotBytes[i];
+    }
+    out << "; " << mb(freeSlots) << " in all\n";
   }
   out << p << "allocated: values " << mb(a.valueBytes) << " (" << a.valueBlocks
       << " blocks), envs " << mb(a.envBytes) << " (" << a.envs << "), bindings "

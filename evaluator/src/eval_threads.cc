@@ -194,7 +194,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
     Value saved = v;
     try {
       if (type == VType::kThunk) saved.thunk.expr->eval(*this, *saved.thunk.env, tmp);
-      else callFunction(*saved.app.left, *saved.app.right, tmp, pos);
+      else callFunction(*this, *saved.app.left, *saved.app.right, tmp, pos);
       forceValue(tmp, pos);  // a result is never a thunk
     } catch (...) {
       publishValueState(v, makeValueState(type));

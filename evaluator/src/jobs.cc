@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "eval_services.h"
 #include "kiln/evaluator/output.h"
 
 namespace kiln::eval {
@@ -19,7 +20,7 @@ std::string stringAttr(EvalState& st, Value& drv, Symbol name, const char* what)
   Value* a = drv.attrs->get(name);
   if (!a) throw EvalError(std::string("derivation has no '") + what + "' attribute");
   Context ctx;
-  return std::string(st.forceString(*a, ctx, kNoPos));
+  return std::string(forceString(st, *a, ctx, kNoPos));
 }
 
 void describeOutputs(EvalState& st, Value& drv, Job& job) {
@@ -28,12 +29,12 @@ void describeOutputs(EvalState& st, Value& drv, Job& job) {
     job.outputs.push_back({"out", stringAttr(st, drv, st.sOutPath, "outPath")});
     return;
   }
-  st.forceList(*outs, kNoPos);
+  forceList(st, *outs, kNoPos);
   for (size_t i = 0; i < outs->list.size; ++i) {
-    std::string name(st.forceStringNoCtx(*outs->list.elems[i], kNoPos));
+    std::string name(forceStringNoCtx(st, *outs->list.elems[i], kNoPos));
     Value* o = drv.attrs->get(st.sym(name));
     if (!o) throw EvalError("derivation has no attribute for its output '" + name + "'");
-    st.forceAttrs(*o, kNoPos);
+    forceAttrs(st, *o, kNoPos);
     job.outputs.push_back({name, stringAttr(st, *o, st.sOutPath, "outPath")});
   }
 }
@@ -43,8 +44,8 @@ void describeOutputs(EvalState& st, Value& drv, Job& job) {
 void describeMeta(EvalState& st, Value& drv, Job& job) {
   Value* meta = drv.attrs->get(st.sMeta);
   if (!meta) return;
-  st.forceAttrs(*meta, kNoPos);
-  for (const Attr* a : st.sortedByName(meta->attrs)) {
+  forceAttrs(st, *meta, kNoPos);
+  for (const Attr* a : sortedByName(st, meta->attrs)) {
     std::ostringstream out;
     try {
       Context ctx;
@@ -61,12 +62,12 @@ void describeMeta(EvalState& st, Value& drv, Job& job) {
 // to a string, as nix-eval-jobs reads them) and the job names in it.
 void describeConstituents(EvalState& st, Value& drv, Job& job) {
   Value* flag = drv.attrs->get(st.sym("_hydraAggregate"));
-  if (!flag || !st.forceBool(*flag, kNoPos)) return;
+  if (!flag || !forceBool(st, *flag, kNoPos)) return;
   job.aggregate = true;
   Value* list = drv.attrs->get(st.sym("constituents"));
   if (!list) throw EvalError("aggregate job '" + job.attr + "' has no 'constituents' attribute");
   Context ctx;
-  st.coerceToString(kNoPos, *list, ctx, true, false);
+  coerceToString(st, kNoPos, *list, ctx, true, false);
   for (std::string_view c : ctx) {
     if (c.empty() || c[0] != '!') continue;  // only derivations' outputs
     size_t bang = c.find('!', 1);
@@ -75,11 +76,11 @@ void describeConstituents(EvalState& st, Value& drv, Job& job) {
   std::sort(job.constituents.begin(), job.constituents.end());
   job.constituents.erase(std::unique(job.constituents.begin(), job.constituents.end()),
                          job.constituents.end());
-  st.forceList(*list, kNoPos);
+  forceList(st, *list, kNoPos);
   for (size_t i = 0; i < list->list.size; ++i) {
     Value& e = *list->list.elems[i];
     st.forceValue(e, kNoPos);
-    if (e.type == VType::kString) job.namedConstituents.emplace_back(st.forceStringNoCtx(e, kNoPos));
+    if (e.type == VType::kString) job.namedConstituents.emplace_back(forceStringNoCtx(st, e, kNoPos));
   }
 }
 
@@ -113,7 +114,7 @@ class Walker {
   // Returns without calling onJob for values that are not jobs.
   void visit(Value& v0, const std::string& attr) {
     Value v = force(v0);
-    if (st_.isDerivation(v)) {
+    if (isDerivation(st_, v)) {
       onJob_(describeDerivation(st_, v, attr, options_));
       return;
     }
@@ -141,7 +142,7 @@ class Walker {
   // Functions and functors are left to visit, which auto-calls them once.
   std::vector<const Attr*> entered(Value& v0) {
     st_.forceValue(v0, kNoPos);
-    if (v0.type != VType::kAttrs || v0.attrs->get(st_.sFunctor) || st_.isDerivation(v0)) return {};
+    if (v0.type != VType::kAttrs || v0.attrs->get(st_.sFunctor) || isDerivation(st_, v0)) return {};
     return enteredAttrs(v0);
   }
 
@@ -151,10 +152,10 @@ class Walker {
   // (or any set, with forceRecurse).
   std::vector<const Attr*> enteredAttrs(Value& v) {
     if (v.type != VType::kAttrs) return {};
-    if (options_.forceRecurse) return st_.sortedByName(v.attrs);
+    if (options_.forceRecurse) return sortedByName(st_, v.attrs);
     Value* r = v.attrs->get(st_.sRecurseForDerivations);
-    if (!r || !st_.forceBool(*r, kNoPos)) return {};
-    return st_.sortedByName(v.attrs);
+    if (!r || !forceBool(st_, *r, kNoPos)) return {};
+    return sortedByName(st_, v.attrs);
   }
 
   EvalState& st_;
@@ -171,14 +172,14 @@ JobRoot prepareJobRoot(EvalState& st, Value& root, Bindings* autoArgs,
   JobRoot r;
   r.options = options;
   r.value = Walker(st, autoArgs, r.options, none).force(root);
-  if (st.isDerivation(r.value)) {
+  if (isDerivation(st, r.value)) {
     r.isDerivation = true;
     return r;
   }
   if (r.value.type != VType::kAttrs)
     throw EvalError(std::string("the collection must be a set or a derivation, but is ") +
                     showType(r.value));
-  r.entries = st.sortedByName(r.value.attrs);
+  r.entries = sortedByName(st, r.value.attrs);
   return r;
 }
 

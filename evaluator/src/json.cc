@@ -36,15 +36,15 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ost
     case VType::kBool: out << (v.boolean ? "true" : "false"); break;
     case VType::kNull: out << "null"; break;
     case VType::kString:
-      EvalState::copyContext(v, ctx);
+      copyContext(v, ctx);
       jsonString(out, v.str.s);
       break;
     case VType::kPath:
-      jsonString(out, copyToStore ? st.copyPathToStore(ctx, v.path) : std::string(v.path));
+      jsonString(out, copyToStore ? copyPathToStore(st, ctx, v.path) : std::string(v.path));
       break;
     case VType::kAttrs: {
       if (v.attrs->find(st.sToString)) {
-        jsonString(out, st.coerceToString(pos, v, ctx, false, false));
+        jsonString(out, coerceToString(st, pos, v, ctx, false, false));
         break;
       }
       if (Value* o = v.attrs->get(st.sOutPath)) {
@@ -53,7 +53,7 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ost
       }
       out << '{';
       bool first = true;
-      for (const Attr* a : st.sortedByName(v.attrs)) {
+      for (const Attr* a : sortedByName(st, v.attrs)) {
         if (!first) out << ',';
         first = false;
         jsonString(out, st.symbols.name(a->name));
@@ -77,7 +77,7 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ost
       out << ']';
       break;
     default:
-      st.throwError(pos, std::string("cannot convert ") + showType(v) + " to JSON");
+      throwError(st, pos, std::string("cannot convert ") + showType(v) + " to JSON");
   }
 }
 
@@ -137,11 +137,11 @@ void primToJSON(EvalState& st, PosIdx pos, Value** args, Value& v) {
 }
 
 void primFromJSON(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::string_view s = st.forceStringNoCtx(*args[0], pos);
+  std::string_view s = forceStringNoCtx(st, *args[0], pos);
   try {
     parseJSON(st, s, v);
   } catch (EvalError& e) {
-    st.throwError(pos, e.what());
+    throwError(st, pos, e.what());
   }
 }
 

@@ -2,6 +2,7 @@
 // docs/evaluator.md, "Layered sets").
 #include <algorithm>
 
+#include "eval_services.h"
 #include "eval_parts.h"
 #include "kiln/evaluator/eval_state.h"
 
@@ -100,16 +101,16 @@ Bindings* update(EvalState& st, const Bindings& left, J r, J re,
 
 }  // namespace
 
-Bindings* EvalState::updateBindings(const Bindings& left,
+Bindings* updateBindings(EvalState& st, const Bindings& left,
                                     const Bindings& right) {
   if (right.layered())
-    return update(*this, left, right.begin(), right.end(), right.size);
-  return update(*this, left, right.ownBegin(), right.ownEnd(), right.size);
+    return update(st, left, right.begin(), right.end(), right.size);
+  return update(st, left, right.ownBegin(), right.ownEnd(), right.size);
 }
 
-Bindings* EvalState::updateBindings(const Bindings& left, const Attr* right,
+Bindings* updateBindings(EvalState& st, const Bindings& left, const Attr* right,
                                     const Attr* rightEnd) {
-  return update(*this, left, right, rightEnd,
+  return update(st, left, right, rightEnd,
                 static_cast<uint32_t>(rightEnd - right));
 }
 

@@ -65,7 +65,7 @@ struct Printer {
           out << "«repeated»";
         } else {
           out << "{ ";
-          for (const Attr* a : state.sortedByName(v.attrs)) {
+          for (const Attr* a : sortedByName(state, v.attrs)) {
             printAttrName(out, state.symbols.name(a->name));
             out << " = ";
             print(*a->value);

@@ -56,7 +56,7 @@ struct XmlPrinter {
     a["column"] = std::to_string(p.column);
   }
   void attrs(Bindings* b) {
-    for (const Attr* a : st.sortedByName(b)) {
+    for (const Attr* a : sortedByName(st, b)) {
       XmlAttrs xa{{"name", std::string(st.symbols.name(a->name))}};
       posAttrs(xa, a->pos);
       open("attr", xa);
@@ -72,12 +72,12 @@ struct XmlPrinter {
       case VType::kBool: open("bool", {{"value", v.boolean ? "true" : "false"}}, true); break;
       case VType::kNull: open("null", {}, true); break;
       case VType::kString:
-        EvalState::copyContext(v, ctx);
+        copyContext(v, ctx);
         open("string", {{"value", v.str.s}}, true);
         break;
       case VType::kPath: open("path", {{"value", v.path}}, true); break;
       case VType::kAttrs:
-        if (st.isDerivation(v)) {
+        if (isDerivation(st, v)) {
           XmlAttrs xa;
           Value* drvPath = v.attrs->get(st.sDrvPath);
           std::string dp;

@@ -59,6 +59,12 @@ EvalStats s = collectEvalStats(st, true);
   for (uint64_t b : s.liveBytes) reachable += b;
   EXPECT_GT(reachable, 0u);
   EXPECT_LE(reachable, s.gcHeapBytes);
+  // The blocks holding reachable objects are in use: what is reachable
+  // plus their free slots cannot exceed what is in use.
+  uint64_t freeSlots = 0;
+  for (uint64_t b : s.freeSlotBytes) freeSlots += b;
+  EXPECT_GT(freeSlots, 0u);  // 10,000 sets of one attribute do not fill whole blocks
+  EXPECT_LE(reachable + freeSlots, s.liveAfterCollect);
   EXPECT_LE(s.gcFreeBytes, s.gcHeapBytes);
   EXPECT_GE(s.gcTotalAllocated - s0.gcTotalAllocated,
             (s.allocs.bindingsBytes - s0.allocs.bindingsBytes) +
@@ -70,6 +76,7 @@ EvalStats s = collectEvalStats(st, true);
   printEvalStats(s, out);
   EXPECT_NE(out.str().find("kiln-eval-stats: gc heap "), std::string::npos);
   EXPECT_NE(out.str().find("live after a final collection"), std::string::npos);
+  EXPECT_NE(out.str().find("free slots in blocks holding live objects"), std::string::npos);
 }
 
 TEST(EvalStatsOff, NothingIsCountedWithoutTheVariable) {

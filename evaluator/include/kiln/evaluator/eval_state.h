@@ -81,25 +81,6 @@ class EvalState;
 /// ("/nix/store/…", "=/nix/store/….drv", "!out!/nix/store/….drv").
 using Context = std::set<std::string_view>;
 
-/// The context of a string built from parts. While at most one distinct
-/// context array has been added it is kept as it is (no set, no copy: most
-/// strings get their context from one interpolated part); a second one
-/// switches to a Context.
-class ContextUnion {
- public:
-  /// Adds a NULL-terminated context array (nullptr: none).
-  void add(const char** c);
-  void add(const Context& ctx);
-  bool empty() const { return !single_ && set_.empty(); }
-  /// The union as a NULL-terminated array: the one array added, or a new
-  /// one from `state`'s heap (EvalHeap::allocContext); nullptr when empty.
-  const char** result(EvalState& state) const;
-
- private:
-  const char** single_ = nullptr;
-  Context set_;
-};
-
 class EvalState {
  public:
   explicit EvalState(EvalSettings settings = {});
@@ -174,44 +155,13 @@ class EvalState {
   void endThreads();
   /// Makes the calling thread evaluate as `slot` (1..kMaxThreads).
   static void enterThread(uint32_t slot);
-  /// Forces every reachable value (for --strict / deepSeq).
+  /// Forces every reachable value (for --strict / deepSeq). The other
+  /// forcing, coercion, comparison and error services are the evaluator's
+  /// own: evaluator/src/eval_services.h.
   void forceValueDeep(Value& v);
-  int64_t forceInt(Value& v, PosIdx pos);
-  double forceFloat(Value& v, PosIdx pos);
-  bool forceBool(Value& v, PosIdx pos);
-  void forceAttrs(Value& v, PosIdx pos);
-  void forceList(Value& v, PosIdx pos);
-  void forceFunction(Value& v, PosIdx pos);
-  std::string_view forceString(Value& v, PosIdx pos);
-  std::string_view forceString(Value& v, Context& ctx, PosIdx pos);
-  std::string_view forceStringNoCtx(Value& v, PosIdx pos);
-  bool evalBool(Env& env, Expr* e, PosIdx pos);
-  void evalAttrs(Env& env, Expr* e, Value& v);
-
-  void callFunction(Value& fun, size_t nargs, Value** args, Value& v, PosIdx pos);
-  void callFunction(Value& fun, Value& arg, Value& v, PosIdx pos) {
-    Value* a = &arg;
-    callFunction(fun, 1, &a, v, pos);
-  }
   /// Calls `fun` with `args` for its formals if it is a function taking a
   /// set (nix-instantiate's --arg handling); otherwise copies it.
   void autoCallFunction(Bindings* args, Value& fun, Value& res);
-
-  std::string coerceToString(PosIdx pos, Value& v, Context& ctx, bool coerceMore = false,
-                             bool copyToStore = true, bool canonicalizePath = true);
-  /// Appends coerceToString(v) to `out` and its context to `ctx`, without
-  /// copies for strings and derivations (sets with a string `outPath`).
-  void appendCoerced(PosIdx pos, Value& v, std::string& out, ContextUnion& ctx,
-                     bool coerceMore = false, bool copyToStore = true,
-                     bool canonicalizePath = true);
-  /// A path from a path value or an absolute string; throws otherwise.
-  std::string coerceToPath(PosIdx pos, Value& v, Context& ctx);
-  /// Copies (or in read-only mode, names) a source path in the store.
-  std::string copyPathToStore(Context& ctx, const std::string& path);
-  bool eqValues(Value& a, Value& b);
-  bool isDerivation(Value& v);
-  /// Compares for sort/lessThan; throws for incomparable types.
-  bool lessThan(Value& a, Value& b, PosIdx pos);
 
   // ---- allocation (EvalHeap, evaluator/src/eval_heap.h) ----
   /// A new value, for callers outside the evaluator (the evaluator's own
@@ -220,12 +170,6 @@ class EvalState {
   /// A set with room for `capacity` attributes, for callers outside the
   /// evaluator (as allocValue).
   Bindings* allocBindings(uint32_t capacity);
-  /// `left // right`, the right side's attributes winning. A layered set
-  /// (value.h) on left's base when the result's own attributes would be
-  /// few next to the base's, else a flat copy (layered_bindings.cc).
-  Bindings* updateBindings(const Bindings& left, const Bindings& right);
-  /// The same with the right side an array sorted by name, names distinct.
-  Bindings* updateBindings(const Bindings& left, const Attr* right, const Attr* rightEnd);
   /// Makes `v` a list of `n` (unset) elements.
   inline void mkList(Value& v, size_t n);
   /// Makes `v` a string: a collectable copy of `s` with `ctx`.
@@ -236,18 +180,7 @@ class EvalState {
     b->sort();
     v.mkAttrs(b);
   }
-  void mkPos(Value& v, PosIdx pos);
   Symbol sym(std::string_view s) { return symbols.intern(s); }
-  /// Adds `s` to `ctx` (copied into the arena).
-  void addContext(Context& ctx, std::string_view s) { ctx.insert(arena.copyString(s)); }
-  /// Copies a value's context into `ctx`.
-  static void copyContext(const Value& v, Context& ctx);
-
-  // ---- errors ----
-  [[noreturn]] void throwError(PosIdx pos, const std::string& msg);
-  [[noreturn]] void throwTypeError(PosIdx pos, const char* expected, const Value& v);
-  /// Attributes of a set sorted by name (the order Nix shows them in).
-  std::vector<const Attr*> sortedByName(const Bindings* b) const;
 
   // ---- the search path ----
   /// The search path as {prefix, path} pairs.

@@ -58,6 +58,12 @@ struct EvalStats {
   /// Of those, the atomic ones (strings and context arrays: objects the
   /// collector does not scan).
   uint64_t liveAtomicObjects = 0, liveAtomicBytes = 0;
+  /// Bytes free in the blocks that hold those objects (up to 2 KiB: the
+  /// collector keeps one object size per block), by the same buckets: the
+  /// slots of objects the final collection found dead and each block's
+  /// tail too small for one more object. Reused only by objects of that
+  /// size.
+  uint64_t freeSlotBytes[kLiveBuckets] = {};
 };
 
 /// Whether KILN_EVAL_STATS is set to a non-empty value other than "0".
