@@ -89,6 +89,9 @@ struct RepeatSpec {
   /// The name (WorkerSpec::name) of the worker of the first build: the
   /// repeat never runs there.
   std::string avoidWorker;
+  /// Workers that refused it already (they hold its outputs, so they
+  /// cannot build it again): never used either.
+  std::vector<std::string> refusedBy;
 };
 
 /// A top-level build as the caller describes it to `addBuild`.
