@@ -142,6 +142,30 @@ void RepeatRuns::notSent(StepId sid) {
   bySid_[key(again)] = std::move(known);
 }
 
+void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
+                         const std::string& error) {
+  auto it = bySid_.find(key(sid));
+  if (it == bySid_.end()) return;
+  if (!core_.refuseRepeat(sid)) {
+    bySid_.erase(it);
+    logInfo("reproducibility check of step " + std::to_string(step) +
+            ": no other worker may build it: " + error);
+    deferred_.run([&db = db_, step, side = repeatSideLocation(
+                                         config_.stateDir, step),
+                   now = clock_.nowMs(), error] {
+      finishRepeatCheck(db, step, false, {}, side, now);
+      setRepeatReport(db, step,
+                      "no worker without its outputs could build it again: " +
+                          error);
+    });
+    return;
+  }
+  it->second.spec.refusedBy.push_back(worker);  // for a later addRepeat
+  logInfo("reproducibility check of step " + std::to_string(step) + ": " +
+          worker + " holds its outputs, another worker will build it");
+  deferred_.run([&db = db_, step] { waitRepeatCheckAgain(db, step); });
+}
+
 void RepeatRuns::keep(int64_t step, const std::string& output, int nar) {
   std::string dir = repeatSideLocation(config_.stateDir, step);
   createDirs(dir);

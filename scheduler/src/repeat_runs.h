@@ -69,6 +69,12 @@ class RepeatRuns {
   void started(StepId sid, int64_t step, const std::string& worker);
   /// The repeat `sid` could not be sent: it waits again.
   void notSent(StepId sid);
+  /// The worker `worker` of repeat `sid` (check `step`) refused it: it
+  /// holds an output already (protocol::kCheckRefusedPrefix). The check
+  /// waits again, avoiding that worker too, while another connected
+  /// worker may take it; otherwise it ends `failed` with `error`.
+  void refused(StepId sid, int64_t step, const std::string& worker,
+               const std::string& error);
   /// Keeps output `output` of check `step`'s second build, its NAR in
   /// `nar` (offset 0), as `<side location>/<output>.nar`. Throws SysError.
   void keep(int64_t step, const std::string& output, int nar);

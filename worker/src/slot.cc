@@ -118,15 +118,24 @@ std::vector<PreparedOutput> checkOutputs(const BuildRequest& request,
   return out;
 }
 
+// A check build this worker cannot run (it holds an output).
+struct CheckRefused : Error {
+  using Error::Error;
+};
+
 void refuseHeldOutputs(const BuildRequest& request, store::LocalStore& store,
                        bool check) {
-  for (auto& [name, o] : request.drv.outputs)
-    if (o.path && store.isValid(*o.path))
-      throw Error("output " + store.printPath(*o.path) +
-                  (check ? " is valid in this worker's store: a check build "
-                           "needs a worker without it"
-                         : " is already valid in the worker's store but "
-                           "other outputs are missing"));
+  for (auto& [name, o] : request.drv.outputs) {
+    if (!o.path || !store.isValid(*o.path)) continue;
+    std::string path = store.printPath(*o.path);
+    if (check)
+      throw CheckRefused("output " + path +
+                         " is valid in this worker's store: a check build "
+                         "needs a worker without it");
+    throw Error("output " + path +
+                " is already valid in the worker's store but other "
+                "outputs are missing");
+  }
 }
 
 }  // namespace
@@ -174,6 +183,11 @@ SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
                             : registerOutputs(request, built, store, tmpDir);
       traceEvent("worker", "outputs-stored", stepId);
     }
+  } catch (const CheckRefused& e) {
+    res.outputs.clear();
+    res.result.status = StepStatus::kAborted;
+    res.result.errorMsg = std::string(protocol::kCheckRefusedPrefix) + e.what();
+    logInfo("step " + std::to_string(stepId) + ": " + res.result.errorMsg);
   } catch (const std::exception& e) {
     res.outputs.clear();
     res.result.status = StepStatus::kAborted;

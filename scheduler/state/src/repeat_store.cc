@@ -69,6 +69,15 @@ size_t requeueRunningRepeatChecks(StateDb& db) {
   return static_cast<size_t>(db.db().changes());
 }
 
+void waitRepeatCheckAgain(StateDb& db, int64_t step) {
+  db.db()
+      .prepare(
+          "UPDATE repeat_checks SET state = 'pending', second_worker = '' "
+          "WHERE step = ? AND state = 'running'")
+      .bind(step)
+      .exec();
+}
+
 void startRepeatCheck(StateDb& db, int64_t step,
                       const std::string& secondWorker) {
   db.db()

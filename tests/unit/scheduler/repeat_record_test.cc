@@ -207,6 +207,67 @@ TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
       << "the registered output against the second build's, unpacked";
 }
 
+// A worker that holds the outputs refuses a check build: the check goes
+// to another worker, never back to it, and ends `failed` only when no
+// worker without the outputs is left.
+TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string a;
+  {
+    store::LocalStore store(state);
+    a = makeDrv(store, "a");
+  }
+  nlohmann::json js;
+  auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js);
+  SchedulerService& svc = *svcOwned;
+  ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc.endpoint(), "first-worker");
+  w1.hello();
+  std::vector<FakeWorker*> all{&w1};
+  auto until = [&](const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred() && std::chrono::steady_clock::now() < deadline) {
+      svc.pollOnce(2ms);
+      for (auto* w : all) w->pump(2ms);
+    }
+    return pred();
+  };
+  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
+  w1.uploadOutputs(w1.steps[0], "a\n");
+  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
+  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
+  int64_t step = int64_t(w1.steps[0].stepId);
+  ASSERT_TRUE(until([&] { return repeatCheck(svc.db(), step).has_value(); }));
+
+  FakeWorker w2(svc.endpoint(), "w2"), w3(svc.endpoint(), "w3");
+  all = {&w1, &w2, &w3};
+  w2.hello();
+  w3.hello();
+  ASSERT_TRUE(until([&] { return w2.steps.size() + w3.steps.size() == 1; }));
+  FakeWorker& x = w2.steps.empty() ? w3 : w2;
+  FakeWorker& y = &x == &w2 ? w3 : w2;
+  std::string yName = &y == &w2 ? "w2" : "w3";
+  std::string refusal =
+      std::string(protocol::kCheckRefusedPrefix) + "output is valid here";
+  x.result(x.steps[0].stepId, protocol::StepStatus::kAborted, refusal);
+  ASSERT_TRUE(until([&] { return y.steps.size() == 1; }));
+  EXPECT_TRUE(y.steps[0].check);
+  EXPECT_EQ(y.steps[0].stepId, x.steps[0].stepId);
+  ASSERT_TRUE(until([&] {
+    auto c = repeatCheck(svc.db(), step);
+    return c && c->state == "running" && c->secondWorker == yName;
+  }));
+  y.result(y.steps[0].stepId, protocol::StepStatus::kAborted, refusal);
+  ASSERT_TRUE(until([&] { return repeatCheck(svc.db(), step)->state ==
+                                 "failed"; }));
+  auto c = *repeatCheck(svc.db(), step);
+  EXPECT_NE(c.report.find("no worker without its outputs"), std::string::npos)
+      << c.report;
+  EXPECT_EQ(x.steps.size(), 1u) << "never sent back to a refusing worker";
+  EXPECT_EQ(w1.steps.size(), 1u);
+}
+
 TEST(RepeatRecord, RepeatFractionOutsideZeroToOneIsRefused) {
   TempDir dir("kiln-repeat");
   auto cfg = testing::testConfig(dir.path() + "/state");

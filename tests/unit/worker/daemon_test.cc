@@ -419,7 +419,9 @@ TEST_F(DaemonTest, ACheckBuildIsUploadedButNeverRegistered) {
   ASSERT_TRUE(
       sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   res = *sched_.last<proto::StepResult>();
-  EXPECT_NE(res.status, proto::StepStatus::kSuccess);
+  EXPECT_EQ(res.status, proto::StepStatus::kAborted);
+  EXPECT_TRUE(res.errorMsg.starts_with(proto::kCheckRefusedPrefix))
+      << "the scheduler tells the refusal apart: " << res.errorMsg;
   EXPECT_NE(res.errorMsg.find("a check build needs a worker without it"),
             std::string::npos)
       << res.errorMsg;

@@ -51,6 +51,9 @@ std::vector<RepeatCheck> pendingRepeatChecks(StateDb& db, int64_t limit);
 /// ("pending"; their second build is sent anew). Returns how many.
 size_t requeueRunningRepeatChecks(StateDb& db);
 
+/// The second build of step `step` waits again (its worker refused it).
+void waitRepeatCheckAgain(StateDb& db, int64_t step);
+
 /// The second build of step `step` went to `secondWorker`.
 void startRepeatCheck(StateDb& db, int64_t step,
                       const std::string& secondWorker);
