@@ -150,10 +150,8 @@ void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
     bySid_.erase(it);
     logInfo("reproducibility check of step " + std::to_string(step) +
             ": no other worker may build it: " + error);
-    deferred_.run([&db = db_, step, side = repeatSideLocation(
-                                         config_.stateDir, step),
-                   now = clock_.nowMs(), error] {
-      finishRepeatCheck(db, step, false, {}, side, now);
+    deferred_.run([&db = db_, step, now = clock_.nowMs(), error] {
+      finishRepeatCheck(db, step, false, {}, "", now);
       setRepeatReport(db, step,
                       "no worker without its outputs could build it again: " +
                           error);
@@ -199,6 +197,10 @@ void RepeatRuns::finished(StepId sid, int64_t step,
   for (auto& [name, hash] : outcome.narHashes) second.push_back({name, hash});
   RepeatVerdict verdict = compareRepeat(first, second);
   std::string side = repeatSideLocation(config_.stateDir, step);
+  if (outcome.built && verdict.deterministic) {  // nothing worth keeping
+    remover_.remove(side);
+    side.clear();
+  }
   int64_t now = clock_.nowMs();
   deferred_.run([&db = db_, step, ok = outcome.built, verdict, side, now,
                  error = outcome.error] {
@@ -273,6 +275,29 @@ void RepeatRuns::takeReports() {
       setRepeatReport(db, step, text);
     });
     pending_.erase(it);
+  }
+}
+
+void RepeatRuns::pruneWhenDue(Clock::TimePoint now) {
+  auto every = config_.repeatPruneInterval;
+  if (every.count() <= 0 || (lastPrune_ && now - *lastPrune_ < every)) return;
+  lastPrune_ = now;
+  std::string root = config_.stateDir + "/repeat-checks/";
+  try {
+    auto keep = std::chrono::duration_cast<std::chrono::milliseconds>(
+        config_.keepRepeatNars);
+    auto checks = repeatNarsToPrune(db_, clock_.nowMs(), keep.count(), 100);
+    for (auto& c : checks) {
+      // Only what this scheduler keeps: a row copied from another farm
+      // names another state directory.
+      if (c.sideLocation.starts_with(root)) remover_.remove(c.sideLocation);
+      deferred_.run([&db = db_, step = c.step] { forgetRepeatNars(db, step); });
+    }
+    if (!checks.empty())
+      logInfo("reproducibility checks: the kept NARs of " +
+              std::to_string(checks.size()) + " checks removed");
+  } catch (const SqlError& e) {
+    logWarn(std::string("pruning the checks' kept NARs: ") + e.what());
   }
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "deferred_writes.h"
+#include "kiln/common/background_remover.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/scheduler/core.h"
@@ -85,6 +86,12 @@ class RepeatRuns {
   int wakeFd() const { return wake_.get(); }
   /// Stores the reports made since the last call.
   void takeReports();
+  /// Every ServiceConfig::repeatPruneInterval (the first call prunes):
+  /// removes the side locations that repeatNarsToPrune names (at most
+  /// 100 a turn) on the remover's thread and forgets them.
+  void pruneWhenDue(Clock::TimePoint now);
+  /// Blocks until the removals queued so far are done (tests).
+  void drainRemovals() { remover_.drain(); }
 
  private:
   struct Report {
@@ -116,6 +123,8 @@ class RepeatRuns {
   AutoCloseFD wake_;
   std::mutex mu_;
   std::vector<Report> done_;  // guarded by mu_
+  std::optional<Clock::TimePoint> lastPrune_;
+  BackgroundRemover remover_;
   std::unique_ptr<ProcessLauncher> launcher_;
   std::shared_ptr<Differ> differ_;
   std::unique_ptr<Differ> unpacking_;

@@ -374,6 +374,7 @@ void SchedulerService::Impl::periodic() {
   if (databaseUnreachableAt) return;
   readRequestsAndJobsets(now);
   if (!logMirror) pruneLogsWhenDue(now);
+  repeats.pruneWhenDue(now);
   if (now - lastSnapshotStore >= std::chrono::seconds(1)) {
     lastSnapshotStore = now;
     storeSnapshotForFrontEnds();

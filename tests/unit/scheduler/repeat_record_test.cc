@@ -38,11 +38,15 @@ std::vector<Job> jobsOf(
 
 // A service in `state` whose jobset "j" of project "p" evaluates to
 // `jobs` and repeats every step (`differ`: the reports' maker, may be
-// null); the jobset's API answer goes to `jobset`.
+// null; a difference's NARs kept `keepRepeatNars`); the jobset's API
+// answer goes to `jobset`.
 std::unique_ptr<SchedulerService> repeatingService(
     const std::string& state, std::vector<Job> jobs,
-    std::shared_ptr<Differ> differ, nlohmann::json& jobset) {
+    std::shared_ptr<Differ> differ, nlohmann::json& jobset,
+    std::chrono::seconds keepRepeatNars = std::chrono::hours(24)) {
   auto cfg = testing::testConfig(state);
+  cfg.keepRepeatNars = keepRepeatNars;
+  cfg.repeatPruneInterval = 1ms;
   cfg.evalRunner = std::make_shared<testing::FixedRunner>(std::move(jobs));
   cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
   cfg.repeatDiffer = std::move(differ);
@@ -199,7 +203,11 @@ TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
   EXPECT_EQ(odd.differing, std::vector<std::string>{"out"});
   EXPECT_EQ(odd.report,
             "=== output out: diffoscope differs ===\nfake report\n");
-  EXPECT_TRUE(pathExists(odd.sideLocation + "/out.nar"));
+  EXPECT_TRUE(pathExists(odd.sideLocation + "/out.nar")) << "kept a day";
+  // The same NARs: nothing kept.
+  EXPECT_EQ(repeatCheck(svc.db(), stepOf[a])->sideLocation, "");
+  std::string sameSide = state + "/repeat-checks/" + std::to_string(stepOf[a]);
+  EXPECT_TRUE(until([&] { return !pathExists(sameSide); }, &w2));
   std::lock_guard lock(differ->mu);
   ASSERT_EQ(differ->compared.size(), 1u);
   EXPECT_EQ(differ->compared[0],
@@ -266,6 +274,50 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
       << c.report;
   EXPECT_EQ(x.steps.size(), 1u) << "never sent back to a refusing worker";
   EXPECT_EQ(w1.steps.size(), 1u);
+}
+
+// Without a retention a difference's NARs go once its report is stored.
+TEST(RepeatRecord, KeptNarsGoAfterTheirRetention) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string b;
+  {
+    store::LocalStore store(state);
+    b = makeDrv(store, "b");
+  }
+  nlohmann::json js;
+  auto svcOwned = repeatingService(state, jobsOf({{"b", b}}),
+                                   std::make_shared<FakeDiffer>(), js,
+                                   std::chrono::seconds(0));
+  SchedulerService& svc = *svcOwned;
+  ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc.endpoint(), "w1"), w2(svc.endpoint(), "w2");
+  auto until = [&](const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred() && std::chrono::steady_clock::now() < deadline) {
+      svc.pollOnce(2ms);
+      w1.pump(2ms);
+      w2.pump(2ms);
+    }
+    return pred();
+  };
+  w1.hello();
+  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
+  w1.uploadOutputs(w1.steps[0], "b\n");
+  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
+  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
+  int64_t step = int64_t(w1.steps[0].stepId);
+  w2.hello();
+  ASSERT_TRUE(until([&] { return w2.steps.size() == 1; }));
+  w2.uploadOutputs(w2.steps[0], "B\n");
+  ASSERT_TRUE(until([&] { return w2.pendingUploads == 0; }));
+  w2.result(w2.steps[0].stepId, protocol::StepStatus::kSuccess);
+  std::string side = state + "/repeat-checks/" + std::to_string(step);
+  ASSERT_TRUE(until([&] {
+    auto c = repeatCheck(svc.db(), step);
+    return c && c->state == "differs" && !c->report.empty() &&
+           c->sideLocation.empty() && !pathExists(side);
+  })) << "the report stored, the NARs removed";
 }
 
 TEST(RepeatRecord, RepeatFractionOutsideZeroToOneIsRefused) {
