@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -125,6 +126,16 @@ std::optional<int64_t> RepeatRuns::checkOf(StepId sid) const {
   auto it = bySid_.find(key(sid));
   if (it == bySid_.end()) return std::nullopt;
   return it->second.step;
+}
+
+std::vector<std::pair<StepId, int64_t>> RepeatRuns::known() const {
+  std::vector<std::pair<StepId, int64_t>> out;
+  out.reserve(bySid_.size());
+  for (auto& [k, known] : bySid_)
+    out.push_back({StepId{k.first, k.second}, known.step});
+  std::sort(out.begin(), out.end(),
+            [](auto& a, auto& b) { return a.second < b.second; });
+  return out;
 }
 
 void RepeatRuns::started(StepId, int64_t step, const std::string& worker) {

@@ -66,6 +66,8 @@ class RepeatRuns {
   void add(int64_t step, const std::string& firstWorker);
   /// The check (its step row id) of the core's repeat `sid`, if known.
   std::optional<int64_t> checkOf(StepId sid) const;
+  /// Every repeat of the core with its check's step row, oldest first.
+  std::vector<std::pair<StepId, int64_t>> known() const;
   /// The repeat `sid` of check `step` went to `worker`.
   void started(StepId sid, int64_t step, const std::string& worker);
   /// The repeat `sid` could not be sent: it waits again.

@@ -114,6 +114,9 @@ std::string renderOverview(const json& m) {
     b += "<div class=\"cards\"><div class=\"card\"><b>" +
          x["runningSteps"].dump() + "</b>running</div><div class=\"card\"><b>" +
          x["waitingSteps"].dump() + "</b>waiting</div><div class=\"card\"><b>" +
+         std::to_string(x.value("waitingRepeats", 0)) + " / " +
+         std::to_string(x.value("runningRepeats", 0)) +
+         "</b>checks waiting / running</div><div class=\"card\"><b>" +
          x["freeSlots"].dump() + " / " + x["totalSlots"].dump() +
          "</b>free slots</div><div class=\"card\"><b>" +
          std::to_string(int64_t(x["meanDispatchLatencyMs"].get<double>())) +

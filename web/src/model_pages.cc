@@ -53,6 +53,8 @@ json metricsJson(const scheduler::SchedulerSnapshot& snap) {
   auto& m = snap.metrics;
   return {{"runningSteps", m.runningSteps},
           {"waitingSteps", m.waitingSteps},
+          {"waitingRepeats", m.waitingRepeats},
+          {"runningRepeats", m.runningRepeats},
           {"backoffSteps", m.backoffSteps},
           {"failedSteps", m.failedSteps},
           {"workers", m.workers},

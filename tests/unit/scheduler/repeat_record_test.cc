@@ -247,6 +247,18 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
   int64_t step = int64_t(w1.steps[0].stepId);
   ASSERT_TRUE(until([&] { return repeatCheck(svc.db(), step).has_value(); }));
+  // The waiting check is in the queue's own section, not among the steps.
+  auto queued = svc.queue();
+  ASSERT_EQ(queued.size(), 1u);
+  EXPECT_EQ(queued[0].stepId, step);
+  EXPECT_EQ(queued[0].state, "check-waiting");
+  EXPECT_NE(queued[0].reason.find("other than first-worker"), std::string::npos)
+      << queued[0].reason;
+  ASSERT_TRUE(until([&] {
+    auto snap = svc.snapshot();
+    return snap && snap->metrics.waitingRepeats == 1;
+  }));
+  EXPECT_EQ(svc.snapshot()->metrics.waitingSteps, 0u) << "only real steps";
 
   FakeWorker w2(svc.endpoint(), "w2"), w3(svc.endpoint(), "w3");
   all = {&w1, &w2, &w3};
@@ -262,6 +274,8 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   ASSERT_TRUE(until([&] { return y.steps.size() == 1; }));
   EXPECT_TRUE(y.steps[0].check);
   EXPECT_EQ(y.steps[0].stepId, x.steps[0].stepId);
+  ASSERT_EQ(svc.queue().size(), 1u);
+  EXPECT_EQ(svc.queue()[0].state, "check-running");
   ASSERT_TRUE(until([&] {
     auto c = repeatCheck(svc.db(), step);
     return c && c->state == "running" && c->secondWorker == yName;
