@@ -5,7 +5,6 @@
 // added builds use too.
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
-#include "kiln/scheduler/eval_estimate.h"
 #include "kiln/scheduler/forge_requests.h"
 #include "kiln/scheduler/release_store.h"
 #include "service_impl.h"
@@ -132,23 +131,12 @@ int64_t SchedulerService::Impl::recordEvaluation(
 }
 
 // The expected finish of a new evaluation, once per evaluation, for its
-// page to say later how far off it was (eval_estimate.h): two queries
-// over its remaining steps, after the turn's other writes.
+// page to say later how far off it was (eval_estimate.h): queued after the
+// turn's other writes (its builds and steps committed), made off the loop.
 void SchedulerService::Impl::recordEstimate(int64_t evalId) {
   auto slots = static_cast<unsigned>(core.metrics().totalSlots);
   deferred.run([this, evalId, slots, now = clock.nowMs()] {
-    try {
-      auto e = estimateEvaluation(db, evalId, slots, now,
-                                  evalStepHistory(db, evalId));
-      if (e) recordEvalEstimate(db, evalId, *e);
-    } catch (const SqlError& ex) {
-      if (ex.transient()) throw;  // the database is away: written later
-      logWarn("estimating evaluation " + std::to_string(evalId) + ": " +
-              ex.what());
-    } catch (const std::exception& ex) {
-      logWarn("estimating evaluation " + std::to_string(evalId) + ": " +
-              ex.what());
-    }
+    estimates.submit(evalId, slots, now);
   });
 }
 
