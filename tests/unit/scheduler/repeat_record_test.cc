@@ -36,6 +36,12 @@ std::vector<Job> jobsOf(
   return jobs;
 }
 
+// Derivation `name` (no inputs) made in the store of `state`.
+std::string drvIn(const std::string& state, const std::string& name) {
+  store::LocalStore store(state);
+  return makeDrv(store, name);
+}
+
 // A service in `state` whose jobset "j" of project "p" evaluates to
 // `jobs` and repeats every step (`differ`: the reports' maker, may be
 // null; a difference's NARs kept `keepRepeatNars`); the jobset's API
@@ -221,11 +227,7 @@ TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
 TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   TempDir dir("kiln-repeat");
   std::string state = dir.path() + "/state";
-  std::string a;
-  {
-    store::LocalStore store(state);
-    a = makeDrv(store, "a");
-  }
+  std::string a = drvIn(state, "a");
   nlohmann::json js;
   auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js);
   SchedulerService& svc = *svcOwned;
@@ -294,11 +296,7 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
 TEST(RepeatRecord, KeptNarsGoAfterTheirRetention) {
   TempDir dir("kiln-repeat");
   std::string state = dir.path() + "/state";
-  std::string b;
-  {
-    store::LocalStore store(state);
-    b = makeDrv(store, "b");
-  }
+  std::string b = drvIn(state, "b");
   nlohmann::json js;
   auto svcOwned = repeatingService(state, jobsOf({{"b", b}}),
                                    std::make_shared<FakeDiffer>(), js,
