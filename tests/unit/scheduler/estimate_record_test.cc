@@ -16,24 +16,18 @@ using namespace std::chrono_literals;
 TEST(EstimateRecord, ANewEvaluationGetsItsEstimateOffTheLoop) {
   TempDir dir("kiln-estimate");
   std::string state = dir.path() + "/state";
-  std::string a;
-  {
-    store::LocalStore store(state);
-    a = testing::makeDrv(store, "a");
-  }
-  auto cfg = testing::testConfig(state);
   Job j;
   j.attr = "a";
   j.system = "x86_64-linux";
-  j.drvPath = a;
+  {
+    store::LocalStore store(state);
+    j.drvPath = testing::makeDrv(store, "a");
+  }
+  auto cfg = testing::testConfig(state);
   cfg.evalRunner = std::make_shared<testing::FixedRunner>(std::vector<Job>{j});
   cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
   SchedulerService svc(cfg);
-  svc.applyRequest("project-create", {{"name", "p"}});
-  auto js = svc.applyRequest("jobset-create", {{"project", "p"},
-                                               {"name", "j"},
-                                               {"location", "/nowhere"},
-                                               {"checkInterval", 0}});
+  auto js = testing::createJobset(svc);
   int64_t eval = svc.evaluateJobset(js["id"].get<int64_t>(), true);
   ASSERT_GT(eval, 0);
   auto estimated = [&]() -> int64_t {

@@ -57,12 +57,7 @@ std::unique_ptr<SchedulerService> repeatingService(
   cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
   cfg.repeatDiffer = std::move(differ);
   auto svc = std::make_unique<SchedulerService>(cfg);
-  svc->applyRequest("project-create", {{"name", "p"}});
-  jobset = svc->applyRequest("jobset-create", {{"project", "p"},
-                                               {"name", "j"},
-                                               {"location", "/nowhere"},
-                                               {"checkInterval", 0},
-                                               {"repeatFraction", 1.0}});
+  jobset = testing::createJobset(*svc, {{"repeatFraction", 1.0}});
   return svc;
 }
 

@@ -73,6 +73,20 @@ inline void makeOutputValid(store::LocalStore& store,
 }
 
 /// A service configuration on an ephemeral loopback port, plain text.
+/// Creates project "p" and its jobset "j" of location /nowhere, checked
+/// on demand only, with the fields of `extra` besides; returns the
+/// jobset's API answer.
+inline nlohmann::json createJobset(
+    SchedulerService& svc, nlohmann::json extra = nlohmann::json::object()) {
+  svc.applyRequest("project-create", {{"name", "p"}});
+  nlohmann::json args = {{"project", "p"},
+                         {"name", "j"},
+                         {"location", "/nowhere"},
+                         {"checkInterval", 0}};
+  args.update(extra);
+  return svc.applyRequest("jobset-create", args);
+}
+
 inline ServiceConfig testConfig(const std::string& stateDir) {
   ServiceConfig c;
   c.stateDir = stateDir;
