@@ -44,8 +44,8 @@ struct OpCommand {
 void printQueue(const json& entries) {
   auto line = [](const json& e) {
     std::cout << e.value("stepId", 0) << "\t" << e.value("state", "") << "\t"
-              << e.value("system", "") << "\t" << e.value("drvPath", "")
-              << "\t" << e.value("reason", "") << "\n";
+              << e.value("system", "") << "\t" << e.value("drvPath", "") << "\t"
+              << e.value("reason", "") << "\n";
   };
   auto isCheck = [](const json& e) {
     return e.value("state", "").starts_with("check-");

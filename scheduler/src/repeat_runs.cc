@@ -163,9 +163,9 @@ void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
             ": no other worker may build it: " + error);
     deferred_.run([&db = db_, step, now = clock_.nowMs(), error] {
       finishRepeatCheck(db, step, false, {}, "", now);
-      setRepeatReport(db, step,
-                      "no worker without its outputs could build it again: " +
-                          error);
+      setRepeatReport(
+          db, step,
+          "no worker without its outputs could build it again: " + error);
     });
     return;
   }

@@ -303,7 +303,8 @@ void SchedulerService::Impl::announce(const BuildEvent& ev) {
                  ": a build event sink failed: " + e.what());
       }
     }
-    if (ev.kind == BuildEvent::Kind::kSucceeded) maybeAdvanceChannel(ev.build, now);
+    if (ev.kind == BuildEvent::Kind::kSucceeded)
+      maybeAdvanceChannel(ev.build, now);
     txn.commit();
   });
 }

@@ -15,9 +15,9 @@ namespace {
 // one's means the published snapshot is out of date.
 std::vector<uint64_t> snapshotKey(const SchedulerMetrics& m) {
   std::vector<uint64_t> k = {
-      m.runningSteps, m.waitingSteps,   m.backoffSteps, m.failedSteps,
-      m.builds,       m.workers,        m.freeSlots,    m.dispatchDecisions,
-      m.retries,      m.stepsSucceeded, m.stepsFailed,  m.workersRemoved,
+      m.runningSteps,   m.waitingSteps,   m.backoffSteps, m.failedSteps,
+      m.builds,         m.workers,        m.freeSlots,    m.dispatchDecisions,
+      m.retries,        m.stepsSucceeded, m.stepsFailed,  m.workersRemoved,
       m.waitingRepeats, m.runningRepeats};
   for (auto& [system, n] : m.queuedBySystem) k.push_back(n);
   return k;

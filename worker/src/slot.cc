@@ -75,8 +75,7 @@ std::vector<PreparedOutput> registerOutputs(const BuildRequest& request,
   batch.commit();
   std::vector<PreparedOutput> out;
   for (size_t i = 0; i < infos.size(); ++i)
-    out.push_back({order[i]->name,
-                   protocol::toPathInfo(infos[i]),
+    out.push_back({order[i]->name, protocol::toPathInfo(infos[i]),
                    dumpToTemp(store.physicalPath(infos[i].path), tmpDir)});
   return out;
 }
@@ -141,12 +140,12 @@ void refuseHeldOutputs(const BuildRequest& request, store::LocalStore& store,
 }  // namespace
 
 std::vector<PreparedOutput> prepareAgain(
-    const std::vector<protocol::BuiltOutput>& outputs,
-    store::LocalStore& store, const std::string& tmpDir) {
+    const std::vector<protocol::BuiltOutput>& outputs, store::LocalStore& store,
+    const std::string& tmpDir) {
   std::vector<PreparedOutput> out;
   for (auto& o : outputs)
-    out.push_back({o.name, o.info,
-                   dumpToTemp(store.physicalPath(o.info.path), tmpDir)});
+    out.push_back(
+        {o.name, o.info, dumpToTemp(store.physicalPath(o.info.path), tmpDir)});
   return out;
 }
 

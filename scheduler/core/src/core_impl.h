@@ -72,7 +72,7 @@ struct Step {
   std::optional<uint64_t> sentWithFree;
   uint64_t oomNeed = 0;
   uint32_t worker = kNone;  // while running, until its slot is released
-  StepKey key;  // while queued
+  StepKey key;              // while queued
   JobsetId keyJobset = 0;
   JobsetId chargedJobset = 0;  // while running
   double chargedSeconds = 0;

@@ -55,9 +55,8 @@ bool SchedulerCore::refuseRepeat(StepId id) {
                          ", which is not a running repeat");
   s.avoidWorkers.push_back(m.workers[s.worker].spec.name);
   const auto& ws = m.classes[s.cls].workers;
-  bool other = std::any_of(ws.begin(), ws.end(), [&](uint32_t w) {
-    return m.repeatMayUse(s, w);
-  });
+  bool other = std::any_of(ws.begin(), ws.end(),
+                           [&](uint32_t w) { return m.repeatMayUse(s, w); });
   if (!other) {
     m.freeSlot(idx);
     m.freeStep(idx);

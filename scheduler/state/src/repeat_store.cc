@@ -111,11 +111,11 @@ void finishRepeatCheck(StateDb& db, int64_t step, bool ok,
 std::vector<RepeatCheck> repeatNarsToPrune(StateDb& db, int64_t nowMs,
                                            int64_t keepDiffersMs,
                                            int64_t limit) {
-  auto s = db.db().prepare(selectChecks(
-      "WHERE r.side_location <> '' AND (r.state = 'same' OR "
-      "(r.state IN ('differs', 'failed') AND r.report <> '' AND "
-      "r.finished < ?)) "
-      "ORDER BY r.finished, r.step LIMIT ?"));
+  auto s = db.db().prepare(
+      selectChecks("WHERE r.side_location <> '' AND (r.state = 'same' OR "
+                   "(r.state IN ('differs', 'failed') AND r.report <> '' AND "
+                   "r.finished < ?)) "
+                   "ORDER BY r.finished, r.step LIMIT ?"));
   s.bind(nowMs - std::max<int64_t>(keepDiffersMs, 0));
   s.bind(std::clamp<int64_t>(limit, 0, kMaxListedRepeats));
   return detail::readAll<RepeatCheck>(s, readCheck);

@@ -278,8 +278,8 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
     return c && c->state == "running" && c->secondWorker == yName;
   }));
   y.result(y.steps[0].stepId, protocol::StepStatus::kAborted, refusal);
-  ASSERT_TRUE(until([&] { return repeatCheck(svc.db(), step)->state ==
-                                 "failed"; }));
+  ASSERT_TRUE(
+      until([&] { return repeatCheck(svc.db(), step)->state == "failed"; }));
   auto c = *repeatCheck(svc.db(), step);
   EXPECT_NE(c.report.find("no worker without its outputs"), std::string::npos)
       << c.report;

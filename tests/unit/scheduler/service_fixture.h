@@ -35,8 +35,8 @@ inline std::string makeDrv(store::LocalStore& store, const std::string& name,
   d.platform = system;
   d.builder = "/bin/sh";
   d.args = {"-c", "echo " + name + " > $out"};
-  d.env = {{"name", name}, {"system", system}, {"builder", "/bin/sh"},
-           {"out", ""}};
+  d.env = {
+      {"name", name}, {"system", system}, {"builder", "/bin/sh"}, {"out", ""}};
   for (auto& [k, v] : env) d.env[k] = v;
   store::DrvHashCache cache(sd, store::fileDrvLoader(sd, store.physicalRoot()));
   store::fillOutputPaths(d, cache);

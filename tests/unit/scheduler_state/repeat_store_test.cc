@@ -113,8 +113,7 @@ TEST_P(RepeatStoreTest, NarsToPruneHonourTheRetentionOfDifferences) {
   startRepeatCheck(db_, running, "w2");
   auto steps = [&](int64_t now, int64_t keep) {
     std::vector<int64_t> out;
-    for (auto& c : repeatNarsToPrune(db_, now, keep, 10))
-      out.push_back(c.step);
+    for (auto& c : repeatNarsToPrune(db_, now, keep, 10)) out.push_back(c.step);
     return out;
   };
   EXPECT_EQ(steps(1000, 500), (std::vector<int64_t>{same}))

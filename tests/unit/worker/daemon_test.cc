@@ -35,13 +35,15 @@ TEST_F(DaemonTest, HelloStepInputsBuildUploadResult) {
   auto m = step(7, "greet",
                 "read x < $input; echo building $x; echo \"$x!\" > $out", in);
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   auto need = *sched_.last<proto::NeedPaths>();
   EXPECT_EQ(need.stepId, 7u);
   EXPECT_EQ(need.paths, std::vector<store::StorePath>{in});
   sched_.serve(need);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
-      << error_;
+  ASSERT_TRUE(sched_.pumpUntil([&] {
+    return sched_.last<proto::StepResult>();
+  })) << error_;
   auto res = *sched_.last<proto::StepResult>();
   EXPECT_EQ(res.status, proto::StepStatus::kSuccess) << res.errorMsg;
   EXPECT_EQ(sched_.log, "building hello from the scheduler\n");
@@ -64,17 +66,19 @@ TEST_F(DaemonTest, HelloStepInputsBuildUploadResult) {
             "hello from the scheduler!\n");
 
   // A second step with the same input: nothing to fetch.
-  sched_.server.send(sched_.peer, proto::Ack{proto::MessageType::kStepResult, 7,
-                                             true, ""});
+  sched_.server.send(sched_.peer,
+                     proto::Ack{proto::MessageType::kStepResult, 7, true, ""});
   auto m2 = step(8, "greet2", "echo again > $out", in);
   sched_.received.clear();
   sched_.server.send(sched_.peer, m2);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   EXPECT_EQ(sched_.last<proto::NeedPaths>(), nullptr);
   EXPECT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess);
   // Heartbeats arrive on the interval of the Welcome (200 ms).
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
 }
 
 // The scheduler leaves out the metadata of paths it believes the worker
@@ -87,12 +91,14 @@ TEST_F(DaemonTest, ARootSentWithoutMetadataThatTheWorkerLacksIsFetched) {
   auto m = step(9, "greet", "read x < $input; echo \"$x.\" > $out", in);
   m.inputs.clear();
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   EXPECT_EQ(sched_.last<proto::NeedPaths>()->paths,
             std::vector<store::StorePath>{in});
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }))
-      << error_;
+  ASSERT_TRUE(sched_.pumpUntil([&] {
+    return sched_.last<proto::StepResult>();
+  })) << error_;
   EXPECT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess)
       << sched_.last<proto::StepResult>()->errorMsg;
@@ -105,15 +111,17 @@ TEST_F(DaemonTest, CancelStepKillsTheBuildAndReportsCancelled) {
   ASSERT_TRUE(pollUntilWelcomed());
   auto in = sched_.store.addText("in", "x", {});
   auto pidFile = root_.path() + "/pid";
-  auto m = step(3, "sleeper",
-                "/bin/sleep 1000 & echo $! > " + pidFile + "; echo started; wait",
-                in);
+  auto m = step(
+      3, "sleeper",
+      "/bin/sleep 1000 & echo $! > " + pidFile + "; echo started; wait", in);
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
   ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.log == "started\n"; }));
   sched_.server.send(sched_.peer, proto::CancelStep{3, "test"});
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   EXPECT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kCancelled)
       << sched_.last<proto::StepResult>()->errorMsg << sched_.log;
@@ -203,11 +211,13 @@ TEST_F(DaemonTest, OnlyAByeAfterTheWelcomeTriggersANewHello) {
   sched_.autoWelcome = false;
   startDaemon();
   ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); }));
-  sched_.server.send(sched_.peer, proto::Bye{"unknown worker: send Hello again"});
+  sched_.server.send(sched_.peer,
+                     proto::Bye{"unknown worker: send Hello again"});
   sched_.welcome();
   // Welcome makes the worker send a Heartbeat at once; a Hello caused by
   // the Bye would have come before it.
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); }));
   auto hellos = [&] {
     return std::count_if(sched_.received.begin(), sched_.received.end(),
                          [](const proto::Message& m) {
@@ -215,7 +225,8 @@ TEST_F(DaemonTest, OnlyAByeAfterTheWelcomeTriggersANewHello) {
                          });
   };
   EXPECT_EQ(hellos(), 1);
-  sched_.server.send(sched_.peer, proto::Bye{"unknown worker: send Hello again"});
+  sched_.server.send(sched_.peer,
+                     proto::Bye{"unknown worker: send Hello again"});
   ASSERT_TRUE(sched_.pumpUntil([&] { return hellos() == 2; }));
 }
 
@@ -227,7 +238,8 @@ extern "C" void onStormSignal(int) {}
 // Signals at every moment of that exchange and while messages come in:
 // none may end run() with an error, and the Bye still goes out.
 TEST_F(DaemonTest, AWorkerSignalledThroughItsHandshakeStopsCleanly) {
-  struct sigaction sa {}, old{};
+  struct sigaction sa {
+  }, old{};
   sa.sa_handler = onStormSignal;
   sigemptyset(&sa.sa_mask);
   ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);  // no SA_RESTART, like SIGTERM
@@ -242,8 +254,8 @@ TEST_F(DaemonTest, AWorkerSignalledThroughItsHandshakeStopsCleanly) {
   });
   bool hello = sched_.pumpUntil([&] { return sched_.last<proto::Hello>(); });
   if (hello) sched_.welcome();
-  bool beat = hello && sched_.pumpUntil(
-                           [&] { return sched_.last<proto::Heartbeat>(); });
+  bool beat = hello &&
+              sched_.pumpUntil([&] { return sched_.last<proto::Heartbeat>(); });
   // Messages keep the worker inside ZeroMQ receives (Acks of no step are
   // ignored) while the signals come.
   auto until = std::chrono::steady_clock::now() + 1s;
@@ -272,7 +284,8 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   // Shell builtins only: the builder has no PATH.
   auto m = step(7, "greet", "read x < $input; echo \"$x\" > $out", in);
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
   ASSERT_TRUE(
       sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
@@ -300,7 +313,8 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
     return h ? h->heldSteps : std::vector<proto::HeldStep>{{0, m.drvPath}};
   };
   sched_.adopt = {7};
-  EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
+  EXPECT_EQ(helloAfterBye(),
+            (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
   ASSERT_TRUE(
       sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   ASSERT_EQ(sched_.uploads.size(), 2u);
@@ -311,7 +325,8 @@ TEST_F(DaemonTest, AnUnacknowledgedStepIsResumedIfAdoptedElseDropped) {
   EXPECT_EQ(result.outputs[0].info.path, outPath_);
   // Not adopted now: dropped, nothing sent again, not held any more.
   sched_.adopt = {};
-  EXPECT_EQ(helloAfterBye(), (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
+  EXPECT_EQ(helloAfterBye(),
+            (std::vector<proto::HeldStep>{{7, m.drvPath, true}}));
   EXPECT_EQ(sched_.last<proto::StepResult>(), nullptr);
   EXPECT_EQ(helloAfterBye(), std::vector<proto::HeldStep>{});
   EXPECT_EQ(sched_.uploads.size(), 2u);
@@ -337,9 +352,11 @@ TEST_F(DaemonTest, DebugCorruptUploadIsRefusedThenTheRetrySucceeds) {
   auto in = sched_.store.addText("in", "x", {});
   auto m = step(5, "corrupt", "echo some output > $out", in);
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::NeedPaths>(); }));
   sched_.serve(*sched_.last<proto::NeedPaths>());
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   auto res = *sched_.last<proto::StepResult>();
   EXPECT_EQ(res.status, proto::StepStatus::kAborted);
   EXPECT_NE(res.errorMsg.find("NAR hash mismatch"), std::string::npos)
@@ -353,7 +370,8 @@ TEST_F(DaemonTest, DebugCorruptUploadIsRefusedThenTheRetrySucceeds) {
   sched_.received.clear();
   m.stepId = 6;
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   EXPECT_EQ(sched_.last<proto::StepResult>()->status,
             proto::StepStatus::kSuccess);
   ASSERT_EQ(sched_.uploads.size(), 2u);
@@ -368,7 +386,8 @@ TEST_F(DaemonTest, BadDrvIsReportedAsFailed) {
   auto m = step(4, "bad", "true", in);
   m.drv += " ";  // no longer the text its path names
   sched_.server.send(sched_.peer, m);
-  ASSERT_TRUE(sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
+  ASSERT_TRUE(
+      sched_.pumpUntil([&] { return sched_.last<proto::StepResult>(); }));
   auto res = *sched_.last<proto::StepResult>();
   EXPECT_EQ(res.status, proto::StepStatus::kFailed);
   EXPECT_NE(res.errorMsg.find("trailing"), std::string::npos) << res.errorMsg;
