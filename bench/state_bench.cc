@@ -16,6 +16,9 @@
 //         one statement, then those of their sources, the new steps
 //         inserted and their dependency rows (its source and up to DEPS
 //         of the 200 jobs before it) a few hundred per statement.
+//       estimate: SchedulerService::recordEstimate's work once the
+//         evaluation is ingested (eval_estimate.h): the step history, the
+//         remaining steps and their dependencies, the estimate's row.
 //     The derivations are made-up paths: no store, no scheduler process,
 //     only the statements the service sends for such an evaluation.
 //
@@ -37,6 +40,7 @@
 
 #include "bench_backends.h"
 #include "kiln/common/file.h"
+#include "kiln/scheduler/eval_estimate.h"
 #include "kiln/scheduler/state_db.h"
 
 namespace kiln::bench {
@@ -86,6 +90,7 @@ constexpr size_t kIngestBatch = 32;
 struct RecordTimes {
   double record = 0;  // seconds
   double ingest = 0;
+  double estimate = 0;  // recordEstimate's queries and insert
   int64_t builds = 0, steps = 0, deps = 0;
 };
 
@@ -192,6 +197,18 @@ RecordTimes recordEvaluation(StateDb& db, const std::vector<FakeJob>& jobs) {
     txn.commit();
   }
   t.ingest = since(t1);
+  // SchedulerService::recordEstimate, once the evaluation is ingested:
+  // the history query, the remaining steps and their dependencies (two
+  // recursive queries), the estimate and its row.
+  auto t2 = Clock::now();
+  auto e = scheduler::estimateEvaluation(db, eval, 64, nowMs(),
+                                         scheduler::evalStepHistory(db, eval));
+  int64_t seen = std::min<int64_t>(t.steps, scheduler::kMaxEstimatedSteps);
+  if (!e || static_cast<int64_t>(e->steps) != seen)
+    throw Error("the estimate saw " + std::to_string(e ? e->steps : 0) +
+                " steps, not " + std::to_string(seen));
+  scheduler::recordEvalEstimate(db, eval, *e);
+  t.estimate = since(t2);
   return t;
 }
 
@@ -200,7 +217,8 @@ int record(int n, int maxDeps) {
   int reps = repsFromEnv();
   auto jobs = makeJobs(n, maxDeps);
   BenchDatabases databases;
-  std::map<std::string, std::vector<double>> recordSecs, ingestSecs;
+  std::map<std::string, std::vector<double>> recordSecs, ingestSecs,
+      estimateSecs;
   for (int rep = 0; rep < reps; rep++) {
     for (auto& backend : backends) {
       TempDir dir("kiln-state-bench");
@@ -213,12 +231,13 @@ int record(int n, int maxDeps) {
       }
       recordSecs[backend].push_back(t.record);
       ingestSecs[backend].push_back(t.ingest);
+      estimateSecs[backend].push_back(t.estimate);
       std::printf(
           "%-8s rep %d: %lld builds recorded in %.2f s; %lld steps, %lld "
-          "dependencies ingested in %.2f s; total %.2f s\n",
+          "dependencies ingested in %.2f s; total %.2f s; estimate %.1f ms\n",
           backend.c_str(), rep + 1, static_cast<long long>(t.builds), t.record,
           static_cast<long long>(t.steps), static_cast<long long>(t.deps),
-          t.ingest, t.record + t.ingest);
+          t.ingest, t.record + t.ingest, t.estimate * 1000);
       std::fflush(stdout);
     }
   }
@@ -228,7 +247,8 @@ int record(int n, int maxDeps) {
       n, reps);
   for (auto& b : backends) {
     double r = median(recordSecs[b]), i = median(ingestSecs[b]);
-    std::printf("  %-8s %8.2f | %8.2f | %8.2f\n", b.c_str(), r, i, r + i);
+    std::printf("  %-8s %8.2f | %8.2f | %8.2f; estimate %.1f ms\n", b.c_str(),
+                r, i, r + i, median(estimateSecs[b]) * 1000);
   }
   if (recordSecs.count("sqlite") && recordSecs.count("postgres")) {
     double rs = median(recordSecs["sqlite"]), is = median(ingestSecs["sqlite"]);

@@ -139,6 +139,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t backoffMs = 30000;
   int64_t deadlineMarginSec = 600;
   int64_t keepLogPiecesSec = 3600, keepStoredLogsDays = 0;
+  int64_t keepRepeatNarsDays = 30;
   std::vector<std::string> notify;
   std::string notifySecret, notifyCa;
   std::vector<std::string> pluginDirs;
@@ -197,6 +198,11 @@ int runScheduler(const std::vector<std::string>& args) {
       "keep-stored-logs", po::value(&keepStoredLogsDays),
       "days the stored logs of finished steps stay in the database "
       "(default 0: for good; the log files stay)")(
+      "keep-repeat-nars", po::value(&keepRepeatNarsDays),
+      "days the second build's NARs and log of a reproducibility check "
+      "that differs or failed stay under <state>/repeat-checks once its "
+      "report is stored (default 30; a check that found the same NARs "
+      "keeps none)")(
       "output-limit", po::value(&cfg.outputLimitBytes),
       "largest accepted output NAR in bytes (default unlimited)")(
       "max-message-size", po::value(&cfg.maxMessageBytes),
@@ -301,6 +307,8 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--keep-log-pieces must be 0..31536000");
     if (keepStoredLogsDays < 0 || keepStoredLogsDays > 36500)
       throw po::error("--keep-stored-logs must be 0..36500");
+    if (keepRepeatNarsDays < 0 || keepRepeatNarsDays > 36500)
+      throw po::error("--keep-repeat-nars must be 0..36500");
     if (deadlineMarginSec < 0 || deadlineMarginSec > 86400 * 7)
       throw po::error("--step-deadline-margin must be 0..604800");
     if (cfg.maxMessageBytes < (1 << 20) ||
@@ -336,6 +344,7 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.logRetention.endedPiecesAfter = std::chrono::seconds(keepLogPiecesSec);
     cfg.logRetention.storedLogsAfter =
         std::chrono::hours(24) * keepStoredLogsDays;
+    cfg.keepRepeatNars = std::chrono::hours(24) * keepRepeatNarsDays;
     if (cache.objectStore()) {
       cfg.cacheUri = cache.uri;
       cfg.cacheCompression = cache.compression;

@@ -39,6 +39,30 @@ struct OpCommand {
   int defaultTimeoutSec = 60;  // evaluations may take long
 };
 
+// One line per entry, tab-separated; reproducibility checks (state
+// "check-…") follow in a section of their own, under a header line.
+void printQueue(const json& entries) {
+  auto line = [](const json& e) {
+    std::cout << e.value("stepId", 0) << "\t" << e.value("state", "") << "\t"
+              << e.value("system", "") << "\t" << e.value("drvPath", "") << "\t"
+              << e.value("reason", "") << "\n";
+  };
+  auto isCheck = [](const json& e) {
+    return e.value("state", "").starts_with("check-");
+  };
+  for (auto& e : entries)
+    if (!isCheck(e)) line(e);
+  bool header = false;
+  for (auto& e : entries) {
+    if (!isCheck(e)) continue;
+    if (!header)
+      std::cout << "# reproducibility checks (step checked, state, system, "
+                   "derivation, why it waits)\n";
+    header = true;
+    line(e);
+  }
+}
+
 int runOp(const OpCommand& cmd, const std::vector<std::string>& argv) {
   po::options_description opts(
       "Usage: kiln " + cmd.name +
@@ -107,11 +131,7 @@ int runOp(const OpCommand& cmd, const std::vector<std::string>& argv) {
     if (vm.count("json") || !r.is_array()) {
       std::cout << r.dump() << "\n";
     } else {
-      for (auto& e : r)
-        std::cout << e.value("stepId", 0) << "\t" << e.value("state", "")
-                  << "\t" << e.value("system", "") << "\t"
-                  << e.value("drvPath", "") << "\t" << e.value("reason", "")
-                  << "\n";
+      printQueue(r);
     }
     return kExitOk;
   } catch (const scheduler::SchedulerStateError& e) {

@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -127,6 +128,16 @@ std::optional<int64_t> RepeatRuns::checkOf(StepId sid) const {
   return it->second.step;
 }
 
+std::vector<std::pair<StepId, int64_t>> RepeatRuns::known() const {
+  std::vector<std::pair<StepId, int64_t>> out;
+  out.reserve(bySid_.size());
+  for (auto& [k, known] : bySid_)
+    out.push_back({StepId{k.first, k.second}, known.step});
+  std::sort(out.begin(), out.end(),
+            [](auto& a, auto& b) { return a.second < b.second; });
+  return out;
+}
+
 void RepeatRuns::started(StepId, int64_t step, const std::string& worker) {
   deferred_.run(
       [&db = db_, step, worker] { startRepeatCheck(db, step, worker); });
@@ -140,6 +151,28 @@ void RepeatRuns::notSent(StepId sid) {
   core_.finishRepeat(sid);
   StepId again = core_.addRepeat(known.spec);  // waits at the end again
   bySid_[key(again)] = std::move(known);
+}
+
+void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
+                         const std::string& error) {
+  auto it = bySid_.find(key(sid));
+  if (it == bySid_.end()) return;
+  if (!core_.refuseRepeat(sid)) {
+    bySid_.erase(it);
+    logInfo("reproducibility check of step " + std::to_string(step) +
+            ": no other worker may build it: " + error);
+    deferred_.run([&db = db_, step, now = clock_.nowMs(), error] {
+      finishRepeatCheck(db, step, false, {}, "", now);
+      setRepeatReport(
+          db, step,
+          "no worker without its outputs could build it again: " + error);
+    });
+    return;
+  }
+  it->second.spec.refusedBy.push_back(worker);  // for a later addRepeat
+  logInfo("reproducibility check of step " + std::to_string(step) + ": " +
+          worker + " holds its outputs, another worker will build it");
+  deferred_.run([&db = db_, step] { waitRepeatCheckAgain(db, step); });
 }
 
 void RepeatRuns::keep(int64_t step, const std::string& output, int nar) {
@@ -175,6 +208,10 @@ void RepeatRuns::finished(StepId sid, int64_t step,
   for (auto& [name, hash] : outcome.narHashes) second.push_back({name, hash});
   RepeatVerdict verdict = compareRepeat(first, second);
   std::string side = repeatSideLocation(config_.stateDir, step);
+  if (outcome.built && verdict.deterministic) {  // nothing worth keeping
+    remover_.remove(side);
+    side.clear();
+  }
   int64_t now = clock_.nowMs();
   deferred_.run([&db = db_, step, ok = outcome.built, verdict, side, now,
                  error = outcome.error] {
@@ -249,6 +286,29 @@ void RepeatRuns::takeReports() {
       setRepeatReport(db, step, text);
     });
     pending_.erase(it);
+  }
+}
+
+void RepeatRuns::pruneWhenDue(Clock::TimePoint now) {
+  auto every = config_.repeatPruneInterval;
+  if (every.count() <= 0 || (lastPrune_ && now - *lastPrune_ < every)) return;
+  lastPrune_ = now;
+  std::string root = config_.stateDir + "/repeat-checks/";
+  try {
+    auto keep = std::chrono::duration_cast<std::chrono::milliseconds>(
+        config_.keepRepeatNars);
+    auto checks = repeatNarsToPrune(db_, clock_.nowMs(), keep.count(), 100);
+    for (auto& c : checks) {
+      // Only what this scheduler keeps: a row copied from another farm
+      // names another state directory.
+      if (c.sideLocation.starts_with(root)) remover_.remove(c.sideLocation);
+      deferred_.run([&db = db_, step = c.step] { forgetRepeatNars(db, step); });
+    }
+    if (!checks.empty())
+      logInfo("reproducibility checks: the kept NARs of " +
+              std::to_string(checks.size()) + " checks removed");
+  } catch (const SqlError& e) {
+    logWarn(std::string("pruning the checks' kept NARs: ") + e.what());
   }
 }
 

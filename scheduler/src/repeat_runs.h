@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "deferred_writes.h"
+#include "kiln/common/background_remover.h"
 #include "kiln/common/clock.h"
 #include "kiln/common/file.h"
 #include "kiln/scheduler/core.h"
@@ -65,10 +66,18 @@ class RepeatRuns {
   void add(int64_t step, const std::string& firstWorker);
   /// The check (its step row id) of the core's repeat `sid`, if known.
   std::optional<int64_t> checkOf(StepId sid) const;
+  /// Every repeat of the core with its check's step row, oldest first.
+  std::vector<std::pair<StepId, int64_t>> known() const;
   /// The repeat `sid` of check `step` went to `worker`.
   void started(StepId sid, int64_t step, const std::string& worker);
   /// The repeat `sid` could not be sent: it waits again.
   void notSent(StepId sid);
+  /// The worker `worker` of repeat `sid` (check `step`) refused it: it
+  /// holds an output already (protocol::kCheckRefusedPrefix). The check
+  /// waits again, avoiding that worker too, while another connected
+  /// worker may take it; otherwise it ends `failed` with `error`.
+  void refused(StepId sid, int64_t step, const std::string& worker,
+               const std::string& error);
   /// Keeps output `output` of check `step`'s second build, its NAR in
   /// `nar` (offset 0), as `<side location>/<output>.nar`. Throws SysError.
   void keep(int64_t step, const std::string& output, int nar);
@@ -79,6 +88,12 @@ class RepeatRuns {
   int wakeFd() const { return wake_.get(); }
   /// Stores the reports made since the last call.
   void takeReports();
+  /// Every ServiceConfig::repeatPruneInterval (the first call prunes):
+  /// removes the side locations that repeatNarsToPrune names (at most
+  /// 100 a turn) on the remover's thread and forgets them.
+  void pruneWhenDue(Clock::TimePoint now);
+  /// Blocks until the removals queued so far are done (tests).
+  void drainRemovals() { remover_.drain(); }
 
  private:
   struct Report {
@@ -110,6 +125,8 @@ class RepeatRuns {
   AutoCloseFD wake_;
   std::mutex mu_;
   std::vector<Report> done_;  // guarded by mu_
+  std::optional<Clock::TimePoint> lastPrune_;
+  BackgroundRemover remover_;
   std::unique_ptr<ProcessLauncher> launcher_;
   std::shared_ptr<Differ> differ_;
   std::unique_ptr<Differ> unpacking_;

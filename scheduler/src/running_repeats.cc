@@ -84,6 +84,12 @@ void RunningSteps::completeRepeat(RunningStep& run,
   if (!run.resultFrom.empty())
     link_.sendOrWarn(run.resultFrom, proto::Ack{proto::MessageType::kStepResult,
                                                 m.stepId, true, ""});
+  if (m.status == StepStatus::kAborted &&
+      m.errorMsg.starts_with(proto::kCheckRefusedPrefix)) {
+    repeats_->refused(run.sid, run.check, run.worker, m.errorMsg);
+    markPending();
+    return;
+  }
   RepeatOutcome o;
   o.outputs = run.expected;
   o.narHashes = run.repeatHashes;

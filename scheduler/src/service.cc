@@ -303,7 +303,8 @@ void SchedulerService::Impl::announce(const BuildEvent& ev) {
                  ": a build event sink failed: " + e.what());
       }
     }
-    if (ev.kind == BuildEvent::Kind::kSucceeded) maybeAdvanceChannel(ev.build, now);
+    if (ev.kind == BuildEvent::Kind::kSucceeded)
+      maybeAdvanceChannel(ev.build, now);
     txn.commit();
   });
 }
@@ -374,6 +375,7 @@ void SchedulerService::Impl::periodic() {
   if (databaseUnreachableAt) return;
   readRequestsAndJobsets(now);
   if (!logMirror) pruneLogsWhenDue(now);
+  repeats.pruneWhenDue(now);
   if (now - lastSnapshotStore >= std::chrono::seconds(1)) {
     lastSnapshotStore = now;
     storeSnapshotForFrontEnds();

@@ -5,7 +5,6 @@
 // added builds use too.
 #include "kiln/common/fail_point.h"
 #include "kiln/common/logging.h"
-#include "kiln/scheduler/eval_estimate.h"
 #include "kiln/scheduler/forge_requests.h"
 #include "kiln/scheduler/release_store.h"
 #include "service_impl.h"
@@ -41,7 +40,8 @@ std::vector<std::pair<int64_t, int64_t>> constituentEdges(
     const EvalOutcome& o, const std::vector<BuildRow>& rows,
     const std::vector<int64_t>& ids) {
   std::multimap<std::string, int64_t> byDrv;
-  for (size_t i = 0; i < rows.size(); i++) byDrv.emplace(rows[i].drvPath, ids[i]);
+  for (size_t i = 0; i < rows.size(); i++)
+    byDrv.emplace(rows[i].drvPath, ids[i]);
   std::map<std::string, int64_t> byJob;
   for (size_t i = 0; i < rows.size(); i++) byJob[rows[i].job] = ids[i];
   std::vector<std::pair<int64_t, int64_t>> edges;
@@ -132,23 +132,12 @@ int64_t SchedulerService::Impl::recordEvaluation(
 }
 
 // The expected finish of a new evaluation, once per evaluation, for its
-// page to say later how far off it was (eval_estimate.h): two queries
-// over its remaining steps, after the turn's other writes.
+// page to say later how far off it was (eval_estimate.h): queued after the
+// turn's other writes (its builds and steps committed), made off the loop.
 void SchedulerService::Impl::recordEstimate(int64_t evalId) {
   auto slots = static_cast<unsigned>(core.metrics().totalSlots);
   deferred.run([this, evalId, slots, now = clock.nowMs()] {
-    try {
-      auto e = estimateEvaluation(db, evalId, slots, now,
-                                  evalStepHistory(db, evalId));
-      if (e) recordEvalEstimate(db, evalId, *e);
-    } catch (const SqlError& ex) {
-      if (ex.transient()) throw;  // the database is away: written later
-      logWarn("estimating evaluation " + std::to_string(evalId) + ": " +
-              ex.what());
-    } catch (const std::exception& ex) {
-      logWarn("estimating evaluation " + std::to_string(evalId) + ": " +
-              ex.what());
-    }
+    estimates.submit(evalId, slots, now);
   });
 }
 
@@ -230,7 +219,8 @@ bool SchedulerService::Impl::heldByRegressions(const ChannelCandidate& c) {
   if (!c.current || !js ||
       (js->maxClosureGrowthPct <= 0 && js->maxBuildTimeGrowthPct <= 0))
     return false;
-  ClosureSizeFn closure = [this](const std::string& path) -> std::optional<int64_t> {
+  ClosureSizeFn closure =
+      [this](const std::string& path) -> std::optional<int64_t> {
     try {
       int64_t bytes = 0;
       for (auto& p : store.queryRequisites({store.parsePath(path)}))
@@ -240,12 +230,14 @@ bool SchedulerService::Impl::heldByRegressions(const ChannelCandidate& c) {
       return std::nullopt;  // not (or no longer) in the central store
     }
   };
-  auto found = findRegressions(db, c.eval, c.current->eval, js->maxClosureGrowthPct,
-                               js->maxBuildTimeGrowthPct, closure);
+  auto found =
+      findRegressions(db, c.eval, c.current->eval, js->maxClosureGrowthPct,
+                      js->maxBuildTimeGrowthPct, closure);
   if (found.empty()) return false;
   recordRegressions(db, c.eval, found);
-  logWarn("evaluation " + std::to_string(c.eval) + " of jobset " + std::to_string(c.jobset) +
-          " regressed (" + std::to_string(found.size()) + " jobs past the limits, first " +
+  logWarn("evaluation " + std::to_string(c.eval) + " of jobset " +
+          std::to_string(c.jobset) + " regressed (" +
+          std::to_string(found.size()) + " jobs past the limits, first " +
           found[0].job + "): the channel stays at evaluation " +
           std::to_string(c.current->eval));
   return true;

@@ -16,6 +16,7 @@
 
 #include "deferred_writes.h"
 #include "direct_uploads.h"
+#include "estimate_recorder.h"
 #include "evaluations.h"
 #include "input_server.h"
 #include "kiln/common/file_lock.h"
@@ -71,6 +72,8 @@ struct SchedulerService::Impl final : WorkerLink::Handler {
   /// Build logs into the database for front ends on other hosts
   /// (PostgreSQL only; made in the constructor).
   std::unique_ptr<LogMirror> logMirror;
+  /// Records new evaluations' expected finish off the loop.
+  EstimateRecorder estimates{cfg.database()};
   RunningSteps steps;
   Uploads uploads;
   /// Reproducibility checks' second builds and their reports.

@@ -15,9 +15,10 @@ namespace {
 // one's means the published snapshot is out of date.
 std::vector<uint64_t> snapshotKey(const SchedulerMetrics& m) {
   std::vector<uint64_t> k = {
-      m.runningSteps, m.waitingSteps,   m.backoffSteps, m.failedSteps,
-      m.builds,       m.workers,        m.freeSlots,    m.dispatchDecisions,
-      m.retries,      m.stepsSucceeded, m.stepsFailed,  m.workersRemoved};
+      m.runningSteps,   m.waitingSteps,   m.backoffSteps, m.failedSteps,
+      m.builds,         m.workers,        m.freeSlots,    m.dispatchDecisions,
+      m.retries,        m.stepsSucceeded, m.stepsFailed,  m.workersRemoved,
+      m.waitingRepeats, m.runningRepeats};
   for (auto& [system, n] : m.queuedBySystem) k.push_back(n);
   return k;
 }
@@ -77,6 +78,14 @@ std::vector<QueueEntry> SchedulerService::Impl::queueEntries() {
     if (v.state == StepView::State::kFailed) continue;
     out.push_back({id, std::move(v.drvPath), std::move(v.system),
                    names[static_cast<int>(v.state)],
+                   core.whyWaiting(sid).detail});
+  }
+  // Reproducibility checks after the builds' steps, their state prefixed
+  // "check-" (`kiln queue` lists them in a section of their own).
+  for (auto& [sid, check] : repeats.known()) {
+    auto v = core.step(sid);
+    out.push_back({check, std::move(v.drvPath), std::move(v.system),
+                   std::string("check-") + names[static_cast<int>(v.state)],
                    core.whyWaiting(sid).detail});
   }
   return out;

@@ -53,6 +53,8 @@ json metricsJson(const scheduler::SchedulerSnapshot& snap) {
   auto& m = snap.metrics;
   return {{"runningSteps", m.runningSteps},
           {"waitingSteps", m.waitingSteps},
+          {"waitingRepeats", m.waitingRepeats},
+          {"runningRepeats", m.runningRepeats},
           {"backoffSteps", m.backoffSteps},
           {"failedSteps", m.failedSteps},
           {"workers", m.workers},
@@ -60,9 +62,9 @@ json metricsJson(const scheduler::SchedulerSnapshot& snap) {
           {"freeSlots", m.freeSlots},
           {"dispatches", snap.dispatches},
           {"meanDispatchLatencyMs",
-           snap.dispatches ? snap.dispatchLatencySum * 1000.0 /
-                                 double(snap.dispatches)
-                           : 0.0},
+           snap.dispatches
+               ? snap.dispatchLatencySum * 1000.0 / double(snap.dispatches)
+               : 0.0},
           {"idleSlotSeconds", m.idleSlotSeconds},
           {"longestIdleWithWorkMs",
            std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -107,8 +109,7 @@ json projectsModel(StateView& view) {
   json out = json::array();
   for (auto& p : view.projects()) {
     json jobsets = json::array();
-    for (auto& j : view.jobsetsOf(p.id))
-      jobsets.push_back(jobsetRowJson(j));
+    for (auto& j : view.jobsetsOf(p.id)) jobsets.push_back(jobsetRowJson(j));
     out.push_back({{"id", p.id},
                    {"name", p.name},
                    {"description", p.description},
@@ -119,8 +120,8 @@ json projectsModel(StateView& view) {
 }
 
 json jobsetModel(StateView& view, const std::string& project,
-                 const std::string& jobset, const Page& evals,
-                 const Page& jobs, int matrixEvals) {
+                 const std::string& jobset, const Page& evals, const Page& jobs,
+                 int matrixEvals) {
   auto js = findJobset(view, project, jobset);
   json out = {{"project", project}, {"jobset", jobsetRowJson(js)}};
   auto page = view.evaluations(js.id, evals);
@@ -134,9 +135,10 @@ json jobsetModel(StateView& view, const std::string& project,
   for (size_t i = 0; i < m.jobs.size(); ++i) {
     json row = json::array();
     for (auto& c : m.cells[i])
-      row.push_back(c.build ? json{{"build", c.build},
-                                   {"statusName", statusName(c.finished ? c.status : -1)}}
-                            : json(nullptr));
+      row.push_back(
+          c.build ? json{{"build", c.build},
+                         {"statusName", statusName(c.finished ? c.status : -1)}}
+                  : json(nullptr));
     cells.push_back({{"job", m.jobs[i]}, {"cells", std::move(row)}});
   }
   out["matrix"] = {{"evaluations", std::move(cols)},

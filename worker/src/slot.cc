@@ -75,8 +75,7 @@ std::vector<PreparedOutput> registerOutputs(const BuildRequest& request,
   batch.commit();
   std::vector<PreparedOutput> out;
   for (size_t i = 0; i < infos.size(); ++i)
-    out.push_back({order[i]->name,
-                   protocol::toPathInfo(infos[i]),
+    out.push_back({order[i]->name, protocol::toPathInfo(infos[i]),
                    dumpToTemp(store.physicalPath(infos[i].path), tmpDir)});
   return out;
 }
@@ -118,26 +117,35 @@ std::vector<PreparedOutput> checkOutputs(const BuildRequest& request,
   return out;
 }
 
+// A check build this worker cannot run (it holds an output).
+struct CheckRefused : Error {
+  using Error::Error;
+};
+
 void refuseHeldOutputs(const BuildRequest& request, store::LocalStore& store,
                        bool check) {
-  for (auto& [name, o] : request.drv.outputs)
-    if (o.path && store.isValid(*o.path))
-      throw Error("output " + store.printPath(*o.path) +
-                  (check ? " is valid in this worker's store: a check build "
-                           "needs a worker without it"
-                         : " is already valid in the worker's store but "
-                           "other outputs are missing"));
+  for (auto& [name, o] : request.drv.outputs) {
+    if (!o.path || !store.isValid(*o.path)) continue;
+    std::string path = store.printPath(*o.path);
+    if (check)
+      throw CheckRefused("output " + path +
+                         " is valid in this worker's store: a check build "
+                         "needs a worker without it");
+    throw Error("output " + path +
+                " is already valid in the worker's store but other "
+                "outputs are missing");
+  }
 }
 
 }  // namespace
 
 std::vector<PreparedOutput> prepareAgain(
-    const std::vector<protocol::BuiltOutput>& outputs,
-    store::LocalStore& store, const std::string& tmpDir) {
+    const std::vector<protocol::BuiltOutput>& outputs, store::LocalStore& store,
+    const std::string& tmpDir) {
   std::vector<PreparedOutput> out;
   for (auto& o : outputs)
-    out.push_back({o.name, o.info,
-                   dumpToTemp(store.physicalPath(o.info.path), tmpDir)});
+    out.push_back(
+        {o.name, o.info, dumpToTemp(store.physicalPath(o.info.path), tmpDir)});
   return out;
 }
 
@@ -174,6 +182,11 @@ SlotOutcome runSlot(const BuildRequest& request, uint64_t stepId,
                             : registerOutputs(request, built, store, tmpDir);
       traceEvent("worker", "outputs-stored", stepId);
     }
+  } catch (const CheckRefused& e) {
+    res.outputs.clear();
+    res.result.status = StepStatus::kAborted;
+    res.result.errorMsg = std::string(protocol::kCheckRefusedPrefix) + e.what();
+    logInfo("step " + std::to_string(stepId) + ": " + res.result.errorMsg);
   } catch (const std::exception& e) {
     res.outputs.clear();
     res.result.status = StepStatus::kAborted;

@@ -72,16 +72,17 @@ struct Step {
   std::optional<uint64_t> sentWithFree;
   uint64_t oomNeed = 0;
   uint32_t worker = kNone;  // while running, until its slot is released
-  StepKey key;  // while queued
+  StepKey key;              // while queued
   JobsetId keyJobset = 0;
   JobsetId chargedJobset = 0;  // while running
   double chargedSeconds = 0;
   bool inHeap = false;
   bool recompute = false;
   // A reproducibility check's second build (repeats.cc): in no build, in
-  // no queue, never on the worker named `avoidWorker`.
+  // no queue, never on a worker named in `avoidWorkers` (the first
+  // build's first, then those that refused it).
   bool repeat = false;
-  std::string avoidWorker;
+  std::vector<std::string> avoidWorkers;
 };
 
 struct Build {
@@ -265,6 +266,7 @@ struct SchedulerCore::Impl {
   // The least loaded worker other than the repeat's first one with a free
   // slot for it, none if there is no such worker now.
   std::optional<uint32_t> repeatWorker(const Step& s) const;
+  bool repeatMayUse(const Step& s, uint32_t w) const;
   // A running repeat whose worker went away waits again.
   void requeueRepeat(uint32_t idx);
   WaitReason repeatPlacement(const Step& s) const;

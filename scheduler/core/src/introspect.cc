@@ -195,13 +195,15 @@ SchedulerMetrics SchedulerCore::metrics() const {
     return m.stateCount[static_cast<size_t>(s)];
   };
   r.runningSteps = count(StepState::kRunning);
-  r.waitingSteps = count(StepState::kWaiting);
+  r.waitingRepeats = m.repeats.size();
+  r.waitingSteps = count(StepState::kWaiting) - r.waitingRepeats;
   r.backoffSteps = count(StepState::kBackoff);
   r.failedSteps = count(StepState::kFailed);
   r.builds = m.builds.size();
   for (const Worker& w : m.workers) {
     if (!w.alive) continue;
     ++r.workers;
+    for (uint32_t idx : w.running) r.runningRepeats += m.steps[idx].repeat;
     r.workerSystems.insert(w.spec.systems.begin(), w.spec.systems.end());
     r.totalSlots += w.spec.slots;
     r.freeSlots += w.free();

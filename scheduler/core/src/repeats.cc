@@ -21,7 +21,9 @@ StepId SchedulerCore::addRepeat(const RepeatSpec& spec) {
   s.drvPath = spec.drvPath;
   s.cls = cls;
   s.repeat = true;
-  s.avoidWorker = spec.avoidWorker;
+  s.avoidWorkers.push_back(spec.avoidWorker);
+  s.avoidWorkers.insert(s.avoidWorkers.end(), spec.refusedBy.begin(),
+                        spec.refusedBy.end());
   s.createdMs = m.clock.wallNow().time_since_epoch().count();
   m.repeats.push_back(idx);
   return m.idOf(idx);
@@ -43,6 +45,27 @@ void SchedulerCore::finishRepeat(StepId id) {
   m.freeStep(idx);
 }
 
+bool SchedulerCore::refuseRepeat(StepId id) {
+  Impl& m = *impl_;
+  m.advance();
+  uint32_t idx = m.resolve(id);
+  Step& s = m.steps[idx];
+  if (!s.repeat || s.state != StepState::kRunning || s.worker == kNone)
+    throw SchedulerError("scheduler: refuseRepeat on " + s.drvPath +
+                         ", which is not a running repeat");
+  s.avoidWorkers.push_back(m.workers[s.worker].spec.name);
+  const auto& ws = m.classes[s.cls].workers;
+  bool other = std::any_of(ws.begin(), ws.end(),
+                           [&](uint32_t w) { return m.repeatMayUse(s, w); });
+  if (!other) {
+    m.freeSlot(idx);
+    m.freeStep(idx);
+    return false;
+  }
+  m.requeueRepeat(idx);
+  return true;
+}
+
 void SchedulerCore::dropRepeat(StepId id) {
   Impl& m = *impl_;
   m.advance();
@@ -56,12 +79,17 @@ void SchedulerCore::dropRepeat(StepId id) {
   m.freeStep(idx);
 }
 
+bool SchedulerCore::Impl::repeatMayUse(const Step& s, uint32_t w) const {
+  return std::find(s.avoidWorkers.begin(), s.avoidWorkers.end(),
+                   workers[w].spec.name) == s.avoidWorkers.end();
+}
+
 std::optional<uint32_t> SchedulerCore::Impl::repeatWorker(const Step& s) const {
   std::optional<uint32_t> best;
   double bestScore = 0;
   for (uint32_t w : classes[s.cls].workers) {
     const Worker& wk = workers[w];
-    if (wk.available() == 0 || wk.spec.name == s.avoidWorker) continue;
+    if (wk.available() == 0 || !repeatMayUse(s, w)) continue;
     double score = effectiveLoad(wk) / wk.spec.speedFactor;
     if (!best || score < bestScore) {
       best = w;
@@ -103,20 +131,25 @@ WaitReason SchedulerCore::Impl::repeatPlacement(const Step& s) const {
   using K = WaitReason::Kind;
   const StepClass& c = classes[s.cls];
   std::string check = "reproducibility check: ";
-  bool other = std::any_of(c.workers.begin(), c.workers.end(), [&](uint32_t w) {
-    return workers[w].spec.name != s.avoidWorker;
-  });
+  bool other = std::any_of(c.workers.begin(), c.workers.end(),
+                           [&](uint32_t w) { return repeatMayUse(s, w); });
+  std::string avoided = s.avoidWorkers.front();
+  for (size_t i = 1; i < s.avoidWorkers.size(); ++i)
+    avoided += ", " + s.avoidWorkers[i];
+  std::string why = s.avoidWorkers.size() == 1
+                        ? ", which built it first"
+                        : " (the first built it, the others hold its outputs)";
   if (!other)
     return {K::kNoWorkerForSystem,
             check + "waits for a " + c.system + " worker other than " +
-                s.avoidWorker + ", which built it first",
+                avoided + why,
             0,
             {}};
   if (repeatWorker(s) && !queues.best(s.cls))
     return {K::kReady, check + "next dispatch", 0, {}};
   return {K::kAllSlotsBusy,
-          check + "waits for a free slot on a worker other than " +
-              s.avoidWorker + " (after the builds' own steps)",
+          check + "waits for a free slot on a worker other than " + avoided +
+              " (after the builds' own steps)",
           0,
           {}};
 }

@@ -69,6 +69,15 @@ size_t requeueRunningRepeatChecks(StateDb& db) {
   return static_cast<size_t>(db.db().changes());
 }
 
+void waitRepeatCheckAgain(StateDb& db, int64_t step) {
+  db.db()
+      .prepare(
+          "UPDATE repeat_checks SET state = 'pending', second_worker = '' "
+          "WHERE step = ? AND state = 'running'")
+      .bind(step)
+      .exec();
+}
+
 void startRepeatCheck(StateDb& db, int64_t step,
                       const std::string& secondWorker) {
   db.db()
@@ -95,6 +104,26 @@ void finishRepeatCheck(StateDb& db, int64_t step, bool ok,
       .bind(ok ? differing : std::string())
       .bind(sideLocation)
       .bind(nowMs)
+      .bind(step)
+      .exec();
+}
+
+std::vector<RepeatCheck> repeatNarsToPrune(StateDb& db, int64_t nowMs,
+                                           int64_t keepDiffersMs,
+                                           int64_t limit) {
+  auto s = db.db().prepare(
+      selectChecks("WHERE r.side_location <> '' AND (r.state = 'same' OR "
+                   "(r.state IN ('differs', 'failed') AND r.report <> '' AND "
+                   "r.finished < ?)) "
+                   "ORDER BY r.finished, r.step LIMIT ?"));
+  s.bind(nowMs - std::max<int64_t>(keepDiffersMs, 0));
+  s.bind(std::clamp<int64_t>(limit, 0, kMaxListedRepeats));
+  return detail::readAll<RepeatCheck>(s, readCheck);
+}
+
+void forgetRepeatNars(StateDb& db, int64_t step) {
+  db.db()
+      .prepare("UPDATE repeat_checks SET side_location = '' WHERE step = ?")
       .bind(step)
       .exec();
 }

@@ -16,6 +16,8 @@ json metricsToJson(const SchedulerMetrics& m) {
           {"workerSystems", m.workerSystems},
           {"runningSteps", m.runningSteps},
           {"waitingSteps", m.waitingSteps},
+          {"waitingRepeats", m.waitingRepeats},
+          {"runningRepeats", m.runningRepeats},
           {"backoffSteps", m.backoffSteps},
           {"failedSteps", m.failedSteps},
           {"builds", m.builds},
@@ -37,6 +39,9 @@ SchedulerMetrics metricsFromJson(const json& j) {
   m.workerSystems = j.at("workerSystems").get<std::set<std::string>>();
   j.at("runningSteps").get_to(m.runningSteps);
   j.at("waitingSteps").get_to(m.waitingSteps);
+  // An older scheduler's snapshot has no repeats' counts.
+  m.waitingRepeats = j.value("waitingRepeats", size_t{0});
+  m.runningRepeats = j.value("runningRepeats", size_t{0});
   j.at("backoffSteps").get_to(m.backoffSteps);
   j.at("failedSteps").get_to(m.failedSteps);
   j.at("builds").get_to(m.builds);

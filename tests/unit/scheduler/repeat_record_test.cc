@@ -36,23 +36,28 @@ std::vector<Job> jobsOf(
   return jobs;
 }
 
+// Derivation `name` (no inputs) made in the store of `state`.
+std::string drvIn(const std::string& state, const std::string& name) {
+  store::LocalStore store(state);
+  return makeDrv(store, name);
+}
+
 // A service in `state` whose jobset "j" of project "p" evaluates to
 // `jobs` and repeats every step (`differ`: the reports' maker, may be
-// null); the jobset's API answer goes to `jobset`.
+// null; a difference's NARs kept `keepRepeatNars`); the jobset's API
+// answer goes to `jobset`.
 std::unique_ptr<SchedulerService> repeatingService(
     const std::string& state, std::vector<Job> jobs,
-    std::shared_ptr<Differ> differ, nlohmann::json& jobset) {
+    std::shared_ptr<Differ> differ, nlohmann::json& jobset,
+    std::chrono::seconds keepRepeatNars = std::chrono::hours(24)) {
   auto cfg = testing::testConfig(state);
+  cfg.keepRepeatNars = keepRepeatNars;
+  cfg.repeatPruneInterval = 1ms;
   cfg.evalRunner = std::make_shared<testing::FixedRunner>(std::move(jobs));
   cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
   cfg.repeatDiffer = std::move(differ);
   auto svc = std::make_unique<SchedulerService>(cfg);
-  svc->applyRequest("project-create", {{"name", "p"}});
-  jobset = svc->applyRequest("jobset-create", {{"project", "p"},
-                                               {"name", "j"},
-                                               {"location", "/nowhere"},
-                                               {"checkInterval", 0},
-                                               {"repeatFraction", 1.0}});
+  jobset = testing::createJobset(*svc, {{"repeatFraction", 1.0}});
   return svc;
 }
 
@@ -199,12 +204,127 @@ TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
   EXPECT_EQ(odd.differing, std::vector<std::string>{"out"});
   EXPECT_EQ(odd.report,
             "=== output out: diffoscope differs ===\nfake report\n");
-  EXPECT_TRUE(pathExists(odd.sideLocation + "/out.nar"));
+  EXPECT_TRUE(pathExists(odd.sideLocation + "/out.nar")) << "kept a day";
+  // The same NARs: nothing kept.
+  EXPECT_EQ(repeatCheck(svc.db(), stepOf[a])->sideLocation, "");
+  std::string sameSide = state + "/repeat-checks/" + std::to_string(stepOf[a]);
+  EXPECT_TRUE(until([&] { return !pathExists(sameSide); }, &w2));
   std::lock_guard lock(differ->mu);
   ASSERT_EQ(differ->compared.size(), 1u);
   EXPECT_EQ(differ->compared[0],
             std::pair(std::string("b\n"), std::string("B\n")))
       << "the registered output against the second build's, unpacked";
+}
+
+// A worker that holds the outputs refuses a check build: the check goes
+// to another worker, never back to it, and ends `failed` only when no
+// worker without the outputs is left.
+TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string a = drvIn(state, "a");
+  nlohmann::json js;
+  auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js);
+  SchedulerService& svc = *svcOwned;
+  ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc.endpoint(), "first-worker");
+  w1.hello();
+  std::vector<FakeWorker*> all{&w1};
+  auto until = [&](const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred() && std::chrono::steady_clock::now() < deadline) {
+      svc.pollOnce(2ms);
+      for (auto* w : all) w->pump(2ms);
+    }
+    return pred();
+  };
+  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
+  w1.uploadOutputs(w1.steps[0], "a\n");
+  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
+  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
+  int64_t step = int64_t(w1.steps[0].stepId);
+  ASSERT_TRUE(until([&] { return repeatCheck(svc.db(), step).has_value(); }));
+  // The waiting check is in the queue's own section, not among the steps.
+  auto queued = svc.queue();
+  ASSERT_EQ(queued.size(), 1u);
+  EXPECT_EQ(queued[0].stepId, step);
+  EXPECT_EQ(queued[0].state, "check-waiting");
+  EXPECT_NE(queued[0].reason.find("other than first-worker"), std::string::npos)
+      << queued[0].reason;
+  ASSERT_TRUE(until([&] {
+    auto snap = svc.snapshot();
+    return snap && snap->metrics.waitingRepeats == 1;
+  }));
+  EXPECT_EQ(svc.snapshot()->metrics.waitingSteps, 0u) << "only real steps";
+
+  FakeWorker w2(svc.endpoint(), "w2"), w3(svc.endpoint(), "w3");
+  all = {&w1, &w2, &w3};
+  w2.hello();
+  w3.hello();
+  ASSERT_TRUE(until([&] { return w2.steps.size() + w3.steps.size() == 1; }));
+  FakeWorker& x = w2.steps.empty() ? w3 : w2;
+  FakeWorker& y = &x == &w2 ? w3 : w2;
+  std::string yName = &y == &w2 ? "w2" : "w3";
+  std::string refusal =
+      std::string(protocol::kCheckRefusedPrefix) + "output is valid here";
+  x.result(x.steps[0].stepId, protocol::StepStatus::kAborted, refusal);
+  ASSERT_TRUE(until([&] { return y.steps.size() == 1; }));
+  EXPECT_TRUE(y.steps[0].check);
+  EXPECT_EQ(y.steps[0].stepId, x.steps[0].stepId);
+  ASSERT_EQ(svc.queue().size(), 1u);
+  EXPECT_EQ(svc.queue()[0].state, "check-running");
+  ASSERT_TRUE(until([&] {
+    auto c = repeatCheck(svc.db(), step);
+    return c && c->state == "running" && c->secondWorker == yName;
+  }));
+  y.result(y.steps[0].stepId, protocol::StepStatus::kAborted, refusal);
+  ASSERT_TRUE(
+      until([&] { return repeatCheck(svc.db(), step)->state == "failed"; }));
+  auto c = *repeatCheck(svc.db(), step);
+  EXPECT_NE(c.report.find("no worker without its outputs"), std::string::npos)
+      << c.report;
+  EXPECT_EQ(x.steps.size(), 1u) << "never sent back to a refusing worker";
+  EXPECT_EQ(w1.steps.size(), 1u);
+}
+
+// Without a retention a difference's NARs go once its report is stored.
+TEST(RepeatRecord, KeptNarsGoAfterTheirRetention) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string b = drvIn(state, "b");
+  nlohmann::json js;
+  auto svcOwned = repeatingService(state, jobsOf({{"b", b}}),
+                                   std::make_shared<FakeDiffer>(), js,
+                                   std::chrono::seconds(0));
+  SchedulerService& svc = *svcOwned;
+  ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc.endpoint(), "w1"), w2(svc.endpoint(), "w2");
+  auto until = [&](const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred() && std::chrono::steady_clock::now() < deadline) {
+      svc.pollOnce(2ms);
+      w1.pump(2ms);
+      w2.pump(2ms);
+    }
+    return pred();
+  };
+  w1.hello();
+  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
+  w1.uploadOutputs(w1.steps[0], "b\n");
+  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
+  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
+  int64_t step = int64_t(w1.steps[0].stepId);
+  w2.hello();
+  ASSERT_TRUE(until([&] { return w2.steps.size() == 1; }));
+  w2.uploadOutputs(w2.steps[0], "B\n");
+  ASSERT_TRUE(until([&] { return w2.pendingUploads == 0; }));
+  w2.result(w2.steps[0].stepId, protocol::StepStatus::kSuccess);
+  std::string side = state + "/repeat-checks/" + std::to_string(step);
+  ASSERT_TRUE(until([&] {
+    auto c = repeatCheck(svc.db(), step);
+    return c && c->state == "differs" && !c->report.empty() &&
+           c->sideLocation.empty() && !pathExists(side);
+  })) << "the report stored, the NARs removed";
 }
 
 TEST(RepeatRecord, RepeatFractionOutsideZeroToOneIsRefused) {

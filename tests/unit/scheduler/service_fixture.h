@@ -35,8 +35,8 @@ inline std::string makeDrv(store::LocalStore& store, const std::string& name,
   d.platform = system;
   d.builder = "/bin/sh";
   d.args = {"-c", "echo " + name + " > $out"};
-  d.env = {{"name", name}, {"system", system}, {"builder", "/bin/sh"},
-           {"out", ""}};
+  d.env = {
+      {"name", name}, {"system", system}, {"builder", "/bin/sh"}, {"out", ""}};
   for (auto& [k, v] : env) d.env[k] = v;
   store::DrvHashCache cache(sd, store::fileDrvLoader(sd, store.physicalRoot()));
   store::fillOutputPaths(d, cache);
@@ -73,6 +73,20 @@ inline void makeOutputValid(store::LocalStore& store,
 }
 
 /// A service configuration on an ephemeral loopback port, plain text.
+/// Creates project "p" and its jobset "j" of location /nowhere, checked
+/// on demand only, with the fields of `extra` besides; returns the
+/// jobset's API answer.
+inline nlohmann::json createJobset(
+    SchedulerService& svc, nlohmann::json extra = nlohmann::json::object()) {
+  svc.applyRequest("project-create", {{"name", "p"}});
+  nlohmann::json args = {{"project", "p"},
+                         {"name", "j"},
+                         {"location", "/nowhere"},
+                         {"checkInterval", 0}};
+  args.update(extra);
+  return svc.applyRequest("jobset-create", args);
+}
+
 inline ServiceConfig testConfig(const std::string& stateDir) {
   ServiceConfig c;
   c.stateDir = stateDir;

@@ -90,6 +90,46 @@ TEST(Repeats, WaitAgainWhenTheirWorkerGoes) {
       << "finishStep is for the graph's steps";
 }
 
+TEST(Repeats, RefusedGoElsewhereUntilNoWorkerIsLeft) {
+  Harness h;
+  h.worker("a");
+  WorkerId b = h.worker("b");
+  WorkerId c = h.worker("c");
+  StepId r = h.core.addRepeat(repeatOf("r", "a"));
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  WorkerId first = as[0].worker;
+  WorkerId other = first == b ? c : b;
+  EXPECT_TRUE(h.core.refuseRepeat(r)) << "another worker may take it";
+  EXPECT_EQ(h.core.step(r).state, StepView::State::kWaiting);
+  as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  EXPECT_EQ(as[0].step, r) << "same id";
+  EXPECT_EQ(as[0].worker, other) << "never back to the refusing worker";
+  EXPECT_FALSE(h.core.refuseRepeat(r)) << "a, b and c are all excluded";
+  EXPECT_THROW(h.core.isRepeat(r), SchedulerError) << "forgotten";
+  EXPECT_TRUE(h.core.nextAssignments().empty());
+}
+
+TEST(Repeats, RefusedWaitForAWorkerOtherThanAllAvoided) {
+  Harness h;
+  h.worker("a");
+  h.worker("b");
+  RepeatSpec spec = repeatOf("r", "a");
+  spec.refusedBy = {"b"};
+  StepId r = h.core.addRepeat(spec);
+  EXPECT_TRUE(h.core.nextAssignments().empty());
+  WaitReason why = h.core.whyWaiting(r);
+  EXPECT_EQ(why.kind, WaitReason::Kind::kNoWorkerForSystem);
+  EXPECT_NE(why.detail.find("other than a, b"), std::string::npos)
+      << why.detail;
+  WorkerId c = h.worker("c");
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  EXPECT_EQ(as[0].worker, c);
+  EXPECT_THROW(h.core.refuseRepeat(h.step("s")), SchedulerError);
+}
+
 TEST(Repeats, SharePathWithALiveStepAndDrop) {
   Harness h;
   StepId s = h.step("same");

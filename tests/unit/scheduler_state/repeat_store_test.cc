@@ -97,5 +97,37 @@ TEST_P(RepeatStoreTest, FailedAndSameAreNotListedAsNonDeterministic) {
   EXPECT_EQ(jobs[1].build, oddBuild);
 }
 
+// Which checks' NARs may go: same ones at once, differing and failed ones
+// once their report is stored and their retention passed; never a check
+// still running or one whose NARs are already gone.
+TEST_P(RepeatStoreTest, NarsToPruneHonourTheRetentionOfDifferences) {
+  int64_t same = step('a', "same"), failed = step('b', "failed");
+  int64_t odd = step('c', "odd"), fresh = step('d', "fresh");
+  int64_t running = step('e', "running");
+  for (int64_t s : {same, failed, odd, fresh, running})
+    addRepeatCheck(db_, s, jobset_, "w1", 1);
+  finishRepeatCheck(db_, same, true, {true, {}}, "/side/same", 10);
+  finishRepeatCheck(db_, failed, false, {}, "/side/failed", 20);
+  finishRepeatCheck(db_, odd, true, {false, {"out"}}, "/side/odd", 30);
+  finishRepeatCheck(db_, fresh, true, {false, {"out"}}, "/side/fresh", 900);
+  startRepeatCheck(db_, running, "w2");
+  auto steps = [&](int64_t now, int64_t keep) {
+    std::vector<int64_t> out;
+    for (auto& c : repeatNarsToPrune(db_, now, keep, 10)) out.push_back(c.step);
+    return out;
+  };
+  EXPECT_EQ(steps(1000, 500), (std::vector<int64_t>{same}))
+      << "reports not stored yet";
+  setRepeatReport(db_, failed, "the second build failed");
+  setRepeatReport(db_, odd, "report");
+  setRepeatReport(db_, fresh, "report");
+  EXPECT_EQ(steps(1000, 500), (std::vector<int64_t>{same, failed, odd}));
+  EXPECT_EQ(steps(1000, 0), (std::vector<int64_t>{same, failed, odd, fresh}));
+  forgetRepeatNars(db_, same);
+  EXPECT_EQ(repeatCheck(db_, same)->sideLocation, "");
+  EXPECT_EQ(steps(1000, 500), (std::vector<int64_t>{failed, odd}));
+  EXPECT_EQ(repeatNarsToPrune(db_, 1000, 0, 1).size(), 1u) << "bounded";
+}
+
 }  // namespace
 }  // namespace kiln::scheduler

@@ -87,7 +87,13 @@ TEST_F(PagesTest, OverviewWithSchedulerShowsRunningStepsAndWorkers) {
                      "memory pressure 42% > 20%",
                      "load 1.5, 3G free memory, 40G free disk"}};
   snap_->metrics.queuedBySystem = {{"x86_64-linux", 7}};
+  snap_->metrics.waitingSteps = 5;
+  snap_->metrics.waitingRepeats = 2;
+  snap_->metrics.runningRepeats = 1;
   Response r = get("/");
+  // Reproducibility checks have a card of their own, apart from steps.
+  EXPECT_THAT(r.body, HasSubstr("<b>5</b>waiting"));
+  EXPECT_THAT(r.body, HasSubstr("<b>2 / 1</b>checks waiting / running"));
   EXPECT_THAT(r.body, HasSubstr("builder-1"));
   EXPECT_THAT(r.body, HasSubstr("x86_64-linux, i686-linux"));
   EXPECT_THAT(r.body, HasSubstr("1m 00s"));  // elapsed since the start

@@ -205,6 +205,11 @@ struct BuildStep {
   bool operator==(const BuildStep&) const = default;
 };
 
+/// How a worker's aborted StepResult of a check build begins when the
+/// worker refused it because it holds an output already (it cannot build
+/// it again): the scheduler sends the check to another worker.
+inline constexpr std::string_view kCheckRefusedPrefix = "check refused: ";
+
 /// Worker → scheduler: send me these inputs of a step (one PathData each).
 struct NeedPaths {
   uint64_t stepId = 0;

@@ -154,6 +154,13 @@ struct ServiceConfig {
   /// Makes the reports of reproducibility checks that found a difference
   /// (docs/release.md). Null: Debian's `diffoscope` (DiffoscopeDiffer).
   std::shared_ptr<Differ> repeatDiffer;
+  /// How long the side location of a check that found a difference, or
+  /// whose second build failed (its NARs and log), is kept once its report
+  /// is stored; a `same` check's goes at once. Checked every
+  /// repeatPruneInterval (zero: never; the first check at the start), off
+  /// the loop's disk (BackgroundRemover).
+  std::chrono::seconds keepRepeatNars{std::chrono::hours(24 * 30)};
+  std::chrono::milliseconds repeatPruneInterval{std::chrono::minutes(10)};
   /// The `kiln` executable the "builtin" evaluator plugin runs ("" =
   /// `kiln` on PATH); its configuration key `kiln` unless set there.
   std::string kilnBinary;

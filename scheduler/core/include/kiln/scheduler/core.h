@@ -200,6 +200,13 @@ class SchedulerCore {
   /// worker is removed waits again. Throws SchedulerError unless `step`
   /// is a running repeat.
   void finishRepeat(StepId step);
+  /// The worker of the running repeat `step` refused it (it holds the
+  /// outputs already, so it cannot build them again): its slot is freed
+  /// and that worker avoided too. If another connected worker may take
+  /// it, the repeat waits again under the same id and this returns true;
+  /// otherwise it is forgotten (as finishRepeat) and this returns false.
+  /// Throws unless `step` is a running repeat.
+  bool refuseRepeat(StepId step);
   /// Forgets the repeat `step` in any state (a running one's slot is
   /// freed; the service tells its worker). Throws SchedulerError unless
   /// `step` is a repeat.

@@ -89,6 +89,9 @@ struct RepeatSpec {
   /// The name (WorkerSpec::name) of the worker of the first build: the
   /// repeat never runs there.
   std::string avoidWorker;
+  /// Workers that refused it already (they hold its outputs, so they
+  /// cannot build it again): never used either.
+  std::vector<std::string> refusedBy;
 };
 
 /// A top-level build as the caller describes it to `addBuild`.
@@ -272,8 +275,13 @@ struct SchedulerMetrics {
   std::set<std::string> workerSystems;
   /// Steps running on workers.
   size_t runningSteps = 0;
-  /// Steps waiting for dependencies (or dormant: no build needs them yet).
+  /// Steps of the builds waiting for dependencies (or dormant: no build
+  /// needs them yet); reproducibility checks' repeats are not counted.
   size_t waitingSteps = 0;
+  /// Reproducibility checks' repeats waiting for a worker (addRepeat).
+  size_t waitingRepeats = 0;
+  /// Repeats running (also counted in runningSteps: they hold a slot).
+  size_t runningRepeats = 0;
   /// Steps in backoff after a transient failure.
   size_t backoffSteps = 0;
   /// Steps failed for good (until restarted).

@@ -51,6 +51,9 @@ std::vector<RepeatCheck> pendingRepeatChecks(StateDb& db, int64_t limit);
 /// ("pending"; their second build is sent anew). Returns how many.
 size_t requeueRunningRepeatChecks(StateDb& db);
 
+/// The second build of step `step` waits again (its worker refused it).
+void waitRepeatCheckAgain(StateDb& db, int64_t step);
+
 /// The second build of step `step` went to `secondWorker`.
 void startRepeatCheck(StateDb& db, int64_t step,
                       const std::string& secondWorker);
@@ -60,6 +63,17 @@ void startRepeatCheck(StateDb& db, int64_t step,
 void finishRepeatCheck(StateDb& db, int64_t step, bool ok,
                        const RepeatVerdict& verdict,
                        const std::string& sideLocation, int64_t nowMs);
+
+/// Checks whose side location (the second build's NARs and log) is still
+/// kept and may go: `same` checks, and `differs` or `failed` checks whose
+/// report is stored and that finished before `nowMs - keepDiffersMs`;
+/// oldest first, at most `limit` (≤ kMaxListedRepeats).
+std::vector<RepeatCheck> repeatNarsToPrune(StateDb& db, int64_t nowMs,
+                                           int64_t keepDiffersMs,
+                                           int64_t limit);
+
+/// The NARs of step `step`'s check are gone: its side location is cleared.
+void forgetRepeatNars(StateDb& db, int64_t step);
 
 /// Stores the diffoscope report of step `step` (cut at kMaxRepeatReport).
 void setRepeatReport(StateDb& db, int64_t step, const std::string& report);

@@ -18,7 +18,10 @@ struct QueueEntry {
   int64_t stepId = 0;
   std::string drvPath;
   std::string system;
-  std::string state;   ///< "running", "ready", "waiting", "failed", ...
+  /// "running", "queued", "waiting", "backoff", "publishing"; a
+  /// reproducibility check's repeat: "check-waiting", "check-running"
+  /// (stepId is then the step row it checks).
+  std::string state;
   std::string reason;  ///< the core's explanation
 };
 
