@@ -232,4 +232,18 @@ inline void buildLast(
   w.result(step.stepId, protocol::StepStatus::kSuccess);
 }
 
+/// Polls `service` and pumps each of `workers` until `pred` holds or
+/// `timeout` has passed; returns whether it holds.
+template <typename Service>
+bool pumpUntil(Service& service, const std::vector<FakeWorker*>& workers,
+               const std::function<bool()>& pred,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred() && std::chrono::steady_clock::now() < deadline) {
+    service.pollOnce(std::chrono::milliseconds(2));
+    for (auto* w : workers) w->pump(std::chrono::milliseconds(2));
+  }
+  return pred();
+}
+
 }  // namespace kiln::scheduler::testing

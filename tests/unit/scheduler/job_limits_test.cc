@@ -12,6 +12,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::FakeWorker;
+using testing::pumpUntil;
 using testing::makeDrv;
 
 TEST(JobLimits, ParsedFromMetaWithDefaults) {
@@ -134,12 +135,7 @@ TEST(JobLimits, AStepRunsWithItsOwnerBuildsLimits) {
   FakeWorker w(svc.endpoint());
   w.hello();
   auto until = [&](const std::function<bool()>& pred) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!pred() && std::chrono::steady_clock::now() < deadline) {
-      svc.pollOnce(2ms);
-      w.pump(2ms);
-    }
-    return pred();
+    return pumpUntil(svc, {&w}, pred);
   };
   // a is needed by both builds; the lower id (job a) owns it.
   ASSERT_TRUE(until([&] { return w.steps.size() == 1; }));

@@ -21,6 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FakeWorker;
 using testing::makeDrv;
+using testing::pumpUntil;
 
 // The jobs of `drvs` (attribute → .drv path) on x86_64-linux.
 std::vector<Job> jobsOf(
@@ -82,12 +83,7 @@ TEST(RepeatRecord, SelectedStepsGetAPendingCheckWhenTheySucceed) {
   FakeWorker w(svc.endpoint(), "first-worker");
   w.hello();
   auto until = [&](const std::function<bool()>& pred) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!pred() && std::chrono::steady_clock::now() < deadline) {
-      svc.pollOnce(2ms);
-      w.pump(2ms);
-    }
-    return pred();
+    return pumpUntil(svc, {&w}, pred);
   };
   ASSERT_TRUE(until([&] { return w.steps.size() == 1; }));
   w.uploadOutputs(w.steps[0], "a\n");
@@ -151,13 +147,7 @@ TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
   FakeWorker w1(svc.endpoint(), "first-worker");
   w1.hello();
   auto until = [&](const std::function<bool()>& pred, FakeWorker* w2) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!pred() && std::chrono::steady_clock::now() < deadline) {
-      svc.pollOnce(2ms);
-      w1.pump(2ms);
-      if (w2) w2->pump(2ms);
-    }
-    return pred();
+    return w2 ? pumpUntil(svc, {&w1, w2}, pred) : pumpUntil(svc, {&w1}, pred);
   };
   // Both built on the only worker; their checks wait for another.
   for (size_t i = 0; i < 2; ++i) {
@@ -231,12 +221,7 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   w1.hello();
   std::vector<FakeWorker*> all{&w1};
   auto until = [&](const std::function<bool()>& pred) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!pred() && std::chrono::steady_clock::now() < deadline) {
-      svc.pollOnce(2ms);
-      for (auto* w : all) w->pump(2ms);
-    }
-    return pred();
+    return pumpUntil(svc, all, pred);
   };
   ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
   w1.uploadOutputs(w1.steps[0], "a\n");
