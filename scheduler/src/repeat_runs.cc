@@ -117,7 +117,7 @@ void RepeatRuns::add(int64_t step, const std::string& firstWorker) {
     return;
   }
   if (!row) return;
-  RepeatSpec spec{row->drvPath, row->system, row->features, firstWorker};
+  RepeatSpec spec{row->drvPath, row->system, row->features, firstWorker, {}};
   StepId sid = core_.addRepeat(spec);
   bySid_[key(sid)] = {step, std::move(spec)};
 }

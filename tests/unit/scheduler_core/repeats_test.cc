@@ -9,7 +9,7 @@ namespace kiln::scheduler::test {
 namespace {
 
 RepeatSpec repeatOf(const std::string& name, const std::string& avoid) {
-  return RepeatSpec{drv(name), "x86_64-linux", {}, avoid};
+  return RepeatSpec{drv(name), "x86_64-linux", {}, avoid, {}};
 }
 
 TEST(Repeats, GoToAnotherWorkerOnly) {
