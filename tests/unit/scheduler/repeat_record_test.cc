@@ -246,7 +246,11 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   all = {&w1, &w2, &w3};
   w2.hello();
   w3.hello();
-  ASSERT_TRUE(until([&] { return w2.steps.size() + w3.steps.size() == 1; }));
+  // Both must be welcomed before the refusal: a Hello the scheduler has not
+  // read yet is no worker the check could go to.
+  ASSERT_TRUE(until([&] {
+    return w2.welcomed && w3.welcomed && w2.steps.size() + w3.steps.size() == 1;
+  }));
   FakeWorker& x = w2.steps.empty() ? w3 : w2;
   FakeWorker& y = &x == &w2 ? w3 : w2;
   std::string yName = &y == &w2 ? "w2" : "w3";
