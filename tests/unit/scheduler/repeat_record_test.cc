@@ -289,13 +289,7 @@ TEST(RepeatRecord, KeptNarsGoAfterTheirRetention) {
   ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
   FakeWorker w1(svc.endpoint(), "w1"), w2(svc.endpoint(), "w2");
   auto until = [&](const std::function<bool()>& pred) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!pred() && std::chrono::steady_clock::now() < deadline) {
-      svc.pollOnce(2ms);
-      w1.pump(2ms);
-      w2.pump(2ms);
-    }
-    return pred();
+    return pumpUntil(svc, {&w1, &w2}, pred);
   };
   w1.hello();
   ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));

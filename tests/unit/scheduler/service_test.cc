@@ -44,13 +44,7 @@ class ServiceTest : public ::testing::Test {
 
   // Runs the service and the workers until `pred` holds (10 s deadline).
   bool until(std::vector<FakeWorker*> ws, const std::function<bool()>& pred) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (pred()) return true;
-      svc_->pollOnce(2ms);
-      for (auto* w : ws) w->pump(2ms);
-    }
-    return pred();
+    return testing::pumpUntil(*svc_, ws, pred);
   }
 
   // Builds the step most recently received by `w` with success.
