@@ -126,40 +126,9 @@ json createProject(StateDb& db, const json& a) {
   return {{"id", db.createProject(p)}};
 }
 
-json createJobset(StateDb& db, const json& a,
-                  const EvaluatorCheck& checkEvaluator) {
-  auto p = db.projectByName(strArg(a, "project"));
-  if (!p)
-    throw SchedulerStateError("no project named '" + strArg(a, "project") +
-                              "'");
-  JobsetRow j;
-  j.project = p->id;
-  j.name = strArg(a, "name");
-  j.kind = strArg(a, "kind", "path");
-  j.location = strArg(a, "location");
-  j.branch = strArg(a, "branch");
-  j.file = strArg(a, "file", "default.nix");
-  j.attribute = strArg(a, "attribute");
-  j.arguments = a.contains("arguments") ? a["arguments"].dump() : "{}";
-  j.checkIntervalSec = intArg(a, "checkInterval", 300);
-  j.shares = intArg(a, "shares", 100);
-  j.enabled = boolArg(a, "enabled", true);
-  j.evaluator = strArg(a, "evaluator", "builtin");
-  j.channelJob = strArg(a, "channelJob", "tested");
-  j.maxClosureGrowthPct = intArg(a, "maxClosureGrowth", 0);
-  j.maxBuildTimeGrowthPct = intArg(a, "maxBuildTimeGrowth", 0);
-  j.repeatPpm = repeatPpmArg(a, 0);
-  if (isEvaluatorName(j.evaluator)) checkEvaluator(j.name, j.evaluator);
-  j.id = db.createJobset(j);
-  return jobsetJson(j);
-}
-
-// Changes the fields `a` names of an existing jobset; the others stay.
-json updateJobset(StateDb& db, const json& a,
-                  const EvaluatorCheck& checkEvaluator) {
-  auto found = db.jobsetByName(strArg(a, "project"), strArg(a, "jobset"));
-  if (!found) throw SchedulerStateError("no such jobset");
-  JobsetRow j = *found;
+// Sets the declaration fields `a` names on `j`; the others keep what `j`
+// holds (the defaults for a new jobset, the stored values for an edit).
+void applyJobsetFields(JobsetRow& j, const json& a) {
   j.kind = strArg(a, "kind", j.kind);
   j.location = strArg(a, "location", j.location);
   j.branch = strArg(a, "branch", j.branch);
@@ -173,14 +142,38 @@ json updateJobset(StateDb& db, const json& a,
   j.checkIntervalSec = intArg(a, "checkInterval", j.checkIntervalSec);
   j.shares = intArg(a, "shares", j.shares);
   j.enabled = boolArg(a, "enabled", j.enabled);
-  // A changed evaluator must be loaded; an unchanged one may be gone (the
-  // jobset's evaluations then fail, saying so) without blocking edits.
   j.evaluator = strArg(a, "evaluator", j.evaluator);
   j.channelJob = strArg(a, "channelJob", j.channelJob);
   j.maxClosureGrowthPct = intArg(a, "maxClosureGrowth", j.maxClosureGrowthPct);
   j.maxBuildTimeGrowthPct =
       intArg(a, "maxBuildTimeGrowth", j.maxBuildTimeGrowthPct);
   j.repeatPpm = repeatPpmArg(a, j.repeatPpm);
+}
+
+json createJobset(StateDb& db, const json& a,
+                  const EvaluatorCheck& checkEvaluator) {
+  auto p = db.projectByName(strArg(a, "project"));
+  if (!p)
+    throw SchedulerStateError("no project named '" + strArg(a, "project") +
+                              "'");
+  JobsetRow j;
+  j.project = p->id;
+  j.name = strArg(a, "name");
+  applyJobsetFields(j, a);  // over JobsetRow's defaults
+  if (isEvaluatorName(j.evaluator)) checkEvaluator(j.name, j.evaluator);
+  j.id = db.createJobset(j);
+  return jobsetJson(j);
+}
+
+// Changes the fields `a` names of an existing jobset; the others stay.
+json updateJobset(StateDb& db, const json& a,
+                  const EvaluatorCheck& checkEvaluator) {
+  auto found = db.jobsetByName(strArg(a, "project"), strArg(a, "jobset"));
+  if (!found) throw SchedulerStateError("no such jobset");
+  JobsetRow j = *found;
+  applyJobsetFields(j, a);
+  // A changed evaluator must be loaded; an unchanged one may be gone (the
+  // jobset's evaluations then fail, saying so) without blocking edits.
   if (j.evaluator != found->evaluator && isEvaluatorName(j.evaluator))
     checkEvaluator(j.name, j.evaluator);
   db.updateJobset(j);
@@ -243,6 +236,34 @@ BuildRow createManualBuild(StateDb& db, int64_t jobset, const std::string& job,
 
 namespace {
 
+// The declaration fields jobset-create and jobset-update take, after
+// `head`; `location` is required when creating. Defaults are a new jobset's.
+std::vector<ArgSpec> jobsetFieldArgs(std::vector<ArgSpec> head, bool creating) {
+  std::vector<ArgSpec> fields = {
+      {"kind", ArgType::kString, false, "path or git (default path)"},
+      {"location", ArgType::kString, creating, "folder or repository"},
+      {"branch", ArgType::kString, false, "git branch"},
+      {"file", ArgType::kString, false, "Nix file (default default.nix)"},
+      {"attribute", ArgType::kString, false, "attribute path of the jobs"},
+      {"arguments", ArgType::kAny, false, "--arg expressions by name"},
+      {"checkInterval", ArgType::kInt, false,
+       "seconds (0: on demand; default 300)"},
+      {"shares", ArgType::kInt, false, "scheduling shares (default 100)"},
+      {"enabled", ArgType::kBool, false, "evaluated on schedule"},
+      {"evaluator", ArgType::kString, false,
+       "a loaded evaluator plugin: builtin (default), nix, ..."},
+      {"channelJob", ArgType::kString, false,
+       "the job whose success advances the channel (default tested)"},
+      {"maxClosureGrowth", ArgType::kInt, false,
+       "% a job's closure may grow before the channel is held (0: none)"},
+      {"maxBuildTimeGrowth", ArgType::kInt, false,
+       "% a job's build time may grow before the channel is held"},
+      {"repeatFraction", ArgType::kAny, false,
+       "share of successful steps built again (0 to 1; 0: none)"}};
+  head.insert(head.end(), fields.begin(), fields.end());
+  return head;
+}
+
 void addProjectRequests(RequestTable& t, StateDb& db,
                         const EvaluatorCheck& checkEvaluator) {
   t.set({"project-create",
@@ -250,55 +271,16 @@ void addProjectRequests(RequestTable& t, StateDb& db,
          {{"name", ArgType::kString, true, "project name"},
           {"description", ArgType::kString, false, "one line"}},
          [&db](const json& a) { return createProject(db, a); }});
-  t.set({"jobset-create",
-         "create a jobset of a project",
-         {kProjectArg,
-          {"name", ArgType::kString, true, "jobset name"},
-          {"kind", ArgType::kString, false, "path or git"},
-          {"location", ArgType::kString, true, "folder or repository"},
-          {"branch", ArgType::kString, false, "git branch"},
-          {"file", ArgType::kString, false, "Nix file (default.nix)"},
-          {"attribute", ArgType::kString, false, "attribute path of the jobs"},
-          {"arguments", ArgType::kAny, false, "--arg expressions by name"},
-          {"checkInterval", ArgType::kInt, false, "seconds (0: on demand)"},
-          {"shares", ArgType::kInt, false, "scheduling shares"},
-          {"enabled", ArgType::kBool, false, "evaluated on schedule"},
-          {"evaluator", ArgType::kString, false,
-           "a loaded evaluator plugin: builtin (default), nix, ..."},
-          {"channelJob", ArgType::kString, false,
-           "the job whose success advances the channel (default tested)"},
-          {"maxClosureGrowth", ArgType::kInt, false,
-           "% a job's closure may grow before the channel is held (0: none)"},
-          {"maxBuildTimeGrowth", ArgType::kInt, false,
-           "% a job's build time may grow before the channel is held"},
-          {"repeatFraction", ArgType::kAny, false,
-           "share of successful steps built again (0 to 1; 0: none)"}},
+  t.set({"jobset-create", "create a jobset of a project",
+         jobsetFieldArgs(
+             {kProjectArg, {"name", ArgType::kString, true, "jobset name"}},
+             true),
          [&db, checkEvaluator](const json& a) {
            return createJobset(db, a, checkEvaluator);
          }});
   t.set({"jobset-update",
          "change a jobset's declaration (fields not given stay)",
-         {kProjectArg,
-          kJobsetArg,
-          {"kind", ArgType::kString, false, "path or git"},
-          {"location", ArgType::kString, false, "folder or repository"},
-          {"branch", ArgType::kString, false, "git branch"},
-          {"file", ArgType::kString, false, "Nix file"},
-          {"attribute", ArgType::kString, false, "attribute path of the jobs"},
-          {"arguments", ArgType::kAny, false, "--arg expressions by name"},
-          {"checkInterval", ArgType::kInt, false, "seconds (0: on demand)"},
-          {"shares", ArgType::kInt, false, "scheduling shares"},
-          {"enabled", ArgType::kBool, false, "evaluated on schedule"},
-          {"evaluator", ArgType::kString, false,
-           "a loaded evaluator plugin: builtin, nix, ..."},
-          {"channelJob", ArgType::kString, false,
-           "the job whose success advances the channel"},
-          {"maxClosureGrowth", ArgType::kInt, false,
-           "% a job's closure may grow before the channel is held (0: none)"},
-          {"maxBuildTimeGrowth", ArgType::kInt, false,
-           "% a job's build time may grow before the channel is held"},
-          {"repeatFraction", ArgType::kAny, false,
-           "share of successful steps built again (0 to 1; 0: none)"}},
+         jobsetFieldArgs({kProjectArg, kJobsetArg}, false),
          [&db, checkEvaluator](const json& a) {
            return updateJobset(db, a, checkEvaluator);
          }});

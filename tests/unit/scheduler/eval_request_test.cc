@@ -254,5 +254,40 @@ TEST(EvalRequest, AnEvaluatorThatIsNotLoadedFailsTheEvaluationOnly) {
   EXPECT_EQ(svc.db().jobset(js)->shares, 7);
 }
 
+
+// jobset-create and jobset-update read the declaration fields alike: the
+// same fields, and `arguments` must be an object for both (nothing is
+// written otherwise); fields an update does not name keep their values.
+TEST(EvalRequest, CreateAndUpdateReadTheSameJobsetFields) {
+  TempDir dir("kiln-jobsetfields");
+  SchedulerService svc(testing::testConfig(dir.path() + "/state"));
+  svc.applyRequest("project-create", {{"name", "p"}});
+  nlohmann::json a{{"project", "p"},
+                   {"name", "j"},
+                   {"location", dir.path()},
+                   {"arguments", "not an object"}};
+  EXPECT_THROW(svc.applyRequest("jobset-create", a), SchedulerStateError);
+  EXPECT_FALSE(svc.db().jobsetByName("p", "j"));
+  a["arguments"] = {{"n", "3"}};
+  a["shares"] = 7;
+  a["repeatFraction"] = 0.25;
+  nlohmann::json made = svc.applyRequest("jobset-create", a);
+  EXPECT_EQ(made["kind"], "path");
+  EXPECT_EQ(made["file"], "default.nix");
+  EXPECT_EQ(made["checkInterval"], 300);
+  EXPECT_EQ(made["channelJob"], "tested");
+  EXPECT_EQ(made["shares"], 7);
+  nlohmann::json edit{{"project", "p"},
+                      {"jobset", "j"},
+                      {"arguments", nlohmann::json::array()}};
+  EXPECT_THROW(svc.applyRequest("jobset-update", edit), SchedulerStateError);
+  edit = {{"project", "p"}, {"jobset", "j"}, {"channelJob", "all"}};
+  nlohmann::json changed = svc.applyRequest("jobset-update", edit);
+  EXPECT_EQ(changed["channelJob"], "all");
+  EXPECT_EQ(changed["shares"], 7);
+  EXPECT_DOUBLE_EQ(changed["repeatFraction"].get<double>(), 0.25);
+  EXPECT_EQ(svc.db().jobsetByName("p", "j")->arguments, R"({"n":"3"})");
+}
+
 }  // namespace
 }  // namespace kiln::scheduler
