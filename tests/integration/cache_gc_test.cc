@@ -53,17 +53,13 @@ class CacheGc : public ::testing::TestWithParam<bool> {
     }
     std::string why;
     if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
-    s3_ = std::make_unique<test::ObjectStoreServer>(dir_.path() + "/s3");
-    s3_->exportCredentials();
+    kit_ = std::make_unique<test::S3FarmKit>(dir_.path());
+    s3_ = kit_->s3.get();
     test::FarmOptions o;
-    o.schedulerArgs = s3_->farmCacheArgs("farm", dir_.path() + "/k.sec");
+    o.schedulerArgs = s3_->farmCacheArgs("farm", kit_->secretKeyFile);
     o.schedulerEnv = s3_->credentials();
     if (pg_) o.database = pg_->createDatabase("farm");
     farm_ = std::make_unique<test::Farm>(o);
-    // The farm's signing key, which the real nix trusts below.
-    auto k = test::run({test::kilnBinary(), "store", "generate-key", "farm-1",
-                        dir_.path() + "/k.sec", dir_.path() + "/k.pub"});
-    ASSERT_EQ(k.exitCode, 0) << k.err;
   }
 
   // Evaluates and builds `body`; returns job → output path.
@@ -100,7 +96,8 @@ class CacheGc : public ::testing::TestWithParam<bool> {
 
   TempDir dir_{"kiln-cache-gc"};
   std::unique_ptr<test::PostgresServer> pg_;
-  std::unique_ptr<test::ObjectStoreServer> s3_;
+  std::unique_ptr<test::S3FarmKit> kit_;  ///< the key nix trusts below
+  test::ObjectStoreServer* s3_ = nullptr;  ///< kit_'s
   std::unique_ptr<test::Farm> farm_;
   bool jobset_ = false;
 };
@@ -168,7 +165,7 @@ TEST_P(CacheGc, KeepsTheLatestEvaluationAndPinnedClosures) {
   // The pinned closure still substitutes with the real nix.
   if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
   std::string root = dir_.path() + "/nixroot";
-  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+  auto copied = s3_->nixCopy("farm", readFile(kit_->publicKeyFile), root,
                              first["kept"], dir_.path() + "/xdg");
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
   EXPECT_EQ(readFile(root + first["kept"] + "/k.txt"), "k\n");

@@ -39,14 +39,11 @@ class FarmCache : public ::testing::Test {
     KILN_SKIP_UNLESS_FARM_CAN_RUN();
     std::string why;
     if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
-    s3_ = std::make_unique<test::ObjectStoreServer>(dir_.path() + "/s3");
-    s3_->exportCredentials();
-    auto k = test::run({test::kilnBinary(), "store", "generate-key", "farm-1",
-                        dir_.path() + "/k.sec", dir_.path() + "/k.pub"});
-    ASSERT_EQ(k.exitCode, 0) << k.err;
+    kit_ = std::make_unique<test::S3FarmKit>(dir_.path());
+    s3_ = kit_->s3.get();
     webPort_ = test::freeLoopbackPort();
     test::FarmOptions o;
-    o.schedulerArgs = s3_->farmCacheArgs("farm", dir_.path() + "/k.sec");
+    o.schedulerArgs = s3_->farmCacheArgs("farm", kit_->secretKeyFile);
     o.schedulerArgs.insert(o.schedulerArgs.end(),
                            {"--web-listen",
                             "127.0.0.1:" + std::to_string(webPort_)});
@@ -72,20 +69,9 @@ class FarmCache : public ::testing::Test {
   // Whether the bucket has a narinfo and its NAR for every path of
   // `paths`, each narinfo signed by the farm's key.
   bool published(const std::vector<std::string>& paths) {
-    store::S3CacheStorage s3(s3_->uri("farm"));
-    store::StoreDir dir;
-    store::BinaryCacheReader reader(s3, dir);
-    store::PublicKeys keys;
-    keys.add(store::readPublicKeyFile(dir_.path() + "/k.pub"));
     for (auto& p : paths) {
-      std::optional<store::NarInfo> ni;
-      try {
-        ni = reader.queryNarInfo(dir.parsePath(p));
-      } catch (const Error&) {
-        return false;  // no bucket yet
-      }
-      if (!ni || !s3.exists(ni->url)) return false;
-      EXPECT_TRUE(reader.hasValidSignature(*ni, keys)) << p;
+      auto ni = kit_->signedNarInfo("farm", p);
+      if (!ni) return false;
       EXPECT_EQ(ni->compression, "zstd") << p;
     }
     return true;
@@ -96,7 +82,8 @@ class FarmCache : public ::testing::Test {
   }
 
   TempDir dir_{"kiln-farm-cache"};
-  std::unique_ptr<test::ObjectStoreServer> s3_;
+  std::unique_ptr<test::S3FarmKit> kit_;
+  test::ObjectStoreServer* s3_ = nullptr;  ///< kit_'s
   std::unique_ptr<test::Farm> farm_;
   int webPort_ = 0;
 };
@@ -160,7 +147,7 @@ TEST_F(FarmCache, PublishesWhatItBuildsAndNixSubstitutesIt) {
   if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
   std::string app = paths[0].ends_with("-app") ? paths[0] : paths[1];
   std::string root = dir_.path() + "/nixroot";
-  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+  auto copied = s3_->nixCopy("farm", readFile(kit_->publicKeyFile), root,
                              app, dir_.path() + "/xdg");
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
   EXPECT_EQ(readFile(root + app + "/app.txt"), "app\n");

@@ -41,16 +41,13 @@ class FarmDirectUpload : public ::testing::Test {
     KILN_SKIP_UNLESS_FARM_CAN_RUN();
     std::string why;
     if (!test::ObjectStoreServer::canRun(&why)) GTEST_SKIP() << why;
-    s3_ = std::make_unique<test::ObjectStoreServer>(dir_.path() + "/s3");
-    s3_->exportCredentials();
-    auto k = test::run({test::kilnBinary(), "store", "generate-key", "farm-1",
-                        dir_.path() + "/k.sec", dir_.path() + "/k.pub"});
-    ASSERT_EQ(k.exitCode, 0) << k.err;
+    kit_ = std::make_unique<test::S3FarmKit>(dir_.path());
+    s3_ = kit_->s3.get();
     s3_->start();
     s3_->createBucket("farm", true);
     test::FarmOptions o;
     o.heartbeat = heartbeat_;
-    o.schedulerArgs = s3_->farmCacheArgs("farm", dir_.path() + "/k.sec");
+    o.schedulerArgs = s3_->farmCacheArgs("farm", kit_->secretKeyFile);
     o.schedulerArgs.insert(o.schedulerArgs.end(),
                            {"--direct-uploads", "--retry-backoff-ms", "200"});
     o.schedulerArgs.insert(o.schedulerArgs.end(), extraArgs_.begin(),
@@ -92,20 +89,13 @@ class FarmDirectUpload : public ::testing::Test {
   // Every path of `eval` has a signed narinfo whose NAR is in the bucket
   // and hashes as the central store's copy.
   void expectPublished(int64_t eval) {
-    store::S3CacheStorage s3(s3_->uri("farm"));
     store::StoreDir dir;
-    store::BinaryCacheReader reader(s3, dir);
-    store::PublicKeys keys;
-    keys.add(store::readPublicKeyFile(dir_.path() + "/k.pub"));
     store::LocalStore central(farm_->stateDir());
     for (auto& o : farm_->view()->outputs(eval)) {
-      auto path = dir.parsePath(o.path);
-      auto ni = reader.queryNarInfo(path);
-      ASSERT_TRUE(ni) << o.path;
-      EXPECT_TRUE(s3.exists(ni->url)) << ni->url;
-      EXPECT_TRUE(reader.hasValidSignature(*ni, keys)) << o.path;
+      auto ni = kit_->signedNarInfo("farm", o.path);
+      ASSERT_TRUE(ni) << o.path << " is not published";
       EXPECT_EQ(ni->compression, "zstd");
-      auto info = central.queryPathInfo(path);
+      auto info = central.queryPathInfo(dir.parsePath(o.path));
       ASSERT_TRUE(info) << o.path << " is not in the central store";
       EXPECT_EQ(ni->narHash, info->narHash) << o.path;
       EXPECT_EQ(ni->references, info->references) << o.path;
@@ -158,7 +148,8 @@ class FarmDirectUpload : public ::testing::Test {
   std::vector<std::string> extraArgs_;  ///< more scheduler arguments
   std::chrono::milliseconds heartbeat_{1000};
   TempDir dir_{"kiln-farm-direct"};
-  std::unique_ptr<test::ObjectStoreServer> s3_;
+  std::unique_ptr<test::S3FarmKit> kit_;
+  test::ObjectStoreServer* s3_ = nullptr;  ///< kit_'s
   std::unique_ptr<test::Farm> farm_;
 };
 
@@ -182,7 +173,7 @@ TEST_F(FarmDirectUpload, OutputsGoStraightToTheBucketAndNixSubstitutesThem) {
   for (auto& o : farm_->view()->outputs(eval))
     (o.path.ends_with("-app") ? app : lib) = o.path;
   std::string root = dir_.path() + "/nixroot";
-  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+  auto copied = s3_->nixCopy("farm", readFile(kit_->publicKeyFile), root,
                              app, dir_.path() + "/xdg");
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
   EXPECT_EQ(readFile(root + app + "/app.txt"), "app\n");
@@ -374,7 +365,7 @@ TEST_F(FarmDirectUploadResumeSoon, ARestartedWorkerResumesItsMultipartUpload) {
   if (!test::haveProgram("nix")) GTEST_SKIP() << "nix is not installed";
   auto out = farm_->view()->outputs(eval).at(0).path;
   std::string root = dir_.path() + "/nixroot";
-  auto copied = s3_->nixCopy("farm", readFile(dir_.path() + "/k.pub"), root,
+  auto copied = s3_->nixCopy("farm", readFile(kit_->publicKeyFile), root,
                              out, dir_.path() + "/xdg");
   ASSERT_EQ(copied.exitCode, 0) << copied.err;
   EXPECT_GT(readFile(root + out).size(), 15000000u);

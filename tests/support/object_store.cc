@@ -5,6 +5,7 @@
 #include "kiln/common/error.h"
 #include "kiln/common/file.h"
 #include "kiln/store/binary_cache.h"
+#include "kiln/store/signature.h"
 #include "test_support.h"
 
 namespace kiln::test {
@@ -111,6 +112,36 @@ RunResult ObjectStoreServer::nixCopy(const std::string& bucket,
              {"NIX_CONFIG=build-users-group =\nexperimental-features = "
               "nix-command\nsubstituters =\nrequire-sigs = true\n",
               "XDG_CACHE_HOME=" + xdgDir});
+}
+
+S3FarmKit::S3FarmKit(const std::string& dir)
+    : s3(std::make_unique<ObjectStoreServer>(dir + "/s3")),
+      secretKeyFile(dir + "/k.sec"),
+      publicKeyFile(dir + "/k.pub") {
+  s3->exportCredentials();
+  auto k = run({kilnBinary(), "store", "generate-key", "farm-1", secretKeyFile,
+                publicKeyFile});
+  if (k.exitCode != 0) throw Error("kiln store generate-key: " + k.err);
+}
+
+std::optional<store::NarInfo> S3FarmKit::signedNarInfo(
+    const std::string& bucket, const std::string& path) const {
+  store::S3CacheStorage storage(s3->uri(bucket));
+  store::StoreDir dir;
+  store::BinaryCacheReader reader(storage, dir);
+  std::optional<store::NarInfo> ni;
+  try {
+    ni = reader.queryNarInfo(dir.parsePath(path));
+  } catch (const Error&) {
+    return std::nullopt;  // no bucket yet
+  }
+  if (!ni || !storage.exists(ni->url)) return std::nullopt;
+  store::PublicKeys keys;
+  keys.add(store::readPublicKeyFile(publicKeyFile));
+  if (!reader.hasValidSignature(*ni, keys))
+    throw Error("the narinfo of " + path + " is not signed by " +
+                publicKeyFile);
+  return ni;
 }
 
 }  // namespace kiln::test

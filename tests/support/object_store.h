@@ -5,9 +5,12 @@
 /// keeps nothing) still accepts the clients that were given them.
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kiln/store/narinfo.h"
 #include "test_support.h"
 
 namespace kiln::test {
@@ -70,6 +73,23 @@ class ObjectStoreServer {
   bool running_ = false;
   std::string accessKey_, secretKey_;
   std::string current_;  ///< the running store's folder
+};
+
+/// What the S3 farm tests share: a gateway under `<dir>/s3` (not started;
+/// its credentials exported to this process) and the farm's signing key
+/// pair `<dir>/k.sec`, `<dir>/k.pub` (named farm-1). Check
+/// ObjectStoreServer::canRun first. Throws Error if the key is not made.
+struct S3FarmKit {
+  explicit S3FarmKit(const std::string& dir);
+
+  /// The narinfo of `path` (a full store path) in `bucket` when both it
+  /// and its NAR are there; nullopt while not (or no bucket yet). Throws
+  /// Error if the narinfo is not signed by the kit's key.
+  std::optional<store::NarInfo> signedNarInfo(const std::string& bucket,
+                                              const std::string& path) const;
+
+  std::unique_ptr<ObjectStoreServer> s3;
+  std::string secretKeyFile, publicKeyFile;
 };
 
 }  // namespace kiln::test
