@@ -258,7 +258,11 @@ int runScheduler(const std::vector<std::string>& args) {
       "take over when it stops (fail-over)")(
       "evaluations", po::value(&evaluationsWhere)->default_value("local"),
       "local: evaluate jobsets in this process; remote: leave them to "
-      "`kiln evaluator` hosts and record what they publish");
+      "`kiln evaluator` hosts and record what they publish")(
+      "max-source-size", po::value(&cfg.maxSourceBytes),
+      "largest evaluated checkout (NAR bytes) kept as the evaluation's "
+      "sources, a channel's nixexprs.tar.xz; larger ones are not kept "
+      "(default 1 GiB; 0: none)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);

@@ -181,6 +181,10 @@ struct ServiceConfig {
   /// scheduler starts none, leaves `jobset-eval` requests to them and
   /// imports and records the results they publish.
   bool remoteEvaluations = false;
+  /// The largest evaluated checkout kept as an evaluation's `source` path
+  /// (NAR bytes), local or imported from an evaluator host; larger ones
+  /// are logged and the evaluation stands without its sources.
+  uint64_t maxSourceBytes = uint64_t{1} << 30;
   /// How long after a forge said a pull request closed its jobset's
   /// unfinished builds are cancelled (docs/ci.md).
   std::chrono::milliseconds pullCloseGrace{std::chrono::minutes(10)};
