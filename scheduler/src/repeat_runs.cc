@@ -98,6 +98,8 @@ RepeatRuns::RepeatRuns(const ServiceConfig& config, StateDb& db,
 RepeatRuns::~RepeatRuns() { queue_.reset(); }
 
 void RepeatRuns::restore() {
+  for (auto& c : runningRepeatChecks(db_, kMaxListedRepeats))
+    if (!c.secondWorker.empty()) wasRunningOn_[c.step] = c.secondWorker;
   size_t again = requeueRunningRepeatChecks(db_);
   auto pending = pendingRepeatChecks(db_, kMaxListedRepeats);
   for (auto& c : pending) add(c.step, c.firstWorker);
@@ -138,7 +140,17 @@ std::vector<std::pair<StepId, int64_t>> RepeatRuns::known() const {
   return out;
 }
 
+std::optional<StepId> RepeatRuns::adoptable(int64_t step,
+                                            const std::string& worker) {
+  auto was = wasRunningOn_.find(step);
+  if (was == wasRunningOn_.end() || was->second != worker) return std::nullopt;
+  for (auto& [k, known] : bySid_)
+    if (known.step == step) return StepId{k.first, k.second};
+  return std::nullopt;
+}
+
 void RepeatRuns::started(StepId, int64_t step, const std::string& worker) {
+  wasRunningOn_.erase(step);
   deferred_.run(
       [&db = db_, step, worker] { startRepeatCheck(db, step, worker); });
 }

@@ -57,9 +57,14 @@ class RepeatRuns {
   RepeatRuns(const RepeatRuns&) = delete;
   RepeatRuns& operator=(const RepeatRuns&) = delete;
 
-  /// At start: checks left running by an earlier scheduler wait again,
-  /// and every pending check (at most kMaxListedRepeats) becomes a repeat.
+  /// At start: checks left running by an earlier scheduler wait again
+  /// (their worker may still claim them: adoptable), and every pending
+  /// check (at most kMaxListedRepeats) becomes a repeat.
   void restore();
+  /// The waiting repeat of check `step` if the earlier scheduler had sent
+  /// it to `worker` and it went nowhere since: that worker's Hello may
+  /// claim it (RunningSteps::adopt), then started() follows.
+  std::optional<StepId> adoptable(int64_t step, const std::string& worker);
   /// Step row `step` just got a pending check (its first build ran on
   /// `firstWorker`): a repeat of the core from now on. A row that cannot
   /// be read is left to the next restore().
@@ -122,6 +127,8 @@ class RepeatRuns {
   };
   std::map<std::pair<uint32_t, uint32_t>, Known> bySid_;
   std::map<int64_t, Pending> pending_;
+  /// Checks running at the last start, by step row: their worker then.
+  std::map<int64_t, std::string> wasRunningOn_;
   AutoCloseFD wake_;
   std::mutex mu_;
   std::vector<Report> done_;  // guarded by mu_

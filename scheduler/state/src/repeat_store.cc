@@ -60,6 +60,13 @@ std::vector<RepeatCheck> pendingRepeatChecks(StateDb& db, int64_t limit) {
   return detail::readAll<RepeatCheck>(s, readCheck);
 }
 
+std::vector<RepeatCheck> runningRepeatChecks(StateDb& db, int64_t limit) {
+  auto s = db.db().prepare(selectChecks(
+      "WHERE r.state = 'running' ORDER BY r.created, r.step LIMIT ?"));
+  s.bind(std::clamp<int64_t>(limit, 0, kMaxListedRepeats));
+  return detail::readAll<RepeatCheck>(s, readCheck);
+}
+
 size_t requeueRunningRepeatChecks(StateDb& db) {
   db.db()
       .prepare(

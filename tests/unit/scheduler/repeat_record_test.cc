@@ -13,6 +13,7 @@
 #include "kiln/scheduler/diffoscope.h"
 #include "kiln/scheduler/repeat_store.h"
 #include "kiln/scheduler/service.h"
+#include "repeat_fixture.h"
 #include "service_fixture.h"
 
 namespace kiln::scheduler {
@@ -20,47 +21,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::FakeWorker;
+using testing::drvIn;
+using testing::jobsOf;
 using testing::makeDrv;
 using testing::pumpUntil;
-
-// The jobs of `drvs` (attribute → .drv path) on x86_64-linux.
-std::vector<Job> jobsOf(
-    const std::vector<std::pair<std::string, std::string>>& drvs) {
-  std::vector<Job> jobs;
-  for (auto& [attr, drv] : drvs) {
-    Job j;
-    j.attr = attr;
-    j.system = "x86_64-linux";
-    j.drvPath = drv;
-    jobs.push_back(j);
-  }
-  return jobs;
-}
-
-// Derivation `name` (no inputs) made in the store of `state`.
-std::string drvIn(const std::string& state, const std::string& name) {
-  store::LocalStore store(state);
-  return makeDrv(store, name);
-}
-
-// A service in `state` whose jobset "j" of project "p" evaluates to
-// `jobs` and repeats every step (`differ`: the reports' maker, may be
-// null; a difference's NARs kept `keepRepeatNars`); the jobset's API
-// answer goes to `jobset`.
-std::unique_ptr<SchedulerService> repeatingService(
-    const std::string& state, std::vector<Job> jobs,
-    std::shared_ptr<Differ> differ, nlohmann::json& jobset,
-    std::chrono::seconds keepRepeatNars = std::chrono::hours(24)) {
-  auto cfg = testing::testConfig(state);
-  cfg.keepRepeatNars = keepRepeatNars;
-  cfg.repeatPruneInterval = 1ms;
-  cfg.evalRunner = std::make_shared<testing::FixedRunner>(std::move(jobs));
-  cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
-  cfg.repeatDiffer = std::move(differ);
-  auto svc = std::make_unique<SchedulerService>(cfg);
-  jobset = testing::createJobset(*svc, {{"repeatFraction", 1.0}});
-  return svc;
-}
+using testing::repeatingService;
 
 TEST(RepeatRecord, SelectedStepsGetAPendingCheckWhenTheySucceed) {
   TempDir dir("kiln-repeat");

@@ -47,6 +47,9 @@ std::optional<RepeatCheck> repeatCheck(StateDb& db, int64_t step);
 /// Pending checks, oldest first, at most `limit` (≤ kMaxListedRepeats).
 std::vector<RepeatCheck> pendingRepeatChecks(StateDb& db, int64_t limit);
 
+/// Running checks, oldest first, at most `limit` (≤ kMaxListedRepeats).
+std::vector<RepeatCheck> runningRepeatChecks(StateDb& db, int64_t limit);
+
 /// Checks left "running" by a scheduler that stopped wait again
 /// ("pending"; their second build is sent anew). Returns how many.
 size_t requeueRunningRepeatChecks(StateDb& db);
