@@ -102,14 +102,15 @@ void RepeatRuns::restore() {
     if (!c.secondWorker.empty()) wasRunningOn_[c.step] = c.secondWorker;
   size_t again = requeueRunningRepeatChecks(db_);
   auto pending = pendingRepeatChecks(db_, kMaxListedRepeats);
-  for (auto& c : pending) add(c.step, c.firstWorker);
+  for (auto& c : pending) add(c.step, c.firstWorker, c.refusedBy);
   if (!pending.empty())
     logInfo(std::to_string(pending.size()) +
             " reproducibility checks wait for their second build (" +
             std::to_string(again) + " were running)");
 }
 
-void RepeatRuns::add(int64_t step, const std::string& firstWorker) {
+void RepeatRuns::add(int64_t step, const std::string& firstWorker,
+                     const std::vector<std::string>& refusedBy) {
   std::optional<StepRow> row;
   try {
     row = db_.step(step);
@@ -119,7 +120,8 @@ void RepeatRuns::add(int64_t step, const std::string& firstWorker) {
     return;
   }
   if (!row) return;
-  RepeatSpec spec{row->drvPath, row->system, row->features, firstWorker, {}};
+  RepeatSpec spec{row->drvPath, row->system, row->features, firstWorker,
+                  refusedBy};
   StepId sid = core_.addRepeat(spec);
   bySid_[key(sid)] = {step, std::move(spec)};
 }
@@ -181,10 +183,19 @@ void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
     });
     return;
   }
-  it->second.spec.refusedBy.push_back(worker);  // for a later addRepeat
+  auto& refusers = it->second.spec.refusedBy;  // for a later addRepeat
+  refusers.push_back(worker);
   logInfo("reproducibility check of step " + std::to_string(step) + ": " +
           worker + " holds its outputs, another worker will build it");
-  deferred_.run([&db = db_, step] { waitRepeatCheckAgain(db, step); });
+  std::vector<std::string> kept;  // what the table can hold
+  for (auto& w : refusers)
+    if (kept.size() < kMaxRefusers && !w.empty() && w.size() <= 1000 &&
+        w.find('\n') == std::string::npos)
+      kept.push_back(w);
+  deferred_.run([&db = db_, step, kept = std::move(kept)] {
+    waitRepeatCheckAgain(db, step);
+    setRepeatCheckRefusedBy(db, step, kept);
+  });
 }
 
 void RepeatRuns::keep(int64_t step, const std::string& output, int nar) {

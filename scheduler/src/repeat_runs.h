@@ -66,9 +66,11 @@ class RepeatRuns {
   /// claim it (RunningSteps::adopt), then started() follows.
   std::optional<StepId> adoptable(int64_t step, const std::string& worker);
   /// Step row `step` just got a pending check (its first build ran on
-  /// `firstWorker`): a repeat of the core from now on. A row that cannot
-  /// be read is left to the next restore().
-  void add(int64_t step, const std::string& firstWorker);
+  /// `firstWorker`; `refusedBy` refused its second build before): a repeat
+  /// of the core from now on, avoiding them all. A row that cannot be
+  /// read is left to the next restore().
+  void add(int64_t step, const std::string& firstWorker,
+           const std::vector<std::string>& refusedBy = {});
   /// The check (its step row id) of the core's repeat `sid`, if known.
   std::optional<int64_t> checkOf(StepId sid) const;
   /// Every repeat of the core with its check's step row, oldest first.
@@ -79,8 +81,9 @@ class RepeatRuns {
   void notSent(StepId sid);
   /// The worker `worker` of repeat `sid` (check `step`) refused it: it
   /// holds an output already (protocol::kCheckRefusedPrefix). The check
-  /// waits again, avoiding that worker too, while another connected
-  /// worker may take it; otherwise it ends `failed` with `error`.
+  /// waits again, avoiding that worker too (recorded: a restart keeps
+  /// avoiding it), while another connected worker may take it; otherwise
+  /// it ends `failed` with `error`.
   void refused(StepId sid, int64_t step, const std::string& worker,
                const std::string& error);
   /// Keeps output `output` of check `step`'s second build, its NAR in

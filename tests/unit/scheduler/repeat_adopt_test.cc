@@ -1,7 +1,8 @@
 // Reproducibility checks across a scheduler restart: a check build that
 // its worker still runs, or has finished, when it comes back is adopted
 // like a real step (docs/release.md, "Reproducibility checks"), not sent
-// again, and its result settles the check.
+// again, and its result settles the check; the workers that refused a
+// check are still avoided after the restart.
 #include <gtest/gtest.h>
 
 #include "fake_worker.h"
@@ -102,6 +103,59 @@ TEST_F(RepeatAdopt, AnotherWorkersClaimIsRefused) {
   }));
   EXPECT_TRUE(liar.adopted.empty());
   EXPECT_TRUE(liar.steps[0].check) << "sent anew, as a check build";
+}
+
+// x refuses the check (it holds the outputs), y takes it; the scheduler
+// restarts while y builds. x comes back first: the check is not sent to
+// it, it waits for a worker other than w1 and x; a new worker gets it.
+TEST_F(RepeatAdopt, ARestartedCheckStillAvoidsTheWorkersThatRefusedIt) {
+  a_ = testing::drvIn(state_, "a");
+  nlohmann::json js;
+  svc_ = testing::repeatingService(state_, testing::jobsOf({{"a", a_}}),
+                                   nullptr, js);
+  ASSERT_GT(svc_->evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc_->endpoint(), "w1"), w2(svc_->endpoint(), "w2"),
+      w3(svc_->endpoint(), "w3");
+  auto until = [&](const std::function<bool()>& pred) {
+    return pumpUntil(*svc_, {&w1, &w2, &w3}, pred);
+  };
+  w1.hello();
+  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
+  w1.uploadOutputs(w1.steps[0], "a\n");
+  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
+  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
+  step_ = int64_t(w1.steps[0].stepId);
+  w2.hello();
+  w3.hello();
+  ASSERT_TRUE(until([&] {
+    return w2.welcomed && w3.welcomed && w2.steps.size() + w3.steps.size() == 1;
+  }));
+  FakeWorker& x = w2.steps.empty() ? w3 : w2;
+  FakeWorker& y = &x == &w2 ? w3 : w2;
+  std::string xName = &x == &w2 ? "w2" : "w3";
+  x.result(x.steps[0].stepId, protocol::StepStatus::kAborted,
+           std::string(protocol::kCheckRefusedPrefix) + "output is valid");
+  ASSERT_TRUE(until([&] {
+    auto c = repeatCheck(svc_->db(), step_);
+    return y.steps.size() == 1 && c && c->state == "running" &&
+           c->refusedBy == std::vector<std::string>{xName};
+  }));
+  svc_.reset();
+  svc_ = testing::restartedService(state_, testing::jobsOf({{"a", a_}}));
+  FakeWorker back(svc_->endpoint(), xName);
+  back.hello();
+  ASSERT_TRUE(pumpUntil(*svc_, {&back}, [&] { return back.welcomed; }));
+  ASSERT_TRUE(pumpUntil(*svc_, {&back}, [&] {
+    auto q = svc_->queue();
+    return q.size() == 1 && q[0].state == "check-waiting" &&
+           q[0].reason.find("other than w1, " + xName) != std::string::npos;
+  })) << (svc_->queue().empty() ? "" : svc_->queue()[0].reason);
+  FakeWorker fresh(svc_->endpoint(), "w4");
+  fresh.hello();
+  ASSERT_TRUE(pumpUntil(*svc_, {&back, &fresh},
+                        [&] { return fresh.steps.size() == 1; }));
+  EXPECT_TRUE(fresh.steps[0].check);
+  EXPECT_TRUE(back.steps.empty()) << "never sent to the worker that refused";
 }
 
 }  // namespace

@@ -33,6 +33,9 @@ struct RepeatCheck {
   int64_t createdMs = 0;
   int64_t finishedMs = 0;
   std::string drvPath;  ///< the step's derivation
+  /// Workers that refused its second build (they hold its outputs;
+  /// migration 18), in the order they refused.
+  std::vector<std::string> refusedBy;
 };
 
 /// Records that step `step` (of jobset `jobset`, first built on
@@ -56,6 +59,14 @@ size_t requeueRunningRepeatChecks(StateDb& db);
 
 /// The second build of step `step` waits again (its worker refused it).
 void waitRepeatCheckAgain(StateDb& db, int64_t step);
+
+/// The workers that refused the second build of step `step` are
+/// `refusedBy` (replacing what was recorded; at most kMaxRefusers names of
+/// at most 1,000 bytes without a line break, else SchedulerStateError).
+void setRepeatCheckRefusedBy(StateDb& db, int64_t step,
+                             const std::vector<std::string>& refusedBy);
+/// The most refusing workers recorded per check.
+inline constexpr size_t kMaxRefusers = 1000;
 
 /// The second build of step `step` went to `secondWorker`.
 void startRepeatCheck(StateDb& db, int64_t step,
