@@ -140,6 +140,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t deadlineMarginSec = 600;
   int64_t keepLogPiecesSec = 3600, keepStoredLogsDays = 0;
   int64_t keepRepeatNarsDays = 30;
+  int64_t refusedCheckWaitSec = 60;
   std::vector<std::string> notify;
   std::string notifySecret, notifyCa;
   std::vector<std::string> pluginDirs;
@@ -203,6 +204,10 @@ int runScheduler(const std::vector<std::string>& args) {
       "that differs or failed stay under <state>/repeat-checks once its "
       "report is stored (default 30; a check that found the same NARs "
       "keeps none)")(
+      "refused-check-wait", po::value(&refusedCheckWaitSec),
+      "seconds a reproducibility check that a worker refused (it holds the "
+      "outputs) waits for another worker when none is connected, before it "
+      "ends failed (default 60; 0: at once)")(
       "output-limit", po::value(&cfg.outputLimitBytes),
       "largest accepted output NAR in bytes (default unlimited)")(
       "max-message-size", po::value(&cfg.maxMessageBytes),
@@ -313,6 +318,8 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--keep-stored-logs must be 0..36500");
     if (keepRepeatNarsDays < 0 || keepRepeatNarsDays > 36500)
       throw po::error("--keep-repeat-nars must be 0..36500");
+    if (refusedCheckWaitSec < 0 || refusedCheckWaitSec > 86400 * 7)
+      throw po::error("--refused-check-wait must be 0..604800");
     if (deadlineMarginSec < 0 || deadlineMarginSec > 86400 * 7)
       throw po::error("--step-deadline-margin must be 0..604800");
     if (cfg.maxMessageBytes < (1 << 20) ||
@@ -349,6 +356,7 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.logRetention.storedLogsAfter =
         std::chrono::hours(24) * keepStoredLogsDays;
     cfg.keepRepeatNars = std::chrono::hours(24) * keepRepeatNarsDays;
+    cfg.refusedCheckWait = std::chrono::seconds(refusedCheckWaitSec);
     if (cache.objectStore()) {
       cfg.cacheUri = cache.uri;
       cfg.cacheCompression = cache.compression;

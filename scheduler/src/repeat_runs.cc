@@ -146,13 +146,12 @@ std::optional<StepId> RepeatRuns::adoptable(int64_t step,
                                             const std::string& worker) {
   auto was = wasRunningOn_.find(step);
   if (was == wasRunningOn_.end() || was->second != worker) return std::nullopt;
-  for (auto& [k, known] : bySid_)
-    if (known.step == step) return StepId{k.first, k.second};
-  return std::nullopt;
+  return sidOf(step);
 }
 
 void RepeatRuns::started(StepId, int64_t step, const std::string& worker) {
   wasRunningOn_.erase(step);
+  refusedUntil_.erase(step);
   deferred_.run(
       [&db = db_, step, worker] { startRepeatCheck(db, step, worker); });
 }
@@ -171,22 +170,31 @@ void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
                          const std::string& error) {
   auto it = bySid_.find(key(sid));
   if (it == bySid_.end()) return;
-  if (!core_.refuseRepeat(sid)) {
+  it->second.spec.refusedBy.push_back(worker);  // for a later addRepeat
+  auto refusers = it->second.spec.refusedBy;
+  if (core_.refuseRepeat(sid)) {
+    logInfo("reproducibility check of step " + std::to_string(step) + ": " +
+            worker + " holds its outputs, another worker will build it");
+  } else if (config_.refusedCheckWait.count() <= 0) {
     bySid_.erase(it);
-    logInfo("reproducibility check of step " + std::to_string(step) +
-            ": no other worker may build it: " + error);
-    deferred_.run([&db = db_, step, now = clock_.nowMs(), error] {
-      finishRepeatCheck(db, step, false, {}, "", now);
-      setRepeatReport(
-          db, step,
-          "no worker without its outputs could build it again: " + error);
-    });
+    failRefused(step, error);
     return;
+  } else {
+    // No worker that may build it is known now; one may be about to be
+    // (its Hello not read yet, or it is restarting): it waits, bounded.
+    Known known = std::move(it->second);
+    bySid_.erase(it);
+    StepId again = core_.addRepeat(known.spec);
+    bySid_[key(again)] = std::move(known);
+    refusedUntil_[step] = {clock_.now() + config_.refusedCheckWait, error};
+    logInfo("reproducibility check of step " + std::to_string(step) + ": " +
+            worker + " holds its outputs and no other worker may build it " +
+            "now; it waits " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                               config_.refusedCheckWait)
+                               .count()) +
+            " s for one");
   }
-  auto& refusers = it->second.spec.refusedBy;  // for a later addRepeat
-  refusers.push_back(worker);
-  logInfo("reproducibility check of step " + std::to_string(step) + ": " +
-          worker + " holds its outputs, another worker will build it");
   std::vector<std::string> kept;  // what the table can hold
   for (auto& w : refusers)
     if (kept.size() < kMaxRefusers && !w.empty() && w.size() <= 1000 &&
@@ -196,6 +204,40 @@ void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
     waitRepeatCheckAgain(db, step);
     setRepeatCheckRefusedBy(db, step, kept);
   });
+}
+
+void RepeatRuns::failRefused(int64_t step, const std::string& error) {
+  logInfo("reproducibility check of step " + std::to_string(step) +
+          ": no other worker may build it: " + error);
+  deferred_.run([&db = db_, step, now = clock_.nowMs(), error] {
+    finishRepeatCheck(db, step, false, {}, "", now);
+    setRepeatReport(
+        db, step,
+        "no worker without its outputs could build it again: " + error);
+  });
+}
+
+void RepeatRuns::expireRefused(Clock::TimePoint now) {
+  for (auto it = refusedUntil_.begin(); it != refusedUntil_.end();) {
+    if (now < it->second.until) {
+      ++it;
+      continue;
+    }
+    int64_t step = it->first;
+    std::string error = std::move(it->second.error);
+    it = refusedUntil_.erase(it);
+    auto sid = sidOf(step);
+    if (!sid) continue;
+    core_.dropRepeat(*sid);
+    bySid_.erase(key(*sid));
+    failRefused(step, error);
+  }
+}
+
+std::optional<StepId> RepeatRuns::sidOf(int64_t step) const {
+  for (auto& [k, known] : bySid_)
+    if (known.step == step) return StepId{k.first, k.second};
+  return std::nullopt;
 }
 
 void RepeatRuns::keep(int64_t step, const std::string& output, int nar) {

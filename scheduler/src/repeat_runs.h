@@ -82,10 +82,14 @@ class RepeatRuns {
   /// The worker `worker` of repeat `sid` (check `step`) refused it: it
   /// holds an output already (protocol::kCheckRefusedPrefix). The check
   /// waits again, avoiding that worker too (recorded: a restart keeps
-  /// avoiding it), while another connected worker may take it; otherwise
-  /// it ends `failed` with `error`.
+  /// avoiding it). When no connected worker may take it, it waits at most
+  /// ServiceConfig::refusedCheckWait for one (a Hello not read yet, a
+  /// worker restarting: expireRefused), then ends `failed` with `error`.
   void refused(StepId sid, int64_t step, const std::string& worker,
                const std::string& error);
+  /// Checks refused with no other worker to go to whose wait (refused)
+  /// ended by `now` without one taking them end `failed`.
+  void expireRefused(Clock::TimePoint now);
   /// Keeps output `output` of check `step`'s second build, its NAR in
   /// `nar` (offset 0), as `<side location>/<output>.nar`. Throws SysError.
   void keep(int64_t step, const std::string& output, int nar);
@@ -116,6 +120,10 @@ class RepeatRuns {
   };
   void queueReports(int64_t step, const std::vector<std::string>& differing,
                     const std::map<std::string, store::StorePath>& outputs);
+  /// Records that check `step` ended `failed`: no worker could build it.
+  void failRefused(int64_t step, const std::string& error);
+  /// The core's repeat of check `step`, if known.
+  std::optional<StepId> sidOf(int64_t step) const;
 
   const ServiceConfig& config_;
   StateDb& db_;
@@ -132,6 +140,13 @@ class RepeatRuns {
   std::map<int64_t, Pending> pending_;
   /// Checks running at the last start, by step row: their worker then.
   std::map<int64_t, std::string> wasRunningOn_;
+  /// Checks refused with no other worker known, by step row: until when
+  /// they wait for one, and the refusal.
+  struct RefusedWait {
+    Clock::TimePoint until;
+    std::string error;
+  };
+  std::map<int64_t, RefusedWait> refusedUntil_;
   AutoCloseFD wake_;
   std::mutex mu_;
   std::vector<Report> done_;  // guarded by mu_

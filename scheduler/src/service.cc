@@ -376,6 +376,7 @@ void SchedulerService::Impl::periodic() {
   readRequestsAndJobsets(now);
   if (!logMirror) pruneLogsWhenDue(now);
   repeats.pruneWhenDue(now);
+  repeats.expireRefused(now);
   if (now - lastSnapshotStore >= std::chrono::seconds(1)) {
     lastSnapshotStore = now;
     storeSnapshotForFrontEnds();

@@ -36,14 +36,17 @@ inline std::string drvIn(const std::string& state, const std::string& name) {
 
 // A service in `state` whose jobset "j" of project "p" evaluates to
 // `jobs` and repeats every step (`differ`: the reports' maker, may be
-// null; a difference's NARs kept `keepRepeatNars`); the jobset's API
-// answer goes to `jobset`.
+// null; a difference's NARs kept `keepRepeatNars`; a refused check with
+// no other worker waits `refusedCheckWait`); the jobset's API answer goes
+// to `jobset`.
 inline std::unique_ptr<SchedulerService> repeatingService(
     const std::string& state, std::vector<Job> jobs,
     std::shared_ptr<Differ> differ, nlohmann::json& jobset,
-    std::chrono::seconds keepRepeatNars = std::chrono::hours(24)) {
+    std::chrono::seconds keepRepeatNars = std::chrono::hours(24),
+    std::chrono::milliseconds refusedCheckWait = std::chrono::seconds(60)) {
   auto cfg = testConfig(state);
   cfg.keepRepeatNars = keepRepeatNars;
+  cfg.refusedCheckWait = refusedCheckWait;
   cfg.repeatPruneInterval = std::chrono::milliseconds(1);
   cfg.evalRunner = std::make_shared<FixedRunner>(std::move(jobs));
   cfg.inputFetcher = std::make_shared<FixedFetcher>();

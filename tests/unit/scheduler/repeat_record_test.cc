@@ -173,13 +173,14 @@ TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
 
 // A worker that holds the outputs refuses a check build: the check goes
 // to another worker, never back to it, and ends `failed` only when no
-// worker without the outputs is left.
+// worker without the outputs is left (and none came within the wait).
 TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   TempDir dir("kiln-repeat");
   std::string state = dir.path() + "/state";
   std::string a = drvIn(state, "a");
   nlohmann::json js;
-  auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js);
+  auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js,
+                                   std::chrono::hours(24), 1ms);
   SchedulerService& svc = *svcOwned;
   ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
   FakeWorker w1(svc.endpoint(), "first-worker");
@@ -239,6 +240,56 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
       << c.report;
   EXPECT_EQ(x.steps.size(), 1u) << "never sent back to a refusing worker";
   EXPECT_EQ(w1.steps.size(), 1u);
+}
+
+// The race the test above avoids by waiting for both Welcomes: the only
+// other worker refuses while the next worker's Hello is not read yet. The
+// check waits for a worker other than the first and the refusing one
+// (refusedCheckWait), and the late worker builds it.
+TEST(RepeatRecord, ARefusedCheckWaitsForAWorkerWhoseHelloIsNotReadYet) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string a = drvIn(state, "a");
+  nlohmann::json js;
+  auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js);
+  SchedulerService& svc = *svcOwned;
+  ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc.endpoint(), "w1"), w2(svc.endpoint(), "w2"),
+      late(svc.endpoint(), "late");
+  std::vector<FakeWorker*> all{&w1, &w2};
+  auto until = [&](const std::function<bool()>& pred) {
+    return pumpUntil(svc, all, pred);
+  };
+  w1.hello();
+  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
+  w1.uploadOutputs(w1.steps[0], "a\n");
+  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
+  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
+  int64_t step = int64_t(w1.steps[0].stepId);
+  w2.hello();
+  ASSERT_TRUE(until([&] { return w2.steps.size() == 1; }));
+  w2.result(w2.steps[0].stepId, protocol::StepStatus::kAborted,
+            std::string(protocol::kCheckRefusedPrefix) + "output is valid");
+  // The refusal is settled before the late worker's Hello is read.
+  ASSERT_TRUE(until([&] {
+    auto c = repeatCheck(svc.db(), step);
+    return c && c->refusedBy == std::vector<std::string>{"w2"};
+  }));
+  EXPECT_EQ(repeatCheck(svc.db(), step)->state, "pending");
+  ASSERT_EQ(svc.queue().size(), 1u);
+  EXPECT_EQ(svc.queue()[0].state, "check-waiting");
+  EXPECT_NE(svc.queue()[0].reason.find("other than w1, w2"), std::string::npos)
+      << svc.queue()[0].reason;
+  all.push_back(&late);
+  late.hello();
+  ASSERT_TRUE(until([&] { return late.steps.size() == 1; }));
+  EXPECT_TRUE(late.steps[0].check);
+  late.uploadOutputs(late.steps[0], "a\n");
+  ASSERT_TRUE(until([&] { return late.pendingUploads == 0; }));
+  late.result(late.steps[0].stepId, protocol::StepStatus::kSuccess);
+  ASSERT_TRUE(
+      until([&] { return repeatCheck(svc.db(), step)->state == "same"; }));
+  EXPECT_EQ(w2.steps.size(), 1u) << "never sent back to the refusing worker";
 }
 
 // Without a retention a difference's NARs go once its report is stored.

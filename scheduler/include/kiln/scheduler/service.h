@@ -161,6 +161,11 @@ struct ServiceConfig {
   /// the loop's disk (BackgroundRemover).
   std::chrono::seconds keepRepeatNars{std::chrono::hours(24 * 30)};
   std::chrono::milliseconds repeatPruneInterval{std::chrono::minutes(10)};
+  /// How long a check that a worker refused (it holds the outputs) waits
+  /// for another worker when none that may build it is connected (one
+  /// whose Hello is not read yet, or that restarts), before it ends
+  /// `failed`; zero: it fails at once.
+  std::chrono::milliseconds refusedCheckWait{std::chrono::seconds(60)};
   /// The `kiln` executable the "builtin" evaluator plugin runs ("" =
   /// `kiln` on PATH); its configuration key `kiln` unless set there.
   std::string kilnBinary;
