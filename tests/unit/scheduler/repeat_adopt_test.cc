@@ -29,12 +29,7 @@ class RepeatAdopt : public ::testing::TestWithParam<bool> {
     auto until = [&](const std::function<bool()>& pred) {
       return pumpUntil(*svc_, {&w1, &w2}, pred);
     };
-    w1.hello();
-    EXPECT_TRUE(until([&] { return w1.steps.size() == 1; }));
-    w1.uploadOutputs(w1.steps[0], "a\n");
-    EXPECT_TRUE(until([&] { return w1.pendingUploads == 0; }));
-    w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
-    step_ = int64_t(w1.steps[0].stepId);
+    step_ = testing::buildFirst(*svc_, w1, {&w1, &w2}, "a\n");
     w2.hello();
     EXPECT_TRUE(until([&] {
       auto c = repeatCheck(svc_->db(), step_);
@@ -119,18 +114,9 @@ TEST_F(RepeatAdopt, ARestartedCheckStillAvoidsTheWorkersThatRefusedIt) {
   auto until = [&](const std::function<bool()>& pred) {
     return pumpUntil(*svc_, {&w1, &w2, &w3}, pred);
   };
-  w1.hello();
-  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
-  w1.uploadOutputs(w1.steps[0], "a\n");
-  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
-  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
-  step_ = int64_t(w1.steps[0].stepId);
-  w2.hello();
-  w3.hello();
-  ASSERT_TRUE(until([&] {
-    return w2.welcomed && w3.welcomed && w2.steps.size() + w3.steps.size() == 1;
-  }));
-  FakeWorker& x = w2.steps.empty() ? w3 : w2;
+  step_ = testing::buildFirst(*svc_, w1, {&w1, &w2, &w3}, "a\n");
+  FakeWorker& x = testing::checkGoesToOneOf(*svc_, {&w1, &w2, &w3}, w2, w3);
+  ASSERT_EQ(x.steps.size(), 1u);
   FakeWorker& y = &x == &w2 ? w3 : w2;
   std::string xName = &x == &w2 ? "w2" : "w3";
   x.result(x.steps[0].stepId, protocol::StepStatus::kAborted,

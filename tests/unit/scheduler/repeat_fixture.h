@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "fake_worker.h"
 #include "kiln/scheduler/diffoscope.h"
 #include "kiln/scheduler/service.h"
 #include "service_fixture.h"
@@ -64,6 +65,38 @@ inline std::unique_ptr<SchedulerService> restartedService(
   cfg.evalRunner = std::make_shared<FixedRunner>(std::move(jobs));
   cfg.inputFetcher = std::make_shared<FixedFetcher>();
   return std::make_unique<SchedulerService>(cfg);
+}
+
+/// `first` says Hello, builds the one step it is sent (its output holding
+/// `contents`) and reports its success, `svc` pumped with `pumped`;
+/// returns the step's row id.
+inline int64_t buildFirst(SchedulerService& svc, FakeWorker& first,
+                          const std::vector<FakeWorker*>& pumped,
+                          const std::string& contents) {
+  auto until = [&](const std::function<bool()>& pred) {
+    return pumpUntil(svc, pumped, pred);
+  };
+  first.hello();
+  EXPECT_TRUE(until([&] { return first.steps.size() == 1; }));
+  if (first.steps.empty()) return 0;
+  first.uploadOutputs(first.steps[0], contents);
+  EXPECT_TRUE(until([&] { return first.pendingUploads == 0; }));
+  first.result(first.steps[0].stepId, protocol::StepStatus::kSuccess);
+  return static_cast<int64_t>(first.steps[0].stepId);
+}
+
+/// `a` and `b` say Hello; once both are welcomed (a Hello not read yet is
+/// no worker a check can go to) and one of them got the check build,
+/// returns that one.
+inline FakeWorker& checkGoesToOneOf(SchedulerService& svc,
+                                    const std::vector<FakeWorker*>& pumped,
+                                    FakeWorker& a, FakeWorker& b) {
+  a.hello();
+  b.hello();
+  EXPECT_TRUE(pumpUntil(svc, pumped, [&] {
+    return a.welcomed && b.welcomed && a.steps.size() + b.steps.size() == 1;
+  }));
+  return a.steps.empty() ? b : a;
 }
 
 }  // namespace kiln::scheduler::testing

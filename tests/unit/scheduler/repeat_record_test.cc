@@ -20,8 +20,10 @@ namespace kiln::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeWorker;
+using testing::buildFirst;
+using testing::checkGoesToOneOf;
 using testing::drvIn;
+using testing::FakeWorker;
 using testing::jobsOf;
 using testing::makeDrv;
 using testing::pumpUntil;
@@ -184,16 +186,11 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   SchedulerService& svc = *svcOwned;
   ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
   FakeWorker w1(svc.endpoint(), "first-worker");
-  w1.hello();
   std::vector<FakeWorker*> all{&w1};
   auto until = [&](const std::function<bool()>& pred) {
     return pumpUntil(svc, all, pred);
   };
-  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
-  w1.uploadOutputs(w1.steps[0], "a\n");
-  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
-  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
-  int64_t step = int64_t(w1.steps[0].stepId);
+  int64_t step = buildFirst(svc, w1, all, "a\n");
   ASSERT_TRUE(until([&] { return repeatCheck(svc.db(), step).has_value(); }));
   // The waiting check is in the queue's own section, not among the steps.
   auto queued = svc.queue();
@@ -210,14 +207,9 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
 
   FakeWorker w2(svc.endpoint(), "w2"), w3(svc.endpoint(), "w3");
   all = {&w1, &w2, &w3};
-  w2.hello();
-  w3.hello();
-  // Both must be welcomed before the refusal: a Hello the scheduler has not
-  // read yet is no worker the check could go to.
-  ASSERT_TRUE(until([&] {
-    return w2.welcomed && w3.welcomed && w2.steps.size() + w3.steps.size() == 1;
-  }));
-  FakeWorker& x = w2.steps.empty() ? w3 : w2;
+  // Both welcomed before the refusal (the race without: the next test).
+  FakeWorker& x = checkGoesToOneOf(svc, all, w2, w3);
+  ASSERT_EQ(x.steps.size(), 1u);
   FakeWorker& y = &x == &w2 ? w3 : w2;
   std::string yName = &y == &w2 ? "w2" : "w3";
   std::string refusal =
@@ -260,12 +252,7 @@ TEST(RepeatRecord, ARefusedCheckWaitsForAWorkerWhoseHelloIsNotReadYet) {
   auto until = [&](const std::function<bool()>& pred) {
     return pumpUntil(svc, all, pred);
   };
-  w1.hello();
-  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
-  w1.uploadOutputs(w1.steps[0], "a\n");
-  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
-  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
-  int64_t step = int64_t(w1.steps[0].stepId);
+  int64_t step = buildFirst(svc, w1, all, "a\n");
   w2.hello();
   ASSERT_TRUE(until([&] { return w2.steps.size() == 1; }));
   w2.result(w2.steps[0].stepId, protocol::StepStatus::kAborted,
@@ -307,12 +294,7 @@ TEST(RepeatRecord, KeptNarsGoAfterTheirRetention) {
   auto until = [&](const std::function<bool()>& pred) {
     return pumpUntil(svc, {&w1, &w2}, pred);
   };
-  w1.hello();
-  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
-  w1.uploadOutputs(w1.steps[0], "b\n");
-  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
-  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
-  int64_t step = int64_t(w1.steps[0].stepId);
+  int64_t step = buildFirst(svc, w1, {&w1, &w2}, "b\n");
   w2.hello();
   ASSERT_TRUE(until([&] { return w2.steps.size() == 1; }));
   w2.uploadOutputs(w2.steps[0], "B\n");
