@@ -167,33 +167,35 @@ void RepeatRuns::notSent(StepId sid) {
 }
 
 void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
-                         const std::string& error) {
+                         const std::string& error, bool holdsSlot) {
   auto it = bySid_.find(key(sid));
   if (it == bySid_.end()) return;
   it->second.spec.refusedBy.push_back(worker);  // for a later addRepeat
   auto refusers = it->second.spec.refusedBy;
-  if (core_.refuseRepeat(sid)) {
+  bool waits = config_.refusedCheckWait.count() > 0;
+  if (holdsSlot && core_.refuseRepeat(sid)) {
     logInfo("reproducibility check of step " + std::to_string(step) + ": " +
             worker + " holds its outputs, another worker will build it");
-  } else if (config_.refusedCheckWait.count() <= 0) {
+  } else if (holdsSlot && !waits) {
     bySid_.erase(it);
     failRefused(step, error);
     return;
   } else {
-    // No worker that may build it is known now; one may be about to be
-    // (its Hello not read yet, or it is restarting): it waits, bounded.
+    // No worker that may build it is known now (or the core cannot say:
+    // its slot was given back); one may be about to be (its Hello not
+    // read yet, or it is restarting): it waits, bounded.
+    if (!holdsSlot) core_.finishRepeat(sid);
     Known known = std::move(it->second);
     bySid_.erase(it);
     StepId again = core_.addRepeat(known.spec);
     bySid_[key(again)] = std::move(known);
-    refusedUntil_[step] = {clock_.now() + config_.refusedCheckWait, error};
+    if (waits)
+      refusedUntil_[step] = {clock_.now() + config_.refusedCheckWait, error};
+    auto sec = std::chrono::duration_cast<std::chrono::seconds>(
+        config_.refusedCheckWait);
     logInfo("reproducibility check of step " + std::to_string(step) + ": " +
-            worker + " holds its outputs and no other worker may build it " +
-            "now; it waits " +
-            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                               config_.refusedCheckWait)
-                               .count()) +
-            " s for one");
+            worker + " holds its outputs; it waits for another worker" +
+            (waits ? " (" + std::to_string(sec.count()) + " s at most)" : ""));
   }
   std::vector<std::string> kept;  // what the table can hold
   for (auto& w : refusers)

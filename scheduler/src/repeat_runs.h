@@ -85,8 +85,10 @@ class RepeatRuns {
   /// avoiding it). When no connected worker may take it, it waits at most
   /// ServiceConfig::refusedCheckWait for one (a Hello not read yet, a
   /// worker restarting: expireRefused), then ends `failed` with `error`.
+  /// `holdsSlot` false: the repeat's slot was given back (its worker came
+  /// back on another connection with the result): it waits again thus.
   void refused(StepId sid, int64_t step, const std::string& worker,
-               const std::string& error);
+               const std::string& error, bool holdsSlot = true);
   /// Checks refused with no other worker to go to whose wait (refused)
   /// ended by `now` without one taking them end `failed`.
   void expireRefused(Clock::TimePoint now);

@@ -137,7 +137,8 @@ void RunningSteps::completeRepeat(RunningStep& run,
                                                 m.stepId, true, ""});
   if (m.status == StepStatus::kAborted &&
       m.errorMsg.starts_with(proto::kCheckRefusedPrefix)) {
-    repeats_->refused(run.sid, run.check, run.worker, m.errorMsg);
+    repeats_->refused(run.sid, run.check, run.worker, m.errorMsg,
+                      !run.slotReleased);
     markPending();
     return;
   }

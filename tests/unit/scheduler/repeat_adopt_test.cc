@@ -100,6 +100,40 @@ TEST_F(RepeatAdopt, AnotherWorkersClaimIsRefused) {
   EXPECT_TRUE(liar.steps[0].check) << "sent anew, as a check build";
 }
 
+// The check's worker restarts (a new connection, the same name) while the
+// scheduler runs and claims its finished check build: it moves there, its
+// slot given back; a refusal then makes it wait for another worker.
+TEST_F(RepeatAdopt, ARefusalOnTheWorkersNewConnectionWaitsForAnother) {
+  a_ = testing::drvIn(state_, "a");
+  nlohmann::json js;
+  svc_ = testing::repeatingService(state_, testing::jobsOf({{"a", a_}}),
+                                   nullptr, js);
+  ASSERT_GT(svc_->evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc_->endpoint(), "w1"), w2(svc_->endpoint(), "w2");
+  step_ = testing::buildFirst(*svc_, w1, {&w1, &w2}, "a\n");
+  w2.hello();
+  ASSERT_TRUE(
+      pumpUntil(*svc_, {&w1, &w2}, [&] { return w2.steps.size() == 1; }));
+  auto check = w2.steps[0];
+  FakeWorker back(svc_->endpoint(), "w2"), w3(svc_->endpoint(), "w3");
+  back.held = {{check.stepId, check.drvPath, true}};
+  back.hello();
+  ASSERT_TRUE(pumpUntil(*svc_, {&w1, &back}, [&] { return back.welcomed; }));
+  EXPECT_EQ(back.adopted, std::vector<uint64_t>{check.stepId});
+  back.result(check.stepId, protocol::StepStatus::kAborted,
+              std::string(protocol::kCheckRefusedPrefix) + "output is valid");
+  ASSERT_TRUE(pumpUntil(*svc_, {&w1, &back}, [&] {
+    auto c = repeatCheck(svc_->db(), step_);
+    return c && c->state == "pending" &&
+           c->refusedBy == std::vector<std::string>{"w2"};
+  }));
+  w3.hello();
+  ASSERT_TRUE(pumpUntil(*svc_, {&w1, &back, &w3},
+                        [&] { return w3.steps.size() == 1; }));
+  EXPECT_TRUE(w3.steps[0].check);
+  EXPECT_TRUE(back.steps.empty());
+}
+
 // x refuses the check (it holds the outputs), y takes it; the scheduler
 // restarts while y builds. x comes back first: the check is not sent to
 // it, it waits for a worker other than w1 and x; a new worker gets it.
