@@ -17,14 +17,20 @@ using testing::pumpUntil;
 
 class RepeatAdopt : public ::testing::TestWithParam<bool> {
  protected:
-  /// Builds `a` on w1, sends its check to w2, and restarts the service
-  /// while w2 runs it; returns the check build.
-  protocol::BuildStep checkRunningAtRestart() {
+  /// A service whose one job `a` is evaluated and every step checked;
+  /// whether the evaluation was made.
+  bool startService() {
     a_ = testing::drvIn(state_, "a");
     nlohmann::json js;
     svc_ = testing::repeatingService(state_, testing::jobsOf({{"a", a_}}),
                                      nullptr, js);
-    EXPECT_GT(svc_->evaluateJobset(js["id"].get<int64_t>(), true), 0);
+    return svc_->evaluateJobset(js["id"].get<int64_t>(), true) > 0;
+  }
+
+  /// Builds `a` on w1, sends its check to w2, and restarts the service
+  /// while w2 runs it; returns the check build.
+  protocol::BuildStep checkRunningAtRestart() {
+    EXPECT_TRUE(startService());
     FakeWorker w1(svc_->endpoint(), "w1"), w2(svc_->endpoint(), "w2");
     auto until = [&](const std::function<bool()>& pred) {
       return pumpUntil(*svc_, {&w1, &w2}, pred);
@@ -104,11 +110,7 @@ TEST_F(RepeatAdopt, AnotherWorkersClaimIsRefused) {
 // scheduler runs and claims its finished check build: it moves there, its
 // slot given back; a refusal then makes it wait for another worker.
 TEST_F(RepeatAdopt, ARefusalOnTheWorkersNewConnectionWaitsForAnother) {
-  a_ = testing::drvIn(state_, "a");
-  nlohmann::json js;
-  svc_ = testing::repeatingService(state_, testing::jobsOf({{"a", a_}}),
-                                   nullptr, js);
-  ASSERT_GT(svc_->evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  ASSERT_TRUE(startService());
   FakeWorker w1(svc_->endpoint(), "w1"), w2(svc_->endpoint(), "w2");
   step_ = testing::buildFirst(*svc_, w1, {&w1, &w2}, "a\n");
   w2.hello();
@@ -138,11 +140,7 @@ TEST_F(RepeatAdopt, ARefusalOnTheWorkersNewConnectionWaitsForAnother) {
 // restarts while y builds. x comes back first: the check is not sent to
 // it, it waits for a worker other than w1 and x; a new worker gets it.
 TEST_F(RepeatAdopt, ARestartedCheckStillAvoidsTheWorkersThatRefusedIt) {
-  a_ = testing::drvIn(state_, "a");
-  nlohmann::json js;
-  svc_ = testing::repeatingService(state_, testing::jobsOf({{"a", a_}}),
-                                   nullptr, js);
-  ASSERT_GT(svc_->evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  ASSERT_TRUE(startService());
   FakeWorker w1(svc_->endpoint(), "w1"), w2(svc_->endpoint(), "w2"),
       w3(svc_->endpoint(), "w3");
   auto until = [&](const std::function<bool()>& pred) {
