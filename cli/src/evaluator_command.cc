@@ -31,7 +31,8 @@ int runEvaluator(const std::vector<std::string>& args) {
       "first, then jobsets whose check interval passed. Each evaluation's\n"
       "jobs and .drv closures go through the database to the scheduler\n"
       "(`kiln scheduler --evaluations remote`), which checks and records\n"
-      "them. Run several for more evaluations at once (one per jobset).\n"
+      "them; the evaluated sources go along (a channel's nixexprs.tar.xz).\n"
+      "Run several for more evaluations at once (one per jobset).\n"
       "Stops on SIGINT or SIGTERM, after the evaluation that runs.\n\n"
       "Options");
   scheduler::EvaluatorRoleConfig cfg;
@@ -50,7 +51,11 @@ int runEvaluator(const std::vector<std::string>& args) {
       "seconds a claim lasts unless renewed: how soon another evaluator "
       "takes over a jobset when this one dies (default 60)")(
       "plugin-dir", po::value(&pluginDirs)->composing(),
-      "search evaluator plugins here (repeatable)");
+      "search evaluator plugins here (repeatable)")(
+      "max-source-size", po::value(&cfg.maxSourceBytes),
+      "largest evaluated checkout (NAR bytes) sent along as the "
+      "evaluation's sources, a channel's nixexprs.tar.xz; larger ones are "
+      "not sent (default 1 GiB; 0: none)");
   database.add(opts);
   po::variables_map vm;
   try {

@@ -140,6 +140,7 @@ int runScheduler(const std::vector<std::string>& args) {
   int64_t deadlineMarginSec = 600;
   int64_t keepLogPiecesSec = 3600, keepStoredLogsDays = 0;
   int64_t keepRepeatNarsDays = 30;
+  int64_t refusedCheckWaitSec = 60;
   std::vector<std::string> notify;
   std::string notifySecret, notifyCa;
   std::vector<std::string> pluginDirs;
@@ -203,6 +204,10 @@ int runScheduler(const std::vector<std::string>& args) {
       "that differs or failed stay under <state>/repeat-checks once its "
       "report is stored (default 30; a check that found the same NARs "
       "keeps none)")(
+      "refused-check-wait", po::value(&refusedCheckWaitSec),
+      "seconds a reproducibility check that a worker refused (it holds the "
+      "outputs) waits for another worker when none is connected, before it "
+      "ends failed (default 60; 0: at once)")(
       "output-limit", po::value(&cfg.outputLimitBytes),
       "largest accepted output NAR in bytes (default unlimited)")(
       "max-message-size", po::value(&cfg.maxMessageBytes),
@@ -258,7 +263,11 @@ int runScheduler(const std::vector<std::string>& args) {
       "take over when it stops (fail-over)")(
       "evaluations", po::value(&evaluationsWhere)->default_value("local"),
       "local: evaluate jobsets in this process; remote: leave them to "
-      "`kiln evaluator` hosts and record what they publish");
+      "`kiln evaluator` hosts and record what they publish")(
+      "max-source-size", po::value(&cfg.maxSourceBytes),
+      "largest evaluated checkout (NAR bytes) kept as the evaluation's "
+      "sources, a channel's nixexprs.tar.xz; larger ones are not kept "
+      "(default 1 GiB; 0: none)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -309,6 +318,8 @@ int runScheduler(const std::vector<std::string>& args) {
       throw po::error("--keep-stored-logs must be 0..36500");
     if (keepRepeatNarsDays < 0 || keepRepeatNarsDays > 36500)
       throw po::error("--keep-repeat-nars must be 0..36500");
+    if (refusedCheckWaitSec < 0 || refusedCheckWaitSec > 86400 * 7)
+      throw po::error("--refused-check-wait must be 0..604800");
     if (deadlineMarginSec < 0 || deadlineMarginSec > 86400 * 7)
       throw po::error("--step-deadline-margin must be 0..604800");
     if (cfg.maxMessageBytes < (1 << 20) ||
@@ -345,6 +356,7 @@ int runScheduler(const std::vector<std::string>& args) {
     cfg.logRetention.storedLogsAfter =
         std::chrono::hours(24) * keepStoredLogsDays;
     cfg.keepRepeatNars = std::chrono::hours(24) * keepRepeatNarsDays;
+    cfg.refusedCheckWait = std::chrono::seconds(refusedCheckWaitSec);
     if (cache.objectStore()) {
       cfg.cacheUri = cache.uri;
       cfg.cacheCompression = cache.compression;

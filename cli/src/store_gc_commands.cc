@@ -6,6 +6,8 @@
 
 #include "cli_common.h"
 #include "command.h"
+#include "database_options.h"
+#include "kiln/scheduler/source_roots.h"
 #include "store_cli.h"
 
 namespace kiln::cli {
@@ -13,21 +15,49 @@ namespace {
 
 namespace po = boost::program_options;
 
+// With --keep-evaluations: the roots of the evaluations' kept sources
+// made those the farm still references (source_roots.h), reported on
+// stderr.
+void syncSourceRoots(const DatabaseOptions& database, const StoreLocation& loc,
+                     store::LocalStore& store, int64_t keep) {
+  std::string stateDir = loc.stateDir.empty() ? defaultStateDir() : loc.stateDir;
+  scheduler::StateDb db(database.spec(stateDir), scheduler::StateDb::Existing{});
+  auto sync = scheduler::syncEvalSourceRoots(db, store, keep);
+  std::cerr << "evaluation sources: " << sync.kept << " rooted, " << sync.added
+            << " roots restored, " << sync.removed << " roots dropped\n";
+}
+
 int storeGc(const std::vector<std::string>& args) {
   po::options_description opts(
-      "Usage: kiln store gc [--dry-run] [--json]\n\n"
+      "Usage: kiln store gc [--dry-run] [--json] [--keep-evaluations N "
+      "[--database URL]]\n\n"
       "Deletes store paths not reachable from a GC root (<state>/gcroots) or a\n"
-      "running kiln process, and stale temporaries; prints what it deleted.\n\nOptions");
+      "running kiln process, and stale temporaries; prints what it deleted.\n"
+      "On a scheduler's state directory, --keep-evaluations first drops the\n"
+      "roots of evaluation sources no longer referenced (docs/operations.md).\n\n"
+      "Options");
   StoreLocation loc;
+  DatabaseOptions database;
+  int64_t keep = 0;
   opts.add_options()("help,h", "show this help")("dry-run", "only print what would be deleted")(
-      "json", "print a JSON object");
+      "json", "print a JSON object")(
+      "keep-evaluations", po::value(&keep),
+      "keep the evaluated sources (a channel's nixexprs.tar.xz) of each jobset's latest N "
+      "finished evaluations and of each channel's evaluation; drop the roots of the others "
+      "(reads the farm's state database)");
   loc.addOptions(opts);
+  database.add(opts);
   std::vector<std::string> none;
   po::variables_map vm;
   if (auto rc = parseCommandLine("store gc", opts, none, 0, args, vm, 0)) return *rc;
+  if (vm.count("keep-evaluations") && keep < 1) {
+    std::cerr << "kiln store gc: --keep-evaluations must be at least 1\n";
+    return kExitUsage;
+  }
   return guarded("store gc", [&] {
     auto store = loc.open();
     bool dry = vm.count("dry-run") > 0;
+    if (keep > 0 && !dry) syncSourceRoots(database, loc, *store, keep);
     auto res = store->collectGarbage(dry);
     if (vm.count("json")) {
       nlohmann::json deleted = nlohmann::json::array();

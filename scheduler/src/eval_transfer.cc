@@ -7,6 +7,7 @@
 #include <set>
 
 #include "kiln/common/hash.h"
+#include "kiln/common/logging.h"
 #include "kiln/store/compression.h"
 #include "kiln/store/nar.h"
 
@@ -85,16 +86,21 @@ std::vector<store::ValidPathInfo> closureInOrder(
 void writeEvalStream(const EvalOutcome& o, store::LocalStore& store,
                      Sink& out) {
   auto z = store::makeCompressionSink("zstd", out);
-  putRecord(*z, 'H',
-            json{{"format", kFormat},
-                 {"jobset", o.jobset},
-                 {"inputsHash", o.inputsHash},
-                 {"timeMs", o.timeMs},
-                 {"durationMs", o.durationMs},
-                 {"skipped", o.skipped},
-                 {"error", o.error}}
-                .dump());
+  json header{{"format", kFormat},
+              {"jobset", o.jobset},
+              {"inputsHash", o.inputsHash},
+              {"timeMs", o.timeMs},
+              {"durationMs", o.durationMs},
+              {"skipped", o.skipped},
+              {"error", o.error}};
+  // A reader that predates `sources` ignores the field and stores the
+  // path as any other content-addressed one.
   std::vector<store::StorePath> roots;
+  if (!o.sources.empty()) {
+    header["sources"] = o.sources;
+    roots.push_back(store.parsePath(o.sources));
+  }
+  putRecord(*z, 'H', header.dump());
   for (auto& j : o.jobs)
     if (j.error.empty()) roots.push_back(store.parsePath(j.drvPath));
   for (auto& info : closureInOrder(store, roots)) {
@@ -189,6 +195,7 @@ void readHeader(const json& h, EvalOutcome& o) {
     h.at("durationMs").get_to(o.durationMs);
     h.at("skipped").get_to(o.skipped);
     h.at("error").get_to(o.error);
+    if (h.contains("sources")) h.at("sources").get_to(o.sources);
   } catch (const json::exception& e) {
     throw FormatError(std::string("evaluation result: bad header: ") +
                       e.what());
@@ -196,9 +203,10 @@ void readHeader(const json& h, EvalOutcome& o) {
 }
 
 // Adds the path record `p` and its NAR from `in` to `batch` (unless valid).
+// The sources (`sources`, the header's) are skipped when over their bound.
 void importPath(const json& p, Source& in, store::LocalStore& store,
-                store::LocalStore::Batch& batch,
-                const EvalStreamLimits& limits) {
+                store::LocalStore::Batch& batch, const EvalStreamLimits& limits,
+                const std::string& sources) {
   std::string path;
   std::optional<store::ValidPathInfo> parsed;
   try {
@@ -222,9 +230,34 @@ void importPath(const json& p, Source& in, store::LocalStore& store,
                       " is not content-addressed; only derivations and "
                       "sources are accepted from an evaluator");
   BoundedSource nar(in, info.narSize);
-  if (!store.isValid(info.path) && !batch.queued(info.path))
+  bool oversized = path == sources && info.narSize > limits.maxSourceBytes;
+  if (oversized)
+    logWarn("evaluation result: the evaluated sources " + path + " (" +
+            std::to_string(info.narSize) + " bytes) are larger than " +
+            std::to_string(limits.maxSourceBytes) + " bytes; not kept");
+  if (!oversized && !store.isValid(info.path) && !batch.queued(info.path))
     batch.addFromNar(info, nar);
   nar.skip();
+}
+
+// `o.sources` if the header named them and they are now in `store` as a
+// `source` path without references within the bound; else "".
+std::string checkedSources(const EvalOutcome& o, store::LocalStore& store,
+                           const EvalStreamLimits& limits) {
+  if (o.sources.empty()) return "";
+  try {
+    auto path = store.parsePath(o.sources);
+    auto info = store.queryPathInfo(path);
+    if (info && path.name() == "source" && info->references.empty() &&
+        info->ca.rfind("fixed:r:sha256:", 0) == 0 &&
+        info->narSize <= limits.maxSourceBytes)
+      return o.sources;
+  } catch (const Error&) {
+  }
+  logWarn("evaluation result: its sources " + o.sources.substr(0, 300) +
+          " did not arrive as a bounded `source` path; the evaluation "
+          "stands without them");
+  return "";
 }
 
 }  // namespace
@@ -250,12 +283,13 @@ EvalOutcome readEvalStream(Source& raw, store::LocalStore& store,
   for (r = getRecordHead(*in); r.tag == 'P'; r = getRecordHead(*in)) {
     if (++paths > limits.maxPaths)
       throw FormatError("evaluation result: too many store paths");
-    importPath(getJson(*in, r), *in, store, batch, limits);
+    importPath(getJson(*in, r), *in, store, batch, limits, o.sources);
     // Each commit syncs the file system once: few, large ones.
     if (batch.size() >= 25000) batch.commit();
   }
   batch.commit();
   o.drvs = std::move(checked);
+  o.sources = checkedSources(o, store, limits);
   for (; r.tag == 'J'; r = getRecordHead(*in)) {
     if (o.jobs.size() >= limits.maxJobs)
       throw FormatError("evaluation result: too many jobs");

@@ -1,6 +1,7 @@
 // Jobset evaluations off the service thread (evaluations.h).
 #include "evaluations.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "eval_transfer.h"
@@ -49,16 +50,14 @@ EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
     }
     o.jobs = runnerOf(spec).evaluate(
         spec, co, EvalStore{config_.stateDir, config_.storeDir});
-    if (!config_.prefetch) {
-      finished(o, start);
-      return o;
-    }
     // A store handle of this thread: LocalStore is safe across processes
     // and threads, and the service's own instance stays on its thread.
     store::LocalStore evalStore(config_.stateDir,
                                 store::StoreDir(config_.storeDir));
-    readClosure(o, evalStore);
-    orderJobsByDepth(o.jobs, *o.drvs, evalStore.storeDir());
+    if (config_.prefetch) {
+      readClosure(o, evalStore);
+      orderJobsByDepth(o.jobs, *o.drvs, evalStore.storeDir());
+    }
     o.sources = keepSources(evalStore, co.dir);
   } catch (const std::exception& e) {
     o.error = e.what();
@@ -67,14 +66,49 @@ EvalOutcome Evaluations::run(const JobsetRow& js, bool force) const {
   return o;
 }
 
+namespace {
+
+bool notGit(const std::string& path) { return baseNameOf(path) != ".git"; }
+
+// Whether the files under `dir` (without `.git`) hold more than `bound`
+// bytes; stops counting once they do.
+bool treeOver(const std::string& dir, uint64_t bound) {
+  namespace fs = std::filesystem;
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!notGit(it->path().string())) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec) && !it->is_symlink(ec))
+      bytes += it->file_size(ec);
+    if (bytes > bound) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 // The checkout as a `source` path (what a channel's nixexprs.tar.xz
-// holds); "" when it cannot be added (logged: the evaluation stands).
+// holds); "" when it cannot be added or is larger than the bound (logged:
+// the evaluation stands).
 std::string Evaluations::keepSources(store::LocalStore& store,
                                      const std::string& dir) const {
+  std::string tooLarge = "the evaluated sources of " + dir +
+                         " are not kept: they are larger than " +
+                         std::to_string(config_.maxSourceBytes) + " bytes";
   try {
-    auto path = store.addPath(dir, "source", [](const std::string& p) {
-      return baseNameOf(p) != ".git";
-    });
+    if (treeOver(dir, config_.maxSourceBytes)) {
+      logWarn(tooLarge);
+      return "";
+    }
+    auto path = store.addPath(dir, "source", notGit);
+    if (store.requirePathInfo(path).narSize > config_.maxSourceBytes) {
+      logWarn(tooLarge);
+      return "";
+    }
     return store.storeDir().printPath(path);
   } catch (const std::exception& e) {
     logWarn("keeping the evaluated sources of " + dir + " failed: " +
@@ -138,7 +172,9 @@ EvalOutcome Evaluations::import(const EvalResultRow& row) const {
     EvalResultReader reader(db, row);
     store::LocalStore central(config_.stateDir,
                               store::StoreDir(config_.storeDir));
-    o = readEvalStream(reader, central);
+    EvalStreamLimits limits;
+    limits.maxSourceBytes = config_.maxSourceBytes;
+    o = readEvalStream(reader, central, limits);
     finishJobs(o, central);
     logInfo(
         "imported evaluation result " + std::to_string(row.id) + ": " +

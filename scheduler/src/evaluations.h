@@ -63,7 +63,14 @@ class Evaluations {
     /// Whether run() parses the jobs' closures and orders the jobs (the
     /// scheduler ingests them); an evaluator host only sends them.
     bool prefetch = true;
+    /// The largest checkout kept as the evaluation's `source` path (what a
+    /// channel's nixexprs.tar.xz holds), in NAR bytes; a larger one is
+    /// logged and the evaluation stands without its sources. An imported
+    /// result's sources are held to the same bound.
+    uint64_t maxSourceBytes = kDefaultMaxSourceBytes;
   };
+  /// maxSourceBytes' default: 1 GiB, what the web serves as a tar at most.
+  static constexpr uint64_t kDefaultMaxSourceBytes = uint64_t{1} << 30;
   Evaluations(Config config, const Clock& clock);
   ~Evaluations();
   Evaluations(const Evaluations&) = delete;

@@ -40,6 +40,7 @@ Evaluations::Config evaluationsConfig(const EvaluatorRoleConfig& c) {
   e.fetcher = c.inputFetcher ? c.inputFetcher : makeInputFetcher();
   e.database = c.database;
   e.prefetch = false;  // the scheduler parses what it imports
+  e.maxSourceBytes = c.maxSourceBytes;
   return e;
 }
 
@@ -234,7 +235,8 @@ void EvaluatorRole::Impl::publish(const EvalClaim& claim,
   logInfo("published evaluation result " + std::to_string(id) + " of jobset " +
           std::to_string(claim.jobset) + ": " + std::to_string(o.jobs.size()) +
           " jobs" + (o.error.empty() ? "" : " (failed: " + o.error + ")") +
-          (o.skipped ? " (inputs unchanged)" : "") + " in " +
+          (o.skipped ? " (inputs unchanged)" : "") +
+          (o.sources.empty() ? "" : ", sources " + o.sources) + " in " +
           std::to_string(ms) + " ms");
 }
 

@@ -98,16 +98,19 @@ RepeatRuns::RepeatRuns(const ServiceConfig& config, StateDb& db,
 RepeatRuns::~RepeatRuns() { queue_.reset(); }
 
 void RepeatRuns::restore() {
+  for (auto& c : runningRepeatChecks(db_, kMaxListedRepeats))
+    if (!c.secondWorker.empty()) wasRunningOn_[c.step] = c.secondWorker;
   size_t again = requeueRunningRepeatChecks(db_);
   auto pending = pendingRepeatChecks(db_, kMaxListedRepeats);
-  for (auto& c : pending) add(c.step, c.firstWorker);
+  for (auto& c : pending) add(c.step, c.firstWorker, c.refusedBy);
   if (!pending.empty())
     logInfo(std::to_string(pending.size()) +
             " reproducibility checks wait for their second build (" +
             std::to_string(again) + " were running)");
 }
 
-void RepeatRuns::add(int64_t step, const std::string& firstWorker) {
+void RepeatRuns::add(int64_t step, const std::string& firstWorker,
+                     const std::vector<std::string>& refusedBy) {
   std::optional<StepRow> row;
   try {
     row = db_.step(step);
@@ -117,7 +120,8 @@ void RepeatRuns::add(int64_t step, const std::string& firstWorker) {
     return;
   }
   if (!row) return;
-  RepeatSpec spec{row->drvPath, row->system, row->features, firstWorker, {}};
+  RepeatSpec spec{row->drvPath, row->system, row->features, firstWorker,
+                  refusedBy};
   StepId sid = core_.addRepeat(spec);
   bySid_[key(sid)] = {step, std::move(spec)};
 }
@@ -138,7 +142,16 @@ std::vector<std::pair<StepId, int64_t>> RepeatRuns::known() const {
   return out;
 }
 
+std::optional<StepId> RepeatRuns::adoptable(int64_t step,
+                                            const std::string& worker) {
+  auto was = wasRunningOn_.find(step);
+  if (was == wasRunningOn_.end() || was->second != worker) return std::nullopt;
+  return sidOf(step);
+}
+
 void RepeatRuns::started(StepId, int64_t step, const std::string& worker) {
+  wasRunningOn_.erase(step);
+  refusedUntil_.erase(step);
   deferred_.run(
       [&db = db_, step, worker] { startRepeatCheck(db, step, worker); });
 }
@@ -154,25 +167,79 @@ void RepeatRuns::notSent(StepId sid) {
 }
 
 void RepeatRuns::refused(StepId sid, int64_t step, const std::string& worker,
-                         const std::string& error) {
+                         const std::string& error, bool holdsSlot) {
   auto it = bySid_.find(key(sid));
   if (it == bySid_.end()) return;
-  if (!core_.refuseRepeat(sid)) {
-    bySid_.erase(it);
-    logInfo("reproducibility check of step " + std::to_string(step) +
-            ": no other worker may build it: " + error);
-    deferred_.run([&db = db_, step, now = clock_.nowMs(), error] {
-      finishRepeatCheck(db, step, false, {}, "", now);
-      setRepeatReport(
-          db, step,
-          "no worker without its outputs could build it again: " + error);
-    });
-    return;
-  }
   it->second.spec.refusedBy.push_back(worker);  // for a later addRepeat
-  logInfo("reproducibility check of step " + std::to_string(step) + ": " +
-          worker + " holds its outputs, another worker will build it");
-  deferred_.run([&db = db_, step] { waitRepeatCheckAgain(db, step); });
+  auto refusers = it->second.spec.refusedBy;
+  bool waits = config_.refusedCheckWait.count() > 0;
+  if (holdsSlot && core_.refuseRepeat(sid)) {
+    logInfo("reproducibility check of step " + std::to_string(step) + ": " +
+            worker + " holds its outputs, another worker will build it");
+  } else if (holdsSlot && !waits) {
+    bySid_.erase(it);
+    failRefused(step, error);
+    return;
+  } else {
+    // No worker that may build it is known now (or the core cannot say:
+    // its slot was given back); one may be about to be (its Hello not
+    // read yet, or it is restarting): it waits, bounded.
+    if (!holdsSlot) core_.finishRepeat(sid);
+    Known known = std::move(it->second);
+    bySid_.erase(it);
+    StepId again = core_.addRepeat(known.spec);
+    bySid_[key(again)] = std::move(known);
+    if (waits)
+      refusedUntil_[step] = {clock_.now() + config_.refusedCheckWait, error};
+    auto sec = std::chrono::duration_cast<std::chrono::seconds>(
+        config_.refusedCheckWait);
+    logInfo("reproducibility check of step " + std::to_string(step) + ": " +
+            worker + " holds its outputs; it waits for another worker" +
+            (waits ? " (" + std::to_string(sec.count()) + " s at most)" : ""));
+  }
+  std::vector<std::string> kept;  // what the table can hold
+  for (auto& w : refusers)
+    if (kept.size() < kMaxRefusers && !w.empty() && w.size() <= 1000 &&
+        w.find('\n') == std::string::npos)
+      kept.push_back(w);
+  deferred_.run([&db = db_, step, kept = std::move(kept)] {
+    waitRepeatCheckAgain(db, step);
+    setRepeatCheckRefusedBy(db, step, kept);
+  });
+}
+
+void RepeatRuns::failRefused(int64_t step, const std::string& error) {
+  logInfo("reproducibility check of step " + std::to_string(step) +
+          ": no other worker may build it: " + error);
+  deferred_.run([&db = db_, step, now = clock_.nowMs(), error] {
+    finishRepeatCheck(db, step, false, {}, "", now);
+    setRepeatReport(
+        db, step,
+        "no worker without its outputs could build it again: " + error);
+  });
+}
+
+void RepeatRuns::expireRefused(Clock::TimePoint now) {
+  for (auto it = refusedUntil_.begin(); it != refusedUntil_.end();) {
+    if (now < it->second.until) {
+      ++it;
+      continue;
+    }
+    int64_t step = it->first;
+    std::string error = std::move(it->second.error);
+    it = refusedUntil_.erase(it);
+    auto sid = sidOf(step);
+    if (!sid) continue;
+    core_.dropRepeat(*sid);
+    bySid_.erase(key(*sid));
+    failRefused(step, error);
+  }
+}
+
+std::optional<StepId> RepeatRuns::sidOf(int64_t step) const {
+  for (auto& [k, known] : bySid_)
+    if (known.step == step) return StepId{k.first, k.second};
+  return std::nullopt;
 }
 
 void RepeatRuns::keep(int64_t step, const std::string& output, int nar) {

@@ -57,13 +57,20 @@ class RepeatRuns {
   RepeatRuns(const RepeatRuns&) = delete;
   RepeatRuns& operator=(const RepeatRuns&) = delete;
 
-  /// At start: checks left running by an earlier scheduler wait again,
-  /// and every pending check (at most kMaxListedRepeats) becomes a repeat.
+  /// At start: checks left running by an earlier scheduler wait again
+  /// (their worker may still claim them: adoptable), and every pending
+  /// check (at most kMaxListedRepeats) becomes a repeat.
   void restore();
+  /// The waiting repeat of check `step` if the earlier scheduler had sent
+  /// it to `worker` and it went nowhere since: that worker's Hello may
+  /// claim it (RunningSteps::adopt), then started() follows.
+  std::optional<StepId> adoptable(int64_t step, const std::string& worker);
   /// Step row `step` just got a pending check (its first build ran on
-  /// `firstWorker`): a repeat of the core from now on. A row that cannot
-  /// be read is left to the next restore().
-  void add(int64_t step, const std::string& firstWorker);
+  /// `firstWorker`; `refusedBy` refused its second build before): a repeat
+  /// of the core from now on, avoiding them all. A row that cannot be
+  /// read is left to the next restore().
+  void add(int64_t step, const std::string& firstWorker,
+           const std::vector<std::string>& refusedBy = {});
   /// The check (its step row id) of the core's repeat `sid`, if known.
   std::optional<int64_t> checkOf(StepId sid) const;
   /// Every repeat of the core with its check's step row, oldest first.
@@ -74,10 +81,17 @@ class RepeatRuns {
   void notSent(StepId sid);
   /// The worker `worker` of repeat `sid` (check `step`) refused it: it
   /// holds an output already (protocol::kCheckRefusedPrefix). The check
-  /// waits again, avoiding that worker too, while another connected
-  /// worker may take it; otherwise it ends `failed` with `error`.
+  /// waits again, avoiding that worker too (recorded: a restart keeps
+  /// avoiding it). When no connected worker may take it, it waits at most
+  /// ServiceConfig::refusedCheckWait for one (a Hello not read yet, a
+  /// worker restarting: expireRefused), then ends `failed` with `error`.
+  /// `holdsSlot` false: the repeat's slot was given back (its worker came
+  /// back on another connection with the result): it waits again thus.
   void refused(StepId sid, int64_t step, const std::string& worker,
-               const std::string& error);
+               const std::string& error, bool holdsSlot = true);
+  /// Checks refused with no other worker to go to whose wait (refused)
+  /// ended by `now` without one taking them end `failed`.
+  void expireRefused(Clock::TimePoint now);
   /// Keeps output `output` of check `step`'s second build, its NAR in
   /// `nar` (offset 0), as `<side location>/<output>.nar`. Throws SysError.
   void keep(int64_t step, const std::string& output, int nar);
@@ -108,6 +122,10 @@ class RepeatRuns {
   };
   void queueReports(int64_t step, const std::vector<std::string>& differing,
                     const std::map<std::string, store::StorePath>& outputs);
+  /// Records that check `step` ended `failed`: no worker could build it.
+  void failRefused(int64_t step, const std::string& error);
+  /// The core's repeat of check `step`, if known.
+  std::optional<StepId> sidOf(int64_t step) const;
 
   const ServiceConfig& config_;
   StateDb& db_;
@@ -122,6 +140,15 @@ class RepeatRuns {
   };
   std::map<std::pair<uint32_t, uint32_t>, Known> bySid_;
   std::map<int64_t, Pending> pending_;
+  /// Checks running at the last start, by step row: their worker then.
+  std::map<int64_t, std::string> wasRunningOn_;
+  /// Checks refused with no other worker known, by step row: until when
+  /// they wait for one, and the refusal.
+  struct RefusedWait {
+    Clock::TimePoint until;
+    std::string error;
+  };
+  std::map<int64_t, RefusedWait> refusedUntil_;
   AutoCloseFD wake_;
   std::mutex mu_;
   std::vector<Report> done_;  // guarded by mu_

@@ -61,6 +61,57 @@ void RunningSteps::dispatchRepeat(const Assignment& a) {
   track(tracked, a.step, *c, m.timeoutSec, std::move(run));
 }
 
+bool RunningSteps::adoptRepeat(const WorkerConn& c,
+                               const proto::HeldStep& held) {
+  auto id = static_cast<int64_t>(held.stepId);
+  int64_t check = id - kRepeatIdBase;
+  auto refuse = [&](const std::string& why) {
+    logWarn("worker " + c.name + " claims the check build of step " +
+            std::to_string(check) + ", refused: " + why);
+    metrics_.countRefusedClaim();
+    return false;
+  };
+  if (auto it = running_.find(id); it != running_.end()) {
+    if (it->second.peer == c.peer) return true;  // the same Hello again
+    if (!movable(it->second, c, held))
+      return refuse("it runs on another connection");
+    moveTo(it->second, c);
+    return true;
+  }
+  auto sid = repeats_ ? repeats_->adoptable(check, c.name) : std::nullopt;
+  if (!sid) return refuse("no check waits for it from this worker");
+  std::optional<StepRow> row;
+  try {
+    row = db_.step(check);
+  } catch (const std::exception& e) {
+    return refuse(std::string("its step cannot be read: ") + e.what());
+  }
+  if (!row || row->drvPath != store_.printPath(held.drvPath))
+    return refuse("it is not the check of that derivation");
+  if (!core_.adoptRepeat(*sid, c.wid))
+    return refuse("no free slot for it");
+  proto::BuildStep m;
+  RunningStep run;
+  if (!describe(*row, *sid, c, m, run)) {  // logged; sent again later
+    repeats_->notSent(*sid);
+    return false;
+  }
+  StepRow tracked = *row;
+  tracked.id = id;
+  run.repeat = true;
+  run.check = check;
+  run.adopted = true;
+  repeats_->started(*sid, check, c.name);
+  track(tracked, *sid, c, m.timeoutSec, std::move(run));
+  // A ready result keeps its slot for the moment until it arrives: a
+  // refusal among them needs the worker the slot names.
+  logInfo("worker " + c.name +
+          (held.resultReady ? " holds the result of " : " still runs ") +
+          "the check build of " + row->drvPath + ": adopted");
+  metrics_.countAdoptedStep();
+  return true;
+}
+
 void RunningSteps::keepRepeatOutput(int64_t id, const std::string& output,
                                     const std::string& narHash,
                                     AutoCloseFD nar) {
@@ -86,7 +137,8 @@ void RunningSteps::completeRepeat(RunningStep& run,
                                                 m.stepId, true, ""});
   if (m.status == StepStatus::kAborted &&
       m.errorMsg.starts_with(proto::kCheckRefusedPrefix)) {
-    repeats_->refused(run.sid, run.check, run.worker, m.errorMsg);
+    repeats_->refused(run.sid, run.check, run.worker, m.errorMsg,
+                      !run.slotReleased);
     markPending();
     return;
   }

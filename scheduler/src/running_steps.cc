@@ -2,6 +2,7 @@
 // inputs and logs (docs/protocol.md, docs/scheduler.md); their results in
 // running_steps_results.cc.
 #include "running_steps.h"
+#include "repeat_runs.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -289,6 +290,7 @@ std::vector<uint64_t> RunningSteps::adopt(const WorkerConn& c) {
 
 bool RunningSteps::adoptOne(const WorkerConn& c, const proto::HeldStep& held) {
   auto id = static_cast<int64_t>(held.stepId);
+  if (id >= kRepeatIdBase) return adoptRepeat(c, held);
   if (adoptUnacknowledged(c, id)) return true;
   bool again = running_.count(id) > 0;  // the same connection's Hello
   auto row = again ? std::optional<StepRow>() : db_.step(id);

@@ -204,6 +204,11 @@ class RunningSteps {
   void dispatchRepeat(const Assignment& a);
   /// Settles check build `run` with the worker's result `m`.
   void completeRepeat(RunningStep& run, const protocol::StepResult& m);
+  /// Adopts the check build `held` that `c` claims (adoptOne's part for
+  /// ids from kRepeatIdBase): one this scheduler runs on `c` already, or
+  /// one the earlier scheduler had sent to `c`'s worker
+  /// (RepeatRuns::adoptable); false, logged, otherwise.
+  bool adoptRepeat(const WorkerConn& c, const protocol::HeldStep& held);
   /// Adopts held step `held` of `c` if the records give it to `c` (see
   /// adopt); false, logged, if not.
   bool adoptOne(const WorkerConn& c, const protocol::HeldStep& held);

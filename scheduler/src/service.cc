@@ -98,7 +98,7 @@ SchedulerService::Impl::Impl(ServiceConfig c)
                        cfg.evaluatorConfig),
                    cfg.inputFetcher,
                    [this](const JobsetRow& js) { evaluationStarted(js.id); },
-                   cfg.database()},
+                   cfg.database(), true, cfg.maxSourceBytes},
                   clock) {
   // Nothing an earlier scheduler writes may land after this one has read
   // the state, and none of this one's once it has lost the farm.
@@ -376,6 +376,7 @@ void SchedulerService::Impl::periodic() {
   readRequestsAndJobsets(now);
   if (!logMirror) pruneLogsWhenDue(now);
   repeats.pruneWhenDue(now);
+  repeats.expireRefused(now);
   if (now - lastSnapshotStore >= std::chrono::seconds(1)) {
     lastSnapshotStore = now;
     storeSnapshotForFrontEnds();

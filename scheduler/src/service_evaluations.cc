@@ -7,6 +7,7 @@
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/forge_requests.h"
 #include "kiln/scheduler/release_store.h"
+#include "kiln/scheduler/source_roots.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -102,7 +103,12 @@ int64_t SchedulerService::Impl::recordEvaluation(
       e.jobs++;
   }
   int64_t evalId = db.createEvaluation(e, errors);
-  if (!o.sources.empty()) setEvalSources(db, evalId, o.sources);
+  if (!o.sources.empty()) {
+    setEvalSources(db, evalId, o.sources);
+    // Before the commit: a collection never sees the record unrooted (a
+    // root of a rolled-back evaluation is dropped by the next sync).
+    rootEvalSources(store, evalId, o.sources);
+  }
   // Reported once recorded, at the time it ended (eval.started was sent
   // when it started: evaluationStarted).
   notify({o.error.empty() ? LifecycleEvent::Kind::kEvalFinished

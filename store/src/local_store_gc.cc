@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <sstream>
 
@@ -67,6 +68,15 @@ std::string LocalStore::addRoot(const std::string& name, const StorePath& path) 
   createDirs(dirNameOf(link));
   replaceSymlink(printPath(path), link);
   return link;
+}
+
+bool LocalStore::removeRoot(const std::string& name) {
+  checkRootName(name);
+  std::string link = impl_->gcRootsDir + "/" + name;
+  if (!isSymlink(link)) return false;
+  if (::unlink(link.c_str()) != 0 && errno != ENOENT)
+    throwSysError("removing the GC root '" + link + "'");
+  return true;
 }
 
 std::string LocalStore::addIndirectRoot(const StorePath& path,

@@ -4,7 +4,8 @@
 // --evaluations remote` checks, imports and records them and the worker
 // builds. A claim whose evaluator stopped renewing it passes to another
 // evaluator once its lease ends; a result that is not what it claims is
-// recorded as a failed evaluation and nothing of it is stored.
+// recorded as a failed evaluation and nothing of it is stored. The
+// evaluated sources travel along, so the channel serves nixexprs.tar.xz.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -257,6 +258,61 @@ TEST_F(RemoteEvaluator, APushedCommitIsEvaluatedThere) {
   EXPECT_NE(bad.exitCode, 0);
   EXPECT_THAT(bad.err + bad.out, HasSubstr("revision: a commit id"))
       << e1->log();
+  EXPECT_EQ(e1->stop(), 0) << e1->log();
+  EXPECT_EQ(sched->stop(), 0) << sched->log();
+}
+
+// The evaluator sends the evaluated checkout along; the scheduler keeps it
+// in the central store, and `kiln web` serves it as the channel's
+// nixexprs.tar.xz (issue 34).
+TEST_F(RemoteEvaluator, TheChannelServesTheSourcesItEvaluated) {
+  auto r =
+      kiln({"jobset", "create", "--project", "demo", "release", "--location",
+            coll_, "--check-interval", "0", "--channel-job", "a"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::string endpoint;
+  auto sched = scheduler(&endpoint);
+  auto e1 = evaluator("e1");
+  r = kiln({"jobset", "eval", "--project", "demo", "release", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err << sched->log() << e1->log();
+  EXPECT_THAT(e1->log(), HasSubstr("-source in "));
+  test::KilnProcess worker(
+      {"worker", "--connect", endpoint, "--insecure-plaintext", "--state-dir",
+       dir_.path() + "/w", "--private-store"},
+      dir_.path() + "/w.log");
+  test::KilnProcess web({"web", "--database", url_, "--listen", "127.0.0.1:0",
+                         "--state-dir", dir_.path() + "/s"},
+                        dir_.path() + "/web.log");
+  ASSERT_TRUE(web.waitForLog("web http://", 30s)) << web.log();
+  std::string log = web.log();
+  int port = std::stoi(log.substr(log.find("web http://127.0.0.1:") + 21));
+  std::string tarball;
+  ASSERT_TRUE(test::pollUntil(
+      [&] {
+        try {
+          tarball = test::httpGet(
+              port, "/jobset/demo/release/channel/latest/nixexprs.tar.xz");
+          return true;
+        } catch (const Error&) {
+          return false;
+        }
+      },
+      60s))
+      << sched->log() << worker.log() << web.log();
+  writeFile(dir_.path() + "/nixexprs.tar.xz", tarball);
+  createDirs(dir_.path() + "/unpacked");
+  auto tar = test::run({"tar", "-xJf", dir_.path() + "/nixexprs.tar.xz", "-C",
+                        dir_.path() + "/unpacked"});
+  ASSERT_EQ(tar.exitCode, 0) << tar.err;
+  EXPECT_EQ(readFile(dir_.path() + "/unpacked/release/msg"),
+            "hello from a source file\n");
+  EXPECT_THAT(readFile(dir_.path() + "/unpacked/release/default.nix"),
+              HasSubstr("this job is broken"));
+  EXPECT_EQ(sql("SELECT count(*) FROM eval_sources WHERE path LIKE "
+                "'/nix/store/%-source'"),
+            "1\n");
+  EXPECT_EQ(web.stop(), 0) << web.log();
+  EXPECT_EQ(worker.stop(), 0);
   EXPECT_EQ(e1->stop(), 0) << e1->log();
   EXPECT_EQ(sched->stop(), 0) << sched->log();
 }

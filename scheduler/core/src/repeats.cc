@@ -79,6 +79,26 @@ void SchedulerCore::dropRepeat(StepId id) {
   m.freeStep(idx);
 }
 
+bool SchedulerCore::adoptRepeat(StepId id, WorkerId worker) {
+  Impl& m = *impl_;
+  m.advance();
+  uint32_t idx = m.resolve(id);
+  uint32_t w = m.resolveWorker(worker);
+  const Step& s = m.steps[idx];
+  if (!s.repeat)
+    throw SchedulerError("scheduler: adoptRepeat on " + s.drvPath +
+                         ", which is not a repeat");
+  const Worker& wk = m.workers[w];
+  auto waiting = std::find(m.repeats.begin(), m.repeats.end(), idx);
+  if (waiting == m.repeats.end() || wk.free() == 0 ||
+      std::find(wk.classes.begin(), wk.classes.end(), s.cls) ==
+          wk.classes.end())
+    return false;
+  m.repeats.erase(waiting);
+  m.start(idx, w);
+  return true;
+}
+
 bool SchedulerCore::Impl::repeatMayUse(const Step& s, uint32_t w) const {
   return std::find(s.avoidWorkers.begin(), s.avoidWorkers.end(),
                    workers[w].spec.name) == s.avoidWorkers.end();

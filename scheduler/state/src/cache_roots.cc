@@ -3,6 +3,7 @@
 #include "kiln/scheduler/cache_roots.h"
 
 #include <cctype>
+#include <map>
 #include <string_view>
 #include <utility>
 
@@ -60,13 +61,13 @@ std::vector<CachePin> CachePinStore::list() {
   return out;
 }
 
-std::set<std::string> latestEvaluationOutputs(StateDb& db, int64_t keep) {
+std::set<int64_t> latestEvaluations(StateDb& db, int64_t keep) {
   if (keep < 1) throw SchedulerStateError("keep at least one evaluation");
   auto& c = db.db();
   std::vector<int64_t> jobsets;
   for (auto s = c.prepare("SELECT id FROM jobsets ORDER BY id"); s.step();)
     jobsets.push_back(s.getInt(0));
-  std::vector<int64_t> evals;
+  std::set<int64_t> evals;
   for (int64_t jobset : jobsets) {
     auto s = c.prepare(
         "SELECT e.id, (SELECT COUNT(*) FROM builds b WHERE b.eval = e.id "
@@ -75,17 +76,39 @@ std::set<std::string> latestEvaluationOutputs(StateDb& db, int64_t keep) {
     s.bind(jobset);
     int64_t finished = 0;
     while (finished < keep && s.step()) {
-      evals.push_back(s.getInt(0));
+      evals.insert(s.getInt(0));
       if (s.getInt(1) == 0) ++finished;
     }
   }
+  return evals;
+}
+
+std::set<std::string> latestEvaluationOutputs(StateDb& db, int64_t keep) {
   std::set<std::string> out;
-  auto q = c.prepare(
+  auto q = db.db().prepare(
       "SELECT o.path FROM build_outputs o JOIN builds b ON o.build = b.id "
       "WHERE b.eval = ?");
-  for (int64_t eval : evals) {
+  for (int64_t eval : latestEvaluations(db, keep)) {
     q.bind(eval);
     while (q.step()) out.insert(q.getStr(0));
+    q.reset();
+  }
+  return out;
+}
+
+std::map<int64_t, std::string> referencedEvalSources(StateDb& db,
+                                                     int64_t keep) {
+  auto evals = latestEvaluations(db, keep);
+  for (auto s = db.db().prepare(
+           "SELECT eval FROM channel_advances WHERE id IN (SELECT MAX(id) "
+           "FROM channel_advances GROUP BY jobset)");
+       s.step();)
+    evals.insert(s.getInt(0));
+  std::map<int64_t, std::string> out;
+  auto q = db.db().prepare("SELECT path FROM eval_sources WHERE eval = ?");
+  for (int64_t eval : evals) {
+    q.bind(eval);
+    if (q.step()) out.emplace(eval, q.getStr(0));
     q.reset();
   }
   return out;

@@ -12,7 +12,18 @@ namespace {
 const char* const kCheckColumns =
     "r.step, r.jobset, r.state, r.first_worker, r.second_worker, "
     "r.differing, r.side_location, r.report, r.created, r.finished, "
-    "s.drv_path";
+    "s.drv_path, r.refused_by";
+
+// Worker names (which may hold spaces) one a line.
+std::vector<std::string> splitLines(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t j = std::min(s.find('\n', i), s.size());
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
 
 RepeatCheck readCheck(const SqlStmt& s) {
   RepeatCheck c;
@@ -27,6 +38,7 @@ RepeatCheck readCheck(const SqlStmt& s) {
   c.createdMs = s.getInt(8);
   c.finishedMs = s.getInt(9);
   c.drvPath = s.getStr(10);
+  c.refusedBy = splitLines(s.getStr(11));
   return c;
 }
 
@@ -60,6 +72,13 @@ std::vector<RepeatCheck> pendingRepeatChecks(StateDb& db, int64_t limit) {
   return detail::readAll<RepeatCheck>(s, readCheck);
 }
 
+std::vector<RepeatCheck> runningRepeatChecks(StateDb& db, int64_t limit) {
+  auto s = db.db().prepare(selectChecks(
+      "WHERE r.state = 'running' ORDER BY r.created, r.step LIMIT ?"));
+  s.bind(std::clamp<int64_t>(limit, 0, kMaxListedRepeats));
+  return detail::readAll<RepeatCheck>(s, readCheck);
+}
+
 size_t requeueRunningRepeatChecks(StateDb& db) {
   db.db()
       .prepare(
@@ -74,6 +93,25 @@ void waitRepeatCheckAgain(StateDb& db, int64_t step) {
       .prepare(
           "UPDATE repeat_checks SET state = 'pending', second_worker = '' "
           "WHERE step = ? AND state = 'running'")
+      .bind(step)
+      .exec();
+}
+
+void setRepeatCheckRefusedBy(StateDb& db, int64_t step,
+                             const std::vector<std::string>& refusedBy) {
+  if (refusedBy.size() > kMaxRefusers)
+    throw SchedulerStateError("too many workers refused the check");
+  std::string text;
+  for (auto& w : refusedBy) {
+    if (w.empty() || w.size() > 1000 || w.find('\n') != std::string::npos)
+      throw SchedulerStateError(
+          "a refusing worker's name is 1 to 1000 "
+          "bytes without a line break");
+    text += w + "\n";
+  }
+  db.db()
+      .prepare("UPDATE repeat_checks SET refused_by = ? WHERE step = ?")
+      .bind(text)
       .bind(step)
       .exec();
 }

@@ -112,13 +112,13 @@ const std::vector<TableSpec>& tables() {
        {"drv_path", "system", "pname", "features", "error", "worker"},
        ""},
       {"step_deps", "step", {"step", "dep"}, {}, ""},
-      // Reproducibility checks (migration 17), after the
+      // Reproducibility checks (migration 17; refused_by: 18), after the
       // steps they check.
       {"repeat_checks",
        "step",
        {"step", "jobset", "created", "finished"},
        {"state", "first_worker", "second_worker", "differing", "side_location",
-        "report"},
+        "report", "refused_by"},
        ""},
       // Build logs (migration 12): a page holds every attempt of a step.
       {"step_logs", "step", {"step", "attempt", "size"}, {}, "", {"body"}, 16},

@@ -667,31 +667,33 @@ const char* kSqliteV17 = KILN_REPEAT_TABLES("INTEGER");
 const char* kPostgresV17 = KILN_REPEAT_TABLES("BIGINT");
 #undef KILN_REPEAT_TABLES
 
+// Migration 18 (both backends): the workers that refused a check's second
+// build (they hold its outputs), one name a line, so that a check still
+// avoids them after a restart.
+const char* kSchemaV18 =
+    "ALTER TABLE repeat_checks ADD COLUMN refused_by TEXT NOT NULL DEFAULT "
+    "'';\n";
+
 }  // namespace
 
 const char* postgresBaseline() { return kPostgresV8; }
 
 const std::vector<PostgresMigration>& postgresMigrations() {
-  static const std::vector<PostgresMigration> m = {{9, kSchemaV9},
-                                                   {10, kPostgresV10},
-                                                   {11, kPostgresV11},
-                                                   {12, kPostgresV12},
-                                                   {13, kPostgresV13},
-                                                   {14, kPostgresV14},
-                                                   {15, kPostgresV15},
-                                                   {16, kPostgresV16},
-                                                   {17, kPostgresV17}};
+  static const std::vector<PostgresMigration> m = {
+      {9, kSchemaV9},     {10, kPostgresV10}, {11, kPostgresV11},
+      {12, kPostgresV12}, {13, kPostgresV13}, {14, kPostgresV14},
+      {15, kPostgresV15}, {16, kPostgresV16}, {17, kPostgresV17},
+      {18, kSchemaV18}};
   return m;
 }
 
 const std::vector<SqliteMigration>& stateMigrations() {
   static const std::vector<SqliteMigration> m = {
-      {1, kSchemaV1},  {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
-      {5, kSchemaV5},  {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
-      {9, kSchemaV9},  {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12},
-      {13, kSqliteV13}, {14, kSqliteV14}, {15, kSqliteV15},
-      {16, kSqliteV16},
-      {17, kSqliteV17}};
+      {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
+      {5, kSchemaV5},   {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
+      {9, kSchemaV9},   {10, kSqliteV10}, {11, kSqliteV11}, {12, kSqliteV12},
+      {13, kSqliteV13}, {14, kSqliteV14}, {15, kSqliteV15}, {16, kSqliteV16},
+      {17, kSqliteV17}, {18, kSchemaV18}};
   return m;
 }
 

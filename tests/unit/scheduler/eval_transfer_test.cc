@@ -1,12 +1,15 @@
 // The stream a `kiln evaluator` host publishes and the scheduler imports
 // (eval_transfer.h): what arrives is what was sent, and a stream that lies
 // (a NAR that is not the path's, a path that is not content-addressed,
-// a truncated or padded stream) is refused with nothing of it valid.
+// a truncated or padded stream) is refused with nothing of it valid. The
+// evaluated sources travel along, bounded, and are kept only as a
+// `source` path.
 #include "eval_transfer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "kiln/common/file.h"
 #include "kiln/store/compression.h"
 #include "service_fixture.h"
 
@@ -168,6 +171,57 @@ TEST_F(EvalTransferTest, TruncatedOrPaddedStreamsAreRefused) {
   EXPECT_THROW(readEvalStream(padded, to_), FormatError);
   StringSource garbage(std::string("not zstd at all"));
   EXPECT_THROW(readEvalStream(garbage, to_), FormatError);
+}
+
+// The evaluated checkout, as the evaluator keeps it: a `source` path.
+std::string addSources(store::LocalStore& store, const std::string& dir) {
+  createDirs(dir + "/lib");
+  writeFile(dir + "/default.nix", "import ./lib\n");
+  writeFile(dir + "/lib/default.nix", "{ }\n");
+  return store.printPath(store.addPath(dir, "source"));
+}
+
+TEST_F(EvalTransferTest, TheSourcesTravelWithTheDerivations) {
+  auto sent = outcome();
+  sent.sources = addSources(from_, dir_.path() + "/checkout");
+  std::string s = stream(sent);
+  StringSource in(s);
+  EvalOutcome got = readEvalStream(in, to_);
+  EXPECT_EQ(got.sources, sent.sources);
+  auto path = to_.parsePath(got.sources);
+  ASSERT_TRUE(to_.isValid(path));
+  EXPECT_EQ(readFile(to_.physicalPath(path) + "/lib/default.nix"), "{ }\n");
+  EXPECT_EQ(got.jobs.size(), 3u);
+  // Already valid the second time: named, not stored again.
+  StringSource again(s);
+  EXPECT_EQ(readEvalStream(again, to_).sources, sent.sources);
+}
+
+TEST_F(EvalTransferTest, SourcesOverTheBoundAreNotKept) {
+  auto sent = outcome();
+  sent.sources = addSources(from_, dir_.path() + "/checkout");
+  std::string s = stream(sent);
+  StringSource in(s);
+  EvalStreamLimits limits;
+  limits.maxSourceBytes = 64;
+  EvalOutcome got = readEvalStream(in, to_, limits);
+  EXPECT_EQ(got.sources, "");
+  EXPECT_FALSE(to_.isValid(to_.parsePath(sent.sources)));
+  // The evaluation stands.
+  EXPECT_EQ(got.jobs.size(), 3u);
+  EXPECT_TRUE(to_.isValid(to_.parsePath(b_)));
+}
+
+// Sources must be a `source` path without references: a header naming a
+// `.drv` (valid, sent as the closure) gets no sources.
+TEST_F(EvalTransferTest, SourcesThatAreNoSourcePathAreDropped) {
+  auto sent = outcome();
+  sent.sources = b_;
+  std::string s = stream(sent);
+  StringSource in(s);
+  EvalOutcome got = readEvalStream(in, to_);
+  EXPECT_EQ(got.sources, "");
+  EXPECT_EQ(got.jobs.size(), 3u);
 }
 
 }  // namespace

@@ -13,54 +13,21 @@
 #include "kiln/scheduler/diffoscope.h"
 #include "kiln/scheduler/repeat_store.h"
 #include "kiln/scheduler/service.h"
+#include "repeat_fixture.h"
 #include "service_fixture.h"
 
 namespace kiln::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::buildFirst;
+using testing::checkGoesToOneOf;
+using testing::drvIn;
 using testing::FakeWorker;
+using testing::jobsOf;
 using testing::makeDrv;
 using testing::pumpUntil;
-
-// The jobs of `drvs` (attribute → .drv path) on x86_64-linux.
-std::vector<Job> jobsOf(
-    const std::vector<std::pair<std::string, std::string>>& drvs) {
-  std::vector<Job> jobs;
-  for (auto& [attr, drv] : drvs) {
-    Job j;
-    j.attr = attr;
-    j.system = "x86_64-linux";
-    j.drvPath = drv;
-    jobs.push_back(j);
-  }
-  return jobs;
-}
-
-// Derivation `name` (no inputs) made in the store of `state`.
-std::string drvIn(const std::string& state, const std::string& name) {
-  store::LocalStore store(state);
-  return makeDrv(store, name);
-}
-
-// A service in `state` whose jobset "j" of project "p" evaluates to
-// `jobs` and repeats every step (`differ`: the reports' maker, may be
-// null; a difference's NARs kept `keepRepeatNars`); the jobset's API
-// answer goes to `jobset`.
-std::unique_ptr<SchedulerService> repeatingService(
-    const std::string& state, std::vector<Job> jobs,
-    std::shared_ptr<Differ> differ, nlohmann::json& jobset,
-    std::chrono::seconds keepRepeatNars = std::chrono::hours(24)) {
-  auto cfg = testing::testConfig(state);
-  cfg.keepRepeatNars = keepRepeatNars;
-  cfg.repeatPruneInterval = 1ms;
-  cfg.evalRunner = std::make_shared<testing::FixedRunner>(std::move(jobs));
-  cfg.inputFetcher = std::make_shared<testing::FixedFetcher>();
-  cfg.repeatDiffer = std::move(differ);
-  auto svc = std::make_unique<SchedulerService>(cfg);
-  jobset = testing::createJobset(*svc, {{"repeatFraction", 1.0}});
-  return svc;
-}
+using testing::repeatingService;
 
 TEST(RepeatRecord, SelectedStepsGetAPendingCheckWhenTheySucceed) {
   TempDir dir("kiln-repeat");
@@ -208,26 +175,22 @@ TEST(RepeatRecord, TheSecondBuildGoesToAnotherWorkerAndIsCompared) {
 
 // A worker that holds the outputs refuses a check build: the check goes
 // to another worker, never back to it, and ends `failed` only when no
-// worker without the outputs is left.
+// worker without the outputs is left (and none came within the wait).
 TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   TempDir dir("kiln-repeat");
   std::string state = dir.path() + "/state";
   std::string a = drvIn(state, "a");
   nlohmann::json js;
-  auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js);
+  auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js,
+                                   std::chrono::hours(24), 1ms);
   SchedulerService& svc = *svcOwned;
   ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
   FakeWorker w1(svc.endpoint(), "first-worker");
-  w1.hello();
   std::vector<FakeWorker*> all{&w1};
   auto until = [&](const std::function<bool()>& pred) {
     return pumpUntil(svc, all, pred);
   };
-  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
-  w1.uploadOutputs(w1.steps[0], "a\n");
-  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
-  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
-  int64_t step = int64_t(w1.steps[0].stepId);
+  int64_t step = buildFirst(svc, w1, all, "a\n");
   ASSERT_TRUE(until([&] { return repeatCheck(svc.db(), step).has_value(); }));
   // The waiting check is in the queue's own section, not among the steps.
   auto queued = svc.queue();
@@ -244,14 +207,9 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
 
   FakeWorker w2(svc.endpoint(), "w2"), w3(svc.endpoint(), "w3");
   all = {&w1, &w2, &w3};
-  w2.hello();
-  w3.hello();
-  // Both must be welcomed before the refusal: a Hello the scheduler has not
-  // read yet is no worker the check could go to.
-  ASSERT_TRUE(until([&] {
-    return w2.welcomed && w3.welcomed && w2.steps.size() + w3.steps.size() == 1;
-  }));
-  FakeWorker& x = w2.steps.empty() ? w3 : w2;
+  // Both welcomed before the refusal (the race without: the next test).
+  FakeWorker& x = checkGoesToOneOf(svc, all, w2, w3);
+  ASSERT_EQ(x.steps.size(), 1u);
   FakeWorker& y = &x == &w2 ? w3 : w2;
   std::string yName = &y == &w2 ? "w2" : "w3";
   std::string refusal =
@@ -276,6 +234,51 @@ TEST(RepeatRecord, ARefusedCheckTriesAnotherWorkerThenFails) {
   EXPECT_EQ(w1.steps.size(), 1u);
 }
 
+// The race the test above avoids by waiting for both Welcomes: the only
+// other worker refuses while the next worker's Hello is not read yet. The
+// check waits for a worker other than the first and the refusing one
+// (refusedCheckWait), and the late worker builds it.
+TEST(RepeatRecord, ARefusedCheckWaitsForAWorkerWhoseHelloIsNotReadYet) {
+  TempDir dir("kiln-repeat");
+  std::string state = dir.path() + "/state";
+  std::string a = drvIn(state, "a");
+  nlohmann::json js;
+  auto svcOwned = repeatingService(state, jobsOf({{"a", a}}), nullptr, js);
+  SchedulerService& svc = *svcOwned;
+  ASSERT_GT(svc.evaluateJobset(js["id"].get<int64_t>(), true), 0);
+  FakeWorker w1(svc.endpoint(), "w1"), w2(svc.endpoint(), "w2"),
+      late(svc.endpoint(), "late");
+  std::vector<FakeWorker*> all{&w1, &w2};
+  auto until = [&](const std::function<bool()>& pred) {
+    return pumpUntil(svc, all, pred);
+  };
+  int64_t step = buildFirst(svc, w1, all, "a\n");
+  w2.hello();
+  ASSERT_TRUE(until([&] { return w2.steps.size() == 1; }));
+  w2.result(w2.steps[0].stepId, protocol::StepStatus::kAborted,
+            std::string(protocol::kCheckRefusedPrefix) + "output is valid");
+  // The refusal is settled before the late worker's Hello is read.
+  ASSERT_TRUE(until([&] {
+    auto c = repeatCheck(svc.db(), step);
+    return c && c->refusedBy == std::vector<std::string>{"w2"};
+  }));
+  EXPECT_EQ(repeatCheck(svc.db(), step)->state, "pending");
+  ASSERT_EQ(svc.queue().size(), 1u);
+  EXPECT_EQ(svc.queue()[0].state, "check-waiting");
+  EXPECT_NE(svc.queue()[0].reason.find("other than w1, w2"), std::string::npos)
+      << svc.queue()[0].reason;
+  all.push_back(&late);
+  late.hello();
+  ASSERT_TRUE(until([&] { return late.steps.size() == 1; }));
+  EXPECT_TRUE(late.steps[0].check);
+  late.uploadOutputs(late.steps[0], "a\n");
+  ASSERT_TRUE(until([&] { return late.pendingUploads == 0; }));
+  late.result(late.steps[0].stepId, protocol::StepStatus::kSuccess);
+  ASSERT_TRUE(
+      until([&] { return repeatCheck(svc.db(), step)->state == "same"; }));
+  EXPECT_EQ(w2.steps.size(), 1u) << "never sent back to the refusing worker";
+}
+
 // Without a retention a difference's NARs go once its report is stored.
 TEST(RepeatRecord, KeptNarsGoAfterTheirRetention) {
   TempDir dir("kiln-repeat");
@@ -291,12 +294,7 @@ TEST(RepeatRecord, KeptNarsGoAfterTheirRetention) {
   auto until = [&](const std::function<bool()>& pred) {
     return pumpUntil(svc, {&w1, &w2}, pred);
   };
-  w1.hello();
-  ASSERT_TRUE(until([&] { return w1.steps.size() == 1; }));
-  w1.uploadOutputs(w1.steps[0], "b\n");
-  ASSERT_TRUE(until([&] { return w1.pendingUploads == 0; }));
-  w1.result(w1.steps[0].stepId, protocol::StepStatus::kSuccess);
-  int64_t step = int64_t(w1.steps[0].stepId);
+  int64_t step = buildFirst(svc, w1, {&w1, &w2}, "b\n");
   w2.hello();
   ASSERT_TRUE(until([&] { return w2.steps.size() == 1; }));
   w2.uploadOutputs(w2.steps[0], "B\n");

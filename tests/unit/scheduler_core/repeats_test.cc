@@ -130,6 +130,26 @@ TEST(Repeats, RefusedWaitForAWorkerOtherThanAllAvoided) {
   EXPECT_THROW(h.core.refuseRepeat(h.step("s")), SchedulerError);
 }
 
+// A worker back after a restart says it runs a waiting repeat: it runs
+// there from now on, in one of its slots; not when the repeat is no longer
+// waiting or the worker has no free slot.
+TEST(Repeats, AWaitingRepeatIsAdoptedByTheWorkerThatRunsIt) {
+  Harness h;
+  WorkerId b = h.worker("b");
+  StepId r = h.core.addRepeat(repeatOf("r", "a"));
+  StepId q = h.core.addRepeat(repeatOf("q", "a"));
+  EXPECT_TRUE(h.core.adoptRepeat(r, b));
+  EXPECT_EQ(h.core.step(r).state, StepView::State::kRunning);
+  EXPECT_FALSE(h.core.adoptRepeat(r, b)) << "no longer waiting";
+  EXPECT_FALSE(h.core.adoptRepeat(q, b)) << "b's one slot is taken";
+  EXPECT_TRUE(h.core.nextAssignments().empty());
+  h.core.finishRepeat(r);
+  auto as = h.core.nextAssignments();
+  ASSERT_EQ(as.size(), 1u);
+  EXPECT_EQ(as[0].step, q);
+  EXPECT_THROW(h.core.adoptRepeat(h.step("s"), b), SchedulerError);
+}
+
 TEST(Repeats, SharePathWithALiveStepAndDrop) {
   Harness h;
   StepId s = h.step("same");

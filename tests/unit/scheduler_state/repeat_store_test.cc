@@ -1,6 +1,7 @@
 // Reproducibility checks' rows (repeat_store.h) on both backends: a check
 // goes from pending to its verdict, a step is checked once, and a jobset
-// lists its non-deterministic jobs; the repeat share is kept per jobset.
+// lists its non-deterministic jobs; the repeat share is kept per jobset,
+// and the workers that refused a check (migration 18) with it.
 #include "kiln/scheduler/repeat_store.h"
 
 #include <gtest/gtest.h>
@@ -38,6 +39,28 @@ TEST_P(RepeatStoreTest, JobsetKeepsItsRepeatShare) {
   j->repeatPpm = 0;
   db_.updateJobset(*j);
   EXPECT_EQ(db_.jobset(jobset_)->repeatPpm, 0);
+}
+
+// Kept across the check's states: a scheduler that starts again reads
+// them with the pending check. Names may hold spaces, not line breaks.
+TEST_P(RepeatStoreTest, TheWorkersThatRefusedACheckAreKept) {
+  int64_t s = step('r', "refused");
+  ASSERT_TRUE(addRepeatCheck(db_, s, jobset_, "w1", 100));
+  EXPECT_TRUE(repeatCheck(db_, s)->refusedBy.empty());
+  startRepeatCheck(db_, s, "w2");
+  waitRepeatCheckAgain(db_, s);
+  setRepeatCheckRefusedBy(db_, s, {"w2", "w3 (alice)"});
+  auto pending = pendingRepeatChecks(db_, 10);
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].refusedBy,
+            (std::vector<std::string>{"w2", "w3 (alice)"}));
+  startRepeatCheck(db_, s, "w4");
+  EXPECT_EQ(runningRepeatChecks(db_, 10).at(0).refusedBy.size(), 2u);
+  EXPECT_EQ(requeueRunningRepeatChecks(db_), 1u);
+  EXPECT_EQ(repeatCheck(db_, s)->refusedBy.size(), 2u) << "kept at a restart";
+  EXPECT_THROW(setRepeatCheckRefusedBy(db_, s, {"a\nb"}), SchedulerStateError);
+  EXPECT_THROW(setRepeatCheckRefusedBy(db_, s, {""}), SchedulerStateError);
+  EXPECT_EQ(repeatCheck(db_, s)->refusedBy.size(), 2u);
 }
 
 TEST_P(RepeatStoreTest, CheckGoesFromPendingToItsVerdict) {

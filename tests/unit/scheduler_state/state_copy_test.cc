@@ -178,6 +178,7 @@ void fillFarm(StateDb& db) {
   // Reproducibility checks (migration 17): a step found not deterministic.
   addRepeatCheck(db, s2, db.jobsets().front().id, "worker-1", 81);
   startRepeatCheck(db, s2, "worker-2");
+  setRepeatCheckRefusedBy(db, s2, {"worker-3", "worker 4"});  // migration 18
   finishRepeatCheck(db, s2, true, {false, {"out"}}, "/side/s2", 82);
   setRepeatReport(db, s2, "--- a\n+++ b\n");
   db.addCachedFailure({drv("cf"), 1, 90, 0});

@@ -42,6 +42,10 @@ struct EvaluatorRoleConfig {
   std::shared_ptr<EvalRunner> evalRunner;
   /// Null: the real fetcher (git, folders).
   std::shared_ptr<InputFetcher> inputFetcher;
+  /// The largest evaluated checkout sent along as the evaluation's
+  /// `source` path (NAR bytes; a channel's nixexprs.tar.xz); a larger one
+  /// is logged and the evaluation is published without its sources.
+  uint64_t maxSourceBytes = uint64_t{1} << 30;
   /// How often the database is asked for work when there is none.
   std::chrono::milliseconds poll{1000};
   /// How long a claim lasts unless renewed (renewed every quarter of it).

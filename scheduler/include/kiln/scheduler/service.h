@@ -161,6 +161,11 @@ struct ServiceConfig {
   /// the loop's disk (BackgroundRemover).
   std::chrono::seconds keepRepeatNars{std::chrono::hours(24 * 30)};
   std::chrono::milliseconds repeatPruneInterval{std::chrono::minutes(10)};
+  /// How long a check that a worker refused (it holds the outputs) waits
+  /// for another worker when none that may build it is connected (one
+  /// whose Hello is not read yet, or that restarts), before it ends
+  /// `failed`; zero: it fails at once.
+  std::chrono::milliseconds refusedCheckWait{std::chrono::seconds(60)};
   /// The `kiln` executable the "builtin" evaluator plugin runs ("" =
   /// `kiln` on PATH); its configuration key `kiln` unless set there.
   std::string kilnBinary;
@@ -181,6 +186,10 @@ struct ServiceConfig {
   /// scheduler starts none, leaves `jobset-eval` requests to them and
   /// imports and records the results they publish.
   bool remoteEvaluations = false;
+  /// The largest evaluated checkout kept as an evaluation's `source` path
+  /// (NAR bytes), local or imported from an evaluator host; larger ones
+  /// are logged and the evaluation stands without its sources.
+  uint64_t maxSourceBytes = uint64_t{1} << 30;
   /// How long after a forge said a pull request closed its jobset's
   /// unfinished builds are cancelled (docs/ci.md).
   std::chrono::milliseconds pullCloseGrace{std::chrono::minutes(10)};

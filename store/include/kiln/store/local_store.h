@@ -217,6 +217,9 @@ class LocalStore {
   /// root of that name. `name` may contain '/' but no "." or ".." parts.
   /// Returns the link's path.
   std::string addRoot(const std::string& name, const StorePath& path);
+  /// Removes the permanent root `name` (as addRoot names it); returns
+  /// whether there was one. Throws FormatError for a bad name.
+  bool removeRoot(const std::string& name);
   /// Makes `link` (a path outside the state directory, e.g. `./result`) a
   /// symlink to the logical path of valid `path` and registers it as an
   /// indirect root, `<state>/gcroots/auto/<nix32 sha1 of link>` → `link`,

@@ -213,6 +213,12 @@ class SchedulerCore {
   void dropRepeat(StepId step);
   /// Whether `step` is a repeat (addRepeat). Throws on a stale id.
   bool isRepeat(StepId step) const;
+  /// `worker` reports that it still runs (or has finished) the waiting
+  /// repeat `step` (after a restart): it runs there from now on, in one of
+  /// its slots, as if dispatched. Returns false (nothing changes) unless
+  /// the repeat waits and the worker can run its class with a free slot.
+  /// Throws SchedulerError unless `step` is a repeat (or on stale ids).
+  bool adoptRepeat(StepId step, WorkerId worker);
 
   // ---- outputs for the service -------------------------------------------
 

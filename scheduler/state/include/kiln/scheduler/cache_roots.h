@@ -3,9 +3,12 @@
 /// docs/operations.md): the outputs of each jobset's latest evaluations,
 /// and named pins (table `cache_pins`, schema migration 14), each of which
 /// protects a store path's whole closure. Paths are full store paths as
-/// the state database holds them; the store layer parses them.
+/// the state database holds them; the store layer parses them. The same
+/// retention decides which evaluations' kept sources the central store's
+/// collection keeps (source_roots.h).
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,5 +48,13 @@ class CachePinStore {
 /// the `keep`-th whose builds have all finished (so an evaluation still
 /// building never displaces a finished one). `keep` ≥ 1.
 std::set<std::string> latestEvaluationOutputs(StateDb& db, int64_t keep);
+
+/// The evaluations latestEvaluationOutputs takes the outputs of, by id.
+std::set<int64_t> latestEvaluations(StateDb& db, int64_t keep);
+
+/// The evaluations whose kept sources (table `eval_sources`) are still
+/// referenced, evaluation id → store path: those of latestEvaluations and
+/// each jobset's channel's evaluation (a channel's nixexprs.tar.xz).
+std::map<int64_t, std::string> referencedEvalSources(StateDb& db, int64_t keep);
 
 }  // namespace kiln::scheduler

@@ -33,6 +33,9 @@ struct RepeatCheck {
   int64_t createdMs = 0;
   int64_t finishedMs = 0;
   std::string drvPath;  ///< the step's derivation
+  /// Workers that refused its second build (they hold its outputs;
+  /// migration 18), in the order they refused.
+  std::vector<std::string> refusedBy;
 };
 
 /// Records that step `step` (of jobset `jobset`, first built on
@@ -47,12 +50,23 @@ std::optional<RepeatCheck> repeatCheck(StateDb& db, int64_t step);
 /// Pending checks, oldest first, at most `limit` (≤ kMaxListedRepeats).
 std::vector<RepeatCheck> pendingRepeatChecks(StateDb& db, int64_t limit);
 
+/// Running checks, oldest first, at most `limit` (≤ kMaxListedRepeats).
+std::vector<RepeatCheck> runningRepeatChecks(StateDb& db, int64_t limit);
+
 /// Checks left "running" by a scheduler that stopped wait again
 /// ("pending"; their second build is sent anew). Returns how many.
 size_t requeueRunningRepeatChecks(StateDb& db);
 
 /// The second build of step `step` waits again (its worker refused it).
 void waitRepeatCheckAgain(StateDb& db, int64_t step);
+
+/// The workers that refused the second build of step `step` are
+/// `refusedBy` (replacing what was recorded; at most kMaxRefusers names of
+/// at most 1,000 bytes without a line break, else SchedulerStateError).
+void setRepeatCheckRefusedBy(StateDb& db, int64_t step,
+                             const std::vector<std::string>& refusedBy);
+/// The most refusing workers recorded per check.
+inline constexpr size_t kMaxRefusers = 1000;
 
 /// The second build of step `step` went to `secondWorker`.
 void startRepeatCheck(StateDb& db, int64_t step,
