@@ -23,13 +23,6 @@ thread_local uint64_t tWaitNanos = 0;
 // KILN_EVAL_CPU_TIMES: nanoseconds waited by forcing position (few sites:
 // a flat map is enough).
 thread_local std::vector<std::pair<uint32_t, uint64_t>> tWaitSites;
-// The calling thread's work while it waits (job_threads.cc), and whether it
-// is running some: then any thunk being evaluated abandons the job
-// (WaitingJobAbandoned) instead of a wait or an infinite recursion error.
-thread_local IdleWork tIdleWork;
-thread_local bool tInIdleWork = false;
-thread_local uint64_t tIdleJobs = 0;
-thread_local uint64_t tIdleAbandoned = 0;
 
 #if defined(__SANITIZE_THREAD__)
 #define KILN_TSAN 1
@@ -82,12 +75,6 @@ std::vector<std::pair<uint32_t, uint64_t>> threadWaitSites() {
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
   return out;
 }
-
-void setIdleWork(IdleWork work) { tIdleWork = work; }
-
-std::pair<uint64_t, uint64_t> idleJobCounts() { return {tIdleJobs, tIdleAbandoned}; }
-
-void countAbandonedIdleJob() { ++tIdleAbandoned; }
 
 namespace {
 void recordWaitSite(PosIdx pos, uint64_t nanos) {
@@ -191,9 +178,6 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
     auto type = static_cast<VType>(st & 0xff);
     if (type > VType::kBlackhole) return;
     if (type == VType::kBlackhole) {
-      // A job run while waiting never waits: the owner may be this
-      // thread's suspended frame, or a thread that waits for it.
-      if (tInIdleWork) throw WaitingJobAbandoned{};
       if ((st >> 8) == me || me == 0)
         throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
       uint64_t before = tWaitNanos;
@@ -257,45 +241,6 @@ void ThreadSlots::wake(const Value& v) {
   }
 }
 
-// How long a thread sleeps on another's thunk before it runs other jobs
-// (KILN_EVAL_IDLE_AFTER_US, microseconds; default 1 ms).
-std::chrono::microseconds idleAfter() {
-  static const std::chrono::microseconds after{[] {
-    const char* s = std::getenv("KILN_EVAL_IDLE_AFTER_US");
-    return s ? std::strtol(s, nullptr, 10) : 1000L;
-  }()};
-  return after;
-}
-
-// Runs one job of the thread's idle work while it waits for `v`. The
-// thread is not waiting meanwhile (another thread that waits for a thunk
-// this job claimed must not see a cycle through `v`); its call depth starts
-// again from 0, as the job's would outside the wait. Adds the time taken
-// to `working`.
-bool ThreadSlots::runIdleWork(Slot& slot, const Value& v,
-                              std::chrono::steady_clock::duration& working) {
-  if (!tIdleWork.run || tInIdleWork) return false;
-  auto start = std::chrono::steady_clock::now();
-  slot.waitingFor.store(nullptr);
-  struct Restore {
-    Slot& s;
-    const Value& v;
-    uint32_t depth = s.callDepth;
-    ~Restore() {
-      s.callDepth = depth;
-      tInIdleWork = false;
-      s.waitingFor.store(&v);
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // as in waitFor
-    }
-  } restore{slot, v};
-  slot.callDepth = 0;
-  tInIdleWork = true;
-  bool ran = tIdleWork.run(tIdleWork.ctx);
-  if (ran) ++tIdleJobs;
-  working += std::chrono::steady_clock::now() - start;
-  return ran;
-}
-
 bool ThreadSlots::waitFor(const Value& v) {
   const uint32_t me = tSlot;
   Slot& slot = slots_[me];
@@ -306,12 +251,11 @@ bool ThreadSlots::waitFor(const Value& v) {
     std::atomic<uint32_t>& waiters;
     Slot& s;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::duration working{};  // in idle work, not waiting
     ~Clear() {
       waiters.fetch_sub(1);
       s.waitingFor.store(nullptr);
       tWaitNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - start - working)
+                        std::chrono::steady_clock::now() - start)
                         .count();
     }
   } clear{waiters_, slot};
@@ -326,17 +270,8 @@ bool ThreadSlots::waitFor(const Value& v) {
     } else {
       cycleSeen = 0;
     }
-    // Short waits are slept (a job run meanwhile holds this thread's
-    // claims from the other threads for its whole length); long ones run
-    // other jobs after kIdleAfter.
-    bool idle = tIdleWork.run && cycleSeen == 0;
-    if (idle && std::chrono::steady_clock::now() - clear.start >= idleAfter()) {
-      if (runIdleWork(slot, v, clear.working)) continue;
-      idle = false;
-    }
     std::unique_lock<std::mutex> lock(slot.waitMutex);
-    slot.waitCv.wait_for(lock, idle ? idleAfter() : std::chrono::milliseconds(cycleSeen ? 5 : 50),
-                         published);
+    slot.waitCv.wait_for(lock, std::chrono::milliseconds(cycleSeen ? 5 : 50), published);
   }
   return true;
 }

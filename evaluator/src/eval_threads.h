@@ -19,27 +19,4 @@ bool waitSitesRecorded();
 /// waitSitesRecorded()).
 std::vector<std::pair<uint32_t, uint64_t>> threadWaitSites();
 
-/// Thrown through a job that a thread runs while it waits for another
-/// thread's thunk (IdleWork) when that job needs a thunk being evaluated,
-/// by another thread or lower on this thread's own stack: the job is
-/// abandoned (the thunks it claimed are put back, as on any error; those
-/// it finished stay evaluated) and run again later outside a wait. Not an
-/// Error, so no evaluator handler (tryEval, a job's error) catches it.
-struct WaitingJobAbandoned {};
-
-/// Other work the calling thread may do while it waits for a thunk another
-/// thread evaluates: `run(ctx)` runs one job (catching
-/// WaitingJobAbandoned) and returns whether there was one.
-struct IdleWork {
-  bool (*run)(void* ctx) = nullptr;
-  void* ctx = nullptr;
-};
-/// Sets the calling thread's idle work (none: {}).
-void setIdleWork(IdleWork work);
-/// How many jobs the calling thread ran while waiting, and how many of
-/// them were abandoned (KILN_EVAL_CPU_TIMES).
-std::pair<uint64_t, uint64_t> idleJobCounts();
-/// Counts one job run while waiting that was abandoned.
-void countAbandonedIdleJob();
-
 }  // namespace kiln::eval

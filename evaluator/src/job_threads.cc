@@ -8,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -46,8 +45,7 @@ std::vector<size_t> walkOrder(const JobRoot& root, size_t n) {
 struct Shared {
   Shared(EvalState& st, const JobRoot& r, Bindings* args, const std::string& attr, size_t n,
          unsigned threads, const JobRenderer& render)
-      : threads(threads),
-        state(st),
+      : state(st),
         root(r),
         autoArgs(args),
         rootAttr(attr),
@@ -58,7 +56,6 @@ struct Shared {
         parts(n),
         prefixes(n),
         order(walkOrder(r, n)) {}
-  unsigned threads;
   EvalState& state;
   const JobRoot& root;
   Bindings* autoArgs;
@@ -73,20 +70,16 @@ struct Shared {
   // Large entered sets (package scopes) are split into one task per
   // attribute, which any thread takes before new entries: one scope of
   // thousands of jobs no longer keeps one thread busy while the other
-  // has nothing left. Under subMu: subs, retries, busy and the sizes of parts.
-  // A task: one attribute of a split entry, or a whole entry (no attr: a
-  // job abandoned while its thread waited, run again).
+  // has nothing left. Under subMu: subs, subNext, and the sizes of parts.
   struct SubTask {
     size_t entry, part;
     const Attr* attr;
   };
   std::mutex subMu;
-  std::condition_variable subCv;  // subs or retries added, or nothing in flight
-  std::deque<SubTask> subs;  // taken from the front (from the back while waiting)
-  std::deque<SubTask> retries;  // abandoned while waiting (IdleWork): run outside a wait
-  // Walks of entries (which may split them) and jobs run while waiting
-  // (which may be abandoned into retries) in flight.
-  unsigned busy = 0;
+  std::condition_variable subCv;  // subs added, or no entry being walked
+  std::vector<SubTask> subs;
+  size_t subNext = 0;
+  unsigned busy = 0;                           // threads walking an entry (may split it)
   std::vector<std::vector<std::string>> parts;  // per split entry, each task's text
   std::vector<std::string> prefixes;           // per split entry, its attribute path
   std::vector<size_t> order;                   // entries by source position (walkOrder)
@@ -118,32 +111,12 @@ void walkEntry(Shared& sh, size_t i) {
 // How long the calling thread waited for a task (KILN_EVAL_CPU_TIMES).
 thread_local std::chrono::steady_clock::duration tTaskWait{};
 
-// Runs a task: a split entry's attribute, or a whole entry (by index).
-void runTask(Shared& sh, const Shared::SubTask& t) {
-  if (!t.attr) return walkEntry(sh, t.entry);
-  std::string text;
-  enumerateJobSubEntry(sh.state, sh.root, *t.attr, sh.prefixes[t.entry], sh.autoArgs,
-                       [&](const Job& job) { sh.render(job, text); });
-  sh.parts[t.entry][t.part] = std::move(text);  // one writer per part
-}
-
-// The next task (abandoned ones first), or none once no thread can add
-// any; waits while a walk that may split an entry, or a job that may be
-// abandoned, is in flight. Under subMu: a whole entry counts as busy.
+// The next task, or none once no thread can add any; waits while a thread
+// walks an entry that may still be split.
 std::optional<Shared::SubTask> nextSub(Shared& sh, bool entriesLeft) {
   std::unique_lock<std::mutex> lock(sh.subMu);
   while (true) {
-    if (!sh.retries.empty()) {
-      Shared::SubTask t = sh.retries.front();
-      sh.retries.pop_front();
-      if (!t.attr) ++sh.busy;
-      return t;
-    }
-    if (!sh.subs.empty()) {
-      Shared::SubTask t = sh.subs.front();
-      sh.subs.pop_front();
-      return t;
-    }
+    if (sh.subNext < sh.subs.size()) return sh.subs[sh.subNext++];
     if (entriesLeft || sh.busy == 0 || sh.stop.load()) return std::nullopt;
     auto start = std::chrono::steady_clock::now();
     sh.subCv.wait(lock);
@@ -151,74 +124,15 @@ std::optional<Shared::SubTask> nextSub(Shared& sh, bool entriesLeft) {
   }
 }
 
-void doneBusy(Shared& sh) {
-  std::lock_guard<std::mutex> lock(sh.subMu);
-  if (--sh.busy == 0) sh.subCv.notify_all();
-}
-
-// IdleWork: while its thread waits for another's thunk, one task that is
-// ready now (a split entry's attribute, else a new entry), the last one
-// left: threads walk forwards and a package's dependencies come before it,
-// so the last task is the least likely to need a thunk being evaluated.
-// Never an abandoned one (it would likely be abandoned again). A task that needs a
-// thunk being evaluated is abandoned and queued again; any other error
-// stops the evaluation as in threadMain.
-struct IdleContext {
-  Shared* shared;
-  uint32_t slot;
-};
-
-void stopOnError(Shared& sh, std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(sh.mu);
-  if (!sh.error) sh.error = error;
-  std::lock_guard<std::mutex> subLock(sh.subMu);  // wakes threads waiting for tasks
-  sh.stop.store(true);
-  sh.subCv.notify_all();
-}
-
-bool runIdleTask(void* p) {
-  auto* c = static_cast<IdleContext*>(p);
-  Shared& sh = *c->shared;
-  if (sh.stop.load()) return false;
-  Shared::SubTask t{0, 0, nullptr};
-  {
-    std::lock_guard<std::mutex> lock(sh.subMu);
-    if (!sh.subs.empty()) {
-      t = sh.subs.back();
-      sh.subs.pop_back();
-    } else if (auto next = sh.splitter.last()) {
-      t.entry = sh.order[*next];
-    } else {
-      return false;
-    }
-    ++sh.busy;
-  }
-  try {
-    runTask(sh, t);
-  } catch (const WaitingJobAbandoned&) {
-    countAbandonedIdleJob();
-    std::lock_guard<std::mutex> lock(sh.subMu);
-    sh.retries.push_back(t);
-    sh.subCv.notify_all();
-  } catch (...) {
-    stopOnError(sh, std::current_exception());
-  }
-  doneBusy(sh);
-  return true;
-}
-
 void runThread(Shared& sh, uint32_t slot) {
   EvalState::enterThread(slot);
-  IdleContext idle{&sh, slot};
-  if (sh.threads > 1 && !std::getenv("KILN_EVAL_NO_IDLE")) setIdleWork({runIdleTask, &idle});
-  struct Unset {
-    ~Unset() { setIdleWork({}); }
-  } unset;
   bool entriesLeft = true;
   while (!sh.stop.load()) {
     if (auto t = nextSub(sh, entriesLeft)) {
-      runTask(sh, *t);
-      if (!t->attr) doneBusy(sh);
+      std::string text;
+      enumerateJobSubEntry(sh.state, sh.root, *t->attr, sh.prefixes[t->entry], sh.autoArgs,
+                           [&](const Job& job) { sh.render(job, text); });
+      sh.parts[t->entry][t->part] = std::move(text);  // one writer per part
       continue;
     }
     if (!entriesLeft) return;
@@ -233,7 +147,8 @@ void runThread(Shared& sh, uint32_t slot) {
       continue;
     }
     walkEntry(sh, sh.order[*next]);
-    doneBusy(sh);
+    std::lock_guard<std::mutex> lock(sh.subMu);
+    if (--sh.busy == 0) sh.subCv.notify_all();
   }
 }
 
@@ -258,7 +173,11 @@ void* threadMain(void* p) {
   try {
     runThread(sh, a->slot);
   } catch (...) {
-    stopOnError(sh, std::current_exception());
+    std::lock_guard<std::mutex> lock(sh.mu);
+    if (!sh.error) sh.error = std::current_exception();
+    std::lock_guard<std::mutex> subLock(sh.subMu);  // wakes threads waiting for tasks
+    sh.stop.store(true);
+    sh.subCv.notify_all();
   }
   // As job_workers.cc: each thread's CPU time (and here its waits for
   // other threads' thunks), so the run's longest path is known whatever
@@ -266,11 +185,9 @@ void* threadMain(void* p) {
   if (std::getenv("KILN_EVAL_CPU_TIMES"))
     std::fprintf(stderr,
                  "kiln eval cpu: thread %u %.2f s waited %.2f s ended at %.2f s"
-                 " (%llu jobs run while waiting, %llu abandoned; %.2f s waiting for tasks)\n",
+                 " (%.2f s waiting for a task)\n",
                  a->slot, cpuSeconds(CLOCK_THREAD_CPUTIME_ID),
                  static_cast<double>(threadWaitNanos()) / 1e9, wallSeconds(),
-                 static_cast<unsigned long long>(idleJobCounts().first),
-                 static_cast<unsigned long long>(idleJobCounts().second),
                  std::chrono::duration<double>(tTaskWait).count());
   if (waitSitesRecorded()) {  // where this thread waited for other threads' work
     auto sites = threadWaitSites();
@@ -307,12 +224,6 @@ std::optional<size_t> EntrySplitter::takeBack(Block& b) {
   uint64_t r = b.range.load();
   while ((r & kLow) < (r >> 32))
     if (b.range.compare_exchange_weak(r, r - (uint64_t{1} << 32))) return (r >> 32) - 1;
-  return std::nullopt;
-}
-
-std::optional<size_t> EntrySplitter::last() {
-  for (unsigned p = parts_; p-- > 0;)
-    if (auto i = takeBack(blocks_[p])) return i;
   return std::nullopt;
 }
 

@@ -5,7 +5,6 @@
 // thunks another thread claimed. Evaluator-internal: EvalState::threads().
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -61,9 +60,6 @@ class ThreadSlots {
     std::mutex waitMutex;  // with waitCv: this thread's wait for waitingFor
     std::condition_variable waitCv;
   };
-  /// Runs one job of the calling thread's idle work (eval_threads.h)
-  /// while it waits for `v`; whether there was one.
-  bool runIdleWork(Slot& slot, const Value& v, std::chrono::steady_clock::duration& working);
   Slot slots_[kMaxThreads + 1];
   uint32_t slotsInUse_ = 0;  // slots 1..slotsInUse_ may evaluate
   bool active_ = false;

@@ -69,11 +69,10 @@ TEST_F(EvalThreads, SameOutputOnGeneratedPackageSets) {
   }
 }
 
-// Dependency chains that threads force at once: threads wait for each
-// other and run other jobs meanwhile (abandoned and run again when they
-// need a thunk being evaluated). The same output, errors and infinite
-// recursion included, as one thread.
-TEST_F(EvalThreads, SameOutputWhenJobsRunWhileWaiting) {
+// Dependency chains that threads force at once, so they wait for each
+// other all along: the same output as one thread, thrown errors and a
+// cycle's infinite recursion included, and nothing else reported as one.
+TEST_F(EvalThreads, SameOutputOnDependencyChains) {
   std::string file = test::sourceDir() + "/tests/data/eval_threads/chain.nix";
   expectSameForEveryN(file, 400);
   auto r = eval(file, {"--workers", "2"});

@@ -1,8 +1,7 @@
 # Packages that each need the three before them (tests/integration/
 # eval_threads_test.cc): a thread starting anywhere forces a long chain
 # that another thread is likely forcing too, so threads wait for each
-# other and run other jobs meanwhile, which are abandoned when they need a
-# package being evaluated and run again. Every 37th package throws
+# other's packages all along. Every 37th package throws
 # (its dependants skip it); p250 needs itself through p251 (the
 # others skip both).
 let

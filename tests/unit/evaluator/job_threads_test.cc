@@ -1,7 +1,5 @@
 // enumerateJobsThreaded: entries walked in source order, large package
-// scopes split into per-attribute tasks, output the same as one thread's;
-// jobs run while a thread waits for another's thunk (IdleWork) abandoned
-// when they need a thunk being evaluated.
+// scopes split into per-attribute tasks, output the same as one thread's.
 #include <gtest/gtest.h>
 
 #include <gc/gc.h>
@@ -9,12 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <functional>
 #include <string>
 #include <thread>
 
 #include "eval_parts.h"
-#include "eval_threads.h"
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/evaluator/job_threads.h"
 #include "kiln/evaluator/jobs.h"
@@ -177,122 +173,6 @@ TEST(JobThreads, NoHeapWarmerForOneThread) {
     st.endThreads();
     EXPECT_EQ(heapWarmerStats().populatedBytes, before.populatedBytes);
     EXPECT_EQ(heapWarmerStats().grownBytes, before.grownBytes);
-  });
-}
-
-// Thread 1 waits for a thunk thread 2 evaluates (a blackhole owned by slot
-// 2) and runs `job` as its idle work meanwhile; the idle work then
-// publishes that thunk (7), as thread 2 would. Returns whether `job`
-// was abandoned; `error` gets an evaluation error's text.
-bool runWhileWaiting(EvalState& st, const std::function<void()>& job, std::string& error) {
-  struct Ctx {
-    EvalState& st;
-    const std::function<void()>& job;
-    std::string& error;
-    Value* waited;
-    bool abandoned = false;
-    int calls = 0;
-  } ctx{st, job, error, st.allocValue()};
-  publishValueState(*ctx.waited, makeValueState(VType::kBlackhole, 2));
-  setIdleWork({[](void* p) {
-                 auto& c = *static_cast<Ctx*>(p);
-                 if (c.calls++ > 0) return false;
-                 try {
-                   c.job();
-                 } catch (const WaitingJobAbandoned&) {
-                   c.abandoned = true;
-                 } catch (const EvalError& e) {
-                   c.error = e.what();
-                 }
-                 c.waited->integer = 7;
-                 publishValueState(*c.waited, makeValueState(VType::kInt));
-                 c.st.threads().wake(*c.waited);
-                 return true;
-               },
-               &ctx});
-  st.forceValue(*ctx.waited, kNoPos);
-  setIdleWork({});
-  EXPECT_EQ(ctx.calls, 1);
-  EXPECT_EQ(ctx.waited->type, VType::kInt);
-  EXPECT_EQ(ctx.waited->integer, 7);
-  return ctx.abandoned;
-}
-
-Value* thunkOf(EvalState& st, const char* expr) {
-  Value* v = st.allocValue();
-  st.mkThunk(*v, st.parseExprFromString(expr, "/tmp"));
-  return v;
-}
-
-// A job run while waiting that needs a thunk its own thread holds lower
-// on the stack (the frame that waits) is abandoned, not an infinite
-// recursion: its claimed thunks are put back, those it finished stay.
-// Once that frame is done the same job evaluates.
-TEST(JobThreads, IdleJobNeedingTheWaitersOwnThunkIsAbandoned) {
-  runWithLargeStack([] {
-    EvalState st;
-    Value* fn = thunkOf(st, "a: x: builtins.seq a (x + 1)");
-    Value* a = thunkOf(st, "20 + 22");
-    Value* held = st.allocValue();
-    Value* partial = st.allocValue();
-    partial->mkApp(fn, a);
-    Value* job = st.allocValue();
-    job->mkApp(partial, held);
-    st.beginThreads(2);
-    EvalState::enterThread(1);
-    publishValueState(*held, makeValueState(VType::kBlackhole, 1));
-    std::string error;
-    EXPECT_TRUE(runWhileWaiting(st, [&] { st.forceValue(*job, kNoPos); }, error));
-    EXPECT_EQ(error, "");
-    EXPECT_EQ(job->type, VType::kApp);  // put back
-    EXPECT_EQ(a->type, VType::kInt);    // finished before: kept
-    EXPECT_EQ(a->integer, 42);
-    EXPECT_EQ(valueState(*held), makeValueState(VType::kBlackhole, 1));
-    held->integer = 1;  // the waiting frame finishes
-    publishValueState(*held, makeValueState(VType::kInt));
-    st.forceValue(*job, kNoPos);
-    EXPECT_EQ(job->type, VType::kInt);
-    EXPECT_EQ(job->integer, 2);
-    st.endThreads();
-  });
-}
-
-// A job run while waiting that needs a thunk another thread evaluates is
-// abandoned instead of waiting (that thread may wait for the waiter).
-TEST(JobThreads, IdleJobNeedingAnotherThreadsThunkIsAbandoned) {
-  runWithLargeStack([] {
-    EvalState st;
-    Value* fn = thunkOf(st, "x: x * 2");
-    Value* other = st.allocValue();
-    Value* job = st.allocValue();
-    job->mkApp(fn, other);
-    st.beginThreads(2);
-    EvalState::enterThread(1);
-    publishValueState(*other, makeValueState(VType::kBlackhole, 2));
-    std::string error;
-    EXPECT_TRUE(runWhileWaiting(st, [&] { st.forceValue(*job, kNoPos); }, error));
-    EXPECT_EQ(job->type, VType::kApp);
-    st.endThreads();
-  });
-}
-
-// A real cycle met by a job run while waiting abandons it; run again
-// outside the wait, it is the infinite recursion it is. Errors that are
-// not waits stay the job's.
-TEST(JobThreads, IdleJobCyclesAndErrorsStayTheJobs) {
-  runWithLargeStack([] {
-    EvalState st;
-    Value* cycle = thunkOf(st, "let r = r + 1; in r");
-    Value* broken = thunkOf(st, "throw \"broken\"");
-    st.beginThreads(2);
-    EvalState::enterThread(1);
-    std::string error;
-    EXPECT_TRUE(runWhileWaiting(st, [&] { st.forceValue(*cycle, kNoPos); }, error));
-    EXPECT_EQ(cycle->type, VType::kThunk);
-    EXPECT_THROW(st.forceValue(*cycle, kNoPos), InfiniteRecursionError);
-    EXPECT_FALSE(runWhileWaiting(st, [&] { st.forceValue(*broken, kNoPos); }, error));
-    EXPECT_NE(error.find("broken"), std::string::npos) << error;
-    st.endThreads();
   });
 }
 

@@ -28,9 +28,6 @@ class EntrySplitter {
   /// The next index for thread `part` (0-based, < parts), or nothing once
   /// every index has been handed out. Safe to call from all threads.
   std::optional<size_t> next(unsigned part);
-  /// The last index not yet handed out (the back of the last block with
-  /// any left), or nothing. Safe to call from all threads.
-  std::optional<size_t> last();
 
  private:
   // One block: the front (next for its owner) in the low 32 bits, the back
