@@ -2,6 +2,7 @@
 #include "kiln/evaluator/job_threads.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -182,13 +183,17 @@ void* threadMain(void* p) {
   // As job_workers.cc: each thread's CPU time (and here its waits for
   // other threads' thunks), so the run's longest path is known whatever
   // the machine's load (bench/eval_workers.sh).
-  if (std::getenv("KILN_EVAL_CPU_TIMES"))
+  if (std::getenv("KILN_EVAL_CPU_TIMES")) {
+    rusage ru{};
+    getrusage(RUSAGE_THREAD, &ru);
     std::fprintf(stderr,
                  "kiln eval cpu: thread %u %.2f s waited %.2f s ended at %.2f s"
-                 " (%.2f s waiting for a task)\n",
+                 " (%.2f s waiting for a task; %ld sleeps, %ld preemptions, %ld page faults)\n",
                  a->slot, cpuSeconds(CLOCK_THREAD_CPUTIME_ID),
                  static_cast<double>(threadWaitNanos()) / 1e9, wallSeconds(),
-                 std::chrono::duration<double>(tTaskWait).count());
+                 std::chrono::duration<double>(tTaskWait).count(), ru.ru_nvcsw, ru.ru_nivcsw,
+                 ru.ru_minflt + ru.ru_majflt);
+  }
   if (waitSitesRecorded()) {  // where this thread waited for other threads' work
     auto sites = threadWaitSites();
     std::lock_guard<std::mutex> lock(sh.mu);
