@@ -84,9 +84,10 @@ GC_ms_entry* fill(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit) {
 // dropped, then found again by a rescan of every marked object; ~775 times
 // in gen-overrides 50,000's main collection). So the filler fills the
 // local stack with entries for itself, each of which fills again when
-// popped, until this collection's budget is used: markers return those
-// stacks to the shared one faster than it can take them, and it overflows
-// once.
+// popped from a stack with room, until this collection's budget is used:
+// the markers hand those stacks back to the shared one, whose entries,
+// once taken, stay below its top until the marking ends, so it overflows
+// once (libgc doubles it for the next collection).
 GC_ms_entry* flood(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit) {
   auto* entry = reinterpret_cast<MarkEntry*>(top);
   auto* end = reinterpret_cast<MarkEntry*>(limit);
