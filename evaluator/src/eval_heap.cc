@@ -19,7 +19,6 @@ EvalHeap::EvalHeap(Arena& arena, Arena& permanent, std::mutex& sharedMutex)
 }
 
 EvalHeap::~EvalHeap() {
-  if (threaded_) endThreads();  // no collection may follow its lists afterwards
   for (SlotBlocks& b : blocks_) b = SlotBlocks();
 }
 
@@ -131,18 +130,11 @@ const char** EvalHeap::allocContext(size_t n) {
 
 void* EvalHeap::allocAtomic(size_t bytes) {
   // libgc's per-thread lists hold objects of up to 25 granules (with its
-  // extra byte); larger requests take its global lock, so threads take
-  // those of up to kAtomicMaxGranules from lists of their own.
+  // extra byte); larger requests take its global lock.
   constexpr size_t kThreadLocalMax = 25 * 16 - 1;
-  if (!threaded_ || bytes <= kThreadLocalMax) {
-    void* p = GC_MALLOC_ATOMIC(bytes);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  // As GC_MALLOC_ATOMIC sizes it: with the collector's extra byte.
-  const size_t granules = (bytes + (interiorPointers_ ? 1 : 0) + 15) / 16;
-  if (listed_ && granules <= kAtomicMaxGranules) return allocAtomicThreaded(granules);
-  void* p = withCollectorGate([&] { return GC_MALLOC_ATOMIC(bytes); });
+  void* p = threaded_ && bytes > kThreadLocalMax
+                ? withCollectorGate([&] { return GC_MALLOC_ATOMIC(bytes); })
+                : GC_MALLOC_ATOMIC(bytes);
   if (!p) throw std::bad_alloc();
   return p;
 }

@@ -109,9 +109,6 @@ class EvalHeap {
   const AllocCounts* counts() const { return counts_.get(); }
   /// Adds `bytes` of parsing to the counts (when counting).
   void countParseBytes(uint64_t bytes);
-  /// Sets the mark bit of every object on the threads' pointer-free lists
-  /// (a collection's roots are being pushed; the world is stopped).
-  void markAtomicLists();
 
  private:
   /// A stream of fixed-size slots carved from collectable blocks (one
@@ -127,21 +124,12 @@ class EvalHeap {
   };
   static constexpr size_t kValueStream = 0, kEnvStream = 1, kStreams = 2;
   static constexpr size_t kSizedMax = 2048, kSizedStep = 16;
-  /// The largest pointer-free object from a thread's own lists, in
-  /// 16-byte granules (libgc's small objects: up to half a heap block).
-  static constexpr size_t kAtomicMaxGranules = 128;
   /// One evaluating thread's allocation lists (slot 0 unused). In this
   /// object, which the collector scans (it lives in the EvalState), so a
   /// thread's current block stays alive.
   struct alignas(64) ThreadLists {  // no cache line shared by two threads' lists
     SlotBlocks blocks[kStreams];    // values, environments
     void* sized[kSizedMax / kSizedStep + 2] = {};  // allocSizedThreaded's lists, by granules
-  };
-  /// One thread's lists of pointer-free objects (allocAtomicThreaded), by
-  /// granules, in malloc'd memory: their links are not scanned, so the
-  /// collector is told of every object on them (markAtomicLists).
-  struct alignas(64) AtomicLists {
-    void* lists[kAtomicMaxGranules + 1] = {};
   };
   /// A zeroed slot of `slot` bytes from `s`, refilled `perBlock` at a time.
   static void* takeSlot(SlotBlocks& s, size_t slot, size_t perBlock);
@@ -162,11 +150,6 @@ class EvalHeap {
   void* allocMemory(size_t size, size_t align);
   /// Collectable memory the collector does not scan (uninitialised).
   void* allocAtomic(size_t bytes);
-  /// Threaded evaluation's pointer-free object of `granules` granules
-  /// (strings and contexts of 400 bytes to 2 KiB), from this thread's own
-  /// list: refilled a heap block's worth at a time (GC_generic_malloc_many,
-  /// behind the gate), where GC_MALLOC_ATOMIC took libgc's lock for each.
-  void* allocAtomicThreaded(size_t granules);
   /// Adds one allocation of `bytes` (`n` slots) to `count`, `total` and
   /// `bySize` (when counting).
   void countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total, uint64_t bytes);
@@ -185,8 +168,6 @@ class EvalHeap {
   SlotBlocks blocks_[kStreams];  // first: allocValue's fast path
   bool collect_ = false;         // startCollecting ran (and KILN_NO_GC is unset)
   bool threaded_ = false;
-  bool listed_ = false;  // in the collector hook's list (beginThreads)
-  std::unique_ptr<AtomicLists[]> atomic_;  // one per thread slot, from beginThreads
   bool interiorPointers_ = false;  // GC_get_all_interior_pointers(), from startCollecting
   std::unique_ptr<AllocCounts> counts_;  // KILN_EVAL_STATS only
   Arena& arena_;

@@ -2,12 +2,10 @@
 // and publishing thunks through their state word, waiting for thunks other
 // threads evaluate, per-thread allocation.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
-#include <mutex>
 #include <thread>
 
 #include "builtins.h"
@@ -15,9 +13,6 @@
 #include "gc_support.h"
 #include "eval_parts.h"
 #include "kiln/evaluator/eval_state.h"
-// gc_support.h first: it sets GC_THREADS for every collector header.
-#include <gc/gc_inline.h>  // GC_generic_malloc_many, GC_I_PTRFREE
-#include <gc/gc_mark.h>
 
 namespace kiln::eval {
 
@@ -139,80 +134,19 @@ void EvalState::endThreads() {
   heap().endThreads();
 }
 
-namespace {
-// The heaps whose threads keep pointer-free lists (allocAtomicThreaded),
-// read by the collector with the world stopped: atomic slots, no lock (a
-// stopped thread may hold any lock).
-std::atomic<EvalHeap*> atomicListHeaps[8];
-GC_push_other_roots_proc previousPushOtherRoots = nullptr;
-
-void pushOtherRoots() {
-  for (auto& h : atomicListHeaps)
-    if (EvalHeap* heap = h.load(std::memory_order_acquire)) heap->markAtomicLists();
-  if (previousPushOtherRoots) previousPushOtherRoots();
-}
-}  // namespace
-
 void EvalHeap::beginThreads() {
   // The single-thread value block is no longer used: every thread takes
   // values from its own lists (allocValue's fast path finds it empty).
   for (SlotBlocks& b : blocks_) b.next = b.end = nullptr;
-  static std::once_flag hooked;
-  std::call_once(hooked, [] {
-    previousPushOtherRoots = GC_get_push_other_roots();
-    GC_set_push_other_roots(pushOtherRoots);
-  });
-  if (!atomic_) atomic_ = std::make_unique<AtomicLists[]>(EvalState::kMaxThreads + 1);
-  for (auto& h : atomicListHeaps) {
-    EvalHeap* none = nullptr;
-    if (h.compare_exchange_strong(none, this, std::memory_order_acq_rel)) {
-      listed_ = true;  // else (8 threaded heaps at once): GC_MALLOC_ATOMIC
-      break;
-    }
-  }
   threaded_ = true;
 }
 
 void EvalHeap::endThreads() {
   threaded_ = false;
-  if (listed_) {
-    for (auto& h : atomicListHeaps) {
-      EvalHeap* me = this;
-      h.compare_exchange_strong(me, nullptr, std::memory_order_acq_rel);
-    }
-    listed_ = false;
-  }
   for (ThreadLists& t : threads_) {
     for (SlotBlocks& b : t.blocks) b = SlotBlocks();
     std::fill(std::begin(t.sized), std::end(t.sized), nullptr);
   }
-  // What is left on the pointer-free lists is garbage from the next
-  // collection on (no longer marked).
-  if (atomic_)
-    for (size_t i = 0; i <= EvalState::kMaxThreads; ++i) atomic_[i] = AtomicLists();
-}
-
-void* EvalHeap::allocAtomicThreaded(size_t granules) {
-  void*& list = atomic_[tSlot].lists[granules];
-  if (!list) {
-    // libgc stores the list into `list` under its lock: a collection sees
-    // either nothing or the whole list (markAtomicLists).
-    withCollectorGate([&] { GC_generic_malloc_many(granules * 16, GC_I_PTRFREE, &list); });
-    if (!list) throw std::bad_alloc();
-  }
-  void* p = list;
-  list = *static_cast<void**>(p);
-  // The collector stops this thread with a signal and then follows the
-  // list's links: the new head is stored before the caller writes over
-  // p's link (p itself is then kept by the register or stack holding it).
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  return p;
-}
-
-void EvalHeap::markAtomicLists() {
-  for (size_t i = 0; i <= EvalState::kMaxThreads; ++i)
-    for (void* p : atomic_[i].lists)
-      for (; p; p = *static_cast<void**>(p)) GC_set_mark_bit(p);
 }
 
 Value* EvalHeap::allocValueThreaded() {

@@ -231,43 +231,6 @@ in builtins.seq chain (chain.a.v + churn)
             count(small.err, "Grew mark stack to"));
 }
 
-// Evaluating threads take strings and context arrays of 400 bytes to 2 KiB
-// from lists of their own (allocAtomicThreaded), linked through objects
-// the collector does not scan; it is told of every object on them
-// (markAtomicLists). Collecting every 64 KiB while thousands of such
-// strings are made and kept, 2 and 4 threads give the derivations of one
-// thread that never collects (a list object reused while on a list would
-// show in the strings, so in the .drv paths).
-TEST_F(EvalGc, ThreadsKeepTheirOwnLargeStringsAcrossCollections) {
-  std::string file = write("long.nix", R"nix(
-let
-  b = builtins;
-  pad = n: s: b.concatStringsSep "" (b.genList (_: s) n);
-  mk = i: derivation {
-    name = "l${toString i}";
-    system = "x86_64-linux";
-    builder = "/bin/sh";
-    text = pad (30 + b.mod (i * 7) 90) "x${toString i}-";
-    more = b.genList (k: pad (40 + k * 30) "${toString (i + k)}.") 8;
-  };
-in b.listToAttrs (b.genList (i: { name = "l${toString i}"; value = mk i; }) 300)
-)nix");
-  auto sorted = [](std::string s) {
-    auto lines = test::nonEmptyLines(s);
-    std::sort(lines.begin(), lines.end());
-    return lines;
-  };
-  auto one = kiln({"eval", "--json", "--readonly-mode", file}, {"KILN_NO_GC=1"});
-  ASSERT_EQ(one.exitCode, 0) << one.err;
-  EXPECT_EQ(sorted(one.out).size(), 300u);
-  for (const char* workers : {"2", "4"}) {
-    auto threads = kiln({"eval", "--json", "--readonly-mode", "--workers", workers, file},
-                        {"KILN_GC_EVERY=65536"});
-    ASSERT_EQ(threads.exitCode, 0) << threads.err;
-    EXPECT_EQ(sorted(threads.out), sorted(one.out)) << workers;
-  }
-}
-
 // With libgc's parallel marking (GC_MARKERS=2) a mark procedure sees a
 // marker's local stack, and the shared one grows only when a local stack
 // handed back finds no room in it: the filler floods the markers' stacks
