@@ -2,6 +2,7 @@
 #include "kiln/evaluator/job_threads.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -108,6 +109,9 @@ void walkEntry(Shared& sh, size_t i) {
   sh.results[i] = std::move(text);  // each index is written by one thread
 }
 
+// How long the calling thread waited for a task (KILN_EVAL_CPU_TIMES).
+thread_local std::chrono::steady_clock::duration tTaskWait{};
+
 // The next task, or none once no thread can add any; waits while a thread
 // walks an entry that may still be split.
 std::optional<Shared::SubTask> nextSub(Shared& sh, bool entriesLeft) {
@@ -115,7 +119,9 @@ std::optional<Shared::SubTask> nextSub(Shared& sh, bool entriesLeft) {
   while (true) {
     if (sh.subNext < sh.subs.size()) return sh.subs[sh.subNext++];
     if (entriesLeft || sh.busy == 0 || sh.stop.load()) return std::nullopt;
+    auto start = std::chrono::steady_clock::now();
     sh.subCv.wait(lock);
+    tTaskWait += std::chrono::steady_clock::now() - start;
   }
 }
 
@@ -177,10 +183,17 @@ void* threadMain(void* p) {
   // As job_workers.cc: each thread's CPU time (and here its waits for
   // other threads' thunks), so the run's longest path is known whatever
   // the machine's load (bench/eval_workers.sh).
-  if (std::getenv("KILN_EVAL_CPU_TIMES"))
-    std::fprintf(stderr, "kiln eval cpu: thread %u %.2f s waited %.2f s ended at %.2f s\n",
+  if (std::getenv("KILN_EVAL_CPU_TIMES")) {
+    rusage ru{};
+    getrusage(RUSAGE_THREAD, &ru);
+    std::fprintf(stderr,
+                 "kiln eval cpu: thread %u %.2f s waited %.2f s ended at %.2f s"
+                 " (%.2f s waiting for a task; %ld sleeps, %ld preemptions, %ld page faults)\n",
                  a->slot, cpuSeconds(CLOCK_THREAD_CPUTIME_ID),
-                 static_cast<double>(threadWaitNanos()) / 1e9, wallSeconds());
+                 static_cast<double>(threadWaitNanos()) / 1e9, wallSeconds(),
+                 std::chrono::duration<double>(tTaskWait).count(), ru.ru_nvcsw, ru.ru_nivcsw,
+                 ru.ru_minflt + ru.ru_majflt);
+  }
   if (waitSitesRecorded()) {  // where this thread waited for other threads' work
     auto sites = threadWaitSites();
     std::lock_guard<std::mutex> lock(sh.mu);

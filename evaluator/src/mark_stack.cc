@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <iterator>
@@ -49,6 +50,10 @@ struct MarkEntry {
 static_assert(sizeof(MarkEntry) == 2 * sizeof(GC_word));
 
 std::atomic<GC_word> filledInCollection{~GC_word{0}};
+// With parallel marking: the filler's own descriptor, and how many more
+// entries fillers may push in this collection (see flood).
+std::atomic<GC_word> fillerDescr{0};
+std::atomic<long> floodBudget{0};
 std::atomic<size_t> measuredEntries{0};  // its free part, measured at start
 std::atomic<uintptr_t> stackLimit{0};  // its end, seen in this marking (0: not)
 // The ranges filled while growing (one per doubling, at most one per
@@ -73,6 +78,32 @@ GC_ms_entry* fill(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit) {
   return reinterpret_cast<GC_ms_entry*>(entry);
 }
 
+// With parallel marking a mark procedure sees a marker's local stack of
+// 4,096 entries, and only the shared stack grows, when a local stack
+// returned to it finds no room ("No room to copy back mark stack": marks
+// dropped, then found again by a rescan of every marked object; ~775 times
+// in gen-overrides 50,000's main collection). So the filler fills the
+// local stack with entries for itself, each of which fills again when
+// popped from a stack with room, until this collection's budget is used:
+// the markers hand those stacks back to the shared one, whose entries,
+// once taken, stay below its top until the marking ends, so it overflows
+// once (libgc doubles it for the next collection).
+GC_ms_entry* flood(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit) {
+  auto* entry = reinterpret_cast<MarkEntry*>(top);
+  auto* end = reinterpret_cast<MarkEntry*>(limit);
+  long room = end - entry - 1;
+  // A stack still mostly full of these entries is left as it is: refilling
+  // the one slot each pop frees made markers hand back a whole local stack
+  // (64 KiB) for every ~40 entries pushed (~70 ms of start-up on 2 cores).
+  if (room < 1024) return top;
+  long take = std::min(room, floodBudget.load(std::memory_order_relaxed));
+  if (take <= 0) return top;
+  floodBudget.fetch_sub(take, std::memory_order_relaxed);
+  GC_word descr = fillerDescr.load(std::memory_order_relaxed);
+  for (long i = 0; i < take; ++i) *++entry = MarkEntry{addr, descr};
+  return reinterpret_cast<GC_ms_entry*>(entry);
+}
+
 GC_ms_entry* markFiller(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit,
                         GC_word) {
   auto* filler = reinterpret_cast<Filler*>(addr);
@@ -91,6 +122,11 @@ GC_ms_entry* markFiller(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit,
       return top;
     }
     case kFillerMagic: {
+      if (GC_get_parallel()) {
+        top = flood(addr, top, limit);
+        void* leaf = reinterpret_cast<void*>(filler->leaf ^ kHide);
+        return GC_mark_and_push(leaf, top, limit, reinterpret_cast<void**>(addr));
+      }
       GC_word now = GC_get_gc_no();
       if (filledInCollection.exchange(now) != now) {
         size_t n = filledCount.load(std::memory_order_relaxed);
@@ -171,14 +207,20 @@ void onCollectionEvent(GC_EventType event) {
 }  // namespace
 
 void growMarkStack(size_t entries) {
-  unsigned kind = GC_new_kind(GC_new_free_list(),
-                              GC_MAKE_PROC(GC_new_proc(markFiller), 0), 0, 1);
+  GC_word descr = GC_MAKE_PROC(GC_new_proc(markFiller), 0);
+  fillerDescr.store(descr, std::memory_order_relaxed);
+  unsigned kind = GC_new_kind(GC_new_free_list(), descr, 0, 1);
   for (size_t size = 4096; size < entries; size *= 2) {
+    // More than the shared stack holds: entries taken from it stay below
+    // its top until the marking ends, so handing back more than it holds
+    // overflows it (a few entries of each local stack are popped there).
+    floodBudget.store(static_cast<long>(size + size / 8 + 8192), std::memory_order_relaxed);
     Filler* volatile filler = makeFiller(kind, kFillerMagic);
     GC_gcollect();
     filler->magic = 0;
     releaseOutgrownStacks();  // each as it is outgrown: no two resident at once
   }
+  floodBudget.store(0, std::memory_order_relaxed);
   if (entries <= 4096) return;
   Filler* volatile measure = makeFiller(kind, kMeasureMagic);
   GC_gcollect();

@@ -231,6 +231,41 @@ in builtins.seq chain (chain.a.v + churn)
             count(small.err, "Grew mark stack to"));
 }
 
+// With libgc's parallel marking (GC_MARKERS=2) a mark procedure sees a
+// marker's local stack, and the shared one grows only when a local stack
+// handed back finds no room in it: the filler floods the markers' stacks
+// instead (mark_stack.cc), so the shared stack reaches 1,048,576 entries
+// at start as well and the deep structure's collections find room; with a
+// small stack they do not (so the check can fail).
+TEST_F(EvalGc, ParallelMarkingGrowsTheSharedMarkStackToo) {
+  std::string file = write("deep.nix", R"nix(
+let
+  chain = builtins.foldl' (acc: i: { a = { v = i; }; next = acc; z = { v = i; }; }) null
+    (builtins.genList (i: i) 100000);
+in builtins.seq chain chain.a.v
+)nix");
+  const std::string kNoRoom = "No room to copy back mark stack";
+  const std::string kLast = "Grew mark stack to 1048576 frames";
+  auto grown = kiln({"instantiate", "--eval", file},
+                    {"GC_PRINT_STATS=1", "GC_MARKERS=2", "KILN_EVAL_STATS=1",
+                     "KILN_GC_EVERY=16000000"});
+  ASSERT_EQ(grown.exitCode, 0) << grown.err;
+  EXPECT_EQ(grown.out, "99999\n");
+  EXPECT_NE(grown.err.find("markers 2\n"), std::string::npos) << grown.err;
+  size_t last = grown.err.find(kLast);
+  ASSERT_NE(last, std::string::npos) << grown.err;
+  EXPECT_GT(grown.err.find("Marking for collection", last), last);
+  EXPECT_EQ(grown.err.find(kNoRoom, last), std::string::npos);
+  auto small = kiln({"instantiate", "--eval", file},
+                    {"GC_PRINT_STATS=1", "GC_MARKERS=2", "KILN_GC_EVERY=16000000",
+                     "KILN_GC_MARK_STACK=16384"});
+  ASSERT_EQ(small.exitCode, 0) << small.err;
+  EXPECT_EQ(small.out, grown.out);
+  size_t smallLast = small.err.find("Grew mark stack to 16384 frames");
+  ASSERT_NE(smallLast, std::string::npos) << small.err;
+  EXPECT_NE(small.err.find(kNoRoom, smallLast), std::string::npos);
+}
+
 // Growing the mark stack fills each stack it outgrows (16 MB in all up to
 // 1,048,576 entries), and libgc recycles those into its heap as free
 // blocks: their pages are given back (mark_stack.cc), so a trivial

@@ -69,6 +69,25 @@ TEST_F(EvalThreads, SameOutputOnGeneratedPackageSets) {
   }
 }
 
+// Dependency chains that threads force at once, so they wait for each
+// other all along: the same output as one thread, thrown errors and a
+// cycle's infinite recursion included, and nothing else reported as one.
+TEST_F(EvalThreads, SameOutputOnDependencyChains) {
+  std::string file = test::sourceDir() + "/tests/data/eval_threads/chain.nix";
+  expectSameForEveryN(file, 400);
+  auto r = eval(file, {"--workers", "2"});
+  size_t recursion = 0, thrown = 0;
+  for (auto& line : test::nonEmptyLines(r.out)) {
+    auto job = nlohmann::json::parse(line);
+    if (!job.contains("error")) continue;
+    auto error = job["error"].get<std::string>();
+    if (error.find("infinite recursion encountered") != std::string::npos) ++recursion;
+    if (error.find("broken p") != std::string::npos) ++thrown;
+  }
+  EXPECT_EQ(recursion, 2u);
+  EXPECT_EQ(thrown, 11u);
+}
+
 TEST_F(EvalThreads, ErrorsStayPerJob) {
   auto r = eval(file_, {"--workers", "2"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
