@@ -285,8 +285,8 @@ std::string validEvaluator(const std::string& s) {
                      c == '_';
             });
   return ok ? ""
-             : "must name an evaluator plugin (1 to 64 letters, digits, '-' "
-               "or '_'): 'builtin', 'nix' or another loaded one";
+            : "must name an evaluator plugin (1 to 64 letters, digits, '-' "
+              "or '_'): 'builtin', 'nix' or another loaded one";
 }
 std::string validChannelJob(const std::string& s) {
   return scheduler::isChannelJobName(s)
@@ -366,6 +366,9 @@ void readScheduler(Table t, SchedulerSettings& s) {
   t.integer("max_slots_per_key", s.maxSlotsPerKey, 0, 1 << 20);
   t.integer("min_free_disk", s.minFreeDisk, 0, int64_t{1} << 50);
   t.integer("step_deadline_margin", s.stepDeadlineMargin, 0, 86400 * 7);
+  t.integer("keep_repeat_nars", s.keepRepeatNars, 0, 36500);
+  t.integer("refused_check_wait", s.refusedCheckWait, 0, 86400 * 7);
+  t.integer("max_source_size", s.maxSourceSize, 0, int64_t{1} << 50);
   t.finish();
 }
 

@@ -75,9 +75,9 @@ struct SchedulerSettings {
   int64_t pullCloseGrace = 600;          ///< seconds (docs/ci.md)
   std::vector<std::string> notify;       ///< KIND:ARG, as --notify
   std::string notifySecretFile;          ///< absolute, or ""
-  bool webPrivate = false;        ///< reads on the web need a read-scope token
-  std::vector<std::string> webHosts;  ///< host names the web answers for
-  std::string webPushSecretFile;  ///< push webhook's secret; abs. or ""
+  bool webPrivate = false;  ///< reads on the web need a read-scope token
+  std::vector<std::string> webHosts;      ///< host names the web answers for
+  std::string webPushSecretFile;          ///< push webhook's secret; abs. or ""
   std::string cacheCompression = "zstd";  ///< zstd, xz or none
   /// The farm's binary cache (`--cache`): s3://BUCKET?endpoint=…, or a
   /// directory; "" = `<state>/binary-cache/<compression>`.
@@ -95,6 +95,10 @@ struct SchedulerSettings {
   int64_t maxSlotsPerKey = 0;                ///< 0 = unlimited
   int64_t minFreeDisk = int64_t{256} << 20;  ///< bytes an upload leaves
   int64_t stepDeadlineMargin = 600;          ///< seconds
+  // Reproducibility checks and evaluated sources (docs/release.md).
+  int64_t keepRepeatNars = 30;               ///< days
+  int64_t refusedCheckWait = 60;             ///< seconds
+  int64_t maxSourceSize = int64_t{1} << 30;  ///< bytes; 0 = keep none
   bool operator==(const SchedulerSettings&) const = default;
 };
 

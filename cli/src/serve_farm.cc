@@ -251,7 +251,10 @@ std::vector<std::string> ServeFarm::schedulerArgs() const {
         {"--max-connections-per-key", s.maxConnectionsPerKey},
         {"--max-slots-per-key", s.maxSlotsPerKey},
         {"--min-free-disk", s.minFreeDisk},
-        {"--step-deadline-margin", s.stepDeadlineMargin}})
+        {"--step-deadline-margin", s.stepDeadlineMargin},
+        {"--keep-repeat-nars", s.keepRepeatNars},
+        {"--refused-check-wait", s.refusedCheckWait},
+        {"--max-source-size", s.maxSourceSize}})
     a.insert(a.end(), {flag, std::to_string(value)});
   if (!c.fsyncStore) a.push_back("--no-fsync-store");
   for (auto& d : pluginDirs()) a.insert(a.end(), {"--plugin-dir", d});

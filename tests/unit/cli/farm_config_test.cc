@@ -67,6 +67,9 @@ max_connections_per_key = 3
 max_slots_per_key = 8
 min_free_disk = 1000
 step_deadline_margin = 60
+keep_repeat_nars = 7
+refused_check_wait = 5
+max_source_size = 4096
 [local_workers]
 count = 3
 slots = 4
@@ -141,6 +144,9 @@ path = "../pkgset"
   EXPECT_EQ(c.scheduler.maxSlotsPerKey, 8);
   EXPECT_EQ(c.scheduler.minFreeDisk, 1000);
   EXPECT_EQ(c.scheduler.stepDeadlineMargin, 60);
+  EXPECT_EQ(c.scheduler.keepRepeatNars, 7);
+  EXPECT_EQ(c.scheduler.refusedCheckWait, 5);
+  EXPECT_EQ(c.scheduler.maxSourceSize, 4096);
   EXPECT_FALSE(c.fsyncStore);
   EXPECT_THAT(c.pluginDirs,
               ElementsAre("/etc/kiln/plugins", "/usr/lib/kiln/plugins"));
@@ -220,9 +226,9 @@ TEST(FarmConfigTest, TheDatabaseIsAPostgresUrlWithoutAPassword) {
   EXPECT_TRUE(c.databasePasswordFile.ends_with("/pw"));
   EXPECT_TRUE(c.databaseSpec().isPostgres());
   EXPECT_EQ(parseFarmConfig("", kFile).databaseSpec().isPostgres(), false);
-  EXPECT_THAT(problemsOf("database = \"postgresql://kiln:secret@db/kiln\"\n"),
-              ElementsAre(AllOf(HasSubstr("database"),
-                                HasSubstr("PGPASSFILE"))));
+  EXPECT_THAT(
+      problemsOf("database = \"postgresql://kiln:secret@db/kiln\"\n"),
+      ElementsAre(AllOf(HasSubstr("database"), HasSubstr("PGPASSFILE"))));
   EXPECT_THAT(problemsOf("database = \"mysql://db/kiln\"\n"),
               ElementsAre(HasSubstr("not a PostgreSQL URL")));
 }
@@ -434,6 +440,19 @@ TEST(FarmConfigTest, LimitsOutOfRangeNameTheKey) {
                               "be 0..604800"));
   EXPECT_THAT(p[5], HasSubstr(":8:21: local_workers.platform_options: must "
                               "be KEY=VALUE"));
+}
+
+// The reproducibility checks' and evaluated sources' settings are bounded
+// as the scheduler's flags of the same names.
+TEST(FarmConfigTest, CheckAndSourceSettingsOutOfRangeNameTheKey) {
+  auto p = problemsOf(
+      "[scheduler]\nkeep_repeat_nars = 40000\nrefused_check_wait = -1\n"
+      "max_source_size = -5\n");
+  ASSERT_EQ(p.size(), 3u) << ::testing::PrintToString(p);
+  EXPECT_THAT(p[0], HasSubstr("scheduler.keep_repeat_nars: must be 0..36500"));
+  EXPECT_THAT(p[1],
+              HasSubstr("scheduler.refused_check_wait: must be 0..604800"));
+  EXPECT_THAT(p[2], HasSubstr("scheduler.max_source_size: must be 0.."));
 }
 
 TEST(FarmConfigTest, AMissingFileIsRefused) {
