@@ -381,7 +381,7 @@ void primSame(EvalState& st, PosIdx pos, Value** args, Value& v) {
 // Nix, `all` shows <CODE> and its elements [ <CODE> ].
 // The primop `primSame` as a value (shared by every EvalState).
 Value* samePrimOp() {
-  static const PrimOp kSame{"derivation-output", 1, primSame};
+  static const PrimOp kSame{"derivation-output", 1, primSame, 0};
   static Value same = [] {
     Value s;
     s.mkPrimOp(&kSame);
@@ -419,7 +419,7 @@ WrapperState& wrapperState(EvalState& st) {
   st.mkString(*ws.outName, "out");
   ws.sDrvAttrs = st.sym("drvAttrs");
   ws.lazyListFn = st.heap().allocPermanentValue();
-  ws.lazyListFn->mkPrimOp(st.arena.make<PrimOp>(PrimOp{"derivation-all", 1, primLazyList}));
+  ws.lazyListFn->mkPrimOp(st.arena.make<PrimOp>(PrimOp{"derivation-all", 1, primLazyList, 0}));
   return ws;
 }
 
