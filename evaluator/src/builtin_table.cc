@@ -12,13 +12,31 @@ std::string_view stripUnderscores(std::string_view n) {
   return n.substr(0, 2) == "__" ? n.substr(2) : n;
 }
 
+// The builtins that force a list argument before they return (bit i:
+// argument i), as Nix 2.8's do: a constant list literal passed there is
+// its shared value (ExprConstList), with no thunk to allocate. Only
+// arguments forced in every case are listed (not foldl's initial value).
+uint32_t forcedLists(std::string_view name) {
+  static constexpr std::pair<std::string_view, uint32_t> kForced[] = {
+      {"map", 0b10},          {"__filter", 0b10},       {"__head", 0b1},
+      {"__tail", 0b1},        {"__elemAt", 0b1},        {"__length", 0b1},
+      {"__foldl'", 0b100},    {"__sort", 0b10},         {"__concatLists", 0b1},
+      {"__concatMap", 0b10},  {"__partition", 0b10},    {"__groupBy", 0b10},
+      {"__elem", 0b10},       {"__any", 0b10},          {"__all", 0b10},
+      {"removeAttrs", 0b10},  {"__listToAttrs", 0b1},   {"__catAttrs", 0b10},
+      {"__replaceStrings", 0b11}, {"__concatStringsSep", 0b10}};
+  for (auto& [n, mask] : kForced)
+    if (n == name) return mask;
+  return 0;
+}
+
 }  // namespace
 
 BuiltinTable::BuiltinTable(EvalState& state) : state_(state) {}
 BuiltinTable::~BuiltinTable() = default;
 
 void BuiltinTable::addPrimOp(const char* name, uint32_t arity, PrimOpFn fn) {
-  auto* p = state_.arena.make<PrimOp>(PrimOp{name, arity, fn});
+  auto* p = state_.arena.make<PrimOp>(PrimOp{name, arity, fn, forcedLists(name)});
   Value* v = state_.heap().allocValue();
   v->mkPrimOp(p);
   addConstant(name, v);

@@ -31,8 +31,14 @@ struct MadeDrv {
   const char** outputs;
 };
 
+// Shared by every record with no inputs of a kind, or with the one
+// output "out" (most derivations): never written.
+const char* kNoStrings[] = {nullptr};
+const char* kOutOnly[] = {"out", nullptr};
+
 template <class Range, class F>
 const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
+  if (std::empty(r)) return kNoStrings;
   const char** out = arena.makeArray<const char*>(std::size(r) + 1);
   size_t i = 0;
   for (auto& x : r) out[i++] = arena.copyString(text(x));
@@ -45,15 +51,32 @@ const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
 template <class Known>
 MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d, Known&& known) {
   auto base = [](const StorePath& p) -> std::string_view { return p.baseName(); };
-  const char** inputs = arena.makeArray<const char*>(d.inputDrvs.size() + 1);
-  size_t i = 0;
-  for (auto& [p, _] : d.inputDrvs) {
-    const char* k = known(p.baseName());
-    inputs[i++] = k ? k : arena.copyString(p.baseName());
+  const char** inputs = kNoStrings;
+  if (!d.inputDrvs.empty()) {
+    inputs = arena.makeArray<const char*>(d.inputDrvs.size() + 1);
+    size_t i = 0;
+    for (auto& [p, _] : d.inputDrvs) {
+      const char* k = known(p.baseName());
+      inputs[i++] = k ? k : arena.copyString(p.baseName());
+    }
+    inputs[i] = nullptr;
   }
-  inputs[i] = nullptr;
+  const bool outOnly = d.outputs.size() == 1 && d.outputs.begin()->first == "out";
   return {baseName, inputs, arenaStrings(arena, d.inputSrcs, base),
-          arenaStrings(arena, d.outputs, [](auto& kv) -> std::string_view { return kv.first; })};
+          outOnly ? kOutOnly
+                  : arenaStrings(arena, d.outputs,
+                                 [](auto& kv) -> std::string_view { return kv.first; })};
+}
+
+// An arena copy of the concatenation of `parts` (no temporary string).
+const char* arenaConcat(Arena& arena, std::initializer_list<std::string_view> parts) {
+  size_t n = 0;
+  for (auto p : parts) n += p.size();
+  char* out = static_cast<char*>(arena.allocate(n + 1, 1));
+  char* w = out;
+  for (auto p : parts) w = std::copy(p.begin(), p.end(), w);
+  *w = 0;
+  return out;
 }
 
 // What `derivation` needs besides DrvState: the builtins it applies and
@@ -77,7 +100,19 @@ struct DrvState : BuiltinState {
       : arena(arena),
         dir(storeDir),
         fileLoader(store::fileDrvLoader(dir, storeDir)),
-        cache(dir, [this](const StorePath& p) { return fileLoader(p); }) {}
+        cache(dir, [this](const StorePath& p) { return fileLoader(p); }) {
+    // The hash memo's key of a `.drv` is the base name inside the arena
+    // text "=<store dir>/<base name>", which is also the `=` context of
+    // its drvPath string and, after the '=', that string (eqPathOf).
+    cache.keepKeysWith([this](std::string_view base) {
+      const char* eq = arenaConcat(this->arena, {"=", dir.dir(), "/", base});
+      return std::string_view(eq + dir.dir().size() + 2, base.size());
+    });
+  }
+  // "=<drvPath>" of a `.drv` the memo holds (held as cache.tagOf).
+  const char* eqPathOf(std::string_view baseName) const {
+    return cache.keptKey(baseName).data() - dir.dir().size() - 2;
+  }
   // The record of a derivation made by this evaluation, or nullptr.
   const MadeDrv* find(std::string_view baseName) {
     uint32_t* tag = cache.tagOf(baseName);
@@ -201,17 +236,6 @@ void addAttr(EvalState& st, const Attr& a, Derivation& drv, Context& ctx, Collec
   drv.env.insert_or_assign(drv.env.end(), std::string(key), std::move(s));
 }
 
-// An arena copy of the concatenation of `parts` (no temporary string).
-const char* arenaConcat(Arena& arena, std::initializer_list<std::string_view> parts) {
-  size_t n = 0;
-  for (auto p : parts) n += p.size();
-  char* out = static_cast<char*>(arena.allocate(n + 1, 1));
-  char* w = out;
-  for (auto p : parts) w = std::copy(p.begin(), p.end(), w);
-  *w = 0;
-  return out;
-}
-
 // Context entries become inputSrcs and inputDrvs. The records `=` entries
 // need are read holding `memoMutex` (when threads share them).
 void addInputs(DrvState& ds, const Context& ctx, Derivation& drv, SpinMutex* memoMutex) {
@@ -331,12 +355,15 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string drvPathS = ds.dir.printPath(*drvPath);
   if (st.settings.logInstantiations)  // Nix's chatty-level line (-vv)
     std::cerr << "instantiated '" << drvName << "' -> '" << drvPathS << "'\n";
-  // One arena copy of "=<drvPath>" serves as the drvPath string's context,
-  // the string itself (after the '=') and the key of `made` (its base name).
-  const char* eqPath = arenaConcat(st.arena, {"=", drvPathS});
-  const char* drvPathC = eqPath + 1;
+  // One arena copy of "=<drvPath>" (the memo's key is in it) serves as the
+  // drvPath string's context, the string itself (after the '=') and the
+  // record's base name.
+  const char* eqPath;
+  const char* drvPathC;
   {
     auto held = drvLock();  // the writer reads the memo; the record is added
+    eqPath = ds.eqPathOf(drvPath->baseName());
+    drvPathC = eqPath + 1;
     if (st.writer().get()) {
       st.writer().get()->useDerivationHashes(&ds.cache);
       writeDerivation(*st.writer().get(), ds.dir, drvPathS, drv, aterm);
@@ -381,7 +408,7 @@ void primSame(EvalState& st, PosIdx pos, Value** args, Value& v) {
 // Nix, `all` shows <CODE> and its elements [ <CODE> ].
 // The primop `primSame` as a value (shared by every EvalState).
 Value* samePrimOp() {
-  static const PrimOp kSame{"derivation-output", 1, primSame};
+  static const PrimOp kSame{"derivation-output", 1, primSame, 0};
   static Value same = [] {
     Value s;
     s.mkPrimOp(&kSame);
@@ -419,7 +446,7 @@ WrapperState& wrapperState(EvalState& st) {
   st.mkString(*ws.outName, "out");
   ws.sDrvAttrs = st.sym("drvAttrs");
   ws.lazyListFn = st.heap().allocPermanentValue();
-  ws.lazyListFn->mkPrimOp(st.arena.make<PrimOp>(PrimOp{"derivation-all", 1, primLazyList}));
+  ws.lazyListFn->mkPrimOp(st.arena.make<PrimOp>(PrimOp{"derivation-all", 1, primLazyList, 0}));
   return ws;
 }
 

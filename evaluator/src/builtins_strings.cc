@@ -65,6 +65,7 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
   ScratchString scratch;
   std::string& res = scratch.str();
   const size_t n = s.size();
+  bool replaced = false;
   for (size_t p = 0; p <= n;) {
     bool found = false;
     for (size_t i = 0; i < from.size(); ++i) {
@@ -72,7 +73,7 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
       // The first byte rules most patterns out without a comparison.
       if (!f.empty() && (p >= n || s[p] != f[0])) continue;
       if (s.compare(p, f.size(), f) != 0) continue;
-      found = true;
+      found = replaced = true;
       res += to[i];
       copyContext(*args[1]->list.elems[i], ctx);
       if (f.empty()) {
@@ -87,6 +88,12 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
       if (p < n) res += s[p];
       ++p;
     }
+  }
+  // Nothing replaced: the subject itself, its context included (strings
+  // are immutable), rather than a copy of it.
+  if (!replaced && args[2]->type == VType::kString) {
+    v = *args[2];
+    return;
   }
   st.mkString(v, res, ctx);
 }

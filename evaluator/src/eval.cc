@@ -182,12 +182,30 @@ void ExprList::eval(EvalState& state, Env& env, Value& v) {
 
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
 
+// The arguments of `fun` that are lists a builtin forces (PrimOp::
+// forcedLists), bit i for the next call's argument i; 0 for a function.
+static uint32_t forcedListArgs(const Value& fun) {
+  if (fun.type != VType::kPrimOp && fun.type != VType::kPrimOpApp) return 0;
+  size_t applied = 0;
+  const Value* f = &fun;
+  for (; f->type == VType::kPrimOpApp; f = f->primOpApp.left) ++applied;
+  return applied < 32 ? f->primOp->forcedLists >> applied : 0;
+}
+
 void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   Value vFun;
   fun->eval(state, env, vFun);
   size_t n = nArgs;
   Value** vArgs = static_cast<Value**>(alloca(sizeof(Value*) * n));
-  for (size_t i = 0; i < n; ++i) vArgs[i] = argItems[i]->maybeThunk(state, env);
+  // A constant list literal a builtin forces is passed as its shared value:
+  // its thunk would be forced at once and be garbage after (a
+  // replaceStrings table rebuilt on every call).
+  const uint32_t forced = forcedListArgs(vFun);
+  for (size_t i = 0; i < n; ++i) {
+    const bool list = i < 32 && ((forced >> i) & 1);
+    auto* l = list ? dynamic_cast<ExprConstList*>(argItems[i]) : nullptr;
+    vArgs[i] = l ? &l->v : argItems[i]->maybeThunk(state, env);
+  }
   callFunction(state, vFun, n, vArgs, v, pos);
 }
 

@@ -229,7 +229,9 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
 void maybePrintEvalStats(EvalState& st) {
   if (!evalStatsRequested()) return;
   const char* v = std::getenv("KILN_EVAL_STATS");
-  printEvalStats(collectEvalStats(st, std::strcmp(v, "2") == 0), std::cerr);
+  EvalStats s = collectEvalStats(st, std::strcmp(v, "2") >= 0);
+  if (std::strcmp(v, "3") == 0) printLiveCensus(std::cerr);  // the final collection's marks
+  printEvalStats(s, std::cerr);
 }
 
 }  // namespace kiln::eval

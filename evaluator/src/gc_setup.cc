@@ -60,7 +60,11 @@ void initGarbageCollector() {
     // A heap with free space is used before collecting: none for tests.
     if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE")) GC_expand_hp(kInitialHeap);
     // With KILN_GC_EVERY (tests), collect every that many bytes, whatever survived.
-    GC_set_free_space_divisor(every ? 100000 : 1);
+    // KILN_GC_DIVISOR=N: another free-space divisor (to measure the policy).
+    const char* divisor = std::getenv("KILN_GC_DIVISOR");
+    GC_set_free_space_divisor(every ? 100000
+                                    : divisor ? std::max<unsigned long>(std::strtoul(divisor, nullptr, 10), 1)
+                                              : 1);
     // KILN_GC_THRESHOLD=BYTES: another threshold (to measure the policy).
     const char* threshold = std::getenv("KILN_GC_THRESHOLD");
     size_t first = threaded ? kGcEveryThreaded : kGcEvery;

@@ -92,6 +92,8 @@ class Parser {
   bool startsSimple(size_t lookahead);
   Expr* call(const char* fn, const std::vector<Expr*>& args, PosIdx pos);
   Expr* var(const char* name, PosIdx pos);
+  /// The constant list of `elems`, all ExprConst (parser_simple.cc).
+  Expr* constantList(PosIdx pos, std::span<Expr* const> elems);
   ExprConst* str(std::string_view s, PosIdx pos);
   std::string showAttrPath(const AttrPath& path);
 

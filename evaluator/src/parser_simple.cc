@@ -118,20 +118,37 @@ Expr* Parser::parseSimple() {
     }
     case Tok::kLBracket: {
       lex_.next();
-      auto* l = state_.arena.make<ExprList>();
-      l->pos = pos;
       ScratchVec<Expr*, 16> elems;
+      bool constant = true;
       while (lex_.peek().t != Tok::kRBracket) {
         if (!startsSimple(0)) unexpected(lex_.peek());
         elems.push_back(shareListLiteral(parseSelect()));
+        constant = constant && dynamic_cast<ExprConst*>(elems.back());
       }
       lex_.next();
+      if (constant) return constantList(pos, {elems.data(), elems.size()});
+      auto* l = state_.arena.make<ExprList>();
+      l->pos = pos;
       l->elemItems = arenaArray(state_.arena, elems.data(), elems.size(), l->nElems);
       return l;
     }
     default:
       unexpected(t);
   }
+}
+
+// A list literal of constants only (strings, numbers, paths) is made once,
+// here: every evaluation shares its array (ExprConstList), so the lists a
+// package set keeps (word lists, flags, platforms) are not copied into the
+// collector's heap each time, and lists rebuilt in loops (a replaceStrings
+// table of 26 letters) allocate nothing.
+Expr* Parser::constantList(PosIdx pos, std::span<Expr* const> elems) {
+  auto* l = state_.arena.make<ExprConstList>();
+  l->pos = pos;
+  Value** values = state_.arena.makeArray<Value*>(elems.size());
+  for (size_t i = 0; i < elems.size(); ++i) values[i] = &static_cast<ExprConst*>(elems[i])->v;
+  l->v.mkList(elems.size(), values);
+  return l;
 }
 
 // gen-strings 50,000 has 1.25 million word literals in lists, of 50

@@ -46,7 +46,8 @@ static void showBindings(const SymbolTable& st, std::ostream& out,
   }
 }
 
-void ExprConst::show(const SymbolTable&, std::ostream& out) const {
+// A constant's value as its literal.
+static void showConstant(const Value& v, std::ostream& out) {
   switch (v.type) {
     case VType::kInt: out << v.integer; break;
     case VType::kFloat: out << showFloat(v.fpoint); break;
@@ -55,6 +56,8 @@ void ExprConst::show(const SymbolTable&, std::ostream& out) const {
     default: out << "<const>"; break;
   }
 }
+
+void ExprConst::show(const SymbolTable&, std::ostream& out) const { showConstant(v, out); }
 
 void ExprVar::show(const SymbolTable& st, std::ostream& out) const { out << st.name(name); }
 
@@ -90,6 +93,16 @@ void ExprAttrs::show(const SymbolTable& st, std::ostream& out) const {
     out << "; ";
   }
   out << "}";
+}
+
+void ExprConstList::show(const SymbolTable&, std::ostream& out) const {
+  out << "[ ";
+  for (size_t i = 0; i < v.list.size; ++i) {
+    out << "(";
+    showConstant(*v.list.elems[i], out);
+    out << ") ";
+  }
+  out << "]";
 }
 
 void ExprList::show(const SymbolTable& st, std::ostream& out) const {

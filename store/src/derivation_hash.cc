@@ -21,6 +21,7 @@ bool DrvHashCache::isDeferred(const StorePath& drvPath) {
 }
 
 std::string_view DrvHashCache::keepKey(std::string_view baseName) {
+  if (keeper_) return keeper_(baseName);
   constexpr size_t kChunk = 64 << 10;
   if (baseName.size() > keyLeft_) {
     size_t size = std::max(kChunk, baseName.size());

@@ -34,6 +34,26 @@ TEST(Builtins, ReplaceStringsAsNix) {
   EXPECT_EQ(evalStrict(R"(toString [ "a" 1 [ ] [ "b" ] null true "c" ])"), R"("a 1 b  1 c")");
 }
 
+TEST(Builtins, ReplaceStringsThatReplacesNothingReturnsItsSubject) {
+  EvalState st;
+  runWithLargeStack([&] {
+    Value v;
+    st.eval(st.parseExprFromString(R"(
+      let s = "${derivation { name = "d"; system = "x"; builder = "/b"; }}-suffix";
+      in [ s (builtins.replaceStrings [ "zz" ] [ "y" ] s) (builtins.replaceStrings [ "-" ] [ "+" ] s) ])",
+                                   "/tmp"),
+            v);
+    st.forceValueDeep(v);
+    const Value& s = *v.list.elems[0];
+    const Value& same = *v.list.elems[1];
+    const Value& changed = *v.list.elems[2];
+    EXPECT_EQ(same.str.s, s.str.s);  // no copy
+    EXPECT_EQ(same.str.context, s.str.context);
+    EXPECT_NE(changed.str.s, s.str.s);
+    EXPECT_NE(std::string_view(changed.str.s).find("+suffix"), std::string_view::npos);
+  });
+}
+
 TEST(Builtins, IntersectAttrsTakesValuesFromTheSecondSetWhicheverIsSmaller) {
   // Small names, big values (callPackage's case) and the other way round.
   EXPECT_EQ(

@@ -79,6 +79,34 @@ EvalStats s = collectEvalStats(st, true);
   EXPECT_NE(out.str().find("free slots in blocks holding live objects"), std::string::npos);
 }
 
+TEST_F(EvalStatsTest, CensusCountsByteIdenticalStringsAndContextArrays) {
+  EvalState st;
+  Value v;
+  runWithLargeStack([&] {
+    // 300 copies of one 40-character text (made at run time) and strings
+    // with the context of two derivations: one context array each.
+    st.eval(st.parseExprFromString(R"(
+      let d = n: derivation { name = n; system = "x"; builder = "/b"; };
+          a = d "a"; b = d "b";
+      in { copies = builtins.genList (i: builtins.substring 0 40
+             "census-text-of-forty-characters-exactly-0123") 300;
+           both = builtins.genList (i: "${a}${b}${toString i}") 50; })",
+                                   "/tmp"),
+            v);
+    st.forceValueDeep(v);
+    collectEvalStats(st, true);  // the final collection the census reads
+    std::ostringstream out;
+    printLiveCensus(out);
+    const std::string text = out.str();
+    EXPECT_NE(text.find("census: strings "), std::string::npos) << text;
+    EXPECT_NE(text.find("text x300 "), std::string::npos) << text;
+    EXPECT_NE(text.find("census-text-of-forty-characters-exactly"), std::string::npos);
+    EXPECT_NE(text.find("census: context arrays "), std::string::npos);
+    EXPECT_EQ(text.find("census: context arrays 0/"), std::string::npos) << text;
+    EXPECT_NE(text.find("census: scanned objects by size:"), std::string::npos);
+  });
+}
+
 TEST(EvalStatsOff, NothingIsCountedWithoutTheVariable) {
   unsetenv("KILN_EVAL_STATS");
   EXPECT_FALSE(evalStatsRequested());

@@ -115,14 +115,18 @@ size_t allocateUntil(EvalState& st, size_t limit, Done done) {
 
 // Fills the heap with lists on thread slot 1, kept reachable from
 // `chain`, until less than 12 MiB of it is free early in a collection
-// cycle: the state in which the heap warmer grows the heap (below 16 MiB
-// free, not within 80 MiB of the collection threshold). Returns
-// whether it got there.
-bool fillHeapEarlyInACycle(EvalState& st, Value** volatile& chain) {
+// cycle (the state in which the heap warmer grows the heap: below 16 MiB
+// free, not within 80 MiB of the collection threshold) or until
+// `warmerActed`. The state is reached right after a collection that freed
+// nothing, and the warmer, which waited on the collector's lock during
+// that collection, may see it first and grow the heap before this thread
+// looks. Returns whether either happened.
+template <class Acted>
+bool fillHeapEarlyInACycle(EvalState& st, Value** volatile& chain, Acted warmerActed) {
   for (size_t bytes = 0; bytes < (size_t{2} << 30); bytes += 250 * sizeof(Value*)) {
+    if (warmerActed()) return true;
     GC_word free = 0, since = 0;
     GC_get_heap_usage_safe(nullptr, &free, nullptr, &since, nullptr);
-    // The warmer grows the heap only while a collection is 80 MiB or more away.
     if (free < (size_t{12} << 20) && since + (size_t{96} << 20) < GC_get_min_bytes_allocd())
       return true;
     Value** list = st.heap().allocList(250);
@@ -143,12 +147,12 @@ TEST(JobThreads, HeapWarmerPopulatesNewHeapAheadOfTheAllocator) {
     st.beginThreads(2);
     EvalState::enterThread(1);
     Value** volatile chain = nullptr;  // on the stack: a root
-    ASSERT_TRUE(fillHeapEarlyInACycle(st, chain));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     auto acted = [&] {
       HeapWarmerStats now = heapWarmerStats();
       return now.grownBytes > before.grownBytes && now.populatedBytes > before.populatedBytes;
     };
+    ASSERT_TRUE(fillHeapEarlyInACycle(st, chain, acted));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!acted() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::yield();
     st.endThreads();

@@ -52,6 +52,39 @@ TEST(Parser, ListElementStringsShareNodesAndKeepTheirMeaning) {
   EXPECT_EQ(evalStrict(R"(map (s: s + "!") [ "w" "w" "v" ])"), R"([ "w!" "w!" "v!" ])");
 }
 
+TEST(Parser, ConstantListsAreSharedYetStayThunksUntilForced) {
+  EvalState st;
+  runWithLargeStack([&] {
+    // One literal evaluated twice shares its array; a builtin forcing it
+    // gets it too; a list with a non-constant element is made each time.
+    Value v;
+    st.eval(st.parseExprFromString(R"(
+      let f = x: { c = [ "a" 1 ./p ]; d = [ x ]; e = map (s: s) [ "m" "n" ]; };
+      in [ (f 1) (f 2) ])",
+                                   "/tmp"),
+            v);
+    st.forceValueDeep(v);
+    Value& a = *v.list.elems[0];
+    Value& b = *v.list.elems[1];
+    auto list = [&](Value& set, const char* name) -> Value& { return *set.attrs->get(st.sym(name)); };
+    EXPECT_EQ(list(a, "c").list.elems, list(b, "c").list.elems);
+    EXPECT_NE(list(a, "d").list.elems, list(b, "d").list.elems);
+    std::ostringstream out;
+    printValue(st, out, a);
+    EXPECT_EQ(out.str(), R"({ c = [ "a" 1 /tmp/p ]; d = [ 1 ]; e = [ "m" "n" ]; })");
+    // Unforced, a constant list prints as Nix prints a thunk.
+    Value u;
+    st.eval(st.parseExprFromString("{ l = [ 1 2 ]; }", "/tmp"), u);
+    std::ostringstream lazy;
+    printValue(st, lazy, u);
+    EXPECT_EQ(lazy.str(), "{ l = <CODE>; }");
+  });
+  EXPECT_EQ(evalStrict(R"(builtins.concatStringsSep "," [ "x" "y" ])"), R"("x,y")");
+  EXPECT_EQ(evalStrict("builtins.foldl' (acc: x: acc ++ [ x ]) [ 0 ] [ 1 2 ]"), "[ 0 1 2 ]");
+  EXPECT_EQ(evalStrict("builtins.elem 2 [ 1 2 ] && !(builtins.elem 3 [ ])"), "true");
+  EXPECT_EQ(evalStrict("builtins.removeAttrs { a = 1; b = 2; } [ \"a\" ]"), "{ b = 2; }");
+}
+
 TEST(Parser, LargeSetsFindDuplicatesAndNestedPaths) {
   std::string set = "{ ";
   for (int i = 0; i < 300; ++i) set += "a" + std::to_string(i) + ".x = " + std::to_string(i) + "; ";

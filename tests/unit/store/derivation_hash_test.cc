@@ -320,5 +320,31 @@ TEST(DrvHash, AddDerivationAgreesWithTheStepwiseFunctions) {
   EXPECT_EQ(single.size(), 20u);
 }
 
+// With a key keeper, every memo key (derivations added, inputs loaded) is
+// the keeper's copy: keptKey returns it, and the hashes are the same.
+TEST(DrvHash, MemoKeysAreTheKeepersCopies) {
+  FakeDrvStore store;
+  DrvHashCache plain(StoreDir(), store.loader());
+  StorePath loaded = add(store, plain, newDrv("loaded"));
+  DrvHashCache kept(StoreDir(), store.loader());
+  std::vector<std::unique_ptr<std::string>> copies;
+  kept.keepKeysWith([&](std::string_view base) {
+    copies.push_back(std::make_unique<std::string>("=" + std::string(base)));
+    return std::string_view(*copies.back()).substr(1);
+  });
+  Derivation d = newDrv("made");
+  d.inputDrvs[loaded].insert("out");
+  Derivation same = d;
+  std::string aterm;
+  StorePath p = kept.addDerivation(d, aterm);
+  EXPECT_EQ(p, plain.addDerivation(same, aterm));
+  ASSERT_EQ(copies.size(), 2u);  // the input, loaded first, then p
+  EXPECT_EQ(kept.keptKey(loaded.baseName()).data(), copies[0]->data() + 1);
+  EXPECT_EQ(kept.keptKey(p.baseName()).data(), copies[1]->data() + 1);
+  EXPECT_EQ(kept.keptKey(p.baseName()), p.baseName());
+  EXPECT_TRUE(kept.keptKey("00000000000000000000000000000000-none.drv").empty());
+  EXPECT_EQ(kept.hashOf(p), plain.hashOf(p));
+}
+
 }  // namespace
 }  // namespace kiln::store

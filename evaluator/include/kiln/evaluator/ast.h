@@ -133,6 +133,19 @@ struct ExprList : Expr {
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
 
+/// A list literal of constants only (Parser::constantList): its elements
+/// are the constants' own values and its one array of them is made when
+/// parsing, so every evaluation shares them (lists are immutable) and
+/// allocates no array. Like any list literal, it is a thunk until forced.
+struct ExprConstList : Expr {
+  /// The list (its array in the arena, like the constants), shared by
+  /// every evaluation; passed as it is to the builtins that force it.
+  Value v;
+  void eval(EvalState&, Env&, Value& out) override { out = v; }
+  void bindVars(EvalState&, const StaticEnv&) override {}
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
 struct Formal {
   PosIdx pos;
   Symbol name;
@@ -257,6 +270,7 @@ template <> inline constexpr bool kArenaDestroys<ExprSelect> = false;
 template <> inline constexpr bool kArenaDestroys<ExprOpHasAttr> = false;
 template <> inline constexpr bool kArenaDestroys<ExprAttrs> = false;
 template <> inline constexpr bool kArenaDestroys<ExprList> = false;
+template <> inline constexpr bool kArenaDestroys<ExprConstList> = false;
 template <> inline constexpr bool kArenaDestroys<Formals> = false;
 template <> inline constexpr bool kArenaDestroys<ExprCall> = false;
 template <> inline constexpr bool kArenaDestroys<ExprConcatStrings> = false;
@@ -274,7 +288,7 @@ template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
 // node costs megabytes on a large package set.
 static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSelect) == 40 &&
               sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
-              sizeof(ExprList) == 24 && sizeof(ExprCall) == 32 && sizeof(ExprOpHasAttr) == 32 &&
+              sizeof(ExprList) == 24 && sizeof(ExprConstList) == 40 && sizeof(ExprCall) == 32 && sizeof(ExprOpHasAttr) == 32 &&
               sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
 
 /// A parse-time scope: either a `with` or a list of names with slots.

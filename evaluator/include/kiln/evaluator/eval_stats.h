@@ -66,6 +66,10 @@ struct EvalStats {
   uint64_t freeSlotBytes[kLiveBuckets] = {};
 };
 
+/// KILN_EVAL_STATS=3: right after a full collection (whose marks it reads), prints a census of the live
+/// objects (eval_census.cc): strings by text and their byte-identical
+/// copies, context arrays by contents, scanned objects by size.
+void printLiveCensus(std::ostream& out);
 /// Whether KILN_EVAL_STATS is set to a non-empty value other than "0".
 bool evalStatsRequested();
 /// Starts timing collections (once per process; called by

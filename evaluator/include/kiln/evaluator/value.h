@@ -300,6 +300,10 @@ struct PrimOp {
   const char* name;  ///< as shown in errors ("map", "__sub")
   uint32_t arity;
   PrimOpFn fn;
+  /// Bit i set: argument i is a list the builtin forces before it returns,
+  /// so a constant list literal there is passed as its shared value, not
+  /// a thunk of it (ExprCall::eval; BuiltinTable::addPrimOp sets these).
+  uint32_t forcedLists;
 };
 
 /// Nix-level type names, as builtins.typeOf shows them.

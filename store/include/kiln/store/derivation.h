@@ -189,6 +189,19 @@ class DrvHashCache {
     auto it = memo_.find(baseName);
     return it != memo_.end() && it->second.checked;
   }
+  /// Copies a `.drv` base name for the memo to keep as a key: the copy
+  /// must stay valid, unchanged, as long as the cache.
+  using KeyKeeper = std::function<std::string_view(std::string_view baseName)>;
+  /// Memo keys made from now on are copied by `keeper` instead of into the
+  /// cache's own chunks (an evaluator keeps them inside text it needs
+  /// anyway: one copy of each base name instead of two).
+  void keepKeysWith(KeyKeeper keeper) { keeper_ = std::move(keeper); }
+  /// The memo's own copy of `baseName` (as keepKey made it); empty if it
+  /// has no memoised hash. Held as tagOf.
+  std::string_view keptKey(std::string_view baseName) const {
+    auto it = memo_.find(baseName);
+    return it == memo_.end() ? std::string_view() : it->first;
+  }
   /// How many times the loader was called (each `.drv` at most once).
   size_t loadCount() const { return loads_; }
   /// Number of memoised hashes.
@@ -244,6 +257,7 @@ class DrvHashCache {
   /// dominated evaluation with an ordered map of StorePaths).
   std::unordered_map<std::string_view, Entry, BaseNameHash> memo_;
   std::vector<std::unique_ptr<char[]>> keyChunks_;
+  KeyKeeper keeper_;  // when set, keepKey's copies are made by it
   char* keyCur_ = nullptr;
   size_t keyLeft_ = 0;
   size_t loads_ = 0;
