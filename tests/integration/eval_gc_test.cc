@@ -236,12 +236,14 @@ in builtins.seq chain (chain.a.v + churn)
 // handed back finds no room in it: the filler floods the markers' stacks
 // instead (mark_stack.cc), so the shared stack reaches 1,048,576 entries
 // at start as well and the deep structure's collections find room; with a
-// small stack they do not (so the check can fail).
+// small stack they do not (so the check can fail). The chain is long enough
+// (600,000 pending entries) that a 16,384-entry stack overflows however the
+// two markers split the work (a 100,000 chain did not, in 6 runs of 20).
 TEST_F(EvalGc, ParallelMarkingGrowsTheSharedMarkStackToo) {
   std::string file = write("deep.nix", R"nix(
 let
   chain = builtins.foldl' (acc: i: { a = { v = i; }; next = acc; z = { v = i; }; }) null
-    (builtins.genList (i: i) 100000);
+    (builtins.genList (i: i) 300000);
 in builtins.seq chain chain.a.v
 )nix");
   const std::string kNoRoom = "No room to copy back mark stack";
@@ -250,7 +252,7 @@ in builtins.seq chain chain.a.v
                     {"GC_PRINT_STATS=1", "GC_MARKERS=2", "KILN_EVAL_STATS=1",
                      "KILN_GC_EVERY=16000000"});
   ASSERT_EQ(grown.exitCode, 0) << grown.err;
-  EXPECT_EQ(grown.out, "99999\n");
+  EXPECT_EQ(grown.out, "299999\n");
   EXPECT_NE(grown.err.find("markers 2\n"), std::string::npos) << grown.err;
   size_t last = grown.err.find(kLast);
   ASSERT_NE(last, std::string::npos) << grown.err;
