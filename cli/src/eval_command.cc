@@ -150,7 +150,7 @@ JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* aut
 
 int runEval(EvalOptions& o, const po::variables_map& vm) {
   int rc = kExitOk;
-  if (o.workers > 0) setCollectorForThreads();
+  if (o.workers > 0) setCollectorForThreads(o.workers);
   runWithLargeStack([&] {
     try {
       EvalState& st = makeProcessEvalState(makeSettings(o, vm));  // left to exit

@@ -13,6 +13,7 @@ namespace kiln::eval {
 
 namespace {
 std::atomic<bool> threaded{false};
+std::atomic<int> markers{1};
 constexpr size_t kInitialHeap = size_t{64} << 20;
 // One thread: the first collection at 128 MiB. Until issue 36 it was at
 // 256 MiB, so that most evaluations never collected; since strings are
@@ -31,14 +32,18 @@ constexpr size_t kGcEveryThreaded = size_t{512} << 20;
 constexpr size_t kMarkStackEntries = size_t{1} << 20;
 }  // namespace
 
-void setCollectorForThreads() {
-  // One marker still: libgc's parallel marking was slower on these heaps.
-  // gen-pkgset 50,000 at 2 threads, its one collection (GC_PRINT_STATS):
-  // world-stopped marking 590-740 ms on two markers ("No room to copy back
-  // mark stack", hundreds of times: the helpers' stacks overflowed the
-  // shared one, which drops marks to find again) against 380-420 ms on one,
-  // and the helper's CPU on top.
+void setCollectorForThreads(unsigned threads) {
+  // Two markers with two threads or more. Parallel marking used to be slower
+  // here (gen-pkgset 50,000: 590-740 ms of world-stopped marking against
+  // 380-420 ms on one) because the shared mark stack never grew in that mode
+  // and overflowed hundreds of times; mark_stack.cc grows it now, and
+  // gen-overrides 50,000's collection takes 296-353 ms instead of 443-463 ms,
+  // --workers 2 over 1 going from 1.37x to 1.46x (pkgset 1.51x to 1.64x;
+  // bench/README.md, issue 36). Costs up to ~20 MB of peak RSS: that mode's
+  // mark stack pages are not given back. One evaluating thread keeps one
+  // marker.
   threaded = true;
+  markers = threads > 1 ? 2 : 1;
 }
 
 // Collections start once kGcEvery bytes were allocated since the last one,
@@ -49,31 +54,40 @@ void setCollectorForThreads() {
 void initGarbageCollector() {
   static std::once_flag once;
   std::call_once(once, [] {
-    GC_set_handle_fork(1);    // job workers fork
-    // One marker, no helper threads (see setCollectorForThreads).
-    GC_set_markers_count(1);
+    GC_set_handle_fork(1);  // job workers fork
+    // One marker, no helper threads, but with evaluating threads
+    // (setCollectorForThreads).
+    GC_set_markers_count(markers);
     GC_INIT();
     GC_allow_register_threads();
-    GC_set_on_heap_resize([](GC_word) { onHeapGrowth(); });  // new heap sections
+    GC_set_on_heap_resize(
+        [](GC_word) { onHeapGrowth(); });  // new heap sections
     if (evalStatsRequested()) startCollectionTimer();
     const char* every = std::getenv("KILN_GC_EVERY");
     // A heap with free space is used before collecting: none for tests.
-    if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE")) GC_expand_hp(kInitialHeap);
-    // With KILN_GC_EVERY (tests), collect every that many bytes, whatever survived.
-    // KILN_GC_DIVISOR=N: another free-space divisor (to measure the policy).
+    if (!every && !std::getenv("GC_INITIAL_HEAP_SIZE"))
+      GC_expand_hp(kInitialHeap);
+    // With KILN_GC_EVERY (tests), collect every that many bytes, whatever
+    // survived. KILN_GC_DIVISOR=N: another free-space divisor (to measure the
+    // policy).
     const char* divisor = std::getenv("KILN_GC_DIVISOR");
-    GC_set_free_space_divisor(every ? 100000
-                                    : divisor ? std::max<unsigned long>(std::strtoul(divisor, nullptr, 10), 1)
-                                              : 1);
+    GC_set_free_space_divisor(
+        every ? 100000
+        : divisor
+            ? std::max<unsigned long>(std::strtoul(divisor, nullptr, 10), 1)
+            : 1);
     // KILN_GC_THRESHOLD=BYTES: another threshold (to measure the policy).
     const char* threshold = std::getenv("KILN_GC_THRESHOLD");
     size_t first = threaded ? kGcEveryThreaded : kGcEvery;
-    if (threshold) first = std::max<size_t>(std::strtoull(threshold, nullptr, 10), 4096);
-    GC_set_min_bytes_allocd(every ? std::max<size_t>(std::strtoull(every, nullptr, 10), 4096)
-                                  : first);
+    if (threshold)
+      first = std::max<size_t>(std::strtoull(threshold, nullptr, 10), 4096);
+    GC_set_min_bytes_allocd(
+        every ? std::max<size_t>(std::strtoull(every, nullptr, 10), 4096)
+              : first);
     // KILN_GC_MARK_STACK=ENTRIES: another initial mark stack (0: libgc's own).
     const char* marks = std::getenv("KILN_GC_MARK_STACK");
-    growMarkStack(marks ? std::strtoull(marks, nullptr, 10) : kMarkStackEntries);
+    growMarkStack(marks ? std::strtoull(marks, nullptr, 10)
+                        : kMarkStackEntries);
   });
 }
 

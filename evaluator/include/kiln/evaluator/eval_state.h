@@ -254,9 +254,10 @@ void initGarbageCollector();
 
 /// Threaded evaluation (`kiln eval --workers N`, any N): collections start
 /// at 512 MiB allocated instead of 256 MiB, since a collection stops every
-/// thread; one marker still (docs/evaluator.md, "Garbage collection").
-/// Only a call before initGarbageCollector's first has an effect.
-void setCollectorForThreads();
+/// thread; with `threads` > 1 they mark on two threads instead of one
+/// (docs/evaluator.md, "Garbage collection"). Only a call before
+/// initGarbageCollector's first has an effect.
+void setCollectorForThreads(unsigned threads);
 
 /// What the heap warmer did in this process so far (threaded evaluation
 /// with two or more threads; docs/evaluator.md, "Parallel evaluation"):
