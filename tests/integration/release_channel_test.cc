@@ -258,21 +258,10 @@ TEST_F(ReleaseFarm, AClosureGrownPastTheLimitHoldsTheChannel) {
   int64_t first = finishedEvaluation(0);
   ASSERT_GT(first, 0) << serve_->log();
   ASSERT_EQ(buildOf(first, "tested").status, 0);
-  ASSERT_TRUE(test::pollUntil(
-      [&] {
-        try {
-          return api(kChannel)["latest"]["eval"] == first;
-        } catch (const Error&) {
-          return false;
-        }
-      },
-      30s));
+  ASSERT_TRUE(channelAt(first)) << serve_->log();
 
   writeFile(collection_ + "/bloat", "");
-  auto eval = test::run({test::kilnBinary(), "jobset", "eval", "--project",
-                         "rel", "release", "--state-dir", state_});
-  ASSERT_EQ(eval.exitCode, 0) << eval.err;
-  int64_t second = finishedEvaluation(first);
+  int64_t second = evaluateAgain(first);
   ASSERT_GT(second, first) << serve_->log();
   EXPECT_EQ(buildOf(second, "tested").status, 0);  // the gate passed...
   json m;
