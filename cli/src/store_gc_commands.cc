@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli_common.h"
 #include "command.h"
@@ -17,39 +18,55 @@ namespace po = boost::program_options;
 
 // With --keep-evaluations: the roots of the evaluations' kept sources
 // made those the farm still references (source_roots.h), reported on
-// stderr.
-void syncSourceRoots(const DatabaseOptions& database, const StoreLocation& loc,
-                     store::LocalStore& store, int64_t keep) {
-  std::string stateDir = loc.stateDir.empty() ? defaultStateDir() : loc.stateDir;
-  scheduler::StateDb db(database.spec(stateDir), scheduler::StateDb::Existing{});
-  auto sync = scheduler::syncEvalSourceRoots(db, store, keep);
+// stderr; in a dry run only planned, and returned for previewGarbage so
+// the dry run lists what the real run deletes.
+store::GcRootChanges syncSourceRoots(const DatabaseOptions& database,
+                                     const StoreLocation& loc,
+                                     store::LocalStore& store, int64_t keep,
+                                     bool dry) {
+  std::string stateDir =
+      loc.stateDir.empty() ? defaultStateDir() : loc.stateDir;
+  scheduler::StateDb db(database.spec(stateDir),
+                        scheduler::StateDb::Existing{});
+  std::optional<scheduler::SourceRootsPlan> plan;
+  if (dry) plan = scheduler::planEvalSourceRoots(db, store, keep);
+  auto sync =
+      plan ? plan->counts() : scheduler::syncEvalSourceRoots(db, store, keep);
+  const char* would = dry ? " would be" : "";
   std::cerr << "evaluation sources: " << sync.kept << " rooted, " << sync.added
-            << " roots restored, " << sync.removed << " roots dropped\n";
+            << " roots" << would << " restored, " << sync.removed << " roots"
+            << would << " dropped\n";
+  return plan ? plan->gcChanges(store) : store::GcRootChanges{};
 }
 
 int storeGc(const std::vector<std::string>& args) {
   po::options_description opts(
       "Usage: kiln store gc [--dry-run] [--json] [--keep-evaluations N "
       "[--database URL]]\n\n"
-      "Deletes store paths not reachable from a GC root (<state>/gcroots) or a\n"
-      "running kiln process, and stale temporaries; prints what it deleted.\n"
-      "On a scheduler's state directory, --keep-evaluations first drops the\n"
-      "roots of evaluation sources no longer referenced (docs/operations.md).\n\n"
+      "Deletes store paths not reachable from a GC root (<state>/gcroots)\n"
+      "or a running kiln process, and stale temporaries; prints what it\n"
+      "deleted. On a scheduler's state directory, --keep-evaluations first\n"
+      "drops the roots of evaluation sources no longer referenced\n"
+      "(docs/operations.md); with --dry-run it changes no root and lists\n"
+      "what the real run deletes.\n\n"
       "Options");
   StoreLocation loc;
   DatabaseOptions database;
   int64_t keep = 0;
-  opts.add_options()("help,h", "show this help")("dry-run", "only print what would be deleted")(
-      "json", "print a JSON object")(
+  opts.add_options()("help,h", "show this help")(
+      "dry-run", "only print what would be deleted")("json",
+                                                     "print a JSON object")(
       "keep-evaluations", po::value(&keep),
-      "keep the evaluated sources (a channel's nixexprs.tar.xz) of each jobset's latest N "
-      "finished evaluations and of each channel's evaluation; drop the roots of the others "
-      "(reads the farm's state database)");
+      "keep the evaluated sources (a channel's nixexprs.tar.xz) of each "
+      "jobset's latest N finished evaluations and of each channel's "
+      "evaluation; drop the roots of the others (reads the farm's state "
+      "database)");
   loc.addOptions(opts);
   database.add(opts);
   std::vector<std::string> none;
   po::variables_map vm;
-  if (auto rc = parseCommandLine("store gc", opts, none, 0, args, vm, 0)) return *rc;
+  if (auto rc = parseCommandLine("store gc", opts, none, 0, args, vm, 0))
+    return *rc;
   if (vm.count("keep-evaluations") && keep < 1) {
     std::cerr << "kiln store gc: --keep-evaluations must be at least 1\n";
     return kExitUsage;
@@ -57,8 +74,10 @@ int storeGc(const std::vector<std::string>& args) {
   return guarded("store gc", [&] {
     auto store = loc.open();
     bool dry = vm.count("dry-run") > 0;
-    if (keep > 0 && !dry) syncSourceRoots(database, loc, *store, keep);
-    auto res = store->collectGarbage(dry);
+    std::optional<store::GcRootChanges> changes;
+    if (keep > 0) changes = syncSourceRoots(database, loc, *store, keep, dry);
+    auto res = dry && changes ? store->previewGarbage(*changes)
+                              : store->collectGarbage(dry);
     if (vm.count("json")) {
       nlohmann::json deleted = nlohmann::json::array();
       for (auto& p : res.deleted) deleted.push_back(store->printPath(p));
@@ -70,9 +89,10 @@ int storeGc(const std::vector<std::string>& args) {
       return kExitOk;
     }
     for (auto& p : res.deleted) std::cout << store->printPath(p) << "\n";
-    std::cout << res.deleted.size() << " store paths " << (dry ? "would be " : "")
-              << "deleted, " << res.junkRemoved << " stale temporaries, "
-              << res.bytesFreed << " bytes " << (dry ? "would be " : "") << "freed\n";
+    std::cout << res.deleted.size() << " store paths "
+              << (dry ? "would be " : "") << "deleted, " << res.junkRemoved
+              << " stale temporaries, " << res.bytesFreed << " bytes "
+              << (dry ? "would be " : "") << "freed\n";
     return kExitOk;
   });
 }
@@ -100,7 +120,8 @@ int storeVerify(const std::vector<std::string>& args) {
   loc.addOptions(opts);
   std::vector<std::string> none;
   po::variables_map vm;
-  if (auto rc = parseCommandLine("store verify", opts, none, 0, args, vm, 0)) return *rc;
+  if (auto rc = parseCommandLine("store verify", opts, none, 0, args, vm, 0))
+    return *rc;
   return guarded("store verify", [&] {
     auto store = loc.open();
     auto res = store->verify(vm.count("repair") > 0);
@@ -111,20 +132,25 @@ int storeVerify(const std::vector<std::string>& args) {
                             {"kind", kindName(p.kind)},
                             {"detail", p.detail},
                             {"repaired", p.repaired}});
-      std::cout << nlohmann::json{{"checked", res.checked}, {"problems", problems}}.dump(2)
+      std::cout << nlohmann::json{{"checked", res.checked},
+                                  {"problems", problems}}
+                       .dump(2)
                 << "\n";
     } else {
       for (auto& p : res.problems)
-        std::cout << kindName(p.kind) << ": " << store->printPath(p.path) << ": " << p.detail
-                  << "\n";
-      std::cout << res.checked << " paths checked, " << res.problems.size() << " problems\n";
+        std::cout << kindName(p.kind) << ": " << store->printPath(p.path)
+                  << ": " << p.detail << "\n";
+      std::cout << res.checked << " paths checked, " << res.problems.size()
+                << " problems\n";
     }
     return res.problems.empty() ? kExitOk : kExitFailure;
   });
 }
 
-RegisterCommand regGc("store gc", "delete store paths unreachable from GC roots", storeGc);
-RegisterCommand regVerify("store verify", "check every store path against its NAR hash",
+RegisterCommand regGc("store gc",
+                      "delete store paths unreachable from GC roots", storeGc);
+RegisterCommand regVerify("store verify",
+                          "check every store path against its NAR hash",
                           storeVerify);
 
 }  // namespace

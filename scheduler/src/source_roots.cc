@@ -54,37 +54,56 @@ void rootEvalSources(store::LocalStore& store, int64_t eval,
   }
 }
 
-SourceRootsSync syncEvalSourceRoots(StateDb& db, store::LocalStore& store,
+SourceRootsSync SourceRootsPlan::counts() const {
+  return {rooted + add.size(), add.size(), drop.size()};
+}
+
+store::GcRootChanges SourceRootsPlan::gcChanges(
+    store::LocalStore& store) const {
+  store::GcRootChanges out;
+  for (auto& [eval, link] : drop) out.droppedLinks.insert(link);
+  for (auto& [eval, path] : add) out.addedRoots.insert(store.parsePath(path));
+  return out;
+}
+
+SourceRootsPlan planEvalSourceRoots(StateDb& db, store::LocalStore& store,
                                     int64_t keep) {
   int64_t newest = newestEvaluation(db);
   auto referenced = referencedEvalSources(db, keep);
-  SourceRootsSync out;
+  SourceRootsPlan plan;
   std::set<int64_t> rooted;
   for (auto& [link, path] : store.findRoots()) {
     auto eval = evalOfRoot(link);
     if (!eval) continue;
-    if (referenced.count(*eval) || *eval > newest) {
+    if (referenced.count(*eval) || *eval > newest)
       rooted.insert(*eval);
-      continue;
-    }
-    if (store.removeRoot(evalSourcesRoot(*eval))) ++out.removed;
+    else
+      plan.drop.emplace(*eval, link);
   }
   for (auto& [eval, path] : referenced) {
     if (rooted.count(eval)) {
-      ++out.kept;
+      ++plan.rooted;
       continue;
     }
     try {
-      auto p = store.parsePath(path);
-      if (!store.isValid(p)) continue;  // collected before this kiln rooted it
-      rootEvalSources(store, eval, path);
-      ++out.added;
-      ++out.kept;
+      // Not valid: collected before this kiln rooted it.
+      if (store.isValid(store.parsePath(path))) plan.add.emplace(eval, path);
     } catch (const Error& e) {
       logWarn("the sources of evaluation " + std::to_string(eval) + " (" +
               path + ") cannot be rooted: " + e.what());
     }
   }
+  return plan;
+}
+
+SourceRootsSync syncEvalSourceRoots(StateDb& db, store::LocalStore& store,
+                                    int64_t keep) {
+  auto plan = planEvalSourceRoots(db, store, keep);
+  auto out = plan.counts();
+  out.removed = 0;
+  for (auto& [eval, link] : plan.drop)
+    if (store.removeRoot(evalSourcesRoot(eval))) ++out.removed;
+  for (auto& [eval, path] : plan.add) rootEvalSources(store, eval, path);
   return out;
 }
 

@@ -58,7 +58,8 @@ void replaceSymlink(const std::string& target, const std::string& link) {
 
 // ------------------------------------------------------------------ roots
 
-std::string LocalStore::addRoot(const std::string& name, const StorePath& path) {
+std::string LocalStore::addRoot(const std::string& name,
+                                const StorePath& path) {
   checkRootName(name);
   addTempRoot(path);  // keeps a concurrent collector off it until linked
   if (!isValid(path))
@@ -92,8 +93,8 @@ std::string LocalStore::addIndirectRoot(const StorePath& path,
     throw Error("cannot create the GC root '" + abs +
                 "': it exists and is not a symlink");
   replaceSymlink(physicalTarget ? physicalPath(path) : printPath(path), abs);
-  std::string autoLink = impl_->gcRootsDir + "/auto/" +
-                         hashString(HashAlgo::kSha1, abs).toNix32();
+  std::string autoLink =
+      impl_->gcRootsDir + "/auto/" + hashString(HashAlgo::kSha1, abs).toNix32();
   createDirs(dirNameOf(autoLink));
   replaceSymlink(abs, autoLink);
   return autoLink;
@@ -179,9 +180,20 @@ ReferenceGraph readGraph(SqliteDb& db, const StoreDir& sd) {
 // -------------------------------------------------------------------- GC
 
 GcResult LocalStore::collectGarbage(bool dryRun) {
+  return runGc(dryRun, nullptr);
+}
+
+GcResult LocalStore::previewGarbage(const GcRootChanges& changes) {
+  return runGc(true, &changes);
+}
+
+GcResult LocalStore::runGc(bool dryRun, const GcRootChanges* changes) {
   auto gcLock = FileLock::acquire(impl_->gcLockPath, LockMode::kExclusive);
   StorePathSet roots = readTempRoots(impl_->tempRootsDir);
-  for (auto& [link, path] : findRoots()) roots.insert(path);
+  for (auto& [link, path] : findRoots())
+    if (!changes || !changes->droppedLinks.count(link)) roots.insert(path);
+  if (changes)
+    roots.insert(changes->addedRoots.begin(), changes->addedRoots.end());
   ReferenceGraph graph;
   {
     auto lk = impl_->db.lock();
@@ -257,7 +269,8 @@ VerifyResult LocalStore::verify(bool repair) {
                   " bytes), registered " + info->narHash.toNix32() + " (" +
                   std::to_string(info->narSize) + " bytes)"};
       } catch (const Error& e) {
-        problem = VerifyProblem{VerifyProblem::Kind::kUnreadable, path, e.what()};
+        problem =
+            VerifyProblem{VerifyProblem::Kind::kUnreadable, path, e.what()};
       }
     }
     if (!problem || !isValid(path)) continue;

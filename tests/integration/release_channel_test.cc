@@ -5,16 +5,23 @@
 // fixed, the aggregate succeeds, the channel advances to that evaluation
 // and the real `nix` substitutes the channel's store-paths.xz from the
 // farm's binary cache; a job whose closure then grows past the jobset's
-// limit holds the channel, and the evaluation lists it.
+// limit holds the channel, and the evaluation lists it; `kiln store gc
+// --keep-evaluations 1` collects the sources of an evaluation neither the
+// latest nor the channel's, its dry run listing what it deletes, and the
+// channel's nixexprs.tar.xz is still served.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "farm.h"
 #include "kiln/common/file.h"
+#include "kiln/scheduler/release_store.h"
 #include "kiln/scheduler/state_view.h"
+#include "kiln/store/local_store.h"
 #include "kiln_process.h"
 #include "test_support.h"
 
@@ -38,6 +45,8 @@ std::string configText(const std::string& dir, const std::string& collection,
          "[[project.jobset]]\nname = \"release\"\npath = \"" + collection +
          "\"\ncheck_interval = 0\nmax_closure_growth = 50\n";
 }
+
+const std::string kChannel = "/jobset/rel/release/channel/latest";
 
 class ReleaseFarm : public ::testing::Test {
  protected:
@@ -92,6 +101,37 @@ class ReleaseFarm : public ::testing::Test {
     return {};
   }
 
+  /// Asks the farm to evaluate the jobset again; returns the evaluation
+  /// once its builds finished.
+  int64_t evaluateAgain(int64_t after) {
+    auto eval = test::run({test::kilnBinary(), "jobset", "eval", "--project",
+                           "rel", "release", "--state-dir", state_});
+    EXPECT_EQ(eval.exitCode, 0) << eval.err;
+    return finishedEvaluation(after);
+  }
+
+  /// Waits until the channel is at evaluation `eval`.
+  bool channelAt(int64_t eval) {
+    return test::pollUntil(
+        [&] {
+          try {
+            return api(kChannel)["latest"]["eval"] == eval;
+          } catch (const Error&) {
+            return false;
+          }
+        },
+        30s);
+  }
+
+  /// `kiln store gc --keep-evaluations 1 --json` on the farm's state.
+  test::RunResult gcKeepingOne(bool dry) {
+    std::vector<std::string> args = {
+        test::kilnBinary(),   "store", "gc",    "--state-dir", state_,
+        "--keep-evaluations", "1",     "--json"};
+    if (dry) args.push_back("--dry-run");
+    return test::run(args);
+  }
+
   json api(const std::string& path) {
     return json::parse(test::httpGet(web_, "/api" + path));
   }
@@ -106,8 +146,6 @@ class ReleaseFarm : public ::testing::Test {
   int web_ = test::freeLoopbackPort();
   std::unique_ptr<test::KilnProcess> serve_;
 };
-
-const std::string kChannel = "/jobset/rel/release/channel/latest";
 
 // The path of `paths` ending in `suffix`.
 std::string channelOutput(const std::vector<std::string>& paths,
@@ -220,21 +258,10 @@ TEST_F(ReleaseFarm, AClosureGrownPastTheLimitHoldsTheChannel) {
   int64_t first = finishedEvaluation(0);
   ASSERT_GT(first, 0) << serve_->log();
   ASSERT_EQ(buildOf(first, "tested").status, 0);
-  ASSERT_TRUE(test::pollUntil(
-      [&] {
-        try {
-          return api(kChannel)["latest"]["eval"] == first;
-        } catch (const Error&) {
-          return false;
-        }
-      },
-      30s));
+  ASSERT_TRUE(channelAt(first)) << serve_->log();
 
   writeFile(collection_ + "/bloat", "");
-  auto eval = test::run({test::kilnBinary(), "jobset", "eval", "--project",
-                         "rel", "release", "--state-dir", state_});
-  ASSERT_EQ(eval.exitCode, 0) << eval.err;
-  int64_t second = finishedEvaluation(first);
+  int64_t second = evaluateAgain(first);
   ASSERT_GT(second, first) << serve_->log();
   EXPECT_EQ(buildOf(second, "tested").status, 0);  // the gate passed...
   json m;
@@ -260,6 +287,74 @@ TEST_F(ReleaseFarm, AClosureGrownPastTheLimitHoldsTheChannel) {
   EXPECT_THAT(readFile(state_ + "/serve/scheduler.log"),
               HasSubstr("evaluation " + std::to_string(second) +
                         " of jobset 1 regressed"));
+  EXPECT_EQ(serve_->stop(), 0) << serve_->log();
+}
+
+// Three evaluations with three sources: the first (gate broken), the
+// second (fixed, the channel's), the third (broken again, the latest).
+// Keeping one evaluation collects the first's sources only; the dry run
+// lists what the real run deletes; the channel still serves its sources.
+TEST_F(ReleaseFarm, KeepingOneEvaluationCollectsTheOlderSources) {
+  startServe();
+  int64_t first = finishedEvaluation(0);
+  ASSERT_GT(first, 0) << serve_->log();
+  deletePath(collection_ + "/broken");
+  int64_t second = evaluateAgain(first);
+  ASSERT_GT(second, first) << serve_->log();
+  ASSERT_TRUE(channelAt(second)) << serve_->log();
+  writeFile(collection_ + "/broken", "");
+  writeFile(collection_ + "/note", "sources unlike the first's\n");
+  int64_t third = evaluateAgain(second);
+  ASSERT_GT(third, second) << serve_->log();
+  EXPECT_NE(buildOf(third, "tested").status, 0);
+  ASSERT_TRUE(channelAt(second));
+  // Stopped: its temporary roots end, and no evaluation starts meanwhile.
+  ASSERT_EQ(serve_->stop(), 0) << serve_->log();
+
+  std::map<int64_t, std::string> sources;
+  {
+    scheduler::StateDb db(scheduler::DatabaseSpec::inStateDir(state_),
+                          scheduler::StateDb::Existing{});
+    for (int64_t e : {first, second, third})
+      sources[e] = scheduler::evalSources(db, e);
+  }
+  std::set<std::string> distinct;
+  for (auto& [e, path] : sources) distinct.insert(path);
+  ASSERT_EQ(distinct.size(), 3u);
+  auto valid = [&](int64_t e) {
+    store::LocalStore store(state_);
+    return store.isValid(store.parsePath(sources[e]));
+  };
+  for (int64_t e : {first, second, third}) ASSERT_TRUE(valid(e)) << e;
+
+  auto dry = gcKeepingOne(true);
+  ASSERT_EQ(dry.exitCode, 0) << dry.err;
+  EXPECT_THAT(dry.err, HasSubstr("2 rooted, 0 roots would be restored, "
+                                 "1 roots would be dropped"));
+  auto deleted = [](const std::string& out) {
+    auto paths = json::parse(out)["deleted"].get<std::vector<std::string>>();
+    return std::set<std::string>(paths.begin(), paths.end());
+  };
+  auto planned = deleted(dry.out);
+  EXPECT_TRUE(planned.count(sources[first]));
+  for (int64_t e : {first, second, third}) EXPECT_TRUE(valid(e)) << e;
+  auto real = gcKeepingOne(false);
+  ASSERT_EQ(real.exitCode, 0) << real.err;
+  EXPECT_THAT(real.err,
+              HasSubstr("2 rooted, 0 roots restored, 1 roots dropped"));
+  EXPECT_EQ(deleted(real.out), planned);
+  EXPECT_FALSE(valid(first));
+  EXPECT_TRUE(valid(second));  // the channel's
+  EXPECT_TRUE(valid(third));   // the latest
+
+  startServe();
+  ASSERT_TRUE(channelAt(second)) << serve_->log();
+  writeFile(dir_.path() + "/nixexprs.tar.xz",
+            test::httpGet(web_, kChannel + "/nixexprs.tar.xz"));
+  auto tar = test::run({"tar", "-tJf", dir_.path() + "/nixexprs.tar.xz"});
+  ASSERT_EQ(tar.exitCode, 0) << tar.err;
+  EXPECT_THAT(tar.out, HasSubstr("release/default.nix"));
+  EXPECT_THAT(tar.out, ::testing::Not(HasSubstr("release/note")));
   EXPECT_EQ(serve_->stop(), 0) << serve_->log();
 }
 

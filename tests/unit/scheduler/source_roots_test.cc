@@ -94,6 +94,44 @@ TEST_P(SourceRootsTest, ACollectionKeepsReferencedSourcesOnly) {
   EXPECT_EQ(sync.added + sync.removed, 0u);
 }
 
+// The plan (a dry run's) changes no root, and previewing the collection
+// with it lists what the collection after the sync deletes.
+TEST_P(SourceRootsTest, ThePlannedPreviewMatchesTheSyncedCollection) {
+  StateDb db(spec_);
+  int64_t build = 0;
+  int64_t old = eval(db, "old", &build);
+  int64_t latest = eval(db, "latest", &build);
+  ASSERT_TRUE(store_.removeRoot(evalSourcesRoot(latest)));
+  auto plan = planEvalSourceRoots(db, store_, 1);
+  EXPECT_EQ(plan.rooted, 0u);
+  ASSERT_EQ(plan.add.size(), 1u);
+  EXPECT_EQ(plan.add.begin()->first, latest);
+  ASSERT_EQ(plan.drop.size(), 1u);
+  EXPECT_EQ(plan.drop.begin()->first, old);
+  auto counts = plan.counts();
+  EXPECT_EQ(counts.kept, 1u);
+  EXPECT_EQ(counts.added, 1u);
+  EXPECT_EQ(counts.removed, 1u);
+  auto preview = store_.previewGarbage(plan.gcChanges(store_));
+  ASSERT_EQ(preview.deleted.size(), 1u);
+  EXPECT_EQ(store_.printPath(preview.deleted[0]), evalSources(db, old));
+  // Nothing changed: the old root still holds, the latest is unrooted,
+  // so a plain dry run lists the latest's sources instead.
+  EXPECT_TRUE(kept(db, old));
+  auto plain = store_.collectGarbage(true);
+  ASSERT_EQ(plain.deleted.size(), 1u);
+  EXPECT_EQ(store_.printPath(plain.deleted[0]), evalSources(db, latest));
+  // The real run deletes what the preview listed.
+  auto sync = syncEvalSourceRoots(db, store_, 1);
+  EXPECT_EQ(sync.added, counts.added);
+  EXPECT_EQ(sync.removed, counts.removed);
+  auto gc = store_.collectGarbage();
+  EXPECT_EQ(gc.deleted, preview.deleted);
+  EXPECT_EQ(gc.bytesFreed, preview.bytesFreed);
+  EXPECT_FALSE(kept(db, old));
+  EXPECT_TRUE(kept(db, latest));
+}
+
 // A root of an evaluation the database does not hold yet (a scheduler
 // recording it meanwhile) stays.
 TEST_P(SourceRootsTest, ARootNewerThanTheDatabaseStays) {

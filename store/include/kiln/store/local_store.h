@@ -67,6 +67,14 @@ struct GcResult {
   size_t junkRemoved = 0;  ///< stale temporaries and unregistered entries
 };
 
+/// Root changes previewGarbage() takes as made: what a collection that
+/// first changes its roots (say, `kiln store gc --keep-evaluations`) would
+/// change, so that its dry run reports what the real run deletes.
+struct GcRootChanges {
+  std::set<std::string> droppedLinks;  ///< findRoots' links taken as gone
+  StorePathSet addedRoots;             ///< paths taken as rooted
+};
+
 /// One problem verify() found.
 struct VerifyProblem {
   enum class Kind { kMissing, kHashMismatch, kUnreadable };
@@ -241,12 +249,17 @@ class LocalStore {
   /// of a live process, referrers before their references, plus stale
   /// temporaries. With `dryRun`, only reports. Excludes other collectors.
   GcResult collectGarbage(bool dryRun = false);
+  /// What collectGarbage would delete were the roots changed by `changes`
+  /// (a dry run: nothing in the store is deleted, no root is touched).
+  GcResult previewGarbage(const GcRootChanges& changes);
   /// Re-hashes every valid path and reports missing files and NAR hash or
   /// size mismatches. With `repair`, registrations whose files vanished
   /// and that nothing else refers to are removed.
   VerifyResult verify(bool repair = false);
 
  private:
+  GcResult runGc(bool dryRun, const GcRootChanges* changes);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
