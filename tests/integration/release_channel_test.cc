@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "cdp_browser.h"
 #include "farm.h"
 #include "kiln/common/file.h"
 #include "kiln/scheduler/release_store.h"
@@ -136,6 +137,33 @@ class ReleaseFarm : public ::testing::Test {
     return json::parse(test::httpGet(web_, "/api" + path));
   }
 
+  /// The job history (app: failed, then built), the channel page and the
+  /// jobset's advances in headless Chromium, saved under test-artifacts/
+  /// release (nothing without chromium).
+  void screenshotReleasePages() {
+    if (test::CdpBrowser::findChromium().empty()) return;
+    std::string shots = test::binaryDir() + "/test-artifacts/release";
+    createDirs(shots);
+    test::CdpBrowser browser(dir_.path() + "/chromium");
+    auto page = browser.newPage(/*javascript=*/true);
+    std::string base = "http://127.0.0.1:" + std::to_string(web_);
+    page.navigate(base + "/jobset/rel/release/job/app");
+    page.waitFor("document.getElementById('job-history') !== null", 30s);
+    EXPECT_EQ(page.evaluate("document.querySelectorAll('#job-history svg')"
+                            ".length")
+                  .get<int>(),
+              3);  // duration, output size, closure size
+    page.screenshot(shots + "/job-history.png");
+    page.navigate(base + kChannel);
+    EXPECT_THAT(page.text(), HasSubstr("store-paths.xz"));
+    // A folder jobset: no git-revision link (that URL answers 404).
+    EXPECT_THAT(page.text(), ::testing::Not(HasSubstr("git-revision")));
+    page.screenshot(shots + "/channel.png");
+    page.navigate(base + "/jobset/rel/release");
+    page.waitFor("document.getElementById('channel-advances') !== null", 30s);
+    page.screenshot(shots + "/jobset-channel-advances.png");
+  }
+
   void TearDown() override {
     if (serve_ && serve_->running()) serve_->stop();
   }
@@ -214,6 +242,8 @@ TEST_F(ReleaseFarm, AggregateGatesTheChannelWhichNixSubstitutes) {
               HasSubstr("advanced to evaluation " + std::to_string(second)));
   EXPECT_THAT(test::httpGet(web_, "/jobset/rel/release"),
               HasSubstr("id=\"channel-advances\""));
+
+  screenshotReleasePages();
 
   // store-paths.xz lists the evaluation's outputs; the real nix
   // substitutes them from the binary-cache-url, signed by the farm's key.

@@ -124,9 +124,12 @@ std::string renderChannel(const json& m) {
                   ", inputs <code>" + esc(at["inputsHash"]) +
                   "</code>), since " + formatTime(at["timeMs"]) + ".</p>";
   b += "<ul>";
+  // git-revision answers only for git jobsets (inputs "git:<commit>").
+  bool git = at["inputsHash"].get<std::string>().starts_with("git:");
   for (auto* f : {"store-paths.xz", "nixexprs.tar.xz", "git-revision",
                   "binary-cache-url"})
-    b += "<li><a href=\"" + base + "/" + f + "\">" + f + "</a></li>";
+    if (git || std::string_view(f) != "git-revision")
+      b += "<li><a href=\"" + base + "/" + f + "\">" + f + "</a></li>";
   b += "</ul><h2>Advances</h2>" + advancesTable(m["advances"]);
   return htmlPage("Channel " + m["project"].get<std::string>() + ":" +
                       m["jobset"].get<std::string>(),

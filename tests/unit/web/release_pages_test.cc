@@ -128,6 +128,7 @@ TEST_F(ReleasePagesTest, TheChannelIsServedOnceItsJobSucceeded) {
   ASSERT_EQ(page.status, 200) << page.body;
   EXPECT_THAT(page.body, HasSubstr("href=\"/eval/" + std::to_string(fx_.eval)));
   EXPECT_THAT(page.body, HasSubstr(base + "/store-paths.xz"));
+  EXPECT_THAT(page.body, HasSubstr(base + "/git-revision"));  // a git jobset
   Response jobset = get("/jobset/nixpkgs/trunk");
   EXPECT_THAT(jobset.body, HasSubstr("<h2>Channel</h2>"));
   EXPECT_THAT(jobset.body, HasSubstr("id=\"channel-advances\""));
