@@ -96,6 +96,7 @@ bool treeOver(const std::string& dir, uint64_t bound) {
 // the evaluation stands).
 std::string Evaluations::keepSources(store::LocalStore& store,
                                      const std::string& dir) const {
+  if (config_.maxSourceBytes == 0) return "";  // keeping none: nothing to add
   std::string tooLarge = "the evaluated sources of " + dir +
                          " are not kept: they are larger than " +
                          std::to_string(config_.maxSourceBytes) + " bytes";
@@ -111,8 +112,7 @@ std::string Evaluations::keepSources(store::LocalStore& store,
     }
     return store.storeDir().printPath(path);
   } catch (const std::exception& e) {
-    logWarn("keeping the evaluated sources of " + dir + " failed: " +
-            e.what());
+    logWarn("keeping the evaluated sources of " + dir + " failed: " + e.what());
     return "";
   }
 }

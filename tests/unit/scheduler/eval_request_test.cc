@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "kiln/scheduler/evaluation.h"
 #include "kiln/scheduler/notification_outbox.h"
 #include "kiln/scheduler/notification_store.h"
+#include "kiln/scheduler/release_store.h"
 #include "kiln/scheduler/service.h"
 #include "service_fixture.h"
 #include "test_support.h"
@@ -287,6 +289,42 @@ TEST(EvalRequest, CreateAndUpdateReadTheSameJobsetFields) {
   EXPECT_EQ(changed["shares"], 7);
   EXPECT_DOUBLE_EQ(changed["repeatFraction"].get<double>(), 0.25);
   EXPECT_EQ(svc.db().jobsetByName("p", "j")->arguments, R"({"n":"3"})");
+}
+
+// --max-source-size 0 keeps no sources: nothing is added to the store for
+// them (an empty checkout used to be added, then refused as over the
+// bound), and the evaluation records none; the default keeps them.
+TEST(EvalRequest, AZeroSourceBoundKeepsNoSources) {
+  TempDir dir("kiln-evalnosources");
+  std::string drv;
+  auto run = [&](const std::string& state, uint64_t bound) {
+    {
+      store::LocalStore store(state);
+      drv = testing::makeDrv(store, "a");
+    }
+    ServiceConfig cfg = testing::testConfig(state);
+    cfg.evalRunners = {{"builtin", std::make_shared<NamedRunner>("a", drv)}};
+    cfg.inputFetcher = std::make_shared<FixedFetcher>();
+    cfg.maxSourceBytes = bound;
+    SchedulerService svc(cfg);
+    svc.applyRequest("project-create", {{"name", "p"}});
+    int64_t js = svc.applyRequest("jobset-create", {{"project", "p"},
+                                                    {"name", "j"},
+                                                    {"location", dir.path()},
+                                                    {"checkInterval", 0}})["id"]
+                     .get<int64_t>();
+    int64_t eval = svc.evaluateJobset(js, true);
+    bool stored = false;
+    for (auto& e : std::filesystem::directory_iterator(state + "/store"))
+      stored = stored || e.path().filename().string().ends_with("-source");
+    return std::make_pair(evalSources(svc.db(), eval), stored);
+  };
+  auto [none, storedNone] = run(dir.path() + "/zero", 0);
+  EXPECT_EQ(none, "");
+  EXPECT_FALSE(storedNone);
+  auto [kept, storedKept] = run(dir.path() + "/default", 1ull << 30);
+  EXPECT_TRUE(kept.ends_with("-source")) << kept;
+  EXPECT_TRUE(storedKept);
 }
 
 }  // namespace
