@@ -1,40 +1,103 @@
 // JSON output (builtins.toJSON, --json) and input (builtins.fromJSON).
+#include <array>
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "builtins.h"
+#include "json_parse.h"
 #include "print.h"
+#include "scratch_string.h"
 
 namespace kiln::eval {
 
-void jsonString(std::ostream& out, std::string_view s) {
-  out << '"';
-  for (unsigned char c : s) {
-    if (c == '"') out << "\\\"";
-    else if (c == '\\') out << "\\\\";
-    else if (c == '\n') out << "\\n";
-    else if (c == '\r') out << "\\r";
-    else if (c == '\t') out << "\\t";
-    else if (c == '\b') out << "\\b";
-    else if (c == '\f') out << "\\f";
-    else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out << buf;
+namespace {
+
+// What jsonString writes for each byte: 0 to copy it, else the letter
+// after the backslash ('u' for \u00XX). As Nix 2.8's toJSON: `"`, `\`,
+// \n, \r and \t by name, other bytes below 0x20 as \u00XX (\b and \f
+// too), everything else (DEL, bytes >= 0x80) as is.
+constexpr auto kJsonEscape = [] {
+  std::array<char, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = 'u';
+  t['"'] = '"';
+  t['\\'] = '\\';
+  t['\n'] = 'n';
+  t['\r'] = 'r';
+  t['\t'] = 't';
+  return t;
+}();
+
+}  // namespace
+
+void jsonString(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.reserve(out.size() + s.size() + 2);
+  out += '"';
+  const char* run = s.data();
+  const char* end = run + s.size();
+  for (const char* p = run; p != end; ++p) {
+    char e = kJsonEscape[static_cast<unsigned char>(*p)];
+    if (!e) continue;
+    out.append(run, static_cast<size_t>(p - run));
+    run = p + 1;
+    if (e == 'u') {
+      auto c = static_cast<unsigned char>(*p);
+      const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(u, 6);
     } else {
-      out << c;
+      const char named[2] = {'\\', e};
+      out.append(named, 2);
     }
   }
-  out << '"';
+  out.append(run, static_cast<size_t>(end - run));
+  out += '"';
 }
 
-void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ostream& out,
+namespace {
+
+void appendInt(std::string& out, int64_t n) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, n);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+void printAttrsAsJSON(EvalState& st, bool strict, Value& v, std::string& out, Context& ctx,
+                      bool copyToStore) {
+  out += '{';
+  bool first = true;
+  for (const Attr* a : sortedByName(st, v.attrs)) {
+    if (!first) out += ',';
+    first = false;
+    jsonString(out, st.symbols.name(a->name));
+    out += ':';
+    try {
+      printValueAsJSON(st, strict, *a->value, a->pos, out, ctx, copyToStore);
+    } catch (EvalError& e) {
+      e.addTrace("while evaluating attribute '" + std::string(st.symbols.name(a->name)) + "'");
+      throw;
+    }
+  }
+  out += '}';
+}
+
+}  // namespace
+
+void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::string& out,
                       Context& ctx, bool copyToStore) {
   if (strict) st.forceValue(v, pos);
   switch (v.type) {
-    case VType::kInt: out << v.integer; break;
-    case VType::kFloat: out << showFloat(v.fpoint); break;
-    case VType::kBool: out << (v.boolean ? "true" : "false"); break;
-    case VType::kNull: out << "null"; break;
+    case VType::kInt:
+      appendInt(out, v.integer);
+      break;
+    case VType::kFloat:
+      out += showFloat(v.fpoint);
+      break;
+    case VType::kBool:
+      out += v.boolean ? "true" : "false";
+      break;
+    case VType::kNull:
+      out += "null";
+      break;
     case VType::kString:
       copyContext(v, ctx);
       jsonString(out, v.str.s);
@@ -51,30 +114,16 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ost
         printValueAsJSON(st, strict, *o, pos, out, ctx, copyToStore);
         break;
       }
-      out << '{';
-      bool first = true;
-      for (const Attr* a : sortedByName(st, v.attrs)) {
-        if (!first) out << ',';
-        first = false;
-        jsonString(out, st.symbols.name(a->name));
-        out << ':';
-        try {
-          printValueAsJSON(st, strict, *a->value, a->pos, out, ctx, copyToStore);
-        } catch (EvalError& e) {
-          e.addTrace("while evaluating attribute '" + std::string(st.symbols.name(a->name)) + "'");
-          throw;
-        }
-      }
-      out << '}';
+      printAttrsAsJSON(st, strict, v, out, ctx, copyToStore);
       break;
     }
     case VType::kList:
-      out << '[';
+      out += '[';
       for (size_t i = 0; i < v.list.size; ++i) {
-        if (i) out << ',';
+        if (i) out += ',';
         printValueAsJSON(st, strict, *v.list.elems[i], pos, out, ctx, copyToStore);
       }
-      out << ']';
+      out += ']';
       break;
     default:
       throwError(st, pos, std::string("cannot convert ") + showType(v) + " to JSON");
@@ -83,12 +132,24 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ost
 
 static void fromJson(EvalState& st, const nlohmann::json& j, Value& v) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: v.mkNull(); break;
-    case nlohmann::json::value_t::boolean: v.mkBool(j.get<bool>()); break;
-    case nlohmann::json::value_t::number_integer: v.mkInt(j.get<int64_t>()); break;
-    case nlohmann::json::value_t::number_unsigned: v.mkInt(static_cast<int64_t>(j.get<uint64_t>())); break;
-    case nlohmann::json::value_t::number_float: v.mkFloat(j.get<double>()); break;
-    case nlohmann::json::value_t::string: st.mkString(v, j.get_ref<const std::string&>()); break;
+    case nlohmann::json::value_t::null:
+      v.mkNull();
+      break;
+    case nlohmann::json::value_t::boolean:
+      v.mkBool(j.get<bool>());
+      break;
+    case nlohmann::json::value_t::number_integer:
+      v.mkInt(j.get<int64_t>());
+      break;
+    case nlohmann::json::value_t::number_unsigned:
+      v.mkInt(static_cast<int64_t>(j.get<uint64_t>()));
+      break;
+    case nlohmann::json::value_t::number_float:
+      v.mkFloat(j.get<double>());
+      break;
+    case nlohmann::json::value_t::string:
+      st.mkString(v, j.get_ref<const std::string&>());
+      break;
     case nlohmann::json::value_t::array: {
       st.mkList(v, j.size());
       size_t i = 0;
@@ -118,6 +179,9 @@ static void fromJson(EvalState& st, const nlohmann::json& j, Value& v) {
 }
 
 void parseJSON(EvalState& st, std::string_view text, Value& v) {
+  if (parseJsonFast(st, text, v)) return;
+  // Invalid (or with a byte order mark): nlohmann's parser gives the error
+  // Nix 2.8 gives.
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.begin(), text.end());
@@ -130,9 +194,9 @@ void parseJSON(EvalState& st, std::string_view text, Value& v) {
 namespace {
 
 void primToJSON(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::ostringstream out;
+  ScratchString out;
   Context ctx;
-  printValueAsJSON(st, true, *args[0], pos, out, ctx);
+  printValueAsJSON(st, true, *args[0], pos, out.str(), ctx);
   st.mkString(v, out.str(), ctx);
 }
 
