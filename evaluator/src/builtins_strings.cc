@@ -1,4 +1,5 @@
 // String builtins: toString, substring, replaceStrings, versions, names.
+#include <array>
 #include <optional>
 
 #include <boost/container/small_vector.hpp>
@@ -46,36 +47,39 @@ void primStringLength(EvalState& st, PosIdx pos, Value** args, Value& v) {
   v.mkInt(static_cast<int64_t>(coerceToString(st, pos, *args[0], ctx).size()));
 }
 
-void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  forceList(st, *args[0], pos);
-  forceList(st, *args[1], pos);
-  if (args[0]->list.size != args[1]->list.size)
-    throwError(st, pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
-  // Views of the arguments' own strings (the argument lists keep them).
-  boost::container::small_vector<std::string_view, 8> from;
-  for (size_t i = 0; i < args[0]->list.size; ++i)
-    from.push_back(forceString(st, *args[0]->list.elems[i], pos));
-  // Like Nix 2.8, every replacement is forced, in order, before the
-  // subject; a replacement's context joins the result's only when used.
-  boost::container::small_vector<std::string_view, 8> to;
-  for (size_t i = 0; i < args[1]->list.size; ++i)
-    to.push_back(forceString(st, *args[1]->list.elems[i], pos));
-  Context ctx;
-  std::string_view s = forceString(st, *args[2], ctx, pos);
-  ScratchString scratch;
-  std::string& res = scratch.str();
+// Appends s with the first of `from` that matches at each position replaced
+// by the `to` of the same index (the first match wins, scanning on after
+// it), as Nix 2.8's replaceStrings; adds the context of each replacement
+// used. Returns whether anything was replaced.
+template <class Views>
+bool replaceInto(std::string& res, std::string_view s, const Views& from, const Views& to,
+                 Value& toList, Context& ctx) {
+  // Bytes some pattern starts with: positions at other bytes are copied in
+  // runs without trying the patterns. An empty pattern matches everywhere.
+  std::array<bool, 256> starts{};
+  bool anyEmpty = false;
+  for (std::string_view f : from) {
+    if (f.empty()) anyEmpty = true;
+    else starts[static_cast<unsigned char>(f[0])] = true;
+  }
   const size_t n = s.size();
   bool replaced = false;
   for (size_t p = 0; p <= n;) {
+    if (!anyEmpty) {
+      size_t q = p;
+      while (q < n && !starts[static_cast<unsigned char>(s[q])]) ++q;
+      res.append(s.data() + p, q - p);
+      p = q;
+      if (p == n) break;
+    }
     bool found = false;
     for (size_t i = 0; i < from.size(); ++i) {
       std::string_view f = from[i];
-      // The first byte rules most patterns out without a comparison.
       if (!f.empty() && (p >= n || s[p] != f[0])) continue;
       if (s.compare(p, f.size(), f) != 0) continue;
       found = replaced = true;
       res += to[i];
-      copyContext(*args[1]->list.elems[i], ctx);
+      copyContext(*toList.list.elems[i], ctx);
       if (f.empty()) {
         if (p < n) res += s[p];
         ++p;
@@ -89,6 +93,30 @@ void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
       ++p;
     }
   }
+  return replaced;
+}
+
+void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
+  forceList(st, *args[0], pos);
+  forceList(st, *args[1], pos);
+  if (args[0]->list.size != args[1]->list.size)
+    throwError(st, pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
+  // Views of the arguments' own strings (the argument lists keep them);
+  // room for an alphabet without allocating (`lib.toUpper` has 26).
+  using Views = boost::container::small_vector<std::string_view, 32>;
+  Views from;
+  for (size_t i = 0; i < args[0]->list.size; ++i)
+    from.push_back(forceString(st, *args[0]->list.elems[i], pos));
+  // Like Nix 2.8, every replacement is forced, in order, before the
+  // subject; a replacement's context joins the result's only when used.
+  Views to;
+  for (size_t i = 0; i < args[1]->list.size; ++i)
+    to.push_back(forceString(st, *args[1]->list.elems[i], pos));
+  Context ctx;
+  std::string_view s = forceString(st, *args[2], ctx, pos);
+  ScratchString scratch;
+  std::string& res = scratch.str();
+  bool replaced = replaceInto(res, s, from, to, *args[1], ctx);
   // Nothing replaced: the subject itself, its context included (strings
   // are immutable), rather than a copy of it.
   if (!replaced && args[2]->type == VType::kString) {
