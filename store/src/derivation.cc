@@ -76,6 +76,13 @@ size_t nextAtermEscape(std::string_view s, size_t from) {
 #ifdef __SSE2__
   for (; i + 16 <= s.size(); i += 16)
     if (unsigned mask = atermEscapeMask(s.data() + i)) return i + __builtin_ctz(mask);
+  // The tail of a string of 16 bytes or more: the last 16 bytes, without
+  // the bits of those already looked at.
+  if (i < s.size() && s.size() >= 16) {
+    size_t seen = i - (s.size() - 16);
+    unsigned mask = atermEscapeMask(s.data() + s.size() - 16) >> seen;
+    return mask ? i + __builtin_ctz(mask) : s.size();
+  }
 #endif
   for (; i < s.size(); ++i)
     if (kAtermEscape[static_cast<unsigned char>(s[i])]) return i;
@@ -99,6 +106,12 @@ char* writeAtermEscaped(char* o, const char* s, size_t n) {
   for (; i + 16 <= n; i += 16)
     for (unsigned mask = atermEscapeMask(s + i); mask; mask &= mask - 1)
       escape(i + static_cast<size_t>(__builtin_ctz(mask)));
+  if (i < n && n >= 16) {  // the tail, as in nextAtermEscape
+    size_t seen = i - (n - 16);
+    for (unsigned mask = atermEscapeMask(s + n - 16) >> seen; mask; mask &= mask - 1)
+      escape(i + static_cast<size_t>(__builtin_ctz(mask)));
+    i = n;
+  }
 #endif
   for (; i < n; ++i)
     if (kAtermEscape[static_cast<unsigned char>(s[i])]) escape(i);
