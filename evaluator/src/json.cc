@@ -1,57 +1,16 @@
 // JSON output (builtins.toJSON, --json) and input (builtins.fromJSON).
-#include <array>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "builtins.h"
 #include "json_parse.h"
+#include "kiln/common/encoding.h"
 #include "print.h"
 #include "scratch_string.h"
 
 namespace kiln::eval {
 
-namespace {
-
-// What jsonString writes for each byte: 0 to copy it, else the letter
-// after the backslash ('u' for \u00XX). As Nix 2.8's toJSON: `"`, `\`,
-// \n, \r and \t by name, other bytes below 0x20 as \u00XX (\b and \f
-// too), everything else (DEL, bytes >= 0x80) as is.
-constexpr auto kJsonEscape = [] {
-  std::array<char, 256> t{};
-  for (int c = 0; c < 0x20; ++c) t[c] = 'u';
-  t['"'] = '"';
-  t['\\'] = '\\';
-  t['\n'] = 'n';
-  t['\r'] = 'r';
-  t['\t'] = 't';
-  return t;
-}();
-
-}  // namespace
-
-void jsonString(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.reserve(out.size() + s.size() + 2);
-  out += '"';
-  const char* run = s.data();
-  const char* end = run + s.size();
-  for (const char* p = run; p != end; ++p) {
-    char e = kJsonEscape[static_cast<unsigned char>(*p)];
-    if (!e) continue;
-    out.append(run, static_cast<size_t>(p - run));
-    run = p + 1;
-    if (e == 'u') {
-      auto c = static_cast<unsigned char>(*p);
-      const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-      out.append(u, 6);
-    } else {
-      const char named[2] = {'\\', e};
-      out.append(named, 2);
-    }
-  }
-  out.append(run, static_cast<size_t>(end - run));
-  out += '"';
-}
+void jsonString(std::string& out, std::string_view s) { appendJsonString(out, s); }
 
 namespace {
 

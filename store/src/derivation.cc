@@ -14,45 +14,11 @@
 
 namespace kiln::store {
 
-namespace detail {
-
-bool appendNamedEscape(std::string& out, char c) {
-  switch (c) {
-    case '"':
-      out += "\\\"";
-      return true;
-    case '\\':
-      out += "\\\\";
-      return true;
-    case '\n':
-      out += "\\n";
-      return true;
-    case '\r':
-      out += "\\r";
-      return true;
-    case '\t':
-      out += "\\t";
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace detail
-
 namespace {
 
 // For each byte printAtermString escapes, the letter after its backslash;
 // 0 for the others.
-constexpr auto kAtermEscape = [] {
-  std::array<char, 256> t{};
-  t['"'] = '"';
-  t['\\'] = '\\';
-  t['\n'] = 'n';
-  t['\r'] = 'r';
-  t['\t'] = 't';
-  return t;
-}();
+constexpr const std::array<char, 256>& kAtermEscape = kNamedEscapes;
 
 #ifdef __SSE2__
 // Bit k set when s[k] (of 16) is a byte printAtermString escapes.

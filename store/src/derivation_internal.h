@@ -16,11 +16,6 @@ std::string printAterm(const StoreDir& sd, const Derivation& drv,
 void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
                 bool maskOutputs, const InputHashes* inputs);
 
-/// Appends the escape Nix uses for `"`, `\`, LF, CR or TAB and returns
-/// true; returns false (appending nothing) for any other byte. The ATerm
-/// and JSON printers share these.
-bool appendNamedEscape(std::string& out, char c);
-
 /// The `.drv` path of `drv` whose printed ATerm is `aterm` (spec §3.5
 /// step 5); checks the name. Throws FormatError for an invalid name.
 StorePath derivationPathOf(const StoreDir& sd, const Derivation& drv,
