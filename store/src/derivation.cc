@@ -143,8 +143,19 @@ void printStrings(std::string& out, const auto& strings) {
 
 namespace detail {
 
+void printAtermInputHashes(std::string& out, const InputHashes& inputs) {
+  printList(out, inputs, [&](const auto& i) {
+    out += '(';
+    printAtermString(out, i.first);
+    out += ',';
+    printStrings(out, i.second);
+    out += ')';
+  });
+}
+
 void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
-                bool maskOutputs, const InputHashes* inputs) {
+                bool maskOutputs, const InputHashes* inputs,
+                std::pair<size_t, size_t>* inputsSpan) {
   out += "Derive(";
   printList(out, drv.outputs, [&](const auto& o) {
     out += '(';
@@ -161,14 +172,9 @@ void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
     out += ')';
   });
   out += ',';
+  size_t inputsBegin = out.size();
   if (inputs) {
-    printList(out, *inputs, [&](const auto& i) {
-      out += '(';
-      printAtermString(out, i.first);
-      out += ',';
-      printStrings(out, i.second);
-      out += ')';
-    });
+    printAtermInputHashes(out, *inputs);
   } else {
     printList(out, drv.inputDrvs, [&](const auto& i) {
       out += '(';
@@ -178,6 +184,7 @@ void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
       out += ')';
     });
   }
+  if (inputsSpan) *inputsSpan = {inputsBegin, out.size()};
   out += ',';
   printList(out, drv.inputSrcs,
             [&](const StorePath& p) { printAtermPath(out, sd, p); });
