@@ -36,7 +36,7 @@ std::string base64Decode(std::string_view text, bool allowUnpadded = false);
 constexpr size_t base64Length(size_t size) { return 4 * ((size + 2) / 3); }
 
 /// For the five bytes Nix's ATerm and JSON writers escape by name (`"`,
-/// `\\`, newline, carriage return, tab), the letter after the backslash;
+/// `\`, newline, carriage return, tab), the letter after the backslash;
 /// 0 for every other byte.
 inline constexpr std::array<char, 256> kNamedEscapes = [] {
   std::array<char, 256> t{};
@@ -49,8 +49,8 @@ inline constexpr std::array<char, 256> kNamedEscapes = [] {
 }();
 
 /// Appends `s` as a JSON string literal (quotes included) as Nix 2.8 writes
-/// it (toJSON, show-derivation): `"`, `\\`, \\n, \\r and \\t by name, other
-/// bytes below 0x20 as \\u00XX (\\b and \\f too), every other byte as it is
+/// it (toJSON, show-derivation): `"`, `\`, \n, \r and \t by name, other
+/// bytes below 0x20 as \u00XX (\b and \f too), every other byte as it is
 /// (strings need not be UTF-8).
 void appendJsonString(std::string& out, std::string_view s);
 
