@@ -77,7 +77,9 @@ void printResult(EvalState& st, Options& o, Value& v) {
   o.target.flush();  // the value may name objects it wrote
   Context ctx;
   if (o.json) {
-    printValueAsJSON(st, o.strict, v, kNoPos, std::cout, ctx, true);  // no newline, as Nix
+    std::string json;
+    printValueAsJSON(st, o.strict, v, kNoPos, json, ctx, true);
+    std::cout << json;  // no newline, as Nix
   } else if (o.xml) {
     printValueAsXML(st, o.strict, !o.noLocation, v, std::cout, ctx);
   } else {

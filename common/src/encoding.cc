@@ -157,4 +157,42 @@ std::string base64Decode(std::string_view text, bool allowUnpadded) {
   return out;
 }
 
+namespace {
+
+// What appendJsonString writes for each byte: 0 to copy it, else the letter
+// after the backslash ('u' for \u00XX).
+constexpr auto kJsonEscape = [] {
+  std::array<char, 256> t = kNamedEscapes;
+  for (int c = 0; c < 0x20; ++c)
+    if (!t[c]) t[c] = 'u';
+  return t;
+}();
+
+}  // namespace
+
+void appendJsonString(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.reserve(out.size() + s.size() + 2);
+  out += '"';
+  // Runs without escapes are appended whole.
+  const char* run = s.data();
+  const char* end = run + s.size();
+  for (const char* p = run; p != end; ++p) {
+    char e = kJsonEscape[static_cast<unsigned char>(*p)];
+    if (!e) continue;
+    out.append(run, static_cast<size_t>(p - run));
+    run = p + 1;
+    if (e == 'u') {
+      auto c = static_cast<unsigned char>(*p);
+      const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(u, 6);
+    } else {
+      const char named[2] = {'\\', e};
+      out.append(named, 2);
+    }
+  }
+  out.append(run, static_cast<size_t>(end - run));
+  out += '"';
+}
+
 }  // namespace kiln

@@ -186,7 +186,7 @@ std::vector<std::string> splitSpaces(const std::string& s) {
 
 // One attribute into env (or __json), args, and the special fields.
 void addAttr(EvalState& st, const Attr& a, Derivation& drv, Context& ctx, Collected& c,
-             std::ostringstream* json, bool& firstJson) {
+             std::string* json, bool& firstJson) {
   std::string_view key = st.symbols.name(a.name);
   PosIdx pos = a.pos;
   if (a.name == st.sContentAddressed) {
@@ -201,10 +201,10 @@ void addAttr(EvalState& st, const Attr& a, Derivation& drv, Context& ctx, Collec
   }
   if (json) {
     if (a.name == st.sStructuredAttrs) return;
-    *json << (firstJson ? "" : ",");
+    if (!firstJson) *json += ',';
     firstJson = false;
     jsonString(*json, key);
-    *json << ':';
+    *json += ':';
     printValueAsJSON(st, true, *a.value, pos, *json, ctx);
     if (a.name == st.sBuilder) {
       drv.builder = forceString(st, *a.value, ctx, pos);
@@ -302,14 +302,14 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (nameA->pos != kNoPos) pos = nameA->pos;
   bool ignoreNulls = false;
   if (Value* n = attrs->get(st.sIgnoreNulls)) ignoreNulls = forceBool(st, *n, pos);
-  std::optional<std::ostringstream> json;
+  std::optional<std::string> json;
   if (Value* sa = attrs->get(st.sStructuredAttrs); sa && forceBool(st, *sa, pos)) json.emplace();
   Derivation drv;
   drv.name = drvName;
   Context ctx;
   Collected c;
   bool firstJson = true;
-  if (json) *json << '{';
+  if (json) *json += '{';
   for (const Attr* a : sortedByName(st, attrs)) {
     if (a->name == st.sIgnoreNulls) continue;
     try {
@@ -325,8 +325,8 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     }
   }
   if (json) {
-    *json << '}';
-    drv.env["__json"] = json->str();
+    *json += '}';
+    drv.env["__json"] = std::move(*json);
   }
   if (drv.builder.empty()) throwError(st, pos, "required attribute 'builder' missing");
   if (drv.platform.empty()) throwError(st, pos, "required attribute 'system' missing");

@@ -1,7 +1,6 @@
 // String builtins: toString, substring, replaceStrings, versions, names.
+#include <array>
 #include <optional>
-
-#include <boost/container/small_vector.hpp>
 
 #include "builtins.h"
 #include "scratch_string.h"
@@ -46,49 +45,88 @@ void primStringLength(EvalState& st, PosIdx pos, Value** args, Value& v) {
   v.mkInt(static_cast<int64_t>(coerceToString(st, pos, *args[0], ctx).size()));
 }
 
+// Forces every element of a list to a string, in order (a type error for
+// the first that is not), without measuring them.
+void forceStrings(EvalState& st, Value& list, PosIdx pos) {
+  for (size_t i = 0; i < list.list.size; ++i) {
+    Value& e = *list.list.elems[i];
+    st.forceValue(e, pos);
+    if (e.type != VType::kString) forceString(st, e, pos);  // throws its error
+  }
+}
+
+// The length of pattern `f` if it occurs in s at p, else -1.
+inline ptrdiff_t matchAt(std::string_view s, size_t p, const char* f) {
+  size_t k = 0;
+  while (f[k] && p + k < s.size() && s[p + k] == f[k]) ++k;
+  return f[k] ? -1 : static_cast<ptrdiff_t>(k);
+}
+
+// Appends s with the first of `from` that matches at each position replaced
+// by the `to` of the same index (the first match wins, scanning on after
+// it), as Nix 2.8's replaceStrings; adds the context of each replacement
+// used. Returns whether anything was replaced. Patterns are compared as the
+// C strings they are, and a replacement is measured only when used.
+bool replaceInto(std::string& res, std::string_view s, Value& from, Value& to, Context& ctx) {
+  // Bytes some pattern starts with: positions at other bytes are copied in
+  // runs without trying the patterns. An empty pattern matches everywhere.
+  std::array<bool, 256> starts{};
+  bool anyEmpty = false;
+  for (size_t i = 0; i < from.list.size; ++i) {
+    auto c = static_cast<unsigned char>(from.list.elems[i]->str.s[0]);
+    if (c) starts[c] = true;
+    else anyEmpty = true;
+  }
+  const size_t n = s.size();
+  bool replaced = false;
+  for (size_t p = 0; p <= n;) {
+    if (!anyEmpty) {
+      size_t q = p;
+      while (q < n && !starts[static_cast<unsigned char>(s[q])]) ++q;
+      res.append(s.data() + p, q - p);
+      p = q;
+      if (p == n) break;
+    }
+    ptrdiff_t len = -1;
+    size_t i = 0;
+    for (; i < from.list.size; ++i) {
+      const char* f = from.list.elems[i]->str.s;
+      if (*f && (p >= n || s[p] != *f)) continue;
+      if ((len = matchAt(s, p, f)) >= 0) break;
+    }
+    if (len >= 0) {
+      replaced = true;
+      res += to.list.elems[i]->str.s;
+      copyContext(*to.list.elems[i], ctx);
+      if (len == 0) {
+        if (p < n) res += s[p];
+        ++p;
+      } else {
+        p += static_cast<size_t>(len);
+      }
+    } else {
+      if (p < n) res += s[p];
+      ++p;
+    }
+  }
+  return replaced;
+}
+
 void primReplaceStrings(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceList(st, *args[0], pos);
   forceList(st, *args[1], pos);
   if (args[0]->list.size != args[1]->list.size)
     throwError(st, pos, "'from' and 'to' arguments to 'replaceStrings' have different lengths");
-  // Views of the arguments' own strings (the argument lists keep them).
-  boost::container::small_vector<std::string_view, 8> from;
-  for (size_t i = 0; i < args[0]->list.size; ++i)
-    from.push_back(forceString(st, *args[0]->list.elems[i], pos));
-  // Like Nix 2.8, every replacement is forced, in order, before the
-  // subject; a replacement's context joins the result's only when used.
-  boost::container::small_vector<std::string_view, 8> to;
-  for (size_t i = 0; i < args[1]->list.size; ++i)
-    to.push_back(forceString(st, *args[1]->list.elems[i], pos));
+  // Like Nix 2.8, every pattern, then every replacement is forced, in
+  // order, before the subject; a replacement's context joins the result's
+  // only when used.
+  forceStrings(st, *args[0], pos);
+  forceStrings(st, *args[1], pos);
   Context ctx;
   std::string_view s = forceString(st, *args[2], ctx, pos);
   ScratchString scratch;
   std::string& res = scratch.str();
-  const size_t n = s.size();
-  bool replaced = false;
-  for (size_t p = 0; p <= n;) {
-    bool found = false;
-    for (size_t i = 0; i < from.size(); ++i) {
-      std::string_view f = from[i];
-      // The first byte rules most patterns out without a comparison.
-      if (!f.empty() && (p >= n || s[p] != f[0])) continue;
-      if (s.compare(p, f.size(), f) != 0) continue;
-      found = replaced = true;
-      res += to[i];
-      copyContext(*args[1]->list.elems[i], ctx);
-      if (f.empty()) {
-        if (p < n) res += s[p];
-        ++p;
-      } else {
-        p += f.size();
-      }
-      break;
-    }
-    if (!found) {
-      if (p < n) res += s[p];
-      ++p;
-    }
-  }
+  bool replaced = replaceInto(res, s, *args[0], *args[1], ctx);
   // Nothing replaced: the subject itself, its context included (strings
   // are immutable), rather than a copy of it.
   if (!replaced && args[2]->type == VType::kString) {

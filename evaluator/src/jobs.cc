@@ -46,14 +46,14 @@ void describeMeta(EvalState& st, Value& drv, Job& job) {
   if (!meta) return;
   forceAttrs(st, *meta, kNoPos);
   for (const Attr* a : sortedByName(st, meta->attrs)) {
-    std::ostringstream out;
+    std::string out;
     try {
       Context ctx;
       printValueAsJSON(st, true, *a->value, kNoPos, out, ctx, false);
     } catch (const EvalError&) {
       continue;
     }
-    job.meta.push_back({std::string(st.symbols.name(a->name)), out.str()});
+    job.meta.push_back({std::string(st.symbols.name(a->name)), std::move(out)});
   }
 }
 
@@ -222,49 +222,52 @@ void enumerateJobs(EvalState& st, Value& root, Bindings* autoArgs, const std::st
 }
 
 std::string jobToJson(const Job& job) {
-  std::ostringstream out;
-  out << "{\"attr\":";
+  std::string out;
+  out += "{\"attr\":";
   jsonString(out, job.attr);
   if (!job.error.empty()) {
-    out << ",\"error\":";
+    out += ",\"error\":";
     jsonString(out, job.error);
-    out << "}";
-    return out.str();
+    out += "}";
+    return out;
   }
-  out << ",\"name\":";
+  out += ",\"name\":";
   jsonString(out, job.name);
-  out << ",\"system\":";
+  out += ",\"system\":";
   jsonString(out, job.system);
-  out << ",\"drvPath\":";
+  out += ",\"drvPath\":";
   jsonString(out, job.drvPath);
-  out << ",\"outputs\":{";
+  out += ",\"outputs\":{";
   for (size_t i = 0; i < job.outputs.size(); ++i) {
-    if (i) out << ",";
+    if (i) out += ",";
     jsonString(out, job.outputs[i].first);
-    out << ":";
+    out += ":";
     jsonString(out, job.outputs[i].second);
   }
-  out << "},\"meta\":{";
+  out += "},\"meta\":{";
   for (size_t i = 0; i < job.meta.size(); ++i) {
-    if (i) out << ",";
+    if (i) out += ",";
     jsonString(out, job.meta[i].first);
-    out << ":" << job.meta[i].second;
+    out += ":";
+    out += job.meta[i].second;
   }
-  out << "}";
+  out += "}";
   if (job.aggregate) {
     auto list = [&](const char* name, const std::vector<std::string>& items) {
-      out << ",\"" << name << "\":[";
+      out += ",\"";
+      out += name;
+      out += "\":[";
       for (size_t i = 0; i < items.size(); ++i) {
-        if (i) out << ",";
+        if (i) out += ",";
         jsonString(out, items[i]);
       }
-      out << "]";
+      out += "]";
     };
     list("constituents", job.constituents);
     list("namedConstituents", job.namedConstituents);
   }
-  out << "}";
-  return out.str();
+  out += "}";
+  return out;
 }
 
 }  // namespace kiln::eval

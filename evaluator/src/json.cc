@@ -1,40 +1,62 @@
 // JSON output (builtins.toJSON, --json) and input (builtins.fromJSON).
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "builtins.h"
+#include "json_parse.h"
+#include "kiln/common/encoding.h"
 #include "print.h"
+#include "scratch_string.h"
 
 namespace kiln::eval {
 
-void jsonString(std::ostream& out, std::string_view s) {
-  out << '"';
-  for (unsigned char c : s) {
-    if (c == '"') out << "\\\"";
-    else if (c == '\\') out << "\\\\";
-    else if (c == '\n') out << "\\n";
-    else if (c == '\r') out << "\\r";
-    else if (c == '\t') out << "\\t";
-    else if (c == '\b') out << "\\b";
-    else if (c == '\f') out << "\\f";
-    else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out << buf;
-    } else {
-      out << c;
-    }
-  }
-  out << '"';
+void jsonString(std::string& out, std::string_view s) { appendJsonString(out, s); }
+
+namespace {
+
+void appendInt(std::string& out, int64_t n) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, n);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
-void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ostream& out,
+void printAttrsAsJSON(EvalState& st, bool strict, Value& v, std::string& out, Context& ctx,
+                      bool copyToStore) {
+  out += '{';
+  bool first = true;
+  for (const Attr* a : sortedByName(st, v.attrs)) {
+    if (!first) out += ',';
+    first = false;
+    jsonString(out, st.symbols.name(a->name));
+    out += ':';
+    try {
+      printValueAsJSON(st, strict, *a->value, a->pos, out, ctx, copyToStore);
+    } catch (EvalError& e) {
+      e.addTrace("while evaluating attribute '" + std::string(st.symbols.name(a->name)) + "'");
+      throw;
+    }
+  }
+  out += '}';
+}
+
+}  // namespace
+
+void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::string& out,
                       Context& ctx, bool copyToStore) {
   if (strict) st.forceValue(v, pos);
   switch (v.type) {
-    case VType::kInt: out << v.integer; break;
-    case VType::kFloat: out << showFloat(v.fpoint); break;
-    case VType::kBool: out << (v.boolean ? "true" : "false"); break;
-    case VType::kNull: out << "null"; break;
+    case VType::kInt:
+      appendInt(out, v.integer);
+      break;
+    case VType::kFloat:
+      out += showFloat(v.fpoint);
+      break;
+    case VType::kBool:
+      out += v.boolean ? "true" : "false";
+      break;
+    case VType::kNull:
+      out += "null";
+      break;
     case VType::kString:
       copyContext(v, ctx);
       jsonString(out, v.str.s);
@@ -51,30 +73,16 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ost
         printValueAsJSON(st, strict, *o, pos, out, ctx, copyToStore);
         break;
       }
-      out << '{';
-      bool first = true;
-      for (const Attr* a : sortedByName(st, v.attrs)) {
-        if (!first) out << ',';
-        first = false;
-        jsonString(out, st.symbols.name(a->name));
-        out << ':';
-        try {
-          printValueAsJSON(st, strict, *a->value, a->pos, out, ctx, copyToStore);
-        } catch (EvalError& e) {
-          e.addTrace("while evaluating attribute '" + std::string(st.symbols.name(a->name)) + "'");
-          throw;
-        }
-      }
-      out << '}';
+      printAttrsAsJSON(st, strict, v, out, ctx, copyToStore);
       break;
     }
     case VType::kList:
-      out << '[';
+      out += '[';
       for (size_t i = 0; i < v.list.size; ++i) {
-        if (i) out << ',';
+        if (i) out += ',';
         printValueAsJSON(st, strict, *v.list.elems[i], pos, out, ctx, copyToStore);
       }
-      out << ']';
+      out += ']';
       break;
     default:
       throwError(st, pos, std::string("cannot convert ") + showType(v) + " to JSON");
@@ -83,12 +91,24 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::ost
 
 static void fromJson(EvalState& st, const nlohmann::json& j, Value& v) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: v.mkNull(); break;
-    case nlohmann::json::value_t::boolean: v.mkBool(j.get<bool>()); break;
-    case nlohmann::json::value_t::number_integer: v.mkInt(j.get<int64_t>()); break;
-    case nlohmann::json::value_t::number_unsigned: v.mkInt(static_cast<int64_t>(j.get<uint64_t>())); break;
-    case nlohmann::json::value_t::number_float: v.mkFloat(j.get<double>()); break;
-    case nlohmann::json::value_t::string: st.mkString(v, j.get_ref<const std::string&>()); break;
+    case nlohmann::json::value_t::null:
+      v.mkNull();
+      break;
+    case nlohmann::json::value_t::boolean:
+      v.mkBool(j.get<bool>());
+      break;
+    case nlohmann::json::value_t::number_integer:
+      v.mkInt(j.get<int64_t>());
+      break;
+    case nlohmann::json::value_t::number_unsigned:
+      v.mkInt(static_cast<int64_t>(j.get<uint64_t>()));
+      break;
+    case nlohmann::json::value_t::number_float:
+      v.mkFloat(j.get<double>());
+      break;
+    case nlohmann::json::value_t::string:
+      st.mkString(v, j.get_ref<const std::string&>());
+      break;
     case nlohmann::json::value_t::array: {
       st.mkList(v, j.size());
       size_t i = 0;
@@ -118,6 +138,9 @@ static void fromJson(EvalState& st, const nlohmann::json& j, Value& v) {
 }
 
 void parseJSON(EvalState& st, std::string_view text, Value& v) {
+  if (parseJsonFast(st, text, v)) return;
+  // Invalid (or with a byte order mark): nlohmann's parser gives the error
+  // Nix 2.8 gives.
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.begin(), text.end());
@@ -130,9 +153,9 @@ void parseJSON(EvalState& st, std::string_view text, Value& v) {
 namespace {
 
 void primToJSON(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  std::ostringstream out;
+  ScratchString out;
   Context ctx;
-  printValueAsJSON(st, true, *args[0], pos, out, ctx);
+  printValueAsJSON(st, true, *args[0], pos, out.str(), ctx);
   st.mkString(v, out.str(), ctx);
 }
 

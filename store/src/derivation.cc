@@ -3,6 +3,7 @@
 #include "kiln/store/derivation.h"
 
 #include <array>
+#include <cstring>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -13,73 +14,92 @@
 
 namespace kiln::store {
 
-namespace detail {
-
-bool appendNamedEscape(std::string& out, char c) {
-  switch (c) {
-    case '"':
-      out += "\\\"";
-      return true;
-    case '\\':
-      out += "\\\\";
-      return true;
-    case '\n':
-      out += "\\n";
-      return true;
-    case '\r':
-      out += "\\r";
-      return true;
-    case '\t':
-      out += "\\t";
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace detail
-
 namespace {
 
-// The bytes printAtermString escapes.
-constexpr auto kAtermEscaped = [] {
-  std::array<bool, 256> t{};
-  for (unsigned char c : {'"', '\\', '\n', '\r', '\t'}) t[c] = true;
-  return t;
-}();
+// For each byte printAtermString escapes, the letter after its backslash;
+// 0 for the others.
+constexpr const std::array<char, 256>& kAtermEscape = kNamedEscapes;
+
+#ifdef __SSE2__
+// Bit k set when s[k] (of 16) is a byte printAtermString escapes.
+inline unsigned atermEscapeMask(const char* s) {
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
+                tab = _mm_set1_epi8('\t');
+  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  __m128i hit = _mm_or_si128(
+      _mm_or_si128(_mm_cmpeq_epi8(b, quote), _mm_cmpeq_epi8(b, backslash)),
+      _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(b, lf), _mm_cmpeq_epi8(b, cr)),
+                   _mm_cmpeq_epi8(b, tab)));
+  return static_cast<unsigned>(_mm_movemask_epi8(hit));
+}
+#endif
 
 // Index of the first byte of s[from..] printAtermString escapes, or
 // s.size(). With SSE2 (every x86-64), 16 bytes per step.
 size_t nextAtermEscape(std::string_view s, size_t from) {
   size_t i = from;
 #ifdef __SSE2__
-  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
-                lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
-                tab = _mm_set1_epi8('\t');
-  for (; i + 16 <= s.size(); i += 16) {
-    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
-    __m128i hit = _mm_or_si128(
-        _mm_or_si128(_mm_cmpeq_epi8(b, quote), _mm_cmpeq_epi8(b, backslash)),
-        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(b, lf), _mm_cmpeq_epi8(b, cr)),
-                     _mm_cmpeq_epi8(b, tab)));
-    if (int mask = _mm_movemask_epi8(hit)) return i + __builtin_ctz(mask);
+  for (; i + 16 <= s.size(); i += 16)
+    if (unsigned mask = atermEscapeMask(s.data() + i)) return i + __builtin_ctz(mask);
+  // The tail of a string of 16 bytes or more: the last 16 bytes, without
+  // the bits of those already looked at.
+  if (i < s.size() && s.size() >= 16) {
+    size_t seen = i - (s.size() - 16);
+    unsigned mask = atermEscapeMask(s.data() + s.size() - 16) >> seen;
+    return mask ? i + __builtin_ctz(mask) : s.size();
   }
 #endif
   for (; i < s.size(); ++i)
-    if (kAtermEscaped[static_cast<unsigned char>(s[i])]) return i;
+    if (kAtermEscape[static_cast<unsigned char>(s[i])]) return i;
   return s.size();
+}
+
+// Writes s[0..n) escaped to `o` (room for 2n bytes); returns the end. Every
+// escape of a 16-byte block is taken from one mask, and the runs between
+// escapes are copied whole.
+char* writeAtermEscaped(char* o, const char* s, size_t n) {
+  size_t run = 0;
+  auto escape = [&](size_t j) {
+    std::memcpy(o, s + run, j - run);
+    o += j - run;
+    *o++ = '\\';
+    *o++ = kAtermEscape[static_cast<unsigned char>(s[j])];
+    run = j + 1;
+  };
+  size_t i = 0;
+#ifdef __SSE2__
+  for (; i + 16 <= n; i += 16)
+    for (unsigned mask = atermEscapeMask(s + i); mask; mask &= mask - 1)
+      escape(i + static_cast<size_t>(__builtin_ctz(mask)));
+  if (i < n && n >= 16) {  // the tail, as in nextAtermEscape
+    size_t seen = i - (n - 16);
+    for (unsigned mask = atermEscapeMask(s + n - 16) >> seen; mask; mask &= mask - 1)
+      escape(i + static_cast<size_t>(__builtin_ctz(mask)));
+    i = n;
+  }
+#endif
+  for (; i < n; ++i)
+    if (kAtermEscape[static_cast<unsigned char>(s[i])]) escape(i);
+  std::memcpy(o, s + run, n - run);
+  return o + (n - run);
 }
 
 // Appends `s` escaped, without quotes.
 void appendAtermEscaped(std::string& out, std::string_view s) {
-  // Append runs without escapes in one go; most strings have none.
-  size_t run = 0;
-  for (size_t i = nextAtermEscape(s, 0); i < s.size(); i = nextAtermEscape(s, run)) {
-    out.append(s.data() + run, i - run);
-    detail::appendNamedEscape(out, s[i]);
-    run = i + 1;
+  // Most strings have no escapes: appended in one go.
+  size_t first = nextAtermEscape(s, 0);
+  if (first == s.size()) {
+    out.append(s);
+    return;
   }
-  out.append(s.data() + run, s.size() - run);
+  // Room for the worst case from the first escape on, trimmed after.
+  size_t old = out.size();
+  out.resize(old + first + 2 * (s.size() - first));
+  char* o = out.data() + old;
+  std::memcpy(o, s.data(), first);
+  o = writeAtermEscaped(o + first, s.data() + first, s.size() - first);
+  out.resize(static_cast<size_t>(o - out.data()));
 }
 
 // printAtermString(out, sd.printPath(p)) without making the path string
@@ -123,8 +143,19 @@ void printStrings(std::string& out, const auto& strings) {
 
 namespace detail {
 
+void printAtermInputHashes(std::string& out, const InputHashes& inputs) {
+  printList(out, inputs, [&](const auto& i) {
+    out += '(';
+    printAtermString(out, i.first);
+    out += ',';
+    printStrings(out, i.second);
+    out += ')';
+  });
+}
+
 void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
-                bool maskOutputs, const InputHashes* inputs) {
+                bool maskOutputs, const InputHashes* inputs,
+                std::pair<size_t, size_t>* inputsSpan) {
   out += "Derive(";
   printList(out, drv.outputs, [&](const auto& o) {
     out += '(';
@@ -141,14 +172,9 @@ void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
     out += ')';
   });
   out += ',';
+  size_t inputsBegin = out.size();
   if (inputs) {
-    printList(out, *inputs, [&](const auto& i) {
-      out += '(';
-      printAtermString(out, i.first);
-      out += ',';
-      printStrings(out, i.second);
-      out += ')';
-    });
+    printAtermInputHashes(out, *inputs);
   } else {
     printList(out, drv.inputDrvs, [&](const auto& i) {
       out += '(';
@@ -158,6 +184,7 @@ void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
       out += ')';
     });
   }
+  if (inputsSpan) *inputsSpan = {inputsBegin, out.size()};
   out += ',';
   printList(out, drv.inputSrcs,
             [&](const StorePath& p) { printAtermPath(out, sd, p); });

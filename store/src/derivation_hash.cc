@@ -116,6 +116,25 @@ DrvHashCache::Entry DrvHashCache::entryOf(const Derivation& drv,
   return e;
 }
 
+DrvHashCache::Entry DrvHashCache::entryOfPrinted(
+    const Derivation& drv, const detail::InputHashes& inputs,
+    bool inputDeferred, std::string_view aterm,
+    std::pair<size_t, size_t> inputsSpan) {
+  DerivationType type = derivationType(drv);
+  if (type == DerivationType::kFixedOutput)  // hashes no ATerm
+    return entryOf(drv, inputs, inputDeferred);
+  bool deferred = inputDeferred || type == DerivationType::kFloatingCA ||
+                  type == DerivationType::kDeferred;
+  thread_local std::string scratch;  // as computeHash's
+  scratch.assign(aterm.substr(0, inputsSpan.first));
+  detail::printAtermInputHashes(scratch, inputs);
+  scratch.append(aterm.substr(inputsSpan.second));
+  Hash h = hashString(HashAlgo::kSha256, scratch);
+  Entry e{{}, deferred};
+  std::memcpy(e.sha256.data(), h.data(), e.sha256.size());
+  return e;
+}
+
 Hash DrvHashCache::computeHash(const Derivation& drv, DerivationType type,
                                bool maskOutputs,
                                const detail::InputHashes& inputs) {
@@ -208,15 +227,19 @@ StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
   }
   fillOutputs(drv, inputs, inputDeferred);
   aterm.clear();
-  detail::printAterm(aterm, storeDir_, drv, false, nullptr);
+  std::pair<size_t, size_t> inputsSpan;
+  detail::printAterm(aterm, storeDir_, drv, false, nullptr, &inputsSpan);
   StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);
+  auto modulo = [&] {
+    return entryOfPrinted(drv, inputs, inputDeferred, aterm, inputsSpan);
+  };
   std::optional<Entry> fresh;  // hashed unlocked when others may add
-  if (memoMutex) fresh = entryOf(drv, inputs, inputDeferred);
+  if (memoMutex) fresh = modulo();
   auto held = lock();
   auto it = memo_.find(path.baseName());
   Entry& e = it != memo_.end()
                  ? it->second
-                 : memoise(path.baseName(), fresh ? *fresh : entryOf(drv, inputs, inputDeferred));
+                 : memoise(path.baseName(), fresh ? *fresh : modulo());
   e.checked = true;  // its outputs were computed just above
   if (tag) *tag = &e.tag;
   return path;

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "kiln/store/derivation.h"
 
@@ -12,14 +13,13 @@ namespace kiln::store::detail {
 /// The ATerm printer; with `inputs`, they replace drv.inputDrvs.
 std::string printAterm(const StoreDir& sd, const Derivation& drv,
                        bool maskOutputs, const InputHashes* inputs);
-/// The same, appended to `out` (callers reuse one buffer).
+/// The same, appended to `out` (callers reuse one buffer). With
+/// `inputsSpan`, sets it to where the list of inputs is in `out`.
 void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
-                bool maskOutputs, const InputHashes* inputs);
-
-/// Appends the escape Nix uses for `"`, `\`, LF, CR or TAB and returns
-/// true; returns false (appending nothing) for any other byte. The ATerm
-/// and JSON printers share these.
-bool appendNamedEscape(std::string& out, char c);
+                bool maskOutputs, const InputHashes* inputs,
+                std::pair<size_t, size_t>* inputsSpan = nullptr);
+/// The list of input hashes as printAterm prints it with `inputs`.
+void printAtermInputHashes(std::string& out, const InputHashes& inputs);
 
 /// The `.drv` path of `drv` whose printed ATerm is `aterm` (spec §3.5
 /// step 5); checks the name. Throws FormatError for an invalid name.

@@ -2,27 +2,11 @@
 // hand rather than through nlohmann::json because derivation strings are
 // arbitrary bytes (not necessarily UTF-8) and Nix passes them through raw.
 #include "derivation_internal.h"
+#include "kiln/common/encoding.h"
 #include "kiln/store/derivation.h"
 
 namespace kiln::store {
 namespace {
-
-void jsonString(std::string& out, std::string_view s) {
-  static const char* kHex = "0123456789abcdef";
-  out += '"';
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (detail::appendNamedEscape(out, c)) continue;
-    if (u < 0x20) {
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
 
 /// Pretty printer for nested objects and arrays with Nix's layout:
 /// two-space indent, `"key": value`, empty containers as `[]` / `{}`.
@@ -38,13 +22,13 @@ class JsonWriter {
   /// Starts a member of the current object; the value follows.
   void key(std::string_view k) {
     element();
-    jsonString(out_, k);
+    appendJsonString(out_, k);
     out_ += ": ";
     afterKey_ = true;
   }
   void value(std::string_view v) {
     element();
-    jsonString(out_, v);
+    appendJsonString(out_, v);
   }
   void member(std::string_view k, std::string_view v) {
     key(k);

@@ -34,6 +34,26 @@ TEST(Builtins, ReplaceStringsAsNix) {
   EXPECT_EQ(evalStrict(R"(toString [ "a" 1 [ ] [ "b" ] null true "c" ])"), R"("a 1 b  1 c")");
 }
 
+// Expected values are nix-instantiate 2.8's: patterns beyond the inline
+// capacity, runs copied between bytes no pattern starts with, empty
+// patterns, overlapping patterns.
+TEST(Builtins, ReplaceStringsManyPatternsAndLongRunsAsNix) {
+  EXPECT_EQ(evalStrict("builtins.replaceStrings [ \"a\" \"b\" \"c\" \"d\" \"e\" \"f\" \"g\" \"h\" \"i\" \"j\" \"k\" \"l\" \"m\" \"n\" \"o\" \"p\" \"q\" \"r\" \"s\" \"t\" \"u\" \"v\" \"w\" \"x\" \"y\" \"z\" ] [ \"A\" \"B\" \"C\" \"D\" \"E\" \"F\" \"G\" \"H\" \"I\" \"J\" \"K\" \"L\" \"M\" \"N\" \"O\" \"P\" \"Q\" \"R\" \"S\" \"T\" \"U\" \"V\" \"W\" \"X\" \"Y\" \"Z\" ] \"hello, world: the quick brown fox 123\""),
+            "\"HELLO, WORLD: THE QUICK BROWN FOX 123\"");
+  EXPECT_EQ(evalStrict("builtins.replaceStrings (builtins.genList (i: \"<${toString i}>\") 40) (builtins.genList (i: \"[${toString (i * 2)}]\") 40) \"a<1>b<39><40>c<3><<2>>d\""),
+            "\"a[2]b[78]<40>c[6]<[4]>d\"");
+  EXPECT_EQ(evalStrict("builtins.replaceStrings [ \"ab\" \"a\" \"abc\" \"\" ] [ \"1\" \"2\" \"3\" \"-\" ] \"xxabcaab ya\""),
+            "\"-x-x1-c21- -y2-\"");
+  EXPECT_EQ(evalStrict("builtins.replaceStrings [ \"\\n\" \"'\" \"\\\"\" ] [ \"\\\\n\" \"'\\\\''\" \"\\\\\\\"\" ] \"line one\\nit's \\\"quoted\\\"\\nend\""),
+            "\"line one\\\\nit'\\\\''s \\\\\\\"quoted\\\\\\\"\\\\nend\"");
+  EXPECT_EQ(evalStrict("builtins.replaceStrings [ \"needle\" ] [ \"pin\" ] \"a long haystack without it at the start, then needle, needleneedle and a needl at the end\""),
+            "\"a long haystack without it at the start, then pin, pinpin and a needl at the end\"");
+  EXPECT_EQ(evalStrict("builtins.replaceStrings [ \"x\" ] [ \"y\" ] \"\""),
+            "\"\"");
+  EXPECT_EQ(evalStrict("builtins.replaceStrings [ \"\" ] [ \".\" ] \"abc\""),
+            "\".a.b.c.\"");
+}
+
 TEST(Builtins, ReplaceStringsThatReplacesNothingReturnsItsSubject) {
   EvalState st;
   runWithLargeStack([&] {

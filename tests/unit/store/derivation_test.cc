@@ -224,6 +224,37 @@ TEST(DerivationVectors, EscapesAtEveryOffsetOfLongStrings) {
       }
 }
 
+// Strings dense with escapes (several in one 16-byte block, runs of them,
+// every byte value around them), appended after other text: the same bytes
+// as escaping one byte at a time.
+TEST(DerivationVectors, DenseEscapesMatchBytewiseEscaping) {
+  auto bytewise = [](std::string_view in) {
+    std::string r = "\"";
+    for (char c : in) {
+      if (c == '"') r += "\\\"";
+      else if (c == '\\') r += "\\\\";
+      else if (c == '\n') r += "\\n";
+      else if (c == '\r') r += "\\r";
+      else if (c == '\t') r += "\\t";
+      else r += c;
+    }
+    return r + "\"";
+  };
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1103515245 + 12345, seed >> 16; };
+  const std::string specials = "\"\\\n\r\t";
+  for (int round = 0; round < 2000; ++round) {
+    std::string in(next() % 90, 'x');
+    for (char& c : in) {
+      uint32_t r = next();
+      c = r % 3 ? specials[r % specials.size()] : static_cast<char>(r >> 3);
+    }
+    std::string out = "prefix";
+    printAtermString(out, in);
+    ASSERT_EQ(out, "prefix" + bytewise(in)) << "round " << round;
+  }
+}
+
 // ---- malformed input ---------------------------------------------------
 
 const std::string kSimple =

@@ -1,7 +1,9 @@
 #pragma once
-/// Byte-string encodings used by Nix: base16, nix32 ("base-32") and base64.
+/// Byte-string encodings used by Nix: base16, nix32 ("base-32"), base64 and
+/// JSON string literals.
 /// Decoders throw `FormatError` naming the offending input.
 
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -32,5 +34,24 @@ std::string base64Encode(std::string_view bytes);
 std::string base64Decode(std::string_view text, bool allowUnpadded = false);
 /// Length of the padded base64 encoding of `size` bytes.
 constexpr size_t base64Length(size_t size) { return 4 * ((size + 2) / 3); }
+
+/// For the five bytes Nix's ATerm and JSON writers escape by name (`"`,
+/// `\`, newline, carriage return, tab), the letter after the backslash;
+/// 0 for every other byte.
+inline constexpr std::array<char, 256> kNamedEscapes = [] {
+  std::array<char, 256> t{};
+  t['"'] = '"';
+  t['\\'] = '\\';
+  t['\n'] = 'n';
+  t['\r'] = 'r';
+  t['\t'] = 't';
+  return t;
+}();
+
+/// Appends `s` as a JSON string literal (quotes included) as Nix 2.8 writes
+/// it (toJSON, show-derivation): `"`, `\`, \n, \r and \t by name, other
+/// bytes below 0x20 as \u00XX (\b and \f too), every other byte as it is
+/// (strings need not be UTF-8).
+void appendJsonString(std::string& out, std::string_view s);
 
 }  // namespace kiln

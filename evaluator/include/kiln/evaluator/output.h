@@ -16,12 +16,15 @@ void printValue(EvalState& state, std::ostream& out, Value& v);
 void printValueAsXML(EvalState& state, bool strict, bool location, Value& v, std::ostream& out,
                      Context& ctx);
 
-/// Writes `v` as JSON; paths are copied to the store when `copyToStore`.
-void printValueAsJSON(EvalState& state, bool strict, Value& v, PosIdx pos, std::ostream& out,
+/// Appends `v` as JSON to `out`, as Nix 2.8's toJSON writes it; paths are
+/// copied to the store when `copyToStore`.
+void printValueAsJSON(EvalState& state, bool strict, Value& v, PosIdx pos, std::string& out,
                       Context& ctx, bool copyToStore = true);
 
-/// Writes `s` as a JSON string literal (quotes included).
-void jsonString(std::ostream& out, std::string_view s);
+/// Appends `s` as a JSON string literal (quotes included), escaped as Nix
+/// 2.8's toJSON escapes (appendJsonString): `"`, `\`, \n, \r, \t by
+/// name, other control bytes as \u00XX, all other bytes as they are.
+void jsonString(std::string& out, std::string_view s);
 
 /// Parses JSON text into a value; throws EvalError on malformed input.
 void parseJSON(EvalState& state, std::string_view text, Value& v);

@@ -164,7 +164,9 @@ class DrvHashCache {
   /// fills in its outputs as fillOutputPaths() does, prints its ATerm into
   /// `aterm`, memoises its H and returns its `.drv` path. Inputs are looked
   /// up once and each ATerm variant (masked, unmasked modulo, the `.drv`
-  /// text) is printed and hashed once. Throws as fillOutputPaths().
+  /// text) is hashed once; the unmasked modulo one is the `.drv` text with
+  /// its inputs list replaced, not printed again. Throws as
+  /// fillOutputPaths().
   /// With `tag`, also points it at the derivation's tag (see tagOf()), and
   /// with `inputTags`, fills it with the tags of its inputDrvs, in order.
   /// With `memoMutex`, holds it only while reading and adding to the memo:
@@ -238,6 +240,12 @@ class DrvHashCache {
   Entry computeEntry(const Derivation& drv);
   Entry entryOf(const Derivation& drv, const detail::InputHashes& inputs,
                 bool inputDeferred);
+  /// entryOf() for a derivation whose `.drv` ATerm is `aterm`, its inputs
+  /// list at `inputsSpan`: the ATerm hashed is that one with the list of
+  /// input hashes in place of the inputs (not printed again).
+  Entry entryOfPrinted(const Derivation& drv, const detail::InputHashes& inputs,
+                       bool inputDeferred, std::string_view aterm,
+                       std::pair<size_t, size_t> inputsSpan);
   detail::InputHashes inputHashes(const Derivation& drv, bool& deferred,
                                   std::vector<uint32_t>* tags = nullptr);
   void fillOutputs(Derivation& drv, const detail::InputHashes& inputs,
