@@ -57,6 +57,7 @@ EvalSettings makeSettings(EvalOptions& o, const po::variables_map& vm) {
   o.target.apply(vm, s);
   s.restrictEval = s.refuseCurrentTime = o.restrictEval;
   s.pureEval = o.pureEval;
+  s.parseThreads = o.workers >= 2 ? 2 : 1;
   s.allowedPaths = o.allowPaths;
   s.allowedUris = o.allowedUris;
   s.restrictHint = " (restricted evaluation: allow paths with --allow-path PATH or -I PATH, "

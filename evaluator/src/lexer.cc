@@ -103,6 +103,7 @@ Lexer::Lexer(EvalState& state, const std::string& text, uint32_t origin)
     : state_(state), text_(text), base_(state.positions.base(origin)) {}
 
 void Lexer::error(size_t offset, const std::string& msg) {
+  if (quiet_) throw ParseError(msg);
   throw ParseError(msg + state_.positions.snippet(posAt(offset)));
 }
 

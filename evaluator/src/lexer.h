@@ -47,6 +47,14 @@ class Lexer {
   const std::string& text() const { return text_; }
   PosIdx posAt(size_t offset) const { return base_ + static_cast<PosIdx>(offset); }
   [[noreturn]] void error(size_t offset, const std::string& msg);
+  /// Drops the buffered tokens and lexes on from `offset` (a token start).
+  void restartAt(size_t offset) {
+    count_ = 0;
+    pos_ = offset;
+  }
+  /// Errors without the source snippet (a speculative parse's errors are
+  /// never shown, and a snippet reads the file again).
+  void setQuiet() { quiet_ = true; }
 
  private:
   Token lex();
@@ -59,6 +67,7 @@ class Lexer {
   const std::string& text_;
   PosIdx base_;  ///< the position of the source's first byte
   size_t pos_ = 0;
+  bool quiet_ = false;
   Token lexSlow(Token& tok);
   Token finishId(Token& tok, size_t len);
   /// Makes `tok` the `len` bytes at the cursor, of kind `t`, and moves on.

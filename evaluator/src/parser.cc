@@ -3,16 +3,17 @@
 
 #include <cstdlib>
 
+#include "parse_split.h"
+
 namespace kiln::eval {
 
 namespace {
 
-constexpr int kMaxNesting = 3000;
-
 struct DepthGuard {
   int& d;
-  DepthGuard(int& depth, Lexer& lex, size_t at) : d(depth) {
+  DepthGuard(int& depth, int& maxDepth, Lexer& lex, size_t at) : d(depth) {
     if (++d > kMaxNesting) lex.error(at, "expression nesting too deep (more than 3000 levels)");
+    if (d > maxDepth) maxDepth = d;
   }
   ~DepthGuard() { --d; }
 };
@@ -41,7 +42,7 @@ bool nonAssoc(int prec) { return prec == 4 || prec == 5 || prec == 11; }
 }  // namespace
 
 Parser::Parser(EvalState& state, const std::string& text, uint32_t origin, std::string basePath)
-    : state_(state), lex_(state, text, origin), basePath_(std::move(basePath)) {}
+    : state_(state), lex_(state, text, origin), origin_(origin), basePath_(std::move(basePath)) {}
 
 Parser::~Parser() {
   for (ExprAttrs* a : open_) {
@@ -51,8 +52,11 @@ Parser::~Parser() {
 }
 
 Expr* Parser::parseAll() {
+  if (!split_ && state_.settings.parseThreads >= 2 && lex_.text().size() >= kParseSplitBytes)
+    if (size_t at = guessSplitOffset(lex_.text()); at != kNoSplit) splitAt(at);
   Expr* e = parseExpr();
   if (lex_.peek().t != Tok::kEof) unexpected(lex_.peek());
+  split_.reset();  // never reached at a binding start: given up
   finishSets();
   return e;
 }
@@ -156,7 +160,7 @@ ExprConst* Parser::str(std::string_view s, PosIdx pos) {
 }
 
 Expr* Parser::parseExpr() {
-  DepthGuard g(depth_, lex_, lex_.peek().start);
+  DepthGuard g(depth_, maxDepth_, lex_, lex_.peek().start);
   return parseFunction();
 }
 
@@ -301,7 +305,7 @@ Expr* Parser::parseIf() {
 }
 
 Expr* Parser::parseOp(int minPrec) {
-  DepthGuard g(depth_, lex_, lex_.peek().start);
+  DepthGuard g(depth_, maxDepth_, lex_, lex_.peek().start);
   const Token& first = lex_.peek();
   size_t start = first.start;
   PosIdx pos = lex_.posAt(start);
@@ -480,9 +484,23 @@ bool Parser::parseAttr(AttrName& out) {
 
 ExprAttrs* Parser::parseBinds(Tok terminator) {
   ExprAttrs* attrs = newAttrs(lex_.posAt(lex_.peek().start));
+  parseBindList(attrs, terminator);
+  return attrs;
+}
+
+void Parser::parseBindList(ExprAttrs* attrs, Tok terminator) {
   while (true) {
     const Token& t = lex_.peek();
-    if (t.t == terminator) return attrs;
+    if (!attrs) {  // a split's helper, at its own level
+      if (t.t == Tok::kRBrace || t.t == Tok::kIn) return;
+      if (cancel_->load(std::memory_order_relaxed)) throw ParseError("split cancelled");
+    } else if (t.t == terminator) {
+      return;
+    }
+    if (split_ && t.start >= split_->offset()) {
+      takeSplit(attrs, terminator, t.start);
+      continue;  // the next binding, or what follows the helper's
+    }
     if (t.t == Tok::kInherit) {
       lex_.next();
       Expr* from = nullptr;
@@ -497,7 +515,6 @@ ExprAttrs* Parser::parseBinds(Tok terminator) {
         if (!parseAttr(n)) unexpected(lex_.peek());
         if (!n.symbol) lex_.error(at, "dynamic attributes not allowed in inherit");
         PosIdx p = lex_.posAt(at);
-        if (auto* prev = find(attrs, n.symbol)) dupAttr({n}, p, prev->pos);
         Expr* e;
         if (from) {
           auto* s = state_.arena.make<ExprSelect>();
@@ -511,7 +528,7 @@ ExprAttrs* Parser::parseBinds(Tok terminator) {
           v->name = n.symbol;
           e = v;
         }
-        attrs->attrs.pushMalloc({n.symbol, p, from == nullptr, e});
+        addInherit(attrs, n, p, e, from == nullptr);
       }
       lex_.next();
       continue;
@@ -526,8 +543,21 @@ ExprAttrs* Parser::parseBinds(Tok terminator) {
     expect(Tok::kSemi);
     if (auto* l = dynamic_cast<ExprLambda*>(e); l && path.size() == 1 && path[0].symbol)
       l->name = path[0].symbol;
-    addAttr(attrs, path, e, p);
+    if (attrs)
+      addAttr(attrs, path, e, p);
+    else
+      recordBind(path, e, p, false, false);
   }
+}
+
+void Parser::addInherit(ExprAttrs* attrs, const AttrName& n, PosIdx p, Expr* e, bool inherited) {
+  if (!attrs) {
+    AttrPath path{n};
+    recordBind(path, e, p, true, inherited);
+    return;
+  }
+  if (auto* prev = find(attrs, n.symbol)) dupAttr({n}, p, prev->pos);
+  attrs->attrs.pushMalloc({n.symbol, p, inherited, e});
 }
 
 std::string Parser::showAttrPath(const AttrPath& path) {

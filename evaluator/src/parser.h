@@ -3,6 +3,8 @@
 // precedence and associativity). Produces arena-allocated Expr trees; the
 // caller binds variables afterwards.
 
+#include <atomic>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -34,6 +36,22 @@ class SetIndex {
   size_t count_ = 0;
 };
 
+/// The deepest expression nesting the parser accepts.
+constexpr int kMaxNesting = 3000;
+
+class ParseSplit;
+struct SplitResult;
+
+/// A binding a split's helper parsed, added by the main parser in source
+/// order (parse_split.h).
+struct PendingBind {
+  AttrPath path;  ///< one name for an inherited one
+  Expr* e = nullptr;
+  PosIdx pos = kNoPos;
+  bool inherit = false;    ///< from `inherit`
+  bool inherited = false;  ///< `inherit x;` (no source): AttrDef::inherited
+};
+
 class Parser {
  public:
   Parser(EvalState& state, const std::string& text, uint32_t origin, std::string basePath);
@@ -41,10 +59,19 @@ class Parser {
   Parser& operator=(const Parser&) = delete;
   /// Frees the malloc'd attribute arrays of a parse that threw.
   ~Parser();
-  /// Parses a whole file/expression; throws ParseError.
+  /// Parses a whole file/expression; throws ParseError. With
+  /// EvalSettings::parseThreads >= 2, a file of kParseSplitBytes or more
+  /// is split in two at a guessed binding start (parse_split.cc).
   Expr* parseAll();
+  /// Starts parsing bindings from `offset` on a second thread, to be
+  /// used if this parse reaches it at a binding start (parseAll guesses
+  /// an offset itself; tests choose one).
+  void splitAt(size_t offset);
+  /// Whether a split's bindings were used (tests).
+  bool splitTaken() const { return splitTaken_; }
 
  private:
+  friend class ParseSplit;  // runs the second thread's part
   Expr* parseExpr();
   Expr* parseFunction();
   Expr* parseIf();
@@ -55,6 +82,18 @@ class Parser {
   Expr* parseLambdaWithFormals(size_t start, Symbol arg);
   Formals* parseFormals();
   ExprAttrs* parseBinds(Tok terminator);
+  /// The bindings up to `terminator` into `attrs`; for a split's helper
+  /// (attrs null) up to a '}' or `in`, recorded in pending_.
+  void parseBindList(ExprAttrs* attrs, Tok terminator);
+  /// At a binding-list start at or past the split's offset: adds the
+  /// helper's bindings if it parsed from exactly here (returns true).
+  bool takeSplit(ExprAttrs* attrs, Tok terminator, size_t at);
+  /// Adds an inherited name, or records it (the helper).
+  void addInherit(ExprAttrs* attrs, const AttrName& n, PosIdx p, Expr* e, bool inherited);
+  /// The helper: records a binding parsed, for the main parser to add.
+  void recordBind(const AttrPath& path, Expr* e, PosIdx p, bool inherit, bool inherited);
+  /// The helper's run: the bindings from `offset` (parse_split.cc).
+  void parseSplitPart(size_t offset, SplitResult& out, const std::atomic<bool>& cancel);
   AttrPath parseAttrPath();
   bool parseAttr(AttrName& out);
   Expr* parseString();
@@ -99,8 +138,15 @@ class Parser {
 
   EvalState& state_;
   Lexer lex_;
+  uint32_t origin_;
   std::string basePath_;
   int depth_ = 0;
+  /// The deepest nesting reached (a split's helper starts at 0).
+  int maxDepth_ = 0;
+  /// A split's helper: its recorded bindings and its cancel flag.
+  std::vector<PendingBind> pending_;
+  const std::atomic<bool>* cancel_ = nullptr;
+  bool splitTaken_ = false;
   /// Sets whose arrays are still malloc'd (see newAttrs).
   std::vector<ExprAttrs*> open_;
   /// Scratch for path literals (joined, then canonicalised).
@@ -117,6 +163,9 @@ class Parser {
   /// so sharing it loses nothing; elsewhere a constant's position appears
   /// in errors (`if "x" then …`), so only list elements are shared.
   Expr* shareListLiteral(Expr* e);
+  /// The second thread's parse, until taken or given up (declared last,
+  /// so destroyed first: its thread is joined before the rest goes).
+  std::unique_ptr<ParseSplit> split_;
 };
 
 }  // namespace kiln::eval

@@ -101,6 +101,16 @@ void* Arena::allocateShared(size_t size, size_t align) {
   return p;
 }
 
+void Arena::shrinkLastShared(void* p, size_t oldSize, size_t newSize) {
+  for (ArenaCursor& c : tCursors)
+    if (c.arena == id_) {  // this thread's chunk: no other thread allocates from it
+      if (static_cast<char*>(p) + oldSize != c.cur || newSize > oldSize) return;
+      c.cur -= oldSize - newSize;
+      c.left += oldSize - newSize;
+      return;
+    }
+}
+
 SymbolTable::SymbolTable() : table_(std::make_unique<Table>(1024)) {
   current_.store(table_.get());
   chunks_.reserve(size_t{1} << (32 - kChunkBits));

@@ -80,7 +80,7 @@ class Arena {
   /// bytes, of which `newSize` are kept) when nothing was allocated since;
   /// otherwise does nothing. For arrays allocated at an upper bound.
   void shrinkLast(void* p, size_t oldSize, size_t newSize) {
-    if (shared_) return;  // the tail stays (another thread may own the chunk's end)
+    if (shared_) return shrinkLastShared(p, oldSize, newSize);
     if (static_cast<char*>(p) + oldSize != cur_ || newSize > oldSize) return;
     cur_ -= oldSize - newSize;
     left_ += oldSize - newSize;
@@ -99,10 +99,14 @@ class Arena {
   /// Lets several threads allocate at once (each from its own chunk) until
   /// called with false; then only the thread that owned the arena before.
   void setShared(bool shared) { shared_ = shared; }
+  /// Whether several threads may allocate at once (setShared).
+  bool shared() const { return shared_; }
 
  private:
   void* allocateSlow(size_t size, size_t align);
   void* allocateShared(size_t size, size_t align);
+  /// shrinkLast on the calling thread's own chunk.
+  void shrinkLastShared(void* p, size_t oldSize, size_t newSize);
   /// A new chunk of `n` bytes (under mu_ when shared).
   char* newChunk(size_t n);
   void addDestructor(void* p, void (*fn)(void*));

@@ -71,6 +71,11 @@ struct EvalSettings {
   /// defined, `getEnv` returns "", `storePath` is refused and fetchers
   /// need a hash (fetchGit/fetchTree a `rev`). Refusals use Nix's wording.
   bool pureEval = false;
+  /// Threads a large file may be parsed on (docs/evaluator.md, "Parsing a
+  /// large file on two threads"): 2 or more splits files of
+  /// kParseSplitBytes and more in two (kiln eval --workers 2+); 1 parses
+  /// on the calling thread alone.
+  uint32_t parseThreads = 1;
   /// Whether file access is limited (restrict-eval or pure-eval).
   bool restrictsPaths() const { return restrictEval || pureEval; }
 };
