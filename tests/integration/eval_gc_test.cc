@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "kiln/common/file.h"
@@ -113,8 +114,10 @@ in builtins.foldl' step "" (builtins.genList (i: i) 100000)
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(r.out, "\"0123456789\"\n");
   // ~350 MB here; 2 GB when strings were kept to the end.
-  EXPECT_LT(r.peakRssBytes, 600u << 20) << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
-  EXPECT_NE(r.err.find("strings 1"), std::string::npos) << r.err;  // counted: 1 GB or so
+  EXPECT_LT(r.peakRssBytes, 600u << 20)
+      << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
+  EXPECT_NE(r.err.find("strings 1"), std::string::npos)
+      << r.err;  // counted: 1 GB or so
 }
 
 // Strings, their contexts and the derivations they reach through builtins
@@ -144,7 +147,8 @@ in b.listToAttrs (b.genList (i: { name = "p${toString i}"; value = b.elemAt pkgs
   auto never = kiln({"instantiate", "--readonly-mode", file}, {"KILN_NO_GC=1"});
   ASSERT_EQ(never.exitCode, 0) << never.err;
   EXPECT_EQ(test::nonEmptyLines(never.out).size(), 600u);
-  auto often = kiln({"instantiate", "--readonly-mode", file}, {"KILN_GC_EVERY=65536"});
+  auto often =
+      kiln({"instantiate", "--readonly-mode", file}, {"KILN_GC_EVERY=65536"});
   ASSERT_EQ(often.exitCode, 0) << often.err;
   EXPECT_EQ(often.out, never.out);
   auto sorted = [](std::string s) {
@@ -152,13 +156,17 @@ in b.listToAttrs (b.genList (i: { name = "p${toString i}"; value = b.elemAt pkgs
     std::sort(lines.begin(), lines.end());
     return lines;
   };
-  std::string real = write("real.nix", "removeAttrs (import ./ctx.nix) (builtins.genList (i: \"f${toString i}\") 300)");
-  auto one = kiln({"eval", "--json", "--readonly-mode", real}, {"KILN_NO_GC=1"});
+  std::string real = write("real.nix",
+                           "removeAttrs (import ./ctx.nix) (builtins.genList "
+                           "(i: \"f${toString i}\") 300)");
+  auto one =
+      kiln({"eval", "--json", "--readonly-mode", real}, {"KILN_NO_GC=1"});
   ASSERT_EQ(one.exitCode, 0) << one.err;
   EXPECT_EQ(sorted(one.out).size(), 300u);
   for (const char* workers : {"1", "2", "4"}) {
-    auto threads = kiln({"eval", "--json", "--readonly-mode", "--workers", workers, real},
-                        {"KILN_GC_EVERY=65536"});
+    auto threads =
+        kiln({"eval", "--json", "--readonly-mode", "--workers", workers, real},
+             {"KILN_GC_EVERY=65536"});
     ASSERT_EQ(threads.exitCode, 0) << threads.err;
     EXPECT_EQ(sorted(threads.out), sorted(one.out)) << workers;
   }
@@ -190,6 +198,58 @@ in builtins.foldl' (a: x: a + x.v) 0 xs
                     {"KILN_GC_MARK_STACK=0", "KILN_GC_EVERY=65536"});
   ASSERT_EQ(small.exitCode, 0) << small.err;
   EXPECT_EQ(small.out, plain.out);
+}
+
+// One evaluating thread collects with a free-space divisor of 1 until its
+// heap reaches 256 MiB (KILN_GC_LARGE_HEAP: another size), then 2
+// (gc_setup.cc): a run whose heap grows past 96 MiB ends with divisor 2
+// when the bound is 96 MiB and with 1 when there is none, with the same
+// result; a small evaluation keeps 1 with the default bound.
+TEST_F(EvalGc, FreeSpaceDivisorDoublesOnceTheHeapIsLarge) {
+  std::string file = write("live.nix", R"nix(
+let l = builtins.genList (i: "s${toString i}") 1500000;
+in builtins.foldl' (a: x: a + builtins.stringLength x) 0 l + builtins.length l
+)nix");
+  auto large = kiln({"instantiate", "--eval", file},
+                    {"KILN_EVAL_STATS=1", "KILN_GC_LARGE_HEAP=100663296"});
+  ASSERT_EQ(large.exitCode, 0) << large.err;
+  EXPECT_NE(large.err.find("free-space divisor 2, "), std::string::npos)
+      << large.err;
+  auto never = kiln({"instantiate", "--eval", file},
+                    {"KILN_EVAL_STATS=1", "KILN_GC_LARGE_HEAP=0"});
+  ASSERT_EQ(never.exitCode, 0) << never.err;
+  EXPECT_NE(never.err.find("free-space divisor 1, "), std::string::npos)
+      << never.err;
+  EXPECT_EQ(large.out, never.out);
+  EXPECT_EQ(large.out, "12388890\n");
+  auto small =
+      kiln({"instantiate", "--eval", "-E", "1"}, {"KILN_EVAL_STATS=1"});
+  ASSERT_EQ(small.exitCode, 0) << small.err;
+  EXPECT_NE(small.err.find("free-space divisor 1, "), std::string::npos)
+      << small.err;
+}
+
+// The first collection comes once 80 MiB were allocated (gc_setup.cc): a
+// run allocating ~100 MB collects once more than with the first at 128 MiB
+// (KILN_GC_THRESHOLD), with the same result.
+TEST_F(EvalGc, FirstCollectionComesAt80MiB) {
+  std::string file = write("garbage.nix", R"nix(
+builtins.foldl' (a: x: a + builtins.stringLength x) 0 (builtins.genList (i: "s${toString i}") 600000)
+)nix");
+  auto collections = [](const std::string& err) {
+    size_t at = err.find("kiln-eval-stats: collections ");
+    return at == std::string::npos ? -1 : std::atoi(err.c_str() + at + 29);
+  };
+  auto first = kiln({"instantiate", "--eval", file}, {"KILN_EVAL_STATS=1"});
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  auto later = kiln({"instantiate", "--eval", file},
+                    {"KILN_EVAL_STATS=1", "KILN_GC_THRESHOLD=134217728"});
+  ASSERT_EQ(later.exitCode, 0) << later.err;
+  EXPECT_EQ(first.out, "4088890\n");
+  EXPECT_EQ(later.out, first.out);
+  ASSERT_GT(collections(later.err), 0) << later.err;
+  EXPECT_EQ(collections(first.err), collections(later.err) + 1)
+      << first.err << later.err;
 }
 
 // The mark stack is grown at start (mark_stack.cc) with one overflow per
@@ -259,8 +319,8 @@ in builtins.seq chain chain.a.v
   EXPECT_GT(grown.err.find("Marking for collection", last), last);
   EXPECT_EQ(grown.err.find(kNoRoom, last), std::string::npos);
   auto small = kiln({"instantiate", "--eval", file},
-                    {"GC_PRINT_STATS=1", "GC_MARKERS=2", "KILN_GC_EVERY=16000000",
-                     "KILN_GC_MARK_STACK=16384"});
+                    {"GC_PRINT_STATS=1", "GC_MARKERS=2",
+                     "KILN_GC_EVERY=16000000", "KILN_GC_MARK_STACK=16384"});
   ASSERT_EQ(small.exitCode, 0) << small.err;
   EXPECT_EQ(small.out, grown.out);
   size_t smallLast = small.err.find("Grew mark stack to 16384 frames");
@@ -275,7 +335,8 @@ in builtins.seq chain chain.a.v
 // grown (16 MB more before).
 TEST_F(EvalGc, OutgrownMarkStacksAreGivenBack) {
   auto grown = kiln({"instantiate", "--eval", "-E", "1"});
-  auto ungrown = kiln({"instantiate", "--eval", "-E", "1"}, {"KILN_GC_MARK_STACK=4096"});
+  auto ungrown =
+      kiln({"instantiate", "--eval", "-E", "1"}, {"KILN_GC_MARK_STACK=4096"});
   ASSERT_EQ(grown.exitCode, 0) << grown.err;
   ASSERT_EQ(ungrown.exitCode, 0) << ungrown.err;
   EXPECT_EQ(grown.out, "1\n");

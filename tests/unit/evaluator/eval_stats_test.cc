@@ -19,6 +19,17 @@ class EvalStatsTest : public ::testing::Test {
   void TearDown() override { unsetenv("KILN_EVAL_STATS"); }
 };
 
+// The collector's free-space divisor is 1 below the large-heap bound and
+// 2 from it on; a bound of 0 never changes it (gc_setup.cc).
+TEST(FreeSpaceDivisor, IsTwoFromTheLargeHeapBoundOn) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(freeSpaceDivisorFor(64 * kMiB, 256 * kMiB), 1u);
+  EXPECT_EQ(freeSpaceDivisorFor(256 * kMiB - 1, 256 * kMiB), 1u);
+  EXPECT_EQ(freeSpaceDivisorFor(256 * kMiB, 256 * kMiB), 2u);
+  EXPECT_EQ(freeSpaceDivisorFor(4096 * kMiB, 256 * kMiB), 2u);
+  EXPECT_EQ(freeSpaceDivisorFor(4096 * kMiB, 0), 1u);
+}
+
 TEST_F(EvalStatsTest, CountsAllocationsByKindAndSize) {
   EvalState st;
   ASSERT_NE(st.heap().counts(), nullptr);
@@ -53,7 +64,7 @@ TEST_F(EvalStatsTest, SnapshotIsConsistentAfterAFinalCollection) {
   EvalStats s0 = collectEvalStats(st);
   testing::evalStrict(
       st, "builtins.length (builtins.genList (i: { x = i; }) 10000)");
-EvalStats s = collectEvalStats(st, true);
+  EvalStats s = collectEvalStats(st, true);
   EXPECT_GT(s.liveAfterCollect, 0u);
   uint64_t reachable = 0;
   for (uint64_t b : s.liveBytes) reachable += b;
@@ -63,7 +74,8 @@ EvalStats s = collectEvalStats(st, true);
   // plus their free slots cannot exceed what is in use.
   uint64_t freeSlots = 0;
   for (uint64_t b : s.freeSlotBytes) freeSlots += b;
-  EXPECT_GT(freeSlots, 0u);  // 10,000 sets of one attribute do not fill whole blocks
+  EXPECT_GT(freeSlots,
+            0u);  // 10,000 sets of one attribute do not fill whole blocks
   EXPECT_LE(reachable + freeSlots, s.liveAfterCollect);
   EXPECT_LE(s.gcFreeBytes, s.gcHeapBytes);
   EXPECT_GE(s.gcTotalAllocated - s0.gcTotalAllocated,
@@ -76,7 +88,8 @@ EvalStats s = collectEvalStats(st, true);
   printEvalStats(s, out);
   EXPECT_NE(out.str().find("kiln-eval-stats: gc heap "), std::string::npos);
   EXPECT_NE(out.str().find("live after a final collection"), std::string::npos);
-  EXPECT_NE(out.str().find("free slots in blocks holding live objects"), std::string::npos);
+  EXPECT_NE(out.str().find("free slots in blocks holding live objects"),
+            std::string::npos);
 }
 
 TEST_F(EvalStatsTest, CensusCountsByteIdenticalStringsAndContextArrays) {
@@ -100,9 +113,11 @@ TEST_F(EvalStatsTest, CensusCountsByteIdenticalStringsAndContextArrays) {
     const std::string text = out.str();
     EXPECT_NE(text.find("census: strings "), std::string::npos) << text;
     EXPECT_NE(text.find("text x300 "), std::string::npos) << text;
-    EXPECT_NE(text.find("census-text-of-forty-characters-exactly"), std::string::npos);
+    EXPECT_NE(text.find("census-text-of-forty-characters-exactly"),
+              std::string::npos);
     EXPECT_NE(text.find("census: context arrays "), std::string::npos);
-    EXPECT_EQ(text.find("census: context arrays 0/"), std::string::npos) << text;
+    EXPECT_EQ(text.find("census: context arrays 0/"), std::string::npos)
+        << text;
     EXPECT_NE(text.find("census: scanned objects by size:"), std::string::npos);
   });
 }

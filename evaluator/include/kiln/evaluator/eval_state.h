@@ -259,6 +259,12 @@ void initGarbageCollector();
 /// initGarbageCollector's first has an effect.
 void setCollectorForThreads(unsigned threads);
 
+/// The collector's free-space divisor for a heap of `heapBytes`: 1, or 2
+/// from `largeHeapBytes` on (0: always 1). One evaluating thread switches
+/// to it as its heap grows (gc_setup.cc; docs/evaluator.md, "Garbage
+/// collection").
+unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes);
+
 /// What the heap warmer did in this process so far (threaded evaluation
 /// with two or more threads; docs/evaluator.md, "Parallel evaluation"):
 /// bytes of new heap it populated before the allocator reached them, and
