@@ -1,6 +1,8 @@
 // KILN_EVAL_STATS: where an evaluation's memory goes (eval_stats.h).
 #include "kiln/evaluator/eval_stats.h"
 
+#include "gc_support.h"  // first: GC_THREADS before any libgc header
+#include "eval_parts.h"
 #include <gc/gc_inline.h>  // GC_I_PTRFREE
 #include <gc/gc_mark.h>
 #include <malloc.h>
@@ -16,15 +18,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "eval_parts.h"
-#include "gc_support.h"  // first: GC_THREADS before any libgc header
 #include "gc_support.h"
 #include "kiln/evaluator/eval_state.h"
 
 // tcmalloc's statistics, when the executable links it (cli/CMakeLists.txt):
 // weak, so that programs on glibc's malloc (the tests) link without it.
-extern "C" int MallocExtension_GetNumericProperty(const char* property,
-                                                  size_t* value)
+extern "C" int MallocExtension_GetNumericProperty(const char* property, size_t* value)
     __attribute__((weak));
 
 namespace kiln::eval {
@@ -97,8 +96,7 @@ struct Reachable {
     uint64_t objects = 0;
     std::unordered_set<uintptr_t> blocks;
   };
-  std::unordered_map<uint64_t, SizeClass>
-      bySizeAndKind;  // key: bytes * 4 + kind
+  std::unordered_map<uint64_t, SizeClass> bySizeAndKind;  // key: bytes * 4 + kind
 };
 
 // The free slots (and unusable tails) of the blocks holding `c`'s objects
@@ -126,11 +124,9 @@ void countReachable(EvalStats& s) {
                 st->liveAtomicBytes += bytes;
               }
               if (bytes > kBlockBytes / 2) return;
-              auto& c =
-                  r->bySizeAndKind[uint64_t(bytes) * 4 + unsigned(kind & 3)];
+              auto& c = r->bySizeAndKind[uint64_t(bytes) * 4 + unsigned(kind & 3)];
               ++c.objects;
-              c.blocks.insert(reinterpret_cast<uintptr_t>(obj) &
-                              ~uintptr_t(kBlockBytes - 1));
+              c.blocks.insert(reinterpret_cast<uintptr_t>(obj) & ~uintptr_t(kBlockBytes - 1));
             },
             data);
         return nullptr;
@@ -175,8 +171,7 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
   s.longestCollection = double(gLongestNanos.load()) / 1e9;
   size_t tcInUse = 0;
   if (MallocExtension_GetNumericProperty &&
-      MallocExtension_GetNumericProperty("generic.current_allocated_bytes",
-                                         &tcInUse)) {
+      MallocExtension_GetNumericProperty("generic.current_allocated_bytes", &tcInUse)) {
     s.mallocInUse = tcInUse;  // the kiln executable's tcmalloc
     s.mallocName = "tcmalloc";
   } else {
@@ -200,8 +195,9 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
       << p << "gc heap " << mb(s.gcHeapBytes) << " (free " << mb(s.gcFreeBytes)
       << "), allocated in total " << mb(s.gcTotalAllocated) << "\n"
       << p << "collections " << s.collections << ", " << s.collectionSeconds
-      << " s CPU (longest " << s.longestCollection << " s), free-space divisor "
-      << s.freeSpaceDivisor << ", markers " << s.markers << "\n";
+      << " s CPU (longest " << s.longestCollection
+      << " s), free-space divisor " << s.freeSpaceDivisor << ", markers "
+      << s.markers << "\n";
   if (s.liveAfterCollect) {
     out << p << "live after a final collection " << mb(s.liveAfterCollect)
         << "; by object size (16,32,48,64,80,96,112,128,-256,-1024,more):";
@@ -209,9 +205,7 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
       out << " " << s.liveObjects[i] << "/" << mb(s.liveBytes[i]);
     out << "; of it atomic (strings, contexts) " << s.liveAtomicObjects << "/"
         << mb(s.liveAtomicBytes) << "\n"
-        << p
-        << "free slots in blocks holding live objects, by object size (same "
-           "buckets):";
+        << p << "free slots in blocks holding live objects, by object size (same buckets):";
     uint64_t freeSlots = 0;
     for (int i = 0; i < EvalStats::kLiveBuckets; ++i) {
       out << " " << mb(s.freeSlotBytes[i]);
@@ -222,26 +216,23 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
   out << p << "allocated: values " << mb(a.valueBytes) << " (" << a.valueBlocks
       << " blocks), envs " << mb(a.envBytes) << " (" << a.envs << "), bindings "
       << mb(a.bindingsBytes) << " (" << a.bindings << "), lists "
-      << mb(a.listBytes) << " (" << a.lists << "), strings "
-      << mb(a.stringBytes) << " (" << a.strings << "), contexts "
-      << mb(a.contextBytes) << " (" << a.contexts << ")\n"
+      << mb(a.listBytes) << " (" << a.lists << "), strings " << mb(a.stringBytes) << " ("
+      << a.strings << "), contexts " << mb(a.contextBytes) << " (" << a.contexts << ")\n"
       << p << "by size (0,1,2,3,4,5-8,9-16,17-64,65+): envs"
       << buckets(a.envsBySize) << "; bindings" << buckets(a.bindingsBySize)
       << "; lists" << buckets(a.listsBySize) << "\n"
       << p << "arena " << mb(s.arenaBytes) << " (parsing "
       << mb(a.parseArenaBytes) << ")"
-      << " (AST, literal strings, derivations' paths), permanent "
-      << mb(s.permanentBytes) << "\n"
-      << p << "malloc (" << s.mallocName << ") in use " << mb(s.mallocInUse)
-      << " (mmapped " << mb(s.mallocMapped) << ")\n";
+      << " (AST, literal strings, derivations' paths), permanent " << mb(s.permanentBytes) << "\n"
+      << p << "malloc (" << s.mallocName << ") in use " << mb(s.mallocInUse) << " (mmapped "
+      << mb(s.mallocMapped) << ")\n";
 }
 
 void maybePrintEvalStats(EvalState& st) {
   if (!evalStatsRequested()) return;
   const char* v = std::getenv("KILN_EVAL_STATS");
   EvalStats s = collectEvalStats(st, std::strcmp(v, "2") >= 0);
-  if (std::strcmp(v, "3") == 0)
-    printLiveCensus(std::cerr);  // the final collection's marks
+  if (std::strcmp(v, "3") == 0) printLiveCensus(std::cerr);  // the final collection's marks
   printEvalStats(s, std::cerr);
 }
 

@@ -114,10 +114,8 @@ in builtins.foldl' step "" (builtins.genList (i: i) 100000)
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(r.out, "\"0123456789\"\n");
   // ~350 MB here; 2 GB when strings were kept to the end.
-  EXPECT_LT(r.peakRssBytes, 600u << 20)
-      << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
-  EXPECT_NE(r.err.find("strings 1"), std::string::npos)
-      << r.err;  // counted: 1 GB or so
+  EXPECT_LT(r.peakRssBytes, 600u << 20) << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
+  EXPECT_NE(r.err.find("strings 1"), std::string::npos) << r.err;  // counted: 1 GB or so
 }
 
 // Strings, their contexts and the derivations they reach through builtins
@@ -147,8 +145,7 @@ in b.listToAttrs (b.genList (i: { name = "p${toString i}"; value = b.elemAt pkgs
   auto never = kiln({"instantiate", "--readonly-mode", file}, {"KILN_NO_GC=1"});
   ASSERT_EQ(never.exitCode, 0) << never.err;
   EXPECT_EQ(test::nonEmptyLines(never.out).size(), 600u);
-  auto often =
-      kiln({"instantiate", "--readonly-mode", file}, {"KILN_GC_EVERY=65536"});
+  auto often = kiln({"instantiate", "--readonly-mode", file}, {"KILN_GC_EVERY=65536"});
   ASSERT_EQ(often.exitCode, 0) << often.err;
   EXPECT_EQ(often.out, never.out);
   auto sorted = [](std::string s) {
@@ -156,17 +153,13 @@ in b.listToAttrs (b.genList (i: { name = "p${toString i}"; value = b.elemAt pkgs
     std::sort(lines.begin(), lines.end());
     return lines;
   };
-  std::string real = write("real.nix",
-                           "removeAttrs (import ./ctx.nix) (builtins.genList "
-                           "(i: \"f${toString i}\") 300)");
-  auto one =
-      kiln({"eval", "--json", "--readonly-mode", real}, {"KILN_NO_GC=1"});
+  std::string real = write("real.nix", "removeAttrs (import ./ctx.nix) (builtins.genList (i: \"f${toString i}\") 300)");
+  auto one = kiln({"eval", "--json", "--readonly-mode", real}, {"KILN_NO_GC=1"});
   ASSERT_EQ(one.exitCode, 0) << one.err;
   EXPECT_EQ(sorted(one.out).size(), 300u);
   for (const char* workers : {"1", "2", "4"}) {
-    auto threads =
-        kiln({"eval", "--json", "--readonly-mode", "--workers", workers, real},
-             {"KILN_GC_EVERY=65536"});
+    auto threads = kiln({"eval", "--json", "--readonly-mode", "--workers", workers, real},
+                        {"KILN_GC_EVERY=65536"});
     ASSERT_EQ(threads.exitCode, 0) << threads.err;
     EXPECT_EQ(sorted(threads.out), sorted(one.out)) << workers;
   }
@@ -319,8 +312,8 @@ in builtins.seq chain chain.a.v
   EXPECT_GT(grown.err.find("Marking for collection", last), last);
   EXPECT_EQ(grown.err.find(kNoRoom, last), std::string::npos);
   auto small = kiln({"instantiate", "--eval", file},
-                    {"GC_PRINT_STATS=1", "GC_MARKERS=2",
-                     "KILN_GC_EVERY=16000000", "KILN_GC_MARK_STACK=16384"});
+                    {"GC_PRINT_STATS=1", "GC_MARKERS=2", "KILN_GC_EVERY=16000000",
+                     "KILN_GC_MARK_STACK=16384"});
   ASSERT_EQ(small.exitCode, 0) << small.err;
   EXPECT_EQ(small.out, grown.out);
   size_t smallLast = small.err.find("Grew mark stack to 16384 frames");
@@ -335,8 +328,7 @@ in builtins.seq chain chain.a.v
 // grown (16 MB more before).
 TEST_F(EvalGc, OutgrownMarkStacksAreGivenBack) {
   auto grown = kiln({"instantiate", "--eval", "-E", "1"});
-  auto ungrown =
-      kiln({"instantiate", "--eval", "-E", "1"}, {"KILN_GC_MARK_STACK=4096"});
+  auto ungrown = kiln({"instantiate", "--eval", "-E", "1"}, {"KILN_GC_MARK_STACK=4096"});
   ASSERT_EQ(grown.exitCode, 0) << grown.err;
   ASSERT_EQ(ungrown.exitCode, 0) << ungrown.err;
   EXPECT_EQ(grown.out, "1\n");

@@ -64,7 +64,7 @@ TEST_F(EvalStatsTest, SnapshotIsConsistentAfterAFinalCollection) {
   EvalStats s0 = collectEvalStats(st);
   testing::evalStrict(
       st, "builtins.length (builtins.genList (i: { x = i; }) 10000)");
-  EvalStats s = collectEvalStats(st, true);
+EvalStats s = collectEvalStats(st, true);
   EXPECT_GT(s.liveAfterCollect, 0u);
   uint64_t reachable = 0;
   for (uint64_t b : s.liveBytes) reachable += b;
@@ -74,8 +74,7 @@ TEST_F(EvalStatsTest, SnapshotIsConsistentAfterAFinalCollection) {
   // plus their free slots cannot exceed what is in use.
   uint64_t freeSlots = 0;
   for (uint64_t b : s.freeSlotBytes) freeSlots += b;
-  EXPECT_GT(freeSlots,
-            0u);  // 10,000 sets of one attribute do not fill whole blocks
+  EXPECT_GT(freeSlots, 0u);  // 10,000 sets of one attribute do not fill whole blocks
   EXPECT_LE(reachable + freeSlots, s.liveAfterCollect);
   EXPECT_LE(s.gcFreeBytes, s.gcHeapBytes);
   EXPECT_GE(s.gcTotalAllocated - s0.gcTotalAllocated,
@@ -88,8 +87,7 @@ TEST_F(EvalStatsTest, SnapshotIsConsistentAfterAFinalCollection) {
   printEvalStats(s, out);
   EXPECT_NE(out.str().find("kiln-eval-stats: gc heap "), std::string::npos);
   EXPECT_NE(out.str().find("live after a final collection"), std::string::npos);
-  EXPECT_NE(out.str().find("free slots in blocks holding live objects"),
-            std::string::npos);
+  EXPECT_NE(out.str().find("free slots in blocks holding live objects"), std::string::npos);
 }
 
 TEST_F(EvalStatsTest, CensusCountsByteIdenticalStringsAndContextArrays) {
@@ -113,11 +111,9 @@ TEST_F(EvalStatsTest, CensusCountsByteIdenticalStringsAndContextArrays) {
     const std::string text = out.str();
     EXPECT_NE(text.find("census: strings "), std::string::npos) << text;
     EXPECT_NE(text.find("text x300 "), std::string::npos) << text;
-    EXPECT_NE(text.find("census-text-of-forty-characters-exactly"),
-              std::string::npos);
+    EXPECT_NE(text.find("census-text-of-forty-characters-exactly"), std::string::npos);
     EXPECT_NE(text.find("census: context arrays "), std::string::npos);
-    EXPECT_EQ(text.find("census: context arrays 0/"), std::string::npos)
-        << text;
+    EXPECT_EQ(text.find("census: context arrays 0/"), std::string::npos) << text;
     EXPECT_NE(text.find("census: scanned objects by size:"), std::string::npos);
   });
 }
