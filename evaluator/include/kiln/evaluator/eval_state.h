@@ -253,7 +253,7 @@ class EvalState {
 void initGarbageCollector();
 
 /// Threaded evaluation (`kiln eval --workers N`, any N): collections start
-/// at 512 MiB allocated instead of 256 MiB, since a collection stops every
+/// at 512 MiB allocated instead of 80 MiB, since a collection stops every
 /// thread; with `threads` > 1 they mark on two threads instead of one
 /// (docs/evaluator.md, "Garbage collection"). Only a call before
 /// initGarbageCollector's first has an effect.
