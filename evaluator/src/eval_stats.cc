@@ -166,6 +166,7 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
   s.gcTotalAllocated = GC_get_total_bytes();
   s.collections = gCollections.load();
   s.markers = unsigned(GC_get_parallel()) + 1;  // helpers + the collector
+  s.freeSpaceDivisor = GC_get_free_space_divisor();
   s.collectionSeconds = double(gCollectionNanos.load()) / 1e9;
   s.longestCollection = double(gLongestNanos.load()) / 1e9;
   size_t tcInUse = 0;
@@ -194,7 +195,8 @@ void printEvalStats(const EvalStats& s, std::ostream& out) {
       << p << "gc heap " << mb(s.gcHeapBytes) << " (free " << mb(s.gcFreeBytes)
       << "), allocated in total " << mb(s.gcTotalAllocated) << "\n"
       << p << "collections " << s.collections << ", " << s.collectionSeconds
-      << " s CPU (longest " << s.longestCollection << " s), markers "
+      << " s CPU (longest " << s.longestCollection
+      << " s), free-space divisor " << s.freeSpaceDivisor << ", markers "
       << s.markers << "\n";
   if (s.liveAfterCollect) {
     out << p << "live after a final collection " << mb(s.liveAfterCollect)

@@ -15,14 +15,22 @@ namespace {
 std::atomic<bool> threaded{false};
 std::atomic<int> markers{1};
 constexpr size_t kInitialHeap = size_t{64} << 20;
-// One thread: the first collection at 128 MiB. Until issue 36 it was at
-// 256 MiB, so that most evaluations never collected; since strings are
-// collectable, a collection at 128 MiB frees enough to pay for itself
-// (KILN_GC_THRESHOLD, one run each, peak RSS 256 -> 128 MiB: gen-strings
-// 10,000 276 -> 199 MB, 50,000 737 -> 702 MB; gen-pkgset 10,000 254 ->
-// 229 MB, 50,000 894 -> 876 MB; gen-scopes 50,000 397 -> 375 MB; each
-// 0.03-0.2 s more collection). 64 and 96 MiB made some larger heaps.
-constexpr size_t kGcEvery = size_t{128} << 20;
+// One thread: the first collection at 80 MiB (issue 36, fifth pass; 128
+// MiB before, 256 MiB until the strings became collectable). Where the last
+// collection falls decides the peak; with the large-heap divisor below,
+// 80 MiB gave smaller peaks on 8 of the 10 benchmark cells (gen-strings
+// 10,000 193 -> 161 MB, gen-scopes 50,000 301 -> 285 MB) and larger on
+// two (gen-overrides 50,000 860 -> 876 MB, gen-files 50,000 320 -> 324
+// MB): docs/evaluator.md, "Garbage collection".
+constexpr size_t kGcEvery = size_t{80} << 20;
+// Once the heap passes kLargeHeap, the free-space divisor goes from 1 to 2:
+// a collection then waits for half as much allocation as survived, so the
+// heap grows by less past each (gen-strings 50,000 604 -> 582 MB for
+// ~0.12 s more collection). Small heaps keep divisor 1: there a collection
+// frees little and each costs as much.
+constexpr size_t kLargeHeap = size_t{256} << 20;
+constexpr unsigned long kLargeHeapDivisor = 2;
+size_t largeHeap = 0;  // kLargeHeap, or KILN_GC_LARGE_HEAP; 0: no change
 // Threaded evaluation (`kiln eval --workers N`): a collection stops every
 // evaluating thread, so it is serial time for the run. At gen-pkgset 50,000
 // the first collection, at 256 MiB, freed 5 MB of 266 MB in 230 ms; the
@@ -31,6 +39,10 @@ constexpr size_t kGcEvery = size_t{128} << 20;
 constexpr size_t kGcEveryThreaded = size_t{512} << 20;
 constexpr size_t kMarkStackEntries = size_t{1} << 20;
 }  // namespace
+
+unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes) {
+  return largeHeapBytes && heapBytes >= largeHeapBytes ? kLargeHeapDivisor : 1;
+}
 
 void setCollectorForThreads(unsigned threads) {
   // Two markers with two threads or more. Parallel marking used to be slower
@@ -48,9 +60,9 @@ void setCollectorForThreads(unsigned threads) {
 
 // Collections start once kGcEvery bytes were allocated since the last one,
 // and then, with a free-space divisor of 1, not before as much was
-// allocated as survived: most evaluations never collect (as with Nix's
-// 384 MiB initial heap) and loops that churn memory stay within a few
-// hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
+// allocated as survived (half as much once the heap passes kLargeHeap):
+// small evaluations never collect and loops that churn memory stay within
+// a few hundred MiB. KILN_GC_EVERY=BYTES makes tests collect that often.
 void initGarbageCollector() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -60,8 +72,11 @@ void initGarbageCollector() {
     GC_set_markers_count(markers);
     GC_INIT();
     GC_allow_register_threads();
-    GC_set_on_heap_resize(
-        [](GC_word) { onHeapGrowth(); });  // new heap sections
+    GC_set_on_heap_resize([](GC_word heapBytes) {
+      onHeapGrowth();  // new heap sections
+      if (largeHeap && freeSpaceDivisorFor(heapBytes, largeHeap) != 1)
+        GC_set_free_space_divisor(freeSpaceDivisorFor(heapBytes, largeHeap));
+    });
     if (evalStatsRequested()) startCollectionTimer();
     const char* every = std::getenv("KILN_GC_EVERY");
     // A heap with free space is used before collecting: none for tests.
@@ -76,6 +91,12 @@ void initGarbageCollector() {
         : divisor
             ? std::max<unsigned long>(std::strtoul(divisor, nullptr, 10), 1)
             : 1);
+    // The large-heap divisor, with one evaluating thread and no divisor
+    // set; KILN_GC_LARGE_HEAP=BYTES: another heap size for it (0: never).
+    const char* large = std::getenv("KILN_GC_LARGE_HEAP");
+    largeHeap = every || divisor || threaded ? 0
+                : large                      ? std::strtoull(large, nullptr, 10)
+                                             : kLargeHeap;
     // KILN_GC_THRESHOLD=BYTES: another threshold (to measure the policy).
     const char* threshold = std::getenv("KILN_GC_THRESHOLD");
     size_t first = threaded ? kGcEveryThreaded : kGcEvery;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "kiln/common/file.h"
@@ -190,6 +191,58 @@ in builtins.foldl' (a: x: a + x.v) 0 xs
                     {"KILN_GC_MARK_STACK=0", "KILN_GC_EVERY=65536"});
   ASSERT_EQ(small.exitCode, 0) << small.err;
   EXPECT_EQ(small.out, plain.out);
+}
+
+// One evaluating thread collects with a free-space divisor of 1 until its
+// heap reaches 256 MiB (KILN_GC_LARGE_HEAP: another size), then 2
+// (gc_setup.cc): a run whose heap grows past 96 MiB ends with divisor 2
+// when the bound is 96 MiB and with 1 when there is none, with the same
+// result; a small evaluation keeps 1 with the default bound.
+TEST_F(EvalGc, FreeSpaceDivisorDoublesOnceTheHeapIsLarge) {
+  std::string file = write("live.nix", R"nix(
+let l = builtins.genList (i: "s${toString i}") 1500000;
+in builtins.foldl' (a: x: a + builtins.stringLength x) 0 l + builtins.length l
+)nix");
+  auto large = kiln({"instantiate", "--eval", file},
+                    {"KILN_EVAL_STATS=1", "KILN_GC_LARGE_HEAP=100663296"});
+  ASSERT_EQ(large.exitCode, 0) << large.err;
+  EXPECT_NE(large.err.find("free-space divisor 2, "), std::string::npos)
+      << large.err;
+  auto never = kiln({"instantiate", "--eval", file},
+                    {"KILN_EVAL_STATS=1", "KILN_GC_LARGE_HEAP=0"});
+  ASSERT_EQ(never.exitCode, 0) << never.err;
+  EXPECT_NE(never.err.find("free-space divisor 1, "), std::string::npos)
+      << never.err;
+  EXPECT_EQ(large.out, never.out);
+  EXPECT_EQ(large.out, "12388890\n");
+  auto small =
+      kiln({"instantiate", "--eval", "-E", "1"}, {"KILN_EVAL_STATS=1"});
+  ASSERT_EQ(small.exitCode, 0) << small.err;
+  EXPECT_NE(small.err.find("free-space divisor 1, "), std::string::npos)
+      << small.err;
+}
+
+// The first collection comes once 80 MiB were allocated (gc_setup.cc): a
+// run allocating ~100 MB collects once more than with the first at 128 MiB
+// (KILN_GC_THRESHOLD), with the same result.
+TEST_F(EvalGc, FirstCollectionComesAt80MiB) {
+  std::string file = write("garbage.nix", R"nix(
+builtins.foldl' (a: x: a + builtins.stringLength x) 0 (builtins.genList (i: "s${toString i}") 600000)
+)nix");
+  auto collections = [](const std::string& err) {
+    size_t at = err.find("kiln-eval-stats: collections ");
+    return at == std::string::npos ? -1 : std::atoi(err.c_str() + at + 29);
+  };
+  auto first = kiln({"instantiate", "--eval", file}, {"KILN_EVAL_STATS=1"});
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  auto later = kiln({"instantiate", "--eval", file},
+                    {"KILN_EVAL_STATS=1", "KILN_GC_THRESHOLD=134217728"});
+  ASSERT_EQ(later.exitCode, 0) << later.err;
+  EXPECT_EQ(first.out, "4088890\n");
+  EXPECT_EQ(later.out, first.out);
+  ASSERT_GT(collections(later.err), 0) << later.err;
+  EXPECT_EQ(collections(first.err), collections(later.err) + 1)
+      << first.err << later.err;
 }
 
 // The mark stack is grown at start (mark_stack.cc) with one overflow per

@@ -19,6 +19,17 @@ class EvalStatsTest : public ::testing::Test {
   void TearDown() override { unsetenv("KILN_EVAL_STATS"); }
 };
 
+// The collector's free-space divisor is 1 below the large-heap bound and
+// 2 from it on; a bound of 0 never changes it (gc_setup.cc).
+TEST(FreeSpaceDivisor, IsTwoFromTheLargeHeapBoundOn) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(freeSpaceDivisorFor(64 * kMiB, 256 * kMiB), 1u);
+  EXPECT_EQ(freeSpaceDivisorFor(256 * kMiB - 1, 256 * kMiB), 1u);
+  EXPECT_EQ(freeSpaceDivisorFor(256 * kMiB, 256 * kMiB), 2u);
+  EXPECT_EQ(freeSpaceDivisorFor(4096 * kMiB, 256 * kMiB), 2u);
+  EXPECT_EQ(freeSpaceDivisorFor(4096 * kMiB, 0), 1u);
+}
+
 TEST_F(EvalStatsTest, CountsAllocationsByKindAndSize) {
   EvalState st;
   ASSERT_NE(st.heap().counts(), nullptr);

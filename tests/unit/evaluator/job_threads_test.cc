@@ -141,6 +141,15 @@ bool fillHeapEarlyInACycle(EvalState& st, Value** volatile& chain, Acted warmerA
 // for the warmer where it must act, so a busy machine only makes it slower.
 TEST(JobThreads, HeapWarmerPopulatesNewHeapAheadOfTheAllocator) {
   if (std::getenv("KILN_GC_EVERY")) GTEST_SKIP() << "collections too often to grow ahead";
+  // This process set the collector up for one thread (first collection at
+  // 80 MiB, within the warmer's margin); `kiln eval --workers N` waits for
+  // 512 MiB (gc_setup.cc).
+  const GC_word threshold = GC_get_min_bytes_allocd();
+  GC_set_min_bytes_allocd(size_t{512} << 20);
+  struct Restore {
+    GC_word bytes;
+    ~Restore() { GC_set_min_bytes_allocd(bytes); }
+  } restore{threshold};
   runWithLargeStack([] {
     EvalState st;
     HeapWarmerStats before = heapWarmerStats();

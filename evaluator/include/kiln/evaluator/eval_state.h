@@ -258,11 +258,17 @@ class EvalState {
 void initGarbageCollector();
 
 /// Threaded evaluation (`kiln eval --workers N`, any N): collections start
-/// at 512 MiB allocated instead of 256 MiB, since a collection stops every
+/// at 512 MiB allocated instead of 80 MiB, since a collection stops every
 /// thread; with `threads` > 1 they mark on two threads instead of one
 /// (docs/evaluator.md, "Garbage collection"). Only a call before
 /// initGarbageCollector's first has an effect.
 void setCollectorForThreads(unsigned threads);
+
+/// The collector's free-space divisor for a heap of `heapBytes`: 1, or 2
+/// from `largeHeapBytes` on (0: always 1). One evaluating thread switches
+/// to it as its heap grows (gc_setup.cc; docs/evaluator.md, "Garbage
+/// collection").
+unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes);
 
 /// What the heap warmer did in this process so far (threaded evaluation
 /// with two or more threads; docs/evaluator.md, "Parallel evaluation"):

@@ -43,6 +43,7 @@ struct EvalStats {
       0;  ///< completed collections (the mark stack warm-up's included)
   double collectionSeconds = 0;  ///< CPU time of the collecting thread in them
   unsigned markers = 1;          ///< threads that mark in a collection
+  unsigned long freeSpaceDivisor = 1;  ///< the collector's, at the end
   double longestCollection = 0;
   uint64_t mallocInUse = 0;   ///< malloc: bytes in use (mallinfo2)
   uint64_t mallocMapped = 0;  ///< of which in mmapped chunks (glibc)
