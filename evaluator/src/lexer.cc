@@ -235,6 +235,15 @@ Token Lexer::lex() {
     while (pos_ + l < n && isIdChar(s[pos_ + l])) ++l;
     char d = pos_ + l < n ? s[pos_ + l] : 0;
     if (d != '.' && d != '+' && d != '/' && d != ':') return finishId(tok, l);
+    // `a.b.c`, `x+1`: a path needs a '/' and a URI a ':' right after the
+    // run of path characters (URI scheme characters are path characters),
+    // so without one there the identifier is the longest match. (An
+    // identifier with a '\'' is no path or URI at all.)
+    if (d != '/' && d != ':') {
+      size_t r = pos_ + l;
+      while (r < n && isPathChar(s[r])) ++r;
+      if (r >= n || (s[r] != '/' && s[r] != ':')) return finishId(tok, l);
+    }
   }
   return lexSlow(tok);
 }

@@ -120,6 +120,19 @@ TEST(Parser, IdentifiersEndWhereNoPathUriOrKeywordContinuesThem) {
   EXPECT_EQ(evalStrict("if true then 1 else 2"), "1");
   EXPECT_EQ(evalStrict("{ a = 1; }.b or 5"), "5");
   EXPECT_NE(evalError("let a = 1; in a'").find("undefined variable 'a''"), std::string::npos);
+  // After '.' or '+', the whole run of path characters decides (a '/' or
+  // ':' right after it), as Nix's longest match does.
+  EXPECT_EQ(evalStrict("let a = { b = { c = 1; }; }; in a.b.c"), "1");
+  EXPECT_EQ(evalStrict("let a = { b = 1; }; in a.b+1"), "2");
+  EXPECT_EQ(evalStrict("let a = { b = 1; }; in [a.b a.b]"), "[ 1 1 ]");
+  EXPECT_EQ(evalStrict("let a = { b-c = 1; }; in a.b-c+a.b-c"), "2");
+  EXPECT_EQ(evalStrict("a.b.c/d"), "/tmp/a.b.c/d");
+  EXPECT_EQ(evalStrict("a+b.c/d"), "/tmp/a+b.c/d");
+  EXPECT_EQ(evalStrict("x.y:z"), R"("x.y:z")");
+  EXPECT_EQ(evalStrict("x.y+z:w"), R"("x.y+z:w")");
+  EXPECT_EQ(evalStrict("let a = { b_c = 1; }; in a.b_c"), "1");
+  EXPECT_EQ(evalStrict("a.b_c/d"), "/tmp/a.b_c/d");
+  EXPECT_EQ(evalStrict("let a = { b = \"x\"; }; in \"${a.b}\""), R"("x")");
 }
 
 TEST(Parser, DuplicateAttributesAreParseErrors) {
