@@ -13,8 +13,6 @@ namespace {
 
 bool isAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
-bool isIdStart(char c) { return isAlpha(c) || c == '_'; }
-bool isIdChar(char c) { return isIdStart(c) || isDigit(c) || c == '\'' || c == '-'; }
 bool isUriSchemeChar(char c) { return isAlpha(c) || isDigit(c) || c == '+' || c == '-' || c == '.'; }
 bool isUriChar(char c) {
   return isAlpha(c) || isDigit(c) || (c && std::strchr("%/?:@&=+$,-_.!~*'", c) != nullptr);
@@ -49,6 +47,15 @@ constexpr Op kOps[] = {
     {"!", Tok::kNot}};
 
 }  // namespace
+
+bool isIdStart(char c) { return isAlpha(c) || c == '_'; }
+bool isIdChar(char c) { return isIdStart(c) || isDigit(c) || c == '\'' || c == '-'; }
+
+bool isKeyword(std::string_view word) {
+  for (const Keyword& k : kKeywords)
+    if (word == k.word) return true;
+  return false;
+}
 
 bool isPathChar(char c) {
   return isAlpha(c) || isDigit(c) || c == '.' || c == '_' || c == '-' || c == '+';

@@ -81,6 +81,11 @@ class Lexer {
   size_t count_ = 0;
 };
 
+/// Nix's identifier characters: [a-zA-Z_] to start, then [a-zA-Z0-9_'-].
+bool isIdStart(char c);
+bool isIdChar(char c);
+/// Whether `word` is one of Nix's keywords (`if`, `let`, `inherit`, `or`…).
+bool isKeyword(std::string_view word);
 bool isPathChar(char c);
 
 }  // namespace kiln::eval

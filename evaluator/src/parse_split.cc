@@ -2,7 +2,6 @@
 // thread, and the main parser's side (see parse_split.h).
 #include "parse_split.h"
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 
@@ -10,14 +9,7 @@ namespace kiln::eval {
 
 namespace {
 
-bool isNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool isNameChar(char c) {
-  return isNameStart(c) || (c >= '0' && c <= '9') || c == '\'' || c == '-';
-}
 bool isBlank(char c) { return c == ' ' || c == '\t'; }
-
-constexpr std::array<std::string_view, 10> kKeywords = {
-    "if", "then", "else", "assert", "with", "let", "in", "rec", "inherit", "or"};
 
 // The end of the attribute name at `p` (an identifier that is no keyword,
 // or a "string" without escapes or interpolation), or 0.
@@ -32,12 +24,10 @@ size_t nameEnd(std::string_view text, size_t p) {
     }
     return 0;
   }
-  if (!isNameStart(text[p])) return 0;
+  if (!isIdStart(text[p])) return 0;
   size_t q = p + 1;
-  while (q < n && isNameChar(text[q])) ++q;
-  for (std::string_view k : kKeywords)
-    if (text.substr(p, q - p) == k) return 0;
-  return q;
+  while (q < n && isIdChar(text[q])) ++q;
+  return isKeyword(text.substr(p, q - p)) ? 0 : q;
 }
 
 // The end of `name(.name)*` at `p`, or 0.
