@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "builtins.h"
+#include "kiln/common/encoding.h"
 
 namespace kiln::eval {
 
@@ -145,24 +146,6 @@ class TomlParser {
     for (size_t i = 0; i + 1 < key.size(); ++i) t = descend(t, key[i], true);
     if (t->table.count(key.back())) fail("duplicate key '" + key.back() + "'");
     t->table.emplace(key.back(), std::move(v));
-  }
-
-  static void appendUtf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
   }
 
   void escape(std::string& out) {

@@ -15,6 +15,7 @@
 
 #include "builtins.h"
 #include "gc_support.h"
+#include "kiln/common/encoding.h"
 
 namespace kiln::eval {
 
@@ -138,21 +139,7 @@ bool FastJsonParser::escape() {
     if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) return false;
     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
   }
-  if (cp < 0x80) {
-    buf_ += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    buf_ += static_cast<char>(0xC0 | cp >> 6);
-    buf_ += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    buf_ += static_cast<char>(0xE0 | cp >> 12);
-    buf_ += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
-    buf_ += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    buf_ += static_cast<char>(0xF0 | cp >> 18);
-    buf_ += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
-    buf_ += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
-    buf_ += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  appendUtf8(buf_, cp);
   return true;
 }
 

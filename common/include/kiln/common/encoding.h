@@ -4,6 +4,7 @@
 /// Decoders throw `FormatError` naming the offending input.
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -47,6 +48,10 @@ inline constexpr std::array<char, 256> kNamedEscapes = [] {
   t['\t'] = 't';
   return t;
 }();
+
+/// Appends the UTF-8 encoding of the code point `cp` (at most U+10FFFF;
+/// callers check surrogates) to `out`.
+void appendUtf8(std::string& out, uint32_t cp);
 
 /// Appends `s` as a JSON string literal (quotes included) as Nix 2.8 writes
 /// it (toJSON, show-derivation): `"`, `\`, \n, \r and \t by name, other
