@@ -11,6 +11,7 @@
 
 #include "builtins.h"
 #include "gc_support.h"
+#include "kiln/common/encoding.h"
 #include "kiln/store/derivation.h"
 
 namespace kiln::eval {
@@ -203,7 +204,7 @@ void addAttr(EvalState& st, const Attr& a, Derivation& drv, Context& ctx, Collec
     if (a.name == st.sStructuredAttrs) return;
     if (!firstJson) *json += ',';
     firstJson = false;
-    jsonString(*json, key);
+    appendJsonString(*json, key);
     *json += ':';
     printValueAsJSON(st, true, *a.value, pos, *json, ctx);
     if (a.name == st.sBuilder) {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "eval_services.h"
+#include "kiln/common/encoding.h"
 #include "kiln/evaluator/output.h"
 
 namespace kiln::eval {
@@ -224,30 +225,30 @@ void enumerateJobs(EvalState& st, Value& root, Bindings* autoArgs, const std::st
 std::string jobToJson(const Job& job) {
   std::string out;
   out += "{\"attr\":";
-  jsonString(out, job.attr);
+  appendJsonString(out, job.attr);
   if (!job.error.empty()) {
     out += ",\"error\":";
-    jsonString(out, job.error);
+    appendJsonString(out, job.error);
     out += "}";
     return out;
   }
   out += ",\"name\":";
-  jsonString(out, job.name);
+  appendJsonString(out, job.name);
   out += ",\"system\":";
-  jsonString(out, job.system);
+  appendJsonString(out, job.system);
   out += ",\"drvPath\":";
-  jsonString(out, job.drvPath);
+  appendJsonString(out, job.drvPath);
   out += ",\"outputs\":{";
   for (size_t i = 0; i < job.outputs.size(); ++i) {
     if (i) out += ",";
-    jsonString(out, job.outputs[i].first);
+    appendJsonString(out, job.outputs[i].first);
     out += ":";
-    jsonString(out, job.outputs[i].second);
+    appendJsonString(out, job.outputs[i].second);
   }
   out += "},\"meta\":{";
   for (size_t i = 0; i < job.meta.size(); ++i) {
     if (i) out += ",";
-    jsonString(out, job.meta[i].first);
+    appendJsonString(out, job.meta[i].first);
     out += ":";
     out += job.meta[i].second;
   }
@@ -259,7 +260,7 @@ std::string jobToJson(const Job& job) {
       out += "\":[";
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += ",";
-        jsonString(out, items[i]);
+        appendJsonString(out, items[i]);
       }
       out += "]";
     };

@@ -10,8 +10,6 @@
 
 namespace kiln::eval {
 
-void jsonString(std::string& out, std::string_view s) { appendJsonString(out, s); }
-
 namespace {
 
 void appendInt(std::string& out, int64_t n) {
@@ -27,7 +25,7 @@ void printAttrsAsJSON(EvalState& st, bool strict, Value& v, std::string& out, Co
   for (const Attr* a : sortedByName(st, v.attrs)) {
     if (!first) out += ',';
     first = false;
-    jsonString(out, st.symbols.name(a->name));
+    appendJsonString(out, st.symbols.name(a->name));
     out += ':';
     try {
       printValueAsJSON(st, strict, *a->value, a->pos, out, ctx, copyToStore);
@@ -59,14 +57,14 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::str
       break;
     case VType::kString:
       copyContext(v, ctx);
-      jsonString(out, v.str.s);
+      appendJsonString(out, v.str.s);
       break;
     case VType::kPath:
-      jsonString(out, copyToStore ? copyPathToStore(st, ctx, v.path) : std::string(v.path));
+      appendJsonString(out, copyToStore ? copyPathToStore(st, ctx, v.path) : std::string(v.path));
       break;
     case VType::kAttrs: {
       if (v.attrs->find(st.sToString)) {
-        jsonString(out, coerceToString(st, pos, v, ctx, false, false));
+        appendJsonString(out, coerceToString(st, pos, v, ctx, false, false));
         break;
       }
       if (Value* o = v.attrs->get(st.sOutPath)) {

@@ -8,6 +8,7 @@
 
 #include "eval_test_util.h"
 #include "json_parse.h"
+#include "kiln/common/encoding.h"
 
 namespace kiln::eval {
 namespace {
@@ -110,7 +111,7 @@ TEST(Json, JsonStringEscapesEveryControlByteAndPassesTheRest) {
   std::string all;
   for (int c = 1; c < 256; ++c) all += static_cast<char>(c);
   std::string out;
-  jsonString(out, all);
+  appendJsonString(out, all);
   std::string want = "\"";
   for (int c = 1; c < 256; ++c) {
     char buf[8];
@@ -132,7 +133,7 @@ TEST(Json, JsonStringEscapesEveryControlByteAndPassesTheRest) {
   want += '"';
   EXPECT_EQ(out, want);
   out = "x";
-  jsonString(out, "");
+  appendJsonString(out, "");
   EXPECT_EQ(out, "x\"\"");
 }
 

@@ -21,11 +21,6 @@ void printValueAsXML(EvalState& state, bool strict, bool location, Value& v, std
 void printValueAsJSON(EvalState& state, bool strict, Value& v, PosIdx pos, std::string& out,
                       Context& ctx, bool copyToStore = true);
 
-/// Appends `s` as a JSON string literal (quotes included), escaped as Nix
-/// 2.8's toJSON escapes (appendJsonString): `"`, `\`, \n, \r, \t by
-/// name, other control bytes as \u00XX, all other bytes as they are.
-void jsonString(std::string& out, std::string_view s);
-
 /// Parses JSON text into a value; throws EvalError on malformed input.
 void parseJSON(EvalState& state, std::string_view text, Value& v);
 
