@@ -103,12 +103,8 @@ void* Arena::allocateShared(size_t size, size_t align) {
 
 void Arena::shrinkLastShared(void* p, size_t oldSize, size_t newSize) {
   for (ArenaCursor& c : tCursors)
-    if (c.arena == id_) {  // this thread's chunk: no other thread allocates from it
-      if (static_cast<char*>(p) + oldSize != c.cur || newSize > oldSize) return;
-      c.cur -= oldSize - newSize;
-      c.left += oldSize - newSize;
-      return;
-    }
+    if (c.arena == id_)  // this thread's chunk: no other thread allocates from it
+      return shrinkTail(c.cur, c.left, p, oldSize, newSize);
 }
 
 SymbolTable::SymbolTable() : table_(std::make_unique<Table>(1024)) {

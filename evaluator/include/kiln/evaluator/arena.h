@@ -81,9 +81,7 @@ class Arena {
   /// otherwise does nothing. For arrays allocated at an upper bound.
   void shrinkLast(void* p, size_t oldSize, size_t newSize) {
     if (shared_) return shrinkLastShared(p, oldSize, newSize);
-    if (static_cast<char*>(p) + oldSize != cur_ || newSize > oldSize) return;
-    cur_ -= oldSize - newSize;
-    left_ += oldSize - newSize;
+    shrinkTail(cur_, left_, p, oldSize, newSize);
   }
   /// A NUL-terminated copy of `s`.
   const char* copyString(std::string_view s) {
@@ -105,6 +103,13 @@ class Arena {
  private:
   void* allocateSlow(size_t size, size_t align);
   void* allocateShared(size_t size, size_t align);
+  /// Gives back the end of the block at `p` if it is the last one before
+  /// `cur` (a chunk's cursor and room left).
+  static void shrinkTail(char*& cur, size_t& left, void* p, size_t oldSize, size_t newSize) {
+    if (static_cast<char*>(p) + oldSize != cur || newSize > oldSize) return;
+    cur -= oldSize - newSize;
+    left += oldSize - newSize;
+  }
   /// shrinkLast on the calling thread's own chunk.
   void shrinkLastShared(void* p, size_t oldSize, size_t newSize);
   /// A new chunk of `n` bytes (under mu_ when shared).
