@@ -9,6 +9,22 @@
 
 namespace kiln::store {
 
+namespace {
+
+// The hash of `aterm` (a `.drv` ATerm, its inputs list at `inputsSpan`)
+// with the list of input hashes in place of the inputs: the ATerm
+// hashDerivationModulo hashes, without printing it again.
+Hash splicedHash(std::string_view aterm, std::pair<size_t, size_t> inputsSpan,
+                 const detail::InputHashes& inputs) {
+  thread_local std::string scratch;  // as computeHash's
+  scratch.assign(aterm.substr(0, inputsSpan.first));
+  detail::printAtermInputHashes(scratch, inputs);
+  scratch.append(aterm.substr(inputsSpan.second));
+  return hashString(HashAlgo::kSha256, scratch);
+}
+
+}  // namespace
+
 DrvHashCache::DrvHashCache(StoreDir storeDir, DrvLoader loader)
     : storeDir_(std::move(storeDir)), loader_(std::move(loader)) {}
 
@@ -106,30 +122,15 @@ DrvHashCache::Entry DrvHashCache::computeEntry(const Derivation& drv) {
 
 DrvHashCache::Entry DrvHashCache::entryOf(const Derivation& drv,
                                           const detail::InputHashes& inputs,
-                                          bool inputDeferred) {
+                                          bool inputDeferred,
+                                          std::string_view aterm,
+                                          std::pair<size_t, size_t> inputsSpan) {
   DerivationType type = derivationType(drv);
   bool deferred = inputDeferred || type == DerivationType::kFloatingCA ||
                   type == DerivationType::kDeferred;
-  Hash h = computeHash(drv, type, false, inputs);
-  Entry e{{}, deferred};
-  std::memcpy(e.sha256.data(), h.data(), e.sha256.size());
-  return e;
-}
-
-DrvHashCache::Entry DrvHashCache::entryOfPrinted(
-    const Derivation& drv, const detail::InputHashes& inputs,
-    bool inputDeferred, std::string_view aterm,
-    std::pair<size_t, size_t> inputsSpan) {
-  DerivationType type = derivationType(drv);
-  if (type == DerivationType::kFixedOutput)  // hashes no ATerm
-    return entryOf(drv, inputs, inputDeferred);
-  bool deferred = inputDeferred || type == DerivationType::kFloatingCA ||
-                  type == DerivationType::kDeferred;
-  thread_local std::string scratch;  // as computeHash's
-  scratch.assign(aterm.substr(0, inputsSpan.first));
-  detail::printAtermInputHashes(scratch, inputs);
-  scratch.append(aterm.substr(inputsSpan.second));
-  Hash h = hashString(HashAlgo::kSha256, scratch);
+  Hash h = aterm.empty() || type == DerivationType::kFixedOutput  // hashes no ATerm
+               ? computeHash(drv, type, false, inputs)
+               : splicedHash(aterm, inputsSpan, inputs);
   Entry e{{}, deferred};
   std::memcpy(e.sha256.data(), h.data(), e.sha256.size());
   return e;
@@ -231,7 +232,7 @@ StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
   detail::printAterm(aterm, storeDir_, drv, false, nullptr, &inputsSpan);
   StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);
   auto modulo = [&] {
-    return entryOfPrinted(drv, inputs, inputDeferred, aterm, inputsSpan);
+    return entryOf(drv, inputs, inputDeferred, aterm, inputsSpan);
   };
   std::optional<Entry> fresh;  // hashed unlocked when others may add
   if (memoMutex) fresh = modulo();

@@ -238,14 +238,12 @@ class DrvHashCache {
   };
   const Entry& entry(const StorePath& drvPath);
   Entry computeEntry(const Derivation& drv);
+  /// With `aterm` (the derivation's `.drv` ATerm, its inputs list at
+  /// `inputsSpan`), the ATerm hashed is that one with the list of input
+  /// hashes in place of the inputs (not printed again).
   Entry entryOf(const Derivation& drv, const detail::InputHashes& inputs,
-                bool inputDeferred);
-  /// entryOf() for a derivation whose `.drv` ATerm is `aterm`, its inputs
-  /// list at `inputsSpan`: the ATerm hashed is that one with the list of
-  /// input hashes in place of the inputs (not printed again).
-  Entry entryOfPrinted(const Derivation& drv, const detail::InputHashes& inputs,
-                       bool inputDeferred, std::string_view aterm,
-                       std::pair<size_t, size_t> inputsSpan);
+                bool inputDeferred, std::string_view aterm = {},
+                std::pair<size_t, size_t> inputsSpan = {});
   detail::InputHashes inputHashes(const Derivation& drv, bool& deferred,
                                   std::vector<uint32_t>* tags = nullptr);
   void fillOutputs(Derivation& drv, const detail::InputHashes& inputs,
