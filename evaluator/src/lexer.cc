@@ -212,6 +212,7 @@ Token Lexer::lex() {
     tok.end = pos_;
     return tok;
   }
+  if (__builtin_expect(slowOnly_, 0)) return lexSlow(tok);
   const char* s = text_.data();
   auto finish = [&](Tok t, size_t len) { return finishAs(tok, t, len); };
   // Fast paths for what most tokens are. Punctuation that no longer token
@@ -242,6 +243,8 @@ Token Lexer::lex() {
     while (pos_ + l < n && isIdChar(s[pos_ + l])) ++l;
     char d = pos_ + l < n ? s[pos_ + l] : 0;
     if (d != '.' && d != '+' && d != '/' && d != ':') return finishId(tok, l);
+    // `x: body`: a URI needs a URI character right after its ':'.
+    if (d == ':' && (pos_ + l + 1 >= n || !isUriChar(s[pos_ + l + 1]))) return finishId(tok, l);
     // `a.b.c`, `x+1`: a path needs a '/' and a URI a ':' right after the
     // run of path characters (URI scheme characters are path characters),
     // so without one there the identifier is the longest match. (An
@@ -251,6 +254,12 @@ Token Lexer::lex() {
       while (r < n && isPathChar(s[r])) ++r;
       if (r >= n || (s[r] != '/' && s[r] != ':')) return finishId(tok, l);
     }
+  } else if (s[pos_] == '.' && pos_ + 1 < n && !isDigit(s[pos_ + 1]) && s[pos_ + 1] != '.') {
+    // A select's '.': no float (".5"), "..." or "../", and no path unless
+    // the run of path characters after it ends at a '/' (".b/c").
+    size_t r = pos_ + 1;
+    while (r < n && isPathChar(s[r])) ++r;
+    if (r >= n || s[r] != '/') return finish(Tok::kDot, 1);
   }
   return lexSlow(tok);
 }

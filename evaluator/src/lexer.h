@@ -55,6 +55,9 @@ class Lexer {
   /// Errors without the source snippet (a speculative parse's errors are
   /// never shown, and a snippet reads the file again).
   void setQuiet() { quiet_ = true; }
+  /// Lexes every token through the full longest-match rules, none of the
+  /// fast paths: the reference the fast paths are tested against.
+  void setSlowOnly() { slowOnly_ = true; }
 
  private:
   Token lex();
@@ -68,6 +71,7 @@ class Lexer {
   PosIdx base_;  ///< the position of the source's first byte
   size_t pos_ = 0;
   bool quiet_ = false;
+  bool slowOnly_ = false;
   Token lexSlow(Token& tok);
   Token finishId(Token& tok, size_t len);
   /// Makes `tok` the `len` bytes at the cursor, of kind `t`, and moves on.

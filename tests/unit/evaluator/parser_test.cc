@@ -1,7 +1,11 @@
 // Lexer and parser: syntax, precedence, strings, paths, errors.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <random>
+
 #include "eval_test_util.h"
+#include "lexer.h"
 
 using namespace kiln::eval;
 using namespace kiln::eval::testing;
@@ -309,4 +313,46 @@ TEST(Positions, LineTableMatchesAScanOfTheText) {
     ASSERT_EQ(s, start) << off;
   }
   EXPECT_EQ(LineTable::find(LineTable::make("", arena), 0), std::make_pair(1u, 0u));
+}
+
+// The lexer's fast paths (identifiers, a select's '.', a lambda's ':')
+// must give the token the full longest-match rules give, on any input:
+// random runs of the characters where paths, URIs, floats, operators and
+// identifiers meet.
+TEST(Lexer, FastPathsGiveTheTokensOfTheFullRules) {
+  EvalState st;
+  std::mt19937 rng(36);
+  const std::string alphabet = "ab_'-.+/:0 1e\n~<>=!&|*?@;,{}()[]$";
+  auto lexAll = [&](Lexer& lx) {
+    std::string out;
+    try {
+      while (true) {
+        Token t = lx.next();
+        out += std::to_string(int(t.t)) + "@" + std::to_string(t.start) + "-" +
+               std::to_string(t.end) + " ";
+        // Strings and interpolated paths are the parser's raw modes.
+        if (t.t == Tok::kEof || t.t == Tok::kStrOpen || t.t == Tok::kIndStrOpen ||
+            t.t == Tok::kPathStart || t.t == Tok::kHPathStart)
+          return out;
+      }
+    } catch (const ParseError& e) {
+      return out + "error: " + e.what();
+    }
+  };
+  size_t dots = 0, colons = 0;
+  for (int i = 0; i < 30000; ++i) {
+    std::string text(1 + rng() % 20, ' ');
+    for (char& c : text) c = alphabet[rng() % alphabet.size()];
+    dots += text.find('.') != std::string::npos;
+    colons += text.find(':') != std::string::npos;
+    auto owned = std::make_shared<const std::string>(text);
+    uint32_t origin = st.positions.addOrigin("lexer-test.nix", owned, true);
+    Lexer fast(st, *owned, origin), slow(st, *owned, origin);
+    fast.setQuiet();
+    slow.setQuiet();
+    slow.setSlowOnly();
+    ASSERT_EQ(lexAll(fast), lexAll(slow)) << "input: '" << text << "'";
+  }
+  EXPECT_GT(dots, 5000u);
+  EXPECT_GT(colons, 5000u);
 }
