@@ -18,16 +18,6 @@ bool isUriChar(char c) {
   return isAlpha(c) || isDigit(c) || (c && std::strchr("%/?:@&=+$,-_.!~*'", c) != nullptr);
 }
 
-struct Keyword {
-  const char* word;
-  Tok tok;
-};
-constexpr Keyword kKeywords[] = {
-    {"if", Tok::kIf},         {"then", Tok::kThen}, {"else", Tok::kElse},
-    {"assert", Tok::kAssert}, {"with", Tok::kWith}, {"let", Tok::kLet},
-    {"in", Tok::kIn},         {"rec", Tok::kRec},   {"inherit", Tok::kInherit},
-    {"or", Tok::kOrKw}};
-
 struct Op {
   const char* text;
   Tok tok;
@@ -48,18 +38,9 @@ constexpr Op kOps[] = {
 
 }  // namespace
 
-bool isIdStart(char c) { return isAlpha(c) || c == '_'; }
-bool isIdChar(char c) { return isIdStart(c) || isDigit(c) || c == '\'' || c == '-'; }
 
-bool isKeyword(std::string_view word) {
-  for (const Keyword& k : kKeywords)
-    if (word == k.word) return true;
-  return false;
-}
+bool isKeyword(std::string_view word) { return keywordToken(word) != Tok::kId; }
 
-bool isPathChar(char c) {
-  return isAlpha(c) || isDigit(c) || c == '.' || c == '_' || c == '-' || c == '+';
-}
 
 const char* tokenName(Tok t) {
   switch (t) {
@@ -114,21 +95,13 @@ void Lexer::error(size_t offset, const std::string& msg) {
   throw ParseError(msg + state_.positions.snippet(posAt(offset)));
 }
 
-const Token& Lexer::peek(size_t n) {
+const Token& Lexer::peekSlow(size_t n) {
   if (n >= kLookahead) throw std::logic_error("lexer lookahead too far");
   while (count_ <= n) {
-    buf_[(head_ + count_) % kLookahead] = lex();
+    lex(buf_[(head_ + count_) % kLookahead]);
     ++count_;
   }
   return buf_[(head_ + n) % kLookahead];
-}
-
-Token Lexer::next() {
-  peek(0);
-  Token t = buf_[head_];
-  head_ = (head_ + 1) % kLookahead;
-  --count_;
-  return t;
 }
 
 void Lexer::skipSpace() {
@@ -202,15 +175,19 @@ size_t Lexer::matchFloat(size_t p) const {
   return q - p;
 }
 
-Token Lexer::lex() {
+// Lexes into `tok` in place (a ring slot): building a Token on the stack
+// and copying it out cost more than lexing most tokens.
+void Lexer::lex(Token& tok) {
   skipSpace();
-  Token tok;
   tok.start = pos_;
+  tok.i = 0;
+  tok.f = 0;
   const size_t n = text_.size();
   if (pos_ >= n) {
     tok.t = Tok::kEof;
     tok.end = pos_;
-    return tok;
+    tok.text = {};
+    return;
   }
   if (__builtin_expect(slowOnly_, 0)) return lexSlow(tok);
   const char* s = text_.data();
@@ -264,29 +241,38 @@ Token Lexer::lex() {
   return lexSlow(tok);
 }
 
-Token Lexer::finishId(Token& tok, size_t len) {
-  std::string_view w(text_.data() + pos_, len);
-  tok.t = Tok::kId;
-  // Keywords are 2 to 7 letters long and start with one of these.
-  if (len >= 2 && len <= 7 && std::strchr("taeilorw", w[0]))
-    for (const Keyword& k : kKeywords)
-      if (w == k.word) {
-        tok.t = k.tok;
-        break;
-      }
-  return finishAs(tok, tok.t, len);
+namespace {
+// The keyword `w` (`len` bytes) is, or kId: Nix's ten keywords, by
+// length, then by their bytes.
+Tok keywordOf(const char* w, size_t len) {
+  auto is = [&](const char* k) { return std::memcmp(w, k, len) == 0; };
+  switch (len) {
+    case 2: return is("if") ? Tok::kIf : is("in") ? Tok::kIn : is("or") ? Tok::kOrKw : Tok::kId;
+    case 3: return is("let") ? Tok::kLet : is("rec") ? Tok::kRec : Tok::kId;
+    case 4:
+      return is("then") ? Tok::kThen : is("else") ? Tok::kElse : is("with") ? Tok::kWith : Tok::kId;
+    case 6: return is("assert") ? Tok::kAssert : Tok::kId;
+    case 7: return is("inherit") ? Tok::kInherit : Tok::kId;
+    default: return Tok::kId;
+  }
+}
+}  // namespace
+
+Tok keywordToken(std::string_view word) { return keywordOf(word.data(), word.size()); }
+
+void Lexer::finishId(Token& tok, size_t len) {
+  return finishAs(tok, keywordOf(text_.data() + pos_, len), len);
 }
 
-Token Lexer::finishAs(Token& tok, Tok t, size_t len) {
+void Lexer::finishAs(Token& tok, Tok t, size_t len) {
   tok.t = t;
   tok.end = pos_ + len;
   tok.text = std::string_view(text_.data() + pos_, len);
   pos_ += len;
-  return tok;
 }
 
 // Every default-mode rule at once; the longest match wins.
-Token Lexer::lexSlow(Token& tok) {
+void Lexer::lexSlow(Token& tok) {
   const size_t n = text_.size();
   const char* s = text_.data();
   char c = s[pos_];
@@ -367,12 +353,12 @@ Token Lexer::lexSlow(Token& tok) {
     if (errno == ERANGE || u > static_cast<unsigned long long>(INT64_MAX))
       error(tok.start, "invalid integer '" + digits + "'");
     tok.i = static_cast<int64_t>(u);
-    return tok;
+    return;
   }
   if (lFloat == best) {
     finish(Tok::kFloat, lFloat);
     tok.f = std::strtod(std::string(tok.text).c_str(), nullptr);
-    return tok;
+    return;
   }
   if (lPath == best) return finish(Tok::kPath, lPath);
   if (lHPath == best) return finish(Tok::kHPath, lHPath);

@@ -4,6 +4,7 @@
 // strings and interpolated paths are scanned by the parser directly from
 // the cursor, so the buffer must be empty when one of those starts.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,8 +39,17 @@ class Lexer {
  public:
   Lexer(EvalState& state, const std::string& text, uint32_t origin);
   /// The n-th upcoming default-mode token (0 = next).
-  const Token& peek(size_t n = 0);
-  Token next();
+  const Token& peek(size_t n = 0) {
+    if (__builtin_expect(n < count_, 1)) return buf_[(head_ + n) % kLookahead];
+    return peekSlow(n);
+  }
+  Token next() {
+    peek(0);
+    const Token& t = buf_[head_];
+    head_ = (head_ + 1) % kLookahead;
+    --count_;
+    return t;
+  }
   /// Cursor in raw mode; only valid when no token is buffered.
   size_t cursor() const { return pos_; }
   void setCursor(size_t p) { pos_ = p; }
@@ -60,7 +70,9 @@ class Lexer {
   void setSlowOnly() { slowOnly_ = true; }
 
  private:
-  Token lex();
+  void lex(Token& tok);
+  /// peek() when the token is not buffered yet: lexes up to it.
+  const Token& peekSlow(size_t n);
   void skipSpace();
   size_t matchPath(size_t p) const;
   size_t matchUri(size_t p) const;
@@ -72,10 +84,10 @@ class Lexer {
   size_t pos_ = 0;
   bool quiet_ = false;
   bool slowOnly_ = false;
-  Token lexSlow(Token& tok);
-  Token finishId(Token& tok, size_t len);
+  void lexSlow(Token& tok);
+  void finishId(Token& tok, size_t len);
   /// Makes `tok` the `len` bytes at the cursor, of kind `t`, and moves on.
-  Token finishAs(Token& tok, Tok t, size_t len);
+  void finishAs(Token& tok, Tok t, size_t len);
   /// Lookahead ring: the parser peeks at most three tokens ahead, and a
   /// token it holds a reference to stays in place until kLookahead more
   /// have been read.
@@ -85,11 +97,36 @@ class Lexer {
   size_t count_ = 0;
 };
 
+namespace lexer_detail {
+enum : uint8_t { kIdStart = 1, kIdChar = 2, kPathChar = 4 };
+/// Each byte's classes: one load per test in the lexer's inner loops.
+inline constexpr auto kCharClasses = [] {
+  std::array<uint8_t, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'), digit = c >= '0' && c <= '9';
+    if (alpha || c == '_') t[c] |= kIdStart | kIdChar | kPathChar;
+    if (digit || c == '-') t[c] |= kIdChar | kPathChar;
+    if (c == '\'') t[c] |= kIdChar;
+    if (c == '.' || c == '+') t[c] |= kPathChar;
+  }
+  return t;
+}();
+}  // namespace lexer_detail
+
 /// Nix's identifier characters: [a-zA-Z_] to start, then [a-zA-Z0-9_'-].
-bool isIdStart(char c);
-bool isIdChar(char c);
+inline bool isIdStart(char c) {
+  return lexer_detail::kCharClasses[static_cast<uint8_t>(c)] & lexer_detail::kIdStart;
+}
+inline bool isIdChar(char c) {
+  return lexer_detail::kCharClasses[static_cast<uint8_t>(c)] & lexer_detail::kIdChar;
+}
+/// Nix's path characters: [a-zA-Z0-9._+-].
+inline bool isPathChar(char c) {
+  return lexer_detail::kCharClasses[static_cast<uint8_t>(c)] & lexer_detail::kPathChar;
+}
 /// Whether `word` is one of Nix's keywords (`if`, `let`, `inherit`, `or`…).
 bool isKeyword(std::string_view word);
-bool isPathChar(char c);
+/// The keyword token `word` is (kIf, kLet…), or kId.
+Tok keywordToken(std::string_view word);
 
 }  // namespace kiln::eval

@@ -356,3 +356,29 @@ TEST(Lexer, FastPathsGiveTheTokensOfTheFullRules) {
   EXPECT_GT(dots, 5000u);
   EXPECT_GT(colons, 5000u);
 }
+
+TEST(Lexer, KeywordsAreTheTenOfNixAndNothingElse) {
+  const std::pair<const char*, Tok> keywords[] = {
+      {"if", Tok::kIf},         {"then", Tok::kThen}, {"else", Tok::kElse},
+      {"assert", Tok::kAssert}, {"with", Tok::kWith}, {"let", Tok::kLet},
+      {"in", Tok::kIn},         {"rec", Tok::kRec},   {"inherit", Tok::kInherit},
+      {"or", Tok::kOrKw}};
+  for (auto& [word, tok] : keywords) {
+    EXPECT_EQ(keywordToken(word), tok) << word;
+    EXPECT_TRUE(isKeyword(word)) << word;
+  }
+  for (const char* word : {"i", "iff", "is", "on", "lets", "re", "thenx", "Else", "wit",
+                           "asserts", "inherits", "inheri", "import", "true", "null", ""})
+    EXPECT_EQ(keywordToken(word), Tok::kId) << word;
+  EXPECT_EQ(evalStrict("let iff = 1; in_ = 2; or_ = 3; in iff + in_ + or_"), "6");
+}
+
+TEST(Lexer, CharacterClassesAreNixs) {
+  for (int i = 0; i < 256; ++i) {
+    char c = static_cast<char>(i);
+    bool alpha = (i >= 'a' && i <= 'z') || (i >= 'A' && i <= 'Z'), digit = i >= '0' && i <= '9';
+    EXPECT_EQ(isIdStart(c), alpha || c == '_') << i;
+    EXPECT_EQ(isIdChar(c), alpha || digit || c == '_' || c == '\'' || c == '-') << i;
+    EXPECT_EQ(isPathChar(c), alpha || digit || c == '.' || c == '_' || c == '-' || c == '+') << i;
+  }
+}
