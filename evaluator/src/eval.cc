@@ -203,7 +203,7 @@ void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   const uint32_t forced = forcedListArgs(vFun);
   for (size_t i = 0; i < n; ++i) {
     const bool list = i < 32 && ((forced >> i) & 1);
-    auto* l = list ? dynamic_cast<ExprConstList*>(argItems[i]) : nullptr;
+    auto* l = list ? exprAs<ExprConstList>(argItems[i]) : nullptr;
     vArgs[i] = l ? &l->v : argItems[i]->maybeThunk(state, env);
   }
   callFunction(state, vFun, n, vArgs, v, pos);

@@ -466,7 +466,7 @@ bool Parser::parseAttr(AttrName& out) {
   if (t.t == Tok::kStrOpen) {
     lex_.next();
     Expr* e = parseString();
-    if (auto* c = dynamic_cast<ExprConst*>(e)) {
+    if (auto* c = exprAs<ExprConst>(e)) {
       out.symbol = state_.sym(c->v.str.s);
     } else {
       out.expr = e;
@@ -541,7 +541,7 @@ void Parser::parseBindList(ExprAttrs* attrs, Tok terminator) {
     expect(Tok::kAssign);
     Expr* e = parseExpr();
     expect(Tok::kSemi);
-    if (auto* l = dynamic_cast<ExprLambda*>(e); l && path.size() == 1 && path[0].symbol)
+    if (auto* l = exprAs<ExprLambda>(e); l && path.size() == 1 && path[0].symbol)
       l->name = path[0].symbol;
     if (attrs)
       addAttr(attrs, path, e, p);
@@ -579,7 +579,7 @@ void Parser::addAttr(ExprAttrs* attrs, AttrPath& path, Expr* e, PosIdx pos) {
     if (path[i].symbol) {
       ExprAttrs::AttrDef* j = find(attrs, path[i].symbol);
       if (j) {
-        auto* nested = j->inherited ? nullptr : dynamic_cast<ExprAttrs*>(j->e);
+        auto* nested = j->inherited ? nullptr : exprAs<ExprAttrs>(j->e);
         if (!nested) dupAttr(path, pos, j->pos);
         attrs = nested;
       } else {
@@ -597,8 +597,8 @@ void Parser::addAttr(ExprAttrs* attrs, AttrPath& path, Expr* e, PosIdx pos) {
   if (last.symbol) {
     ExprAttrs::AttrDef* j = find(attrs, last.symbol);
     if (j) {
-      auto* ae = dynamic_cast<ExprAttrs*>(e);
-      auto* jAttrs = j->inherited ? nullptr : dynamic_cast<ExprAttrs*>(j->e);
+      auto* ae = exprAs<ExprAttrs>(e);
+      auto* jAttrs = j->inherited ? nullptr : exprAs<ExprAttrs>(j->e);
       if (!ae || !jAttrs) dupAttr(path, pos, j->pos);
       for (auto& ad : ae->attrs) {
         if (auto* j2 = find(jAttrs, ad.name)) dupAttr({AttrName{ad.name, nullptr}}, ad.pos, j2->pos);

@@ -123,7 +123,7 @@ Expr* Parser::parseSimple() {
       while (lex_.peek().t != Tok::kRBracket) {
         if (!startsSimple(0)) unexpected(lex_.peek());
         elems.push_back(shareListLiteral(parseSelect()));
-        constant = constant && dynamic_cast<ExprConst*>(elems.back());
+        constant = constant && exprAs<ExprConst>(elems.back());
       }
       lex_.next();
       if (constant) return constantList(pos, {elems.data(), elems.size()});
@@ -154,7 +154,7 @@ Expr* Parser::constantList(PosIdx pos, std::span<Expr* const> elems) {
 // gen-strings 50,000 has 1.25 million word literals in lists, of 50
 // distinct words: a 40-byte node each.
 Expr* Parser::shareListLiteral(Expr* e) {
-  auto* c = dynamic_cast<ExprConst*>(e);
+  auto* c = exprAs<ExprConst>(e);
   if (!c || c->v.type != VType::kString) return e;
   auto [it, added] = listLiterals_.try_emplace(c->v.sv(), c);
   if (added) return c;
@@ -179,7 +179,7 @@ Expr* Parser::makeStringParts(std::span<const StringPart> parts) {
     return c;
   }
   if (parts.size() == 1)
-    if (auto* c = dynamic_cast<ExprConst*>(parts[0].expr); c && c->v.type == VType::kString)
+    if (auto* c = exprAs<ExprConst>(parts[0].expr); c && c->v.type == VType::kString)
       return c;
   auto* cs = state_.arena.make<ExprConcatStrings>();
   cs->pos = parts[0].pos;

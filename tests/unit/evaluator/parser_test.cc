@@ -382,3 +382,30 @@ TEST(Lexer, CharacterClassesAreNixs) {
     EXPECT_EQ(isPathChar(c), alpha || digit || c == '.' || c == '_' || c == '-' || c == '+') << i;
   }
 }
+
+TEST(Parser, ExprAsFindsExactlyTheTaggedKinds) {
+  EvalState st;
+  auto parse = [&](const std::string& text) { return st.parseExprFromString(text, "/tmp"); };
+  Expr* c = parse("1");
+  Expr* a = parse("{ x = 1; }");
+  Expr* l = parse("x: x");
+  Expr* call = parse("builtins.elem 1 [ 1 2 ]");
+  EXPECT_NE(exprAs<ExprConst>(c), nullptr);
+  EXPECT_NE(exprAs<ExprAttrs>(a), nullptr);
+  EXPECT_NE(exprAs<ExprLambda>(l), nullptr);
+  EXPECT_EQ(exprAs<ExprConst>(a), nullptr);
+  EXPECT_EQ(exprAs<ExprLambda>(c), nullptr);
+  EXPECT_EQ(exprAs<ExprAttrs>(l), nullptr);
+  EXPECT_EQ(exprAs<ExprConst>(call), nullptr);
+  EXPECT_EQ(exprAs<ExprConst>(nullptr), nullptr);
+  auto* app = dynamic_cast<ExprCall*>(call);
+  ASSERT_NE(app, nullptr);
+  EXPECT_NE(exprAs<ExprConstList>(app->args()[1]), nullptr);
+  EXPECT_EQ(exprAs<ExprConstList>(app->args()[0]), nullptr);
+  // A lambda bound to a name is named after it (error traces show it).
+  auto* set = exprAs<ExprAttrs>(parse("{ f = x: x; }"));
+  ASSERT_NE(set, nullptr);
+  auto* f = exprAs<ExprLambda>(set->attrs[0].e);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(st.symbols.name(f->name), "f");
+}

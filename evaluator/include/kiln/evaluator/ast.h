@@ -22,8 +22,13 @@ struct StaticEnv;
 /// `pos` (the element count of a fixed array the node points to, in the
 /// arena), and arrays that grow while parsing are ArenaVecs.
 struct Expr {
+  /// The few kinds the parser and calls ask about (exprAs): one virtual
+  /// call, where dynamic_cast compared type names. (Not a field: derived
+  /// nodes keep their first field in the 4 bytes after `pos`.)
+  enum class Kind : uint8_t { kOther, kConst, kConstList, kAttrs, kLambda };
   PosIdx pos = kNoPos;
   virtual ~Expr() = default;
+  virtual Kind kind() const { return Kind::kOther; }
   /// Evaluates into `v` (weak head normal form).
   virtual void eval(EvalState& state, Env& env, Value& v) = 0;
   /// A value for this expression without evaluating it: a thunk, or the
@@ -37,6 +42,8 @@ struct Expr {
 
 /// A constant: integer, float, string without context, or path.
 struct ExprConst : Expr {
+  static constexpr Kind kKind = Kind::kConst;
+  Kind kind() const override { return kKind; }
   Value v;
   void eval(EvalState& state, Env& env, Value& out) override { out = v; }
   Value* maybeThunk(EvalState&, Env&) override { return &v; }
@@ -98,6 +105,8 @@ struct ExprOpHasAttr : Expr {
 };
 
 struct ExprAttrs : Expr {
+  static constexpr Kind kKind = Kind::kAttrs;
+  Kind kind() const override { return kKind; }
   /// 16 bytes: positions fit in 31 bits (PosTable keeps them below
   /// kMaxPosIdx), the 32nd says whether the attribute was inherited.
   struct AttrDef {
@@ -138,6 +147,8 @@ struct ExprList : Expr {
 /// parsing, so every evaluation shares them (lists are immutable) and
 /// allocates no array. Like any list literal, it is a thunk until forced.
 struct ExprConstList : Expr {
+  static constexpr Kind kKind = Kind::kConstList;
+  Kind kind() const override { return kKind; }
   /// The list (its array in the arena, like the constants), shared by
   /// every evaluation; passed as it is to the builtins that force it.
   Value v;
@@ -163,6 +174,8 @@ struct Formals {
 };
 
 struct ExprLambda : Expr {
+  static constexpr Kind kKind = Kind::kLambda;
+  Kind kind() const override { return kKind; }
   Symbol arg;                  ///< the `x:` or `@x` name, if any
   Formals* formals = nullptr;  ///< the `{ a, b }` pattern, if any
   Expr* body = nullptr;
@@ -290,6 +303,13 @@ static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSel
               sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
               sizeof(ExprList) == 24 && sizeof(ExprConstList) == 40 && sizeof(ExprCall) == 32 && sizeof(ExprOpHasAttr) == 32 &&
               sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
+
+/// `e` as a T (ExprConst, ExprConstList, ExprAttrs or ExprLambda), or
+/// null: a dynamic_cast by the kind tag.
+template <class T>
+T* exprAs(Expr* e) {
+  return e && e->kind() == T::kKind ? static_cast<T*>(e) : nullptr;
+}
 
 /// A parse-time scope: either a `with` or a list of names with slots.
 struct StaticEnv {
