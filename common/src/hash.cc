@@ -1,6 +1,11 @@
 #include "kiln/common/hash.h"
 
+// The low-level SHA-256 / SHA-1 / SHA-512 entry points are deprecated in OpenSSL
+// 3 but still the direct path to the assembly block functions; see
+// hashString.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <cstring>
@@ -129,6 +134,34 @@ bool Hash::operator<(const Hash& o) const {
 
 Hash hashString(HashAlgo algo, std::string_view data) {
   Hash h(algo);
+  auto* in = reinterpret_cast<const unsigned char*>(data.data());
+  // One-shot digests of short strings (store paths, derivation hashes) are
+  // dominated by EVP_Digest's per-call context allocation and provider
+  // setup; the low-level functions hash on the stack.
+  switch (algo) {
+    case HashAlgo::kSha256: {
+      SHA256_CTX c;
+      SHA256_Init(&c);
+      SHA256_Update(&c, in, data.size());
+      SHA256_Final(h.data(), &c);
+      return h;
+    }
+    case HashAlgo::kSha1: {
+      SHA_CTX c;
+      SHA1_Init(&c);
+      SHA1_Update(&c, in, data.size());
+      SHA1_Final(h.data(), &c);
+      return h;
+    }
+    case HashAlgo::kSha512: {
+      SHA512_CTX c;
+      SHA512_Init(&c);
+      SHA512_Update(&c, in, data.size());
+      SHA512_Final(h.data(), &c);
+      return h;
+    }
+    case HashAlgo::kMd5: break;
+  }
   unsigned len = 0;
   if (!EVP_Digest(data.data(), data.size(), h.data(), &len, evpFor(algo), nullptr))
     throw Error("cannot compute " + std::string(hashAlgoName(algo)));

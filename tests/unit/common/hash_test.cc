@@ -76,5 +76,20 @@ TEST(HashSink, IncrementalEqualsOneShot) {
   EXPECT_EQ(s.finish(), hashString(HashAlgo::kSha512, "hello"));
 }
 
+// hashString takes the low-level one-shot functions for SHA-1/256/512 and
+// EVP for MD5; every algorithm must agree with the EVP streaming path on
+// empty input, partial blocks and several blocks.
+TEST(HashString, AgreesWithStreamingForEveryAlgoAndLength) {
+  for (HashAlgo algo : {HashAlgo::kMd5, HashAlgo::kSha1, HashAlgo::kSha256, HashAlgo::kSha512}) {
+    for (size_t n : {0, 1, 55, 56, 64, 111, 112, 128, 1000}) {
+      std::string data(n, 'x');
+      for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>('a' + i % 26);
+      HashSink s(algo);
+      s.update(data);
+      EXPECT_EQ(hashString(algo, data), s.finish()) << hashAlgoName(algo) << " " << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
