@@ -6,7 +6,6 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <unordered_map>
 
 #include "builtins.h"
@@ -177,11 +176,16 @@ void setOutputs(EvalState& st, PosIdx pos, Collected& c, const std::vector<std::
   if (c.outputs.empty()) throwError(st, pos, "derivation cannot have an empty set of outputs");
 }
 
-std::vector<std::string> splitSpaces(const std::string& s) {
+// Nix's tokenizeString with its default separators (" \t\n\r"; not
+// isspace's, which also split at '\v' and '\f').
+std::vector<std::string> splitSpaces(std::string_view s) {
+  constexpr std::string_view kSeparators = " \t\n\r";
   std::vector<std::string> out;
-  std::istringstream in(s);
-  std::string w;
-  while (in >> w) out.push_back(w);
+  for (size_t p = s.find_first_not_of(kSeparators); p != std::string_view::npos;) {
+    size_t end = std::min(s.find_first_of(kSeparators, p), s.size());
+    out.emplace_back(s.substr(p, end - p));
+    p = s.find_first_not_of(kSeparators, end);
+  }
   return out;
 }
 

@@ -23,6 +23,15 @@ Hash splicedHash(std::string_view aterm, std::pair<size_t, size_t> inputsSpan,
   return hashString(HashAlgo::kSha256, scratch);
 }
 
+// hashDerivationModulo of a fixed-output derivation: its output's hash and
+// path, not its ATerm.
+Hash fixedOutputHash(const StoreDir& sd, const DerivationOutput& o, const StorePath& path) {
+  thread_local std::string text;  // as computeHash's scratch
+  text.assign("fixed:out:").append(o.hashAlgo).append(":").append(o.hash).append(":");
+  text.append(sd.dir()).append("/").append(path.baseName());
+  return hashString(HashAlgo::kSha256, text);
+}
+
 }  // namespace
 
 DrvHashCache::DrvHashCache(StoreDir storeDir, DrvLoader loader)
@@ -128,9 +137,11 @@ DrvHashCache::Entry DrvHashCache::entryOf(const Derivation& drv,
   DerivationType type = derivationType(drv);
   bool deferred = inputDeferred || type == DerivationType::kFloatingCA ||
                   type == DerivationType::kDeferred;
-  Hash h = aterm.empty() || type == DerivationType::kFixedOutput  // hashes no ATerm
-               ? computeHash(drv, type, false, inputs)
-               : splicedHash(aterm, inputsSpan, inputs);
+  const DerivationOutput* fixed =
+      type == DerivationType::kFixedOutput ? &drv.outputs.begin()->second : nullptr;
+  Hash h = aterm.empty() ? computeHash(drv, type, false, inputs)
+           : fixed       ? fixedOutputHash(storeDir_, *fixed, *fixed->path)
+                         : splicedHash(aterm, inputsSpan, inputs);
   Entry e{{}, deferred};
   std::memcpy(e.sha256.data(), h.data(), e.sha256.size());
   return e;
@@ -147,9 +158,7 @@ Hash DrvHashCache::computeHash(const Derivation& drv, DerivationType type,
                         "' has output path '" + storeDir_.printPath(*o.path) +
                         "' but its hash implies '" + storeDir_.printPath(path) +
                         "'");
-    return hashString(HashAlgo::kSha256, "fixed:out:" + o.hashAlgo + ":" +
-                                             o.hash + ":" +
-                                             storeDir_.printPath(path));
+    return fixedOutputHash(storeDir_, o, path);
   }
   // Reused (no buffer per ATerm); per thread, as addDerivation may hash
   // on several threads at once.

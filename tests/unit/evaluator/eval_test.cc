@@ -159,6 +159,31 @@ TEST(Eval, DependentDerivationsMatchNix) {
             "[ \"/nix/store/8jdz9f1gayrijzng7y063rba2f4nm5cs-b.drv\" \"/nix/store/bvn7nyjmbg16akg27akx87cbwfq07vvl-b\" ]");
 }
 
+// Fixed-output inputs (flat and recursive): the input's hash modulo is
+// taken from the output path fillOutputs just set. Values from
+// nix-instantiate 2.8.
+TEST(Eval, DerivationsOnFixedOutputsMatchNix) {
+  EXPECT_EQ(evalStrict("let a = derivation { name = \"a\"; builder = \"b\"; system = \"c\"; outputHash = \"" +
+                       std::string(64, '0') + "\"; outputHashAlgo = \"sha256\"; };"
+                       " r = derivation { name = \"r\"; builder = \"b\"; system = \"c\"; outputHashMode = \"recursive\";"
+                       " outputHash = \"sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=\"; };"
+                       " b = derivation { name = \"b\"; builder = \"b\"; system = \"c\"; x = a; y = r; };"
+                       " in [ a.outPath b.drvPath b.outPath ]"),
+            "[ \"/nix/store/19k94y693b5mi3rbb0f3y9c4zq1jc3z0-a\" \"/nix/store/pwfzzwfnhbihvdby59x918h11qrvb7i8-b.drv\""
+            " \"/nix/store/5fqhgaj70q6483xhs3vkk2gxgyn7bi6g-b\" ]");
+}
+
+// derivationStrict splits a string `outputs` at Nix's separators (space,
+// tab, newline, carriage return) only: a '\v' stays in the name, which
+// then makes an invalid store path, as in nix-instantiate 2.8.
+TEST(Eval, DerivationStrictSplitsOutputsAtNixSeparatorsOnly) {
+  const std::string d = "builtins.derivationStrict { name = \"x\"; system = \"s\"; builder = \"/b\"; outputs = ";
+  EXPECT_EQ(evalStrict("builtins.attrNames (" + d + "\" out \\t dev\\n\\r\"; })"),
+            "[ \"dev\" \"drvPath\" \"out\" ]");
+  EXPECT_NE(evalError("builtins.attrNames (" + d + "\"out\vdev\"; })").find("x-out\vdev"), std::string::npos)
+      << evalError("builtins.attrNames (" + d + "\"out\vdev\"; })");
+}
+
 // Interpolation, `+` and concatStringsSep reuse a lone part's context and
 // merge several (expected values from nix-instantiate 2.8).
 TEST(Eval, ConcatenatedStringsKeepTheUnionOfTheirPartsContexts) {

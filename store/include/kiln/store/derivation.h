@@ -240,7 +240,8 @@ class DrvHashCache {
   Entry computeEntry(const Derivation& drv);
   /// With `aterm` (the derivation's `.drv` ATerm, its inputs list at
   /// `inputsSpan`), the ATerm hashed is that one with the list of input
-  /// hashes in place of the inputs (not printed again).
+  /// hashes in place of the inputs (not printed again), and a fixed
+  /// output's path is the one fillOutputs just set (not computed again).
   Entry entryOf(const Derivation& drv, const detail::InputHashes& inputs,
                 bool inputDeferred, std::string_view aterm = {},
                 std::pair<size_t, size_t> inputsSpan = {});
