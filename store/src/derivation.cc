@@ -153,18 +153,34 @@ void printAtermInputHashes(std::string& out, const InputHashes& inputs) {
   });
 }
 
+namespace {
+
+void printAtermInputDrvs(std::string& out, const StoreDir& sd, const Derivation& drv) {
+  printList(out, drv.inputDrvs, [&](const auto& i) {
+    out += '(';
+    printAtermPath(out, sd, i.first);
+    out += ',';
+    printStrings(out, i.second);
+    out += ')';
+  });
+}
+
+}  // namespace
+
 void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
                 bool maskOutputs, const InputHashes* inputs,
-                std::pair<size_t, size_t>* inputsSpan) {
+                std::pair<size_t, size_t>* inputsSpan, OutputSlots* slots) {
   out += "Derive(";
   printList(out, drv.outputs, [&](const auto& o) {
     out += '(';
     printAtermString(out, o.first);
     out += ',';
-    if (maskOutputs || !o.second.path)
+    if (maskOutputs || !o.second.path) {
+      if (maskOutputs && slots) slots->emplace_back(out.size(), &o.second);
       out += "\"\"";
-    else
+    } else {
       printAtermPath(out, sd, *o.second.path);
+    }
     out += ',';
     printAtermString(out, o.second.hashAlgo);
     out += ',';
@@ -173,17 +189,10 @@ void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
   });
   out += ',';
   size_t inputsBegin = out.size();
-  if (inputs) {
+  if (inputs)
     printAtermInputHashes(out, *inputs);
-  } else {
-    printList(out, drv.inputDrvs, [&](const auto& i) {
-      out += '(';
-      printAtermPath(out, sd, i.first);
-      out += ',';
-      printStrings(out, i.second);
-      out += ')';
-    });
-  }
+  else
+    printAtermInputDrvs(out, sd, drv);
   if (inputsSpan) *inputsSpan = {inputsBegin, out.size()};
   out += ',';
   printList(out, drv.inputSrcs,
@@ -199,11 +208,40 @@ void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
     out += '(';
     printAtermString(out, kv.first);
     out += ',';
-    bool masked = maskOutputs && drv.outputs.count(kv.first);
-    printAtermString(out, masked ? std::string_view() : kv.second);
+    auto output = maskOutputs ? drv.outputs.find(kv.first) : drv.outputs.end();
+    if (output == drv.outputs.end()) {
+      printAtermString(out, kv.second);
+    } else {
+      if (slots) slots->emplace_back(out.size(), &output->second);
+      out += "\"\"";
+    }
     out += ')';
   });
   out += ')';
+}
+
+void atermFromMasked(std::string& out, std::string_view masked,
+                     std::pair<size_t, size_t> maskedInputs,
+                     const OutputSlots& slots, const StoreDir& sd,
+                     const Derivation& drv,
+                     std::pair<size_t, size_t>& inputsSpan) {
+  size_t at = 0;  // what of `masked` is in `out`
+  auto fill = [&](const std::pair<size_t, const DerivationOutput*>& slot) {
+    out.append(masked.substr(at, slot.first - at));
+    at = slot.first;
+    if (!slot.second->path) return;  // deferred: stays ""
+    printAtermPath(out, sd, *slot.second->path);
+    at += 2;
+  };
+  auto slot = slots.begin();
+  for (; slot != slots.end() && slot->first < maskedInputs.first; ++slot) fill(*slot);
+  out.append(masked.substr(at, maskedInputs.first - at));
+  inputsSpan.first = out.size();
+  printAtermInputDrvs(out, sd, drv);
+  inputsSpan.second = out.size();
+  at = maskedInputs.second;
+  for (; slot != slots.end(); ++slot) fill(*slot);
+  out.append(masked.substr(at));
 }
 
 std::string printAterm(const StoreDir& sd, const Derivation& drv,

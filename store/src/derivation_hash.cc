@@ -184,9 +184,13 @@ std::string printModuloAterm(DrvHashCache& cache, const Derivation& drv,
 
 void DrvHashCache::fillOutputs(Derivation& drv,
                                const detail::InputHashes& inputs,
-                               bool inputDeferred) {
+                               bool inputDeferred, std::string* aterm,
+                               std::pair<size_t, size_t>* inputsSpan) {
   checkDerivationName(drv.name);
   const StoreDir& sd = storeDir_;
+  auto printFinal = [&] {
+    if (aterm) detail::printAterm(*aterm, sd, drv, false, nullptr, inputsSpan);
+  };
   DerivationType type = derivationType(drv);
   if (type == DerivationType::kFixedOutput) {
     DerivationOutput& o = drv.outputs.begin()->second;
@@ -196,24 +200,35 @@ void DrvHashCache::fillOutputs(Derivation& drv,
                         "' already has a different output path");
     o.path = path;
     drv.env["out"] = sd.printPath(path);
-    return;
+    return printFinal();
   }
   if (type == DerivationType::kFloatingCA) {
     for (auto& [name, o] : drv.outputs) drv.env[name] = hashPlaceholder(name);
-    return;
+    return printFinal();
   }
   for (auto& [name, o] : drv.outputs) {
     o.path.reset();
     drv.env[name] = "";
   }
   // Masking leaves every output without a path: the ATerm no longer tells
-  // input-addressed from deferred, and both hash the same way.
-  Hash h = computeHash(drv, DerivationType::kDeferred, true, inputs);
-  if (inputDeferred) return;  // outputs stay deferred
-  for (auto& [name, o] : drv.outputs) {
-    o.path = sd.makeOutputPath(name, h, drv.name);
-    drv.env[name] = sd.printPath(*o.path);
+  // input-addressed from deferred, and both hash the same way. Reused
+  // buffers, per thread (as computeHash's).
+  thread_local std::string masked;
+  thread_local detail::OutputSlots slots;
+  masked.clear();
+  slots.clear();
+  std::pair<size_t, size_t> maskedInputs;
+  detail::printAterm(masked, sd, drv, true, &inputs, &maskedInputs, &slots);
+  Hash h = hashString(HashAlgo::kSha256, masked);
+  if (!inputDeferred) {  // else outputs stay deferred
+    for (auto& [name, o] : drv.outputs) {
+      o.path = sd.makeOutputPath(name, h, drv.name);
+      drv.env[name] = sd.printPath(*o.path);
+    }
   }
+  // The final ATerm differs from the masked one only in the output paths
+  // and the inputs list: spliced, not printed again.
+  if (aterm) detail::atermFromMasked(*aterm, masked, maskedInputs, slots, sd, drv, *inputsSpan);
 }
 
 void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
@@ -235,10 +250,9 @@ StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
     auto held = lock();
     inputs = inputHashes(drv, inputDeferred, inputTags);
   }
-  fillOutputs(drv, inputs, inputDeferred);
   aterm.clear();
   std::pair<size_t, size_t> inputsSpan;
-  detail::printAterm(aterm, storeDir_, drv, false, nullptr, &inputsSpan);
+  fillOutputs(drv, inputs, inputDeferred, &aterm, &inputsSpan);
   StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);
   auto modulo = [&] {
     return entryOf(drv, inputs, inputDeferred, aterm, inputsSpan);

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/store/derivation.h"
 
@@ -13,11 +14,27 @@ namespace kiln::store::detail {
 /// The ATerm printer; with `inputs`, they replace drv.inputDrvs.
 std::string printAterm(const StoreDir& sd, const Derivation& drv,
                        bool maskOutputs, const InputHashes* inputs);
+/// Where a masked ATerm has the empty string `""` standing for an output's
+/// path: in the outputs list and as the value of the output's variable.
+/// In increasing offset order.
+using OutputSlots = std::vector<std::pair<size_t, const DerivationOutput*>>;
 /// The same, appended to `out` (callers reuse one buffer). With
-/// `inputsSpan`, sets it to where the list of inputs is in `out`.
+/// `inputsSpan`, sets it to where the list of inputs is in `out`; with
+/// `slots` (and maskOutputs), appends where the masked paths are.
 void printAterm(std::string& out, const StoreDir& sd, const Derivation& drv,
                 bool maskOutputs, const InputHashes* inputs,
-                std::pair<size_t, size_t>* inputsSpan = nullptr);
+                std::pair<size_t, size_t>* inputsSpan = nullptr,
+                OutputSlots* slots = nullptr);
+/// The `.drv` ATerm of `drv` made from its masked modulo ATerm (printed
+/// with `slots` and its input hashes at `maskedInputs`) once its outputs
+/// have their paths (or stay deferred): each slot gets its output's path,
+/// and the input hashes make way for drv.inputDrvs. Appended to `out`;
+/// `inputsSpan` is set to where the inputs list is in `out`.
+void atermFromMasked(std::string& out, std::string_view masked,
+                     std::pair<size_t, size_t> maskedInputs,
+                     const OutputSlots& slots, const StoreDir& sd,
+                     const Derivation& drv,
+                     std::pair<size_t, size_t>& inputsSpan);
 /// The list of input hashes as printAterm prints it with `inputs`.
 void printAtermInputHashes(std::string& out, const InputHashes& inputs);
 

@@ -303,6 +303,10 @@ TEST(DrvHash, AddDerivationAgreesWithTheStepwiseFunctions) {
                           i % 2 ? std::vector<std::string>{"out"}
                                 : std::vector<std::string>{"dev", "out"});
     if (i == 5) d.outputs = {{"out", makeFixedOutput(std::string(64, 'a'), "sha256")}};
+    // A floating content-addressed one makes those after it (each needs
+    // the one before) deferred: their ATerms keep empty output paths.
+    if (i == 15)
+      for (auto& [_, o] : d.outputs) o.hashAlgo = "r:sha256";
     if (i > 0) d.inputDrvs[paths[i - 1]].insert("out");
     if (i > 3) d.inputDrvs[paths[i / 2]].insert(i % 2 ? "dev" : "out");
     if (i > 1) d.inputSrcs.insert(StorePath(paths[i - 2].baseName().substr(0, 32) + "-src"));
@@ -324,6 +328,8 @@ TEST(DrvHash, AddDerivationAgreesWithTheStepwiseFunctions) {
   }
   EXPECT_EQ(single.loadCount(), 0u);
   EXPECT_EQ(single.size(), 20u);
+  EXPECT_FALSE(single.isDeferred(paths[14]));
+  EXPECT_TRUE(single.isDeferred(paths[19]));
 }
 
 // With a key keeper, every memo key (derivations added, inputs loaded) is

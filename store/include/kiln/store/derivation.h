@@ -247,8 +247,11 @@ class DrvHashCache {
                 std::pair<size_t, size_t> inputsSpan = {});
   detail::InputHashes inputHashes(const Derivation& drv, bool& deferred,
                                   std::vector<uint32_t>* tags = nullptr);
+  /// Sets drv's output paths and their variables; with `aterm`, appends
+  /// drv's `.drv` ATerm then and sets `inputsSpan` to its inputs list.
   void fillOutputs(Derivation& drv, const detail::InputHashes& inputs,
-                   bool inputDeferred);
+                   bool inputDeferred, std::string* aterm = nullptr,
+                   std::pair<size_t, size_t>* inputsSpan = nullptr);
   Hash computeHash(const Derivation& drv, DerivationType type,
                    bool maskOutputs, const detail::InputHashes& inputs);
 
