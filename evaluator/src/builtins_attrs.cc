@@ -13,7 +13,7 @@ namespace {
 // which lives as long as the state (no copy per attrNames element).
 Value* strValue(EvalState& st, Symbol name) {
   Value* v = st.heap().allocValue();
-  v->mkString(st.symbols.cName(name));
+  v->mkString(st.symbols.cName(name), st.symbols.name(name).size(), nullptr);
   return v;
 }
 

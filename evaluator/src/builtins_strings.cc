@@ -96,7 +96,7 @@ bool replaceInto(std::string& res, std::string_view s, Value& from, Value& to, C
     }
     if (len >= 0) {
       replaced = true;
-      res += to.list.elems[i]->str.s;
+      res += to.list.elems[i]->sv();
       copyContext(*to.list.elems[i], ctx);
       if (len == 0) {
         if (p < n) res += s[p];
@@ -147,7 +147,7 @@ void primConcatStringsSep(EvalState& st, PosIdx pos, Value** args, Value& v) {
     if (i) r += sep;
     appendCoerced(st, pos, *args[1]->list.elems[i], r, ctx);
   }
-  v.mkString(st.heap().copyString(r), ctx.result(st));
+  v.mkString(st.heap().copyString(r), r.size(), ctx.result(st));
 }
 
 std::string_view nextComponent(std::string_view s, size_t& p) {

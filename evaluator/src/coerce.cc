@@ -80,7 +80,7 @@ void appendCoerced(EvalState& st, PosIdx pos, Value& v, std::string& out, Contex
       s = o;
     }
   if (s->type == VType::kString) {
-    out += s->str.s;
+    out += s->sv();
     ctx.add(s->str.context);
     return;
   }
@@ -95,7 +95,7 @@ std::string coerceToString(EvalState& st, PosIdx pos, Value& v, Context& ctx, bo
   switch (v.type) {
     case VType::kString:
       copyContext(v, ctx);
-      return v.str.s;
+      return std::string(v.sv());
     case VType::kPath: {
       std::string p = canonicalizePath ? canonPath(v.path) : std::string(v.path);
       return copyToStore ? copyPathToStore(st, ctx, p) : p;
@@ -126,7 +126,7 @@ std::string coerceToString(EvalState& st, PosIdx pos, Value& v, Context& ctx, bo
           Value& e = *v.list.elems[n];
           st.forceValue(e, pos);
           if (e.type == VType::kString) {  // the common case, without a temporary
-            r += e.str.s;
+            r += e.sv();
             copyContext(e, ctx);
           } else {
             r += coerceToString(st, pos, e, ctx, coerceMore, copyToStore);
@@ -206,7 +206,7 @@ bool eqValues(EvalState& st, Value& v1, Value& v2) {
     case VType::kFloat: return v1.fpoint == v2.fpoint;
     case VType::kBool: return v1.boolean == v2.boolean;
     case VType::kNull: return true;
-    case VType::kString: return std::strcmp(v1.str.s, v2.str.s) == 0;
+    case VType::kString: return v1.sv() == v2.sv();
     case VType::kPath: return std::strcmp(v1.path, v2.path) == 0;
     case VType::kList:
       if (v1.list.size != v2.list.size) return false;
@@ -241,7 +241,7 @@ bool lessThan(EvalState& st, Value& a, Value& b, PosIdx pos) {
   switch (a.type) {
     case VType::kInt: return a.integer < b.integer;
     case VType::kFloat: return a.fpoint < b.fpoint;
-    case VType::kString: return std::strcmp(a.str.s, b.str.s) < 0;
+    case VType::kString: return a.sv() < b.sv();
     case VType::kPath: return std::strcmp(a.path, b.path) < 0;
     case VType::kList:
       for (size_t i = 0;; ++i) {

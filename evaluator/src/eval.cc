@@ -346,7 +346,7 @@ void concatSlow(EvalState& state, Env& env, Value& v,
     PosIdx ipos = part.pos;
     Value tmp = nextValue;
     if (i != next) {
-      if (part.literal) tmp.mkString(part.text);
+      if (part.literal) tmp.mkString(part.text, part.literalText().size(), nullptr);
       else part.expr->eval(state, env, tmp);
     }
     if (first) firstType = tmp.type;
@@ -380,7 +380,7 @@ void concatSlow(EvalState& state, Env& env, Value& v,
           "a string that refers to a store path cannot be appended to a path");
     state.mkPath(v, canonPath(s));
   } else {
-    v.mkString(state.heap().copyString(s), ctx.result(state));
+    v.mkString(state.heap().copyString(s), s.size(), ctx.result(state));
   }
 }
 
@@ -401,7 +401,7 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
   for (size_t i = 0; i < count; ++i) {
     const StringPart& part = parts[i];
     if (part.literal) {  // a string without context
-      views[i] = part.text;
+      views[i] = part.literalText();
       total += views[i].size();
       continue;
     }
@@ -429,7 +429,7 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
     out += views[i].size();
   }
   *out = 0;
-  v.mkString(out - total, ctx.result(state));
+  v.mkString(out - total, total, ctx.result(state));
 }
 
 void ExprPos::eval(EvalState& state, Env&, Value& v) { mkPos(state, v, pos); }

@@ -89,7 +89,7 @@ void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
     size_t i = 0;
     for (auto& x : ctx) c[i++] = x.data();  // arena strings (addContext)
   }
-  v.mkString(heap().copyString(s), c);
+  v.mkString(heap().copyString(s), s.size(), c);
 }
 
 void copyContext(const Value& v, Context& ctx) {
@@ -199,7 +199,7 @@ void forceFunction(EvalState& st, Value& v, PosIdx pos) {
 std::string_view forceString(EvalState& st, Value& v, PosIdx pos) {
   st.forceValue(v, pos);
   if (v.type != VType::kString) throwTypeError(st, pos, "a string", v);
-  return v.str.s;
+  return v.sv();
 }
 
 std::string_view forceString(EvalState& st, Value& v, Context& ctx, PosIdx pos) {

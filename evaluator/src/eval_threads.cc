@@ -202,9 +202,10 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
       throw;
     }
     // Payload first, then the state word (release).
-    std::memcpy(reinterpret_cast<char*>(&v) + 8, reinterpret_cast<char*>(&tmp) + 8,
-                sizeof(Value) - 8);
-    static_assert(offsetof(Value, integer) == 8 && sizeof(Value) == 24);
+    std::memcpy(reinterpret_cast<char*>(&v) + 4, reinterpret_cast<char*>(&tmp) + 4,
+                sizeof(Value) - 4);
+    static_assert(offsetof(Value, strLen) == 4 && offsetof(Value, integer) == 8 &&
+                  sizeof(Value) == 24);
     publishValueState(v, makeValueState(tmp.type));
     threads().wake(v);
     return;

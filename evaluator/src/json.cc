@@ -57,7 +57,7 @@ void printValueAsJSON(EvalState& st, bool strict, Value& v, PosIdx pos, std::str
       break;
     case VType::kString:
       copyContext(v, ctx);
-      appendJsonString(out, v.str.s);
+      appendJsonString(out, v.sv());
       break;
     case VType::kPath:
       appendJsonString(out, copyToStore ? copyPathToStore(st, ctx, v.path) : std::string(v.path));

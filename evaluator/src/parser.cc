@@ -154,7 +154,7 @@ Expr* Parser::call(const char* fn, const std::vector<Expr*>& args, PosIdx pos) {
 
 ExprConst* Parser::str(std::string_view s, PosIdx pos) {
   auto* c = state_.arena.make<ExprConst>();
-  c->v.mkString(state_.arena.copyString(s));
+  c->v.mkString(state_.arena.copyString(s), s.size(), nullptr);
   c->pos = pos;
   return c;
 }

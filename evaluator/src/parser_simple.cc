@@ -167,6 +167,8 @@ StringPart Parser::textPart(PosIdx pos, std::string_view text) {
   p.pos = pos;
   p.literal = true;
   p.text = state_.arena.copyString(text);
+  p.textLen = text.size() < StringPart::kLongText ? static_cast<uint16_t>(text.size())
+                                                 : StringPart::kLongText;
   return p;
 }
 
@@ -174,7 +176,7 @@ Expr* Parser::makeStringParts(std::span<const StringPart> parts) {
   if (parts.empty()) return str("", kNoPos);
   if (parts.size() == 1 && parts[0].literal) {
     auto* c = state_.arena.make<ExprConst>();
-    c->v.mkString(parts[0].text);
+    c->v.mkString(parts[0].text, parts[0].literalText().size(), nullptr);
     c->pos = parts[0].pos;
     return c;
   }

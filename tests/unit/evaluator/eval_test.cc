@@ -184,6 +184,28 @@ TEST(Eval, DerivationStrictSplitsOutputsAtNixSeparatorsOnly) {
       << evalError("builtins.attrNames (" + d + "\"out\vdev\"; })");
 }
 
+// String values carry their length (Value::strLen) and literal string parts
+// theirs (StringPart::textLen, with strlen again from 65535 bytes on): the
+// lengths at and around that bound, comparisons and equality of strings
+// one a prefix of the other, and strings made by every kind of builtin.
+TEST(Eval, StringLengthsAreKeptAcrossTheTextLengthBound) {
+  for (size_t n : {0, 1, 65534, 65535, 65536, 70000}) {
+    std::string lit(n, 'x');
+    EXPECT_EQ(evalStrict("let y = \"y\"; in builtins.stringLength \"${y}" + lit + "${y}\""),
+              std::to_string(n + 2));
+    EXPECT_EQ(evalStrict("builtins.stringLength \"" + lit + "\""), std::to_string(n));
+    EXPECT_EQ(evalStrict("builtins.stringLength ''" + lit + "''"), std::to_string(n));
+  }
+  EXPECT_EQ(evalStrict(R"([ ("ab" < "abc") ("abc" < "ab") ("ab" == "abc") ("a${"b"}" == "ab") ])"),
+            "[ true false false true ]");
+  EXPECT_EQ(evalStrict(R"(builtins.sort builtins.lessThan [ "abc" "ab" "a" "" "b" ])"),
+            R"([ "" "a" "ab" "abc" "b" ])");
+  EXPECT_EQ(evalStrict(R"(map builtins.stringLength [ (builtins.concatStringsSep "," [ "a" "bc" ])
+      (builtins.replaceStrings [ "a" ] [ "xyz" ] "aba") (builtins.toJSON { a = 1; })
+      (builtins.head (builtins.attrNames { abc = 1; })) (toString 12345) (builtins.substring 1 2 "abcd") ])"),
+            "[ 4 7 7 3 5 2 ]");
+}
+
 // Interpolation, `+` and concatStringsSep reuse a lone part's context and
 // merge several (expected values from nix-instantiate 2.8).
 TEST(Eval, ConcatenatedStringsKeepTheUnionOfTheirPartsContexts) {

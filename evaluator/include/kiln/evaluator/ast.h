@@ -254,10 +254,18 @@ struct ExprBinOp : Expr {
 struct StringPart {
   PosIdx pos = kNoPos;
   bool literal = false;  ///< `text`, not `expr`
+  /// `text`'s length, or kLongText for one of 65535 bytes or more (in
+  /// what would be padding).
+  uint16_t textLen = 0;
+  static constexpr uint16_t kLongText = UINT16_MAX;
   union {
     Expr* expr = nullptr;
     const char* text;  ///< NUL-terminated, in the arena
   };
+  /// A literal part's text, without strlen (but for kLongText).
+  std::string_view literalText() const {
+    return textLen != kLongText ? std::string_view(text, textLen) : std::string_view(text);
+  }
 };
 
 /// `a + b` (forceString = false) and string interpolation (true).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <new>
 #include <string_view>
@@ -35,6 +36,10 @@ struct Value {
   /// (1-based); 0 otherwise. `type` and `owner` form one 16-bit state word
   /// (valueState/casValueState) that threads read and claim atomically.
   uint8_t owner = 0;
+  /// A string's length (set by mkString; in what would be padding), or
+  /// kLongString for one of 4 GiB or more, measured again when needed.
+  uint32_t strLen = 0;
+  static constexpr uint32_t kLongString = UINT32_MAX;
   union {
     int64_t integer;
     double fpoint;
@@ -77,8 +82,11 @@ struct Value {
   void mkFloat(double d) { type = VType::kFloat; fpoint = d; }
   void mkBool(bool b) { type = VType::kBool; boolean = b; }
   void mkNull() { type = VType::kNull; }
-  void mkString(const char* s, const char** ctx = nullptr) {
+  void mkString(const char* s, const char** ctx = nullptr) { mkString(s, std::strlen(s), ctx); }
+  /// A string of `n` bytes (s[n] is its NUL): no strlen.
+  void mkString(const char* s, size_t n, const char** ctx) {
     type = VType::kString; str.s = s; str.context = ctx;
+    strLen = n < kLongString ? static_cast<uint32_t>(n) : kLongString;
   }
   void mkPath(const char* p) { type = VType::kPath; path = p; }
   void mkAttrs(Bindings* b) { type = VType::kAttrs; attrs = b; }
@@ -88,7 +96,10 @@ struct Value {
   void mkLambda(Env* e, ExprLambda* f) { type = VType::kLambda; lambda.env = e; lambda.fun = f; }
   void mkPrimOp(const PrimOp* p) { type = VType::kPrimOp; primOp = p; }
   void mkPrimOpApp(Value* l, Value* r) { type = VType::kPrimOpApp; primOpApp.left = l; primOpApp.right = r; }
-  std::string_view sv() const { return str.s; }
+  /// A string's text, without strlen (but for kLongString).
+  std::string_view sv() const {
+    return strLen != kLongString ? std::string_view(str.s, strLen) : std::string_view(str.s);
+  }
 };
 
 /// The state word of `v`: its type in the low byte, its owner in the high
