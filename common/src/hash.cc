@@ -29,6 +29,16 @@ const EVP_MD* evpFor(HashAlgo algo) {
   return md;
 }
 
+// A digest of `n` bytes at `in` into `out` through the low-level functions.
+template <class Ctx, int (*Init)(Ctx*), int (*Update)(Ctx*, const void*, size_t),
+          int (*Final)(unsigned char*, Ctx*)>
+void oneShot(const unsigned char* in, size_t n, unsigned char* out) {
+  Ctx c;
+  Init(&c);
+  Update(&c, in, n);
+  Final(out, &c);
+}
+
 }  // namespace
 
 std::string_view hashAlgoName(HashAlgo algo) {
@@ -139,27 +149,15 @@ Hash hashString(HashAlgo algo, std::string_view data) {
   // dominated by EVP_Digest's per-call context allocation and provider
   // setup; the low-level functions hash on the stack.
   switch (algo) {
-    case HashAlgo::kSha256: {
-      SHA256_CTX c;
-      SHA256_Init(&c);
-      SHA256_Update(&c, in, data.size());
-      SHA256_Final(h.data(), &c);
+    case HashAlgo::kSha256:
+      oneShot<SHA256_CTX, SHA256_Init, SHA256_Update, SHA256_Final>(in, data.size(), h.data());
       return h;
-    }
-    case HashAlgo::kSha1: {
-      SHA_CTX c;
-      SHA1_Init(&c);
-      SHA1_Update(&c, in, data.size());
-      SHA1_Final(h.data(), &c);
+    case HashAlgo::kSha1:
+      oneShot<SHA_CTX, SHA1_Init, SHA1_Update, SHA1_Final>(in, data.size(), h.data());
       return h;
-    }
-    case HashAlgo::kSha512: {
-      SHA512_CTX c;
-      SHA512_Init(&c);
-      SHA512_Update(&c, in, data.size());
-      SHA512_Final(h.data(), &c);
+    case HashAlgo::kSha512:
+      oneShot<SHA512_CTX, SHA512_Init, SHA512_Update, SHA512_Final>(in, data.size(), h.data());
       return h;
-    }
     case HashAlgo::kMd5: break;
   }
   unsigned len = 0;
