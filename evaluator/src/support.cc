@@ -1,7 +1,10 @@
 // Arena, symbol table, position table and path canonicalisation.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <sstream>
 
@@ -21,12 +24,29 @@ Arena::~Arena() {
 // 4 MiB chunks hold at least one aligned 2 MiB range: a huge page.
 constexpr size_t kChunk = 4 << 20;
 
+void Arena::ChunkFree::operator()(char* p) const {
+  if (mapped)
+    ::munmap(p, mapped);
+  else
+    delete[] p;
+}
+
 char* Arena::newChunk(size_t n) {
-  std::unique_ptr<char[]> memory(new char[n]);
+  // Scanned memory starts zeroed: no stale words that look like pointers. A
+  // fresh mapping is zero and takes no memory until touched, where clearing
+  // malloc's block made the whole chunk resident (4 MiB for the permanent
+  // arena, of which a package set uses well under 1; docs/evaluator.md,
+  // "Where the memory goes").
+  std::unique_ptr<char[], ChunkFree> memory;
+  if (scanned_) {
+    void* m = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    memory = std::unique_ptr<char[], ChunkFree>(static_cast<char*>(m), ChunkFree{n});
+  } else {
+    memory = std::unique_ptr<char[], ChunkFree>(new char[n], ChunkFree{});
+  }
   char* c = memory.get();
   if (n >= kChunk) adviseHugePages(c, n);  // before the first touch
-  // Scanned memory starts zeroed: no stale words that look like pointers.
-  if (scanned_) std::memset(c, 0, n);
   chunks_.emplace_back(std::move(memory), n);
   reserved_ += n;
   if (scanned_) {

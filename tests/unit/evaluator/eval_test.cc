@@ -1,7 +1,12 @@
 // Evaluator semantics and runtime errors.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <fstream>
+#include <vector>
 
 #include "eval_test_util.h"
 #include "kiln/common/file.h"
@@ -253,4 +258,23 @@ TEST(Arena, RunsDestructorsUnlessLeftToExit) {
     EXPECT_EQ(kept->destroyed, &destroyed);
   }
   EXPECT_EQ(destroyed, 1);
+}
+
+// A scanned arena's chunk starts zeroed without being made resident: only
+// the pages its objects use count in the process's RSS (the permanent arena
+// used to clear its whole 4 MiB chunk at start).
+TEST(Arena, ScannedChunkIsZeroAndResidentOnlyWhereUsed) {
+  Arena a(true);
+  auto* words = static_cast<uint64_t*>(a.allocate(64 * sizeof(uint64_t), 8));
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(words[i], 0u);
+  words[0] = 1;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto start = reinterpret_cast<uintptr_t>(words) & ~(page - 1);
+  const size_t span = size_t{2} << 20;  // inside the 4 MiB chunk
+  std::vector<unsigned char> resident(span / page);
+  ASSERT_EQ(mincore(reinterpret_cast<void*>(start), span, resident.data()), 0);
+  size_t pages = 0;
+  for (unsigned char r : resident) pages += r & 1;
+  EXPECT_GE(pages, 1u);
+  EXPECT_LT(pages, resident.size() / 4);
 }

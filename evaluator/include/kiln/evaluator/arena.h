@@ -117,7 +117,12 @@ class Arena {
   void addDestructor(void* p, void (*fn)(void*));
   static uint64_t nextId();
 
-  std::vector<std::pair<std::unique_ptr<char[]>, size_t>> chunks_;  // memory, size
+  /// Frees a chunk: `delete[]`, or munmap for a scanned arena's.
+  struct ChunkFree {
+    size_t mapped = 0;  // the mapping's length; 0: from new[]
+    void operator()(char* p) const;
+  };
+  std::vector<std::pair<std::unique_ptr<char[], ChunkFree>, size_t>> chunks_;  // memory, size
   bool scanned_ = false;
   char* cur_ = nullptr;
   size_t left_ = 0;
