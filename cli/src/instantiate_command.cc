@@ -110,11 +110,11 @@ std::string addRoot(Options& o, const std::string& drvPath) {
   return link;
 }
 
-void printDrv(EvalState& st, Options& o, const CollectedDrv& drv) {
+void printDrv(EvalState& st, Options& o, std::string_view drvPath, std::string_view output) {
   // "<drvPath>" or "<drvPath>!<output>".
-  std::string suffix = drv.output.empty() ? "" : "!" + std::string(drv.output);
+  std::string suffix = output.empty() ? "" : "!" + std::string(output);
   if (!o.addRoot.empty()) {
-    std::string link = addRoot(o, std::string(drv.drvPath));
+    std::string link = addRoot(o, std::string(drvPath));
     o.target.print(link + suffix + "\n");
     return;
   }
@@ -123,7 +123,7 @@ void printDrv(EvalState& st, Options& o, const CollectedDrv& drv) {
     std::cerr << "warning: you did not specify '--add-root'; the result might be removed by "
                  "the garbage collector\n";
   }
-  o.target.print(std::string(drv.drvPath) + suffix + "\n");
+  o.target.print(std::string(drvPath) + suffix + "\n");
 }
 
 void processExpr(EvalState& st, Options& o, Bindings* autoArgs, Expr* e) {
@@ -144,7 +144,9 @@ void processExpr(EvalState& st, Options& o, Bindings* autoArgs, Expr* e) {
       else st.autoCallFunction(autoArgs, v, vRes);
       printResult(st, o, vRes);
     } else {
-      for (auto& drv : collectDerivations(st, v, autoArgs)) printDrv(st, o, drv);
+      forEachDerivation(st, v, autoArgs, [&](std::string_view drvPath, std::string_view output) {
+        printDrv(st, o, drvPath, output);
+      });
     }
   }
 }

@@ -79,23 +79,28 @@ bool plainAttrName(std::string_view n) {
 // an attribute (`top` false) is not called: a derivation is taken, a set
 // entered only with recurseForDerivations, anything else skipped. Each
 // derivation value is reported once, as "<drvPath>" or
-// "<drvPath>!<outputName>" when its output is not "out".
+// "<drvPath>!<outputName>" when its output is not "out": views of its
+// strings, alive as long as `seen` (scanned: it keeps each derivation's set
+// and through it the strings; a seen set must not be reused either).
 struct Collector {
+  struct Found {
+    std::string_view drvPath, output;
+  };
   EvalState& st;
   Bindings* autoArgs;
-  std::vector<CollectedDrv> out;
-  TracedSet<const Bindings*> seen;  // scanned: a seen set must not be reused
+  std::vector<Found> out;
+  TracedSet<const Bindings*> seen;
 
   void derivation(Value& v) {
     if (!seen.insert(v.attrs).second) return;
     Value* dp = v.attrs->get(st.sDrvPath);
     if (!dp) throw EvalError("derivation has no 'drvPath' attribute");
-    CollectedDrv entry{std::string(forceString(st, *dp, kNoPos)), {}};
+    Found entry{forceString(st, *dp, kNoPos), {}};
     if (Value* on = v.attrs->get(st.sOutputName)) {
       std::string_view name = forceStringNoCtx(st, *on, kNoPos);
       if (name != "out") entry.output = name;
     }
-    out.push_back(std::move(entry));
+    out.push_back(entry);
   }
 
   void collect(Value& v0, bool top) {
@@ -134,10 +139,19 @@ struct Collector {
 
 }  // namespace
 
-std::vector<CollectedDrv> collectDerivations(EvalState& st, Value& v, Bindings* autoArgs) {
+void forEachDerivation(EvalState& st, Value& v, Bindings* autoArgs,
+                       const std::function<void(std::string_view drvPath, std::string_view output)>& found) {
   Collector c{st, autoArgs, {}, {}};
   c.collect(v, true);
-  return std::move(c.out);
+  for (const Collector::Found& f : c.out) found(f.drvPath, f.output);
+}
+
+std::vector<CollectedDrv> collectDerivations(EvalState& st, Value& v, Bindings* autoArgs) {
+  std::vector<CollectedDrv> out;
+  forEachDerivation(st, v, autoArgs, [&](std::string_view drvPath, std::string_view output) {
+    out.push_back(CollectedDrv{std::string(drvPath), std::string(output)});
+  });
+  return out;
 }
 
 }  // namespace kiln::eval

@@ -1,6 +1,9 @@
 // Which derivations `kiln instantiate` prints for a value
 // (collectDerivations), as nix-instantiate 2.8 does.
+#include <gc/gc.h>
 #include <gtest/gtest.h>
+
+#include <stdexcept>
 
 #include "eval_test_util.h"
 #include "kiln/evaluator/attr_path.h"
@@ -45,6 +48,42 @@ TEST(CollectDerivations, TheSelectedValueAndListElementsAreCalled) {
             (std::vector<std::string>{"a.drv"}));
   EXPECT_EQ(collectedNames("[ ({ y ? 2 }: { v = " + d + "; }) ]"),
             (std::vector<std::string>{"a.drv"}));
+}
+
+// forEachDerivation reports views, not copies: the derivations' strings
+// (computed names, so made while evaluating and collectable, in a set only
+// the walk reaches: the called function's result) stay valid
+// through collections until it returns, because its set of the derivations
+// seen is traced; and it reports nothing when the walk throws.
+TEST(CollectDerivations, ForEachReportsLiveViewsAfterTheWalkOnly) {
+  EvalState st;
+  runWithLargeStack([&] {
+    Value v;
+    // A function: the set it returns is reachable only from the walk.
+    st.eval(st.parseExprFromString(R"({ k ? 0 }:
+      let d = n: derivation { name = "p-${toString n}"; system = "x"; builder = "/bin/sh";
+                              outputs = [ "dev" "out" ]; }; in
+      { a = d 1; b = (d 2).out; c = { recurseForDerivations = true; x = d 3; }; })",
+                                   "/tmp"),
+            v);
+    std::vector<std::string> seen;
+    forEachDerivation(st, v, st.vEmptyAttrs.attrs,
+                      [&](std::string_view drvPath, std::string_view output) {
+                        GC_gcollect();
+                        seen.push_back(std::string(drvPath.substr(drvPath.find('-') + 1)) + "!" +
+                                       std::string(output));
+                      });
+    EXPECT_EQ(seen, (std::vector<std::string>{"p-1.drv!dev", "p-2.drv!", "p-3.drv!dev"}));
+    Value bad;
+    st.eval(st.parseExprFromString("{ a = derivation { name = \"a\"; system = \"x\"; "
+                                   "builder = \"/bin/sh\"; }; b = throw \"no\"; }",
+                                   "/tmp"),
+            bad);
+    size_t reported = 0;
+    EXPECT_ANY_THROW(forEachDerivation(st, bad, st.vEmptyAttrs.attrs,
+                                       [&](std::string_view, std::string_view) { ++reported; }));
+    EXPECT_EQ(reported, 0u);
+  });
 }
 
 }  // namespace

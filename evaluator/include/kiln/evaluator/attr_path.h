@@ -2,7 +2,9 @@
 /// Attribute-path selection (`-A a.b.0`) and derivation discovery, as
 /// nix-instantiate does them.
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/evaluator/eval_state.h"
@@ -26,5 +28,13 @@ struct CollectedDrv {
   std::string output;  ///< the outputName, empty when it is "out"
 };
 std::vector<CollectedDrv> collectDerivations(EvalState& state, Value& v, Bindings* autoArgs);
+
+/// collectDerivations without the copies: once the walk is done (nothing
+/// is reported if it throws), calls `found` for each derivation in order
+/// with views of its value's strings, which the walk's traced set of the
+/// derivations seen keeps alive until it returns (a copy each was ~190
+/// bytes of malloc a derivation at exit: docs/evaluator.md).
+void forEachDerivation(EvalState& state, Value& v, Bindings* autoArgs,
+                       const std::function<void(std::string_view drvPath, std::string_view output)>& found);
 
 }  // namespace kiln::eval
