@@ -134,6 +134,10 @@ static Bindings* applyOverrides(EvalState& state, const ExprAttrs& e, Env& env2,
 }
 
 void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
+  if (attrs.empty() && dynamicAttrs.empty()) {  // `{ }`: the shared empty set, as Nix's mkAttrs
+    v.mkAttrs(state.vEmptyAttrs.attrs);
+    return;
+  }
   Bindings* b = state.heap().allocBindings(attrs.size() + dynamicAttrs.size());
   Env* dynEnv = &env;
   if (recursive) {

@@ -26,6 +26,24 @@ TEST(Eval, LazinessAndThunksForcedOnce) {
   EXPECT_EQ(evalStrict("(rec { a = b; b = 2; }).a"), "2");
 }
 
+// `{ }` and `rec { }` are the state's one empty set, as Nix's mkAttrs gives
+// vEmptySet for no attributes: no 16-byte set each (27,000 of them at
+// gen-scopes 10,000, from `callPackage f { }` and `optionalAttrs false`).
+TEST(Eval, EmptySetLiteralsShareTheEmptySet) {
+  EvalState st;
+  runWithLargeStack([&] {
+    for (const char* expr : {"{ }", "rec { }", "(x: x) { }"}) {
+      Value v;
+      st.eval(st.parseExprFromString(expr, "/tmp"), v);
+      st.forceValue(v, kNoPos);
+      ASSERT_EQ(v.type, VType::kAttrs) << expr;
+      EXPECT_EQ(v.attrs, st.vEmptyAttrs.attrs) << expr;
+    }
+  });
+  EXPECT_EQ(evalStrict("[ ({ } == { }) ({ } // { a = 1; }) (builtins.attrNames { }) ({ ${\"a\"} = 1; }) ]"),
+            "[ true { a = 1; } [ ] { a = 1; } ]");
+}
+
 TEST(Eval, InfiniteRecursionIsDetected) {
   EXPECT_NE(evalError("let x = x; in x").find("infinite recursion encountered"), std::string::npos);
   EXPECT_NE(evalError("rec { a = b; b = a; }.a").find("infinite recursion"), std::string::npos);
