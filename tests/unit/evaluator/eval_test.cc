@@ -28,11 +28,12 @@ TEST(Eval, LazinessAndThunksForcedOnce) {
 
 // `{ }` and `rec { }` are the state's one empty set, as Nix's mkAttrs gives
 // vEmptySet for no attributes: no 16-byte set each (27,000 of them at
-// gen-scopes 10,000, from `callPackage f { }` and `optionalAttrs false`).
+// gen-scopes 10,000, from `callPackage f { }` and `optionalAttrs false`),
+// and, as an argument or a binding, no thunk either.
 TEST(Eval, EmptySetLiteralsShareTheEmptySet) {
   EvalState st;
   runWithLargeStack([&] {
-    for (const char* expr : {"{ }", "rec { }", "(x: x) { }"}) {
+    for (const char* expr : {"{ }", "rec { }", "(x: x) { }", "let e = { }; in e"}) {
       Value v;
       st.eval(st.parseExprFromString(expr, "/tmp"), v);
       st.forceValue(v, kNoPos);

@@ -127,6 +127,8 @@ struct ExprAttrs : Expr {
   ArenaVec<AttrDef> attrs;
   ArenaVec<DynamicAttrDef> dynamicAttrs;
   void eval(EvalState& state, Env& env, Value& v) override;
+  /// `{ }`: the state's empty set itself, no thunk.
+  Value* maybeThunk(EvalState& state, Env& env) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
   /// Binds the attribute bodies in the recursive scope `env` (used by let).
