@@ -173,7 +173,9 @@ EvalStats collectEvalStats(EvalState& st, bool collectFirst) {
   if (MallocExtension_GetNumericProperty &&
       MallocExtension_GetNumericProperty("generic.current_allocated_bytes", &tcInUse)) {
     s.mallocInUse = tcInUse;  // the kiln executable's tcmalloc
-    s.mallocName = "tcmalloc";
+    size_t decommit = 0;
+    MallocExtension_GetNumericProperty("tcmalloc.aggressive_memory_decommit", &decommit);
+    s.mallocName = decommit ? "tcmalloc, aggressive decommit" : "tcmalloc";
   } else {
     struct mallinfo2 mi = mallinfo2();
     s.mallocInUse = mi.uordblks + mi.hblkhd;
