@@ -50,6 +50,19 @@ TEST(CollectDerivations, TheSelectedValueAndListElementsAreCalled) {
             (std::vector<std::string>{"a.drv"}));
 }
 
+// A derivation reached under several names is reported once, at its first
+// place in the walk, however many there are (the index of those seen grows).
+TEST(CollectDerivations, EachDerivationOnceInWalkOrderAcrossManyAliases) {
+  std::string expr = R"(
+    let d = n: derivation { name = "d${toString n}"; system = "x"; builder = "/bin/sh"; };
+        ds = builtins.genList d 300; in
+    builtins.listToAttrs (builtins.genList (i: { name = "a${toString (1000 + i)}";
+      value = builtins.elemAt ds (i / 2); }) 600))";
+  std::vector<std::string> expected;
+  for (int i = 0; i < 300; ++i) expected.push_back("d" + std::to_string(i) + ".drv");
+  EXPECT_EQ(collectedNames(expr), expected);
+}
+
 // forEachDerivation reports views, not copies: the derivations' strings
 // (computed names, so made while evaluating and collectable, in a set only
 // the walk reaches: the called function's result) stay valid
