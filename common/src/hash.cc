@@ -179,27 +179,54 @@ std::string foldHash(const Hash& hash, size_t size) {
   return out;
 }
 
+// SHA-1/256/512 stream through the low-level functions as hashString
+// does: the first EVP digest of a process loads OpenSSL 3's default
+// provider, ~2 MB resident that an evaluation hashing paths would pay.
 struct HashSink::Impl {
-  EVP_MD_CTX* ctx = nullptr;
+  EVP_MD_CTX* ctx = nullptr;  // MD5 only
+  SHA_CTX sha1;
+  SHA256_CTX sha256;
+  SHA512_CTX sha512;
 };
 
 HashSink::HashSink(HashAlgo algo) : impl_(new Impl), algo_(algo) {
-  impl_->ctx = EVP_MD_CTX_new();
-  if (!impl_->ctx || !EVP_DigestInit_ex(impl_->ctx, evpFor(algo), nullptr))
-    throw Error("cannot initialise " + std::string(hashAlgoName(algo)));
+  bool ok = true;
+  switch (algo) {
+    case HashAlgo::kSha1: ok = SHA1_Init(&impl_->sha1) == 1; break;
+    case HashAlgo::kSha256: ok = SHA256_Init(&impl_->sha256) == 1; break;
+    case HashAlgo::kSha512: ok = SHA512_Init(&impl_->sha512) == 1; break;
+    case HashAlgo::kMd5:
+      impl_->ctx = EVP_MD_CTX_new();
+      ok = impl_->ctx && EVP_DigestInit_ex(impl_->ctx, evpFor(algo), nullptr);
+      break;
+  }
+  if (!ok) throw Error("cannot initialise " + std::string(hashAlgoName(algo)));
 }
 
 HashSink::~HashSink() { EVP_MD_CTX_free(impl_->ctx); }
 
 void HashSink::update(std::string_view data) {
   count_ += data.size();
-  EVP_DigestUpdate(impl_->ctx, data.data(), data.size());
+  switch (algo_) {
+    case HashAlgo::kSha1: SHA1_Update(&impl_->sha1, data.data(), data.size()); break;
+    case HashAlgo::kSha256: SHA256_Update(&impl_->sha256, data.data(), data.size()); break;
+    case HashAlgo::kSha512: SHA512_Update(&impl_->sha512, data.data(), data.size()); break;
+    case HashAlgo::kMd5: EVP_DigestUpdate(impl_->ctx, data.data(), data.size()); break;
+  }
 }
 
 Hash HashSink::finish() {
   Hash h(algo_);
-  unsigned len = 0;
-  EVP_DigestFinal_ex(impl_->ctx, h.data(), &len);
+  switch (algo_) {
+    case HashAlgo::kSha1: SHA1_Final(h.data(), &impl_->sha1); break;
+    case HashAlgo::kSha256: SHA256_Final(h.data(), &impl_->sha256); break;
+    case HashAlgo::kSha512: SHA512_Final(h.data(), &impl_->sha512); break;
+    case HashAlgo::kMd5: {
+      unsigned len = 0;
+      EVP_DigestFinal_ex(impl_->ctx, h.data(), &len);
+      break;
+    }
+  }
   return h;
 }
 
