@@ -409,3 +409,31 @@ TEST(Parser, ExprAsFindsExactlyTheTaggedKinds) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(st.symbols.name(f->name), "f");
 }
+
+// Origins are constructed one by one in chunks of raw storage: many of them,
+// across chunk boundaries, keep their paths, texts and positions, and the
+// table destroys exactly those (a kept text is released with it).
+TEST(Positions, OriginsAcrossChunksKeepTheirPathsAndTexts) {
+  auto kept = std::make_shared<const std::string>("kept\ntext");
+  std::weak_ptr<const std::string> watch = kept;
+  {
+    PosTable t;
+    std::vector<uint32_t> ids;
+    for (int i = 0; i < 9000; ++i) {
+      auto src = std::make_shared<const std::string>(std::string(i % 7, 'x') + "\ny");
+      ids.push_back(t.addOrigin("/f" + std::to_string(i) + ".nix", i == 4500 ? kept : src,
+                                i == 4500));
+    }
+    kept.reset();
+    for (int i : {0, 4095, 4096, 4500, 8191, 8192, 8999}) {
+      const Origin& o = t.origin(ids[i]);
+      EXPECT_EQ(o.path, "/f" + std::to_string(i) + ".nix");
+      EXPECT_EQ(t.get(t.base(ids[i]) + o.size).line, 2u) << i;
+      EXPECT_EQ(t.show(t.base(ids[i])), "/f" + std::to_string(i) + ".nix:1:1");
+    }
+    ASSERT_NE(t.origin(ids[4500]).text, nullptr);
+    EXPECT_EQ(*t.origin(ids[4500]).text, "kept\ntext");
+    EXPECT_FALSE(watch.expired());
+  }
+  EXPECT_TRUE(watch.expired());
+}

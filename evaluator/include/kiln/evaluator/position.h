@@ -62,6 +62,9 @@ class PosTable {
  public:
   /// Hands out indices up to `limit` (lower only in tests).
   explicit PosTable(PosIdx limit = kMaxPosIdx);
+  ~PosTable();
+  PosTable(const PosTable&) = delete;
+  PosTable& operator=(const PosTable&) = delete;
   /// Registers `source` (named `path`; its text kept for error snippets
   /// only if `keepText`) and returns its origin index. Throws EvalError
   /// when the sources of one evaluation exceed the 2 GiB index space
@@ -85,12 +88,23 @@ class PosTable {
 
  private:
   static constexpr uint32_t kChunkBits = 12, kChunkMask = (1u << kChunkBits) - 1;
-  const Origin& at(uint32_t i) const { return chunks_[i >> kChunkBits][i & kChunkMask]; }
+  const Origin& at(uint32_t i) const { return chunks_[i >> kChunkBits].get()[i & kChunkMask]; }
+  /// Storage for 2^12 origins, each constructed when added: a chunk is
+  /// 256 KiB, and constructing all of it up front made it resident for
+  /// the few origins of a small evaluation.
+  struct ChunkFree {
+    void operator()(Origin* p) const { ::operator delete(p); }
+  };
   /// Origins in chunks of 2^12; the chunk list is reserved up front for
   /// every origin the index space allows (each takes at least one index),
-  /// so it never moves and readers need no lock: an origin is written
+  /// so it never moves and readers need no lock: an origin is constructed
   /// before count_ (release) counts it, and never changes after.
-  std::vector<std::unique_ptr<Origin[]>> chunks_;
+  std::vector<std::unique_ptr<Origin, ChunkFree>> chunks_;
+  /// Storage for chunk `chunks_.size()`, appended (under mu_, or in the
+  /// constructor).
+  void addChunk();
+  /// Constructs origin `n` (the next) in place.
+  Origin& construct(uint32_t n, Origin o);
   std::atomic<uint32_t> count_{0};
   PosIdx limit_;
   Arena lineTables_;  // under mu_
