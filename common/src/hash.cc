@@ -1,8 +1,7 @@
 #include "kiln/common/hash.h"
 
 // The low-level SHA-256 / SHA-1 / SHA-512 entry points are deprecated in OpenSSL
-// 3 but still the direct path to the assembly block functions; see
-// hashString.
+// 3 but still the direct path to the assembly block functions; see Digest.
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -29,15 +28,60 @@ const EVP_MD* evpFor(HashAlgo algo) {
   return md;
 }
 
-// A digest of `n` bytes at `in` into `out` through the low-level functions.
-template <class Ctx, int (*Init)(Ctx*), int (*Update)(Ctx*, const void*, size_t),
-          int (*Final)(unsigned char*, Ctx*)>
-void oneShot(const unsigned char* in, size_t n, unsigned char* out) {
-  Ctx c;
-  Init(&c);
-  Update(&c, in, n);
-  Final(out, &c);
-}
+// One digest in progress, for hashString (on the stack) and HashSink.
+// SHA-1/256/512 go through OpenSSL's low-level functions: no EVP context
+// allocated and set up per digest (that dominated hashing many short
+// strings: store paths, derivation hashes), and no provider loaded (OpenSSL
+// 3's first EVP digest loads its default provider, ~2 MB resident that an
+// evaluation would pay). MD5 alone uses EVP.
+class Digest {
+ public:
+  explicit Digest(HashAlgo algo) : algo_(algo) {
+    bool ok = true;
+    switch (algo) {
+      case HashAlgo::kSha1: ok = SHA1_Init(&sha1_) == 1; break;
+      case HashAlgo::kSha256: ok = SHA256_Init(&sha256_) == 1; break;
+      case HashAlgo::kSha512: ok = SHA512_Init(&sha512_) == 1; break;
+      case HashAlgo::kMd5:
+        md5_ = EVP_MD_CTX_new();
+        ok = md5_ && EVP_DigestInit_ex(md5_, evpFor(algo), nullptr);
+        break;
+    }
+    if (!ok) throw Error("cannot initialise " + std::string(hashAlgoName(algo)));
+  }
+  ~Digest() { EVP_MD_CTX_free(md5_); }
+  Digest(const Digest&) = delete;
+  Digest& operator=(const Digest&) = delete;
+
+  void update(const void* data, size_t n) {
+    switch (algo_) {
+      case HashAlgo::kSha1: SHA1_Update(&sha1_, data, n); break;
+      case HashAlgo::kSha256: SHA256_Update(&sha256_, data, n); break;
+      case HashAlgo::kSha512: SHA512_Update(&sha512_, data, n); break;
+      case HashAlgo::kMd5: EVP_DigestUpdate(md5_, data, n); break;
+    }
+  }
+  /// Writes the digest to `out`; false when OpenSSL fails.
+  bool finish(unsigned char* out) {
+    unsigned len = 0;
+    switch (algo_) {
+      case HashAlgo::kSha1: return SHA1_Final(out, &sha1_) == 1;
+      case HashAlgo::kSha256: return SHA256_Final(out, &sha256_) == 1;
+      case HashAlgo::kSha512: return SHA512_Final(out, &sha512_) == 1;
+      case HashAlgo::kMd5: return EVP_DigestFinal_ex(md5_, out, &len) == 1;
+    }
+    return false;
+  }
+
+ private:
+  HashAlgo algo_;
+  EVP_MD_CTX* md5_ = nullptr;  // MD5 only
+  union {
+    SHA_CTX sha1_;
+    SHA256_CTX sha256_;
+    SHA512_CTX sha512_;
+  };
+};
 
 }  // namespace
 
@@ -144,25 +188,9 @@ bool Hash::operator<(const Hash& o) const {
 
 Hash hashString(HashAlgo algo, std::string_view data) {
   Hash h(algo);
-  auto* in = reinterpret_cast<const unsigned char*>(data.data());
-  // One-shot digests of short strings (store paths, derivation hashes) are
-  // dominated by EVP_Digest's per-call context allocation and provider
-  // setup; the low-level functions hash on the stack.
-  switch (algo) {
-    case HashAlgo::kSha256:
-      oneShot<SHA256_CTX, SHA256_Init, SHA256_Update, SHA256_Final>(in, data.size(), h.data());
-      return h;
-    case HashAlgo::kSha1:
-      oneShot<SHA_CTX, SHA1_Init, SHA1_Update, SHA1_Final>(in, data.size(), h.data());
-      return h;
-    case HashAlgo::kSha512:
-      oneShot<SHA512_CTX, SHA512_Init, SHA512_Update, SHA512_Final>(in, data.size(), h.data());
-      return h;
-    case HashAlgo::kMd5: break;
-  }
-  unsigned len = 0;
-  if (!EVP_Digest(data.data(), data.size(), h.data(), &len, evpFor(algo), nullptr))
-    throw Error("cannot compute " + std::string(hashAlgoName(algo)));
+  Digest d(algo);
+  d.update(data.data(), data.size());
+  if (!d.finish(h.data())) throw Error("cannot compute " + std::string(hashAlgoName(algo)));
   return h;
 }
 
@@ -179,54 +207,23 @@ std::string foldHash(const Hash& hash, size_t size) {
   return out;
 }
 
-// SHA-1/256/512 stream through the low-level functions as hashString
-// does: the first EVP digest of a process loads OpenSSL 3's default
-// provider, ~2 MB resident that an evaluation hashing paths would pay.
 struct HashSink::Impl {
-  EVP_MD_CTX* ctx = nullptr;  // MD5 only
-  SHA_CTX sha1;
-  SHA256_CTX sha256;
-  SHA512_CTX sha512;
+  explicit Impl(HashAlgo algo) : digest(algo) {}
+  Digest digest;
 };
 
-HashSink::HashSink(HashAlgo algo) : impl_(new Impl), algo_(algo) {
-  bool ok = true;
-  switch (algo) {
-    case HashAlgo::kSha1: ok = SHA1_Init(&impl_->sha1) == 1; break;
-    case HashAlgo::kSha256: ok = SHA256_Init(&impl_->sha256) == 1; break;
-    case HashAlgo::kSha512: ok = SHA512_Init(&impl_->sha512) == 1; break;
-    case HashAlgo::kMd5:
-      impl_->ctx = EVP_MD_CTX_new();
-      ok = impl_->ctx && EVP_DigestInit_ex(impl_->ctx, evpFor(algo), nullptr);
-      break;
-  }
-  if (!ok) throw Error("cannot initialise " + std::string(hashAlgoName(algo)));
-}
+HashSink::HashSink(HashAlgo algo) : impl_(new Impl(algo)), algo_(algo) {}
 
-HashSink::~HashSink() { EVP_MD_CTX_free(impl_->ctx); }
+HashSink::~HashSink() = default;
 
 void HashSink::update(std::string_view data) {
   count_ += data.size();
-  switch (algo_) {
-    case HashAlgo::kSha1: SHA1_Update(&impl_->sha1, data.data(), data.size()); break;
-    case HashAlgo::kSha256: SHA256_Update(&impl_->sha256, data.data(), data.size()); break;
-    case HashAlgo::kSha512: SHA512_Update(&impl_->sha512, data.data(), data.size()); break;
-    case HashAlgo::kMd5: EVP_DigestUpdate(impl_->ctx, data.data(), data.size()); break;
-  }
+  impl_->digest.update(data.data(), data.size());
 }
 
 Hash HashSink::finish() {
   Hash h(algo_);
-  switch (algo_) {
-    case HashAlgo::kSha1: SHA1_Final(h.data(), &impl_->sha1); break;
-    case HashAlgo::kSha256: SHA256_Final(h.data(), &impl_->sha256); break;
-    case HashAlgo::kSha512: SHA512_Final(h.data(), &impl_->sha512); break;
-    case HashAlgo::kMd5: {
-      unsigned len = 0;
-      EVP_DigestFinal_ex(impl_->ctx, h.data(), &len);
-      break;
-    }
-  }
+  impl_->digest.finish(h.data());
   return h;
 }
 

@@ -76,18 +76,43 @@ TEST(HashSink, IncrementalEqualsOneShot) {
   EXPECT_EQ(s.finish(), hashString(HashAlgo::kSha512, "hello"));
 }
 
-// hashString takes the low-level one-shot functions for SHA-1/256/512 and
-// EVP for MD5; every algorithm must agree with the EVP streaming path on
-// empty input, partial blocks and several blocks.
+// hashString and HashSink share one digest (the low-level functions for
+// SHA-1/256/512, EVP for MD5): fed in two pieces split anywhere, a sink
+// must agree with the one-shot digest on empty input, partial blocks and
+// several blocks.
 TEST(HashString, AgreesWithStreamingForEveryAlgoAndLength) {
   for (HashAlgo algo : {HashAlgo::kMd5, HashAlgo::kSha1, HashAlgo::kSha256, HashAlgo::kSha512}) {
     for (size_t n : {0, 1, 55, 56, 64, 111, 112, 128, 1000}) {
       std::string data(n, 'x');
       for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>('a' + i % 26);
       HashSink s(algo);
-      s.update(data);
+      s.update(std::string_view(data).substr(0, n / 3));
+      s.update(std::string_view(data).substr(n / 3));
       EXPECT_EQ(hashString(algo, data), s.finish()) << hashAlgoName(algo) << " " << n;
     }
+  }
+}
+
+// The published test vectors (RFC 1321, FIPS 180-2) for "" and "abc".
+TEST(HashString, MatchesThePublishedVectors) {
+  const struct {
+    HashAlgo algo;
+    const char *empty, *abc;
+  } vectors[] = {
+      {HashAlgo::kMd5, "d41d8cd98f00b204e9800998ecf8427e", "900150983cd24fb0d6963f7d28e17f72"},
+      {HashAlgo::kSha1, "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+       "a9993e364706816aba3e25717850c26c9cd0d89d"},
+      {HashAlgo::kSha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+       "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {HashAlgo::kSha512,
+       "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce"
+       "47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e",
+       "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a"
+       "2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"},
+  };
+  for (const auto& v : vectors) {
+    EXPECT_EQ(hashString(v.algo, "").toHex(), v.empty) << hashAlgoName(v.algo);
+    EXPECT_EQ(hashString(v.algo, "abc").toHex(), v.abc) << hashAlgoName(v.algo);
   }
 }
 
