@@ -35,52 +35,44 @@ inline unsigned atermEscapeMask(const char* s) {
 }
 #endif
 
-// Index of the first byte of s[from..] printAtermString escapes, or
-// s.size(). With SSE2 (every x86-64), 16 bytes per step.
-size_t nextAtermEscape(std::string_view s, size_t from) {
-  size_t i = from;
+// Calls `f(j)`, in order, for each j < n where s[j] is a byte
+// printAtermString escapes, until `f` returns false. With SSE2 (every
+// x86-64), 16 bytes per step, each block's escapes from one mask; the tail
+// of a string of 16 bytes or more is its last 16 bytes, without the bits of
+// those already looked at.
+template <class F>
+void forEachAtermEscape(const char* s, size_t n, F f) {
+  size_t i = 0;
 #ifdef __SSE2__
-  for (; i + 16 <= s.size(); i += 16)
-    if (unsigned mask = atermEscapeMask(s.data() + i)) return i + __builtin_ctz(mask);
-  // The tail of a string of 16 bytes or more: the last 16 bytes, without
-  // the bits of those already looked at.
-  if (i < s.size() && s.size() >= 16) {
-    size_t seen = i - (s.size() - 16);
-    unsigned mask = atermEscapeMask(s.data() + s.size() - 16) >> seen;
-    return mask ? i + __builtin_ctz(mask) : s.size();
+  // The escapes of the block whose bit 0 is s[at]; false once `f` stops.
+  auto block = [&](size_t at, unsigned mask) {
+    for (; mask; mask &= mask - 1)
+      if (!f(at + static_cast<size_t>(__builtin_ctz(mask)))) return false;
+    return true;
+  };
+  for (; i + 16 <= n; i += 16)
+    if (!block(i, atermEscapeMask(s + i))) return;
+  if (i < n && n >= 16) {
+    block(i, atermEscapeMask(s + n - 16) >> (i - (n - 16)));
+    return;
   }
 #endif
-  for (; i < s.size(); ++i)
-    if (kAtermEscape[static_cast<unsigned char>(s[i])]) return i;
-  return s.size();
+  for (; i < n; ++i)
+    if (kAtermEscape[static_cast<unsigned char>(s[i])] && !f(i)) return;
 }
 
-// Writes s[0..n) escaped to `o` (room for 2n bytes); returns the end. Every
-// escape of a 16-byte block is taken from one mask, and the runs between
-// escapes are copied whole.
+// Writes s[0..n) escaped to `o` (room for 2n bytes); returns the end. The
+// runs between escapes are copied whole.
 char* writeAtermEscaped(char* o, const char* s, size_t n) {
   size_t run = 0;
-  auto escape = [&](size_t j) {
+  forEachAtermEscape(s, n, [&](size_t j) {
     std::memcpy(o, s + run, j - run);
     o += j - run;
     *o++ = '\\';
     *o++ = kAtermEscape[static_cast<unsigned char>(s[j])];
     run = j + 1;
-  };
-  size_t i = 0;
-#ifdef __SSE2__
-  for (; i + 16 <= n; i += 16)
-    for (unsigned mask = atermEscapeMask(s + i); mask; mask &= mask - 1)
-      escape(i + static_cast<size_t>(__builtin_ctz(mask)));
-  if (i < n && n >= 16) {  // the tail, as in nextAtermEscape
-    size_t seen = i - (n - 16);
-    for (unsigned mask = atermEscapeMask(s + n - 16) >> seen; mask; mask &= mask - 1)
-      escape(i + static_cast<size_t>(__builtin_ctz(mask)));
-    i = n;
-  }
-#endif
-  for (; i < n; ++i)
-    if (kAtermEscape[static_cast<unsigned char>(s[i])]) escape(i);
+    return true;
+  });
   std::memcpy(o, s + run, n - run);
   return o + (n - run);
 }
@@ -88,7 +80,11 @@ char* writeAtermEscaped(char* o, const char* s, size_t n) {
 // Appends `s` escaped, without quotes.
 void appendAtermEscaped(std::string& out, std::string_view s) {
   // Most strings have no escapes: appended in one go.
-  size_t first = nextAtermEscape(s, 0);
+  size_t first = s.size();
+  forEachAtermEscape(s.data(), s.size(), [&](size_t j) {
+    first = j;
+    return false;
+  });
   if (first == s.size()) {
     out.append(s);
     return;
