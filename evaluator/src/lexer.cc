@@ -38,9 +38,7 @@ constexpr Op kOps[] = {
 
 }  // namespace
 
-
 bool isKeyword(std::string_view word) { return keywordToken(word) != Tok::kId; }
-
 
 const char* tokenName(Tok t) {
   switch (t) {
@@ -122,15 +120,18 @@ void Lexer::skipSpace() {
   }
 }
 
+size_t Lexer::pathCharsEnd(size_t p) const {
+  while (p < text_.size() && isPathChar(text_[p])) ++p;
+  return p;
+}
+
 // {PATH_CHAR}*(\/{PATH_CHAR}+)+\/?  — returns 0 if no match.
 size_t Lexer::matchPath(size_t p) const {
   const size_t n = text_.size();
-  size_t q = p;
-  while (q < n && isPathChar(text_[q])) ++q;
+  size_t q = pathCharsEnd(p);
   size_t segments = 0;
   while (q + 1 < n && text_[q] == '/' && isPathChar(text_[q + 1])) {
-    ++q;
-    while (q < n && isPathChar(text_[q])) ++q;
+    q = pathCharsEnd(q + 1);
     ++segments;
   }
   if (segments == 0) return 0;
@@ -227,15 +228,13 @@ void Lexer::lex(Token& tok) {
     // so without one there the identifier is the longest match. (An
     // identifier with a '\'' is no path or URI at all.)
     if (d != '/' && d != ':') {
-      size_t r = pos_ + l;
-      while (r < n && isPathChar(s[r])) ++r;
+      size_t r = pathCharsEnd(pos_ + l);
       if (r >= n || (s[r] != '/' && s[r] != ':')) return finishId(tok, l);
     }
   } else if (s[pos_] == '.' && pos_ + 1 < n && !isDigit(s[pos_ + 1]) && s[pos_ + 1] != '.') {
     // A select's '.': no float (".5"), "..." or "../", and no path unless
     // the run of path characters after it ends at a '/' (".b/c").
-    size_t r = pos_ + 1;
-    while (r < n && isPathChar(s[r])) ++r;
+    size_t r = pathCharsEnd(pos_ + 1);
     if (r >= n || s[r] != '/') return finish(Tok::kDot, 1);
   }
   return lexSlow(tok);
@@ -308,7 +307,7 @@ void Lexer::lexSlow(Token& tok) {
     size_t q = pos_ + 1;
     bool ok = q < n && isPathChar(s[q]);
     while (ok) {
-      while (q < n && isPathChar(s[q])) ++q;
+      q = pathCharsEnd(q);
       if (q + 1 < n && s[q] == '/' && isPathChar(s[q + 1])) {
         ++q;
         continue;

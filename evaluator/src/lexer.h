@@ -74,6 +74,8 @@ class Lexer {
   /// peek() when the token is not buffered yet: lexes up to it.
   const Token& peekSlow(size_t n);
   void skipSpace();
+  /// The first offset from `p` on that is no path character.
+  size_t pathCharsEnd(size_t p) const;
   size_t matchPath(size_t p) const;
   size_t matchUri(size_t p) const;
   size_t matchFloat(size_t p) const;
