@@ -189,7 +189,6 @@ void SymbolTable::grow() {
 
 PosTable::PosTable(PosIdx limit) : limit_(limit) {
   chunks_.reserve((uint64_t(limit) + 1) / (kChunkMask + 1) + 2);
-  addChunk();
   construct(0, {"«none»", nullptr, 0, 0, LineTable::make("", lineTables_)});
   count_.store(1, std::memory_order_release);
 }
@@ -199,11 +198,9 @@ PosTable::~PosTable() {
     chunks_[i >> kChunkBits].get()[i & kChunkMask].~Origin();
 }
 
-void PosTable::addChunk() {
-  chunks_.emplace_back(static_cast<Origin*>(::operator new(sizeof(Origin) << kChunkBits)));
-}
-
 Origin& PosTable::construct(uint32_t n, Origin o) {
+  if ((n & kChunkMask) == 0)
+    chunks_.emplace_back(static_cast<Origin*>(::operator new(sizeof(Origin) << kChunkBits)));
   return *new (chunks_[n >> kChunkBits].get() + (n & kChunkMask)) Origin(std::move(o));
 }
 
@@ -217,7 +214,6 @@ uint32_t PosTable::addOrigin(std::string path, std::shared_ptr<const std::string
   uint64_t base = uint64_t(last.base) + last.size + 1;
   if (base + source->size() > limit_)
     throw EvalError("the sources of this evaluation exceed 2 GiB ('" + path + "')");
-  if ((n & kChunkMask) == 0) addChunk();
   Origin& o = construct(n, {std::move(path), nullptr, static_cast<PosIdx>(base),
                             static_cast<uint32_t>(source->size()),
                             LineTable::place(lines, lineTables_)});

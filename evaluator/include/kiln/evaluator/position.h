@@ -100,10 +100,8 @@ class PosTable {
   /// so it never moves and readers need no lock: an origin is constructed
   /// before count_ (release) counts it, and never changes after.
   std::vector<std::unique_ptr<Origin, ChunkFree>> chunks_;
-  /// Storage for chunk `chunks_.size()`, appended (under mu_, or in the
-  /// constructor).
-  void addChunk();
-  /// Constructs origin `n` (the next) in place.
+  /// Constructs origin `n` (the next) in place, in a new chunk's storage
+  /// when `n` starts one (under mu_, or in the constructor).
   Origin& construct(uint32_t n, Origin o);
   std::atomic<uint32_t> count_{0};
   PosIdx limit_;
