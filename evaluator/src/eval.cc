@@ -134,12 +134,12 @@ static Bindings* applyOverrides(EvalState& state, const ExprAttrs& e, Env& env2,
 }
 
 Value* ExprAttrs::maybeThunk(EvalState& state, Env& env) {
-  if (attrs.empty() && dynamicAttrs.empty()) return &state.vEmptyAttrs;
+  if (emptyLiteral()) return &state.vEmptyAttrs;
   return Expr::maybeThunk(state, env);
 }
 
 void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
-  if (attrs.empty() && dynamicAttrs.empty()) {  // `{ }`: the shared empty set, as Nix's mkAttrs
+  if (emptyLiteral()) {  // the shared empty set, as Nix's mkAttrs
     v.mkAttrs(state.vEmptyAttrs.attrs);
     return;
   }

@@ -129,6 +129,8 @@ struct ExprAttrs : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   /// `{ }`: the state's empty set itself, no thunk.
   Value* maybeThunk(EvalState& state, Env& env) override;
+  /// Whether this is `{ }` or `rec { }`: it evaluates to the state's empty set.
+  bool emptyLiteral() const { return attrs.empty() && dynamicAttrs.empty(); }
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
   /// Binds the attribute bodies in the recursive scope `env` (used by let).
