@@ -167,8 +167,13 @@ void primFunctionArgs(EvalState& st, PosIdx pos, Value** args, Value& v) {
     v = st.vEmptyAttrs;
     return;
   }
-  Bindings* b = st.heap().allocBindings(f->formals.size());
-  for (auto& x : f->formals) b->push(x.name, x.def ? &st.vTrue : &st.vFalse, x.pos);
+  Bindings* b = f->argsSet.load(std::memory_order_acquire);
+  if (!b) {
+    // Two threads may both make it: the loser's copy is left in the arena.
+    Bindings* made = st.heap().allocPermanentBindings(f->formals.size());
+    for (auto& x : f->formals) made->push(x.name, x.def ? &st.vTrue : &st.vFalse, x.pos);
+    b = f->argsSet.compare_exchange_strong(b, made, std::memory_order_acq_rel) ? made : b;
+  }
   st.mkAttrs(v, b);
 }
 

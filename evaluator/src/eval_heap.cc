@@ -101,6 +101,13 @@ Bindings* EvalHeap::allocBindings(uint32_t capacity, bool layered) {
   return b;
 }
 
+Bindings* EvalHeap::allocPermanentBindings(uint32_t capacity) {
+  Bindings* b = new (permanent_.allocate(bindingsBytes(capacity, false), alignof(Bindings)))
+      Bindings();
+  b->setCapacity(capacity);
+  return b;
+}
+
 void EvalHeap::trimBindings(Bindings* b) {
   if (!collect_)
     permanent_.shrinkLast(b, bindingsBytes(b->capacity(), b->layered()),

@@ -54,6 +54,10 @@ class EvalHeap {
   /// A value that lives as long as the state (for caches held in memory
   /// the collector does not scan).
   Value* allocPermanentValue() { return permanent_.make<Value>(); }
+  /// A flat set of `capacity` attributes that lives as long as the state
+  /// (a cache held in memory the collector does not scan: its attributes'
+  /// values must live as long, as static ones do).
+  Bindings* allocPermanentBindings(uint32_t capacity);
   /// An environment of `size` variables (inline, as allocValue: one per
   /// function call).
   Env& allocEnv(uint32_t size) {

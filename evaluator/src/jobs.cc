@@ -90,7 +90,10 @@ Job describeDerivation(EvalState& st, Value& drv, const std::string& attr,
   Job job;
   job.attr = attr;
   job.name = stringAttr(st, drv, st.sName, "name");
-  job.system = stringAttr(st, drv, st.sSystem, "system");
+  // A package set's own wrapper sets (a `mkDerivation` of its own) need
+  // not carry `system`: the platform is in the .drv, and nix-eval-jobs and
+  // Hydra report "unknown" for such a job instead of failing it.
+  job.system = drv.attrs->get(st.sSystem) ? stringAttr(st, drv, st.sSystem, "system") : "unknown";
   job.drvPath = stringAttr(st, drv, st.sDrvPath, "drvPath");
   describeOutputs(st, drv, job);
   describeMeta(st, drv, job);

@@ -61,6 +61,19 @@ TEST(Jobs, RecordsNameSystemOutputsAndMeta) {
       << json;
 }
 
+// As nix-eval-jobs and Hydra (DrvInfo::querySystem): a derivation set
+// without `system` of its own (a set's own wrapper around `derivation`) is
+// a job of system "unknown", not an error.
+TEST(Jobs, ADerivationSetWithoutSystemIsOfSystemUnknown) {
+  auto jobs = jobsOf(
+      "{ w = let d = mk \"w\" {}; in { type = \"derivation\"; name = \"w\";"
+      "  inherit (d) drvPath outPath; }; }");
+  const Job& j = jobs.at("w");
+  EXPECT_EQ(j.error, "");
+  EXPECT_EQ(j.system, "unknown");
+  EXPECT_NE(j.drvPath.find("-w.drv"), std::string::npos);
+}
+
 TEST(Jobs, OneErrorDoesNotStopTheOthers) {
   auto jobs = jobsOf(
       "{ a = mk \"a\" {}; bad = throw \"broken package\"; c = mk \"c\" {};"

@@ -4,6 +4,7 @@
 /// evaluation never searches names, except through `with`.
 
 #include <algorithm>
+#include <atomic>
 #include <ostream>
 #include <span>
 #include <vector>
@@ -170,6 +171,10 @@ struct Formal {
 struct Formals {
   ArenaVec<Formal> formals;  ///< sorted by symbol id after parsing
   bool ellipsis = false;
+  /// `builtins.functionArgs` of this function, made on first use and
+  /// shared by every later call (sets are immutable; its values are the
+  /// static true and false): callPackage asks it of every package.
+  std::atomic<Bindings*> argsSet{nullptr};
   const Formal* find(Symbol s) const {
     for (auto& f : formals)
       if (f.name == s) return &f;
