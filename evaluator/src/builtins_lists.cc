@@ -5,6 +5,8 @@
 
 #include "gc_support.h"
 #include "builtins.h"
+#include "eval_parts.h"
+#include "list_helpers.h"
 #include "print.h"
 
 namespace kiln::eval {
@@ -34,10 +36,21 @@ void primFilter(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceFunction(st, *args[0], pos);
   forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
+  Value** elems = args[1]->list.elems;
   Value** out = st.heap().allocList(n);
   size_t k = 0;
+  if (n >= ListHelpers::kMinElements && st.threads().listHelpers()) {
+    // The predicate's calls on the list helpers, the list made here.
+    std::vector<char> keep(n);
+    if (parallelFor(st, n, [&](size_t i) { keep[i] = callPred(st, *args[0], elems[i], pos); })) {
+      for (size_t i = 0; i < n; ++i)
+        if (keep[i]) out[k++] = elems[i];
+      v.mkList(k, out);
+      return;
+    }
+  }
   for (size_t i = 0; i < n; ++i)
-    if (callPred(st, *args[0], args[1]->list.elems[i], pos)) out[k++] = args[1]->list.elems[i];
+    if (callPred(st, *args[0], elems[i], pos)) out[k++] = elems[i];
   v.mkList(k, out);
 }
 
@@ -126,10 +139,15 @@ void primConcatMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
   Value** lists = st.heap().allocList(n);
-  for (size_t i = 0; i < n; ++i) {
-    lists[i] = st.heap().allocValue();
-    callFunction(st, *args[0], *args[1]->list.elems[i], *lists[i], pos);
-  }
+  auto call = [&](size_t i) {
+    Value* r = st.heap().allocValue();
+    callFunction(st, *args[0], *args[1]->list.elems[i], *r, pos);
+    lists[i] = r;
+  };
+  // On the list helpers while a collection's root is evaluated with
+  // threads (filterAttrs over a whole package set is a concatMap).
+  if (!parallelFor(st, n, call))
+    for (size_t i = 0; i < n; ++i) call(i);
   concatLists(st, v, n, lists, pos);
 }
 

@@ -94,6 +94,8 @@ void ThreadSlots::enter(uint32_t slot) {
   tSlot = slot;
 }
 
+void ThreadSlots::leave() { tSlot = 0; }
+
 uint32_t ThreadSlots::current() { return tSlot; }
 
 void ThreadSlots::begin(uint32_t threads) {
@@ -216,7 +218,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
 // waits for a value owned by another, and so on.
 bool ThreadSlots::waitCycle(uint32_t me, uint8_t owner) const {
   for (uint32_t steps = 0; owner != 0 && steps <= kMaxThreads; ++steps) {
-    if (owner == me) return true;
+    if (owner == me || slots_[owner].awaitsHelpers.load()) return true;
     const Value* w = slots_[owner].waitingFor.load();
     if (!w) return false;
     uint16_t st = valueState(*w);

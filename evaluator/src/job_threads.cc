@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "eval_threads.h"
+#include "list_helpers.h"
 #include "gc_support.h"  // GC_THREADS: pthread_create registers each thread
 
 namespace kiln::eval {
@@ -247,6 +248,13 @@ std::optional<size_t> EntrySplitter::next(unsigned part) {
   }
 }
 
+JobRoot prepareJobRootThreaded(EvalState& state, Value& root, Bindings* autoArgs,
+                               const JobWalkOptions& options, unsigned threads) {
+  if (threads < 2) return prepareJobRoot(state, root, autoArgs, options);
+  ListHelpers helpers(state, threads);
+  return prepareJobRoot(state, root, autoArgs, options);
+}
+
 void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* autoArgs,
                            const std::string& rootAttr, unsigned threads,
                            const JobRenderer& render,
@@ -258,9 +266,17 @@ void enumerateJobsThreaded(EvalState& state, const JobRoot& root, Bindings* auto
             threads, render);
   std::vector<ThreadArg> args(threads);
   std::vector<pthread_t> ids;
-  if (std::getenv("KILN_EVAL_CPU_TIMES"))
+  if (std::getenv("KILN_EVAL_CPU_TIMES")) {
+    // The longest path so far: the list helpers' CPU (prepareJobRootThreaded)
+    // ran beside this thread's, which waited for their last elements.
+    ListHelperTimes lists = listHelperTimes();
     std::fprintf(stderr, "kiln eval cpu: before threads %.2f s at %.2f s\n",
-                 cpuSeconds(CLOCK_PROCESS_CPUTIME_ID), wallSeconds());
+                 cpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - lists.helperCpu + lists.publisherWait,
+                 wallSeconds());
+    if (lists.helperCpu > 0)
+      std::fprintf(stderr, "kiln eval cpu: list helpers %.2f s, the root's thread waited %.2f s\n",
+                   lists.helperCpu, lists.publisherWait);
+  }
   state.beginThreads(threads);
   pthread_attr_t attr;
   pthread_attr_init(&attr);

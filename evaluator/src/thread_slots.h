@@ -13,6 +13,8 @@
 
 namespace kiln::eval {
 
+class ListHelpers;
+
 /// The slots of the threads that evaluate one EvalState (1..kMaxThreads;
 /// 0: the state's own thread outside threaded evaluation).
 class ThreadSlots {
@@ -27,6 +29,8 @@ class ThreadSlots {
   void end();
   /// Makes the calling thread evaluate as `slot` (1..kMaxThreads).
   static void enter(uint32_t slot);
+  /// The calling thread no longer evaluates as a slot (current() is 0).
+  static void leave();
   /// The calling thread's slot (0 outside threaded evaluation).
   static uint32_t current();
   /// The calling thread's call depth (the state's own when not threaded).
@@ -35,6 +39,9 @@ class ThreadSlots {
   /// False when the threads' waits form a cycle that persists (infinite
   /// recursion: the caller throws).
   bool waitFor(const Value& v);
+  /// Marks the calling thread as waiting for its list helpers (or no
+  /// longer): waits of other threads for thunks it owns are then cycles.
+  void setAwaitingHelpers(bool on) { slots_[current()].awaitsHelpers.store(on); }
   /// Wakes the threads waiting for `v`, which was just published or put
   /// back (only theirs: a thread's wait is not woken by other thunks).
   void wake(const Value& v);
@@ -48,6 +55,10 @@ class ThreadSlots {
   /// Held by builtins while they touch state shared by threads (never
   /// while evaluating).
   std::mutex& sharedMutex() { return sharedMutex_; }
+  /// The threads standing by for the strict list builtins while the root
+  /// of a collection is evaluated (list_helpers.h), or null; not owned.
+  ListHelpers* listHelpers() const { return listHelpers_; }
+  void setListHelpers(ListHelpers* h) { listHelpers_ = h; }
 
  private:
   /// Whether the waits starting at `owner` lead back to `me`.
@@ -57,6 +68,11 @@ class ThreadSlots {
   struct alignas(64) Slot {  // no cache line shared by two threads' slots
     uint32_t callDepth = 0;
     std::atomic<const Value*> waitingFor{nullptr};
+    // Waiting for its list helpers to finish their elements (set by the
+    // publisher of a ListHelpers run): a helper's wait that leads here is
+    // a cycle, since every thunk this thread still owns then is one the
+    // run's result is needed for (waitCycle).
+    std::atomic<bool> awaitsHelpers{false};
     std::mutex waitMutex;  // with waitCv: this thread's wait for waitingFor
     std::condition_variable waitCv;
   };
@@ -66,6 +82,7 @@ class ThreadSlots {
   uint32_t callDepth_ = 0;          // outside threaded evaluation
   std::atomic<uint32_t> waiters_{0};  // threads in waitFor
   std::mutex sharedMutex_;
+  ListHelpers* listHelpers_ = nullptr;
 };
 
 }  // namespace kiln::eval

@@ -46,6 +46,16 @@ class EntrySplitter {
 /// calls, so it must be thread-safe.
 using JobRenderer = std::function<void(const Job& job, std::string& out)>;
 
+/// prepareJobRoot with `threads` threads (2..EvalState::kMaxThreads): the
+/// calling thread evaluates the root while the others take elements of
+/// the strict list builtins it calls on long lists (`concatMap`, so
+/// `filterAttrs` over a whole package set, and `filter`), which a root
+/// made by filtering a package set spends most of its time in. The first
+/// error in list order is the one reported, as with one thread; elements
+/// after it may have been evaluated too. Throws as prepareJobRoot.
+JobRoot prepareJobRootThreaded(EvalState& state, Value& root, Bindings* autoArgs,
+                               const JobWalkOptions& options, unsigned threads);
+
 /// Enumerates the jobs below every entry of `root` (as enumerateJobEntry)
 /// on `threads` threads (1..EvalState::kMaxThreads) that share `state`.
 /// Each job is rendered (`render`) as soon as it is made, into its entry's
