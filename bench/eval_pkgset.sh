@@ -6,7 +6,7 @@
 # user time and peak RSS of each and the kiln/nix ratios; at the end, kiln's
 # user time per package at the largest N over the smallest (goal <= 1.3).
 # KILN= runs another kiln binary; NICE=N runs both under `nice -n N`;
-# GEN=strings|overrides|files|scopes uses bench/gen-GEN.py (eval_shapes.sh).
+# GEN=strings|overrides|files|scopes|byname uses bench/gen-GEN.py (eval_shapes.sh).
 set -euo pipefail
 SIZES=${*:-10000 20000 50000}
 REPS=${REPS:-3}

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The evaluator on every shape of package set (issue 36): for each
-# generator (default: pkgset strings overrides files scopes; SHAPES= picks)
+# generator (default: pkgset strings overrides files scopes byname; SHAPES= picks)
 # and each N (default 10000 50000), eval_pkgset.sh (kiln instantiate against
 # nix-instantiate, same run: identical .drv paths, user time and peak RSS
 # ratios) and eval_workers.sh (kiln eval --workers 1 against --workers 2).
@@ -9,7 +9,7 @@
 # NICE are passed on. At the end, one summary line per shape and N.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SHAPES=${SHAPES:-pkgset strings overrides files scopes}
+SHAPES=${SHAPES:-pkgset strings overrides files scopes byname}
 SIZES=${*:-10000 50000}
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT

@@ -11,7 +11,7 @@
 # processes that compete with others for the cores means little.
 # KILN= runs another kiln binary; WORKERS="1 2 3" changes the thread counts,
 # PROCESSES="1 2" the process counts ("" leaves them out); GEN=collection
-# uses gen-collection.py instead, GEN=strings|overrides|files|scopes
+# uses gen-collection.py instead, GEN=strings|overrides|files|scopes|byname
 # bench/gen-GEN.py (eval_shapes.sh), GEN_ARGS passes options to the generator
 # (e.g. "--deps 0" or "--shape layered"), NIX=0 leaves nix-instantiate out.
 # kiln reports CPU times (KILN_EVAL_CPU_TIMES), so each run's longest path

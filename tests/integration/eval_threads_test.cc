@@ -69,6 +69,18 @@ TEST_F(EvalThreads, SameOutputOnGeneratedPackageSets) {
   }
 }
 
+// A jobset that is its package set filtered (filterAttrs, a concatMap over
+// every package, and a tests set): the root's long concatMap runs on the
+// list helpers before the job threads start.
+TEST_F(EvalThreads, SameOutputOnAFilteredByNameSet) {
+  std::string out = dir_.path() + "/byname";
+  auto gen = test::run({"python3", test::sourceDir() + "/bench/gen-byname.py", "600", out});
+  ASSERT_EQ(gen.exitCode, 0) << gen.err;
+  // 600 packages, 7 aliases, the tests of every 4th package (2 each).
+  expectSameForEveryN(out + "/default.nix", 911);
+  expectSameForEveryN(out + "/default.nix", 911, {"KILN_GC_EVERY=65536"});
+}
+
 // Dependency chains that threads force at once, so they wait for each
 // other all along: the same output as one thread, thrown errors and a
 // cycle's infinite recursion included, and nothing else reported as one.
