@@ -10,12 +10,10 @@ namespace kiln::eval {
 namespace {
 
 // A string value of a name: the symbol table's own NUL-terminated text,
-// which lives as long as the state (no copy per attrNames element).
-Value* strValue(EvalState& st, Symbol name) {
-  Value* v = st.heap().allocValue();
-  v->mkString(st.symbols.cName(name), st.symbols.name(name).size(), nullptr);
-  return v;
-}
+// in one value per symbol that every attrNames list and mapAttrs call
+// shares (no copy, no value per element: attrNames made 8 % of the value
+// blocks of gen-byname, through callPackage).
+Value* strValue(EvalState& st, Symbol name) { return st.heap().nameValue(name, st.symbols); }
 
 void primAttrNames(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceAttrs(st, *args[0], pos);

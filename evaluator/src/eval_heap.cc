@@ -3,6 +3,7 @@
 // eval_threads.cc).
 #include "eval_heap.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -20,6 +21,39 @@ EvalHeap::EvalHeap(Arena& arena, Arena& permanent, std::mutex& sharedMutex)
 
 EvalHeap::~EvalHeap() {
   for (SlotBlocks& b : blocks_) b = SlotBlocks();
+  for (uint32_t c = 0; c < kNameChunks; ++c) std::free(nameChunks_[c]);
+}
+
+Value* EvalHeap::nameValue(Symbol name, const SymbolTable& symbols) {
+  auto make = [&] {
+    Value* v;
+    if (threaded_) {
+      std::lock_guard<std::mutex> lock(sharedMutex_);
+      v = permanent_.make<Value>();
+    } else {
+      v = permanent_.make<Value>();
+    }
+    v->mkString(symbols.cName(name), symbols.name(name).size(), nullptr);
+    return v;
+  };
+  const uint32_t c = name.id >> kNameChunkBits;
+  if (c >= kNameChunks) return make();
+  std::atomic_ref<Value**> chunkRef(nameChunks_[c]);
+  Value** chunk = chunkRef.load(std::memory_order_acquire);
+  if (!chunk) {
+    auto* fresh = static_cast<Value**>(std::calloc(kNameChunk, sizeof(Value*)));
+    if (!fresh) throw std::bad_alloc();
+    if (chunkRef.compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel))
+      chunk = fresh;
+    else
+      std::free(fresh);  // another thread's chunk is in `chunk`
+  }
+  std::atomic_ref<Value*> slot(chunk[name.id & (kNameChunk - 1)]);
+  Value* v = slot.load(std::memory_order_acquire);
+  if (v) return v;
+  Value* fresh = make();
+  // Two threads may both make it: the loser's stays in the arena.
+  return slot.compare_exchange_strong(v, fresh, std::memory_order_acq_rel) ? fresh : v;
 }
 
 void EvalHeap::startCollecting() {

@@ -54,6 +54,11 @@ class EvalHeap {
   /// A value that lives as long as the state (for caches held in memory
   /// the collector does not scan).
   Value* allocPermanentValue() { return permanent_.make<Value>(); }
+  /// The string value of symbol `name`'s text (no context): one per symbol,
+  /// made on first use in the permanent arena and shared by every list
+  /// attrNames makes and every name mapAttrs passes (a final value is
+  /// never changed). Thread-safe. Symbols past the cache get a fresh value.
+  Value* nameValue(Symbol name, const SymbolTable& symbols);
   /// A flat set of `capacity` attributes that lives as long as the state
   /// (a cache held in memory the collector does not scan: its attributes'
   /// values must live as long, as static ones do).
@@ -177,6 +182,12 @@ class EvalHeap {
   Arena& arena_;
   Arena& permanent_;
   std::mutex& sharedMutex_;
+  // nameValue's cache: chunks of kNameChunk value pointers (calloc'd on
+  // first use, read and set through atomic_ref), for symbol ids below
+  // kNameChunks * kNameChunk.
+  static constexpr uint32_t kNameChunkBits = 12, kNameChunk = 1u << kNameChunkBits;
+  static constexpr uint32_t kNameChunks = 1024;
+  std::unique_ptr<Value**[]> nameChunks_{new Value**[kNameChunks]()};
   ThreadLists threads_[EvalState::kMaxThreads + 1];
 };
 

@@ -105,6 +105,32 @@ TEST(Builtins, IntersectAttrsTakesValuesFromTheSecondSetWhicheverIsSmaller) {
             std::string::npos);
 }
 
+// attrNames and mapAttrs give each name as one value per symbol, shared
+// by every call; functionArgs one set per function. What Nix prints is
+// unchanged.
+TEST(Builtins, NamesAndFunctionArgsAreSharedValues) {
+  EXPECT_EQ(evalStrict("[ (builtins.attrNames { b = 1; a = 2; }) (builtins.mapAttrs (n: v: n + \"!\") "
+                       "{ x = 1; }) (builtins.functionArgs ({ p, q ? 1 }: p)) ]"),
+            "[ [ \"a\" \"b\" ] { x = \"x!\"; } { p = false; q = true; } ]");
+  runWithLargeStack([] {
+    EvalState st;
+    Value v;
+    st.eval(st.parseExprFromString(
+                "let f = { p }: p; s = { b = 1; a = 2; }; in "
+                "[ (builtins.attrNames s) (builtins.attrNames (s // { c = 3; })) "
+                "  (builtins.functionArgs f) (builtins.functionArgs f) ]",
+                "/tmp"),
+            v);
+    st.forceValueDeep(v);
+    ASSERT_EQ(v.list.size, 4u);
+    Value* first = v.list.elems[0];
+    Value* second = v.list.elems[1];
+    EXPECT_EQ(first->list.elems[0], second->list.elems[0]);  // "a"
+    EXPECT_EQ(first->list.elems[1], second->list.elems[1]);  // "b"
+    EXPECT_EQ(v.list.elems[2]->attrs, v.list.elems[3]->attrs);
+  });
+}
+
 TEST(Builtins, RemoveAttrsAndListToAttrs) {
   EXPECT_EQ(evalStrict("builtins.removeAttrs { a = 1; b = 2; c = 3; } [ \"c\" "
                        "\"zz\" \"a\" \"c\" ]"),
