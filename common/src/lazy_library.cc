@@ -17,7 +17,8 @@ void* lazySymbol(const char* soname, const char* symbol) {
   void*& handle = handles[soname];
   if (!handle) {
     handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) throw Error(std::string("cannot load ") + soname + ": " + dlerror());
+    if (!handle)
+      throw Error(std::string("cannot load ") + soname + ": " + dlerror());
   }
   // From the library's own tree: never a stub of the same name in kiln.
   void* p = dlsym(handle, symbol);

@@ -13,11 +13,7 @@ namespace {
 constexpr const char* kLibcurl = "libcurl.so.4";
 }  // namespace
 
-#define KILN_CURL(ret, name, params, ...)                                        \
-  ret name params {                                                            \
-    static const auto fn_ = kiln::lazyFunction<decltype(&name)>(kLibcurl, #name); \
-    return fn_(__VA_ARGS__);                                                   \
-  }
+#define KILN_CURL(...) KILN_LAZY_FUNCTION(kLibcurl, __VA_ARGS__)
 
 KILN_CURL(CURLcode, curl_global_init, (long flags), flags)
 KILN_CURL(CURL*, curl_easy_init, (void), )
@@ -27,10 +23,17 @@ KILN_CURL(const char*, curl_easy_strerror, (CURLcode rc), rc)
 KILN_CURL(curl_slist*, curl_slist_append, (curl_slist * l, const char* s), l, s)
 KILN_CURL(void, curl_slist_free_all, (curl_slist * l), l)
 
+// curl.h fixes their signatures: an enum before the `...`, which clang
+// flags for va_start although both enums are int-sized (not promoted).
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wvarargs"
+#endif
+
 // The two variadic ones take exactly one argument after the option, whose
 // type the option's number range names (curl.h's CURLOPTTYPE_*).
 CURLcode curl_easy_setopt(CURL* c, CURLoption option, ...) {
-  static const auto f = kiln::lazyFunction<decltype(&curl_easy_setopt)>(kLibcurl, "curl_easy_setopt");
+  static const auto f = kiln::lazyFunction<decltype(&curl_easy_setopt)>(
+      kLibcurl, "curl_easy_setopt");
   va_list ap;
   va_start(ap, option);
   CURLcode rc;
@@ -49,7 +52,8 @@ CURLcode curl_easy_setopt(CURL* c, CURLoption option, ...) {
 }
 
 CURLcode curl_easy_getinfo(CURL* c, CURLINFO info, ...) {
-  static const auto f = kiln::lazyFunction<decltype(&curl_easy_getinfo)>(kLibcurl, "curl_easy_getinfo");
+  static const auto f = kiln::lazyFunction<decltype(&curl_easy_getinfo)>(
+      kLibcurl, "curl_easy_getinfo");
   va_list ap;
   va_start(ap, info);
   void* out = va_arg(ap, void*);  // every CURLINFO_* takes a pointer

@@ -22,3 +22,13 @@ F lazyFunction(const char* soname, const char* symbol) {
 }
 
 }  // namespace kiln
+
+/// Defines `ret name params`, a C function `soname` declares, as a stub
+/// that looks the library's own `name` up on its first call and calls it
+/// with the arguments after `params` (the parameters' names).
+#define KILN_LAZY_FUNCTION(soname, ret, name, params, ...)    \
+  ret name params {                                           \
+    static const auto fn_ =                                   \
+        ::kiln::lazyFunction<decltype(&name)>(soname, #name); \
+    return fn_(__VA_ARGS__);                                  \
+  }
