@@ -9,7 +9,9 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(tomlplusplus 3 CONFIG REQUIRED)
-# libzmq: linked only. Its pkg-config Cflags name the headers of its own
+# libzmq: neither linked nor its Cflags used: the protocol loads it on
+# first use (protocol/src/zmq_lazy.cc, kiln/common/lazy_library.h). Its
+# pkg-config Cflags name the headers of its own
 # optional dependencies (pgm, libxml2, an `-isystem` for krb5), which
 # zmq.h does not include; CMake files that `-isystem` under the include
 # directories at the first configure and under the compile options at the
@@ -18,12 +20,20 @@ find_package(tomlplusplus 3 CONFIG REQUIRED)
 # tree). zmq.h is in the default include path.
 pkg_check_modules(ZMQ REQUIRED libzmq)
 add_library(kiln_zmq INTERFACE IMPORTED)
-set_target_properties(kiln_zmq PROPERTIES
-  INTERFACE_LINK_LIBRARIES "${ZMQ_LINK_LIBRARIES}")
 pkg_check_modules(LZMA REQUIRED IMPORTED_TARGET liblzma)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 # The state layer's PostgreSQL client (Debian libpq-dev).
 pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
+# libcurl and libpq: headers only. Their modules load them on first use
+# (kiln/common/lazy_library.h), so that the processes that never call them
+# do not map them and what they bring (gnutls, krb5, ldap: ~3.4 MB
+# resident in every `kiln instantiate`).
+add_library(kiln_curl_headers INTERFACE IMPORTED)
+set_target_properties(kiln_curl_headers PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${CURL_INCLUDE_DIRS}")
+add_library(kiln_libpq_headers INTERFACE IMPORTED)
+set_target_properties(kiln_libpq_headers PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${LIBPQ_INCLUDE_DIRS}")
 pkg_check_modules(BDWGC REQUIRED IMPORTED_TARGET bdw-gc)
 # The linux sandbox's system-call filter (Debian: libseccomp-dev).
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)

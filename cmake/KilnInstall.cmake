@@ -36,10 +36,12 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-# The shared libraries' packages come from dpkg-shlibdeps; the rest are
-# what postinst and the plugins run.
+# The shared libraries' packages come from dpkg-shlibdeps, except those
+# kiln loads on first use (kiln/common/lazy_library.h), which it cannot
+# see: libcurl, libpq, libzmq. The rest are what postinst and the plugins
+# run.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, libcurl4, libpq5, libzmq5")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "qemu-user-static")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nix-bin")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA

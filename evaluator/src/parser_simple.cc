@@ -152,13 +152,21 @@ Expr* Parser::constantList(PosIdx pos, std::span<Expr* const> elems) {
 }
 
 // gen-strings 50,000 has 1.25 million word literals in lists, of 50
-// distinct words: a 40-byte node each.
+// distinct words: a 40-byte node each, and the copy of its text that
+// textPart made just before it (~9 bytes).
 Expr* Parser::shareListLiteral(Expr* e) {
   auto* c = exprAs<ExprConst>(e);
   if (!c || c->v.type != VType::kString) return e;
   auto [it, added] = listLiterals_.try_emplace(c->v.sv(), c);
   if (added) return c;
+  std::string_view text = c->v.sv();
   state_.arena.shrinkLast(c, sizeof(ExprConst), 0);  // only if nothing came after it
+  // The text with its NUL and the node's alignment padding, when it lies
+  // right before the node in the same chunk (the cursor is then at the
+  // node only if the node was given back).
+  auto* node = reinterpret_cast<const char*>(c);
+  if (text.data() < node && size_t(node - text.data()) - (text.size() + 1) < alignof(ExprConst))
+    state_.arena.shrinkLast(const_cast<char*>(text.data()), node - text.data(), 0);
   return it->second;
 }
 
