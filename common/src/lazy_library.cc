@@ -11,10 +11,13 @@
 namespace kiln {
 
 void* lazySymbol(const char* soname, const char* symbol) {
-  static std::mutex mu;
-  static std::map<std::string, void*> handles;  // opened once, never closed
-  std::lock_guard<std::mutex> lock(mu);
-  void*& handle = handles[soname];
+  // Never destroyed: a thread still running at exit (a listener shutting
+  // down) may make its first call of a function after static destructors
+  // ran; with static objects that call crashed on the destroyed map.
+  static auto* mu = new std::mutex;
+  static auto* handles = new std::map<std::string, void*>;  // opened once, never closed
+  std::lock_guard<std::mutex> lock(*mu);
+  void*& handle = (*handles)[soname];
   if (!handle) {
     handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!handle)
