@@ -42,14 +42,7 @@ size_t largeHeap = 0;  // kLargeHeap, or KILN_GC_LARGE_HEAP; 0: no change
 // second, 280 MB later, freed 136 MB. From 512 MiB on, the first is the
 // one that frees.
 constexpr size_t kGcEveryThreaded = size_t{512} << 20;
-// The mark stack grown at start, in entries. One marker: 262,144 (issue
-// 36, eighth pass): no real collection overflowed it at 50,000 packages
-// (gen-pkgset, gen-strings, gen-overrides; 131,072 overflowed 4 times on
-// gen-pkgset), and each doubling past it was a forced collection at every
-// start (~20 ms, 2-3 % of a 10,000-package evaluation). Two markers share
-// a stack their local stacks are copied back into: 1,048,576.
-constexpr size_t kMarkStackEntries = size_t{1} << 18;
-constexpr size_t kMarkStackEntriesParallel = size_t{1} << 20;
+constexpr size_t kMarkStackEntries = size_t{1} << 20;
 }  // namespace
 
 unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes) {
@@ -126,9 +119,8 @@ void initGarbageCollector() {
               : first);
     // KILN_GC_MARK_STACK=ENTRIES: another initial mark stack (0: libgc's own).
     const char* marks = std::getenv("KILN_GC_MARK_STACK");
-    growMarkStack(marks           ? std::strtoull(marks, nullptr, 10)
-                  : GC_get_parallel()  ? kMarkStackEntriesParallel  // also GC_MARKERS=2
-                                       : kMarkStackEntries);
+    growMarkStack(marks ? std::strtoull(marks, nullptr, 10)
+                        : kMarkStackEntries);
   });
 }
 
