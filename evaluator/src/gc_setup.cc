@@ -52,6 +52,14 @@ constexpr size_t kMarkStackEntries = size_t{1} << 18;
 constexpr size_t kMarkStackEntriesParallel = size_t{1} << 20;
 }  // namespace
 
+// The markers libgc starts (in GC_allow_register_threads): GC_MARKERS when
+// set, which libgc reads in place of GC_set_markers_count's, else ours.
+// GC_get_parallel() tells only once they run.
+static int markersToStart() {
+  const char* env = std::getenv("GC_MARKERS");
+  return env && std::atoi(env) > 0 ? std::atoi(env) : markers.load();
+}
+
 unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes) {
   return largeHeapBytes && heapBytes >= largeHeapBytes ? kLargeHeapDivisor : 1;
 }
@@ -90,7 +98,6 @@ void initGarbageCollector() {
     // (setCollectorForThreads).
     GC_set_markers_count(markers);
     GC_INIT();
-    GC_allow_register_threads();
     GC_set_on_heap_resize([](GC_word heapBytes) {
       onHeapGrowth();  // new heap sections
       if (largeHeap && freeSpaceDivisorFor(heapBytes, largeHeap) != 1)
@@ -126,9 +133,15 @@ void initGarbageCollector() {
               : first);
     // KILN_GC_MARK_STACK=ENTRIES: another initial mark stack (0: libgc's own).
     const char* marks = std::getenv("KILN_GC_MARK_STACK");
-    growMarkStack(marks           ? std::strtoull(marks, nullptr, 10)
-                  : GC_get_parallel()  ? kMarkStackEntriesParallel  // also GC_MARKERS=2
-                                       : kMarkStackEntries);
+    // Grown before GC_allow_register_threads, which starts libgc's marker
+    // helper: on one marker each doubling is one plain overflow, where the
+    // parallel mode's shared stack needs local stacks flooded into it
+    // (mark_stack.cc; ~50 ms of every `--workers 2` start on 2 cores).
+    // The helper then marks with the shared stack, the same array, grown.
+    growMarkStack(marks                  ? std::strtoull(marks, nullptr, 10)
+                  : markersToStart() > 1 ? kMarkStackEntriesParallel  // also GC_MARKERS=2
+                                         : kMarkStackEntries);
+    GC_allow_register_threads();
   });
 }
 
