@@ -39,20 +39,37 @@ TempDir::~TempDir() {
   }
 }
 
+// A regular file is read straight into a string of its size: appending
+// 64 KiB pieces to a growing string reallocated and copied it ~log2(size /
+// 64 KiB) times, each on fresh pages (gen-strings 50,000's 20 MB
+// packages.nix: ~35 ms of CPU, serial before evaluation threads start).
+// What stat does not size (a /proc file, a pipe), or a file that grew
+// meanwhile, is read on in pieces until the end.
 std::string readFile(const std::string& path) {
   AutoCloseFD fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throwSysError("opening '" + path + "'");
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throwSysError("reading '" + path + "'");
+  auto readSome = [&](char* to, size_t room) {
+    for (;;) {
+      ssize_t n = ::read(fd.get(), to, room);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno != EINTR) throwSysError("reading '" + path + "'");
     }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+  };
+  struct stat st;
+  const size_t size =
+      ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) : 0;
+  std::string out(size, '\0');
+  size_t got = 0;
+  while (got < size) {
+    size_t n = readSome(out.data() + got, size - got);
+    if (n == 0) {  // shorter than stat said
+      out.resize(got);
+      return out;
+    }
+    got += n;
   }
+  char buf[65536];
+  while (size_t n = readSome(buf, sizeof buf)) out.append(buf, n);
   return out;
 }
 

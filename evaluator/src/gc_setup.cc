@@ -83,7 +83,6 @@ void initGarbageCollector() {
     // (setCollectorForThreads).
     GC_set_markers_count(markers);
     GC_INIT();
-    GC_allow_register_threads();
     GC_set_on_heap_resize([](GC_word heapBytes) {
       onHeapGrowth();  // new heap sections
       if (largeHeap && freeSpaceDivisorFor(heapBytes, largeHeap) != 1)
@@ -119,8 +118,13 @@ void initGarbageCollector() {
               : first);
     // KILN_GC_MARK_STACK=ENTRIES: another initial mark stack (0: libgc's own).
     const char* marks = std::getenv("KILN_GC_MARK_STACK");
-    growMarkStack(marks ? std::strtoull(marks, nullptr, 10)
-                        : kMarkStackEntries);
+    // Grown before GC_allow_register_threads, which starts libgc's marker
+    // helper: on one marker each doubling is one plain overflow, where the
+    // parallel mode's shared stack needs local stacks flooded into it
+    // (mark_stack.cc; ~50 ms of every `--workers 2` start on 2 cores).
+    // The helper then marks with the shared stack, the same array, grown.
+    growMarkStack(marks ? std::strtoull(marks, nullptr, 10) : kMarkStackEntries);
+    GC_allow_register_threads();
   });
 }
 

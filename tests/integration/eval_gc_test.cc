@@ -326,6 +326,26 @@ in builtins.seq chain chain.a.v
   EXPECT_NE(small.err.find(kNoRoom, smallLast), std::string::npos);
 }
 
+// With two markers (`kiln eval --workers 2`, or GC_MARKERS=2) the stack is
+// grown before libgc starts its marker helper (gc_setup.cc), so each
+// doubling is one plain overflow on one marker, as with one evaluating
+// thread, and not the flood of local stacks that parallel marking needs
+// (mark_stack.cc; ~50 ms of serial start-up on 2 cores against ~15 ms).
+TEST_F(EvalGc, MarkStackIsGrownBeforeTheMarkerHelperStarts) {
+  std::string file = write("one.nix", "{ a = 1; }");
+  auto threads = kiln({"eval", "--readonly-mode", "--workers", "2", file}, {"GC_PRINT_STATS=1"});
+  auto markers = kiln({"instantiate", "--eval", file}, {"GC_PRINT_STATS=1", "GC_MARKERS=2"});
+  for (const auto* run : {&threads, &markers}) {
+    ASSERT_EQ(run->exitCode, 0) << run->err;
+    size_t grown = run->err.find("Grew mark stack to 1048576 frames");
+    size_t started = run->err.find("Started 1 mark helper threads");
+    ASSERT_NE(grown, std::string::npos) << run->err;
+    ASSERT_NE(started, std::string::npos) << run->err;
+    EXPECT_LT(grown, started);
+    EXPECT_EQ(run->err.find("No room to copy back mark stack"), std::string::npos);
+  }
+}
+
 // Growing the mark stack fills each stack it outgrows (16 MB in all up to
 // 1,048,576 entries), and libgc recycles those into its heap as free
 // blocks: their pages are given back (mark_stack.cc), so a trivial
