@@ -217,7 +217,9 @@ int evalCommand(const std::vector<std::string>& argv) {
       "max-call-depth", po::value(&o.maxCallDepth), "maximum nesting of function calls")(
       "workers", po::value(&o.workers),
       "evaluate the top-level jobs on N threads sharing one heap (what\n"
-      "one thread evaluates the others use; default: one thread)")(
+      "one thread evaluates the others use; the root's long concatMap and\n"
+      "filter calls, as filterAttrs over a package set, are shared too;\n"
+      "default: one thread)")(
       "processes", po::value(&o.processes),
       "evaluate the top-level jobs in N forked worker processes instead\n"
       "(not with --workers)")(
