@@ -84,29 +84,6 @@ void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
   v = *vAttrs;
 }
 
-// Functions keep their thunk: Nix's `==` compares two values by address
-// first, so sharing one function value would make `s.f == s.f` true where
-// two thunks' copies compare unequal. Every other final value compares by
-// content (sets and lists element by element, the same elements), so
-// sharing it changes nothing but the thunk not made.
-Value* ExprSelect::maybeThunk(EvalState& state, Env& env) {
-  auto final = [](const Value& v) {
-    auto t = static_cast<VType>(valueState(v) & 0xff);
-    return t > VType::kBlackhole && t != VType::kLambda && t != VType::kPrimOp &&
-           t != VType::kPrimOpApp;
-  };
-  if (e->kind() != Kind::kVar || static_cast<ExprVar*>(e)->fromWith())
-    return Expr::maybeThunk(state, env);
-  Value* v = lookupVar(state, env, *static_cast<ExprVar*>(e), true);
-  for (const AttrName& n : path()) {
-    if (!v || !n.symbol || static_cast<VType>(valueState(*v) & 0xff) != VType::kAttrs)
-      return Expr::maybeThunk(state, env);
-    const Attr* a = v->attrs->find(n.symbol);
-    v = a ? a->value : nullptr;
-  }
-  return v && final(*v) ? v : Expr::maybeThunk(state, env);
-}
-
 void ExprOpHasAttr::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;

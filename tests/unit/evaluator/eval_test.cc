@@ -45,37 +45,6 @@ TEST(Eval, EmptySetLiteralsShareTheEmptySet) {
             "[ true { a = 1; } [ ] { a = 1; } ]");
 }
 
-// A selection from an evaluated set, as a list element or an attribute,
-// is the attribute's own value when that is final and no function (no
-// thunk); functions keep theirs, since `==` compares addresses first.
-// Expected values are nix-instantiate 2.8's.
-TEST(Eval, SelectionsOfEvaluatedValuesShareThemExceptFunctions) {
-  EXPECT_EQ(evalStrict(R"(
-    let
-      s = { f = x: x; a = 1; l = [ (y: y) ]; n = { g = z: z; }; p = builtins.add; q = builtins.add 1; };
-      force = builtins.seq s.f (builtins.seq s.l (builtins.seq s.n (builtins.seq s.p (builtins.seq s.q s))));
-    in builtins.seq force [
-      ([ s.f ] == [ s.f ]) ([ s.a ] == [ s.a ]) ([ s.l ] == [ s.l ]) ([ s.n ] == [ s.n ])
-      ([ s.p ] == [ s.p ]) ([ s.q ] == [ s.q ]) ({ x = s.f; } == { x = s.f; })
-      ({ x = s.n; } == { x = s.n; }) (let t = s.n; in [ t ] == [ t ]) ([ (s.missing or 5) ] == [ 5 ])
-    ])"),
-            "[ false true true true false false false true true true ]");
-  runWithLargeStack([] {
-    EvalState st;
-    Value v;
-    st.eval(st.parseExprFromString(
-                "let s = { a = { b = \"x\"; }; f = x: x; }; in builtins.seq s.a.b (builtins.seq s.f "
-                "[ s.a.b s.a.b s.f s.f s.a.c or 1 ])",
-                "/tmp"),
-            v);
-    ASSERT_EQ(v.type, VType::kList);
-    EXPECT_EQ(v.list.elems[0], v.list.elems[1]);  // the same final string
-    EXPECT_NE(v.list.elems[2], v.list.elems[3]);  // a thunk each
-    st.forceValueDeep(v);
-    EXPECT_EQ(v.list.elems[4]->integer, 1);
-  });
-}
-
 TEST(Eval, InfiniteRecursionIsDetected) {
   EXPECT_NE(evalError("let x = x; in x").find("infinite recursion encountered"), std::string::npos);
   EXPECT_NE(evalError("rec { a = b; b = a; }.a").find("infinite recursion"), std::string::npos);

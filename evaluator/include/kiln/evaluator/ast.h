@@ -26,7 +26,7 @@ struct Expr {
   /// The few kinds the parser and calls ask about (exprAs): one virtual
   /// call, where dynamic_cast compared type names. (Not a field: derived
   /// nodes keep their first field in the 4 bytes after `pos`.)
-  enum class Kind : uint8_t { kOther, kConst, kConstList, kAttrs, kLambda, kVar };
+  enum class Kind : uint8_t { kOther, kConst, kConstList, kAttrs, kLambda };
   PosIdx pos = kNoPos;
   virtual ~Expr() = default;
   virtual Kind kind() const { return Kind::kOther; }
@@ -53,8 +53,6 @@ struct ExprConst : Expr {
 };
 
 struct ExprVar : Expr {
-  static constexpr Kind kKind = Kind::kVar;
-  Kind kind() const override { return kKind; }
   Symbol name;
   uint32_t level = 0;
   uint32_t displ = 0;  ///< kFromWith: looked up in the `with` sets
@@ -93,10 +91,6 @@ struct ExprSelect : Expr {
   std::span<AttrName> path() const { return {pathItems, nPath}; }
   Expr* def = nullptr;  ///< the `or` default
   void eval(EvalState& state, Env& env, Value& v) override;
-  /// `x.a.b` of a variable whose sets along the path are evaluated and
-  /// whose attribute is a final value other than a function: that value
-  /// itself (a thunk would only copy it, and cannot fail); else a thunk.
-  Value* maybeThunk(EvalState& state, Env& env) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
