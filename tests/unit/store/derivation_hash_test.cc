@@ -3,6 +3,8 @@
 // way the evaluator will call it.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "kiln/common/error.h"
 #include "kiln/common/spin_mutex.h"
 #include "kiln/store/derivation.h"
@@ -356,6 +358,35 @@ TEST(DrvHash, MemoKeysAreTheKeepersCopies) {
   EXPECT_EQ(kept.keptKey(p.baseName()), p.baseName());
   EXPECT_TRUE(kept.keptKey("00000000000000000000000000000000-none.drv").empty());
   EXPECT_EQ(kept.hashOf(p), plain.hashOf(p));
+}
+
+// The memo finds each entry by its whole name though thousands share
+// their first 8 bytes (which place them in its table), across its growth.
+TEST(DrvHash, MemoFindsNamesSharingTheirFirstBytes) {
+  FakeDrvStore store;
+  DrvHashCache cache(StoreDir(), store.loader());
+  const std::string kChars = "0123456789abcdfghijklmnpqrsvwxyz";
+  auto pathOf = [&](size_t i) {
+    std::string hash = "aaaaaaaa";  // the same first 8 bytes for all
+    for (size_t n = i, k = 0; k < 24; ++k, n /= 32) hash += kChars[n % 32];
+    return StoreDir().parsePath("/nix/store/" + hash + "-p" + std::to_string(i) + ".drv");
+  };
+  const Derivation d = newDrv("memo");
+  constexpr size_t kCount = 3000;
+  for (size_t i = 0; i < kCount; ++i) cache.remember(pathOf(i), d);
+  EXPECT_EQ(cache.size(), kCount);
+  std::set<uint32_t*> tags;
+  for (size_t i = 0; i < kCount; ++i) {
+    StorePath p = pathOf(i);
+    uint32_t* tag = cache.tagOf(p.baseName());
+    ASSERT_NE(tag, nullptr) << p.baseName();
+    tags.insert(tag);
+    EXPECT_EQ(cache.keptKey(p.baseName()), p.baseName());
+  }
+  EXPECT_EQ(tags.size(), kCount);  // one entry each
+  EXPECT_EQ(cache.tagOf(pathOf(kCount).baseName()), nullptr);  // same first bytes, absent
+  EXPECT_EQ(cache.tagOf("aaaa.drv"), nullptr);  // shorter than 8 bytes
+  EXPECT_EQ(store.calls, 0u);  // nothing loaded
 }
 
 }  // namespace
