@@ -116,8 +116,7 @@ class EvalWorkerHooks final : public JobWorkerHooks {
 JobCounts evalJobs(EvalOptions& o, EvalState& st, Value& selected, Bindings* autoArgs,
                    JobOutputStage& stage) {
   // With threads, they share the root's long strict list builtins too.
-  JobRoot root = o.workers > 1 ? prepareJobRootThreaded(st, selected, autoArgs, o.walk, o.workers)
-                               : prepareJobRoot(st, selected, autoArgs, o.walk);
+  JobRoot root = prepareJobRootThreaded(st, selected, autoArgs, o.walk, o.workers);
   size_t entries = root.isDerivation ? 1 : root.entries.size();
   JobCounts counts;
   if (o.workers > 0 && !root.isDerivation) {

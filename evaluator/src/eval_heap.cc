@@ -25,19 +25,14 @@ EvalHeap::~EvalHeap() {
 }
 
 Value* EvalHeap::nameValue(Symbol name, const SymbolTable& symbols) {
-  auto make = [&] {
-    Value* v;
-    if (threaded_) {
-      std::lock_guard<std::mutex> lock(sharedMutex_);
-      v = permanent_.make<Value>();
-    } else {
-      v = permanent_.make<Value>();
-    }
+  auto fill = [&](Value* v) {
     v->mkString(symbols.cName(name), symbols.name(name).size(), nullptr);
     return v;
   };
   const uint32_t c = name.id >> kNameChunkBits;
-  if (c >= kNameChunks) return make();
+  // Past the cache, a collectable value each time (a permanent one per
+  // call would grow without bound in a loop).
+  if (c >= kNameChunks) return fill(allocValue());
   std::atomic_ref<Value**> chunkRef(nameChunks_[c]);
   Value** chunk = chunkRef.load(std::memory_order_acquire);
   if (!chunk) {
@@ -51,7 +46,7 @@ Value* EvalHeap::nameValue(Symbol name, const SymbolTable& symbols) {
   std::atomic_ref<Value*> slot(chunk[name.id & (kNameChunk - 1)]);
   Value* v = slot.load(std::memory_order_acquire);
   if (v) return v;
-  Value* fresh = make();
+  Value* fresh = fill(allocPermanentValue());  // the arena's shared mode serves threads
   // Two threads may both make it: the loser's stays in the arena.
   return slot.compare_exchange_strong(v, fresh, std::memory_order_acq_rel) ? fresh : v;
 }

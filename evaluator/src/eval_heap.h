@@ -57,7 +57,8 @@ class EvalHeap {
   /// The string value of symbol `name`'s text (no context): one per symbol,
   /// made on first use in the permanent arena and shared by every list
   /// attrNames makes and every name mapAttrs passes (a final value is
-  /// never changed). Thread-safe. Symbols past the cache get a fresh value.
+  /// never changed). Thread-safe. Symbols past the cache get a fresh
+  /// collectable value.
   Value* nameValue(Symbol name, const SymbolTable& symbols);
   /// A flat set of `capacity` attributes that lives as long as the state
   /// (a cache held in memory the collector does not scan: its attributes'

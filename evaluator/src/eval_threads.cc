@@ -63,6 +63,12 @@ bool claimValue(Value& v, uint16_t& expected, uint16_t desired) {
 
 }  // namespace
 
+double cpuSeconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 uint64_t threadWaitNanos() { return tWaitNanos; }
 
 bool waitSitesRecorded() {

@@ -2,11 +2,17 @@
 // Per-thread figures of threaded evaluation, for KILN_EVAL_CPU_TIMES
 // (bench/eval_workers.sh): how long the calling thread waited for thunks
 // other threads were evaluating.
+#include <time.h>
+
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 namespace kiln::eval {
+
+/// CPU seconds of `clock` (CLOCK_PROCESS_CPUTIME_ID, or the calling
+/// thread's CLOCK_THREAD_CPUTIME_ID).
+double cpuSeconds(clockid_t clock);
 
 /// Nanoseconds the calling thread spent waiting for other threads' thunks.
 uint64_t threadWaitNanos();

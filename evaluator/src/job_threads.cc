@@ -163,12 +163,6 @@ double wallSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - kProcessStart).count();
 }
 
-double cpuSeconds(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
-
 void* threadMain(void* p) {
   auto* a = static_cast<ThreadArg*>(p);
   Shared& sh = *a->shared;

@@ -2,12 +2,11 @@
 // collection is evaluated (list_helpers.h).
 #include "list_helpers.h"
 
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 
 #include "eval_parts.h"
+#include "eval_threads.h"
 #include "gc_support.h"  // GC_THREADS: pthread_create registers each thread
 #include "kiln/evaluator/job_threads.h"
 
@@ -18,12 +17,6 @@ constexpr size_t kHelperStack = size_t{512} << 20;  // as the job threads'
 
 std::atomic<uint64_t> gHelperCpuNanos{0};  // list helpers' CPU, all runs
 std::atomic<uint64_t> gPublisherWaitNanos{0};
-
-uint64_t threadCpuNanos() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 }  // namespace
 
@@ -77,7 +70,8 @@ ListHelpers::~ListHelpers() {
 void* ListHelpers::helperMain(void* p) {
   auto* a = static_cast<std::pair<ListHelpers*, uint32_t>*>(p);
   a->first->serve(a->second);
-  gHelperCpuNanos.fetch_add(threadCpuNanos(), std::memory_order_relaxed);
+  gHelperCpuNanos.fetch_add(static_cast<uint64_t>(cpuSeconds(CLOCK_THREAD_CPUTIME_ID) * 1e9),
+                            std::memory_order_relaxed);
   return nullptr;
 }
 

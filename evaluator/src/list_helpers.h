@@ -23,7 +23,8 @@ class EvalState;
 /// `concatMap` and `filter` over long lists hand their elements out to
 /// whichever of these threads is free (parallelFor). Construct and destroy
 /// on the state's own thread; at most one at a time per state. Throws
-/// Error when no helper thread can be started.
+/// Error for a thread count outside 2..EvalState::kMaxThreads; when no
+/// helper thread can be started, parallelFor takes nothing (one thread).
 class ListHelpers {
  public:
   ListHelpers(EvalState& state, unsigned threads);
