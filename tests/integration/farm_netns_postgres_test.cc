@@ -428,7 +428,7 @@ TEST_F(FarmNetnsPostgres, BuildsFailsOverAndLivesThroughADatabaseOutage) {
   ASSERT_EQ(third, 3);
   ASSERT_TRUE(waitForOnlyGatedSteps(3)) << logs();
   auto restarted = outage();
-  ASSERT_TRUE(standby.waitForLog("is held again", 60s)) << logs();
+  ASSERT_TRUE(standby.waitForLog(") and is held again", 60s)) << logs();
   double lockBack = secondsSince(restarted);
   writeFile(release(3), "");
   expectBuiltOnce(third, 3, 120s);
