@@ -8,6 +8,7 @@
 
 #include "kiln/common/logging.h"
 #include "kiln/scheduler/request_queue.h"
+#include "kiln/scheduler/snapshot_store.h"
 #include "service_impl.h"
 
 namespace kiln::scheduler {
@@ -19,7 +20,18 @@ namespace {
 std::shared_ptr<SchedulerLock> takeLock(const ServiceConfig& c) {
   createDirs(c.stateDir);
   if (c.heldLock) return c.heldLock;
-  auto l = SchedulerLock::tryAcquire(c.loopDatabase(), c.stateDir);
+  // A command applying one request itself holds the lock for a moment.
+  auto deadline = RealClock::instance().now() + std::chrono::seconds(10);
+  std::unique_ptr<SchedulerLock> l;
+  for (;;) {
+    try {
+      l = SchedulerLock::tryAcquire(c.loopDatabase(), c.stateDir);
+      break;
+    } catch (const LockHeldByCommand&) {
+      if (RealClock::instance().now() > deadline) throw;
+      RealClock::instance().sleepFor(std::chrono::milliseconds(100));
+    }
+  }
   if (!l)
     throw Error(c.database().isPostgres()
                     ? "another scheduler is running on database " +
@@ -480,7 +492,18 @@ void SchedulerService::Impl::endTurn() {
 SchedulerService::SchedulerService(ServiceConfig config)
     : impl_(std::make_unique<Impl>(std::move(config))) {}
 
-SchedulerService::~SchedulerService() = default;
+SchedulerService::~SchedulerService() {
+  // Commands apply requests themselves from now on (request_queue.h), and
+  // front ends show that no scheduler runs, without waiting for the
+  // snapshot to age. A scheduler that lost the farm leaves the new one's.
+  if (!impl_ || impl_->lockLost || impl_->db.dialect() != SqlDialect::kPostgres)
+    return;
+  try {
+    withdrawSnapshot(impl_->db);
+  } catch (const std::exception& e) {
+    logWarn(std::string("withdrawing the scheduler's snapshot: ") + e.what());
+  }
+}
 
 std::string SchedulerService::endpoint() const {
   return impl_->link.endpoint();

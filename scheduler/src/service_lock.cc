@@ -87,6 +87,11 @@ void SchedulerService::Impl::checkLock() {
     logError("another scheduler holds the farm's lock (" + lock->describe() +
              "): this one stops scheduling");
     lockLost = true;
+  } catch (const LockHeldByCommand& e) {
+    // A command applying a request itself, having found the lock free
+    // (submitRequest): not dispatching, tried again in kLockRetry.
+    databaseUnreachableAt.reset();
+    logInfo(e.what());
   } catch (const std::exception& e) {
     // The database is away (nobody can take the lock meanwhile): keep
     // dispatching from memory within kLockGrace, and try again.

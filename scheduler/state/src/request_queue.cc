@@ -5,6 +5,7 @@
 
 #include "kiln/common/file.h"
 #include "kiln/scheduler/scheduler_lock.h"
+#include "kiln/scheduler/snapshot_store.h"
 
 namespace kiln::scheduler {
 
@@ -39,24 +40,56 @@ std::optional<json> requestAnswer(StateDb& db, int64_t id) {
   return json::parse(r->result);
 }
 
+namespace {
+
+// The farm's lock for a command, if no scheduler runs: nullptr when one
+// holds it, or when one vouched for its snapshot within
+// kSchedulerVouchWindow (PostgreSQL: it runs but is between sessions of
+// the lock, the database having restarted; it answers queued requests once
+// it holds the lock again, and a change applied here meanwhile would
+// escape its memory). Another command holding the lock is waited for.
+std::unique_ptr<SchedulerLock> lockIfNoScheduler(const DatabaseSpec& database,
+                                                 const std::string& stateDir,
+                                                 const Clock& clock,
+                                                 Clock::TimePoint deadline) {
+  for (auto wait = std::chrono::milliseconds(5);;
+       wait = std::min(wait * 2, std::chrono::milliseconds(200))) {
+    try {
+      auto lock =
+          SchedulerLock::tryAcquire(database, stateDir, LockUse::kCommand);
+      if (!lock || !database.isPostgres()) return lock;
+      StateDb db(database);
+      if (snapshotVouchedSince(db,
+                               clock.nowMs() - kSchedulerVouchWindow.count()))
+        return nullptr;
+      return lock;
+    } catch (const LockHeldByCommand&) {
+      if (clock.now() >= deadline) throw;
+      clock.sleepFor(wait);
+    }
+  }
+}
+
+}  // namespace
+
 json submitRequest(const std::string& stateDir, const std::string& kind,
                    const json& args, std::chrono::milliseconds timeout,
                    EvaluatorCheck checkEvaluator) {
-  return submitRequest(DatabaseSpec::inStateDir(stateDir), stateDir, kind,
-                       args, timeout, std::move(checkEvaluator));
+  return submitRequest(DatabaseSpec::inStateDir(stateDir), stateDir, kind, args,
+                       timeout, std::move(checkEvaluator));
 }
 
 json submitRequest(const DatabaseSpec& database, const std::string& stateDir,
                    const std::string& kind, const json& args,
                    std::chrono::milliseconds timeout,
                    EvaluatorCheck checkEvaluator, const Clock& clock) {
-  if (auto lock = SchedulerLock::tryAcquire(database, stateDir)) {
+  auto deadline = clock.now() + timeout;
+  if (auto lock = lockIfNoScheduler(database, stateDir, clock, deadline)) {
     StateDb db(database);
     return applyRequestOffline(db, kind, args, std::move(checkEvaluator));
   }
   StateDb db(database, StateDb::Existing{});
   int64_t id = queueRequest(db, kind, args);
-  auto deadline = clock.now() + timeout;
   auto wait = std::chrono::milliseconds(5);
   while (clock.now() < deadline) {
     if (auto answer = requestAnswer(db, id)) return *answer;

@@ -1,7 +1,9 @@
 // The farm's scheduler lock (scheduler_lock.h).
 #include "kiln/scheduler/scheduler_lock.h"
 
+#include <array>
 #include <random>
+#include <string_view>
 
 #include "kiln/common/file.h"
 #include "kiln/common/file_lock.h"
@@ -44,25 +46,47 @@ int64_t farmLockHolder(SqlConnection& c) {
   return s.step() ? s.getInt(0) : 0;
 }
 
-// This process's lock sessions' application_name: a session of it that
-// was dropped (a query deadline passed) may hold the lock until its
-// backend notices, which is not another scheduler holding it.
-const std::string& lockSessionName() {
-  static const std::string name = [] {
+// This process's lock sessions' application_name, one per use: a session
+// of it that was dropped (a query deadline passed) may hold the lock until
+// its backend notices, which is not another scheduler holding it. A
+// command's sessions are named apart (kCommandPrefix) so that schedulers
+// tell them from one another.
+constexpr std::string_view kCommandPrefix = "kiln-request-";
+const std::string& lockSessionName(LockUse use) {
+  static const std::array<std::string, 2> names = [] {
     std::random_device r;
-    return "kiln-lock-" + std::to_string(r()) + "-" + std::to_string(r());
+    std::string id = std::to_string(r()) + "-" + std::to_string(r());
+    return std::array<std::string, 2>{"kiln-lock-" + id,
+                                      std::string(kCommandPrefix) + id};
   }();
-  return name;
+  return names[use == LockUse::kCommand ? 1 : 0];
 }
 
-// Whether the session holding the farm's lock is one of this process's.
-bool heldByThisProcess(SqlConnection& c) {
+// How many granted sessions holding the farm's lock have an
+// application_name LIKE `pattern`.
+int64_t holdersNamed(SqlConnection& c, const std::string& pattern) {
   auto s = c.prepare(
       "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
       "l.pid WHERE l.locktype = 'advisory' AND l.objid = ? AND l.granted "
-      "AND a.application_name = ?");
-  s.bind(kSchedulerLockKey).bind(lockSessionName());
-  return s.step() && s.getInt(0) > 0;
+      "AND a.application_name LIKE ?");
+  s.bind(kSchedulerLockKey).bind(pattern);
+  return s.step() ? s.getInt(0) : 0;
+}
+
+// Whether the session holding the farm's lock is one of this process's
+// schedulers' (as `use`), or any process's command.
+bool heldByThisProcess(SqlConnection& c, LockUse use) {
+  return holdersNamed(c, lockSessionName(use)) > 0;
+}
+bool heldByCommand(SqlConnection& c) {
+  return holdersNamed(c, std::string(kCommandPrefix) + "%") > 0;
+}
+
+LockHeldByCommand commandHolds(const std::string& where) {
+  return LockHeldByCommand(
+      "a kiln command holds the farm's lock (" + where +
+      ") for a moment, to apply a request while no scheduler held it; "
+      "trying again");
 }
 
 class AdvisorySchedulerLock : public SchedulerLock {
@@ -95,6 +119,7 @@ class AdvisorySchedulerLock : public SchedulerLock {
         throw SqlError("the farm's lock (" + what +
                            ") is not held: not writing until it is again",
                        true);
+      if (holder != mine && heldByCommand(c)) throw commandHolds(what);
       if (holder != mine)
         throw SqlError("another scheduler holds the farm's lock (" + what +
                            "): this one no longer writes",
@@ -133,7 +158,7 @@ class AdvisorySchedulerLock : public SchedulerLock {
 }  // namespace
 
 std::unique_ptr<SchedulerLock> SchedulerLock::tryAcquire(
-    const DatabaseSpec& database, const std::string& stateDir) {
+    const DatabaseSpec& database, const std::string& stateDir, LockUse use) {
   if (!database.isPostgres()) {
     createDirs(stateDir);
     std::string path = stateDir + "/scheduler.lock";
@@ -146,13 +171,15 @@ std::unique_ptr<SchedulerLock> SchedulerLock::tryAcquire(
   // 12 s: a standby takes over a scheduler whose host died, which pauses
   // dispatching after 5 s without the lock (service.cc).
   c->exec(kKeepalives);
-  c->exec("SET application_name = '" + lockSessionName() + "'");
+  c->exec("SET application_name = '" + lockSessionName(use) + "'");
   auto s = c->prepare("SELECT pg_try_advisory_lock(?)");
   s.bind(kSchedulerLockKey);
   if (s.step() && s.getInt(0) != 0)
     return std::make_unique<AdvisorySchedulerLock>(std::move(c));
   s.reset();
-  if (heldByThisProcess(*c))
+  // A command's (this process's dropped one included) is waited for.
+  if (heldByCommand(*c)) throw commandHolds(database.url);
+  if (heldByThisProcess(*c, use))
     throw SqlError(
         "the farm's lock is still held by a dropped session of "
         "this process (" +

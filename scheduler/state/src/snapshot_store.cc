@@ -153,6 +153,15 @@ void storeSnapshot(StateDb& db, const SchedulerSnapshot* snap, int64_t nowMs) {
       .exec();
 }
 
+bool snapshotVouchedSince(StateDb& db, int64_t sinceMs) {
+  auto s = db.db().prepare("SELECT taken FROM scheduler_snapshot WHERE id = 1");
+  return s.step() && s.getInt(0) > 0 && s.getInt(0) >= sinceMs;
+}
+
+void withdrawSnapshot(StateDb& db) {
+  db.db().exec("UPDATE scheduler_snapshot SET taken = 0 WHERE id = 1");
+}
+
 std::shared_ptr<const SchedulerSnapshot> loadSnapshot(StateDb& db,
                                                       int64_t nowMs,
                                                       int64_t maxAgeMs) {

@@ -25,8 +25,8 @@ class SchedulerLockTest : public ::testing::Test {
  protected:
   void SetUp() override {
     KILN_SKIP_UNLESS_POSTGRES();
-    spec_ = test::freshStateDatabase(test::StateBackend::kPostgres,
-                                     dir_.path());
+    spec_ =
+        test::freshStateDatabase(test::StateBackend::kPostgres, dir_.path());
     StateDb create(spec_);  // the schema
   }
 
@@ -151,6 +151,50 @@ TEST_F(SchedulerLockTest, NoHolderIsTransientAndAWaitingSchedulerIsNot) {
   EXPECT_THROW(lock->fence(*late), SqlError);
   writer.reset();
   EXPECT_EQ(waiting.wait_for(30s), std::future_status::ready);
+}
+
+// A command applying one request itself (submitRequest) holds the farm's
+// lock for a moment: a scheduler trying to take it again (its session
+// ended) or opening a fenced writer's session meanwhile is told to retry,
+// not that another scheduler took the farm over (it used to stop).
+TEST_F(SchedulerLockTest, ACommandHoldingTheLockIsNotAnotherScheduler) {
+  auto lock = SchedulerLock::tryAcquire(spec_, dir_.path());
+  ASSERT_NE(lock, nullptr);
+  auto writer = spec_.connect(SqlAccess::kWrite);
+  lock->fence(*writer);
+  terminateLockSessions();  // the database restarted, say
+  EXPECT_TRUE(test::pollUntil([&] { return !lock->held(); }, 10s));
+  auto command =
+      SchedulerLock::tryAcquire(spec_, dir_.path(), LockUse::kCommand);
+  ASSERT_NE(command, nullptr);
+  try {
+    SchedulerLock::tryAcquire(spec_, dir_.path());
+    ADD_FAILURE() << "taken while a command holds it";
+  } catch (const LockHeldByCommand& e) {
+    EXPECT_TRUE(e.transient());
+    EXPECT_THAT(e.what(), HasSubstr("a kiln command holds the farm's lock"));
+  }
+  auto reopened = spec_.connect(SqlAccess::kWrite);
+  try {
+    lock->fence(*reopened);
+    ADD_FAILURE() << "fenced while a command holds the lock";
+  } catch (const LockHeldByCommand& e) {
+    EXPECT_TRUE(e.transient());
+  }
+  // Another command waits as well (it does not queue a request nobody
+  // would answer).
+  EXPECT_THROW(SchedulerLock::tryAcquire(spec_, dir_.path(), LockUse::kCommand),
+               LockHeldByCommand);
+  command.reset();
+  auto again = SchedulerLock::tryAcquire(spec_, dir_.path());
+  ASSERT_NE(again, nullptr);
+  auto fresh = spec_.connect(SqlAccess::kWrite);
+  again->fence(*fresh);
+  write(*fresh);
+  // And a scheduler holding it is not a command: a command is answered
+  // nullptr (it queues its request).
+  EXPECT_EQ(SchedulerLock::tryAcquire(spec_, dir_.path(), LockUse::kCommand),
+            nullptr);
 }
 
 }  // namespace

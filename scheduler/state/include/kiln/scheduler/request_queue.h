@@ -41,10 +41,19 @@ std::optional<nlohmann::json> requestAnswer(StateDb& db, int64_t id);
 /// told otherwise.
 inline constexpr std::chrono::seconds kRequestTimeout{30};
 
+/// How recently a scheduler must have vouched for its stored snapshot
+/// (PostgreSQL, about once a second; snapshot_store.h) for submitRequest to
+/// take it for running while nobody holds the farm's lock: the database
+/// restarted and the scheduler takes the lock again within moments.
+inline constexpr std::chrono::milliseconds kSchedulerVouchWindow{30000};
+
 /// Submits a request for the scheduler of `stateDir`: if no scheduler holds
-/// `<state>/scheduler.lock`, applies it at once (holding the lock; with
-/// `checkEvaluator`, see applyRequestOffline); otherwise queues it in the
-/// requests table and waits up to `timeout` for the scheduler's answer.
+/// `<state>/scheduler.lock` (PostgreSQL: the farm's lock, and none vouched
+/// for its snapshot within kSchedulerVouchWindow), applies it at once
+/// (holding the lock; with `checkEvaluator`, see applyRequestOffline);
+/// otherwise queues it in the requests table and waits up to `timeout` for
+/// the scheduler's answer. Another command applying a request is waited
+/// for (within `timeout`).
 /// Returns the result; throws Error with the reason if it failed or timed
 /// out. service.h has the form that checks the process's evaluator
 /// plugins.

@@ -13,19 +13,35 @@
 
 namespace kiln::scheduler {
 
+/// Who takes the farm's lock: a scheduler (`kiln serve`, a standby), or a
+/// command applying one request itself because no scheduler runs
+/// (submitRequest). PostgreSQL names each kind's lock session apart, so a
+/// scheduler can tell a command's moment of holding it from another
+/// scheduler.
+enum class LockUse { kScheduler, kCommand };
+
+/// Thrown (transient) by tryAcquire and by a fenced writer's session while
+/// a command holds the farm's lock to apply one request (PostgreSQL): it is
+/// released within moments, and is not another scheduler.
+class LockHeldByCommand : public SqlError {
+ public:
+  explicit LockHeldByCommand(const std::string& msg) : SqlError(msg, true) {}
+};
+
 /// A held scheduler lock; released on destruction (PostgreSQL: the lock's
 /// connection is closed).
 class SchedulerLock {
  public:
   virtual ~SchedulerLock() = default;
   /// Takes the lock of the farm whose state is `database` (and, on SQLite,
-  /// in `stateDir`) if no other process holds it; nullptr if one does.
-  /// Throws SqlError if PostgreSQL cannot be reached, or (transient) while
-  /// a session of this process that was dropped (its query deadline
-  /// passed) still holds the lock; SysError if the lock file cannot be
-  /// made.
-  static std::unique_ptr<SchedulerLock> tryAcquire(const DatabaseSpec& database,
-                                                   const std::string& stateDir);
+  /// in `stateDir`) for `use` if no other process holds it; nullptr if one
+  /// does. Throws SqlError if PostgreSQL cannot be reached, or (transient)
+  /// while a session of this process that was dropped (its query deadline
+  /// passed) still holds the lock; LockHeldByCommand while a command holds
+  /// it (PostgreSQL); SysError if the lock file cannot be made.
+  static std::unique_ptr<SchedulerLock> tryAcquire(
+      const DatabaseSpec& database, const std::string& stateDir,
+      LockUse use = LockUse::kScheduler);
   /// Whether the lock is still held: false once PostgreSQL has dropped the
   /// lock's connection (another scheduler may have taken over since).
   virtual bool held() = 0;
@@ -51,7 +67,8 @@ class SchedulerLock {
   /// state. A session that finds the farm's lock held by another process,
   /// or a newer scheduler waiting, fails with a SqlError that is not
   /// transient; one that finds it held by nobody (the database restarted,
-  /// the lock not taken again yet) with a transient one. SQLite: nothing.
+  /// the lock not taken again yet) with a transient one, and one that finds
+  /// a command holding it with LockHeldByCommand. SQLite: nothing.
   virtual void fence(SqlConnection& writer) { (void)writer; }
 };
 

@@ -27,6 +27,14 @@ SchedulerSnapshot decodeSnapshot(const std::string& text);
 /// Replaces the stored snapshot with `snap` (null: keeps the stored one),
 /// vouched for at `nowMs` (the scheduler's clock). Throws SqlError.
 void storeSnapshot(StateDb& db, const SchedulerSnapshot* snap, int64_t nowMs);
+/// Whether a scheduler vouched for the stored snapshot at or after
+/// `sinceMs` (its clock): one runs, though it may be between sessions of
+/// the farm's lock (the database restarted). Throws SqlError.
+bool snapshotVouchedSince(StateDb& db, int64_t sinceMs);
+/// Marks the stored snapshot as vouched for by nobody (a scheduler
+/// stopping): front ends and commands know at once that none runs. Throws
+/// SqlError.
+void withdrawSnapshot(StateDb& db);
 /// The stored snapshot, or null if none was stored or the scheduler last
 /// vouched for it more than `maxAgeMs` before `nowMs` (it is gone or
 /// cannot write). Throws
