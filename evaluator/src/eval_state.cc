@@ -92,6 +92,18 @@ void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
   v.mkString(heap().copyString(s), s.size(), c);
 }
 
+const std::vector<std::string_view>& Context::sorted() const {
+  if (!sorted_) compact();
+  return items_;
+}
+
+void Context::compact() const {
+  std::sort(items_.begin(), items_.end());
+  items_.erase(std::unique(items_.begin(), items_.end()), items_.end());
+  sorted_ = true;
+  compactAt_ = std::max<size_t>(64, items_.size() * 2);
+}
+
 void copyContext(const Value& v, Context& ctx) {
   if (v.type == VType::kString && v.str.context)
     for (const char** p = v.str.context; *p; ++p) ctx.insert(*p);

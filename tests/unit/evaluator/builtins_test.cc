@@ -2,6 +2,9 @@
 // measured by bench/builtin_complexity.sh, not here).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "eval_test_util.h"
 
 namespace kiln::eval {
@@ -196,6 +199,42 @@ TEST(Builtins, ConcatenationOfStringsPathsNumbersAndDerivations) {
   EXPECT_EQ(evalStrict("builtins.stringLength (builtins.foldl' (acc: i: acc + "
                        "\"xyz\") \"\" (builtins.genList (i: i) 1000))"),
             "3000");
+}
+
+// A Context reads back as a set: sorted, each entry once, whatever the
+// order and repetition of insertion, the same texts at other addresses
+// included; compaction of a long run of repeats keeps it small and exact.
+TEST(Builtins, ContextReadsBackAsASortedSetOfItsEntries) {
+  std::vector<std::string> texts = {"=/nix/store/b.drv", "/nix/store/a",
+                                    "!out!/nix/store/c.drv", "/nix/store/a"};
+  Context ctx;
+  EXPECT_TRUE(ctx.empty());
+  for (int round = 0; round < 500; ++round)
+    for (auto& t : texts) ctx.insert(t);
+  std::string copy = texts[1];  // equal text, another address
+  ctx.insert(copy);
+  EXPECT_FALSE(ctx.empty());
+  EXPECT_EQ(ctx.size(), 3u);
+  std::vector<std::string> got(ctx.begin(), ctx.end());
+  EXPECT_EQ(got,
+            (std::vector<std::string>{"!out!/nix/store/c.drv", "/nix/store/a",
+                                      "=/nix/store/b.drv"}));
+  Context other;
+  other.insert(ctx.begin(), ctx.end());
+  other.insert(std::string_view("/nix/store/0"));
+  std::vector<std::string> merged(other.begin(), other.end());
+  EXPECT_EQ(merged.front(), "!out!/nix/store/c.drv");
+  EXPECT_EQ(merged.size(), 4u);
+  // The context a derivation gathers from many attributes, and a string's
+  // (paths as nix-instantiate 2.8 prints them).
+  EXPECT_EQ(
+      evalStrict("let d = derivation { name = \"d\"; system = \"x\"; "
+                 "builder = \"/b\"; }; e = derivation { name = \"e\"; "
+                 "system = \"x\"; builder = \"/b\"; a = d; b = \"${d}\"; "
+                 "c = [ d d ]; }; in builtins.attrNames (builtins.getContext "
+                 "\"${e.drvPath}${d}\")"),
+      "[ \"/nix/store/5jf8mg96nyj2p40f1sva2d6zg2b4iapf-d.drv\" "
+      "\"/nix/store/i42bx4911qaxv4pj3mw0c03z0i4hdk1j-e.drv\" ]");
 }
 
 }  // namespace

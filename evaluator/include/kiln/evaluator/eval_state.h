@@ -83,8 +83,46 @@ struct EvalSettings {
 class EvalState;
 
 /// String context: store paths a string refers to, Nix-encoded
-/// ("/nix/store/…", "=/nix/store/….drv", "!out!/nix/store/….drv").
-using Context = std::set<std::string_view>;
+/// ("/nix/store/…", "=/nix/store/….drv", "!out!/nix/store/….drv"), being
+/// collected. Entries are added in any order and read back sorted and
+/// without duplicates (as a set), sorted once when first read after an
+/// insertion: a derivation's context is gathered from every attribute
+/// (often the same entries many times) and read once, and a set's node per
+/// entry cost an allocation and string comparisons per insertion. The
+/// texts are borrowed (arena or collector memory). Not shared by threads.
+class Context {
+ public:
+  using const_iterator = std::vector<std::string_view>::const_iterator;
+  Context() = default;
+  /// Adds `s` (an entry already there is kept once).
+  void insert(std::string_view s) {
+    if (!items_.empty() && items_.back().data() == s.data()) return;  // again
+    items_.push_back(s);
+    if (items_.size() > 1) sorted_ = false;
+    if (items_.size() >= compactAt_) compact();
+  }
+  /// Adds every entry of [first, last).
+  template <class It>
+  void insert(It first, It last) {
+    for (; first != last; ++first) insert(std::string_view(*first));
+  }
+  /// Whether no entry was added.
+  bool empty() const { return items_.empty(); }
+  /// Distinct entries.
+  size_t size() const { return sorted().size(); }
+  /// The distinct entries, sorted.
+  const_iterator begin() const { return sorted().begin(); }
+  const_iterator end() const { return sorted().end(); }
+
+ private:
+  const std::vector<std::string_view>& sorted() const;
+  // Sorts and drops duplicates now; the next compaction comes when the
+  // entries have doubled (a loop adding the same few entries stays small).
+  void compact() const;
+  mutable std::vector<std::string_view> items_;
+  mutable bool sorted_ = true;
+  mutable size_t compactAt_ = 64;
+};
 
 class EvalState {
  public:
