@@ -1,4 +1,5 @@
-# Third-party dependencies, all from Debian packages (scripts/install-deps.sh).
+# Third-party dependencies, all from Debian packages (scripts/install-deps.sh);
+# libgc from Debian's source package, built here (KilnLibgc.cmake).
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(OpenSSL 3 REQUIRED)
@@ -34,7 +35,9 @@ set_target_properties(kiln_curl_headers PROPERTIES
 add_library(kiln_libpq_headers INTERFACE IMPORTED)
 set_target_properties(kiln_libpq_headers PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${LIBPQ_INCLUDE_DIRS}")
-pkg_check_modules(BDWGC REQUIRED IMPORTED_TARGET bdw-gc)
+# The Boehm collector: Debian's source built in the build tree with mark
+# bits (target kiln_libgc).
+include(KilnLibgc)
 # The linux sandbox's system-call filter (Debian: libseccomp-dev).
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 if(KILN_TCMALLOC AND NOT KILN_SANITIZE AND NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize")

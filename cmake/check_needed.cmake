@@ -1,7 +1,10 @@
-# cmake -DBINARY=kiln -DOBJDUMP=objdump -DFORBIDDEN=regex -P check_needed.cmake
+# cmake -DBINARY=kiln -DOBJDUMP=objdump -DFORBIDDEN=regex [-DWHY=text] -P check_needed.cmake
 # Fails if a shared library the executable needs at start (its NEEDED
-# entries) matches FORBIDDEN: those are loaded on first use instead
-# (kiln/common/lazy_library.h).
+# entries) matches FORBIDDEN: by default those loaded on first use instead
+# (kiln/common/lazy_library.h); WHY says what else they are.
+if(NOT DEFINED WHY)
+  set(WHY "what it must load on first use")
+endif()
 execute_process(COMMAND ${OBJDUMP} -p ${BINARY}
   OUTPUT_VARIABLE _out RESULT_VARIABLE _rc)
 if(NOT _rc EQUAL 0)
@@ -22,6 +25,6 @@ if(_needed EQUAL 0)
   message(FATAL_ERROR "${BINARY}: no NEEDED entries read")
 endif()
 if(_bad)
-  message(FATAL_ERROR "${BINARY} links what it must load on first use (${FORBIDDEN}):\n${_bad}")
+  message(FATAL_ERROR "${BINARY} links ${WHY} (${FORBIDDEN}):\n${_bad}")
 endif()
 message(STATUS "${BINARY}: ${_needed} libraries needed, none matches ${FORBIDDEN}")

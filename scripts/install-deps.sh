@@ -15,7 +15,7 @@ RUN_PACKAGES=(
   libzmq3-dev cppzmq-dev
   libboost-dev libboost-program-options-dev libboost-system-dev
   nlohmann-json3-dev prometheus-cpp-dev libtomlplusplus-dev
-  libgc-dev libgoogle-perftools-dev libseccomp-dev libcurl4-openssl-dev
+  libgoogle-perftools-dev libseccomp-dev libcurl4-openssl-dev
   ccache curl
   diffoscope
 )
@@ -39,6 +39,43 @@ case "${1:-}" in
   *) echo "usage: scripts/install-deps.sh [--run]" >&2; exit 2 ;;
 esac
 
+# The Boehm collector kiln links: not Debian's libgc1 but Debian's own
+# source of it (the same version, 8.2.2-3) built with mark bits in each
+# build tree (cmake/KilnLibgc.cmake): Debian's build marks with one byte per
+# 16-byte granule, ~8 % of the collector's heap in block headers
+# (docs/evaluator.md, "Garbage collection"). Fetched once into LIBGC_SRC
+# through a private source list (the system's apt configuration is left
+# alone); apt checks the files' hashes against Debian's signed index.
+LIBGC_VERSION=1:8.2.2-3
+LIBGC_SRC=/usr/local/src/kiln-libgc-8.2.2-3
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+fetch_libgc_source() {
+  if [ -f "$LIBGC_SRC/CMakeLists.txt" ] && [ -f "$LIBGC_SRC/debian/rules" ]; then
+    return
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+  echo 'deb-src http://deb.debian.org/debian bookworm main' >"$tmp/sources.list"
+  # apt downloads as its own user where it has one.
+  if id _apt >/dev/null 2>&1; then $SUDO chown -R _apt "$tmp"; fi
+  local opts=(-o "Dir::Etc::SourceList=$tmp/sources.list"
+    -o Dir::Etc::SourceParts=/dev/null -o "Dir::State::Lists=$tmp/lists"
+    -o "Dir::Cache=$tmp/cache")
+  echo "install-deps: fetching Debian's libgc $LIBGC_VERSION source into $LIBGC_SRC"
+  $SUDO apt-get "${opts[@]}" update -qq
+  (cd "$tmp" && $SUDO apt-get "${opts[@]}" source --download-only -qq "libgc=$LIBGC_VERSION")
+  # apt checked the hashes; dpkg-source checks them again and unpacks.
+  $SUDO rm -rf "$LIBGC_SRC.new"
+  $SUDO dpkg-source --no-check -x "$tmp"/libgc_*.dsc "$LIBGC_SRC.new" >/dev/null
+  $SUDO rm -rf "$LIBGC_SRC"
+  $SUDO mv "$LIBGC_SRC.new" "$LIBGC_SRC"
+  $SUDO rm -rf "$tmp"
+}
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -48,13 +85,13 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  fetch_libgc_source
   exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fetch_libgc_source
 echo "install-deps: done"

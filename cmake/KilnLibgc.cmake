@@ -1,0 +1,77 @@
+# The Boehm collector the evaluator links (target kiln_libgc): Debian's own
+# libgc 8.2.2-3 source (scripts/install-deps.sh unpacks it into
+# KILN_LIBGC_SOURCE_DIR) built once per build tree with Debian's
+# configuration (debian/rules: pthreads, parallel marking, thread-local
+# lists, C++ headers, compiler atomics, munmap, handle-fork: bdwgc's CMake
+# defaults give the same definitions as its configure there) and one change:
+# USE_MARK_BITS. Debian's build marks with one byte per 16-byte granule
+# (libgc picks USE_MARK_BYTES whenever PARALLEL_MARK is on), so each 4 KiB
+# block's header is ~330 bytes; with bits (set atomically by the parallel
+# markers) it is ~110: ~22 MB less peak RSS at gen-strings 50,000
+# (docs/evaluator.md, "Garbage collection"). Static and position
+# independent, so no process loads Debian's libgc.so.1 and the .deb no
+# longer depends on libgc1.
+include(ExternalProject)
+
+set(KILN_LIBGC_SOURCE_DIR /usr/local/src/kiln-libgc-8.2.2-3 CACHE PATH
+    "Debian's libgc 8.2.2-3 source, unpacked by scripts/install-deps.sh")
+set(_kiln_libgc_version_h ${KILN_LIBGC_SOURCE_DIR}/include/gc_version.h)
+if(NOT EXISTS ${KILN_LIBGC_SOURCE_DIR}/CMakeLists.txt OR NOT EXISTS ${_kiln_libgc_version_h})
+  message(FATAL_ERROR "No libgc source in KILN_LIBGC_SOURCE_DIR=${KILN_LIBGC_SOURCE_DIR}: "
+    "run scripts/install-deps.sh (it fetches Debian's libgc 8.2.2-3 source there), "
+    "or pass -DKILN_LIBGC_SOURCE_DIR=/path/to/it.")
+endif()
+file(STRINGS ${_kiln_libgc_version_h} _kiln_libgc_v
+  REGEX "^#define GC_TMP_VERSION_(MAJOR|MINOR|MICRO) [0-9]+")
+string(REGEX REPLACE "#define GC_TMP_VERSION_[A-Z]+ ([0-9]+)[^;]*" "\\1" _kiln_libgc_v "${_kiln_libgc_v}")
+if(NOT _kiln_libgc_v STREQUAL "8;2;2")
+  message(FATAL_ERROR "${KILN_LIBGC_SOURCE_DIR} is not libgc 8.2.2 (${_kiln_libgc_v}): "
+    "run scripts/install-deps.sh")
+endif()
+
+set(_kiln_libgc_prefix ${CMAKE_BINARY_DIR}/libgc)
+set(_kiln_libgc_lib ${_kiln_libgc_prefix}/lib/libgc.a)
+# Debian's compiler flags (dpkg-buildflags: -O2, stack protector, fortify),
+# without its -g.
+set(_kiln_libgc_cflags "-fstack-protector-strong -D_FORTIFY_SOURCE=2 -DUSE_MARK_BITS")
+# bdwgc 8.2.2's feature checks link with `-c -Werror`, which clang rejects
+# (unused linker input) where gcc only warns: every check, -fno-strict-aliasing
+# among them, would fail silently under clang.
+if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
+  string(APPEND _kiln_libgc_cflags " -Wno-unused-command-line-argument")
+endif()
+ExternalProject_Add(kiln_libgc_build
+  SOURCE_DIR ${KILN_LIBGC_SOURCE_DIR}
+  BINARY_DIR ${_kiln_libgc_prefix}/build
+  INSTALL_DIR ${_kiln_libgc_prefix}
+  CMAKE_ARGS
+    -G ${CMAKE_GENERATOR}
+    -DCMAKE_BUILD_TYPE=Release
+    -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
+    -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
+    -DCMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER}
+    -DCMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}
+    -DCMAKE_C_FLAGS=${_kiln_libgc_cflags}
+    -DCMAKE_C_FLAGS_RELEASE=-O2
+    -DCMAKE_CXX_FLAGS_RELEASE=-O2
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON
+    -DCMAKE_INSTALL_PREFIX=<INSTALL_DIR>
+    -DCMAKE_INSTALL_LIBDIR=lib
+    -DBUILD_SHARED_LIBS=OFF
+    -Denable_cplusplus=ON
+    -Denable_docs=OFF
+    -Dbuild_cord=OFF
+    -Dbuild_tests=OFF
+  BUILD_BYPRODUCTS ${_kiln_libgc_lib}
+  UPDATE_COMMAND ""
+  USES_TERMINAL_BUILD OFF)
+
+# The headers are installed into the prefix at build time; the folder must
+# exist when CMake checks the imported target.
+file(MAKE_DIRECTORY ${_kiln_libgc_prefix}/include)
+add_library(kiln_libgc STATIC IMPORTED GLOBAL)
+set_target_properties(kiln_libgc PROPERTIES
+  IMPORTED_LOCATION ${_kiln_libgc_lib}
+  INTERFACE_INCLUDE_DIRECTORIES ${_kiln_libgc_prefix}/include
+  INTERFACE_LINK_LIBRARIES "Threads::Threads;${CMAKE_DL_LIBS}")
+add_dependencies(kiln_libgc kiln_libgc_build)
