@@ -67,7 +67,25 @@ fetch_libgc_source() {
     -o "Dir::Cache=$tmp/cache")
   echo "install-deps: fetching Debian's libgc $LIBGC_VERSION source into $LIBGC_SRC"
   $SUDO apt-get "${opts[@]}" update -qq
-  (cd "$tmp" && $SUDO apt-get "${opts[@]}" source --download-only -qq "libgc=$LIBGC_VERSION")
+  if ! (cd "$tmp" && $SUDO apt-get "${opts[@]}" source --download-only -qq "libgc=$LIBGC_VERSION"); then
+    # bookworm's index moved on (a point release): the same files from
+    # Debian's pool or, once gone from it, its snapshot archive, checked
+    # against their known hashes.
+    echo "install-deps: $LIBGC_VERSION is not in bookworm's index; fetching its files directly"
+    local base f
+    for base in http://deb.debian.org/debian/pool/main/libg/libgc \
+      https://snapshot.debian.org/archive/debian/20250520T000000Z/pool/main/libg/libgc; do
+      for f in libgc_8.2.2-3.dsc libgc_8.2.2.orig.tar.gz libgc_8.2.2-3.debian.tar.xz; do
+        $SUDO curl -fsSL --retry 3 -o "$tmp/$f" "$base/$f" || continue 2
+      done
+      break
+    done
+    (cd "$tmp" && sha256sum -c --quiet) <<'SUMS'
+99eebbbf9f5a8fe659504f8cf7c26bc3a43fbe766d2c3b5ad3dfe8997a9a62ff  libgc_8.2.2-3.dsc
+f30107bcb062e0920a790ffffa56d9512348546859364c23a14be264b38836a0  libgc_8.2.2.orig.tar.gz
+cbd0266c8c355d122d6754a8640e54f42ce2dbe3912fc226980823e9bd0ae3b4  libgc_8.2.2-3.debian.tar.xz
+SUMS
+  fi
   # apt checked the hashes; dpkg-source checks them again and unpacks.
   $SUDO rm -rf "$LIBGC_SRC.new"
   $SUDO dpkg-source --no-check -x "$tmp"/libgc_*.dsc "$LIBGC_SRC.new" >/dev/null
