@@ -91,8 +91,13 @@ void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Value* cur = args[1];
   for (size_t i = 0; i < n; ++i) {
     Value* vs[2] = {cur, args[2]->list.elems[i]};
-    Value* next = i + 1 == n ? &v : st.heap().allocValue();
-    callFunction(st, *args[0], 2, vs, *next, pos);
+    // A step's accumulator is garbage once the next step is done (unless
+    // the function kept it), but packed into blocks, it and the
+    // environment holding it would stay as long as anything made beside
+    // them during the step: `foldl' (acc: x: acc // f x)` kept every
+    // intermediate set live. Alone, they are collected.
+    Value* next = i + 1 == n ? &v : st.heap().allocLoneValue();
+    callFunction(st, *args[0], 2, vs, *next, pos, true);
     cur = next;
   }
   st.forceValue(v, pos);

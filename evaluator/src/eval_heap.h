@@ -51,6 +51,11 @@ class EvalHeap {
     }
     return allocValueSlow();
   }
+  /// A value in a collectable object of its own, for one that soon dies
+  /// while values made next to it live on (a fold's accumulator between
+  /// steps): allocValue's blocks hold three, and a live neighbour keeps a
+  /// dead value's block, and all the value points to, reachable.
+  Value* allocLoneValue() { return new (allocMemory(sizeof(Value), alignof(Value))) Value(); }
   /// A value that lives as long as the state (for caches held in memory
   /// the collector does not scan).
   Value* allocPermanentValue() { return permanent_.make<Value>(); }
@@ -75,6 +80,15 @@ class EvalHeap {
     static_assert(kEnvSlot * kEnvsPerBlock < 128);  // one 128-byte object with the collector's byte
     Env* e = new (size == 1 && collect_ ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
     return *e;
+  }
+  /// An environment in a collectable object of its own (allocEnv packs
+  /// one-variable ones seven to a block), for one that soon dies while
+  /// environments made next to it live on.
+  Env& allocLoneEnv(uint32_t size) {
+    if (counts_)
+      countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes,
+                 sizeof(Env) + sizeof(Value*) * size);
+    return *new (allocMemory(sizeof(Env) + sizeof(Value*) * size, alignof(Env))) Env();
   }
   /// A set with room for `capacity` own attributes; `layered`: also for
   /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.
