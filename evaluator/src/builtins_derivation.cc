@@ -456,15 +456,16 @@ WrapperState& wrapperState(EvalState& st) {
 }
 
 // `base` overlaid with `extras` (a later extra wins over an earlier one with
-// the same name, and every extra over `base`): a layer on `base` when it is
-// large enough (EvalState::updateBindings).
+// the same name, and every extra over `base`): a layer on `base` whatever
+// its size (the derivation's attributes stay live as `drvAttrs`, so a flat
+// copy of a fetcher's eight would only duplicate them).
 Bindings* overlay(EvalState& st, const Bindings& base, TracedVector<Attr>& extras) {
   std::stable_sort(extras.begin(), extras.end(),
                    [](const Attr& a, const Attr& b) { return a.name < b.name; });
   size_t n = 0;  // keep the last of equal names
   for (size_t j = 0; j < extras.size(); ++j)
     if (j + 1 == extras.size() || extras[j + 1].name != extras[j].name) extras[n++] = extras[j];
-  return updateBindings(st, base, extras.data(), extras.data() + n);
+  return layerBindings(st, base, extras.data(), extras.data() + n);
 }
 
 // `derivation attrs`: the value Nix's derivation.nix returns, built

@@ -103,6 +103,11 @@ Bindings* updateBindings(EvalState& st, const Bindings& left, const Bindings& ri
 /// The same with the right side an array sorted by name, names distinct.
 Bindings* updateBindings(EvalState& st, const Bindings& left, const Attr* right,
                          const Attr* rightEnd);
+/// A layer on `base` holding [right, rightEnd) (sorted, distinct names),
+/// whatever the sizes, for a base that stays live anyway (so a copy would
+/// only duplicate it); updateBindings when `base` has its most layers.
+Bindings* layerBindings(EvalState& st, const Bindings& base, const Attr* right,
+                        const Attr* rightEnd);
 /// Makes `v` the set {file, line, column} of `pos` (null for no position).
 void mkPos(EvalState& st, Value& v, PosIdx pos);
 /// Adds `s` to `ctx` (copied into the arena).
