@@ -13,12 +13,6 @@ namespace kiln::eval {
 
 namespace {
 
-Value* app(EvalState& st, Value* f, Value* x) {
-  Value* r = st.heap().allocValue();
-  r->mkApp(f, x);
-  return r;
-}
-
 bool callPred(EvalState& st, Value& f, Value* x, PosIdx pos) {
   Value r;
   callFunction(st, f, *x, r, pos);
@@ -28,8 +22,9 @@ bool callPred(EvalState& st, Value& f, Value* x, PosIdx pos) {
 void primMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
-  st.mkList(v, n);
-  for (size_t i = 0; i < n; ++i) v.list.elems[i] = app(st, args[0], args[1]->list.elems[i]);
+  Value** elems = st.heap().allocListOfValues(n);
+  for (size_t i = 0; i < n; ++i) elems[i]->mkApp(args[0], args[1]->list.elems[i]);
+  v.mkList(n, elems);
 }
 
 void primFilter(EvalState& st, PosIdx pos, Value** args, Value& v) {
@@ -106,12 +101,15 @@ void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
 void primGenList(EvalState& st, PosIdx pos, Value** args, Value& v) {
   int64_t n = forceInt(st, *args[1], pos);
   if (n < 0) throwError(st, pos, "cannot create list of size " + std::to_string(n));
-  st.mkList(v, n);
+  // The applications die with the list (allocListOfValues); the indices
+  // stay apart: a result that keeps its index would keep the whole list.
+  Value** elems = st.heap().allocListOfValues(n);
   for (int64_t i = 0; i < n; ++i) {
     Value* iv = st.heap().allocValue();
     iv->mkInt(i);
-    v.list.elems[i] = app(st, args[0], iv);
+    elems[i]->mkApp(args[0], iv);
   }
+  v.mkList(n, elems);
 }
 
 void primSort(EvalState& st, PosIdx pos, Value** args, Value& v) {

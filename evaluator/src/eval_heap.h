@@ -98,6 +98,11 @@ class EvalHeap {
   /// collectable set keeps its tail until it is collected).
   void trimBindings(Bindings* b);
   Value** allocList(size_t n);
+  /// A list of `n` fresh values (zeroed) in one object: the array, then
+  /// the values it points to. For elements a builtin makes (map's
+  /// applications): they die with the list, where in value blocks a dead
+  /// list's forced elements stayed live beside values made next to them.
+  Value** allocListOfValues(size_t n);
   /// Room for a string of `len` bytes and its NUL (written by the caller):
   /// collectable once collecting (an atomic object, alive while a value, a
   /// scanned object or a stack points into it), else in the arena. Anything
