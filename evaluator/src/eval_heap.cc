@@ -147,10 +147,9 @@ void EvalHeap::trimBindings(Bindings* b) {
 Value** EvalHeap::allocListOfValues(size_t n) {
   if (n == 0) return allocList(0);
   if (n > (SIZE_MAX / 2) / (sizeof(Value*) + sizeof(Value))) throw std::bad_alloc();
-  if (counts_) {
-    countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes, sizeof(Value*) * n);
-    countAlloc(nullptr, 0, counts_->valueBlocks, counts_->valueBytes, sizeof(Value) * n);
-  }
+  if (counts_)  // all of it as a list's: value blocks are counted by block
+    countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes,
+               (sizeof(Value*) + sizeof(Value)) * n);
   auto** elems = static_cast<Value**>(
       allocMemory((sizeof(Value*) + sizeof(Value)) * n, alignof(Value)));
   auto* values = reinterpret_cast<Value*>(elems + n);
