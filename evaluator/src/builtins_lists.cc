@@ -74,6 +74,10 @@ void primLength(EvalState& st, PosIdx pos, Value** args, Value& v) {
   v.mkInt(static_cast<int64_t>(args[0]->list.size));
 }
 
+// foldl' steps whose accumulator and environments are packed as usual
+// (see primFoldlStrict).
+constexpr size_t kPackedFoldSteps = 8;
+
 void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceFunction(st, *args[0], pos);
   forceList(st, *args[2], pos);
@@ -90,9 +94,12 @@ void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     // the function kept it), but packed into blocks, it and the
     // environment holding it would stay as long as anything made beside
     // them during the step: `foldl' (acc: x: acc // f x)` kept every
-    // intermediate set live. Alone, they are collected.
-    Value* next = i + 1 == n ? &v : st.heap().allocLoneValue();
-    callFunction(st, *args[0], 2, vs, *next, pos, true);
+    // intermediate set live. Alone, they are collected. The first steps
+    // stay packed: a short fold (a package's phases, `unique` over its
+    // dependencies) keeps little, and objects of their own cost time.
+    const bool lone = i >= kPackedFoldSteps;
+    Value* next = i + 1 == n ? &v : lone ? st.heap().allocLoneValue() : st.heap().allocValue();
+    callFunction(st, *args[0], 2, vs, *next, pos, lone);
     cur = next;
   }
   st.forceValue(v, pos);
