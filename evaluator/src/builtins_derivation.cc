@@ -435,12 +435,13 @@ Value* lazily(EvalState& st, Value* v) {
 // (`map (x: x.value) outputsList`), forcing an element forces that output's
 // attribute too.
 void primLazyList(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  const Bindings& set = *args[0]->attrs;  // a set primDerivation made
-  const Value* outs = set.get(st.sym("drvAttrs"))->attrs->get(st.sOutputs);
+  const WrapperState& ws = drvState(st).wrapper;  // made by primDerivation
+  const Bindings& set = *args[0]->attrs;          // a set primDerivation made
+  const Value* outs = set.get(ws.sDrvAttrs)->attrs->get(st.sOutputs);
   const size_t n = outs ? outs->list.size : 1;
   st.mkList(v, n);
   for (size_t i = 0; i < n; ++i) {
-    Symbol name = outs ? st.sym(outs->list.elems[i]->sv()) : st.sym("out");
+    Symbol name = st.sym(outs ? outs->list.elems[i]->sv() : ws.outName->sv());
     v.list.elems[i] = lazily(st, set.get(name));
   }
 }
