@@ -23,7 +23,8 @@ void primMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
   Value** elems = st.heap().allocListOfValues(n);
-  for (size_t i = 0; i < n; ++i) elems[i]->mkApp(args[0], args[1]->list.elems[i]);
+  for (size_t i = 0; i < n; ++i)
+    elems[i]->mkApp(args[0], args[1]->list.elems[i]);
   v.mkList(n, elems);
 }
 
@@ -98,7 +99,9 @@ void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     // stay packed: a short fold (a package's phases, `unique` over its
     // dependencies) keeps little, and objects of their own cost time.
     const bool lone = i >= kPackedFoldSteps;
-    Value* next = i + 1 == n ? &v : lone ? st.heap().allocLoneValue() : st.heap().allocValue();
+    Value* next = i + 1 == n ? &v
+                  : lone     ? st.heap().allocLoneValue()
+                             : st.heap().allocValue();
     callFunction(st, *args[0], 2, vs, *next, pos, lone);
     cur = next;
   }

@@ -146,7 +146,8 @@ void EvalHeap::trimBindings(Bindings* b) {
 
 Value** EvalHeap::allocListOfValues(size_t n) {
   if (n == 0) return allocList(0);
-  if (n > (SIZE_MAX / 2) / (sizeof(Value*) + sizeof(Value))) throw std::bad_alloc();
+  if (n > (SIZE_MAX / 2) / (sizeof(Value*) + sizeof(Value)))
+    throw std::bad_alloc();
   if (counts_)  // all of it as a list's: value blocks are counted by block
     countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes,
                (sizeof(Value*) + sizeof(Value)) * n);

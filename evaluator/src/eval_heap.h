@@ -55,7 +55,9 @@ class EvalHeap {
   /// while values made next to it live on (a fold's accumulator between
   /// steps): allocValue's blocks hold three, and a live neighbour keeps a
   /// dead value's block, and all the value points to, reachable.
-  Value* allocLoneValue() { return new (allocMemory(sizeof(Value), alignof(Value))) Value(); }
+  Value* allocLoneValue() {
+    return new (allocMemory(sizeof(Value), alignof(Value))) Value();
+  }
   /// A value that lives as long as the state (for caches held in memory
   /// the collector does not scan).
   Value* allocPermanentValue() { return permanent_.make<Value>(); }
@@ -88,7 +90,8 @@ class EvalHeap {
     if (counts_)
       countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes,
                  sizeof(Env) + sizeof(Value*) * size);
-    return *new (allocMemory(sizeof(Env) + sizeof(Value*) * size, alignof(Env))) Env();
+    return *new (allocMemory(sizeof(Env) + sizeof(Value*) * size, alignof(Env)))
+        Env();
   }
   /// A set with room for `capacity` own attributes; `layered`: also for
   /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.

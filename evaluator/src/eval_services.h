@@ -64,8 +64,8 @@ void evalAttrs(EvalState& st, Env& env, Expr* e, Value& v);
 /// Applies `fun` to `nargs` arguments, result in `v`. `loneEnvs`: the
 /// lambdas' environments it makes are objects of their own
 /// (EvalHeap::allocLoneEnv), for a caller whose arguments soon die.
-void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args, Value& v, PosIdx pos,
-                  bool loneEnvs = false);
+void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args,
+                  Value& v, PosIdx pos, bool loneEnvs = false);
 /// Applies `fun` to one argument.
 inline void callFunction(EvalState& st, Value& fun, Value& arg, Value& v, PosIdx pos) {
   Value* a = &arg;

@@ -259,8 +259,8 @@ static void evalBody(EvalState& st, ExprLambda& lambda, Env& env, Value& v, PosI
   }
 }
 
-void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args, Value& vRes, PosIdx pos,
-                  bool loneEnvs) {
+void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args,
+                  Value& vRes, PosIdx pos, bool loneEnvs) {
   uint32_t& d = st.threads().depth();
   if (++d > st.settings.maxCallDepth) {
     --d;

@@ -62,7 +62,8 @@ in builtins.length (builtins.attrNames r) + r.p5999_19.j
   auto r = kiln({"instantiate", "--eval", file});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(r.out, "125999\n");
-  EXPECT_LT(r.peakRssBytes, 450u << 20) << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
+  EXPECT_LT(r.peakRssBytes, 450u << 20)
+      << "peak RSS " << (r.peakRssBytes >> 20) << " MiB";
 }
 
 // Every builtin that holds values in containers of its own while it calls

@@ -139,11 +139,12 @@ TEST(Builtins, RemoveAttrsAllocatesWhatItKeeps) {
   EvalState st;
   runWithLargeStack([&] {
     Value v;
-    st.eval(st.parseExprFromString(
-                "let s = { a = 1; b = 2; c = 3; }; in [ (builtins.removeAttrs s [ \"a\" \"b\" \"c\" ]) "
-                "(builtins.removeAttrs s [ \"b\" ]) ]",
-                "/tmp"),
-            v);
+    st.eval(
+        st.parseExprFromString("let s = { a = 1; b = 2; c = 3; }; in [ "
+                               "(builtins.removeAttrs s [ \"a\" \"b\" \"c\" ]) "
+                               "(builtins.removeAttrs s [ \"b\" ]) ]",
+                               "/tmp"),
+        v);
     st.forceValueDeep(v);
     EXPECT_EQ(v.list.elems[0]->attrs, st.vEmptyAttrs.attrs);
     EXPECT_EQ(v.list.elems[1]->attrs->size, 2u);

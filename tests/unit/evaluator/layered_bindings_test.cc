@@ -233,10 +233,12 @@ TEST(LayeredBindings, SmallDerivationsOutputsAreLayersToo) {
       "let mk = p: n: builtins.listToAttrs (builtins.genList (i: { name = "
       "\"${p}${toString i}\"; value = i; }) n); "
       "in "
-      "derivation (((big // mk \"b\" 10) // (mk \"c\" 7 // { name = \"n\"; system = "
+      "derivation (((big // mk \"b\" 10) // (mk \"c\" 7 // { name = \"n\"; "
+      "system = "
       "\"s\"; builder = \"/b\"; })) // mk \"d\" 6)",
       [](EvalState& st, Value& v) {
-        EXPECT_EQ(v.attrs->get(st.sym("drvAttrs"))->attrs->layers(), Bindings::kMaxLayers);
+        EXPECT_EQ(v.attrs->get(st.sym("drvAttrs"))->attrs->layers(),
+                  Bindings::kMaxLayers);
         EXPECT_EQ(v.attrs->layers(), Bindings::kMaxLayers);
         EXPECT_EQ(v.attrs->get(st.sym("d3"))->integer, 3);
         EXPECT_EQ(v.attrs->get(st.sType)->sv(), "derivation");
