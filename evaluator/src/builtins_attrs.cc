@@ -62,13 +62,25 @@ void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   for (size_t i = 0; i < args[1]->list.size; ++i)
     drop.push_back(st.sym(forceStringNoCtx(st, *args[1]->list.elems[i], pos)));
   std::sort(drop.begin(), drop.end());
-  Bindings* b = st.heap().allocBindings(args[0]->attrs->size);
+  // Counted first: a collectable set keeps the tail trimBindings cuts off,
+  // and callPackage's `removeAttrs fargs (attrNames given)` is most often
+  // empty (the state's empty set, as `{ }`).
+  uint32_t kept = 0;
   auto d = drop.begin();
+  for (auto& a : *args[0]->attrs) {
+    while (d != drop.end() && *d < a.name) ++d;
+    kept += d == drop.end() || *d != a.name;
+  }
+  if (kept == 0) {
+    v.mkAttrs(st.vEmptyAttrs.attrs);
+    return;
+  }
+  Bindings* b = st.heap().allocBindings(kept);
+  d = drop.begin();
   for (auto& a : *args[0]->attrs) {
     while (d != drop.end() && *d < a.name) ++d;
     if (d == drop.end() || *d != a.name) b->own[b->size++] = a;
   }
-  st.heap().trimBindings(b);
   v.mkAttrs(b);
 }
 

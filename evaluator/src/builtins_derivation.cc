@@ -89,7 +89,7 @@ struct WrapperState {
   Value* outName = nullptr;     // "out", the default output
   Symbol sDrvAttrs;
   std::unordered_map<uint32_t, Value*> outputSel;  // getAttr <output>
-  Value* lazyListFn = nullptr;  // list -> the same list of unevaluated elements
+  Value* lazyListFn = nullptr;  // first output's set -> `all` (primLazyList)
 };
 
 // Hashes of the derivations made by this evaluation are memoised in
@@ -429,10 +429,21 @@ Value* lazily(EvalState& st, Value* v) {
   return app;
 }
 
+// `all` of a derivation whose first output's set is args[0]: each output's
+// attribute (in `outputs` order), unevaluated. Made when `all` is forced,
+// from the set, instead of a list kept with every derivation. As in Nix
+// (`map (x: x.value) outputsList`), forcing an element forces that output's
+// attribute too.
 void primLazyList(EvalState& st, PosIdx pos, Value** args, Value& v) {
-  forceList(st, *args[0], pos);
-  st.mkList(v, args[0]->list.size);
-  for (size_t i = 0; i < v.list.size; ++i) v.list.elems[i] = lazily(st, args[0]->list.elems[i]);
+  const WrapperState& ws = drvState(st).wrapper;  // made by primDerivation
+  const Bindings& set = *args[0]->attrs;          // a set primDerivation made
+  const Value* outs = set.get(ws.sDrvAttrs)->attrs->get(st.sOutputs);
+  const size_t n = outs ? outs->list.size : 1;
+  st.mkList(v, n);
+  for (size_t i = 0; i < n; ++i) {
+    Symbol name = st.sym(outs ? outs->list.elems[i]->sv() : ws.outName->sv());
+    v.list.elems[i] = lazily(st, set.get(name));
+  }
 }
 
 WrapperState& wrapperState(EvalState& st) {
@@ -456,15 +467,16 @@ WrapperState& wrapperState(EvalState& st) {
 }
 
 // `base` overlaid with `extras` (a later extra wins over an earlier one with
-// the same name, and every extra over `base`): a layer on `base` when it is
-// large enough (EvalState::updateBindings).
+// the same name, and every extra over `base`): a layer on `base` whatever
+// its size (the derivation's attributes stay live as `drvAttrs`, so a flat
+// copy of a fetcher's eight would only duplicate them).
 Bindings* overlay(EvalState& st, const Bindings& base, TracedVector<Attr>& extras) {
   std::stable_sort(extras.begin(), extras.end(),
                    [](const Attr& a, const Attr& b) { return a.name < b.name; });
   size_t n = 0;  // keep the last of equal names
   for (size_t j = 0; j < extras.size(); ++j)
     if (j + 1 == extras.size() || extras[j + 1].name != extras[j].name) extras[n++] = extras[j];
-  return updateBindings(st, base, extras.data(), extras.data() + n);
+  return layerBindings(st, base, extras.data(), extras.data() + n);
 }
 
 // `derivation attrs`: the value Nix's derivation.nix returns, built
@@ -493,21 +505,20 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (names.empty()) throwError(st, pos, "list index 0 is out of bounds");
   Value* strict = st.heap().allocValue();
   strict->mkApp(ws.strictFn, attrs);
-  Value* all = st.heap().allocValue();
-  st.mkList(*all, names.size());
+  TracedVector<Value*> sets(names.size());  // each output's set
   std::vector<Symbol> syms;
   for (size_t i = 0; i < names.size(); ++i) {
-    all->list.elems[i] = st.heap().allocValue();
+    sets[i] = st.heap().allocValue();
     syms.push_back(st.sym(names[i]->sv()));
   }
   Value* allLazy = st.heap().allocValue();  // unevaluated until used, as in Nix
-  allLazy->mkApp(ws.lazyListFn, all);
+  allLazy->mkApp(ws.lazyListFn, sets[0]);
   // Each output's attribute, shared by every output's set: the first is
   // the result itself; the others stay unevaluated until used, as Nix's
   // listToAttrs values.
   TracedVector<Value*> outputAttr(names.size());
   for (size_t j = 0; j < names.size(); ++j)
-    outputAttr[j] = j == 0 ? all->list.elems[0] : lazily(st, all->list.elems[j]);
+    outputAttr[j] = j == 0 ? sets[0] : lazily(st, sets[j]);
   for (size_t i = 0; i < names.size(); ++i) {
     TracedVector<Attr> extras;
     // listToAttrs keeps the first of equal names: add them last-to-first.
@@ -530,9 +541,9 @@ void primDerivation(EvalState& st, PosIdx pos, Value** args, Value& v) {
     extras.push_back({st.sDrvPath, kNoPos, drvPath});
     extras.push_back({st.sType, kNoPos, ws.typeValue});
     extras.push_back({st.sOutputName, kNoPos, names[i]});
-    all->list.elems[i]->mkAttrs(overlay(st, *attrs->attrs, extras));
+    sets[i]->mkAttrs(overlay(st, *attrs->attrs, extras));
   }
-  v = *all->list.elems[0];
+  v = *sets[0];
 }
 
 constexpr BuiltinDef kDefs[] = {

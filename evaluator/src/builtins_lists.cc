@@ -13,12 +13,6 @@ namespace kiln::eval {
 
 namespace {
 
-Value* app(EvalState& st, Value* f, Value* x) {
-  Value* r = st.heap().allocValue();
-  r->mkApp(f, x);
-  return r;
-}
-
 bool callPred(EvalState& st, Value& f, Value* x, PosIdx pos) {
   Value r;
   callFunction(st, f, *x, r, pos);
@@ -28,8 +22,10 @@ bool callPred(EvalState& st, Value& f, Value* x, PosIdx pos) {
 void primMap(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceList(st, *args[1], pos);
   size_t n = args[1]->list.size;
-  st.mkList(v, n);
-  for (size_t i = 0; i < n; ++i) v.list.elems[i] = app(st, args[0], args[1]->list.elems[i]);
+  Value** elems = st.heap().allocListOfValues(n);
+  for (size_t i = 0; i < n; ++i)
+    elems[i]->mkApp(args[0], args[1]->list.elems[i]);
+  v.mkList(n, elems);
 }
 
 void primFilter(EvalState& st, PosIdx pos, Value** args, Value& v) {
@@ -79,6 +75,10 @@ void primLength(EvalState& st, PosIdx pos, Value** args, Value& v) {
   v.mkInt(static_cast<int64_t>(args[0]->list.size));
 }
 
+// foldl' steps whose accumulator and environments are packed as usual
+// (see primFoldlStrict).
+constexpr size_t kPackedFoldSteps = 8;
+
 void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   forceFunction(st, *args[0], pos);
   forceList(st, *args[2], pos);
@@ -91,8 +91,18 @@ void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   Value* cur = args[1];
   for (size_t i = 0; i < n; ++i) {
     Value* vs[2] = {cur, args[2]->list.elems[i]};
-    Value* next = i + 1 == n ? &v : st.heap().allocValue();
-    callFunction(st, *args[0], 2, vs, *next, pos);
+    // A step's accumulator is garbage once the next step is done (unless
+    // the function kept it), but packed into blocks, it and the
+    // environment holding it would stay as long as anything made beside
+    // them during the step: `foldl' (acc: x: acc // f x)` kept every
+    // intermediate set live. Alone, they are collected. The first steps
+    // stay packed: a short fold (a package's phases, `unique` over its
+    // dependencies) keeps little, and objects of their own cost time.
+    const bool lone = i >= kPackedFoldSteps;
+    Value* next = i + 1 == n ? &v
+                  : lone     ? st.heap().allocLoneValue()
+                             : st.heap().allocValue();
+    callFunction(st, *args[0], 2, vs, *next, pos, lone);
     cur = next;
   }
   st.forceValue(v, pos);
@@ -101,12 +111,15 @@ void primFoldlStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
 void primGenList(EvalState& st, PosIdx pos, Value** args, Value& v) {
   int64_t n = forceInt(st, *args[1], pos);
   if (n < 0) throwError(st, pos, "cannot create list of size " + std::to_string(n));
-  st.mkList(v, n);
+  // The applications die with the list (allocListOfValues); the indices
+  // stay apart: a result that keeps its index would keep the whole list.
+  Value** elems = st.heap().allocListOfValues(n);
   for (int64_t i = 0; i < n; ++i) {
     Value* iv = st.heap().allocValue();
     iv->mkInt(i);
-    v.list.elems[i] = app(st, args[0], iv);
+    elems[i]->mkApp(args[0], iv);
   }
+  v.mkList(n, elems);
 }
 
 void primSort(EvalState& st, PosIdx pos, Value** args, Value& v) {

@@ -144,6 +144,20 @@ void EvalHeap::trimBindings(Bindings* b) {
   b->setCapacity(b->size);
 }
 
+Value** EvalHeap::allocListOfValues(size_t n) {
+  if (n == 0) return allocList(0);
+  if (n > (SIZE_MAX / 2) / (sizeof(Value*) + sizeof(Value)))
+    throw std::bad_alloc();
+  if (counts_)  // all of it as a list's: value blocks are counted by block
+    countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes,
+               (sizeof(Value*) + sizeof(Value)) * n);
+  auto** elems = static_cast<Value**>(
+      allocMemory((sizeof(Value*) + sizeof(Value)) * n, alignof(Value)));
+  auto* values = reinterpret_cast<Value*>(elems + n);
+  for (size_t i = 0; i < n; ++i) elems[i] = new (values + i) Value();
+  return elems;
+}
+
 Value** EvalHeap::allocList(size_t n) {
   if (counts_)
     countAlloc(counts_->listsBySize, n, counts_->lists, counts_->listBytes, sizeof(Value*) * n);

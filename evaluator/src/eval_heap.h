@@ -51,6 +51,13 @@ class EvalHeap {
     }
     return allocValueSlow();
   }
+  /// A value in a collectable object of its own, for one that soon dies
+  /// while values made next to it live on (a fold's accumulator between
+  /// steps): allocValue's blocks hold three, and a live neighbour keeps a
+  /// dead value's block, and all the value points to, reachable.
+  Value* allocLoneValue() {
+    return new (allocMemory(sizeof(Value), alignof(Value))) Value();
+  }
   /// A value that lives as long as the state (for caches held in memory
   /// the collector does not scan).
   Value* allocPermanentValue() { return permanent_.make<Value>(); }
@@ -76,6 +83,16 @@ class EvalHeap {
     Env* e = new (size == 1 && collect_ ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
     return *e;
   }
+  /// An environment in a collectable object of its own (allocEnv packs
+  /// one-variable ones seven to a block), for one that soon dies while
+  /// environments made next to it live on.
+  Env& allocLoneEnv(uint32_t size) {
+    if (counts_)
+      countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes,
+                 sizeof(Env) + sizeof(Value*) * size);
+    return *new (allocMemory(sizeof(Env) + sizeof(Value*) * size, alignof(Env)))
+        Env();
+  }
   /// A set with room for `capacity` own attributes; `layered`: also for
   /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.
   Bindings* allocBindings(uint32_t capacity, bool layered = false);
@@ -84,6 +101,11 @@ class EvalHeap {
   /// collectable set keeps its tail until it is collected).
   void trimBindings(Bindings* b);
   Value** allocList(size_t n);
+  /// A list of `n` fresh values (zeroed) in one object: the array, then
+  /// the values it points to. For elements a builtin makes (map's
+  /// applications): they die with the list, where in value blocks a dead
+  /// list's forced elements stayed live beside values made next to them.
+  Value** allocListOfValues(size_t n);
   /// Room for a string of `len` bytes and its NUL (written by the caller):
   /// collectable once collecting (an atomic object, alive while a value, a
   /// scanned object or a stack points into it), else in the arena. Anything

@@ -61,8 +61,11 @@ bool evalBool(EvalState& st, Env& env, Expr* e, PosIdx pos);
 void evalAttrs(EvalState& st, Env& env, Expr* e, Value& v);
 
 // ---- calls ----
-/// Applies `fun` to `nargs` arguments, result in `v`.
-void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args, Value& v, PosIdx pos);
+/// Applies `fun` to `nargs` arguments, result in `v`. `loneEnvs`: the
+/// lambdas' environments it makes are objects of their own
+/// (EvalHeap::allocLoneEnv), for a caller whose arguments soon die.
+void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args,
+                  Value& v, PosIdx pos, bool loneEnvs = false);
 /// Applies `fun` to one argument.
 inline void callFunction(EvalState& st, Value& fun, Value& arg, Value& v, PosIdx pos) {
   Value* a = &arg;
@@ -100,6 +103,11 @@ Bindings* updateBindings(EvalState& st, const Bindings& left, const Bindings& ri
 /// The same with the right side an array sorted by name, names distinct.
 Bindings* updateBindings(EvalState& st, const Bindings& left, const Attr* right,
                          const Attr* rightEnd);
+/// A layer on `base` holding [right, rightEnd) (sorted, distinct names),
+/// whatever the sizes, for a base that stays live anyway (so a copy would
+/// only duplicate it); updateBindings when `base` has its most layers.
+Bindings* layerBindings(EvalState& st, const Bindings& base, const Attr* right,
+                        const Attr* rightEnd);
 /// Makes `v` the set {file, line, column} of `pos` (null for no position).
 void mkPos(EvalState& st, Value& v, PosIdx pos);
 /// Adds `s` to `ctx` (copied into the arena).

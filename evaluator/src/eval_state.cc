@@ -271,7 +271,8 @@ static void evalBody(EvalState& st, ExprLambda& lambda, Env& env, Value& v, PosI
   }
 }
 
-void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args, Value& vRes, PosIdx pos) {
+void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args,
+                  Value& vRes, PosIdx pos, bool loneEnvs) {
   uint32_t& d = st.threads().depth();
   if (++d > st.settings.maxCallDepth) {
     --d;
@@ -286,7 +287,8 @@ void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args, Value& 
   while (nargs > 0) {
     if (vCur.type == VType::kLambda) {
       ExprLambda& lambda = *vCur.lambda.fun;
-      Env& env2 = st.heap().allocEnv(lambda.envSize());
+      Env& env2 = loneEnvs ? st.heap().allocLoneEnv(lambda.envSize())
+                           : st.heap().allocEnv(lambda.envSize());
       env2.up = vCur.lambda.env;
       uint32_t displ = 0;
       if (!lambda.formals) {

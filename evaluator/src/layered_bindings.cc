@@ -114,4 +114,12 @@ Bindings* updateBindings(EvalState& st, const Bindings& left, const Attr* right,
                 static_cast<uint32_t>(rightEnd - right));
 }
 
+Bindings* layerBindings(EvalState& st, const Bindings& base, const Attr* right,
+                        const Attr* rightEnd) {
+  const auto n = static_cast<uint32_t>(rightEnd - right);
+  if (base.layers() >= Bindings::kMaxLayers || n == 0)
+    return updateBindings(st, base, right, rightEnd);
+  return layer(st, base, base.ownBegin(), base.ownBegin(), right, rightEnd, n);
+}
+
 }  // namespace kiln::eval

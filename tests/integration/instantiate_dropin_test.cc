@@ -170,6 +170,11 @@ std::vector<Case> cases() {
       {{"--eval", "-A", "multi.all"}},
       {{"--eval", "--strict", "-A", "multi"}},
       {{"--eval", "-E", "(derivation { name = \"d\"; system = \"x\"; builder = \"/b\"; }).all"}},
+      // Forcing an element of `all` forces that output's attribute too (as
+      // Nix's `map (x: x.value) outputsList` does): `dev` prints as a set.
+      {{"--eval", "-E",
+        "let d = derivation { name = \"d\"; system = \"x\"; builder = \"/b\"; outputs = [ "
+        "\"out\" \"dev\" ]; }; in builtins.seq (builtins.elemAt d.all 1) d"}},
       {{"--eval", "-E", "builtins.functionArgs derivation"}},
       {{"--eval", "-E", "[ derivation builtins.derivationStrict ]"}},
       {{"--eval", "-E", "builtins.readFile 1"}},

@@ -134,6 +134,27 @@ TEST(Builtins, NamesAndFunctionArgsAreSharedValues) {
   });
 }
 
+// removeAttrs that removes everything gives the state's empty set (as
+// `{ }`), and otherwise a set of exactly what it keeps: a collectable set
+// keeps a trimmed tail (callPackage's `removeAttrs fargs (attrNames given)`
+// kept a package's argument count of empty room, 120 bytes a package).
+TEST(Builtins, RemoveAttrsAllocatesWhatItKeeps) {
+  EvalState st;
+  runWithLargeStack([&] {
+    Value v;
+    st.eval(
+        st.parseExprFromString("let s = { a = 1; b = 2; c = 3; }; in [ "
+                               "(builtins.removeAttrs s [ \"a\" \"b\" \"c\" ]) "
+                               "(builtins.removeAttrs s [ \"b\" ]) ]",
+                               "/tmp"),
+        v);
+    st.forceValueDeep(v);
+    EXPECT_EQ(v.list.elems[0]->attrs, st.vEmptyAttrs.attrs);
+    EXPECT_EQ(v.list.elems[1]->attrs->size, 2u);
+    EXPECT_EQ(v.list.elems[1]->attrs->capacity(), 2u);
+  });
+}
+
 TEST(Builtins, RemoveAttrsAndListToAttrs) {
   EXPECT_EQ(evalStrict("builtins.removeAttrs { a = 1; b = 2; c = 3; } [ \"c\" "
                        "\"zz\" \"a\" \"c\" ]"),

@@ -217,6 +217,34 @@ TEST(LayeredBindings, DerivationOutputsAreLayersOnTheAttributes) {
       });
 }
 
+// A fetcher's few attributes are layered on too (a flat copy would
+// duplicate them: they stay live as `drvAttrs`), and a base already at the
+// most layers gets a copy instead of a layer past the limit.
+TEST(LayeredBindings, SmallDerivationsOutputsAreLayersToo) {
+  withValue(
+      "derivation { name = \"src\"; system = \"s\"; builder = \"/b\"; "
+      "url = \"u\"; }",
+      [](EvalState& st, Value& v) {
+        expectSet(st, *v.attrs, 1, 7, 11, {});
+        EXPECT_EQ(v.attrs->get(st.sym("url"))->sv(), "u");
+        EXPECT_EQ(v.attrs->get(st.sym("drvAttrs"))->attrs, v.attrs->base());
+      });
+  withValue(
+      "let mk = p: n: builtins.listToAttrs (builtins.genList (i: { name = "
+      "\"${p}${toString i}\"; value = i; }) n); "
+      "in "
+      "derivation (((big // mk \"b\" 10) // (mk \"c\" 7 // { name = \"n\"; "
+      "system = "
+      "\"s\"; builder = \"/b\"; })) // mk \"d\" 6)",
+      [](EvalState& st, Value& v) {
+        EXPECT_EQ(v.attrs->get(st.sym("drvAttrs"))->attrs->layers(),
+                  Bindings::kMaxLayers);
+        EXPECT_EQ(v.attrs->layers(), Bindings::kMaxLayers);
+        EXPECT_EQ(v.attrs->get(st.sym("d3"))->integer, 3);
+        EXPECT_EQ(v.attrs->get(st.sType)->sv(), "derivation");
+      });
+}
+
 // Jobs built with `//` chains the way nixpkgs' extendDerivation and
 // makeOverridable do, enumerated on 1 and 2 threads sharing the heap.
 TEST(LayeredBindings, ThreadsShareLayeredSets) {
