@@ -3,8 +3,9 @@
 # KILN_LIBGC_SOURCE_DIR) built once per build tree with Debian's
 # configuration (debian/rules: pthreads, parallel marking, thread-local
 # lists, C++ headers, compiler atomics, munmap, handle-fork: bdwgc's CMake
-# defaults give the same definitions as its configure there) and one change:
-# USE_MARK_BITS. Debian's build marks with one byte per 16-byte granule
+# defaults give the same definitions as its configure there) and two
+# changes: INITIAL_MARK_STACK_SIZE (below) and USE_MARK_BITS. Debian's build
+# marks with one byte per 16-byte granule
 # (libgc picks USE_MARK_BYTES whenever PARALLEL_MARK is on), so each 4 KiB
 # block's header is ~330 bytes; with bits (set atomically by the parallel
 # markers) it is ~110: ~22 MB less peak RSS at gen-strings 50,000
@@ -31,9 +32,24 @@ endif()
 
 set(_kiln_libgc_prefix ${CMAKE_BINARY_DIR}/libgc)
 set(_kiln_libgc_lib ${_kiln_libgc_prefix}/lib/libgc.a)
+# The mark stack's initial size in entries (16 bytes each), and the size
+# libgc keeps it at unless a marking overflows it: 1,048,576 (16 MiB of
+# address space, resident only as deep as a marking goes). libgc's own
+# default is 4,096 and it doubles only after an overflowing collection;
+# package sets' deep graphs overflowed up to 262,144. libgc also derives
+# from it the entries dropped on an overflow (an eighth: 131,072 of the
+# shared stack; parallel markers' 4,096-entry local stacks never overflow
+# in libgc's own marking, which pushes under half of one per step) and
+# where thread stacks are scanned eagerly instead of pushed as one range
+# (the last eighth). The evaluator reads the number too
+# (KILN_GC_INITIAL_MARK_STACK, evaluator/CMakeLists.txt): mark_stack.cc
+# grows the stack further only when asked for more, and gives back the
+# pages of this much after each marking.
+set(KILN_LIBGC_INITIAL_MARK_STACK 1048576)
 # Debian's compiler flags (dpkg-buildflags: -O2, stack protector, fortify),
 # without its -g.
 set(_kiln_libgc_cflags "-fstack-protector-strong -D_FORTIFY_SOURCE=2 -DUSE_MARK_BITS")
+string(APPEND _kiln_libgc_cflags " -DINITIAL_MARK_STACK_SIZE=${KILN_LIBGC_INITIAL_MARK_STACK}")
 # bdwgc 8.2.2's feature checks link with `-c -Werror`, which clang rejects
 # (unused linker input) where gcc only warns: every check, -fno-strict-aliasing
 # among them, would fail silently under clang.

@@ -42,7 +42,6 @@ size_t largeHeap = 0;  // kLargeHeap, or KILN_GC_LARGE_HEAP; 0: no change
 // second, 280 MB later, freed 136 MB. From 512 MiB on, the first is the
 // one that frees.
 constexpr size_t kGcEveryThreaded = size_t{512} << 20;
-constexpr size_t kMarkStackEntries = size_t{1} << 20;
 }  // namespace
 
 unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes) {
@@ -116,14 +115,15 @@ void initGarbageCollector() {
     GC_set_min_bytes_allocd(
         every ? std::max<size_t>(std::strtoull(every, nullptr, 10), 4096)
               : first);
-    // KILN_GC_MARK_STACK=ENTRIES: another initial mark stack (0: libgc's own).
+    // KILN_GC_MARK_STACK=ENTRIES: a bigger initial mark stack than the
+    // 1,048,576 entries libgc is built with (a smaller one changes nothing).
     const char* marks = std::getenv("KILN_GC_MARK_STACK");
     // Grown before GC_allow_register_threads, which starts libgc's marker
     // helper: on one marker each doubling is one plain overflow, where the
     // parallel mode's shared stack needs local stacks flooded into it
     // (mark_stack.cc; ~50 ms of every `--workers 2` start on 2 cores).
     // The helper then marks with the shared stack, the same array, grown.
-    growMarkStack(marks ? std::strtoull(marks, nullptr, 10) : kMarkStackEntries);
+    growMarkStack(marks ? std::strtoull(marks, nullptr, 10) : 0);
     GC_allow_register_threads();
   });
 }

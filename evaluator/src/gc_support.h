@@ -50,9 +50,10 @@ bool heapWarmerGrowsBy(size_t bytes);
 void warmHeapSection(uintptr_t lo, uintptr_t hi);
 
 /// Grows the collector's mark stack to at least `entries` (rounded up to
-/// 4,096 times a power of two) with a few small collections, and from then
-/// on gives its pages back after each collection's marking (mark_stack.cc).
-/// Call once, right after GC_INIT, before other threads allocate.
+/// its initial 1,048,576 times a power of two) with a few small collections
+/// when that is more than it has (none otherwise), and from then on gives
+/// its pages back after each collection's marking (mark_stack.cc). Call
+/// once, right after GC_INIT, before other threads allocate.
 void growMarkStack(size_t entries);
 
 /// Runs `fn` (a call into the collector's allocator) while no other

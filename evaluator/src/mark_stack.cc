@@ -1,20 +1,26 @@
 // The collector's mark stack (docs/evaluator.md, "Garbage collection"):
-// grown at start to the size a package set's deep graphs need, and its
-// pages given back after each collection's marking.
+// its pages given back after each collection's marking, and grown at start
+// when asked for more than the collector starts with.
 //
-// libgc 8.2 starts with 4,096 entries and doubles them only after a
-// collection that overflowed them; each overflow drops entries and costs a
-// rescan of every marked object. gen-pkgset 50,000 overflowed 262,144
-// entries 10-30 times in its main collection (730-810 ms of marking, 450
-// ms without overflows). There is no setting for the initial size, so the
-// stack is overflowed on purpose in small collections at start, once
-// each, by a filler object of a kind of its own: its mark procedure fills
-// the free part of the stack with entries that scan nothing, then pushes
-// one real object, which finds the stack full and reports the overflow.
-// That costs a few ms and no heap objects (the outgrown stacks become heap
-// blocks). A stack used deep stays resident, so after each marking the
-// pages of the stack are given back (MADV_DONTNEED): its entries are dead
-// by then, and peak RSS does not grow by the deepest marking's stack.
+// libgc 8.2 doubles its mark stack only after a collection that overflowed
+// it; each overflow drops entries and costs a rescan of every marked
+// object. gen-pkgset 50,000 overflowed 262,144 entries 10-30 times in its
+// main collection (730-810 ms of marking, 450 ms without overflows). kiln
+// builds libgc with an initial stack of KILN_GC_INITIAL_MARK_STACK entries
+// (1,048,576: cmake/KilnLibgc.cmake); until then libgc started at 4,096
+// and kiln grew it in 8 forced collections at start (~15 ms a run). A
+// bigger stack (KILN_GC_MARK_STACK) is still grown that way: the stack is
+// overflowed on purpose in small collections at start, once each, by a
+// filler object of a kind of its own: its mark procedure fills the free
+// part of the stack with entries that scan nothing, then pushes one real
+// object, which finds the stack full and reports the overflow. That costs
+// a few ms and no heap objects (the outgrown stacks become heap blocks).
+// A stack used deep stays resident, so after each marking the pages of the
+// stack are given back (MADV_DONTNEED): its entries are dead by then, and
+// peak RSS does not grow by the deepest marking's stack.
+#ifndef KILN_GC_INITIAL_MARK_STACK
+#error "KILN_GC_INITIAL_MARK_STACK: libgc's INITIAL_MARK_STACK_SIZE (cmake/KilnLibgc.cmake)"
+#endif
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -30,6 +36,9 @@
 namespace kiln::eval {
 
 namespace {
+// The entries libgc's stack starts with; it only ever grows.
+constexpr size_t kInitialEntries = KILN_GC_INITIAL_MARK_STACK;
+static_assert(kInitialEntries >= 4096 && (kInitialEntries & (kInitialEntries - 1)) == 0);
 constexpr GC_word kFillerMagic = 0x6b696c6e6d61726bULL;    // "kilnmark"
 constexpr GC_word kMeasureMagic = 0x6b696c6e73697a65ULL;   // "kilnsize"
 constexpr GC_word kObserverMagic = 0x6b696c6e6f627376ULL;  // "kilnobsv"
@@ -91,7 +100,10 @@ GC_ms_entry* fill(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit) {
 GC_ms_entry* flood(GC_word* addr, GC_ms_entry* top, GC_ms_entry* limit) {
   auto* entry = reinterpret_cast<MarkEntry*>(top);
   auto* end = reinterpret_cast<MarkEntry*>(limit);
-  long room = end - entry - 1;
+  // Room for the leaf's entry too: an overflow there would drop
+  // GC_MARK_STACK_DISCARDS entries (kInitialEntries / 8), more than a
+  // local stack holds.
+  long room = end - entry - 2;
   // A stack still mostly full of these entries is left as it is: refilling
   // the one slot each pop frees made markers hand back a whole local stack
   // (64 KiB) for every ~40 entries pushed (~70 ms of start-up on 2 cores).
@@ -210,21 +222,27 @@ void growMarkStack(size_t entries) {
   GC_word descr = GC_MAKE_PROC(GC_new_proc(markFiller), 0);
   fillerDescr.store(descr, std::memory_order_relaxed);
   unsigned kind = GC_new_kind(GC_new_free_list(), descr, 0, 1);
-  for (size_t size = 4096; size < entries; size *= 2) {
-    // More than the shared stack holds: entries taken from it stay below
-    // its top until the marking ends, so handing back more than it holds
-    // overflows it (a few entries of each local stack are popped there).
-    floodBudget.store(static_cast<long>(size + size / 8 + 8192), std::memory_order_relaxed);
-    Filler* volatile filler = makeFiller(kind, kFillerMagic);
+  // The free part of the stack at rest: all of it (no collection has run,
+  // and a marking's entries are dead once it ends).
+  measuredEntries.store(kInitialEntries, std::memory_order_relaxed);
+  if (entries > kInitialEntries) {
+    for (size_t size = kInitialEntries; size < entries; size *= 2) {
+      // More than the shared stack holds: entries taken from it stay below
+      // its top until the marking ends, so handing back more than it holds
+      // overflows it (a few entries of each local stack are popped there).
+      floodBudget.store(static_cast<long>(size + size / 8 + 8192), std::memory_order_relaxed);
+      Filler* volatile filler = makeFiller(kind, kFillerMagic);
+      GC_gcollect();
+      filler->magic = 0;
+      releaseOutgrownStacks();  // each as it is outgrown: no two resident at once
+    }
+    floodBudget.store(0, std::memory_order_relaxed);
+    // A doubling libgc could not make leaves a smaller stack than asked
+    // for: measured, not assumed.
+    Filler* volatile measure = makeFiller(kind, kMeasureMagic);
     GC_gcollect();
-    filler->magic = 0;
-    releaseOutgrownStacks();  // each as it is outgrown: no two resident at once
+    measure->magic = 0;
   }
-  floodBudget.store(0, std::memory_order_relaxed);
-  if (entries <= 4096) return;
-  Filler* volatile measure = makeFiller(kind, kMeasureMagic);
-  GC_gcollect();
-  measure->magic = 0;
   observer = makeFiller(kind, kObserverMagic);
   previousOnEvent = GC_get_on_collection_event();
   GC_set_on_collection_event(onCollectionEvent);
