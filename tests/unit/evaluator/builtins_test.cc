@@ -258,5 +258,37 @@ TEST(Builtins, ContextReadsBackAsASortedSetOfItsEntries) {
       "\"/nix/store/i42bx4911qaxv4pj3mw0c03z0i4hdk1j-e.drv\" ]");
 }
 
+// `"${x}"` of a string, or of a derivation (its outPath), is that string
+// itself, text and context, not a copy; anything else is coerced as
+// before (paths copied, `__toString` called, numbers refused).
+TEST(Builtins, AnInterpolationOfOneStringIsThatString) {
+  EXPECT_EQ(evalStrict("let o = { outPath = \"plain\"; }; t = { __toString = "
+                       "self: \"ts\"; outPath = \"no\"; }; in [ \"${o}\" "
+                       "\"${t}\" \"${\"\"}\" ]"),
+            "[ \"plain\" \"ts\" \"\" ]");
+  EXPECT_NE(evalError("let x = 1; in \"${x}\"")
+                .find("cannot coerce an integer to a string"),
+            std::string::npos);
+  runWithLargeStack([] {
+    EvalState st;
+    Value v;
+    st.eval(st.parseExprFromString(
+                "let d = derivation { name = \"d\"; system = \"x\"; "
+                "builder = \"/b\"; }; s = \"a${d}\"; in [ s \"${s}\" "
+                "d.outPath \"${d}\" ]",
+                "/tmp"),
+            v);
+    st.forceValueDeep(v);
+    ASSERT_EQ(v.list.size, 4u);
+    Value* s = v.list.elems[0];
+    Value* again = v.list.elems[1];
+    EXPECT_EQ(s->str.s, again->str.s);
+    EXPECT_EQ(s->str.context, again->str.context);
+    ASSERT_NE(s->str.context, nullptr);
+    EXPECT_EQ(v.list.elems[2]->str.s, v.list.elems[3]->str.s);
+    EXPECT_EQ(v.list.elems[2]->str.context, v.list.elems[3]->str.context);
+  });
+}
+
 }  // namespace
 }  // namespace kiln::eval
