@@ -65,22 +65,22 @@ void primRemoveAttrs(EvalState& st, PosIdx pos, Value** args, Value& v) {
   // Counted first: a collectable set keeps the tail trimBindings cuts off,
   // and callPackage's `removeAttrs fargs (attrNames given)` is most often
   // empty (the state's empty set, as `{ }`).
-  uint32_t kept = 0;
   auto d = drop.begin();
-  for (auto& a : *args[0]->attrs) {
+  // Whether `a` stays: both walks go through the set in name order.
+  auto keep = [&](const Attr& a) {
     while (d != drop.end() && *d < a.name) ++d;
-    kept += d == drop.end() || *d != a.name;
-  }
+    return d == drop.end() || *d != a.name;
+  };
+  uint32_t kept = 0;
+  for (auto& a : *args[0]->attrs) kept += keep(a);
   if (kept == 0) {
     v.mkAttrs(st.vEmptyAttrs.attrs);
     return;
   }
   Bindings* b = st.heap().allocBindings(kept);
   d = drop.begin();
-  for (auto& a : *args[0]->attrs) {
-    while (d != drop.end() && *d < a.name) ++d;
-    if (d == drop.end() || *d != a.name) b->own[b->size++] = a;
-  }
+  for (auto& a : *args[0]->attrs)
+    if (keep(a)) b->own[b->size++] = a;
   v.mkAttrs(b);
 }
 

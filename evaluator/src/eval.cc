@@ -407,8 +407,6 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
   ContextUnion ctx;
   size_t total = 0;
   VType type0 = VType::kString;  // of the first part, for `+`
-  const char* onlyText = nullptr;  // "${x}": x's string (see below)
-  const char** onlyContext = nullptr;
   for (size_t i = 0; i < count; ++i) {
     const StringPart& part = parts[i];
     if (part.literal) {  // a string without context
@@ -431,17 +429,16 @@ void ExprConcatStrings::eval(EvalState& state, Env& env, Value& v) {
     }
     if (i == 0) type0 = tmp.type;
     views[i] = str->sv();
+    // `"${x}"` of a string, or of a set's string outPath (`"${drv}"`): that
+    // string itself, text and context, not a copy (strings never change;
+    // Nix copies them). gen-strings keeps one per dependency
+    // (`path = "${d}"`).
+    if (count == 1 && forceString) {
+      v.mkString(str->str.s, views[0].size(), str->str.context);
+      return;
+    }
     total += views[i].size();
     ctx.add(str->str.context);
-    if (count == 1) onlyText = str->str.s, onlyContext = str->str.context;
-  }
-  // `"${x}"` of a string, or of a set's string outPath (`"${drv}"`): that
-  // string itself, text and context, not a copy (strings never change;
-  // Nix copies them). gen-strings keeps one per dependency
-  // (`path = "${d}"`).
-  if (onlyText && forceString) {
-    v.mkString(onlyText, total, onlyContext);
-    return;
   }
   char* out = state.heap().allocString(total);
   for (size_t i = 0; i < count; ++i) {

@@ -72,26 +72,20 @@ class EvalHeap {
   /// values must live as long, as static ones do).
   Bindings* allocPermanentBindings(uint32_t capacity);
   /// An environment of `size` variables (inline, as allocValue: one per
-  /// function call).
-  Env& allocEnv(uint32_t size) {
+  /// function call). `lone`: in a collectable object of its own even with
+  /// one variable (those are packed seven to a block), for one that soon
+  /// dies while environments made next to it live on.
+  Env& allocEnv(uint32_t size, bool lone = false) {
     const size_t bytes = sizeof(Env) + sizeof(Value*) * size;
     if (counts_) countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes, bytes);
     // An environment of one variable (a plain lambda's: most of them) takes
     // 16 bytes in a block of seven (alone, a 32-byte granule).
     static_assert(sizeof(Env) + sizeof(Value*) == kEnvSlot && alignof(Env) <= alignof(Value));
     static_assert(kEnvSlot * kEnvsPerBlock < 128);  // one 128-byte object with the collector's byte
-    Env* e = new (size == 1 && collect_ ? allocEnvSlot() : allocMemory(bytes, alignof(Env))) Env();
+    Env* e = new (size == 1 && collect_ && !lone
+                      ? allocEnvSlot()
+                      : allocMemory(bytes, alignof(Env))) Env();
     return *e;
-  }
-  /// An environment in a collectable object of its own (allocEnv packs
-  /// one-variable ones seven to a block), for one that soon dies while
-  /// environments made next to it live on.
-  Env& allocLoneEnv(uint32_t size) {
-    if (counts_)
-      countAlloc(counts_->envsBySize, size, counts_->envs, counts_->envBytes,
-                 sizeof(Env) + sizeof(Value*) * size);
-    return *new (allocMemory(sizeof(Env) + sizeof(Value*) * size, alignof(Env)))
-        Env();
   }
   /// A set with room for `capacity` own attributes; `layered`: also for
   /// a base (Bindings::setBase). Throws EvalError past 2^31 attributes.

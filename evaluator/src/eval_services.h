@@ -63,7 +63,7 @@ void evalAttrs(EvalState& st, Env& env, Expr* e, Value& v);
 // ---- calls ----
 /// Applies `fun` to `nargs` arguments, result in `v`. `loneEnvs`: the
 /// lambdas' environments it makes are objects of their own
-/// (EvalHeap::allocLoneEnv), for a caller whose arguments soon die.
+/// (EvalHeap::allocEnv's `lone`), for a caller whose arguments soon die.
 void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args,
                   Value& v, PosIdx pos, bool loneEnvs = false);
 /// Applies `fun` to one argument.

@@ -287,8 +287,7 @@ void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args,
   while (nargs > 0) {
     if (vCur.type == VType::kLambda) {
       ExprLambda& lambda = *vCur.lambda.fun;
-      Env& env2 = loneEnvs ? st.heap().allocLoneEnv(lambda.envSize())
-                           : st.heap().allocEnv(lambda.envSize());
+      Env& env2 = st.heap().allocEnv(lambda.envSize(), loneEnvs);
       env2.up = vCur.lambda.env;
       uint32_t displ = 0;
       if (!lambda.formals) {

@@ -42,30 +42,23 @@ std::optional<json> requestAnswer(StateDb& db, int64_t id) {
 
 namespace {
 
-// The farm's lock for a command, if no scheduler runs: nullptr when one
-// holds it, or when one vouched for its snapshot within
-// kSchedulerVouchWindow (PostgreSQL: it runs but is between sessions of
-// the lock, the database having restarted; it answers queued requests once
-// it holds the lock again, and a change applied here meanwhile would
-// escape its memory). Another command holding the lock is waited for.
-std::unique_ptr<SchedulerLock> lockIfNoScheduler(const DatabaseSpec& database,
-                                                 const std::string& stateDir,
-                                                 const Clock& clock,
-                                                 Clock::TimePoint deadline) {
-  for (auto wait = std::chrono::milliseconds(5);;
-       wait = std::min(wait * 2, std::chrono::milliseconds(200))) {
+// Pauses between looks (at the answer, at the lock): 5 ms doubling to 200.
+std::chrono::milliseconds nextPause(std::chrono::milliseconds pause) {
+  return std::min(pause * 2, std::chrono::milliseconds(200));
+}
+
+// The farm's lock for a command, or nullptr when a scheduler holds it.
+// Another command holding it is waited for, until `deadline`.
+std::unique_ptr<SchedulerLock> lockForCommand(const DatabaseSpec& database,
+                                              const std::string& stateDir,
+                                              const Clock& clock,
+                                              Clock::TimePoint deadline) {
+  for (auto pause = std::chrono::milliseconds(5);; pause = nextPause(pause)) {
     try {
-      auto lock =
-          SchedulerLock::tryAcquire(database, stateDir, LockUse::kCommand);
-      if (!lock || !database.isPostgres()) return lock;
-      StateDb db(database);
-      if (snapshotVouchedSince(db,
-                               clock.nowMs() - kSchedulerVouchWindow.count()))
-        return nullptr;
-      return lock;
+      return SchedulerLock::tryAcquire(database, stateDir, LockUse::kCommand);
     } catch (const LockHeldByCommand&) {
       if (clock.now() >= deadline) throw;
-      clock.sleepFor(wait);
+      clock.sleepFor(pause);
     }
   }
 }
@@ -84,17 +77,23 @@ json submitRequest(const DatabaseSpec& database, const std::string& stateDir,
                    std::chrono::milliseconds timeout,
                    EvaluatorCheck checkEvaluator, const Clock& clock) {
   auto deadline = clock.now() + timeout;
-  if (auto lock = lockIfNoScheduler(database, stateDir, clock, deadline)) {
+  if (auto lock = lockForCommand(database, stateDir, clock, deadline)) {
     StateDb db(database);
-    return applyRequestOffline(db, kind, args, std::move(checkEvaluator));
+    // PostgreSQL: a scheduler that vouched for its snapshot within
+    // kSchedulerVouchWindow runs, between sessions of the lock (the
+    // database restarted); it answers queued requests once it holds the
+    // lock again, and a change applied here would escape its memory.
+    if (!database.isPostgres() ||
+        !snapshotVouchedSince(db,
+                              clock.nowMs() - kSchedulerVouchWindow.count()))
+      return applyRequestOffline(db, kind, args, std::move(checkEvaluator));
   }
   StateDb db(database, StateDb::Existing{});
   int64_t id = queueRequest(db, kind, args);
-  auto wait = std::chrono::milliseconds(5);
-  while (clock.now() < deadline) {
+  for (auto pause = std::chrono::milliseconds(5); clock.now() < deadline;
+       pause = nextPause(pause)) {
     if (auto answer = requestAnswer(db, id)) return *answer;
-    clock.sleepFor(wait);
-    wait = std::min(wait * 2, std::chrono::milliseconds(200));
+    clock.sleepFor(pause);
   }
   throw Error("the scheduler did not answer request " + std::to_string(id) +
               " within " + std::to_string(timeout.count()) + " ms");
