@@ -10,6 +10,7 @@
 namespace kiln::eval {
 namespace {
 
+using testing::evalDeep;
 using testing::evalError;
 using testing::evalStrict;
 
@@ -59,22 +60,19 @@ TEST(Builtins, ReplaceStringsManyPatternsAndLongRunsAsNix) {
 
 TEST(Builtins, ReplaceStringsThatReplacesNothingReturnsItsSubject) {
   EvalState st;
-  runWithLargeStack([&] {
-    Value v;
-    st.eval(st.parseExprFromString(R"(
+  Value v;
+  evalDeep(st, R"(
       let s = "${derivation { name = "d"; system = "x"; builder = "/b"; }}-suffix";
       in [ s (builtins.replaceStrings [ "zz" ] [ "y" ] s) (builtins.replaceStrings [ "-" ] [ "+" ] s) ])",
-                                   "/tmp"),
-            v);
-    st.forceValueDeep(v);
-    const Value& s = *v.list.elems[0];
-    const Value& same = *v.list.elems[1];
-    const Value& changed = *v.list.elems[2];
-    EXPECT_EQ(same.str.s, s.str.s);  // no copy
-    EXPECT_EQ(same.str.context, s.str.context);
-    EXPECT_NE(changed.str.s, s.str.s);
-    EXPECT_NE(std::string_view(changed.str.s).find("+suffix"), std::string_view::npos);
-  });
+           v);
+  const Value& s = *v.list.elems[0];
+  const Value& same = *v.list.elems[1];
+  const Value& changed = *v.list.elems[2];
+  EXPECT_EQ(same.str.s, s.str.s);  // no copy
+  EXPECT_EQ(same.str.context, s.str.context);
+  EXPECT_NE(changed.str.s, s.str.s);
+  EXPECT_NE(std::string_view(changed.str.s).find("+suffix"),
+            std::string_view::npos);
 }
 
 TEST(Builtins, IntersectAttrsTakesValuesFromTheSecondSetWhicheverIsSmaller) {
@@ -115,23 +113,19 @@ TEST(Builtins, NamesAndFunctionArgsAreSharedValues) {
   EXPECT_EQ(evalStrict("[ (builtins.attrNames { b = 1; a = 2; }) (builtins.mapAttrs (n: v: n + \"!\") "
                        "{ x = 1; }) (builtins.functionArgs ({ p, q ? 1 }: p)) ]"),
             "[ [ \"a\" \"b\" ] { x = \"x!\"; } { p = false; q = true; } ]");
-  runWithLargeStack([] {
-    EvalState st;
-    Value v;
-    st.eval(st.parseExprFromString(
-                "let f = { p }: p; s = { b = 1; a = 2; }; in "
-                "[ (builtins.attrNames s) (builtins.attrNames (s // { c = 3; })) "
-                "  (builtins.functionArgs f) (builtins.functionArgs f) ]",
-                "/tmp"),
-            v);
-    st.forceValueDeep(v);
-    ASSERT_EQ(v.list.size, 4u);
-    Value* first = v.list.elems[0];
-    Value* second = v.list.elems[1];
-    EXPECT_EQ(first->list.elems[0], second->list.elems[0]);  // "a"
-    EXPECT_EQ(first->list.elems[1], second->list.elems[1]);  // "b"
-    EXPECT_EQ(v.list.elems[2]->attrs, v.list.elems[3]->attrs);
-  });
+  EvalState st;
+  Value v;
+  evalDeep(st,
+           "let f = { p }: p; s = { b = 1; a = 2; }; in "
+           "[ (builtins.attrNames s) (builtins.attrNames (s // { c = 3; })) "
+           "  (builtins.functionArgs f) (builtins.functionArgs f) ]",
+           v);
+  ASSERT_EQ(v.list.size, 4u);
+  Value* first = v.list.elems[0];
+  Value* second = v.list.elems[1];
+  EXPECT_EQ(first->list.elems[0], second->list.elems[0]);  // "a"
+  EXPECT_EQ(first->list.elems[1], second->list.elems[1]);  // "b"
+  EXPECT_EQ(v.list.elems[2]->attrs, v.list.elems[3]->attrs);
 }
 
 // removeAttrs that removes everything gives the state's empty set (as
@@ -140,19 +134,15 @@ TEST(Builtins, NamesAndFunctionArgsAreSharedValues) {
 // kept a package's argument count of empty room, 120 bytes a package).
 TEST(Builtins, RemoveAttrsAllocatesWhatItKeeps) {
   EvalState st;
-  runWithLargeStack([&] {
-    Value v;
-    st.eval(
-        st.parseExprFromString("let s = { a = 1; b = 2; c = 3; }; in [ "
-                               "(builtins.removeAttrs s [ \"a\" \"b\" \"c\" ]) "
-                               "(builtins.removeAttrs s [ \"b\" ]) ]",
-                               "/tmp"),
-        v);
-    st.forceValueDeep(v);
-    EXPECT_EQ(v.list.elems[0]->attrs, st.vEmptyAttrs.attrs);
-    EXPECT_EQ(v.list.elems[1]->attrs->size, 2u);
-    EXPECT_EQ(v.list.elems[1]->attrs->capacity(), 2u);
-  });
+  Value v;
+  evalDeep(st,
+           "let s = { a = 1; b = 2; c = 3; }; in [ "
+           "(builtins.removeAttrs s [ \"a\" \"b\" \"c\" ]) "
+           "(builtins.removeAttrs s [ \"b\" ]) ]",
+           v);
+  EXPECT_EQ(v.list.elems[0]->attrs, st.vEmptyAttrs.attrs);
+  EXPECT_EQ(v.list.elems[1]->attrs->size, 2u);
+  EXPECT_EQ(v.list.elems[1]->attrs->capacity(), 2u);
 }
 
 TEST(Builtins, RemoveAttrsAndListToAttrs) {
@@ -269,25 +259,21 @@ TEST(Builtins, AnInterpolationOfOneStringIsThatString) {
   EXPECT_NE(evalError("let x = 1; in \"${x}\"")
                 .find("cannot coerce an integer to a string"),
             std::string::npos);
-  runWithLargeStack([] {
-    EvalState st;
-    Value v;
-    st.eval(st.parseExprFromString(
-                "let d = derivation { name = \"d\"; system = \"x\"; "
-                "builder = \"/b\"; }; s = \"a${d}\"; in [ s \"${s}\" "
-                "d.outPath \"${d}\" ]",
-                "/tmp"),
-            v);
-    st.forceValueDeep(v);
-    ASSERT_EQ(v.list.size, 4u);
-    Value* s = v.list.elems[0];
-    Value* again = v.list.elems[1];
-    EXPECT_EQ(s->str.s, again->str.s);
-    EXPECT_EQ(s->str.context, again->str.context);
-    ASSERT_NE(s->str.context, nullptr);
-    EXPECT_EQ(v.list.elems[2]->str.s, v.list.elems[3]->str.s);
-    EXPECT_EQ(v.list.elems[2]->str.context, v.list.elems[3]->str.context);
-  });
+  EvalState st;
+  Value v;
+  evalDeep(st,
+           "let d = derivation { name = \"d\"; system = \"x\"; "
+           "builder = \"/b\"; }; s = \"a${d}\"; in [ s \"${s}\" "
+           "d.outPath \"${d}\" ]",
+           v);
+  ASSERT_EQ(v.list.size, 4u);
+  Value* s = v.list.elems[0];
+  Value* again = v.list.elems[1];
+  EXPECT_EQ(s->str.s, again->str.s);
+  EXPECT_EQ(s->str.context, again->str.context);
+  ASSERT_NE(s->str.context, nullptr);
+  EXPECT_EQ(v.list.elems[2]->str.s, v.list.elems[3]->str.s);
+  EXPECT_EQ(v.list.elems[2]->str.context, v.list.elems[3]->str.context);
 }
 
 }  // namespace

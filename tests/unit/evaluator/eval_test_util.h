@@ -9,17 +9,21 @@
 
 namespace kiln::eval::testing {
 
-inline std::string evalStrict(EvalState& st, const std::string& expr) {
-  std::string out;
+/// Evaluates `expr` (files relative to /tmp) and forces it deeply into `v`,
+/// on a large stack.
+inline void evalDeep(EvalState& st, const std::string& expr, Value& v) {
   runWithLargeStack([&] {
-    Value v;
     st.eval(st.parseExprFromString(expr, "/tmp"), v);
     st.forceValueDeep(v);
-    std::ostringstream s;
-    printValue(st, s, v);
-    out = s.str();
   });
-  return out;
+}
+
+inline std::string evalStrict(EvalState& st, const std::string& expr) {
+  Value v;
+  evalDeep(st, expr, v);
+  std::ostringstream s;
+  printValue(st, s, v);
+  return s.str();
 }
 
 inline std::string evalStrict(const std::string& expr) {
