@@ -35,6 +35,22 @@ TEST(Parser, StringsAndEscapes) {
   EXPECT_EQ(evalStrict("''a'''b''$c''\\nd''"), R"("a''b$c\nd")");
 }
 
+// Indented strings copy runs without quotes or dollars whole, and lines
+// after their indentation whole; quotes and dollars that start nothing stay
+// in the run (expected values from nix-instantiate 2.8).
+TEST(Parser, IndentedStringRunsAroundQuotesDollarsAndIndentation) {
+  EXPECT_EQ(evalStrict("''\n    a $b ''${c} '$ x\n      indented ''"),
+            R"("a $b \${c} '$ x\n  indented ")");
+  EXPECT_EQ(evalStrict("''' ''' '''' ''\\t tab''\\n\n   \n  less\n    end  \n  ''"),
+            R"("' '' ''' \t tab\n\n   \n  less\n    end  \n")");
+  EXPECT_EQ(evalStrict("''\n  line one ${\"x\"} rest of line\n    two''$\n  ''"),
+            R"("line one x rest of line\n  two$\n")");
+  EXPECT_EQ(evalStrict("''a'b$c'd'' "), R"("a'b$c'd")");
+  EXPECT_EQ(evalStrict("''  x\n  y''"), R"("x\ny")");
+  EXPECT_EQ(evalStrict("''\n\n      " + std::string(300, 'r') + "\n    ''"),
+            "\"\\n" + std::string(300, 'r') + "\\n\"");
+}
+
 TEST(Parser, StringRunsAroundEscapesCarriageReturnsAndDollars) {
   // Unescaped runs are copied from the source; escapes split them.
   EXPECT_EQ(evalStrict(R"("long run before\tan escape, and a long run after it")"),
