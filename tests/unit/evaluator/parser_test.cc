@@ -51,6 +51,17 @@ TEST(Parser, IndentedStringRunsAroundQuotesDollarsAndIndentation) {
             "\"\\n" + std::string(300, 'r') + "\\n\"");
 }
 
+// Space between tokens: runs of blanks, tabs, CR LF, comments of both
+// kinds; an unterminated comment is reported where it starts.
+TEST(Parser, SpaceRunsCommentsAndWhereAnUnterminatedCommentStarts) {
+  EXPECT_EQ(evalStrict("{\n  a =  \t 1; # c\r\n\t b = /* x */ 2;   \n    c = [ 1   2 ]; }"),
+            "{ a = 1; b = 2; c = [ 1 2 ]; }");
+  EXPECT_EQ(evalStrict("        1 +     # one\n        /**/2"), "3");
+  std::string err = evalError("{\n    a = 1;\n      /* never closed\n");
+  EXPECT_NE(err.find("unterminated comment"), std::string::npos) << err;
+  EXPECT_NE(err.find(":3:7"), std::string::npos) << err;
+}
+
 TEST(Parser, StringRunsAroundEscapesCarriageReturnsAndDollars) {
   // Unescaped runs are copied from the source; escapes split them.
   EXPECT_EQ(evalStrict(R"("long run before\tan escape, and a long run after it")"),
