@@ -1,5 +1,8 @@
 #include "kiln/common/encoding.h"
 
+#include <array>
+#include <cstring>
+
 #include "kiln/common/error.h"
 
 namespace kiln {
@@ -52,13 +55,24 @@ int base64Value(char c) {
 
 }  // namespace
 
+// Each byte's two hex digits: one table load and one 2-byte store a byte
+// (a derivation writes its output paths' and inputs' hashes in hex).
+constexpr auto kHexPairs = [] {
+  std::array<char, 512> t{};
+  for (int c = 0; c < 256; ++c) {
+    t[2 * c] = kHex[c >> 4];
+    t[2 * c + 1] = kHex[c & 15];
+  }
+  return t;
+}();
+
 void appendBase16(std::string& out, std::string_view bytes) {
   size_t at = out.size();
   out.resize(at + bytes.size() * 2);
   char* w = out.data() + at;
   for (unsigned char c : bytes) {
-    *w++ = kHex[c >> 4];
-    *w++ = kHex[c & 15];
+    std::memcpy(w, &kHexPairs[2 * c], 2);
+    w += 2;
   }
 }
 

@@ -1,5 +1,6 @@
 // Primary expressions: literals, strings, indented strings, paths, sets,
 // lists and parenthesised expressions (see parser.h).
+#include <array>
 #include <cstdlib>
 
 #include "parser.h"
@@ -12,6 +13,15 @@ std::string homeDir() {
   const char* h = std::getenv("HOME");
   return h ? h : "/";
 }
+
+// The bytes parseString stops at: all others are copied as they stand.
+constexpr auto kStringSpecial = [] {
+  std::array<bool, 256> t{};
+  for (unsigned char c : {'"', '\\', '$', '\r'}) t[c] = true;
+  return t;
+}();
+
+bool isStringSpecial(char c) { return kStringSpecial[static_cast<unsigned char>(c)]; }
 
 }  // namespace
 
@@ -225,6 +235,7 @@ Expr* Parser::parseString() {
     from = p;
   };
   while (true) {
+    while (p < n && !isStringSpecial(s[p])) ++p;  // a run of plain bytes
     if (p >= n) lex_.error(p, "syntax error, unexpected end of file, expecting '\"'");
     char c = s[p];
     if (c == '"') break;

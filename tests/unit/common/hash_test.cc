@@ -116,6 +116,21 @@ TEST(HashString, MatchesThePublishedVectors) {
   }
 }
 
+// Every byte value is written as its two hex digits (a pair table).
+TEST(Encoding, Base16WritesEveryByteAsItsTwoDigits) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  std::string hex = base16Encode(all);
+  ASSERT_EQ(hex.size(), 512u);
+  EXPECT_EQ(hex.substr(0, 8), "00010203");
+  EXPECT_EQ(hex.substr(2 * 0x7e, 8), "7e7f8081");
+  EXPECT_EQ(hex.substr(496), "f8f9fafbfcfdfeff");
+  EXPECT_EQ(base16Decode(hex), all);
+  std::string out = "sha256:";
+  appendBase16(out, "\xab\x01");
+  EXPECT_EQ(out, "sha256:ab01");
+}
+
 // Digits are looked up by byte in tables: every byte value, bytes above
 // 0x7f included, is a digit exactly when the alphabet has it.
 TEST(Encoding, DigitTablesAcceptExactlyTheirAlphabets) {

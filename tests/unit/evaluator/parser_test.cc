@@ -70,6 +70,15 @@ TEST(Parser, StringRunsAroundEscapesCarriageReturnsAndDollars) {
   EXPECT_EQ(evalStrict("\"a\r\nb\rc\""), R"("a\nb\nc")");
   EXPECT_EQ(evalStrict(R"("$" + "a$" + "$$x" + "$\n" + "\$")"), R"("$a$$$x$\n$")");
   EXPECT_EQ(evalStrict(R"("${"a"}" + "")"), R"("a")");
+  // Bytes parseString does not stop at are skipped as one run: every byte
+  // value but '"', '\\', '$' and CR, between two that it stops at.
+  std::string plain;
+  for (int i = 1; i < 256; ++i)
+    if (i != '"' && i != '\\' && i != '$' && i != '\r') plain += static_cast<char>(i);
+  EXPECT_EQ(evalStrict("builtins.stringLength \"\\t" + plain + "$\""),
+            std::to_string(plain.size() + 2));
+  std::string err = evalError("\n  \"" + plain);
+  EXPECT_NE(err.find("unexpected end of file, expecting '\"'"), std::string::npos) << err;
 }
 
 // String constants that are list elements share one node per text within
