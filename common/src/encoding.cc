@@ -1,5 +1,8 @@
 #include "kiln/common/encoding.h"
 
+#include <array>
+#include <cstring>
+
 #include "kiln/common/error.h"
 
 namespace kiln {
@@ -10,18 +13,36 @@ constexpr char kNix32[] = "0123456789abcdfghijklmnpqrsvwxyz";
 constexpr char kBase64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-int hexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+// Each byte's digit value in a base (-1: not a digit): one load per
+// character instead of range tests or a search of the alphabet (a
+// derivation decodes its fixed output's hash and parses store paths).
+struct DigitTable {
+  int8_t value[256];
+};
+
+constexpr DigitTable hexDigits() {
+  DigitTable t{};
+  for (int c = 0; c < 256; ++c)
+    t.value[c] = c >= '0' && c <= '9'   ? static_cast<int8_t>(c - '0')
+                 : c >= 'a' && c <= 'f' ? static_cast<int8_t>(c - 'a' + 10)
+                 : c >= 'A' && c <= 'F' ? static_cast<int8_t>(c - 'A' + 10)
+                                        : int8_t{-1};
+  return t;
 }
 
-int nix32Value(char c) {
-  for (int i = 0; i < 32; ++i)
-    if (kNix32[i] == c) return i;
-  return -1;
+constexpr DigitTable nix32Digits() {
+  DigitTable t{};
+  for (int c = 0; c < 256; ++c) t.value[c] = -1;
+  for (int i = 0; i < 32; ++i) t.value[static_cast<unsigned char>(kNix32[i])] = static_cast<int8_t>(i);
+  return t;
 }
+
+constexpr DigitTable kHexDigits = hexDigits();
+constexpr DigitTable kNix32Digits = nix32Digits();
+
+int hexValue(char c) { return kHexDigits.value[static_cast<unsigned char>(c)]; }
+
+int nix32Value(char c) { return kNix32Digits.value[static_cast<unsigned char>(c)]; }
 
 int base64Value(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -34,13 +55,24 @@ int base64Value(char c) {
 
 }  // namespace
 
+// Each byte's two hex digits: one table load and one 2-byte store a byte
+// (a derivation writes its output paths' and inputs' hashes in hex).
+constexpr auto kHexPairs = [] {
+  std::array<char, 512> t{};
+  for (int c = 0; c < 256; ++c) {
+    t[2 * c] = kHex[c >> 4];
+    t[2 * c + 1] = kHex[c & 15];
+  }
+  return t;
+}();
+
 void appendBase16(std::string& out, std::string_view bytes) {
   size_t at = out.size();
   out.resize(at + bytes.size() * 2);
   char* w = out.data() + at;
   for (unsigned char c : bytes) {
-    *w++ = kHex[c >> 4];
-    *w++ = kHex[c & 15];
+    std::memcpy(w, &kHexPairs[2 * c], 2);
+    w += 2;
   }
 }
 

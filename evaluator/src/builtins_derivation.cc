@@ -109,9 +109,9 @@ struct DrvState : BuiltinState {
       return std::string_view(eq + dir.dir().size() + 2, base.size());
     });
   }
-  // "=<drvPath>" of a `.drv` the memo holds (held as cache.tagOf).
-  const char* eqPathOf(std::string_view baseName) const {
-    return cache.keptKey(baseName).data() - dir.dir().size() - 2;
+  // "=<drvPath>" of a `.drv` whose memo key (cache.keptKey) is `key`.
+  const char* eqPathOf(std::string_view key) const {
+    return key.data() - dir.dir().size() - 2;
   }
   // The record of a derivation made by this evaluation, or nullptr.
   const MadeDrv* find(std::string_view baseName) {
@@ -345,13 +345,14 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::optional<StorePath> drvPath;
   thread_local std::string aterm;  // reused: no buffer per derivation
   uint32_t* tag = nullptr;
+  std::string_view memoKey;  // the memo's kept base name, in "=<drvPath>"
   std::vector<uint32_t> inputTags;  // of drv.inputDrvs, from the hash memo
   try {
     store::checkDerivationName(drvName);
     addInputs(ds, ctx, drv, memoMutex);
     setOutputRecords(st, pos, drv, c);
     for (auto& [o, _] : drv.outputs) drv.env[o] = "";
-    drvPath = ds.cache.addDerivation(drv, aterm, &tag, &inputTags, memoMutex);
+    drvPath = ds.cache.addDerivation(drv, aterm, &tag, &inputTags, memoMutex, &memoKey);
   } catch (const EvalError&) {
     throw;
   } catch (const Error& e) {
@@ -367,7 +368,7 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   const char* drvPathC;
   {
     auto held = drvLock();  // the writer reads the memo; the record is added
-    eqPath = ds.eqPathOf(drvPath->baseName());
+    eqPath = ds.eqPathOf(memoKey);
     drvPathC = eqPath + 1;
     if (st.writer().get()) {
       st.writer().get()->useDerivationHashes(&ds.cache);

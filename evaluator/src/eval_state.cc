@@ -3,10 +3,13 @@
 #include "kiln/evaluator/eval_state.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
+
+#include <boost/container/small_vector.hpp>
 
 #include "kiln/common/file.h"
 #include "builtins.h"
@@ -136,13 +139,41 @@ void throwTypeError(EvalState& st, PosIdx pos, const char* expected, const Value
   throwError(st, pos, std::string("value is ") + showType(v) + " while " + expected + " was expected");
 }
 
+namespace {
+
+// A name's first 8 bytes as one big-endian number, zero-padded: two names
+// whose prefixes differ order as their numbers do (a name that ends first
+// is a prefix of the other, and pads with 0 against a byte it lacks).
+uint64_t namePrefix(std::string_view s) {
+  uint64_t key = 0;
+  std::memcpy(&key, s.data(), std::min(s.size(), sizeof key));
+  if constexpr (std::endian::native == std::endian::little) key = __builtin_bswap64(key);
+  return key;
+}
+
+}  // namespace
+
 std::vector<const Attr*> sortedByName(EvalState& st, const Bindings* b) {
+  // Sorted on each name's prefix, read once per name, and the whole names
+  // only where prefixes tie: a derivation's 30-odd attributes sorted on
+  // their texts cost a symbol table read and a memcmp per comparison.
+  struct Keyed {
+    uint64_t prefix;
+    std::string_view name;
+    const Attr* attr;
+  };
+  boost::container::small_vector<Keyed, 64> keyed;
+  keyed.reserve(b->size);
+  for (auto& a : *b) {
+    std::string_view name = st.symbols.name(a.name);
+    keyed.push_back({namePrefix(name), name, &a});
+  }
+  std::sort(keyed.begin(), keyed.end(), [](const Keyed& x, const Keyed& y) {
+    return x.prefix != y.prefix ? x.prefix < y.prefix : x.name < y.name;
+  });
   std::vector<const Attr*> out;
   out.reserve(b->size);
-  for (auto& a : *b) out.push_back(&a);
-  std::sort(out.begin(), out.end(), [&st](const Attr* x, const Attr* y) {
-    return st.symbols.name(x->name) < st.symbols.name(y->name);
-  });
+  for (auto& k : keyed) out.push_back(k.attr);
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Primary expressions: literals, strings, indented strings, paths, sets,
 // lists and parenthesised expressions (see parser.h).
+#include <array>
 #include <cstdlib>
 
 #include "parser.h"
@@ -12,6 +13,15 @@ std::string homeDir() {
   const char* h = std::getenv("HOME");
   return h ? h : "/";
 }
+
+// The bytes parseString stops at: all others are copied as they stand.
+constexpr auto kStringSpecial = [] {
+  std::array<bool, 256> t{};
+  for (unsigned char c : {'"', '\\', '$', '\r'}) t[c] = true;
+  return t;
+}();
+
+bool isStringSpecial(char c) { return kStringSpecial[static_cast<unsigned char>(c)]; }
 
 }  // namespace
 
@@ -225,6 +235,7 @@ Expr* Parser::parseString() {
     from = p;
   };
   while (true) {
+    while (p < n && !isStringSpecial(s[p])) ++p;  // a run of plain bytes
     if (p >= n) lex_.error(p, "syntax error, unexpected end of file, expecting '\"'");
     char c = s[p];
     if (c == '"') break;
@@ -309,18 +320,18 @@ Expr* Parser::parseIndString() {
       size_t q = p;
       std::string lit;
       while (q < n) {
+        size_t run = q;  // bytes other than quotes and dollars, copied whole
+        while (run < n && s[run] != '\'' && s[run] != '$') ++run;
+        lit.append(s, q, run - q);
+        q = run;
+        if (q == n) break;
         char d = s[q];
         char dn = q + 1 < n ? s[q + 1] : 0;
         if (d == '\'' && (dn == '\'' || dn == '$' || dn == 0)) break;
         if (d == '$' && (dn == '{' || dn == '\'' || dn == 0)) break;
-        if (d == '\'' || d == '$') {
-          lit += d;
-          lit += dn;
-          q += 2;
-          continue;
-        }
-        lit += d;
-        ++q;
+        lit += d;  // a quote or dollar that starts nothing, and the next byte
+        lit += dn;
+        q += 2;
       }
       addLit(p, std::move(lit), true);
       p = q;
@@ -339,7 +350,9 @@ Expr* Parser::parseIndString() {
       }
       continue;
     }
-    for (char c : part.lit) {
+    const std::string& lit = part.lit;
+    for (size_t k = 0; k < lit.size(); ++k) {
+      char c = lit[k];
       if (atStart) {
         if (c == ' ') {
           ++curIndent;
@@ -349,7 +362,9 @@ Expr* Parser::parseIndString() {
           atStart = false;
           minIndent = std::min(minIndent, curIndent);
         }
-      } else if (c == '\n') {
+      } else {
+        k = lit.find('\n', k);  // the rest of the line counts for nothing
+        if (k == std::string::npos) break;
         atStart = true;
         curIndent = 0;
       }
@@ -378,21 +393,26 @@ Expr* Parser::parseIndString() {
       continue;
     }
     std::string s2;
-    for (char c : part.lit) {
-      if (atStart) {
-        if (c == ' ') {
-          if (dropped++ >= minIndent) s2 += c;
-        } else if (c == '\n') {
-          dropped = 0;
-          s2 += c;
-        } else {
-          atStart = false;
-          dropped = 0;
-          s2 += c;
-        }
-      } else {
+    const std::string& lit = part.lit;
+    for (size_t k = 0; k < lit.size();) {
+      if (!atStart) {  // copied whole up to and with the end of the line
+        size_t nl = lit.find('\n', k);
+        size_t end = nl == std::string::npos ? lit.size() : nl + 1;
+        s2.append(lit, k, end - k);
+        k = end;
+        atStart = nl != std::string::npos;
+        continue;
+      }
+      char c = lit[k++];
+      if (c == ' ') {
+        if (dropped++ >= minIndent) s2 += c;
+      } else if (c == '\n') {
+        dropped = 0;
         s2 += c;
-        if (c == '\n') atStart = true;
+      } else {
+        atStart = false;
+        dropped = 0;
+        s2 += c;
       }
     }
     if (i + 1 == parts.size()) {

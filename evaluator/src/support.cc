@@ -127,7 +127,33 @@ void Arena::shrinkLastShared(void* p, size_t oldSize, size_t newSize) {
       return shrinkTail(c.cur, c.left, p, oldSize, newSize);
 }
 
-SymbolTable::SymbolTable() : table_(std::make_unique<Table>(1024)) {
+namespace {
+
+// The names this thread interned last, direct-mapped by hash: a parser
+// interns the same few names (`lib`, `stdenv`, `pname`, formals) over and
+// over, and finding them here reads one small, hot array instead of the
+// table's slot and the name's view, which a large table keeps out of the
+// first-level cache. `serial` tells tables apart (one thread may parse for
+// several states); a name's text never moves while its table lives.
+struct RecentSymbol {
+  const char* text = nullptr;
+  uint32_t hash = 0;
+  uint32_t len = 0;
+  uint32_t id = 0;
+  uint64_t serial = 0;  // 0: empty
+};
+constexpr size_t kRecentSymbols = 512;
+thread_local RecentSymbol tRecent[kRecentSymbols];
+
+uint64_t nextSymbolTableSerial() {
+  static std::atomic<uint64_t> next{1};  // 0 marks an empty entry
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+SymbolTable::SymbolTable()
+    : serial_(nextSymbolTableSerial()), table_(std::make_unique<Table>(1024)) {
   current_.store(table_.get());
   chunks_.reserve(size_t{1} << (32 - kChunkBits));
   chunks_.emplace_back(new std::string_view[size_t{1} << kChunkBits]);
@@ -152,6 +178,17 @@ uint32_t SymbolTable::find(const Table& t, uint32_t hash, std::string_view name)
 
 Symbol SymbolTable::intern(std::string_view name) {
   auto h = static_cast<uint32_t>(std::hash<std::string_view>()(name));
+  RecentSymbol& r = tRecent[h & (kRecentSymbols - 1)];
+  if (r.serial == serial_ && r.hash == h && r.len == name.size() &&
+      std::memcmp(r.text, name.data(), name.size()) == 0)
+    return Symbol{r.id};
+  Symbol s = internUncached(name, h);
+  if (name.size() <= UINT32_MAX)
+    r = {this->name(s).data(), h, static_cast<uint32_t>(name.size()), s.id, serial_};
+  return s;
+}
+
+Symbol SymbolTable::internUncached(std::string_view name, uint32_t h) {
   if (!shared_) return internLocked(name, h);
   if (uint32_t id = find(*current_.load(std::memory_order_acquire), h, name)) return Symbol{id};
   std::lock_guard<std::mutex> lock(mu_);

@@ -240,7 +240,8 @@ void fillOutputPaths(Derivation& drv, DrvHashCache& cache) {
 StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
                                       uint32_t** tag,
                                       std::vector<uint32_t>* inputTags,
-                                      SpinMutex* memoMutex) {
+                                      SpinMutex* memoMutex,
+                                      std::string_view* key) {
   auto lock = [memoMutex] {
     return memoMutex ? std::unique_lock<SpinMutex>(*memoMutex) : std::unique_lock<SpinMutex>();
   };
@@ -260,12 +261,22 @@ StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
   std::optional<Entry> fresh;  // hashed unlocked when others may add
   if (memoMutex) fresh = modulo();
   auto held = lock();
-  auto it = memo_.find(path.baseName());
-  Entry& e = it != memo_.end()
-                 ? it->second
-                 : memoise(path.baseName(), fresh ? *fresh : modulo());
+  // One lookup finds or adds the entry; a new one is keyed by `path`'s
+  // text until it is filled in, then by its kept copy.
+  auto [it, added] = memo_.try_emplace(path.baseName());
+  if (added) {
+    try {
+      it->second = fresh ? *fresh : modulo();
+    } catch (...) {
+      memo_.erase(it);
+      throw;
+    }
+    it->first.view = keepKey(path.baseName());
+  }
+  Entry& e = it->second;
   e.checked = true;  // its outputs were computed just above
   if (tag) *tag = &e.tag;
+  if (key) *key = it->first.view;
   return path;
 }
 

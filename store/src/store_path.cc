@@ -30,7 +30,15 @@ constexpr auto kCharClass = [] {
 }();
 
 bool validNameChar(char c) { return kCharClass[static_cast<uint8_t>(c)] & kNameChar; }
-bool isNix32Digit(char c) { return kCharClass[static_cast<uint8_t>(c)] & kNix32Digit; }
+
+// Whether every byte of `s` is of class `cls`: the classes ANDed without a
+// branch per byte (every derivation constructs and checks a few dozen
+// store paths); the caller finds the offending byte only on failure.
+bool allOfClass(std::string_view s, uint8_t cls) {
+  uint8_t all = cls;
+  for (char c : s) all &= kCharClass[static_cast<uint8_t>(c)];
+  return all == cls;
+}
 
 }  // namespace
 
@@ -44,9 +52,10 @@ void checkStorePathName(std::string_view name) {
   if (name == "." || name == "..") throw bad("is not allowed");
   if (name.starts_with(".-") || name.starts_with("..-"))
     throw bad("must not start with '.-' or '..-'");
-  for (char c : name)
-    if (!validNameChar(c))
-      throw bad("contains illegal character '" + std::string(1, c) + "'");
+  if (!allOfClass(name, kNameChar))
+    for (char c : name)
+      if (!validNameChar(c))
+        throw bad("contains illegal character '" + std::string(1, c) + "'");
 }
 
 StorePath::StorePath(std::string_view baseName) : baseName_(baseName) { check(); }
@@ -58,10 +67,9 @@ void StorePath::check() const {
   if (baseName.size() < kHashLen + 2 || baseName[kHashLen] != '-')
     throw FormatError("'" + std::string(baseName) +
                       "' is not a store path base name (<hash>-<name>)");
-  for (char c : baseName.substr(0, kHashLen))
-    if (!isNix32Digit(c))
-      throw FormatError("store path '" + std::string(baseName) +
-                        "' has an invalid hash part");
+  if (!allOfClass(baseName.substr(0, kHashLen), kNix32Digit))
+    throw FormatError("store path '" + std::string(baseName) +
+                      "' has an invalid hash part");
   checkStorePathName(baseName.substr(kHashLen + 1));
 }
 

@@ -116,5 +116,43 @@ TEST(HashString, MatchesThePublishedVectors) {
   }
 }
 
+// Every byte value is written as its two hex digits (a pair table).
+TEST(Encoding, Base16WritesEveryByteAsItsTwoDigits) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  std::string hex = base16Encode(all);
+  ASSERT_EQ(hex.size(), 512u);
+  EXPECT_EQ(hex.substr(0, 8), "00010203");
+  EXPECT_EQ(hex.substr(2 * 0x7e, 8), "7e7f8081");
+  EXPECT_EQ(hex.substr(496), "f8f9fafbfcfdfeff");
+  EXPECT_EQ(base16Decode(hex), all);
+  std::string out = "sha256:";
+  appendBase16(out, "\xab\x01");
+  EXPECT_EQ(out, "sha256:ab01");
+}
+
+// Digits are looked up by byte in tables: every byte value, bytes above
+// 0x7f included, is a digit exactly when the alphabet has it.
+TEST(Encoding, DigitTablesAcceptExactlyTheirAlphabets) {
+  const std::string hex = "0123456789abcdefABCDEF", nix32 = "0123456789abcdfghijklmnpqrsvwxyz";
+  for (int i = 0; i < 256; ++i) {
+    char c = static_cast<char>(i);
+    bool isHex = hex.find(c) != std::string::npos;
+    if (isHex) {
+      int v = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+      EXPECT_EQ(base16Decode(std::string{'0', c}), std::string(1, static_cast<char>(v))) << i;
+      EXPECT_EQ(base16Decode(std::string{c, '0'}), std::string(1, static_cast<char>(v << 4))) << i;
+    } else {
+      EXPECT_THROW(base16Decode(std::string{'0', c}), FormatError) << i;
+    }
+    // Two nix32 digits hold one byte; the first (top) digit takes bits 5-7.
+    size_t at = nix32.find(c);
+    if (at != std::string::npos)
+      EXPECT_EQ(nix32Decode(std::string{'0', c}, 1), std::string(1, static_cast<char>(at))) << i;
+    else
+      EXPECT_THROW(nix32Decode(std::string{'0', c}, 1), FormatError) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -41,6 +41,19 @@ TEST(Builtins, ReplaceStringsAsNix) {
 // Expected values are nix-instantiate 2.8's: patterns beyond the inline
 // capacity, runs copied between bytes no pattern starts with, empty
 // patterns, overlapping patterns.
+// Names are sorted on their first 8 bytes first, then whole where those
+// tie: prefixes of each other, ties past 8 bytes, bytes above 0x7f and ""
+// (order from nix-instantiate 2.8).
+TEST(Builtins, AttrNamesSortsNamesSharingPrefixes) {
+  EXPECT_EQ(evalStrict(R"(builtins.attrNames { "configureFlags" = 1; "configurePhase" = 2;
+      "configure" = 3; "configur" = 4; "conf" = 5; "" = 6; "configurePhas" = 7; "zé" = 8;
+      "z~" = 9; "propagatedBuildInputs" = 10; "propagatedNativeBuildInputs" = 11; "ab" = 12;
+      "a" = 13; "B" = 14; "_x" = 15; "x-y" = 16; })"),
+            R"([ "" "B" "_x" "a" "ab" "conf" "configur" "configure" "configureFlags" )"
+            R"("configurePhas" "configurePhase" "propagatedBuildInputs" )"
+            R"("propagatedNativeBuildInputs" "x-y" "z~" "zé" ])");
+}
+
 TEST(Builtins, ReplaceStringsManyPatternsAndLongRunsAsNix) {
   EXPECT_EQ(evalStrict("builtins.replaceStrings [ \"a\" \"b\" \"c\" \"d\" \"e\" \"f\" \"g\" \"h\" \"i\" \"j\" \"k\" \"l\" \"m\" \"n\" \"o\" \"p\" \"q\" \"r\" \"s\" \"t\" \"u\" \"v\" \"w\" \"x\" \"y\" \"z\" ] [ \"A\" \"B\" \"C\" \"D\" \"E\" \"F\" \"G\" \"H\" \"I\" \"J\" \"K\" \"L\" \"M\" \"N\" \"O\" \"P\" \"Q\" \"R\" \"S\" \"T\" \"U\" \"V\" \"W\" \"X\" \"Y\" \"Z\" ] \"hello, world: the quick brown fox 123\""),
             "\"HELLO, WORLD: THE QUICK BROWN FOX 123\"");

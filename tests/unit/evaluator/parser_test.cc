@@ -35,6 +35,33 @@ TEST(Parser, StringsAndEscapes) {
   EXPECT_EQ(evalStrict("''a'''b''$c''\\nd''"), R"("a''b$c\nd")");
 }
 
+// Indented strings copy runs without quotes or dollars whole, and lines
+// after their indentation whole; quotes and dollars that start nothing stay
+// in the run (expected values from nix-instantiate 2.8).
+TEST(Parser, IndentedStringRunsAroundQuotesDollarsAndIndentation) {
+  EXPECT_EQ(evalStrict("''\n    a $b ''${c} '$ x\n      indented ''"),
+            R"("a $b \${c} '$ x\n  indented ")");
+  EXPECT_EQ(evalStrict("''' ''' '''' ''\\t tab''\\n\n   \n  less\n    end  \n  ''"),
+            R"("' '' ''' \t tab\n\n   \n  less\n    end  \n")");
+  EXPECT_EQ(evalStrict("''\n  line one ${\"x\"} rest of line\n    two''$\n  ''"),
+            R"("line one x rest of line\n  two$\n")");
+  EXPECT_EQ(evalStrict("''a'b$c'd'' "), R"("a'b$c'd")");
+  EXPECT_EQ(evalStrict("''  x\n  y''"), R"("x\ny")");
+  EXPECT_EQ(evalStrict("''\n\n      " + std::string(300, 'r') + "\n    ''"),
+            "\"\\n" + std::string(300, 'r') + "\\n\"");
+}
+
+// Space between tokens: runs of blanks, tabs, CR LF, comments of both
+// kinds; an unterminated comment is reported where it starts.
+TEST(Parser, SpaceRunsCommentsAndWhereAnUnterminatedCommentStarts) {
+  EXPECT_EQ(evalStrict("{\n  a =  \t 1; # c\r\n\t b = /* x */ 2;   \n    c = [ 1   2 ]; }"),
+            "{ a = 1; b = 2; c = [ 1 2 ]; }");
+  EXPECT_EQ(evalStrict("        1 +     # one\n        /**/2"), "3");
+  std::string err = evalError("{\n    a = 1;\n      /* never closed\n");
+  EXPECT_NE(err.find("unterminated comment"), std::string::npos) << err;
+  EXPECT_NE(err.find(":3:7"), std::string::npos) << err;
+}
+
 TEST(Parser, StringRunsAroundEscapesCarriageReturnsAndDollars) {
   // Unescaped runs are copied from the source; escapes split them.
   EXPECT_EQ(evalStrict(R"("long run before\tan escape, and a long run after it")"),
@@ -43,6 +70,15 @@ TEST(Parser, StringRunsAroundEscapesCarriageReturnsAndDollars) {
   EXPECT_EQ(evalStrict("\"a\r\nb\rc\""), R"("a\nb\nc")");
   EXPECT_EQ(evalStrict(R"("$" + "a$" + "$$x" + "$\n" + "\$")"), R"("$a$$$x$\n$")");
   EXPECT_EQ(evalStrict(R"("${"a"}" + "")"), R"("a")");
+  // Bytes parseString does not stop at are skipped as one run: every byte
+  // value but '"', '\\', '$' and CR, between two that it stops at.
+  std::string plain;
+  for (int i = 1; i < 256; ++i)
+    if (i != '"' && i != '\\' && i != '$' && i != '\r') plain += static_cast<char>(i);
+  EXPECT_EQ(evalStrict("builtins.stringLength \"\\t" + plain + "$\""),
+            std::to_string(plain.size() + 2));
+  std::string err = evalError("\n  \"" + plain);
+  EXPECT_NE(err.find("unexpected end of file, expecting '\"'"), std::string::npos) << err;
 }
 
 // String constants that are list elements share one node per text within

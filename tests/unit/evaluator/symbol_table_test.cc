@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,29 @@ TEST(SymbolTable, OneIdPerNameAndNamesRoundTrip) {
   EXPECT_EQ(t.name(a), "alpha");
   EXPECT_EQ(std::string(t.cName(a)), "alpha");
   EXPECT_EQ(t.size(), 2u);
+}
+
+// The thread's cache of recent names serves each table its own ids: two
+// tables that number the same names differently, used in turns, and a
+// table made where a destroyed one lived.
+TEST(SymbolTable, RecentNamesAreKeptPerTable) {
+  SymbolTable a, b;
+  Symbol ax = a.intern("x"), ay = a.intern("y");
+  Symbol by = b.intern("y"), bx = b.intern("x");
+  ASSERT_NE(ax, bx);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a.intern("x"), ax);
+    EXPECT_EQ(b.intern("x"), bx);
+    EXPECT_EQ(a.intern("y"), ay);
+    EXPECT_EQ(b.intern("y"), by);
+  }
+  for (int round = 0; round < 2; ++round) {
+    auto t = std::make_unique<SymbolTable>();
+    if (round) t->intern("first");  // "name" gets id 2, not the last table's 1
+    Symbol s = t->intern("name");
+    EXPECT_EQ(t->intern("name"), s);
+    EXPECT_EQ(s.id, round ? 2u : 1u);
+  }
 }
 
 TEST(SymbolTable, SharedInterningFromThreadsWhileTheTableGrows) {

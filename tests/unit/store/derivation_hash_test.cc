@@ -349,10 +349,23 @@ TEST(DrvHash, MemoKeysAreTheKeepersCopies) {
   Derivation d = newDrv("made");
   d.inputDrvs[loaded].insert("out");
   Derivation same = d;
+  Derivation again = d;
   std::string aterm;
-  StorePath p = kept.addDerivation(d, aterm);
+  uint32_t* tag = nullptr;
+  std::string_view key;
+  StorePath p = kept.addDerivation(d, aterm, &tag, nullptr, nullptr, &key);
   EXPECT_EQ(p, plain.addDerivation(same, aterm));
   ASSERT_EQ(copies.size(), 2u);  // the input, loaded first, then p
+  // The entry added under p's text is keyed by the copy (p may go), and
+  // adding the same derivation again finds it: no second copy.
+  EXPECT_EQ(key.data(), copies[1]->data() + 1);
+  *tag = 7;
+  uint32_t* tagAgain = nullptr;
+  std::string_view keyAgain;
+  EXPECT_EQ(kept.addDerivation(again, aterm, &tagAgain, nullptr, nullptr, &keyAgain), p);
+  EXPECT_EQ(copies.size(), 2u);
+  EXPECT_EQ(keyAgain.data(), key.data());
+  EXPECT_EQ(*tagAgain, 7u);
   EXPECT_EQ(kept.keptKey(loaded.baseName()).data(), copies[0]->data() + 1);
   EXPECT_EQ(kept.keptKey(p.baseName()).data(), copies[1]->data() + 1);
   EXPECT_EQ(kept.keptKey(p.baseName()), p.baseName());

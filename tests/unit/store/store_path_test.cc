@@ -63,6 +63,43 @@ TEST(StorePath, RejectsBadNamesAndPaths) {
             "greeting");
 }
 
+// Each byte value, at the start, middle and end of a name and of a hash
+// part, is accepted exactly when its class allows it; a refused name
+// character is named in the message.
+TEST(StorePath, EveryByteIsCheckedWhereverItStands) {
+  const std::string nameChars =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-._?=";
+  const std::string nix32 = "0123456789abcdfghijklmnpqrsvwxyz";
+  for (int i = 0; i < 256; ++i) {
+    char c = static_cast<char>(i);
+    bool nameOk = nameChars.find(c) != std::string::npos;
+    for (size_t at : {0, 5, 9}) {
+      std::string name = "abcdefghij";
+      name[at] = c;
+      if (at == 0 && c == '.') continue;  // ".bcdef..." is a name of its own rules
+      if (nameOk) {
+        EXPECT_NO_THROW(checkStorePathName(name)) << i;
+      } else {
+        try {
+          checkStorePathName(name);
+          ADD_FAILURE() << i;
+        } catch (const FormatError& e) {
+          if (c) {  // what() is a C string: a NUL ends it
+            EXPECT_NE(std::string(e.what()).find("illegal character '" + std::string(1, c) + "'"),
+                      std::string::npos) << i;
+          }
+        }
+      }
+      std::string hash(32, '0');
+      hash[at * 3] = c;
+      if (nix32.find(c) != std::string::npos)
+        EXPECT_NO_THROW(StorePath(hash + "-x")) << i;
+      else
+        EXPECT_THROW(StorePath(hash + "-x"), FormatError) << i;
+    }
+  }
+}
+
 TEST(StorePath, DerivationNamesLeaveRoomForDotDrv) {
   EXPECT_NO_THROW(checkDerivationName(std::string(207, 'a')));
   try {

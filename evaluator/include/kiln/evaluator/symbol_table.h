@@ -53,7 +53,12 @@ class SymbolTable {
   /// The id of `name` in `t`, or 0 when `t` does not hold it.
   uint32_t find(const Table& t, uint32_t hash, std::string_view name) const;
   void grow();
+  /// intern() past the thread's cache of recent names.
+  Symbol internUncached(std::string_view name, uint32_t hash);
   Symbol internLocked(std::string_view name, uint32_t hash);
+  /// Tells this table's entries in the threads' recent-name caches from
+  /// other tables' (unique per table made, never 0).
+  uint64_t serial_;
   static constexpr uint32_t kChunkBits = 12, kChunkMask = (1u << kChunkBits) - 1;
   Arena arena_;
   /// Names by id, in chunks of 2^12; the chunk list is reserved up front

@@ -167,15 +167,18 @@ class DrvHashCache {
   /// text) is hashed once; the unmasked modulo one is the `.drv` text with
   /// its inputs list replaced, not printed again. Throws as
   /// fillOutputPaths().
-  /// With `tag`, also points it at the derivation's tag (see tagOf()), and
-  /// with `inputTags`, fills it with the tags of its inputDrvs, in order.
+  /// With `tag`, also points it at the derivation's tag (see tagOf()) and,
+  /// with `key`, sets that to the memo's key for it (see keptKey()): no
+  /// second lookup. With `inputTags`, fills it with the tags of its
+  /// inputDrvs, in order.
   /// With `memoMutex`, holds it only while reading and adding to the memo:
   /// threads holding it around every other use of this cache may then add
   /// derivations at once (the ATerms are printed and hashed unlocked).
   StorePath addDerivation(Derivation& drv, std::string& aterm,
                           uint32_t** tag = nullptr,
                           std::vector<uint32_t>* inputTags = nullptr,
-                          SpinMutex* memoMutex = nullptr);
+                          SpinMutex* memoMutex = nullptr,
+                          std::string_view* key = nullptr);
   /// A number the caller may attach to a memoised `.drv` (an evaluator
   /// keeps the index of its own record there, so one lookup finds both),
   /// kNoTag until set; nullptr if `baseName` has no memoised hash. Valid
@@ -202,7 +205,7 @@ class DrvHashCache {
   /// has no memoised hash. Held as tagOf.
   std::string_view keptKey(std::string_view baseName) const {
     auto it = memo_.find(baseName);
-    return it == memo_.end() ? std::string_view() : it->first;
+    return it == memo_.end() ? std::string_view() : it->first.view;
   }
   /// How many times the loader was called (each `.drv` at most once).
   size_t loadCount() const { return loads_; }
@@ -226,10 +229,20 @@ class DrvHashCache {
                                    sha256.size()));
     }
   };
+  /// A memo key: a view of a kept base name. Mutable so that an entry
+  /// inserted under a caller's text (one lookup to find or add) can be
+  /// pointed at the kept copy, equal text, once it is known to be new.
+  struct Key {
+    template <class Text>  // a string or view: lookups by base name
+    Key(const Text& text) : view(text) {}  // NOLINT(google-explicit-constructor)
+    mutable std::string_view view;
+    bool operator==(const Key& o) const { return view == o.view; }
+  };
   /// Store path base names are random in their first characters: those
   /// make the hash (no need to hash 40-200 bytes per lookup).
   struct BaseNameHash {
-    size_t operator()(std::string_view s) const {
+    size_t operator()(const Key& k) const {
+      std::string_view s = k.view;
       if (s.size() < sizeof(uint64_t)) return std::hash<std::string_view>()(s);
       uint64_t h;
       std::memcpy(&h, s.data(), sizeof h);
@@ -265,7 +278,7 @@ class DrvHashCache {
 
   /// By `.drv` base name; a hash map (lookups per input per derivation
   /// dominated evaluation with an ordered map of StorePaths).
-  std::unordered_map<std::string_view, Entry, BaseNameHash> memo_;
+  std::unordered_map<Key, Entry, BaseNameHash> memo_;
   std::vector<std::unique_ptr<char[]>> keyChunks_;
   KeyKeeper keeper_;  // when set, keepKey's copies are made by it
   char* keyCur_ = nullptr;
