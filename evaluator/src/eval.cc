@@ -64,6 +64,7 @@ void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
   e->eval(state, env, vTmp);
+  Expr* def = orDefault();
   for (auto& n : path()) {
     Symbol name = getName(n, state, env);
     const Attr* j = nullptr;

@@ -103,7 +103,7 @@ Expr* Parser::parseSimple() {
       s->pos = pos;
       s->e = attrs;
       AttrName body{state_.sBody, nullptr};
-      s->pathItems = arenaArray(state_.arena, &body, 1, s->nPath);
+      s->setPath(state_.arena, {&body, 1}, nullptr);
       return s;
     }
     case Tok::kRec:

@@ -462,3 +462,35 @@ TEST(Positions, OriginsAcrossChunksKeepTheirPathsAndTexts) {
   }
   EXPECT_TRUE(watch.expired());
 }
+
+// A select of one name without `or` keeps the name in its node (no array
+// in the arena: 16 bytes less a select); longer paths and defaults keep
+// theirs in an array. Every form still evaluates, binds, reports and
+// prints as before.
+TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
+  EvalState st;
+  std::string list = "s: [ ";
+  for (int i = 0; i < 1000; ++i) list += "s.a ";
+  list += "]";
+  size_t used = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // as SharedListElementsGiveBackTheirText
+    auto* before = static_cast<char*>(st.arena.allocate(1, 1));
+    ASSERT_NE(st.parseExprFromString(list, "/tmp"), nullptr);
+    auto* after = static_cast<char*>(st.arena.allocate(1, 1));
+    used = static_cast<size_t>(after - before);
+    if (after > before && used < (size_t{1} << 20)) break;
+  }
+  // Per select: the node (40), its variable (24), the list's slot (8).
+  EXPECT_LT(used, 1000 * (40 + 24 + 8) + 1024);
+  EXPECT_EQ(evalStrict(R"(let s = { a = { b = 1; }; c = 2; }; n = "c"; in
+      [ s.c s.a.b (s.x or 3) (s.a.x or 4) (s.c or 5) s.${n} (s.${n} or 6) s."c"
+        ({ inherit (s) c; }.c) (let { body = 7; }) (s ? c) (s ? a.x) ])"),
+            "[ 2 1 3 4 2 2 2 2 2 7 true false ]");
+  std::string e = evalError("let s = { a = 1; }; in\n  s.b");
+  EXPECT_NE(e.find("attribute 'b' missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("«string»:2:3"), std::string::npos) << e;
+  EXPECT_NE(evalError("s: s.${y}").find("undefined variable 'y'"), std::string::npos);
+  std::ostringstream out;
+  st.parseExprFromString("s: [ s.a s.a.b (s.c or 1) s.${\"d\"} ]", "/tmp")->show(st.symbols, out);
+  EXPECT_EQ(out.str(), R"((s: [ ((s).a) ((s).a.b) ((s).c or (1)) ((s)."${"d"}") ]))");
+}

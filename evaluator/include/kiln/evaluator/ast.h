@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <new>
 #include <ostream>
 #include <span>
 #include <vector>
@@ -85,11 +87,42 @@ T* arenaArray(Arena& arena, const T* p, size_t n, uint32_t& count) {
 }
 
 struct ExprSelect : Expr {
-  uint32_t nPath = 0;
+  /// The path's length, kHasDefault set when an `or` default follows it.
+  uint32_t pathBits = 0;
   Expr* e = nullptr;
-  AttrName* pathItems = nullptr;
-  std::span<AttrName> path() const { return {pathItems, nPath}; }
-  Expr* def = nullptr;  ///< the `or` default
+  /// A path of one name without a default (most selects: `lib.x`,
+  /// `self.y`, `inherit (s) z;`) is kept in the node itself; any other in
+  /// an array in the arena, the default after it (as an AttrName's expr).
+  union {
+    AttrName* pathItems = nullptr;
+    alignas(AttrName) std::byte oneName[sizeof(AttrName)];  // an AttrName
+  };
+  static constexpr uint32_t kHasDefault = uint32_t{1} << 31;
+  /// Sets the path and the `or` default (nullptr: none).
+  void setPath(Arena& arena, std::span<const AttrName> path, Expr* def) {
+    if (path.size() == 1 && !def) {
+      new (oneName) AttrName(path[0]);
+      pathBits = 1;
+      return;
+    }
+    pathBits = static_cast<uint32_t>(path.size());
+    pathItems = static_cast<AttrName*>(
+        arena.allocate(sizeof(AttrName) * (path.size() + (def ? 1 : 0)), alignof(AttrName)));
+    std::uninitialized_copy_n(path.data(), path.size(), pathItems);
+    if (def) {
+      new (&pathItems[path.size()]) AttrName{Symbol(), def};
+      pathBits |= kHasDefault;
+    }
+  }
+  std::span<AttrName> path() const {
+    return {pathBits == 1 ? std::launder(reinterpret_cast<AttrName*>(const_cast<std::byte*>(oneName)))
+                          : pathItems,
+            pathBits & ~kHasDefault};
+  }
+  /// The `or` default, or nullptr.
+  Expr* orDefault() const {
+    return pathBits & kHasDefault ? pathItems[pathBits & ~kHasDefault].expr : nullptr;
+  }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
