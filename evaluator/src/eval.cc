@@ -187,7 +187,8 @@ void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
 
 void ExprList::eval(EvalState& state, Env& env, Value& v) {
   state.mkList(v, nElems);
-  for (size_t i = 0; i < nElems; ++i) v.list.elems[i] = elemItems[i]->maybeThunk(state, env);
+  std::span<Expr*> items = elems();
+  for (size_t i = 0; i < nElems; ++i) v.list.elems[i] = items[i]->maybeThunk(state, env);
 }
 
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
@@ -211,10 +212,11 @@ void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   // its thunk would be forced at once and be garbage after (a
   // replaceStrings table rebuilt on every call).
   const uint32_t forced = forcedListArgs(vFun);
+  std::span<Expr*> items = args();
   for (size_t i = 0; i < n; ++i) {
     const bool list = i < 32 && ((forced >> i) & 1);
-    auto* l = list ? exprAs<ExprConstList>(argItems[i]) : nullptr;
-    vArgs[i] = l ? &l->v : argItems[i]->maybeThunk(state, env);
+    auto* l = list ? exprAs<ExprConstList>(items[i]) : nullptr;
+    vArgs[i] = l ? &l->v : items[i]->maybeThunk(state, env);
   }
   callFunction(state, vFun, n, vArgs, v, pos);
 }

@@ -129,7 +129,7 @@ Expr* Parser::parseSimple() {
       if (constant) return constantList(pos, {elems.data(), elems.size()});
       auto* l = state_.arena.make<ExprList>();
       l->pos = pos;
-      l->elemItems = arenaArray(state_.arena, elems.data(), elems.size(), l->nElems);
+      l->elemItems.assign(state_.arena, elems.data(), elems.size(), l->nElems);
       return l;
     }
     default:

@@ -10,6 +10,22 @@
 using namespace kiln::eval;
 using namespace kiln::eval::testing;
 
+namespace {
+// The arena bytes parsing `text` takes. The arena bumps within a 4 MiB
+// chunk; a parse that starts a new chunk is measured again in the new one.
+size_t arenaBytesOfParse(EvalState& st, const std::string& text) {
+  size_t used = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto* before = static_cast<char*>(st.arena.allocate(1, 1));
+    EXPECT_NE(st.parseExprFromString(text, "/tmp"), nullptr);
+    auto* after = static_cast<char*>(st.arena.allocate(1, 1));
+    used = static_cast<size_t>(after - before);
+    if (after > before && used < (size_t{1} << 20)) break;
+  }
+  return used;
+}
+}  // namespace
+
 TEST(Parser, OperatorPrecedenceAndAssociativity) {
   EXPECT_EQ(evalStrict("1 + 2 * 3 - 4 / 2"), "5");
   EXPECT_EQ(evalStrict("10 - 3 - 2"), "5");
@@ -64,18 +80,7 @@ TEST(Parser, SharedListElementsGiveBackTheirText) {
   std::string list = "[ ";
   for (int i = 0; i < 1000; ++i) list += "\"abcdefghijk\" ";
   list += "]";
-  // The arena bumps within a 4 MiB chunk; a parse that starts a new chunk
-  // is measured again in the new one.
-  size_t used = 0;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    auto* before = static_cast<char*>(st.arena.allocate(1, 1));
-    Expr* e = st.parseExprFromString(list, "/tmp");
-    auto* after = static_cast<char*>(st.arena.allocate(1, 1));
-    ASSERT_NE(e, nullptr);
-    used = static_cast<size_t>(after - before);
-    if (after > before && used < (size_t{1} << 20)) break;
-  }
-  EXPECT_LT(used, 1000 * 8 + 1024);
+  EXPECT_LT(arenaBytesOfParse(st, list), 1000 * 8 + 1024);
   EXPECT_EQ(evalStrict("builtins.length " + list), "1000");
   EXPECT_EQ(evalStrict(R"(builtins.concatStringsSep "," [ "ab\tc" "ab\tc" "x" "ab\tc" ])"),
             R"("ab\tc,ab\tc,x,ab\tc")");
@@ -472,16 +477,8 @@ TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
   std::string list = "s: [ ";
   for (int i = 0; i < 1000; ++i) list += "s.a ";
   list += "]";
-  size_t used = 0;
-  for (int attempt = 0; attempt < 2; ++attempt) {  // as SharedListElementsGiveBackTheirText
-    auto* before = static_cast<char*>(st.arena.allocate(1, 1));
-    ASSERT_NE(st.parseExprFromString(list, "/tmp"), nullptr);
-    auto* after = static_cast<char*>(st.arena.allocate(1, 1));
-    used = static_cast<size_t>(after - before);
-    if (after > before && used < (size_t{1} << 20)) break;
-  }
   // Per select: the node (40), its variable (24), the list's slot (8).
-  EXPECT_LT(used, 1000 * (40 + 24 + 8) + 1024);
+  EXPECT_LT(arenaBytesOfParse(st, list), 1000 * (40 + 24 + 8) + 1024);
   EXPECT_EQ(evalStrict(R"(let s = { a = { b = 1; }; c = 2; }; n = "c"; in
       [ s.c s.a.b (s.x or 3) (s.a.x or 4) (s.c or 5) s.${n} (s.${n} or 6) s."c"
         ({ inherit (s) c; }.c) (let { body = 7; }) (s ? c) (s ? a.x) ])"),
@@ -493,4 +490,27 @@ TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
   std::ostringstream out;
   st.parseExprFromString("s: [ s.a s.a.b (s.c or 1) s.${\"d\"} ]", "/tmp")->show(st.symbols, out);
   EXPECT_EQ(out.str(), R"((s: [ ((s).a) ((s).a.b) ((s).c or (1)) ((s)."${"d"}") ]))");
+}
+
+// A call of one argument and a list of one element keep it in the node
+// (no 8-byte array in the arena); more are an array, none nothing.
+TEST(Parser, OneArgumentCallsAndOneElementListsKeepItInTheNode) {
+  EvalState st;
+  std::string calls = "f: x: [ ", lists = "x: [ ";
+  for (int i = 0; i < 1000; ++i) {
+    calls += "(f x) ";
+    lists += "[ x ] ";
+  }
+  calls += "]";
+  lists += "]";
+  // Per call: the node (32), two variables (48), the list's slot (8); per
+  // list: the node (24), its variable (24), the slot (8).
+  EXPECT_LT(arenaBytesOfParse(st, calls), 1000 * (32 + 48 + 8) + 1024);
+  EXPECT_LT(arenaBytesOfParse(st, lists), 1000 * (24 + 24 + 8) + 1024);
+  EXPECT_EQ(evalStrict(R"(let f = a: b: [ a b ]; g = a: a + 1; x = 2; in
+      [ (g x) (f x 3) (f x) [ x ] [ x (g x) ] [ ] (builtins.length [ x ]) ])"),
+            "[ 3 [ 2 3 ] <LAMBDA> [ 2 ] [ 2 3 ] [ ] 1 ]");
+  std::ostringstream out;
+  st.parseExprFromString("f: x: [ (f x) (f x x) [ x ] [ x x ] [ ] ]", "/tmp")->show(st.symbols, out);
+  EXPECT_EQ(out.str(), "(f: (x: [ ((f x)) ((f x x)) ([ (x) ]) ([ (x) (x) ]) ([ ]) ]))");
 }

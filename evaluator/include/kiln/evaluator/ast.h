@@ -86,6 +86,27 @@ T* arenaArray(Arena& arena, const T* p, size_t n, uint32_t& count) {
   return a;
 }
 
+/// A node's Expr* elements (its count kept by the node): one is kept in
+/// place of the pointer to an array (`f x`, `[ x ]`: no 8-byte array in
+/// the arena), more in an array in the arena.
+union ExprItems {
+  Expr** many = nullptr;
+  Expr* one;
+  /// Sets the `n` elements at `p`, their count in `count`.
+  void assign(Arena& arena, Expr* const* p, size_t n, uint32_t& count) {
+    if (n == 1) {
+      one = p[0];
+      count = 1;
+      return;
+    }
+    many = arenaArray(arena, p, n, count);
+  }
+  /// The elements, `n` of them.
+  std::span<Expr*> span(uint32_t n) const {
+    return {n == 1 ? const_cast<Expr**>(&one) : many, n};
+  }
+};
+
 struct ExprSelect : Expr {
   /// The path's length, kHasDefault set when an `or` default follows it.
   uint32_t pathBits = 0;
@@ -173,8 +194,8 @@ struct ExprAttrs : Expr {
 
 struct ExprList : Expr {
   uint32_t nElems = 0;
-  Expr** elemItems = nullptr;
-  std::span<Expr*> elems() const { return {elemItems, nElems}; }
+  ExprItems elemItems;
+  std::span<Expr*> elems() const { return elemItems.span(nElems); }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -232,8 +253,8 @@ struct ExprLambda : Expr {
 struct ExprCall : Expr {
   uint32_t nArgs = 0;
   Expr* fun = nullptr;
-  Expr** argItems = nullptr;
-  std::span<Expr*> args() const { return {argItems, nArgs}; }
+  ExprItems argItems;
+  std::span<Expr*> args() const { return argItems.span(nArgs); }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
