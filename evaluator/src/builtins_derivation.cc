@@ -169,10 +169,18 @@ namespace {
 // as the state), or nullptr: a derivation's record then needs no copy of
 // it (toFile's and copied paths' names, ~50 bytes a derivation).
 const char* sourceInContext(const DrvState& ds, const Context& ctx, const StorePath& p) {
-  std::string path = ds.dir.printPath(p);
-  auto it = std::lower_bound(ctx.begin(), ctx.end(), std::string_view(path));
-  if (it == ctx.end() || *it != path) return nullptr;
-  return it->data() + (path.size() - p.baseName().size());
+  // Entries against "<store dir>/<base name>", without making that string.
+  const std::string_view dir = ds.dir.dir(), base = p.baseName();
+  auto compare = [&](std::string_view e) {
+    if (int c = e.substr(0, dir.size()).compare(dir)) return c;
+    e.remove_prefix(std::min(e.size(), dir.size()));
+    if (int c = e.substr(0, 1).compare("/")) return c;
+    return e.substr(1).compare(base);
+  };
+  auto it = std::lower_bound(ctx.begin(), ctx.end(), 0,
+                             [&](std::string_view e, int) { return compare(e) < 0; });
+  if (it == ctx.end() || compare(*it) != 0) return nullptr;
+  return it->data() + dir.size() + 1;
 }
 
 // Every path a `.drv` refers to, itself included (for "=" contexts).

@@ -60,26 +60,37 @@ static Symbol getName(const AttrName& n, EvalState& state, Env& env) {
   return state.sym(forceStringNoCtx(state, v, n.expr->pos));
 }
 
+// The attribute `name` of `set` (forced), or an error at `pos`.
+[[gnu::always_inline]] static inline Value* attrOrThrow(EvalState& state, Value& set, Symbol name,
+                                                       PosIdx pos) {
+  forceAttrs(state, set, pos);
+  const Attr* j = set.attrs->find(name);
+  if (!j) throwError(state, pos, "attribute '" + std::string(state.symbols.name(name)) + "' missing");
+  return j->value;
+}
+
 void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
   e->eval(state, env, vTmp);
-  Expr* def = orDefault();
-  for (auto& n : path()) {
-    Symbol name = getName(n, state, env);
-    const Attr* j = nullptr;
-    if (def) {
+  if (pathBits == 1) {  // one name, no default: most selects
+    vAttrs = attrOrThrow(state, vTmp, getName(path()[0], state, env), pos);
+  } else {
+    Expr* def = orDefault();
+    for (auto& n : path()) {
+      Symbol name = getName(n, state, env);
+      if (!def) {
+        vAttrs = attrOrThrow(state, *vAttrs, name, pos);
+        continue;
+      }
       state.forceValue(*vAttrs, pos);
+      const Attr* j;
       if (vAttrs->type != VType::kAttrs || !(j = vAttrs->attrs->find(name))) {
         def->eval(state, env, v);
         return;
       }
-    } else {
-      forceAttrs(state, *vAttrs, pos);
-      if (!(j = vAttrs->attrs->find(name)))
-        throwError(state, pos, "attribute '" + std::string(state.symbols.name(name)) + "' missing");
+      vAttrs = j->value;
     }
-    vAttrs = j->value;
   }
   state.forceValue(*vAttrs, pos);
   v = *vAttrs;
@@ -212,11 +223,10 @@ void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   // its thunk would be forced at once and be garbage after (a
   // replaceStrings table rebuilt on every call).
   const uint32_t forced = forcedListArgs(vFun);
-  std::span<Expr*> items = args();
   for (size_t i = 0; i < n; ++i) {
     const bool list = i < 32 && ((forced >> i) & 1);
-    auto* l = list ? exprAs<ExprConstList>(items[i]) : nullptr;
-    vArgs[i] = l ? &l->v : items[i]->maybeThunk(state, env);
+    auto* l = list ? exprAs<ExprConstList>(argItems[i]) : nullptr;
+    vArgs[i] = l ? &l->v : argItems[i]->maybeThunk(state, env);
   }
   callFunction(state, vFun, n, vArgs, v, pos);
 }

@@ -147,7 +147,7 @@ Expr* Parser::var(const char* name, PosIdx pos) {
 Expr* Parser::call(const char* fn, const std::vector<Expr*>& args, PosIdx pos) {
   auto* c = state_.arena.make<ExprCall>();
   c->fun = var(fn, pos);
-  c->argItems.assign(state_.arena, args.data(), args.size(), c->nArgs);
+  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
   c->pos = pos;
   return c;
 }
@@ -411,7 +411,7 @@ Expr* Parser::parseApp() {
   c->fun = f;
   ScratchVec<Expr*, 4> args;
   while (startsSimple(0)) args.push_back(parseSelect());
-  c->argItems.assign(state_.arena, args.data(), args.size(), c->nArgs);
+  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
   return c;
 }
 
@@ -441,7 +441,7 @@ Expr* Parser::parseSelect() {
     c->pos = lex_.posAt(start);
     c->fun = e;
     Expr* orVar = var("or", p);
-    c->argItems.assign(state_.arena, &orVar, 1, c->nArgs);
+    c->argItems = arenaArray(state_.arena, &orVar, 1, c->nArgs);
     return c;
   }
   return e;

@@ -492,25 +492,19 @@ TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
   EXPECT_EQ(out.str(), R"((s: [ ((s).a) ((s).a.b) ((s).c or (1)) ((s)."${"d"}") ]))");
 }
 
-// A call of one argument and a list of one element keep it in the node
-// (no 8-byte array in the arena); more are an array, none nothing.
-TEST(Parser, OneArgumentCallsAndOneElementListsKeepItInTheNode) {
+// A list literal of one element keeps it in the node (no 8-byte array in
+// the arena); more are an array, none nothing.
+TEST(Parser, OneElementListsKeepItInTheNode) {
   EvalState st;
-  std::string calls = "f: x: [ ", lists = "x: [ ";
-  for (int i = 0; i < 1000; ++i) {
-    calls += "(f x) ";
-    lists += "[ x ] ";
-  }
-  calls += "]";
+  std::string lists = "x: [ ";
+  for (int i = 0; i < 1000; ++i) lists += "[ x ] ";
   lists += "]";
-  // Per call: the node (32), two variables (48), the list's slot (8); per
-  // list: the node (24), its variable (24), the slot (8).
-  EXPECT_LT(arenaBytesOfParse(st, calls), 1000 * (32 + 48 + 8) + 1024);
+  // Per list: the node (24), its variable (24), the outer list's slot (8).
   EXPECT_LT(arenaBytesOfParse(st, lists), 1000 * (24 + 24 + 8) + 1024);
-  EXPECT_EQ(evalStrict(R"(let f = a: b: [ a b ]; g = a: a + 1; x = 2; in
-      [ (g x) (f x 3) (f x) [ x ] [ x (g x) ] [ ] (builtins.length [ x ]) ])"),
-            "[ 3 [ 2 3 ] <LAMBDA> [ 2 ] [ 2 3 ] [ ] 1 ]");
+  EXPECT_EQ(evalStrict(R"(let g = a: a + 1; x = 2; in
+      [ [ x ] [ x (g x) ] [ ] [ [ x ] ] (builtins.length [ x ]) (builtins.head [ (g x) ]) ])"),
+            "[ [ 2 ] [ 2 3 ] [ ] [ [ 2 ] ] 1 3 ]");
   std::ostringstream out;
-  st.parseExprFromString("f: x: [ (f x) (f x x) [ x ] [ x x ] [ ] ]", "/tmp")->show(st.symbols, out);
-  EXPECT_EQ(out.str(), "(f: (x: [ ((f x)) ((f x x)) ([ (x) ]) ([ (x) (x) ]) ([ ]) ]))");
+  st.parseExprFromString("x: [ [ x ] [ x x ] [ ] ]", "/tmp")->show(st.symbols, out);
+  EXPECT_EQ(out.str(), "(x: [ ([ (x) ]) ([ (x) (x) ]) ([ ]) ])");
 }

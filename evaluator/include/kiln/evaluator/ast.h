@@ -87,8 +87,8 @@ T* arenaArray(Arena& arena, const T* p, size_t n, uint32_t& count) {
 }
 
 /// A node's Expr* elements (its count kept by the node): one is kept in
-/// place of the pointer to an array (`f x`, `[ x ]`: no 8-byte array in
-/// the arena), more in an array in the arena.
+/// place of the pointer to an array (`[ x ]`: no 8-byte array in the
+/// arena), more in an array in the arena.
 union ExprItems {
   Expr** many = nullptr;
   Expr* one;
@@ -253,8 +253,8 @@ struct ExprLambda : Expr {
 struct ExprCall : Expr {
   uint32_t nArgs = 0;
   Expr* fun = nullptr;
-  ExprItems argItems;
-  std::span<Expr*> args() const { return argItems.span(nArgs); }
+  Expr** argItems = nullptr;
+  std::span<Expr*> args() const { return {argItems, nArgs}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
