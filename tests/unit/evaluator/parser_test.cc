@@ -24,6 +24,13 @@ size_t arenaBytesOfParse(EvalState& st, const std::string& text) {
   }
   return used;
 }
+
+// `prefix` and a list literal of 1,000 `item`s.
+std::string thousandInAList(const std::string& prefix, const std::string& item) {
+  std::string text = prefix + "[ ";
+  for (int i = 0; i < 1000; ++i) text += item + " ";
+  return text + "]";
+}
 }  // namespace
 
 TEST(Parser, OperatorPrecedenceAndAssociativity) {
@@ -77,9 +84,7 @@ TEST(Parser, ListElementStringsShareNodesAndKeepTheirMeaning) {
 // (8 bytes each) and one node, not 16 bytes of text each as well.
 TEST(Parser, SharedListElementsGiveBackTheirText) {
   EvalState st;
-  std::string list = "[ ";
-  for (int i = 0; i < 1000; ++i) list += "\"abcdefghijk\" ";
-  list += "]";
+  std::string list = thousandInAList("", "\"abcdefghijk\"");
   EXPECT_LT(arenaBytesOfParse(st, list), 1000 * 8 + 1024);
   EXPECT_EQ(evalStrict("builtins.length " + list), "1000");
   EXPECT_EQ(evalStrict(R"(builtins.concatStringsSep "," [ "ab\tc" "ab\tc" "x" "ab\tc" ])"),
@@ -474,9 +479,7 @@ TEST(Positions, OriginsAcrossChunksKeepTheirPathsAndTexts) {
 // prints as before.
 TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
   EvalState st;
-  std::string list = "s: [ ";
-  for (int i = 0; i < 1000; ++i) list += "s.a ";
-  list += "]";
+  std::string list = thousandInAList("s: ", "s.a");
   // Per select: the node (40), its variable (24), the list's slot (8).
   EXPECT_LT(arenaBytesOfParse(st, list), 1000 * (40 + 24 + 8) + 1024);
   EXPECT_EQ(evalStrict(R"(let s = { a = { b = 1; }; c = 2; }; n = "c"; in
@@ -496,9 +499,7 @@ TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
 // the arena); more are an array, none nothing.
 TEST(Parser, OneElementListsKeepItInTheNode) {
   EvalState st;
-  std::string lists = "x: [ ";
-  for (int i = 0; i < 1000; ++i) lists += "[ x ] ";
-  lists += "]";
+  std::string lists = thousandInAList("x: ", "[ x ]");
   // Per list: the node (24), its variable (24), the outer list's slot (8).
   EXPECT_LT(arenaBytesOfParse(st, lists), 1000 * (24 + 24 + 8) + 1024);
   EXPECT_EQ(evalStrict(R"(let g = a: a + 1; x = 2; in
