@@ -52,8 +52,8 @@ const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
 // and `knownSrc` that of an input source's base name (inside the text of
 // the context entry it came from).
 template <class Known, class KnownSrc>
-MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d, Known&& known,
-                    KnownSrc&& knownSrc) {
+MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d,
+                    Known&& known, KnownSrc&& knownSrc) {
   const char** inputs = kNoStrings;
   if (!d.inputDrvs.empty()) {
     inputs = arena.makeArray<const char*>(d.inputDrvs.size() + 1);
@@ -77,8 +77,9 @@ MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d, Kno
   const bool outOnly = d.outputs.size() == 1 && d.outputs.begin()->first == "out";
   return {baseName, inputs, srcs,
           outOnly ? kOutOnly
-                  : arenaStrings(arena, d.outputs,
-                                 [](auto& kv) -> std::string_view { return kv.first; })};
+                  : arenaStrings(
+                        arena, d.outputs,
+                        [](auto& kv) -> std::string_view { return kv.first; })};
 }
 
 // An arena copy of the concatenation of `parts` (no temporary string).
@@ -168,7 +169,8 @@ namespace {
 // it came from ("/nix/store/<base name>", an arena copy that lives as long
 // as the state), or nullptr: a derivation's record then needs no copy of
 // it (toFile's and copied paths' names, ~50 bytes a derivation).
-const char* sourceInContext(const DrvState& ds, const Context& ctx, const StorePath& p) {
+const char* sourceInContext(const DrvState& ds, const Context& ctx,
+                            const StorePath& p) {
   // Entries against "<store dir>/<base name>", without making that string.
   const std::string_view dir = ds.dir.dir(), base = p.baseName();
   auto compare = [&](std::string_view e) {
@@ -177,8 +179,9 @@ const char* sourceInContext(const DrvState& ds, const Context& ctx, const StoreP
     if (int c = e.substr(0, 1).compare("/")) return c;
     return e.substr(1).compare(base);
   };
-  auto it = std::lower_bound(ctx.begin(), ctx.end(), 0,
-                             [&](std::string_view e, int) { return compare(e) < 0; });
+  auto it =
+      std::lower_bound(ctx.begin(), ctx.end(), 0,
+                       [&](std::string_view e, int) { return compare(e) < 0; });
   if (it == ctx.end() || compare(*it) != 0) return nullptr;
   return it->data() + dir.size() + 1;
 }
@@ -409,14 +412,14 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     if (*tag == store::DrvHashCache::kNoTag) {
       *tag = static_cast<uint32_t>(ds.made.size());
       size_t i = 0;
-      ds.made.push_back(makeMadeDrv(st.arena, drvPathC + ds.dir.dir().size() + 1, drv,
-                                    [&](std::string_view) -> const char* {
-                                      uint32_t t = inputTags[i++];
-                                      return t == store::DrvHashCache::kNoTag
-                                                 ? nullptr
-                                                 : ds.made[t].baseName;
-                                    },
-                                    [&](const StorePath& p) { return sourceInContext(ds, ctx, p); }));
+      ds.made.push_back(makeMadeDrv(
+          st.arena, drvPathC + ds.dir.dir().size() + 1, drv,
+          [&](std::string_view) -> const char* {
+            uint32_t t = inputTags[i++];
+            return t == store::DrvHashCache::kNoTag ? nullptr
+                                                    : ds.made[t].baseName;
+          },
+          [&](const StorePath& p) { return sourceInContext(ds, ctx, p); }));
     }
   }
   Bindings* b = st.heap().allocBindings(1 + drv.outputs.size());

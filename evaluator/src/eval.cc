@@ -61,11 +61,15 @@ static Symbol getName(const AttrName& n, EvalState& state, Env& env) {
 }
 
 // The attribute `name` of `set` (forced), or an error at `pos`.
-[[gnu::always_inline]] static inline Value* attrOrThrow(EvalState& state, Value& set, Symbol name,
-                                                       PosIdx pos) {
+[[gnu::always_inline]] static inline Value* attrOrThrow(EvalState& state,
+                                                        Value& set, Symbol name,
+                                                        PosIdx pos) {
   forceAttrs(state, set, pos);
   const Attr* j = set.attrs->find(name);
-  if (!j) throwError(state, pos, "attribute '" + std::string(state.symbols.name(name)) + "' missing");
+  if (!j)
+    throwError(
+        state, pos,
+        "attribute '" + std::string(state.symbols.name(name)) + "' missing");
   return j->value;
 }
 
@@ -199,7 +203,8 @@ void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
 void ExprList::eval(EvalState& state, Env& env, Value& v) {
   state.mkList(v, nElems);
   std::span<Expr*> items = elems();
-  for (size_t i = 0; i < nElems; ++i) v.list.elems[i] = items[i]->maybeThunk(state, env);
+  for (size_t i = 0; i < nElems; ++i)
+    v.list.elems[i] = items[i]->maybeThunk(state, env);
 }
 
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }

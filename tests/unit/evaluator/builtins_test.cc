@@ -279,15 +279,17 @@ TEST(Builtins, AnInterpolationOfOneStringIsThatString) {
 // A derivation's record keeps its input sources' names inside the arena
 // text of the context entries they came from (toFile's path), not in a
 // copy of its own: a longer source name costs the arena its context
-// entry, not a second copy in the record. That a `=` context still lists them is checked by
-// the conformance and drv identity suites.
+// entry, not a second copy in the record. That a `=` context still lists them
+// is checked by the conformance and drv identity suites.
 TEST(Builtins, DerivationRecordsKeepNoCopyOfTheirSourcesNames) {
   EvalState st;
   auto arenaUsed = [&](const std::string& srcName, int i) {
     std::string n = std::to_string(i);
     Expr* e = st.parseExprFromString(
-        "(derivation { name = \"d" + n + "\"; system = \"x\"; builder = \"/b\"; src = "
-        "builtins.toFile \"" + srcName + "\" \"" + n + "\"; }).drvPath",
+        "(derivation { name = \"d" + n +
+            "\"; system = \"x\"; builder = \"/b\"; src = "
+            "builtins.toFile \"" +
+            srcName + "\" \"" + n + "\"; }).drvPath",
         "/tmp");
     auto* before = static_cast<char*>(st.arena.allocate(1, 1));
     Value v;

@@ -26,7 +26,8 @@ size_t arenaBytesOfParse(EvalState& st, const std::string& text) {
 }
 
 // `prefix` and a list literal of 1,000 `item`s.
-std::string thousandInAList(const std::string& prefix, const std::string& item) {
+std::string thousandInAList(const std::string& prefix,
+                            const std::string& item) {
   std::string text = prefix + "[ ";
   for (int i = 0; i < 1000; ++i) text += item + " ";
   return text + "]";
@@ -489,10 +490,13 @@ TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
   std::string e = evalError("let s = { a = 1; }; in\n  s.b");
   EXPECT_NE(e.find("attribute 'b' missing"), std::string::npos) << e;
   EXPECT_NE(e.find("«string»:2:3"), std::string::npos) << e;
-  EXPECT_NE(evalError("s: s.${y}").find("undefined variable 'y'"), std::string::npos);
+  EXPECT_NE(evalError("s: s.${y}").find("undefined variable 'y'"),
+            std::string::npos);
   std::ostringstream out;
-  st.parseExprFromString("s: [ s.a s.a.b (s.c or 1) s.${\"d\"} ]", "/tmp")->show(st.symbols, out);
-  EXPECT_EQ(out.str(), R"((s: [ ((s).a) ((s).a.b) ((s).c or (1)) ((s)."${"d"}") ]))");
+  st.parseExprFromString("s: [ s.a s.a.b (s.c or 1) s.${\"d\"} ]", "/tmp")
+      ->show(st.symbols, out);
+  EXPECT_EQ(out.str(),
+            R"((s: [ ((s).a) ((s).a.b) ((s).c or (1)) ((s)."${"d"}") ]))");
 }
 
 // A list literal of one element keeps it in the node (no 8-byte array in
@@ -506,6 +510,7 @@ TEST(Parser, OneElementListsKeepItInTheNode) {
       [ [ x ] [ x (g x) ] [ ] [ [ x ] ] (builtins.length [ x ]) (builtins.head [ (g x) ]) ])"),
             "[ [ 2 ] [ 2 3 ] [ ] [ [ 2 ] ] 1 3 ]");
   std::ostringstream out;
-  st.parseExprFromString("x: [ [ x ] [ x x ] [ ] ]", "/tmp")->show(st.symbols, out);
+  st.parseExprFromString("x: [ [ x ] [ x x ] [ ] ]", "/tmp")
+      ->show(st.symbols, out);
   EXPECT_EQ(out.str(), "(x: [ ([ (x) ]) ([ (x) (x) ]) ([ ]) ])");
 }

@@ -127,8 +127,8 @@ struct ExprSelect : Expr {
       return;
     }
     pathBits = static_cast<uint32_t>(path.size());
-    pathItems = static_cast<AttrName*>(
-        arena.allocate(sizeof(AttrName) * (path.size() + (def ? 1 : 0)), alignof(AttrName)));
+    pathItems = static_cast<AttrName*>(arena.allocate(
+        sizeof(AttrName) * (path.size() + (def ? 1 : 0)), alignof(AttrName)));
     std::uninitialized_copy_n(path.data(), path.size(), pathItems);
     if (def) {
       new (&pathItems[path.size()]) AttrName{Symbol(), def};
@@ -136,13 +136,15 @@ struct ExprSelect : Expr {
     }
   }
   std::span<AttrName> path() const {
-    return {pathBits == 1 ? std::launder(reinterpret_cast<AttrName*>(const_cast<std::byte*>(oneName)))
+    return {pathBits == 1 ? std::launder(reinterpret_cast<AttrName*>(
+                                const_cast<std::byte*>(oneName)))
                           : pathItems,
             pathBits & ~kHasDefault};
   }
   /// The `or` default, or nullptr.
   Expr* orDefault() const {
-    return pathBits & kHasDefault ? pathItems[pathBits & ~kHasDefault].expr : nullptr;
+    return pathBits & kHasDefault ? pathItems[pathBits & ~kHasDefault].expr
+                                  : nullptr;
   }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
