@@ -30,7 +30,7 @@ static void bindPath(EvalState& state, const StaticEnv& env, std::span<AttrName>
 
 void ExprSelect::bindVars(EvalState& state, const StaticEnv& env) {
   e->bindVars(state, env);
-  if (def) def->bindVars(state, env);
+  if (Expr* def = orDefault()) def->bindVars(state, env);
   bindPath(state, env, path());
 }
 

@@ -1,6 +1,7 @@
 // derivationStrict: turns a derivation's attributes into a `.drv` record
 // (spec §3.2-3.5), names it and its outputs, and hands the ATerm to the
 // StoreWriter.
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -47,10 +48,12 @@ const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
 }
 
 // `made` maps a base name to its MadeDrv; `known` gives the arena copy of
-// a base name already kept (inputs made by this evaluation), to share it.
-template <class Known>
-MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d, Known&& known) {
-  auto base = [](const StorePath& p) -> std::string_view { return p.baseName(); };
+// a base name already kept (inputs made by this evaluation), to share it,
+// and `knownSrc` that of an input source's base name (inside the text of
+// the context entry it came from).
+template <class Known, class KnownSrc>
+MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d,
+                    Known&& known, KnownSrc&& knownSrc) {
   const char** inputs = kNoStrings;
   if (!d.inputDrvs.empty()) {
     inputs = arena.makeArray<const char*>(d.inputDrvs.size() + 1);
@@ -61,11 +64,22 @@ MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d, Kno
     }
     inputs[i] = nullptr;
   }
+  const char** srcs = kNoStrings;
+  if (!d.inputSrcs.empty()) {
+    srcs = arena.makeArray<const char*>(d.inputSrcs.size() + 1);
+    size_t i = 0;
+    for (auto& p : d.inputSrcs) {
+      const char* k = knownSrc(p);
+      srcs[i++] = k ? k : arena.copyString(p.baseName());
+    }
+    srcs[i] = nullptr;
+  }
   const bool outOnly = d.outputs.size() == 1 && d.outputs.begin()->first == "out";
-  return {baseName, inputs, arenaStrings(arena, d.inputSrcs, base),
+  return {baseName, inputs, srcs,
           outOnly ? kOutOnly
-                  : arenaStrings(arena, d.outputs,
-                                 [](auto& kv) -> std::string_view { return kv.first; })};
+                  : arenaStrings(
+                        arena, d.outputs,
+                        [](auto& kv) -> std::string_view { return kv.first; })};
 }
 
 // An arena copy of the concatenation of `parts` (no temporary string).
@@ -120,7 +134,8 @@ struct DrvState : BuiltinState {
   }
   MadeDrv info(const StorePath& p) {
     if (const MadeDrv* m = find(p.baseName())) return *m;
-    return makeMadeDrv(arena, nullptr, fileLoader(p), [](std::string_view) { return nullptr; });
+    auto none = [](auto&&) -> const char* { return nullptr; };
+    return makeMadeDrv(arena, nullptr, fileLoader(p), none, none);
   }
   Arena& arena;
   store::StoreDir dir;
@@ -149,6 +164,27 @@ std::unique_lock<SpinMutex> lockDerivationMemo(EvalState& st) {
 }
 
 namespace {
+
+// The base name of input source `p` inside the text of the context entry
+// it came from ("/nix/store/<base name>", an arena copy that lives as long
+// as the state), or nullptr: a derivation's record then needs no copy of
+// it (toFile's and copied paths' names, ~50 bytes a derivation).
+const char* sourceInContext(const DrvState& ds, const Context& ctx,
+                            const StorePath& p) {
+  // Entries against "<store dir>/<base name>", without making that string.
+  const std::string_view dir = ds.dir.dir(), base = p.baseName();
+  auto compare = [&](std::string_view e) {
+    if (int c = e.substr(0, dir.size()).compare(dir)) return c;
+    e.remove_prefix(std::min(e.size(), dir.size()));
+    if (int c = e.substr(0, 1).compare("/")) return c;
+    return e.substr(1).compare(base);
+  };
+  auto it =
+      std::lower_bound(ctx.begin(), ctx.end(), 0,
+                       [&](std::string_view e, int) { return compare(e) < 0; });
+  if (it == ctx.end() || compare(*it) != 0) return nullptr;
+  return it->data() + dir.size() + 1;
+}
 
 // Every path a `.drv` refers to, itself included (for "=" contexts).
 void drvClosure(DrvState& ds, const StorePath& drvPath, store::StorePathSet& out) {
@@ -377,13 +413,14 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
     if (*tag == store::DrvHashCache::kNoTag) {
       *tag = static_cast<uint32_t>(ds.made.size());
       size_t i = 0;
-      ds.made.push_back(makeMadeDrv(st.arena, drvPathC + ds.dir.dir().size() + 1, drv,
-                                    [&](std::string_view) -> const char* {
-                                      uint32_t t = inputTags[i++];
-                                      return t == store::DrvHashCache::kNoTag
-                                                 ? nullptr
-                                                 : ds.made[t].baseName;
-                                    }));
+      ds.made.push_back(makeMadeDrv(
+          st.arena, drvPathC + ds.dir.dir().size() + 1, drv,
+          [&](std::string_view) -> const char* {
+            uint32_t t = inputTags[i++];
+            return t == store::DrvHashCache::kNoTag ? nullptr
+                                                    : ds.made[t].baseName;
+          },
+          [&](const StorePath& p) { return sourceInContext(ds, ctx, p); }));
     }
   }
   Bindings* b = st.heap().allocBindings(1 + drv.outputs.size());

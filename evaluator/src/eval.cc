@@ -60,25 +60,41 @@ static Symbol getName(const AttrName& n, EvalState& state, Env& env) {
   return state.sym(forceStringNoCtx(state, v, n.expr->pos));
 }
 
+// The attribute `name` of `set` (forced), or an error at `pos`.
+[[gnu::always_inline]] static inline Value* attrOrThrow(EvalState& state,
+                                                        Value& set, Symbol name,
+                                                        PosIdx pos) {
+  forceAttrs(state, set, pos);
+  const Attr* j = set.attrs->find(name);
+  if (!j)
+    throwError(
+        state, pos,
+        "attribute '" + std::string(state.symbols.name(name)) + "' missing");
+  return j->value;
+}
+
 void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
   e->eval(state, env, vTmp);
-  for (auto& n : path()) {
-    Symbol name = getName(n, state, env);
-    const Attr* j = nullptr;
-    if (def) {
+  if (pathBits == 1) {  // one name, no default: most selects
+    vAttrs = attrOrThrow(state, vTmp, getName(path()[0], state, env), pos);
+  } else {
+    Expr* def = orDefault();
+    for (auto& n : path()) {
+      Symbol name = getName(n, state, env);
+      if (!def) {
+        vAttrs = attrOrThrow(state, *vAttrs, name, pos);
+        continue;
+      }
       state.forceValue(*vAttrs, pos);
+      const Attr* j;
       if (vAttrs->type != VType::kAttrs || !(j = vAttrs->attrs->find(name))) {
         def->eval(state, env, v);
         return;
       }
-    } else {
-      forceAttrs(state, *vAttrs, pos);
-      if (!(j = vAttrs->attrs->find(name)))
-        throwError(state, pos, "attribute '" + std::string(state.symbols.name(name)) + "' missing");
+      vAttrs = j->value;
     }
-    vAttrs = j->value;
   }
   state.forceValue(*vAttrs, pos);
   v = *vAttrs;
@@ -186,7 +202,9 @@ void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
 
 void ExprList::eval(EvalState& state, Env& env, Value& v) {
   state.mkList(v, nElems);
-  for (size_t i = 0; i < nElems; ++i) v.list.elems[i] = elemItems[i]->maybeThunk(state, env);
+  std::span<Expr*> items = elems();
+  for (size_t i = 0; i < nElems; ++i)
+    v.list.elems[i] = items[i]->maybeThunk(state, env);
 }
 
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }

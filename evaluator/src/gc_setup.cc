@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 #include "gc_support.h"
 #include "kiln/evaluator/eval_state.h"
@@ -42,7 +43,32 @@ size_t largeHeap = 0;  // kLargeHeap, or KILN_GC_LARGE_HEAP; 0: no change
 // second, 280 MB later, freed 136 MB. From 512 MiB on, the first is the
 // one that frees.
 constexpr size_t kGcEveryThreaded = size_t{512} << 20;
+// The size classes shapeSizeClasses makes: for 9, 8, 6, 5, 4, 3 and 2
+// objects to a 4 KiB block (libgc's HBLKSIZE), the largest size of an even
+// number of 16-byte granules (libgc's rule for classes past 24 granules).
+constexpr size_t kMidSizeClasses[] = {448, 512, 672, 800, 1024, 1344, 2048};
 }  // namespace
+
+std::vector<size_t> shapeSizeClasses() {
+  // libgc makes a size class on the first request of a size past its
+  // initial map (383 bytes), stretched by an eighth over the smallest size
+  // not yet mapped and then to the largest size with as many objects to a
+  // 4 KiB block: a first 920-byte string made a class of 1,344 bytes (3 a
+  // block), and every string of 920-1,343 bytes then took 1,344 where 4 of
+  // up to 1,024 fit. Asked first, in ascending order, for the largest size
+  // of each count of objects a block holds, libgc makes exactly those
+  // classes and maps every size up to 2,047 bytes to the smallest class
+  // that holds it. (7 a block, 576 bytes, cannot be had after 512: the
+  // eighth makes it 672.)
+  std::vector<size_t> classes;
+  for (size_t bytes : kMidSizeClasses) {
+    // The collector adds a byte to each object (interior pointers).
+    void* p = GC_malloc_atomic(bytes - 1);
+    if (p) classes.push_back(GC_size(p));
+    GC_free(p);
+  }
+  return classes;
+}
 
 unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes) {
   return largeHeapBytes && heapBytes >= largeHeapBytes ? kLargeHeapDivisor : 1;
@@ -82,6 +108,7 @@ void initGarbageCollector() {
     // (setCollectorForThreads).
     GC_set_markers_count(markers);
     GC_INIT();
+    shapeSizeClasses();
     GC_set_on_heap_resize([](GC_word heapBytes) {
       onHeapGrowth();  // new heap sections
       if (largeHeap && freeSpaceDivisorFor(heapBytes, largeHeap) != 1)

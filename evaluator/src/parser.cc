@@ -425,11 +425,12 @@ Expr* Parser::parseSelect() {
     s->pos = lex_.posAt(start);
     s->e = e;
     AttrPath path = parseAttrPath();
-    s->pathItems = arenaArray(state_.arena, path.data(), path.size(), s->nPath);
+    Expr* def = nullptr;
     if (lex_.peek().t == Tok::kOrKw) {
       lex_.next();
-      s->def = parseSelect();
+      def = parseSelect();
     }
+    s->setPath(state_.arena, {path.data(), path.size()}, def);
     return s;
   }
   if (t.t == Tok::kOrKw) {
@@ -520,7 +521,7 @@ void Parser::parseBindList(ExprAttrs* attrs, Tok terminator) {
           auto* s = state_.arena.make<ExprSelect>();
           s->pos = p;
           s->e = from;
-          s->pathItems = arenaArray(state_.arena, &n, 1, s->nPath);
+          s->setPath(state_.arena, {&n, 1}, nullptr);
           e = s;
         } else {
           auto* v = state_.arena.make<ExprVar>();

@@ -113,7 +113,7 @@ Expr* Parser::parseSimple() {
       s->pos = pos;
       s->e = attrs;
       AttrName body{state_.sBody, nullptr};
-      s->pathItems = arenaArray(state_.arena, &body, 1, s->nPath);
+      s->setPath(state_.arena, {&body, 1}, nullptr);
       return s;
     }
     case Tok::kRec:
@@ -139,7 +139,7 @@ Expr* Parser::parseSimple() {
       if (constant) return constantList(pos, {elems.data(), elems.size()});
       auto* l = state_.arena.make<ExprList>();
       l->pos = pos;
-      l->elemItems = arenaArray(state_.arena, elems.data(), elems.size(), l->nElems);
+      l->elemItems.assign(state_.arena, elems.data(), elems.size(), l->nElems);
       return l;
     }
     default:

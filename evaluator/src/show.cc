@@ -66,7 +66,7 @@ void ExprSelect::show(const SymbolTable& st, std::ostream& out) const {
   e->show(st, out);
   out << ").";
   showAttrPath(st, out, path());
-  if (def) {
+  if (Expr* def = orDefault()) {
     out << " or (";
     def->show(st, out);
     out << ")";

@@ -289,5 +289,34 @@ TEST(Builtins, AnInterpolationOfOneStringIsThatString) {
   EXPECT_EQ(v.list.elems[2]->str.context, v.list.elems[3]->str.context);
 }
 
+// A derivation's record keeps its input sources' names inside the arena
+// text of the context entries they came from (toFile's path), not in a
+// copy of its own: a longer source name costs the arena its context
+// entry, not a second copy in the record. That a `=` context still lists them
+// is checked by the conformance and drv identity suites.
+TEST(Builtins, DerivationRecordsKeepNoCopyOfTheirSourcesNames) {
+  EvalState st;
+  auto arenaUsed = [&](const std::string& srcName, int i) {
+    std::string n = std::to_string(i);
+    Expr* e = st.parseExprFromString(
+        "(derivation { name = \"d" + n +
+            "\"; system = \"x\"; builder = \"/b\"; src = "
+            "builtins.toFile \"" +
+            srcName + "\" \"" + n + "\"; }).drvPath",
+        "/tmp");
+    auto* before = static_cast<char*>(st.arena.allocate(1, 1));
+    Value v;
+    runWithLargeStack([&] { st.eval(e, v); });
+    auto* after = static_cast<char*>(st.arena.allocate(1, 1));
+    return static_cast<size_t>(after - before);
+  };
+  arenaUsed("warm", 0);
+  size_t shortName = arenaUsed(std::string(10, 's'), 1);
+  size_t longName = arenaUsed(std::string(200, 'l'), 2);
+  ASSERT_GT(longName, shortName);
+  // One more copy of the 190 more characters (the context entry), not two.
+  EXPECT_LT(longName - shortName, 190u + 95u);
+}
+
 }  // namespace
 }  // namespace kiln::eval

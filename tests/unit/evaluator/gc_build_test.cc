@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "kiln/evaluator/eval_state.h"
 
@@ -46,6 +48,29 @@ TEST(GcBuild, BlockHeadersHoldMarkBitsNotMarkBytes) {
   EXPECT_GT(perBlock, 60u) << "no header per block measured";
   EXPECT_LT(perBlock, 200u) << "block headers of " << perBlock
                             << " bytes: libgc built with mark bytes";
+}
+
+TEST(GcBuild, MidSizedObjectsTakeTheSmallestClassThatHoldsThem) {
+  // initGarbageCollector makes the classes of 384-2,047 bytes first
+  // (shapeSizeClasses): the largest size of each count of objects a 4 KiB
+  // block holds, 9 down to 2 (but 7). Left to libgc, the first request of a
+  // size makes its class an eighth larger and then as large as the same count
+  // of objects allows: a first 920-byte object made a class of 1,344
+  // bytes (3 a block), where 4 of 1,024 fit.
+  initGarbageCollector();
+  // The collector adds a byte to each object: a request of 1,023 bytes
+  // still fits 1,024.
+  const std::vector<std::pair<size_t, size_t>> sizes = {
+      {400, 448},   {520, 672},   {600, 672},   {700, 800},  {920, 1024},
+      {1023, 1024}, {1024, 1344}, {1100, 1344}, {1500, 2048}};
+  for (auto [request, size] : sizes) {
+    EXPECT_EQ(GC_size(GC_MALLOC_ATOMIC(request)), size)
+        << "atomic, " << request << " bytes";
+    EXPECT_EQ(GC_size(GC_MALLOC(request)), size)
+        << "scanned, " << request << " bytes";
+  }
+  const std::vector<size_t> classes = {448, 512, 672, 800, 1024, 1344, 2048};
+  EXPECT_EQ(shapeSizeClasses(), classes);
 }
 
 }  // namespace

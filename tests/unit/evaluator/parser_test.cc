@@ -10,6 +10,30 @@
 using namespace kiln::eval;
 using namespace kiln::eval::testing;
 
+namespace {
+// The arena bytes parsing `text` takes. The arena bumps within a 4 MiB
+// chunk; a parse that starts a new chunk is measured again in the new one.
+size_t arenaBytesOfParse(EvalState& st, const std::string& text) {
+  size_t used = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto* before = static_cast<char*>(st.arena.allocate(1, 1));
+    EXPECT_NE(st.parseExprFromString(text, "/tmp"), nullptr);
+    auto* after = static_cast<char*>(st.arena.allocate(1, 1));
+    used = static_cast<size_t>(after - before);
+    if (after > before && used < (size_t{1} << 20)) break;
+  }
+  return used;
+}
+
+// `prefix` and a list literal of 1,000 `item`s.
+std::string thousandInAList(const std::string& prefix,
+                            const std::string& item) {
+  std::string text = prefix + "[ ";
+  for (int i = 0; i < 1000; ++i) text += item + " ";
+  return text + "]";
+}
+}  // namespace
+
 TEST(Parser, OperatorPrecedenceAndAssociativity) {
   EXPECT_EQ(evalStrict("1 + 2 * 3 - 4 / 2"), "5");
   EXPECT_EQ(evalStrict("10 - 3 - 2"), "5");
@@ -97,21 +121,8 @@ TEST(Parser, ListElementStringsShareNodesAndKeepTheirMeaning) {
 // (8 bytes each) and one node, not 16 bytes of text each as well.
 TEST(Parser, SharedListElementsGiveBackTheirText) {
   EvalState st;
-  std::string list = "[ ";
-  for (int i = 0; i < 1000; ++i) list += "\"abcdefghijk\" ";
-  list += "]";
-  // The arena bumps within a 4 MiB chunk; a parse that starts a new chunk
-  // is measured again in the new one.
-  size_t used = 0;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    auto* before = static_cast<char*>(st.arena.allocate(1, 1));
-    Expr* e = st.parseExprFromString(list, "/tmp");
-    auto* after = static_cast<char*>(st.arena.allocate(1, 1));
-    ASSERT_NE(e, nullptr);
-    used = static_cast<size_t>(after - before);
-    if (after > before && used < (size_t{1} << 20)) break;
-  }
-  EXPECT_LT(used, 1000 * 8 + 1024);
+  std::string list = thousandInAList("", "\"abcdefghijk\"");
+  EXPECT_LT(arenaBytesOfParse(st, list), 1000 * 8 + 1024);
   EXPECT_EQ(evalStrict("builtins.length " + list), "1000");
   EXPECT_EQ(evalStrict(R"(builtins.concatStringsSep "," [ "ab\tc" "ab\tc" "x" "ab\tc" ])"),
             R"("ab\tc,ab\tc,x,ab\tc")");
@@ -497,4 +508,45 @@ TEST(Positions, OriginsAcrossChunksKeepTheirPathsAndTexts) {
     EXPECT_FALSE(watch.expired());
   }
   EXPECT_TRUE(watch.expired());
+}
+
+// A select of one name without `or` keeps the name in its node (no array
+// in the arena: 16 bytes less a select); longer paths and defaults keep
+// theirs in an array. Every form still evaluates, binds, reports and
+// prints as before.
+TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
+  EvalState st;
+  std::string list = thousandInAList("s: ", "s.a");
+  // Per select: the node (40), its variable (24), the list's slot (8).
+  EXPECT_LT(arenaBytesOfParse(st, list), 1000 * (40 + 24 + 8) + 1024);
+  EXPECT_EQ(evalStrict(R"(let s = { a = { b = 1; }; c = 2; }; n = "c"; in
+      [ s.c s.a.b (s.x or 3) (s.a.x or 4) (s.c or 5) s.${n} (s.${n} or 6) s."c"
+        ({ inherit (s) c; }.c) (let { body = 7; }) (s ? c) (s ? a.x) ])"),
+            "[ 2 1 3 4 2 2 2 2 2 7 true false ]");
+  std::string e = evalError("let s = { a = 1; }; in\n  s.b");
+  EXPECT_NE(e.find("attribute 'b' missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("«string»:2:3"), std::string::npos) << e;
+  EXPECT_NE(evalError("s: s.${y}").find("undefined variable 'y'"),
+            std::string::npos);
+  std::ostringstream out;
+  st.parseExprFromString("s: [ s.a s.a.b (s.c or 1) s.${\"d\"} ]", "/tmp")
+      ->show(st.symbols, out);
+  EXPECT_EQ(out.str(),
+            R"((s: [ ((s).a) ((s).a.b) ((s).c or (1)) ((s)."${"d"}") ]))");
+}
+
+// A list literal of one element keeps it in the node (no 8-byte array in
+// the arena); more are an array, none nothing.
+TEST(Parser, OneElementListsKeepItInTheNode) {
+  EvalState st;
+  std::string lists = thousandInAList("x: ", "[ x ]");
+  // Per list: the node (24), its variable (24), the outer list's slot (8).
+  EXPECT_LT(arenaBytesOfParse(st, lists), 1000 * (24 + 24 + 8) + 1024);
+  EXPECT_EQ(evalStrict(R"(let g = a: a + 1; x = 2; in
+      [ [ x ] [ x (g x) ] [ ] [ [ x ] ] (builtins.length [ x ]) (builtins.head [ (g x) ]) ])"),
+            "[ [ 2 ] [ 2 3 ] [ ] [ [ 2 ] ] 1 3 ]");
+  std::ostringstream out;
+  st.parseExprFromString("x: [ [ x ] [ x x ] [ ] ]", "/tmp")
+      ->show(st.symbols, out);
+  EXPECT_EQ(out.str(), "(x: [ ([ (x) ]) ([ (x) (x) ]) ([ ]) ])");
 }

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <new>
 #include <ostream>
 #include <span>
 #include <vector>
@@ -84,12 +86,66 @@ T* arenaArray(Arena& arena, const T* p, size_t n, uint32_t& count) {
   return a;
 }
 
+/// A node's Expr* elements (its count kept by the node): one is kept in
+/// place of the pointer to an array (`[ x ]`: no 8-byte array in the
+/// arena), more in an array in the arena.
+union ExprItems {
+  Expr** many = nullptr;
+  Expr* one;
+  /// Sets the `n` elements at `p`, their count in `count`.
+  void assign(Arena& arena, Expr* const* p, size_t n, uint32_t& count) {
+    if (n == 1) {
+      one = p[0];
+      count = 1;
+      return;
+    }
+    many = arenaArray(arena, p, n, count);
+  }
+  /// The elements, `n` of them.
+  std::span<Expr*> span(uint32_t n) const {
+    return {n == 1 ? const_cast<Expr**>(&one) : many, n};
+  }
+};
+
 struct ExprSelect : Expr {
-  uint32_t nPath = 0;
+  /// The path's length, kHasDefault set when an `or` default follows it.
+  uint32_t pathBits = 0;
   Expr* e = nullptr;
-  AttrName* pathItems = nullptr;
-  std::span<AttrName> path() const { return {pathItems, nPath}; }
-  Expr* def = nullptr;  ///< the `or` default
+  /// A path of one name without a default (most selects: `lib.x`,
+  /// `self.y`, `inherit (s) z;`) is kept in the node itself; any other in
+  /// an array in the arena, the default after it (as an AttrName's expr).
+  union {
+    AttrName* pathItems = nullptr;
+    alignas(AttrName) std::byte oneName[sizeof(AttrName)];  // an AttrName
+  };
+  static constexpr uint32_t kHasDefault = uint32_t{1} << 31;
+  /// Sets the path and the `or` default (nullptr: none).
+  void setPath(Arena& arena, std::span<const AttrName> path, Expr* def) {
+    if (path.size() == 1 && !def) {
+      new (oneName) AttrName(path[0]);
+      pathBits = 1;
+      return;
+    }
+    pathBits = static_cast<uint32_t>(path.size());
+    pathItems = static_cast<AttrName*>(arena.allocate(
+        sizeof(AttrName) * (path.size() + (def ? 1 : 0)), alignof(AttrName)));
+    std::uninitialized_copy_n(path.data(), path.size(), pathItems);
+    if (def) {
+      new (&pathItems[path.size()]) AttrName{Symbol(), def};
+      pathBits |= kHasDefault;
+    }
+  }
+  std::span<AttrName> path() const {
+    return {pathBits == 1 ? std::launder(reinterpret_cast<AttrName*>(
+                                const_cast<std::byte*>(oneName)))
+                          : pathItems,
+            pathBits & ~kHasDefault};
+  }
+  /// The `or` default, or nullptr.
+  Expr* orDefault() const {
+    return pathBits & kHasDefault ? pathItems[pathBits & ~kHasDefault].expr
+                                  : nullptr;
+  }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -140,8 +196,8 @@ struct ExprAttrs : Expr {
 
 struct ExprList : Expr {
   uint32_t nElems = 0;
-  Expr** elemItems = nullptr;
-  std::span<Expr*> elems() const { return {elemItems, nElems}; }
+  ExprItems elemItems;
+  std::span<Expr*> elems() const { return elemItems.span(nElems); }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;

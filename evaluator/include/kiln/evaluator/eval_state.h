@@ -308,6 +308,13 @@ void setCollectorForThreads(unsigned threads);
 /// collection").
 unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes);
 
+/// Makes the collector's size classes for objects of 384-2,047 bytes, the
+/// largest size of each count of objects a 4 KiB block holds, before
+/// anything else asks for such sizes (initGarbageCollector calls it first);
+/// returns the object size each request got (docs/evaluator.md, "Garbage
+/// collection": "Size classes").
+std::vector<size_t> shapeSizeClasses();
+
 /// What the heap warmer did in this process so far (threaded evaluation
 /// with two or more threads; docs/evaluator.md, "Parallel evaluation"):
 /// bytes of new heap it populated before the allocator reached them, and
