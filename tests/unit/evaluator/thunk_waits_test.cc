@@ -30,7 +30,8 @@ struct Round {
   std::atomic<uint32_t> ready{0};
   std::atomic<uint64_t> waitNanos{0};
   std::atomic<uint64_t> lateWakes{0};
-  std::atomic<uint64_t> results{0};  // elements each thread saw evaluated (or failing)
+  std::atomic<uint64_t> results{
+      0};  // elements each thread saw evaluated (or failing)
 };
 
 struct ThreadArg {
@@ -51,7 +52,8 @@ void* forceAll(void* p) {
       r.st.forceValue(*r.elems[i], kNoPos);
       if (r.elems[i]->type == VType::kInt) r.results.fetch_add(1);
     } catch (const EvalError& e) {
-      if (std::string(e.what()).find("odd") != std::string::npos) r.results.fetch_add(1);
+      if (std::string(e.what()).find("odd") != std::string::npos)
+        r.results.fetch_add(1);
     }
   }
   r.waitNanos.fetch_add(threadWaitNanos());
@@ -74,7 +76,8 @@ uint64_t runRound(const char* expr) {
     Round r{st, list.list.elems, list.list.size};
     st.beginThreads(kThreads);
     std::vector<ThreadArg> args;
-    for (uint32_t slot = 1; slot <= kThreads; ++slot) args.push_back({&r, slot});
+    for (uint32_t slot = 1; slot <= kThreads; ++slot)
+      args.push_back({&r, slot});
     std::vector<pthread_t> ids;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -101,7 +104,8 @@ uint64_t runRound(const char* expr) {
 void expectWaitsComplete(const char* expr) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   uint64_t waited = 0;
-  while (waited == 0 && std::chrono::steady_clock::now() < deadline) waited = runRound(expr);
+  while (waited == 0 && std::chrono::steady_clock::now() < deadline)
+    waited = runRound(expr);
   EXPECT_GT(waited, 0u) << "the threads never waited for each other";
 }
 
