@@ -20,6 +20,7 @@ namespace {
 
 thread_local uint32_t tSlot = 0;  // 0: not an evaluating thread of a threaded state
 thread_local uint64_t tWaitNanos = 0;
+thread_local uint64_t tLateWakes = 0;
 // KILN_EVAL_CPU_TIMES: nanoseconds waited by forcing position (few sites:
 // a flat map is enough).
 thread_local std::vector<std::pair<uint32_t, uint64_t>> tWaitSites;
@@ -61,6 +62,23 @@ bool claimValue(Value& v, uint16_t& expected, uint16_t desired) {
 #endif
 }
 
+// Sets kWaitedFlag in the state word of `v` if it is still `expected`
+// (casValueState). Under TSan the CAS's own access is not recorded, as in
+// claimValue, but unlike a claim a successful one is not recorded as a
+// store either: the owner may publish right after it, and a store made
+// then would put the blackhole back over the result.
+bool flagWaited(Value& v, uint16_t& expected) {
+  const auto desired = static_cast<uint16_t>(expected | kWaitedFlag);
+#ifdef KILN_TSAN
+  __tsan_ignore_thread_begin();
+  bool flagged = casValueState(v, expected, desired);
+  __tsan_ignore_thread_end();
+  return flagged;
+#else
+  return casValueState(v, expected, desired);
+#endif
+}
+
 }  // namespace
 
 double cpuSeconds(clockid_t clock) {
@@ -70,6 +88,8 @@ double cpuSeconds(clockid_t clock) {
 }
 
 uint64_t threadWaitNanos() { return tWaitNanos; }
+
+uint64_t threadLateWakes() { return tLateWakes; }
 
 bool waitSitesRecorded() {
   static const bool on = std::getenv("KILN_EVAL_CPU_TIMES") != nullptr;
@@ -186,7 +206,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
     auto type = static_cast<VType>(st & 0xff);
     if (type > VType::kBlackhole) return;
     if (type == VType::kBlackhole) {
-      if ((st >> 8) == me || me == 0)
+      if (valueStateOwner(st) == me || me == 0)
         throw InfiniteRecursionError("infinite recursion encountered" + positions.snippet(pos));
       uint64_t before = tWaitNanos;
       bool published = threads().waitFor(v);
@@ -205,8 +225,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
       else callFunction(*this, *saved.app.left, *saved.app.right, tmp, pos);
       forceValue(tmp, pos);  // a result is never a thunk
     } catch (...) {
-      publishValueState(v, makeValueState(type));
-      threads().wake(v);
+      if (publishValueState(v, makeValueState(type)) & kWaitedFlag) threads().wake(v);
       throw;
     }
     // Payload first, then the state word (release).
@@ -214,8 +233,7 @@ void EvalState::forceThunkThreaded(Value& v, PosIdx pos) {
                 sizeof(Value) - 4);
     static_assert(offsetof(Value, strLen) == 4 && offsetof(Value, integer) == 8 &&
                   sizeof(Value) == 24);
-    publishValueState(v, makeValueState(tmp.type));
-    threads().wake(v);
+    if (publishValueState(v, makeValueState(tmp.type)) & kWaitedFlag) threads().wake(v);
     return;
   }
 }
@@ -229,19 +247,25 @@ bool ThreadSlots::waitCycle(uint32_t me, uint8_t owner) const {
     if (!w) return false;
     uint16_t st = valueState(*w);
     if (static_cast<VType>(st & 0xff) != VType::kBlackhole) return false;
-    owner = static_cast<uint8_t>(st >> 8);
+    owner = valueStateOwner(st);
   }
   return false;
 }
 
-// A waiter stores what it waits for, then (after a full fence) reads the
-// thunk's state; a publisher stores the state, then (after a full fence)
-// reads what each thread waits for. So either the waiter sees the result or
-// the publisher sees the waiter, and then notifies it under the waiter's
-// mutex, which the waiter holds from its last check until it sleeps.
+// No lost wake-up, with nothing but the publish's exchange on the path of
+// a thunk nobody waits for: a waiter stores what it waits for, then sets
+// kWaitedFlag in the blackhole's state word by compare-and-swap (acq_rel;
+// also when the flag is set already);
+// a publisher (or a put-back) exchanges the state word (acq_rel) and calls
+// wake only if the word it replaced carried the flag. Read-modify-writes of
+// one word are totally ordered: if the waiter's CAS comes first, the
+// exchange returns the flag and, reading from the CAS (release), sees the
+// waiter's waitingFor; if the exchange comes first, the CAS fails on the
+// published word and the waiter sees the result. wake notifies under the
+// waiter's mutex, which the waiter holds from its last check (which sets
+// the flag again: the thunk may have been put back and claimed anew
+// meanwhile) until it sleeps.
 void ThreadSlots::wake(const Value& v) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the publish before the loads
-  if (waiters_.load(std::memory_order_relaxed) == 0) return;
   for (uint32_t i = 1; i <= slotsInUse_; ++i) {
     Slot& s = slots_[i];
     if (s.waitingFor.load(std::memory_order_relaxed) != &v) continue;
@@ -250,37 +274,47 @@ void ThreadSlots::wake(const Value& v) {
   }
 }
 
-bool ThreadSlots::waitFor(const Value& v) {
+namespace {
+// Whether `v` is no longer a blackhole; if it still is, flags it as waited
+// for first (a publish after this returns false wakes the waiter).
+bool publishedOrFlagged(Value& v) {
+  static_assert(EvalState::kMaxThreads < (kWaitedFlag >> 8), "owners fit below the flag");
+  // Also when another waiter set the flag: the publisher's exchange then
+  // reads from this CAS, so it sees this thread's waitingFor too.
+  uint16_t st = valueState(v);
+  while (static_cast<VType>(st & 0xff) == VType::kBlackhole)
+    if (flagWaited(v, st)) return false;
+  return true;
+}
+}  // namespace
+
+bool ThreadSlots::waitFor(Value& v) {
   const uint32_t me = tSlot;
   Slot& slot = slots_[me];
-  slot.waitingFor.store(&v);
-  waiters_.fetch_add(1);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the stores before the state's load
+  slot.waitingFor.store(&v);  // before the flag's CAS (publishedOrFlagged)
   struct Clear {
-    std::atomic<uint32_t>& waiters;
     Slot& s;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     ~Clear() {
-      waiters.fetch_sub(1);
       s.waitingFor.store(nullptr);
       tWaitNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - start)
                         .count();
     }
-  } clear{waiters_, slot};
-  auto published = [&] {
-    return static_cast<VType>(valueState(v) & 0xff) != VType::kBlackhole;
-  };
+  } clear{slot};
+  auto published = [&] { return publishedOrFlagged(v); };
   int cycleSeen = 0;
   while (!published()) {
     // A cycle read while the chain moves can be momentary; a real one stays.
-    if (waitCycle(me, static_cast<uint8_t>(valueState(v) >> 8))) {
+    if (waitCycle(me, valueStateOwner(valueState(v)))) {
       if (++cycleSeen >= 3) return false;
     } else {
       cycleSeen = 0;
     }
     std::unique_lock<std::mutex> lock(slot.waitMutex);
-    slot.waitCv.wait_for(lock, std::chrono::milliseconds(cycleSeen ? 5 : 50), published);
+    if (published()) break;
+    const auto poll = std::chrono::milliseconds(cycleSeen ? 5 : 50);
+    if (slot.waitCv.wait_for(lock, poll) == std::cv_status::timeout && published()) ++tLateWakes;
   }
   return true;
 }

@@ -16,6 +16,10 @@ double cpuSeconds(clockid_t clock);
 
 /// Nanoseconds the calling thread spent waiting for other threads' thunks.
 uint64_t threadWaitNanos();
+/// The calling thread's waits that ended by their poll's timeout with the
+/// thunk published meanwhile: a wake-up its publisher did not send (or, in
+/// a rare race, sent just as the poll ended).
+uint64_t threadLateWakes();
 /// Whether waits are attributed to the place that forced the thunk waited
 /// for (KILN_EVAL_CPU_TIMES set: read once).
 bool waitSitesRecorded();

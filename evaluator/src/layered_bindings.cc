@@ -41,22 +41,42 @@ uint32_t mergeInto(I i, I ie, J j, J je, Attr* out) {
   return static_cast<uint32_t>(o - out);
 }
 
-// How many of `b`'s own attributes `base` has too. A flat base: a binary
-// search per attribute of the small `b`, each starting where the last
-// ended (both are sorted).
-uint32_t countHidden(const Bindings& b, const Bindings& base) {
-  uint32_t hidden = 0;
-  if (base.layered()) {
-    for (const Attr* a = b.ownBegin(); a != b.ownEnd(); ++a)
-      hidden += base.find(a->name) != nullptr;
-    return hidden;
+// The first attribute in [from, end) whose name is not before `name`,
+// searched from `from` in doubling steps: the names asked for grow, so
+// the answer is usually a few attributes on (a binary search over the
+// whole rest costs ~log2 of a 50,000-attribute set's size each).
+const Attr* gallop(const Attr* from, const Attr* end, Symbol name) {
+  size_t step = 1;
+  while (step < static_cast<size_t>(end - from) && from[step].name < name) {
+    from += step;
+    step <<= 1;
   }
-  const Attr *from = base.ownBegin(), *end = base.ownEnd();
+  return std::lower_bound(from, from + std::min(step, static_cast<size_t>(end - from)), name,
+                          [](const Attr& x, Symbol n) { return x.name < n; });
+}
+
+// How many of `b`'s own attributes `base` has too: one cursor per layer of
+// `base` (its own attributes and each set under it), each moved forwards
+// by gallop (both sides are sorted). An overlay's `//` onto the layered
+// package set counted with a lookup through every layer per attribute:
+// ~18 ms of gen-overrides 50,000's serial start.
+uint32_t countHidden(const Bindings& b, const Bindings& base) {
+  const Attr* cur[AttrIterator::kMaxRuns];
+  const Attr* end[AttrIterator::kMaxRuns];
+  int runs = 0;
+  for (const Bindings* l = &base; l && runs < AttrIterator::kMaxRuns; l = l->base()) {
+    cur[runs] = l->ownBegin();
+    end[runs++] = l->ownEnd();
+  }
+  uint32_t hidden = 0;
   for (const Attr* a = b.ownBegin(); a != b.ownEnd(); ++a) {
-    from = std::lower_bound(from, end, a->name,
-                            [](const Attr& x, Symbol n) { return x.name < n; });
-    if (from == end) break;
-    hidden += from->name == a->name;
+    for (int r = 0; r < runs; ++r) {
+      cur[r] = gallop(cur[r], end[r], a->name);
+      if (cur[r] != end[r] && cur[r]->name == a->name) {
+        ++hidden;
+        break;
+      }
+    }
   }
   return hidden;
 }

@@ -38,12 +38,13 @@ class ThreadSlots {
   /// Waits until `v`, claimed by another thread, is no longer a blackhole.
   /// False when the threads' waits form a cycle that persists (infinite
   /// recursion: the caller throws).
-  bool waitFor(const Value& v);
+  bool waitFor(Value& v);
   /// Marks the calling thread as waiting for its list helpers (or no
   /// longer): waits of other threads for thunks it owns are then cycles.
   void setAwaitingHelpers(bool on) { slots_[current()].awaitsHelpers.store(on); }
   /// Wakes the threads waiting for `v`, which was just published or put
-  /// back (only theirs: a thread's wait is not woken by other thunks).
+  /// back with kWaitedFlag in the state word it replaced (only theirs: a
+  /// thread's wait is not woken by other thunks).
   void wake(const Value& v);
   /// Runs `fn` with the state's shared lock held when threaded.
   template <class F>
@@ -80,7 +81,6 @@ class ThreadSlots {
   uint32_t slotsInUse_ = 0;  // slots 1..slotsInUse_ may evaluate
   bool active_ = false;
   uint32_t callDepth_ = 0;          // outside threaded evaluation
-  std::atomic<uint32_t> waiters_{0};  // threads in waitFor
   std::mutex sharedMutex_;
   ListHelpers* listHelpers_ = nullptr;
 };

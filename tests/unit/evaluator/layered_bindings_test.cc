@@ -140,6 +140,30 @@ TEST(LayeredBindings, LayersStackUpToTheLimitThenFlatten) {
             "[ true true true ]");
 }
 
+// Large layers whose names hide ones in every set under them, spread
+// thinly and densely (countHidden's cursors move in long and short steps):
+// each set's size counts every visible name once, as iterating it does.
+TEST(LayeredBindings, SizesCountNamesHiddenInEveryLayer) {
+  const std::string sets =
+      "let mk = f: n: builtins.listToAttrs (builtins.genList (i: { name = f i; value = i; }) n); "
+      "    s = p: i: \"${p}${toString i}\"; "
+      "    base = mk (s \"n\") 3000; "
+      "    r1 = mk (i: s \"n\" (3 * i)) 500 // mk (s \"m\") 500; "
+      "    r2 = mk (i: s \"n\" (7 * i)) 200 // mk (i: s \"m\" (2 * i)) 200 // mk (s \"p\") 300; "
+      "    r3 = mk (i: s \"n\" (11 * i)) 100 // mk (i: s \"m\" (5 * i)) 50 "
+      "         // mk (i: s \"p\" (3 * i)) 50 // mk (s \"q\") 100; "
+      "    a = base // r1; b = a // r2; c = b // r3; in ";
+  const char* names[] = {"a", "b", "c"};
+  const uint32_t sizes[] = {3500, 3800, 3900};
+  for (int i = 0; i < 3; ++i) {
+    withValue(sets + names[i], [&](EvalState&, Value& v) {
+      EXPECT_EQ(v.attrs->layers(), i + 1) << names[i];
+      EXPECT_EQ(v.attrs->size, sizes[i]) << names[i];
+      EXPECT_EQ(iterated(*v.attrs).size(), sizes[i]) << names[i];
+    });
+  }
+}
+
 TEST(LayeredBindings, LongChainsStayBounded) {
   // 200 updates of one or two attributes each hold what copies would.
   withValue(

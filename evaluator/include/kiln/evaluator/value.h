@@ -34,7 +34,8 @@ struct Value {
   VType type = VType::kNull;
   /// While a thread evaluates this thunk in threaded evaluation: its slot
   /// (1-based); 0 otherwise. `type` and `owner` form one 16-bit state word
-  /// (valueState/casValueState) that threads read and claim atomically.
+  /// (valueState/casValueState) that threads read and claim atomically;
+  /// its top bit is kWaitedFlag.
   uint8_t owner = 0;
   /// A string's length (set by mkString; in what would be padding), or
   /// kLongString for one of 4 GiB or more, measured again when needed.
@@ -115,14 +116,24 @@ inline bool casValueState(Value& v, uint16_t& expected, uint16_t desired) {
   return __atomic_compare_exchange_n(reinterpret_cast<uint16_t*>(&v), &expected, desired, false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
-/// Publishes a state word (release): everything written to `v` before is
-/// visible to a thread that loads it with valueState.
-inline void publishValueState(Value& v, uint16_t state) {
-  __atomic_store_n(reinterpret_cast<uint16_t*>(&v), state, __ATOMIC_RELEASE);
+/// Publishes a state word and returns the one it replaced (an exchange,
+/// acquire-release): everything written to `v` before is visible to a
+/// thread that loads it with valueState, and a waiter's kWaitedFlag set
+/// before it is in the word returned.
+inline uint16_t publishValueState(Value& v, uint16_t state) {
+  return __atomic_exchange_n(reinterpret_cast<uint16_t*>(&v), state, __ATOMIC_ACQ_REL);
 }
+/// In a blackhole's state word, the owner byte's top bit: set by a thread
+/// that waits for it (ThreadSlots::waitFor), so that its publisher wakes
+/// the waiters only when there are any.
+constexpr uint16_t kWaitedFlag = 0x8000;
 /// A state word from a type and an owner slot.
 constexpr uint16_t makeValueState(VType t, uint8_t owner = 0) {
   return static_cast<uint16_t>(static_cast<uint8_t>(t) | (uint16_t{owner} << 8));
+}
+/// The owner slot of a state word (without kWaitedFlag).
+constexpr uint8_t valueStateOwner(uint16_t state) {
+  return static_cast<uint8_t>((state & ~kWaitedFlag) >> 8);
 }
 
 /// One attribute: name, where it was defined, value.
