@@ -255,6 +255,45 @@ TEST(DerivationVectors, DenseEscapesMatchBytewiseEscaping) {
   }
 }
 
+// Many env keys, added out of order and at the end (as derivationStrict
+// does), with values needing every escape: printed sorted by key, parsed
+// back to the same record and printed to the same bytes.
+TEST(DerivationVectors, ManyEnvKeysRoundTripSortedAndEscaped) {
+  Derivation drv;
+  drv.name = "many";
+  drv.outputs["out"].path =
+      StoreDir().parsePath("/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-many");
+  drv.platform = "x86_64-linux";
+  drv.builder = "/bin/sh";
+  drv.args = {"-c", "echo \"hi\"\n"};
+  for (int i = 199; i >= 100; --i)  // descending: each one goes first
+    drv.env["k" + std::to_string(i)] = "v" + std::to_string(i);
+  for (int i = 200; i < 300; ++i)  // ascending: hinted at the end
+    drv.env.insert_or_assign(drv.env.end(), "k" + std::to_string(i),
+                             "a\"b\\c\nd\re\tf" + std::to_string(i));
+  drv.env["k150"] = "replaced";
+  drv.env["out"] = "/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-many";
+  std::string want =
+      R"(Derive([("out","/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-many","","")],[],[],"x86_64-linux","/bin/sh",["-c","echo \"hi\"\n"],[)";
+  for (int i = 100; i < 300; ++i) {
+    std::string n = std::to_string(i);
+    want += "(\"k" + n + "\",\"";
+    want += i == 150 ? "replaced"
+            : i < 200 ? "v" + n
+                      : "a\\\"b\\\\c\\nd\\re\\tf" + n;
+    want += "\"),";
+  }
+  want += R"(("out","/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-many")]))";
+  std::string text = printDerivation(StoreDir(), drv);
+  EXPECT_EQ(text, want);
+  Derivation back = parseDerivation(StoreDir(), text, "many");
+  EXPECT_EQ(back, drv);
+  EXPECT_EQ(printDerivation(StoreDir(), back), want);
+  ASSERT_EQ(back.env.size(), 201u);
+  EXPECT_EQ(back.env.begin()->first, "k100");
+  EXPECT_EQ(back.env.at("k150"), "replaced");
+}
+
 // ---- malformed input ---------------------------------------------------
 
 const std::string kSimple =
