@@ -141,8 +141,10 @@ namespace detail {
 
 void printAtermInputHashes(std::string& out, const InputHashes& inputs) {
   printList(out, inputs, [&](const auto& i) {
-    out += '(';
-    printAtermString(out, i.first);
+    out += "(\"";  // base16 digits never need escaping
+    appendBase16(out, std::string_view(reinterpret_cast<const char*>(i.first.data()),
+                                       i.first.size()));
+    out += '"';
     out += ',';
     printStrings(out, i.second);
     out += ')';

@@ -119,8 +119,10 @@ StorePath fixedOutputPath(const StoreDir& storeDir, std::string_view drvName,
                           const DerivationOutput& out);
 
 namespace detail {
-/// inputDrvs after hashDerivationModulo: base16 hash -> output names.
-using InputHashes = std::map<std::string, std::set<std::string>>;
+/// inputDrvs after hashDerivationModulo: SHA-256 -> output names. Raw
+/// digests sort as their base16 text does (printed only in the ATerm).
+using InputHashes =
+    boost::container::flat_map<std::array<uint8_t, 32>, std::set<std::string>>;
 }  // namespace detail
 
 /// Loads the derivation stored at a `.drv` path. Throws (kiln::Error) if it
