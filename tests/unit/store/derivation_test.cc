@@ -255,6 +255,31 @@ TEST(DerivationVectors, DenseEscapesMatchBytewiseEscaping) {
   }
 }
 
+// Bytes up to CR are looked at as possible escapes 16 or 32 at a time:
+// only TAB, LF and CR among them are escaped, at any offset, in blocks of
+// any mix (every other one stays raw, as Nix writes it).
+TEST(DerivationVectors, OnlyTabLfCrAmongLowBytesAreEscaped) {
+  for (int c = 0; c <= 0x0e; ++c)
+    for (size_t len : {16u, 31u, 32u, 47u, 64u, 70u})
+      for (size_t at = 0; at < len; at += 3) {
+        std::string in(len, 'y');
+        in[at] = static_cast<char>(c);
+        if (at + 20 < len) in[at + 20] = '"';
+        std::string expected = "\"";
+        for (char ch : in) {
+          if (ch == '\t') expected += "\\t";
+          else if (ch == '\n') expected += "\\n";
+          else if (ch == '\r') expected += "\\r";
+          else if (ch == '"') expected += "\\\"";
+          else expected += ch;
+        }
+        expected += "\"";
+        std::string out;
+        printAtermString(out, in);
+        ASSERT_EQ(out, expected) << "byte " << c << " len " << len << " at " << at;
+      }
+}
+
 // Many env keys, added out of order and at the end (as derivationStrict
 // does), with values needing every escape: printed sorted by key, parsed
 // back to the same record and printed to the same bytes.
