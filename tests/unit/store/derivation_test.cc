@@ -224,22 +224,24 @@ TEST(DerivationVectors, EscapesAtEveryOffsetOfLongStrings) {
       }
 }
 
+// `in` as an ATerm string literal, escaped one byte at a time.
+std::string bytewise(std::string_view in) {
+  std::string r = "\"";
+  for (char c : in) {
+    if (c == '"') r += "\\\"";
+    else if (c == '\\') r += "\\\\";
+    else if (c == '\n') r += "\\n";
+    else if (c == '\r') r += "\\r";
+    else if (c == '\t') r += "\\t";
+    else r += c;
+  }
+  return r + "\"";
+}
+
 // Strings dense with escapes (several in one 16-byte block, runs of them,
 // every byte value around them), appended after other text: the same bytes
 // as escaping one byte at a time.
 TEST(DerivationVectors, DenseEscapesMatchBytewiseEscaping) {
-  auto bytewise = [](std::string_view in) {
-    std::string r = "\"";
-    for (char c : in) {
-      if (c == '"') r += "\\\"";
-      else if (c == '\\') r += "\\\\";
-      else if (c == '\n') r += "\\n";
-      else if (c == '\r') r += "\\r";
-      else if (c == '\t') r += "\\t";
-      else r += c;
-    }
-    return r + "\"";
-  };
   uint32_t seed = 12345;
   auto next = [&] { return seed = seed * 1103515245 + 12345, seed >> 16; };
   const std::string specials = "\"\\\n\r\t";
@@ -265,18 +267,9 @@ TEST(DerivationVectors, OnlyTabLfCrAmongLowBytesAreEscaped) {
         std::string in(len, 'y');
         in[at] = static_cast<char>(c);
         if (at + 20 < len) in[at + 20] = '"';
-        std::string expected = "\"";
-        for (char ch : in) {
-          if (ch == '\t') expected += "\\t";
-          else if (ch == '\n') expected += "\\n";
-          else if (ch == '\r') expected += "\\r";
-          else if (ch == '"') expected += "\\\"";
-          else expected += ch;
-        }
-        expected += "\"";
         std::string out;
         printAtermString(out, in);
-        ASSERT_EQ(out, expected) << "byte " << c << " len " << len << " at " << at;
+        ASSERT_EQ(out, bytewise(in)) << "byte " << c << " len " << len << " at " << at;
       }
 }
 
