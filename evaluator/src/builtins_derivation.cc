@@ -347,6 +347,9 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (Value* sa = attrs->get(st.sStructuredAttrs); sa && forceBool(st, *sa, pos)) json.emplace();
   Derivation drv;
   drv.name = drvName;
+  // One env entry per attribute (less `args`, `__ignoreNulls`), plus the
+  // outputs' (usually `out`, an attribute already) and `__json`: one array.
+  drv.env.reserve(attrs->size + 2);
   Context ctx;
   Collected c;
   bool firstJson = true;

@@ -21,39 +21,47 @@ namespace {
 constexpr const std::array<char, 256>& kAtermEscape = kNamedEscapes;
 
 #ifdef __SSE2__
-// Bit k set when s[k] (of 16) is a byte printAtermString escapes.
-inline unsigned atermEscapeMask(const char* s) {
+// Bit k set when s[k] (of 16) may be a byte printAtermString escapes: `"`,
+// `\` or a byte up to CR (one unsigned min for TAB, LF and CR and the
+// control bytes among them, which the caller drops by table: rare).
+inline unsigned atermEscapeCandidates(const char* s) {
   const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
-                lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
-                tab = _mm_set1_epi8('\t');
+                cr = _mm_set1_epi8('\r');
   __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  __m128i low = _mm_cmpeq_epi8(_mm_min_epu8(b, cr), b);  // b <= CR
   __m128i hit = _mm_or_si128(
-      _mm_or_si128(_mm_cmpeq_epi8(b, quote), _mm_cmpeq_epi8(b, backslash)),
-      _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(b, lf), _mm_cmpeq_epi8(b, cr)),
-                   _mm_cmpeq_epi8(b, tab)));
+      low, _mm_or_si128(_mm_cmpeq_epi8(b, quote), _mm_cmpeq_epi8(b, backslash)));
   return static_cast<unsigned>(_mm_movemask_epi8(hit));
 }
 #endif
 
 // Calls `f(j)`, in order, for each j < n where s[j] is a byte
 // printAtermString escapes, until `f` returns false. With SSE2 (every
-// x86-64), 16 bytes per step, each block's escapes from one mask; the tail
-// of a string of 16 bytes or more is its last 16 bytes, without the bits of
-// those already looked at.
+// x86-64), 32 bytes per step while none is a candidate, then each block's
+// candidates from one mask; the tail of a string of 16 bytes or more is its
+// last 16 bytes, without the bits of those already looked at.
 template <class F>
 void forEachAtermEscape(const char* s, size_t n, F f) {
   size_t i = 0;
 #ifdef __SSE2__
   // The escapes of the block whose bit 0 is s[at]; false once `f` stops.
   auto block = [&](size_t at, unsigned mask) {
-    for (; mask; mask &= mask - 1)
-      if (!f(at + static_cast<size_t>(__builtin_ctz(mask)))) return false;
+    for (; mask; mask &= mask - 1) {
+      size_t j = at + static_cast<size_t>(__builtin_ctz(mask));
+      if (kAtermEscape[static_cast<unsigned char>(s[j])] && !f(j)) return false;
+    }
     return true;
   };
+  for (; i + 32 <= n; i += 32) {
+    unsigned lo = atermEscapeCandidates(s + i);
+    unsigned hi = atermEscapeCandidates(s + i + 16);
+    if (!(lo | hi)) continue;
+    if (!block(i, lo) || !block(i + 16, hi)) return;
+  }
   for (; i + 16 <= n; i += 16)
-    if (!block(i, atermEscapeMask(s + i))) return;
+    if (!block(i, atermEscapeCandidates(s + i))) return;
   if (i < n && n >= 16) {
-    block(i, atermEscapeMask(s + n - 16) >> (i - (n - 16)));
+    block(i, atermEscapeCandidates(s + n - 16) >> (i - (n - 16)));
     return;
   }
 #endif
@@ -141,8 +149,10 @@ namespace detail {
 
 void printAtermInputHashes(std::string& out, const InputHashes& inputs) {
   printList(out, inputs, [&](const auto& i) {
-    out += '(';
-    printAtermString(out, i.first);
+    out += "(\"";  // base16 digits never need escaping
+    appendBase16(out, std::string_view(reinterpret_cast<const char*>(i.first.data()),
+                                       i.first.size()));
+    out += '"';
     out += ',';
     printStrings(out, i.second);
     out += ')';

@@ -1,6 +1,7 @@
 // hashDerivationModulo (spec §3.4) with a memoising, iterative graph walk,
 // and filling in output paths the way Nix's `derivation` builtin does (§3.5).
 #include <algorithm>
+#include <cstring>
 
 #include "derivation_internal.h"
 #include "kiln/common/encoding.h"
@@ -116,9 +117,7 @@ detail::InputHashes DrvHashCache::inputHashes(const Derivation& drv,
     const Entry& e = entry(path);
     if (tags) tags->push_back(e.tag);
     deferred = deferred || e.deferred;
-    inputs[base16Encode(std::string_view(
-               reinterpret_cast<const char*>(e.sha256.data()), e.sha256.size()))]
-        .insert(outs.begin(), outs.end());
+    inputs[e.sha256].insert(outs.begin(), outs.end());
   }
   return inputs;
 }
@@ -177,8 +176,12 @@ Hash DrvHashCache::hashModulo(const Derivation& drv, bool maskOutputs) {
 std::string printModuloAterm(DrvHashCache& cache, const Derivation& drv,
                              bool maskOutputs) {
   detail::InputHashes inputs;
-  for (auto& [path, outs] : drv.inputDrvs)
-    inputs[cache.hashOf(path).toHex()].insert(outs.begin(), outs.end());
+  for (auto& [path, outs] : drv.inputDrvs) {
+    Hash h = cache.hashOf(path);  // always SHA-256
+    std::array<uint8_t, 32> key;
+    std::memcpy(key.data(), h.data(), key.size());
+    inputs[key].insert(outs.begin(), outs.end());
+  }
   return detail::printAterm(cache.storeDir(), drv, maskOutputs, &inputs);
 }
 

@@ -224,22 +224,24 @@ TEST(DerivationVectors, EscapesAtEveryOffsetOfLongStrings) {
       }
 }
 
+// `in` as an ATerm string literal, escaped one byte at a time.
+std::string bytewise(std::string_view in) {
+  std::string r = "\"";
+  for (char c : in) {
+    if (c == '"') r += "\\\"";
+    else if (c == '\\') r += "\\\\";
+    else if (c == '\n') r += "\\n";
+    else if (c == '\r') r += "\\r";
+    else if (c == '\t') r += "\\t";
+    else r += c;
+  }
+  return r + "\"";
+}
+
 // Strings dense with escapes (several in one 16-byte block, runs of them,
 // every byte value around them), appended after other text: the same bytes
 // as escaping one byte at a time.
 TEST(DerivationVectors, DenseEscapesMatchBytewiseEscaping) {
-  auto bytewise = [](std::string_view in) {
-    std::string r = "\"";
-    for (char c : in) {
-      if (c == '"') r += "\\\"";
-      else if (c == '\\') r += "\\\\";
-      else if (c == '\n') r += "\\n";
-      else if (c == '\r') r += "\\r";
-      else if (c == '\t') r += "\\t";
-      else r += c;
-    }
-    return r + "\"";
-  };
   uint32_t seed = 12345;
   auto next = [&] { return seed = seed * 1103515245 + 12345, seed >> 16; };
   const std::string specials = "\"\\\n\r\t";
@@ -253,6 +255,61 @@ TEST(DerivationVectors, DenseEscapesMatchBytewiseEscaping) {
     printAtermString(out, in);
     ASSERT_EQ(out, "prefix" + bytewise(in)) << "round " << round;
   }
+}
+
+// Bytes up to CR are looked at as possible escapes 16 or 32 at a time:
+// only TAB, LF and CR among them are escaped, at any offset, in blocks of
+// any mix (every other one stays raw, as Nix writes it).
+TEST(DerivationVectors, OnlyTabLfCrAmongLowBytesAreEscaped) {
+  for (int c = 0; c <= 0x0e; ++c)
+    for (size_t len : {16u, 31u, 32u, 47u, 64u, 70u})
+      for (size_t at = 0; at < len; at += 3) {
+        std::string in(len, 'y');
+        in[at] = static_cast<char>(c);
+        if (at + 20 < len) in[at + 20] = '"';
+        std::string out;
+        printAtermString(out, in);
+        ASSERT_EQ(out, bytewise(in)) << "byte " << c << " len " << len << " at " << at;
+      }
+}
+
+// Many env keys, added out of order and at the end (as derivationStrict
+// does), with values needing every escape: printed sorted by key, parsed
+// back to the same record and printed to the same bytes.
+TEST(DerivationVectors, ManyEnvKeysRoundTripSortedAndEscaped) {
+  Derivation drv;
+  drv.name = "many";
+  drv.outputs["out"].path =
+      StoreDir().parsePath("/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-many");
+  drv.platform = "x86_64-linux";
+  drv.builder = "/bin/sh";
+  drv.args = {"-c", "echo \"hi\"\n"};
+  for (int i = 199; i >= 100; --i)  // descending: each one goes first
+    drv.env["k" + std::to_string(i)] = "v" + std::to_string(i);
+  for (int i = 200; i < 300; ++i)  // ascending: hinted at the end
+    drv.env.insert_or_assign(drv.env.end(), "k" + std::to_string(i),
+                             "a\"b\\c\nd\re\tf" + std::to_string(i));
+  drv.env["k150"] = "replaced";
+  drv.env["out"] = "/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-many";
+  std::string want =
+      R"(Derive([("out","/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-many","","")],[],[],"x86_64-linux","/bin/sh",["-c","echo \"hi\"\n"],[)";
+  for (int i = 100; i < 300; ++i) {
+    std::string n = std::to_string(i);
+    want += "(\"k" + n + "\",\"";
+    want += i == 150 ? "replaced"
+            : i < 200 ? "v" + n
+                      : "a\\\"b\\\\c\\nd\\re\\tf" + n;
+    want += "\"),";
+  }
+  want += R"(("out","/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-many")]))";
+  std::string text = printDerivation(StoreDir(), drv);
+  EXPECT_EQ(text, want);
+  Derivation back = parseDerivation(StoreDir(), text, "many");
+  EXPECT_EQ(back, drv);
+  EXPECT_EQ(printDerivation(StoreDir(), back), want);
+  ASSERT_EQ(back.env.size(), 201u);
+  EXPECT_EQ(back.env.begin()->first, "k100");
+  EXPECT_EQ(back.env.at("k150"), "replaced");
 }
 
 // ---- malformed input ---------------------------------------------------

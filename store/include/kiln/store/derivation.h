@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <boost/container/flat_map.hpp>
+
 #include "kiln/common/hash.h"
 #include "kiln/common/spin_mutex.h"
 #include "kiln/store/store_path.h"
@@ -41,6 +43,10 @@ struct DerivationOutput {
   bool operator==(const DerivationOutput&) const = default;
 };
 
+/// A derivation's environment: sorted by key, in one array (a derivation
+/// has tens of entries, built in key order: no tree node per entry).
+using DerivationEnv = boost::container::flat_map<std::string, std::string>;
+
 /// A derivation as stored in a `.drv` file. Value type; owns everything.
 struct Derivation {
   /// The derivation name (the `.drv` base name without hash and ".drv").
@@ -53,7 +59,7 @@ struct Derivation {
   std::string platform;           ///< the `system` field
   std::string builder;            ///< program to run
   std::vector<std::string> args;  ///< its arguments, in order
-  std::map<std::string, std::string> env;  ///< environment, sorted by key
+  DerivationEnv env;              ///< environment, sorted by key
 
   bool operator==(const Derivation&) const = default;
 };
@@ -113,8 +119,10 @@ StorePath fixedOutputPath(const StoreDir& storeDir, std::string_view drvName,
                           const DerivationOutput& out);
 
 namespace detail {
-/// inputDrvs after hashDerivationModulo: base16 hash -> output names.
-using InputHashes = std::map<std::string, std::set<std::string>>;
+/// inputDrvs after hashDerivationModulo: SHA-256 -> output names. Raw
+/// digests sort as their base16 text does (printed only in the ATerm).
+using InputHashes =
+    boost::container::flat_map<std::array<uint8_t, 32>, std::set<std::string>>;
 }  // namespace detail
 
 /// Loads the derivation stored at a `.drv` path. Throws (kiln::Error) if it
