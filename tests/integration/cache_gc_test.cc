@@ -111,7 +111,7 @@ TEST_P(CacheGc, KeepsTheLatestEvaluationAndPinnedClosures) {
   s3_->createBucket("farm", true);
   farm_->startScheduler();
   farm_->addWorker();
-  ASSERT_TRUE(farm_->waitForWorkers(1, 30s));
+  ASSERT_TRUE(farm_->waitForWorkers(1, 60s));
   auto first = evaluate(kFirst);
   auto second = evaluate(kSecond);
   ASSERT_EQ(first.size(), 3u);

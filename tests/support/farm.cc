@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -221,12 +222,35 @@ void Farm::pauseWorker(size_t i) { worker(i).signal(SIGSTOP); }
 void Farm::resumeWorker(size_t i) { worker(i).signal(SIGCONT); }
 
 bool Farm::waitForWorkers(size_t n, std::chrono::milliseconds timeout) {
-  return pollUntil(
+  std::optional<double> last;
+  bool joined = pollUntil(
       [&] {
-        auto v = metric("kiln_workers");
-        return v && static_cast<size_t>(*v) == n;
+        last = metric("kiln_workers");
+        return last && static_cast<size_t>(*last) == n;
       },
       timeout);
+  if (!joined) std::cerr << workersDiagnosis(n, last);
+  return joined;
+}
+
+std::string Farm::workersDiagnosis(size_t n, std::optional<double> last) {
+  std::string out = "farm: waited for " + std::to_string(n) +
+                    " worker(s); kiln_workers on metrics port " +
+                    std::to_string(metricsPort_) + " was " +
+                    (last ? std::to_string(*last) : std::string("unreadable")) +
+                    "\n";
+  if (scheduler_)
+    out += "--- scheduler (" +
+           std::string(scheduler_->running() ? "running" : "exited") + "):\n" +
+           tail(scheduler_->log()) + "\n";
+  for (size_t i = 0; i < workers_.size(); i++) {
+    const auto& p = workers_[i].process;
+    if (!p) continue;
+    out += "--- worker " + std::to_string(i) + " (" +
+           (p->running() ? "running" : "exited") + "):\n" + tail(p->log()) +
+           "\n";
+  }
+  return out;
 }
 
 std::string Farm::addSandboxedWorker(WorkerOptions options) {

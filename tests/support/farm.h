@@ -187,7 +187,11 @@ class Farm {
   void pauseWorker(size_t i);   ///< SIGSTOP
   void resumeWorker(size_t i);  ///< SIGCONT
   /// Polls /metrics until `kiln_workers` equals `n`.
+  /// On timeout, prints workersDiagnosis() to stderr.
   bool waitForWorkers(size_t n, std::chrono::milliseconds timeout);
+  /// What a failed wait for `n` workers saw: the last `kiln_workers` sample
+  /// (`last`), whether each process still runs, and its log's tail.
+  std::string workersDiagnosis(size_t n, std::optional<double> last);
   /// Adds a worker with `kiln worker`'s default sandbox (no --sandbox) as
   /// the only worker and waits for it: "" when it is up, else why the sandbox
   /// cannot run on this host (the test skips). Throws Error with its log if it
