@@ -1,7 +1,10 @@
 // Threaded evaluation (docs/evaluator.md, "Threaded evaluation"): claiming
 // and publishing thunks through their state word, waiting for thunks other
 // threads evaluate, per-thread allocation.
+#include "eval_threads.h"
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -9,9 +12,8 @@
 #include <thread>
 
 #include "builtins.h"
-#include "eval_threads.h"
-#include "gc_support.h"
 #include "eval_parts.h"
+#include "gc_support.h"
 #include "kiln/evaluator/eval_state.h"
 
 namespace kiln::eval {
@@ -90,6 +92,18 @@ double cpuSeconds(clockid_t clock) {
 uint64_t threadWaitNanos() { return tWaitNanos; }
 
 uint64_t threadLateWakes() { return tLateWakes; }
+
+namespace {
+std::atomic<int64_t> waitPollMs{50};
+}  // namespace
+
+void setWaitPoll(std::chrono::milliseconds poll) {
+  waitPollMs.store(poll.count(), std::memory_order_relaxed);
+}
+
+std::chrono::milliseconds waitPoll() {
+  return std::chrono::milliseconds(waitPollMs.load(std::memory_order_relaxed));
+}
 
 bool waitSitesRecorded() {
   static const bool on = std::getenv("KILN_EVAL_CPU_TIMES") != nullptr;
@@ -313,7 +327,7 @@ bool ThreadSlots::waitFor(Value& v) {
     }
     std::unique_lock<std::mutex> lock(slot.waitMutex);
     if (published()) break;
-    const auto poll = std::chrono::milliseconds(cycleSeen ? 5 : 50);
+    const auto poll = cycleSeen ? std::chrono::milliseconds(5) : waitPoll();
     if (slot.waitCv.wait_for(lock, poll) == std::cv_status::timeout && published()) ++tLateWakes;
   }
   return true;

@@ -4,6 +4,7 @@
 // other threads were evaluating.
 #include <time.h>
 
+#include <chrono>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -20,6 +21,13 @@ uint64_t threadWaitNanos();
 /// thunk published meanwhile: a wake-up its publisher did not send (or, in
 /// a rare race, sent just as the poll ended).
 uint64_t threadLateWakes();
+/// How long a wait for another thread's thunk sleeps before it looks again
+/// without a wake-up (50 ms unless set; waits for a cycle poll 5 ms). Tests
+/// that count late wakes set it long: then only a wake-up that never came
+/// ends a wait by its poll, not a publisher the machine's load held between
+/// publishing and waking.
+void setWaitPoll(std::chrono::milliseconds poll);
+std::chrono::milliseconds waitPoll();
 /// Whether waits are attributed to the place that forced the thunk waited
 /// for (KILN_EVAL_CPU_TIMES set: read once).
 bool waitSitesRecorded();
