@@ -100,6 +100,14 @@ void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
   v = *vAttrs;
 }
 
+void ExprSelectVar::eval(EvalState& state, Env& env, Value& v) {
+  Value* base = lookupVar(state, env, *this, false);
+  state.forceValue(*base, pos);
+  Value* r = attrOrThrow(state, *base, attr, pos);
+  state.forceValue(*r, pos);
+  v = *r;
+}
+
 void ExprOpHasAttr::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
@@ -207,6 +215,18 @@ void ExprList::eval(EvalState& state, Env& env, Value& v) {
     v.list.elems[i] = items[i]->maybeThunk(state, env);
 }
 
+Value* ExprConstList::sharedValue(EvalState& state) {
+  if (Value* v = __atomic_load_n(&shared, __ATOMIC_ACQUIRE)) return v;
+  // Threads may race to make it: one value wins, the others' stay unused.
+  Value* made = state.arena.make<Value>();
+  made->mkList(size, elems());
+  Value* expected = nullptr;
+  if (__atomic_compare_exchange_n(&shared, &expected, made, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE))
+    return made;
+  return expected;
+}
+
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
 
 // The arguments of `fun` that are lists a builtin forces (PrimOp::
@@ -231,7 +251,7 @@ void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   for (size_t i = 0; i < n; ++i) {
     const bool list = i < 32 && ((forced >> i) & 1);
     auto* l = list ? exprAs<ExprConstList>(argItems[i]) : nullptr;
-    vArgs[i] = l ? &l->v : argItems[i]->maybeThunk(state, env);
+    vArgs[i] = l ? l->sharedValue(state) : argItems[i]->maybeThunk(state, env);
   }
   callFunction(state, vFun, n, vArgs, v, pos);
 }

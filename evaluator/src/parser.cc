@@ -415,21 +415,36 @@ Expr* Parser::parseApp() {
   return c;
 }
 
+Expr* Parser::selectOfVar(Expr* e, PosIdx pos, const AttrPath& path, Expr* def) {
+  if (e != lastVar_ || e->pos != pos || def || path.size() != 1 || !path[0].symbol)
+    return nullptr;
+  lastVar_ = nullptr;
+  const Symbol name = static_cast<ExprVar*>(e)->name;
+  state_.arena.shrinkLast(e, sizeof(ExprVar), 0);  // when nothing came after it
+  auto* s = state_.arena.make<ExprSelectVar>();
+  s->pos = pos;
+  s->name = name;
+  s->attr = path[0].symbol;
+  return s;
+}
+
 Expr* Parser::parseSelect() {
   size_t start = lex_.peek().start;
   Expr* e = parseSimple();
   const Token& t = lex_.peek();
   if (t.t == Tok::kDot) {
     lex_.next();
-    auto* s = state_.arena.make<ExprSelect>();
-    s->pos = lex_.posAt(start);
-    s->e = e;
+    PosIdx pos = lex_.posAt(start);
     AttrPath path = parseAttrPath();
     Expr* def = nullptr;
     if (lex_.peek().t == Tok::kOrKw) {
       lex_.next();
       def = parseSelect();
     }
+    if (Expr* fused = selectOfVar(e, pos, path, def)) return fused;
+    auto* s = state_.arena.make<ExprSelect>();
+    s->pos = pos;
+    s->e = e;
     s->setPath(state_.arena, {path.data(), path.size()}, def);
     return s;
   }
@@ -540,7 +555,7 @@ void Parser::parseBindList(ExprAttrs* attrs, Tok terminator) {
     AttrPath path = parseAttrPath();
     PosIdx p = lex_.posAt(at);
     expect(Tok::kAssign);
-    Expr* e = parseExpr();
+    Expr* e = shareLiteral(parseExpr());
     expect(Tok::kSemi);
     if (auto* l = exprAs<ExprLambda>(e); l && path.size() == 1 && path[0].symbol)
       l->name = path[0].symbol;

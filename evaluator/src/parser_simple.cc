@@ -40,6 +40,7 @@ Expr* Parser::parseSimple() {
       auto* v = state_.arena.make<ExprVar>();
       v->pos = pos;
       v->name = state_.sym(t.text);
+      lastVar_ = v;
       return v;
     }
     case Tok::kInt: {
@@ -132,7 +133,7 @@ Expr* Parser::parseSimple() {
       bool constant = true;
       while (lex_.peek().t != Tok::kRBracket) {
         if (!startsSimple(0)) unexpected(lex_.peek());
-        elems.push_back(shareListLiteral(parseSelect()));
+        elems.push_back(shareLiteral(parseSelect()));
         constant = constant && exprAs<ExprConst>(elems.back());
       }
       lex_.next();
@@ -153,18 +154,21 @@ Expr* Parser::parseSimple() {
 // collector's heap each time, and lists rebuilt in loops (a replaceStrings
 // table of 26 letters) allocate nothing.
 Expr* Parser::constantList(PosIdx pos, std::span<Expr* const> elems) {
-  auto* l = state_.arena.make<ExprConstList>();
+  static_assert(sizeof(ExprConstList) % alignof(Value*) == 0 && !kArenaDestroys<ExprConstList>);
+  void* mem = state_.arena.allocate(sizeof(ExprConstList) + sizeof(Value*) * elems.size(),
+                                    alignof(ExprConstList));
+  auto* l = new (mem) ExprConstList();
   l->pos = pos;
-  Value** values = state_.arena.makeArray<Value*>(elems.size());
+  l->size = static_cast<uint32_t>(elems.size());
+  Value** values = l->elems();
   for (size_t i = 0; i < elems.size(); ++i) values[i] = &static_cast<ExprConst*>(elems[i])->v;
-  l->v.mkList(elems.size(), values);
   return l;
 }
 
 // gen-strings 50,000 has 1.25 million word literals in lists, of 50
 // distinct words: a 40-byte node each, and the copy of its text that
 // textPart made just before it (~9 bytes).
-Expr* Parser::shareListLiteral(Expr* e) {
+Expr* Parser::shareLiteral(Expr* e) {
   auto* c = exprAs<ExprConst>(e);
   if (!c || c->v.type != VType::kString) return e;
   auto [it, added] = listLiterals_.try_emplace(c->v.sv(), c);
