@@ -215,8 +215,7 @@ void ExprList::eval(EvalState& state, Env& env, Value& v) {
     v.list.elems[i] = items[i]->maybeThunk(state, env);
 }
 
-Value* ExprConstList::sharedValue(EvalState& state) {
-  if (Value* v = __atomic_load_n(&shared, __ATOMIC_ACQUIRE)) return v;
+Value* ExprConstList::makeShared(EvalState& state) {
   // Threads may race to make it: one value wins, the others' stay unused.
   Value* made = state.arena.make<Value>();
   made->mkList(size, elems());

@@ -87,10 +87,10 @@ EvalState::~EvalState() {
 
 void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
   const char** c = nullptr;
-  if (ctx.size() == 1) {
+  if (const size_t n = ctx.empty() ? 0 : ctx.size(); n == 1) {
     c = singleContext(ctx.begin()->data());  // no array of its own
-  } else if (!ctx.empty()) {
-    c = heap().allocContext(ctx.size());
+  } else if (n) {
+    c = heap().allocContext(n);
     size_t i = 0;
     for (auto& x : ctx) c[i++] = x.data();  // arena strings (addContext)
   }

@@ -555,7 +555,7 @@ void Parser::parseBindList(ExprAttrs* attrs, Tok terminator) {
     AttrPath path = parseAttrPath();
     PosIdx p = lex_.posAt(at);
     expect(Tok::kAssign);
-    Expr* e = shareLiteral(parseExpr());
+    Expr* e = parseExpr();
     expect(Tok::kSemi);
     if (auto* l = exprAs<ExprLambda>(e); l && path.size() == 1 && path[0].symbol)
       l->name = path[0].symbol;

@@ -153,18 +153,16 @@ class Parser {
   std::string pathJoined_, pathCanon_;
   /// Lookup indexes of large sets, by set: symbol id to position.
   std::unordered_map<const ExprAttrs*, SetIndex> index_;
-  /// The string constants that are list elements or attribute values in
-  /// this file, by text: one node serves every such constant with the same
-  /// text (shareLiteral).
+  /// The string constants that are list elements in this file, by text:
+  /// one node serves every element with the same text (shareListLiteral).
   std::unordered_map<std::string_view, ExprConst*> listLiterals_;
-  /// `e`, a list element or a binding's value just parsed, or an equal
-  /// string constant made for an earlier one of this file, whose node is
-  /// reused (the new one given back to the arena when it was its last
-  /// allocation). The position of such a constant is never shown (a
-  /// constant cannot fail, and only an operand's position appears in an
-  /// error, `if "x" then …`), so sharing it loses nothing; constants
-  /// elsewhere keep their own node.
-  Expr* shareLiteral(Expr* e);
+  /// `e`, a list element just parsed, or an equal string constant made
+  /// for an earlier element of this file, whose node is reused (the new
+  /// one given back to the arena when it was its last allocation). A
+  /// list element's own position is never shown (a constant cannot fail),
+  /// so sharing it loses nothing; elsewhere a constant's position appears
+  /// in errors (`if "x" then …`), so only list elements are shared.
+  Expr* shareListLiteral(Expr* e);
   /// The variable parseSimple made last (an identifier), until a select
   /// of it is fused (selectOfVar).
   ExprVar* lastVar_ = nullptr;

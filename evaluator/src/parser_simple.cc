@@ -133,7 +133,7 @@ Expr* Parser::parseSimple() {
       bool constant = true;
       while (lex_.peek().t != Tok::kRBracket) {
         if (!startsSimple(0)) unexpected(lex_.peek());
-        elems.push_back(shareLiteral(parseSelect()));
+        elems.push_back(shareListLiteral(parseSelect()));
         constant = constant && exprAs<ExprConst>(elems.back());
       }
       lex_.next();
@@ -168,7 +168,7 @@ Expr* Parser::constantList(PosIdx pos, std::span<Expr* const> elems) {
 // gen-strings 50,000 has 1.25 million word literals in lists, of 50
 // distinct words: a 40-byte node each, and the copy of its text that
 // textPart made just before it (~9 bytes).
-Expr* Parser::shareLiteral(Expr* e) {
+Expr* Parser::shareListLiteral(Expr* e) {
   auto* c = exprAs<ExprConst>(e);
   if (!c || c->v.type != VType::kString) return e;
   auto [it, added] = listLiterals_.try_emplace(c->v.sv(), c);

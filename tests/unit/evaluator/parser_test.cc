@@ -582,24 +582,6 @@ TEST(Parser, ConstantListsHoldTheirElementsAfterTheNode) {
   EXPECT_EQ(out.str(), R"([ (1) ("a") (/tmp/x) ])");
 }
 
-// String constants that are attribute values share one node per text
-// within a file, as list elements do: 1,000 bindings of one version string
-// cost their definitions (16 bytes each), not a node and text each; the
-// attributes keep their own positions.
-TEST(Parser, BindingValuesShareTheirStringConstants) {
-  EvalState st;
-  std::string set = "{ ";
-  for (int i = 0; i < 1000; ++i) set += "a" + std::to_string(i) + " = \"1.2.3\"; ";
-  set += "}";
-  EXPECT_LT(arenaBytesOfParse(st, set), 1000 * 16 + 1024);
-  EXPECT_EQ(evalStrict(R"(let s = { a = "v"; b = "v"; c = { d = "v"; }; e = "w"; }; in
-      [ s.a s.b s.c.d s.e (builtins.unsafeGetAttrPos "b" s).column ])"),
-            R"([ "v" "v" "v" "w" 20 ])");
-  // An operand's constant keeps its own node and position.
-  std::string e = evalError("let x = \"v\"; y = \"v\"; in\n if \"v\" then 1 else 2");
-  EXPECT_NE(e.find("«string»:2:6"), std::string::npos) << e;
-}
-
 // A list literal of one element keeps it in the node (no 8-byte array in
 // the arena); more are an array, none nothing.
 TEST(Parser, OneElementListsKeepItInTheNode) {

@@ -236,8 +236,13 @@ struct ExprConstList : Expr {
   /// The list as a value that lives as long as the AST, made once: passed
   /// as it is to the builtins that force it (PrimOp::forcedLists), with no
   /// thunk to allocate. Thread-safe.
-  Value* sharedValue(EvalState& state);
+  Value* sharedValue(EvalState& state) {
+    if (Value* v = __atomic_load_n(&shared, __ATOMIC_ACQUIRE)) return v;
+    return makeShared(state);
+  }
   void eval(EvalState&, Env&, Value& out) override { out.mkList(size, elems()); }
+  /// Makes `shared` (sharedValue's first call).
+  Value* makeShared(EvalState& state);
   void bindVars(EvalState&, const StaticEnv&) override {}
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
