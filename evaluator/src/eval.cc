@@ -247,10 +247,11 @@ void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   // its thunk would be forced at once and be garbage after (a
   // replaceStrings table rebuilt on every call).
   const uint32_t forced = forcedListArgs(vFun);
+  Expr** items = argItems();
   for (size_t i = 0; i < n; ++i) {
     const bool list = i < 32 && ((forced >> i) & 1);
-    auto* l = list ? exprAs<ExprConstList>(argItems[i]) : nullptr;
-    vArgs[i] = l ? l->sharedValue(state) : argItems[i]->maybeThunk(state, env);
+    auto* l = list ? exprAs<ExprConstList>(items[i]) : nullptr;
+    vArgs[i] = l ? l->sharedValue(state) : items[i]->maybeThunk(state, env);
   }
   callFunction(state, vFun, n, vArgs, v, pos);
 }

@@ -145,11 +145,7 @@ Expr* Parser::var(const char* name, PosIdx pos) {
 }
 
 Expr* Parser::call(const char* fn, const std::vector<Expr*>& args, PosIdx pos) {
-  auto* c = state_.arena.make<ExprCall>();
-  c->fun = var(fn, pos);
-  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
-  c->pos = pos;
-  return c;
+  return ExprCall::make(state_.arena, pos, var(fn, pos), args);
 }
 
 ExprConst* Parser::str(std::string_view s, PosIdx pos) {
@@ -402,17 +398,25 @@ bool Parser::startsSimple(size_t n) {
   }
 }
 
+ExprCall* ExprCall::make(Arena& arena, PosIdx pos, Expr* fun, std::span<Expr* const> args) {
+  static_assert(sizeof(ExprCall) % alignof(Expr*) == 0 && !kArenaDestroys<ExprCall>);
+  void* mem = arena.allocate(sizeof(ExprCall) + sizeof(Expr*) * args.size(), alignof(ExprCall));
+  auto* c = new (mem) ExprCall();
+  c->pos = pos;
+  c->fun = fun;
+  c->nArgs = static_cast<uint32_t>(args.size());
+  std::copy(args.begin(), args.end(), c->argItems());
+  return c;
+}
+
 Expr* Parser::parseApp() {
   size_t start = lex_.peek().start;
   Expr* f = parseSelect();
   if (!startsSimple(0)) return f;
-  auto* c = state_.arena.make<ExprCall>();
-  c->pos = lex_.posAt(start);
-  c->fun = f;
+  PosIdx pos = lex_.posAt(start);
   ScratchVec<Expr*, 4> args;
   while (startsSimple(0)) args.push_back(parseSelect());
-  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
-  return c;
+  return ExprCall::make(state_.arena, pos, f, {args.data(), args.size()});
 }
 
 Expr* Parser::selectOfVar(Expr* e, PosIdx pos, const AttrPath& path, Expr* def) {
@@ -452,12 +456,8 @@ Expr* Parser::parseSelect() {
     // `f or` applies f to a variable named "or" (legacy Nixpkgs usage).
     PosIdx p = lex_.posAt(t.start);
     lex_.next();
-    auto* c = state_.arena.make<ExprCall>();
-    c->pos = lex_.posAt(start);
-    c->fun = e;
     Expr* orVar = var("or", p);
-    c->argItems = arenaArray(state_.arena, &orVar, 1, c->nArgs);
-    return c;
+    return ExprCall::make(state_.arena, lex_.posAt(start), e, {&orVar, 1});
   }
   return e;
 }

@@ -563,6 +563,23 @@ TEST(Parser, SelectsOfAVariableAreOneNode) {
   EXPECT_EQ(out.str(), R"((s: [ ((s).a) ((s).b) ((s)."c d") ((s).a.b) ]))");
 }
 
+// A call holds its arguments right after its 24-byte node (a pointer to
+// an array apart took 8 bytes more a call); calls evaluate and print as
+// before, the legacy `f or` included.
+TEST(Parser, CallsHoldTheirArgumentsAfterTheNode) {
+  EvalState st;
+  std::string calls = thousandInAList("f: ", "(f 1)");
+  // Per call: the node (24), its argument's slot (8), the integer (40),
+  // the variable `f` (24) and the outer list's slot (8).
+  EXPECT_LT(arenaBytesOfParse(st, calls), 1000 * (24 + 8 + 40 + 24 + 8) + 1024);
+  EXPECT_EQ(evalStrict(R"(let f = a: b: c: a + b + c; g = x: x; or = 5; in
+      [ (f 1 2 3) (g 4) (builtins.add 1 2) ((f 1) 2 3) (g or) (builtins.length [ ]) ])"),
+            "[ 6 4 3 6 5 0 ]");
+  std::ostringstream out;
+  st.parseExprFromString("f: [ (f 1 2) (f (f 3)) ]", "/tmp")->show(st.symbols, out);
+  EXPECT_EQ(out.str(), "(f: [ ((f 1 2)) ((f (f 3))) ])");
+}
+
 // A list literal of constants holds its elements right after its 24-byte
 // node (no list value in it); a builtin that forces it gets one value made
 // on first use and kept, also when partly applied.

@@ -281,11 +281,16 @@ struct ExprLambda : Expr {
   uint32_t envSize() const { return (arg ? 1 : 0) + (formals ? formals->formals.size() : 0); }
 };
 
+/// `fun args…`: its arguments in an array right after the node (24
+/// bytes and 8 an argument; a pointer to an array apart took 8 more).
 struct ExprCall : Expr {
   uint32_t nArgs = 0;
   Expr* fun = nullptr;
-  Expr** argItems = nullptr;
-  std::span<Expr*> args() const { return {argItems, nArgs}; }
+  /// A call of `fun` on `args` at `pos`, made in `arena`.
+  static ExprCall* make(Arena& arena, PosIdx pos, Expr* fun, std::span<Expr* const> args);
+  /// The arguments, right after the node.
+  Expr** argItems() const { return reinterpret_cast<Expr**>(const_cast<ExprCall*>(this) + 1); }
+  std::span<Expr*> args() const { return {argItems(), nArgs}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -405,7 +410,7 @@ template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
 static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSelect) == 40 &&
               sizeof(ExprSelectVar) == 32 &&
               sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
-              sizeof(ExprList) == 24 && sizeof(ExprConstList) == 24 && sizeof(ExprCall) == 32 && sizeof(ExprOpHasAttr) == 32 &&
+              sizeof(ExprList) == 24 && sizeof(ExprConstList) == 24 && sizeof(ExprCall) == 24 && sizeof(ExprOpHasAttr) == 32 &&
               sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
 
 /// `e` as a T (ExprConst, ExprConstList, ExprAttrs or ExprLambda), or
