@@ -82,17 +82,6 @@ MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d,
                         [](auto& kv) -> std::string_view { return kv.first; })};
 }
 
-// An arena copy of the concatenation of `parts` (no temporary string).
-const char* arenaConcat(Arena& arena, std::initializer_list<std::string_view> parts) {
-  size_t n = 0;
-  for (auto p : parts) n += p.size();
-  char* out = static_cast<char*>(arena.allocate(n + 1, 1));
-  char* w = out;
-  for (auto p : parts) w = std::copy(p.begin(), p.end(), w);
-  *w = 0;
-  return out;
-}
-
 // What `derivation` needs besides DrvState: the builtins it applies and
 // the constant values every result shares. Looked up on first use.
 struct WrapperState {
@@ -119,7 +108,7 @@ struct DrvState : BuiltinState {
     // text "=<store dir>/<base name>", which is also the `=` context of
     // its drvPath string and, after the '=', that string (eqPathOf).
     cache.keepKeysWith([this](std::string_view base) {
-      const char* eq = arenaConcat(this->arena, {"=", dir.dir(), "/", base});
+      const char* eq = makeContextEntry(this->arena, {"=", dir.dir(), "/", base});
       return std::string_view(eq + dir.dir().size() + 2, base.size());
     });
   }
@@ -428,16 +417,13 @@ void primDerivationStrict(EvalState& st, PosIdx pos, Value** args, Value& v) {
   }
   Bindings* b = st.heap().allocBindings(1 + drv.outputs.size());
   Value* dv = st.heap().allocValue();
-  const char** dvCtx = st.arena.makeArray<const char*>(2);
-  dvCtx[0] = eqPath;
-  dv->mkString(drvPathC, dvCtx);
+  dv->mkString(drvPathC, singleContext(eqPath));
   b->push(st.sDrvPath, dv);
   for (auto& [o, out] : drv.outputs) {
     // env holds what the output's value is: its path, placeholder or "".
     Value* ov = st.heap().allocValue();
-    const char** ovCtx = st.arena.makeArray<const char*>(2);
-    ovCtx[0] = arenaConcat(st.arena, {"!", o, "!", drvPathS});
-    ov->mkString(st.arena.copyString(drv.env.at(o)), ovCtx);
+    const char* outEntry = makeContextEntry(st.arena, {"!", o, "!", drvPathS});
+    ov->mkString(st.arena.copyString(drv.env.at(o)), singleContext(outEntry));
     b->push(st.sym(o), ov);
   }
   st.mkAttrs(v, b);

@@ -147,9 +147,7 @@ void primToFile(EvalState& st, PosIdx pos, Value** args, Value& v) {
     st.writer().get()->addText(path, contents, refPaths);
   }
   st.allowPath(path);
-  Context out;
-  addContext(st, out, path);
-  st.mkString(v, path, out);
+  mkStorePathString(st, v, path);
 }
 
 std::string addPath(EvalState& st, PosIdx pos, const std::string& source, const std::string& name,
@@ -220,9 +218,7 @@ void primFilterSource(EvalState& st, PosIdx pos, Value** args, Value& v) {
   std::string path = canonPath(coerceToPath(st, pos, *args[1], pathCtx));
   forceFunction(st, *args[0], pos);
   std::string out = addPath(st, pos, path, baseNameOf(path), args[0], true, std::nullopt);
-  Context ctx;
-  addContext(st, ctx, out);
-  st.mkString(v, out, ctx);
+  mkStorePathString(st, v, out);
 }
 
 void primPath(EvalState& st, PosIdx pos, Value** args, Value& v) {
@@ -244,9 +240,7 @@ void primPath(EvalState& st, PosIdx pos, Value** args, Value& v) {
   if (path.empty()) throwError(st, pos, "'path' required");
   if (name.empty()) name = baseNameOf(path);
   std::string out = addPath(st, pos, path, name, filter, recursive, expected);
-  Context ctx;
-  addContext(st, ctx, out);
-  st.mkString(v, out, ctx);
+  mkStorePathString(st, v, out);
 }
 
 constexpr BuiltinDef kDefs[] = {

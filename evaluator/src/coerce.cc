@@ -64,6 +64,7 @@ void ContextUnion::add(const Context& ctx) {
 
 const char** ContextUnion::result(EvalState& state) const {
   if (single_ || set_.empty()) return single_;
+  if (set_.size() == 1) return singleContext(set_.begin()->data());  // no array of its own
   const char** c = state.heap().allocContext(set_.size());
   size_t i = 0;
   for (auto& x : set_) c[i++] = x.data();

@@ -100,6 +100,14 @@ void ExprSelect::eval(EvalState& state, Env& env, Value& v) {
   v = *vAttrs;
 }
 
+void ExprSelectVar::eval(EvalState& state, Env& env, Value& v) {
+  Value* base = lookupVar(state, env, *this, false);
+  state.forceValue(*base, pos);
+  Value* r = attrOrThrow(state, *base, attr, pos);
+  state.forceValue(*r, pos);
+  v = *r;
+}
+
 void ExprOpHasAttr::eval(EvalState& state, Env& env, Value& v) {
   Value vTmp;
   Value* vAttrs = &vTmp;
@@ -207,6 +215,17 @@ void ExprList::eval(EvalState& state, Env& env, Value& v) {
     v.list.elems[i] = items[i]->maybeThunk(state, env);
 }
 
+Value* ExprConstList::makeShared(EvalState& state) {
+  // Threads may race to make it: one value wins, the others' stay unused.
+  Value* made = state.arena.make<Value>();
+  made->mkList(size, elems());
+  Value* expected = nullptr;
+  if (__atomic_compare_exchange_n(&shared, &expected, made, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE))
+    return made;
+  return expected;
+}
+
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
 
 // The arguments of `fun` that are lists a builtin forces (PrimOp::
@@ -228,10 +247,11 @@ void ExprCall::eval(EvalState& state, Env& env, Value& v) {
   // its thunk would be forced at once and be garbage after (a
   // replaceStrings table rebuilt on every call).
   const uint32_t forced = forcedListArgs(vFun);
+  Expr** items = argItems();
   for (size_t i = 0; i < n; ++i) {
     const bool list = i < 32 && ((forced >> i) & 1);
-    auto* l = list ? exprAs<ExprConstList>(argItems[i]) : nullptr;
-    vArgs[i] = l ? &l->v : argItems[i]->maybeThunk(state, env);
+    auto* l = list ? exprAs<ExprConstList>(items[i]) : nullptr;
+    vArgs[i] = l ? l->sharedValue(state) : items[i]->maybeThunk(state, env);
   }
   callFunction(state, vFun, n, vArgs, v, pos);
 }

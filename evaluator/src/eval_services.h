@@ -7,6 +7,7 @@
 // autoCallFunction). Defined in eval_state.cc, coerce.cc and
 // layered_bindings.cc.
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,10 +111,25 @@ Bindings* layerBindings(EvalState& st, const Bindings& base, const Attr* right,
                         const Attr* rightEnd);
 /// Makes `v` the set {file, line, column} of `pos` (null for no position).
 void mkPos(EvalState& st, Value& v, PosIdx pos);
-/// Adds `s` to `ctx` (copied into the arena).
-inline void addContext(EvalState& st, Context& ctx, std::string_view s) {
-  ctx.insert(st.arena.copyString(s));
+/// A context entry: an arena copy of the concatenation of `parts`, laid
+/// out after a one-entry context array of itself ({entry, nullptr}, which
+/// singleContext returns), so that a string whose context is this one entry
+/// needs no array of its own. Every context entry is made here (addContext,
+/// derivationStrict's `=` and `!out!` entries): a Context holds only these.
+const char* makeContextEntry(Arena& arena, std::initializer_list<std::string_view> parts);
+/// The one-entry context array {entry, nullptr} before `entry`, a text
+/// makeContextEntry made.
+inline const char** singleContext(const char* entry) {
+  return reinterpret_cast<const char**>(const_cast<char*>(entry)) - 2;
 }
+/// Adds `s` to `ctx` (an arena copy: makeContextEntry).
+inline void addContext(EvalState& st, Context& ctx, std::string_view s) {
+  ctx.insert(makeContextEntry(st.arena, {s}));
+}
+/// Makes `v` the store path `path` with the path itself as its context
+/// (toFile, path, filterSource): the string is the context entry's own
+/// text, with its one-entry array; no collectable string or array.
+void mkStorePathString(EvalState& st, Value& v, std::string_view path);
 /// Copies a value's context into `ctx`.
 void copyContext(const Value& v, Context& ctx);
 

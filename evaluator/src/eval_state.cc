@@ -87,12 +87,33 @@ EvalState::~EvalState() {
 
 void EvalState::mkString(Value& v, std::string_view s, const Context& ctx) {
   const char** c = nullptr;
-  if (!ctx.empty()) {
-    c = heap().allocContext(ctx.size());
+  if (const size_t n = ctx.empty() ? 0 : ctx.size(); n == 1) {
+    c = singleContext(ctx.begin()->data());  // no array of its own
+  } else if (n) {
+    c = heap().allocContext(n);
     size_t i = 0;
     for (auto& x : ctx) c[i++] = x.data();  // arena strings (addContext)
   }
   v.mkString(heap().copyString(s), s.size(), c);
+}
+
+const char* makeContextEntry(Arena& arena, std::initializer_list<std::string_view> parts) {
+  size_t n = 0;
+  for (auto p : parts) n += p.size();
+  constexpr size_t kArray = 2 * sizeof(const char*);
+  auto** array = static_cast<const char**>(arena.allocate(kArray + n + 1, alignof(const char*)));
+  char* out = reinterpret_cast<char*>(array) + kArray;
+  char* w = out;
+  for (auto p : parts) w = std::copy(p.begin(), p.end(), w);
+  *w = 0;
+  array[0] = out;
+  array[1] = nullptr;
+  return out;
+}
+
+void mkStorePathString(EvalState& st, Value& v, std::string_view path) {
+  const char* entry = makeContextEntry(st.arena, {path});
+  v.mkString(entry, path.size(), singleContext(entry));
 }
 
 const std::vector<std::string_view>& Context::sorted() const {

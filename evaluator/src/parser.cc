@@ -145,11 +145,7 @@ Expr* Parser::var(const char* name, PosIdx pos) {
 }
 
 Expr* Parser::call(const char* fn, const std::vector<Expr*>& args, PosIdx pos) {
-  auto* c = state_.arena.make<ExprCall>();
-  c->fun = var(fn, pos);
-  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
-  c->pos = pos;
-  return c;
+  return ExprCall::make(state_.arena, pos, var(fn, pos), args);
 }
 
 ExprConst* Parser::str(std::string_view s, PosIdx pos) {
@@ -402,17 +398,38 @@ bool Parser::startsSimple(size_t n) {
   }
 }
 
+ExprCall* ExprCall::make(Arena& arena, PosIdx pos, Expr* fun, std::span<Expr* const> args) {
+  static_assert(sizeof(ExprCall) % alignof(Expr*) == 0 && !kArenaDestroys<ExprCall>);
+  void* mem = arena.allocate(sizeof(ExprCall) + sizeof(Expr*) * args.size(), alignof(ExprCall));
+  auto* c = new (mem) ExprCall();
+  c->pos = pos;
+  c->fun = fun;
+  c->nArgs = static_cast<uint32_t>(args.size());
+  std::copy(args.begin(), args.end(), c->argItems());
+  return c;
+}
+
 Expr* Parser::parseApp() {
   size_t start = lex_.peek().start;
   Expr* f = parseSelect();
   if (!startsSimple(0)) return f;
-  auto* c = state_.arena.make<ExprCall>();
-  c->pos = lex_.posAt(start);
-  c->fun = f;
+  PosIdx pos = lex_.posAt(start);
   ScratchVec<Expr*, 4> args;
   while (startsSimple(0)) args.push_back(parseSelect());
-  c->argItems = arenaArray(state_.arena, args.data(), args.size(), c->nArgs);
-  return c;
+  return ExprCall::make(state_.arena, pos, f, {args.data(), args.size()});
+}
+
+Expr* Parser::selectOfVar(Expr* e, PosIdx pos, const AttrPath& path, Expr* def) {
+  if (e != lastVar_ || e->pos != pos || def || path.size() != 1 || !path[0].symbol)
+    return nullptr;
+  lastVar_ = nullptr;
+  const Symbol name = static_cast<ExprVar*>(e)->name;
+  state_.arena.shrinkLast(e, sizeof(ExprVar), 0);  // when nothing came after it
+  auto* s = state_.arena.make<ExprSelectVar>();
+  s->pos = pos;
+  s->name = name;
+  s->attr = path[0].symbol;
+  return s;
 }
 
 Expr* Parser::parseSelect() {
@@ -421,15 +438,17 @@ Expr* Parser::parseSelect() {
   const Token& t = lex_.peek();
   if (t.t == Tok::kDot) {
     lex_.next();
-    auto* s = state_.arena.make<ExprSelect>();
-    s->pos = lex_.posAt(start);
-    s->e = e;
+    PosIdx pos = lex_.posAt(start);
     AttrPath path = parseAttrPath();
     Expr* def = nullptr;
     if (lex_.peek().t == Tok::kOrKw) {
       lex_.next();
       def = parseSelect();
     }
+    if (Expr* fused = selectOfVar(e, pos, path, def)) return fused;
+    auto* s = state_.arena.make<ExprSelect>();
+    s->pos = pos;
+    s->e = e;
     s->setPath(state_.arena, {path.data(), path.size()}, def);
     return s;
   }
@@ -437,12 +456,8 @@ Expr* Parser::parseSelect() {
     // `f or` applies f to a variable named "or" (legacy Nixpkgs usage).
     PosIdx p = lex_.posAt(t.start);
     lex_.next();
-    auto* c = state_.arena.make<ExprCall>();
-    c->pos = lex_.posAt(start);
-    c->fun = e;
     Expr* orVar = var("or", p);
-    c->argItems = arenaArray(state_.arena, &orVar, 1, c->nArgs);
-    return c;
+    return ExprCall::make(state_.arena, lex_.posAt(start), e, {&orVar, 1});
   }
   return e;
 }

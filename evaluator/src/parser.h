@@ -163,6 +163,15 @@ class Parser {
   /// so sharing it loses nothing; elsewhere a constant's position appears
   /// in errors (`if "x" then …`), so only list elements are shared.
   Expr* shareListLiteral(Expr* e);
+  /// The variable parseSimple made last (an identifier), until a select
+  /// of it is fused (selectOfVar).
+  ExprVar* lastVar_ = nullptr;
+  /// `e` selected by `path` (with `def` after `or`) as one ExprSelectVar
+  /// when `e` is the variable just parsed, starting at `pos` as the
+  /// select does, and the path one static name without a default (the
+  /// variable's node given back to the arena when it was its last
+  /// allocation); nullptr otherwise.
+  Expr* selectOfVar(Expr* e, PosIdx pos, const AttrPath& path, Expr* def);
   /// The second thread's parse, until taken or given up (declared last,
   /// so destroyed first: its thread is joined before the rest goes).
   std::unique_ptr<ParseSplit> split_;

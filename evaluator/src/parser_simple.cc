@@ -40,6 +40,7 @@ Expr* Parser::parseSimple() {
       auto* v = state_.arena.make<ExprVar>();
       v->pos = pos;
       v->name = state_.sym(t.text);
+      lastVar_ = v;
       return v;
     }
     case Tok::kInt: {
@@ -153,11 +154,14 @@ Expr* Parser::parseSimple() {
 // collector's heap each time, and lists rebuilt in loops (a replaceStrings
 // table of 26 letters) allocate nothing.
 Expr* Parser::constantList(PosIdx pos, std::span<Expr* const> elems) {
-  auto* l = state_.arena.make<ExprConstList>();
+  static_assert(sizeof(ExprConstList) % alignof(Value*) == 0 && !kArenaDestroys<ExprConstList>);
+  void* mem = state_.arena.allocate(sizeof(ExprConstList) + sizeof(Value*) * elems.size(),
+                                    alignof(ExprConstList));
+  auto* l = new (mem) ExprConstList();
   l->pos = pos;
-  Value** values = state_.arena.makeArray<Value*>(elems.size());
+  l->size = static_cast<uint32_t>(elems.size());
+  Value** values = l->elems();
   for (size_t i = 0; i < elems.size(); ++i) values[i] = &static_cast<ExprConst*>(elems[i])->v;
-  l->v.mkList(elems.size(), values);
   return l;
 }
 

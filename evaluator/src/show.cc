@@ -73,6 +73,12 @@ void ExprSelect::show(const SymbolTable& st, std::ostream& out) const {
   }
 }
 
+void ExprSelectVar::show(const SymbolTable& st, std::ostream& out) const {
+  out << "(" << st.name(name) << ").";
+  AttrName n{attr, nullptr};
+  showAttrPath(st, out, {&n, 1});
+}
+
 void ExprOpHasAttr::show(const SymbolTable& st, std::ostream& out) const {
   out << "((";
   e->show(st, out);
@@ -97,9 +103,9 @@ void ExprAttrs::show(const SymbolTable& st, std::ostream& out) const {
 
 void ExprConstList::show(const SymbolTable&, std::ostream& out) const {
   out << "[ ";
-  for (size_t i = 0; i < v.list.size; ++i) {
+  for (size_t i = 0; i < size; ++i) {
     out << "(";
-    showConstant(*v.list.elems[i], out);
+    showConstant(*elems()[i], out);
     out << ") ";
   }
   out << "]";

@@ -23,6 +23,17 @@ Arena::~Arena() {
 
 // 4 MiB chunks hold at least one aligned 2 MiB range: a huge page.
 constexpr size_t kChunk = 4 << 20;
+// A scanned arena's first chunk; each next one doubles, up to kChunk.
+constexpr size_t kFirstScannedChunk = 256 << 10;
+
+size_t Arena::nextChunkSize() const {
+  // A scanned chunk is a root range, counted whole (used or not) in the
+  // roots whose size libgc adds, halved, to what may be allocated between
+  // collections, and read at each marking: the permanent arena uses a few
+  // hundred KiB of a package set's first 4 MiB.
+  if (!scanned_) return kChunk;
+  return std::min(kChunk, kFirstScannedChunk << std::min<size_t>(chunks_.size(), 4));
+}
 
 void Arena::ChunkFree::operator()(char* p) const {
   if (mapped)
@@ -57,13 +68,14 @@ char* Arena::newChunk(size_t n) {
 }
 
 void* Arena::allocateSlow(size_t size, size_t align) {
-  if (size + align > kChunk / 4) {
+  const size_t n = nextChunkSize();
+  if (size + align > n / 4) {
     uintptr_t p = reinterpret_cast<uintptr_t>(newChunk(size + align));
     p = (p + align - 1) & ~(uintptr_t(align) - 1);
     return reinterpret_cast<void*>(p);
   }
-  cur_ = newChunk(kChunk);
-  left_ = kChunk;
+  cur_ = newChunk(n);
+  left_ = n;
   return allocate(size, align);
 }
 
@@ -108,12 +120,13 @@ void* Arena::allocateShared(size_t size, size_t align) {
     return p;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (size + align > kChunk / 4) {
+  const size_t n = nextChunkSize();
+  if (size + align > n / 4) {
     uintptr_t p = reinterpret_cast<uintptr_t>(newChunk(size + align));
     return reinterpret_cast<void*>((p + align - 1) & ~(uintptr_t(align) - 1));
   }
-  c->cur = newChunk(kChunk);
-  c->left = kChunk;
+  c->cur = newChunk(n);
+  c->left = n;
   pad = (align - (reinterpret_cast<uintptr_t>(c->cur) & (align - 1))) & (align - 1);
   char* p = c->cur + pad;
   c->cur = p + size;

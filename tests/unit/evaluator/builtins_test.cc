@@ -318,5 +318,47 @@ TEST(Builtins, DerivationRecordsKeepNoCopyOfTheirSourcesNames) {
   EXPECT_LT(longName - shortName, 190u + 95u);
 }
 
+// A context entry is laid out after a one-entry context array of itself
+// (makeContextEntry): a string whose context is that one entry uses it
+// instead of an array of its own, and toFile's and path's results are the
+// entry's own text (no collectable copy of the path, no array).
+TEST(Builtins, OneEntryContextsAreTheEntrysOwnArray) {
+  EvalState st;
+  auto ownArray = [](const Value& v) {
+    return v.type == VType::kString && v.str.context && v.str.context[0] &&
+           !v.str.context[1] &&
+           v.str.context == reinterpret_cast<const char* const*>(v.str.context[0]) - 2;
+  };
+  Value v;
+  evalDeep(st, "builtins.toFile \"t.txt\" \"hello\"", v);
+  EXPECT_TRUE(ownArray(v));
+  EXPECT_EQ(v.str.s, v.str.context[0]);  // the entry is the string itself
+  EXPECT_EQ(v.sv(), "/nix/store/9p0nl625gm5mli8h2xfsgma0zz31g9yc-t.txt");
+  evalDeep(st,
+           "builtins.appendContext \"a\" { "
+           "\"/nix/store/rxcq0i5yqkhxhjf6wv5z1jfynan03a2x-b\" = { path = true; }; }",
+           v);
+  EXPECT_TRUE(ownArray(v));
+  const std::string drv =
+      "(derivation { name = \"d\"; system = \"x\"; builder = \"/b\"; })";
+  for (const char* attr : {".drvPath", ".outPath", ".out.outPath"}) {
+    evalDeep(st, drv + attr, v);
+    EXPECT_TRUE(ownArray(v)) << attr;
+  }
+  // A string built from parts with that one entry, twice, or with another.
+  evalDeep(st, "let d = " + drv + "; in \"${d}/bin:${d}/lib\"", v);
+  EXPECT_TRUE(ownArray(v));
+  evalDeep(st, "let d = " + drv + "; in \"${d.drvPath} ${d}\"", v);
+  EXPECT_FALSE(ownArray(v));
+  ASSERT_TRUE(v.str.context && v.str.context[0] && v.str.context[1]);
+  EXPECT_EQ(v.str.context[2], nullptr);
+  EXPECT_EQ(evalStrict("let d = " + drv +
+                       "; s = builtins.unsafeDiscardOutputDependency d.drvPath; in "
+                       "[ (builtins.getContext s) (builtins.getContext \"${d}${d.drvPath}\") ]"),
+            "[ { \"/nix/store/5jf8mg96nyj2p40f1sva2d6zg2b4iapf-d.drv\" = { path = true; }; } "
+            "{ \"/nix/store/5jf8mg96nyj2p40f1sva2d6zg2b4iapf-d.drv\" = { allOutputs = true; "
+            "outputs = [ \"out\" ]; }; } ]");
+}
+
 }  // namespace
 }  // namespace kiln::eval

@@ -535,6 +535,70 @@ TEST(Parser, OneNameSelectsKeepTheirNameInTheNode) {
             R"((s: [ ((s).a) ((s).a.b) ((s).c or (1)) ((s)."${"d"}") ]))");
 }
 
+// A select of one static name from a variable (`lib.x`, `self.pkg`) is one
+// 32-byte node (ExprSelectVar) instead of a select and a variable (64):
+// it binds, evaluates, fails and prints as the two did.
+TEST(Parser, SelectsOfAVariableAreOneNode) {
+  EvalState st;
+  std::string list = thousandInAList("s: ", "s.a");
+  // Per select: the node (32) and the list's slot (8).
+  EXPECT_LT(arenaBytesOfParse(st, list), 1000 * (32 + 8) + 1024);
+  EXPECT_EQ(evalStrict(R"(let s = { a = { b = 1; }; c = 2; }; f = x: x.c; in
+      [ s.c s.a.b (s.x or 3) (s).c (f s) (with s; a.b) (with { t = s; }; t.c)
+        (let l = [ s.z ]; in builtins.length l) ({ inherit (s) c; }.c) ])"),
+            "[ 2 1 3 2 2 1 2 1 2 ]");
+  std::string e = evalError("let s = { a = 1; }; in\n  s.b");
+  EXPECT_NE(e.find("attribute 'b' missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("«string»:2:3"), std::string::npos) << e;
+  e = evalError("let s = 1; in\n   s.b");
+  EXPECT_NE(e.find("value is an integer while a set was expected"), std::string::npos) << e;
+  EXPECT_NE(e.find("«string»:2:4"), std::string::npos) << e;
+  e = evalError("\n  y.b");
+  EXPECT_NE(e.find("undefined variable 'y'"), std::string::npos) << e;
+  EXPECT_NE(e.find("«string»:2:3"), std::string::npos) << e;
+  e = evalError("with { }; y.b");
+  EXPECT_NE(e.find("undefined variable 'y'"), std::string::npos) << e;
+  std::ostringstream out;
+  st.parseExprFromString("s: [ s.a (s).b s.\"c d\" s.a.b ]", "/tmp")->show(st.symbols, out);
+  EXPECT_EQ(out.str(), R"((s: [ ((s).a) ((s).b) ((s)."c d") ((s).a.b) ]))");
+}
+
+// A call holds its arguments right after its 24-byte node (a pointer to
+// an array apart took 8 bytes more a call); calls evaluate and print as
+// before, the legacy `f or` included.
+TEST(Parser, CallsHoldTheirArgumentsAfterTheNode) {
+  EvalState st;
+  std::string calls = thousandInAList("f: ", "(f 1)");
+  // Per call: the node (24), its argument's slot (8), the integer (40),
+  // the variable `f` (24) and the outer list's slot (8).
+  EXPECT_LT(arenaBytesOfParse(st, calls), 1000 * (24 + 8 + 40 + 24 + 8) + 1024);
+  EXPECT_EQ(evalStrict(R"(let f = a: b: c: a + b + c; g = x: x; or = 5; in
+      [ (f 1 2 3) (g 4) (builtins.add 1 2) ((f 1) 2 3) (g or) (builtins.length [ ]) ])"),
+            "[ 6 4 3 6 5 0 ]");
+  std::ostringstream out;
+  st.parseExprFromString("f: [ (f 1 2) (f (f 3)) ]", "/tmp")->show(st.symbols, out);
+  EXPECT_EQ(out.str(), "(f: [ ((f 1 2)) ((f (f 3))) ])");
+}
+
+// A list literal of constants holds its elements right after its 24-byte
+// node (no list value in it); a builtin that forces it gets one value made
+// on first use and kept, also when partly applied.
+TEST(Parser, ConstantListsHoldTheirElementsAfterTheNode) {
+  EvalState st;
+  std::string lists = thousandInAList("", "[ 1 2 ]");
+  // Per list: the node (24), its two elements (16), the outer slot (8),
+  // and the two integers (40 each).
+  EXPECT_LT(arenaBytesOfParse(st, lists), 1000 * (24 + 16 + 8 + 80) + 1024);
+  EXPECT_EQ(evalStrict(R"(let r = builtins.replaceStrings [ "a" "b" ] [ "x" "y" ];
+      f = s: builtins.replaceStrings [ "a" ] [ "z" ] s; in
+      [ (r "abc") (r "bab") (f "aa") (f "ba") (map (x: x + 1) [ 1 2 ])
+        (builtins.elem 2 [ 1 2 ]) [ "p" "q" ] (builtins.length [ 1 2 3 ]) ])"),
+            R"([ "xyc" "yxy" "zz" "bz" [ 2 3 ] true [ "p" "q" ] 3 ])");
+  std::ostringstream out;
+  st.parseExprFromString(R"([ 1 "a" ./x ])", "/tmp")->show(st.symbols, out);
+  EXPECT_EQ(out.str(), R"([ (1) ("a") (/tmp/x) ])");
+}
+
 // A list literal of one element keeps it in the node (no 8-byte array in
 // the arena); more are an array, none nothing.
 TEST(Parser, OneElementListsKeepItInTheNode) {

@@ -114,6 +114,9 @@ class Arena {
   void shrinkLastShared(void* p, size_t oldSize, size_t newSize);
   /// A new chunk of `n` bytes (under mu_ when shared).
   char* newChunk(size_t n);
+  /// The size of the next chunk: 4 MiB, or for a scanned arena 256 KiB
+  /// doubling with each chunk up to 4 MiB (under mu_ when shared).
+  size_t nextChunkSize() const;
   void addDestructor(void* p, void (*fn)(void*));
   static uint64_t nextId();
 

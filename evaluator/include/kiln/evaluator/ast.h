@@ -151,6 +151,20 @@ struct ExprSelect : Expr {
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
 
+/// `x.a`: a select of one static name, without `or`, from a variable
+/// (`lib.x`, `self.pkg`, `stdenv.mkDerivation`: most selects in a package
+/// set) in one 32-byte node, where an ExprSelect (40) and its ExprVar (24)
+/// took 64. Made by the parser only where the select and the variable
+/// start at the same position, so errors point where they did; it binds as
+/// its variable does and evaluates as the select of that variable would.
+struct ExprSelectVar : ExprVar {
+  Symbol attr;  ///< the name selected
+  void eval(EvalState& state, Env& env, Value& v) override;
+  /// A thunk, as any select (not the variable's value, as ExprVar's).
+  Value* maybeThunk(EvalState& state, Env& env) override { return Expr::maybeThunk(state, env); }
+  void show(const SymbolTable& st, std::ostream& out) const override;
+};
+
 struct ExprOpHasAttr : Expr {
   uint32_t nPath = 0;
   Expr* e = nullptr;
@@ -204,16 +218,31 @@ struct ExprList : Expr {
 };
 
 /// A list literal of constants only (Parser::constantList): its elements
-/// are the constants' own values and its one array of them is made when
-/// parsing, so every evaluation shares them (lists are immutable) and
-/// allocates no array. Like any list literal, it is a thunk until forced.
+/// are the constants' own values, in an array made when parsing right
+/// after the node (no Value in it: 24 bytes and 8 an element, where a
+/// node holding its list value took 40), so every evaluation shares them
+/// (lists are immutable) and allocates no array. Like any list literal, it
+/// is a thunk until forced.
 struct ExprConstList : Expr {
   static constexpr Kind kKind = Kind::kConstList;
   Kind kind() const override { return kKind; }
-  /// The list (its array in the arena, like the constants), shared by
-  /// every evaluation; passed as it is to the builtins that force it.
-  Value v;
-  void eval(EvalState&, Env&, Value& out) override { out = v; }
+  uint32_t size = 0;  ///< the element count (in the base's padding)
+  /// The list as one value, made on first use (sharedValue) and kept.
+  Value* shared = nullptr;
+  /// The elements, right after the node (Parser::constantList).
+  Value** elems() const {
+    return reinterpret_cast<Value**>(const_cast<ExprConstList*>(this) + 1);
+  }
+  /// The list as a value that lives as long as the AST, made once: passed
+  /// as it is to the builtins that force it (PrimOp::forcedLists), with no
+  /// thunk to allocate. Thread-safe.
+  Value* sharedValue(EvalState& state) {
+    if (Value* v = __atomic_load_n(&shared, __ATOMIC_ACQUIRE)) return v;
+    return makeShared(state);
+  }
+  void eval(EvalState&, Env&, Value& out) override { out.mkList(size, elems()); }
+  /// Makes `shared` (sharedValue's first call).
+  Value* makeShared(EvalState& state);
   void bindVars(EvalState&, const StaticEnv&) override {}
   void show(const SymbolTable& st, std::ostream& out) const override;
 };
@@ -252,11 +281,16 @@ struct ExprLambda : Expr {
   uint32_t envSize() const { return (arg ? 1 : 0) + (formals ? formals->formals.size() : 0); }
 };
 
+/// `fun args…`: its arguments in an array right after the node (24
+/// bytes and 8 an argument; a pointer to an array apart took 8 more).
 struct ExprCall : Expr {
   uint32_t nArgs = 0;
   Expr* fun = nullptr;
-  Expr** argItems = nullptr;
-  std::span<Expr*> args() const { return {argItems, nArgs}; }
+  /// A call of `fun` on `args` at `pos`, made in `arena`.
+  static ExprCall* make(Arena& arena, PosIdx pos, Expr* fun, std::span<Expr* const> args);
+  /// The arguments, right after the node.
+  Expr** argItems() const { return reinterpret_cast<Expr**>(const_cast<ExprCall*>(this) + 1); }
+  std::span<Expr*> args() const { return {argItems(), nArgs}; }
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
@@ -353,6 +387,7 @@ struct ExprPos : Expr {
 // them (their destructor is the empty virtual one).
 template <> inline constexpr bool kArenaDestroys<ExprConst> = false;
 template <> inline constexpr bool kArenaDestroys<ExprSelect> = false;
+template <> inline constexpr bool kArenaDestroys<ExprSelectVar> = false;
 template <> inline constexpr bool kArenaDestroys<ExprOpHasAttr> = false;
 template <> inline constexpr bool kArenaDestroys<ExprAttrs> = false;
 template <> inline constexpr bool kArenaDestroys<ExprList> = false;
@@ -373,8 +408,9 @@ template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
 // Sizes the layout above is meant to keep (x86-64): a change that grows a
 // node costs megabytes on a large package set.
 static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSelect) == 40 &&
+              sizeof(ExprSelectVar) == 32 &&
               sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
-              sizeof(ExprList) == 24 && sizeof(ExprConstList) == 40 && sizeof(ExprCall) == 32 && sizeof(ExprOpHasAttr) == 32 &&
+              sizeof(ExprList) == 24 && sizeof(ExprConstList) == 24 && sizeof(ExprCall) == 24 && sizeof(ExprOpHasAttr) == 32 &&
               sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
 
 /// `e` as a T (ExprConst, ExprConstList, ExprAttrs or ExprLambda), or
