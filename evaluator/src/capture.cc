@@ -21,17 +21,21 @@ static bool pathCaptures(std::span<const AttrName> path) {
 
 bool ExprSelect::capturesEnv() const {
   const Expr* def = orDefault();
-  return e->capturesEnv() || pathCaptures(path()) || (def && def->capturesEnv());
+  return e->capturesEnv() || pathCaptures(path()) ||
+         (def && def->capturesEnv());
 }
 
-bool ExprOpHasAttr::capturesEnv() const { return e->capturesEnv() || pathCaptures(path()); }
+bool ExprOpHasAttr::capturesEnv() const {
+  return e->capturesEnv() || pathCaptures(path());
+}
 
 bool ExprAttrs::capturesEnv() const {
   if (recursive && !emptyLiteral()) return true;
   for (const AttrDef& a : attrs)
     if (a.e->thunkCapturesEnv()) return true;
   for (const DynamicAttrDef& d : dynamicAttrs)
-    if (d.nameExpr->capturesEnv() || d.valueExpr->thunkCapturesEnv()) return true;
+    if (d.nameExpr->capturesEnv() || d.valueExpr->thunkCapturesEnv())
+      return true;
   return false;
 }
 
@@ -52,11 +56,15 @@ bool ExprIf::capturesEnv() const {
   return cond->capturesEnv() || then->capturesEnv() || else_->capturesEnv();
 }
 
-bool ExprAssert::capturesEnv() const { return cond->capturesEnv() || body->capturesEnv(); }
+bool ExprAssert::capturesEnv() const {
+  return cond->capturesEnv() || body->capturesEnv();
+}
 
 bool ExprOpNot::capturesEnv() const { return e->capturesEnv(); }
 
-bool ExprBinOp::capturesEnv() const { return e1->capturesEnv() || e2->capturesEnv(); }
+bool ExprBinOp::capturesEnv() const {
+  return e1->capturesEnv() || e2->capturesEnv();
+}
 
 bool ExprConcatStrings::capturesEnv() const {
   for (const StringPart& p : parts)
@@ -70,9 +78,12 @@ uint8_t stackEnvArgsOf(const ExprLambda& l) {
   // naming a later formal is not there yet and gets a thunk in it.
   if (l.formals)
     for (const Formal& f : l.formals->formals)
-      if (f.def && (f.def->thunkCapturesEnv() || dynamic_cast<const ExprVar*>(f.def))) return 0;
+      if (f.def &&
+          (f.def->thunkCapturesEnv() || dynamic_cast<const ExprVar*>(f.def)))
+        return 0;
   if (const ExprLambda* inner = exprAs<ExprLambda>(l.body))
-    return inner->stackEnvArgs && inner->stackEnvArgs < ExprLambda::kMaxStackEnvs
+    return inner->stackEnvArgs &&
+                   inner->stackEnvArgs < ExprLambda::kMaxStackEnvs
                ? inner->stackEnvArgs + 1
                : 0;
   return l.body->capturesEnv() ? 0 : 1;

@@ -305,13 +305,15 @@ static void evalBody(EvalState& st, ExprLambda& lambda, Env& env, Value& v, PosI
 
 // Fills the slots of `env` for a call of `lambda`, which has formals, with
 // `args0`: the argument itself if named (`args@`), then each formal.
-static void bindFormals(EvalState& st, ExprLambda& lambda, Env& env, Value* args0, PosIdx pos) {
+static void bindFormals(EvalState& st, ExprLambda& lambda, Env& env,
+                        Value* args0, PosIdx pos) {
   uint32_t displ = 0;
   Value& arg = *args0;
   st.forceValue(arg, pos);
   if (arg.type != VType::kAttrs)
-    throwError(st, pos, lambdaName(st, lambda) + " called with " + showType(arg) +
-                        " while a set was expected");
+    throwError(st, pos,
+               lambdaName(st, lambda) + " called with " + showType(arg) +
+                   " while a set was expected");
   if (lambda.arg) env.values[displ++] = args0;
   size_t used = 0;
   for (auto& f : lambda.formals->formals) {
@@ -322,21 +324,28 @@ static void bindFormals(EvalState& st, ExprLambda& lambda, Env& env, Value* args
     } else if (f.def) {
       env.values[displ++] = f.def->maybeThunk(st, env);
     } else {
-      throwError(st, pos, lambdaName(st, lambda) + " called without required argument '" +
-                          std::string(st.symbols.name(f.name)) + "'");
+      throwError(st, pos,
+                 lambdaName(st, lambda) +
+                     " called without required argument '" +
+                     std::string(st.symbols.name(f.name)) + "'");
     }
   }
   if (!lambda.formals->ellipsis && used != arg.attrs->size)
     for (auto& a : *arg.attrs)
       if (!lambda.formals->find(a.name))
-        throwError(st, pos, lambdaName(st, lambda) + " called with unexpected argument '" +
-                            std::string(st.symbols.name(a.name)) + "'");
+        throwError(st, pos,
+                   lambdaName(st, lambda) +
+                       " called with unexpected argument '" +
+                       std::string(st.symbols.name(a.name)) + "'");
 }
 
 // Fills the slots of `env` for a call of `lambda` with `arg`.
-static inline void bindArgs(EvalState& st, ExprLambda& lambda, Env& env, Value* arg, PosIdx pos) {
-  if (!lambda.formals) env.values[0] = arg;
-  else bindFormals(st, lambda, env, arg, pos);
+static inline void bindArgs(EvalState& st, ExprLambda& lambda, Env& env,
+                            Value* arg, PosIdx pos) {
+  if (!lambda.formals)
+    env.values[0] = arg;
+  else
+    bindFormals(st, lambda, env, arg, pos);
 }
 
 // `buffer` as an environment (its slots follow `up`), its address hidden
@@ -353,8 +362,9 @@ static inline Env* envIn(Value** buffer) {
 // made: `b`'s environment is put right under `a`'s. Not zeroed: such a
 // lambda fills every slot before anything reads one (its defaults are
 // constants).
-[[gnu::noinline]] static void callOnStack(EvalState& st, const Value& fun, Value** args,
-                                          Value& out, PosIdx pos) {
+[[gnu::noinline]] static void callOnStack(EvalState& st, const Value& fun,
+                                          Value** args, Value& out,
+                                          PosIdx pos) {
   Value* buffers[ExprLambda::kMaxStackEnvs][1 + ExprLambda::kMaxStackEnv];
   ExprLambda* lambda = fun.lambda.fun;
   Env* env = envIn(buffers[0]);
@@ -362,7 +372,8 @@ static inline Env* envIn(Value** buffer) {
   bindArgs(st, *lambda, *env, args[0], pos);
   if (lambda->stackEnvArgs == 2) {
     static_assert(ExprLambda::kMaxStackEnvs == 2);
-    auto* inner = static_cast<ExprLambda*>(lambda->body);  // a lambda (stackEnvArgsOf)
+    auto* inner =
+        static_cast<ExprLambda*>(lambda->body);  // a lambda (stackEnvArgsOf)
     Env* innerEnv = envIn(buffers[1]);
     innerEnv->up = env;
     bindArgs(st, *inner, *innerEnv, args[1], pos);

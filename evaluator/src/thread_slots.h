@@ -35,7 +35,9 @@ class ThreadSlots {
   static uint32_t current();
   /// The calling thread's call depth (the state's own when not threaded):
   /// read on every call, so inline but for threaded evaluation.
-  uint32_t& depth() { return __builtin_expect(active_, 0) ? threadDepth() : callDepth_; }
+  uint32_t& depth() {
+    return __builtin_expect(active_, 0) ? threadDepth() : callDepth_;
+  }
   /// The calling thread's call depth in threaded evaluation.
   uint32_t& threadDepth();
   /// Waits until `v`, claimed by another thread, is no longer a blackhole.

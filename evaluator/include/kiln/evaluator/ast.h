@@ -413,10 +413,11 @@ template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
 
 // Sizes the layout above is meant to keep (x86-64): a change that grows a
 // node costs megabytes on a large package set.
-static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSelect) == 40 &&
-              sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
-              sizeof(ExprList) == 24 && sizeof(ExprConstList) == 40 && sizeof(ExprCall) == 32 && sizeof(ExprOpHasAttr) == 32 &&
-              sizeof(ExprLambda) == 40 &&
+static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 &&
+              sizeof(ExprSelect) == 40 && sizeof(ExprAttrs) == 32 &&
+              sizeof(ExprAttrs::AttrDef) == 16 && sizeof(ExprList) == 24 &&
+              sizeof(ExprConstList) == 40 && sizeof(ExprCall) == 32 &&
+              sizeof(ExprOpHasAttr) == 32 && sizeof(ExprLambda) == 40 &&
               sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
 
 /// `e` as a T (ExprConst, ExprConstList, ExprAttrs or ExprLambda), or
