@@ -80,6 +80,7 @@ void ExprLambda::bindVars(EvalState& state, const StaticEnv& env) {
     for (auto& f : formals->formals)
       if (f.def) f.def->bindVars(state, inner);
   body->bindVars(state, inner);
+  stackEnvArgs = stackEnvArgsOf(*this);
 }
 
 void ExprCall::bindVars(EvalState& state, const StaticEnv& env) {

@@ -298,6 +298,7 @@ struct DepthGuard {
   uint32_t& d;
   ~DepthGuard() { --d; }
 };
+
 }  // namespace
 
 static std::string lambdaName(EvalState& st, const ExprLambda& l) {
@@ -323,6 +324,86 @@ static void evalBody(EvalState& st, ExprLambda& lambda, Env& env, Value& v, PosI
   }
 }
 
+// Fills the slots of `env` for a call of `lambda`, which has formals, with
+// `args0`: the argument itself if named (`args@`), then each formal.
+static void bindFormals(EvalState& st, ExprLambda& lambda, Env& env,
+                        Value* args0, PosIdx pos) {
+  uint32_t displ = 0;
+  Value& arg = *args0;
+  st.forceValue(arg, pos);
+  if (arg.type != VType::kAttrs)
+    throwError(st, pos,
+               lambdaName(st, lambda) + " called with " + showType(arg) +
+                   " while a set was expected");
+  if (lambda.arg) env.values[displ++] = args0;
+  size_t used = 0;
+  for (auto& f : lambda.formals->formals) {
+    Value* j = arg.attrs->get(f.name);
+    if (j) {
+      ++used;
+      env.values[displ++] = j;
+    } else if (f.def) {
+      env.values[displ++] = f.def->maybeThunk(st, env);
+    } else {
+      throwError(st, pos,
+                 lambdaName(st, lambda) +
+                     " called without required argument '" +
+                     std::string(st.symbols.name(f.name)) + "'");
+    }
+  }
+  if (!lambda.formals->ellipsis && used != arg.attrs->size)
+    for (auto& a : *arg.attrs)
+      if (!lambda.formals->find(a.name))
+        throwError(st, pos,
+                   lambdaName(st, lambda) +
+                       " called with unexpected argument '" +
+                       std::string(st.symbols.name(a.name)) + "'");
+}
+
+// Fills the slots of `env` for a call of `lambda` with `arg`.
+static inline void bindArgs(EvalState& st, ExprLambda& lambda, Env& env,
+                            Value* arg, PosIdx pos) {
+  if (!lambda.formals)
+    env.values[0] = arg;
+  else
+    bindFormals(st, lambda, env, arg, pos);
+}
+
+// `buffer` as an environment (its slots follow `up`), its address hidden
+// from the optimiser, which would size `values` by Env's declaration (as
+// for an environment from the allocator).
+static inline Env* envIn(Value** buffer) {
+  asm("" : "+r"(buffer));
+  return reinterpret_cast<Env*>(buffer);
+}
+
+// A call of `fun`, a lambda with stackEnvArgs (1 or 2), with that many of
+// `args`, into `out`, its environments on this frame's stack: nothing the
+// call leaves refers to them. For `a: b: body` the closure `b: body` is not
+// made: `b`'s environment is put right under `a`'s. Not zeroed: such a
+// lambda fills every slot before anything reads one (its defaults are
+// constants).
+[[gnu::noinline]] static void callOnStack(EvalState& st, const Value& fun,
+                                          Value** args, Value& out,
+                                          PosIdx pos) {
+  Value* buffers[ExprLambda::kMaxStackEnvs][1 + ExprLambda::kMaxStackEnv];
+  ExprLambda* lambda = fun.lambda.fun;
+  Env* env = envIn(buffers[0]);
+  env->up = fun.lambda.env;
+  bindArgs(st, *lambda, *env, args[0], pos);
+  if (lambda->stackEnvArgs == 2) {
+    static_assert(ExprLambda::kMaxStackEnvs == 2);
+    auto* inner =
+        static_cast<ExprLambda*>(lambda->body);  // a lambda (stackEnvArgsOf)
+    Env* innerEnv = envIn(buffers[1]);
+    innerEnv->up = env;
+    bindArgs(st, *inner, *innerEnv, args[1], pos);
+    lambda = inner;
+    env = innerEnv;
+  }
+  evalBody(st, *lambda, *env, out, pos);
+}
+
 void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args,
                   Value& vRes, PosIdx pos, bool loneEnvs) {
   uint32_t& d = st.threads().depth();
@@ -339,37 +420,23 @@ void callFunction(EvalState& st, Value& fun, size_t nargs, Value** args,
   while (nargs > 0) {
     if (vCur.type == VType::kLambda) {
       ExprLambda& lambda = *vCur.lambda.fun;
+      if (const size_t n = lambda.stackEnvArgs; n && nargs >= n) {
+        // Nothing the call leaves refers to its environments: on the stack
+        // (the collector scans it), no heap object.
+        if (nargs == n) {
+          callOnStack(st, vCur, args, vRes, pos);
+          return;
+        }
+        Value tmp;
+        callOnStack(st, vCur, args, tmp, pos);
+        vCur = tmp;
+        nargs -= n;
+        args += n;
+        continue;
+      }
       Env& env2 = st.heap().allocEnv(lambda.envSize(), loneEnvs);
       env2.up = vCur.lambda.env;
-      uint32_t displ = 0;
-      if (!lambda.formals) {
-        env2.values[displ++] = args[0];
-      } else {
-        Value& arg = *args[0];
-        st.forceValue(arg, pos);
-        if (arg.type != VType::kAttrs)
-          throwError(st, pos, lambdaName(st, lambda) + " called with " + showType(arg) +
-                              " while a set was expected");
-        if (lambda.arg) env2.values[displ++] = args[0];
-        size_t used = 0;
-        for (auto& f : lambda.formals->formals) {
-          Value* j = arg.attrs->get(f.name);
-          if (j) {
-            ++used;
-            env2.values[displ++] = j;
-          } else if (f.def) {
-            env2.values[displ++] = f.def->maybeThunk(st, env2);
-          } else {
-            throwError(st, pos, lambdaName(st, lambda) + " called without required argument '" +
-                                std::string(st.symbols.name(f.name)) + "'");
-          }
-        }
-        if (!lambda.formals->ellipsis && used != arg.attrs->size)
-          for (auto& a : *arg.attrs)
-            if (!lambda.formals->find(a.name))
-              throwError(st, pos, lambdaName(st, lambda) + " called with unexpected argument '" +
-                                  std::string(st.symbols.name(a.name)) + "'");
-      }
+      bindArgs(st, lambda, env2, args[0], pos);
       if (nargs == 1) {
         evalBody(st, lambda, env2, vRes, pos);
         return;

@@ -149,7 +149,7 @@ void ThreadSlots::end() {
   for (Slot& s : slots_) s.callDepth = 0;
 }
 
-uint32_t& ThreadSlots::depth() { return active_ ? slots_[tSlot].callDepth : callDepth_; }
+uint32_t& ThreadSlots::threadDepth() { return slots_[tSlot].callDepth; }
 
 void EvalState::beginThreads(uint32_t threads) {
   if (threads == 0 || threads > kMaxThreads) throw Error("evaluation thread count out of range");

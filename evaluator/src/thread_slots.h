@@ -33,8 +33,13 @@ class ThreadSlots {
   static void leave();
   /// The calling thread's slot (0 outside threaded evaluation).
   static uint32_t current();
-  /// The calling thread's call depth (the state's own when not threaded).
-  uint32_t& depth();
+  /// The calling thread's call depth (the state's own when not threaded):
+  /// read on every call, so inline but for threaded evaluation.
+  uint32_t& depth() {
+    return __builtin_expect(active_, 0) ? threadDepth() : callDepth_;
+  }
+  /// The calling thread's call depth in threaded evaluation.
+  uint32_t& threadDepth();
   /// Waits until `v`, claimed by another thread, is no longer a blackhole.
   /// False when the threads' waits form a cycle that persists (infinite
   /// recursion: the caller throws).

@@ -41,6 +41,12 @@ struct Expr {
   virtual void bindVars(EvalState& state, const StaticEnv& env) = 0;
   /// Prints the expression in Nix's `--parse` style.
   virtual void show(const SymbolTable& st, std::ostream& out) const = 0;
+  /// Whether eval() in an environment may leave something referring to it
+  /// (a thunk, a closure, an environment under it) once it returns (after
+  /// bindVars; capture.cc). True unless a node knows better.
+  virtual bool capturesEnv() const { return true; }
+  /// Whether maybeThunk() in an environment may make a thunk referring to it.
+  virtual bool thunkCapturesEnv() const { return true; }
 };
 
 /// A constant: integer, float, string without context, or path.
@@ -52,6 +58,8 @@ struct ExprConst : Expr {
   Value* maybeThunk(EvalState&, Env&) override { return &v; }
   void bindVars(EvalState&, const StaticEnv&) override {}
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override { return false; }
+  bool thunkCapturesEnv() const override { return false; }
 };
 
 struct ExprVar : Expr {
@@ -65,6 +73,9 @@ struct ExprVar : Expr {
   Value* maybeThunk(EvalState& state, Env& env) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override { return false; }
+  /// A variable of a `with` may need a thunk to look it up later.
+  bool thunkCapturesEnv() const override { return fromWith(); }
 };
 
 /// One element of an attribute path: a static name or a dynamic expression.
@@ -149,6 +160,7 @@ struct ExprSelect : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 /// `x.a`: a select of one static name, without `or`, from a variable
@@ -163,6 +175,10 @@ struct ExprSelectVar : ExprVar {
   /// A thunk, as any select (not the variable's value, as ExprVar's).
   Value* maybeThunk(EvalState& state, Env& env) override { return Expr::maybeThunk(state, env); }
   void show(const SymbolTable& st, std::ostream& out) const override;
+  /// Evaluated, it keeps nothing (as ExprVar); its thunk refers to the
+  /// environment (unlike ExprVar's value).
+  bool capturesEnv() const override { return false; }
+  bool thunkCapturesEnv() const override { return true; }
 };
 
 struct ExprOpHasAttr : Expr {
@@ -173,6 +189,7 @@ struct ExprOpHasAttr : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 struct ExprAttrs : Expr {
@@ -204,6 +221,8 @@ struct ExprAttrs : Expr {
   bool emptyLiteral() const { return attrs.empty() && dynamicAttrs.empty(); }
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
+  bool thunkCapturesEnv() const override { return !emptyLiteral(); }
   /// Binds the attribute bodies in the recursive scope `env` (used by let).
   void bindBodies(EvalState& state, const StaticEnv& outer, const StaticEnv& inner);
 };
@@ -215,6 +234,7 @@ struct ExprList : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 /// A list literal of constants only (Parser::constantList): its elements
@@ -245,6 +265,7 @@ struct ExprConstList : Expr {
   Value* makeShared(EvalState& state);
   void bindVars(EvalState&, const StaticEnv&) override {}
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override { return false; }
 };
 
 struct Formal {
@@ -274,12 +295,29 @@ struct ExprLambda : Expr {
   Formals* formals = nullptr;  ///< the `{ a, b }` pattern, if any
   Expr* body = nullptr;
   Symbol name;                 ///< name of the binding it was defined in
+  /// When nothing a call leaves behind refers to its environment, the
+  /// fewest arguments a call must pass for that (set by bindVars:
+  /// capture.cc), and callFunction makes the environment on the C++ stack
+  /// instead of the heap: 1 when the body captures nothing, 2 for `a: b:
+  /// body` where `b: body` is 1 (the closure `b: body` is the only thing
+  /// made in `a`'s environment, and when both arguments are passed at once
+  /// it is applied and dropped at once); 0: always on the heap. In the
+  /// padding after `name`.
+  uint8_t stackEnvArgs = 0;
+  /// The most slots of an environment made on the stack.
+  static constexpr uint32_t kMaxStackEnv = 4;
+  /// The most stack environments of one call (stackEnvArgs' bound).
+  static constexpr uint8_t kMaxStackEnvs = 2;
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
   /// Slots the call environment needs.
   uint32_t envSize() const { return (arg ? 1 : 0) + (formals ? formals->formals.size() : 0); }
 };
+
+/// ExprLambda::stackEnvArgs of `l` (capture.cc), once `l` and its body
+/// are bound.
+uint8_t stackEnvArgsOf(const ExprLambda& l);
 
 /// `fun args…`: its arguments in an array right after the node (24
 /// bytes and 8 an argument; a pointer to an array apart took 8 more).
@@ -294,6 +332,7 @@ struct ExprCall : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 struct ExprLet : Expr {
@@ -320,6 +359,7 @@ struct ExprIf : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 struct ExprAssert : Expr {
@@ -328,6 +368,7 @@ struct ExprAssert : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 struct ExprOpNot : Expr {
@@ -335,6 +376,7 @@ struct ExprOpNot : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 /// Binary operators that are not desugared into builtin calls.
@@ -346,6 +388,7 @@ struct ExprBinOp : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 /// One part of a concatenation: an expression, or the literal text of an
@@ -374,6 +417,7 @@ struct ExprConcatStrings : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override;
 };
 
 /// `__curPos`.
@@ -381,6 +425,7 @@ struct ExprPos : Expr {
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState&, const StaticEnv&) override {}
   void show(const SymbolTable& st, std::ostream& out) const override;
+  bool capturesEnv() const override { return false; }
 };
 
 // No node owns memory (arrays are ArenaVecs): the arena need not destroy
@@ -407,11 +452,13 @@ template <> inline constexpr bool kArenaDestroys<ExprPos> = false;
 
 // Sizes the layout above is meant to keep (x86-64): a change that grows a
 // node costs megabytes on a large package set.
-static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 && sizeof(ExprSelect) == 40 &&
-              sizeof(ExprSelectVar) == 32 &&
+static_assert(sizeof(ExprVar) == 24 && sizeof(ExprConst) == 40 &&
+              sizeof(ExprSelect) == 40 && sizeof(ExprSelectVar) == 32 &&
               sizeof(ExprAttrs) == 32 && sizeof(ExprAttrs::AttrDef) == 16 &&
-              sizeof(ExprList) == 24 && sizeof(ExprConstList) == 24 && sizeof(ExprCall) == 24 && sizeof(ExprOpHasAttr) == 32 &&
-              sizeof(ExprConcatStrings) == 24 && sizeof(StringPart) == 16);
+              sizeof(ExprList) == 24 && sizeof(ExprConstList) == 24 &&
+              sizeof(ExprCall) == 24 && sizeof(ExprOpHasAttr) == 32 &&
+              sizeof(ExprLambda) == 40 && sizeof(ExprConcatStrings) == 24 &&
+              sizeof(StringPart) == 16);
 
 /// `e` as a T (ExprConst, ExprConstList, ExprAttrs or ExprLambda), or
 /// null: a dynamic_cast by the kind tag.
