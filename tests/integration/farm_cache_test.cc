@@ -55,7 +55,7 @@ class FarmCache : public ::testing::Test {
   std::vector<std::string> buildAll() {
     auto coll = farm_->writeCollection("coll", kCollection);
     farm_->addWorker();
-    EXPECT_TRUE(farm_->waitForWorkers(1, 30s));
+    EXPECT_TRUE(farm_->waitForWorkers(1, 60s));
     farm_->createJobset("p", "j", coll);
     int64_t eval = farm_->evaluate("p", "j");
     EXPECT_TRUE(farm_->waitForBuilds(eval, 300s));

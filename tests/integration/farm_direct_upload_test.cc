@@ -115,7 +115,7 @@ class FarmDirectUpload : public ::testing::Test {
     farm_->armSchedulerFailPoint("scheduler.direct.before-verify");
     farm_->startScheduler();
     addDirectWorker({}, compression);
-    ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+    ASSERT_TRUE(farm_->waitForWorkers(1, 60s)) << logs();
     farm_->createJobset("p", "j", farm_->writeCollection("coll", collection));
     int64_t eval = farm_->evaluate("p", "j");
     ASSERT_TRUE(
@@ -155,7 +155,7 @@ class FarmDirectUpload : public ::testing::Test {
 
 TEST_F(FarmDirectUpload, OutputsGoStraightToTheBucketAndNixSubstitutesThem) {
   addDirectWorker();
-  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  ASSERT_TRUE(farm_->waitForWorkers(1, 60s)) << logs();
   int64_t eval = buildAll(kCollection, 2);
   expectPublished(eval);
   EXPECT_TRUE(staging().empty());
@@ -182,7 +182,7 @@ TEST_F(FarmDirectUpload, OutputsGoStraightToTheBucketAndNixSubstitutesThem) {
 
 TEST_F(FarmDirectUpload, ACorruptedStagedObjectIsRefusedAndTheStepRetried) {
   addDirectWorker({"--debug-corrupt-uploads", "1"});
-  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  ASSERT_TRUE(farm_->waitForWorkers(1, 60s)) << logs();
   int64_t eval = buildAll(
       R"({ big = mk "big" "for i in $(seq 1 20000); do echo line $i; done > $out" []; })",
       1);
@@ -202,7 +202,7 @@ TEST_F(FarmDirectUpload, ACorruptedStagedObjectIsRefusedAndTheStepRetried) {
 
 TEST_F(FarmDirectUpload, AWorkerThatDiesAfterStagingLeavesNothingBehind) {
   addDirectWorker({"--debug-exit-after-staging"});
-  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  ASSERT_TRUE(farm_->waitForWorkers(1, 60s)) << logs();
   auto coll = farm_->writeCollection(
       "coll", R"({ one = mk "one" "echo one > $out" []; })");
   farm_->createJobset("p", "j", coll);
@@ -244,7 +244,7 @@ TEST(FarmDirectUploadRefused, TheWorkerUploadsOverItsConnectionInstead) {
   test::WorkerOptions w;
   w.extraArgs = {"--direct-uploads"};
   farm.addWorker(w);
-  ASSERT_TRUE(farm.waitForWorkers(1, 30s)) << farm.worker(0).log();
+  ASSERT_TRUE(farm.waitForWorkers(1, 60s)) << farm.worker(0).log();
   auto coll = farm.writeCollection("coll", kCollection);
   farm.createJobset("p", "j", coll);
   int64_t eval = farm.evaluate("p", "j");
@@ -267,7 +267,7 @@ class FarmDirectUploadParts : public FarmDirectUpload {
 
 TEST_F(FarmDirectUploadParts, ALargeOutputGoesUpInPresignedParts) {
   addDirectWorker({}, "xz");
-  ASSERT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+  ASSERT_TRUE(farm_->waitForWorkers(1, 60s)) << logs();
   int64_t eval = buildAll(
       R"({ big = mk "big" "head -c 9000000 /dev/urandom | base64 > $out" []; })",
       1);
@@ -300,7 +300,7 @@ class FarmDirectUploadResume : public FarmDirectUploadParts {
   // runs_, on a worker that dies with one part up; returns the evaluation.
   int64_t killWorkerMidUpload() {
     addDirectWorker({"--debug-kill-after-parts", "1"});
-    EXPECT_TRUE(farm_->waitForWorkers(1, 30s)) << logs();
+    EXPECT_TRUE(farm_->waitForWorkers(1, 60s)) << logs();
     auto coll = farm_->writeCollection(
         "coll",
         R"({ big = mk "big" "echo run >> )" + runs_ +

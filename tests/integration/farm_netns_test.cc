@@ -110,7 +110,7 @@ TEST_F(FarmNetns, AWorkerWhoseLinkIsCutIsLostAndItsStepMoves) {
   size_t cut = std::stoul(first.substr(7));
   ASSERT_LT(cut, 3u);
   lab_->setWorkerLink(cut, false);
-  ASSERT_TRUE(farm().waitForWorkers(2, 30s)) << farm().scheduler().log();
+  ASSERT_TRUE(farm().waitForWorkers(2, 60s)) << farm().scheduler().log();
   EXPECT_THAT(farm().scheduler().log(), HasSubstr(first + " lost"));
   // Another worker starts the step again; then it may finish.
   ASSERT_TRUE(test::pollUntil(
