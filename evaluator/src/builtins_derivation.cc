@@ -37,12 +37,19 @@ struct MadeDrv {
 const char* kNoStrings[] = {nullptr};
 const char* kOutOnly[] = {"out", nullptr};
 
-template <class Range, class F>
-const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
+// A NULL-terminated arena array of the texts of `r`'s elements: for each,
+// the arena copy `known` gives (a text already kept, shared), or else an
+// arena copy of `text` of it.
+template <class Range, class Text, class Known>
+const char** arenaStrings(Arena& arena, const Range& r, Text&& text,
+                          Known&& known) {
   if (std::empty(r)) return kNoStrings;
   const char** out = arena.makeArray<const char*>(std::size(r) + 1);
   size_t i = 0;
-  for (auto& x : r) out[i++] = arena.copyString(text(x));
+  for (auto& x : r) {
+    const char* k = known(x);
+    out[i++] = k ? k : arena.copyString(text(x));
+  }
   out[i] = nullptr;
   return out;
 }
@@ -54,32 +61,22 @@ const char** arenaStrings(Arena& arena, const Range& r, F&& text) {
 template <class Known, class KnownSrc>
 MadeDrv makeMadeDrv(Arena& arena, const char* baseName, const Derivation& d,
                     Known&& known, KnownSrc&& knownSrc) {
-  const char** inputs = kNoStrings;
-  if (!d.inputDrvs.empty()) {
-    inputs = arena.makeArray<const char*>(d.inputDrvs.size() + 1);
-    size_t i = 0;
-    for (auto& [p, _] : d.inputDrvs) {
-      const char* k = known(p.baseName());
-      inputs[i++] = k ? k : arena.copyString(p.baseName());
-    }
-    inputs[i] = nullptr;
-  }
-  const char** srcs = kNoStrings;
-  if (!d.inputSrcs.empty()) {
-    srcs = arena.makeArray<const char*>(d.inputSrcs.size() + 1);
-    size_t i = 0;
-    for (auto& p : d.inputSrcs) {
-      const char* k = knownSrc(p);
-      srcs[i++] = k ? k : arena.copyString(p.baseName());
-    }
-    srcs[i] = nullptr;
-  }
+  auto none = [](auto&) -> const char* { return nullptr; };
+  const char** inputs = arenaStrings(
+      arena, d.inputDrvs,
+      [](auto& kv) -> std::string_view { return kv.first.baseName(); },
+      [&](auto& kv) -> const char* { return known(kv.first.baseName()); });
+  const char** srcs = arenaStrings(
+      arena, d.inputSrcs,
+      [](const StorePath& p) -> std::string_view { return p.baseName(); },
+      knownSrc);
   const bool outOnly = d.outputs.size() == 1 && d.outputs.begin()->first == "out";
   return {baseName, inputs, srcs,
           outOnly ? kOutOnly
                   : arenaStrings(
                         arena, d.outputs,
-                        [](auto& kv) -> std::string_view { return kv.first; })};
+                        [](auto& kv) -> std::string_view { return kv.first; },
+                        none)};
 }
 
 // What `derivation` needs besides DrvState: the builtins it applies and

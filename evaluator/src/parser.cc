@@ -399,9 +399,7 @@ bool Parser::startsSimple(size_t n) {
 }
 
 ExprCall* ExprCall::make(Arena& arena, PosIdx pos, Expr* fun, std::span<Expr* const> args) {
-  static_assert(sizeof(ExprCall) % alignof(Expr*) == 0 && !kArenaDestroys<ExprCall>);
-  void* mem = arena.allocate(sizeof(ExprCall) + sizeof(Expr*) * args.size(), alignof(ExprCall));
-  auto* c = new (mem) ExprCall();
+  auto* c = arena.makeWithItems<ExprCall, Expr*>(args.size());
   c->pos = pos;
   c->fun = fun;
   c->nArgs = static_cast<uint32_t>(args.size());

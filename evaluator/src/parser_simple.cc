@@ -154,10 +154,7 @@ Expr* Parser::parseSimple() {
 // collector's heap each time, and lists rebuilt in loops (a replaceStrings
 // table of 26 letters) allocate nothing.
 Expr* Parser::constantList(PosIdx pos, std::span<Expr* const> elems) {
-  static_assert(sizeof(ExprConstList) % alignof(Value*) == 0 && !kArenaDestroys<ExprConstList>);
-  void* mem = state_.arena.allocate(sizeof(ExprConstList) + sizeof(Value*) * elems.size(),
-                                    alignof(ExprConstList));
-  auto* l = new (mem) ExprConstList();
+  auto* l = state_.arena.makeWithItems<ExprConstList, Value*>(elems.size());
   l->pos = pos;
   l->size = static_cast<uint32_t>(elems.size());
   Value** values = l->elems();

@@ -61,6 +61,15 @@ class Arena {
     return t;
   }
 
+  /// Constructs a T followed by uninitialised room for `n` Items (an array
+  /// that starts at `t + 1`): one allocation for a node and its items. T
+  /// must need no destructor from the arena.
+  template <class T, class Item>
+  T* makeWithItems(size_t n) {
+    static_assert(sizeof(T) % alignof(Item) == 0 && !kArenaDestroys<T>);
+    return new (allocate(sizeof(T) + sizeof(Item) * n, alignof(T))) T();
+  }
+
   /// For an arena its owner never destroys (left to process exit): stops
   /// recording destructors, which would never run (16 bytes per AST node
   /// that owns a vector). If it is destroyed after all, the heap parts of
