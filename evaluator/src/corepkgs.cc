@@ -42,7 +42,11 @@ derivation {
 }  // namespace
 
 const char* corepkgsFile(std::string_view path) {
-  if (path == std::string(kCorepkgsPrefix) + "fetchurl.nix") return kFetchurlNix;
+  // Compared in place: every file parsed asks (no string built per call).
+  constexpr std::string_view kPrefix = kCorepkgsPrefix, kName = "fetchurl.nix";
+  if (path.size() == kPrefix.size() + kName.size() && path.starts_with(kPrefix) &&
+      path.ends_with(kName))
+    return kFetchurlNix;
   return nullptr;
 }
 

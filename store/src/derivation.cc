@@ -365,7 +365,10 @@ StorePath derivationPathOf(const StoreDir& sd, const Derivation& drv,
   checkDerivationName(drv.name);
   // The text path's type lists inputSrcs ∪ inputDrvs in order: merge the
   // two sorted sets instead of copying them into a third.
-  std::string type = "text";
+  // Reused (no buffer grown per derivation): a `.drv` with inputs has a
+  // type of hundreds of bytes; per thread, as addDerivation's buffers.
+  thread_local std::string type;
+  type.assign("text");
   auto ref = [&](const StorePath& p) {
     type += ':';
     type += sd.dir();

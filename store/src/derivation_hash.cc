@@ -14,14 +14,22 @@ namespace {
 
 // The hash of `aterm` (a `.drv` ATerm, its inputs list at `inputsSpan`)
 // with the list of input hashes in place of the inputs: the ATerm
-// hashDerivationModulo hashes, without printing it again.
+// hashDerivationModulo hashes, fed to SHA-256 in three pieces instead of
+// printed or copied. `inputsText` is that list as the masked ATerm printed
+// it (same inputs, same printer), or empty to print it here.
 Hash splicedHash(std::string_view aterm, std::pair<size_t, size_t> inputsSpan,
-                 const detail::InputHashes& inputs) {
-  thread_local std::string scratch;  // as computeHash's
-  scratch.assign(aterm.substr(0, inputsSpan.first));
-  detail::printAtermInputHashes(scratch, inputs);
-  scratch.append(aterm.substr(inputsSpan.second));
-  return hashString(HashAlgo::kSha256, scratch);
+                 const detail::InputHashes& inputs, std::string_view inputsText) {
+  thread_local std::string list;  // as computeHash's scratch
+  if (inputsText.empty()) {
+    list.clear();
+    detail::printAtermInputHashes(list, inputs);
+    inputsText = list;
+  }
+  HashSink sink(HashAlgo::kSha256);
+  sink.update(aterm.substr(0, inputsSpan.first));
+  sink.update(inputsText);
+  sink.update(aterm.substr(inputsSpan.second));
+  return sink.finish();
 }
 
 // hashDerivationModulo of a fixed-output derivation: its output's hash and
@@ -132,7 +140,8 @@ DrvHashCache::Entry DrvHashCache::entryOf(const Derivation& drv,
                                           const detail::InputHashes& inputs,
                                           bool inputDeferred,
                                           std::string_view aterm,
-                                          std::pair<size_t, size_t> inputsSpan) {
+                                          std::pair<size_t, size_t> inputsSpan,
+                                          std::string_view inputsText) {
   DerivationType type = derivationType(drv);
   bool deferred = inputDeferred || type == DerivationType::kFloatingCA ||
                   type == DerivationType::kDeferred;
@@ -140,7 +149,7 @@ DrvHashCache::Entry DrvHashCache::entryOf(const Derivation& drv,
       type == DerivationType::kFixedOutput ? &drv.outputs.begin()->second : nullptr;
   Hash h = aterm.empty() ? computeHash(drv, type, false, inputs)
            : fixed       ? fixedOutputHash(storeDir_, *fixed, *fixed->path)
-                         : splicedHash(aterm, inputsSpan, inputs);
+                         : splicedHash(aterm, inputsSpan, inputs, inputsText);
   Entry e{{}, deferred};
   std::memcpy(e.sha256.data(), h.data(), e.sha256.size());
   return e;
@@ -188,7 +197,8 @@ std::string printModuloAterm(DrvHashCache& cache, const Derivation& drv,
 void DrvHashCache::fillOutputs(Derivation& drv,
                                const detail::InputHashes& inputs,
                                bool inputDeferred, std::string* aterm,
-                               std::pair<size_t, size_t>* inputsSpan) {
+                               std::pair<size_t, size_t>* inputsSpan,
+                               std::string_view* inputsText) {
   checkDerivationName(drv.name);
   const StoreDir& sd = storeDir_;
   auto printFinal = [&] {
@@ -223,6 +233,9 @@ void DrvHashCache::fillOutputs(Derivation& drv,
   std::pair<size_t, size_t> maskedInputs;
   detail::printAterm(masked, sd, drv, true, &inputs, &maskedInputs, &slots);
   Hash h = hashString(HashAlgo::kSha256, masked);
+  if (inputsText)
+    *inputsText = std::string_view(masked).substr(
+        maskedInputs.first, maskedInputs.second - maskedInputs.first);
   if (!inputDeferred) {  // else outputs stay deferred
     for (auto& [name, o] : drv.outputs) {
       o.path = sd.makeOutputPath(name, h, drv.name);
@@ -256,10 +269,13 @@ StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
   }
   aterm.clear();
   std::pair<size_t, size_t> inputsSpan;
-  fillOutputs(drv, inputs, inputDeferred, &aterm, &inputsSpan);
+  // The masked ATerm's list of input hashes (in fillOutputs' buffer, kept
+  // until this thread's next fillOutputs), empty when none was printed.
+  std::string_view inputsText;
+  fillOutputs(drv, inputs, inputDeferred, &aterm, &inputsSpan, &inputsText);
   StorePath path = detail::derivationPathOf(storeDir_, drv, aterm);
   auto modulo = [&] {
-    return entryOf(drv, inputs, inputDeferred, aterm, inputsSpan);
+    return entryOf(drv, inputs, inputDeferred, aterm, inputsSpan, inputsText);
   };
   std::optional<Entry> fresh;  // hashed unlocked when others may add
   if (memoMutex) fresh = modulo();

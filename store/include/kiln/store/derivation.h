@@ -262,17 +262,24 @@ class DrvHashCache {
   /// With `aterm` (the derivation's `.drv` ATerm, its inputs list at
   /// `inputsSpan`), the ATerm hashed is that one with the list of input
   /// hashes in place of the inputs (not printed again), and a fixed
-  /// output's path is the one fillOutputs just set (not computed again).
+  /// output's path is the one fillOutputs just set (not computed again);
+  /// `inputsText`, when not empty, is the printed list of `inputs`' hashes
+  /// (fillOutputs' masked ATerm has it), not printed again.
   Entry entryOf(const Derivation& drv, const detail::InputHashes& inputs,
                 bool inputDeferred, std::string_view aterm = {},
-                std::pair<size_t, size_t> inputsSpan = {});
+                std::pair<size_t, size_t> inputsSpan = {},
+                std::string_view inputsText = {});
   detail::InputHashes inputHashes(const Derivation& drv, bool& deferred,
                                   std::vector<uint32_t>* tags = nullptr);
   /// Sets drv's output paths and their variables; with `aterm`, appends
-  /// drv's `.drv` ATerm then and sets `inputsSpan` to its inputs list.
+  /// drv's `.drv` ATerm then and sets `inputsSpan` to its inputs list;
+  /// with `inputsText`, sets it to the list of input hashes in the masked
+  /// ATerm it printed (valid until this thread's next fillOutputs), or
+  /// leaves it empty when it printed none (fixed or floating outputs).
   void fillOutputs(Derivation& drv, const detail::InputHashes& inputs,
                    bool inputDeferred, std::string* aterm = nullptr,
-                   std::pair<size_t, size_t>* inputsSpan = nullptr);
+                   std::pair<size_t, size_t>* inputsSpan = nullptr,
+                   std::string_view* inputsText = nullptr);
   Hash computeHash(const Derivation& drv, DerivationType type,
                    bool maskOutputs, const detail::InputHashes& inputs);
 
