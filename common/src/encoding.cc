@@ -2,6 +2,9 @@
 
 #include <array>
 #include <cstring>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "kiln/common/error.h"
 
@@ -70,10 +73,25 @@ void appendBase16(std::string& out, std::string_view bytes) {
   size_t at = out.size();
   out.resize(at + bytes.size() * 2);
   char* w = out.data() + at;
-  for (unsigned char c : bytes) {
-    std::memcpy(w, &kHexPairs[2 * c], 2);
-    w += 2;
+  size_t i = 0;
+#ifdef __SSE2__
+  // 16 bytes a step: each nibble plus '0', plus 39 more ('a' - '0' - 10)
+  // for those above 9, high and low nibbles interleaved into 32 digits.
+  const __m128i low4 = _mm_set1_epi8(0x0f), nine = _mm_set1_epi8(9),
+                zero = _mm_set1_epi8('0'), gap = _mm_set1_epi8('a' - '0' - 10);
+  auto digits = [&](__m128i n) {
+    return _mm_add_epi8(_mm_add_epi8(n, zero), _mm_and_si128(_mm_cmpgt_epi8(n, nine), gap));
+  };
+  for (; i + 16 <= bytes.size(); i += 16, w += 32) {
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes.data() + i));
+    __m128i hi = digits(_mm_and_si128(_mm_srli_epi16(b, 4), low4));
+    __m128i lo = digits(_mm_and_si128(b, low4));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w), _mm_unpacklo_epi8(hi, lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w + 16), _mm_unpackhi_epi8(hi, lo));
   }
+#endif
+  for (; i < bytes.size(); ++i, w += 2)
+    std::memcpy(w, &kHexPairs[2 * static_cast<unsigned char>(bytes[i])], 2);
 }
 
 std::string base16Encode(std::string_view bytes) {
@@ -98,17 +116,33 @@ std::string base16Decode(std::string_view text) {
 }
 
 void appendNix32(std::string& out, std::string_view bytes) {
-  size_t n = bytes.size();
-  size_t len = nix32Length(n);
+  // Digit k (the first written is the last) is bits 5k..5k+4 of the bytes
+  // read as a little-endian number, zero above it. Written from the top:
+  // `acc`'s low `have` bits are the next ones, read a byte at a time, then
+  // (a store path's 20 bytes, a SHA-256's last 30) five bytes, eight
+  // digits, at a time once what is left starts at a byte boundary.
+  const size_t len = nix32Length(bytes.size());
   size_t at = out.size();
   out.resize(at + len);
   char* w = out.data() + at;
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
-  for (size_t k = len; k-- > 0;) {
-    size_t b = k * 5, i = b / 8, j = b % 8;
-    unsigned v = byte(i) >> j;
-    if (i + 1 < n) v |= byte(i + 1) << (8 - j);
-    *w++ = kNix32[v & 31];
+  auto byte = [&](size_t i) -> uint64_t { return static_cast<unsigned char>(bytes[i]); };
+  size_t idx = bytes.size(), left = len;
+  unsigned have = static_cast<unsigned>(5 * len - 8 * bytes.size());  // zero bits on top
+  uint64_t acc = 0;
+  // 5 * left == have + 8 * idx throughout: once left is a multiple of 8,
+  // `have` (at most 7 after a digit) is 0 and idx a multiple of 5.
+  for (; left % 8 != 0; --left) {
+    if (have < 5) {
+      acc = acc << 8 | byte(--idx);
+      have += 8;
+    }
+    have -= 5;
+    *w++ = kNix32[(acc >> have) & 31];
+  }
+  for (; left > 0; left -= 8, idx -= 5) {
+    uint64_t x = byte(idx - 1) << 32 | byte(idx - 2) << 24 | byte(idx - 3) << 16 |
+                 byte(idx - 4) << 8 | byte(idx - 5);
+    for (int d = 35; d >= 0; d -= 5) *w++ = kNix32[(x >> d) & 31];
   }
 }
 

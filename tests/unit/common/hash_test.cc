@@ -131,6 +131,40 @@ TEST(Encoding, Base16WritesEveryByteAsItsTwoDigits) {
   EXPECT_EQ(out, "sha256:ab01");
 }
 
+// The block paths (16 bytes of hex, 40 bits of nix32 a step) write what
+// one digit at a time by the definition does, at every length and offset.
+TEST(Encoding, BlockEncodersAgreeWithTheDigitDefinitions) {
+  const char* kNix = "0123456789abcdfghijklmnpqrsvwxyz";
+  uint32_t seed = 12345;
+  for (size_t n = 0; n <= 70; ++n) {
+    for (int round = 0; round < 4; ++round) {
+      std::string bytes;
+      for (size_t i = 0; i < n; ++i) {
+        seed = seed * 1103515245u + 12345u;
+        bytes += static_cast<char>(round == 1 ? 0xff : round == 2 ? 0 : seed >> 16);
+      }
+      std::string hex, nix;
+      for (unsigned char c : bytes) {
+        hex += "0123456789abcdef"[c >> 4];
+        hex += "0123456789abcdef"[c & 15];
+      }
+      for (size_t k = nix32Length(n); k-- > 0;) {  // Nix's printHash32
+        size_t b = k * 5, i = b / 8, j = b % 8;
+        unsigned v = static_cast<unsigned char>(bytes[i]) >> j;
+        if (i + 1 < n) v |= static_cast<unsigned char>(bytes[i + 1]) << (8 - j);
+        nix += kNix[v & 31];
+      }
+      std::string out = "x";
+      appendBase16(out, bytes);
+      EXPECT_EQ(out, "x" + hex) << n;
+      out = "y";
+      appendNix32(out, bytes);
+      EXPECT_EQ(out, "y" + nix) << n;
+      EXPECT_EQ(nix32Decode(nix, n), bytes) << n;
+    }
+  }
+}
+
 // Digits are looked up by byte in tables: every byte value, bytes above
 // 0x7f included, is a digit exactly when the alphabet has it.
 TEST(Encoding, DigitTablesAcceptExactlyTheirAlphabets) {
