@@ -62,6 +62,7 @@ void ExprAttrs::bindVars(EvalState& state, const StaticEnv& env) {
   } else {
     bindBodies(state, env, env);
   }
+  builtAtOnce = !recursive && dynamicAttrs.empty() && !attrs.empty() && !capturesEnv();
 }
 
 void ExprList::bindVars(EvalState& state, const StaticEnv& env) {

@@ -162,6 +162,49 @@ void censusScanned(const std::vector<Object>& scanned, std::ostream& out, const 
   out << "\n";
 }
 
+// TEMP: who points at strings starting with `prefix`, level by level.
+void whoPoints(const std::vector<Object>& atomic, const std::vector<Object>& scanned,
+               const char* prefix, std::ostream& out) {
+  std::vector<std::pair<uintptr_t, size_t>> sorted;  // [start, len)
+  size_t plen = strlen(prefix);
+  for (const Object& o : atomic)
+    if (strncmp(o.p, prefix, plen) == 0) sorted.push_back({uintptr_t(o.p), o.bytes + 1});
+  int maxLevel = getenv("KILN_WHO_LEVELS") ? atoi(getenv("KILN_WHO_LEVELS")) : 6;
+  for (int level = 0; level < maxLevel; ++level) {
+    std::sort(sorted.begin(), sorted.end());
+    out << "who level " << level << ": " << sorted.size() << " targets\n";
+    std::map<std::tuple<size_t, size_t, int>, uint64_t> hist;
+    std::map<uintptr_t, size_t> next;
+    for (const Object& o : scanned) {
+      for (size_t w = 0; w + 8 <= o.bytes; w += 8) {
+        uintptr_t v;
+        std::memcpy(&v, o.p + w, 8);
+        auto it = std::upper_bound(sorted.begin(), sorted.end(), std::make_pair(v, SIZE_MAX));
+        if (it == sorted.begin()) continue;
+        --it;
+        if (v >= it->first + it->second) continue;
+        if (v >= uintptr_t(o.p) && v < uintptr_t(o.p) + o.bytes) continue;
+        int tag = -1;
+        if (o.bytes == 80 && w < 72) {
+          size_t slot = w / 24;
+          tag = uint8_t(o.p[slot * 24]);
+          next[uintptr_t(o.p) + slot * 24] = 24;
+        } else {
+          next[uintptr_t(o.p)] = o.bytes;
+        }
+        ++hist[{o.bytes, o.bytes == 80 ? w % 24 : w, tag}];
+      }
+    }
+    std::vector<std::pair<uint64_t, std::tuple<size_t, size_t, int>>> h;
+    for (auto& [k, n] : hist) h.push_back({n, k});
+    std::sort(h.begin(), h.end(), std::greater<>());
+    for (size_t i = 0; i < h.size() && i < 14; ++i)
+      out << "  size " << std::get<0>(h[i].second) << " off " << std::get<1>(h[i].second)
+          << " tag " << std::get<2>(h[i].second) << " x" << h[i].first << "\n";
+    sorted.assign(next.begin(), next.end());
+  }
+}
+
 }  // namespace
 
 void printLiveCensus(std::ostream& out) {
@@ -188,6 +231,7 @@ void printLiveCensus(std::ostream& out) {
   const char* p = "kiln-eval-stats: ";
   censusStrings(atomic, out, p);
   censusScanned(scanned, out, p);
+  if (const char* who = getenv("KILN_CENSUS_WHO")) whoPoints(atomic, scanned, who, out);
 }
 
 }  // namespace kiln::eval
