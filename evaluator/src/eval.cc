@@ -251,6 +251,7 @@ Value* ExprConstList::makeShared(EvalState& state) {
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
 
 Value* ExprLambda::maybeThunk(EvalState& state, Env& env) {
+  if (!loneThunk) return Expr::maybeThunk(state, env);
   Value* v = state.heap().allocLoneValue();
   v->mkThunk(&env, this);
   return v;

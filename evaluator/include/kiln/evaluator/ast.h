@@ -312,14 +312,19 @@ struct ExprLambda : Expr {
   /// it is applied and dropped at once); 0: always on the heap. In the
   /// padding after `name`.
   uint8_t stackEnvArgs = 0;
+  /// Set by ExprCall::bindVars when the lambda is a call's argument
+  /// (`map (d: f d) deps`, a fold's step): maybeThunk then makes its thunk
+  /// in an object of its own (EvalHeap::allocLoneValue), not in a block
+  /// of three. Forced, such a thunk is a closure holding its environment,
+  /// and once the call is done it is garbage, but a dead one beside a live
+  /// neighbour kept that environment and all it reaches. (Lambdas bound to
+  /// names mostly live on: packed, as other values.)
+  bool loneThunk = false;
   /// The most slots of an environment made on the stack.
   static constexpr uint32_t kMaxStackEnv = 4;
   /// The most stack environments of one call (stackEnvArgs' bound).
   static constexpr uint8_t kMaxStackEnvs = 2;
-  /// A thunk in an object of its own (EvalHeap::allocLoneValue), not in a
-  /// block of three: forced, it is a closure holding its environment, and
-  /// a dead one beside a live neighbour kept that environment and all it
-  /// reaches (`map (d: f d) deps`'s function, once the map was done).
+  /// A thunk, in an object of its own when loneThunk.
   Value* maybeThunk(EvalState& state, Env& env) override;
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
