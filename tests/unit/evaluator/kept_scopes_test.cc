@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <utility>
 
 #include "eval_parts.h"
 #include "eval_test_util.h"
@@ -32,35 +33,41 @@ Value* attr(EvalState& st, Value& v, const char* name) {
 TEST(KeptScopes, SetsOfVariablesAreMadeAtOnceAndKeepNoScope) {
   EvalState st;
   Value v;
-  evalShallow(st,
-              "let big = builtins.genList (i: i) 100; c = 1; in { scope = c + 1; "
-              "vars = { inherit c big; d = \"s\"; e = 2; }; "
-              "calc = { x = c + 1; }; }",
-              v);
+  evalShallow(
+      st,
+      "let big = builtins.genList (i: i) 100; c = 1; in { scope = c + 1; "
+      "vars = { inherit c big; d = \"s\"; e = 2; }; "
+      "calc = { x = c + 1; }; }",
+      v);
   Value* scope = attr(st, v, "scope");  // a thunk of the let's scope
   Value* vars = attr(st, v, "vars");
   Value* calc = attr(st, v, "calc");
   ASSERT_EQ(scope->type, VType::kThunk);
   ASSERT_EQ(vars->type, VType::kThunk);  // still a thunk: --eval prints <CODE>
   ASSERT_EQ(calc->type, VType::kThunk);
-  EXPECT_NE(vars->thunk.env, scope->thunk.env) << "the set's thunk keeps the let's scope";
-  EXPECT_EQ(calc->thunk.env, scope->thunk.env) << "a set with an expression in it is made later";
+  EXPECT_NE(vars->thunk.env, scope->thunk.env)
+      << "the set's thunk keeps the let's scope";
+  EXPECT_EQ(calc->thunk.env, scope->thunk.env)
+      << "a set with an expression in it is made later";
   std::ostringstream shown;
   printValue(st, shown, v);
   EXPECT_EQ(shown.str(), "{ calc = <CODE>; scope = <CODE>; vars = <CODE>; }");
-  EXPECT_EQ(testing::evalStrict(st, "let c = 1; in { v = { inherit c; }; }.v"), "{ c = 1; }");
+  EXPECT_EQ(testing::evalStrict(st, "let c = 1; in { v = { inherit c; }; }.v"),
+            "{ c = 1; }");
 }
 
 TEST(KeptScopes, SetsMadeAtOnceSeeEveryBindingOfTheirScope) {
-  using testing::evalStrict;
-  // A binding not made yet when the set is: a thunk of it, looked up later.
-  EXPECT_EQ(evalStrict("let a = { inherit b; }; b = 1; in a.b"), "1");
-  EXPECT_EQ(evalStrict("rec { a = { inherit b; }; b = 2; c = a.b; }.c"), "2");
-  EXPECT_EQ(evalStrict("({ a ? { inherit b; }, b }: a.b) { b = 3; }"), "3");
-  // A set's variables from `with` are looked up when it is forced.
-  EXPECT_EQ(evalStrict("with { x = 4; }; let s = { inherit x; }; in s.x"), "4");
-  EXPECT_EQ(evalStrict("rec { a = 1; b = { inherit a; }; __overrides = { a = 5; }; }.b.a"),
-            "5");
+  const std::pair<const char*, const char*> kCases[] = {
+      // A binding not made yet when the set is: a thunk of it, looked up later.
+      {"let a = { inherit b; }; b = 1; in a.b", "1"},
+      {"rec { a = { inherit b; }; b = 2; c = a.b; }.c", "2"},
+      {"({ a ? { inherit b; }, b }: a.b) { b = 3; }", "3"},
+      // A set's variables from `with` are looked up when it is forced.
+      {"with { x = 4; }; let s = { inherit x; }; in s.x", "4"},
+      {"rec { a = 1; b = { inherit a; }; __overrides = { a = 5; }; }.b.a", "5"},
+  };
+  for (auto [expr, value] : kCases)
+    EXPECT_EQ(testing::evalStrict(expr), value) << expr;
 }
 
 TEST(KeptScopes, LambdaArgumentsHaveTheirThunkInAnObjectOfTheirOwn) {
