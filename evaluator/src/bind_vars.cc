@@ -62,6 +62,7 @@ void ExprAttrs::bindVars(EvalState& state, const StaticEnv& env) {
   } else {
     bindBodies(state, env, env);
   }
+  builtAtOnce = !recursive && dynamicAttrs.empty() && !attrs.empty() && !capturesEnv();
 }
 
 void ExprList::bindVars(EvalState& state, const StaticEnv& env) {
@@ -85,7 +86,10 @@ void ExprLambda::bindVars(EvalState& state, const StaticEnv& env) {
 
 void ExprCall::bindVars(EvalState& state, const StaticEnv& env) {
   fun->bindVars(state, env);
-  for (auto* a : args()) a->bindVars(state, env);
+  for (auto* a : args()) {
+    a->bindVars(state, env);
+    if (auto* l = exprAs<ExprLambda>(a)) l->loneThunk = true;
+  }
 }
 
 void ExprLet::bindVars(EvalState& state, const StaticEnv& env) {

@@ -6,7 +6,8 @@
 // both arguments.
 //
 // What keeps an environment: a thunk made in it (maybeThunk of anything but
-// a constant, `{ }` or a resolved variable), a closure (a lambda), an
+// a constant, `{ }`, a resolved variable or a set of those, which
+// ExprAttrs::builtAtOnce makes at once), a closure (a lambda), an
 // environment whose `up` it is (let, with, rec). Everything else evaluates
 // its parts at once and keeps only their values.
 #include "kiln/evaluator/eval_state.h"

@@ -157,9 +157,31 @@ static Bindings* applyOverrides(EvalState& state, const ExprAttrs& e, Env& env2,
   return nb;
 }
 
+namespace {
+
+// The expression of a thunk whose set ExprAttrs::maybeThunk has already
+// made (builtAtOnce): the thunk's environment field holds the set.
+struct ExprBuiltSet final : Expr {
+  void eval(EvalState&, Env& env, Value& v) override {
+    v.mkAttrs(reinterpret_cast<Bindings*>(&env));
+  }
+  void bindVars(EvalState&, const StaticEnv&) override {}
+  void show(const SymbolTable&, std::ostream&) const override {}
+};
+ExprBuiltSet builtSet;
+
+}  // namespace
+
 Value* ExprAttrs::maybeThunk(EvalState& state, Env& env) {
   if (emptyLiteral()) return &state.vEmptyAttrs;
-  return Expr::maybeThunk(state, env);
+  if (!builtAtOnce) return Expr::maybeThunk(state, env);
+  // Values that are constants or variables already made; a variable of a
+  // let or rec set not filled yet gets a thunk of its own (ExprVar).
+  Bindings* b = state.heap().allocBindings(attrs.size());
+  for (auto& a : attrs) b->push(a.name, a.e->maybeThunk(state, env), a.pos);
+  Value* v = state.heap().allocValue();
+  v->mkThunk(reinterpret_cast<Env*>(b), &builtSet);
+  return v;
 }
 
 void ExprAttrs::eval(EvalState& state, Env& env, Value& v) {
@@ -227,6 +249,13 @@ Value* ExprConstList::makeShared(EvalState& state) {
 }
 
 void ExprLambda::eval(EvalState&, Env& env, Value& v) { v.mkLambda(&env, this); }
+
+Value* ExprLambda::maybeThunk(EvalState& state, Env& env) {
+  if (!loneThunk) return Expr::maybeThunk(state, env);
+  Value* v = state.heap().allocLoneValue();
+  v->mkThunk(&env, this);
+  return v;
+}
 
 // The arguments of `fun` that are lists a builtin forces (PrimOp::
 // forcedLists), bit i for the next call's argument i; 0 for a function.

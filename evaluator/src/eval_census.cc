@@ -2,7 +2,8 @@
 // final collection (eval_stats.h, printLiveCensus): strings by text (how
 // many bytes are byte-identical copies, which texts weigh most), context
 // arrays by contents, scanned objects by size, and the types of the values
-// in value blocks. A measuring aid: it reads every live object.
+// in value blocks; with KILN_CENSUS_WHO, what keeps chosen strings alive.
+// A measuring aid: it reads every live object.
 #include "gc_support.h"  // first: GC_THREADS before any libgc header
 #include <gc/gc_inline.h>  // GC_I_PTRFREE
 #include <gc/gc_mark.h>
@@ -11,12 +12,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -162,6 +165,69 @@ void censusScanned(const std::vector<Object>& scanned, std::ostream& out, const 
   out << "\n";
 }
 
+// KILN_CENSUS_WHO=<prefix>: what points at the live strings starting with
+// <prefix>, then at those referrers, level by level (KILN_WHO_LEVELS, 4):
+// at each level, the referring objects by size and by the offset of the
+// pointer (in an 80-byte value block, its offset within the value, and the
+// value's type tag). A referrer that is a value block counts as the one
+// value pointing, not the block; a level with no referrer of its own means
+// the objects are kept by their block (a live neighbour).
+using Range = std::pair<uintptr_t, size_t>;  // start, bytes
+
+// The range of `ranges` (sorted) that holds address `v`, or nullptr.
+const Range* rangeHolding(const std::vector<Range>& ranges, uintptr_t v) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), Range(v, SIZE_MAX));
+  if (it == ranges.begin()) return nullptr;
+  --it;
+  return v < it->first + it->second ? &*it : nullptr;
+}
+
+// One level: prints who points into `targets` and returns those referrers.
+std::vector<Range> referrers(const std::vector<Range>& targets,
+                             const std::vector<Object>& scanned, std::ostream& out) {
+  std::map<std::tuple<size_t, size_t, int>, uint64_t> hist;  // size, offset, tag
+  std::map<uintptr_t, size_t> next;
+  constexpr size_t kValueBlock = 80;
+  for (const Object& o : scanned) {
+    const auto base = reinterpret_cast<uintptr_t>(o.p);
+    for (size_t w = 0; w + sizeof(uintptr_t) <= o.bytes; w += sizeof(uintptr_t)) {
+      uintptr_t v;
+      std::memcpy(&v, o.p + w, sizeof v);
+      if ((v >= base && v < base + o.bytes) || !rangeHolding(targets, v)) continue;
+      const bool value = o.bytes == kValueBlock && w < 3 * sizeof(Value);
+      const size_t slot = w / sizeof(Value) * sizeof(Value);
+      if (value) next[base + slot] = sizeof(Value);
+      else next[base] = o.bytes;
+      ++hist[{o.bytes, value ? w - slot : w, value ? uint8_t(o.p[slot]) : -1}];
+    }
+  }
+  std::vector<std::pair<uint64_t, std::tuple<size_t, size_t, int>>> heavy;
+  for (auto& [k, n] : hist) heavy.push_back({n, k});
+  std::sort(heavy.begin(), heavy.end(), std::greater<>());
+  for (size_t i = 0; i < heavy.size() && i < 12; ++i) {
+    auto [size, offset, tag] = heavy[i].second;
+    out << "kiln-eval-stats: who:   size " << size << " offset " << offset;
+    if (tag >= 0) out << " type " << tag;
+    out << " x" << heavy[i].first << "\n";
+  }
+  return {next.begin(), next.end()};
+}
+
+void whoPoints(const std::vector<Object>& atomic, const std::vector<Object>& scanned,
+               std::string_view prefix, std::ostream& out) {
+  std::vector<Range> targets;
+  for (const Object& o : atomic)
+    if (std::string_view(o.p, strnlen(o.p, o.bytes)).starts_with(prefix))
+      targets.push_back({reinterpret_cast<uintptr_t>(o.p), o.bytes + 1});
+  std::sort(targets.begin(), targets.end());
+  const char* levels = getenv("KILN_WHO_LEVELS");
+  for (int level = 0, n = levels ? atoi(levels) : 4; level < n && !targets.empty(); ++level) {
+    out << "kiln-eval-stats: who: level " << level << ", " << targets.size()
+        << " objects, pointed at by:\n";
+    targets = referrers(targets, scanned, out);
+  }
+}
+
 }  // namespace
 
 void printLiveCensus(std::ostream& out) {
@@ -188,6 +254,7 @@ void printLiveCensus(std::ostream& out) {
   const char* p = "kiln-eval-stats: ";
   censusStrings(atomic, out, p);
   censusScanned(scanned, out, p);
+  if (const char* who = getenv("KILN_CENSUS_WHO")) whoPoints(atomic, scanned, who, out);
 }
 
 }  // namespace kiln::eval

@@ -209,13 +209,21 @@ struct ExprAttrs : Expr {
     PosIdx pos;
   };
   bool recursive = false;
+  /// Set by bindVars for a set whose every value is a constant or a
+  /// resolved variable (`{ inherit config; }`, `{ x = 1; }`): nothing in it
+  /// evaluates anything, so maybeThunk makes the set at once and returns a
+  /// thunk of it that keeps no environment alive (a thunk of the
+  /// expression kept the whole scope it was written in: `passthru = {
+  /// inherit config; }` kept every binding of a package's `let`).
+  bool builtAtOnce = false;
   /// In symbol order once bound (bindVars sorts them). While the parser
   /// adds to them they are malloc'd (ArenaVec::pushMalloc); it moves them
   /// into the arena when the file is parsed.
   ArenaVec<AttrDef> attrs;
   ArenaVec<DynamicAttrDef> dynamicAttrs;
   void eval(EvalState& state, Env& env, Value& v) override;
-  /// `{ }`: the state's empty set itself, no thunk.
+  /// `{ }`: the state's empty set itself, no thunk; a set builtAtOnce: a
+  /// thunk of the set made now (still a thunk: `--eval` prints <CODE>).
   Value* maybeThunk(EvalState& state, Env& env) override;
   /// Whether this is `{ }` or `rec { }`: it evaluates to the state's empty set.
   bool emptyLiteral() const { return attrs.empty() && dynamicAttrs.empty(); }
@@ -304,10 +312,20 @@ struct ExprLambda : Expr {
   /// it is applied and dropped at once); 0: always on the heap. In the
   /// padding after `name`.
   uint8_t stackEnvArgs = 0;
+  /// Set by ExprCall::bindVars when the lambda is a call's argument
+  /// (`map (d: f d) deps`, a fold's step): maybeThunk then makes its thunk
+  /// in an object of its own (EvalHeap::allocLoneValue), not in a block
+  /// of three. Forced, such a thunk is a closure holding its environment,
+  /// and once the call is done it is garbage, but a dead one beside a live
+  /// neighbour kept that environment and all it reaches. (Lambdas bound to
+  /// names mostly live on: packed, as other values.)
+  bool loneThunk = false;
   /// The most slots of an environment made on the stack.
   static constexpr uint32_t kMaxStackEnv = 4;
   /// The most stack environments of one call (stackEnvArgs' bound).
   static constexpr uint8_t kMaxStackEnvs = 2;
+  /// A thunk, in an object of its own when loneThunk.
+  Value* maybeThunk(EvalState& state, Env& env) override;
   void eval(EvalState& state, Env& env, Value& v) override;
   void bindVars(EvalState& state, const StaticEnv& env) override;
   void show(const SymbolTable& st, std::ostream& out) const override;
