@@ -70,17 +70,18 @@ struct Shared {
   std::mutex mu;
   std::exception_ptr error;  // the first error that is not a job's
   // Large entered sets (package scopes) are split into one task per
-  // attribute, which any thread takes before new entries: one scope of
+  // attribute, which the splitting thread takes before new entries and
+  // the others once they have no entries left (SplitTasks): one scope of
   // thousands of jobs no longer keeps one thread busy while the other
-  // has nothing left. Under subMu: subs, subNext, and the sizes of parts.
+  // has nothing left. Under subMu: subs, tasks, and the sizes of parts.
   struct SubTask {
     size_t entry, part;
     const Attr* attr;
   };
   std::mutex subMu;
   std::condition_variable subCv;  // subs added, or no entry being walked
-  std::vector<SubTask> subs;
-  size_t subNext = 0;
+  std::vector<SubTask> subs;  // by task number (SplitTasks)
+  SplitTasks tasks;
   unsigned busy = 0;                           // threads walking an entry (may split it)
   std::vector<std::vector<std::string>> parts;  // per split entry, each task's text
   std::vector<std::string> prefixes;           // per split entry, its attribute path
@@ -93,13 +94,14 @@ struct ThreadArg {
 };
 
 // Walks entry i, or splits it into tasks when it is a large entered set.
-void walkEntry(Shared& sh, size_t i) {
+void walkEntry(Shared& sh, size_t i, uint32_t slot) {
   std::vector<const Attr*> subs = jobEntrySubEntries(sh.state, sh.root, i, sh.autoArgs);
   if (subs.size() >= kSplitMin) {
     std::string prefix = jobEntryAttr(sh.state, sh.root, i, sh.rootAttr);
     std::lock_guard<std::mutex> lock(sh.subMu);
     sh.prefixes[i] = std::move(prefix);
     sh.parts[i].resize(subs.size());
+    sh.tasks.add(subs.size(), slot);
     for (size_t j = 0; j < subs.size(); ++j) sh.subs.push_back({i, j, subs[j]});
     sh.subCv.notify_all();
     return;
@@ -113,12 +115,13 @@ void walkEntry(Shared& sh, size_t i) {
 // How long the calling thread waited for a task (KILN_EVAL_CPU_TIMES).
 thread_local std::chrono::steady_clock::duration tTaskWait{};
 
-// The next task, or none once no thread can add any; waits while a thread
-// walks an entry that may still be split.
-std::optional<Shared::SubTask> nextSub(Shared& sh, bool entriesLeft) {
+// The next task: one of a set this thread split, or, once it has no
+// entries left, any; none once no thread can add any. Waits while a
+// thread walks an entry that may still be split.
+std::optional<Shared::SubTask> nextSub(Shared& sh, uint32_t slot, bool entriesLeft) {
   std::unique_lock<std::mutex> lock(sh.subMu);
   while (true) {
-    if (sh.subNext < sh.subs.size()) return sh.subs[sh.subNext++];
+    if (auto t = sh.tasks.next(slot, entriesLeft)) return sh.subs[*t];
     if (entriesLeft || sh.busy == 0 || sh.stop.load()) return std::nullopt;
     auto start = std::chrono::steady_clock::now();
     sh.subCv.wait(lock);
@@ -130,7 +133,7 @@ void runThread(Shared& sh, uint32_t slot) {
   EvalState::enterThread(slot);
   bool entriesLeft = true;
   while (!sh.stop.load()) {
-    if (auto t = nextSub(sh, entriesLeft)) {
+    if (auto t = nextSub(sh, slot, entriesLeft)) {
       std::string text;
       enumerateJobSubEntry(sh.state, sh.root, *t->attr, sh.prefixes[t->entry], sh.autoArgs,
                            [&](const Job& job) { sh.render(job, text); });
@@ -148,7 +151,7 @@ void runThread(Shared& sh, uint32_t slot) {
       entriesLeft = false;
       continue;
     }
-    walkEntry(sh, sh.order[*next]);
+    walkEntry(sh, sh.order[*next], slot);
     std::lock_guard<std::mutex> lock(sh.subMu);
     if (--sh.busy == 0) sh.subCv.notify_all();
   }
@@ -205,6 +208,22 @@ constexpr uint64_t kLow = 0xffffffffu;
 uint64_t packRange(uint64_t front, uint64_t back) { return front | (back << 32); }
 
 }  // namespace
+
+size_t SplitTasks::add(size_t count, unsigned owner) {
+  size_t first = added_;
+  added_ += count;
+  if (count > 0) sets_.push_back({first, added_, owner});
+  return first;
+}
+
+std::optional<size_t> SplitTasks::next(unsigned thread, bool ownOnly) {
+  while (firstOpen_ < sets_.size() && sets_[firstOpen_].next == sets_[firstOpen_].end)
+    ++firstOpen_;
+  for (size_t s = firstOpen_; s < sets_.size(); ++s)
+    if (sets_[s].owner == thread && sets_[s].next < sets_[s].end) return sets_[s].next++;
+  if (ownOnly || firstOpen_ == sets_.size()) return std::nullopt;
+  return sets_[firstOpen_].next++;
+}
 
 EntrySplitter::EntrySplitter(size_t n, unsigned parts)
     : blocks_(std::make_unique<Block[]>(parts == 0 ? 1 : parts)), parts_(parts == 0 ? 1 : parts) {

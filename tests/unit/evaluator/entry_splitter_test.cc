@@ -1,4 +1,6 @@
 // EntrySplitter: every index once, blocks far apart, stealing from the back.
+// SplitTasks: a split set's tasks to its splitter first, to others once
+// they have no entries left.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,6 +66,32 @@ TEST(EntrySplitter, ConcurrentThreadsGetEveryIndexExactlyOnce) {
     ASSERT_EQ(all.size(), kN) << parts;
     for (size_t i = 0; i < kN; ++i) ASSERT_EQ(all[i], i) << parts;
   }
+}
+
+TEST(SplitTasks, ASetsTasksGoToItsSplitterWhileOthersHaveEntries) {
+  SplitTasks t;
+  EXPECT_EQ(t.add(3, 1), 0u);  // thread 1 split a set: tasks 0, 1, 2
+  EXPECT_FALSE(t.next(2, true));  // thread 2 still has entries: walks them
+  EXPECT_EQ(*t.next(1, true), 0u);
+  EXPECT_EQ(*t.next(1, false), 1u);
+  EXPECT_EQ(*t.next(2, false), 2u);  // thread 2 out of entries: joins in
+  EXPECT_FALSE(t.next(1, false));
+  EXPECT_FALSE(t.next(2, false));
+}
+
+TEST(SplitTasks, OwnSetsFirstThenTheEarliestSplitFromTheFront) {
+  SplitTasks t;
+  EXPECT_EQ(t.add(2, 1), 0u);  // tasks 0, 1
+  EXPECT_EQ(t.add(0, 2), 2u);  // an empty set adds nothing
+  EXPECT_EQ(t.add(2, 2), 2u);  // tasks 2, 3
+  EXPECT_EQ(*t.next(2, true), 2u);
+  EXPECT_EQ(*t.next(2, false), 3u);
+  EXPECT_EQ(*t.next(2, false), 0u);  // its own done: thread 1's, in order
+  EXPECT_EQ(*t.next(3, false), 1u);
+  EXPECT_FALSE(t.next(1, true));
+  EXPECT_EQ(t.add(1, 3), 4u);
+  EXPECT_EQ(*t.next(1, false), 4u);
+  EXPECT_FALSE(t.next(3, false));
 }
 
 }  // namespace

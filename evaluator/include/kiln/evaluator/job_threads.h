@@ -41,6 +41,34 @@ class EntrySplitter {
   unsigned parts_;
 };
 
+/// The tasks of entries split into one task per attribute (large entered
+/// sets: package scopes, a package set's variants), numbered in the order
+/// they were added. A set's tasks go first to the thread that split it,
+/// from the front; another thread takes them only once it has no entries
+/// left (`ownOnly` false), from the front of the earliest set split. Two
+/// threads taking turns on one set of a package set's variants (every
+/// package re-evaluated with other flags: a deep chain of shared thunks)
+/// kept meeting each other's unfinished packages, while entries that need
+/// other thunks were left for later. Not thread-safe: callers lock.
+class SplitTasks {
+ public:
+  /// Adds the `count` tasks of a set split by thread `owner`; returns the
+  /// number of the first (the others follow it).
+  size_t add(size_t count, unsigned owner);
+  /// The next task for thread `thread`: one of its own sets' (the earliest
+  /// split first), else, unless `ownOnly`, any set's; nothing if none.
+  std::optional<size_t> next(unsigned thread, bool ownOnly);
+
+ private:
+  struct Set {
+    size_t next, end;  // its tasks not yet taken
+    unsigned owner;
+  };
+  std::vector<Set> sets_;
+  size_t firstOpen_ = 0;  // sets before it have no tasks left
+  size_t added_ = 0;
+};
+
 /// Turns one job into the text kept for it (appended to `out`). Runs on
 /// the thread that evaluated the job, concurrently with other threads'
 /// calls, so it must be thread-safe.
