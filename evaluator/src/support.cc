@@ -175,7 +175,7 @@ SymbolTable::SymbolTable()
 }
 
 void SymbolTable::setShared(bool shared) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinMutex> lock(mu_);
   shared_ = shared;
   if (!shared) retired_.clear();  // no thread probes them any more
 }
@@ -204,7 +204,7 @@ Symbol SymbolTable::intern(std::string_view name) {
 Symbol SymbolTable::internUncached(std::string_view name, uint32_t h) {
   if (!shared_) return internLocked(name, h);
   if (uint32_t id = find(*current_.load(std::memory_order_acquire), h, name)) return Symbol{id};
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinMutex> lock(mu_);
   return internLocked(name, h);
 }
 
