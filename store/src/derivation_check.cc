@@ -73,12 +73,11 @@ void checkDerivationOutputs(DrvHashCache& cache, const StorePath& drvPath,
       break;
     }
   }
-  auto it = cache.memo_.find(drvPath.baseName());
+  auto* it = cache.memo_.find(drvPath.baseName());
   DrvHashCache::Entry& e =
-      it != cache.memo_.end()
-          ? it->second
-          : cache.memoise(drvPath.baseName(),
-                          cache.entryOf(drv, inputs, inputDeferred));
+      it ? it->value
+         : cache.memoise(drvPath.baseName(),
+                         cache.entryOf(drv, inputs, inputDeferred));
   e.checked = true;
 }
 

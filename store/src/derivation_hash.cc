@@ -71,12 +71,11 @@ std::string_view DrvHashCache::keepKey(std::string_view baseName) {
 }
 
 DrvHashCache::Entry& DrvHashCache::memoise(std::string_view baseName, const Entry& e) {
-  return memo_.emplace(keepKey(baseName), e).first->second;
+  return memo_.insert(keepKey(baseName), e).value;
 }
 
 const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
-  if (auto it = memo_.find(drvPath.baseName()); it != memo_.end())
-    return it->second;
+  if (auto* it = memo_.find(drvPath.baseName())) return it->value;
   // Depth-first with an explicit stack. A node is loaded when it first
   // reaches the top ("in progress") and hashed once all its inputs are
   // memoised; meeting an in-progress node again means a cycle.
@@ -84,7 +83,7 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
   std::map<StorePath, Derivation> inProgress;
   while (!stack.empty()) {
     StorePath cur = stack.back();
-    if (memo_.count(cur.baseName())) {
+    if (memo_.find(cur.baseName())) {
       stack.pop_back();
       continue;
     }
@@ -95,7 +94,7 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
     }
     bool ready = true;
     for (auto& [input, outs] : it->second.inputDrvs) {
-      if (memo_.count(input.baseName())) continue;
+      if (memo_.find(input.baseName())) continue;
       if (inProgress.count(input))
         throw FormatError("derivation '" + storeDir_.printPath(cur) +
                           "' depends on itself through '" +
@@ -108,11 +107,11 @@ const DrvHashCache::Entry& DrvHashCache::entry(const StorePath& drvPath) {
     inProgress.erase(it);
     stack.pop_back();
   }
-  return memo_.at(drvPath.baseName());
+  return memo_.find(drvPath.baseName())->value;
 }
 
 void DrvHashCache::remember(const StorePath& drvPath, const Derivation& drv) {
-  if (memo_.count(drvPath.baseName())) return;
+  if (memo_.find(drvPath.baseName())) return;
   memoise(drvPath.baseName(), computeEntry(drv));
 }
 
@@ -280,22 +279,15 @@ StorePath DrvHashCache::addDerivation(Derivation& drv, std::string& aterm,
   std::optional<Entry> fresh;  // hashed unlocked when others may add
   if (memoMutex) fresh = modulo();
   auto held = lock();
-  // One lookup finds or adds the entry; a new one is keyed by `path`'s
-  // text until it is filled in, then by its kept copy.
-  auto [it, added] = memo_.try_emplace(path.baseName());
-  if (added) {
-    try {
-      it->second = fresh ? *fresh : modulo();
-    } catch (...) {
-      memo_.erase(it);
-      throw;
-    }
-    it->first.view = keepKey(path.baseName());
+  auto* it = memo_.find(path.baseName());
+  if (!it) {  // hashed first: a throw adds nothing
+    Entry e = fresh ? *fresh : modulo();
+    it = &memo_.insert(keepKey(path.baseName()), e);
   }
-  Entry& e = it->second;
+  Entry& e = it->value;
   e.checked = true;  // its outputs were computed just above
   if (tag) *tag = &e.tag;
-  if (key) *key = it->first.view;
+  if (key) *key = it->key;
   return path;
 }
 

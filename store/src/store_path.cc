@@ -132,7 +132,8 @@ StorePath StoreDir::makeStorePath(std::string_view type, const Hash& inner,
   base.reserve(StorePath::kHashLen + 1 + name.size());
   appendNix32(base, std::string_view(folded, sizeof folded));
   base.append("-").append(name);
-  return StorePath(std::move(base));
+  // Valid by construction: 32 nix32 digits, '-', the name checked above.
+  return StorePath(std::move(base), StorePath::Valid{});
 }
 
 std::string StoreDir::makeType(std::string type, const StorePathSet& refs,

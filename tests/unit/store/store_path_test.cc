@@ -44,6 +44,23 @@ TEST(StorePath, KnownConstructors) {
             "/nix/store/94f9f6i31zwzwbf0kclq1naqxxi4c7v9-simple");
 }
 
+// makeStorePath's paths skip StorePath's re-check: the name is still
+// refused, and what it builds parses back to itself.
+TEST(StorePath, MadePathsAreCheckedOnceAndParseBack) {
+  StoreDir sd;
+  auto hello = hashString(HashAlgo::kSha256, "hello");
+  for (const char* bad : {"", "..", "a b", "a/b"}) {
+    EXPECT_THROW(sd.makeTextPath(bad, hello, {}), FormatError) << bad;
+    EXPECT_THROW(sd.makeOutputPath("out", hello, bad), FormatError) << bad;
+  }
+  EXPECT_THROW(sd.makeOutputPath("o~", hello, "x"), FormatError);
+  for (const char* name : {"x", "hello-1.0.drv", ".hidden", "a+b=c?d_e"}) {
+    StorePath p = sd.makeTextPath(name, hello, {});
+    EXPECT_EQ(sd.parsePath(sd.printPath(p)), p) << name;
+    EXPECT_EQ(p.name(), name);
+  }
+}
+
 TEST(StorePath, RejectsBadNamesAndPaths) {
   for (const char* bad : {"", ".", "..", ".-x", "..-x", "a b", "a/b", "a~", "\xc3\xa9"})
     EXPECT_THROW(checkStorePathName(bad), FormatError) << bad;

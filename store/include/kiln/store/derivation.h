@@ -16,13 +16,13 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <boost/container/flat_map.hpp>
 
 #include "kiln/common/hash.h"
 #include "kiln/common/spin_mutex.h"
+#include "kiln/store/base_name_map.h"
 #include "kiln/store/store_path.h"
 
 namespace kiln::store {
@@ -190,17 +190,17 @@ class DrvHashCache {
   /// A number the caller may attach to a memoised `.drv` (an evaluator
   /// keeps the index of its own record there, so one lookup finds both),
   /// kNoTag until set; nullptr if `baseName` has no memoised hash. Valid
-  /// until the next call that memoises a hash.
+  /// as long as the cache.
   uint32_t* tagOf(std::string_view baseName) {
-    auto it = memo_.find(baseName);
-    return it == memo_.end() ? nullptr : &it->second.tag;
+    auto* it = memo_.find(baseName);
+    return it ? &it->value.tag : nullptr;
   }
   /// Whether the `.drv` named `baseName` had its outputs computed here
   /// (addDerivation) or verified (checkDerivationOutputs): its outputs are
   /// the ones its contents imply. The store trusts such a `.drv`.
   bool outputsChecked(std::string_view baseName) const {
-    auto it = memo_.find(baseName);
-    return it != memo_.end() && it->second.checked;
+    auto* it = memo_.find(baseName);
+    return it && it->value.checked;
   }
   /// Copies a `.drv` base name for the memo to keep as a key: the copy
   /// must stay valid, unchanged, as long as the cache.
@@ -212,8 +212,8 @@ class DrvHashCache {
   /// The memo's own copy of `baseName` (as keepKey made it); empty if it
   /// has no memoised hash. Held as tagOf.
   std::string_view keptKey(std::string_view baseName) const {
-    auto it = memo_.find(baseName);
-    return it == memo_.end() ? std::string_view() : it->first.view;
+    auto* it = memo_.find(baseName);
+    return it ? it->key : std::string_view();
   }
   /// How many times the loader was called (each `.drv` at most once).
   size_t loadCount() const { return loads_; }
@@ -235,26 +235,6 @@ class DrvHashCache {
       return Hash(HashAlgo::kSha256,
                   std::string_view(reinterpret_cast<const char*>(sha256.data()),
                                    sha256.size()));
-    }
-  };
-  /// A memo key: a view of a kept base name. Mutable so that an entry
-  /// inserted under a caller's text (one lookup to find or add) can be
-  /// pointed at the kept copy, equal text, once it is known to be new.
-  struct Key {
-    template <class Text>  // a string or view: lookups by base name
-    Key(const Text& text) : view(text) {}  // NOLINT(google-explicit-constructor)
-    mutable std::string_view view;
-    bool operator==(const Key& o) const { return view == o.view; }
-  };
-  /// Store path base names are random in their first characters: those
-  /// make the hash (no need to hash 40-200 bytes per lookup).
-  struct BaseNameHash {
-    size_t operator()(const Key& k) const {
-      std::string_view s = k.view;
-      if (s.size() < sizeof(uint64_t)) return std::hash<std::string_view>()(s);
-      uint64_t h;
-      std::memcpy(&h, s.data(), sizeof h);
-      return h;
     }
   };
   const Entry& entry(const StorePath& drvPath);
@@ -292,8 +272,10 @@ class DrvHashCache {
   Entry& memoise(std::string_view baseName, const Entry& e);
 
   /// By `.drv` base name; a hash map (lookups per input per derivation
-  /// dominated evaluation with an ordered map of StorePaths).
-  std::unordered_map<Key, Entry, BaseNameHash> memo_;
+  /// dominated evaluation with an ordered map of StorePaths), open
+  /// addressing (a node map's lookup read three cache lines); entries
+  /// never move (tagOf's pointers are held across other threads' adds).
+  BaseNameMap<Entry> memo_;
   std::vector<std::unique_ptr<char[]>> keyChunks_;
   KeyKeeper keeper_;  // when set, keepKey's copies are made by it
   char* keyCur_ = nullptr;

@@ -38,6 +38,9 @@ class StorePath {
   auto operator<=>(const StorePath& o) const = default;
 
  private:
+  friend class StoreDir;
+  struct Valid {};  // marks a base name its maker has just built valid
+  StorePath(std::string&& baseName, Valid) : baseName_(std::move(baseName)) {}
   void check() const;  // throws FormatError as the constructors say
   std::string baseName_;
 };
