@@ -139,6 +139,11 @@ void censusStrings(const std::vector<Object>& atomic, std::ostream& out, const c
         << " " << mb(prefixes[i].first) << "\n";
 }
 
+// A value block as EvalHeap hands values out (eval_heap.h,
+// kValuesPerBlock): three 24-byte values in one 80-byte object.
+constexpr size_t kValueBlock = 80;
+constexpr size_t kValuesInBlock = 3;
+
 void censusScanned(const std::vector<Object>& scanned, std::ostream& out, const char* p) {
   std::map<size_t, std::pair<uint64_t, uint64_t>> bySize;
   uint64_t types[16] = {};
@@ -146,8 +151,8 @@ void censusScanned(const std::vector<Object>& scanned, std::ostream& out, const 
     auto& b = bySize[o.bytes];
     ++b.first;
     b.second += o.bytes;
-    if (o.bytes != 80) continue;
-    for (int i = 0; i < 3; ++i) {
+    if (o.bytes != kValueBlock) continue;
+    for (size_t i = 0; i < kValuesInBlock; ++i) {
       uint8_t t = static_cast<uint8_t>(o.p[i * sizeof(Value)]);
       ++types[t < 15 ? t : 15];
     }
@@ -187,14 +192,14 @@ std::vector<Range> referrers(const std::vector<Range>& targets,
                              const std::vector<Object>& scanned, std::ostream& out) {
   std::map<std::tuple<size_t, size_t, int>, uint64_t> hist;  // size, offset, tag
   std::map<uintptr_t, size_t> next;
-  constexpr size_t kValueBlock = 80;
   for (const Object& o : scanned) {
     const auto base = reinterpret_cast<uintptr_t>(o.p);
     for (size_t w = 0; w + sizeof(uintptr_t) <= o.bytes; w += sizeof(uintptr_t)) {
       uintptr_t v;
       std::memcpy(&v, o.p + w, sizeof v);
       if ((v >= base && v < base + o.bytes) || !rangeHolding(targets, v)) continue;
-      const bool value = o.bytes == kValueBlock && w < 3 * sizeof(Value);
+      const bool value =
+          o.bytes == kValueBlock && w < kValuesInBlock * sizeof(Value);
       const size_t slot = w / sizeof(Value) * sizeof(Value);
       if (value) next[base + slot] = sizeof(Value);
       else next[base] = o.bytes;
