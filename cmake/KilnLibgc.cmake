@@ -3,8 +3,9 @@
 # KILN_LIBGC_SOURCE_DIR) built once per build tree with Debian's
 # configuration (debian/rules: pthreads, parallel marking, thread-local
 # lists, C++ headers, compiler atomics, munmap, handle-fork: bdwgc's CMake
-# defaults give the same definitions as its configure there) and two
-# changes: INITIAL_MARK_STACK_SIZE (below) and USE_MARK_BITS. Debian's build
+# defaults give the same definitions as its configure there) and three
+# changes: INITIAL_MARK_STACK_SIZE (below), USE_MARK_BITS, and GC_allochblk
+# skipping empty free lists (cmake/KilnLibgcSource.cmake). Debian's build
 # marks with one byte per 16-byte granule
 # (libgc picks USE_MARK_BYTES whenever PARALLEL_MARK is on), so each 4 KiB
 # block's header is ~330 bytes; with bits (set atomically by the parallel
@@ -56,9 +57,17 @@ string(APPEND _kiln_libgc_cflags " -DINITIAL_MARK_STACK_SIZE=${KILN_LIBGC_INITIA
 if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
   string(APPEND _kiln_libgc_cflags " -Wno-unused-command-line-argument")
 endif()
+# Built from a copy in the build tree with one change to GC_allochblk
+# (cmake/KilnLibgcSource.cmake: empty free lists skipped without a call);
+# KILN_LIBGC_SOURCE_DIR itself is left as Debian made it.
+set(_kiln_libgc_source ${_kiln_libgc_prefix}/src)
 ExternalProject_Add(kiln_libgc_build
-  SOURCE_DIR ${KILN_LIBGC_SOURCE_DIR}
-  BINARY_DIR ${_kiln_libgc_prefix}/build
+  SOURCE_DIR ${_kiln_libgc_source}
+  DOWNLOAD_COMMAND ${CMAKE_COMMAND} -DFROM=${KILN_LIBGC_SOURCE_DIR} -DTO=${_kiln_libgc_source}
+    -P ${CMAKE_CURRENT_LIST_DIR}/KilnLibgcSource.cmake
+  # Not .../build: that of a tree configured before the copy names the
+  # unchanged source in its CMake cache.
+  BINARY_DIR ${_kiln_libgc_prefix}/obj
   INSTALL_DIR ${_kiln_libgc_prefix}
   CMAKE_ARGS
     -G ${CMAKE_GENERATOR}
@@ -81,6 +90,10 @@ ExternalProject_Add(kiln_libgc_build
   BUILD_BYPRODUCTS ${_kiln_libgc_lib}
   UPDATE_COMMAND ""
   USES_TERMINAL_BUILD OFF)
+
+# A changed copy script copies and changes the source again.
+ExternalProject_Add_StepDependencies(kiln_libgc_build download
+  ${CMAKE_CURRENT_LIST_DIR}/KilnLibgcSource.cmake)
 
 # The headers are installed into the prefix at build time; the folder must
 # exist when CMake checks the imported target.

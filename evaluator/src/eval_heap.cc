@@ -3,13 +3,15 @@
 // eval_threads.cc).
 #include "eval_heap.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "eval_parts.h"
-#include "gc_support.h"
+#include "gc_support.h"  // first: GC_THREADS before any libgc header
+#include <gc/gc_inline.h>  // GC_generic_malloc_many, GC_I_PTRFREE
 #include "kiln/evaluator/eval_stats.h"
 
 namespace kiln::eval {
@@ -74,9 +76,24 @@ void* EvalHeap::allocMemory(size_t size, size_t align) {
     if (!p) throw std::bad_alloc();
     return p;
   }
+  if (size <= kSizedMax) return allocSized(size);
   void* p = GC_MALLOC(size);  // zeroed
   if (!p) throw std::bad_alloc();
   return p;
+}
+
+void* EvalHeap::allocSized(size_t size) {
+  const size_t steps = sizedSteps(size);
+  void*& list = sized_[steps];
+  if (__builtin_expect(!list, 0)) return refillSized(list, steps);
+  void* p = list;
+  list = *static_cast<void**>(p);
+  *static_cast<void**>(p) = nullptr;  // zeroed, as the rest of it
+  return p;
+}
+
+void* EvalHeap::refillSized(void*& list, size_t steps) {
+  return takeFromMany(list, manyRequestFor(steps * kSizedStep));
 }
 
 void EvalHeap::countAlloc(uint64_t* bySize, uint64_t n, uint64_t& count, uint64_t& total,
@@ -182,10 +199,38 @@ void* EvalHeap::allocAtomic(size_t bytes) {
   // libgc's per-thread lists hold objects of up to 25 granules (with its
   // extra byte); larger requests take its global lock.
   constexpr size_t kThreadLocalMax = 25 * 16 - 1;
+  if (!threaded_ && bytes <= kSizedMax) return allocAtomicSized(bytes);
   void* p = threaded_ && bytes > kThreadLocalMax
                 ? withCollectorGate([&] { return GC_MALLOC_ATOMIC(bytes); })
                 : GC_MALLOC_ATOMIC(bytes);
   if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void* EvalHeap::allocAtomicSized(size_t bytes) {
+  // Objects past a list's head are unreachable to the collector (their
+  // links are in atomic objects): after a collection they are free.
+  if (__builtin_expect(atomicEpoch_ != collectionsStarted(), 0)) {
+    std::fill(std::begin(atomicSized_), std::end(atomicSized_), nullptr);
+    atomicEpoch_ = collectionsStarted();
+  }
+  const size_t steps = sizedSteps(bytes);
+  void*& list = atomicSized_[steps];
+  if (__builtin_expect(!list, 0)) {
+    void* fresh = nullptr;
+    // Unlike GC_malloc_many, it takes the object's whole size (granules,
+    // the collector's extra byte included).
+    GC_generic_malloc_many(steps * kSizedStep, GC_I_PTRFREE, &fresh);
+    if (!fresh) throw std::bad_alloc();
+    // A collection in the refill freed the other lists' objects.
+    if (atomicEpoch_ != collectionsStarted()) {
+      std::fill(std::begin(atomicSized_), std::end(atomicSized_), nullptr);
+      atomicEpoch_ = collectionsStarted();
+    }
+    list = fresh;
+  }
+  void* p = list;
+  list = *static_cast<void**>(p);
   return p;
 }
 

@@ -5,6 +5,7 @@
 // Evaluator-internal: EvalState::heap() (docs/evaluator.md, "Garbage
 // collection"; docs/architecture.md, "The evaluator's parts").
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -169,6 +170,26 @@ class EvalHeap {
   /// libgc keeps per-thread lists only up to 384 bytes, and refills them
   /// under its lock alone, where contending threads slept.
   void* allocSizedThreaded(size_t size);
+  /// One evaluating thread's collectable memory of up to kSizedMax bytes,
+  /// from sized_ (as allocSizedThreaded, without the gate's need): a list
+  /// pop instead of libgc's GC_malloc path for every set, list and
+  /// environment of more than one variable.
+  void* allocSized(size_t size);
+  /// One evaluating thread's atomic memory of up to kSizedMax bytes, from
+  /// atomicSized_ (uninitialised).
+  void* allocAtomicSized(size_t bytes);
+  /// allocSized's refill of the empty `list` of `steps`-step objects.
+  __attribute__((noinline)) static void* refillSized(void*& list, size_t steps);
+  /// The 16-byte steps an object of `size` bytes takes, as GC_MALLOC sizes
+  /// it: with room for the collector's extra byte, so a pointer just past
+  /// the last byte asked for (a loop's end pointer, kept in a register)
+  /// still points into the object and keeps it alive. Sizes without that
+  /// byte freed objects still in use (a `//` loop crashed with two threads
+  /// and frequent collections).
+  size_t sizedSteps(size_t size) const {
+    const size_t extra = interiorPointers_ ? 1 : 0;
+    return std::max<size_t>(1, (size + extra + kSizedStep - 1) / kSizedStep);
+  }
   /// A zeroed one-variable environment's memory from the env blocks
   /// (this thread's, in threaded evaluation).
   void* allocEnvSlot();
@@ -192,6 +213,16 @@ class EvalHeap {
   static constexpr size_t kEnvSlot = sizeof(Env) + sizeof(Value*);
   static constexpr size_t kEnvsPerBlock = 7;
   SlotBlocks blocks_[kStreams];  // first: allocValue's fast path
+  /// allocSized's lists, by 16-byte steps (GC_malloc_many lists: objects
+  /// linked through their first word, scanned in this object as the
+  /// threads' lists are). Emptied when threads start.
+  void* sized_[kSizedMax / kSizedStep + 2] = {};
+  /// allocAtomicSized's lists, by 16-byte steps (GC_generic_malloc_many
+  /// lists of atomic objects): dropped when a collection has started since
+  /// they were filled (atomicEpoch_, collectionsStarted) and when threads
+  /// start.
+  void* atomicSized_[kSizedMax / kSizedStep + 2] = {};
+  uint64_t atomicEpoch_ = 0;
   bool collect_ = false;         // startCollecting ran (and KILN_NO_GC is unset)
   bool threaded_ = false;
   bool interiorPointers_ = false;  // GC_get_all_interior_pointers(), from startCollecting

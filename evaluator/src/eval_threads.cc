@@ -180,6 +180,8 @@ void EvalHeap::beginThreads() {
   // The single-thread value block is no longer used: every thread takes
   // values from its own lists (allocValue's fast path finds it empty).
   for (SlotBlocks& b : blocks_) b.next = b.end = nullptr;
+  std::fill(std::begin(sized_), std::end(sized_), nullptr);
+  std::fill(std::begin(atomicSized_), std::end(atomicSized_), nullptr);
   threaded_ = true;
 }
 
@@ -201,13 +203,7 @@ Value* EvalHeap::allocValueThreaded() {
 }
 
 void* EvalHeap::allocSizedThreaded(size_t size) {
-  // As GC_MALLOC(size) sizes it: room for the collector's extra byte, so a
-  // pointer just past the last byte asked for (a loop's end pointer, kept
-  // in a register) still points into the object and keeps it alive. Sizes
-  // without that byte freed objects still in use (a `//` loop crashed with
-  // two threads and frequent collections).
-  const size_t extra = GC_get_all_interior_pointers() ? 1 : 0;
-  const size_t steps = std::max<size_t>(1, (size + extra + kSizedStep - 1) / kSizedStep);
+  const size_t steps = sizedSteps(size);
   return takeFromMany(threads_[tSlot].sized[steps], manyRequestFor(steps * kSizedStep));
 }
 

@@ -6,7 +6,8 @@
 #include <mutex>
 #include <vector>
 
-#include "gc_support.h"
+#include "gc_support.h"  // first: GC_THREADS before any libgc header
+#include <gc/gc_mark.h>    // GC_set_start_callback
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/evaluator/eval_stats.h"
 
@@ -109,6 +110,8 @@ void initGarbageCollector() {
     GC_set_markers_count(markers);
     GC_INIT();
     shapeSizeClasses();
+    GC_set_start_callback(
+        [] { startedCollections.fetch_add(1, std::memory_order_relaxed); });
     GC_set_on_heap_resize([](GC_word heapBytes) {
       onHeapGrowth();  // new heap sections
       if (largeHeap && freeSpaceDivisorFor(heapBytes, largeHeap) != 1)
