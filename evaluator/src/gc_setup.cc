@@ -19,7 +19,7 @@ extern "C" int MallocExtension_SetNumericProperty(const char* property, size_t v
 namespace kiln::eval {
 
 namespace {
-std::atomic<bool> threaded{false};
+std::atomic<unsigned> evalThreads{1};  // setCollectorForThreads
 std::atomic<int> markers{1};
 constexpr size_t kInitialHeap = size_t{64} << 20;
 // One thread: the first collection at 80 MiB (issue 36, fifth pass; 128
@@ -38,12 +38,17 @@ constexpr size_t kGcEvery = size_t{80} << 20;
 constexpr size_t kLargeHeap = size_t{256} << 20;
 constexpr unsigned long kLargeHeapDivisor = 2;
 size_t largeHeap = 0;  // kLargeHeap, or KILN_GC_LARGE_HEAP; 0: no change
-// Threaded evaluation (`kiln eval --workers N`): a collection stops every
-// evaluating thread, so it is serial time for the run. At gen-pkgset 50,000
-// the first collection, at 256 MiB, freed 5 MB of 266 MB in 230 ms; the
-// second, 280 MB later, freed 136 MB. From 512 MiB on, the first is the
-// one that frees.
-constexpr size_t kGcEveryThreaded = size_t{512} << 20;
+// Two or more evaluating threads (`kiln eval --workers N`): a collection
+// stops every thread, so it is serial time for the run, and it marks on two.
+// The first waits for 256 MiB, and no large-heap divisor (issue 36,
+// sixteenth pass): 512 MiB made gen-overrides 50,000 mark ~460 MB of live
+// heap once (0.34 s CPU) where 256 MiB marks ~220 MB (0.18 s), gen-byname
+// 0.31 -> 0.16 s, gen-strings' peak 680 -> 579 MB; gen-pkgset pays a
+// second collection (0.23 -> 0.31 s). One evaluating thread, threaded or
+// not, collects as one process does (kGcEvery, kLargeHeap): with 512 MiB,
+// `--workers 1` marked gen-overrides' live heap once at ~530 MB (0.6 s)
+// where one process marked it at 90 and 245 MB (0.35 s).
+constexpr size_t kGcEveryThreaded = size_t{256} << 20;
 // The size classes shapeSizeClasses makes: for 9, 8, 6, 5, 4, 3 and 2
 // objects to a 4 KiB block (libgc's HBLKSIZE), the largest size of an even
 // number of 16-byte granules (libgc's rule for classes past 24 granules).
@@ -71,6 +76,11 @@ std::vector<size_t> shapeSizeClasses() {
   return classes;
 }
 
+CollectorPolicy collectorPolicyFor(unsigned threads) {
+  if (threads > 1) return {kGcEveryThreaded, 0};
+  return {kGcEvery, kLargeHeap};
+}
+
 unsigned long freeSpaceDivisorFor(size_t heapBytes, size_t largeHeapBytes) {
   return largeHeapBytes && heapBytes >= largeHeapBytes ? kLargeHeapDivisor : 1;
 }
@@ -85,7 +95,7 @@ void setCollectorForThreads(unsigned threads) {
   // bench/README.md, issue 36). Costs up to ~20 MB of peak RSS: that mode's
   // mark stack pages are not given back. One evaluating thread keeps one
   // marker.
-  threaded = true;
+  evalThreads = std::max(threads, 1u);
   markers = threads > 1 ? 2 : 1;
 }
 
@@ -134,12 +144,13 @@ void initGarbageCollector() {
     // The large-heap divisor, with one evaluating thread and no divisor
     // set; KILN_GC_LARGE_HEAP=BYTES: another heap size for it (0: never).
     const char* large = std::getenv("KILN_GC_LARGE_HEAP");
-    largeHeap = every || divisor || threaded ? 0
-                : large                      ? std::strtoull(large, nullptr, 10)
-                                             : kLargeHeap;
+    CollectorPolicy policy = collectorPolicyFor(evalThreads);
+    largeHeap = every || divisor ? 0
+                : large          ? std::strtoull(large, nullptr, 10)
+                                 : policy.largeHeap;
     // KILN_GC_THRESHOLD=BYTES: another threshold (to measure the policy).
     const char* threshold = std::getenv("KILN_GC_THRESHOLD");
-    size_t first = threaded ? kGcEveryThreaded : kGcEvery;
+    size_t first = policy.firstCollection;
     if (threshold)
       first = std::max<size_t>(std::strtoull(threshold, nullptr, 10), 4096);
     GC_set_min_bytes_allocd(

@@ -30,6 +30,23 @@ TEST(FreeSpaceDivisor, IsTwoFromTheLargeHeapBoundOn) {
   EXPECT_EQ(freeSpaceDivisorFor(4096 * kMiB, 0), 1u);
 }
 
+// One evaluating thread collects alike with or without `--workers 1`: first
+// at 80 MiB, divisor 2 from 256 MiB (before, `--workers 1` waited for 512
+// MiB, without the large-heap divisor). Two threads or more wait for 256
+// MiB, divisor 1 throughout (gc_setup.cc).
+TEST(CollectorPolicy, OneThreadCollectsAsOneProcess) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  CollectorPolicy one = collectorPolicyFor(1);
+  EXPECT_EQ(one.firstCollection, 80 * kMiB);
+  EXPECT_EQ(one.largeHeap, 256 * kMiB);
+  EXPECT_EQ(collectorPolicyFor(0).firstCollection, one.firstCollection);
+  EXPECT_EQ(collectorPolicyFor(0).largeHeap, one.largeHeap);
+  for (unsigned threads : {2u, 4u}) {
+    EXPECT_EQ(collectorPolicyFor(threads).firstCollection, 256 * kMiB);
+    EXPECT_EQ(collectorPolicyFor(threads).largeHeap, 0u);
+  }
+}
+
 TEST_F(EvalStatsTest, CountsAllocationsByKindAndSize) {
   EvalState st;
   ASSERT_NE(st.heap().counts(), nullptr);

@@ -295,12 +295,24 @@ class EvalState {
 /// workers).
 void initGarbageCollector();
 
-/// Threaded evaluation (`kiln eval --workers N`, any N): collections start
-/// at 512 MiB allocated instead of 80 MiB, since a collection stops every
-/// thread; with `threads` > 1 they mark on two threads instead of one
-/// (docs/evaluator.md, "Garbage collection"). Only a call before
+/// Threaded evaluation (`kiln eval --workers N`): with `threads` > 1
+/// collections start at 256 MiB allocated instead of 80 MiB, since a
+/// collection stops every thread, and mark on two threads instead of one;
+/// one thread collects as one process does (collectorPolicyFor;
+/// docs/evaluator.md, "Garbage collection"). Only a call before
 /// initGarbageCollector's first has an effect.
 void setCollectorForThreads(unsigned threads);
+
+/// When the collector first collects, and from which heap size its
+/// free-space divisor is 2 (freeSpaceDivisorFor).
+struct CollectorPolicy {
+  size_t firstCollection = 0;  ///< bytes allocated before the first
+  size_t largeHeap = 0;        ///< heap bytes for divisor 2 (0: never)
+};
+
+/// The policy for `threads` evaluating threads (0 or 1: one), before the
+/// KILN_GC_* overrides: one thread's whether threaded or not.
+CollectorPolicy collectorPolicyFor(unsigned threads);
 
 /// The collector's free-space divisor for a heap of `heapBytes`: 1, or 2
 /// from `largeHeapBytes` on (0: always 1). One evaluating thread switches
