@@ -190,7 +190,7 @@ const char** EvalHeap::allocContext(size_t n) {
   if (counts_) countAlloc(nullptr, 0, counts_->contexts, counts_->contextBytes, bytes);
   // As a string's NUL: the terminating nullptr's last byte takes the byte
   // the collector adds, so a one-entry array is one 16-byte granule.
-  void* p = allocAtomic(bytes - (GC_get_all_interior_pointers() ? 1 : 0));
+  void* p = allocAtomic(bytes - (interiorPointers_ ? 1 : 0));
   std::memset(p, 0, bytes);
   return static_cast<const char**>(p);
 }
@@ -207,13 +207,19 @@ void* EvalHeap::allocAtomic(size_t bytes) {
   return p;
 }
 
+void EvalHeap::dropAtomicListsIfCollected() {
+  // GC_gc_no counts the collections that finished marking; this thread is
+  // the only one allocating, and a collection runs inside its allocations.
+  const uint64_t collections = GC_get_gc_no();
+  if (__builtin_expect(atomicEpoch_ == collections, 1)) return;
+  std::fill(std::begin(atomicSized_), std::end(atomicSized_), nullptr);
+  atomicEpoch_ = collections;
+}
+
 void* EvalHeap::allocAtomicSized(size_t bytes) {
   // Objects past a list's head are unreachable to the collector (their
   // links are in atomic objects): after a collection they are free.
-  if (__builtin_expect(atomicEpoch_ != collectionsStarted(), 0)) {
-    std::fill(std::begin(atomicSized_), std::end(atomicSized_), nullptr);
-    atomicEpoch_ = collectionsStarted();
-  }
+  dropAtomicListsIfCollected();
   const size_t steps = sizedSteps(bytes);
   void*& list = atomicSized_[steps];
   if (__builtin_expect(!list, 0)) {
@@ -223,10 +229,7 @@ void* EvalHeap::allocAtomicSized(size_t bytes) {
     GC_generic_malloc_many(steps * kSizedStep, GC_I_PTRFREE, &fresh);
     if (!fresh) throw std::bad_alloc();
     // A collection in the refill freed the other lists' objects.
-    if (atomicEpoch_ != collectionsStarted()) {
-      std::fill(std::begin(atomicSized_), std::end(atomicSized_), nullptr);
-      atomicEpoch_ = collectionsStarted();
-    }
+    dropAtomicListsIfCollected();
     list = fresh;
   }
   void* p = list;

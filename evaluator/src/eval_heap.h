@@ -178,6 +178,9 @@ class EvalHeap {
   /// One evaluating thread's atomic memory of up to kSizedMax bytes, from
   /// atomicSized_ (uninitialised).
   void* allocAtomicSized(size_t bytes);
+  /// Empties atomicSized_ if a collection has finished marking since its
+  /// lists were filled: their objects past each head are free again.
+  void dropAtomicListsIfCollected();
   /// allocSized's refill of the empty `list` of `steps`-step objects.
   __attribute__((noinline)) static void* refillSized(void*& list, size_t steps);
   /// The 16-byte steps an object of `size` bytes takes, as GC_MALLOC sizes
@@ -219,8 +222,8 @@ class EvalHeap {
   void* sized_[kSizedMax / kSizedStep + 2] = {};
   /// allocAtomicSized's lists, by 16-byte steps (GC_generic_malloc_many
   /// lists of atomic objects): dropped when a collection has started since
-  /// they were filled (atomicEpoch_, collectionsStarted) and when threads
-  /// start.
+  /// they were filled (atomicEpoch_, dropAtomicListsIfCollected) and when
+  /// threads start.
   void* atomicSized_[kSizedMax / kSizedStep + 2] = {};
   uint64_t atomicEpoch_ = 0;
   bool collect_ = false;         // startCollecting ran (and KILN_NO_GC is unset)

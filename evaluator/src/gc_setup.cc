@@ -6,8 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "gc_support.h"  // first: GC_THREADS before any libgc header
-#include <gc/gc_mark.h>    // GC_set_start_callback
+#include "gc_support.h"
 #include "kiln/evaluator/eval_state.h"
 #include "kiln/evaluator/eval_stats.h"
 
@@ -20,7 +19,6 @@ namespace kiln::eval {
 
 namespace {
 std::atomic<unsigned> evalThreads{1};  // setCollectorForThreads
-std::atomic<int> markers{1};
 constexpr size_t kInitialHeap = size_t{64} << 20;
 // One thread: the first collection at 80 MiB (issue 36, fifth pass; 128
 // MiB before, 256 MiB until the strings became collectable). Where the last
@@ -96,7 +94,6 @@ void setCollectorForThreads(unsigned threads) {
   // mark stack pages are not given back. One evaluating thread keeps one
   // marker.
   evalThreads = std::max(threads, 1u);
-  markers = threads > 1 ? 2 : 1;
 }
 
 // Collections start once kGcEvery bytes were allocated since the last one,
@@ -117,11 +114,9 @@ void initGarbageCollector() {
     GC_set_handle_fork(1);  // job workers fork
     // One marker, no helper threads, but with evaluating threads
     // (setCollectorForThreads).
-    GC_set_markers_count(markers);
+    GC_set_markers_count(evalThreads > 1 ? 2 : 1);
     GC_INIT();
     shapeSizeClasses();
-    GC_set_start_callback(
-        [] { startedCollections.fetch_add(1, std::memory_order_relaxed); });
     GC_set_on_heap_resize([](GC_word heapBytes) {
       onHeapGrowth();  // new heap sections
       if (largeHeap && freeSpaceDivisorFor(heapBytes, largeHeap) != 1)

@@ -6,7 +6,6 @@
 #include <gc/gc.h>
 #include <gc/gc_allocator.h>
 
-#include <atomic>
 #include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <deque>
@@ -72,17 +71,6 @@ auto withCollectorGate(F&& fn) {
     ~Hold() { unlockCollectorGate(); }
   } hold;
   return fn();
-}
-
-/// How many collections have started in this process (counted from
-/// initGarbageCollector on, by libgc's start callback). A list of atomic
-/// objects from GC_generic_malloc_many is linked through words the
-/// collector does not scan, so the objects past its head are free again
-/// after a collection: EvalHeap drops such lists when this changes.
-inline std::atomic<uint64_t> startedCollections{0};
-/// startedCollections' count now.
-inline uint64_t collectionsStarted() {
-  return startedCollections.load(std::memory_order_relaxed);
 }
 
 /// The size to ask GC_malloc_many for so that its objects take exactly
